@@ -1,0 +1,14 @@
+/**
+ * @file shmobj.h
+ * @brief libshmobj: typed objects, message queues and hash tables in shared
+ *        memory. Include this one header.
+ */
+#ifndef SHMOBJ_H
+#define SHMOBJ_H
+
+#include "shmobj/error.h"
+#include "shmobj/version.h"
+#include "shmobj/arena.h"
+#include "shmobj/segment.h"
+
+#endif /* SHMOBJ_H */

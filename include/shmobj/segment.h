@@ -1,0 +1,223 @@
+/**
+ * @file shmobj/segment.h
+ * @brief Named shared-memory segments: create, open, close, destroy, grow.
+ *
+ * A segment is a region of shared memory with a versioned header, a heap
+ * (see shmobj/arena.h) and a directory of named roots. One process creates
+ * it; others open it by name, waiting until the creator has finished
+ * setting it up. Every reference stored inside is an offset, so each process
+ * may map the segment at a different address.
+ */
+#ifndef SHMOBJ_SEGMENT_H
+#define SHMOBJ_SEGMENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shmobj/arena.h"
+
+#include "shmobj/api.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** @brief An attached segment (one per process and attach). Opaque. */
+typedef struct shmobj_segment shmobj_segment;
+
+/** @brief Wait without limit (a timeout value). */
+#define SHMOBJ_FOREVER (-1)
+
+/** @brief Backing store of a segment. */
+enum shmobj_backend {
+    SHMOBJ_BACKEND_SHM = 0,  /**< named POSIX shared memory (/dev/shm) */
+    SHMOBJ_BACKEND_FILE = 1, /**< a file path (tmpfs, hugetlbfs, disk) */
+    SHMOBJ_BACKEND_MEMFD = 2 /**< anonymous memfd: share by fork or fd passing */
+};
+
+/** @brief Flags of shmobj_segment_options.flags. */
+enum shmobj_segment_flag {
+    /** replace an existing segment of the same name instead of failing */
+    SHMOBJ_SEGMENT_REPLACE = 1u << 0
+};
+
+/** @brief Longest segment name, in bytes, without the terminating NUL. */
+#define SHMOBJ_NAME_MAX 200
+
+/** @brief Options for shmobj_segment_create(). Set them up with
+ *  shmobj_segment_options_init() and change what you need. */
+typedef struct shmobj_segment_options {
+    uint32_t struct_size;  /**< sizeof(shmobj_segment_options) */
+    uint32_t backend;      /**< enum shmobj_backend */
+    uint32_t flags;        /**< enum shmobj_segment_flag bits */
+    uint32_t mode;         /**< permission bits; default 0600 */
+    uint64_t initial_size; /**< bytes backed at creation; default 64 MiB */
+    /** address space reserved and largest size the segment may grow to;
+     *  default (0) equals initial_size: the segment does not grow */
+    uint64_t max_size;
+} shmobj_segment_options;
+
+/**
+ * @brief Fill options with defaults: shared memory, mode 0600, 64 MiB, no
+ *        growth.
+ * @param[out] opts options to fill
+ * @note Thread-safe.
+ * @since 0.1
+ */
+SHMOBJ_API void shmobj_segment_options_init(shmobj_segment_options *opts);
+
+/**
+ * @brief Create a new segment and attach to it.
+ *
+ * Names of the shared-memory backend are 1..SHMOBJ_NAME_MAX bytes of
+ * `[A-Za-z0-9._-]`, not starting with a dot; the file backend takes a path;
+ * the memfd backend takes a description of the same form as a shm name.
+ * The backing memory is reserved at once (posix_fallocate), so a store that
+ * is too small fails here with SHMOBJ_ENOMEM instead of a SIGBUS later.
+ *
+ * @param[in] name segment name (see above)
+ * @param[in] opts options, or NULL for the defaults
+ * @param[out] out the new handle
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL bad name, size or options
+ * @retval SHMOBJ_EEXIST a segment of that name exists
+ * @retval SHMOBJ_EACCES the store refused creation
+ * @retval SHMOBJ_ENOMEM the store has no room for initial_size, or no memory
+ *         for the handle
+ * @retval SHMOBJ_ESYS another system call failed (errno is kept)
+ * @note Thread-safe. The handle itself may be used from several threads where
+ *       each function says so.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_segment_create(const char *name, const shmobj_segment_options *opts,
+                          shmobj_segment **out);
+
+/**
+ * @brief Attach to an existing segment by name.
+ *
+ * When the name does not exist yet, or its creator is still setting it up,
+ * waits up to timeout_ns for it (inotify and futex; no polling). A creator
+ * that died during set-up is detected: the call fails with
+ * SHMOBJ_ENOTREADY and the stale name can be removed with
+ * shmobj_segment_destroy().
+ *
+ * @param[in] name name as given to shmobj_segment_create()
+ * @param[in] backend SHMOBJ_BACKEND_SHM or SHMOBJ_BACKEND_FILE
+ * @param[in] timeout_ns 0 to fail at once, SHMOBJ_FOREVER, or nanoseconds
+ * @param[out] out the new handle
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL bad name or backend
+ * @retval SHMOBJ_ENOTFOUND no such segment (and timeout_ns is 0)
+ * @retval SHMOBJ_ETIMEDOUT the segment did not appear or become ready in time
+ * @retval SHMOBJ_ENOTREADY its creator died before finishing
+ * @retval SHMOBJ_EVERSION the segment has another format version
+ * @retval SHMOBJ_ELAYOUT it was made by a differently built process
+ * @retval SHMOBJ_ECORRUPT its header is damaged
+ * @retval SHMOBJ_EACCES permission denied
+ * @retval SHMOBJ_EFULL the table of attached processes is full
+ * @retval SHMOBJ_ENOMEM no memory for the handle
+ * @retval SHMOBJ_ESYS another system call failed (errno is kept)
+ * @note Thread-safe.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_segment_open(const char *name, unsigned backend, int64_t timeout_ns,
+                        shmobj_segment **out);
+
+/**
+ * @brief Attach to a segment through a file descriptor (memfd passed over a
+ *        Unix socket, or inherited). The descriptor is duplicated.
+ * @param[in] fd descriptor of the segment's backing object
+ * @param[in] timeout_ns how long to wait for the creator's set-up
+ * @param[out] out the new handle
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL fd is negative
+ * @retval SHMOBJ_ETIMEDOUT the creator did not finish set-up in time
+ * @retval SHMOBJ_ENOTREADY its creator died before finishing
+ * @retval SHMOBJ_EVERSION another format version
+ * @retval SHMOBJ_ELAYOUT made by a differently built process
+ * @retval SHMOBJ_ECORRUPT damaged header
+ * @retval SHMOBJ_EFULL the table of attached processes is full
+ * @retval SHMOBJ_ENOMEM no memory for the handle
+ * @retval SHMOBJ_ESYS a system call failed (errno is kept)
+ * @note Thread-safe.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_segment_open_fd(int fd, int64_t timeout_ns, shmobj_segment **out);
+
+/**
+ * @brief The descriptor of the segment's backing object, for passing to
+ *        another process (memfd backend) or for fstat.
+ * @param[in] seg segment
+ * @param[out] fd descriptor, owned by the handle (do not close it)
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL seg or fd is NULL
+ * @note Thread-safe.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_segment_fd(const shmobj_segment *seg, int *fd);
+
+/**
+ * @brief Detach and free the handle. The segment itself stays (see
+ *        shmobj_segment_destroy()).
+ * @param[in] seg segment, or NULL (nothing happens)
+ * @note Not thread-safe with other uses of the same handle.
+ * @since 0.1
+ */
+SHMOBJ_API void shmobj_segment_close(shmobj_segment *seg);
+
+/**
+ * @brief Remove a segment's name. Processes still attached keep using it;
+ *        the memory is released when the last one detaches.
+ * @param[in] name segment name
+ * @param[in] backend SHMOBJ_BACKEND_SHM or SHMOBJ_BACKEND_FILE
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL bad name or backend
+ * @retval SHMOBJ_ENOTFOUND no such segment
+ * @retval SHMOBJ_EACCES permission denied
+ * @retval SHMOBJ_ESYS another system call failed (errno is kept)
+ * @note Thread-safe.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_segment_destroy(const char *name, unsigned backend);
+
+/**
+ * @brief Wait until at least `count` other processes have attached (opened
+ *        the segment and not yet closed it or died).
+ * @param[in] seg segment
+ * @param[in] count number of attached processes besides the caller's handle
+ * @param[in] timeout_ns 0, SHMOBJ_FOREVER or nanoseconds
+ * @retval 0 that many are attached
+ * @retval SHMOBJ_EINVAL seg is NULL
+ * @retval SHMOBJ_ETIMEDOUT fewer attached in time
+ * @retval SHMOBJ_ECORRUPT the table of processes is damaged
+ * @note Thread-safe.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_segment_wait_attached(shmobj_segment *seg, unsigned count,
+                                 int64_t timeout_ns);
+
+/** @brief Facts about a segment, see shmobj_segment_info(). */
+typedef struct shmobj_segment_info {
+    uint32_t struct_size;    /**< sizeof(shmobj_segment_info), set by caller */
+    uint32_t format_version; /**< SHMOBJ_FORMAT_VERSION of the segment */
+    uint64_t size;           /**< bytes currently backed */
+    uint64_t max_size;       /**< largest size it may grow to */
+    uint32_t attached;       /**< processes attached now, caller included */
+    uint32_t backend;        /**< enum shmobj_backend */
+} shmobj_segment_info;
+
+/**
+ * @brief Facts about a segment.
+ * @param[in] seg segment
+ * @param[in,out] info struct_size set by the caller, the rest filled
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument or struct_size too small
+ * @note Thread-safe.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_segment_info_get(shmobj_segment *seg, shmobj_segment_info *info);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SHMOBJ_SEGMENT_H */

@@ -1,0 +1,69 @@
+/* The arena allocator core: O(1) two-level segregated fit over a region the
+ * caller owns, addressed by offsets from `base` only.
+ *
+ * It never calls the operating system and never locks: the caller (the
+ * segment layer) serialises calls with its robust lock and grows the region.
+ * Every function takes (base, mapped, arena_off): `base` is this process's
+ * address of offset 0, `mapped` how many bytes at base are readable, and
+ * `arena_off` where the arena's control block lives. Nothing read from the
+ * region is trusted: a damaged heap gives SHMOBJ_ECORRUPT, never a read
+ * outside [base, base + mapped).
+ *
+ * Blocks carry at most 16 bytes of header, hold a 16-bit generation that is
+ * bumped on every free (see space.h, references), and payloads are aligned
+ * to 16 bytes at least. */
+#ifndef SHMOBJ_ARENA_H
+#define SHMOBJ_ARENA_H
+
+#include <stdint.h>
+
+#include "shmobj/arena.h" /* shmobj_arena_stats */
+
+/* Bytes the control block needs at arena_off (a constant). */
+uint64_t shmobj__arena_control_size(void);
+
+/* Build an empty arena: control block at arena_off, heap after it up to
+ * heap_end (exclusive). SHMOBJ_EINVAL if the region is too small. */
+int shmobj__arena_init(uint8_t *base, uint64_t mapped, uint64_t arena_off,
+                       uint64_t heap_end);
+
+/* Allocate `size` bytes aligned to `align` (power of two, 16..4096; smaller
+ * values mean 16). Returns the payload offset and its generation.
+ * SHMOBJ_ENOMEM when no free block fits. */
+int shmobj__arena_alloc(uint8_t *base, uint64_t mapped, uint64_t arena_off,
+                        uint64_t size, uint64_t align, uint64_t *off,
+                        uint16_t *gen);
+
+/* Free the block whose payload starts at off and whose generation is gen.
+ * SHMOBJ_ESTALE on a generation mismatch or an already free block,
+ * SHMOBJ_ECORRUPT when off is not a block of this arena. */
+int shmobj__arena_free(uint8_t *base, uint64_t mapped, uint64_t arena_off,
+                       uint64_t off, uint16_t gen);
+
+/* Lock-free check of a payload offset: is it a live block with this
+ * generation? Returns its usable size. Reads only the block header, so it
+ * is safe to call without the lock (the answer may be outdated at once). */
+int shmobj__arena_check_ref(const uint8_t *base, uint64_t mapped,
+                            uint64_t arena_off, uint64_t off, uint16_t gen,
+                            uint64_t *usable);
+
+/* Extend the heap to new_heap_end (the caller has made the bytes
+ * readable); the new space joins the last block if that one is free. */
+int shmobj__arena_grow(uint8_t *base, uint64_t mapped, uint64_t arena_off,
+                       uint64_t new_heap_end);
+
+/* Walk every block and free list; SHMOBJ_ECORRUPT with *bad_off set to the
+ * offset of the first bad block or control field. */
+int shmobj__arena_check(const uint8_t *base, uint64_t mapped,
+                        uint64_t arena_off, uint64_t *bad_off);
+
+/* Rebuild the free lists and bitmaps from a walk of the block headers (crash
+ * recovery after a process died holding the lock); repairs a torn
+ * split/merge that the boundary tags reveal. */
+int shmobj__arena_rebuild(uint8_t *base, uint64_t mapped, uint64_t arena_off);
+
+/* Fill statistics (see shmobj_arena_stats). */
+int shmobj__arena_stats(const uint8_t *base, uint64_t mapped,
+                        uint64_t arena_off, shmobj_arena_stats *out);
+
+#endif /* SHMOBJ_ARENA_H */

@@ -1,0 +1,92 @@
+/* The view of a segment that the layers above `common` share.
+ *
+ * `object`, `queue` and `map` must not depend on how a segment is mapped or
+ * locked, and `object` may not depend on `segment` at all. So `segment`
+ * implements this small interface and every public handle
+ * (`shmobj_segment`) begins with a `struct shmobj__space`: a
+ * `shmobj_segment *` converts to a `struct shmobj__space *` (C11 6.7.2.1p15,
+ * a pointer to a struct is a pointer to its first member). Tests of
+ * `object` implement it over a plain malloc'd buffer.
+ *
+ * References. A reference stored in shared memory is 64 bits: the low 48 bits
+ * are the offset of an arena block's payload from the segment base, the high
+ * 16 bits the block's generation at allocation time. The arena bumps a
+ * block's generation whenever it is freed, so a reference to a freed or
+ * reused block no longer matches and is refused with SHMOBJ_ESTALE instead of
+ * being misread. 0 is the null reference. */
+#ifndef SHMOBJ_SPACE_H
+#define SHMOBJ_SPACE_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "bounds.h"
+#include "shmobj/error.h"
+
+typedef uint64_t shmobj__ref;
+
+#define SHMOBJ__REF_OFF_BITS 48
+#define SHMOBJ__REF_OFF_MASK ((UINT64_C(1) << SHMOBJ__REF_OFF_BITS) - 1)
+
+static inline shmobj__ref shmobj__ref_make(uint64_t off, uint16_t gen)
+{
+    return (off & SHMOBJ__REF_OFF_MASK) |
+           ((uint64_t)gen << SHMOBJ__REF_OFF_BITS);
+}
+static inline uint64_t shmobj__ref_off(shmobj__ref r)
+{
+    return r & SHMOBJ__REF_OFF_MASK;
+}
+static inline uint16_t shmobj__ref_gen(shmobj__ref r)
+{
+    return (uint16_t)(r >> SHMOBJ__REF_OFF_BITS);
+}
+
+struct shmobj__space;
+
+struct shmobj__space_ops {
+    /* Make [0, end) readable in this process (the segment may have grown in
+     * another process). SHMOBJ_ECORRUPT when end is beyond the segment's
+     * maximum or its current size: the offset that asked for it is bad. */
+    int (*extend)(struct shmobj__space *sp, uint64_t end);
+    /* Allocate a block of at least `size` bytes aligned to `align` (a power
+     * of two, 16 at least) and return a reference to it. Takes the segment
+     * lock; may grow the segment. SHMOBJ_ENOMEM when full. */
+    int (*alloc)(struct shmobj__space *sp, uint64_t size, uint64_t align,
+                 shmobj__ref *out);
+    /* Free the block a reference names. SHMOBJ_ESTALE if the generation no
+     * longer matches, SHMOBJ_ECORRUPT if it does not name a live block. */
+    int (*free)(struct shmobj__space *sp, shmobj__ref ref);
+    /* Check that a reference names a live block with its generation and
+     * return its usable size: SHMOBJ_ESTALE / SHMOBJ_ECORRUPT otherwise.
+     * Lock-free: reads the block header only. */
+    int (*check)(struct shmobj__space *sp, shmobj__ref ref, uint64_t *usable);
+};
+
+struct shmobj__space {
+    uint8_t *base;             /* this process's address of offset 0 */
+    _Atomic uint64_t mapped;   /* bytes at base known to be backed; grows */
+    const struct shmobj__space_ops *ops;
+    void *impl;                /* owner's private data */
+};
+
+/* Bounds-check [off, off + len) and return a pointer to it, extending this
+ * process's view first when the range lies beyond it. Use this for every
+ * offset read from shared memory. */
+static inline int shmobj__space_at(struct shmobj__space *sp, uint64_t off,
+                                   uint64_t len, void **out)
+{
+    uint64_t mapped = atomic_load_explicit(&sp->mapped, memory_order_acquire);
+    if (!shmobj__range_ok(off, len, mapped)) {
+        uint64_t end;
+        if (!shmobj__add_ok(off, len, &end) || sp->ops->extend == NULL)
+            return SHMOBJ_ECORRUPT;
+        int rc = sp->ops->extend(sp, end);
+        if (rc != 0)
+            return rc;
+    }
+    *out = sp->base + off;
+    return 0;
+}
+
+#endif /* SHMOBJ_SPACE_H */

@@ -1,0 +1,78 @@
+/* Status codes and versions: the table behind shmobj_strerror() covers every
+ * code, codes are stable, and the version functions agree with the macros. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "shmobj.h"
+
+static void test_error_strerror_every_code(void **state)
+{
+    (void)state;
+    for (int code = -1; code >= SHMOBJ_EOWNERDEAD; code--) {
+        const char *msg = shmobj_strerror(code);
+        assert_non_null(msg);
+        assert_string_not_equal(msg, "unknown error");
+        assert_int_equal(strncmp(shmobj_errname(code), "SHMOBJ_E", 8), 0);
+        assert_string_not_equal(shmobj_errname(code), "SHMOBJ_E?");
+    }
+    assert_string_equal(shmobj_strerror(0), "success");
+    assert_string_equal(shmobj_errname(0), "SHMOBJ_OK");
+}
+
+static void test_error_strerror_unknown_code(void **state)
+{
+    (void)state;
+    assert_string_equal(shmobj_strerror(-9999), "unknown error");
+    assert_string_equal(shmobj_strerror(42), "unknown error");
+    assert_string_equal(shmobj_errname(-9999), "SHMOBJ_E?");
+}
+
+/* The numbers are ABI: a change here is a break, not a refactor. */
+static void test_error_codes_stable(void **state)
+{
+    (void)state;
+    assert_int_equal(SHMOBJ_EINVAL, -1);
+    assert_int_equal(SHMOBJ_ENOMEM, -2);
+    assert_int_equal(SHMOBJ_ENOTFOUND, -3);
+    assert_int_equal(SHMOBJ_EEXIST, -4);
+    assert_int_equal(SHMOBJ_ECORRUPT, -5);
+    assert_int_equal(SHMOBJ_EVERSION, -6);
+    assert_int_equal(SHMOBJ_ELAYOUT, -7);
+    assert_int_equal(SHMOBJ_ETIMEDOUT, -8);
+    assert_int_equal(SHMOBJ_EEMPTY, -9);
+    assert_int_equal(SHMOBJ_EFULL, -10);
+    assert_int_equal(SHMOBJ_ETYPE, -11);
+    assert_int_equal(SHMOBJ_ERANGE, -12);
+    assert_int_equal(SHMOBJ_ESTALE, -13);
+    assert_int_equal(SHMOBJ_EACCES, -14);
+    assert_int_equal(SHMOBJ_EBUSY, -15);
+    assert_int_equal(SHMOBJ_ENOTREADY, -16);
+    assert_int_equal(SHMOBJ_ENOBUFS, -17);
+    assert_int_equal(SHMOBJ_ENOTSUP, -18);
+    assert_int_equal(SHMOBJ_ESYS, -19);
+    assert_int_equal(SHMOBJ_EOWNERDEAD, -20);
+}
+
+static void test_version_matches_headers(void **state)
+{
+    (void)state;
+    assert_int_equal(shmobj_version(), SHMOBJ_VERSION_NUMBER);
+    assert_string_equal(shmobj_version_string(), SHMOBJ_VERSION_STRING);
+    assert_int_equal(shmobj_format_version(), SHMOBJ_FORMAT_VERSION);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_error_strerror_every_code),
+        cmocka_unit_test(test_error_strerror_unknown_code),
+        cmocka_unit_test(test_error_codes_stable),
+        cmocka_unit_test(test_version_matches_headers),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
