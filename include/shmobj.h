@@ -8,6 +8,7 @@
 
 #include "shmobj/error.h"
 #include "shmobj/version.h"
+#include "shmobj/types.h"
 #include "shmobj/arena.h"
 #include "shmobj/segment.h"
 

@@ -12,6 +12,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "shmobj/api.h"
+#include "shmobj/types.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -30,6 +33,99 @@ typedef struct shmobj_arena_stats {
     uint32_t fragmentation_permille;
     uint32_t reserved1;     /**< zero */
 } shmobj_arena_stats;
+
+/** @brief Cache-line alignment, for buffers that consumers read with SIMD. */
+#define SHMOBJ_ALIGN_CACHELINE 64
+
+/**
+ * @brief Allocate a raw block in the segment's heap.
+ *
+ * Grows a growable segment when no free block fits.
+ * @param[in] seg segment
+ * @param[in] size bytes wanted (1 or more)
+ * @param[in] align alignment, a power of two up to 4096 (0 means 16)
+ * @param[out] ref reference to the block
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument, size 0, or a bad alignment
+ * @retval SHMOBJ_ENOMEM no room even at the maximum size; see
+ *         shmobj_arena_stats_get() for the largest free block
+ * @retval SHMOBJ_ECORRUPT the heap is damaged
+ * @note Thread- and process-safe (robust segment lock).
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_arena_alloc(shmobj_segment *seg, size_t size,
+                                  size_t align, shmobj_ref *ref);
+
+/**
+ * @brief Free a block.
+ * @param[in] seg segment
+ * @param[in] ref reference from shmobj_arena_alloc()
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL seg or null ref
+ * @retval SHMOBJ_ESTALE the block was already freed (perhaps reused)
+ * @retval SHMOBJ_ECORRUPT ref does not name a block of this heap
+ * @note Thread- and process-safe (robust segment lock).
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_arena_free(shmobj_segment *seg, shmobj_ref ref);
+
+/**
+ * @brief This process's address of a block, bounds- and generation-checked.
+ * @param[in] seg segment
+ * @param[in] ref reference to a live block
+ * @param[out] ptr address of its first byte
+ * @param[out] usable bytes usable at ptr (may exceed the size asked for);
+ *             may be NULL
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument or null ref
+ * @retval SHMOBJ_ESTALE the block was freed
+ * @retval SHMOBJ_ECORRUPT ref is not a block of this segment
+ * @note Thread- and process-safe; lock-free. The pointer is valid until the
+ *       block is freed or the handle closed.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_arena_ptr(shmobj_segment *seg, shmobj_ref ref,
+                                void **ptr, size_t *usable);
+
+/**
+ * @brief The reference of a block from this process's address of its start.
+ * @param[in] seg segment
+ * @param[in] ptr address returned by shmobj_arena_ptr()
+ * @param[out] ref its reference
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument or ptr outside the segment
+ * @retval SHMOBJ_ESTALE / SHMOBJ_ECORRUPT ptr is not the start of a live block
+ * @note Thread- and process-safe; lock-free.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_arena_ref(shmobj_segment *seg, const void *ptr,
+                                shmobj_ref *ref);
+
+/**
+ * @brief Heap statistics.
+ * @param[in] seg segment
+ * @param[in,out] stats struct_size set by the caller, the rest filled
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument or struct_size too small
+ * @retval SHMOBJ_ECORRUPT the heap is damaged
+ * @note Thread- and process-safe (takes the segment lock; walks the heap).
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_arena_stats_get(shmobj_segment *seg,
+                                      shmobj_arena_stats *stats);
+
+/**
+ * @brief Walk and validate every block and free list.
+ * @param[in] seg segment
+ * @param[out] bad_off offset of the first bad block on SHMOBJ_ECORRUPT; may be
+ *             NULL
+ * @retval 0 the heap is consistent
+ * @retval SHMOBJ_EINVAL seg is NULL
+ * @retval SHMOBJ_ECORRUPT it is not
+ * @note Thread- and process-safe (takes the segment lock).
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_arena_check(shmobj_segment *seg, uint64_t *bad_off);
 
 #ifdef __cplusplus
 }

@@ -15,18 +15,13 @@
 #include <stdint.h>
 
 #include "shmobj/arena.h"
+#include "shmobj/types.h"
 
 #include "shmobj/api.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/** @brief An attached segment (one per process and attach). Opaque. */
-typedef struct shmobj_segment shmobj_segment;
-
-/** @brief Wait without limit (a timeout value). */
-#define SHMOBJ_FOREVER (-1)
 
 /** @brief Backing store of a segment. */
 enum shmobj_backend {
@@ -216,6 +211,52 @@ typedef struct shmobj_segment_info {
  * @since 0.1
  */
 SHMOBJ_API int shmobj_segment_info_get(shmobj_segment *seg, shmobj_segment_info *info);
+
+/** @brief Longest root name, in bytes, without the terminating NUL. */
+#define SHMOBJ_ROOT_NAME_MAX 47
+
+/**
+ * @brief Publish a reference under a name so unrelated processes find it.
+ *        Replaces an earlier reference of that name (which is not freed).
+ * @param[in] seg segment
+ * @param[in] name 1..SHMOBJ_ROOT_NAME_MAX bytes, NUL-terminated
+ * @param[in] ref the reference to publish (not SHMOBJ_REF_NULL)
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument, empty or too long name, null ref
+ * @retval SHMOBJ_EFULL the root directory is full
+ * @retval SHMOBJ_ECORRUPT the root directory is damaged
+ * @note Thread- and process-safe (takes the segment lock).
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_segment_root_set(shmobj_segment *seg, const char *name,
+                                       shmobj_ref ref);
+
+/**
+ * @brief Look up a named root.
+ * @param[in] seg segment
+ * @param[in] name root name
+ * @param[out] ref the published reference
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument or bad name
+ * @retval SHMOBJ_ENOTFOUND no root of that name
+ * @retval SHMOBJ_ECORRUPT the root directory is damaged
+ * @note Thread- and process-safe.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_segment_root_get(shmobj_segment *seg, const char *name,
+                                       shmobj_ref *ref);
+
+/**
+ * @brief Remove a named root (the object it names is not freed).
+ * @param[in] seg segment
+ * @param[in] name root name
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument or bad name
+ * @retval SHMOBJ_ENOTFOUND no root of that name
+ * @note Thread- and process-safe (takes the segment lock).
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_segment_root_del(shmobj_segment *seg, const char *name);
 
 #ifdef __cplusplus
 }
