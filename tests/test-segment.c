@@ -555,6 +555,48 @@ static void test_segment_grow_across_processes(void **state)
     shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM);
 }
 
+/* The seed's fragmentation story: ten blocks, free every second one, then
+ * ask for more than any hole. A fixed segment says ENOMEM and reports its
+ * largest free block; a growable one grows and succeeds. */
+static void fragment(shmobj_segment *s, uint64_t block, shmobj_ref *r)
+{
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(shmobj_arena_alloc(s, block, 0, &r[i]), 0);
+    for (int i = 0; i < 10; i += 2)
+        assert_int_equal(shmobj_arena_free(s, r[i]), 0);
+}
+
+static void test_arena_fragmented_fixed_enomem_growable_ok(void **state)
+{
+    (void)state;
+    char name[96];
+    test_name(name, sizeof name, "frag");
+    const uint64_t block = 90 * 1024; /* ten of them nearly fill 1 MiB */
+    shmobj_ref r[10], big;
+    shmobj_segment *s = create_small(name);
+    fragment(s, block, r);
+    assert_int_equal(shmobj_arena_alloc(s, 2 * block, 0, &big), SHMOBJ_ENOMEM);
+    shmobj_arena_stats st = {.struct_size = sizeof st};
+    assert_int_equal(shmobj_arena_stats_get(s, &st), 0);
+    assert_true(st.largest_free < 2 * block);
+    assert_true(st.free_bytes > 2 * block); /* enough bytes, none together */
+    assert_true(st.fragmentation_permille > 0);
+    assert_int_equal(shmobj_arena_check(s, NULL), 0);
+    shmobj_segment_close(s);
+    shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM);
+
+    shmobj_segment_options o;
+    shmobj_segment_options_init(&o);
+    o.initial_size = 1 * MiB;
+    o.max_size = 8 * MiB;
+    assert_int_equal(shmobj_segment_create(name, &o, &s), 0);
+    fragment(s, block, r);
+    assert_int_equal(shmobj_arena_alloc(s, 2 * block, 0, &big), 0);
+    assert_int_equal(shmobj_arena_check(s, NULL), 0);
+    shmobj_segment_close(s);
+    shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM);
+}
+
 /* A child allocates and frees in a tight loop (mostly inside the segment
  * lock) and is SIGKILLed at random moments. After each kill the parent
  * takes the lock, the heap check passes, and every block the parent owns
@@ -674,6 +716,7 @@ int main(void)
         cmocka_unit_test(test_segment_roots_set_get_del),
         cmocka_unit_test(test_arena_alloc_via_segment),
         cmocka_unit_test(test_segment_grow_across_processes),
+        cmocka_unit_test(test_arena_fragmented_fixed_enomem_growable_ok),
         cmocka_unit_test(test_arena_kill_holder_recovers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
