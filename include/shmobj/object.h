@@ -175,7 +175,13 @@ typedef struct shmobj_value {
 #define SHMOBJ__VALS(...) ((const shmobj_value[]){__VA_ARGS__})
 #define SHMOBJ__NVALS(...) (sizeof(SHMOBJ__VALS(__VA_ARGS__)) / sizeof(shmobj_value))
 /** @endcond */
-/** @brief A list of the values given, e.g. SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_INT(1), SHMOBJ_VAL_STR("a")). */
+/**
+ * @brief A list of the values given, e.g.
+ *        SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_INT(1), SHMOBJ_VAL_STR("a")).
+ * @note The *_OF macros build their item arrays as compound literals, which
+ *       live until the end of the enclosing block: build and put the
+ *       description in the same block (do not return one from a function).
+ */
 #define SHMOBJ_VAL_LIST_OF(...) SHMOBJ_VAL_LIST(SHMOBJ__VALS(__VA_ARGS__), SHMOBJ__NVALS(__VA_ARGS__))
 /** @brief A tuple of the values given. */
 #define SHMOBJ_VAL_TUPLE_OF(...) SHMOBJ_VAL_TUPLE(SHMOBJ__VALS(__VA_ARGS__), SHMOBJ__NVALS(__VA_ARGS__))
