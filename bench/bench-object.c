@@ -261,9 +261,17 @@ static int c1_increment(int kind, const shmobj_view *list, double target,
             shmobj_view rec, fv;
             if (shmobj_view_item(list, r, &rec) != 0)
                 return -1;
-            for (int f = 0; f < C1_FIELDS; f++) {
-                if (c1_field(kind, &rec, f, &fv) != 0 || shmobj_int_add(&fv, 1, NULL) != 0)
-                    return -1;
+            if (kind == C1_DICT) {
+                for (int f = 0; f < C1_FIELDS; f++) {
+                    if (shmobj_view_get_str(&rec, c1_names[c1_num[f]], &fv) != 0 ||
+                        shmobj_int_add(&fv, 1, NULL) != 0)
+                        return -1;
+                }
+            } else {
+                for (int f = 0; f < C1_FIELDS; f++) {
+                    if (shmobj_item_int_add(&rec, c1_num[f], 1, NULL) != 0)
+                        return -1;
+                }
             }
         }
         total += C1_COUNTERS;

@@ -478,6 +478,23 @@ static void test_int_add_updates_in_place(void **state)
     assert_int_equal(bo, 1);
     assert_int_equal(shmobj_obj_check(SEG(*state), r), 0);
 
+    /* the one-call item forms */
+    assert_int_equal(shmobj_item_int_add(&v, 0, 2, &x), 0);
+    assert_true(x == INT64_MIN);
+    assert_int_equal(shmobj_item_int_get(&v, 0, &x), 0);
+    assert_true(x == INT64_MIN + 2);
+    assert_int_equal(shmobj_item_int_add(&v, 1, 1, NULL), SHMOBJ_ETYPE); /* uint */
+    assert_int_equal(shmobj_item_int_add(&v, 4, 1, NULL), SHMOBJ_ETYPE); /* tuple */
+    assert_int_equal(shmobj_item_int_add(&v, 5, 1, NULL), SHMOBJ_ERANGE);
+    assert_int_equal(shmobj_item_int_get(&v, 5, &x), SHMOBJ_ERANGE);
+    assert_int_equal(shmobj_item_int_add(NULL, 0, 1, NULL), SHMOBJ_EINVAL);
+    assert_int_equal(shmobj_view_item(&v, 4, &c), 0);
+    assert_int_equal(shmobj_item_int_get(&c, 0, &x), 0);
+    assert_int_equal(x, 1);
+    assert_int_equal(shmobj_item_int_add(&c, 0, 1, NULL), SHMOBJ_EACCES);
+    assert_int_equal(shmobj_view_item(&v, 0, &c), 0);
+    assert_int_equal(shmobj_item_int_add(&c, 0, 1, NULL), SHMOBJ_ETYPE); /* a scalar */
+
     /* tuple items are immutable */
     assert_int_equal(shmobj_view_item(&v, 4, &c), 0);
     assert_int_equal(shmobj_view_item(&c, 0, &c), 0);

@@ -640,6 +640,43 @@ SHMOBJ_API int shmobj_int_add(const shmobj_view *view, int64_t delta, int64_t *o
 SHMOBJ_API int shmobj_int_cas(const shmobj_view *view, int64_t *expected, int64_t desired);
 
 /**
+ * @brief Add to the int64 item i of a list, struct or dict (values by
+ *        position) in one call, without a view of the item: the fast path
+ *        for counters.
+ * @param[in] view list, struct or dict
+ * @param[in] i index of the item
+ * @param[in] delta amount
+ * @param[out] old the value before; may be NULL
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL view
+ * @retval SHMOBJ_ETYPE view is not a list, struct or dict, or the item is
+ *         not an int
+ * @retval SHMOBJ_EACCES view is a tuple (immutable)
+ * @retval SHMOBJ_ERANGE i >= length
+ * @retval SHMOBJ_ECORRUPT the item's slot is damaged
+ * @note Thread- and process-safe (atomic fetch-add, acq_rel). O(1).
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_item_int_add(const shmobj_view *view, size_t i, int64_t delta,
+                                   int64_t *old);
+
+/**
+ * @brief Read the int64 item i of a list, tuple, struct or dict (values by
+ *        position) without a view of the item.
+ * @param[in] view list, tuple, struct or dict
+ * @param[in] i index of the item
+ * @param[out] out the value
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument
+ * @retval SHMOBJ_ETYPE view is not such a container, or the item is not an int
+ * @retval SHMOBJ_ERANGE i >= length
+ * @retval SHMOBJ_ECORRUPT the item's slot is damaged
+ * @note Thread- and process-safe (atomic load, acquire). O(1).
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_item_int_get(const shmobj_view *view, size_t i, int64_t *out);
+
+/**
  * @brief Read a uint64.
  * @param[in] view uint value
  * @param[out] out the value

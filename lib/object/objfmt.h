@@ -205,15 +205,29 @@ static inline size_t shmobj__dtype_size(unsigned dtype)
     }
 }
 
-/* Index capacity for n keys: a power of two >= 2n, 0 for none. */
+/* Index capacity for n keys: the smallest power of two that keeps the
+ * load at 3/4 or below (so there is always an empty entry), 0 for none. */
 static inline uint64_t shmobj__index_cap(uint64_t n)
 {
     uint64_t cap = 2;
     if (n == 0)
         return 0;
-    while (cap < 2 * n)
+    while (cap * 3 < n * 4)
         cap <<= 1;
     return cap;
+}
+
+/* Equal bytes, for the short keys of dicts and structs: a few loads
+ * instead of a call to memcmp. */
+static inline int shmobj__mem_equal(const uint8_t *a, const uint8_t *b, uint64_t n)
+{
+    if (n >= 8 && n <= 16)
+        return shmobj__load64(a) == shmobj__load64(b) &&
+               shmobj__load64(a + n - 8) == shmobj__load64(b + n - 8);
+    if (n >= 4 && n < 8)
+        return shmobj__load32(a) == shmobj__load32(b) &&
+               shmobj__load32(a + n - 4) == shmobj__load32(b + n - 4);
+    return n == 0 || memcmp(a, b, (size_t)n) == 0;
 }
 
 /* Internal (lib/object) functions shared between the files of the layer. */
