@@ -293,13 +293,14 @@ static int emit_obj(struct wr *w, const shmobj_value *v, int depth, uint64_t *re
             return rc;
         h.len = k.n;
         if (o != NULL) {
+            /* Checked while writing, not measuring (the caller frees the
+             * block on failure), and on the source: reading bytes just
+             * stored would stall on store forwarding. */
+            if (v->type == SHMOBJ_TYPE_STR && !shmobj__utf8_ok(k.p, k.n))
+                return SHMOBJ_EINVAL;
             if (k.n > 0)
                 memcpy(o + 16, k.p, (size_t)k.n);
             o[16 + k.n] = 0;
-            /* Checked while writing, when the bytes are in cache: the caller
-             * frees the block on failure. */
-            if (v->type == SHMOBJ_TYPE_STR && !shmobj__utf8_ok(o + 16, k.n))
-                return SHMOBJ_EINVAL;
         }
         break;
     }
