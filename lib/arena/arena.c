@@ -11,9 +11,11 @@
  *  - Every free block is on exactly one free list, the one of its size
  *    class; a bitmap bit is set exactly when its list is non-empty.
  *  - A block's generation is bumped on every free, so a reference kept
- *    across a free no longer matches.
+ *    across a free no longer matches; a header made by a split takes its
+ *    parent's generation plus one.
  *
- * Byte layout (all integers little-endian host order, offsets from base):
+ * Byte layout (integers in host byte order, positions are offsets from
+ * base; doc/format-arena.md restates it):
  *
  *   control block at arena_off (struct arena_ctl, 10432 bytes):
  *     +0      u64 magic        "SHMARNA1"; written last by init
@@ -53,8 +55,11 @@
  *    old block is still whole, the stray headers are payload bytes;
  *  - grow() killed after turning the old sentinel into a block but before
  *    publishing heap_end -> heap_end is taken from the new sentinel.
- * A block that alloc() marked used but never returned to its caller is lost
- * (it stays allocated); nothing committed before the kill is.
+ * rebuild() writes nothing unless a read-only walk first finds the size
+ * chain intact, so on a heap damaged some other way it fails with
+ * SHMOBJ_ECORRUPT and leaves the bytes as they were. A block that alloc()
+ * marked used but never returned to its caller is lost (it stays
+ * allocated); nothing committed before the kill is.
  */
 #include "arena.h"
 
