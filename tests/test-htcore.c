@@ -172,7 +172,7 @@ static void test_htcore_churn_does_not_degrade(void **state)
     for (uint64_t k = base; k < base + 500; k++)
         assert_int_equal(itab_put(&it, k, k), 0);
     shmobj_htcore_stats st;
-    assert_int_equal(shmobj_htcore_stats_get(&it.t, NULL, NULL, &st), 0);
+    shmobj_htcore_stats_get(&it.t, &st);
     assert_true(st.count == 500);
     assert_true(st.slots <= slots0);
     /* mean probe length under 2 groups, worst within a few */
@@ -228,7 +228,7 @@ static void test_htcore_ref_random_vs_reference(void **state)
     assert_non_null(pool);
     pool_n = 0;
     memset(ref_slot, 0, sizeof ref_slot);
-    uint64_t bytes = shmobj_htcore_footprint(0, 8);
+    uint64_t bytes = shmobj_htcore_footprint(0, SHMOBJ_HTCORE_REF_SLOT);
     void *mem = xalloc(bytes);
     shmobj_htcore t;
     assert_int_equal(shmobj_htcore_init_ref(&t, mem, bytes, 0, seed), 0);
@@ -245,6 +245,7 @@ static void test_htcore_ref_random_vs_reference(void **state)
         if (ref_slot[k]) {
             assert_int_equal(rc, 0);
             assert_true(shmobj_htcore_ref_value(&t, idx) == ref_slot[k]);
+            assert_true(shmobj_htcore_ref_hash(&t, idx) == h);
         } else {
             assert_int_equal(rc, SHMOBJ_HTCORE_ENOTFOUND);
         }
@@ -258,11 +259,11 @@ static void test_htcore_ref_random_vs_reference(void **state)
             } else {
                 rc = shmobj_htcore_ref_insert(&t, h, pool_n, &idx);
                 if (rc == SHMOBJ_HTCORE_EFULL) {
-                    uint64_t nb = shmobj_htcore_footprint(live * 2 + 16, 8);
+                    uint64_t nb = shmobj_htcore_footprint(live * 2 + 16, SHMOBJ_HTCORE_REF_SLOT);
                     void *nm = xalloc(nb);
                     shmobj_htcore nt;
                     assert_int_equal(shmobj_htcore_init_ref(&nt, nm, nb, live * 2 + 16, seed), 0);
-                    assert_int_equal(shmobj_htcore_ref_rehash(&nt, &t, pool_hash, &seed), 0);
+                    assert_int_equal(shmobj_htcore_ref_rehash(&nt, &t), 0);
                     free(mem);
                     mem = nm;
                     t = nt;
@@ -283,7 +284,7 @@ static void test_htcore_ref_random_vs_reference(void **state)
     }
     assert_int_equal(shmobj_htcore_check(&t, pool_hash, &seed), 0);
     shmobj_htcore_stats st;
-    assert_int_equal(shmobj_htcore_stats_get(&t, pool_hash, &seed, &st), 0);
+    shmobj_htcore_stats_get(&t, &st);
     assert_true(st.count == live);
     assert_true(st.probe_max >= 1);
     free(mem);
@@ -302,7 +303,7 @@ static int eq_fail(void *ctx, uint64_t v)
 static void test_htcore_ref_find_eq_error_propagates(void **state)
 {
     (void)state;
-    uint64_t bytes = shmobj_htcore_footprint(10, 8), idx;
+    uint64_t bytes = shmobj_htcore_footprint(10, SHMOBJ_HTCORE_REF_SLOT), idx;
     void *mem = xalloc(bytes);
     shmobj_htcore t;
     assert_int_equal(shmobj_htcore_init_ref(&t, mem, bytes, 10, 0), 0);

@@ -317,8 +317,8 @@ SHMOBJ_HTCORE_FN int shmobj_htcore_init_ref(shmobj_htcore *t, void *mem,
                                             uint64_t mem_size,
                                             uint64_t capacity, uint64_t seed)
 {
-    return ht_init(t, mem, mem_size, capacity, 0, 8, SHMOBJ_HTCORE_FLAG_REF,
-                   seed);
+    return ht_init(t, mem, mem_size, capacity, 0, SHMOBJ_HTCORE_REF_SLOT,
+                   SHMOBJ_HTCORE_FLAG_REF, seed);
 }
 
 SHMOBJ_HTCORE_FN int shmobj_htcore_attach(shmobj_htcore *t, void *mem,
@@ -342,7 +342,8 @@ SHMOBJ_HTCORE_FN int shmobj_htcore_attach(shmobj_htcore *t, void *mem,
     if (h.slots < SHMOBJ_HTCORE_MIN_SLOTS || (h.slots & (h.slots - 1)) != 0)
         return SHMOBJ_HTCORE_ECORRUPT;
     if (h.flags == SHMOBJ_HTCORE_FLAG_REF) {
-        if (h.key_size != 0 || h.value_size != 8 || h.stride != 8)
+        if (h.key_size != 0 || h.value_size != SHMOBJ_HTCORE_REF_SLOT ||
+            h.stride != SHMOBJ_HTCORE_REF_SLOT)
             return SHMOBJ_HTCORE_ECORRUPT;
     } else if (h.flags == 0) {
         if (h.key_size == 0 || h.value_size > UINT32_MAX - h.key_size ||
@@ -399,8 +400,11 @@ static int ht_lookup(const shmobj_htcore *t, uint64_t hash, const void *key,
                     return SHMOBJ_HTCORE_OK;
                 }
             } else {
-                uint64_t v;
+                uint64_t v, sh;
                 int rc;
+                memcpy(&sh, ht_slot(t, idx) + 8, sizeof sh);
+                if (sh != hash)
+                    continue;
                 memcpy(&v, ht_slot(t, idx), sizeof v);
                 rc = eq(ctx, v);
                 if (rc < 0)
@@ -553,6 +557,7 @@ SHMOBJ_HTCORE_FN int shmobj_htcore_ref_insert(shmobj_htcore *t, uint64_t hash,
     if (rc != SHMOBJ_HTCORE_OK)
         return rc;
     memcpy(ht_slot(t, idx), &value, sizeof value);
+    memcpy(ht_slot(t, idx) + 8, &hash, sizeof hash);
     ht_publish(t, idx, hash);
     if (index != NULL)
         *index = idx;
@@ -567,6 +572,14 @@ SHMOBJ_HTCORE_FN uint64_t shmobj_htcore_ref_value(const shmobj_htcore *t,
     return v;
 }
 
+SHMOBJ_HTCORE_FN uint64_t shmobj_htcore_ref_hash(const shmobj_htcore *t,
+                                                 uint64_t index)
+{
+    uint64_t h;
+    memcpy(&h, ht_slot(t, index) + 8, sizeof h);
+    return h;
+}
+
 SHMOBJ_HTCORE_FN void shmobj_htcore_ref_replace(shmobj_htcore *t,
                                                 uint64_t index,
                                                 uint64_t value)
@@ -575,22 +588,17 @@ SHMOBJ_HTCORE_FN void shmobj_htcore_ref_replace(shmobj_htcore *t,
 }
 
 SHMOBJ_HTCORE_FN int shmobj_htcore_ref_rehash(shmobj_htcore *dst,
-                                              const shmobj_htcore *src,
-                                              shmobj_htcore_hash_fn hash_fn,
-                                              void *ctx)
+                                              const shmobj_htcore *src)
 {
     uint64_t i = 0;
-    if (!(dst->flags & src->flags & SHMOBJ_HTCORE_FLAG_REF) || hash_fn == NULL)
+    if (!(dst->flags & src->flags & SHMOBJ_HTCORE_FLAG_REF))
         return SHMOBJ_HTCORE_EINVAL;
     while (shmobj_htcore_next(src, &i) == SHMOBJ_HTCORE_OK) {
-        uint64_t v = shmobj_htcore_ref_value(src, i), hash, idx;
-        int rc = hash_fn(ctx, v, &hash);
-        if (rc < 0)
-            return rc;
-        rc = ht_claim(dst, hash, &idx);
+        uint64_t hash = shmobj_htcore_ref_hash(src, i), idx;
+        int rc = ht_claim(dst, hash, &idx);
         if (rc != SHMOBJ_HTCORE_OK)
             return rc;
-        memcpy(ht_slot(dst, idx), &v, sizeof v);
+        memcpy(ht_slot(dst, idx), ht_slot(src, i), SHMOBJ_HTCORE_REF_SLOT);
         ht_publish(dst, idx, hash);
         i++;
     }
@@ -691,19 +699,15 @@ static uint64_t ht_probe_len(const shmobj_htcore *t, uint64_t hash,
     return 0;
 }
 
-static int ht_entry_hash(const shmobj_htcore *t, uint64_t idx,
-                         shmobj_htcore_hash_fn hash_fn, void *ctx,
-                         uint64_t *hash)
+static uint64_t ht_entry_hash(const shmobj_htcore *t, uint64_t idx)
 {
     if (t->flags & SHMOBJ_HTCORE_FLAG_REF)
-        return hash_fn(ctx, shmobj_htcore_ref_value(t, idx), hash);
-    *hash = shmobj_htcore_hash64(ht_slot(t, idx), t->key_size, t->seed);
-    return SHMOBJ_HTCORE_OK;
+        return shmobj_htcore_ref_hash(t, idx);
+    return shmobj_htcore_hash64(ht_slot(t, idx), t->key_size, t->seed);
 }
 
-SHMOBJ_HTCORE_FN int shmobj_htcore_stats_get(const shmobj_htcore *t,
-                                         shmobj_htcore_hash_fn hash_fn,
-                                         void *ctx, shmobj_htcore_stats *out)
+SHMOBJ_HTCORE_FN void shmobj_htcore_stats_get(const shmobj_htcore *t,
+                                              shmobj_htcore_stats *out)
 {
     uint64_t i = 0;
     memset(out, 0, sizeof *out);
@@ -712,20 +716,13 @@ SHMOBJ_HTCORE_FN int shmobj_htcore_stats_get(const shmobj_htcore *t,
     out->tombstones = t->hdr->tombstones;
     out->growth_left = t->hdr->growth_left;
     out->bytes = ht_bytes(t->mask + 1, t->stride);
-    if ((t->flags & SHMOBJ_HTCORE_FLAG_REF) && hash_fn == NULL)
-        return SHMOBJ_HTCORE_OK;
     while (shmobj_htcore_next(t, &i) == SHMOBJ_HTCORE_OK) {
-        uint64_t hash, len;
-        int rc = ht_entry_hash(t, i, hash_fn, ctx, &hash);
-        if (rc < 0)
-            return rc;
-        len = ht_probe_len(t, hash, i);
+        uint64_t len = ht_probe_len(t, ht_entry_hash(t, i), i);
         out->probe_total += len;
         if (len > out->probe_max)
             out->probe_max = len;
         i++;
     }
-    return SHMOBJ_HTCORE_OK;
 }
 
 SHMOBJ_HTCORE_FN int shmobj_htcore_check(const shmobj_htcore *t,
@@ -734,15 +731,18 @@ SHMOBJ_HTCORE_FN int shmobj_htcore_check(const shmobj_htcore *t,
 {
     uint64_t n = t->mask + 1, i, full = 0, del = 0, empty = 0;
     const shmobj_htcore_header *h = t->hdr;
-    if ((t->flags & SHMOBJ_HTCORE_FLAG_REF) && hash_fn == NULL)
-        return SHMOBJ_HTCORE_EINVAL;
     for (i = 0; i < n; i++) {
         unsigned char c = t->ctrl[i];
         if (c < 0x80) {
-            uint64_t hash;
-            int rc = ht_entry_hash(t, i, hash_fn, ctx, &hash);
-            if (rc < 0)
-                return rc;
+            uint64_t hash = ht_entry_hash(t, i);
+            if ((t->flags & SHMOBJ_HTCORE_FLAG_REF) && hash_fn != NULL) {
+                uint64_t eh;
+                int rc = hash_fn(ctx, shmobj_htcore_ref_value(t, i), &eh);
+                if (rc < 0)
+                    return rc;
+                if (eh != hash)
+                    return SHMOBJ_HTCORE_ECORRUPT;
+            }
             if (c != ht_h2(hash) || ht_probe_len(t, hash, i) == 0)
                 return SHMOBJ_HTCORE_ECORRUPT;
             full++;

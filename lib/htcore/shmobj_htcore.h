@@ -34,8 +34,10 @@
  *  - inline: entries are `key_size` key bytes followed by `value_size` value
  *    bytes, stored in the slot (the embedded case);
  *  - ref: a slot holds a 64-bit value chosen by the caller that refers to an
- *    entry stored elsewhere (variable-length keys); lookups take the hash
- *    and an equality callback that receives the slot value.
+ *    entry stored elsewhere (variable-length keys) and the entry's 64-bit
+ *    hash; lookups compare the stored hash first and then call an equality
+ *    callback with the slot value. Keeping the hash in the slot lets a
+ *    rehash run over the table alone, never touching the entries.
  *
  * Vendoring switches (define before including this header and the .c file):
  *  - SHMOBJ_HTCORE_STATIC: every function becomes `static` (include the .c
@@ -96,6 +98,7 @@ extern "C" {
 #define shmobj_htcore_ref_find SHMOBJ_HTCORE_NAME(shmobj_htcore_ref_find)
 #define shmobj_htcore_ref_insert SHMOBJ_HTCORE_NAME(shmobj_htcore_ref_insert)
 #define shmobj_htcore_ref_value SHMOBJ_HTCORE_NAME(shmobj_htcore_ref_value)
+#define shmobj_htcore_ref_hash SHMOBJ_HTCORE_NAME(shmobj_htcore_ref_hash)
 #define shmobj_htcore_ref_replace SHMOBJ_HTCORE_NAME(shmobj_htcore_ref_replace)
 #define shmobj_htcore_erase SHMOBJ_HTCORE_NAME(shmobj_htcore_erase)
 #define shmobj_htcore_next SHMOBJ_HTCORE_NAME(shmobj_htcore_next)
@@ -123,6 +126,8 @@ extern "C" {
 
 /* Flags of the header (mode). */
 #define SHMOBJ_HTCORE_FLAG_REF 1u
+/* Bytes of a ref-mode slot: the caller's value, then the hash. */
+#define SHMOBJ_HTCORE_REF_SLOT 16u
 
 /* Status codes. Their values equal libshmobj's SHMOBJ_E* codes of the same
  * names, so the map passes them through unchanged. */
@@ -143,13 +148,13 @@ typedef struct shmobj_htcore_header {
     uint16_t version;     /* SHMOBJ_HTCORE_VERSION */
     uint16_t flags;       /* SHMOBJ_HTCORE_FLAG_REF or 0 */
     uint32_t key_size;    /* inline: key bytes per entry; ref: 0 */
-    uint32_t value_size;  /* inline: value bytes per entry; ref: 8 */
+    uint32_t value_size;  /* inline: value bytes per entry; ref: 16 */
     uint64_t seed;        /* seed of shmobj_htcore_hash() for this table */
     uint64_t slots;       /* number of slots, a power of two >= 16 */
     uint64_t count;       /* full slots (live entries) */
     uint64_t tombstones;  /* deleted slots */
     uint64_t growth_left; /* empty slots that may still be filled */
-    uint32_t stride;      /* bytes per slot: key_size + value_size, or 8 */
+    uint32_t stride;      /* bytes per slot: key_size + value_size */
     uint32_t check;       /* hash of bytes 0..31 and stride: damage check */
 } shmobj_htcore_header;
 
@@ -172,8 +177,9 @@ typedef struct shmobj_htcore {
  * negative status to stop the lookup with it (e.g. the entry is damaged). */
 typedef int (*shmobj_htcore_eq_fn)(void *ctx, uint64_t value);
 
-/* Ref mode: the hash of the entry that slot value `value` refers to
- * (rehash, statistics and checks). 0 or a negative status. */
+/* Ref mode: the hash of the entry that slot value `value` refers to, for
+ * shmobj_htcore_check() to compare with the hash stored in the slot. 0 or
+ * a negative status. */
 typedef int (*shmobj_htcore_hash_fn)(void *ctx, uint64_t value,
                                      uint64_t *hash);
 
@@ -203,7 +209,7 @@ SHMOBJ_HTCORE_FN uint64_t shmobj_htcore_hash(const shmobj_htcore *t,
 /* ---- construction --------------------------------------------------------- */
 
 /* Bytes a table needs to hold `capacity` entries of `entry_size` bytes
- * (key_size + value_size inline, 8 in ref mode) at the maximum load: the
+ * (key_size + value_size inline, SHMOBJ_HTCORE_REF_SLOT in ref mode) at the maximum load: the
  * header, then the smallest power-of-two number of slots (16 at least)
  * whose 7/8 reach capacity. Returns 0 when entry_size is 0 or the size
  * would overflow. */
@@ -217,7 +223,7 @@ SHMOBJ_HTCORE_FN int shmobj_htcore_init(shmobj_htcore *t, void *mem,
                                         uint32_t key_size,
                                         uint32_t value_size, uint64_t seed);
 
-/* Build an empty ref-mode table (8-byte slot values). */
+/* Build an empty ref-mode table (slots of a 64-bit value and its hash). */
 SHMOBJ_HTCORE_FN int shmobj_htcore_init_ref(shmobj_htcore *t, void *mem,
                                             uint64_t mem_size,
                                             uint64_t capacity, uint64_t seed);
@@ -262,15 +268,16 @@ SHMOBJ_HTCORE_FN int shmobj_htcore_rehash(shmobj_htcore *dst,
 
 /* ---- ref mode --------------------------------------------------------------- */
 
-/* Find the slot whose value eq() accepts among those whose tag matches
- * hash. 0 with *index set, ENOTFOUND, or eq()'s negative status. */
+/* Find the slot whose value eq() accepts among those whose stored hash
+ * equals hash. 0 with *index set, ENOTFOUND, or eq()'s negative status. */
 SHMOBJ_HTCORE_FN int shmobj_htcore_ref_find(const shmobj_htcore *t,
                                             uint64_t hash,
                                             shmobj_htcore_eq_fn eq, void *ctx,
                                             uint64_t *index);
 
 /* Insert value under hash; the caller has made sure no equal entry exists.
- * The slot value is written before its control byte. EFULL when full. */
+ * The slot (value and hash) is written before its control byte. EFULL when
+ * full. */
 SHMOBJ_HTCORE_FN int shmobj_htcore_ref_insert(shmobj_htcore *t, uint64_t hash,
                                               uint64_t value, uint64_t *index);
 
@@ -278,17 +285,19 @@ SHMOBJ_HTCORE_FN int shmobj_htcore_ref_insert(shmobj_htcore *t, uint64_t hash,
 SHMOBJ_HTCORE_FN uint64_t shmobj_htcore_ref_value(const shmobj_htcore *t,
                                                   uint64_t index);
 
-/* Overwrite the slot value at index (same key, new entry). */
+/* The hash stored in the slot at index. */
+SHMOBJ_HTCORE_FN uint64_t shmobj_htcore_ref_hash(const shmobj_htcore *t,
+                                                 uint64_t index);
+
+/* Overwrite the slot value at index (same key, so same hash; new entry). */
 SHMOBJ_HTCORE_FN void shmobj_htcore_ref_replace(shmobj_htcore *t,
                                                 uint64_t index,
                                                 uint64_t value);
 
-/* Copy every slot of src into dst (empty ref table, same seed semantics:
- * hashes come from hash_fn). EFULL when dst is too small. */
+/* Copy every slot of src into dst (an empty ref table with room for
+ * them), placing each by its stored hash. EFULL when dst is too small. */
 SHMOBJ_HTCORE_FN int shmobj_htcore_ref_rehash(shmobj_htcore *dst,
-                                              const shmobj_htcore *src,
-                                              shmobj_htcore_hash_fn hash_fn,
-                                              void *ctx);
+                                              const shmobj_htcore *src);
 
 /* ---- both modes ---------------------------------------------------------- */
 
@@ -307,14 +316,14 @@ SHMOBJ_HTCORE_FN void shmobj_htcore_clear(shmobj_htcore *t);
  * recovery: a writer died between a control byte and a counter). */
 SHMOBJ_HTCORE_FN void shmobj_htcore_recount(shmobj_htcore *t);
 
-/* Statistics; in ref mode hash_fn gives the probe lengths (NULL: skip). */
-SHMOBJ_HTCORE_FN int shmobj_htcore_stats_get(const shmobj_htcore *t,
-                                         shmobj_htcore_hash_fn hash_fn,
-                                         void *ctx, shmobj_htcore_stats *out);
+/* Statistics, probe lengths included (a walk of the whole table). */
+SHMOBJ_HTCORE_FN void shmobj_htcore_stats_get(const shmobj_htcore *t,
+                                              shmobj_htcore_stats *out);
 
 /* Full consistency check: counters agree with the control bytes, and every
  * entry's tag matches its hash and is reachable from its home group. In ref
- * mode hash_fn must be given. 0 or ECORRUPT (or hash_fn's status). */
+ * mode, hash_fn (may be NULL) also confirms each stored hash from the
+ * entry. 0 or ECORRUPT (or hash_fn's status). */
 SHMOBJ_HTCORE_FN int shmobj_htcore_check(const shmobj_htcore *t,
                                          shmobj_htcore_hash_fn hash_fn,
                                          void *ctx);
