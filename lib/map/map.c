@@ -474,19 +474,22 @@ static int find_eq(void *ctx, uint64_t v)
 }
 
 /* Wait out a writer section: spin briefly, then queue on the lock (which
- * also repairs the shard when its writer died inside the section). */
-static void wait_writer(shmobj_map *m, struct shmobj__map_shard *s,
-                        unsigned *spins)
+ * also repairs the shard when its writer died inside the section). An
+ * error means the shard cannot be repaired: the reader gives up with it. */
+static int wait_writer(shmobj_map *m, struct shmobj__map_shard *s,
+                       unsigned *spins)
 {
     if (++*spins < MAP_SPIN_LIMIT) {
         cpu_relax();
-        return;
+        return 0;
     }
     *spins = 0;
-    if (shard_lock(m, s) == 0)
+    int rc = shard_lock(m, s);
+    if (rc == 0)
         shard_unlock(s);
-    else
+    else if (rc != SHMOBJ_ECORRUPT)
         sched_yield();
+    return rc == SHMOBJ_ECORRUPT ? rc : 0;
 }
 
 /* Copy a value; an 8-byte value is read atomically (it may be added to). */
@@ -512,7 +515,9 @@ static int lookup(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
     for (;;) {
         uint64_t q1 = atomic_load_explicit(&s->seq, memory_order_acquire);
         if (q1 & 1) {
-            wait_writer(m, s, &spins);
+            int rc = wait_writer(m, s, &spins);
+            if (rc != 0)
+                return rc;
             continue;
         }
         shmobj_htcore ht;
@@ -874,7 +879,9 @@ static int snapshot(shmobj_map_iter *it, struct shmobj__map_shard *s)
         } else {
             q1 = atomic_load_explicit(&s->seq, memory_order_acquire);
             if (q1 & 1) {
-                wait_writer(m, s, &spins);
+                int rc = wait_writer(m, s, &spins);
+                if (rc != 0)
+                    return rc;
                 tries--;
                 continue;
             }
