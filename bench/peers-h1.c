@@ -83,6 +83,14 @@ static void h1_prepare(struct h1_data *d, const char *workload, size_t n)
     peers_shuffle_u32(d->order, n, 0x5eed1234abcdULL);
 }
 
+static int h1_done(struct h1_data *d, int rc)
+{
+    free(d->keys);
+    free(d->vals);
+    free(d->order);
+    return rc;
+}
+
 /* Index i back from a key (keys are decimal i, zero-padded). */
 static size_t h1_key_index(const char *k, size_t klen)
 {
@@ -585,22 +593,22 @@ int main(int argc, char **argv)
         return h1_boost(argv);
     if (strcmp(s, "private-table") == 0) {
         h1_prepare(&d, w, n);
-        return h1_private(&d);
+        return h1_done(&d, h1_private(&d));
     }
     if (strcmp(s, "lmdb") == 0) {
         h1_prepare(&d, w, n);
-        return h1_lmdb(&d);
+        return h1_done(&d, h1_lmdb(&d));
     }
     if (strcmp(s, "redis") == 0) {
         size_t rn = quick ? 5000 : 20000;
         fprintf(stderr, "redis: %zu items instead of %zu (one round trip per operation)\n",
                 rn, n);
         h1_prepare(&d, w, rn);
-        return h1_redis(&d, s, 1);
+        return h1_done(&d, h1_redis(&d, s, 1));
     }
     if (strcmp(s, "redis-P64") == 0) {
         h1_prepare(&d, w, n);
-        return h1_redis(&d, s, 64);
+        return h1_done(&d, h1_redis(&d, s, 64));
     }
     fprintf(stderr, "unknown subject %s\n", s);
     return 2;
