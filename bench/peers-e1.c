@@ -160,6 +160,5 @@ int main(int argc, char **argv)
         fprintf(stderr, "unknown workload/subject %s %s\n", argv[2], argv[3]);
         return 2;
     }
-    peers_pin(0);
     return e1_msgpack(argc == 5 ? 0.2 : 1.0);
 }
