@@ -88,20 +88,6 @@ SHMOBJ_API int shmobj_arena_ptr(shmobj_segment *seg, shmobj_ref ref,
                                 void **ptr, size_t *usable);
 
 /**
- * @brief The reference of a block from this process's address of its start.
- * @param[in] seg segment
- * @param[in] ptr address returned by shmobj_arena_ptr()
- * @param[out] ref its reference
- * @retval 0 success
- * @retval SHMOBJ_EINVAL NULL argument or ptr outside the segment
- * @retval SHMOBJ_ESTALE / SHMOBJ_ECORRUPT ptr is not the start of a live block
- * @note Thread- and process-safe; lock-free.
- * @since 0.1
- */
-SHMOBJ_API int shmobj_arena_ref(shmobj_segment *seg, const void *ptr,
-                                shmobj_ref *ref);
-
-/**
  * @brief Heap statistics.
  * @param[in] seg segment
  * @param[in,out] stats struct_size set by the caller, the rest filled

@@ -46,9 +46,11 @@ extern "C" {
 /** @brief Status codes. 0 is success; every error is negative. */
 typedef enum shmobj_status {
     SHMOBJ_OK = 0, /**< success */
+/** @cond INTERNAL */
 #define SHMOBJ__ERR_ENUM(name, value, msg) SHMOBJ_##name = (value),
     SHMOBJ_ERRNO_MAP(SHMOBJ__ERR_ENUM)
 #undef SHMOBJ__ERR_ENUM
+    /** @endcond */
 } shmobj_status;
 
 /**

@@ -70,4 +70,50 @@ bool shmobj__os_proc_alive(const shmobj__os_proc *p);
  * pthread_mutex_t size. */
 uint64_t shmobj__os_libc_signature(void);
 
+/* ---- backing objects and mappings -------------------------------------- */
+
+/* Backends, numbered as enum shmobj_backend (include/shmobj/segment.h). */
+#define SHMOBJ__OS_SHM 0
+#define SHMOBJ__OS_FILE 1
+#define SHMOBJ__OS_MEMFD 2
+
+/* Create a new backing object with O_CREAT | O_EXCL and `mode`; with
+ * `replace`, an existing one of that name is unlinked first. memfd objects
+ * have no name in any directory; `name` is only their description. */
+int shmobj__os_obj_create(const char *name, unsigned backend, unsigned mode,
+                          bool replace, int *fd);
+
+/* Open an existing backing object read-write. SHMOBJ_ENOTFOUND if absent. */
+int shmobj__os_obj_open(const char *name, unsigned backend, int *fd);
+
+/* Remove a backing object's name. */
+int shmobj__os_obj_unlink(const char *name, unsigned backend);
+
+/* Sleep until `name` exists or the deadline passes (inotify on its
+ * directory, no polling). 0 when it exists, SHMOBJ_ETIMEDOUT otherwise. */
+int shmobj__os_obj_wait_exists(const char *name, unsigned backend,
+                               uint64_t deadline);
+
+/* Sleep until the object's size is at least `size` or the deadline passes
+ * (inotify on the object). SHMOBJ_ENOTREADY for objects without a path. */
+int shmobj__os_obj_wait_size(const char *name, unsigned backend, int fd,
+                             uint64_t size, uint64_t deadline);
+
+/* Current size of the object behind fd. */
+int shmobj__os_fd_size(int fd, uint64_t *size);
+
+/* Grow the object to `size` bytes and reserve its backing store
+ * (posix_fallocate), so a full /dev/shm fails here with SHMOBJ_ENOMEM
+ * instead of a SIGBUS on first touch. */
+int shmobj__os_fd_grow(int fd, uint64_t size);
+
+/* Map `max_size` bytes of fd shared and read-write. Pages beyond the
+ * object's current size are reserved address space: the segment layer never
+ * touches them before it has grown the object. */
+int shmobj__os_map(int fd, uint64_t max_size, void **base);
+void shmobj__os_unmap(void *base, uint64_t max_size);
+
+/* Size of a page. */
+uint64_t shmobj__os_page_size(void);
+
 #endif /* SHMOBJ_OS_H */

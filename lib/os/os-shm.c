@@ -1,0 +1,247 @@
+/* Backing objects (POSIX shm, files, memfd) and their mappings.
+ *
+ * Waiting for another process to create or size an object uses inotify on
+ * /dev/shm (where glibc keeps POSIX shm objects) or on the file's
+ * directory, so an early opener sleeps in the kernel instead of polling. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "os.h"
+#include "shmobj/error.h"
+
+#define SHM_DIR "/dev/shm"
+
+static int errno_status(int e)
+{
+    switch (e) {
+    case ENOENT:
+        return SHMOBJ_ENOTFOUND;
+    case EEXIST:
+        return SHMOBJ_EEXIST;
+    case EACCES:
+    case EPERM:
+        return SHMOBJ_EACCES;
+    case ENOSPC:
+    case ENOMEM:
+    case EFBIG:
+        return SHMOBJ_ENOMEM;
+    case ENAMETOOLONG:
+    case EINVAL:
+        return SHMOBJ_EINVAL;
+    default:
+        return SHMOBJ_ESYS;
+    }
+}
+
+/* The path inotify watches for an object: /dev/shm/<name> or the file. */
+static int object_path(const char *name, unsigned backend, char *buf,
+                       size_t len)
+{
+    int n;
+    if (backend == SHMOBJ__OS_SHM)
+        n = snprintf(buf, len, "%s/%s", SHM_DIR, name);
+    else if (backend == SHMOBJ__OS_FILE)
+        n = snprintf(buf, len, "%s", name);
+    else
+        return SHMOBJ_ENOTREADY;
+    return n < 0 || (size_t)n >= len ? SHMOBJ_EINVAL : 0;
+}
+
+int shmobj__os_obj_create(const char *name, unsigned backend, unsigned mode,
+                          bool replace, int *fd)
+{
+    int f;
+    if (backend == SHMOBJ__OS_MEMFD) {
+        f = memfd_create(name, MFD_CLOEXEC);
+    } else {
+        if (replace)
+            (void)shmobj__os_obj_unlink(name, backend);
+        int flags = O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC;
+        f = backend == SHMOBJ__OS_SHM ? shm_open(name, flags, (mode_t)mode)
+                                      : open(name, flags, (mode_t)mode);
+        /* The umask must not widen or narrow what the caller asked for. */
+        if (f >= 0 && fchmod(f, (mode_t)mode) != 0) {
+            int e = errno;
+            close(f);
+            (void)shmobj__os_obj_unlink(name, backend);
+            errno = e;
+            return errno_status(e);
+        }
+    }
+    if (f < 0)
+        return errno_status(errno);
+    *fd = f;
+    return 0;
+}
+
+int shmobj__os_obj_open(const char *name, unsigned backend, int *fd)
+{
+    int flags = O_RDWR | O_CLOEXEC;
+    int f;
+    if (backend == SHMOBJ__OS_SHM)
+        f = shm_open(name, flags, 0);
+    else if (backend == SHMOBJ__OS_FILE)
+        f = open(name, flags);
+    else
+        return SHMOBJ_EINVAL;
+    if (f < 0)
+        return errno_status(errno);
+    *fd = f;
+    return 0;
+}
+
+int shmobj__os_obj_unlink(const char *name, unsigned backend)
+{
+    int rc;
+    if (backend == SHMOBJ__OS_SHM)
+        rc = shm_unlink(name);
+    else if (backend == SHMOBJ__OS_FILE)
+        rc = unlink(name);
+    else
+        return SHMOBJ_EINVAL;
+    return rc == 0 ? 0 : errno_status(errno);
+}
+
+/* Wait for one inotify event on ifd until the deadline. 0 on an event,
+ * SHMOBJ_ETIMEDOUT past the deadline. */
+static int wait_event(int ifd, uint64_t deadline)
+{
+    for (;;) {
+        int ms = -1;
+        if (deadline != UINT64_MAX) {
+            uint64_t now = shmobj__os_now_ns();
+            if (now >= deadline)
+                return SHMOBJ_ETIMEDOUT;
+            uint64_t left = (deadline - now + 999999) / 1000000;
+            ms = left > INT_MAX ? INT_MAX : (int)left;
+        }
+        struct pollfd p = {.fd = ifd, .events = POLLIN};
+        int n = poll(&p, 1, ms);
+        if (n > 0) {
+            char buf[4096];
+            (void)read(ifd, buf, sizeof buf); /* drain; content unused */
+            return 0;
+        }
+        if (n < 0 && errno != EINTR)
+            return SHMOBJ_ESYS;
+    }
+}
+
+int shmobj__os_obj_wait_exists(const char *name, unsigned backend,
+                               uint64_t deadline)
+{
+    char path[PATH_MAX];
+    int rc = object_path(name, backend, path, sizeof path);
+    if (rc != 0)
+        return rc;
+    char dir[PATH_MAX];
+    memcpy(dir, path, sizeof dir);
+    char *slash = strrchr(dir, '/');
+    if (slash == NULL)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == dir)
+        dir[1] = '\0';
+    else
+        *slash = '\0';
+    int ifd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+    if (ifd < 0)
+        return SHMOBJ_ESYS;
+    /* Watch first, then look: a creation between the two is not missed. */
+    if (inotify_add_watch(ifd, dir, IN_CREATE | IN_MOVED_TO) < 0) {
+        rc = errno_status(errno);
+        close(ifd);
+        return rc;
+    }
+    struct stat st;
+    while ((rc = stat(path, &st)) != 0) {
+        rc = wait_event(ifd, deadline);
+        if (rc != 0)
+            break;
+    }
+    close(ifd);
+    return rc;
+}
+
+int shmobj__os_obj_wait_size(const char *name, unsigned backend, int fd,
+                             uint64_t size, uint64_t deadline)
+{
+    char path[PATH_MAX];
+    int rc = object_path(name, backend, path, sizeof path);
+    if (rc != 0)
+        return rc;
+    int ifd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+    if (ifd < 0)
+        return SHMOBJ_ESYS;
+    if (inotify_add_watch(ifd, path, IN_MODIFY | IN_ATTRIB | IN_DELETE_SELF) <
+        0) {
+        rc = errno_status(errno);
+        close(ifd);
+        return rc;
+    }
+    uint64_t have = 0;
+    while ((rc = shmobj__os_fd_size(fd, &have)) == 0 && have < size) {
+        rc = wait_event(ifd, deadline);
+        if (rc != 0)
+            break;
+    }
+    close(ifd);
+    return rc;
+}
+
+int shmobj__os_fd_size(int fd, uint64_t *size)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return errno_status(errno);
+    *size = (uint64_t)st.st_size;
+    return 0;
+}
+
+int shmobj__os_fd_grow(int fd, uint64_t size)
+{
+    if (size > (uint64_t)INT64_MAX)
+        return SHMOBJ_EINVAL;
+    if (ftruncate(fd, (off_t)size) != 0)
+        return errno_status(errno);
+    /* posix_fallocate returns the error instead of setting errno. */
+    int e = posix_fallocate(fd, 0, (off_t)size);
+    if (e == EOPNOTSUPP || e == ENOSYS)
+        return 0; /* store cannot reserve (e.g. some hugetlbfs): keep going */
+    if (e != 0) {
+        errno = e;
+        return errno_status(e);
+    }
+    return 0;
+}
+
+int shmobj__os_map(int fd, uint64_t max_size, void **base)
+{
+    if (max_size == 0 || max_size > (uint64_t)SIZE_MAX)
+        return SHMOBJ_EINVAL;
+    void *p = mmap(NULL, (size_t)max_size, PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_NORESERVE, fd, 0);
+    if (p == MAP_FAILED)
+        return errno_status(errno);
+    *base = p;
+    return 0;
+}
+
+void shmobj__os_unmap(void *base, uint64_t max_size)
+{
+    if (base != NULL)
+        munmap(base, (size_t)max_size);
+}
+
+uint64_t shmobj__os_page_size(void)
+{
+    long p = sysconf(_SC_PAGESIZE);
+    return p > 0 ? (uint64_t)p : 4096;
+}

@@ -1,0 +1,253 @@
+/* The segment's heap: the robust segment lock and its repair, growth, and
+ * the space operations (alloc, free, check, extend) the layers above use.
+ *
+ * Growth is ordered so that a process killed at any point leaves a state the
+ * next locker can finish: (1) grow and reserve the backing object, (2) hand
+ * the new bytes to the arena, (3) publish the new size in the header. Repair
+ * redoes (2) and (3) from the object's real size; (2) is idempotent. */
+#include <string.h>
+
+#include "arena.h"
+#include "segment.h"
+
+/* Growth adds at least half the current size, so a run of allocations
+ * grows the object O(log n) times. */
+#define GROWTH_NUM 3
+#define GROWTH_DEN 2
+
+static uint64_t mapped_of(shmobj_segment *seg)
+{
+    return atomic_load_explicit(&seg->space.mapped, memory_order_acquire);
+}
+
+/* Widen this process's view to the heap's published size: another process
+ * may have grown the segment, and the arena checks every block against its
+ * heap end. The published size is not trusted: extend() checks it against
+ * the object's real size. */
+static int sync_view(shmobj_segment *seg)
+{
+    uint64_t size = atomic_load_explicit(&seg->hdr->size, memory_order_acquire);
+    if (size <= mapped_of(seg))
+        return 0;
+    return shmobj__segment_extend(&seg->space, size);
+}
+
+int shmobj__seg_heap_init(shmobj_segment *seg, uint64_t size)
+{
+    return shmobj__arena_init(seg->space.base, mapped_of(seg),
+                              SHMOBJ__SEG_ARENA_OFF, size);
+}
+
+int shmobj__segment_extend(struct shmobj__space *sp, uint64_t end)
+{
+    shmobj_segment *seg = sp->impl;
+    if (end > seg->max_size)
+        return SHMOBJ_ECORRUPT;
+    pthread_mutex_lock(&seg->view_lock);
+    uint64_t file_size = 0;
+    int rc = shmobj__os_fd_size(seg->fd, &file_size);
+    if (rc == 0) {
+        /* The whole maximum range is mapped already (os_map); what changes
+         * is how much of it is backed by the object and safe to touch. */
+        if (file_size > seg->max_size)
+            file_size = seg->max_size;
+        if (file_size > mapped_of(seg))
+            atomic_store_explicit(&sp->mapped, file_size, memory_order_release);
+        if (end > file_size)
+            rc = SHMOBJ_ECORRUPT;
+    }
+    pthread_mutex_unlock(&seg->view_lock);
+    return rc;
+}
+
+int shmobj__seg_heap_repair(shmobj_segment *seg)
+{
+    uint64_t file_size;
+    int rc = shmobj__segment_extend(&seg->space, 0);
+    if (rc == 0)
+        rc = shmobj__os_fd_size(seg->fd, &file_size);
+    if (rc != 0)
+        return rc;
+    if (file_size > seg->max_size)
+        file_size = seg->max_size;
+    uint8_t *base = seg->space.base;
+    uint64_t mapped = mapped_of(seg);
+    /* Finish a growth the dead owner started; a no-op when the arena
+     * already spans the object. */
+    if (file_size > atomic_load(&seg->hdr->size))
+        (void)shmobj__arena_grow(base, mapped, SHMOBJ__SEG_ARENA_OFF, file_size);
+    rc = shmobj__arena_rebuild(base, mapped, SHMOBJ__SEG_ARENA_OFF);
+    if (rc == 0 && file_size > atomic_load(&seg->hdr->size))
+        atomic_store_explicit(&seg->hdr->size, file_size, memory_order_release);
+    return rc;
+}
+
+int shmobj__segment_lock(shmobj_segment *seg)
+{
+    int rc = shmobj__os_mutex_lock(&seg->hdr->lock);
+    if (rc == SHMOBJ_EOWNERDEAD) {
+        rc = shmobj__seg_heap_repair(seg);
+        shmobj__os_mutex_consistent(&seg->hdr->lock);
+    }
+    if (rc == 0)
+        rc = sync_view(seg);
+    if (rc != 0)
+        shmobj__os_mutex_unlock(&seg->hdr->lock);
+    return rc;
+}
+
+void shmobj__segment_unlock(shmobj_segment *seg)
+{
+    shmobj__os_mutex_unlock(&seg->hdr->lock);
+}
+
+/* Grow the segment so that a block of `need` bytes fits. Called with the
+ * lock held. */
+static int grow(shmobj_segment *seg, uint64_t need)
+{
+    uint64_t size = atomic_load_explicit(&seg->hdr->size, memory_order_relaxed);
+    if (size >= seg->max_size)
+        return SHMOBJ_ENOMEM;
+    uint64_t page = shmobj__os_page_size();
+    uint64_t want = size / GROWTH_DEN * GROWTH_NUM;
+    uint64_t min;
+    /* Room for the block plus its header, alignment slack and a page. */
+    if (!shmobj__add_ok(size, need, &min) ||
+        !shmobj__add_ok(min, 2 * page + 4096, &min) ||
+        !shmobj__align_up(min, page, &min))
+        return SHMOBJ_ENOMEM;
+    if (want < min)
+        want = min;
+    if (want > seg->max_size)
+        want = seg->max_size;
+    if (want < min)
+        return SHMOBJ_ENOMEM; /* even the maximum would not hold it */
+    int rc = shmobj__os_fd_grow(seg->fd, want);
+    if (rc == 0)
+        rc = shmobj__segment_extend(&seg->space, want);
+    if (rc == 0)
+        rc = shmobj__arena_grow(seg->space.base, mapped_of(seg),
+                                SHMOBJ__SEG_ARENA_OFF, want);
+    if (rc == 0)
+        atomic_store_explicit(&seg->hdr->size, want, memory_order_release);
+    return rc;
+}
+
+static int space_alloc(struct shmobj__space *sp, uint64_t size, uint64_t align,
+                       shmobj__ref *out)
+{
+    shmobj_segment *seg = sp->impl;
+    int rc = shmobj__segment_lock(seg);
+    if (rc != 0)
+        return rc;
+    uint64_t off = 0;
+    uint16_t gen = 0;
+    rc = shmobj__arena_alloc(sp->base, mapped_of(seg), SHMOBJ__SEG_ARENA_OFF,
+                             size, align, &off, &gen);
+    if (rc == SHMOBJ_ENOMEM && grow(seg, size > align ? size + align : 2 * align) == 0)
+        rc = shmobj__arena_alloc(sp->base, mapped_of(seg),
+                                 SHMOBJ__SEG_ARENA_OFF, size, align, &off,
+                                 &gen);
+    shmobj__segment_unlock(seg);
+    if (rc == 0)
+        *out = shmobj__ref_make(off, gen);
+    return rc;
+}
+
+static int space_free(struct shmobj__space *sp, shmobj__ref ref)
+{
+    shmobj_segment *seg = sp->impl;
+    int rc = shmobj__segment_lock(seg);
+    if (rc != 0)
+        return rc;
+    rc = shmobj__arena_free(sp->base, mapped_of(seg), SHMOBJ__SEG_ARENA_OFF,
+                            shmobj__ref_off(ref), shmobj__ref_gen(ref));
+    shmobj__segment_unlock(seg);
+    return rc;
+}
+
+static int space_check(struct shmobj__space *sp, shmobj__ref ref,
+                       uint64_t *usable)
+{
+    shmobj_segment *seg = sp->impl;
+    uint64_t off = shmobj__ref_off(ref);
+    /* The block may lie in a part another process grew: widen the view
+     * before judging the reference. */
+    if (sync_view(seg) != 0 ||
+        (off >= mapped_of(seg) && shmobj__segment_extend(sp, off + 1) != 0))
+        return SHMOBJ_ECORRUPT;
+    return shmobj__arena_check_ref(sp->base, mapped_of(seg),
+                                   SHMOBJ__SEG_ARENA_OFF, off,
+                                   shmobj__ref_gen(ref), usable);
+}
+
+const struct shmobj__space_ops shmobj__segment_space_ops = {
+    .extend = shmobj__segment_extend,
+    .alloc = space_alloc,
+    .free = space_free,
+    .check = space_check,
+};
+
+static bool align_ok(size_t align)
+{
+    return align == 0 || (align <= 4096 && (align & (align - 1)) == 0);
+}
+
+int shmobj_arena_alloc(shmobj_segment *seg, size_t size, size_t align,
+                       shmobj_ref *ref)
+{
+    if (seg == NULL || ref == NULL || size == 0 || !align_ok(align))
+        return SHMOBJ_EINVAL;
+    return space_alloc(&seg->space, size, align < 16 ? 16 : align, ref);
+}
+
+int shmobj_arena_free(shmobj_segment *seg, shmobj_ref ref)
+{
+    if (seg == NULL || ref == SHMOBJ_REF_NULL)
+        return SHMOBJ_EINVAL;
+    return space_free(&seg->space, ref);
+}
+
+int shmobj_arena_ptr(shmobj_segment *seg, shmobj_ref ref, void **ptr,
+                     size_t *usable)
+{
+    if (seg == NULL || ptr == NULL || ref == SHMOBJ_REF_NULL)
+        return SHMOBJ_EINVAL;
+    uint64_t n;
+    int rc = space_check(&seg->space, ref, &n);
+    if (rc != 0)
+        return rc;
+    *ptr = seg->space.base + shmobj__ref_off(ref);
+    if (usable != NULL)
+        *usable = (size_t)n;
+    return 0;
+}
+
+int shmobj_arena_stats_get(shmobj_segment *seg, shmobj_arena_stats *stats)
+{
+    if (seg == NULL || stats == NULL || stats->struct_size < sizeof *stats)
+        return SHMOBJ_EINVAL;
+    int rc = shmobj__segment_lock(seg);
+    if (rc != 0)
+        return rc;
+    rc = shmobj__arena_stats(seg->space.base, mapped_of(seg),
+                             SHMOBJ__SEG_ARENA_OFF, stats);
+    shmobj__segment_unlock(seg);
+    return rc;
+}
+
+int shmobj_arena_check(shmobj_segment *seg, uint64_t *bad_off)
+{
+    if (seg == NULL)
+        return SHMOBJ_EINVAL;
+    uint64_t bad = 0;
+    int rc = shmobj__segment_lock(seg);
+    if (rc != 0)
+        return rc;
+    rc = shmobj__arena_check(seg->space.base, mapped_of(seg),
+                             SHMOBJ__SEG_ARENA_OFF, &bad);
+    shmobj__segment_unlock(seg);
+    if (bad_off != NULL)
+        *bad_off = bad;
+    return rc;
+}

@@ -1,0 +1,130 @@
+/* The bytes at the start of every segment (format version 1). doc/format.md
+ * is the normative description; this header and its _Static_asserts are the
+ * code side of it.
+ *
+ *   offset 0      struct shmobj__seg_header   (one page, 4096 bytes)
+ *   offset 4096   process table, SHMOBJ__SEG_PROCS entries of 16 bytes
+ *   offset 8192   root directory, SHMOBJ__SEG_ROOTS entries of 64 bytes
+ *   offset 16384  arena control block, then the heap up to `size`
+ *
+ * magic, state, format_version and header_size keep their offsets in every
+ * future format, so any version can tell another one apart (and wait for it
+ * to become ready) before it interprets anything else. */
+#ifndef SHMOBJ_SEG_LAYOUT_H
+#define SHMOBJ_SEG_LAYOUT_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "os.h"
+
+/* "SHMOBJ" then 0x00, 0x01 as bytes: read as a little-endian uint64 on one
+ * byte order, byte-swapped on the other, so the magic exposes byte order. */
+#define SHMOBJ__SEG_MAGIC UINT64_C(0x01004a424f4d4853)
+#define SHMOBJ__SEG_MAGIC_SWAPPED UINT64_C(0x53484d4f424a0001)
+
+#define SHMOBJ__SEG_HEADER_SIZE 4096
+#define SHMOBJ__SEG_PROCS_OFF 4096
+#define SHMOBJ__SEG_PROCS 256
+#define SHMOBJ__SEG_ROOTS_OFF 8192
+#define SHMOBJ__SEG_ROOTS 128
+#define SHMOBJ__SEG_ROOT_NAME 48
+#define SHMOBJ__SEG_ARENA_OFF 16384
+
+/* Largest segment this format addresses: references hold 48-bit offsets. */
+#define SHMOBJ__SEG_MAX_SIZE (UINT64_C(1) << 47)
+
+enum {
+    SHMOBJ__SEG_STATE_INIT = 0,  /* creator still writing the header */
+    SHMOBJ__SEG_STATE_READY = 1, /* header complete; open may proceed */
+};
+
+struct shmobj__seg_header {
+    /* ---- fixed in every format version ---- */
+    uint64_t magic; /* SHMOBJ__SEG_MAGIC, written by the creator last of
+                     * the immutable fields but before state */
+    /* Futex word. INIT -> READY once, by the creator, with release order
+     * after every other header field, so an opener that acquires READY sees
+     * a complete header. */
+    _Atomic uint32_t state;
+    uint32_t format_version; /* SHMOBJ_FORMAT_VERSION of the creator */
+    uint32_t header_size;    /* sizeof(struct shmobj__seg_header) */
+    uint32_t reserved0;      /* zero */
+
+    /* ---- immutable after creation; covered by `checksum` ---- */
+    uint64_t layout_sig;   /* shmobj__seg_layout_signature() of the creator */
+    uint64_t max_size;     /* bytes of address space every process maps */
+    uint64_t arena_off;    /* SHMOBJ__SEG_ARENA_OFF */
+    uint64_t procs_off;    /* SHMOBJ__SEG_PROCS_OFF */
+    uint64_t roots_off;    /* SHMOBJ__SEG_ROOTS_OFF */
+    uint32_t procs_max;    /* SHMOBJ__SEG_PROCS */
+    uint32_t roots_max;    /* SHMOBJ__SEG_ROOTS */
+    uint32_t backend;      /* enum shmobj_backend */
+    uint32_t reserved1;    /* zero */
+    uint64_t created_ns;   /* CLOCK_REALTIME at creation, for tools */
+    uint64_t checksum;     /* FNV-1a 64 of bytes [16, offsetof(checksum)) */
+
+    /* ---- written by the creator before READY, then read-only ---- */
+    /* Who is setting the segment up: openers waiting for READY give up with
+     * SHMOBJ_ENOTREADY when this process is gone. Written first of all. */
+    shmobj__os_proc creator;
+
+    uint8_t pad0[128 - 112];
+
+    /* ---- mutable, own cache line ---- */
+    /* Bytes of the backing object in use by the heap; grows. Written under
+     * `lock` after the object has grown and the arena has taken the space
+     * (release); read by anyone (acquire) to learn the heap's extent. */
+    _Atomic uint64_t size;
+    /* Futex word bumped (release) on every attach and detach so that
+     * shmobj_segment_wait_attached() sleeps until the table changes. */
+    _Atomic uint32_t attach_seq;
+    uint32_t reserved2;
+    uint8_t pad1[64 - 16];
+
+    /* ---- robust process-shared lock, own cache line ---- */
+    /* Guards the arena, growth, the process table and the root directory.
+     * A holder that dies is repaired by the next locker (seg-lock.c). */
+    shmobj__os_mutex lock;
+};
+
+_Static_assert(offsetof(struct shmobj__seg_header, state) == 8, "fixed");
+_Static_assert(offsetof(struct shmobj__seg_header, format_version) == 12,
+               "fixed");
+_Static_assert(offsetof(struct shmobj__seg_header, header_size) == 16,
+               "fixed");
+_Static_assert(offsetof(struct shmobj__seg_header, checksum) == 88, "layout");
+_Static_assert(offsetof(struct shmobj__seg_header, creator) == 96, "layout");
+_Static_assert(offsetof(struct shmobj__seg_header, size) == 128, "layout");
+_Static_assert(offsetof(struct shmobj__seg_header, lock) == 192, "layout");
+_Static_assert(sizeof(struct shmobj__seg_header) == 256, "layout");
+_Static_assert(sizeof(struct shmobj__seg_header) <= SHMOBJ__SEG_HEADER_SIZE,
+               "header page");
+
+/* One attached handle. pid 0 marks a free entry. Written under the lock;
+ * read without it by counters (a torn read only miscounts for a moment). */
+struct shmobj__seg_proc {
+    _Atomic uint32_t pid;
+    uint32_t reserved;
+    uint64_t start_time; /* see shmobj__os_proc */
+};
+_Static_assert(sizeof(struct shmobj__seg_proc) == 16, "layout");
+_Static_assert(SHMOBJ__SEG_PROCS * 16 == SHMOBJ__SEG_ROOTS_OFF -
+                                             SHMOBJ__SEG_PROCS_OFF,
+               "layout");
+
+/* One named root. `ref` 0 marks a free entry. Written under the lock in the
+ * order ref = 0, name, ref (release), so a torn write leaves a free entry;
+ * readers take the lock too, so they never see a half-written name. */
+struct shmobj__seg_root {
+    char name[SHMOBJ__SEG_ROOT_NAME]; /* NUL-terminated */
+    uint64_t ref;                     /* shmobj_ref, 0 = free */
+    uint64_t reserved;
+};
+_Static_assert(sizeof(struct shmobj__seg_root) == 64, "layout");
+_Static_assert(SHMOBJ__SEG_ROOTS * 64 ==
+                   SHMOBJ__SEG_ARENA_OFF - SHMOBJ__SEG_ROOTS_OFF,
+               "layout");
+
+#endif /* SHMOBJ_SEG_LAYOUT_H */

@@ -1,0 +1,33 @@
+#!/bin/sh
+# Install the build into a scratch destdir, then build C and C++ programs
+# against it with `pkg-config --cflags --libs shmobj` and strict warnings,
+# and run them. Also compiles every public header on its own in both
+# languages, pedantic and warning-free.
+# usage: check-install.sh BUILD_DIR SOURCE_DIR
+set -eu
+build=$1
+src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+meson install -C "$build" --no-rebuild --destdir "$tmp/root" >/dev/null
+pc=$(find "$tmp/root" -name shmobj.pc | head -n 1)
+[ -n "$pc" ] || { echo "shmobj.pc not installed"; exit 1; }
+pcdir=$(dirname "$pc")
+prefix=$(sed -n 's/^prefix=//p' "$pc")
+flags=$(PKG_CONFIG_PATH="$pcdir" pkg-config --define-variable=prefix="$tmp/root$prefix" --cflags --libs shmobj)
+libdir=$(PKG_CONFIG_PATH="$pcdir" pkg-config --define-variable=prefix="$tmp/root$prefix" --variable=libdir shmobj)
+echo "pkg-config: $flags"
+cc -std=c11 -Wall -Wextra -Wpedantic -Werror "$src/tests/install/consumer.c" $flags -o "$tmp/consumer-c"
+c++ -std=c++11 -Wall -Wextra -Wpedantic -Werror "$src/tests/install/consumer.cpp" $flags -o "$tmp/consumer-cxx"
+LD_LIBRARY_PATH="$libdir" "$tmp/consumer-c"
+LD_LIBRARY_PATH="$libdir" "$tmp/consumer-cxx"
+# Each installed header compiles alone, in C and in C++.
+incdir=$(PKG_CONFIG_PATH="$pcdir" pkg-config --define-variable=prefix="$tmp/root$prefix" --variable=includedir shmobj)
+for h in $(cd "$incdir" && find . -name '*.h' | sed 's|^\./||'); do
+  case "$h" in *experimental*) continue ;; esac
+  printf '#include <%s>\nint main(void) { return 0; }\n' "$h" >"$tmp/h.c"
+  cc -std=c11 -Wall -Wextra -Wpedantic -Werror -I"$incdir" -c "$tmp/h.c" -o "$tmp/h.o"
+  cp "$tmp/h.c" "$tmp/h.cpp"
+  c++ -std=c++11 -Wall -Wextra -Wpedantic -Werror -I"$incdir" -c "$tmp/h.cpp" -o "$tmp/h.o"
+done
+echo "install check passed"

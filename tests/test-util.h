@@ -1,0 +1,56 @@
+/* Helpers shared by the test programs: unique segment names and forked
+ * helper processes bounded by a timeout. */
+#ifndef SHMOBJ_TEST_UTIL_H
+#define SHMOBJ_TEST_UTIL_H
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* A segment name unique to this process and call. */
+static inline const char *test_name(char *buf, size_t len, const char *tag)
+{
+    static unsigned counter;
+    snprintf(buf, len, "shmobj-test-%s-%ld-%u", tag, (long)getpid(),
+             counter++);
+    return buf;
+}
+
+/* Run fn(arg) in a child process that is killed after `seconds`. Returns
+ * the pid; collect it with test_child_wait(). The child exits with fn's
+ * return value. */
+static inline pid_t test_child_start(int (*fn)(void *), void *arg,
+                                     unsigned seconds)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        alarm(seconds);
+        _exit(fn(arg));
+    }
+    return pid;
+}
+
+/* Wait for a child; its exit code, or 128 + signal when it was killed. */
+static inline int test_child_wait(pid_t pid)
+{
+    int status;
+    if (waitpid(pid, &status, 0) != pid)
+        return -1;
+    if (WIFEXITED(status))
+        return WEXITSTATUS(status);
+    return 128 + WTERMSIG(status);
+}
+
+static inline void test_sleep_ms(unsigned ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+#define TEST_MS (INT64_C(1000000))
+
+#endif /* SHMOBJ_TEST_UTIL_H */
