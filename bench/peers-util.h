@@ -25,6 +25,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -63,7 +64,7 @@ PEERS_UNUSED static void peers_pin(int cpu)
 PEERS_UNUSED static void peers_report(const char *workload, const char *subject,
                                       const char *metric, double value)
 {
-    if (value == (double)(long long)value && value < 1e15 && value > -1e15)
+    if (value < 1e15 && value > -1e15 && value == (double)(long long)value)
         printf("BENCH %s %s %s %lld\n", workload, subject, metric, (long long)value);
     else
         printf("BENCH %s %s %s %.4g\n", workload, subject, metric, value);
@@ -408,6 +409,8 @@ PEERS_UNUSED static void peers_redis_start(struct peers_redis_server *s, int cpu
         if (pid < 0)
             peers_skip("redis: fork: %s", strerror(errno));
         if (pid == 0) {
+            /* Never outlive the benchmark, even when it is killed. */
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
             peers_pin(cpu);
             int devnull = open("/dev/null", O_RDWR);
             if (devnull >= 0) {
