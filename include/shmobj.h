@@ -11,6 +11,7 @@
 #include "shmobj/types.h"
 #include "shmobj/arena.h"
 #include "shmobj/segment.h"
+#include "shmobj/object.h"
 #include "shmobj/map.h"
 
 #endif /* SHMOBJ_H */
