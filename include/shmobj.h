@@ -11,5 +11,6 @@
 #include "shmobj/types.h"
 #include "shmobj/arena.h"
 #include "shmobj/segment.h"
+#include "shmobj/queue.h"
 
 #endif /* SHMOBJ_H */
