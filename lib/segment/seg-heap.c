@@ -20,6 +20,18 @@ static uint64_t mapped_of(shmobj_segment *seg)
     return atomic_load_explicit(&seg->space.mapped, memory_order_acquire);
 }
 
+/* Widen this process's view to the heap's published size: another process
+ * may have grown the segment, and the arena checks every block against its
+ * heap end. The published size is not trusted: extend() checks it against
+ * the object's real size. */
+static int sync_view(shmobj_segment *seg)
+{
+    uint64_t size = atomic_load_explicit(&seg->hdr->size, memory_order_acquire);
+    if (size <= mapped_of(seg))
+        return 0;
+    return shmobj__segment_extend(&seg->space, size);
+}
+
 int shmobj__seg_heap_init(shmobj_segment *seg, uint64_t size)
 {
     return shmobj__arena_init(seg->space.base, mapped_of(seg),
@@ -76,11 +88,11 @@ int shmobj__segment_lock(shmobj_segment *seg)
     if (rc == SHMOBJ_EOWNERDEAD) {
         rc = shmobj__seg_heap_repair(seg);
         shmobj__os_mutex_consistent(&seg->hdr->lock);
-        if (rc != 0) {
-            shmobj__os_mutex_unlock(&seg->hdr->lock);
-            return rc;
-        }
     }
+    if (rc == 0)
+        rc = sync_view(seg);
+    if (rc != 0)
+        shmobj__os_mutex_unlock(&seg->hdr->lock);
     return rc;
 }
 
@@ -159,9 +171,10 @@ static int space_check(struct shmobj__space *sp, shmobj__ref ref,
 {
     shmobj_segment *seg = sp->impl;
     uint64_t off = shmobj__ref_off(ref);
-    /* A block beyond this process's view may be in a part another process
-     * grew: widen the view before judging the reference. */
-    if (off >= mapped_of(seg) && shmobj__segment_extend(sp, off + 1) != 0)
+    /* The block may lie in a part another process grew: widen the view
+     * before judging the reference. */
+    if (sync_view(seg) != 0 ||
+        (off >= mapped_of(seg) && shmobj__segment_extend(sp, off + 1) != 0))
         return SHMOBJ_ECORRUPT;
     return shmobj__arena_check_ref(sp->base, mapped_of(seg),
                                    SHMOBJ__SEG_ARENA_OFF, off,
