@@ -642,6 +642,7 @@ struct kill_arg {
 static int kill_producer(void *p)
 {
     struct kill_arg *a = p;
+    shmobj_queue_spin_set(a->q, -1); /* stay busy: kills land mid-put */
     for (uint64_t i = 1; i < KILL_MAX_SEQ; i++)
         if (shmobj_queue_put_timed(a->q, msg_of(a->id, i), 30 * SEC) != 0)
             return 1;
@@ -654,6 +655,7 @@ static int kill_consumer(void *p)
 {
     struct kill_arg *a = p;
     shmobj__queue_stall_set(a->q, 2 * (uint64_t)TEST_MS);
+    shmobj_queue_spin_set(a->q, 200000); /* mostly busy: kills land mid-take */
     for (;;) {
         shmobj_ref r;
         int rc = shmobj_queue_take_timed(a->q, &r, 10 * TEST_MS);
@@ -697,11 +699,12 @@ static void test_queue_kill_producers_randomly(void **state)
     struct kill_shared *sh = shared_alloc(sizeof *sh);
     struct kill_arg ca = {q, sh, 0};
     pid_t cons = test_child_start(kill_consumer, &ca, 280);
-    unsigned rounds = TEST_KILL_ITERATIONS < 60 ? TEST_KILL_ITERATIONS : 60;
+    unsigned rounds = TEST_KILL_ITERATIONS;
     srand((unsigned)getpid());
     for (unsigned i = 0; i < rounds; i++) {
         struct kill_arg pa = {q, sh, i % 63};
         memset((void *)sh->seen[pa.id], 0, sizeof sh->seen[pa.id]);
+        atomic_thread_fence(memory_order_seq_cst);
         pid_t p = test_child_start(kill_producer, &pa, 60);
         struct timespec ts = {0, (long)(rand() % 3000) * 1000L};
         nanosleep(&ts, NULL);
@@ -729,6 +732,8 @@ static void test_queue_kill_producers_randomly(void **state)
         test_sleep_ms(1);
     assert_int_equal(contiguous(sh, 63), 1000);
     (void)last;
+    print_message("kill producers: %u rounds, %llu slots skipped\n", rounds,
+                  (unsigned long long)atomic_load(&shmobj__queue_ring(q)->hdr->skipped));
     atomic_store(&sh->stop, 1);
     assert_int_equal(test_child_wait(cons), 0);
     munmap(sh, sizeof *sh);
@@ -744,7 +749,7 @@ static void test_queue_kill_consumers_randomly(void **state)
     struct kill_shared *sh = shared_alloc(sizeof *sh);
     struct kill_arg pa = {q, sh, 0};
     pid_t prod = test_child_start(kill_producer, &pa, 280);
-    unsigned rounds = TEST_KILL_ITERATIONS < 60 ? TEST_KILL_ITERATIONS : 60;
+    unsigned rounds = TEST_KILL_ITERATIONS;
     srand((unsigned)getpid() + 1);
     for (unsigned i = 0; i < rounds; i++) {
         struct kill_arg ca = {q, sh, 0};
@@ -767,6 +772,9 @@ static void test_queue_kill_consumers_randomly(void **state)
     for (uint64_t s = 1; s < KILL_MAX_SEQ; s++)
         missing += sh->seen[0][s] == 0;
     assert_true(missing <= rounds);
+    print_message("kill consumers: %u rounds, %llu lost, %llu slots released\n",
+                  rounds, (unsigned long long)missing,
+                  (unsigned long long)atomic_load(&shmobj__queue_ring(q)->hdr->rescued));
     munmap(sh, sizeof *sh);
     shmobj_queue_close(q);
 }
