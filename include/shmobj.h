@@ -13,5 +13,6 @@
 #include "shmobj/segment.h"
 #include "shmobj/object.h"
 #include "shmobj/map.h"
+#include "shmobj/queue.h"
 
 #endif /* SHMOBJ_H */
