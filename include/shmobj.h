@@ -12,5 +12,7 @@
 #include "shmobj/arena.h"
 #include "shmobj/segment.h"
 #include "shmobj/object.h"
+#include "shmobj/map.h"
+#include "shmobj/queue.h"
 
 #endif /* SHMOBJ_H */
