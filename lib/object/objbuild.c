@@ -257,7 +257,8 @@ static int emit_buffer(struct wr *w, const shmobj_value *v, uint64_t pos,
         if (b->nbytes != 0 && b->nbytes != nb)
             return SHMOBJ_EINVAL;
     } else {
-        memcpy(st, b->strides, 8u * nd);
+        if (nd > 0)
+            memcpy(st, b->strides, 8u * nd);
         nb = b->nbytes;
         if (!shmobj__buffer_extent_ok(nd, shape, st, isz, nb))
             return SHMOBJ_EINVAL;
@@ -278,8 +279,10 @@ static int emit_buffer(struct wr *w, const shmobj_value *v, uint64_t pos,
         uint8_t *o = w->blk + pos;
         struct shmobj__bufhdr bh = {dr, 0};
         memcpy(o + 16, &bh, sizeof bh);
-        memcpy(o + 32, shape, 8u * nd);
-        memcpy(o + 32 + 8u * nd, st, 8u * nd);
+        if (nd > 0) {
+            memcpy(o + 32, shape, 8u * nd);
+            memcpy(o + 32 + 8u * nd, st, 8u * nd);
+        }
         if (b->data != NULL && nb > 0)
             memcpy(o + dr, b->data, (size_t)nb);
     }
