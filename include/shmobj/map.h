@@ -1,0 +1,330 @@
+/**
+ * @file shmobj/map.h
+ * @brief A hash table in a segment, shared by every process that opens it.
+ *
+ * Keys and values are byte strings of any length (each stored once, in one
+ * heap block with a 16-byte header). Many processes read and write at once:
+ * reads are lock-free and optimistic (a sequence counter per shard, retried
+ * when a writer raced), writers take one of 64 striped robust locks, and the
+ * table of a shard grows by rehashing into a new region that is published
+ * with one atomic store. Memory that readers may still see (replaced
+ * entries, old tables) is freed only once no reader can be inside it
+ * (epochs). A process killed anywhere leaves the map usable with every
+ * committed key readable. See doc/format-map.md for the bytes.
+ *
+ * A map handle belongs to the process that opened it (after fork(), open
+ * the map again in the child); its threads may share it.
+ */
+#ifndef SHMOBJ_MAP_H
+#define SHMOBJ_MAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shmobj/api.h"
+#include "shmobj/types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** @brief An open shared map (one per process and open). Opaque. */
+typedef struct shmobj_map shmobj_map;
+
+/** @brief A cursor over the entries of a map. Opaque. */
+typedef struct shmobj_map_iter shmobj_map_iter;
+
+/**
+ * @brief A zero-copy view of one entry, see shmobj_map_get_view().
+ *
+ * The pointers stay valid, and the bytes unchanged (except an 8-byte value
+ * changed by shmobj_map_add(), atomically), until shmobj_map_view_release().
+ */
+typedef struct shmobj_map_view {
+    const void *value; /**< the value's first byte, 16-byte aligned */
+    size_t value_len;  /**< bytes of value */
+    const void *key;   /**< the key's first byte */
+    size_t key_len;    /**< bytes of key */
+    shmobj_map *map_;  /**< internal: the map holding the guard */
+    uint64_t guard_;   /**< internal: the read guard */
+} shmobj_map_view;
+
+/** @brief Statistics of a map, see shmobj_map_stats_get(). */
+typedef struct shmobj_map_stats {
+    uint32_t struct_size;  /**< sizeof(shmobj_map_stats), set by the caller */
+    uint32_t shards;       /**< number of shards (lock stripes) */
+    uint64_t count;        /**< entries */
+    uint64_t slots;        /**< table slots, all shards */
+    uint64_t tombstones;   /**< deleted slots not yet dropped by a rehash */
+    double load_factor;    /**< count / slots */
+    double probe_mean;     /**< mean groups read to find a present key */
+    uint64_t probe_max;    /**< most groups read to find a present key */
+    uint64_t table_bytes;  /**< heap bytes of the tables, headers included */
+    uint64_t entry_bytes;  /**< heap bytes of the entries, headers included */
+    uint64_t pending_bytes; /**< heap bytes retired, waiting for readers */
+    uint64_t total_bytes;  /**< all heap bytes the map holds */
+    double bytes_per_item; /**< total_bytes / count (0 when empty) */
+} shmobj_map_stats;
+
+/**
+ * @brief Create an empty map in a segment and publish it under a root name.
+ * @param[in] seg segment
+ * @param[in] name root name (1..SHMOBJ_ROOT_NAME_MAX bytes)
+ * @param[out] out the new handle
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument or bad name
+ * @retval SHMOBJ_EEXIST a root of that name exists
+ * @retval SHMOBJ_ENOMEM no room in the segment, or no memory for the handle
+ * @retval SHMOBJ_EFULL the segment's root directory is full
+ * @retval SHMOBJ_ECORRUPT the segment is damaged
+ * @retval SHMOBJ_ESYS a system call failed (errno is kept)
+ * @note Thread- and process-safe. Two processes creating the same name at
+ *       once: one of them may replace the other's root (create once, open
+ *       elsewhere).
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_map_create(shmobj_segment *seg, const char *name,
+                                 shmobj_map **out);
+
+/**
+ * @brief Open a map published under a root name.
+ * @param[in] seg segment
+ * @param[in] name root name given to shmobj_map_create()
+ * @param[out] out the new handle
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument or bad name
+ * @retval SHMOBJ_ENOTFOUND no root of that name
+ * @retval SHMOBJ_EVERSION the map has another format version
+ * @retval SHMOBJ_ECORRUPT the root does not name a valid map
+ * @retval SHMOBJ_EFULL 64 processes hold the map open already
+ * @retval SHMOBJ_ENOMEM no memory for the handle
+ * @retval SHMOBJ_ESYS a system call failed (errno is kept)
+ * @note Thread- and process-safe.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_map_open(shmobj_segment *seg, const char *name,
+                               shmobj_map **out);
+
+/**
+ * @brief Close a handle (the map stays in the segment).
+ * @param[in] map handle, or NULL (nothing happens)
+ * @note Not thread-safe with other uses of the same handle; views and
+ *       cursors of the handle must be released first.
+ * @since 0.1
+ */
+SHMOBJ_API void shmobj_map_close(shmobj_map *map);
+
+/**
+ * @brief Insert a key or replace its value.
+ * @param[in] map map
+ * @param[in] key key bytes (may be NULL when key_len is 0)
+ * @param[in] key_len bytes of key, at most UINT32_MAX
+ * @param[in] value value bytes (may be NULL when value_len is 0)
+ * @param[in] value_len bytes of value, at most UINT32_MAX
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument or a length above UINT32_MAX
+ * @retval SHMOBJ_ENOMEM the segment has no room for the entry (or for a
+ *         bigger table)
+ * @retval SHMOBJ_ECORRUPT the map is damaged
+ * @note Thread- and process-safe; readers see the old or the new value.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_map_set(shmobj_map *map, const void *key, size_t key_len,
+                              const void *value, size_t value_len);
+
+/**
+ * @brief Copy a value out.
+ * @param[in] map map
+ * @param[in] key key bytes
+ * @param[in] key_len bytes of key
+ * @param[out] buf where the value goes (may be NULL when buf_len is 0)
+ * @param[in] buf_len bytes available at buf
+ * @param[out] value_len the value's length (also on SHMOBJ_ENOBUFS); may be
+ *             NULL
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL map, or NULL key with key_len > 0
+ * @retval SHMOBJ_ENOTFOUND no such key
+ * @retval SHMOBJ_ENOBUFS buf_len is smaller than the value (see value_len)
+ * @retval SHMOBJ_ECORRUPT the map is damaged
+ * @note Thread- and process-safe, lock-free (retries while a writer races).
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_map_get(shmobj_map *map, const void *key, size_t key_len,
+                              void *buf, size_t buf_len, size_t *value_len);
+
+/**
+ * @brief Read a value in place, without copying, under a read guard.
+ *
+ * While the guard is held the entry's memory is not freed or reused, even
+ * when another process replaces or deletes the key; release it soon, since
+ * it holds back the freeing of all retired memory of the map.
+ * @param[in] map map
+ * @param[in] key key bytes
+ * @param[in] key_len bytes of key
+ * @param[out] view filled with pointers to the value and key
+ * @retval 0 success: call shmobj_map_view_release(view) when done
+ * @retval SHMOBJ_EINVAL NULL argument
+ * @retval SHMOBJ_ENOTFOUND no such key (no guard is held)
+ * @retval SHMOBJ_ECORRUPT the map is damaged (no guard is held)
+ * @note Thread- and process-safe, lock-free.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_map_get_view(shmobj_map *map, const void *key,
+                                   size_t key_len, shmobj_map_view *view);
+
+/**
+ * @brief Release the guard of a view from shmobj_map_get_view().
+ * @param[in] view view, or NULL (nothing happens); cleared
+ * @note Thread-safe.
+ * @since 0.1
+ */
+SHMOBJ_API void shmobj_map_view_release(shmobj_map_view *view);
+
+/**
+ * @brief Remove a key.
+ * @param[in] map map
+ * @param[in] key key bytes
+ * @param[in] key_len bytes of key
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument
+ * @retval SHMOBJ_ENOTFOUND no such key
+ * @retval SHMOBJ_ECORRUPT the map is damaged
+ * @note Thread- and process-safe.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_map_del(shmobj_map *map, const void *key, size_t key_len);
+
+/**
+ * @brief Whether a key is present.
+ * @param[in] map map
+ * @param[in] key key bytes
+ * @param[in] key_len bytes of key
+ * @retval 0 present
+ * @retval SHMOBJ_ENOTFOUND absent
+ * @retval SHMOBJ_EINVAL NULL argument
+ * @retval SHMOBJ_ECORRUPT the map is damaged
+ * @note Thread- and process-safe, lock-free.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_map_contains(shmobj_map *map, const void *key,
+                                   size_t key_len);
+
+/**
+ * @brief Add to an integer value atomically.
+ *
+ * The value must be 8 bytes (an int64_t in host byte order); an absent key
+ * is created with the value `delta`.
+ * @param[in] map map
+ * @param[in] key key bytes
+ * @param[in] key_len bytes of key
+ * @param[in] delta amount to add (wraps around like unsigned arithmetic)
+ * @param[out] result the value after the addition; may be NULL
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument
+ * @retval SHMOBJ_ETYPE the value is not 8 bytes long
+ * @retval SHMOBJ_ENOMEM no room for a new entry
+ * @retval SHMOBJ_ECORRUPT the map is damaged
+ * @note Thread- and process-safe: concurrent additions are never lost.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_map_add(shmobj_map *map, const void *key, size_t key_len,
+                              int64_t delta, int64_t *result);
+
+/**
+ * @brief Number of entries.
+ * @param[in] map map
+ * @param[out] count entries (a sum over shards, each exact at its moment)
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument
+ * @note Thread- and process-safe, lock-free.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_map_count(shmobj_map *map, uint64_t *count);
+
+/**
+ * @brief Remove every entry (shard by shard; not one atomic step).
+ * @param[in] map map
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL map
+ * @retval SHMOBJ_ENOMEM no room for the new empty tables
+ * @retval SHMOBJ_ECORRUPT the map is damaged
+ * @note Thread- and process-safe.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_map_clear(shmobj_map *map);
+
+/**
+ * @brief Start iterating over the entries.
+ *
+ * Every key present for the whole iteration is returned exactly once, even
+ * while other processes write and tables grow; keys added or removed
+ * meanwhile may or may not be returned (each at most once).
+ * @param[in] map map
+ * @param[out] out the cursor; free it with shmobj_map_iter_close()
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument
+ * @retval SHMOBJ_ENOMEM no memory for the cursor
+ * @note Thread-safe; a cursor is used by one thread at a time.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_map_iter_open(shmobj_map *map, shmobj_map_iter **out);
+
+/**
+ * @brief The next entry.
+ *
+ * The pointers stay valid until the next call or shmobj_map_iter_close();
+ * the cursor holds a read guard meanwhile (see shmobj_map_get_view()).
+ * @param[in] it cursor
+ * @param[out] key the key's first byte; may be NULL
+ * @param[out] key_len bytes of key; may be NULL
+ * @param[out] value the value's first byte; may be NULL
+ * @param[out] value_len bytes of value; may be NULL
+ * @retval 0 an entry was returned
+ * @retval SHMOBJ_ENOTFOUND no more entries
+ * @retval SHMOBJ_EINVAL NULL cursor
+ * @retval SHMOBJ_ENOMEM no memory for the cursor's snapshot of a shard
+ * @retval SHMOBJ_ECORRUPT the map is damaged
+ * @note A cursor is used by one thread at a time.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_map_iter_next(shmobj_map_iter *it, const void **key,
+                                    size_t *key_len, const void **value,
+                                    size_t *value_len);
+
+/**
+ * @brief Free a cursor and release its guard.
+ * @param[in] it cursor, or NULL (nothing happens)
+ * @since 0.1
+ */
+SHMOBJ_API void shmobj_map_iter_close(shmobj_map_iter *it);
+
+/**
+ * @brief Statistics: size, load, probe lengths, memory per item.
+ * @param[in] map map
+ * @param[in,out] stats struct_size set by the caller, the rest filled
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument or struct_size too small
+ * @retval SHMOBJ_ECORRUPT the map is damaged
+ * @note Thread- and process-safe; takes each shard's lock in turn and
+ *       walks every entry, so it costs as much as an iteration.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_map_stats_get(shmobj_map *map, shmobj_map_stats *stats);
+
+/**
+ * @brief Check the whole map: control block, every table against its
+ *        entries (bounds, generations, hashes, shard placement, counters)
+ *        and the lists of retired memory.
+ * @param[in] map map
+ * @retval 0 consistent
+ * @retval SHMOBJ_EINVAL NULL map
+ * @retval SHMOBJ_ECORRUPT something is damaged
+ * @note Thread- and process-safe; takes each shard's lock in turn.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_map_check(shmobj_map *map);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SHMOBJ_MAP_H */

@@ -1,0 +1,763 @@
+/*
+ * shmobj_htcore.c - the open-addressing core (see shmobj_htcore.h).
+ *
+ * Invariants kept here:
+ *  - count, tombstones and growth_left always describe the control bytes:
+ *    growth_left = empty slots - (slots - slots * 7/8), so full + deleted
+ *    never exceed 7/8 of the slots and every probe meets an empty group;
+ *  - an entry lives in the first group of its probe sequence that had a
+ *    free (empty or deleted) slot when it was inserted; every group before
+ *    it was full then and, because deletion in a group without an empty
+ *    slot leaves a tombstone, never regains an empty slot until the table
+ *    is rebuilt. Hence a lookup may stop at the first group with an empty
+ *    slot, and a deletion may write "empty" when its group has one;
+ *  - every index is masked into the table and every loop is bounded by the
+ *    number of groups or slots, whatever the bytes say, so a caller racing a
+ *    writer (and validating afterwards) cannot be led out of bounds;
+ *  - the bytes hold no pointers: the handle's pointers are rebuilt by
+ *    attach in each process.
+ * Only <stddef.h>, <stdint.h> and <string.h> are used (plus <emmintrin.h>
+ * when SSE2 is available and not disabled with SHMOBJ_HTCORE_NO_SSE2).
+ */
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "shmobj_htcore.h"
+
+#if defined(__SSE2__) && !defined(SHMOBJ_HTCORE_NO_SSE2)
+#include <emmintrin.h>
+#define SHMOBJ_HTCORE_USE_SSE2 1
+#endif
+
+#define HT_GROUP SHMOBJ_HTCORE_GROUP
+#define HT_EMPTY ((unsigned char)SHMOBJ_HTCORE_CTRL_EMPTY)
+#define HT_DELETED ((unsigned char)SHMOBJ_HTCORE_CTRL_DELETED)
+
+/* ---- the hash ------------------------------------------------------------ */
+
+#define HT_P0 0xa0761d6478bd642fULL
+#define HT_P1 0xe7037ed1a0b428dbULL
+#define HT_P2 0x8ebc6af09c88c6e3ULL
+#define HT_P3 0x589965cc75374cc3ULL
+
+/* 64 x 64 -> 128-bit product, low half in *a, high half in *b. The portable
+ * branch gives the same result as the __int128 one. */
+static void ht_mum(uint64_t *a, uint64_t *b)
+{
+#if defined(__SIZEOF_INT128__) && !defined(SHMOBJ_HTCORE_NO_INT128)
+    __extension__ typedef unsigned __int128 ht_u128;
+    ht_u128 r = (ht_u128)*a * *b;
+    *a = (uint64_t)r;
+    *b = (uint64_t)(r >> 64);
+#else
+    uint64_t ha = *a >> 32, hb = *b >> 32;
+    uint64_t la = (uint32_t)*a, lb = (uint32_t)*b;
+    uint64_t rh = ha * hb, rm0 = ha * lb, rm1 = hb * la, rl = la * lb;
+    uint64_t t = rl + (rm0 << 32), c = t < rl;
+    uint64_t lo = t + (rm1 << 32);
+    c += lo < t;
+    *a = lo;
+    *b = rh + (rm0 >> 32) + (rm1 >> 32) + c;
+#endif
+}
+
+static uint64_t ht_mix(uint64_t a, uint64_t b)
+{
+    ht_mum(&a, &b);
+    return a ^ b;
+}
+
+/* Little-endian reads byte by byte: the hash is the same on every host;
+ * compilers turn these into single loads on little-endian machines. */
+static uint64_t ht_r64(const unsigned char *p)
+{
+    return (uint64_t)p[0] | (uint64_t)p[1] << 8 | (uint64_t)p[2] << 16 |
+           (uint64_t)p[3] << 24 | (uint64_t)p[4] << 32 |
+           (uint64_t)p[5] << 40 | (uint64_t)p[6] << 48 |
+           (uint64_t)p[7] << 56;
+}
+
+static uint64_t ht_r32(const unsigned char *p)
+{
+    return (uint64_t)p[0] | (uint64_t)p[1] << 8 | (uint64_t)p[2] << 16 |
+           (uint64_t)p[3] << 24;
+}
+
+SHMOBJ_HTCORE_FN uint64_t shmobj_htcore_hash64(const void *key, size_t len,
+                                               uint64_t seed)
+{
+    const unsigned char *p = (const unsigned char *)key;
+    uint64_t a, b;
+    seed ^= ht_mix(seed ^ HT_P0, HT_P1);
+    if (len <= 16) {
+        if (len >= 4) {
+            size_t s = (len >> 3) << 2;
+            a = (ht_r32(p) << 32) | ht_r32(p + s);
+            b = (ht_r32(p + len - 4) << 32) | ht_r32(p + len - 4 - s);
+        } else if (len > 0) {
+            a = ((uint64_t)p[0] << 16) | ((uint64_t)p[len >> 1] << 8) |
+                p[len - 1];
+            b = 0;
+        } else {
+            a = b = 0;
+        }
+    } else {
+        size_t i = len;
+        if (i > 48) {
+            uint64_t s1 = seed, s2 = seed;
+            do {
+                seed = ht_mix(ht_r64(p) ^ HT_P1, ht_r64(p + 8) ^ seed);
+                s1 = ht_mix(ht_r64(p + 16) ^ HT_P2, ht_r64(p + 24) ^ s1);
+                s2 = ht_mix(ht_r64(p + 32) ^ HT_P3, ht_r64(p + 40) ^ s2);
+                p += 48;
+                i -= 48;
+            } while (i > 48);
+            seed ^= s1 ^ s2;
+        }
+        while (i > 16) {
+            seed = ht_mix(ht_r64(p) ^ HT_P1, ht_r64(p + 8) ^ seed);
+            i -= 16;
+            p += 16;
+        }
+        /* the last 16 bytes of the key (len > 16, so p + i - 16 is inside) */
+        a = ht_r64(p + i - 16);
+        b = ht_r64(p + i - 8);
+    }
+    a ^= HT_P1;
+    b ^= seed;
+    ht_mum(&a, &b);
+    return ht_mix(a ^ HT_P0 ^ (uint64_t)len, b ^ HT_P1);
+}
+
+SHMOBJ_HTCORE_FN uint64_t shmobj_htcore_hash(const shmobj_htcore *t,
+                                             const void *key, size_t len)
+{
+    return shmobj_htcore_hash64(key, len, t->seed);
+}
+
+/* Position bits and tag bits of a hash (SwissTable's H1 and H2). */
+static uint64_t ht_h1(uint64_t hash) { return hash >> 7; }
+static unsigned char ht_h2(uint64_t hash) { return (unsigned char)(hash & 0x7f); }
+
+/* ---- groups of 16 control bytes ------------------------------------------- */
+
+/* Each returns a 16-bit mask, bit i for slot i of the group, exact (no
+ * false positives), the same with and without SSE2. */
+#ifdef SHMOBJ_HTCORE_USE_SSE2
+static unsigned ht_match(const unsigned char *g, unsigned char tag)
+{
+    __m128i c = _mm_loadu_si128((const __m128i *)(const void *)g);
+    return (unsigned)_mm_movemask_epi8(
+        _mm_cmpeq_epi8(c, _mm_set1_epi8((char)tag)));
+}
+static unsigned ht_match_empty(const unsigned char *g)
+{
+    return ht_match(g, HT_EMPTY);
+}
+static unsigned ht_match_free(const unsigned char *g)
+{
+    __m128i c = _mm_loadu_si128((const __m128i *)(const void *)g);
+    return (unsigned)_mm_movemask_epi8(c);
+}
+#else
+#define HT_LO7 0x7f7f7f7f7f7f7f7fULL
+#define HT_HI1 0x8080808080808080ULL
+/* 0x80 in every byte of w that is zero, exactly (no borrow across bytes). */
+static uint64_t ht_zero_bytes(uint64_t w)
+{
+    return ~(((w & HT_LO7) + HT_LO7) | w | HT_LO7);
+}
+/* Gather the top bit of each byte into 8 bits, byte i -> bit i. */
+static unsigned ht_gather(uint64_t m)
+{
+    return (unsigned)((((m >> 7) & 0x0101010101010101ULL) *
+                       0x0102040810204080ULL) >> 56);
+}
+static unsigned ht_match(const unsigned char *g, unsigned char tag)
+{
+    uint64_t pat = 0x0101010101010101ULL * tag;
+    return ht_gather(ht_zero_bytes(ht_r64(g) ^ pat)) |
+           ht_gather(ht_zero_bytes(ht_r64(g + 8) ^ pat)) << 8;
+}
+static unsigned ht_match_empty(const unsigned char *g)
+{
+    return ht_match(g, HT_EMPTY);
+}
+static unsigned ht_match_free(const unsigned char *g)
+{
+    return ht_gather(ht_r64(g) & HT_HI1) |
+           ht_gather(ht_r64(g + 8) & HT_HI1) << 8;
+}
+#endif
+
+static unsigned ht_ctz(unsigned m)
+{
+#if defined(__GNUC__)
+    return (unsigned)__builtin_ctz(m);
+#else
+    unsigned n = 0;
+    while (!(m & 1u)) {
+        m >>= 1;
+        n++;
+    }
+    return n;
+#endif
+}
+
+/* ---- shape ---------------------------------------------------------------- */
+
+static uint64_t ht_limit(uint64_t slots)
+{
+    return slots / SHMOBJ_HTCORE_LOAD_DEN * SHMOBJ_HTCORE_LOAD_NUM;
+}
+
+/* Slots for a capacity: the smallest power of two >= 16 whose 7/8 holds it;
+ * 0 when that would not fit in 64 bits. */
+static uint64_t ht_slots_for(uint64_t capacity)
+{
+    uint64_t s = SHMOBJ_HTCORE_MIN_SLOTS;
+    while (ht_limit(s) < capacity) {
+        if (s > (UINT64_MAX >> 2))
+            return 0;
+        s <<= 1;
+    }
+    return s;
+}
+
+/* 64 + slots + slots * stride, or 0 on overflow. */
+static uint64_t ht_bytes(uint64_t slots, uint32_t stride)
+{
+    uint64_t body;
+    if (slots == 0 || stride == 0 || slots > UINT64_MAX / ((uint64_t)stride + 1))
+        return 0;
+    body = slots * ((uint64_t)stride + 1);
+    if (body > UINT64_MAX - SHMOBJ_HTCORE_HEADER_SIZE)
+        return 0;
+    return body + SHMOBJ_HTCORE_HEADER_SIZE;
+}
+
+SHMOBJ_HTCORE_FN uint64_t shmobj_htcore_footprint(uint64_t capacity,
+                                                  uint32_t entry_size)
+{
+    uint64_t slots = ht_slots_for(capacity);
+    if (entry_size == 0 || slots == 0)
+        return 0;
+    return ht_bytes(slots, entry_size);
+}
+
+static uint32_t ht_header_check(const shmobj_htcore_header *h)
+{
+    unsigned char buf[36];
+    memcpy(buf, h, 32);
+    memcpy(buf + 32, &h->stride, 4);
+    return (uint32_t)shmobj_htcore_hash64(buf, sizeof buf, 0x5348544348454b31ULL);
+}
+
+static void ht_fill(shmobj_htcore *t, void *mem)
+{
+    shmobj_htcore_header *h = (shmobj_htcore_header *)mem;
+    t->hdr = h;
+    t->ctrl = (unsigned char *)mem + SHMOBJ_HTCORE_HEADER_SIZE;
+    t->slots = t->ctrl + h->slots;
+    t->mask = h->slots - 1;
+    t->seed = h->seed;
+    t->key_size = h->key_size;
+    t->value_size = h->value_size;
+    t->stride = h->stride;
+    t->flags = h->flags;
+}
+
+static int ht_init(shmobj_htcore *t, void *mem, uint64_t mem_size,
+                   uint64_t capacity, uint32_t key_size, uint32_t value_size,
+                   uint32_t flags, uint64_t seed)
+{
+    shmobj_htcore_header *h = (shmobj_htcore_header *)mem;
+    uint32_t stride;
+    uint64_t slots, bytes;
+    if (t == NULL || mem == NULL || ((uintptr_t)mem & 7u) != 0)
+        return SHMOBJ_HTCORE_EINVAL;
+    if (value_size > UINT32_MAX - key_size)
+        return SHMOBJ_HTCORE_EINVAL;
+    stride = key_size + value_size;
+    slots = ht_slots_for(capacity);
+    bytes = ht_bytes(slots, stride);
+    if (bytes == 0 || bytes > mem_size)
+        return SHMOBJ_HTCORE_EINVAL;
+    memset(h, 0, SHMOBJ_HTCORE_HEADER_SIZE);
+    h->magic = SHMOBJ_HTCORE_MAGIC;
+    h->version = (uint16_t)SHMOBJ_HTCORE_VERSION;
+    h->flags = (uint16_t)flags;
+    h->key_size = key_size;
+    h->value_size = value_size;
+    h->seed = seed;
+    h->slots = slots;
+    h->count = 0;
+    h->tombstones = 0;
+    h->growth_left = ht_limit(slots);
+    h->stride = stride;
+    h->check = ht_header_check(h);
+    ht_fill(t, mem);
+    memset(t->ctrl, HT_EMPTY, (size_t)slots);
+    memset(t->slots, 0, (size_t)(slots * stride));
+    return SHMOBJ_HTCORE_OK;
+}
+
+SHMOBJ_HTCORE_FN int shmobj_htcore_init(shmobj_htcore *t, void *mem,
+                                        uint64_t mem_size, uint64_t capacity,
+                                        uint32_t key_size,
+                                        uint32_t value_size, uint64_t seed)
+{
+    if (key_size == 0)
+        return SHMOBJ_HTCORE_EINVAL;
+    return ht_init(t, mem, mem_size, capacity, key_size, value_size, 0, seed);
+}
+
+SHMOBJ_HTCORE_FN int shmobj_htcore_init_ref(shmobj_htcore *t, void *mem,
+                                            uint64_t mem_size,
+                                            uint64_t capacity, uint64_t seed)
+{
+    return ht_init(t, mem, mem_size, capacity, 0, SHMOBJ_HTCORE_REF_SLOT,
+                   SHMOBJ_HTCORE_FLAG_REF, seed);
+}
+
+SHMOBJ_HTCORE_FN int shmobj_htcore_attach(shmobj_htcore *t, void *mem,
+                                          uint64_t mem_size)
+{
+    shmobj_htcore_header h;
+    uint64_t bytes;
+    if (t == NULL || mem == NULL || ((uintptr_t)mem & 7u) != 0)
+        return SHMOBJ_HTCORE_EINVAL;
+    if (mem_size < SHMOBJ_HTCORE_HEADER_SIZE)
+        return SHMOBJ_HTCORE_ECORRUPT;
+    /* One copy: every decision below uses the same bytes, whatever another
+     * process writes meanwhile. */
+    memcpy(&h, mem, sizeof h);
+    if (h.magic != SHMOBJ_HTCORE_MAGIC)
+        return SHMOBJ_HTCORE_ECORRUPT;
+    if (h.version != SHMOBJ_HTCORE_VERSION)
+        return SHMOBJ_HTCORE_EVERSION;
+    if (h.check != ht_header_check(&h))
+        return SHMOBJ_HTCORE_ECORRUPT;
+    if (h.slots < SHMOBJ_HTCORE_MIN_SLOTS || (h.slots & (h.slots - 1)) != 0)
+        return SHMOBJ_HTCORE_ECORRUPT;
+    if (h.flags == SHMOBJ_HTCORE_FLAG_REF) {
+        if (h.key_size != 0 || h.value_size != SHMOBJ_HTCORE_REF_SLOT ||
+            h.stride != SHMOBJ_HTCORE_REF_SLOT)
+            return SHMOBJ_HTCORE_ECORRUPT;
+    } else if (h.flags == 0) {
+        if (h.key_size == 0 || h.value_size > UINT32_MAX - h.key_size ||
+            h.stride != h.key_size + h.value_size)
+            return SHMOBJ_HTCORE_ECORRUPT;
+    } else {
+        return SHMOBJ_HTCORE_ECORRUPT;
+    }
+    bytes = ht_bytes(h.slots, h.stride);
+    if (bytes == 0 || bytes > mem_size)
+        return SHMOBJ_HTCORE_ECORRUPT;
+    t->hdr = (shmobj_htcore_header *)mem;
+    t->ctrl = (unsigned char *)mem + SHMOBJ_HTCORE_HEADER_SIZE;
+    t->slots = t->ctrl + h.slots;
+    t->mask = h.slots - 1;
+    t->seed = h.seed;
+    t->key_size = h.key_size;
+    t->value_size = h.value_size;
+    t->stride = h.stride;
+    t->flags = h.flags;
+    return SHMOBJ_HTCORE_OK;
+}
+
+SHMOBJ_HTCORE_FN uint64_t shmobj_htcore_count(const shmobj_htcore *t)
+{
+    return t->hdr->count;
+}
+
+/* ---- probing ------------------------------------------------------------------ */
+
+static unsigned char *ht_slot(const shmobj_htcore *t, uint64_t index)
+{
+    return t->slots + (index & t->mask) * t->stride;
+}
+
+/* Walk the probe sequence of hash; for each slot whose tag matches, call
+ * the comparison. Shared by both modes through a small switch, so the
+ * inline path compares with memcmp without an indirect call. */
+static int ht_lookup(const shmobj_htcore *t, uint64_t hash, const void *key,
+                     shmobj_htcore_eq_fn eq, void *ctx, uint64_t *index)
+{
+    uint64_t ngroups = (t->mask + 1) / HT_GROUP, gmask = ngroups - 1;
+    uint64_t g = ht_h1(hash) & gmask, step;
+    unsigned char tag = ht_h2(hash);
+    for (step = 0; step < ngroups; step++) {
+        const unsigned char *ctrl = t->ctrl + g * HT_GROUP;
+        unsigned m = ht_match(ctrl, tag);
+        while (m != 0) {
+            uint64_t idx = g * HT_GROUP + ht_ctz(m);
+            m &= m - 1;
+            if (key != NULL) {
+                if (memcmp(ht_slot(t, idx), key, t->key_size) == 0) {
+                    *index = idx;
+                    return SHMOBJ_HTCORE_OK;
+                }
+            } else {
+                uint64_t v, sh;
+                int rc;
+                memcpy(&sh, ht_slot(t, idx) + 8, sizeof sh);
+                if (sh != hash)
+                    continue;
+                memcpy(&v, ht_slot(t, idx), sizeof v);
+                rc = eq(ctx, v);
+                if (rc < 0)
+                    return rc;
+                if (rc > 0) {
+                    *index = idx;
+                    return SHMOBJ_HTCORE_OK;
+                }
+            }
+        }
+        if (ht_match_empty(ctrl) != 0)
+            return SHMOBJ_HTCORE_ENOTFOUND;
+        g = (g + step + 1) & gmask;
+    }
+    return SHMOBJ_HTCORE_ENOTFOUND;
+}
+
+/* The slot a new entry of this hash goes to: the first free slot of the
+ * first group in its probe sequence that has one. */
+static int ht_claim(shmobj_htcore *t, uint64_t hash, uint64_t *index)
+{
+    uint64_t ngroups = (t->mask + 1) / HT_GROUP, gmask = ngroups - 1;
+    uint64_t g = ht_h1(hash) & gmask, step;
+    shmobj_htcore_header *h = t->hdr;
+    for (step = 0; step < ngroups; step++) {
+        unsigned m = ht_match_free(t->ctrl + g * HT_GROUP);
+        if (m != 0) {
+            uint64_t idx = g * HT_GROUP + ht_ctz(m);
+            if (t->ctrl[idx] == HT_EMPTY) {
+                if (h->growth_left == 0)
+                    return SHMOBJ_HTCORE_EFULL;
+                h->growth_left--;
+            } else {
+                h->tombstones--;
+            }
+            *index = idx;
+            return SHMOBJ_HTCORE_OK;
+        }
+        g = (g + step + 1) & gmask;
+    }
+    return SHMOBJ_HTCORE_EFULL;
+}
+
+/* Mark a claimed slot full; the slot bytes are written before. */
+static void ht_publish(shmobj_htcore *t, uint64_t idx, uint64_t hash)
+{
+    t->ctrl[idx & t->mask] = ht_h2(hash);
+    t->hdr->count++;
+}
+
+/* ---- inline mode ------------------------------------------------------------------ */
+
+SHMOBJ_HTCORE_FN int shmobj_htcore_find(const shmobj_htcore *t,
+                                        const void *key, uint64_t *index)
+{
+    if (t->flags & SHMOBJ_HTCORE_FLAG_REF)
+        return SHMOBJ_HTCORE_EINVAL;
+    return ht_lookup(t, shmobj_htcore_hash64(key, t->key_size, t->seed), key,
+                     NULL, NULL, index);
+}
+
+SHMOBJ_HTCORE_FN int shmobj_htcore_put(shmobj_htcore *t, const void *key,
+                                       const void *value)
+{
+    uint64_t hash, idx;
+    int rc;
+    if (t->flags & SHMOBJ_HTCORE_FLAG_REF)
+        return SHMOBJ_HTCORE_EINVAL;
+    hash = shmobj_htcore_hash64(key, t->key_size, t->seed);
+    rc = ht_lookup(t, hash, key, NULL, NULL, &idx);
+    if (rc == SHMOBJ_HTCORE_OK) {
+        memcpy(ht_slot(t, idx) + t->key_size, value, t->value_size);
+        return SHMOBJ_HTCORE_OK;
+    }
+    rc = ht_claim(t, hash, &idx);
+    if (rc != SHMOBJ_HTCORE_OK)
+        return rc;
+    memcpy(ht_slot(t, idx), key, t->key_size);
+    memcpy(ht_slot(t, idx) + t->key_size, value, t->value_size);
+    ht_publish(t, idx, hash);
+    return SHMOBJ_HTCORE_OK;
+}
+
+SHMOBJ_HTCORE_FN int shmobj_htcore_get(const shmobj_htcore *t,
+                                       const void *key, void *value)
+{
+    uint64_t idx;
+    int rc = shmobj_htcore_find(t, key, &idx);
+    if (rc == SHMOBJ_HTCORE_OK)
+        memcpy(value, ht_slot(t, idx) + t->key_size, t->value_size);
+    return rc;
+}
+
+SHMOBJ_HTCORE_FN int shmobj_htcore_del(shmobj_htcore *t, const void *key)
+{
+    uint64_t idx;
+    int rc = shmobj_htcore_find(t, key, &idx);
+    if (rc == SHMOBJ_HTCORE_OK)
+        shmobj_htcore_erase(t, idx);
+    return rc;
+}
+
+SHMOBJ_HTCORE_FN void *shmobj_htcore_entry(const shmobj_htcore *t,
+                                           uint64_t index)
+{
+    return ht_slot(t, index);
+}
+
+SHMOBJ_HTCORE_FN int shmobj_htcore_rehash(shmobj_htcore *dst,
+                                          const shmobj_htcore *src)
+{
+    uint64_t i = 0;
+    if ((dst->flags | src->flags) & SHMOBJ_HTCORE_FLAG_REF ||
+        dst->key_size != src->key_size || dst->value_size != src->value_size)
+        return SHMOBJ_HTCORE_EINVAL;
+    while (shmobj_htcore_next(src, &i) == SHMOBJ_HTCORE_OK) {
+        const unsigned char *e = ht_slot(src, i);
+        uint64_t hash = shmobj_htcore_hash64(e, dst->key_size, dst->seed);
+        uint64_t idx;
+        int rc = ht_claim(dst, hash, &idx);
+        if (rc != SHMOBJ_HTCORE_OK)
+            return rc;
+        memcpy(ht_slot(dst, idx), e, dst->stride);
+        ht_publish(dst, idx, hash);
+        i++;
+    }
+    return SHMOBJ_HTCORE_OK;
+}
+
+/* ---- ref mode ------------------------------------------------------------------ */
+
+SHMOBJ_HTCORE_FN int shmobj_htcore_ref_find(const shmobj_htcore *t,
+                                            uint64_t hash,
+                                            shmobj_htcore_eq_fn eq, void *ctx,
+                                            uint64_t *index)
+{
+    if (!(t->flags & SHMOBJ_HTCORE_FLAG_REF) || eq == NULL)
+        return SHMOBJ_HTCORE_EINVAL;
+    return ht_lookup(t, hash, NULL, eq, ctx, index);
+}
+
+SHMOBJ_HTCORE_FN int shmobj_htcore_ref_insert(shmobj_htcore *t, uint64_t hash,
+                                              uint64_t value, uint64_t *index)
+{
+    uint64_t idx;
+    int rc;
+    if (!(t->flags & SHMOBJ_HTCORE_FLAG_REF))
+        return SHMOBJ_HTCORE_EINVAL;
+    rc = ht_claim(t, hash, &idx);
+    if (rc != SHMOBJ_HTCORE_OK)
+        return rc;
+    memcpy(ht_slot(t, idx), &value, sizeof value);
+    memcpy(ht_slot(t, idx) + 8, &hash, sizeof hash);
+    ht_publish(t, idx, hash);
+    if (index != NULL)
+        *index = idx;
+    return SHMOBJ_HTCORE_OK;
+}
+
+SHMOBJ_HTCORE_FN uint64_t shmobj_htcore_ref_value(const shmobj_htcore *t,
+                                                  uint64_t index)
+{
+    uint64_t v;
+    memcpy(&v, ht_slot(t, index), sizeof v);
+    return v;
+}
+
+SHMOBJ_HTCORE_FN uint64_t shmobj_htcore_ref_hash(const shmobj_htcore *t,
+                                                 uint64_t index)
+{
+    uint64_t h;
+    memcpy(&h, ht_slot(t, index) + 8, sizeof h);
+    return h;
+}
+
+SHMOBJ_HTCORE_FN void shmobj_htcore_ref_replace(shmobj_htcore *t,
+                                                uint64_t index,
+                                                uint64_t value)
+{
+    memcpy(ht_slot(t, index), &value, sizeof value);
+}
+
+SHMOBJ_HTCORE_FN int shmobj_htcore_ref_rehash(shmobj_htcore *dst,
+                                              const shmobj_htcore *src)
+{
+    uint64_t i = 0;
+    if (!(dst->flags & src->flags & SHMOBJ_HTCORE_FLAG_REF))
+        return SHMOBJ_HTCORE_EINVAL;
+    while (shmobj_htcore_next(src, &i) == SHMOBJ_HTCORE_OK) {
+        uint64_t hash = shmobj_htcore_ref_hash(src, i), idx;
+        int rc = ht_claim(dst, hash, &idx);
+        if (rc != SHMOBJ_HTCORE_OK)
+            return rc;
+        memcpy(ht_slot(dst, idx), ht_slot(src, i), SHMOBJ_HTCORE_REF_SLOT);
+        ht_publish(dst, idx, hash);
+        i++;
+    }
+    return SHMOBJ_HTCORE_OK;
+}
+
+/* ---- both modes ------------------------------------------------------------------ */
+
+SHMOBJ_HTCORE_FN void shmobj_htcore_erase(shmobj_htcore *t, uint64_t index)
+{
+    uint64_t idx = index & t->mask;
+    shmobj_htcore_header *h = t->hdr;
+    if (t->ctrl[idx] >= 0x80)
+        return; /* not full: nothing to erase */
+    /* Empty again only when the group already has an empty slot: then no
+     * probe ever went past this group (see the invariants above). */
+    if (ht_match_empty(t->ctrl + (idx & ~(uint64_t)(HT_GROUP - 1))) != 0) {
+        t->ctrl[idx] = HT_EMPTY;
+        h->growth_left++;
+    } else {
+        t->ctrl[idx] = HT_DELETED;
+        h->tombstones++;
+    }
+    h->count--;
+}
+
+SHMOBJ_HTCORE_FN int shmobj_htcore_next(const shmobj_htcore *t,
+                                        uint64_t *index)
+{
+    uint64_t i = *index, n = t->mask + 1;
+    while (i < n) {
+        if ((i & (HT_GROUP - 1)) == 0) {
+            /* a whole group at once: skip it when nothing in it is full */
+            unsigned full = ~ht_match_free(t->ctrl + i) & 0xffffu;
+            if (full == 0) {
+                i += HT_GROUP;
+                continue;
+            }
+            i += ht_ctz(full);
+            *index = i;
+            return SHMOBJ_HTCORE_OK;
+        }
+        if (t->ctrl[i] < 0x80) {
+            *index = i;
+            return SHMOBJ_HTCORE_OK;
+        }
+        i++;
+    }
+    return SHMOBJ_HTCORE_ENOTFOUND;
+}
+
+SHMOBJ_HTCORE_FN void shmobj_htcore_clear(shmobj_htcore *t)
+{
+    uint64_t n = t->mask + 1;
+    memset(t->ctrl, HT_EMPTY, (size_t)n);
+    memset(t->slots, 0, (size_t)(n * t->stride));
+    t->hdr->count = 0;
+    t->hdr->tombstones = 0;
+    t->hdr->growth_left = ht_limit(n);
+}
+
+SHMOBJ_HTCORE_FN void shmobj_htcore_recount(shmobj_htcore *t)
+{
+    uint64_t n = t->mask + 1, i, full = 0, del = 0, empty = 0;
+    for (i = 0; i < n; i++) {
+        unsigned char c = t->ctrl[i];
+        if (c < 0x80) {
+            full++;
+        } else if (c == HT_EMPTY) {
+            empty++;
+        } else {
+            /* any other byte is damage: make it a tombstone, which keeps
+             * every probe that passes through it going */
+            t->ctrl[i] = HT_DELETED;
+            del++;
+        }
+    }
+    t->hdr->count = full;
+    t->hdr->tombstones = del;
+    t->hdr->growth_left =
+        empty > n - ht_limit(n) ? empty - (n - ht_limit(n)) : 0;
+}
+
+/* Probe length (in groups) of the entry at idx with this hash, or 0 when it
+ * is not reachable from its home group. */
+static uint64_t ht_probe_len(const shmobj_htcore *t, uint64_t hash,
+                             uint64_t idx)
+{
+    uint64_t ngroups = (t->mask + 1) / HT_GROUP, gmask = ngroups - 1;
+    uint64_t g = ht_h1(hash) & gmask, target = idx / HT_GROUP, step;
+    for (step = 0; step < ngroups; step++) {
+        if (g == target)
+            return step + 1;
+        if (ht_match_empty(t->ctrl + g * HT_GROUP) != 0)
+            return 0;
+        g = (g + step + 1) & gmask;
+    }
+    return 0;
+}
+
+static uint64_t ht_entry_hash(const shmobj_htcore *t, uint64_t idx)
+{
+    if (t->flags & SHMOBJ_HTCORE_FLAG_REF)
+        return shmobj_htcore_ref_hash(t, idx);
+    return shmobj_htcore_hash64(ht_slot(t, idx), t->key_size, t->seed);
+}
+
+SHMOBJ_HTCORE_FN void shmobj_htcore_stats_get(const shmobj_htcore *t,
+                                              shmobj_htcore_stats *out)
+{
+    uint64_t i = 0;
+    memset(out, 0, sizeof *out);
+    out->slots = t->mask + 1;
+    out->count = t->hdr->count;
+    out->tombstones = t->hdr->tombstones;
+    out->growth_left = t->hdr->growth_left;
+    out->bytes = ht_bytes(t->mask + 1, t->stride);
+    while (shmobj_htcore_next(t, &i) == SHMOBJ_HTCORE_OK) {
+        uint64_t len = ht_probe_len(t, ht_entry_hash(t, i), i);
+        out->probe_total += len;
+        if (len > out->probe_max)
+            out->probe_max = len;
+        i++;
+    }
+}
+
+SHMOBJ_HTCORE_FN int shmobj_htcore_check(const shmobj_htcore *t,
+                                         shmobj_htcore_hash_fn hash_fn,
+                                         void *ctx)
+{
+    uint64_t n = t->mask + 1, i, full = 0, del = 0, empty = 0;
+    const shmobj_htcore_header *h = t->hdr;
+    for (i = 0; i < n; i++) {
+        unsigned char c = t->ctrl[i];
+        if (c < 0x80) {
+            uint64_t hash = ht_entry_hash(t, i);
+            if ((t->flags & SHMOBJ_HTCORE_FLAG_REF) && hash_fn != NULL) {
+                uint64_t eh;
+                int rc = hash_fn(ctx, shmobj_htcore_ref_value(t, i), &eh);
+                if (rc < 0)
+                    return rc;
+                if (eh != hash)
+                    return SHMOBJ_HTCORE_ECORRUPT;
+            }
+            if (c != ht_h2(hash) || ht_probe_len(t, hash, i) == 0)
+                return SHMOBJ_HTCORE_ECORRUPT;
+            full++;
+        } else if (c == HT_EMPTY) {
+            empty++;
+        } else if (c == HT_DELETED) {
+            del++;
+        } else {
+            return SHMOBJ_HTCORE_ECORRUPT;
+        }
+    }
+    if (full != h->count || del != h->tombstones)
+        return SHMOBJ_HTCORE_ECORRUPT;
+    if (empty < n - ht_limit(n) ||
+        h->growth_left != empty - (n - ht_limit(n)))
+        return SHMOBJ_HTCORE_ECORRUPT;
+    return SHMOBJ_HTCORE_OK;
+}

@@ -1,0 +1,334 @@
+/*
+ * shmobj_htcore.h - a freestanding open-addressing hash table core.
+ *
+ * Part of libshmobj, and meant to be copied alone into other projects
+ * ("vendored"): this header and shmobj_htcore.c need only <stddef.h>,
+ * <stdint.h> and <string.h>, compile as C99, allocate nothing, keep no
+ * globals and take no locks.
+ *
+ * The table lives entirely in memory the caller gives: size it with
+ * shmobj_htcore_footprint(), build it with shmobj_htcore_init(). The bytes
+ * hold only sizes, counters and indices (no pointers), so the same table
+ * works on the heap, in a static array, in a file or in shared memory mapped
+ * at different addresses. A small process-local handle (shmobj_htcore)
+ * caches the validated layout; shmobj_htcore_attach() rebuilds one from
+ * existing bytes and refuses damaged ones.
+ *
+ * Layout (all integers in the host's byte order; see doc/format-map.md):
+ *
+ *     offset 0   header, 64 bytes (magic "SHTC", version, sizes, seed,
+ *                counters, a check value of the immutable fields)
+ *     offset 64  control bytes, one per slot: 0x80 empty, 0xFE deleted,
+ *                0x00..0x7F full with a 7-bit tag taken from the hash
+ *     then       slots: `slots` entries of `stride` bytes each
+ *
+ * Slots come in groups of 16; a lookup reads the 16 control bytes of a group
+ * (SWAR, or SSE2 where available), compares keys only where the tag matches,
+ * and stops at the first group holding an empty slot. Groups are probed
+ * triangularly (0, 1, 3, 6, ... groups from the home group), which visits
+ * every group of a power-of-two table. Deletion leaves a tombstone only when
+ * the group has no empty slot (otherwise no probe can have passed through
+ * it); tombstones are dropped when the caller rehashes into a new region.
+ *
+ * Two modes:
+ *  - inline: entries are `key_size` key bytes followed by `value_size` value
+ *    bytes, stored in the slot (the embedded case);
+ *  - ref: a slot holds a 64-bit value chosen by the caller that refers to an
+ *    entry stored elsewhere (variable-length keys) and the entry's 64-bit
+ *    hash; lookups compare the stored hash first and then call an equality
+ *    callback with the slot value. Keeping the hash in the slot lets a
+ *    rehash run over the table alone, never touching the entries.
+ *
+ * Vendoring switches (define before including this header and the .c file):
+ *  - SHMOBJ_HTCORE_STATIC: every function becomes `static` (include the .c
+ *    file into one translation unit of yours);
+ *  - SHMOBJ_HTCORE_PREFIX=myproj_: every symbol becomes
+ *    myproj_shmobj_htcore_..., so a vendored copy never clashes with an
+ *    installed libshmobj.
+ * Golden vectors in libshmobj's tests pin the hash function and the bytes of
+ * a table built from fixed inputs, so copies stay byte-compatible.
+ *
+ * Concurrency: none inside. A caller that lets readers run beside a writer
+ * (libshmobj's map does, under sequence counters) must validate what it read
+ * afterwards; every index a function computes is masked into the table, and
+ * every probe is bounded by the number of groups, so racing reads return
+ * wrong answers, never out-of-bounds accesses or endless loops.
+ */
+#ifndef SHMOBJ_HTCORE_H
+#define SHMOBJ_HTCORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- vendoring switches ------------------------------------------------- */
+
+#if defined(SHMOBJ_HTCORE_STATIC)
+#if defined(__GNUC__)
+#define SHMOBJ_HTCORE_FN static __attribute__((unused))
+#else
+#define SHMOBJ_HTCORE_FN static
+#endif
+#else
+#ifndef SHMOBJ_HTCORE_API
+#define SHMOBJ_HTCORE_API
+#endif
+#define SHMOBJ_HTCORE_FN SHMOBJ_HTCORE_API
+#endif
+
+#if defined(SHMOBJ_HTCORE_PREFIX)
+#define SHMOBJ_HTCORE_CAT_(a, b) a##b
+#define SHMOBJ_HTCORE_CAT(a, b) SHMOBJ_HTCORE_CAT_(a, b)
+#define SHMOBJ_HTCORE_NAME(n) SHMOBJ_HTCORE_CAT(SHMOBJ_HTCORE_PREFIX, n)
+#define shmobj_htcore_hash64 SHMOBJ_HTCORE_NAME(shmobj_htcore_hash64)
+#define shmobj_htcore_footprint SHMOBJ_HTCORE_NAME(shmobj_htcore_footprint)
+#define shmobj_htcore_init SHMOBJ_HTCORE_NAME(shmobj_htcore_init)
+#define shmobj_htcore_init_ref SHMOBJ_HTCORE_NAME(shmobj_htcore_init_ref)
+#define shmobj_htcore_attach SHMOBJ_HTCORE_NAME(shmobj_htcore_attach)
+#define shmobj_htcore_hash SHMOBJ_HTCORE_NAME(shmobj_htcore_hash)
+#define shmobj_htcore_count SHMOBJ_HTCORE_NAME(shmobj_htcore_count)
+#define shmobj_htcore_find SHMOBJ_HTCORE_NAME(shmobj_htcore_find)
+#define shmobj_htcore_put SHMOBJ_HTCORE_NAME(shmobj_htcore_put)
+#define shmobj_htcore_get SHMOBJ_HTCORE_NAME(shmobj_htcore_get)
+#define shmobj_htcore_del SHMOBJ_HTCORE_NAME(shmobj_htcore_del)
+#define shmobj_htcore_entry SHMOBJ_HTCORE_NAME(shmobj_htcore_entry)
+#define shmobj_htcore_ref_find SHMOBJ_HTCORE_NAME(shmobj_htcore_ref_find)
+#define shmobj_htcore_ref_insert SHMOBJ_HTCORE_NAME(shmobj_htcore_ref_insert)
+#define shmobj_htcore_ref_value SHMOBJ_HTCORE_NAME(shmobj_htcore_ref_value)
+#define shmobj_htcore_ref_hash SHMOBJ_HTCORE_NAME(shmobj_htcore_ref_hash)
+#define shmobj_htcore_ref_replace SHMOBJ_HTCORE_NAME(shmobj_htcore_ref_replace)
+#define shmobj_htcore_erase SHMOBJ_HTCORE_NAME(shmobj_htcore_erase)
+#define shmobj_htcore_next SHMOBJ_HTCORE_NAME(shmobj_htcore_next)
+#define shmobj_htcore_rehash SHMOBJ_HTCORE_NAME(shmobj_htcore_rehash)
+#define shmobj_htcore_ref_rehash SHMOBJ_HTCORE_NAME(shmobj_htcore_ref_rehash)
+#define shmobj_htcore_clear SHMOBJ_HTCORE_NAME(shmobj_htcore_clear)
+#define shmobj_htcore_recount SHMOBJ_HTCORE_NAME(shmobj_htcore_recount)
+#define shmobj_htcore_stats_get SHMOBJ_HTCORE_NAME(shmobj_htcore_stats_get)
+#define shmobj_htcore_check SHMOBJ_HTCORE_NAME(shmobj_htcore_check)
+#endif
+
+/* ---- constants ---------------------------------------------------------- */
+
+#define SHMOBJ_HTCORE_MAGIC 0x43544853u /* "SHTC" read as a little-endian u32 */
+#define SHMOBJ_HTCORE_VERSION 1u
+#define SHMOBJ_HTCORE_HEADER_SIZE 64u
+#define SHMOBJ_HTCORE_GROUP 16u     /* slots per probe group */
+#define SHMOBJ_HTCORE_MIN_SLOTS 16u /* one group */
+/* Maximum load: full + deleted slots stay at or below 7/8 of the slots. */
+#define SHMOBJ_HTCORE_LOAD_NUM 7u
+#define SHMOBJ_HTCORE_LOAD_DEN 8u
+
+#define SHMOBJ_HTCORE_CTRL_EMPTY 0x80u
+#define SHMOBJ_HTCORE_CTRL_DELETED 0xFEu
+
+/* Flags of the header (mode). */
+#define SHMOBJ_HTCORE_FLAG_REF 1u
+/* Bytes of a ref-mode slot: the caller's value, then the hash. */
+#define SHMOBJ_HTCORE_REF_SLOT 16u
+
+/* Status codes. Their values equal libshmobj's SHMOBJ_E* codes of the same
+ * names, so the map passes them through unchanged. */
+#define SHMOBJ_HTCORE_OK 0
+#define SHMOBJ_HTCORE_EINVAL (-1)
+#define SHMOBJ_HTCORE_ENOTFOUND (-3)
+#define SHMOBJ_HTCORE_ECORRUPT (-5)
+#define SHMOBJ_HTCORE_EVERSION (-6)
+#define SHMOBJ_HTCORE_EFULL (-10)
+
+/* ---- types --------------------------------------------------------------- */
+
+/* The bytes at the start of a table. Every field is written by the one
+ * writer the caller allows at a time; the core never reads them unchecked:
+ * shmobj_htcore_attach() validates the immutable ones against `check`. */
+typedef struct shmobj_htcore_header {
+    uint32_t magic;       /* SHMOBJ_HTCORE_MAGIC */
+    uint16_t version;     /* SHMOBJ_HTCORE_VERSION */
+    uint16_t flags;       /* SHMOBJ_HTCORE_FLAG_REF or 0 */
+    uint32_t key_size;    /* inline: key bytes per entry; ref: 0 */
+    uint32_t value_size;  /* inline: value bytes per entry; ref: 16 */
+    uint64_t seed;        /* seed of shmobj_htcore_hash() for this table */
+    uint64_t slots;       /* number of slots, a power of two >= 16 */
+    uint64_t count;       /* full slots (live entries) */
+    uint64_t tombstones;  /* deleted slots */
+    uint64_t growth_left; /* empty slots that may still be filled */
+    uint32_t stride;      /* bytes per slot: key_size + value_size */
+    uint32_t check;       /* hash of bytes 0..31 and stride: damage check */
+} shmobj_htcore_header;
+
+/* A process-local handle on a table: where it is, and its validated,
+ * immutable shape. Holds pointers, so it is never stored in the table. */
+typedef struct shmobj_htcore {
+    shmobj_htcore_header *hdr; /* the table's first byte */
+    unsigned char *ctrl;       /* control bytes */
+    unsigned char *slots;      /* slot array */
+    uint64_t mask;             /* slots - 1 */
+    uint64_t seed;
+    uint32_t key_size;
+    uint32_t value_size;
+    uint32_t stride;
+    uint32_t flags;
+} shmobj_htcore;
+
+/* Ref mode: compare the key the caller looks for (in ctx) with the entry
+ * that slot value `value` refers to. Return 1 when equal, 0 when not, or a
+ * negative status to stop the lookup with it (e.g. the entry is damaged). */
+typedef int (*shmobj_htcore_eq_fn)(void *ctx, uint64_t value);
+
+/* Ref mode: the hash of the entry that slot value `value` refers to, for
+ * shmobj_htcore_check() to compare with the hash stored in the slot. 0 or
+ * a negative status. */
+typedef int (*shmobj_htcore_hash_fn)(void *ctx, uint64_t value,
+                                     uint64_t *hash);
+
+/* Statistics of shmobj_htcore_stats_get(). Probe length counts the groups a
+ * lookup of a present key reads (1 = found in its home group). */
+typedef struct shmobj_htcore_stats {
+    uint64_t slots;
+    uint64_t count;
+    uint64_t tombstones;
+    uint64_t growth_left;
+    uint64_t probe_total;  /* sum of probe lengths over entries */
+    uint64_t probe_max;    /* longest probe length */
+    uint64_t bytes;        /* footprint */
+} shmobj_htcore_stats;
+
+/* ---- hashing ------------------------------------------------------------- */
+
+/* The seeded 64-bit hash every table uses (wyhash-like: 128-bit multiply
+ * and fold). Stable across versions of the format; pinned by tests. */
+SHMOBJ_HTCORE_FN uint64_t shmobj_htcore_hash64(const void *key, size_t len,
+                                               uint64_t seed);
+
+/* The hash of a key with this table's seed. */
+SHMOBJ_HTCORE_FN uint64_t shmobj_htcore_hash(const shmobj_htcore *t,
+                                             const void *key, size_t len);
+
+/* ---- construction --------------------------------------------------------- */
+
+/* Bytes a table needs to hold `capacity` entries of `entry_size` bytes
+ * (key_size + value_size inline, SHMOBJ_HTCORE_REF_SLOT in ref mode) at the maximum load: the
+ * header, then the smallest power-of-two number of slots (16 at least)
+ * whose 7/8 reach capacity. Returns 0 when entry_size is 0 or the size
+ * would overflow. */
+SHMOBJ_HTCORE_FN uint64_t shmobj_htcore_footprint(uint64_t capacity,
+                                                  uint32_t entry_size);
+
+/* Build an empty inline table in mem (mem_size bytes, 8-byte aligned, at
+ * least the footprint) and fill the handle t. */
+SHMOBJ_HTCORE_FN int shmobj_htcore_init(shmobj_htcore *t, void *mem,
+                                        uint64_t mem_size, uint64_t capacity,
+                                        uint32_t key_size,
+                                        uint32_t value_size, uint64_t seed);
+
+/* Build an empty ref-mode table (slots of a 64-bit value and its hash). */
+SHMOBJ_HTCORE_FN int shmobj_htcore_init_ref(shmobj_htcore *t, void *mem,
+                                            uint64_t mem_size,
+                                            uint64_t capacity, uint64_t seed);
+
+/* Fill a handle for an existing table at mem: checks magic, version, the
+ * check value of the immutable fields and that the footprint fits in
+ * mem_size. SHMOBJ_HTCORE_EVERSION / SHMOBJ_HTCORE_ECORRUPT otherwise. */
+SHMOBJ_HTCORE_FN int shmobj_htcore_attach(shmobj_htcore *t, void *mem,
+                                          uint64_t mem_size);
+
+/* Live entries. */
+SHMOBJ_HTCORE_FN uint64_t shmobj_htcore_count(const shmobj_htcore *t);
+
+/* ---- inline mode ------------------------------------------------------------ */
+
+/* Index of the entry whose key equals key (key_size bytes), or ENOTFOUND. */
+SHMOBJ_HTCORE_FN int shmobj_htcore_find(const shmobj_htcore *t,
+                                        const void *key, uint64_t *index);
+
+/* Insert or overwrite. EFULL when a new key finds no room at the maximum
+ * load: rehash into a bigger table. */
+SHMOBJ_HTCORE_FN int shmobj_htcore_put(shmobj_htcore *t, const void *key,
+                                       const void *value);
+
+/* Copy the value of key out (value_size bytes), or ENOTFOUND. */
+SHMOBJ_HTCORE_FN int shmobj_htcore_get(const shmobj_htcore *t,
+                                       const void *key, void *value);
+
+/* Remove key, or ENOTFOUND. */
+SHMOBJ_HTCORE_FN int shmobj_htcore_del(shmobj_htcore *t, const void *key);
+
+/* Address of the entry at index (key bytes, then value bytes); index must
+ * come from find/next of this table. */
+SHMOBJ_HTCORE_FN void *shmobj_htcore_entry(const shmobj_htcore *t,
+                                           uint64_t index);
+
+/* Copy every entry of src into dst (an empty inline table of the same key
+ * and value sizes, any seed, room for src's entries): growth, or shrinking
+ * away tombstones. EFULL when dst is too small. */
+SHMOBJ_HTCORE_FN int shmobj_htcore_rehash(shmobj_htcore *dst,
+                                          const shmobj_htcore *src);
+
+/* ---- ref mode --------------------------------------------------------------- */
+
+/* Find the slot whose value eq() accepts among those whose stored hash
+ * equals hash. 0 with *index set, ENOTFOUND, or eq()'s negative status. */
+SHMOBJ_HTCORE_FN int shmobj_htcore_ref_find(const shmobj_htcore *t,
+                                            uint64_t hash,
+                                            shmobj_htcore_eq_fn eq, void *ctx,
+                                            uint64_t *index);
+
+/* Insert value under hash; the caller has made sure no equal entry exists.
+ * The slot (value and hash) is written before its control byte. EFULL when
+ * full. */
+SHMOBJ_HTCORE_FN int shmobj_htcore_ref_insert(shmobj_htcore *t, uint64_t hash,
+                                              uint64_t value, uint64_t *index);
+
+/* The slot value at index. */
+SHMOBJ_HTCORE_FN uint64_t shmobj_htcore_ref_value(const shmobj_htcore *t,
+                                                  uint64_t index);
+
+/* The hash stored in the slot at index. */
+SHMOBJ_HTCORE_FN uint64_t shmobj_htcore_ref_hash(const shmobj_htcore *t,
+                                                 uint64_t index);
+
+/* Overwrite the slot value at index (same key, so same hash; new entry). */
+SHMOBJ_HTCORE_FN void shmobj_htcore_ref_replace(shmobj_htcore *t,
+                                                uint64_t index,
+                                                uint64_t value);
+
+/* Copy every slot of src into dst (an empty ref table with room for
+ * them), placing each by its stored hash. EFULL when dst is too small. */
+SHMOBJ_HTCORE_FN int shmobj_htcore_ref_rehash(shmobj_htcore *dst,
+                                              const shmobj_htcore *src);
+
+/* ---- both modes ---------------------------------------------------------- */
+
+/* Remove the entry at index (a full slot). */
+SHMOBJ_HTCORE_FN void shmobj_htcore_erase(shmobj_htcore *t, uint64_t index);
+
+/* Iteration in slot order: the first full slot at or after *index; 0 with
+ * *index set, or ENOTFOUND past the end. Start at 0, continue at index+1. */
+SHMOBJ_HTCORE_FN int shmobj_htcore_next(const shmobj_htcore *t,
+                                        uint64_t *index);
+
+/* Remove every entry. */
+SHMOBJ_HTCORE_FN void shmobj_htcore_clear(shmobj_htcore *t);
+
+/* Recompute count, tombstones and growth_left from the control bytes (crash
+ * recovery: a writer died between a control byte and a counter). */
+SHMOBJ_HTCORE_FN void shmobj_htcore_recount(shmobj_htcore *t);
+
+/* Statistics, probe lengths included (a walk of the whole table). */
+SHMOBJ_HTCORE_FN void shmobj_htcore_stats_get(const shmobj_htcore *t,
+                                              shmobj_htcore_stats *out);
+
+/* Full consistency check: counters agree with the control bytes, and every
+ * entry's tag matches its hash and is reachable from its home group. In ref
+ * mode, hash_fn (may be NULL) also confirms each stored hash from the
+ * entry. 0 or ECORRUPT (or hash_fn's status). */
+SHMOBJ_HTCORE_FN int shmobj_htcore_check(const shmobj_htcore *t,
+                                         shmobj_htcore_hash_fn hash_fn,
+                                         void *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SHMOBJ_HTCORE_H */

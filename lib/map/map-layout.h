@@ -1,0 +1,114 @@
+/* The bytes of a shared map (normative description: doc/format-map.md).
+ *
+ * A map is one control block (header, epoch, reader slots, shards) plus,
+ * per shard, one table block (a 64-byte prefix and an htcore ref-mode
+ * table) and one heap block per entry. Every reference is a space.h
+ * reference (48-bit offset, 16-bit generation). Tests and the fuzz target
+ * include this header to aim their damage. */
+#ifndef SHMOBJ_MAP_LAYOUT_H
+#define SHMOBJ_MAP_LAYOUT_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "os.h"
+
+#define SHMOBJ__MAP_MAGIC UINT64_C(0x31304d4a424f4d53) /* "SMOBJM01" */
+#define SHMOBJ__MAP_VERSION 1u
+#define SHMOBJ__MAP_SHARDS 64u      /* a power of two */
+#define SHMOBJ__MAP_SHARD_SHIFT 58u /* shard = hash >> 58 */
+#define SHMOBJ__MAP_READERS 64u     /* processes with the map open at once */
+#define SHMOBJ__MAP_TABLE_PREFIX 64u /* bytes before the htcore table */
+#define SHMOBJ__MAP_ENTRY_HEADER 16u
+
+/* Intent codes of a shard (what a lock holder was doing). */
+enum {
+    SHMOBJ__MAP_OP_NONE = 0,
+    SHMOBJ__MAP_OP_SET = 1,   /* intent_new replaces intent_old / inserts */
+    SHMOBJ__MAP_OP_DEL = 2,   /* intent_old is being removed */
+    SHMOBJ__MAP_OP_CLEAR = 3  /* intent_table replaces intent_table_old */
+};
+
+/* Where a retired block keeps the link to the next one on its limbo list:
+ * bytes 8..15 of its payload, i.e. an entry's hash (no longer needed once
+ * the entry is unlinked; the lengths at 0..7 stay intact for views and
+ * cursors that still read it) or a table prefix's second word. */
+#define SHMOBJ__MAP_LINK_OFF 8u
+
+/* Bit 0 of a retired reference (offsets are 16-byte aligned, so it is free):
+ * the block is a table whose entries must be freed with it (clear). */
+#define SHMOBJ__MAP_RETIRE_DEEP UINT64_C(1)
+
+/* One process's read guards. A reader adds 1 to active[e & 1] for the
+ * epoch e it entered in; retired memory of epoch r is freed once the epoch
+ * has reached r + 2, which needs every active[(r) & 1] back at 0. */
+struct shmobj__map_reader {
+    _Atomic uint64_t owner;      /* pid + 1 of the claiming process; 0 free.
+                                    CAS by open, store 0 by close/reclaim */
+    _Atomic uint64_t start_time; /* owner's start time (os_proc); 0 while
+                                    being claimed */
+    _Atomic uint64_t active[2];  /* guards held, by epoch parity; seq_cst
+                                    RMW by readers, loaded by writers */
+    uint8_t pad[32];
+};
+_Static_assert(sizeof(struct shmobj__map_reader) == 64, "one cache line");
+
+/* One shard: the lock stripe, the sequence counter readers validate
+ * against, the current table and the repair record. Fields other than
+ * seq/table/count are written only under `lock`. */
+struct shmobj__map_shard {
+    shmobj__os_mutex lock;           /* robust, process-shared */
+    _Atomic uint64_t seq;            /* odd while the table changes;
+                                        release by the writer, acquire by
+                                        readers */
+    _Atomic uint64_t table;          /* ref of the table block; release */
+    _Atomic uint64_t count;          /* entries; relaxed (count()) */
+    _Atomic uint64_t intent_op;      /* SHMOBJ__MAP_OP_*, set before the
+                                        change it describes, 0 after */
+    _Atomic uint64_t intent_new;     /* entry being linked */
+    _Atomic uint64_t intent_old;     /* entry being unlinked */
+    _Atomic uint64_t intent_table;   /* table being published */
+    _Atomic uint64_t intent_table_old; /* table it replaces */
+    _Atomic uint64_t intent_free;    /* block being freed off a limbo list */
+    _Atomic uint64_t limbo_head[3];  /* retired refs (| DEEP), linked
+                                        through SHMOBJ__MAP_LINK_OFF */
+    _Atomic uint64_t limbo_epoch[3]; /* epoch the list's items retired in */
+    _Atomic uint64_t limbo_len;      /* items on the three lists */
+    uint8_t pad[64];
+};
+_Static_assert(offsetof(struct shmobj__map_shard, seq) == 64, "layout");
+_Static_assert(sizeof(struct shmobj__map_shard) == 256, "layout");
+
+struct shmobj__map_ctl {
+    uint64_t magic;       /* SHMOBJ__MAP_MAGIC; written at creation */
+    uint32_t version;     /* SHMOBJ__MAP_VERSION */
+    uint32_t shards;      /* SHMOBJ__MAP_SHARDS */
+    uint32_t readers;     /* SHMOBJ__MAP_READERS */
+    uint32_t ctl_size;    /* sizeof(struct shmobj__map_ctl) */
+    uint64_t seed;        /* hash seed of every key of the map */
+    uint64_t libc;        /* shmobj__os_libc_signature(): mutex layout */
+    uint64_t check;       /* hash of the 40 bytes above */
+    uint8_t pad0[16];
+    _Atomic uint64_t epoch; /* global epoch, >= 2; seq_cst */
+    uint8_t pad1[56];
+    struct shmobj__map_reader readers_[SHMOBJ__MAP_READERS];
+    struct shmobj__map_shard shards_[SHMOBJ__MAP_SHARDS];
+};
+_Static_assert(offsetof(struct shmobj__map_ctl, check) == 40, "layout");
+_Static_assert(offsetof(struct shmobj__map_ctl, epoch) == 64, "layout");
+_Static_assert(offsetof(struct shmobj__map_ctl, readers_) == 128, "layout");
+_Static_assert(offsetof(struct shmobj__map_ctl, shards_) == 128 + 64 * 64,
+               "layout");
+
+/* An entry block's payload: header, then the value (16-byte aligned, so an
+ * 8-byte value takes atomic additions), then the key. */
+struct shmobj__map_entry {
+    uint32_t key_len;   /* bytes of key */
+    uint32_t value_len; /* bytes of value */
+    uint64_t hash;      /* hash64(key, seed); also stored in the slot */
+};
+_Static_assert(sizeof(struct shmobj__map_entry) == SHMOBJ__MAP_ENTRY_HEADER,
+               "layout");
+
+#endif /* SHMOBJ_MAP_LAYOUT_H */

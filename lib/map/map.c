@@ -1,0 +1,1265 @@
+/* The shared map: htcore ref-mode tables in a segment, 64 shards, each with
+ * a robust lock for writers and a sequence counter for lock-free readers.
+ *
+ * Invariants kept here (doc/format-map.md gives the reasoning in full):
+ *  - A key lives in shard hash >> 58 of the map's seeded hash, for ever; so
+ *    a consistent view of one shard holds each present key exactly once.
+ *  - A shard's table and the entries it references change only under the
+ *    shard lock, and only inside a writer section (seq odd). A reader copies
+ *    seq (even), reads, and accepts what it read only if seq is unchanged;
+ *    anything it reads is bounds-checked first, and a failed check inside a
+ *    section whose seq changed is a retry, not an error.
+ *  - Entries are immutable once linked, except an 8-byte value changed by
+ *    atomic addition. Replacing or deleting an entry, and replacing a table,
+ *    retire the old block to the shard's limbo lists; it is freed only when
+ *    the epoch has advanced twice past its retirement, i.e. when no reader
+ *    that could have seen it still holds a guard. Readers never touch freed
+ *    memory, and views stay valid until released.
+ *  - A table grows by building a new one while the old one stays readable
+ *    (readers proceed), then publishing it with one store inside a short
+ *    writer section.
+ *  - Before a lock holder changes anything it records its intent in the
+ *    shard; the next locker after a crash (EOWNERDEAD) repairs the shard
+ *    from the intent and a scan of the table, so a kill at any instruction
+ *    loses nothing that was committed and leaks at most one block. */
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "map-layout.h"
+#include "os.h"
+#include "shmobj/map.h"
+#include "shmobj/segment.h"
+#include "shmobj_htcore.h"
+#include "space.h"
+
+struct shmobj_map {
+    struct shmobj__space *sp;
+    shmobj_segment *seg;
+    struct shmobj__map_ctl *ctl;
+    shmobj__ref ctl_ref;
+    struct shmobj__map_reader *reader; /* this handle's guard slot */
+    uint64_t seed;
+};
+
+struct shmobj_map_iter {
+    shmobj_map *map;
+    unsigned shard;       /* next shard to snapshot */
+    uint64_t *refs;       /* snapshot of the current shard's entries */
+    size_t n, cap, pos;
+    uint64_t guard;       /* epoch + 1 of the held guard; 0 = none */
+};
+
+/* A bounds-checked entry, copied to locals once. */
+struct ent {
+    const uint8_t *p; /* payload */
+    uint32_t klen, vlen;
+    uint64_t hash;
+};
+
+#define MAP_SPIN_LIMIT 256       /* reader spins on an odd seq before it
+                                    queues on the lock */
+#define MAP_RECLAIM_EVERY 64     /* retirements between reclaim attempts */
+#define MAP_LIVENESS_AFTER 4096  /* retired items before checking whether a
+                                    blocking reader died */
+#define MAP_MIN_CAPACITY 16
+#define MAP_ITER_LOCK_AFTER 8    /* optimistic snapshot attempts */
+
+static struct shmobj__map_shard *shard_of(const shmobj_map *m, uint64_t hash)
+{
+    return &m->ctl->shards_[hash >> SHMOBJ__MAP_SHARD_SHIFT];
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+/* ---- blocks --------------------------------------------------------------- */
+
+static int block_at(shmobj_map *m, shmobj__ref ref, uint64_t min,
+                    uint8_t **p, uint64_t *usable)
+{
+    uint64_t n;
+    void *q;
+    if (ref == 0 || m->sp->ops->check(m->sp, ref, &n) != 0 || n < min)
+        return SHMOBJ_ECORRUPT;
+    if (shmobj__space_at(m->sp, shmobj__ref_off(ref), n, &q) != 0)
+        return SHMOBJ_ECORRUPT;
+    *p = q;
+    if (usable != NULL)
+        *usable = n;
+    return 0;
+}
+
+static int entry_at(shmobj_map *m, shmobj__ref ref, struct ent *e)
+{
+    uint8_t *p;
+    uint64_t usable;
+    struct shmobj__map_entry h;
+    if (block_at(m, ref, SHMOBJ__MAP_ENTRY_HEADER, &p, &usable) != 0)
+        return SHMOBJ_ECORRUPT;
+    memcpy(&h, p, sizeof h);
+    if ((uint64_t)h.key_len + h.value_len > usable - SHMOBJ__MAP_ENTRY_HEADER)
+        return SHMOBJ_ECORRUPT;
+    e->p = p;
+    e->klen = h.key_len;
+    e->vlen = h.value_len;
+    e->hash = h.hash;
+    return 0;
+}
+
+static const uint8_t *ent_value(const struct ent *e)
+{
+    return e->p + SHMOBJ__MAP_ENTRY_HEADER;
+}
+static const uint8_t *ent_key(const struct ent *e)
+{
+    return e->p + SHMOBJ__MAP_ENTRY_HEADER + e->vlen;
+}
+
+/* The htcore handle of a table block. */
+static int table_at(shmobj_map *m, shmobj__ref ref, shmobj_htcore *ht)
+{
+    uint8_t *p;
+    uint64_t usable;
+    if (block_at(m, ref, SHMOBJ__MAP_TABLE_PREFIX + SHMOBJ_HTCORE_HEADER_SIZE,
+                 &p, &usable) != 0)
+        return SHMOBJ_ECORRUPT;
+    if (shmobj_htcore_attach(ht, p + SHMOBJ__MAP_TABLE_PREFIX,
+                             usable - SHMOBJ__MAP_TABLE_PREFIX) != 0 ||
+        !(ht->flags & SHMOBJ_HTCORE_FLAG_REF))
+        return SHMOBJ_ECORRUPT;
+    return 0;
+}
+
+/* Allocate and build an empty table for `capacity` entries. */
+static int table_new(shmobj_map *m, uint64_t capacity, shmobj__ref *out,
+                     shmobj_htcore *ht)
+{
+    uint64_t fp = shmobj_htcore_footprint(capacity, SHMOBJ_HTCORE_REF_SLOT);
+    shmobj__ref ref;
+    uint8_t *p;
+    if (fp == 0 || fp > UINT64_MAX - SHMOBJ__MAP_TABLE_PREFIX)
+        return SHMOBJ_ENOMEM;
+    int rc = m->sp->ops->alloc(m->sp, fp + SHMOBJ__MAP_TABLE_PREFIX, 64, &ref);
+    if (rc != 0)
+        return rc;
+    rc = block_at(m, ref, fp + SHMOBJ__MAP_TABLE_PREFIX, &p, NULL);
+    if (rc == 0) {
+        memset(p, 0, SHMOBJ__MAP_TABLE_PREFIX);
+        rc = shmobj_htcore_init_ref(ht, p + SHMOBJ__MAP_TABLE_PREFIX, fp,
+                                    capacity, m->seed);
+    }
+    if (rc != 0) {
+        (void)m->sp->ops->free(m->sp, ref);
+        return SHMOBJ_ECORRUPT;
+    }
+    *out = ref;
+    return 0;
+}
+
+/* ---- read guards (epochs) ------------------------------------------------- */
+
+/* Enter: count ourselves in the parity of the current epoch, then confirm
+ * the epoch did not move meanwhile (else a writer may have judged our
+ * parity empty before we counted ourselves). seq_cst pairs with the
+ * writer's loads in try_advance(). Returns epoch + 1 (never 0). */
+static uint64_t guard_enter(shmobj_map *m)
+{
+    _Atomic uint64_t *ep = &m->ctl->epoch;
+    for (;;) {
+        uint64_t e = atomic_load(ep);
+        atomic_fetch_add(&m->reader->active[e & 1], 1);
+        if (atomic_load(ep) == e)
+            return e + 1;
+        atomic_fetch_sub(&m->reader->active[e & 1], 1);
+    }
+}
+
+static void guard_leave(shmobj_map *m, uint64_t g)
+{
+    atomic_fetch_sub_explicit(&m->reader->active[(g - 1) & 1], 1,
+                              memory_order_release);
+}
+
+/* Reset the slot of a reader process that died holding guards. */
+static void reader_reap(struct shmobj__map_reader *r)
+{
+    shmobj__os_proc p;
+    uint64_t owner = atomic_load(&r->owner);
+    if (owner == 0)
+        return;
+    p.pid = (uint32_t)(owner - 1);
+    p.reserved = 0;
+    p.start_time = atomic_load(&r->start_time);
+    if (p.start_time == 0 || shmobj__os_proc_alive(&p))
+        return;
+    atomic_store(&r->active[0], 0);
+    atomic_store(&r->active[1], 0);
+    atomic_store(&r->start_time, 0);
+    atomic_store(&r->owner, 0);
+}
+
+/* Move the epoch from e to e + 1 when no reader of epoch e - 1 remains. */
+static void try_advance(shmobj_map *m, int check_liveness)
+{
+    struct shmobj__map_ctl *c = m->ctl;
+    uint64_t e = atomic_load(&c->epoch);
+    for (unsigned i = 0; i < SHMOBJ__MAP_READERS; i++) {
+        struct shmobj__map_reader *r = &c->readers_[i];
+        if (atomic_load(&r->active[(e + 1) & 1]) != 0) {
+            if (!check_liveness)
+                return;
+            reader_reap(r);
+            if (atomic_load(&r->active[(e + 1) & 1]) != 0)
+                return;
+        }
+    }
+    atomic_compare_exchange_strong(&c->epoch, &e, e + 1);
+}
+
+/* ---- writer sections ------------------------------------------------------ */
+
+static void write_begin(struct shmobj__map_shard *s)
+{
+    uint64_t q = atomic_load_explicit(&s->seq, memory_order_relaxed);
+    atomic_store_explicit(&s->seq, q + 1, memory_order_relaxed);
+    /* the odd seq is visible before any change of the table */
+    atomic_thread_fence(memory_order_release);
+}
+
+static void write_end(struct shmobj__map_shard *s)
+{
+    uint64_t q = atomic_load_explicit(&s->seq, memory_order_relaxed);
+    atomic_store_explicit(&s->seq, q + 1, memory_order_release);
+}
+
+/* ---- retirement ------------------------------------------------------------ */
+
+static void free_block(shmobj_map *m, shmobj__ref ref)
+{
+    /* ESTALE here means "already freed": a repair redoing a free. */
+    (void)m->sp->ops->free(m->sp, ref);
+}
+
+/* Free every entry a table references (the deep retirement of clear()). */
+static void free_table_entries(shmobj_map *m, shmobj__ref tref)
+{
+    shmobj_htcore ht;
+    uint64_t i = 0;
+    if (table_at(m, tref, &ht) != 0)
+        return;
+    while (shmobj_htcore_next(&ht, &i) == 0) {
+        free_block(m, shmobj_htcore_ref_value(&ht, i));
+        i++;
+    }
+}
+
+/* Free one limbo list. Each item is recorded in intent_free before it
+ * leaves the list, so a crash frees it at the repair (again: harmless). */
+static void drain(shmobj_map *m, struct shmobj__map_shard *s, unsigned li)
+{
+    uint64_t budget = atomic_load(&s->limbo_len) + 1;
+    uint64_t item = atomic_load(&s->limbo_head[li]);
+    while (item != 0 && budget-- > 0) {
+        shmobj__ref ref = item & ~SHMOBJ__MAP_RETIRE_DEEP;
+        uint8_t *p;
+        uint64_t next = 0;
+        if (block_at(m, ref, SHMOBJ__MAP_LINK_OFF + 8, &p, NULL) == 0)
+            memcpy(&next, p + SHMOBJ__MAP_LINK_OFF, 8);
+        atomic_store_explicit(&s->intent_free, item, memory_order_release);
+        atomic_store_explicit(&s->limbo_head[li], next, memory_order_release);
+        if (item & SHMOBJ__MAP_RETIRE_DEEP)
+            free_table_entries(m, ref);
+        free_block(m, ref);
+        atomic_store_explicit(&s->intent_free, 0, memory_order_release);
+        uint64_t len = atomic_load(&s->limbo_len);
+        if (len > 0)
+            atomic_store(&s->limbo_len, len - 1);
+        item = next;
+    }
+    if (item != 0) /* a cycle in a damaged list: drop the rest */
+        atomic_store(&s->limbo_head[li], 0);
+}
+
+/* Free what no reader can see any more: lists whose epoch is 2 behind. */
+static void reclaim(shmobj_map *m, struct shmobj__map_shard *s, int liveness)
+{
+    try_advance(m, liveness);
+    try_advance(m, liveness);
+    uint64_t e = atomic_load(&m->ctl->epoch);
+    for (unsigned li = 0; li < 3; li++)
+        if (atomic_load(&s->limbo_head[li]) != 0 &&
+            atomic_load(&s->limbo_epoch[li]) + 2 <= e)
+            drain(m, s, li);
+}
+
+/* Put an unlinked block on the limbo list of the current epoch. The list
+ * slot of epoch e last held epoch e - 3 or older: freeable now. */
+static void retire(shmobj_map *m, struct shmobj__map_shard *s, uint64_t item)
+{
+    uint64_t e = atomic_load(&m->ctl->epoch);
+    unsigned li = (unsigned)(e % 3);
+    uint8_t *p;
+    if (atomic_load(&s->limbo_epoch[li]) != e) {
+        if (atomic_load(&s->limbo_head[li]) != 0)
+            drain(m, s, li);
+        atomic_store(&s->limbo_epoch[li], e);
+    }
+    if (block_at(m, item & ~SHMOBJ__MAP_RETIRE_DEEP, SHMOBJ__MAP_LINK_OFF + 8, &p, NULL) != 0)
+        return; /* not a live block: nothing to free later */
+    uint64_t head = atomic_load(&s->limbo_head[li]);
+    memcpy(p + SHMOBJ__MAP_LINK_OFF, &head, 8);
+    atomic_store_explicit(&s->limbo_head[li], item, memory_order_release);
+    uint64_t len = atomic_fetch_add(&s->limbo_len, 1) + 1;
+    if (len % MAP_RECLAIM_EVERY == 0 || (item & SHMOBJ__MAP_RETIRE_DEEP))
+        reclaim(m, s, len >= MAP_LIVENESS_AFTER);
+}
+
+static int in_limbo_heads(struct shmobj__map_shard *s, uint64_t ref)
+{
+    for (unsigned li = 0; li < 3; li++)
+        if ((atomic_load(&s->limbo_head[li]) & ~SHMOBJ__MAP_RETIRE_DEEP) == ref)
+            return 1;
+    return 0;
+}
+
+/* ---- locking and repair ------------------------------------------------------ */
+
+static int linked(const shmobj_htcore *ht, uint64_t ref)
+{
+    uint64_t i = 0;
+    while (shmobj_htcore_next(ht, &i) == 0) {
+        if (shmobj_htcore_ref_value(ht, i) == ref)
+            return 1;
+        i++;
+    }
+    return 0;
+}
+
+static void clear_intent(struct shmobj__map_shard *s)
+{
+    atomic_store_explicit(&s->intent_op, 0, memory_order_release);
+    atomic_store_explicit(&s->intent_new, 0, memory_order_relaxed);
+    atomic_store_explicit(&s->intent_old, 0, memory_order_relaxed);
+    atomic_store_explicit(&s->intent_table, 0, memory_order_relaxed);
+    atomic_store_explicit(&s->intent_table_old, 0, memory_order_relaxed);
+}
+
+/* The previous lock owner died. Make the shard consistent: even seq, a
+ * table whose every slot names a valid entry of this shard, counters that
+ * match, and every block the dead writer was moving either linked, retired
+ * or freed. Idempotent: a crash during repair is repaired again. */
+static int shard_repair(shmobj_map *m, struct shmobj__map_shard *s)
+{
+    shmobj_htcore ht;
+    uint64_t q = atomic_load(&s->seq), i = 0;
+    unsigned idx = (unsigned)(s - m->ctl->shards_);
+    /* Readers must keep retrying while we repair: seq odd until the table
+     * is consistent again (it is odd already when the owner died inside a
+     * writer section). */
+    if (!(q & 1))
+        write_begin(s);
+
+    uint64_t op = atomic_load(&s->intent_op);
+    uint64_t tnew = atomic_load(&s->intent_table);
+    uint64_t told = atomic_load(&s->intent_table_old);
+    uint64_t cur = atomic_load(&s->table);
+    if (table_at(m, cur, &ht) != 0) {
+        /* The published table is unusable; a fully built new one (its
+         * publication is the last step) may still be adopted. */
+        if (tnew == 0 || table_at(m, tnew, &ht) != 0) {
+            write_end(s);
+            return SHMOBJ_ECORRUPT;
+        }
+        atomic_store(&s->table, tnew);
+        cur = tnew;
+    }
+    /* Slots whose entry is gone or damaged are dropped. */
+    while (shmobj_htcore_next(&ht, &i) == 0) {
+        struct ent e;
+        uint64_t v = shmobj_htcore_ref_value(&ht, i);
+        if (entry_at(m, v, &e) != 0 || e.hash != shmobj_htcore_ref_hash(&ht, i) ||
+            (e.hash >> SHMOBJ__MAP_SHARD_SHIFT) != idx)
+            shmobj_htcore_erase(&ht, i);
+        i++;
+    }
+    shmobj_htcore_recount(&ht);
+    atomic_store(&s->count, shmobj_htcore_count(&ht));
+    write_end(s);
+
+    if (tnew != 0) {
+        if (cur == tnew) {
+            if (told != 0 && !in_limbo_heads(s, told & ~SHMOBJ__MAP_RETIRE_DEEP))
+                retire(m, s, told | (op == SHMOBJ__MAP_OP_CLEAR
+                                         ? SHMOBJ__MAP_RETIRE_DEEP : 0));
+        } else {
+            free_block(m, tnew);
+        }
+    }
+    if (op == SHMOBJ__MAP_OP_SET) {
+        uint64_t n = atomic_load(&s->intent_new);
+        uint64_t o = atomic_load(&s->intent_old);
+        if (n != 0 && linked(&ht, n)) {
+            if (o != 0 && !linked(&ht, o) && !in_limbo_heads(s, o))
+                retire(m, s, o);
+        } else if (n != 0) {
+            free_block(m, n);
+        }
+    } else if (op == SHMOBJ__MAP_OP_DEL) {
+        uint64_t o = atomic_load(&s->intent_old);
+        if (o != 0 && !linked(&ht, o) && !in_limbo_heads(s, o))
+            retire(m, s, o);
+    }
+    uint64_t f = atomic_load(&s->intent_free);
+    if (f != 0) {
+        if (!in_limbo_heads(s, f & ~SHMOBJ__MAP_RETIRE_DEEP)) {
+            if (f & SHMOBJ__MAP_RETIRE_DEEP)
+                free_table_entries(m, f & ~SHMOBJ__MAP_RETIRE_DEEP);
+            free_block(m, f & ~SHMOBJ__MAP_RETIRE_DEEP);
+        }
+        atomic_store(&s->intent_free, 0);
+    }
+    clear_intent(s);
+    return 0;
+}
+
+static int shard_lock(shmobj_map *m, struct shmobj__map_shard *s)
+{
+    int rc = shmobj__os_mutex_lock(&s->lock);
+    if (rc == SHMOBJ_EOWNERDEAD) {
+        rc = shard_repair(m, s);
+        shmobj__os_mutex_consistent(&s->lock);
+        if (rc != 0)
+            shmobj__os_mutex_unlock(&s->lock);
+        return rc;
+    }
+    if (rc == 0 && (atomic_load(&s->seq) & 1)) {
+        /* A dead owner whose mutex was already made consistent but whose
+         * repair did not finish (or a damaged seq): repair now. */
+        rc = shard_repair(m, s);
+        if (rc != 0)
+            shmobj__os_mutex_unlock(&s->lock);
+    }
+    return rc;
+}
+
+static void shard_unlock(struct shmobj__map_shard *s)
+{
+    shmobj__os_mutex_unlock(&s->lock);
+}
+
+/* ---- optimistic reads ---------------------------------------------------------- */
+
+struct find_ctx {
+    shmobj_map *m;
+    const void *key;
+    size_t klen;
+    struct ent e;
+};
+
+static int find_eq(void *ctx, uint64_t v)
+{
+    struct find_ctx *f = ctx;
+    struct ent e;
+    if (entry_at(f->m, v, &e) != 0)
+        return SHMOBJ_ECORRUPT;
+    if (e.klen != f->klen || (f->klen > 0 && memcmp(ent_key(&e), f->key, f->klen) != 0))
+        return 0;
+    f->e = e;
+    return 1;
+}
+
+/* Wait out a writer section: spin briefly, then queue on the lock (which
+ * also repairs the shard when its writer died inside the section). An
+ * error means the shard cannot be repaired: the reader gives up with it. */
+static int wait_writer(shmobj_map *m, struct shmobj__map_shard *s,
+                       unsigned *spins)
+{
+    if (++*spins < MAP_SPIN_LIMIT) {
+        cpu_relax();
+        return 0;
+    }
+    *spins = 0;
+    int rc = shard_lock(m, s);
+    if (rc == 0)
+        shard_unlock(s);
+    else if (rc != SHMOBJ_ECORRUPT)
+        sched_yield();
+    return rc == SHMOBJ_ECORRUPT ? rc : 0;
+}
+
+/* Copy a value; an 8-byte value is read atomically (it may be added to). */
+static void copy_value(void *dst, const struct ent *e)
+{
+    if (e->vlen == 8) {
+        uint64_t v = atomic_load_explicit((_Atomic uint64_t *)(void *)ent_value(e),
+                                          memory_order_relaxed);
+        memcpy(dst, &v, 8);
+    } else if (e->vlen > 0) {
+        memcpy(dst, ent_value(e), e->vlen);
+    }
+}
+
+/* Look a key up inside a validated read section (the caller holds a
+ * guard). On success *e describes the entry; when buf is given and the
+ * value fits, it is copied inside the section. */
+static int lookup(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
+                  struct ent *e, void *buf, size_t buf_len)
+{
+    struct shmobj__map_shard *s = shard_of(m, hash);
+    unsigned spins = 0;
+    for (;;) {
+        uint64_t q1 = atomic_load_explicit(&s->seq, memory_order_acquire);
+        if (q1 & 1) {
+            int rc = wait_writer(m, s, &spins);
+            if (rc != 0)
+                return rc;
+            continue;
+        }
+        shmobj_htcore ht;
+        struct find_ctx f = {m, key, klen, {0}};
+        uint64_t idx;
+        int rc = table_at(m, atomic_load_explicit(&s->table, memory_order_acquire), &ht);
+        if (rc == 0)
+            rc = shmobj_htcore_ref_find(&ht, hash, find_eq, &f, &idx);
+        if (rc == 0 && buf != NULL && f.e.vlen <= buf_len)
+            copy_value(buf, &f.e);
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load_explicit(&s->seq, memory_order_relaxed) == q1) {
+            if (rc == 0)
+                *e = f.e;
+            return rc;
+        }
+    }
+}
+
+static int key_ok(const shmobj_map *m, const void *key, size_t klen)
+{
+    return m != NULL && (key != NULL || klen == 0) && klen <= UINT32_MAX;
+}
+
+int shmobj_map_get(shmobj_map *map, const void *key, size_t key_len,
+                   void *buf, size_t buf_len, size_t *value_len)
+{
+    if (!key_ok(map, key, key_len) || (buf == NULL && buf_len > 0))
+        return SHMOBJ_EINVAL;
+    uint64_t hash = shmobj_htcore_hash64(key, key_len, map->seed);
+    struct ent e;
+    uint64_t g = guard_enter(map);
+    int rc = lookup(map, hash, key, key_len, &e, buf, buf_len);
+    guard_leave(map, g);
+    if (rc != 0)
+        return rc;
+    if (value_len != NULL)
+        *value_len = e.vlen;
+    return e.vlen <= buf_len ? 0 : SHMOBJ_ENOBUFS;
+}
+
+int shmobj_map_get_view(shmobj_map *map, const void *key, size_t key_len,
+                        shmobj_map_view *view)
+{
+    if (!key_ok(map, key, key_len) || view == NULL)
+        return SHMOBJ_EINVAL;
+    uint64_t hash = shmobj_htcore_hash64(key, key_len, map->seed);
+    struct ent e;
+    uint64_t g = guard_enter(map);
+    int rc = lookup(map, hash, key, key_len, &e, NULL, 0);
+    if (rc != 0) {
+        guard_leave(map, g);
+        memset(view, 0, sizeof *view);
+        return rc;
+    }
+    view->value = ent_value(&e);
+    view->value_len = e.vlen;
+    view->key = ent_key(&e);
+    view->key_len = e.klen;
+    view->map_ = map;
+    view->guard_ = g;
+    return 0;
+}
+
+void shmobj_map_view_release(shmobj_map_view *view)
+{
+    if (view == NULL || view->map_ == NULL || view->guard_ == 0)
+        return;
+    guard_leave(view->map_, view->guard_);
+    memset(view, 0, sizeof *view);
+}
+
+int shmobj_map_contains(shmobj_map *map, const void *key, size_t key_len)
+{
+    if (!key_ok(map, key, key_len))
+        return SHMOBJ_EINVAL;
+    uint64_t hash = shmobj_htcore_hash64(key, key_len, map->seed);
+    struct ent e;
+    uint64_t g = guard_enter(map);
+    int rc = lookup(map, hash, key, key_len, &e, NULL, 0);
+    guard_leave(map, g);
+    return rc;
+}
+
+int shmobj_map_count(shmobj_map *map, uint64_t *count)
+{
+    if (map == NULL || count == NULL)
+        return SHMOBJ_EINVAL;
+    uint64_t n = 0;
+    for (unsigned i = 0; i < SHMOBJ__MAP_SHARDS; i++)
+        n += atomic_load_explicit(&map->ctl->shards_[i].count, memory_order_relaxed);
+    *count = n;
+    return 0;
+}
+
+/* ---- writes -------------------------------------------------------------------- */
+
+/* Find key in the current table, under the lock. */
+static int locked_find(shmobj_map *m, struct shmobj__map_shard *s,
+                       shmobj_htcore *ht, uint64_t hash, const void *key,
+                       size_t klen, uint64_t *idx, struct ent *e)
+{
+    struct find_ctx f = {m, key, klen, {0}};
+    int rc = table_at(m, atomic_load(&s->table), ht);
+    if (rc != 0)
+        return rc;
+    rc = shmobj_htcore_ref_find(ht, hash, find_eq, &f, idx);
+    if (rc == 0 && e != NULL)
+        *e = f.e;
+    return rc;
+}
+
+/* Replace the shard's table by a bigger one (or one of the same size
+ * without tombstones). Readers go on using the old table while the new one
+ * is built; only the publication is a writer section. */
+static int grow(shmobj_map *m, struct shmobj__map_shard *s, shmobj_htcore *ht)
+{
+    uint64_t count = shmobj_htcore_count(ht), cap = count * 2;
+    shmobj__ref nref, oref = atomic_load(&s->table);
+    shmobj_htcore nt;
+    if (cap < MAP_MIN_CAPACITY)
+        cap = MAP_MIN_CAPACITY;
+    int rc = table_new(m, cap, &nref, &nt);
+    if (rc != 0)
+        return rc;
+    atomic_store_explicit(&s->intent_table_old, oref, memory_order_relaxed);
+    atomic_store_explicit(&s->intent_table, nref, memory_order_release);
+    rc = shmobj_htcore_ref_rehash(&nt, ht);
+    if (rc != 0) {
+        free_block(m, nref);
+        atomic_store(&s->intent_table, 0);
+        return SHMOBJ_ECORRUPT;
+    }
+    write_begin(s);
+    atomic_store_explicit(&s->table, nref, memory_order_release);
+    write_end(s);
+    retire(m, s, oref);
+    atomic_store_explicit(&s->intent_table, 0, memory_order_release);
+    *ht = nt;
+    return 0;
+}
+
+/* Link a new entry (the lock is held, intent_new recorded, key absent). */
+static int link_new(shmobj_map *m, struct shmobj__map_shard *s,
+                    shmobj_htcore *ht, uint64_t hash, shmobj__ref ref)
+{
+    uint64_t idx;
+    /* Room first, outside the writer section. */
+    if (ht->hdr->growth_left == 0 && ht->hdr->tombstones == 0) {
+        int rc = grow(m, s, ht);
+        if (rc != 0)
+            return rc;
+    }
+    write_begin(s);
+    int rc = shmobj_htcore_ref_insert(ht, hash, ref, &idx);
+    write_end(s);
+    if (rc == SHMOBJ_HTCORE_EFULL) {
+        rc = grow(m, s, ht);
+        if (rc != 0)
+            return rc;
+        write_begin(s);
+        rc = shmobj_htcore_ref_insert(ht, hash, ref, &idx);
+        write_end(s);
+    }
+    if (rc != 0)
+        return SHMOBJ_ECORRUPT;
+    atomic_fetch_add_explicit(&s->count, 1, memory_order_relaxed);
+    return 0;
+}
+
+/* A new entry block holding key and value. */
+static int entry_new(shmobj_map *m, uint64_t hash, const void *key,
+                     size_t klen, const void *value, size_t vlen,
+                     shmobj__ref *out)
+{
+    uint64_t size = SHMOBJ__MAP_ENTRY_HEADER + (uint64_t)klen + vlen;
+    shmobj__ref ref;
+    uint8_t *p;
+    struct shmobj__map_entry h = {(uint32_t)klen, (uint32_t)vlen, hash};
+    int rc = m->sp->ops->alloc(m->sp, size, 16, &ref);
+    if (rc != 0)
+        return rc;
+    if (block_at(m, ref, size, &p, NULL) != 0) {
+        free_block(m, ref);
+        return SHMOBJ_ECORRUPT;
+    }
+    memcpy(p, &h, sizeof h);
+    if (vlen > 0)
+        memcpy(p + SHMOBJ__MAP_ENTRY_HEADER, value, vlen);
+    if (klen > 0)
+        memcpy(p + SHMOBJ__MAP_ENTRY_HEADER + vlen, key, klen);
+    *out = ref;
+    return 0;
+}
+
+int shmobj_map_set(shmobj_map *map, const void *key, size_t key_len,
+                   const void *value, size_t value_len)
+{
+    if (!key_ok(map, key, key_len) || (value == NULL && value_len > 0) ||
+        value_len > UINT32_MAX)
+        return SHMOBJ_EINVAL;
+    uint64_t hash = shmobj_htcore_hash64(key, key_len, map->seed), idx;
+    struct shmobj__map_shard *s = shard_of(map, hash);
+    shmobj__ref ref;
+    shmobj_htcore ht;
+    /* The block is written before the lock is taken: the critical section
+     * only links it. */
+    int rc = entry_new(map, hash, key, key_len, value, value_len, &ref);
+    if (rc != 0)
+        return rc;
+    rc = shard_lock(map, s);
+    if (rc != 0) {
+        free_block(map, ref);
+        return rc;
+    }
+    atomic_store_explicit(&s->intent_new, ref, memory_order_relaxed);
+    atomic_store_explicit(&s->intent_op, SHMOBJ__MAP_OP_SET, memory_order_release);
+    rc = locked_find(map, s, &ht, hash, key, key_len, &idx, NULL);
+    if (rc == 0) {
+        uint64_t old = shmobj_htcore_ref_value(&ht, idx);
+        atomic_store_explicit(&s->intent_old, old, memory_order_release);
+        write_begin(s);
+        shmobj_htcore_ref_replace(&ht, idx, ref);
+        write_end(s);
+        retire(map, s, old);
+    } else if (rc == SHMOBJ_ENOTFOUND) {
+        rc = link_new(map, s, &ht, hash, ref);
+        if (rc != 0) {
+            clear_intent(s);
+            free_block(map, ref);
+        }
+    } else {
+        clear_intent(s);
+        free_block(map, ref);
+    }
+    clear_intent(s);
+    shard_unlock(s);
+    return rc;
+}
+
+int shmobj_map_add(shmobj_map *map, const void *key, size_t key_len,
+                   int64_t delta, int64_t *result)
+{
+    if (!key_ok(map, key, key_len))
+        return SHMOBJ_EINVAL;
+    uint64_t hash = shmobj_htcore_hash64(key, key_len, map->seed), idx;
+    struct shmobj__map_shard *s = shard_of(map, hash);
+    shmobj_htcore ht;
+    struct ent e;
+    int rc = shard_lock(map, s);
+    if (rc != 0)
+        return rc;
+    rc = locked_find(map, s, &ht, hash, key, key_len, &idx, &e);
+    if (rc == 0) {
+        if (e.vlen != 8) {
+            rc = SHMOBJ_ETYPE;
+        } else {
+            /* In place: the entry stays linked while we hold the lock, and
+             * readers load 8-byte values atomically. */
+            uint64_t v = atomic_fetch_add((_Atomic uint64_t *)(void *)ent_value(&e),
+                                          (uint64_t)delta) + (uint64_t)delta;
+            if (result != NULL)
+                memcpy(result, &v, 8);
+        }
+    } else if (rc == SHMOBJ_ENOTFOUND) {
+        shmobj__ref ref;
+        rc = entry_new(map, hash, key, key_len, &delta, 8, &ref);
+        if (rc == 0) {
+            atomic_store_explicit(&s->intent_new, ref, memory_order_relaxed);
+            atomic_store_explicit(&s->intent_op, SHMOBJ__MAP_OP_SET,
+                                  memory_order_release);
+            rc = link_new(map, s, &ht, hash, ref);
+            if (rc != 0) {
+                clear_intent(s);
+                free_block(map, ref);
+            } else if (result != NULL) {
+                *result = delta;
+            }
+            clear_intent(s);
+        }
+    }
+    shard_unlock(s);
+    return rc;
+}
+
+int shmobj_map_del(shmobj_map *map, const void *key, size_t key_len)
+{
+    if (!key_ok(map, key, key_len))
+        return SHMOBJ_EINVAL;
+    uint64_t hash = shmobj_htcore_hash64(key, key_len, map->seed), idx;
+    struct shmobj__map_shard *s = shard_of(map, hash);
+    shmobj_htcore ht;
+    int rc = shard_lock(map, s);
+    if (rc != 0)
+        return rc;
+    rc = locked_find(map, s, &ht, hash, key, key_len, &idx, NULL);
+    if (rc == 0) {
+        uint64_t old = shmobj_htcore_ref_value(&ht, idx);
+        atomic_store_explicit(&s->intent_old, old, memory_order_relaxed);
+        atomic_store_explicit(&s->intent_op, SHMOBJ__MAP_OP_DEL, memory_order_release);
+        write_begin(s);
+        shmobj_htcore_erase(&ht, idx);
+        write_end(s);
+        atomic_fetch_sub_explicit(&s->count, 1, memory_order_relaxed);
+        retire(map, s, old);
+        clear_intent(s);
+    }
+    shard_unlock(s);
+    return rc;
+}
+
+int shmobj_map_clear(shmobj_map *map)
+{
+    if (map == NULL)
+        return SHMOBJ_EINVAL;
+    for (unsigned i = 0; i < SHMOBJ__MAP_SHARDS; i++) {
+        struct shmobj__map_shard *s = &map->ctl->shards_[i];
+        shmobj__ref nref, oref;
+        shmobj_htcore nt;
+        int rc = shard_lock(map, s);
+        if (rc != 0)
+            return rc;
+        oref = atomic_load(&s->table);
+        rc = table_new(map, MAP_MIN_CAPACITY, &nref, &nt);
+        if (rc != 0) {
+            shard_unlock(s);
+            return rc;
+        }
+        atomic_store_explicit(&s->intent_table_old, oref, memory_order_relaxed);
+        atomic_store_explicit(&s->intent_table, nref, memory_order_relaxed);
+        atomic_store_explicit(&s->intent_op, SHMOBJ__MAP_OP_CLEAR, memory_order_release);
+        write_begin(s);
+        atomic_store_explicit(&s->table, nref, memory_order_release);
+        atomic_store_explicit(&s->count, 0, memory_order_relaxed);
+        write_end(s);
+        retire(map, s, oref | SHMOBJ__MAP_RETIRE_DEEP);
+        clear_intent(s);
+        shard_unlock(s);
+    }
+    return 0;
+}
+
+/* ---- iteration ------------------------------------------------------------------- */
+
+/* Copy the entry refs of one shard's table, consistently: inside a
+ * validated read section, or under the lock when writers keep racing. The
+ * cursor's guard, taken before, keeps every copied entry alive. */
+static int snapshot(shmobj_map_iter *it, struct shmobj__map_shard *s)
+{
+    shmobj_map *m = it->map;
+    unsigned spins = 0;
+    for (unsigned tries = 0;; tries++) {
+        int locked = tries >= MAP_ITER_LOCK_AFTER;
+        uint64_t q1 = 0;
+        if (locked) {
+            int rc = shard_lock(m, s);
+            if (rc != 0)
+                return rc;
+        } else {
+            q1 = atomic_load_explicit(&s->seq, memory_order_acquire);
+            if (q1 & 1) {
+                int rc = wait_writer(m, s, &spins);
+                if (rc != 0)
+                    return rc;
+                tries--;
+                continue;
+            }
+        }
+        shmobj_htcore ht;
+        int rc = table_at(m, atomic_load_explicit(&s->table, memory_order_acquire), &ht);
+        it->n = 0;
+        it->pos = 0;
+        if (rc == 0 && ht.mask + 1 > it->cap) {
+            size_t ncap = (size_t)(ht.mask + 1);
+            uint64_t *nr = realloc(it->refs, ncap * sizeof *nr);
+            if (nr == NULL) {
+                rc = SHMOBJ_ENOMEM;
+            } else {
+                it->refs = nr;
+                it->cap = ncap;
+            }
+        }
+        if (rc == 0) {
+            uint64_t i = 0;
+            while (it->n < it->cap && shmobj_htcore_next(&ht, &i) == 0) {
+                it->refs[it->n++] = shmobj_htcore_ref_value(&ht, i);
+                i++;
+            }
+        }
+        if (locked) {
+            shard_unlock(s);
+            return rc;
+        }
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load_explicit(&s->seq, memory_order_relaxed) == q1)
+            return rc;
+    }
+}
+
+int shmobj_map_iter_open(shmobj_map *map, shmobj_map_iter **out)
+{
+    if (map == NULL || out == NULL)
+        return SHMOBJ_EINVAL;
+    shmobj_map_iter *it = calloc(1, sizeof *it);
+    if (it == NULL)
+        return SHMOBJ_ENOMEM;
+    it->map = map;
+    *out = it;
+    return 0;
+}
+
+int shmobj_map_iter_next(shmobj_map_iter *it, const void **key,
+                         size_t *key_len, const void **value,
+                         size_t *value_len)
+{
+    if (it == NULL)
+        return SHMOBJ_EINVAL;
+    while (it->pos == it->n) {
+        if (it->guard != 0) {
+            guard_leave(it->map, it->guard);
+            it->guard = 0;
+        }
+        if (it->shard >= SHMOBJ__MAP_SHARDS)
+            return SHMOBJ_ENOTFOUND;
+        it->guard = guard_enter(it->map);
+        int rc = snapshot(it, &it->map->ctl->shards_[it->shard]);
+        if (rc != 0) {
+            it->n = it->pos = 0;
+            return rc; /* the shard is retried by the next call */
+        }
+        it->shard++;
+    }
+    struct ent e;
+    if (entry_at(it->map, it->refs[it->pos++], &e) != 0)
+        return SHMOBJ_ECORRUPT;
+    if (key != NULL)
+        *key = ent_key(&e);
+    if (key_len != NULL)
+        *key_len = e.klen;
+    if (value != NULL)
+        *value = ent_value(&e);
+    if (value_len != NULL)
+        *value_len = e.vlen;
+    return 0;
+}
+
+void shmobj_map_iter_close(shmobj_map_iter *it)
+{
+    if (it == NULL)
+        return;
+    if (it->guard != 0)
+        guard_leave(it->map, it->guard);
+    free(it->refs);
+    free(it);
+}
+
+/* ---- statistics and checks -------------------------------------------------------- */
+
+static uint64_t block_bytes(shmobj_map *m, shmobj__ref ref)
+{
+    uint64_t usable = 0;
+    if (m->sp->ops->check(m->sp, ref, &usable) != 0)
+        return 0;
+    return usable + 16; /* the arena's block header */
+}
+
+int shmobj_map_stats_get(shmobj_map *map, shmobj_map_stats *st)
+{
+    if (map == NULL || st == NULL || st->struct_size < sizeof *st)
+        return SHMOBJ_EINVAL;
+    uint32_t size = st->struct_size;
+    memset(st, 0, sizeof *st);
+    st->struct_size = size;
+    st->shards = SHMOBJ__MAP_SHARDS;
+    uint64_t probe_total = 0;
+    st->total_bytes = block_bytes(map, map->ctl_ref);
+    for (unsigned i = 0; i < SHMOBJ__MAP_SHARDS; i++) {
+        struct shmobj__map_shard *s = &map->ctl->shards_[i];
+        shmobj_htcore ht;
+        shmobj_htcore_stats hs;
+        int rc = shard_lock(map, s);
+        if (rc != 0)
+            return rc;
+        reclaim(map, s, 0);
+        rc = table_at(map, atomic_load(&s->table), &ht);
+        if (rc == 0) {
+            uint64_t j = 0;
+            shmobj_htcore_stats_get(&ht, &hs);
+            st->count += hs.count;
+            st->slots += hs.slots;
+            st->tombstones += hs.tombstones;
+            probe_total += hs.probe_total;
+            if (hs.probe_max > st->probe_max)
+                st->probe_max = hs.probe_max;
+            st->table_bytes += block_bytes(map, atomic_load(&s->table));
+            while (shmobj_htcore_next(&ht, &j) == 0) {
+                st->entry_bytes += block_bytes(map, shmobj_htcore_ref_value(&ht, j));
+                j++;
+            }
+            for (unsigned li = 0; li < 3; li++) {
+                uint64_t item = atomic_load(&s->limbo_head[li]);
+                uint64_t budget = atomic_load(&s->limbo_len) + 1;
+                while (item != 0 && budget-- > 0) {
+                    uint8_t *p;
+                    shmobj__ref ref = item & ~SHMOBJ__MAP_RETIRE_DEEP;
+                    st->pending_bytes += block_bytes(map, ref);
+                    item = 0;
+                    if (block_at(map, ref, SHMOBJ__MAP_LINK_OFF + 8, &p, NULL) == 0)
+                        memcpy(&item, p + SHMOBJ__MAP_LINK_OFF, 8);
+                }
+            }
+        }
+        shard_unlock(s);
+        if (rc != 0)
+            return rc;
+    }
+    st->total_bytes += st->table_bytes + st->entry_bytes + st->pending_bytes;
+    if (st->slots > 0)
+        st->load_factor = (double)st->count / (double)st->slots;
+    if (st->count > 0) {
+        st->probe_mean = (double)probe_total / (double)st->count;
+        st->bytes_per_item = (double)st->total_bytes / (double)st->count;
+    }
+    return 0;
+}
+
+struct check_ctx {
+    shmobj_map *m;
+    unsigned shard;
+};
+
+/* htcore's check asks for each entry's hash: recompute it from the key. */
+static int check_hash(void *ctx, uint64_t v, uint64_t *hash)
+{
+    struct check_ctx *c = ctx;
+    struct ent e;
+    if (entry_at(c->m, v, &e) != 0)
+        return SHMOBJ_ECORRUPT;
+    uint64_t h = shmobj_htcore_hash64(ent_key(&e), e.klen, c->m->seed);
+    if (h != e.hash || (h >> SHMOBJ__MAP_SHARD_SHIFT) != c->shard)
+        return SHMOBJ_ECORRUPT;
+    *hash = h;
+    return 0;
+}
+
+int shmobj_map_check(shmobj_map *map)
+{
+    if (map == NULL)
+        return SHMOBJ_EINVAL;
+    for (unsigned i = 0; i < SHMOBJ__MAP_SHARDS; i++) {
+        struct shmobj__map_shard *s = &map->ctl->shards_[i];
+        struct check_ctx c = {map, i};
+        shmobj_htcore ht;
+        int rc = shard_lock(map, s);
+        if (rc != 0)
+            return rc;
+        rc = table_at(map, atomic_load(&s->table), &ht);
+        if (rc == 0)
+            rc = shmobj_htcore_check(&ht, check_hash, &c);
+        if (rc == 0 && atomic_load(&s->count) != shmobj_htcore_count(&ht))
+            rc = SHMOBJ_ECORRUPT;
+        if (rc == 0 && (atomic_load(&s->seq) & 1))
+            rc = SHMOBJ_ECORRUPT;
+        for (unsigned li = 0; rc == 0 && li < 3; li++) {
+            uint64_t item = atomic_load(&s->limbo_head[li]);
+            uint64_t budget = atomic_load(&s->limbo_len) + 1;
+            while (item != 0 && rc == 0) {
+                uint8_t *p;
+                if (budget-- == 0 ||
+                    block_at(map, item & ~SHMOBJ__MAP_RETIRE_DEEP, SHMOBJ__MAP_LINK_OFF + 8, &p, NULL) != 0)
+                    rc = SHMOBJ_ECORRUPT;
+                else
+                    memcpy(&item, p + SHMOBJ__MAP_LINK_OFF, 8);
+            }
+        }
+        shard_unlock(s);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* ---- create, open, close ------------------------------------------------------------ */
+
+static uint64_t ctl_check(const struct shmobj__map_ctl *c)
+{
+    return shmobj_htcore_hash64(c, offsetof(struct shmobj__map_ctl, check),
+                                UINT64_C(0x4d4150434845434b));
+}
+
+/* Claim a guard slot for this process; reap dead owners when all are
+ * taken. */
+static int reader_claim(shmobj_map *m)
+{
+    shmobj__os_proc self;
+    int rc = shmobj__os_proc_self(&self);
+    if (rc != 0)
+        return rc;
+    for (int pass = 0; pass < 2; pass++) {
+        for (unsigned i = 0; i < SHMOBJ__MAP_READERS; i++) {
+            struct shmobj__map_reader *r = &m->ctl->readers_[i];
+            uint64_t zero = 0;
+            if (pass == 1)
+                reader_reap(r);
+            if (atomic_compare_exchange_strong(&r->owner, &zero,
+                                               (uint64_t)self.pid + 1)) {
+                atomic_store(&r->active[0], 0);
+                atomic_store(&r->active[1], 0);
+                atomic_store(&r->start_time, self.start_time);
+                m->reader = r;
+                return 0;
+            }
+        }
+    }
+    return SHMOBJ_EFULL;
+}
+
+static int map_attach(shmobj_segment *seg, shmobj__ref ref, shmobj_map **out)
+{
+    shmobj_map *m = calloc(1, sizeof *m);
+    uint8_t *p;
+    if (m == NULL)
+        return SHMOBJ_ENOMEM;
+    m->seg = seg;
+    m->sp = (struct shmobj__space *)seg;
+    m->ctl_ref = ref;
+    int rc = block_at(m, ref, sizeof(struct shmobj__map_ctl), &p, NULL);
+    if (rc == 0 && ((uintptr_t)p & 63) != 0)
+        rc = SHMOBJ_ECORRUPT;
+    if (rc == 0) {
+        struct shmobj__map_ctl *c = (struct shmobj__map_ctl *)(void *)p;
+        if (c->magic != SHMOBJ__MAP_MAGIC)
+            rc = SHMOBJ_ECORRUPT;
+        else if (c->version != SHMOBJ__MAP_VERSION)
+            rc = SHMOBJ_EVERSION;
+        else if (c->check != ctl_check(c) || c->shards != SHMOBJ__MAP_SHARDS ||
+                 c->readers != SHMOBJ__MAP_READERS ||
+                 c->ctl_size != sizeof(struct shmobj__map_ctl) ||
+                 c->libc != shmobj__os_libc_signature())
+            rc = SHMOBJ_ECORRUPT;
+        m->ctl = c;
+        m->seed = c->seed;
+    }
+    if (rc == 0)
+        rc = reader_claim(m);
+    if (rc != 0) {
+        free(m);
+        return rc;
+    }
+    *out = m;
+    return 0;
+}
+
+int shmobj_map_create(shmobj_segment *seg, const char *name, shmobj_map **out)
+{
+    shmobj_ref existing;
+    shmobj__ref ref;
+    uint8_t *p;
+    if (seg == NULL || name == NULL || out == NULL)
+        return SHMOBJ_EINVAL;
+    int rc = shmobj_segment_root_get(seg, name, &existing);
+    if (rc == 0)
+        return SHMOBJ_EEXIST;
+    if (rc != SHMOBJ_ENOTFOUND)
+        return rc;
+    struct shmobj__space *sp = (struct shmobj__space *)seg;
+    rc = sp->ops->alloc(sp, sizeof(struct shmobj__map_ctl), 64, &ref);
+    if (rc != 0)
+        return rc;
+    shmobj_map tmp = {sp, seg, NULL, ref, NULL, 0};
+    rc = block_at(&tmp, ref, sizeof(struct shmobj__map_ctl), &p, NULL);
+    if (rc != 0) {
+        (void)sp->ops->free(sp, ref);
+        return rc;
+    }
+    struct shmobj__map_ctl *c = (struct shmobj__map_ctl *)(void *)p;
+    memset(c, 0, sizeof *c);
+    shmobj__os_proc self = {0, 0, 0};
+    (void)shmobj__os_proc_self(&self);
+    /* The seed only has to differ between maps and be unknown to whoever
+     * picks the keys; the clock, the pid and the address mixed will do. */
+    uint64_t mix[3] = {shmobj__os_now_ns(), ((uint64_t)self.pid << 32) ^ self.start_time,
+                       (uint64_t)(uintptr_t)c ^ ref};
+    c->magic = SHMOBJ__MAP_MAGIC;
+    c->version = SHMOBJ__MAP_VERSION;
+    c->shards = SHMOBJ__MAP_SHARDS;
+    c->readers = SHMOBJ__MAP_READERS;
+    c->ctl_size = sizeof *c;
+    c->seed = shmobj_htcore_hash64(mix, sizeof mix, 0);
+    c->libc = shmobj__os_libc_signature();
+    c->check = ctl_check(c);
+    atomic_store(&c->epoch, 2);
+    tmp.ctl = c;
+    tmp.seed = c->seed;
+    for (unsigned i = 0; i < SHMOBJ__MAP_SHARDS && rc == 0; i++) {
+        struct shmobj__map_shard *s = &c->shards_[i];
+        shmobj__ref tref;
+        shmobj_htcore ht;
+        rc = shmobj__os_mutex_init(&s->lock);
+        if (rc == 0)
+            rc = table_new(&tmp, MAP_MIN_CAPACITY, &tref, &ht);
+        if (rc == 0)
+            atomic_store(&s->table, tref);
+    }
+    if (rc == 0)
+        rc = shmobj_segment_root_set(seg, name, ref);
+    if (rc == 0)
+        rc = map_attach(seg, ref, out);
+    if (rc != 0) {
+        for (unsigned i = 0; i < SHMOBJ__MAP_SHARDS; i++)
+            if (atomic_load(&c->shards_[i].table) != 0)
+                free_block(&tmp, atomic_load(&c->shards_[i].table));
+        (void)shmobj_segment_root_del(seg, name);
+        (void)sp->ops->free(sp, ref);
+    }
+    return rc;
+}
+
+int shmobj_map_open(shmobj_segment *seg, const char *name, shmobj_map **out)
+{
+    shmobj_ref ref;
+    if (seg == NULL || name == NULL || out == NULL)
+        return SHMOBJ_EINVAL;
+    int rc = shmobj_segment_root_get(seg, name, &ref);
+    if (rc != 0)
+        return rc;
+    return map_attach(seg, ref, out);
+}
+
+void shmobj_map_close(shmobj_map *map)
+{
+    if (map == NULL)
+        return;
+    struct shmobj__map_reader *r = map->reader;
+    atomic_store(&r->start_time, 0);
+    atomic_store(&r->owner, 0);
+    free(map);
+}
+
+/* For tests and the fuzz target: the control block of a handle. */
+struct shmobj__map_ctl *shmobj__map_control(shmobj_map *map);
+struct shmobj__map_ctl *shmobj__map_control(shmobj_map *map)
+{
+    return map->ctl;
+}

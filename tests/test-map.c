@@ -1,0 +1,802 @@
+/* The shared map: the API on one process, a model check against a plain
+ * reference over a million mixed operations, processes writing and reading
+ * a million keys at once, iteration under concurrent writes and growth,
+ * writers killed at random points, damaged tables and oversized entries. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sched.h>
+#include <sys/mman.h>
+
+#include <cmocka.h>
+
+#include "map-layout.h"
+#include "shmobj.h"
+#include "shmobj/map.h"
+#include "shmobj_htcore.h"
+#include "space.h"
+#include "test-util.h"
+
+#define MiB (UINT64_C(1) << 20)
+
+struct shmobj__map_ctl *shmobj__map_control(shmobj_map *map);
+
+static unsigned kill_rounds = 200;
+
+static uint64_t rng_state = 0x2545f4914f6cdd1dULL;
+static uint64_t rnd(void)
+{
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return rng_state * 2685821657736338717ULL;
+}
+
+struct fixture {
+    char name[96];
+    shmobj_segment *seg;
+    shmobj_map *map;
+};
+
+static shmobj_segment *seg_make(struct fixture *f, uint64_t initial, uint64_t max)
+{
+    shmobj_segment_options o;
+    shmobj_segment_options_init(&o);
+    o.initial_size = initial;
+    o.max_size = max;
+    test_name(f->name, sizeof f->name, "map");
+    assert_int_equal(shmobj_segment_create(f->name, &o, &f->seg), 0);
+    return f->seg;
+}
+
+static int setup_small(void **state)
+{
+    struct fixture *f = calloc(1, sizeof *f);
+    seg_make(f, 16 * MiB, 256 * MiB);
+    assert_int_equal(shmobj_map_create(f->seg, "m", &f->map), 0);
+    *state = f;
+    return 0;
+}
+
+static int setup_big(void **state)
+{
+    struct fixture *f = calloc(1, sizeof *f);
+    seg_make(f, 64 * MiB, 1024 * MiB);
+    assert_int_equal(shmobj_map_create(f->seg, "m", &f->map), 0);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_map_close(f->map);
+    shmobj_segment_close(f->seg);
+    shmobj_segment_destroy(f->name, SHMOBJ_BACKEND_SHM);
+    free(f);
+    return 0;
+}
+
+/* A child process's own attachment to the fixture's map. */
+static shmobj_map *child_open(struct fixture *f, shmobj_segment **seg)
+{
+    shmobj_map *m = NULL;
+    if (shmobj_segment_open(f->name, SHMOBJ_BACKEND_SHM, 5000 * TEST_MS, seg) != 0)
+        return NULL;
+    if (shmobj_map_open(*seg, "m", &m) != 0)
+        return NULL;
+    return m;
+}
+
+/* Anonymous shared memory for counters between parent and children. */
+static void *shared_page(size_t n)
+{
+    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    assert_true(p != MAP_FAILED);
+    memset(p, 0, n);
+    return p;
+}
+
+/* ---- the API on one process ---------------------------------------------------- */
+
+static void test_map_set_get_basic(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_map *m = f->map, *m2;
+    char buf[64];
+    size_t len = 0;
+    uint64_t n;
+
+    assert_int_equal(shmobj_map_create(f->seg, "m", &m2), SHMOBJ_EEXIST);
+    assert_int_equal(shmobj_map_open(f->seg, "nope", &m2), SHMOBJ_ENOTFOUND);
+    assert_int_equal(shmobj_map_get(m, "a", 1, buf, sizeof buf, &len), SHMOBJ_ENOTFOUND);
+    assert_int_equal(shmobj_map_set(m, "a", 1, "hello", 5), 0);
+    assert_int_equal(shmobj_map_get(m, "a", 1, buf, sizeof buf, &len), 0);
+    assert_int_equal(len, 5);
+    assert_memory_equal(buf, "hello", 5);
+    /* too small a buffer: ENOBUFS and the length needed */
+    len = 0;
+    assert_int_equal(shmobj_map_get(m, "a", 1, buf, 2, &len), SHMOBJ_ENOBUFS);
+    assert_int_equal(len, 5);
+    assert_int_equal(shmobj_map_get(m, "a", 1, NULL, 0, &len), SHMOBJ_ENOBUFS);
+    /* replace, empty key, empty value */
+    assert_int_equal(shmobj_map_set(m, "a", 1, "bye", 3), 0);
+    assert_int_equal(shmobj_map_get(m, "a", 1, buf, sizeof buf, &len), 0);
+    assert_int_equal(len, 3);
+    assert_int_equal(shmobj_map_set(m, NULL, 0, "empty-key", 9), 0);
+    assert_int_equal(shmobj_map_set(m, "e", 1, NULL, 0), 0);
+    assert_int_equal(shmobj_map_get(m, "e", 1, NULL, 0, &len), 0);
+    assert_int_equal(len, 0);
+    assert_int_equal(shmobj_map_get(m, NULL, 0, buf, sizeof buf, &len), 0);
+    assert_int_equal(len, 9);
+    assert_int_equal(shmobj_map_contains(m, "a", 1), 0);
+    assert_int_equal(shmobj_map_contains(m, "b", 1), SHMOBJ_ENOTFOUND);
+    assert_int_equal(shmobj_map_count(m, &n), 0);
+    assert_int_equal(n, 3);
+    assert_int_equal(shmobj_map_del(m, "a", 1), 0);
+    assert_int_equal(shmobj_map_del(m, "a", 1), SHMOBJ_ENOTFOUND);
+    assert_int_equal(shmobj_map_count(m, &n), 0);
+    assert_int_equal(n, 2);
+
+    /* add: creates, adds, refuses values that are not 8 bytes */
+    int64_t r = 0;
+    assert_int_equal(shmobj_map_add(m, "ctr", 3, 5, &r), 0);
+    assert_int_equal(r, 5);
+    assert_int_equal(shmobj_map_add(m, "ctr", 3, -7, &r), 0);
+    assert_int_equal(r, -2);
+    assert_int_equal(shmobj_map_get(m, "ctr", 3, &r, sizeof r, &len), 0);
+    assert_int_equal(r, -2);
+    assert_int_equal(shmobj_map_add(m, "e", 1, 1, &r), SHMOBJ_ETYPE);
+
+    /* a second handle in the same process sees the same map */
+    assert_int_equal(shmobj_map_open(f->seg, "m", &m2), 0);
+    assert_int_equal(shmobj_map_get(m2, "ctr", 3, &r, sizeof r, NULL), 0);
+    assert_int_equal(r, -2);
+    shmobj_map_close(m2);
+    shmobj_map_close(NULL);
+
+    /* bad arguments */
+    assert_int_equal(shmobj_map_set(NULL, "a", 1, "b", 1), SHMOBJ_EINVAL);
+    assert_int_equal(shmobj_map_set(m, NULL, 1, "b", 1), SHMOBJ_EINVAL);
+    assert_int_equal(shmobj_map_get(m, "a", 1, NULL, 4, NULL), SHMOBJ_EINVAL);
+    assert_int_equal(shmobj_map_count(m, NULL), SHMOBJ_EINVAL);
+
+    assert_int_equal(shmobj_map_check(m), 0);
+    assert_int_equal(shmobj_map_clear(m), 0);
+    assert_int_equal(shmobj_map_count(m, &n), 0);
+    assert_int_equal(n, 0);
+    assert_int_equal(shmobj_map_contains(m, "ctr", 3), SHMOBJ_ENOTFOUND);
+    assert_int_equal(shmobj_map_check(m), 0);
+}
+
+/* A view stays intact while the key is replaced and deleted. */
+static void test_map_view_survives_replace(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_map *m = f->map;
+    shmobj_map_view v;
+    char big[1000];
+    memset(big, 'x', sizeof big);
+    assert_int_equal(shmobj_map_set(m, "k", 1, big, sizeof big), 0);
+    assert_int_equal(shmobj_map_get_view(m, "k", 1, &v), 0);
+    assert_int_equal(v.value_len, sizeof big);
+    assert_int_equal(v.key_len, 1);
+    assert_memory_equal(v.key, "k", 1);
+    /* churn enough to reclaim retired memory many times over */
+    for (int i = 0; i < 2000; i++) {
+        char val[1000];
+        memset(val, 'a' + i % 26, sizeof val);
+        assert_int_equal(shmobj_map_set(m, "k", 1, val, sizeof val), 0);
+        assert_int_equal(shmobj_map_set(m, "other", 5, val, sizeof val), 0);
+    }
+    assert_int_equal(shmobj_map_del(m, "k", 1), 0);
+    assert_memory_equal(v.value, big, sizeof big);
+    shmobj_map_view_release(&v);
+    shmobj_map_view_release(&v); /* cleared: a second release is harmless */
+    assert_int_equal(shmobj_map_get_view(m, "k", 1, &v), SHMOBJ_ENOTFOUND);
+    shmobj_map_stats st = {.struct_size = sizeof st};
+    assert_int_equal(shmobj_map_stats_get(m, &st), 0);
+    /* with no guard held, retired memory is freed: little stays pending */
+    assert_true(st.pending_bytes < 100000);
+    assert_int_equal(shmobj_map_check(m), 0);
+}
+
+/* ---- model check against a reference ---------------------------------------------- */
+
+#define REF_KEYS 20000
+struct ref_item {
+    unsigned char present;
+    unsigned char len;
+    unsigned char val[120];
+};
+
+static size_t key_of(uint64_t k, char *key)
+{
+    /* lengths 1..40, distinct per k */
+    int pad = (int)(k % 31);
+    return (size_t)sprintf(key, "%.*s%llu", pad, "kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk",
+                           (unsigned long long)k);
+}
+
+static void test_map_random_vs_reference(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_map *m = f->map;
+    struct ref_item *ref = calloc(REF_KEYS, sizeof *ref);
+    uint64_t live = 0;
+    assert_non_null(ref);
+    for (long op = 0; op < 1000000; op++) {
+        uint64_t k = rnd() % REF_KEYS;
+        char key[48], buf[128];
+        size_t klen = key_of(k, key), len;
+        int r = (int)(rnd() % 100);
+        if (r < 40) {
+            unsigned char vlen = (unsigned char)(rnd() % 120);
+            unsigned char val[120];
+            for (int i = 0; i < vlen; i++)
+                val[i] = (unsigned char)rnd();
+            assert_int_equal(shmobj_map_set(m, key, klen, val, vlen), 0);
+            if (!ref[k].present)
+                live++;
+            ref[k].present = 1;
+            ref[k].len = vlen;
+            memcpy(ref[k].val, val, vlen);
+        } else if (r < 75) {
+            int rc = shmobj_map_get(m, key, klen, buf, sizeof buf, &len);
+            if (ref[k].present) {
+                assert_int_equal(rc, 0);
+                assert_int_equal(len, ref[k].len);
+                assert_memory_equal(buf, ref[k].val, len);
+            } else {
+                assert_int_equal(rc, SHMOBJ_ENOTFOUND);
+            }
+        } else if (r < 95) {
+            int rc = shmobj_map_del(m, key, klen);
+            assert_int_equal(rc, ref[k].present ? 0 : SHMOBJ_ENOTFOUND);
+            if (ref[k].present)
+                live--;
+            ref[k].present = 0;
+        } else if (r < 99) {
+            assert_int_equal(shmobj_map_contains(m, key, klen),
+                             ref[k].present ? 0 : SHMOBJ_ENOTFOUND);
+        } else {
+            uint64_t n;
+            assert_int_equal(shmobj_map_count(m, &n), 0);
+            assert_int_equal(n, live);
+        }
+        if (op % 250000 == 0)
+            assert_int_equal(shmobj_map_check(m), 0);
+    }
+    /* iteration returns exactly the reference's keys and values */
+    unsigned char *seen = calloc(REF_KEYS, 1);
+    shmobj_map_iter *it;
+    const void *kp, *vp;
+    size_t kl, vl;
+    uint64_t n = 0;
+    assert_int_equal(shmobj_map_iter_open(m, &it), 0);
+    int rc;
+    while ((rc = shmobj_map_iter_next(it, &kp, &kl, &vp, &vl)) == 0) {
+        char key[48];
+        memcpy(key, kp, kl);
+        key[kl] = '\0';
+        uint64_t k = strtoull(key + strspn(key, "k"), NULL, 10);
+        assert_true(k < REF_KEYS);
+        assert_true(ref[k].present);
+        assert_false(seen[k]);
+        assert_int_equal(vl, ref[k].len);
+        assert_memory_equal(vp, ref[k].val, vl);
+        seen[k] = 1;
+        n++;
+    }
+    assert_int_equal(rc, SHMOBJ_ENOTFOUND);
+    shmobj_map_iter_close(it);
+    assert_int_equal(n, live);
+    shmobj_map_stats st = {.struct_size = sizeof st};
+    assert_int_equal(shmobj_map_stats_get(m, &st), 0);
+    assert_int_equal(st.count, live);
+    assert_true(st.load_factor > 0.2 && st.load_factor <= 0.875);
+    assert_true(st.probe_mean >= 1.0 && st.probe_mean < 2.0);
+    assert_int_equal(shmobj_map_check(m), 0);
+    free(seen);
+    free(ref);
+}
+
+/* ---- many processes ------------------------------------------------------------ */
+
+struct writer_arg {
+    struct fixture *f;
+    uint64_t from, to;
+    _Atomic uint64_t *progress; /* keys committed so far */
+    _Atomic uint64_t *stop;
+};
+
+static int key16(uint64_t i, char *key)
+{
+    return sprintf(key, "key-%012llu", (unsigned long long)i);
+}
+
+/* Write keys [from, to), reading each back; then read all of them again. */
+static int writer_main(void *p)
+{
+    struct writer_arg *a = p;
+    shmobj_segment *seg;
+    shmobj_map *m = child_open(a->f, &seg);
+    if (m == NULL)
+        return 10;
+    for (uint64_t i = a->from; i < a->to; i++) {
+        char key[32];
+        uint64_t v = i * 7 + 1, got = 0;
+        int kl = key16(i, key);
+        if (shmobj_map_set(m, key, (size_t)kl, &v, 8) != 0)
+            return 11;
+        if (shmobj_map_get(m, key, (size_t)kl, &got, 8, NULL) != 0 || got != v)
+            return 12;
+        if (a->progress != NULL)
+            atomic_store(a->progress, i + 1);
+    }
+    for (uint64_t i = a->from; i < a->to; i++) {
+        char key[32];
+        uint64_t got = 0;
+        int kl = key16(i, key);
+        if (shmobj_map_get(m, key, (size_t)kl, &got, 8, NULL) != 0 || got != i * 7 + 1)
+            return 13;
+    }
+    shmobj_map_close(m);
+    shmobj_segment_close(seg);
+    return 0;
+}
+
+static void test_map_two_procs_million_keys(void **state)
+{
+    struct fixture *f = *state;
+    enum { N = 1000000 };
+    struct writer_arg a = {f, 0, N / 2, NULL, NULL}, b = {f, N / 2, N, NULL, NULL};
+    pid_t pa = test_child_start(writer_main, &a, 120);
+    pid_t pb = test_child_start(writer_main, &b, 120);
+    assert_int_equal(test_child_wait(pa), 0);
+    assert_int_equal(test_child_wait(pb), 0);
+    uint64_t n;
+    assert_int_equal(shmobj_map_count(f->map, &n), 0);
+    assert_int_equal(n, N);
+    for (uint64_t i = 0; i < N; i++) {
+        char key[32];
+        uint64_t got = 0;
+        int kl = key16(i, key);
+        assert_int_equal(shmobj_map_get(f->map, key, (size_t)kl, &got, 8, NULL), 0);
+        assert_true(got == i * 7 + 1);
+    }
+    assert_int_equal(shmobj_map_check(f->map), 0);
+}
+
+/* A reader process follows a writer process that makes every table grow
+ * many times: every key the writer has committed is found at once. */
+static int follower_main(void *p)
+{
+    struct writer_arg *a = p;
+    shmobj_segment *seg;
+    shmobj_map *m = child_open(a->f, &seg);
+    uint64_t checked = 0;
+    if (m == NULL)
+        return 10;
+    while (checked < a->to) {
+        uint64_t done = atomic_load(a->progress);
+        if (done == checked) {
+            sched_yield();
+            continue;
+        }
+        /* the newest committed key, and a random older one */
+        for (uint64_t i = checked; i < done; i += 97) {
+            char key[32];
+            uint64_t got = 0, j = rnd() % done;
+            int kl = key16(i, key);
+            if (shmobj_map_get(m, key, (size_t)kl, &got, 8, NULL) != 0 || got != i * 7 + 1)
+                return 20;
+            kl = key16(j, key);
+            if (shmobj_map_get(m, key, (size_t)kl, &got, 8, NULL) != 0 || got != j * 7 + 1)
+                return 21;
+        }
+        checked = done;
+    }
+    shmobj_map_close(m);
+    shmobj_segment_close(seg);
+    return 0;
+}
+
+static void test_map_growth_across_processes(void **state)
+{
+    struct fixture *f = *state;
+    _Atomic uint64_t *progress = shared_page(4096);
+    struct writer_arg w = {f, 0, 300000, progress, NULL};
+    pid_t pw = test_child_start(writer_main, &w, 120);
+    pid_t pr = test_child_start(follower_main, &w, 120);
+    assert_int_equal(test_child_wait(pw), 0);
+    assert_int_equal(test_child_wait(pr), 0);
+    shmobj_map_stats st = {.struct_size = sizeof st};
+    assert_int_equal(shmobj_map_stats_get(f->map, &st), 0);
+    assert_int_equal(st.count, 300000);
+    assert_true(st.slots >= 300000);
+    assert_int_equal(shmobj_map_check(f->map), 0);
+    munmap((void *)progress, 4096);
+}
+
+/* Churn: insert and delete keys of another name space, growing tables. */
+static int churn_main(void *p)
+{
+    struct writer_arg *a = p;
+    shmobj_segment *seg;
+    shmobj_map *m = child_open(a->f, &seg);
+    uint64_t round = 0;
+    if (m == NULL)
+        return 10;
+    atomic_store(a->progress, 1);
+    while (!atomic_load(a->stop)) {
+        for (uint64_t i = 0; i < 5000; i++) {
+            char key[40];
+            int kl = sprintf(key, "churn-%llu-%llu", (unsigned long long)round,
+                             (unsigned long long)i);
+            if (shmobj_map_set(m, key, (size_t)kl, &i, 8) != 0)
+                return 11;
+        }
+        for (uint64_t i = 0; i < 5000; i++) {
+            char key[40];
+            int kl = sprintf(key, "churn-%llu-%llu", (unsigned long long)round,
+                             (unsigned long long)i);
+            if (i % 3 != 0 && shmobj_map_del(m, key, (size_t)kl) != 0)
+                return 12;
+        }
+        /* and rewrite stable keys in place (same value: still "present") */
+        for (uint64_t i = round % 50; i < 20000; i += 50) {
+            char key[32];
+            uint64_t v = i;
+            int kl = sprintf(key, "stable-%llu", (unsigned long long)i);
+            if (shmobj_map_set(m, key, (size_t)kl, &v, 8) != 0)
+                return 13;
+        }
+        round++;
+    }
+    shmobj_map_close(m);
+    shmobj_segment_close(seg);
+    return 0;
+}
+
+static void test_map_iterate_under_concurrent_writes(void **state)
+{
+    struct fixture *f = *state;
+    enum { STABLE = 20000 };
+    for (uint64_t i = 0; i < STABLE; i++) {
+        char key[32];
+        int kl = sprintf(key, "stable-%llu", (unsigned long long)i);
+        assert_int_equal(shmobj_map_set(f->map, key, (size_t)kl, &i, 8), 0);
+    }
+    _Atomic uint64_t *shared = shared_page(4096);
+    struct writer_arg w = {f, 0, 0, &shared[0], &shared[1]};
+    pid_t pc = test_child_start(churn_main, &w, 120);
+    while (atomic_load(&shared[0]) == 0)
+        test_sleep_ms(1);
+    unsigned char *seen = malloc(STABLE);
+    for (int pass = 0; pass < 20; pass++) {
+        shmobj_map_iter *it;
+        const void *kp, *vp;
+        size_t kl, vl;
+        int rc;
+        memset(seen, 0, STABLE);
+        assert_int_equal(shmobj_map_iter_open(f->map, &it), 0);
+        while ((rc = shmobj_map_iter_next(it, &kp, &kl, &vp, &vl)) == 0) {
+            if (kl > 7 && memcmp(kp, "stable-", 7) == 0) {
+                char key[32];
+                memcpy(key, kp, kl);
+                key[kl] = '\0';
+                uint64_t i = strtoull(key + 7, NULL, 10), v;
+                assert_true(i < STABLE);
+                assert_int_equal(seen[i], 0); /* never twice */
+                assert_int_equal(vl, 8);
+                memcpy(&v, vp, 8);
+                assert_true(v == i);
+                seen[i] = 1;
+            }
+        }
+        assert_int_equal(rc, SHMOBJ_ENOTFOUND);
+        shmobj_map_iter_close(it);
+        for (uint64_t i = 0; i < STABLE; i++)
+            assert_int_equal(seen[i], 1); /* never missed */
+    }
+    atomic_store(&shared[1], 1);
+    assert_int_equal(test_child_wait(pc), 0);
+    assert_int_equal(shmobj_map_check(f->map), 0);
+    free(seen);
+    munmap((void *)shared, 4096);
+}
+
+/* Two processes add to the same counters: no addition is lost. */
+static int adder_main(void *p)
+{
+    struct writer_arg *a = p;
+    shmobj_segment *seg;
+    shmobj_map *m = child_open(a->f, &seg);
+    if (m == NULL)
+        return 10;
+    for (uint64_t i = 0; i < a->to; i++) {
+        char key[16];
+        int kl = sprintf(key, "c%llu", (unsigned long long)(i % 10));
+        if (shmobj_map_add(m, key, (size_t)kl, 1, NULL) != 0)
+            return 11;
+    }
+    shmobj_map_close(m);
+    shmobj_segment_close(seg);
+    return 0;
+}
+
+static void test_map_add_two_procs_no_lost_increment(void **state)
+{
+    struct fixture *f = *state;
+    struct writer_arg a = {f, 0, 100000, NULL, NULL};
+    pid_t p1 = test_child_start(adder_main, &a, 60);
+    pid_t p2 = test_child_start(adder_main, &a, 60);
+    assert_int_equal(test_child_wait(p1), 0);
+    assert_int_equal(test_child_wait(p2), 0);
+    for (int i = 0; i < 10; i++) {
+        char key[16];
+        int64_t v = 0;
+        int kl = sprintf(key, "c%d", i);
+        assert_int_equal(shmobj_map_get(f->map, key, (size_t)kl, &v, 8, NULL), 0);
+        assert_int_equal(v, 20000);
+    }
+}
+
+/* ---- crashes ------------------------------------------------------------------- */
+
+struct kill_arg {
+    struct fixture *f;
+    _Atomic uint64_t *committed; /* ops finished */
+    uint64_t start;
+};
+
+#define HOT 64
+
+/* Operation i of the kill test: set key i, set a hot key to i, and delete
+ * a key of long ago, so that replacements and deletions are killed too. */
+static int kill_op(shmobj_map *m, uint64_t i)
+{
+    char key[32];
+    int kl = key16(i, key);
+    uint64_t v = i * 7 + 1;
+    if (shmobj_map_set(m, key, (size_t)kl, &v, 8) != 0)
+        return 11;
+    kl = sprintf(key, "hot-%llu", (unsigned long long)(i % HOT));
+    if (shmobj_map_set(m, key, (size_t)kl, &i, 8) != 0)
+        return 12;
+    if (i >= 1000 && i % 2 == 0) {
+        kl = key16(i - 1000, key);
+        int rc = shmobj_map_del(m, key, (size_t)kl);
+        if (rc != 0 && rc != SHMOBJ_ENOTFOUND)
+            return 13;
+    }
+    return 0;
+}
+
+static int killed_writer_main(void *p)
+{
+    struct kill_arg *a = p;
+    shmobj_segment *seg;
+    shmobj_map *m = child_open(a->f, &seg);
+    if (m == NULL)
+        return 10;
+    for (uint64_t i = a->start;; i++) {
+        int rc = kill_op(m, i);
+        if (rc != 0)
+            return rc;
+        atomic_store(a->committed, i + 1);
+    }
+}
+
+static void test_map_kill_writer_loop(void **state)
+{
+    struct fixture *f = *state;
+    _Atomic uint64_t *committed = shared_page(4096);
+    uint64_t next = 0;
+    for (unsigned round = 0; round < kill_rounds; round++) {
+        struct kill_arg a = {f, committed, next};
+        pid_t pid = test_child_start(killed_writer_main, &a, 60);
+        /* let it run a random while, then kill it anywhere */
+        uint64_t until = next + 1 + rnd() % 3000;
+        while (atomic_load(committed) < until) {
+            int st;
+            assert_int_equal(waitpid(pid, &st, WNOHANG), 0);
+            sched_yield();
+        }
+        for (unsigned spin = (unsigned)(rnd() % 20000); spin > 0; spin--)
+            __asm__ __volatile__("" ::: "memory");
+        kill(pid, SIGKILL);
+        assert_int_equal(test_child_wait(pid), 128 + SIGKILL);
+        uint64_t c = atomic_load(committed);
+        /* every key set by a committed operation is readable with its
+         * value, unless a committed operation deleted it; op c may be half
+         * done */
+        for (uint64_t i = c > 3000 ? c - 3000 : 0; i < c; i++) {
+            char key[32];
+            uint64_t got = 0;
+            int kl = key16(i, key);
+            int rc = shmobj_map_get(f->map, key, (size_t)kl, &got, 8, NULL);
+            if (i % 2 == 0 && i + 1000 <= c)
+                continue;
+            assert_int_equal(rc, 0);
+            assert_true(got == i * 7 + 1);
+        }
+        for (uint64_t h = 0; h < HOT && c > HOT; h++) {
+            char key[32];
+            uint64_t got = 0, last = c - 1 - ((c - 1 - h) % HOT);
+            int kl = sprintf(key, "hot-%llu", (unsigned long long)h);
+            assert_int_equal(shmobj_map_get(f->map, key, (size_t)kl, &got, 8, NULL), 0);
+            /* the committed value, or the one the dead writer was setting */
+            assert_true(got == last || (got == c && c % HOT == h));
+        }
+        if (round % 10 == 0 || round + 1 == kill_rounds)
+            assert_int_equal(shmobj_map_check(f->map), 0);
+        /* finish op c here, so the next round starts from a known state */
+        assert_int_equal(kill_op(f->map, c), 0);
+        next = c + 1;
+        atomic_store(committed, next);
+    }
+    assert_int_equal(shmobj_map_check(f->map), 0);
+    /* memory: no more than a leaked block per kill beyond the live data */
+    shmobj_map_stats st = {.struct_size = sizeof st};
+    assert_int_equal(shmobj_map_stats_get(f->map, &st), 0);
+    munmap((void *)committed, 4096);
+}
+
+/* ---- bad input ------------------------------------------------------------------- */
+
+static void test_map_too_large_enomem(void **state)
+{
+    (void)state;
+    struct fixture f = {0};
+    shmobj_map *m;
+    seg_make(&f, 4 * MiB, 8 * MiB);
+    assert_int_equal(shmobj_map_create(f.seg, "m", &m), 0);
+    size_t big = 16 * MiB;
+    char *buf = calloc(1, big);
+    assert_int_equal(shmobj_map_set(m, "k", 1, buf, big), SHMOBJ_ENOMEM);
+    assert_int_equal(shmobj_map_set(m, buf, big, "v", 1), SHMOBJ_ENOMEM);
+    /* the map is still fine, and fills up with ENOMEM, not a crash */
+    int rc = 0;
+    uint64_t i;
+    for (i = 0; rc == 0 && i < 1000000; i++) {
+        char key[32];
+        int kl = key16(i, key);
+        rc = shmobj_map_set(m, key, (size_t)kl, buf, 200);
+    }
+    assert_int_equal(rc, SHMOBJ_ENOMEM);
+    assert_true(i > 1000);
+    assert_int_equal(shmobj_map_check(m), 0);
+    assert_int_equal(shmobj_map_get(m, "key-000000000000", 16, buf, 200, NULL), 0);
+    free(buf);
+    shmobj_map_close(m);
+    shmobj_segment_close(f.seg);
+    shmobj_segment_destroy(f.name, SHMOBJ_BACKEND_SHM);
+}
+
+/* The table block of the shard that holds key. */
+static uint8_t *table_of(struct fixture *f, const char *key, uint64_t *usable)
+{
+    struct shmobj__map_ctl *c = shmobj__map_control(f->map);
+    uint64_t h = shmobj_htcore_hash64(key, strlen(key), c->seed);
+    shmobj_ref t = atomic_load(&c->shards_[h >> SHMOBJ__MAP_SHARD_SHIFT].table);
+    void *p;
+    size_t n;
+    assert_int_equal(shmobj_arena_ptr(f->seg, t, &p, &n), 0);
+    *usable = n;
+    return p;
+}
+
+static void test_map_damaged_table_ecorrupt(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_map *m = f->map;
+    char buf[64];
+    for (int i = 0; i < 1000; i++) {
+        char key[32];
+        int kl = sprintf(key, "d%d", i);
+        assert_int_equal(shmobj_map_set(m, key, (size_t)kl, "value", 5), 0);
+    }
+    uint64_t usable;
+    uint8_t *t = table_of(f, "d7", &usable);
+    uint8_t *save = malloc(usable);
+    memcpy(save, t, usable);
+    shmobj_htcore ht;
+    assert_int_equal(shmobj_htcore_attach(&ht, t + SHMOBJ__MAP_TABLE_PREFIX,
+                                          usable - SHMOBJ__MAP_TABLE_PREFIX), 0);
+
+    /* 1. every slot value replaced by garbage: the key's lookup reaches a
+     * bad reference -> ECORRUPT; check and iteration say so too */
+    for (uint64_t i = 0; i <= ht.mask; i++) {
+        uint64_t junk = rnd();
+        memcpy(ht.slots + i * ht.stride, &junk, 8);
+    }
+    assert_int_equal(shmobj_map_get(m, "d7", 2, buf, sizeof buf, NULL), SHMOBJ_ECORRUPT);
+    assert_int_equal(shmobj_map_check(m), SHMOBJ_ECORRUPT);
+    shmobj_map_iter *it;
+    int rc;
+    assert_int_equal(shmobj_map_iter_open(m, &it), 0);
+    while ((rc = shmobj_map_iter_next(it, NULL, NULL, NULL, NULL)) == 0)
+        ;
+    assert_int_equal(rc, SHMOBJ_ECORRUPT);
+    shmobj_map_iter_close(it);
+    memcpy(t, save, usable);
+    assert_int_equal(shmobj_map_check(m), 0);
+
+    /* 2. a damaged table header */
+    t[SHMOBJ__MAP_TABLE_PREFIX + 24] ^= 0xff; /* slots */
+    assert_int_equal(shmobj_map_get(m, "d7", 2, buf, sizeof buf, NULL), SHMOBJ_ECORRUPT);
+    assert_int_equal(shmobj_map_set(m, "d7", 2, "x", 1), SHMOBJ_ECORRUPT);
+    assert_int_equal(shmobj_map_check(m), SHMOBJ_ECORRUPT);
+    memcpy(t, save, usable);
+
+    /* 3. random bytes all over the table, many times: never a crash */
+    for (int round = 0; round < 300; round++) {
+        for (int j = 0; j < 8; j++)
+            t[rnd() % usable] = (uint8_t)rnd();
+        for (int i = 0; i < 40; i++) {
+            char key[32];
+            int kl = sprintf(key, "d%d", (int)(rnd() % 1000));
+            rc = shmobj_map_get(m, key, (size_t)kl, buf, sizeof buf, NULL);
+            assert_true(rc == 0 || rc == SHMOBJ_ENOTFOUND || rc == SHMOBJ_ECORRUPT);
+        }
+        rc = shmobj_map_check(m);
+        assert_true(rc == 0 || rc == SHMOBJ_ECORRUPT);
+        memcpy(t, save, usable);
+    }
+    assert_int_equal(shmobj_map_check(m), 0);
+
+    /* 4. a damaged entry header: lengths beyond the block */
+    {
+        shmobj_map_view v;
+        assert_int_equal(shmobj_map_get_view(m, "d7", 2, &v), 0);
+        struct shmobj__map_entry *e =
+            (struct shmobj__map_entry *)((uint8_t *)(uintptr_t)v.value - SHMOBJ__MAP_ENTRY_HEADER);
+        shmobj_map_view_release(&v);
+        uint32_t kl = e->key_len;
+        e->key_len = 0x7fffffff;
+        assert_int_equal(shmobj_map_check(m), SHMOBJ_ECORRUPT);
+        rc = shmobj_map_get(m, "d7", 2, buf, sizeof buf, NULL);
+        assert_true(rc == SHMOBJ_ECORRUPT || rc == SHMOBJ_ENOTFOUND);
+        e->key_len = kl;
+    }
+    assert_int_equal(shmobj_map_check(m), 0);
+
+    /* 5. a damaged control block: open refuses it */
+    struct shmobj__map_ctl *c = shmobj__map_control(m);
+    shmobj_map *m2;
+    c->seed ^= 1;
+    assert_int_equal(shmobj_map_open(f->seg, "m", &m2), SHMOBJ_ECORRUPT);
+    c->seed ^= 1;
+    c->version = 99;
+    assert_int_equal(shmobj_map_open(f->seg, "m", &m2), SHMOBJ_EVERSION);
+    c->version = SHMOBJ__MAP_VERSION;
+    assert_int_equal(shmobj_map_open(f->seg, "m", &m2), 0);
+    shmobj_map_close(m2);
+    free(save);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1)
+        kill_rounds = (unsigned)strtoul(argv[1], NULL, 10);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_map_set_get_basic, setup_small, teardown),
+        cmocka_unit_test_setup_teardown(test_map_view_survives_replace, setup_small, teardown),
+        cmocka_unit_test_setup_teardown(test_map_random_vs_reference, setup_small, teardown),
+        cmocka_unit_test_setup_teardown(test_map_two_procs_million_keys, setup_big, teardown),
+        cmocka_unit_test_setup_teardown(test_map_growth_across_processes, setup_big, teardown),
+        cmocka_unit_test_setup_teardown(test_map_iterate_under_concurrent_writes, setup_small, teardown),
+        cmocka_unit_test_setup_teardown(test_map_add_two_procs_no_lost_increment, setup_small, teardown),
+        cmocka_unit_test_setup_teardown(test_map_kill_writer_loop, setup_big, teardown),
+        cmocka_unit_test(test_map_too_large_enomem),
+        cmocka_unit_test_setup_teardown(test_map_damaged_table_ecorrupt, setup_small, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
