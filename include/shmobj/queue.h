@@ -45,7 +45,7 @@
  * **Event loops.** shmobj_queue_notify_fd() hands a consumer a descriptor
  * that becomes readable when messages wait; shmobj_queue_notify_arm() before
  * each poll() tells producers to write to it. It is the read end of a pipe
- * that producers open through /proc/<pid>/fd/<n> of the consumer (Linux),
+ * that producers open through `/proc/PID/fd/N` of the consumer (Linux),
  * and they write one byte only when the consumer armed it, so a busy queue
  * costs no system call per message.
  */
