@@ -464,7 +464,7 @@ static int w1_run(const bench_ctx *ctx)
 #define W2_STREAM_SPIN 4000000u
 #define W2_STREAM_SPIN_QUICK 1000000u
 #define W2_STREAM_SLEEP 1000000u
-#define W2_STREAM_SLEEP_QUICK 200000u
+#define W2_STREAM_SLEEP_QUICK 100000u
 #define W2_RING_SLOTS 1024u
 #define W2_PING_SLOTS 64u
 
