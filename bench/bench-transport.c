@@ -415,8 +415,8 @@ static int w1_run(const bench_ctx *ctx)
         set_sock_bufs(fds[0], 4 << 20);
         set_sock_bufs(fds[1], 4 << 20);
     } else {
-        j.slot = env_size("BENCH_RING_SLOT", 64 << 10);
-        j.nslots = (uint32_t)env_size("BENCH_RING_SLOTS", 16);
+        j.slot = env_size("BENCH_RING_SLOT", 128 << 10);
+        j.nslots = (uint32_t)env_size("BENCH_RING_SLOTS", 32);
         if (j.slot % 8 != 0 || j.nslots == 0 || (j.nslots & (j.nslots - 1)) != 0)
             return bench_fail("ring geometry: slot must be a multiple of 8, slots a power of 2");
         j.ring = ring_create(j.nslots, j.slot);
