@@ -4,8 +4,8 @@
  *   3000.0, "employees": 10, "in_a_good_state": true, "data": 4 KiB bytes}
  *   is put into a segment (measure, allocate once, write), opened from its
  *   reference, every field read through views (the URLs compared, the
- *   numbers and flag checked, the 4 KiB summed byte by byte with the same
- *   loop as the msgpack peer) and the object freed. Metrics: Kobj/s over ~1 s
+ *   numbers and flag checked, the 4 KiB summed with bench_sum64(), the loop
+ *   every E1 subject uses) and the object freed. Metrics: Kobj/s over ~1 s
  *   (0.2 s with --quick) and bytes/obj (the block, arena header included).
  *
  * E1-access shmobj-1 / shmobj-100000: the time to open a list from its
@@ -111,13 +111,8 @@ static int e1_walk(shmobj_segment *seg, shmobj_ref ref, uint64_t *sum)
     const void *p;
     if (shmobj_view_get_str(&v, "data", &it) == 0 && shmobj_bytes_get(&it, &p, &n) == 0 &&
         n == E1_DATA) {
-        /* The same loop as the msgpack peer (bench/peers-e1.c), so both
-         * subjects do the same reading work. */
-        const uint8_t *bp = p;
-        uint64_t t = 0;
-        for (size_t j = 0; j < E1_DATA; j++)
-            t += bp[j];
-        *sum += t;
+        /* bench_sum64: the loop every E1 subject reads the data with. */
+        *sum += bench_sum64(p, E1_DATA);
         good++;
     }
     return good;
@@ -144,10 +139,9 @@ static int run_e1(const bench_ctx *ctx)
     uint8_t data[E1_DATA];
     uint64_t want = 0, sum = 0, objs = 0, bad = 0;
     size_t size = 0;
-    for (size_t j = 0; j < E1_DATA; j++) {
+    for (size_t j = 0; j < E1_DATA; j++)
         data[j] = (uint8_t)(j * 31 + 7);
-        want += data[j];
-    }
+    want = bench_sum64(data, E1_DATA);
     shmobj_segment *seg = bench_segment(name, sizeof name, 64u << 20);
     if (seg == NULL)
         return bench_fail("E1: no segment");
