@@ -545,8 +545,9 @@ SHMOBJ_API int shmobj_view_get_str(const shmobj_view *view, const char *key,
  * @retval SHMOBJ_ETYPE the value's kind does not fit the slot
  * @retval SHMOBJ_EACCES the item is immutable (tuple item, key, member)
  * @retval SHMOBJ_ENOMEM the segment is full (nothing changed)
- * @retval SHMOBJ_ESTALE / SHMOBJ_ECORRUPT the old value could not be freed
- *         (the new value is in place)
+ * @retval SHMOBJ_ESTALE / SHMOBJ_ECORRUPT the new value is in place, but the
+ *         old one could not be freed, or the view could not be refreshed
+ *         because another process replaced the value again meanwhile
  * @note Thread- and process-safe for the slot itself: two concurrent
  *       replacements each free exactly one old value. But no process may
  *       still read the old object (hold a view of it or of anything inside
