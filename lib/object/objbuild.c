@@ -192,7 +192,8 @@ static int index_add(uint64_t *ix, uint64_t cap, const shmobj_value *v,
 /* Write (or measure) the keys of a keyed object and, when writing, enter
  * each into the index at ix (cap entries). */
 static int emit_keys(struct wr *w, const shmobj_value *v, size_t n,
-                     uint64_t keys_rel, uint64_t *ix, uint64_t cap, int depth)
+                     uint64_t keys_rel, uint64_t stride, uint64_t *ix, uint64_t cap,
+                     int depth)
 {
     if (ix != NULL)
         memset(ix, 0, (size_t)(cap * 8));
@@ -211,7 +212,7 @@ static int emit_keys(struct wr *w, const shmobj_value *v, size_t n,
             if (w->blk != NULL) {
                 if (!shmobj__utf8_ok(dk.p, dk.n))
                     return SHMOBJ_EINVAL;
-                struct shmobj__slot *ks = (void *)(w->blk + keys_rel + 16 * (uint64_t)i);
+                struct shmobj__slot *ks = (void *)(w->blk + keys_rel + stride * (uint64_t)i);
                 uint64_t pl = 0;
                 if (dk.n > 0)
                     memcpy(&pl, dk.p, (size_t)dk.n);
@@ -222,7 +223,7 @@ static int emit_keys(struct wr *w, const shmobj_value *v, size_t n,
                 atomic_store_explicit(&ks->payload, pl, memory_order_relaxed);
             }
         } else {
-            rc = emit_slot(w, &k, keys_rel + 16 * (uint64_t)i, depth);
+            rc = emit_slot(w, &k, keys_rel + stride * (uint64_t)i, depth);
         }
         if (rc == 0 && ix != NULL)
             rc = index_add(ix, cap, v, i, &dk);
@@ -349,18 +350,22 @@ static int emit_obj(struct wr *w, const shmobj_value *v, int depth, uint64_t *re
         h.len = cap;
         if (v->type == SHMOBJ_TYPE_STRUCT && keyed)
             h.flags = SHMOBJ__OBJ_NAMES;
-        uint64_t keys_rel = pos + 16 + (values ? 16 * n : 0);
-        size_t step = v->type == SHMOBJ_TYPE_DICT ? 2 : 1;
+        int dict = v->type == SHMOBJ_TYPE_DICT;
+        /* dict: index, then (key, value) pairs; others: values, keys, index */
+        uint64_t keys_rel = dict ? pos + 16 + 8 * cap : pos + 16 + (values ? 16 * n : 0);
+        uint64_t index_rel = dict ? pos + 16 : keys_rel + 16 * n;
+        uint64_t stride = dict ? 32 : 16;
+        size_t step = dict ? 2 : 1;
         if (keyed) {
-            uint64_t *ix = o != NULL ? (uint64_t *)(w->blk + keys_rel + 16 * n) : NULL;
-            rc = emit_keys(w, v, (size_t)n, keys_rel, ix, cap, depth + 1);
+            uint64_t *ix = o != NULL ? (uint64_t *)(w->blk + index_rel) : NULL;
+            rc = emit_keys(w, v, (size_t)n, keys_rel, stride, ix, cap, depth + 1);
             if (rc != 0)
                 return rc;
         }
         if (values) {
             for (size_t i = 0; i < n; i++) {
                 rc = emit_slot(w, &v->v.c.items[i * step + step - 1],
-                               pos + 16 + 16 * (uint64_t)i, depth + 1);
+                               pos + shmobj__value_rel(v->type, cap, i), depth + 1);
                 if (rc != 0)
                     return rc;
             }
@@ -569,12 +574,13 @@ static int free_children(struct shmobj__space *sp, const shmobj_view *v,
     if (depth >= SHMOBJ_OBJ_MAXDEPTH)
         return SHMOBJ_ECORRUPT;
     int first = 0;
-    struct shmobj__slot *items = (void *)((uint8_t *)v->obj + 16);
     for (uint32_t i = 0; i < v->count; i++) {
         if (*budget == 0)
             return SHMOBJ_ECORRUPT;
         --*budget;
-        int rc = free_slot(sp, &items[i], v->obj_blk, v->obj_blen, v->obj_gen,
+        struct shmobj__slot *item =
+            (void *)((uint8_t *)v->obj + shmobj__value_rel(v->type, v->len, i));
+        int rc = free_slot(sp, item, v->obj_blk, v->obj_blen, v->obj_gen,
                            depth + 1, budget);
         if (rc != 0 && first == 0)
             first = rc;

@@ -117,10 +117,10 @@ struct shmobj__bufhdr {
 };
 _Static_assert(sizeof(struct shmobj__bufhdr) == 16, "buffer header");
 
-/* Layout of the body after the header (each part 16 B per entry except the
- * index, 8 B per entry):
+/* Layout of the body after the header (slots 16 B, index entries 8 B):
  *   list, tuple:  slots[count]
- *   dict:         values[count], keys[count], index[len]
+ *   dict:         index[len], then count pairs (key slot, value slot): a
+ *                 lookup touches the index and one 32-byte pair
  *   set:          keys[count], index[len]
  *   struct:       values[count] (+ names[count], index[len] if NAMES)
  * Index entry: 0 empty, else (item + 1) | (hash >> 32) << 32. Keys are INT
@@ -128,6 +128,13 @@ _Static_assert(sizeof(struct shmobj__bufhdr) == 16, "buffer header");
  * BYTES objects in the same block. */
 
 #define SHMOBJ__PREFIX (sizeof(struct shmobj__tree) + sizeof(struct shmobj__slot))
+
+/* Offset of value slot i of a container from its header (cap: index
+ * capacity, the header's len). */
+static inline uint64_t shmobj__value_rel(unsigned type, uint64_t cap, uint64_t i)
+{
+    return type == SHMOBJ_TYPE_DICT ? 16 + 8 * cap + 32 * i + 16 : 16 + 16 * i;
+}
 
 /* Deterministic hashes (the same in every process: no seed). The kinds of
  * key hash differently so "a" and b"a" never compare equal. */

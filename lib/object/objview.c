@@ -262,47 +262,51 @@ int shmobj_view_item(const shmobj_view *view, size_t i, shmobj_view *item)
     if (i >= view->count)
         return SHMOBJ_ERANGE;
     struct shmobj__space *sp = space_of(view);
-    /* Values (or set members) follow the header; body_size() checked that
-     * count slots fit in the block. */
-    uint64_t slot = off_of(sp, view->obj) + 16 + 16 * (uint64_t)i;
+    /* body_size() checked that the body fits in the block. */
+    uint64_t slot = off_of(sp, view->obj) + shmobj__value_rel(view->type, view->len, i);
     return shmobj__view_slot(sp, slot, view->obj_blk, view->obj_blen,
                              view->obj_gen, ro, item);
 }
 
-/* Offset of the key slots and of the index of a keyed object, or
- * SHMOBJ_ETYPE when it has none. */
-static int keyed_layout(const shmobj_view *v, uint64_t *keys, uint64_t *index)
+/* Offset of key slot 0, the distance between key slots, and the offset of
+ * the index of a keyed object; SHMOBJ_ETYPE when it has none. */
+static inline int keyed_layout(const shmobj_view *v, uint64_t *keys, uint64_t *stride,
+                               uint64_t *index)
 {
     uint64_t o = off_of(space_of(v), v->obj) + 16, n = v->count;
     switch (v->type) {
+    case SHMOBJ_TYPE_DICT:
+        *index = o;
+        *keys = o + 8 * v->len;
+        *stride = 32;
+        return 0;
     case SHMOBJ_TYPE_SET:
         *keys = o;
         break;
     case SHMOBJ_TYPE_STRUCT:
         if (!(v->flags & SHMOBJ__VIEW_NAMES))
             return SHMOBJ_ETYPE;
-        /* fall through */
-    case SHMOBJ_TYPE_DICT:
         *keys = o + 16 * n;
         break;
     default:
         return SHMOBJ_ETYPE;
     }
+    *stride = 16;
     *index = *keys + 16 * n;
     return 0;
 }
 
 int shmobj_view_key(const shmobj_view *view, size_t i, shmobj_view *key)
 {
-    uint64_t keys, index;
+    uint64_t keys, stride, index;
     if (view == NULL || key == NULL)
         return SHMOBJ_EINVAL;
-    int rc = keyed_layout(view, &keys, &index);
+    int rc = keyed_layout(view, &keys, &stride, &index);
     if (rc != 0)
         return rc;
     if (i >= view->count)
         return SHMOBJ_ERANGE;
-    return shmobj__view_slot(space_of(view), keys + 16 * (uint64_t)i,
+    return shmobj__view_slot(space_of(view), keys + stride * (uint64_t)i,
                              view->obj_blk, view->obj_blen, view->obj_gen, 1,
                              key);
 }
@@ -377,8 +381,8 @@ static inline __attribute__((always_inline)) int
 index_find(const shmobj_view *v, unsigned type, int64_t ki, const void *kp,
            uint64_t kn, uint64_t hash, size_t *out, uint64_t *probes)
 {
-    uint64_t keys, index;
-    int rc = keyed_layout(v, &keys, &index);
+    uint64_t keys, stride, index;
+    int rc = keyed_layout(v, &keys, &stride, &index);
     if (rc != 0)
         return rc;
     uint64_t cap = v->len, n = v->count;
@@ -386,7 +390,7 @@ index_find(const shmobj_view *v, unsigned type, int64_t ki, const void *kp,
         return SHMOBJ_ENOTFOUND;
     struct shmobj__space *sp = space_of(v);
     const uint64_t *ix = (const void *)(sp->base + index);
-    const struct shmobj__slot *ks = (const void *)(sp->base + keys);
+    const uint8_t *ks = sp->base + keys;
     uint64_t pos = hash & (cap - 1);
     uint32_t tag = (uint32_t)(hash >> 32);
     /* At most cap probes, so a damaged index cannot loop forever. */
@@ -400,7 +404,7 @@ index_find(const shmobj_view *v, unsigned type, int64_t ki, const void *kp,
         if (item >= n)
             return SHMOBJ_ECORRUPT;
         if ((uint32_t)(e >> 32) == tag) {
-            rc = key_equal(v, &ks[item], type, ki, kp, kn);
+            rc = key_equal(v, (const void *)(ks + stride * item), type, ki, kp, kn);
             if (rc < 0)
                 return rc;
             if (rc == 1) {
@@ -551,7 +555,8 @@ static inline int item_int_slot(const shmobj_view *v, size_t i, _Atomic uint64_t
     }
     if (i >= v->count)
         return SHMOBJ_ERANGE;
-    struct shmobj__slot *s = (struct shmobj__slot *)((uint8_t *)v->obj + 16) + i;
+    struct shmobj__slot *s =
+        (void *)((uint8_t *)v->obj + shmobj__value_rel(v->type, v->len, i));
     if (s->tag != SHMOBJ__SLOT_INT)
         return s->tag == SHMOBJ__SLOT_OBJ || s->tag == SHMOBJ__SLOT_BOOL ||
                        s->tag == SHMOBJ__SLOT_UINT || s->tag == SHMOBJ__SLOT_DOUBLE
