@@ -387,6 +387,10 @@ static void test_obj_put_struct_roundtrip(void **state)
     assert_int_equal(shmobj_view_key(&v, 0, &k), SHMOBJ_ETYPE);
     json_is(&v, "[1,2]");
 
+    static const char *const holes[] = {"a", NULL};
+    shmobj_value h = SHMOBJ_VAL_STRUCT(SHMOBJ__VALS(SHMOBJ_VAL_INT(1), SHMOBJ_VAL_INT(2)),
+                                       2, holes);
+    assert_int_equal(shmobj_obj_put(SEG(*state), &h, &r), SHMOBJ_EINVAL);
     static const char *const dup[] = {"a", "a"};
     shmobj_value d = SHMOBJ_VAL_STRUCT(SHMOBJ__VALS(SHMOBJ_VAL_INT(1), SHMOBJ_VAL_INT(2)),
                                        2, dup);

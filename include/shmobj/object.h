@@ -146,21 +146,14 @@ typedef struct shmobj_value {
 #define SHMOBJ_VAL_UINT(x) ((shmobj_value){.type = SHMOBJ_TYPE_UINT, .v = {.u = (x)}})
 /** @brief Describe a double. */
 #define SHMOBJ_VAL_DOUBLE(x) ((shmobj_value){.type = SHMOBJ_TYPE_DOUBLE, .v = {.d = (x)}})
-/** @cond INTERNAL */
-static inline shmobj_value shmobj__val_str(const char *cstr)
-{
-    shmobj_value v;
-    memset(&v, 0, sizeof v);
-    v.type = SHMOBJ_TYPE_STR;
-    v.v.s.ptr = cstr;
-    /* Inlined, so the length of a literal is a constant. */
-    v.v.s.len = cstr != NULL ? strlen(cstr) : SHMOBJ_STRLEN;
-    return v;
-}
-/** @endcond */
-/** @brief Describe a string from a NUL-terminated C string (measured here:
- *         the length of a literal is known at compile time). */
-#define SHMOBJ_VAL_STR(cstr) shmobj__val_str(cstr)
+/**
+ * @brief Describe a string from a NUL-terminated C string (not NULL).
+ * @note The argument is evaluated twice (pointer and strlen), so pass no
+ *       expression with side effects; the length of a literal is a
+ *       compile-time constant.
+ */
+#define SHMOBJ_VAL_STR(cstr) \
+    ((shmobj_value){.type = SHMOBJ_TYPE_STR, .v = {.s = {(cstr), strlen(cstr)}}})
 /** @brief Describe a string of n bytes of UTF-8. */
 #define SHMOBJ_VAL_STRN(p, n) \
     ((shmobj_value){.type = SHMOBJ_TYPE_STR, .v = {.s = {(p), (n)}}})

@@ -157,7 +157,8 @@ static shmobj_value key_of(const shmobj_value *v, size_t i)
     case SHMOBJ_TYPE_DICT:
         return v->v.c.items[2 * i];
     default: {
-        shmobj_value s = SHMOBJ_VAL_STR(v->v.c.names[i]);
+        /* STRLEN: measured (and a NULL name refused) by desc_key() */
+        shmobj_value s = SHMOBJ_VAL_STRN(v->v.c.names[i], SHMOBJ_STRLEN);
         return s;
     }
     }
