@@ -11,6 +11,8 @@
 #include "shmobj/types.h"
 #include "shmobj/arena.h"
 #include "shmobj/segment.h"
+#include "shmobj/object.h"
 #include "shmobj/map.h"
+#include "shmobj/queue.h"
 
 #endif /* SHMOBJ_H */

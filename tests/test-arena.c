@@ -402,6 +402,49 @@ static void test_arena_free_stale_and_double_estale(void **state)
     free(h.base);
 }
 
+/* Frees of random offsets and generations on a live heap: only a real live
+ * block with its generation is freed; everything else is refused and the
+ * heap and the live blocks' data stay intact. */
+static void test_arena_free_garbage_never_corrupts(void **state)
+{
+    (void)state;
+    struct heap h = heap_new(2 << 20, 0, 2 << 20);
+    enum { N = 300 };
+    static struct live l[N];
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(h_alloc(&h, 1 + rnd_below(3000), 0, &l[i].off, &l[i].gen), 0);
+        uint64_t usable;
+        assert_int_equal(shmobj__arena_check_ref(h.base, h.mapped, 0, l[i].off, l[i].gen,
+                                                 &usable), 0);
+        l[i].size = usable;
+        for (uint64_t k = 0; k < usable; k++) /* random payload bytes */
+            h.base[l[i].off + k] = (uint8_t)rnd();
+    }
+    for (int i = 0; i < N; i += 4) { /* some free neighbours */
+        assert_int_equal(h_free(&h, l[i].off, l[i].gen), 0);
+        l[i].off = 0;
+    }
+    uint8_t *copy = malloc(h.mapped);
+    assert_non_null(copy);
+    memcpy(copy, h.base, h.mapped);
+    for (int t = 0; t < 200000; t++) {
+        uint64_t off = (t & 1) ? rnd_below(h.mapped) & ~(uint64_t)15 : rnd_below(h.mapped);
+        uint16_t gen = (uint16_t)rnd();
+        int k = 0;
+        while (k < N && !(l[k].off == off && l[k].gen == gen))
+            k++;
+        if (k < N)
+            continue; /* a real reference: not garbage (never seen so far) */
+        int rc = h_free(&h, off, gen);
+        assert_true(rc == SHMOBJ_ESTALE || rc == SHMOBJ_ECORRUPT);
+    }
+    /* Not a single byte changed. */
+    assert_memory_equal(copy, h.base, h.mapped);
+    assert_int_equal(h_check(&h), 0);
+    free(copy);
+    free(h.base);
+}
+
 static void test_arena_check_ref_garbage_offsets(void **state)
 {
     (void)state;
@@ -444,6 +487,44 @@ static void test_arena_check_ref_garbage_offsets(void **state)
 }
 
 /* ---- damaged heaps ------------------------------------------------------------ */
+
+/* The check names the first bad block. */
+static void test_arena_check_reports_bad_block(void **state)
+{
+    (void)state;
+    struct heap h = heap_new(1 << 20, 0, 1 << 20);
+    struct live l[8];
+    for (int i = 0; i < 8; i++)
+        assert_int_equal(h_alloc(&h, 100, 0, &l[i].off, &l[i].gen), 0);
+    assert_int_equal(h_free(&h, l[3].off, l[3].gen), 0);
+    uint64_t bad = 0;
+    uint64_t *w = hdr_word(&h, l[5].off);
+    uint64_t saved = *w;
+    *w = (saved & ~UINT64_C(0x0000fffffffffff0)) | (UINT64_C(1) << 40);
+    assert_int_equal(shmobj__arena_check(h.base, h.mapped, 0, &bad), SHMOBJ_ECORRUPT);
+    assert_int_equal(bad, l[5].off - 16);
+    *w = saved;
+    /* A wrong boundary tag is reported at the block that carries it. */
+    uint64_t *tag = (uint64_t *)(void *)(h.base + l[6].off - 16);
+    *tag += 16;
+    assert_int_equal(shmobj__arena_check(h.base, h.mapped, 0, &bad), SHMOBJ_ECORRUPT);
+    assert_int_equal(bad, l[6].off - 16);
+    *tag -= 16;
+    /* A free block marked used: its neighbour's PREV_FREE flag gives it away. */
+    uint64_t *w3 = hdr_word(&h, l[3].off);
+    *w3 |= 1;
+    assert_int_equal(shmobj__arena_check(h.base, h.mapped, 0, &bad), SHMOBJ_ECORRUPT);
+    assert_int_equal(bad, l[4].off - 16);
+    *w3 &= ~UINT64_C(1);
+    /* A bad magic is reported at the control block. */
+    h.base[0] ^= 1;
+    assert_int_equal(shmobj__arena_check(h.base, h.mapped, 0, &bad), SHMOBJ_ECORRUPT);
+    assert_int_equal(bad, 0);
+    assert_int_equal(shmobj__arena_rebuild(h.base, h.mapped, 0), SHMOBJ_ECORRUPT);
+    h.base[0] ^= 1;
+    assert_int_equal(h_check(&h), 0);
+    free(h.base);
+}
 
 /* Build a heap with live blocks, then copy it into an exact-size malloc'd
  * buffer (so ASan sees any read past `mapped`) and damage it. */
@@ -660,10 +741,13 @@ static void test_arena_rebuild_after_sigkill(void **state)
     assert_true(h.base != MAP_FAILED);
     h.mapped = mapped;
     h.arena_off = 0;
-    assert_int_equal(shmobj__arena_init(h.base, mapped, 0, mapped), 0);
+    /* The heap starts at a quarter of the mapping; the child grows it. */
+    assert_int_equal(shmobj__arena_init(h.base, mapped, 0, mapped / 4), 0);
     enum { N = 64, ROUNDS = 150 };
     struct live l[N];
     setup_live(&h, l, N);
+    uint64_t grown = mapped / 4;
+    int torn = 0; /* kills that left a state only rebuild could fix */
     for (int round = 0; round < ROUNDS; round++) {
         uint64_t seed = rnd();
         pid_t pid = fork();
@@ -683,6 +767,13 @@ static void test_arena_rebuild_after_sigkill(void **state)
                                    &c[i].off, &c[i].gen) != 0) {
                     c[i].off = 0;
                 }
+                if ((rnd() & 255) == 0) {
+                    uint64_t end; /* heap_end: control block +16 */
+                    memcpy(&end, h.base + 16, 8);
+                    if (end + 4096 <= mapped &&
+                        shmobj__arena_grow(h.base, mapped, 0, end + 4096) != 0)
+                        _exit(4);
+                }
             }
         }
         struct timespec ts = {0, (long)(rnd_below(3000) * 1000)};
@@ -691,9 +782,14 @@ static void test_arena_rebuild_after_sigkill(void **state)
         int status = 0;
         assert_int_equal(waitpid(pid, &status, 0), pid);
         assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+        torn += h_check(&h) != 0;
         assert_int_equal(shmobj__arena_rebuild(h.base, mapped, 0), 0);
         assert_int_equal(h_check(&h), 0);
         assert_live_intact(&h, l, N);
+        uint64_t end;
+        memcpy(&end, h.base + 16, 8);
+        assert_true(end >= grown);
+        grown = end;
         /* The parent keeps working on the repaired heap. */
         int k = (int)rnd_below(N);
         assert_int_equal(h_free(&h, l[k].off, l[k].gen), 0);
@@ -701,6 +797,8 @@ static void test_arena_rebuild_after_sigkill(void **state)
         l[k].size = 8;
         fill(&h, l[k].off, l[k].gen, 8);
     }
+    assert_true(grown > mapped / 4);
+    print_message("%d of %d kills left a torn heap, all repaired\n", torn, (int)ROUNDS);
     munmap(h.base, mapped);
 }
 
@@ -715,7 +813,9 @@ int main(void)
         cmocka_unit_test(test_arena_free_all_random_order_coalesces),
         cmocka_unit_test(test_arena_model_random_ops),
         cmocka_unit_test(test_arena_free_stale_and_double_estale),
+        cmocka_unit_test(test_arena_free_garbage_never_corrupts),
         cmocka_unit_test(test_arena_check_ref_garbage_offsets),
+        cmocka_unit_test(test_arena_check_reports_bad_block),
         cmocka_unit_test(test_arena_check_damaged_never_crashes),
         cmocka_unit_test(test_arena_rebuild_free_lists_damaged),
         cmocka_unit_test(test_arena_rebuild_torn_free_merges),

@@ -11,9 +11,11 @@
  *  - Every free block is on exactly one free list, the one of its size
  *    class; a bitmap bit is set exactly when its list is non-empty.
  *  - A block's generation is bumped on every free, so a reference kept
- *    across a free no longer matches.
+ *    across a free no longer matches; a header made by a split takes its
+ *    parent's generation plus one.
  *
- * Byte layout (all integers little-endian host order, offsets from base):
+ * Byte layout (integers in host byte order, positions are offsets from
+ * base; doc/format-arena.md restates it):
  *
  *   control block at arena_off (struct arena_ctl, 10432 bytes):
  *     +0      u64 magic        "SHMARNA1"; written last by init
@@ -53,8 +55,11 @@
  *    old block is still whole, the stray headers are payload bytes;
  *  - grow() killed after turning the old sentinel into a block but before
  *    publishing heap_end -> heap_end is taken from the new sentinel.
- * A block that alloc() marked used but never returned to its caller is lost
- * (it stays allocated); nothing committed before the kill is.
+ * rebuild() writes nothing unless a read-only walk first finds the size
+ * chain intact, so on a heap damaged some other way it fails with
+ * SHMOBJ_ECORRUPT and leaves the bytes as they were. A block that alloc()
+ * marked used but never returned to its caller is lost (it stays
+ * allocated); nothing committed before the kill is.
  */
 #include "arena.h"
 
@@ -169,7 +174,8 @@ static inline uint64_t heap_start_for(uint64_t arena_off)
 /* Validate the control block's fixed fields against the mapping. On
  * success *hs and *he hold the heap bounds; the sentinel is at he - 16 and
  * every real block header h satisfies hs <= h <= he - 16 - MIN_BLOCK. */
-static int ctl_get(const uint8_t *base, uint64_t mapped, uint64_t arena_off,
+static inline __attribute__((always_inline)) int
+ctl_get(const uint8_t *base, uint64_t mapped, uint64_t arena_off,
                    struct arena_ctl **out, uint64_t *hs, uint64_t *he)
 {
     if (base == NULL || (arena_off & 15) != 0 ||
@@ -345,10 +351,6 @@ int shmobj__arena_alloc(uint8_t *base, uint64_t mapped, uint64_t arena_off,
     uint64_t s = w_size(w);
     if ((w & F_USED) != 0 || s < need || s > he - HDR - h)
         return SHMOBJ_ECORRUPT;
-    rc = list_remove(base, c, hs, he, h, s);
-    if (rc != 0)
-        return rc;
-
     uint64_t gap = 0;
     if (align > 16) {
         uint64_t p = h + HDR;
@@ -363,15 +365,20 @@ int shmobj__arena_alloc(uint8_t *base, uint64_t mapped, uint64_t arena_off,
         bs = rest;
         tail = 0;
     }
+    rc = list_remove(base, c, hs, he, h, s);
+    if (rc != 0)
+        return rc;
     uint64_t nx = h + s;       /* next block (perhaps the sentinel) */
-    uint16_t g = gap != 0 ? (uint16_t)(w_gen(ld(base, WORD(a))) + 1)
-                          : w_gen(w);
+    /* A header made by a split takes its parent's generation plus one. We
+     * do not read what the bytes there held before: the line is usually
+     * cold, and that load was most of the cost of an allocation. */
+    uint16_t g = gap != 0 ? (uint16_t)(w_gen(w) + 1) : w_gen(w);
 
     /* New headers first, then the one store that commits the split. */
     if (tail != 0) {
         uint64_t t = a + bs;
         st(base, PREV(t), bs);
-        st(base, WORD(t), w_make(tail, 0, (uint16_t)(w_gen(ld(base, WORD(t))) + 1)));
+        st(base, WORD(t), w_make(tail, 0, (uint16_t)(w_gen(w) + 1)));
         st(base, PREV(nx), tail);
     } else {
         st(base, PREV(nx), bs);
@@ -432,13 +439,10 @@ int shmobj__arena_free(uint8_t *base, uint64_t mapped, uint64_t arena_off,
         if ((wp & F_USED) != 0 || w_size(wp) != ps)
             return SHMOBJ_ECORRUPT;
     }
-    uint64_t ns = 0, nnx = 0;
+    uint64_t ns = 0;
     if ((wn & F_USED) == 0) {
         ns = w_size(wn);
         if (ns < MIN_BLOCK || ns > he - HDR - nx)
-            return SHMOBJ_ECORRUPT;
-        nnx = nx + ns;
-        if (ld(base, PREV(nnx)) != ns)
             return SHMOBJ_ECORRUPT;
     }
 
@@ -463,10 +467,13 @@ int shmobj__arena_free(uint8_t *base, uint64_t mapped, uint64_t arena_off,
             return rc;
         size += ns;
         st_commit(base, WORD(start), w_make(size, flags, sgen));
-        nx = nnx;
+        /* The block after a free block already has PREV_FREE set: only its
+         * boundary tag changes (a store, no load of a cold line). */
+        st(base, PREV(nx + ns), size);
+    } else {
+        st(base, PREV(nx), size);
+        st(base, WORD(nx), wn | F_PREV_FREE);
     }
-    st(base, PREV(nx), size);
-    st(base, WORD(nx), ld(base, WORD(nx)) | F_PREV_FREE);
     return list_insert(base, c, hs, he, start, size);
 }
 
@@ -524,8 +531,7 @@ int shmobj__arena_grow(uint8_t *base, uint64_t mapped, uint64_t arena_off,
     }
     uint64_t nsent = ne - HDR;
     st(base, PREV(nsent), d);
-    st(base, WORD(nsent), w_make(0, F_USED | F_PREV_FREE,
-                                 (uint16_t)(w_gen(ld(base, WORD(nsent))) + 1)));
+    st(base, WORD(nsent), w_make(0, F_USED | F_PREV_FREE, 0));
     st_commit(base, WORD(os), w_make(d, ws & F_PREV_FREE, (uint16_t)(w_gen(ws) + 1)));
     __atomic_store_n(&c->heap_end, ne, __ATOMIC_RELEASE); /* commit */
     he = ne;

@@ -1,0 +1,204 @@
+// H1 peer `boost`: a hash table in shared memory with Boost.Interprocess.
+//
+// What a Boost user writes: a managed_shared_memory segment holding a
+// boost::unordered_map whose keys (and, for H1-64, values) are
+// shared-memory strings, all allocated from the segment with an
+// interprocess allocator. Hashing uses std::hash<std::string_view> (fast,
+// what a modern C++ user picks) and the gets look up a std::string_view
+// through unordered_map's compatible-key find, so no temporary string is
+// built in the segment. The table grows by itself (no reserve), as ours and
+// the private table do. bytes/item is segment bytes in use (size minus
+// free) over n.
+//
+// Same data as peers-h1.c: H1-64 keys "%064d" of i, values "%064d" of
+// i*7+3; H1-16 keys "%016d", 8-byte values i*7+3. Run by bench-peers-h1
+// (`--run H1-* boost`), which lists the subject; this program's own --list
+// prints nothing so the subject is not listed twice.
+#include "peers-util.h"
+
+#include <boost/interprocess/allocators/allocator.hpp>
+#include <boost/interprocess/containers/string.hpp>
+#include <boost/interprocess/managed_shared_memory.hpp>
+#include <boost/unordered_map.hpp>
+
+#include <functional>
+#include <string_view>
+#include <vector>
+
+namespace bip = boost::interprocess;
+
+namespace {
+
+using SegmentManager = bip::managed_shared_memory::segment_manager;
+using CharAlloc = bip::allocator<char, SegmentManager>;
+using ShmString = bip::basic_string<char, std::char_traits<char>, CharAlloc>;
+
+std::string_view view(const ShmString &s)
+{
+    return std::string_view(s.data(), s.size());
+}
+
+struct KeyHash {
+    size_t operator()(const ShmString &s) const { return std::hash<std::string_view>()(view(s)); }
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+};
+
+struct KeyEq {
+    bool operator()(const ShmString &a, const ShmString &b) const { return view(a) == view(b); }
+    bool operator()(std::string_view a, const ShmString &b) const { return a == view(b); }
+    bool operator()(const ShmString &a, std::string_view b) const { return view(a) == b; }
+};
+
+template <class V>
+using ShmMap = boost::unordered_map<ShmString, V, KeyHash, KeyEq,
+                                    bip::allocator<std::pair<const ShmString, V>, SegmentManager>>;
+
+struct Data {
+    const char *workload;
+    size_t n, klen, vlen;
+    std::vector<char> keys, vals;
+    std::vector<uint32_t> order;
+};
+
+void prepare(Data &d, const char *workload, size_t n)
+{
+    d.workload = workload;
+    d.n = n;
+    bool big = strcmp(workload, "H1-64") == 0;
+    d.klen = big ? 64 : 16;
+    d.vlen = big ? 64 : 8;
+    d.keys.resize(n * d.klen);
+    d.vals.resize(n * d.vlen);
+    d.order.resize(n);
+    for (size_t i = 0; i < n; i++) {
+        char tmp[80];
+        snprintf(tmp, sizeof tmp, big ? "%064zu" : "%016zu", i);
+        memcpy(&d.keys[i * d.klen], tmp, d.klen);
+        uint64_t v = (uint64_t)i * 7 + 3;
+        if (big) {
+            snprintf(tmp, sizeof tmp, "%064llu", (unsigned long long)v);
+            memcpy(&d.vals[i * d.vlen], tmp, d.vlen);
+        } else {
+            memcpy(&d.vals[i * d.vlen], &v, 8);
+        }
+        d.order[i] = (uint32_t)i;
+    }
+    peers_shuffle_u32(d.order.data(), n, 0x5eed1234abcdULL);
+}
+
+// Value type adapters: shared string for H1-64, uint64_t for H1-16.
+ShmString make_value(const char *p, size_t len, const CharAlloc &a, ShmString *)
+{
+    return ShmString(p, len, a);
+}
+uint64_t make_value(const char *p, size_t, const CharAlloc &, uint64_t *)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+bool same_value(const ShmString &v, const char *p, size_t len)
+{
+    return v.size() == len && memcmp(v.data(), p, len) == 0;
+}
+bool same_value(uint64_t v, const char *p, size_t)
+{
+    return memcmp(&v, p, 8) == 0;
+}
+unsigned last_byte(const ShmString &v)
+{
+    return (unsigned char)v[v.size() - 1];
+}
+unsigned last_byte(uint64_t v)
+{
+    return (unsigned)(v >> 56);
+}
+
+template <class V>
+void run_table(const Data &d, bip::managed_shared_memory &seg)
+{
+    using Map = ShmMap<V>;
+    CharAlloc alloc(seg.get_segment_manager());
+    size_t used0 = seg.get_size() - seg.get_free_memory();
+    Map *map = seg.construct<Map>("table")(0, KeyHash(), KeyEq(),
+                                           typename Map::allocator_type(seg.get_segment_manager()));
+    size_t n = d.n;
+    V *tag = nullptr;
+
+    double t0 = peers_now();
+    for (size_t i = 0; i < n; i++) {
+        map->emplace(ShmString(&d.keys[i * d.klen], d.klen, alloc),
+                     make_value(&d.vals[i * d.vlen], d.vlen, alloc, tag));
+    }
+    double t1 = peers_now();
+    size_t bad = 0;
+    for (size_t j = 0; j < n; j++) {
+        size_t i = d.order[j];
+        auto it = map->find(std::string_view(&d.keys[i * d.klen], d.klen), KeyHash(), KeyEq());
+        if (it == map->end() || !same_value(it->second, &d.vals[i * d.vlen], d.vlen))
+            bad++;
+    }
+    double t2 = peers_now();
+    size_t seen = 0;
+    uint64_t sum = 0;
+    for (const auto &kv : *map) {
+        sum += (unsigned char)kv.first[kv.first.size() - 1] + last_byte(kv.second);
+        seen++;
+    }
+    double t3 = peers_now();
+    if (bad)
+        peers_die("boost: %zu wrong values", bad);
+    if (sum == 0)
+        fprintf(stderr, "boost: checksum 0\n");
+    double bytes = (double)(seg.get_size() - seg.get_free_memory() - used0);
+    const char *w = d.workload;
+    peers_report(w, "boost", "set-Mops/s", (double)n / (t1 - t0) / 1e6);
+    peers_report(w, "boost", "get-Mops/s", (double)n / (t2 - t1) / 1e6);
+    peers_report(w, "boost", "iter-Mops/s", (double)n / (t3 - t2) / 1e6);
+    peers_report(w, "boost", "bytes/item", (double)(long long)(bytes / (double)n + 0.5));
+    peers_report(w, "boost", "keys-seen", (double)seen);
+}
+
+int run(const char *workload, size_t n)
+{
+    Data d;
+    prepare(d, workload, n);
+    char segname[64];
+    snprintf(segname, sizeof segname, "shmobj-bench-h1-boost-%d", (int)getpid());
+    bip::shared_memory_object::remove(segname);
+    try {
+        // Sparse: only the pages the allocator touches cost memory.
+        bip::managed_shared_memory seg(bip::create_only, segname,
+                                       n * 512 + (size_t(64) << 20));
+        if (d.vlen == 64)
+            run_table<ShmString>(d, seg);
+        else
+            run_table<uint64_t>(d, seg);
+    } catch (const std::exception &e) {
+        bip::shared_memory_object::remove(segname);
+        peers_die("boost: %s", e.what());
+    }
+    bip::shared_memory_object::remove(segname);
+    return 0;
+}
+
+} // namespace
+
+static int h1_boost_run(const bench_ctx *ctx)
+{
+    return run(ctx->workload, ctx->quick ? 200000 : 1000000);
+}
+
+int main(int argc, char **argv)
+{
+    // Listed by bench-peers-h1, which execs this program for `--run H1-*
+    // boost`; an empty --list keeps the subject from being listed twice.
+    if (argc == 2 && strcmp(argv[1], "--list") == 0)
+        return 0;
+    static const bench_entry table[] = {
+        {"H1-64", "boost", h1_boost_run, 0},
+        {"H1-16", "boost", h1_boost_run, 0},
+        {NULL, NULL, NULL, 0},
+    };
+    return bench_main(argc, argv, table);
+}

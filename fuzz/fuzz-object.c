@@ -1,0 +1,217 @@
+/* Fuzz target: random bytes as an object block, fed to the validator and to
+ * every reader. Nothing may crash or read outside the block's space; a graph
+ * that shmobj_obj_check() accepts must also print and free cleanly.
+ *
+ * Built two ways: with libFuzzer (-fsanitize=fuzzer, fuzz/meson.build), and
+ * with -DFUZZ_STANDALONE as a plain program (registered in suite 'fuzz')
+ * that mutates a few thousand valid objects deterministically, so CI
+ * without clang runs it under ASan. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shmobj.h"
+#include "space-heap.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static uint64_t walk_budget;
+
+static void walk(const shmobj_view *v, int depth)
+{
+    shmobj_view it, k;
+    size_t n, idx;
+    if (depth > SHMOBJ_OBJ_MAXDEPTH || walk_budget == 0)
+        return;
+    walk_budget--;
+    switch (shmobj_view_type(v)) {
+    case SHMOBJ_TYPE_INT: {
+        int64_t x;
+        (void)shmobj_int_get(v, &x);
+        (void)shmobj_int_add(v, 0, NULL);
+        break;
+    }
+    case SHMOBJ_TYPE_DOUBLE: {
+        double d;
+        (void)shmobj_double_get(v, &d);
+        break;
+    }
+    case SHMOBJ_TYPE_STR: {
+        const char *s;
+        if (shmobj_str_get(v, &s, &n) == 0 && s[n] != 0)
+            abort(); /* views promise NUL termination */
+        break;
+    }
+    case SHMOBJ_TYPE_BYTES: {
+        const void *p;
+        volatile uint8_t sink;
+        if (shmobj_bytes_get(v, &p, &n) == 0 && n > 0)
+            sink = ((const uint8_t *)p)[n - 1];
+        (void)sink;
+        break;
+    }
+    case SHMOBJ_TYPE_BUFFER: {
+        shmobj_buffer_info info = {.struct_size = sizeof info};
+        volatile uint8_t sink;
+        if (shmobj_buffer_get(v, &info) == 0 && info.nbytes > 0)
+            sink = ((uint8_t *)info.data)[0] + ((uint8_t *)info.data)[info.nbytes - 1];
+        (void)sink;
+        break;
+    }
+    default:
+        break;
+    }
+    if (shmobj_view_len(v, &n) != 0 || shmobj_view_type(v) == SHMOBJ_TYPE_STR ||
+        shmobj_view_type(v) == SHMOBJ_TYPE_BYTES ||
+        shmobj_view_type(v) == SHMOBJ_TYPE_BUFFER)
+        return;
+    for (size_t i = 0; i < n && walk_budget > 0; i++) {
+        if (shmobj_view_item(v, i, &it) == 0)
+            walk(&it, depth + 1);
+        if (shmobj_view_key(v, i, &k) == 0) {
+            shmobj_value kd;
+            const void *p;
+            size_t kn;
+            int64_t x;
+            if (k.type == SHMOBJ_TYPE_INT && shmobj_int_get(&k, &x) == 0)
+                kd = SHMOBJ_VAL_INT(x);
+            else if (k.type == SHMOBJ_TYPE_STR && shmobj_str_get(&k, (const char **)&p, &kn) == 0)
+                kd = SHMOBJ_VAL_STRN(p, kn);
+            else if (k.type == SHMOBJ_TYPE_BYTES && shmobj_bytes_get(&k, &p, &kn) == 0)
+                kd = SHMOBJ_VAL_BYTES(p, kn);
+            else
+                continue;
+            (void)shmobj_view_index(v, &kd, &idx);
+            (void)shmobj_view_get(v, &kd, &it);
+        }
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size > (1u << 20))
+        return 0;
+    struct shmobj__space *sp = space_heap_create(size + 8192);
+    if (sp == NULL)
+        return 0;
+    shmobj_segment *seg = (shmobj_segment *)sp;
+    shmobj_ref r;
+    /* The first block of a fresh space always lands at the same offset with
+     * the same generation, so payloads in the input can name it. */
+    if (sp->ops->alloc(sp, size < 32 ? 32 : size, 64, &r) != 0)
+        abort();
+    memcpy(sp->base + (r & ((UINT64_C(1) << 48) - 1)), data, size);
+
+    int checked = shmobj_obj_check(seg, r);
+    shmobj_view v;
+    if (shmobj_obj_get(seg, r, &v) == 0) {
+        char buf[512];
+        size_t len;
+        walk_budget = 4096;
+        walk(&v, 0);
+        int rc = shmobj_view_json(&v, buf, sizeof buf, &len);
+        if (checked == 0 && rc != 0 && rc != SHMOBJ_ENOBUFS)
+            abort(); /* check accepted what the printer refused */
+        if (checked == 0 && shmobj_obj_check(seg, r) != 0)
+            abort(); /* readers changed nothing that matters */
+    }
+    int fr = shmobj_obj_free(seg, r);
+    if (checked == 0 && fr != 0)
+        abort();
+    space_heap_destroy(sp);
+    return 0;
+}
+
+#ifdef FUZZ_STANDALONE
+static uint64_t rng = 0x9e3779b97f4a7c15u;
+
+static uint64_t next(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+/* Build a seed object in a fresh space (so it sits where inputs are put)
+ * and copy out its block. */
+static size_t seed(const shmobj_value *val, uint8_t *out, size_t cap)
+{
+    struct shmobj__space *sp = space_heap_create(64u << 10);
+    shmobj_ref r;
+    size_t n = 0;
+    if (sp == NULL || shmobj_obj_put((shmobj_segment *)sp, val, &r) != 0)
+        abort();
+    const uint8_t *b = sp->base + (r & ((UINT64_C(1) << 48) - 1));
+    memcpy(&n, b + 8, sizeof n); /* tree header: size */
+    if (n > cap)
+        abort();
+    memcpy(out, b, n);
+    space_heap_destroy(sp);
+    return n;
+}
+
+int main(int argc, char **argv)
+{
+    static const char *const names[] = {"id", "name", "pos"};
+    uint64_t shape[2] = {3, 4};
+    float fdata[12] = {0};
+    uint8_t bytes[100] = {1, 2, 3};
+    int rounds = argc > 1 ? atoi(argv[1]) : 4000;
+    shmobj_value seeds[] = {
+        SHMOBJ_VAL_DICT_OF(
+            SHMOBJ_VAL_STR("websites"),
+            SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_STR("https://a"), SHMOBJ_VAL_STR("https://b")),
+            SHMOBJ_VAL_STR("avg_salary"), SHMOBJ_VAL_DOUBLE(3000.0),
+            SHMOBJ_VAL_STR("employees"), SHMOBJ_VAL_INT(10),
+            SHMOBJ_VAL_INT(7), SHMOBJ_VAL_BOOL(1),
+            SHMOBJ_VAL_BYTES("k", 1), SHMOBJ_VAL_BYTES(bytes, sizeof bytes),
+            SHMOBJ_VAL_STR("t"), SHMOBJ_VAL_BUFFER(SHMOBJ_DTYPE_F32, 2, shape, fdata)),
+        SHMOBJ_VAL_STRUCT(SHMOBJ__VALS(SHMOBJ_VAL_INT(1), SHMOBJ_VAL_STR("bob"),
+                                       SHMOBJ_VAL_TUPLE_OF(SHMOBJ_VAL_DOUBLE(1),
+                                                           SHMOBJ_VAL_NULL)),
+                          3, names),
+        SHMOBJ_VAL_SET_OF(SHMOBJ_VAL_INT(1), SHMOBJ_VAL_STR("x"), SHMOBJ_VAL_BYTES("y", 1)),
+        SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_UINT(3))),
+                           SHMOBJ_VAL_STR("\xc3\xa9t\xc3\xa9")),
+    };
+    /* Seeds without a buffer get one, so every seed is allocated 64-aligned
+     * like the fuzz input and lands at the same offset. */
+    shmobj_value wrapped[sizeof seeds / sizeof seeds[0]][2];
+    shmobj_value scalar_buf = SHMOBJ_VAL_BUFFER(SHMOBJ_DTYPE_U8, 0, NULL, bytes);
+    for (size_t s = 1; s < sizeof seeds / sizeof seeds[0]; s++) {
+        wrapped[s][0] = seeds[s];
+        wrapped[s][1] = scalar_buf;
+        seeds[s] = SHMOBJ_VAL_LIST(wrapped[s], 2);
+    }
+    static uint8_t base[8192], input[8192];
+    size_t inputs = 0;
+    for (int round = 0; round < rounds; round++) {
+        const shmobj_value *sv = &seeds[(size_t)round % (sizeof seeds / sizeof seeds[0])];
+        size_t n = seed(sv, base, sizeof base);
+        LLVMFuzzerTestOneInput(base, n); /* the seed itself must pass */
+        memcpy(input, base, n);
+        int flips = 1 + (int)(next() % 8);
+        for (int f = 0; f < flips; f++) {
+            size_t at = (size_t)(next() % n);
+            switch (next() % 4) {
+            case 0: input[at] ^= (uint8_t)(1u << (next() % 8)); break;
+            case 1: input[at] = (uint8_t)next(); break;
+            case 2: input[at] = 0; break;
+            default: input[at] = 0xff; break;
+            }
+        }
+        /* now and then a truncated or random input */
+        if (round % 97 == 0)
+            n = (size_t)(next() % n);
+        if (round % 89 == 0)
+            for (size_t i = 32; i < n; i++)
+                input[i] = (uint8_t)next();
+        LLVMFuzzerTestOneInput(input, n);
+        inputs += 2;
+    }
+    printf("fuzz-object: %zu inputs, no crash\n", inputs);
+    return 0;
+}
+#endif

@@ -1,0 +1,878 @@
+/**
+ * @file shmobj/object.h
+ * @brief Typed objects in a segment: build once, read in place, update
+ *        scalars atomically.
+ *
+ * A value is null, bool, int64, uint64, double, string (UTF-8), bytes,
+ * buffer (a typed n-dimensional array), list, tuple, fixed dict, fixed set
+ * or struct; containers nest. A process describes a value tree in its own
+ * memory with ::shmobj_value (the SHMOBJ_VAL_* macros build descriptions on
+ * the stack), and shmobj_obj_put() measures it, allocates one block of the
+ * segment and writes the whole tree into it. The returned ::shmobj_ref can be
+ * handed to any process attached to the segment (through a queue or a named
+ * root, see shmobj_segment_root_set()); that process opens it with
+ * shmobj_obj_get() and reads it through views (::shmobj_view): no decode,
+ * no copy, and the cost of an access does not depend on the object's size.
+ *
+ * **Mutability.** Scalar items of lists, dict values, struct fields and the
+ * top-level value are updated in place with atomics (shmobj_int_add() and
+ * friends) and every process sees the update at once. Strings, bytes, tuple
+ * items, dict keys and set members are immutable. Buffer data is mutable
+ * memory that the caller synchronises. A slot's kind never changes: an int
+ * item stays an int; an item that holds an object (or null) may be replaced
+ * by another object or null with shmobj_view_set().
+ *
+ * **Ownership.** The process that put an object owns it until it hands the
+ * reference on; whoever owns it frees it with shmobj_obj_free(), which frees
+ * the whole tree (items replaced later included). A reference to a freed
+ * object is refused with SHMOBJ_ESTALE (the block's generation no longer
+ * matches), never misread.
+ *
+ * **Untrusted segments.** Every read checks what it follows: a damaged
+ * object gives SHMOBJ_ECORRUPT, never a read outside the segment. Use
+ * shmobj_obj_check() to validate a whole graph (bounded in depth and work).
+ */
+#ifndef SHMOBJ_OBJECT_H
+#define SHMOBJ_OBJECT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "shmobj/api.h"
+#include "shmobj/types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** @brief Kinds of value. The numbers are part of the format. */
+enum shmobj_type {
+    SHMOBJ_TYPE_NULL = 1,    /**< null / None */
+    SHMOBJ_TYPE_BOOL = 2,    /**< true or false */
+    SHMOBJ_TYPE_INT = 3,     /**< int64 */
+    SHMOBJ_TYPE_UINT = 4,    /**< uint64 */
+    SHMOBJ_TYPE_DOUBLE = 5,  /**< IEEE double */
+    SHMOBJ_TYPE_STR = 6,     /**< UTF-8 text, length-prefixed, NUL-terminated */
+    SHMOBJ_TYPE_BYTES = 7,   /**< immutable bytes */
+    SHMOBJ_TYPE_BUFFER = 8,  /**< mutable typed n-d array, 64-byte aligned */
+    SHMOBJ_TYPE_LIST = 9,    /**< fixed length, mutable items */
+    SHMOBJ_TYPE_TUPLE = 10,  /**< fixed length, immutable items */
+    SHMOBJ_TYPE_DICT = 11,   /**< keys fixed at creation, mutable values */
+    SHMOBJ_TYPE_SET = 12,    /**< fixed set of keys */
+    SHMOBJ_TYPE_STRUCT = 13  /**< fields by index, optional names */
+};
+
+/** @brief Element types of a buffer. The numbers are part of the format. */
+enum shmobj_dtype {
+    SHMOBJ_DTYPE_I8 = 1,   /**< int8 */
+    SHMOBJ_DTYPE_I16 = 2,  /**< int16 */
+    SHMOBJ_DTYPE_I32 = 3,  /**< int32 */
+    SHMOBJ_DTYPE_I64 = 4,  /**< int64 */
+    SHMOBJ_DTYPE_U8 = 5,   /**< uint8 */
+    SHMOBJ_DTYPE_U16 = 6,  /**< uint16 */
+    SHMOBJ_DTYPE_U32 = 7,  /**< uint32 */
+    SHMOBJ_DTYPE_U64 = 8,  /**< uint64 */
+    SHMOBJ_DTYPE_F32 = 9,  /**< float */
+    SHMOBJ_DTYPE_F64 = 10, /**< double */
+    SHMOBJ_DTYPE_BOOL = 11 /**< one byte, 0 or 1 */
+};
+
+/** @brief Most dimensions of a buffer. */
+#define SHMOBJ_BUFFER_MAXDIM 8
+/** @brief Deepest nesting of containers accepted by any call. */
+#define SHMOBJ_OBJ_MAXDEPTH 64
+/** @brief Length value meaning "NUL-terminated: measure with strlen". */
+#define SHMOBJ_STRLEN ((size_t)-1)
+
+/**
+ * @brief Description of a buffer (see ::shmobj_value, SHMOBJ_VAL_BUFFER()).
+ */
+typedef struct shmobj_buffer_desc {
+    const void *data;       /**< bytes to copy in, or NULL: left unset for
+                             *   the caller to fill in place */
+    size_t nbytes;          /**< data bytes, 0 to compute from shape (C
+                             *   order); required with strides */
+    const uint64_t *shape;  /**< ndim extents (NULL when ndim is 0) */
+    const int64_t *strides; /**< ndim byte strides (>= 0), or NULL: C order */
+    uint32_t dtype;         /**< enum shmobj_dtype */
+    uint32_t ndim;          /**< 0..SHMOBJ_BUFFER_MAXDIM */
+} shmobj_buffer_desc;
+
+/**
+ * @brief Description of a value in the caller's memory, input of
+ *        shmobj_obj_put(). Fill it with the SHMOBJ_VAL_* macros. 32 bytes.
+ *
+ * - NULL, BOOL, INT, UINT, DOUBLE: `v.b`, `v.i`, `v.u`, `v.d`.
+ * - STR, BYTES: `v.s.ptr`, `v.s.len` (SHMOBJ_STRLEN: NUL-terminated).
+ * - LIST, TUPLE, SET: `v.c.items[0 .. v.c.count)`.
+ * - DICT: `v.c.items` holds 2 * `v.c.count` values: key, value, key, ...
+ *   Keys are INT, STR or BYTES and distinct (so are set members).
+ * - STRUCT: `v.c.items[0 .. v.c.count)`, `v.c.names` NULL or count distinct
+ *   NUL-terminated field names.
+ * - BUFFER: `v.buf` points to a ::shmobj_buffer_desc.
+ */
+typedef struct shmobj_value {
+    uint32_t type;     /**< enum shmobj_type */
+    uint32_t reserved; /**< 0 */
+    union {
+        int b;      /**< BOOL: 0 or 1 */
+        int64_t i;  /**< INT */
+        uint64_t u; /**< UINT */
+        double d;   /**< DOUBLE */
+        /** STR, BYTES */
+        struct {
+            const void *ptr; /**< first byte */
+            size_t len;      /**< bytes, or SHMOBJ_STRLEN for a C string */
+        } s;
+        /** LIST, TUPLE, SET, DICT, STRUCT */
+        struct {
+            const struct shmobj_value *items; /**< items (dict: key/value pairs) */
+            size_t count;                     /**< items (dict: pairs) */
+            const char *const *names;         /**< STRUCT: field names or NULL */
+        } c;
+        const shmobj_buffer_desc *buf; /**< BUFFER */
+    } v; /**< the payload, by type */
+} shmobj_value;
+
+/** @brief Describe null. */
+#define SHMOBJ_VAL_NULL ((shmobj_value){.type = SHMOBJ_TYPE_NULL})
+/** @brief Describe a bool. */
+#define SHMOBJ_VAL_BOOL(x) ((shmobj_value){.type = SHMOBJ_TYPE_BOOL, .v = {.b = !!(x)}})
+/** @brief Describe an int64. */
+#define SHMOBJ_VAL_INT(x) ((shmobj_value){.type = SHMOBJ_TYPE_INT, .v = {.i = (x)}})
+/** @brief Describe a uint64. */
+#define SHMOBJ_VAL_UINT(x) ((shmobj_value){.type = SHMOBJ_TYPE_UINT, .v = {.u = (x)}})
+/** @brief Describe a double. */
+#define SHMOBJ_VAL_DOUBLE(x) ((shmobj_value){.type = SHMOBJ_TYPE_DOUBLE, .v = {.d = (x)}})
+/** @cond INTERNAL */
+static inline shmobj_value shmobj__val_str(const char *cstr)
+{
+    shmobj_value v;
+    memset(&v, 0, sizeof v);
+    v.type = SHMOBJ_TYPE_STR;
+    v.v.s.ptr = cstr;
+    /* Inlined, so the length of a literal is a constant. */
+    v.v.s.len = cstr != NULL ? strlen(cstr) : SHMOBJ_STRLEN;
+    return v;
+}
+/** @endcond */
+/** @brief Describe a string from a NUL-terminated C string (measured here:
+ *         the length of a literal is known at compile time). */
+#define SHMOBJ_VAL_STR(cstr) shmobj__val_str(cstr)
+/** @brief Describe a string of n bytes of UTF-8. */
+#define SHMOBJ_VAL_STRN(p, n) \
+    ((shmobj_value){.type = SHMOBJ_TYPE_STR, .v = {.s = {(p), (n)}}})
+/** @brief Describe n bytes. */
+#define SHMOBJ_VAL_BYTES(p, n) \
+    ((shmobj_value){.type = SHMOBJ_TYPE_BYTES, .v = {.s = {(p), (n)}}})
+/** @brief Describe a list of n items from an array. */
+#define SHMOBJ_VAL_LIST(items, n) \
+    ((shmobj_value){.type = SHMOBJ_TYPE_LIST, .v = {.c = {(items), (n), NULL}}})
+/** @brief Describe a tuple of n items from an array. */
+#define SHMOBJ_VAL_TUPLE(items, n) \
+    ((shmobj_value){.type = SHMOBJ_TYPE_TUPLE, .v = {.c = {(items), (n), NULL}}})
+/** @brief Describe a set of n members from an array. */
+#define SHMOBJ_VAL_SET(items, n) \
+    ((shmobj_value){.type = SHMOBJ_TYPE_SET, .v = {.c = {(items), (n), NULL}}})
+/** @brief Describe a dict of n pairs from an array of 2n values (k, v, ...). */
+#define SHMOBJ_VAL_DICT(kv, n) \
+    ((shmobj_value){.type = SHMOBJ_TYPE_DICT, .v = {.c = {(kv), (n), NULL}}})
+/** @brief Describe a struct of n fields, names an array of n C strings or NULL. */
+#define SHMOBJ_VAL_STRUCT(items, n, names) \
+    ((shmobj_value){.type = SHMOBJ_TYPE_STRUCT, .v = {.c = {(items), (n), (names)}}})
+/** @brief Describe a C-ordered buffer; data NULL leaves it to be filled in
+ *         place. (The buffer description is a compound literal too.) */
+#define SHMOBJ_VAL_BUFFER(dtype_, ndim_, shape_, data_) \
+    ((shmobj_value){.type = SHMOBJ_TYPE_BUFFER, \
+                    .v = {.buf = &(const shmobj_buffer_desc){(data_), 0, (shape_), \
+                                                             NULL, (dtype_), (ndim_)}}})
+
+/** @cond INTERNAL */
+#define SHMOBJ__VALS(...) ((const shmobj_value[]){__VA_ARGS__})
+#define SHMOBJ__NVALS(...) (sizeof(SHMOBJ__VALS(__VA_ARGS__)) / sizeof(shmobj_value))
+/** @endcond */
+/**
+ * @brief A list of the values given, e.g.
+ *        SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_INT(1), SHMOBJ_VAL_STR("a")).
+ * @note The *_OF macros build their item arrays as compound literals, which
+ *       live until the end of the enclosing block: build and put the
+ *       description in the same block (do not return one from a function).
+ */
+#define SHMOBJ_VAL_LIST_OF(...) SHMOBJ_VAL_LIST(SHMOBJ__VALS(__VA_ARGS__), SHMOBJ__NVALS(__VA_ARGS__))
+/** @brief A tuple of the values given. */
+#define SHMOBJ_VAL_TUPLE_OF(...) SHMOBJ_VAL_TUPLE(SHMOBJ__VALS(__VA_ARGS__), SHMOBJ__NVALS(__VA_ARGS__))
+/** @brief A set of the values given. */
+#define SHMOBJ_VAL_SET_OF(...) SHMOBJ_VAL_SET(SHMOBJ__VALS(__VA_ARGS__), SHMOBJ__NVALS(__VA_ARGS__))
+/** @brief A dict of the values given as key, value, key, value, ... */
+#define SHMOBJ_VAL_DICT_OF(...) SHMOBJ_VAL_DICT(SHMOBJ__VALS(__VA_ARGS__), SHMOBJ__NVALS(__VA_ARGS__) / 2)
+
+/**
+ * @brief A view of one value in a segment, filled by shmobj_obj_get(),
+ *        shmobj_view_item() and the other lookups. Lives in the caller's
+ *        memory; copy it freely.
+ *
+ * Only `seg` and `type` are for the caller to read; the rest is private.
+ * A view borrows the segment's memory: it stays valid until the object is
+ * freed or the item it names is replaced (see shmobj_view_set()), like a
+ * pointer. Scalar views read the current value on every call.
+ */
+typedef struct shmobj_view {
+    shmobj_segment *seg; /**< the segment */
+    void *slot;          /**< private: this process's address of the slot */
+    const void *obj;     /**< private: the heap object, NULL for scalars and null */
+    uint64_t slot_blk;   /**< private: offset of the block holding the slot */
+    uint64_t slot_blen;  /**< private: its extent in bytes */
+    uint64_t obj_blk;    /**< private: offset of the block holding the object */
+    uint64_t obj_blen;   /**< private: its extent */
+    uint64_t len;        /**< private: str/bytes/buffer bytes, index capacity */
+    uint32_t count;      /**< private: items of a container */
+    uint16_t obj_gen;    /**< private: generation of the object's block */
+    uint16_t slot_gen;   /**< private: generation of the slot's block */
+    uint8_t type;        /**< enum shmobj_type of the value */
+    uint8_t flags;       /**< private */
+    uint8_t dtype;       /**< private */
+    uint8_t ndim;        /**< private */
+    uint8_t slot_tag;    /**< private */
+    uint8_t reserved[3]; /**< private */
+} shmobj_view;
+
+/** @brief Description of a buffer's memory, filled by shmobj_buffer_get(). */
+typedef struct shmobj_buffer_info {
+    uint32_t struct_size; /**< sizeof(shmobj_buffer_info), set by the caller */
+    uint32_t dtype;       /**< enum shmobj_dtype */
+    uint32_t ndim;        /**< dimensions */
+    uint32_t itemsize;    /**< bytes of one element */
+    void *data;           /**< this process's address of element 0, 64-aligned */
+    uint64_t nbytes;      /**< bytes of data */
+    uint64_t shape[SHMOBJ_BUFFER_MAXDIM];  /**< extents (ndim used) */
+    int64_t strides[SHMOBJ_BUFFER_MAXDIM]; /**< byte strides (ndim used) */
+} shmobj_buffer_info;
+
+/* ---- building ------------------------------------------------------- */
+
+/**
+ * @brief Bytes of segment heap a value tree takes when put (the arena's
+ *        block header excluded). Checks the structure of the description;
+ *        UTF-8 and duplicate keys are checked by shmobj_obj_put() only.
+ * @param[in] val description
+ * @param[out] bytes bytes the block needs
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument, bad type or dtype, bad key kind, too
+ *         deep (> SHMOBJ_OBJ_MAXDEPTH), too many items, bad shape or
+ *         strides, size overflow
+ * @note Thread-safe; touches no segment.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_obj_size(const shmobj_value *val, size_t *bytes);
+
+/**
+ * @brief Write a value tree into the segment: measure, allocate one block,
+ *        write it in one pass.
+ * @param[in] seg segment
+ * @param[in] val description (caller memory; read only during the call)
+ * @param[out] ref reference to the new object, owned by the caller
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument or bad description (see
+ *         shmobj_obj_size()), or duplicate dict keys, set members or field
+ *         names
+ * @retval SHMOBJ_ENOMEM the segment has no block that large
+ * @retval SHMOBJ_ECORRUPT the segment's heap is damaged
+ * @note Thread- and process-safe (allocation takes the segment lock). The
+ *       object is private to the caller until it publishes the reference.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_obj_put(shmobj_segment *seg, const shmobj_value *val,
+                              shmobj_ref *ref);
+
+/**
+ * @brief Put a single int64 (a shared counter).
+ * @param[in] seg segment
+ * @param[in] x value
+ * @param[out] ref reference to the new object
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument
+ * @retval SHMOBJ_ENOMEM the segment is full
+ * @retval SHMOBJ_ECORRUPT the segment's heap is damaged
+ * @note Thread- and process-safe.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_obj_put_int(shmobj_segment *seg, int64_t x, shmobj_ref *ref);
+
+/**
+ * @brief Put a single double.
+ * @param[in] seg segment
+ * @param[in] x value
+ * @param[out] ref reference to the new object
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument
+ * @retval SHMOBJ_ENOMEM the segment is full
+ * @retval SHMOBJ_ECORRUPT the segment's heap is damaged
+ * @note Thread- and process-safe.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_obj_put_double(shmobj_segment *seg, double x, shmobj_ref *ref);
+
+/**
+ * @brief Put a string.
+ * @param[in] seg segment
+ * @param[in] s UTF-8 text
+ * @param[in] len bytes, or SHMOBJ_STRLEN when s is NUL-terminated
+ * @param[out] ref reference to the new object
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument or invalid UTF-8
+ * @retval SHMOBJ_ENOMEM the segment is full
+ * @retval SHMOBJ_ECORRUPT the segment's heap is damaged
+ * @note Thread- and process-safe.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_obj_put_str(shmobj_segment *seg, const char *s, size_t len,
+                                  shmobj_ref *ref);
+
+/**
+ * @brief Put bytes (copied at memcpy speed).
+ * @param[in] seg segment
+ * @param[in] p bytes (may be NULL when n is 0)
+ * @param[in] n length
+ * @param[out] ref reference to the new object
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument
+ * @retval SHMOBJ_ENOMEM the segment is full
+ * @retval SHMOBJ_ECORRUPT the segment's heap is damaged
+ * @note Thread- and process-safe.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_obj_put_bytes(shmobj_segment *seg, const void *p, size_t n,
+                                    shmobj_ref *ref);
+
+/**
+ * @brief Put a C-ordered buffer, copying its data in (memcpy speed), or
+ *        allocate it empty to be filled in place (zero copy).
+ * @param[in] seg segment
+ * @param[in] dtype enum shmobj_dtype
+ * @param[in] ndim dimensions, 0..SHMOBJ_BUFFER_MAXDIM
+ * @param[in] shape ndim extents (may be NULL when ndim is 0)
+ * @param[in] data prod(shape) * itemsize bytes to copy, or NULL to leave
+ *            the data unset
+ * @param[out] ref reference to the new object
+ * @param[out] out_data this process's address of the data (64-aligned), to
+ *             fill in place; may be NULL
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument, bad dtype, ndim or shape
+ * @retval SHMOBJ_ENOMEM the segment is full
+ * @retval SHMOBJ_ECORRUPT the segment's heap is damaged
+ * @note Thread- and process-safe. Data left unset holds whatever the heap
+ *       block held before: fill it before publishing the reference.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_obj_put_buffer(shmobj_segment *seg, unsigned dtype,
+                                     unsigned ndim, const uint64_t *shape,
+                                     const void *data, shmobj_ref *ref,
+                                     void **out_data);
+
+/**
+ * @brief Free an object and its whole tree, items replaced later included.
+ * @param[in] seg segment
+ * @param[in] ref reference from shmobj_obj_put()
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL seg or null ref
+ * @retval SHMOBJ_ESTALE the object was already freed (perhaps reused)
+ * @retval SHMOBJ_ECORRUPT ref does not name an object block, or the tree is
+ *         damaged (the blocks that could be reached are freed)
+ * @note Thread- and process-safe against other allocations. Nobody may use
+ *       the object afterwards: views of it become dangling (reading them
+ *       stays inside the segment but returns garbage); references held
+ *       elsewhere give SHMOBJ_ESTALE.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_obj_free(shmobj_segment *seg, shmobj_ref ref);
+
+/**
+ * @brief Validate an object graph from an untrusted segment: every tag,
+ *        offset, length, count, index and string, bounded in depth
+ *        (SHMOBJ_OBJ_MAXDEPTH) and in work (proportional to the segment).
+ * @param[in] seg segment
+ * @param[in] ref object reference
+ * @retval 0 the graph is well formed
+ * @retval SHMOBJ_EINVAL NULL seg or null ref
+ * @retval SHMOBJ_ESTALE ref (or a reference inside) names a freed block
+ * @retval SHMOBJ_ECORRUPT anything is malformed, too deep or too large
+ * @note Thread- and process-safe; lock-free. A graph that another process
+ *       changes meanwhile may be reported either way.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_obj_check(shmobj_segment *seg, shmobj_ref ref);
+
+/* ---- views ------------------------------------------------------------ */
+
+/**
+ * @brief Open a view of the value an object reference names.
+ * @param[in] seg segment
+ * @param[in] ref object reference
+ * @param[out] view the view
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument or null ref
+ * @retval SHMOBJ_ESTALE the object was freed
+ * @retval SHMOBJ_ECORRUPT ref is not an object block, or its root is damaged
+ * @note Thread- and process-safe; lock-free. O(1).
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_obj_get(shmobj_segment *seg, shmobj_ref ref, shmobj_view *view);
+
+/**
+ * @brief The kind of value a view shows.
+ * @param[in] view a filled view
+ * @return an enum shmobj_type value; 0 for a NULL view
+ * @note Thread- and process-safe.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_view_type(const shmobj_view *view);
+
+/**
+ * @brief Length: items of a list, tuple, set, struct or dict (pairs), bytes
+ *        of a string (without NUL), bytes, or a buffer's data.
+ * @param[in] view a filled view
+ * @param[out] len the length
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument
+ * @retval SHMOBJ_ETYPE a scalar or null has no length
+ * @note Thread- and process-safe. O(1).
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_view_len(const shmobj_view *view, size_t *len);
+
+/**
+ * @brief Item i of a list, tuple or struct, value i of a dict, member i of
+ *        a set (in creation order).
+ * @param[in] view container
+ * @param[in] i index
+ * @param[out] item view of the item
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument
+ * @retval SHMOBJ_ETYPE view is not a container
+ * @retval SHMOBJ_ERANGE i >= length
+ * @retval SHMOBJ_ESTALE the item names a freed block
+ * @retval SHMOBJ_ECORRUPT the item is damaged
+ * @note Thread- and process-safe; lock-free. O(1).
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_view_item(const shmobj_view *view, size_t i, shmobj_view *item);
+
+/**
+ * @brief Key i of a dict, member i of a set, or the name (a string) of
+ *        field i of a struct.
+ * @param[in] view dict, set or struct
+ * @param[in] i index
+ * @param[out] key view of the key (read-only)
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument
+ * @retval SHMOBJ_ETYPE view is not a dict, set or named struct
+ * @retval SHMOBJ_ERANGE i >= length
+ * @retval SHMOBJ_ECORRUPT the key is damaged
+ * @note Thread- and process-safe; lock-free. O(1).
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_view_key(const shmobj_view *view, size_t i, shmobj_view *key);
+
+/**
+ * @brief Position of a key in a dict or set, or of a field name (a STR key)
+ *        in a struct, through the index built at creation.
+ * @param[in] view dict, set or named struct
+ * @param[in] key description of an INT, STR or BYTES key
+ * @param[out] i its position (for shmobj_view_item())
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument or a key of another kind
+ * @retval SHMOBJ_ETYPE view is not a dict, set or named struct
+ * @retval SHMOBJ_ENOTFOUND no such key
+ * @retval SHMOBJ_ECORRUPT the index or a key is damaged
+ * @note Thread- and process-safe; lock-free. O(1) expected; bounded by the
+ *       index size on a damaged index.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_view_index(const shmobj_view *view, const shmobj_value *key,
+                                 size_t *i);
+
+/**
+ * @brief Value of a dict (or field of a struct) by key.
+ * @param[in] view dict or named struct
+ * @param[in] key description of an INT, STR or BYTES key
+ * @param[out] item view of the value
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument or a key of another kind
+ * @retval SHMOBJ_ETYPE view is not a dict or named struct
+ * @retval SHMOBJ_ENOTFOUND no such key
+ * @retval SHMOBJ_ESTALE the value names a freed block
+ * @retval SHMOBJ_ECORRUPT the index, a key or the value is damaged
+ * @note Thread- and process-safe; lock-free. O(1) expected.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_view_get(const shmobj_view *view, const shmobj_value *key,
+                               shmobj_view *item);
+
+/**
+ * @brief Value of a dict by string key, or field of a struct by name.
+ * @param[in] view dict or named struct
+ * @param[in] key NUL-terminated key
+ * @param[out] item view of the value
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument
+ * @retval SHMOBJ_ETYPE view is not a dict or named struct
+ * @retval SHMOBJ_ENOTFOUND no such key
+ * @retval SHMOBJ_ESTALE the value names a freed block
+ * @retval SHMOBJ_ECORRUPT the index, a key or the value is damaged
+ * @note Thread- and process-safe; lock-free. O(1) expected.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_view_get_str(const shmobj_view *view, const char *key,
+                                   shmobj_view *item);
+
+/**
+ * @brief Replace the value a view names (an item of a list, a dict value, a
+ *        struct field or a top-level value) and update the view.
+ *
+ * A scalar slot takes a value of its own type (an atomic store). A slot
+ * holding an object or null takes any non-scalar value or null: the new
+ * value is written into a block of its own, published with one atomic
+ * exchange, and the old value is freed if it had a block of its own (an
+ * old value written with its parent stays, unused, until the parent is
+ * freed).
+ *
+ * @param[in,out] view the item; afterwards it shows the new value
+ * @param[in] val description of the new value
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument or bad description
+ * @retval SHMOBJ_ETYPE the value's kind does not fit the slot
+ * @retval SHMOBJ_EACCES the item is immutable (tuple item, key, member)
+ * @retval SHMOBJ_ENOMEM the segment is full (nothing changed)
+ * @retval SHMOBJ_ESTALE / SHMOBJ_ECORRUPT the old value could not be freed
+ *         (the new value is in place)
+ * @note Thread- and process-safe for the slot itself: two concurrent
+ *       replacements each free exactly one old value. But no process may
+ *       still read the old object (hold a view of it or of anything inside
+ *       it) when it is replaced: its memory is freed and may be reused.
+ *       Coordinate with the readers first (the queue's completion protocol,
+ *       or a lock of your own). Views of scalar items need no such care.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_view_set(shmobj_view *view, const shmobj_value *val);
+
+/* ---- scalars ---------------------------------------------------------- */
+
+/**
+ * @brief Read a bool.
+ * @param[in] view bool value
+ * @param[out] out 0 or 1
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument
+ * @retval SHMOBJ_ETYPE not a bool
+ * @note Thread- and process-safe (atomic load, acquire).
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_bool_get(const shmobj_view *view, int *out);
+
+/**
+ * @brief Store a bool.
+ * @param[in] view bool value
+ * @param[in] x zero or non-zero
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument
+ * @retval SHMOBJ_ETYPE not a bool
+ * @retval SHMOBJ_EACCES the value is immutable
+ * @note Thread- and process-safe (atomic store, release).
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_bool_set(const shmobj_view *view, int x);
+
+/**
+ * @brief Read an int64.
+ * @param[in] view int value
+ * @param[out] out the value
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument
+ * @retval SHMOBJ_ETYPE not an int
+ * @note Thread- and process-safe (atomic load, acquire).
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_int_get(const shmobj_view *view, int64_t *out);
+
+/**
+ * @brief Store an int64.
+ * @param[in] view int value
+ * @param[in] x the new value
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument
+ * @retval SHMOBJ_ETYPE not an int
+ * @retval SHMOBJ_EACCES the value is immutable
+ * @note Thread- and process-safe (atomic store, release).
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_int_set(const shmobj_view *view, int64_t x);
+
+/**
+ * @brief Add to an int64 atomically (wraps around like two's complement).
+ * @param[in] view int value
+ * @param[in] delta amount
+ * @param[out] old the value before; may be NULL
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL view
+ * @retval SHMOBJ_ETYPE not an int
+ * @retval SHMOBJ_EACCES the value is immutable
+ * @note Thread- and process-safe (atomic fetch-add, acq_rel): concurrent
+ *       adds from any number of processes lose nothing.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_int_add(const shmobj_view *view, int64_t delta, int64_t *old);
+
+/**
+ * @brief Compare and swap an int64.
+ * @param[in] view int value
+ * @param[in,out] expected the value assumed; on SHMOBJ_EBUSY the value found
+ * @param[in] desired the value to store when it matched
+ * @retval 0 swapped
+ * @retval SHMOBJ_EBUSY the value was not *expected (nothing stored)
+ * @retval SHMOBJ_EINVAL NULL argument
+ * @retval SHMOBJ_ETYPE not an int
+ * @retval SHMOBJ_EACCES the value is immutable
+ * @note Thread- and process-safe (strong CAS, acq_rel).
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_int_cas(const shmobj_view *view, int64_t *expected, int64_t desired);
+
+/**
+ * @brief Add to the int64 item i of a list, struct or dict (values by
+ *        position) in one call, without a view of the item: the fast path
+ *        for counters.
+ * @param[in] view list, struct or dict
+ * @param[in] i index of the item
+ * @param[in] delta amount
+ * @param[out] old the value before; may be NULL
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL view
+ * @retval SHMOBJ_ETYPE view is not a list, struct or dict, or the item is
+ *         not an int
+ * @retval SHMOBJ_EACCES view is a tuple (immutable)
+ * @retval SHMOBJ_ERANGE i >= length
+ * @retval SHMOBJ_ECORRUPT the item's slot is damaged
+ * @note Thread- and process-safe (atomic fetch-add, acq_rel). O(1).
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_item_int_add(const shmobj_view *view, size_t i, int64_t delta,
+                                   int64_t *old);
+
+/**
+ * @brief Read the int64 item i of a list, tuple, struct or dict (values by
+ *        position) without a view of the item.
+ * @param[in] view list, tuple, struct or dict
+ * @param[in] i index of the item
+ * @param[out] out the value
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument
+ * @retval SHMOBJ_ETYPE view is not such a container, or the item is not an int
+ * @retval SHMOBJ_ERANGE i >= length
+ * @retval SHMOBJ_ECORRUPT the item's slot is damaged
+ * @note Thread- and process-safe (atomic load, acquire). O(1).
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_item_int_get(const shmobj_view *view, size_t i, int64_t *out);
+
+/**
+ * @brief Read a uint64.
+ * @param[in] view uint value
+ * @param[out] out the value
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument
+ * @retval SHMOBJ_ETYPE not a uint
+ * @note Thread- and process-safe (atomic load, acquire).
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_uint_get(const shmobj_view *view, uint64_t *out);
+
+/**
+ * @brief Store a uint64.
+ * @param[in] view uint value
+ * @param[in] x the new value
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument
+ * @retval SHMOBJ_ETYPE not a uint
+ * @retval SHMOBJ_EACCES the value is immutable
+ * @note Thread- and process-safe (atomic store, release).
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_uint_set(const shmobj_view *view, uint64_t x);
+
+/**
+ * @brief Add to a uint64 atomically (modulo 2^64).
+ * @param[in] view uint value
+ * @param[in] delta amount
+ * @param[out] old the value before; may be NULL
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL view
+ * @retval SHMOBJ_ETYPE not a uint
+ * @retval SHMOBJ_EACCES the value is immutable
+ * @note Thread- and process-safe (atomic fetch-add, acq_rel).
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_uint_add(const shmobj_view *view, uint64_t delta, uint64_t *old);
+
+/**
+ * @brief Compare and swap a uint64.
+ * @param[in] view uint value
+ * @param[in,out] expected the value assumed; on SHMOBJ_EBUSY the value found
+ * @param[in] desired the value to store when it matched
+ * @retval 0 swapped
+ * @retval SHMOBJ_EBUSY the value was not *expected (nothing stored)
+ * @retval SHMOBJ_EINVAL NULL argument
+ * @retval SHMOBJ_ETYPE not a uint
+ * @retval SHMOBJ_EACCES the value is immutable
+ * @note Thread- and process-safe (strong CAS, acq_rel).
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_uint_cas(const shmobj_view *view, uint64_t *expected, uint64_t desired);
+
+/**
+ * @brief Read a double.
+ * @param[in] view double value
+ * @param[out] out the value
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument
+ * @retval SHMOBJ_ETYPE not a double
+ * @note Thread- and process-safe (atomic load, acquire).
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_double_get(const shmobj_view *view, double *out);
+
+/**
+ * @brief Store a double.
+ * @param[in] view double value
+ * @param[in] x the new value
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument
+ * @retval SHMOBJ_ETYPE not a double
+ * @retval SHMOBJ_EACCES the value is immutable
+ * @note Thread- and process-safe (atomic store, release).
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_double_set(const shmobj_view *view, double x);
+
+/**
+ * @brief Add to a double atomically (a CAS loop).
+ * @param[in] view double value
+ * @param[in] delta amount
+ * @param[out] old the value before; may be NULL
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL view
+ * @retval SHMOBJ_ETYPE not a double
+ * @retval SHMOBJ_EACCES the value is immutable
+ * @note Thread- and process-safe: concurrent adds lose nothing.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_double_add(const shmobj_view *view, double delta, double *old);
+
+/**
+ * @brief A string's bytes, in place.
+ * @param[in] view string value
+ * @param[out] s this process's address of the first byte; the string is
+ *             NUL-terminated
+ * @param[out] len bytes without the NUL; may be NULL
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument
+ * @retval SHMOBJ_ETYPE not a string
+ * @note Thread- and process-safe. Borrowed: valid while the view is.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_str_get(const shmobj_view *view, const char **s, size_t *len);
+
+/**
+ * @brief A bytes value's bytes, in place.
+ * @param[in] view bytes value
+ * @param[out] p this process's address of the first byte
+ * @param[out] len length; may be NULL
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument
+ * @retval SHMOBJ_ETYPE not bytes
+ * @note Thread- and process-safe. Borrowed: valid while the view is.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_bytes_get(const shmobj_view *view, const void **p, size_t *len);
+
+/**
+ * @brief A buffer's data address, dtype, shape and strides.
+ * @param[in] view buffer value
+ * @param[in,out] info struct_size set by the caller, the rest filled
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument or struct_size too small
+ * @retval SHMOBJ_ETYPE not a buffer
+ * @retval SHMOBJ_ECORRUPT the buffer's header is damaged
+ * @note Thread- and process-safe. The data is writable shared memory: the
+ *       library does not synchronise access to it.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_buffer_get(const shmobj_view *view, shmobj_buffer_info *info);
+
+/**
+ * @brief Bytes of one element of a dtype.
+ * @param[in] dtype enum shmobj_dtype
+ * @return 1, 2, 4 or 8; 0 for an unknown dtype
+ * @note Thread-safe.
+ * @since 0.1
+ */
+SHMOBJ_API size_t shmobj_dtype_size(unsigned dtype);
+
+/**
+ * @brief Name of a dtype: "i8", ..., "f64", "bool".
+ * @param[in] dtype enum shmobj_dtype
+ * @return a static string; "?" for an unknown dtype
+ * @note Thread-safe.
+ * @since 0.1
+ */
+SHMOBJ_API const char *shmobj_dtype_name(unsigned dtype);
+
+/* ---- JSON ------------------------------------------------------------- */
+
+/**
+ * @brief Write a value as compact JSON into a caller's buffer.
+ *
+ * Strings are escaped (control characters as \\uXXXX, invalid UTF-8 as
+ * U+FFFD); doubles print the shortest text that reads back the same, with
+ * ".0" when integral, and null when not finite; dict keys that are not
+ * strings print as strings ("5", "$bytes:0a0b"); bytes print as
+ * {"$bytes":N} (with "hex" when N <= 32); a buffer prints as
+ * {"$buffer":"f32","shape":[2,3]} without its data; sets and tuples as
+ * arrays; structs with names as objects, without as arrays.
+ *
+ * @param[in] view value
+ * @param[out] buf destination (may be NULL when cap is 0)
+ * @param[in] cap bytes at buf
+ * @param[out] len length of the JSON text without the NUL (also on
+ *             SHMOBJ_ENOBUFS); may be NULL
+ * @retval 0 success: buf holds the text and a NUL
+ * @retval SHMOBJ_ENOBUFS cap < *len + 1; buf holds a NUL-terminated prefix
+ * @retval SHMOBJ_EINVAL NULL view
+ * @retval SHMOBJ_ESTALE an item names a freed block
+ * @retval SHMOBJ_ECORRUPT the graph is damaged or too deep
+ * @note Thread- and process-safe; lock-free.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_view_json(const shmobj_view *view, char *buf, size_t cap,
+                                size_t *len);
+
+/**
+ * @brief Write a value as compact JSON to a stream (format of
+ *        shmobj_view_json()).
+ * @param[in] view value
+ * @param[in] f stream
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument
+ * @retval SHMOBJ_ESTALE an item names a freed block
+ * @retval SHMOBJ_ECORRUPT the graph is damaged or too deep
+ * @retval SHMOBJ_ESYS writing failed (errno is kept)
+ * @note Thread- and process-safe; lock-free.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_view_json_write(const shmobj_view *view, FILE *f);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SHMOBJ_OBJECT_H */

@@ -1,0 +1,504 @@
+/**
+ * @file shmobj/queue.h
+ * @brief Message queues between processes: bounded, FIFO, multi-producer and
+ *        multi-consumer, carrying references, with completion back to the
+ *        sender and a pollable descriptor.
+ *
+ * A queue lives in a segment under a name; any process attached to the
+ * segment opens it by that name. A message is one shmobj_ref: usually a
+ * block of the segment's heap (a raw block, an object, or a *message block*
+ * from shmobj_queue_msg_alloc()), so bulk data travels without a copy: the
+ * producer fills the block in place and puts its reference, the consumer
+ * reads it in place.
+ *
+ * **Fast path.** put and take are lock-free (a CAS on a position and a CAS
+ * on the slot) and make no system call unless a process sleeps on the other
+ * side. Blocking forms sleep on a futex and use no CPU; a handle may ask for
+ * a bounded spin first (shmobj_queue_spin_set()) for the lowest latency.
+ *
+ * **Completion.** A message block allocated with SHMOBJ_QUEUE_MSG_TRACK
+ * carries a completion word: the consumer calls shmobj_queue_msg_done(), the
+ * sender waits with shmobj_queue_msg_wait_done(). Who frees the block:
+ * - untracked message block: the consumer, by shmobj_queue_msg_done();
+ * - tracked message block: the sender, by shmobj_queue_msg_free() after the
+ *   wait returned 0; a sender that gives up earlier also calls
+ *   shmobj_queue_msg_free(), and the consumer's later
+ *   shmobj_queue_msg_done() then frees it;
+ * - a message block that was never put: its allocator, with
+ *   shmobj_arena_free();
+ * - any other reference (raw block, object): whatever the application
+ *   agrees; the queue never frees what it carries.
+ *
+ * **Crashes.** A producer killed while putting: if it died before its
+ * message was published, the message is not in the queue (consumers skip its
+ * slot once they find the producer dead, after the queue's stall period of
+ * 20 ms); if it died after, the message is delivered normally. The block it
+ * had allocated for the message stays allocated (leaked) unless published.
+ * A consumer killed while taking: either the message is still in the queue
+ * (killed before its claim) or it is lost with the consumer (killed after:
+ * from the queue's point of view it was delivered); producers release the
+ * dead consumer's slot after the stall period. So a kill costs at most the
+ * one message the dying process held, and never wedges the others. A
+ * tracked message whose consumer died is never marked done: its sender's
+ * wait times out.
+ *
+ * **Event loops.** shmobj_queue_notify_fd() hands a consumer a descriptor
+ * that becomes readable when messages wait; shmobj_queue_notify_arm() before
+ * each poll() tells producers to write to it. It is the read end of a pipe
+ * that producers open through `/proc/PID/fd/N` of the consumer (Linux),
+ * and they write one byte only when the consumer armed it, so a busy queue
+ * costs no system call per message.
+ */
+#ifndef SHMOBJ_QUEUE_H
+#define SHMOBJ_QUEUE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shmobj/api.h"
+#include "shmobj/types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** @brief A process's handle of a queue. Opaque. */
+typedef struct shmobj_queue shmobj_queue;
+
+/** @brief Name of the queue a segment's users share when they need just
+ *         one. */
+#define SHMOBJ_QUEUE_DEFAULT "default"
+
+/** @brief Longest queue name, in bytes, without the terminating NUL. */
+#define SHMOBJ_QUEUE_NAME_MAX 45
+
+/** @brief Largest capacity of a queue (messages). */
+#define SHMOBJ_QUEUE_CAPACITY_MAX (1u << 24)
+
+/** @brief Flags of shmobj_queue_msg_alloc() and shmobj_queue_put_copy(). */
+enum shmobj_queue_msg_flag {
+    /** the sender will wait for completion and free the message itself */
+    SHMOBJ_QUEUE_MSG_TRACK = 1u << 0
+};
+
+/** @brief Bytes of header in front of a message block's data (the data is
+ *         aligned to SHMOBJ_QUEUE_MSG_ALIGN). */
+#define SHMOBJ_QUEUE_MSG_HEADER 64
+/** @brief Alignment of a message block's data, in bytes. */
+#define SHMOBJ_QUEUE_MSG_ALIGN 64
+
+/* ---- lifecycle ------------------------------------------------------------ */
+
+/**
+ * @brief Create a named queue in a segment and open it.
+ *
+ * The ring (640 bytes plus 32 bytes per message) is allocated in the
+ * segment's heap and published as the named root `q:<name>`.
+ * @param[in] seg segment
+ * @param[in] name 1..SHMOBJ_QUEUE_NAME_MAX bytes, NUL-terminated
+ * @param[in] capacity messages the queue holds: a power of two in
+ *            2..SHMOBJ_QUEUE_CAPACITY_MAX
+ * @param[in] flags 0 (no flags are defined yet)
+ * @param[out] out the new handle
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument, bad name, capacity or flags
+ * @retval SHMOBJ_EEXIST a queue (or another root) of that name exists
+ * @retval SHMOBJ_ENOMEM no room in the segment, or no memory for the handle
+ * @retval SHMOBJ_EFULL the segment's root directory is full
+ * @retval SHMOBJ_ECORRUPT the segment is damaged
+ * @note Thread- and process-safe. Two processes creating the same name at
+ *       once: one gets SHMOBJ_EEXIST (or the name is taken over by the
+ *       later one if both passed the check; create each queue in one place).
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_queue_create(shmobj_segment *seg, const char *name,
+                                   uint32_t capacity, unsigned flags,
+                                   shmobj_queue **out);
+
+/**
+ * @brief Open an existing queue by name.
+ * @param[in] seg segment
+ * @param[in] name the queue's name
+ * @param[out] out the new handle
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument or bad name
+ * @retval SHMOBJ_ENOTFOUND no queue of that name
+ * @retval SHMOBJ_ECORRUPT the root does not name a valid queue
+ * @retval SHMOBJ_EVERSION the queue has another format version
+ * @retval SHMOBJ_ESTALE the queue was destroyed
+ * @retval SHMOBJ_ENOMEM no memory for the handle
+ * @note Thread- and process-safe.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_queue_open(shmobj_segment *seg, const char *name,
+                                 shmobj_queue **out);
+
+/**
+ * @brief Close a handle (unregisters its pollable descriptor and closes it).
+ *        The queue stays.
+ * @param[in] q handle, or NULL (nothing happens)
+ * @note Not thread-safe with other uses of the same handle.
+ * @since 0.1
+ */
+SHMOBJ_API void shmobj_queue_close(shmobj_queue *q);
+
+/**
+ * @brief Remove a queue: unpublish its name and free its ring. Messages
+ *        still in it are not freed.
+ * @param[in] seg segment
+ * @param[in] name the queue's name
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument or bad name
+ * @retval SHMOBJ_ENOTFOUND no queue of that name
+ * @retval SHMOBJ_ECORRUPT the root does not name a valid queue
+ * @note Process-safe, but no process may use the queue any more: handles
+ *       still open read freed memory. Close them first.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_queue_destroy(shmobj_segment *seg, const char *name);
+
+/**
+ * @brief Let blocking calls on this handle spin before they sleep.
+ * @param[in] q handle
+ * @param[in] spin_ns 0 (default): sleep at once; > 0: spin up to that many
+ *            nanoseconds first; negative: spin without limit, never sleep
+ *            (lowest latency, burns a CPU while waiting)
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL q is NULL
+ * @note Thread-safe; applies to later calls.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_queue_spin_set(shmobj_queue *q, int64_t spin_ns);
+
+/* ---- messages --------------------------------------------------------- */
+
+/**
+ * @brief Put a message, waiting while the queue is full.
+ * @param[in] q handle
+ * @param[in] ref a reference to a block of the segment (its offset is a
+ *            multiple of 16, as every heap block's is)
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL q is NULL, ref is null or not 16-byte aligned
+ * @note Thread- and process-safe, lock-free while there is room.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_queue_put(shmobj_queue *q, shmobj_ref ref);
+
+/**
+ * @brief Put a message if there is room now.
+ * @param[in] q handle
+ * @param[in] ref as for shmobj_queue_put()
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL q is NULL, ref is null or not 16-byte aligned
+ * @retval SHMOBJ_EFULL the queue is full
+ * @note Thread- and process-safe, lock-free, never blocks.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_queue_try_put(shmobj_queue *q, shmobj_ref ref);
+
+/**
+ * @brief Put a message, waiting up to a timeout for room.
+ * @param[in] q handle
+ * @param[in] ref as for shmobj_queue_put()
+ * @param[in] timeout_ns 0 (do not wait), SHMOBJ_FOREVER, or nanoseconds
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL q is NULL, ref is null or not 16-byte aligned
+ * @retval SHMOBJ_EFULL the queue is full and timeout_ns is 0
+ * @retval SHMOBJ_ETIMEDOUT still full when the timeout passed
+ * @note Thread- and process-safe.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_queue_put_timed(shmobj_queue *q, shmobj_ref ref,
+                                      int64_t timeout_ns);
+
+/**
+ * @brief Take the oldest message, waiting while the queue is empty.
+ * @param[in] q handle
+ * @param[out] ref the message
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument
+ * @note Thread- and process-safe, lock-free while messages wait.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_queue_take(shmobj_queue *q, shmobj_ref *ref);
+
+/**
+ * @brief Take the oldest message if there is one now.
+ *
+ * A message whose put has claimed a slot but not yet published it counts as
+ * not there yet.
+ * @param[in] q handle
+ * @param[out] ref the message
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument
+ * @retval SHMOBJ_EEMPTY no message waiting
+ * @note Thread- and process-safe, lock-free, never blocks.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_queue_try_take(shmobj_queue *q, shmobj_ref *ref);
+
+/**
+ * @brief Take the oldest message, waiting up to a timeout for one.
+ * @param[in] q handle
+ * @param[out] ref the message
+ * @param[in] timeout_ns 0 (do not wait), SHMOBJ_FOREVER, or nanoseconds
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument
+ * @retval SHMOBJ_EEMPTY no message and timeout_ns is 0
+ * @retval SHMOBJ_ETIMEDOUT none came before the timeout
+ * @note Thread- and process-safe.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_queue_take_timed(shmobj_queue *q, shmobj_ref *ref,
+                                       int64_t timeout_ns);
+
+/**
+ * @brief Read the oldest message without removing it, waiting for one.
+ * @param[in] q handle
+ * @param[out] ref the message at the head
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument
+ * @note Thread- and process-safe. With several consumers the message may be
+ *       taken by another one right after; peek is a snapshot.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_queue_peek(shmobj_queue *q, shmobj_ref *ref);
+
+/**
+ * @brief Read the oldest message without removing it, if there is one.
+ * @param[in] q handle
+ * @param[out] ref the message at the head
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument
+ * @retval SHMOBJ_EEMPTY no message waiting
+ * @note Thread- and process-safe, lock-free; a snapshot (see
+ *       shmobj_queue_peek()).
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_queue_try_peek(shmobj_queue *q, shmobj_ref *ref);
+
+/**
+ * @brief Read the oldest message without removing it, waiting up to a
+ *        timeout for one.
+ * @param[in] q handle
+ * @param[out] ref the message at the head
+ * @param[in] timeout_ns 0 (do not wait), SHMOBJ_FOREVER, or nanoseconds
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument
+ * @retval SHMOBJ_EEMPTY no message and timeout_ns is 0
+ * @retval SHMOBJ_ETIMEDOUT none came before the timeout
+ * @note Thread- and process-safe; a snapshot (see shmobj_queue_peek()).
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_queue_peek_timed(shmobj_queue *q, shmobj_ref *ref,
+                                       int64_t timeout_ns);
+
+/**
+ * @brief Whether a message is waiting at the head (one try_take would
+ *        succeed right now, unless another consumer is faster).
+ * @param[in] q handle
+ * @return true when a message waits; false when none does or q is NULL
+ * @note Thread- and process-safe, lock-free.
+ * @since 0.1
+ */
+SHMOBJ_API bool shmobj_queue_has_messages(shmobj_queue *q);
+
+/**
+ * @brief Messages in the queue, counting puts in progress.
+ * @param[in] q handle
+ * @param[out] count number of messages (at most the capacity)
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument
+ * @note Thread- and process-safe, lock-free; a snapshot.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_queue_count(shmobj_queue *q, uint64_t *count);
+
+/**
+ * @brief The queue's capacity.
+ * @param[in] q handle
+ * @param[out] capacity messages the queue holds
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument
+ * @note Thread-safe.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_queue_capacity(shmobj_queue *q, uint32_t *capacity);
+
+/* ---- message blocks, bulk data and completion ----------------------------- */
+
+/**
+ * @brief Allocate a message block: SHMOBJ_QUEUE_MSG_HEADER bytes of header
+ *        (completion word, length) and `len` bytes of data aligned to
+ *        SHMOBJ_QUEUE_MSG_ALIGN, which the caller fills in place before
+ *        putting the reference.
+ * @param[in] q handle (names the segment)
+ * @param[in] len bytes of data (0 allowed)
+ * @param[in] flags 0 or SHMOBJ_QUEUE_MSG_TRACK (see the file's description
+ *            of who frees what)
+ * @param[out] ref the message block
+ * @param[out] data this process's address of its data; may be NULL
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL q or ref, unknown flags, len too large
+ * @retval SHMOBJ_ENOMEM no room in the segment
+ * @retval SHMOBJ_ECORRUPT the heap is damaged
+ * @note Thread- and process-safe (takes the segment lock).
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_queue_msg_alloc(shmobj_queue *q, size_t len,
+                                      unsigned flags, shmobj_ref *ref,
+                                      void **data);
+
+/**
+ * @brief The data of a message block, bounds- and generation-checked.
+ * @param[in] q handle
+ * @param[in] ref a message block
+ * @param[out] data this process's address of the data
+ * @param[out] len bytes of data; may be NULL
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument
+ * @retval SHMOBJ_ESTALE the block was freed
+ * @retval SHMOBJ_ECORRUPT ref is not a message block of this segment
+ * @note Thread- and process-safe, lock-free. The pointer is valid until the
+ *       block is freed.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_queue_msg_data(shmobj_queue *q, shmobj_ref ref,
+                                     void **data, size_t *len);
+
+/**
+ * @brief Mark a message block done (consumer side). Frees an untracked
+ *        block; wakes the sender of a tracked one (or frees it when the
+ *        sender gave up waiting).
+ * @param[in] q handle
+ * @param[in] ref a message block the caller took from a queue
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL q or null ref, or the message is already done
+ * @retval SHMOBJ_ESTALE the block was freed
+ * @retval SHMOBJ_ECORRUPT ref is not a message block of this segment
+ * @note Thread- and process-safe. Call it once per message.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_queue_msg_done(shmobj_queue *q, shmobj_ref ref);
+
+/**
+ * @brief Wait until the consumer marked a tracked message block done
+ *        (sender side). Sleeps on a futex (after the handle's spin, if
+ *        any).
+ * @param[in] q handle
+ * @param[in] ref a message block allocated with SHMOBJ_QUEUE_MSG_TRACK
+ * @param[in] timeout_ns 0 (just check), SHMOBJ_FOREVER, or nanoseconds
+ * @retval 0 the message is done; free it with shmobj_queue_msg_free() or
+ *         reuse it (then it must be re-armed with shmobj_queue_msg_reset())
+ * @retval SHMOBJ_EINVAL NULL q or null ref, or the block is not tracked
+ * @retval SHMOBJ_ETIMEDOUT not done in time (also with timeout_ns 0)
+ * @retval SHMOBJ_ESTALE the block was freed
+ * @retval SHMOBJ_ECORRUPT ref is not a message block of this segment
+ * @note Thread- and process-safe.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_queue_msg_wait_done(shmobj_queue *q, shmobj_ref ref,
+                                          int64_t timeout_ns);
+
+/**
+ * @brief Make a done tracked message block pending again so the sender can
+ *        put it once more (reuse without reallocating).
+ * @param[in] q handle
+ * @param[in] ref a tracked message block whose wait returned 0
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL q or null ref, not tracked, or not done
+ * @retval SHMOBJ_ESTALE the block was freed
+ * @retval SHMOBJ_ECORRUPT ref is not a message block of this segment
+ * @note Thread- and process-safe.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_queue_msg_reset(shmobj_queue *q, shmobj_ref ref);
+
+/**
+ * @brief Release the sender's hold on a message block: frees a tracked block
+ *        that is done; a tracked block still pending is freed by the
+ *        consumer's later shmobj_queue_msg_done(). An untracked block is
+ *        freed at once (use this only for one that was never put).
+ * @param[in] q handle
+ * @param[in] ref a message block
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL q or null ref
+ * @retval SHMOBJ_ESTALE the block was already freed
+ * @retval SHMOBJ_ECORRUPT ref is not a message block of this segment
+ * @note Thread- and process-safe (may take the segment lock).
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_queue_msg_free(shmobj_queue *q, shmobj_ref ref);
+
+/**
+ * @brief Copy-in helper: allocate a message block of `len` bytes, copy
+ *        `data` into it (memcpy), and put it, waiting up to timeout_ns for
+ *        room.
+ * @param[in] q handle
+ * @param[in] data bytes to send (may be NULL when len is 0)
+ * @param[in] len number of bytes
+ * @param[in] flags 0 (the consumer frees it with shmobj_queue_msg_done()) or
+ *            SHMOBJ_QUEUE_MSG_TRACK (the sender waits and frees)
+ * @param[in] timeout_ns 0 (do not wait), SHMOBJ_FOREVER, or nanoseconds
+ * @param[out] ref the message block put; may be NULL (then flags must not
+ *             ask for tracking)
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL q, NULL data with len > 0, unknown flags, or
+ *         tracking without ref
+ * @retval SHMOBJ_ENOMEM no room in the segment
+ * @retval SHMOBJ_EFULL the queue is full and timeout_ns is 0 (nothing sent)
+ * @retval SHMOBJ_ETIMEDOUT still full at the timeout (nothing sent)
+ * @retval SHMOBJ_ECORRUPT the heap is damaged
+ * @note Thread- and process-safe. The consumer reads the bytes with
+ *       shmobj_queue_msg_data().
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_queue_put_copy(shmobj_queue *q, const void *data,
+                                     size_t len, unsigned flags,
+                                     int64_t timeout_ns, shmobj_ref *ref);
+
+/* ---- event loops -------------------------------------------------------- */
+
+/**
+ * @brief A descriptor that becomes readable when messages wait, for poll,
+ *        epoll, libuv or an asyncio reader. Registers this handle as a
+ *        listener of the queue (at most 8 handles per queue at once; those of
+ *        dead processes are reclaimed).
+ *
+ * Use it like this: shmobj_queue_notify_arm(); poll() for POLLIN (with a
+ * timeout, see below); take messages with shmobj_queue_try_take() until
+ * SHMOBJ_EEMPTY; repeat. Readability is a hint: another consumer may have
+ * taken the message first. A producer that died half-way through a put is
+ * noticed only by a take, so give poll() a timeout (e.g. 100 ms).
+ * @param[in] q handle
+ * @param[out] fd the descriptor, owned by the handle (do not close or read
+ *             it; shmobj_queue_close() closes it)
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument
+ * @retval SHMOBJ_EFULL 8 live handles already listen on this queue
+ * @retval SHMOBJ_ENOTSUP /proc is not available
+ * @retval SHMOBJ_ESYS creating the pipe failed (errno is kept)
+ * @note Thread-safe. Linux only.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_queue_notify_fd(shmobj_queue *q, int *fd);
+
+/**
+ * @brief Prepare the descriptor of shmobj_queue_notify_fd() for the next
+ *        poll(): empty it, then ask producers to make it readable at their
+ *        next put. When a message already waits, the descriptor is made
+ *        readable at once, so polling after this call never misses one.
+ * @param[in] q handle
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL q is NULL or shmobj_queue_notify_fd() was not called
+ * @note Thread-safe. Producers write to the descriptor once per arm, not
+ *       once per message.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_queue_notify_arm(shmobj_queue *q);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SHMOBJ_QUEUE_H */

@@ -1,0 +1,684 @@
+/* Building objects: measure a value tree, allocate one block, write it in
+ * one pass; replacing items; freeing whole trees.
+ *
+ * Invariants kept here:
+ * - Measuring and writing are the same code (emit_*), run once without a
+ *   block (it only advances the cursor and validates the description) and
+ *   once with it, so the size measured is exactly the size written.
+ * - Every object starts 16-aligned relative to the block, buffer data
+ *   64-aligned; the block is allocated 64-aligned when it holds a buffer,
+ *   so block-relative alignment is segment alignment.
+ * - Nothing is published by this file except through atomic exchange of an
+ *   OBJ slot payload (shmobj_view_set()); a new block is fully written
+ *   before its reference leaves this process.
+ * - A separately allocated item is freed exactly once: the exchange hands
+ *   the old reference to exactly one replacer. */
+#include <string.h>
+
+#include "objfmt.h"
+
+/* Largest block we build: references carry 48-bit offsets. */
+#define MAX_BLOCK (UINT64_C(1) << 46)
+
+int shmobj__utf8_ok(const uint8_t *s, uint64_t n)
+{
+    uint64_t i = 0;
+    /* Fast path: all ASCII (one OR over the words, overlapping at the end). */
+    if (n >= 8) {
+        uint64_t acc = 0;
+        for (; i + 8 <= n; i += 8)
+            acc |= shmobj__load64(s + i);
+        acc |= shmobj__load64(s + n - 8);
+        if ((acc & UINT64_C(0x8080808080808080)) == 0)
+            return 1;
+        i = 0;
+    }
+    while (i < n) {
+        /* Fast path: eight ASCII bytes at a time. */
+        if (n - i >= 8) {
+            uint64_t w;
+            memcpy(&w, s + i, 8);
+            if ((w & UINT64_C(0x8080808080808080)) == 0) {
+                i += 8;
+                continue;
+            }
+        }
+        uint8_t c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        uint64_t need;
+        uint32_t cp;
+        if (c >= 0xc2 && c <= 0xdf) {
+            need = 1;
+            cp = c & 0x1f;
+        } else if (c >= 0xe0 && c <= 0xef) {
+            need = 2;
+            cp = c & 0x0f;
+        } else if (c >= 0xf0 && c <= 0xf4) {
+            need = 3;
+            cp = c & 0x07;
+        } else {
+            return 0;
+        }
+        if (n - i - 1 < need)
+            return 0;
+        for (uint64_t k = 1; k <= need; k++) {
+            uint8_t cc = s[i + k];
+            if ((cc & 0xc0) != 0x80)
+                return 0;
+            cp = (cp << 6) | (cc & 0x3f);
+        }
+        /* Overlong forms, surrogates and values beyond U+10FFFF. */
+        if ((need == 2 && cp < 0x800) || (need == 3 && cp < 0x10000) ||
+            (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+            return 0;
+        i += need + 1;
+    }
+    return 1;
+}
+
+struct wr {
+    uint8_t *blk;     /* this process's address of the block; NULL: measure */
+    uint64_t blk_off; /* segment offset of the block */
+    uint16_t gen;     /* its generation */
+    uint64_t cur;     /* next free byte, relative to the block */
+    int need64;       /* holds a buffer: allocate 64-aligned */
+};
+
+/* Move the cursor to pos + a + b, checking for overflow. */
+static int advance(struct wr *w, uint64_t pos, uint64_t a, uint64_t b)
+{
+    uint64_t end;
+    if (!shmobj__add_ok(pos, a, &end) || !shmobj__add_ok(end, b, &end) ||
+        end > MAX_BLOCK)
+        return SHMOBJ_EINVAL;
+    w->cur = end;
+    return 0;
+}
+
+/* A key as the description gives it: kind, int value or bytes. */
+struct dkey {
+    unsigned type;
+    int64_t i;
+    const void *p;
+    uint64_t n;
+};
+
+static int desc_key(const shmobj_value *k, struct dkey *out)
+{
+    out->type = k->type;
+    out->i = 0;
+    out->p = NULL;
+    out->n = 0;
+    switch (k->type) {
+    case SHMOBJ_TYPE_INT:
+        out->i = k->v.i;
+        return 0;
+    case SHMOBJ_TYPE_STR:
+    case SHMOBJ_TYPE_BYTES:
+        out->p = k->v.s.ptr;
+        out->n = k->v.s.len;
+        if (out->n == SHMOBJ_STRLEN) {
+            if (out->p == NULL || k->type != SHMOBJ_TYPE_STR)
+                return SHMOBJ_EINVAL;
+            out->n = strlen(out->p);
+        }
+        if (out->p == NULL && out->n != 0)
+            return SHMOBJ_EINVAL;
+        return 0;
+    default:
+        return SHMOBJ_EINVAL;
+    }
+}
+
+static uint64_t dkey_hash(const struct dkey *k)
+{
+    return k->type == SHMOBJ_TYPE_INT ? shmobj__hash_int(k->i)
+                                      : shmobj__hash_mem(k->type, k->p, k->n);
+}
+
+static int dkey_equal(const struct dkey *a, const struct dkey *b)
+{
+    if (a->type != b->type)
+        return 0;
+    if (a->type == SHMOBJ_TYPE_INT)
+        return a->i == b->i;
+    return a->n == b->n && (a->n == 0 || memcmp(a->p, b->p, (size_t)a->n) == 0);
+}
+
+/* Key i of a keyed description: set member, dict key or struct name. */
+static shmobj_value key_of(const shmobj_value *v, size_t i)
+{
+    switch (v->type) {
+    case SHMOBJ_TYPE_SET:
+        return v->v.c.items[i];
+    case SHMOBJ_TYPE_DICT:
+        return v->v.c.items[2 * i];
+    default: {
+        shmobj_value s = SHMOBJ_VAL_STR(v->v.c.names[i]);
+        return s;
+    }
+    }
+}
+
+static int emit_slot(struct wr *w, const shmobj_value *v, uint64_t slot_rel,
+                     int depth);
+
+/* Enter key i (description k) into the index; SHMOBJ_EINVAL when an
+ * earlier key equals it. */
+static int index_add(uint64_t *ix, uint64_t cap, const shmobj_value *v,
+                     size_t i, const struct dkey *k)
+{
+    uint64_t h = dkey_hash(k), pos = h & (cap - 1);
+    for (;;) {
+        uint64_t e = ix[pos];
+        if (e == 0) {
+            ix[pos] = ((uint64_t)i + 1) | (h >> 32 << 32);
+            return 0;
+        }
+        if ((e >> 32) == (h >> 32)) {
+            struct dkey o;
+            shmobj_value ov = key_of(v, (size_t)((e & UINT32_MAX) - 1));
+            (void)desc_key(&ov, &o);
+            if (dkey_equal(k, &o))
+                return SHMOBJ_EINVAL;
+        }
+        pos = (pos + 1) & (cap - 1);
+    }
+}
+
+/* Write (or measure) the keys of a keyed object and, when writing, enter
+ * each into the index at ix (cap entries). */
+static int emit_keys(struct wr *w, const shmobj_value *v, size_t n,
+                     uint64_t keys_rel, uint64_t *ix, uint64_t cap, int depth)
+{
+    if (ix != NULL)
+        memset(ix, 0, (size_t)(cap * 8));
+    for (size_t i = 0; i < n; i++) {
+        shmobj_value k = key_of(v, i);
+        struct dkey dk;
+        if (v->type == SHMOBJ_TYPE_STRUCT && v->v.c.names[i] == NULL)
+            return SHMOBJ_EINVAL;
+        int rc = desc_key(&k, &dk);
+        if (rc != 0)
+            return rc;
+        if (k.type != SHMOBJ_TYPE_INT)
+            k.v.s.len = (size_t)dk.n; /* strlen once */
+        rc = emit_slot(w, &k, keys_rel + 16 * (uint64_t)i, depth);
+        if (rc == 0 && ix != NULL)
+            rc = index_add(ix, cap, v, i, &dk);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+static int emit_buffer(struct wr *w, const shmobj_value *v, uint64_t pos,
+                       struct shmobj__obj *h)
+{
+    const shmobj_buffer_desc *b = v->v.buf;
+    if (b == NULL)
+        return SHMOBJ_EINVAL;
+    unsigned nd = b->ndim, dt = b->dtype;
+    uint64_t isz = shmobj__dtype_size(dt), nb, dr;
+    int64_t st[SHMOBJ_BUFFER_MAXDIM];
+    const uint64_t *shape = b->shape;
+    if (isz == 0 || nd > SHMOBJ_BUFFER_MAXDIM || (nd > 0 && shape == NULL))
+        return SHMOBJ_EINVAL;
+    if (b->strides == NULL) {
+        uint64_t acc = isz;
+        for (unsigned d = nd; d-- > 0;) {
+            if (acc > INT64_MAX)
+                return SHMOBJ_EINVAL;
+            st[d] = (int64_t)acc;
+            if (!shmobj__mul_ok(acc, shape[d], &acc))
+                return SHMOBJ_EINVAL;
+        }
+        nb = acc;
+        if (b->nbytes != 0 && b->nbytes != nb)
+            return SHMOBJ_EINVAL;
+    } else {
+        memcpy(st, b->strides, 8u * nd);
+        nb = b->nbytes;
+        if (!shmobj__buffer_extent_ok(nd, shape, st, isz, nb))
+            return SHMOBJ_EINVAL;
+    }
+    uint64_t fixed = 16 + sizeof(struct shmobj__bufhdr) + 16u * nd, start;
+    if (!shmobj__add_ok(pos, fixed, &start) ||
+        !shmobj__align_up(start, SHMOBJ__DATA_ALIGN, &start))
+        return SHMOBJ_EINVAL;
+    dr = start - pos;
+    int rc = advance(w, pos, dr, nb);
+    if (rc != 0)
+        return rc;
+    w->need64 = 1;
+    h->dtype = (uint8_t)dt;
+    h->ndim = (uint8_t)nd;
+    h->len = nb;
+    if (w->blk != NULL) {
+        uint8_t *o = w->blk + pos;
+        struct shmobj__bufhdr bh = {dr, 0};
+        memcpy(o + 16, &bh, sizeof bh);
+        memcpy(o + 32, shape, 8u * nd);
+        memcpy(o + 32 + 8u * nd, st, 8u * nd);
+        if (b->data != NULL && nb > 0)
+            memcpy(o + dr, b->data, (size_t)nb);
+    }
+    return 0;
+}
+
+/* Write (or measure) the heap object v at the next 16-aligned position;
+ * *rel receives that position. */
+static int emit_obj(struct wr *w, const shmobj_value *v, int depth, uint64_t *rel)
+{
+    uint64_t pos, n, cap, body;
+    int rc;
+    if (depth >= SHMOBJ_OBJ_MAXDEPTH)
+        return SHMOBJ_EINVAL;
+    if (!shmobj__align_up(w->cur, 16, &pos))
+        return SHMOBJ_EINVAL;
+    struct shmobj__obj h = {.tag = (uint8_t)v->type};
+    uint8_t *o = w->blk != NULL ? w->blk + pos : NULL;
+    switch (v->type) {
+    case SHMOBJ_TYPE_STR:
+    case SHMOBJ_TYPE_BYTES: {
+        struct dkey k;
+        rc = desc_key(v, &k);
+        if (rc != 0)
+            return rc;
+        rc = advance(w, pos, 16, k.n + 1);
+        if (rc != 0)
+            return rc;
+        h.len = k.n;
+        if (o != NULL) {
+            /* Checked while writing, not measuring (the caller frees the
+             * block on failure), and on the source: reading bytes just
+             * stored would stall on store forwarding. */
+            if (v->type == SHMOBJ_TYPE_STR && !shmobj__utf8_ok(k.p, k.n))
+                return SHMOBJ_EINVAL;
+            if (k.n > 0)
+                memcpy(o + 16, k.p, (size_t)k.n);
+            o[16 + k.n] = 0;
+        }
+        break;
+    }
+    case SHMOBJ_TYPE_BUFFER:
+        rc = emit_buffer(w, v, pos, &h);
+        if (rc != 0)
+            return rc;
+        break;
+    case SHMOBJ_TYPE_LIST:
+    case SHMOBJ_TYPE_TUPLE:
+    case SHMOBJ_TYPE_STRUCT:
+    case SHMOBJ_TYPE_DICT:
+    case SHMOBJ_TYPE_SET: {
+        n = v->v.c.count;
+        if (n >= UINT32_MAX || (n > 0 && v->v.c.items == NULL))
+            return SHMOBJ_EINVAL;
+        int keyed = v->type == SHMOBJ_TYPE_DICT || v->type == SHMOBJ_TYPE_SET ||
+                    (v->type == SHMOBJ_TYPE_STRUCT && v->v.c.names != NULL);
+        int values = v->type != SHMOBJ_TYPE_SET;
+        cap = keyed ? shmobj__index_cap(n) : 0;
+        body = 16 * n * (uint64_t)(values + keyed) + 8 * cap;
+        rc = advance(w, pos, 16, body);
+        if (rc != 0)
+            return rc;
+        h.count = (uint32_t)n;
+        h.len = cap;
+        if (v->type == SHMOBJ_TYPE_STRUCT && keyed)
+            h.flags = SHMOBJ__OBJ_NAMES;
+        uint64_t keys_rel = pos + 16 + (values ? 16 * n : 0);
+        size_t step = v->type == SHMOBJ_TYPE_DICT ? 2 : 1;
+        if (keyed) {
+            uint64_t *ix = o != NULL ? (uint64_t *)(w->blk + keys_rel + 16 * n) : NULL;
+            rc = emit_keys(w, v, (size_t)n, keys_rel, ix, cap, depth + 1);
+            if (rc != 0)
+                return rc;
+        }
+        if (values) {
+            for (size_t i = 0; i < n; i++) {
+                rc = emit_slot(w, &v->v.c.items[i * step + step - 1],
+                               pos + 16 + 16 * (uint64_t)i, depth + 1);
+                if (rc != 0)
+                    return rc;
+            }
+        }
+        break;
+    }
+    default:
+        return SHMOBJ_EINVAL;
+    }
+    if (o != NULL)
+        memcpy(o, &h, sizeof h);
+    *rel = pos;
+    return 0;
+}
+
+static int emit_slot(struct wr *w, const shmobj_value *v, uint64_t slot_rel,
+                     int depth)
+{
+    uint8_t tag;
+    uint64_t pl = 0, rel;
+    switch (v->type) {
+    case SHMOBJ_TYPE_BOOL:
+        if (v->v.b != 0 && v->v.b != 1)
+            return SHMOBJ_EINVAL;
+        tag = SHMOBJ__SLOT_BOOL;
+        pl = (uint64_t)v->v.b;
+        break;
+    case SHMOBJ_TYPE_INT:
+        tag = SHMOBJ__SLOT_INT;
+        pl = (uint64_t)v->v.i;
+        break;
+    case SHMOBJ_TYPE_UINT:
+        tag = SHMOBJ__SLOT_UINT;
+        pl = v->v.u;
+        break;
+    case SHMOBJ_TYPE_DOUBLE:
+        tag = SHMOBJ__SLOT_DOUBLE;
+        memcpy(&pl, &v->v.d, sizeof pl);
+        break;
+    case SHMOBJ_TYPE_NULL:
+        tag = SHMOBJ__SLOT_OBJ;
+        break;
+    default: {
+        int rc = emit_obj(w, v, depth, &rel);
+        if (rc != 0)
+            return rc;
+        tag = SHMOBJ__SLOT_OBJ;
+        pl = shmobj__ref_make(w->blk_off + rel, w->gen);
+        break;
+    }
+    }
+    if (w->blk != NULL) {
+        struct shmobj__slot *s = (void *)(w->blk + slot_rel);
+        s->tag = tag;
+        s->reserved0 = 0;
+        s->reserved1 = 0;
+        s->reserved2 = 0;
+        atomic_store_explicit(&s->payload, pl, memory_order_relaxed);
+    }
+    return 0;
+}
+
+/* Measure a description: the bytes of its block and whether it needs a
+ * 64-aligned one. */
+static int measure(const shmobj_value *val, uint64_t *size, int *need64)
+{
+    struct wr w = {NULL, 0, 0, SHMOBJ__PREFIX, 0};
+    int rc = emit_slot(&w, val, sizeof(struct shmobj__tree), 0);
+    if (rc != 0)
+        return rc;
+    *size = w.cur;
+    *need64 = w.need64;
+    return 0;
+}
+
+int shmobj_obj_size(const shmobj_value *val, size_t *bytes)
+{
+    uint64_t size;
+    int need64;
+    if (val == NULL || bytes == NULL)
+        return SHMOBJ_EINVAL;
+    int rc = measure(val, &size, &need64);
+    if (rc == 0)
+        *bytes = (size_t)size;
+    return rc;
+}
+
+int shmobj__obj_put(struct shmobj__space *sp, const shmobj_value *val,
+                    shmobj__ref *out)
+{
+    uint64_t size;
+    int need64;
+    shmobj__ref r;
+    void *p;
+    int rc = measure(val, &size, &need64);
+    if (rc != 0)
+        return rc;
+    rc = sp->ops->alloc(sp, size, need64 ? SHMOBJ__DATA_ALIGN : 16, &r);
+    if (rc != 0)
+        return rc;
+    rc = shmobj__space_at(sp, shmobj__ref_off(r), size, &p);
+    if (rc != 0) {
+        (void)sp->ops->free(sp, r);
+        return rc;
+    }
+    struct shmobj__tree *t = p;
+    t->magic = SHMOBJ__TREE_MAGIC;
+    t->version = SHMOBJ__TREE_VERSION;
+    atomic_store_explicit(&t->flags, 0, memory_order_relaxed);
+    t->size = size;
+    struct wr w = {p, shmobj__ref_off(r), shmobj__ref_gen(r), SHMOBJ__PREFIX, 0};
+    rc = emit_slot(&w, val, sizeof(struct shmobj__tree), 0);
+    /* A description changed by another thread during the call could make
+     * the second pass disagree with the first: refuse it. */
+    if (rc == 0 && w.cur != size)
+        rc = SHMOBJ_EINVAL;
+    if (rc != 0) {
+        (void)sp->ops->free(sp, r);
+        return rc;
+    }
+    *out = r;
+    return 0;
+}
+
+int shmobj_obj_put(shmobj_segment *seg, const shmobj_value *val, shmobj_ref *ref)
+{
+    if (seg == NULL || val == NULL || ref == NULL)
+        return SHMOBJ_EINVAL;
+    return shmobj__obj_put((struct shmobj__space *)seg, val, ref);
+}
+
+int shmobj_obj_put_int(shmobj_segment *seg, int64_t x, shmobj_ref *ref)
+{
+    shmobj_value v = SHMOBJ_VAL_INT(x);
+    return shmobj_obj_put(seg, &v, ref);
+}
+
+int shmobj_obj_put_double(shmobj_segment *seg, double x, shmobj_ref *ref)
+{
+    shmobj_value v = SHMOBJ_VAL_DOUBLE(x);
+    return shmobj_obj_put(seg, &v, ref);
+}
+
+int shmobj_obj_put_str(shmobj_segment *seg, const char *s, size_t len,
+                       shmobj_ref *ref)
+{
+    if (s == NULL)
+        return SHMOBJ_EINVAL;
+    shmobj_value v = SHMOBJ_VAL_STRN(s, len);
+    return shmobj_obj_put(seg, &v, ref);
+}
+
+int shmobj_obj_put_bytes(shmobj_segment *seg, const void *p, size_t n,
+                         shmobj_ref *ref)
+{
+    if (p == NULL && n != 0)
+        return SHMOBJ_EINVAL;
+    shmobj_value v = SHMOBJ_VAL_BYTES(p, n);
+    return shmobj_obj_put(seg, &v, ref);
+}
+
+int shmobj_obj_put_buffer(shmobj_segment *seg, unsigned dtype, unsigned ndim,
+                          const uint64_t *shape, const void *data,
+                          shmobj_ref *ref, void **out_data)
+{
+    shmobj_value v = SHMOBJ_VAL_BUFFER(dtype, ndim, shape, data);
+    int rc = shmobj_obj_put(seg, &v, ref);
+    if (rc != 0 || out_data == NULL)
+        return rc;
+    /* The layout is ours: root slot -> the buffer right after the prefix. */
+    shmobj_view view;
+    shmobj_buffer_info info = {.struct_size = sizeof info};
+    rc = shmobj_obj_get(seg, *ref, &view);
+    if (rc == 0)
+        rc = shmobj_buffer_get(&view, &info);
+    if (rc != 0) {
+        (void)shmobj_obj_free(seg, *ref);
+        return rc;
+    }
+    *out_data = info.data;
+    return 0;
+}
+
+/* ---- freeing ---------------------------------------------------------- */
+
+static int free_tree(struct shmobj__space *sp, shmobj__ref ref, int depth,
+                     uint64_t *budget);
+
+static int free_slot(struct shmobj__space *sp, struct shmobj__slot *s,
+                     uint64_t blk, uint64_t blen, uint16_t gen, int depth,
+                     uint64_t *budget);
+
+/* Free what the items of a container reach outside its block. */
+static int free_children(struct shmobj__space *sp, const shmobj_view *v,
+                         int depth, uint64_t *budget)
+{
+    switch (v->type) {
+    case SHMOBJ_TYPE_LIST:
+    case SHMOBJ_TYPE_TUPLE:
+    case SHMOBJ_TYPE_STRUCT:
+    case SHMOBJ_TYPE_DICT:
+        break;
+    default:
+        return 0; /* sets, strings, bytes, buffers hold no references out */
+    }
+    if (depth >= SHMOBJ_OBJ_MAXDEPTH)
+        return SHMOBJ_ECORRUPT;
+    int first = 0;
+    struct shmobj__slot *items = (void *)((uint8_t *)v->obj + 16);
+    for (uint32_t i = 0; i < v->count; i++) {
+        if (*budget == 0)
+            return SHMOBJ_ECORRUPT;
+        --*budget;
+        int rc = free_slot(sp, &items[i], v->obj_blk, v->obj_blen, v->obj_gen,
+                           depth + 1, budget);
+        if (rc != 0 && first == 0)
+            first = rc;
+    }
+    return first;
+}
+
+static int free_slot(struct shmobj__space *sp, struct shmobj__slot *s,
+                     uint64_t blk, uint64_t blen, uint16_t gen, int depth,
+                     uint64_t *budget)
+{
+    if (s->tag != SHMOBJ__SLOT_OBJ)
+        return 0;
+    uint64_t p = atomic_load_explicit(&s->payload, memory_order_acquire);
+    if (p == 0)
+        return 0;
+    uint64_t off = shmobj__ref_off(p);
+    if (!(off >= blk && off - blk < blen))
+        return free_tree(sp, p, depth + 1, budget);
+    shmobj_view v = {0};
+    int rc = shmobj__view_follow(sp, p, blk, blen, gen, &v);
+    if (rc != 0)
+        return rc;
+    return free_children(sp, &v, depth, budget);
+}
+
+static int free_tree(struct shmobj__space *sp, shmobj__ref ref, int depth,
+                     uint64_t *budget)
+{
+    uint64_t blk, blen;
+    if (depth > SHMOBJ_OBJ_MAXDEPTH)
+        return SHMOBJ_ECORRUPT;
+    int rc = shmobj__tree_open(sp, ref, &blk, &blen);
+    if (rc != 0)
+        return rc;
+    struct shmobj__tree *t = (void *)(sp->base + blk);
+    /* A block none of whose slots was ever given a block of its own holds
+     * no reference out: nothing to walk. */
+    if (atomic_load_explicit(&t->flags, memory_order_acquire) & SHMOBJ__TREE_SEPARATE)
+        rc = free_slot(sp, (void *)(sp->base + blk + sizeof(struct shmobj__tree)),
+                       blk, blen, shmobj__ref_gen(ref), depth, budget);
+    int rc2 = sp->ops->free(sp, ref);
+    return rc2 != 0 ? rc2 : rc;
+}
+
+static uint64_t work_budget(struct shmobj__space *sp)
+{
+    /* Every slot takes 16 bytes of the segment: a well-formed graph has
+     * fewer slots than that, so this bounds the work on a damaged one. */
+    return atomic_load_explicit(&sp->mapped, memory_order_relaxed) / 16 + 64;
+}
+
+int shmobj_obj_free(shmobj_segment *seg, shmobj_ref ref)
+{
+    struct shmobj__space *sp = (struct shmobj__space *)seg;
+    if (sp == NULL || ref == SHMOBJ_REF_NULL)
+        return SHMOBJ_EINVAL;
+    uint64_t budget = work_budget(sp);
+    return free_tree(sp, ref, 0, &budget);
+}
+
+int shmobj_view_set(shmobj_view *view, const shmobj_value *val)
+{
+    if (view == NULL || val == NULL || view->slot == NULL || view->seg == NULL)
+        return SHMOBJ_EINVAL;
+    if (view->flags & SHMOBJ__VIEW_RO)
+        return SHMOBJ_EACCES;
+    struct shmobj__space *sp = (struct shmobj__space *)view->seg;
+    struct shmobj__slot *s = view->slot;
+    uint64_t pl = 0;
+    switch (view->slot_tag) {
+    case SHMOBJ__SLOT_BOOL:
+    case SHMOBJ__SLOT_INT:
+    case SHMOBJ__SLOT_UINT:
+    case SHMOBJ__SLOT_DOUBLE:
+        if (val->type != view->slot_tag)
+            return SHMOBJ_ETYPE;
+        if (val->type == SHMOBJ_TYPE_BOOL)
+            pl = val->v.b != 0;
+        else
+            memcpy(&pl, &val->v, sizeof pl); /* i, u and d share the bytes */
+        atomic_store_explicit(&s->payload, pl, memory_order_release);
+        return 0;
+    case SHMOBJ__SLOT_OBJ:
+        break;
+    default:
+        return SHMOBJ_ECORRUPT;
+    }
+    switch (val->type) {
+    case SHMOBJ_TYPE_BOOL:
+    case SHMOBJ_TYPE_INT:
+    case SHMOBJ_TYPE_UINT:
+    case SHMOBJ_TYPE_DOUBLE:
+        return SHMOBJ_ETYPE;
+    case SHMOBJ_TYPE_NULL:
+        break;
+    default: {
+        int rc = shmobj__obj_put(sp, val, &pl);
+        if (rc != 0)
+            return rc;
+        /* Mark the slot's block before the reference is published, so a
+         * free of that block walks it and finds the new block. */
+        struct shmobj__tree *t = (void *)(sp->base + view->slot_blk);
+        atomic_fetch_or_explicit(&t->flags, SHMOBJ__TREE_SEPARATE, memory_order_release);
+    }
+    }
+    /* One exchange: exactly one replacer receives each old reference. */
+    uint64_t old = atomic_exchange_explicit(&s->payload, pl, memory_order_acq_rel);
+    int rc = 0;
+    uint64_t oo = shmobj__ref_off(old), budget = work_budget(sp);
+    if (old != 0 && !(oo >= view->slot_blk && oo - view->slot_blk < view->slot_blen)) {
+        rc = free_tree(sp, old, 0, &budget);
+    } else if (old != 0) {
+        /* The old value's bytes stay in its parent's block, but items
+         * replaced inside it since have blocks of their own: free those. */
+        shmobj_view ov = {0};
+        rc = shmobj__view_follow(sp, old, view->slot_blk, view->slot_blen,
+                                 view->slot_gen, &ov);
+        if (rc == 0)
+            rc = free_children(sp, &ov, 0, &budget);
+    }
+    uint8_t ro = view->flags & SHMOBJ__VIEW_RO;
+    int rc2 = shmobj__view_slot(sp, (uint64_t)((uint8_t *)s - sp->base),
+                                view->slot_blk, view->slot_blen, view->slot_gen,
+                                ro, view);
+    return rc != 0 ? rc : rc2;
+}

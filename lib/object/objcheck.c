@@ -1,0 +1,186 @@
+/* Validation of an object graph read from an untrusted segment.
+ *
+ * Invariants kept here:
+ * - The walk is bounded: nesting (containers and separate blocks) by
+ *   SHMOBJ_OBJ_MAXDEPTH, total work (slots visited plus index probes) by a
+ *   budget proportional to the mapped segment, so a hostile graph with
+ *   cycles, shared subtrees or degenerate indexes costs at most linear time
+ *   in the segment size before it is refused.
+ * - It reads the segment only through the same checked paths as the views
+ *   (shmobj__view_slot / shmobj__view_follow), and adds what views skip for
+ *   O(1) access: UTF-8 of strings, buffer extents, bool payloads, key kinds
+ *   and the consistency of every index with its keys. */
+#include <string.h>
+
+#include "objfmt.h"
+
+struct ck {
+    struct shmobj__space *sp;
+    uint64_t budget;
+};
+
+static int spend(struct ck *c, uint64_t n)
+{
+    if (c->budget < n)
+        return SHMOBJ_ECORRUPT;
+    c->budget -= n;
+    return 0;
+}
+
+static int ck_obj(struct ck *c, const shmobj_view *v, int depth);
+
+/* kind: 0 any value, 1 a key (INT or STR/BYTES inline), 2 a field name (STR
+ * inline). */
+static int ck_slot(struct ck *c, uint64_t slot_off, const shmobj_view *parent,
+                   int ro, int kind, int depth)
+{
+    shmobj_view v;
+    int rc = spend(c, 1);
+    if (rc != 0)
+        return rc;
+    if (depth > SHMOBJ_OBJ_MAXDEPTH)
+        return SHMOBJ_ECORRUPT;
+    rc = shmobj__view_slot(c->sp, slot_off, parent->obj_blk, parent->obj_blen,
+                           parent->obj_gen, ro, &v);
+    if (rc != 0)
+        return rc;
+    if (v.slot_tag == SHMOBJ__SLOT_BOOL &&
+        atomic_load_explicit(&((struct shmobj__slot *)v.slot)->payload,
+                             memory_order_relaxed) > 1)
+        return SHMOBJ_ECORRUPT;
+    if (kind != 0) {
+        int ok = v.type == SHMOBJ_TYPE_STR ||
+                 (kind == 1 && (v.type == SHMOBJ_TYPE_BYTES || v.type == SHMOBJ_TYPE_INT));
+        /* Keys are written with their container: never a block of their own. */
+        if (!ok || (v.obj != NULL && v.obj_blk != parent->obj_blk))
+            return SHMOBJ_ECORRUPT;
+    }
+    if (v.obj == NULL)
+        return 0;
+    return ck_obj(c, &v, depth + 1);
+}
+
+static int ck_index(struct ck *c, const shmobj_view *v, uint64_t keys_off)
+{
+    uint64_t n = v->count, cap = v->len, used = 0;
+    const uint64_t *ix = (const void *)(c->sp->base + keys_off + 16 * n);
+    int rc = spend(c, cap);
+    if (rc != 0)
+        return rc;
+    for (uint64_t pos = 0; pos < cap; pos++) {
+        uint64_t e = ix[pos];
+        if (e == 0)
+            continue;
+        if ((e & UINT32_MAX) - 1 >= n)
+            return SHMOBJ_ECORRUPT;
+        used++;
+    }
+    if (used != n)
+        return SHMOBJ_ECORRUPT;
+    /* Every key must be found at its own position: this proves the index
+     * reaches every key and that no two keys are equal. */
+    for (uint64_t i = 0; i < n; i++) {
+        shmobj_view k;
+        shmobj_value kd;
+        size_t found;
+        uint64_t probes = 0;
+        rc = shmobj_view_key(v, (size_t)i, &k);
+        if (rc != 0)
+            return rc;
+        if (k.type == SHMOBJ_TYPE_INT) {
+            int64_t x;
+            (void)shmobj_int_get(&k, &x);
+            kd = SHMOBJ_VAL_INT(x);
+        } else {
+            kd = SHMOBJ_VAL_BYTES((const uint8_t *)k.obj + 16, k.len);
+            kd.type = k.type;
+        }
+        uint64_t h = kd.type == SHMOBJ_TYPE_INT
+                         ? shmobj__hash_int(kd.v.i)
+                         : shmobj__hash_mem(kd.type, kd.v.s.ptr, kd.v.s.len);
+        rc = shmobj__index_find(v, kd.type, kd.type == SHMOBJ_TYPE_INT ? kd.v.i : 0,
+                                kd.v.s.ptr, kd.type == SHMOBJ_TYPE_INT ? 0 : kd.v.s.len,
+                                h, &found, &probes);
+        int rc2 = spend(c, probes);
+        if (rc2 != 0)
+            return rc2;
+        if (rc != 0)
+            return rc == SHMOBJ_ENOTFOUND ? SHMOBJ_ECORRUPT : rc;
+        if (found != i)
+            return SHMOBJ_ECORRUPT;
+    }
+    return 0;
+}
+
+static int ck_obj(struct ck *c, const shmobj_view *v, int depth)
+{
+    uint64_t o = (uint64_t)((const uint8_t *)v->obj - c->sp->base);
+    uint64_t n = v->count;
+    int rc;
+    if (depth > SHMOBJ_OBJ_MAXDEPTH)
+        return SHMOBJ_ECORRUPT;
+    switch (v->type) {
+    case SHMOBJ_TYPE_STR:
+        rc = spend(c, v->len / 64);
+        if (rc != 0)
+            return rc;
+        return shmobj__utf8_ok((const uint8_t *)v->obj + 16, v->len) ? 0
+                                                                     : SHMOBJ_ECORRUPT;
+    case SHMOBJ_TYPE_BYTES:
+        return 0;
+    case SHMOBJ_TYPE_BUFFER: {
+        shmobj_buffer_info info = {.struct_size = sizeof info};
+        return shmobj_buffer_get(v, &info);
+    }
+    case SHMOBJ_TYPE_LIST:
+    case SHMOBJ_TYPE_TUPLE:
+        for (uint64_t i = 0; i < n; i++) {
+            rc = ck_slot(c, o + 16 + 16 * i, v, v->type == SHMOBJ_TYPE_TUPLE, 0, depth);
+            if (rc != 0)
+                return rc;
+        }
+        return 0;
+    case SHMOBJ_TYPE_SET:
+        for (uint64_t i = 0; i < n; i++) {
+            rc = ck_slot(c, o + 16 + 16 * i, v, 1, 1, depth);
+            if (rc != 0)
+                return rc;
+        }
+        return ck_index(c, v, o + 16);
+    case SHMOBJ_TYPE_DICT:
+    case SHMOBJ_TYPE_STRUCT: {
+        int keyed = v->type == SHMOBJ_TYPE_DICT || (v->flags & SHMOBJ__VIEW_NAMES);
+        for (uint64_t i = 0; i < n; i++) {
+            rc = ck_slot(c, o + 16 + 16 * i, v, 0, 0, depth);
+            if (rc != 0)
+                return rc;
+            if (keyed) {
+                rc = ck_slot(c, o + 16 + 16 * (n + i), v, 1,
+                             v->type == SHMOBJ_TYPE_DICT ? 1 : 2, depth);
+                if (rc != 0)
+                    return rc;
+            }
+        }
+        return keyed ? ck_index(c, v, o + 16 + 16 * n) : 0;
+    }
+    default:
+        return SHMOBJ_ECORRUPT;
+    }
+}
+
+int shmobj_obj_check(shmobj_segment *seg, shmobj_ref ref)
+{
+    struct shmobj__space *sp = (struct shmobj__space *)seg;
+    shmobj_view root;
+    if (sp == NULL || ref == SHMOBJ_REF_NULL)
+        return SHMOBJ_EINVAL;
+    struct ck c = {sp, atomic_load_explicit(&sp->mapped, memory_order_relaxed) / 16 + 64};
+    int rc = shmobj_obj_get(seg, ref, &root);
+    if (rc != 0)
+        return rc;
+    if (root.slot_tag == SHMOBJ__SLOT_BOOL &&
+        atomic_load_explicit(&((struct shmobj__slot *)root.slot)->payload,
+                             memory_order_relaxed) > 1)
+        return SHMOBJ_ECORRUPT;
+    return root.obj == NULL ? 0 : ck_obj(&c, &root, 1);
+}

@@ -1,0 +1,270 @@
+/* The bytes of a typed object in a segment (doc/format-object.md is the
+ * normative description; this header and that file must agree).
+ *
+ * An object block is one arena block:
+ *
+ *     [tree header 16 B][root slot 16 B][heap objects, 16-aligned ...]
+ *
+ * A value slot is 16 bytes: a tag fixed at creation and a 64-bit payload.
+ * Scalar slots (bool, int64, uint64, double) hold their value inline and are
+ * the only bytes of an object that change after it is written, through C11
+ * atomics. An OBJ slot holds a reference (48-bit offset + 16-bit generation,
+ * see space.h) to a heap object, or 0 for null:
+ *   - inside the block that holds the slot: the offset of the object header
+ *     and that block's generation (written in one pass with the block);
+ *   - anywhere else: the reference of a separate object block (allocated when
+ *     an item was replaced), whose root slot names the object.
+ * Readers tell the two apart by the offset alone: blocks never overlap.
+ *
+ * Nothing here is trusted by a reader: every tag, count, length and offset
+ * is checked against the extent of the block it was found in before use. */
+#ifndef SHMOBJ_OBJFMT_H
+#define SHMOBJ_OBJFMT_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "space.h"
+#include "shmobj/object.h"
+
+#define SHMOBJ__TREE_MAGIC UINT32_C(0x4a424f53) /* "SOBJ" read little-endian */
+#define SHMOBJ__TREE_VERSION 1
+
+/* Start of every object block. Written once by the builder before the
+ * block's reference is published; never changed afterwards. */
+struct shmobj__tree {
+    uint32_t magic;    /* SHMOBJ__TREE_MAGIC; identifies an object block */
+    uint16_t version;  /* SHMOBJ__TREE_VERSION */
+    /* SHMOBJ__TREE_SEPARATE once a slot of this block has been given a
+     * block of its own (shmobj_view_set); set with an atomic OR (release)
+     * before the slot is published, never cleared. Lets a free skip the
+     * walk of trees that were never changed. */
+    _Atomic uint16_t flags;
+    uint64_t size;     /* bytes written by the builder, this header included;
+                        * <= the block's usable size. Readers take it as the
+                        * block's extent. */
+};
+_Static_assert(sizeof(struct shmobj__tree) == 16, "tree header is 16 bytes");
+
+#define SHMOBJ__TREE_SEPARATE 0x0001
+
+/* Slot tags. Fixed at creation: an OBJ slot stays an OBJ slot, an INT slot
+ * an INT slot, so a reader never sees a tag and a payload of different
+ * kinds. Null is an OBJ slot with payload 0, so it may later receive an
+ * object. */
+enum shmobj__slot_tag {
+    SHMOBJ__SLOT_BOOL = SHMOBJ_TYPE_BOOL,
+    SHMOBJ__SLOT_INT = SHMOBJ_TYPE_INT,
+    SHMOBJ__SLOT_UINT = SHMOBJ_TYPE_UINT,
+    SHMOBJ__SLOT_DOUBLE = SHMOBJ_TYPE_DOUBLE,
+    SHMOBJ__SLOT_OBJ = 0x40
+};
+
+/* A value slot, 16 bytes, 16-aligned. */
+struct shmobj__slot {
+    uint8_t tag;        /* enum shmobj__slot_tag; written once by the builder */
+    uint8_t reserved0;  /* 0 */
+    uint16_t reserved1; /* 0 */
+    uint32_t reserved2; /* 0 */
+    /* Scalar: the value (double as its IEEE bits, bool 0/1). OBJ: a
+     * reference or 0. Loads acquire and stores release, so a reader that
+     * sees a new reference also sees the object written before it; RMW
+     * operations are acq_rel. */
+    _Atomic uint64_t payload;
+};
+_Static_assert(sizeof(struct shmobj__slot) == 16, "value slot is 16 bytes");
+_Static_assert(offsetof(struct shmobj__slot, payload) == 8, "payload at 8");
+_Static_assert(ATOMIC_LLONG_LOCK_FREE == 2,
+               "64-bit atomics must be lock-free to work across processes");
+
+/* Header of every heap object, 16 bytes, 16-aligned. Written once. */
+struct shmobj__obj {
+    uint8_t tag;    /* enum shmobj_type: STR..STRUCT */
+    uint8_t flags;  /* SHMOBJ__OBJ_NAMES for a struct with field names */
+    uint8_t dtype;  /* buffer: enum shmobj_dtype; else 0 */
+    uint8_t ndim;   /* buffer: 0..SHMOBJ_BUFFER_MAXDIM; else 0 */
+    uint32_t count; /* containers: items (dict: pairs); else 0 */
+    uint64_t len;   /* str/bytes: bytes without the NUL; buffer: data bytes;
+                     * dict/set/named struct: index capacity (power of two);
+                     * list/tuple/unnamed struct: 0 */
+};
+_Static_assert(sizeof(struct shmobj__obj) == 16, "object header is 16 bytes");
+
+#define SHMOBJ__OBJ_NAMES 0x01
+
+/* shmobj_view.flags */
+#define SHMOBJ__VIEW_RO 0x01    /* the slot is immutable (tuple item, key) */
+#define SHMOBJ__VIEW_NAMES 0x02 /* a struct with field names */
+
+/* Alignment of buffer data in the segment (a cache line). */
+#define SHMOBJ__DATA_ALIGN 64
+
+/* A buffer's header is followed by this, then shape[ndim] (uint64) and
+ * strides[ndim] (int64, bytes, >= 0); the data starts data_rel bytes after
+ * the object header, 64-aligned in the segment. */
+struct shmobj__bufhdr {
+    uint64_t data_rel; /* offset of the data from the object header */
+    uint64_t reserved; /* 0 */
+};
+_Static_assert(sizeof(struct shmobj__bufhdr) == 16, "buffer header");
+
+/* Layout of the body after the header (each part 16 B per entry except the
+ * index, 8 B per entry):
+ *   list, tuple:  slots[count]
+ *   dict:         values[count], keys[count], index[len]
+ *   set:          keys[count], index[len]
+ *   struct:       values[count] (+ names[count], index[len] if NAMES)
+ * Index entry: 0 empty, else (item + 1) | (hash >> 32) << 32. Keys are INT
+ * slots or OBJ slots naming STR or BYTES objects in the same block. */
+
+#define SHMOBJ__PREFIX (sizeof(struct shmobj__tree) + sizeof(struct shmobj__slot))
+
+/* Deterministic hashes (the same in every process: no seed). The kinds of
+ * key hash differently so "a" and b"a" never compare equal. */
+static inline uint64_t shmobj__mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= UINT64_C(0xff51afd7ed558ccd);
+    x ^= x >> 33;
+    x *= UINT64_C(0xc4ceb9fe1a85ec53);
+    x ^= x >> 33;
+    return x;
+}
+
+static inline uint64_t shmobj__hash_int(int64_t v)
+{
+    return shmobj__mix64((uint64_t)v ^ UINT64_C(0x9e3779b97f4a7c15));
+}
+
+static inline uint64_t shmobj__load64(const uint8_t *p)
+{
+    uint64_t w;
+    memcpy(&w, p, 8);
+    return w;
+}
+
+static inline uint64_t shmobj__load32(const uint8_t *p)
+{
+    uint32_t w;
+    memcpy(&w, p, 4);
+    return w;
+}
+
+/* 64x64 -> 128-bit multiply folded to 64 bits (the wyhash mixer). */
+static inline uint64_t shmobj__mum(uint64_t a, uint64_t b)
+{
+    __extension__ typedef unsigned __int128 u128;
+    u128 x = (u128)a * b;
+    return (uint64_t)x ^ (uint64_t)(x >> 64);
+}
+
+/* Hash of a string or bytes key. Short keys (the common case) take one or
+ * two loads and one multiply. Part of the format: the index of a dict is
+ * laid out by it. Reads are little-endian loads of the key's bytes. */
+static inline uint64_t shmobj__hash_mem(unsigned type, const void *p, uint64_t n)
+{
+    const uint8_t *s = p;
+    const uint64_t k1 = UINT64_C(0xa0761d6478bd642f), k2 = UINT64_C(0xe7037ed1a0b428db);
+    uint64_t seed = ((uint64_t)type * UINT64_C(0x8ebc6af09c88c6e3)) ^ n, a, b;
+    if (n <= 16) {
+        if (n >= 8) {
+            a = shmobj__load64(s);
+            b = shmobj__load64(s + n - 8);
+        } else if (n >= 4) {
+            a = shmobj__load32(s);
+            b = shmobj__load32(s + n - 4);
+        } else if (n > 0) {
+            a = ((uint64_t)s[0] << 16) | ((uint64_t)s[n >> 1] << 8) | s[n - 1];
+            b = 0;
+        } else {
+            a = b = 0;
+        }
+    } else {
+        uint64_t i = n;
+        while (i > 16) {
+            seed = shmobj__mum(shmobj__load64(s) ^ k1, shmobj__load64(s + 8) ^ seed);
+            s += 16;
+            i -= 16;
+        }
+        a = shmobj__load64(s + i - 16);
+        b = shmobj__load64(s + i - 8);
+    }
+    return shmobj__mum(k1 ^ n, shmobj__mum(a ^ k1, b ^ seed ^ k2));
+}
+
+static inline size_t shmobj__dtype_size(unsigned dtype)
+{
+    switch (dtype) {
+    case SHMOBJ_DTYPE_I8: case SHMOBJ_DTYPE_U8: case SHMOBJ_DTYPE_BOOL: return 1;
+    case SHMOBJ_DTYPE_I16: case SHMOBJ_DTYPE_U16: return 2;
+    case SHMOBJ_DTYPE_I32: case SHMOBJ_DTYPE_U32: case SHMOBJ_DTYPE_F32: return 4;
+    case SHMOBJ_DTYPE_I64: case SHMOBJ_DTYPE_U64: case SHMOBJ_DTYPE_F64: return 8;
+    default: return 0;
+    }
+}
+
+/* Index capacity for n keys: the smallest power of two that keeps the
+ * load at 3/4 or below (so there is always an empty entry), 0 for none. */
+static inline uint64_t shmobj__index_cap(uint64_t n)
+{
+    uint64_t cap = 2;
+    if (n == 0)
+        return 0;
+    while (cap * 3 < n * 4)
+        cap <<= 1;
+    return cap;
+}
+
+/* Equal bytes, for the short keys of dicts and structs: a few loads
+ * instead of a call to memcmp. */
+static inline int shmobj__mem_equal(const uint8_t *a, const uint8_t *b, uint64_t n)
+{
+    if (n >= 8 && n <= 16)
+        return shmobj__load64(a) == shmobj__load64(b) &&
+               shmobj__load64(a + n - 8) == shmobj__load64(b + n - 8);
+    if (n >= 4 && n < 8)
+        return shmobj__load32(a) == shmobj__load32(b) &&
+               shmobj__load32(a + n - 4) == shmobj__load32(b + n - 4);
+    return n == 0 || memcmp(a, b, (size_t)n) == 0;
+}
+
+/* Internal (lib/object) functions shared between the files of the layer. */
+
+/* Resolve the OBJ slot payload `p` found in the block [blk, blk + blen) with
+ * generation bgen: fill the view's object part (obj, obj block, type,
+ * count, len, dtype, ndim) after checking everything it read. */
+int shmobj__view_follow(struct shmobj__space *sp, uint64_t p, uint64_t blk,
+                        uint64_t blen, uint16_t bgen, shmobj_view *out);
+
+/* Fill a view of the slot at segment offset `slot_off` in the block
+ * [blk, blk + blen) of generation bgen. `ro` marks immutable slots. */
+int shmobj__view_slot(struct shmobj__space *sp, uint64_t slot_off,
+                      uint64_t blk, uint64_t blen, uint16_t bgen, int ro,
+                      shmobj_view *out);
+
+/* Check a reference to an object block and return its extent. */
+int shmobj__tree_open(struct shmobj__space *sp, shmobj__ref ref,
+                      uint64_t *blk, uint64_t *blen);
+
+/* Does every element that shape and strides reach lie in nbytes? */
+int shmobj__buffer_extent_ok(unsigned ndim, const uint64_t *shape,
+                             const int64_t *strides, uint64_t itemsize,
+                             uint64_t nbytes);
+
+/* Put a value tree into a new block (shmobj_obj_put without the checks of
+ * its public arguments). */
+int shmobj__obj_put(struct shmobj__space *sp, const shmobj_value *val,
+                    shmobj__ref *out);
+
+/* Look a key up in the index of a dict, set or named struct; counts the
+ * probes into *probes when not NULL. */
+int shmobj__index_find(const shmobj_view *v, unsigned type, int64_t ki,
+                       const void *kp, uint64_t kn, uint64_t hash, size_t *out,
+                       uint64_t *probes);
+
+/* Is the UTF-8 in [s, s + n) well formed? */
+int shmobj__utf8_ok(const uint8_t *s, uint64_t n);
+
+#endif /* SHMOBJ_OBJFMT_H */

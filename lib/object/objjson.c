@@ -1,0 +1,301 @@
+/* JSON dump of any value, for debugging and tools.
+ *
+ * Invariants kept here:
+ * - The output is valid JSON whatever the segment holds: strings are
+ *   escaped and invalid UTF-8 becomes U+FFFD; non-finite doubles print as
+ *   null; buffers print their dtype and shape only.
+ * - The walk reads through views only (checked paths) and is bounded in
+ *   depth by SHMOBJ_OBJ_MAXDEPTH; a damaged or too-deep graph stops it with
+ *   an error.
+ * - Into a caller's buffer, output past the capacity is counted but not
+ *   written, so the caller learns the length it needs. */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "objfmt.h"
+
+struct out {
+    FILE *f;     /* stream, or NULL for the buffer */
+    char *buf;   /* caller's buffer */
+    size_t cap;  /* its bytes */
+    size_t len;  /* bytes produced so far (also beyond cap) */
+    int err;     /* first stream error */
+    uint64_t budget; /* values left to print: bounds the work on a damaged
+                      * graph whose items share subtrees */
+};
+
+static void put(struct out *o, const char *s, size_t n)
+{
+    if (o->f != NULL) {
+        if (o->err == 0 && n > 0 && fwrite(s, 1, n, o->f) != n)
+            o->err = SHMOBJ_ESYS;
+    } else if (o->len < o->cap) {
+        size_t room = o->cap - o->len;
+        memcpy(o->buf + o->len, s, n < room ? n : room);
+    }
+    o->len += n;
+}
+
+static void puts_(struct out *o, const char *s)
+{
+    put(o, s, strlen(s));
+}
+
+/* Length of the valid UTF-8 sequence at s (at most n bytes), 0 if invalid. */
+static size_t utf8_seq(const uint8_t *s, size_t n)
+{
+    size_t need;
+    if (s[0] < 0x80)
+        return 1;
+    if (s[0] >= 0xc2 && s[0] <= 0xdf)
+        need = 2;
+    else if (s[0] >= 0xe0 && s[0] <= 0xef)
+        need = 3;
+    else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+        need = 4;
+    else
+        return 0;
+    if (n < need)
+        return 0;
+    return shmobj__utf8_ok(s, need) ? need : 0;
+}
+
+static void put_str(struct out *o, const uint8_t *s, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    put(o, "\"", 1);
+    size_t run = 0; /* start of bytes that need no escape */
+    for (size_t i = 0; i < n;) {
+        uint8_t c = s[i];
+        if (c >= 0x20 && c != '"' && c != '\\' && c < 0x80) {
+            i++;
+            continue;
+        }
+        size_t sl = c >= 0x80 ? utf8_seq(s + i, n - i) : 0;
+        if (sl > 0) {
+            i += sl; /* valid multi-byte UTF-8 passes through */
+            continue;
+        }
+        put(o, (const char *)s + run, i - run);
+        char esc[7];
+        switch (c) {
+        case '"': puts_(o, "\\\""); break;
+        case '\\': puts_(o, "\\\\"); break;
+        case '\n': puts_(o, "\\n"); break;
+        case '\r': puts_(o, "\\r"); break;
+        case '\t': puts_(o, "\\t"); break;
+        case '\b': puts_(o, "\\b"); break;
+        case '\f': puts_(o, "\\f"); break;
+        default:
+            if (c >= 0x80) {
+                puts_(o, "\\ufffd");
+            } else {
+                memcpy(esc, "\\u00", 4);
+                esc[4] = hex[c >> 4];
+                esc[5] = hex[c & 15];
+                put(o, esc, 6);
+            }
+        }
+        i++;
+        run = i;
+    }
+    put(o, (const char *)s + run, n - run);
+    put(o, "\"", 1);
+}
+
+static void put_hex(struct out *o, const uint8_t *p, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        char two[2] = {hex[p[i] >> 4], hex[p[i] & 15]};
+        put(o, two, 2);
+    }
+}
+
+static void put_double(struct out *o, double d)
+{
+    char tmp[40];
+    if (!isfinite(d)) {
+        puts_(o, "null");
+        return;
+    }
+    /* The shortest of %.15g..%.17g that reads back to the same double. */
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(tmp, sizeof tmp, "%.*g", prec, d);
+        if (strtod(tmp, NULL) == d)
+            break;
+    }
+    /* A locale with a decimal comma must not leak into JSON. */
+    for (char *c = tmp; *c != '\0'; c++) {
+        if (*c == ',')
+            *c = '.';
+    }
+    puts_(o, tmp);
+    if (strpbrk(tmp, ".eE") == NULL)
+        puts_(o, ".0");
+}
+
+static int dump(struct out *o, const shmobj_view *v, int depth);
+
+/* A key printed as a JSON object key. */
+static int dump_key(struct out *o, const shmobj_view *k)
+{
+    char tmp[32];
+    switch (k->type) {
+    case SHMOBJ_TYPE_STR:
+        put_str(o, (const uint8_t *)k->obj + 16, (size_t)k->len);
+        return 0;
+    case SHMOBJ_TYPE_INT: {
+        int64_t x;
+        (void)shmobj_int_get(k, &x);
+        snprintf(tmp, sizeof tmp, "\"%" PRId64 "\"", x);
+        puts_(o, tmp);
+        return 0;
+    }
+    case SHMOBJ_TYPE_BYTES:
+        puts_(o, "\"$bytes:");
+        put_hex(o, (const uint8_t *)k->obj + 16, (size_t)k->len);
+        puts_(o, "\"");
+        return 0;
+    default:
+        return SHMOBJ_ECORRUPT;
+    }
+}
+
+static int dump(struct out *o, const shmobj_view *v, int depth)
+{
+    char tmp[48];
+    int rc;
+    if (depth > SHMOBJ_OBJ_MAXDEPTH || o->budget == 0)
+        return SHMOBJ_ECORRUPT;
+    o->budget--;
+    switch (v->type) {
+    case SHMOBJ_TYPE_NULL:
+        puts_(o, "null");
+        return 0;
+    case SHMOBJ_TYPE_BOOL: {
+        int b;
+        (void)shmobj_bool_get(v, &b);
+        puts_(o, b ? "true" : "false");
+        return 0;
+    }
+    case SHMOBJ_TYPE_INT: {
+        int64_t x;
+        (void)shmobj_int_get(v, &x);
+        snprintf(tmp, sizeof tmp, "%" PRId64, x);
+        puts_(o, tmp);
+        return 0;
+    }
+    case SHMOBJ_TYPE_UINT: {
+        uint64_t x;
+        (void)shmobj_uint_get(v, &x);
+        snprintf(tmp, sizeof tmp, "%" PRIu64, x);
+        puts_(o, tmp);
+        return 0;
+    }
+    case SHMOBJ_TYPE_DOUBLE: {
+        double d;
+        (void)shmobj_double_get(v, &d);
+        put_double(o, d);
+        return 0;
+    }
+    case SHMOBJ_TYPE_STR:
+        put_str(o, (const uint8_t *)v->obj + 16, (size_t)v->len);
+        return 0;
+    case SHMOBJ_TYPE_BYTES:
+        snprintf(tmp, sizeof tmp, "{\"$bytes\":%" PRIu64, v->len);
+        puts_(o, tmp);
+        if (v->len <= 32) {
+            puts_(o, ",\"hex\":\"");
+            put_hex(o, (const uint8_t *)v->obj + 16, (size_t)v->len);
+            puts_(o, "\"");
+        }
+        puts_(o, "}");
+        return 0;
+    case SHMOBJ_TYPE_BUFFER: {
+        shmobj_buffer_info info = {.struct_size = sizeof info};
+        rc = shmobj_buffer_get(v, &info);
+        if (rc != 0)
+            return rc;
+        puts_(o, "{\"$buffer\":\"");
+        puts_(o, shmobj_dtype_name(info.dtype));
+        puts_(o, "\",\"shape\":[");
+        for (uint32_t d = 0; d < info.ndim; d++) {
+            snprintf(tmp, sizeof tmp, "%s%" PRIu64, d ? "," : "", info.shape[d]);
+            puts_(o, tmp);
+        }
+        puts_(o, "]}");
+        return 0;
+    }
+    case SHMOBJ_TYPE_LIST:
+    case SHMOBJ_TYPE_TUPLE:
+    case SHMOBJ_TYPE_SET:
+    case SHMOBJ_TYPE_DICT:
+    case SHMOBJ_TYPE_STRUCT: {
+        int obj = v->type == SHMOBJ_TYPE_DICT ||
+                  (v->type == SHMOBJ_TYPE_STRUCT && (v->flags & SHMOBJ__VIEW_NAMES));
+        puts_(o, obj ? "{" : "[");
+        for (uint32_t i = 0; i < v->count; i++) {
+            shmobj_view item;
+            if (i > 0)
+                puts_(o, ",");
+            if (obj) {
+                shmobj_view k;
+                rc = shmobj_view_key(v, i, &k);
+                if (rc == 0)
+                    rc = dump_key(o, &k);
+                if (rc != 0)
+                    return rc;
+                puts_(o, ":");
+            }
+            rc = shmobj_view_item(v, i, &item);
+            if (rc == 0)
+                rc = dump(o, &item, depth + 1);
+            if (rc != 0)
+                return rc;
+        }
+        puts_(o, obj ? "}" : "]");
+        return 0;
+    }
+    default:
+        return SHMOBJ_ECORRUPT;
+    }
+}
+
+static uint64_t budget_of(const shmobj_view *v)
+{
+    /* Every value takes 16 bytes of the segment at least. */
+    const struct shmobj__space *sp = (const struct shmobj__space *)v->seg;
+    return sp == NULL ? 64
+                      : atomic_load_explicit(&((struct shmobj__space *)sp)->mapped,
+                                             memory_order_relaxed) / 16 + 64;
+}
+
+int shmobj_view_json(const shmobj_view *view, char *buf, size_t cap, size_t *len)
+{
+    if (view == NULL || (buf == NULL && cap != 0))
+        return SHMOBJ_EINVAL;
+    struct out o = {NULL, buf, cap, 0, 0, budget_of(view)};
+    int rc = dump(&o, view, 0);
+    if (len != NULL)
+        *len = o.len;
+    if (cap > 0)
+        buf[o.len < cap ? o.len : cap - 1] = '\0';
+    if (rc != 0)
+        return rc;
+    return o.len < cap ? 0 : SHMOBJ_ENOBUFS;
+}
+
+int shmobj_view_json_write(const shmobj_view *view, FILE *f)
+{
+    if (view == NULL || f == NULL)
+        return SHMOBJ_EINVAL;
+    struct out o = {f, NULL, 0, 0, 0, budget_of(view)};
+    int rc = dump(&o, view, 0);
+    if (rc == 0 && o.err != 0)
+        rc = o.err;
+    return rc;
+}

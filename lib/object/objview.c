@@ -1,0 +1,745 @@
+/* Views: reading objects in place, and atomic updates of scalar slots.
+ *
+ * Invariants kept here:
+ * - Every offset, count and length read from the segment is checked against
+ *   the extent of the block it was found in (the tree header's size, itself
+ *   checked against the arena's usable size) before anything is followed,
+ *   and copied into the view once: later reads use the copy, so a value
+ *   changed by another process after the check cannot widen an access.
+ * - An OBJ payload inside the current block is an inline object and must
+ *   carry the block's generation; anywhere else it must name a live object
+ *   block (arena generation check), whose root names an inline object. So
+ *   following one reference costs O(1), whatever the object's size.
+ * - Slot tags never change, so a scalar view may read or update its slot
+ *   at any time with one atomic operation. */
+#include <math.h>
+#include <string.h>
+
+#include "objfmt.h"
+
+static inline struct shmobj__space *space_of(const shmobj_view *v)
+{
+    return (struct shmobj__space *)v->seg;
+}
+
+static inline uint64_t off_of(struct shmobj__space *sp, const void *p)
+{
+    return (uint64_t)((const uint8_t *)p - sp->base);
+}
+
+int shmobj__tree_open(struct shmobj__space *sp, shmobj__ref ref, uint64_t *blk,
+                      uint64_t *blen)
+{
+    uint64_t usable = 0, off = shmobj__ref_off(ref);
+    void *p;
+    if (ref == 0)
+        return SHMOBJ_EINVAL;
+    int rc = sp->ops->check(sp, ref, &usable);
+    if (rc != 0)
+        return rc;
+    if (usable < SHMOBJ__PREFIX || !shmobj__aligned(off, 16))
+        return SHMOBJ_ECORRUPT;
+    rc = shmobj__space_at(sp, off, SHMOBJ__PREFIX, &p);
+    if (rc != 0)
+        return rc;
+    const struct shmobj__tree *t = p;
+    uint64_t size = t->size;
+    if (t->magic != SHMOBJ__TREE_MAGIC || t->version != SHMOBJ__TREE_VERSION ||
+        size < SHMOBJ__PREFIX || size > usable)
+        return SHMOBJ_ECORRUPT;
+    rc = shmobj__space_at(sp, off, size, &p);
+    if (rc != 0)
+        return rc;
+    *blk = off;
+    *blen = size;
+    return 0;
+}
+
+/* Bytes of an object's fixed body (after its 16-byte header), or
+ * SHMOBJ_ECORRUPT when the header is inconsistent. `rem` is the room left in
+ * the block after the header. */
+static int body_size(const struct shmobj__obj *h, uint64_t rem, uint64_t *out)
+{
+    uint64_t n = h->count, cap = h->len, a, b;
+    switch (h->tag) {
+    case SHMOBJ_TYPE_STR:
+    case SHMOBJ_TYPE_BYTES:
+        if (h->count != 0 || !shmobj__add_ok(h->len, 1, out))
+            return SHMOBJ_ECORRUPT;
+        break;
+    case SHMOBJ_TYPE_BUFFER:
+        if (h->ndim > SHMOBJ_BUFFER_MAXDIM || shmobj__dtype_size(h->dtype) == 0)
+            return SHMOBJ_ECORRUPT;
+        *out = sizeof(struct shmobj__bufhdr) + 16u * h->ndim;
+        break;
+    case SHMOBJ_TYPE_LIST:
+    case SHMOBJ_TYPE_TUPLE:
+        *out = 16 * n;
+        break;
+    case SHMOBJ_TYPE_STRUCT:
+        if (!(h->flags & SHMOBJ__OBJ_NAMES)) {
+            *out = 16 * n;
+            break;
+        }
+        /* A named struct is laid out like a dict. */
+        /* fall through */
+    case SHMOBJ_TYPE_DICT:
+    case SHMOBJ_TYPE_SET:
+        if (cap != shmobj__index_cap(n))
+            return SHMOBJ_ECORRUPT;
+        a = (h->tag == SHMOBJ_TYPE_SET ? 16 : 32) * n;
+        if (!shmobj__mul_ok(cap, 8, &b) || !shmobj__add_ok(a, b, out))
+            return SHMOBJ_ECORRUPT;
+        break;
+    default:
+        return SHMOBJ_ECORRUPT;
+    }
+    return *out <= rem ? 0 : SHMOBJ_ECORRUPT;
+}
+
+int shmobj__view_follow(struct shmobj__space *sp, uint64_t p, uint64_t blk,
+                        uint64_t blen, uint16_t bgen, shmobj_view *out)
+{
+    uint64_t off = shmobj__ref_off(p);
+    uint16_t gen = shmobj__ref_gen(p);
+    uint64_t ob = blk, oblen = blen;
+    if (off >= blk && off - blk < blen) {
+        if (gen != bgen)
+            return SHMOBJ_ECORRUPT;
+    } else {
+        /* A block of its own (an item replaced after creation). */
+        int rc = shmobj__tree_open(sp, p, &ob, &oblen);
+        if (rc != 0)
+            return rc;
+        const struct shmobj__slot *root =
+            (const void *)(sp->base + ob + sizeof(struct shmobj__tree));
+        uint64_t q = atomic_load_explicit(
+            &((struct shmobj__slot *)root)->payload, memory_order_acquire);
+        off = shmobj__ref_off(q);
+        if (root->tag != SHMOBJ__SLOT_OBJ || shmobj__ref_gen(q) != gen ||
+            off < ob || off - ob >= oblen)
+            return SHMOBJ_ECORRUPT;
+    }
+    /* off lies in [ob, ob + oblen). */
+    uint64_t rel = off - ob, body;
+    if (!shmobj__aligned(off, 16) || oblen - rel < 16)
+        return SHMOBJ_ECORRUPT;
+    const struct shmobj__obj *hp = (const void *)(sp->base + off);
+    struct shmobj__obj h;
+    memcpy(&h, hp, sizeof h);
+    int rc = body_size(&h, oblen - rel - 16, &body);
+    if (rc != 0)
+        return rc;
+    if (h.tag == SHMOBJ_TYPE_BUFFER) {
+        const struct shmobj__bufhdr *bh = (const void *)(hp + 1);
+        uint64_t dr = bh->data_rel;
+        if (dr < 16 + body || dr > oblen - rel || h.len > oblen - rel - dr ||
+            !shmobj__aligned(off + dr, SHMOBJ__DATA_ALIGN))
+            return SHMOBJ_ECORRUPT;
+    } else if ((h.tag == SHMOBJ_TYPE_STR || h.tag == SHMOBJ_TYPE_BYTES) &&
+               ((const uint8_t *)(hp + 1))[h.len] != 0) {
+        return SHMOBJ_ECORRUPT;
+    }
+    out->obj = hp;
+    out->obj_blk = ob;
+    out->obj_blen = oblen;
+    out->obj_gen = (uint16_t)(ob == blk ? bgen : gen);
+    out->type = h.tag;
+    out->count = h.count;
+    out->len = h.len;
+    out->dtype = h.dtype;
+    out->ndim = h.ndim;
+    out->flags |= (uint8_t)(h.flags & SHMOBJ__OBJ_NAMES ? SHMOBJ__VIEW_NAMES : 0);
+    return 0;
+}
+
+int shmobj__view_slot(struct shmobj__space *sp, uint64_t slot_off, uint64_t blk,
+                      uint64_t blen, uint16_t bgen, int ro, shmobj_view *out)
+{
+    struct shmobj__slot *s = (void *)(sp->base + slot_off);
+    uint8_t tag = s->tag;
+    out->seg = (shmobj_segment *)sp;
+    out->slot = s;
+    out->obj = NULL;
+    out->slot_blk = blk;
+    out->slot_blen = blen;
+    out->slot_gen = bgen;
+    out->slot_tag = tag;
+    out->flags = (uint8_t)(ro ? SHMOBJ__VIEW_RO : 0);
+    out->count = 0;
+    out->len = 0;
+    switch (tag) {
+    case SHMOBJ__SLOT_BOOL:
+    case SHMOBJ__SLOT_INT:
+    case SHMOBJ__SLOT_UINT:
+    case SHMOBJ__SLOT_DOUBLE:
+        out->type = tag;
+        return 0;
+    case SHMOBJ__SLOT_OBJ: {
+        uint64_t p = atomic_load_explicit(&s->payload, memory_order_acquire);
+        if (p == 0) {
+            out->type = SHMOBJ_TYPE_NULL;
+            return 0;
+        }
+        return shmobj__view_follow(sp, p, blk, blen, bgen, out);
+    }
+    default:
+        return SHMOBJ_ECORRUPT;
+    }
+}
+
+int shmobj_obj_get(shmobj_segment *seg, shmobj_ref ref, shmobj_view *view)
+{
+    struct shmobj__space *sp = (struct shmobj__space *)seg;
+    uint64_t blk, blen;
+    if (sp == NULL || view == NULL || ref == SHMOBJ_REF_NULL)
+        return SHMOBJ_EINVAL;
+    int rc = shmobj__tree_open(sp, ref, &blk, &blen);
+    if (rc != 0)
+        return rc;
+    return shmobj__view_slot(sp, blk + sizeof(struct shmobj__tree), blk, blen,
+                             shmobj__ref_gen(ref), 0, view);
+}
+
+int shmobj_view_type(const shmobj_view *view)
+{
+    return view == NULL ? 0 : view->type;
+}
+
+int shmobj_view_len(const shmobj_view *view, size_t *len)
+{
+    if (view == NULL || len == NULL)
+        return SHMOBJ_EINVAL;
+    switch (view->type) {
+    case SHMOBJ_TYPE_STR:
+    case SHMOBJ_TYPE_BYTES:
+    case SHMOBJ_TYPE_BUFFER:
+        *len = (size_t)view->len;
+        return 0;
+    case SHMOBJ_TYPE_LIST:
+    case SHMOBJ_TYPE_TUPLE:
+    case SHMOBJ_TYPE_DICT:
+    case SHMOBJ_TYPE_SET:
+    case SHMOBJ_TYPE_STRUCT:
+        *len = view->count;
+        return 0;
+    default:
+        return SHMOBJ_ETYPE;
+    }
+}
+
+int shmobj_view_item(const shmobj_view *view, size_t i, shmobj_view *item)
+{
+    if (view == NULL || item == NULL)
+        return SHMOBJ_EINVAL;
+    int ro = 0;
+    switch (view->type) {
+    case SHMOBJ_TYPE_TUPLE:
+    case SHMOBJ_TYPE_SET:
+        ro = 1;
+        break;
+    case SHMOBJ_TYPE_LIST:
+    case SHMOBJ_TYPE_DICT:
+    case SHMOBJ_TYPE_STRUCT:
+        break;
+    default:
+        return SHMOBJ_ETYPE;
+    }
+    if (i >= view->count)
+        return SHMOBJ_ERANGE;
+    struct shmobj__space *sp = space_of(view);
+    /* Values (or set members) follow the header; body_size() checked that
+     * count slots fit in the block. */
+    uint64_t slot = off_of(sp, view->obj) + 16 + 16 * (uint64_t)i;
+    return shmobj__view_slot(sp, slot, view->obj_blk, view->obj_blen,
+                             view->obj_gen, ro, item);
+}
+
+/* Offset of the key slots and of the index of a keyed object, or
+ * SHMOBJ_ETYPE when it has none. */
+static int keyed_layout(const shmobj_view *v, uint64_t *keys, uint64_t *index)
+{
+    uint64_t o = off_of(space_of(v), v->obj) + 16, n = v->count;
+    switch (v->type) {
+    case SHMOBJ_TYPE_SET:
+        *keys = o;
+        break;
+    case SHMOBJ_TYPE_STRUCT:
+        if (!(v->flags & SHMOBJ__VIEW_NAMES))
+            return SHMOBJ_ETYPE;
+        /* fall through */
+    case SHMOBJ_TYPE_DICT:
+        *keys = o + 16 * n;
+        break;
+    default:
+        return SHMOBJ_ETYPE;
+    }
+    *index = *keys + 16 * n;
+    return 0;
+}
+
+int shmobj_view_key(const shmobj_view *view, size_t i, shmobj_view *key)
+{
+    uint64_t keys, index;
+    if (view == NULL || key == NULL)
+        return SHMOBJ_EINVAL;
+    int rc = keyed_layout(view, &keys, &index);
+    if (rc != 0)
+        return rc;
+    if (i >= view->count)
+        return SHMOBJ_ERANGE;
+    return shmobj__view_slot(space_of(view), keys + 16 * (uint64_t)i,
+                             view->obj_blk, view->obj_blen, view->obj_gen, 1,
+                             key);
+}
+
+/* Does key slot `ks` (in the view's block) equal the key described by
+ * (type, i, p, n)? 1 yes, 0 no, SHMOBJ_ECORRUPT when the slot is bad. */
+static int key_equal(const shmobj_view *v, const struct shmobj__slot *ks,
+                     unsigned type, int64_t i, const void *p, uint64_t n)
+{
+    struct shmobj__space *sp = space_of(v);
+    uint64_t pl = atomic_load_explicit(&((struct shmobj__slot *)ks)->payload,
+                                       memory_order_relaxed);
+    if (ks->tag == SHMOBJ__SLOT_INT)
+        return type == SHMOBJ_TYPE_INT && (int64_t)pl == i;
+    if (ks->tag != SHMOBJ__SLOT_OBJ)
+        return SHMOBJ_ECORRUPT;
+    /* Keys are always inline: the same block, its generation. */
+    uint64_t off = shmobj__ref_off(pl), rel = off - v->obj_blk;
+    if (off < v->obj_blk || rel >= v->obj_blen ||
+        shmobj__ref_gen(pl) != v->obj_gen || !shmobj__aligned(off, 16) ||
+        v->obj_blen - rel < 16)
+        return SHMOBJ_ECORRUPT;
+    const struct shmobj__obj *h = (const void *)(sp->base + off);
+    uint8_t tag = h->tag;
+    uint64_t len = h->len;
+    if (tag != SHMOBJ_TYPE_STR && tag != SHMOBJ_TYPE_BYTES)
+        return SHMOBJ_ECORRUPT;
+    if (tag != type || len != n)
+        return 0;
+    if (n > v->obj_blen - rel - 16)
+        return SHMOBJ_ECORRUPT;
+    return shmobj__mem_equal((const uint8_t *)(h + 1), p, n);
+}
+
+static int key_parts(const shmobj_value *key, int64_t *i, const void **p,
+                     uint64_t *n, uint64_t *hash)
+{
+    switch (key->type) {
+    case SHMOBJ_TYPE_INT:
+        *i = key->v.i;
+        *p = NULL;
+        *n = 0;
+        *hash = shmobj__hash_int(key->v.i);
+        return 0;
+    case SHMOBJ_TYPE_STR:
+    case SHMOBJ_TYPE_BYTES:
+        *i = 0;
+        *p = key->v.s.ptr;
+        *n = key->v.s.len;
+        if (*n == SHMOBJ_STRLEN) {
+            if (*p == NULL || key->type != SHMOBJ_TYPE_STR)
+                return SHMOBJ_EINVAL;
+            *n = strlen(*p);
+        }
+        if (*p == NULL && *n != 0)
+            return SHMOBJ_EINVAL;
+        *hash = shmobj__hash_mem(key->type, *p, *n);
+        return 0;
+    default:
+        return SHMOBJ_EINVAL;
+    }
+}
+
+int shmobj__index_find(const shmobj_view *v, unsigned type, int64_t ki,
+                       const void *kp, uint64_t kn, uint64_t hash, size_t *out,
+                       uint64_t *probes)
+{
+    uint64_t keys, index;
+    int rc = keyed_layout(v, &keys, &index);
+    if (rc != 0)
+        return rc;
+    uint64_t cap = v->len, n = v->count;
+    if (cap == 0)
+        return SHMOBJ_ENOTFOUND;
+    struct shmobj__space *sp = space_of(v);
+    const uint64_t *ix = (const void *)(sp->base + index);
+    const struct shmobj__slot *ks = (const void *)(sp->base + keys);
+    uint64_t pos = hash & (cap - 1);
+    uint32_t tag = (uint32_t)(hash >> 32);
+    /* At most cap probes, so a damaged index cannot loop forever. */
+    for (uint64_t probe = 0; probe < cap; probe++) {
+        if (probes != NULL)
+            ++*probes;
+        uint64_t e = ix[pos];
+        if (e == 0)
+            return SHMOBJ_ENOTFOUND;
+        uint64_t item = (e & UINT32_MAX) - 1;
+        if (item >= n)
+            return SHMOBJ_ECORRUPT;
+        if ((uint32_t)(e >> 32) == tag) {
+            rc = key_equal(v, &ks[item], type, ki, kp, kn);
+            if (rc < 0)
+                return rc;
+            if (rc == 1) {
+                *out = (size_t)item;
+                return 0;
+            }
+        }
+        pos = (pos + 1) & (cap - 1);
+    }
+    return SHMOBJ_ENOTFOUND;
+}
+
+int shmobj_view_index(const shmobj_view *view, const shmobj_value *key, size_t *i)
+{
+    int64_t ki;
+    const void *kp;
+    uint64_t kn, hash;
+    if (view == NULL || key == NULL || i == NULL)
+        return SHMOBJ_EINVAL;
+    int rc = key_parts(key, &ki, &kp, &kn, &hash);
+    if (rc != 0)
+        return rc;
+    return shmobj__index_find(view, key->type, ki, kp, kn, hash, i, NULL);
+}
+
+int shmobj_view_get(const shmobj_view *view, const shmobj_value *key,
+                    shmobj_view *item)
+{
+    size_t i;
+    if (item == NULL)
+        return SHMOBJ_EINVAL;
+    if (view != NULL && view->type == SHMOBJ_TYPE_SET)
+        return SHMOBJ_ETYPE;
+    int rc = shmobj_view_index(view, key, &i);
+    if (rc != 0)
+        return rc;
+    return shmobj_view_item(view, i, item);
+}
+
+int shmobj_view_get_str(const shmobj_view *view, const char *key,
+                        shmobj_view *item)
+{
+    size_t i;
+    if (view == NULL || key == NULL || item == NULL)
+        return SHMOBJ_EINVAL;
+    if (view->type == SHMOBJ_TYPE_SET)
+        return SHMOBJ_ETYPE;
+    uint64_t n = strlen(key);
+    int rc = shmobj__index_find(view, SHMOBJ_TYPE_STR, 0, key, n,
+                                shmobj__hash_mem(SHMOBJ_TYPE_STR, key, n), &i,
+                                NULL);
+    if (rc != 0)
+        return rc;
+    return shmobj_view_item(view, i, item);
+}
+
+/* ---- scalars ---------------------------------------------------------- */
+
+static inline _Atomic uint64_t *scalar(const shmobj_view *v, unsigned tag)
+{
+    if (v == NULL || v->slot_tag != tag || v->slot == NULL)
+        return NULL;
+    return &((struct shmobj__slot *)v->slot)->payload;
+}
+
+#define SCALAR_OR_FAIL(v, tag, ptr)                                          \
+    _Atomic uint64_t *ptr = scalar(v, tag);                                  \
+    if (ptr == NULL)                                                         \
+        return (v) == NULL ? SHMOBJ_EINVAL : SHMOBJ_ETYPE
+#define WRITABLE_OR_FAIL(v)                                                  \
+    if ((v)->flags & SHMOBJ__VIEW_RO)                                        \
+        return SHMOBJ_EACCES
+
+int shmobj_bool_get(const shmobj_view *view, int *out)
+{
+    SCALAR_OR_FAIL(view, SHMOBJ__SLOT_BOOL, p);
+    if (out == NULL)
+        return SHMOBJ_EINVAL;
+    *out = atomic_load_explicit(p, memory_order_acquire) != 0;
+    return 0;
+}
+
+int shmobj_bool_set(const shmobj_view *view, int x)
+{
+    SCALAR_OR_FAIL(view, SHMOBJ__SLOT_BOOL, p);
+    WRITABLE_OR_FAIL(view);
+    atomic_store_explicit(p, x != 0, memory_order_release);
+    return 0;
+}
+
+int shmobj_int_get(const shmobj_view *view, int64_t *out)
+{
+    SCALAR_OR_FAIL(view, SHMOBJ__SLOT_INT, p);
+    if (out == NULL)
+        return SHMOBJ_EINVAL;
+    *out = (int64_t)atomic_load_explicit(p, memory_order_acquire);
+    return 0;
+}
+
+int shmobj_int_set(const shmobj_view *view, int64_t x)
+{
+    SCALAR_OR_FAIL(view, SHMOBJ__SLOT_INT, p);
+    WRITABLE_OR_FAIL(view);
+    atomic_store_explicit(p, (uint64_t)x, memory_order_release);
+    return 0;
+}
+
+int shmobj_int_add(const shmobj_view *view, int64_t delta, int64_t *old)
+{
+    SCALAR_OR_FAIL(view, SHMOBJ__SLOT_INT, p);
+    WRITABLE_OR_FAIL(view);
+    /* Unsigned arithmetic: wraps instead of signed-overflow UB. */
+    uint64_t o = atomic_fetch_add_explicit(p, (uint64_t)delta, memory_order_acq_rel);
+    if (old != NULL)
+        *old = (int64_t)o;
+    return 0;
+}
+
+/* The int slot of item i of a mutable container, or an error. Shares the
+ * checks of shmobj_view_item() without filling a view. */
+static inline int item_int_slot(const shmobj_view *v, size_t i, _Atomic uint64_t **out,
+                                int write)
+{
+    if (v == NULL)
+        return SHMOBJ_EINVAL;
+    switch (v->type) {
+    case SHMOBJ_TYPE_TUPLE:
+        if (write)
+            return SHMOBJ_EACCES;
+        break;
+    case SHMOBJ_TYPE_LIST:
+    case SHMOBJ_TYPE_DICT:
+    case SHMOBJ_TYPE_STRUCT:
+        break;
+    default:
+        return SHMOBJ_ETYPE;
+    }
+    if (i >= v->count)
+        return SHMOBJ_ERANGE;
+    struct shmobj__slot *s = (struct shmobj__slot *)((uint8_t *)v->obj + 16) + i;
+    if (s->tag != SHMOBJ__SLOT_INT)
+        return s->tag == SHMOBJ__SLOT_OBJ || s->tag == SHMOBJ__SLOT_BOOL ||
+                       s->tag == SHMOBJ__SLOT_UINT || s->tag == SHMOBJ__SLOT_DOUBLE
+                   ? SHMOBJ_ETYPE
+                   : SHMOBJ_ECORRUPT;
+    *out = &s->payload;
+    return 0;
+}
+
+int shmobj_item_int_add(const shmobj_view *view, size_t i, int64_t delta, int64_t *old)
+{
+    _Atomic uint64_t *p;
+    int rc = item_int_slot(view, i, &p, 1);
+    if (rc != 0)
+        return rc;
+    uint64_t o = atomic_fetch_add_explicit(p, (uint64_t)delta, memory_order_acq_rel);
+    if (old != NULL)
+        *old = (int64_t)o;
+    return 0;
+}
+
+int shmobj_item_int_get(const shmobj_view *view, size_t i, int64_t *out)
+{
+    _Atomic uint64_t *p;
+    if (out == NULL)
+        return SHMOBJ_EINVAL;
+    int rc = item_int_slot(view, i, &p, 0);
+    if (rc != 0)
+        return rc;
+    *out = (int64_t)atomic_load_explicit(p, memory_order_acquire);
+    return 0;
+}
+
+int shmobj_int_cas(const shmobj_view *view, int64_t *expected, int64_t desired)
+{
+    SCALAR_OR_FAIL(view, SHMOBJ__SLOT_INT, p);
+    WRITABLE_OR_FAIL(view);
+    if (expected == NULL)
+        return SHMOBJ_EINVAL;
+    uint64_t e = (uint64_t)*expected;
+    if (atomic_compare_exchange_strong_explicit(p, &e, (uint64_t)desired,
+                                                memory_order_acq_rel,
+                                                memory_order_acquire))
+        return 0;
+    *expected = (int64_t)e;
+    return SHMOBJ_EBUSY;
+}
+
+int shmobj_uint_get(const shmobj_view *view, uint64_t *out)
+{
+    SCALAR_OR_FAIL(view, SHMOBJ__SLOT_UINT, p);
+    if (out == NULL)
+        return SHMOBJ_EINVAL;
+    *out = atomic_load_explicit(p, memory_order_acquire);
+    return 0;
+}
+
+int shmobj_uint_set(const shmobj_view *view, uint64_t x)
+{
+    SCALAR_OR_FAIL(view, SHMOBJ__SLOT_UINT, p);
+    WRITABLE_OR_FAIL(view);
+    atomic_store_explicit(p, x, memory_order_release);
+    return 0;
+}
+
+int shmobj_uint_add(const shmobj_view *view, uint64_t delta, uint64_t *old)
+{
+    SCALAR_OR_FAIL(view, SHMOBJ__SLOT_UINT, p);
+    WRITABLE_OR_FAIL(view);
+    uint64_t o = atomic_fetch_add_explicit(p, delta, memory_order_acq_rel);
+    if (old != NULL)
+        *old = o;
+    return 0;
+}
+
+int shmobj_uint_cas(const shmobj_view *view, uint64_t *expected, uint64_t desired)
+{
+    SCALAR_OR_FAIL(view, SHMOBJ__SLOT_UINT, p);
+    WRITABLE_OR_FAIL(view);
+    if (expected == NULL)
+        return SHMOBJ_EINVAL;
+    if (atomic_compare_exchange_strong_explicit(p, expected, desired,
+                                                memory_order_acq_rel,
+                                                memory_order_acquire))
+        return 0;
+    return SHMOBJ_EBUSY;
+}
+
+static inline uint64_t dbits(double d)
+{
+    uint64_t u;
+    memcpy(&u, &d, sizeof u);
+    return u;
+}
+
+static inline double bitsd(uint64_t u)
+{
+    double d;
+    memcpy(&d, &u, sizeof d);
+    return d;
+}
+
+int shmobj_double_get(const shmobj_view *view, double *out)
+{
+    SCALAR_OR_FAIL(view, SHMOBJ__SLOT_DOUBLE, p);
+    if (out == NULL)
+        return SHMOBJ_EINVAL;
+    *out = bitsd(atomic_load_explicit(p, memory_order_acquire));
+    return 0;
+}
+
+int shmobj_double_set(const shmobj_view *view, double x)
+{
+    SCALAR_OR_FAIL(view, SHMOBJ__SLOT_DOUBLE, p);
+    WRITABLE_OR_FAIL(view);
+    atomic_store_explicit(p, dbits(x), memory_order_release);
+    return 0;
+}
+
+int shmobj_double_add(const shmobj_view *view, double delta, double *old)
+{
+    SCALAR_OR_FAIL(view, SHMOBJ__SLOT_DOUBLE, p);
+    WRITABLE_OR_FAIL(view);
+    uint64_t o = atomic_load_explicit(p, memory_order_relaxed);
+    /* A CAS loop: the failed CAS reloads o, so every retry adds to the
+     * value another process just stored and no add is lost. */
+    while (!atomic_compare_exchange_weak_explicit(p, &o, dbits(bitsd(o) + delta),
+                                                  memory_order_acq_rel,
+                                                  memory_order_relaxed))
+        ;
+    if (old != NULL)
+        *old = bitsd(o);
+    return 0;
+}
+
+int shmobj_str_get(const shmobj_view *view, const char **s, size_t *len)
+{
+    if (view == NULL || s == NULL)
+        return SHMOBJ_EINVAL;
+    if (view->type != SHMOBJ_TYPE_STR)
+        return SHMOBJ_ETYPE;
+    *s = (const char *)view->obj + 16;
+    if (len != NULL)
+        *len = (size_t)view->len;
+    return 0;
+}
+
+int shmobj_bytes_get(const shmobj_view *view, const void **p, size_t *len)
+{
+    if (view == NULL || p == NULL)
+        return SHMOBJ_EINVAL;
+    if (view->type != SHMOBJ_TYPE_BYTES)
+        return SHMOBJ_ETYPE;
+    *p = (const uint8_t *)view->obj + 16;
+    if (len != NULL)
+        *len = (size_t)view->len;
+    return 0;
+}
+
+size_t shmobj_dtype_size(unsigned dtype)
+{
+    return shmobj__dtype_size(dtype);
+}
+
+const char *shmobj_dtype_name(unsigned dtype)
+{
+    static const char *const names[] = {
+        "?", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64",
+        "f32", "f64", "bool",
+    };
+    return dtype < sizeof names / sizeof names[0] ? names[dtype] : "?";
+}
+
+/* Check that every element a shape and strides reach lies in nbytes. */
+int shmobj__buffer_extent_ok(unsigned ndim, const uint64_t *shape,
+                             const int64_t *strides, uint64_t itemsize,
+                             uint64_t nbytes)
+{
+    uint64_t last = 0, t;
+    for (unsigned d = 0; d < ndim; d++) {
+        if (shape[d] == 0)
+            return 1; /* no element at all */
+    }
+    for (unsigned d = 0; d < ndim; d++) {
+        if (strides[d] < 0 ||
+            !shmobj__mul_ok(shape[d] - 1, (uint64_t)strides[d], &t) ||
+            !shmobj__add_ok(last, t, &last))
+            return 0;
+    }
+    return shmobj__add_ok(last, itemsize, &t) && t <= nbytes;
+}
+
+int shmobj_buffer_get(const shmobj_view *view, shmobj_buffer_info *info)
+{
+    if (view == NULL || info == NULL || info->struct_size < sizeof *info)
+        return SHMOBJ_EINVAL;
+    if (view->type != SHMOBJ_TYPE_BUFFER)
+        return SHMOBJ_ETYPE;
+    const uint8_t *o = view->obj;
+    const struct shmobj__bufhdr *bh = (const void *)(o + 16);
+    const uint64_t *shape = (const void *)(bh + 1);
+    const int64_t *strides = (const void *)(shape + view->ndim);
+    unsigned nd = view->ndim;
+    uint64_t dr = bh->data_rel;
+    /* data_rel was checked when the view was made; reread and recheck it
+     * here against the same extent, and take shape/strides once. */
+    uint64_t rel = (uint64_t)(o - space_of(view)->base) - view->obj_blk;
+    if (dr > view->obj_blen - rel || view->len > view->obj_blen - rel - dr)
+        return SHMOBJ_ECORRUPT;
+    info->dtype = view->dtype;
+    info->ndim = nd;
+    info->itemsize = (uint32_t)shmobj__dtype_size(view->dtype);
+    info->nbytes = view->len;
+    info->data = (void *)(o + dr);
+    memset(info->shape, 0, sizeof info->shape);
+    memset(info->strides, 0, sizeof info->strides);
+    memcpy(info->shape, shape, 8u * nd);
+    memcpy(info->strides, strides, 8u * nd);
+    if (!shmobj__buffer_extent_ok(nd, info->shape, info->strides,
+                                  info->itemsize, info->nbytes))
+        return SHMOBJ_ECORRUPT;
+    return 0;
+}

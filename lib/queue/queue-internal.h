@@ -1,0 +1,38 @@
+/* The queue handle, and internals the tests reach. */
+#ifndef SHMOBJ_QUEUE_INTERNAL_H
+#define SHMOBJ_QUEUE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "ring.h"
+#include "shmobj/queue.h"
+#include "space.h"
+
+/* A producer's cached write end of one listener's pipe (notify entry i). */
+struct shmobj__queue_peer {
+    uint32_t pid;
+    int32_t fd;
+    uint64_t ino;
+    int wfd; /* -1 when not open */
+};
+
+struct shmobj_queue {
+    struct shmobj__space *sp; /* the segment, as seen by the layers above */
+    shmobj_segment *seg;
+    struct shmobj__ring ring; /* validated view of the shared ring */
+    shmobj_ref ref;           /* the ring's block */
+    _Atomic int64_t spin_ns;  /* see shmobj_queue_spin_set() */
+    /* guards the notify fields and peers (slow path only) */
+    pthread_mutex_t lock;
+    int notify_slot; /* our registration in ring.hdr->notify, or -1 */
+    int notify_rfd;  /* our pipe, or -1 */
+    int notify_wfd;
+    struct shmobj__queue_peer peers[SHMOBJ__RING_NOTIFY_MAX];
+};
+
+/* Shorten the stall period (tests of dead producers and consumers). */
+void shmobj__queue_stall_set(shmobj_queue *q, uint64_t ns);
+struct shmobj__ring *shmobj__queue_ring(shmobj_queue *q);
+
+#endif /* SHMOBJ_QUEUE_INTERNAL_H */

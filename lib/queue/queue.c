@@ -1,0 +1,687 @@
+/* Named queues in a segment, message blocks with completion, and the
+ * pollable descriptor.
+ *
+ * Invariants kept here:
+ * - A queue is one 64-byte aligned heap block holding a ring (ring.h),
+ *   published as the root "q:<name>". A handle validates the block (its
+ *   generation, its size, the ring header) once at open and afterwards
+ *   addresses it only through the validated view.
+ * - A message block is a heap block that starts with struct shmobj__qmsg.
+ *   Every access goes through msg_get(), which checks the reference's
+ *   generation and size and the header's magic and length before use.
+ * - A message block's `state` moves PENDING -> DONE (consumer) or
+ *   PENDING -> ABANDONED (sender gave up) exactly once, by CAS; whoever
+ *   arrives second frees the block, so it is freed exactly once.
+ * - Notify registrations (ring.h, shmobj__ring_notify) change state by CAS;
+ *   hdr.armed counts the ARMED ones so that a put reads one word, and writes
+ *   to a pipe only when some consumer armed its descriptor. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "os-notify.h"
+#include "os.h"
+#include "queue-internal.h"
+#include "shmobj/arena.h"
+#include "shmobj/segment.h"
+
+/* ---- message blocks -------------------------------------------------------- */
+
+#define QMSG_MAGIC 0x47534d51u /* "QMSG" */
+enum { QMSG_PENDING = 0, QMSG_DONE = 1, QMSG_ABANDONED = 2 };
+
+struct shmobj__qmsg {
+    uint32_t magic;          /* QMSG_MAGIC, written once by the allocator */
+    /* futex word: QMSG_PENDING -> QMSG_DONE (consumer, CAS, release) or
+     * -> QMSG_ABANDONED (sender, CAS); DONE -> PENDING by msg_reset */
+    _Atomic uint32_t state;
+    /* senders sleeping (or about to) on state; seq_cst, paired with the
+     * consumer's CAS as for the ring's waiter counts */
+    _Atomic uint32_t waiters;
+    uint32_t flags;          /* SHMOBJ_QUEUE_MSG_* given at allocation */
+    uint64_t len;            /* bytes of data after the header */
+    uint64_t reserved[5];    /* zero */
+};
+_Static_assert(sizeof(struct shmobj__qmsg) == SHMOBJ_QUEUE_MSG_HEADER,
+               "message header");
+
+/* The header of message block ref, checked (generation, size, magic,
+ * length). */
+static int msg_get(shmobj_queue *q, shmobj_ref ref, struct shmobj__qmsg **out)
+{
+    struct shmobj__space *sp = q->sp;
+    uint64_t usable = 0;
+    int rc = sp->ops->check(sp, ref, &usable);
+    if (rc != 0)
+        return rc;
+    if (usable < sizeof(struct shmobj__qmsg))
+        return SHMOBJ_ECORRUPT;
+    void *p;
+    rc = shmobj__space_at(sp, shmobj__ref_off(ref), usable, &p);
+    if (rc != 0)
+        return rc;
+    struct shmobj__qmsg *m = p;
+    uint64_t len = m->len; /* read once, then judged */
+    if (m->magic != QMSG_MAGIC ||
+        len > usable - sizeof(struct shmobj__qmsg))
+        return SHMOBJ_ECORRUPT;
+    *out = m;
+    return 0;
+}
+
+int shmobj_queue_msg_alloc(shmobj_queue *q, size_t len, unsigned flags,
+                           shmobj_ref *ref, void **data)
+{
+    if (q == NULL || ref == NULL || (flags & ~SHMOBJ_QUEUE_MSG_TRACK) != 0 ||
+        len > UINT64_MAX / 2)
+        return SHMOBJ_EINVAL;
+    struct shmobj__space *sp = q->sp;
+    shmobj_ref r;
+    int rc = sp->ops->alloc(sp, sizeof(struct shmobj__qmsg) + (uint64_t)len,
+                            SHMOBJ_QUEUE_MSG_ALIGN, &r);
+    if (rc != 0)
+        return rc;
+    void *p;
+    rc = shmobj__space_at(sp, shmobj__ref_off(r),
+                          sizeof(struct shmobj__qmsg) + (uint64_t)len, &p);
+    if (rc != 0) {
+        sp->ops->free(sp, r);
+        return rc;
+    }
+    struct shmobj__qmsg *m = p;
+    memset(m, 0, sizeof *m);
+    m->flags = flags;
+    m->len = len;
+    atomic_store_explicit(&m->state, QMSG_PENDING, memory_order_relaxed);
+    m->magic = QMSG_MAGIC; /* published by the put that hands it over */
+    *ref = r;
+    if (data != NULL)
+        *data = m + 1;
+    return 0;
+}
+
+int shmobj_queue_msg_data(shmobj_queue *q, shmobj_ref ref, void **data,
+                          size_t *len)
+{
+    if (q == NULL || data == NULL || ref == SHMOBJ_REF_NULL)
+        return SHMOBJ_EINVAL;
+    struct shmobj__qmsg *m;
+    int rc = msg_get(q, ref, &m);
+    if (rc != 0)
+        return rc;
+    *data = m + 1;
+    if (len != NULL)
+        *len = (size_t)m->len;
+    return 0;
+}
+
+static void msg_wake(struct shmobj__qmsg *m)
+{
+    if (atomic_load_explicit(&m->waiters, memory_order_seq_cst) != 0)
+        shmobj__os_futex_wake(&m->state, INT32_MAX);
+}
+
+int shmobj_queue_msg_done(shmobj_queue *q, shmobj_ref ref)
+{
+    if (q == NULL || ref == SHMOBJ_REF_NULL)
+        return SHMOBJ_EINVAL;
+    struct shmobj__qmsg *m;
+    int rc = msg_get(q, ref, &m);
+    if (rc != 0)
+        return rc;
+    if ((m->flags & SHMOBJ_QUEUE_MSG_TRACK) == 0)
+        return q->sp->ops->free(q->sp, ref);
+    uint32_t expect = QMSG_PENDING;
+    if (atomic_compare_exchange_strong_explicit(&m->state, &expect, QMSG_DONE,
+                                                memory_order_seq_cst,
+                                                memory_order_acquire)) {
+        msg_wake(m);
+        return 0;
+    }
+    if (expect == QMSG_ABANDONED)
+        return q->sp->ops->free(q->sp, ref); /* the sender gave up */
+    return SHMOBJ_EINVAL;                     /* already done */
+}
+
+int shmobj_queue_msg_wait_done(shmobj_queue *q, shmobj_ref ref,
+                               int64_t timeout_ns)
+{
+    if (q == NULL || ref == SHMOBJ_REF_NULL)
+        return SHMOBJ_EINVAL;
+    struct shmobj__qmsg *m;
+    int rc = msg_get(q, ref, &m);
+    if (rc != 0)
+        return rc;
+    if ((m->flags & SHMOBJ_QUEUE_MSG_TRACK) == 0)
+        return SHMOBJ_EINVAL;
+    uint64_t deadline = shmobj__os_deadline(timeout_ns);
+    uint32_t s = atomic_load_explicit(&m->state, memory_order_acquire);
+    int64_t spin = atomic_load_explicit(&q->spin_ns, memory_order_relaxed);
+    if (s == QMSG_PENDING && spin != 0 && timeout_ns != 0) {
+        uint64_t end = spin < 0 ? deadline
+                                : shmobj__os_now_ns() + (uint64_t)spin;
+        for (unsigned i = 1; s == QMSG_PENDING; i++) {
+            s = atomic_load_explicit(&m->state, memory_order_acquire);
+            if ((i & 255u) == 0 && shmobj__os_now_ns() >= end)
+                break;
+        }
+    }
+    while (s == QMSG_PENDING) {
+        if (timeout_ns == 0 || shmobj__os_now_ns() >= deadline)
+            return SHMOBJ_ETIMEDOUT;
+        atomic_fetch_add_explicit(&m->waiters, 1, memory_order_seq_cst);
+        atomic_thread_fence(memory_order_seq_cst);
+        s = atomic_load_explicit(&m->state, memory_order_acquire);
+        if (s == QMSG_PENDING)
+            shmobj__os_futex_wait(&m->state, QMSG_PENDING, deadline);
+        atomic_fetch_sub_explicit(&m->waiters, 1, memory_order_relaxed);
+        s = atomic_load_explicit(&m->state, memory_order_acquire);
+    }
+    return s == QMSG_DONE ? 0 : SHMOBJ_EINVAL;
+}
+
+int shmobj_queue_msg_reset(shmobj_queue *q, shmobj_ref ref)
+{
+    if (q == NULL || ref == SHMOBJ_REF_NULL)
+        return SHMOBJ_EINVAL;
+    struct shmobj__qmsg *m;
+    int rc = msg_get(q, ref, &m);
+    if (rc != 0)
+        return rc;
+    uint32_t expect = QMSG_DONE;
+    if ((m->flags & SHMOBJ_QUEUE_MSG_TRACK) == 0 ||
+        !atomic_compare_exchange_strong_explicit(&m->state, &expect,
+                                                 QMSG_PENDING,
+                                                 memory_order_acq_rel,
+                                                 memory_order_relaxed))
+        return SHMOBJ_EINVAL;
+    return 0;
+}
+
+int shmobj_queue_msg_free(shmobj_queue *q, shmobj_ref ref)
+{
+    if (q == NULL || ref == SHMOBJ_REF_NULL)
+        return SHMOBJ_EINVAL;
+    struct shmobj__qmsg *m;
+    int rc = msg_get(q, ref, &m);
+    if (rc != 0)
+        return rc;
+    if ((m->flags & SHMOBJ_QUEUE_MSG_TRACK) != 0) {
+        uint32_t expect = QMSG_PENDING;
+        if (atomic_compare_exchange_strong_explicit(
+                &m->state, &expect, QMSG_ABANDONED, memory_order_acq_rel,
+                memory_order_acquire))
+            return 0; /* the consumer's done will free it */
+        if (expect == QMSG_ABANDONED)
+            return SHMOBJ_ESTALE; /* freed (or handed over) already */
+    }
+    return q->sp->ops->free(q->sp, ref);
+}
+
+/* ---- notify ---------------------------------------------------------------- */
+
+static void notify_signal_entry(shmobj_queue *q, unsigned i)
+{
+    struct shmobj__ring_notify *n = &q->ring.hdr->notify[i];
+    uint32_t pid = atomic_load_explicit(&n->pid, memory_order_relaxed);
+    int32_t fd = atomic_load_explicit(&n->fd, memory_order_relaxed);
+    uint64_t ino = atomic_load_explicit(&n->ino, memory_order_relaxed);
+    pthread_mutex_lock(&q->lock);
+    if (q->notify_slot == (int)i && q->notify_wfd >= 0) {
+        shmobj__os_notify_signal(q->notify_wfd); /* our own descriptor */
+        pthread_mutex_unlock(&q->lock);
+        return;
+    }
+    struct shmobj__queue_peer *p = &q->peers[i];
+    if (p->wfd < 0 || p->pid != pid || p->fd != fd || p->ino != ino) {
+        shmobj__os_notify_close(p->wfd);
+        p->wfd = -1;
+        p->pid = pid;
+        p->fd = fd;
+        p->ino = ino;
+        if (shmobj__os_notify_open(pid, fd, ino, &p->wfd) != 0)
+            p->wfd = -1;
+    }
+    shmobj__os_notify_signal(p->wfd);
+    pthread_mutex_unlock(&q->lock);
+}
+
+/* After a publish: wake every armed listener (one write each per arm). */
+static void notify_fire(shmobj_queue *q)
+{
+    struct shmobj__ring_hdr *h = q->ring.hdr;
+    for (unsigned i = 0; i < SHMOBJ__RING_NOTIFY_MAX; i++) {
+        struct shmobj__ring_notify *n = &h->notify[i];
+        uint32_t expect = SHMOBJ__NOTIFY_ARMED;
+        if (atomic_load_explicit(&n->state, memory_order_relaxed) != expect ||
+            !atomic_compare_exchange_strong_explicit(
+                &n->state, &expect, SHMOBJ__NOTIFY_IDLE,
+                memory_order_acq_rel, memory_order_relaxed))
+            continue;
+        atomic_fetch_sub_explicit(&h->armed, 1, memory_order_seq_cst);
+        notify_signal_entry(q, i);
+    }
+}
+
+static inline void after_put(shmobj_queue *q)
+{
+    /* seq_cst: pairs with the arm's increment + fence + peek (Dekker) */
+    if (atomic_load_explicit(&q->ring.hdr->armed, memory_order_seq_cst) != 0)
+        notify_fire(q);
+}
+
+/* Take entry i away from whatever state it is in (for reclaiming a dead
+ * owner's entry or dropping our own): true when we now hold it BUSY. */
+static bool notify_seize(struct shmobj__ring_hdr *h, unsigned i,
+                         uint32_t seen)
+{
+    struct shmobj__ring_notify *n = &h->notify[i];
+    if (!atomic_compare_exchange_strong_explicit(
+            &n->state, &seen, SHMOBJ__NOTIFY_BUSY, memory_order_acq_rel,
+            memory_order_relaxed))
+        return false;
+    if (seen == SHMOBJ__NOTIFY_ARMED)
+        atomic_fetch_sub_explicit(&h->armed, 1, memory_order_seq_cst);
+    return true;
+}
+
+int shmobj_queue_notify_fd(shmobj_queue *q, int *fd)
+{
+    if (q == NULL || fd == NULL)
+        return SHMOBJ_EINVAL;
+    pthread_mutex_lock(&q->lock);
+    if (q->notify_slot >= 0) {
+        *fd = q->notify_rfd;
+        pthread_mutex_unlock(&q->lock);
+        return 0;
+    }
+    int rc = SHMOBJ_ENOTSUP;
+    if (!shmobj__os_notify_supported())
+        goto out;
+    shmobj__os_proc me;
+    if ((rc = shmobj__os_proc_self(&me)) != 0)
+        goto out;
+    struct shmobj__ring_hdr *h = q->ring.hdr;
+    int slot = -1;
+    for (unsigned pass = 0; pass < 2 && slot < 0; pass++) {
+        for (unsigned i = 0; i < SHMOBJ__RING_NOTIFY_MAX && slot < 0; i++) {
+            struct shmobj__ring_notify *n = &h->notify[i];
+            uint32_t s = atomic_load_explicit(&n->state, memory_order_acquire);
+            if (pass == 0) {
+                if (s == SHMOBJ__NOTIFY_FREE && notify_seize(h, i, s))
+                    slot = (int)i;
+                continue;
+            }
+            /* second pass: reclaim entries of processes that died */
+            if (s != SHMOBJ__NOTIFY_IDLE && s != SHMOBJ__NOTIFY_ARMED)
+                continue;
+            shmobj__os_proc owner = {0};
+            owner.pid = atomic_load_explicit(&n->pid, memory_order_relaxed);
+            owner.start_time =
+                atomic_load_explicit(&n->start_time, memory_order_relaxed);
+            if (!shmobj__os_proc_alive(&owner) && notify_seize(h, i, s))
+                slot = (int)i;
+        }
+    }
+    if (slot < 0) {
+        rc = SHMOBJ_EFULL;
+        goto out;
+    }
+    uint64_t ino;
+    rc = shmobj__os_notify_create(&q->notify_rfd, &q->notify_wfd, &ino);
+    struct shmobj__ring_notify *n = &h->notify[slot];
+    if (rc != 0) {
+        atomic_store_explicit(&n->state, SHMOBJ__NOTIFY_FREE,
+                              memory_order_release);
+        goto out;
+    }
+    atomic_store_explicit(&n->pid, me.pid, memory_order_relaxed);
+    atomic_store_explicit(&n->start_time, me.start_time, memory_order_relaxed);
+    atomic_store_explicit(&n->ino, ino, memory_order_relaxed);
+    atomic_store_explicit(&n->fd, q->notify_rfd, memory_order_relaxed);
+    atomic_store_explicit(&n->state, SHMOBJ__NOTIFY_IDLE, memory_order_release);
+    q->notify_slot = slot;
+    *fd = q->notify_rfd;
+out:
+    pthread_mutex_unlock(&q->lock);
+    return rc;
+}
+
+int shmobj_queue_notify_arm(shmobj_queue *q)
+{
+    if (q == NULL)
+        return SHMOBJ_EINVAL;
+    pthread_mutex_lock(&q->lock);
+    int slot = q->notify_slot;
+    pthread_mutex_unlock(&q->lock);
+    if (slot < 0)
+        return SHMOBJ_EINVAL;
+    struct shmobj__ring_hdr *h = q->ring.hdr;
+    struct shmobj__ring_notify *n = &h->notify[slot];
+    shmobj__os_notify_drain(q->notify_rfd);
+    uint32_t expect = SHMOBJ__NOTIFY_IDLE;
+    if (atomic_compare_exchange_strong_explicit(&n->state, &expect,
+                                                SHMOBJ__NOTIFY_ARMED,
+                                                memory_order_acq_rel,
+                                                memory_order_relaxed))
+        atomic_fetch_add_explicit(&h->armed, 1, memory_order_seq_cst);
+    atomic_thread_fence(memory_order_seq_cst);
+    uint64_t v;
+    if (shmobj__ring_try_peek(&q->ring, &v) == 0) {
+        /* a message is there already: be readable now */
+        expect = SHMOBJ__NOTIFY_ARMED;
+        if (atomic_compare_exchange_strong_explicit(
+                &n->state, &expect, SHMOBJ__NOTIFY_IDLE, memory_order_acq_rel,
+                memory_order_relaxed))
+            atomic_fetch_sub_explicit(&h->armed, 1, memory_order_seq_cst);
+        shmobj__os_notify_signal(q->notify_wfd);
+    }
+    return 0;
+}
+
+static void notify_drop(shmobj_queue *q)
+{
+    if (q->notify_slot >= 0) {
+        struct shmobj__ring_hdr *h = q->ring.hdr;
+        unsigned i = (unsigned)q->notify_slot;
+        for (;;) {
+            uint32_t s = atomic_load_explicit(&h->notify[i].state,
+                                              memory_order_acquire);
+            if (s != SHMOBJ__NOTIFY_IDLE && s != SHMOBJ__NOTIFY_ARMED)
+                break; /* reclaimed by someone who thought us dead */
+            if (notify_seize(h, i, s)) {
+                atomic_store_explicit(&h->notify[i].state,
+                                      SHMOBJ__NOTIFY_FREE,
+                                      memory_order_release);
+                break;
+            }
+        }
+    }
+    shmobj__os_notify_close(q->notify_rfd);
+    shmobj__os_notify_close(q->notify_wfd);
+    for (unsigned i = 0; i < SHMOBJ__RING_NOTIFY_MAX; i++)
+        shmobj__os_notify_close(q->peers[i].wfd);
+}
+
+/* ---- lifecycle ----------------------------------------------------------- */
+
+static int root_name(const char *name, char out[SHMOBJ_ROOT_NAME_MAX + 1])
+{
+    if (name == NULL)
+        return SHMOBJ_EINVAL;
+    size_t n = strnlen(name, SHMOBJ_QUEUE_NAME_MAX + 1);
+    if (n == 0 || n > SHMOBJ_QUEUE_NAME_MAX)
+        return SHMOBJ_EINVAL;
+    memcpy(out, "q:", 2);
+    memcpy(out + 2, name, n + 1);
+    return 0;
+}
+
+static int handle_new(shmobj_segment *seg, shmobj_ref ref, shmobj_queue **out)
+{
+    struct shmobj__space *sp = (struct shmobj__space *)seg;
+    uint64_t usable = 0;
+    int rc = sp->ops->check(sp, ref, &usable);
+    if (rc != 0)
+        return rc == SHMOBJ_ESTALE ? SHMOBJ_ESTALE : SHMOBJ_ECORRUPT;
+    void *mem;
+    rc = shmobj__space_at(sp, shmobj__ref_off(ref), usable, &mem);
+    if (rc != 0)
+        return rc;
+    if (((uintptr_t)mem & 63u) != 0)
+        return SHMOBJ_ECORRUPT;
+    shmobj_queue *q = calloc(1, sizeof *q);
+    if (q == NULL)
+        return SHMOBJ_ENOMEM;
+    rc = shmobj__ring_attach(&q->ring, mem, usable);
+    if (rc != 0) {
+        free(q);
+        return rc;
+    }
+    q->seg = seg;
+    q->sp = sp;
+    q->ref = ref;
+    q->notify_slot = -1;
+    q->notify_rfd = -1;
+    q->notify_wfd = -1;
+    for (unsigned i = 0; i < SHMOBJ__RING_NOTIFY_MAX; i++)
+        q->peers[i].wfd = -1;
+    pthread_mutex_init(&q->lock, NULL);
+    *out = q;
+    return 0;
+}
+
+int shmobj_queue_create(shmobj_segment *seg, const char *name,
+                        uint32_t capacity, unsigned flags, shmobj_queue **out)
+{
+    char rname[SHMOBJ_ROOT_NAME_MAX + 1];
+    if (seg == NULL || out == NULL || flags != 0 ||
+        root_name(name, rname) != 0)
+        return SHMOBJ_EINVAL;
+    uint64_t size = shmobj__ring_footprint(capacity);
+    if (size == 0)
+        return SHMOBJ_EINVAL;
+    shmobj_ref ref;
+    int rc = shmobj_segment_root_get(seg, rname, &ref);
+    if (rc == 0)
+        return SHMOBJ_EEXIST;
+    if (rc != SHMOBJ_ENOTFOUND)
+        return rc;
+    struct shmobj__space *sp = (struct shmobj__space *)seg;
+    rc = sp->ops->alloc(sp, size, 64, &ref);
+    if (rc != 0)
+        return rc;
+    void *mem;
+    rc = shmobj__space_at(sp, shmobj__ref_off(ref), size, &mem);
+    if (rc == 0)
+        rc = shmobj__ring_init(mem, size, capacity, flags);
+    shmobj_queue *q = NULL;
+    if (rc == 0)
+        rc = handle_new(seg, ref, &q);
+    if (rc == 0)
+        rc = shmobj_segment_root_set(seg, rname, ref);
+    if (rc != 0) {
+        shmobj_queue_close(q);
+        sp->ops->free(sp, ref);
+        return rc;
+    }
+    *out = q;
+    return 0;
+}
+
+int shmobj_queue_open(shmobj_segment *seg, const char *name,
+                      shmobj_queue **out)
+{
+    char rname[SHMOBJ_ROOT_NAME_MAX + 1];
+    if (seg == NULL || out == NULL || root_name(name, rname) != 0)
+        return SHMOBJ_EINVAL;
+    shmobj_ref ref;
+    int rc = shmobj_segment_root_get(seg, rname, &ref);
+    if (rc != 0)
+        return rc;
+    return handle_new(seg, ref, out);
+}
+
+void shmobj_queue_close(shmobj_queue *q)
+{
+    if (q == NULL)
+        return;
+    notify_drop(q);
+    pthread_mutex_destroy(&q->lock);
+    free(q);
+}
+
+int shmobj_queue_destroy(shmobj_segment *seg, const char *name)
+{
+    char rname[SHMOBJ_ROOT_NAME_MAX + 1];
+    if (seg == NULL || root_name(name, rname) != 0)
+        return SHMOBJ_EINVAL;
+    shmobj_ref ref;
+    int rc = shmobj_segment_root_get(seg, rname, &ref);
+    if (rc != 0)
+        return rc;
+    /* make sure it is a queue before freeing anything */
+    shmobj_queue *q;
+    rc = handle_new(seg, ref, &q);
+    if (rc != 0)
+        return rc;
+    q->ring.hdr->magic = 0; /* a stale handle_new now fails */
+    shmobj_queue_close(q);
+    rc = shmobj_segment_root_del(seg, rname);
+    if (rc != 0)
+        return rc;
+    struct shmobj__space *sp = (struct shmobj__space *)seg;
+    return sp->ops->free(sp, ref);
+}
+
+int shmobj_queue_spin_set(shmobj_queue *q, int64_t spin_ns)
+{
+    if (q == NULL)
+        return SHMOBJ_EINVAL;
+    atomic_store_explicit(&q->spin_ns, spin_ns, memory_order_relaxed);
+    return 0;
+}
+
+int shmobj_queue_capacity(shmobj_queue *q, uint32_t *capacity)
+{
+    if (q == NULL || capacity == NULL)
+        return SHMOBJ_EINVAL;
+    *capacity = (uint32_t)q->ring.capacity;
+    return 0;
+}
+
+/* ---- messages ------------------------------------------------------------ */
+
+static int put_timed(shmobj_queue *q, shmobj_ref ref, int64_t timeout_ns)
+{
+    if (q == NULL || !shmobj__ring_value_ok(ref))
+        return SHMOBJ_EINVAL;
+    int rc;
+    if (timeout_ns == 0)
+        rc = shmobj__ring_try_put(&q->ring, ref);
+    else
+        rc = shmobj__ring_put(
+            &q->ring, ref,
+            atomic_load_explicit(&q->spin_ns, memory_order_relaxed),
+            shmobj__os_deadline(timeout_ns));
+    if (rc == 0)
+        after_put(q);
+    return rc;
+}
+
+int shmobj_queue_put(shmobj_queue *q, shmobj_ref ref)
+{
+    return put_timed(q, ref, SHMOBJ_FOREVER);
+}
+
+int shmobj_queue_try_put(shmobj_queue *q, shmobj_ref ref)
+{
+    return put_timed(q, ref, 0);
+}
+
+int shmobj_queue_put_timed(shmobj_queue *q, shmobj_ref ref, int64_t timeout_ns)
+{
+    return put_timed(q, ref, timeout_ns);
+}
+
+static int take_timed(shmobj_queue *q, shmobj_ref *ref, int64_t timeout_ns,
+                      bool peek)
+{
+    if (q == NULL || ref == NULL)
+        return SHMOBJ_EINVAL;
+    uint64_t v;
+    int rc;
+    if (timeout_ns == 0)
+        rc = peek ? shmobj__ring_try_peek(&q->ring, &v)
+                  : shmobj__ring_try_take(&q->ring, &v);
+    else {
+        int64_t spin = atomic_load_explicit(&q->spin_ns, memory_order_relaxed);
+        uint64_t deadline = shmobj__os_deadline(timeout_ns);
+        rc = peek ? shmobj__ring_peek(&q->ring, &v, spin, deadline)
+                  : shmobj__ring_take(&q->ring, &v, spin, deadline);
+    }
+    if (rc == 0)
+        *ref = v;
+    return rc;
+}
+
+int shmobj_queue_take(shmobj_queue *q, shmobj_ref *ref)
+{
+    return take_timed(q, ref, SHMOBJ_FOREVER, false);
+}
+
+int shmobj_queue_try_take(shmobj_queue *q, shmobj_ref *ref)
+{
+    return take_timed(q, ref, 0, false);
+}
+
+int shmobj_queue_take_timed(shmobj_queue *q, shmobj_ref *ref,
+                            int64_t timeout_ns)
+{
+    return take_timed(q, ref, timeout_ns, false);
+}
+
+int shmobj_queue_peek(shmobj_queue *q, shmobj_ref *ref)
+{
+    return take_timed(q, ref, SHMOBJ_FOREVER, true);
+}
+
+int shmobj_queue_try_peek(shmobj_queue *q, shmobj_ref *ref)
+{
+    return take_timed(q, ref, 0, true);
+}
+
+int shmobj_queue_peek_timed(shmobj_queue *q, shmobj_ref *ref,
+                            int64_t timeout_ns)
+{
+    return take_timed(q, ref, timeout_ns, true);
+}
+
+bool shmobj_queue_has_messages(shmobj_queue *q)
+{
+    uint64_t v;
+    return q != NULL && shmobj__ring_try_peek(&q->ring, &v) == 0;
+}
+
+int shmobj_queue_count(shmobj_queue *q, uint64_t *count)
+{
+    if (q == NULL || count == NULL)
+        return SHMOBJ_EINVAL;
+    *count = shmobj__ring_count(&q->ring);
+    return 0;
+}
+
+int shmobj_queue_put_copy(shmobj_queue *q, const void *data, size_t len,
+                          unsigned flags, int64_t timeout_ns, shmobj_ref *ref)
+{
+    if (q == NULL || (data == NULL && len > 0) ||
+        ((flags & SHMOBJ_QUEUE_MSG_TRACK) != 0 && ref == NULL))
+        return SHMOBJ_EINVAL;
+    shmobj_ref r;
+    void *p;
+    int rc = shmobj_queue_msg_alloc(q, len, flags, &r, &p);
+    if (rc != 0)
+        return rc;
+    if (len > 0)
+        memcpy(p, data, len);
+    rc = put_timed(q, r, timeout_ns);
+    if (rc != 0) {
+        q->sp->ops->free(q->sp, r);
+        return rc;
+    }
+    if (ref != NULL)
+        *ref = r;
+    return 0;
+}
+
+/* ---- internals for tests ------------------------------------------------- */
+
+void shmobj__queue_stall_set(shmobj_queue *q, uint64_t ns)
+{
+    q->ring.stall_ns = ns;
+}
+
+struct shmobj__ring *shmobj__queue_ring(shmobj_queue *q)
+{
+    return &q->ring;
+}

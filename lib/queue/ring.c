@@ -1,0 +1,539 @@
+/* The lock-free MPMC ring (see ring.h for the slot words).
+ *
+ * Invariants kept here:
+ * - deq_pos <= enq_pos <= deq_pos + capacity at every instant; both only grow.
+ * - A slot's word moves forward only: EMPTY(p) -> value(p) | SKIPPED(p) ->
+ *   EMPTY(p + capacity), each step one CAS whose expected value names p, so a
+ *   process acting on an old view of the slot fails instead of corrupting it.
+ * - Indices come from `pos & mask` with the mask of the local view; nothing
+ *   read from the ring is used to compute an address.
+ * - Wake-ups cost nothing when nobody sleeps: the publishing CAS (seq_cst)
+ *   and the seq_cst load of the waiter count pair with the sleeper's
+ *   increment + fence + re-check (Dekker), so a sleeper either sees the
+ *   message or the publisher sees the sleeper.
+ * - A claimed slot whose claimant died is resolved by the other side after
+ *   stall_ns: the claimant recorded (pid, start time, position, role) in the
+ *   slot right after its claim; a dead claimant is detected with
+ *   shmobj__os_proc_alive(). A claimant that never got to record itself is
+ *   resolved after SHMOBJ__RING_UNKNOWN_STALLS periods: safe even if it is
+ *   alive, because its own CAS then fails and it retries (producer) or has
+ *   already got its message (consumer). */
+#include "ring.h"
+
+#include <limits.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "os.h"
+#include "shmobj/error.h"
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* ---- slot words ----------------------------------------------------------- */
+
+static inline uint64_t m_empty(uint64_t p) { return (p << 2) | 1u; }
+static inline uint64_t m_skipped(uint64_t p) { return (p << 2) | 3u; }
+static inline bool is_value(uint64_t w) { return (w & 1u) == 0; }
+static inline uint64_t value_ref(uint64_t w) { return w & ~(uint64_t)15; }
+static inline uint64_t lap_tag(const struct shmobj__ring *r, uint64_t p)
+{
+    return ((p >> r->cap_log2) & 7u) << 1;
+}
+static inline bool is_value_at(const struct shmobj__ring *r, uint64_t w,
+                               uint64_t p)
+{
+    return is_value(w) && (w & 14u) == lap_tag(r, p);
+}
+
+/* ---- who am I (cached; reset in a forked child) --------------------------- */
+
+static _Atomic uint32_t self_pid;
+static _Atomic uint64_t self_start;
+static pthread_once_t self_once = PTHREAD_ONCE_INIT;
+
+static void self_forget(void)
+{
+    atomic_store_explicit(&self_pid, 0, memory_order_relaxed);
+}
+static void self_once_init(void)
+{
+    pthread_atfork(NULL, NULL, self_forget);
+}
+
+static void self_get(uint32_t *pid, uint64_t *start)
+{
+    uint32_t p = atomic_load_explicit(&self_pid, memory_order_acquire);
+    if (p != 0) {
+        *pid = p;
+        *start = atomic_load_explicit(&self_start, memory_order_relaxed);
+        return;
+    }
+    pthread_once(&self_once, self_once_init);
+    shmobj__os_proc me;
+    if (shmobj__os_proc_self(&me) != 0) {
+        *pid = 0; /* unknown: a stall is then resolved by time alone */
+        *start = 0;
+        return;
+    }
+    atomic_store_explicit(&self_start, me.start_time, memory_order_relaxed);
+    atomic_store_explicit(&self_pid, me.pid, memory_order_release);
+    *pid = me.pid;
+    *start = me.start_time;
+}
+
+static inline void claim_record(struct shmobj__ring_slot *s, uint64_t pos,
+                                unsigned role)
+{
+    uint32_t pid;
+    uint64_t start;
+    self_get(&pid, &start);
+    atomic_store_explicit(&s->claim_pid, pid, memory_order_relaxed);
+    atomic_store_explicit(&s->claim_start, start, memory_order_relaxed);
+    atomic_store_explicit(&s->claim_tag, (pos << 1) | role,
+                          memory_order_release);
+}
+
+/* 1: the claimant of (pos, role) is recorded and alive; 0: recorded and
+ * dead; -1: not recorded (it never got that far, or the record was
+ * overwritten by a later claimant). */
+static int claim_alive(struct shmobj__ring_slot *s, uint64_t pos, unsigned role)
+{
+    uint64_t want = (pos << 1) | role;
+    uint64_t t1 = atomic_load_explicit(&s->claim_tag, memory_order_acquire);
+    shmobj__os_proc p = {0};
+    p.pid = atomic_load_explicit(&s->claim_pid, memory_order_relaxed);
+    p.start_time = atomic_load_explicit(&s->claim_start, memory_order_relaxed);
+    atomic_thread_fence(memory_order_acquire);
+    uint64_t t2 = atomic_load_explicit(&s->claim_tag, memory_order_relaxed);
+    if (t1 != want || t2 != want || p.pid == 0)
+        return -1;
+    return shmobj__os_proc_alive(&p) ? 1 : 0;
+}
+
+/* Track how long this view has seen `pos` stuck; true once the claimant
+ * should be judged (elapsed >= stall_ns). *elapsed gets the time so far. */
+static bool stalled(struct shmobj__ring *r, _Atomic uint64_t *spos,
+                    _Atomic uint64_t *since, uint64_t pos, uint64_t *elapsed)
+{
+    uint64_t now = shmobj__os_now_ns();
+    if (atomic_load_explicit(spos, memory_order_relaxed) != pos + 1) {
+        atomic_store_explicit(since, now, memory_order_relaxed);
+        atomic_store_explicit(spos, pos + 1, memory_order_relaxed);
+        return false;
+    }
+    *elapsed = now - atomic_load_explicit(since, memory_order_relaxed);
+    return *elapsed >= r->stall_ns;
+}
+
+static void wake_consumers(struct shmobj__ring_hdr *h)
+{
+    if (atomic_load_explicit(&h->cons_waiters, memory_order_seq_cst) != 0) {
+        atomic_fetch_add_explicit(&h->put_event, 1, memory_order_seq_cst);
+        shmobj__os_futex_wake(&h->put_event, INT32_MAX);
+    }
+}
+
+static void wake_producers(struct shmobj__ring_hdr *h)
+{
+    if (atomic_load_explicit(&h->prod_waiters, memory_order_seq_cst) != 0) {
+        atomic_fetch_add_explicit(&h->take_event, 1, memory_order_seq_cst);
+        shmobj__os_futex_wake(&h->take_event, INT32_MAX);
+    }
+}
+
+/* The producer of d claimed it and has not published for a while: skip the
+ * slot if that producer is dead. True when the slot changed (retry). */
+static bool resolve_producer(struct shmobj__ring *r,
+                             struct shmobj__ring_slot *s, uint64_t d)
+{
+    uint64_t elapsed = 0;
+    if (!stalled(r, &r->stall_pos, &r->stall_since, d, &elapsed))
+        return false;
+    int alive = claim_alive(s, d, 0);
+    if (alive == 1) {
+        /* judge again one period later */
+        atomic_store_explicit(&r->stall_since, shmobj__os_now_ns(),
+                              memory_order_relaxed);
+        return false;
+    }
+    if (alive < 0 && elapsed < r->stall_ns * SHMOBJ__RING_UNKNOWN_STALLS)
+        return false;
+    uint64_t expect = m_empty(d);
+    if (atomic_compare_exchange_strong_explicit(&s->word, &expect,
+                                                m_skipped(d),
+                                                memory_order_seq_cst,
+                                                memory_order_relaxed)) {
+        atomic_fetch_add_explicit(&r->hdr->skipped, 1, memory_order_relaxed);
+        wake_consumers(r->hdr);
+    }
+    return true;
+}
+
+/* The consumer of p = e - capacity claimed it and has not released the slot
+ * for a while: release it on its behalf if that consumer is dead (its
+ * message is lost with it). True when the slot changed (retry). */
+static bool resolve_consumer(struct shmobj__ring *r,
+                             struct shmobj__ring_slot *s, uint64_t w,
+                             uint64_t e)
+{
+    uint64_t p = e - r->capacity, elapsed = 0;
+    if (!stalled(r, &r->pstall_pos, &r->pstall_since, p, &elapsed))
+        return false;
+    int alive = claim_alive(s, p, 1);
+    if (alive == 1) {
+        atomic_store_explicit(&r->pstall_since, shmobj__os_now_ns(),
+                              memory_order_relaxed);
+        return false;
+    }
+    if (alive < 0 && elapsed < r->stall_ns * SHMOBJ__RING_UNKNOWN_STALLS)
+        return false;
+    uint64_t expect = w;
+    if (atomic_compare_exchange_strong_explicit(&s->word, &expect, m_empty(e),
+                                                memory_order_seq_cst,
+                                                memory_order_relaxed)) {
+        atomic_fetch_add_explicit(&r->hdr->rescued, 1, memory_order_relaxed);
+        wake_producers(r->hdr);
+    }
+    return true;
+}
+
+/* ---- set-up ---------------------------------------------------------------- */
+
+uint64_t shmobj__ring_footprint(uint32_t capacity)
+{
+    if (capacity < SHMOBJ__RING_CAP_MIN || capacity > SHMOBJ__RING_CAP_MAX ||
+        (capacity & (capacity - 1)) != 0)
+        return 0;
+    return sizeof(struct shmobj__ring_hdr) +
+           (uint64_t)capacity * sizeof(struct shmobj__ring_slot);
+}
+
+int shmobj__ring_init(void *mem, uint64_t size, uint32_t capacity,
+                      uint32_t flags)
+{
+    uint64_t need = shmobj__ring_footprint(capacity);
+    if (mem == NULL || need == 0 || size < need ||
+        ((uintptr_t)mem & 63u) != 0)
+        return SHMOBJ_EINVAL;
+    struct shmobj__ring_hdr *h = mem;
+    memset(h, 0, sizeof(*h));
+    h->capacity = capacity;
+    h->cap_log2 = (uint32_t)__builtin_ctz(capacity);
+    h->slot_size = sizeof(struct shmobj__ring_slot);
+    h->hdr_size = sizeof(struct shmobj__ring_hdr);
+    h->flags = flags;
+    h->version = SHMOBJ__RING_VERSION;
+    struct shmobj__ring_slot *slots =
+        (struct shmobj__ring_slot *)((uint8_t *)mem + sizeof(*h));
+    for (uint32_t i = 0; i < capacity; i++) {
+        atomic_init(&slots[i].word, m_empty(i));
+        atomic_init(&slots[i].claim_tag, UINT64_MAX);
+        atomic_init(&slots[i].claim_start, 0);
+        atomic_init(&slots[i].claim_pid, 0);
+        slots[i].reserved = 0;
+    }
+    /* the magic last: a reader that sees it sees a complete ring */
+    atomic_thread_fence(memory_order_release);
+    h->magic = SHMOBJ__RING_MAGIC;
+    return 0;
+}
+
+int shmobj__ring_attach(struct shmobj__ring *r, void *mem, uint64_t size)
+{
+    if (r == NULL || mem == NULL || size < sizeof(struct shmobj__ring_hdr))
+        return SHMOBJ_EINVAL;
+    struct shmobj__ring_hdr *h = mem;
+    /* copy the immutable fields once; validate the copies */
+    uint32_t magic = h->magic, version = h->version, cap = h->capacity;
+    uint32_t log2 = h->cap_log2, ssize = h->slot_size, hsize = h->hdr_size;
+    atomic_thread_fence(memory_order_acquire);
+    if (magic != SHMOBJ__RING_MAGIC)
+        return SHMOBJ_ECORRUPT;
+    if (version != SHMOBJ__RING_VERSION)
+        return SHMOBJ_EVERSION;
+    uint64_t need = shmobj__ring_footprint(cap);
+    if (need == 0 || log2 >= 32 || (1u << log2) != cap ||
+        ssize != sizeof(struct shmobj__ring_slot) ||
+        hsize != sizeof(struct shmobj__ring_hdr) || size < need)
+        return SHMOBJ_ECORRUPT;
+    memset(r, 0, sizeof(*r));
+    r->hdr = h;
+    r->slots = (struct shmobj__ring_slot *)((uint8_t *)mem + sizeof(*h));
+    r->capacity = cap;
+    r->mask = cap - 1;
+    r->cap_log2 = log2;
+    r->stall_ns = SHMOBJ__RING_STALL_NS;
+    return 0;
+}
+
+/* ---- non-blocking operations --------------------------------------------- */
+
+int shmobj__ring_try_put(struct shmobj__ring *r, uint64_t v)
+{
+    struct shmobj__ring_hdr *h = r->hdr;
+    uint64_t e = atomic_load_explicit(&h->enq_pos, memory_order_relaxed);
+    for (;;) {
+        struct shmobj__ring_slot *s = &r->slots[e & r->mask];
+        uint64_t w = atomic_load_explicit(&s->word, memory_order_acquire);
+        if (w == m_empty(e)) {
+            if (!atomic_compare_exchange_weak_explicit(
+                    &h->enq_pos, &e, e + 1, memory_order_relaxed,
+                    memory_order_relaxed))
+                continue; /* e now holds the current position */
+            claim_record(s, e, 0);
+            uint64_t expect = m_empty(e);
+            if (atomic_compare_exchange_strong_explicit(
+                    &s->word, &expect, v | lap_tag(r, e),
+                    memory_order_seq_cst, memory_order_relaxed)) {
+                wake_consumers(h);
+                return 0;
+            }
+            /* a consumer judged us dead and skipped the slot: claim anew */
+            e = atomic_load_explicit(&h->enq_pos, memory_order_relaxed);
+            continue;
+        }
+        /* Is the slot still in the previous lap? Then nobody could have
+         * claimed e (words only move forward and we read w after e), so
+         * the ring is full at e — or the consumer of e - capacity holds
+         * the slot without having released it yet. */
+        if (e >= r->capacity) {
+            uint64_t p = e - r->capacity;
+            bool prev_marker = !is_value(w) && (w >> 2) == p;
+            bool prev_value = is_value_at(r, w, p);
+            if (prev_marker || prev_value) {
+                uint64_t d = atomic_load_explicit(&h->deq_pos,
+                                                  memory_order_acquire);
+                if (d > p && w != m_empty(p) && resolve_consumer(r, s, w, e))
+                    continue;
+                return SHMOBJ_EFULL;
+            }
+        }
+        /* stale position: another producer moved on */
+        e = atomic_load_explicit(&h->enq_pos, memory_order_relaxed);
+    }
+}
+
+/* Claim position d holding w (a value or SKIPPED(d)) and release the slot.
+ * True when claimed. */
+static inline bool claim_and_release(struct shmobj__ring *r,
+                                     struct shmobj__ring_slot *s, uint64_t *d,
+                                     uint64_t w)
+{
+    struct shmobj__ring_hdr *h = r->hdr;
+    uint64_t pos = *d;
+    if (!atomic_compare_exchange_weak_explicit(&h->deq_pos, d, pos + 1,
+                                               memory_order_relaxed,
+                                               memory_order_relaxed))
+        return false;
+    claim_record(s, pos, 1);
+    uint64_t expect = w;
+    /* fails only if a producer already released it on our behalf */
+    atomic_compare_exchange_strong_explicit(&s->word, &expect,
+                                            m_empty(pos + r->capacity),
+                                            memory_order_seq_cst,
+                                            memory_order_relaxed);
+    wake_producers(h);
+    return true;
+}
+
+int shmobj__ring_try_take(struct shmobj__ring *r, uint64_t *v)
+{
+    struct shmobj__ring_hdr *h = r->hdr;
+    uint64_t d = atomic_load_explicit(&h->deq_pos, memory_order_relaxed);
+    for (;;) {
+        struct shmobj__ring_slot *s = &r->slots[d & r->mask];
+        uint64_t w = atomic_load_explicit(&s->word, memory_order_acquire);
+        if (is_value_at(r, w, d)) {
+            if (!claim_and_release(r, s, &d, w))
+                continue;
+            *v = value_ref(w);
+            return 0;
+        }
+        if (w == m_skipped(d)) {
+            uint64_t pos = d;
+            if (claim_and_release(r, s, &d, w))
+                d = pos + 1;
+            continue;
+        }
+        if (w == m_empty(d)) {
+            uint64_t e = atomic_load_explicit(&h->enq_pos,
+                                              memory_order_acquire);
+            if (e <= d) {
+                uint64_t d2 = atomic_load_explicit(&h->deq_pos,
+                                                   memory_order_relaxed);
+                if (d2 == d)
+                    return SHMOBJ_EEMPTY;
+                d = d2;
+                continue;
+            }
+            /* claimed by a producer that has not published yet */
+            if (resolve_producer(r, s, d))
+                continue;
+            return SHMOBJ_EEMPTY;
+        }
+        if (d >= r->capacity && is_value_at(r, w, d - r->capacity))
+            return SHMOBJ_EEMPTY; /* previous lap not released yet */
+        uint64_t d2 = atomic_load_explicit(&h->deq_pos, memory_order_relaxed);
+        if (d2 == d)
+            return SHMOBJ_EEMPTY; /* in transition; callers retry */
+        d = d2;
+    }
+}
+
+int shmobj__ring_try_peek(struct shmobj__ring *r, uint64_t *v)
+{
+    struct shmobj__ring_hdr *h = r->hdr;
+    uint64_t d = atomic_load_explicit(&h->deq_pos, memory_order_acquire);
+    for (;;) {
+        struct shmobj__ring_slot *s = &r->slots[d & r->mask];
+        uint64_t w = atomic_load_explicit(&s->word, memory_order_acquire);
+        if (is_value_at(r, w, d)) {
+            /* still the head? Otherwise it was taken meanwhile */
+            uint64_t d2 = atomic_load_explicit(&h->deq_pos,
+                                               memory_order_acquire);
+            if (d2 == d) {
+                *v = value_ref(w);
+                return 0;
+            }
+            d = d2;
+            continue;
+        }
+        if (w == m_skipped(d)) {
+            /* step over it for everybody: nothing is lost */
+            uint64_t pos = d;
+            if (claim_and_release(r, s, &d, w))
+                d = pos + 1;
+            continue;
+        }
+        if (w == m_empty(d)) {
+            uint64_t e = atomic_load_explicit(&h->enq_pos,
+                                              memory_order_acquire);
+            if (e > d && resolve_producer(r, s, d))
+                continue;
+        }
+        uint64_t d2 = atomic_load_explicit(&h->deq_pos, memory_order_acquire);
+        if (d2 == d)
+            return SHMOBJ_EEMPTY;
+        d = d2;
+    }
+}
+
+uint64_t shmobj__ring_count(const struct shmobj__ring *r)
+{
+    uint64_t d = atomic_load_explicit(&r->hdr->deq_pos, memory_order_acquire);
+    uint64_t e = atomic_load_explicit(&r->hdr->enq_pos, memory_order_acquire);
+    if (e <= d)
+        return 0;
+    return e - d > r->capacity ? r->capacity : e - d;
+}
+
+/* ---- blocking operations --------------------------------------------------- */
+
+enum op { OP_PUT, OP_TAKE, OP_PEEK };
+
+/* True when the slot the operation waits for is claimed by a process that
+ * has not finished with it (so it may be dead and never wake us). */
+static bool slot_in_flight(const struct shmobj__ring *r, enum op op)
+{
+    const struct shmobj__ring_hdr *h = r->hdr;
+    uint64_t d = atomic_load_explicit(&h->deq_pos, memory_order_acquire);
+    uint64_t e = atomic_load_explicit(&h->enq_pos, memory_order_acquire);
+    if (op != OP_PUT) {
+        uint64_t w = atomic_load_explicit(&r->slots[d & r->mask].word,
+                                          memory_order_acquire);
+        return e > d && w == m_empty(d);
+    }
+    if (e < r->capacity || d <= e - r->capacity)
+        return false;
+    uint64_t w = atomic_load_explicit(&r->slots[e & r->mask].word,
+                                      memory_order_acquire);
+    return w != m_empty(e);
+}
+
+static inline int try_op(struct shmobj__ring *r, enum op op, uint64_t *v)
+{
+    switch (op) {
+    case OP_PUT:
+        return shmobj__ring_try_put(r, *v);
+    case OP_TAKE:
+        return shmobj__ring_try_take(r, v);
+    default:
+        return shmobj__ring_try_peek(r, v);
+    }
+}
+
+static int wait_op(struct shmobj__ring *r, enum op op, uint64_t *v,
+                   int64_t spin_ns, uint64_t deadline)
+{
+    int busy = op == OP_PUT ? SHMOBJ_EFULL : SHMOBJ_EEMPTY;
+    int rc = try_op(r, op, v);
+    if (rc != busy)
+        return rc;
+    if (spin_ns != 0) {
+        uint64_t now = shmobj__os_now_ns();
+        uint64_t end = spin_ns < 0 ? UINT64_MAX : now + (uint64_t)spin_ns;
+        if (end > deadline)
+            end = deadline;
+        for (unsigned i = 1;; i++) {
+            cpu_relax();
+            rc = try_op(r, op, v);
+            if (rc != busy)
+                return rc;
+            if ((i & 255u) == 0 && shmobj__os_now_ns() >= end)
+                break;
+        }
+        if (spin_ns < 0 || shmobj__os_now_ns() >= deadline)
+            return SHMOBJ_ETIMEDOUT;
+    }
+    struct shmobj__ring_hdr *h = r->hdr;
+    _Atomic uint32_t *waiters = op == OP_PUT ? &h->prod_waiters
+                                             : &h->cons_waiters;
+    _Atomic uint32_t *event = op == OP_PUT ? &h->take_event : &h->put_event;
+    for (;;) {
+        atomic_fetch_add_explicit(waiters, 1, memory_order_seq_cst);
+        atomic_thread_fence(memory_order_seq_cst);
+        uint32_t ev = atomic_load_explicit(event, memory_order_seq_cst);
+        rc = try_op(r, op, v);
+        if (rc != busy) {
+            atomic_fetch_sub_explicit(waiters, 1, memory_order_relaxed);
+            return rc;
+        }
+        uint64_t now = shmobj__os_now_ns();
+        if (now >= deadline) {
+            atomic_fetch_sub_explicit(waiters, 1, memory_order_relaxed);
+            return SHMOBJ_ETIMEDOUT;
+        }
+        /* A claimed-but-unfinished slot may belong to a dead process that
+         * will never wake us: wake up in time to judge it. */
+        uint64_t until = deadline;
+        if (r->stall_ns < until - now && slot_in_flight(r, op))
+            until = now + r->stall_ns;
+        shmobj__os_futex_wait(event, ev, until);
+        atomic_fetch_sub_explicit(waiters, 1, memory_order_relaxed);
+    }
+}
+
+int shmobj__ring_put(struct shmobj__ring *r, uint64_t v, int64_t spin_ns,
+                     uint64_t deadline)
+{
+    return wait_op(r, OP_PUT, &v, spin_ns, deadline);
+}
+
+int shmobj__ring_take(struct shmobj__ring *r, uint64_t *v, int64_t spin_ns,
+                      uint64_t deadline)
+{
+    return wait_op(r, OP_TAKE, v, spin_ns, deadline);
+}
+
+int shmobj__ring_peek(struct shmobj__ring *r, uint64_t *v, int64_t spin_ns,
+                      uint64_t deadline)
+{
+    return wait_op(r, OP_PEEK, v, spin_ns, deadline);
+}

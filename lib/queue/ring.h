@@ -1,0 +1,201 @@
+/* The bounded multi-producer / multi-consumer ring behind every queue.
+ *
+ * It lives in memory the caller gives (an arena block of a segment, or a
+ * MAP_SHARED mapping in tests), holds only 64-bit words and positions, and
+ * never follows a pointer read from that memory: a slot index is always
+ * `position & mask`, with the mask taken from the process-local view that
+ * shmobj__ring_attach() validated once.
+ *
+ * Slot words (one 64-bit word carries both the message and its state, so
+ * every hand-over is a single CAS and a process that died or stalled can
+ * never scribble over a later lap):
+ *
+ *   EMPTY(p)   = (p << 2) | 1   free, waiting for the producer of position p
+ *   SKIPPED(p) = (p << 2) | 3   the producer of p died (or stalled) before
+ *                               publishing; consumers step over it
+ *   value      = ref | (lap(p) & 7) << 1   a message published at p; refs
+ *                               have their low 4 bits clear (16-byte aligned
+ *                               offsets), bit 0 tells values from markers
+ *
+ * A producer claims position e with a CAS on enq_pos, records itself as the
+ * claimant of the slot, and publishes with CAS(word, EMPTY(e), value). A
+ * consumer claims position d with a CAS on deq_pos once the word holds a
+ * value or SKIPPED(d), records itself, and releases the slot with
+ * CAS(word, seen, EMPTY(d + capacity)). Because both hand-overs are CASes on
+ * lap-tagged words, a third process may resolve a stuck slot (mark it
+ * SKIPPED, or release it for the next lap) without ever racing the stuck
+ * process into a lost or duplicated message: whoever comes second fails its
+ * CAS. A producer whose slot was skipped simply claims a new position, so
+ * its message is not lost and its own order is kept. */
+#ifndef SHMOBJ_QUEUE_RING_H
+#define SHMOBJ_QUEUE_RING_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SHMOBJ__RING_MAGIC 0x474e5251u /* "QRNG" little-endian */
+#define SHMOBJ__RING_VERSION 1u
+#define SHMOBJ__RING_CAP_MIN 2u
+#define SHMOBJ__RING_CAP_MAX (1u << 24)
+#define SHMOBJ__RING_NOTIFY_MAX 8
+
+/* One consumer's registration for a pollable descriptor (32 bytes). */
+enum {
+    SHMOBJ__NOTIFY_FREE = 0,  /* unused */
+    SHMOBJ__NOTIFY_BUSY = 1,  /* being written by its registering process */
+    SHMOBJ__NOTIFY_IDLE = 2,  /* registered, not waiting */
+    SHMOBJ__NOTIFY_ARMED = 3  /* waiting: the next put writes to its pipe */
+};
+struct shmobj__ring_notify {
+    /* SHMOBJ__NOTIFY_*; FREE->BUSY by CAS (registering consumer), BUSY->IDLE
+     * and IDLE->ARMED by the owner (seq_cst, see hdr.armed), ARMED->IDLE by
+     * CAS of the producer that signals; anyone may CAS a dead owner's entry
+     * back to FREE. */
+    _Atomic uint32_t state;
+    /* pid of the owner; written in BUSY, read-only afterwards */
+    _Atomic uint32_t pid;
+    /* owner's start time (clock ticks since boot), with pid its identity */
+    _Atomic uint64_t start_time;
+    /* inode number of the owner's pipe: a producer that opens
+     * /proc/<pid>/fd/<fd> writes only if this matches */
+    _Atomic uint64_t ino;
+    /* descriptor number of the pipe's read end in the owner */
+    _Atomic int32_t fd;
+    uint32_t reserved; /* zero */
+};
+
+/* A slot (32 bytes, two per cache line). */
+struct shmobj__ring_slot {
+    /* value or marker, see above; every change is a CAS (acq_rel) except the
+     * initial EMPTY(i) written by init */
+    _Atomic uint64_t word;
+    /* (position << 1) | role of the last claimant (role 0 producer,
+     * 1 consumer); stored with release after pid and start_time, so a reader
+     * that sees the same tag before and after reading them got one identity */
+    _Atomic uint64_t claim_tag;
+    /* last claimant's start time (clock ticks since boot) */
+    _Atomic uint64_t claim_start;
+    /* last claimant's pid */
+    _Atomic uint32_t claim_pid;
+    uint32_t reserved; /* zero */
+};
+_Static_assert(sizeof(struct shmobj__ring_slot) == 32, "slot layout");
+
+/* The ring header (640 bytes), followed by `capacity` slots. Lines written
+ * by different parties at high rates are kept apart. */
+struct shmobj__ring_hdr {
+    /* --- line 0: immutable after init (written once by the creator) --- */
+    uint32_t magic;     /* SHMOBJ__RING_MAGIC */
+    uint32_t version;   /* SHMOBJ__RING_VERSION */
+    uint32_t capacity;  /* slots, a power of two in [CAP_MIN, CAP_MAX] */
+    uint32_t cap_log2;  /* log2(capacity) */
+    uint32_t slot_size; /* sizeof(struct shmobj__ring_slot) */
+    uint32_t hdr_size;  /* sizeof(struct shmobj__ring_hdr) */
+    uint32_t flags;     /* creation flags (none defined yet: 0) */
+    uint32_t reserved0;
+    uint8_t pad0[32];
+    /* --- line 1: producers --- */
+    /* next position a producer claims; only grows (CAS, relaxed: the slot
+     * word carries the ordering) */
+    _Atomic uint64_t enq_pos;
+    uint8_t pad1[56];
+    /* --- line 2: consumers --- */
+    /* next position a consumer claims; only grows, never passes enq_pos */
+    _Atomic uint64_t deq_pos;
+    uint8_t pad2[56];
+    /* --- line 3: read by every producer per put, written when a consumer
+     * goes to sleep --- */
+    /* consumers (take or peek) sleeping or about to sleep on put_event;
+     * seq_cst on both sides (Dekker with the publishing CAS) */
+    _Atomic uint32_t cons_waiters;
+    /* futex word: bumped after a publish when cons_waiters > 0 */
+    _Atomic uint32_t put_event;
+    /* number of notify entries in state ARMED (seq_cst, as cons_waiters) */
+    _Atomic uint32_t armed;
+    uint32_t reserved3;
+    uint8_t pad3[48];
+    /* --- line 4: read by every consumer per take --- */
+    /* producers sleeping or about to sleep on take_event */
+    _Atomic uint32_t prod_waiters;
+    /* futex word: bumped after a release when prod_waiters > 0 */
+    _Atomic uint32_t take_event;
+    uint8_t pad4[56];
+    /* --- line 5: statistics (rare writes) --- */
+    /* slots whose producer died or stalled and that consumers skipped */
+    _Atomic uint64_t skipped;
+    /* slots released on behalf of a consumer that died holding them */
+    _Atomic uint64_t rescued;
+    uint8_t pad5[48];
+    /* --- lines 6..9: pollable-descriptor registrations --- */
+    struct shmobj__ring_notify notify[SHMOBJ__RING_NOTIFY_MAX];
+};
+_Static_assert(sizeof(struct shmobj__ring_hdr) == 640, "ring header layout");
+_Static_assert(offsetof(struct shmobj__ring_hdr, enq_pos) == 64, "enq line");
+_Static_assert(offsetof(struct shmobj__ring_hdr, deq_pos) == 128, "deq line");
+_Static_assert(offsetof(struct shmobj__ring_hdr, cons_waiters) == 192, "l3");
+_Static_assert(offsetof(struct shmobj__ring_hdr, prod_waiters) == 256, "l4");
+_Static_assert(offsetof(struct shmobj__ring_hdr, notify) == 384, "notify");
+
+/* This process's view of a ring: pointers and geometry validated once at
+ * attach time, so nothing read from shared memory later can move an access
+ * outside the ring. */
+struct shmobj__ring {
+    struct shmobj__ring_hdr *hdr;
+    struct shmobj__ring_slot *slots;
+    uint64_t capacity;
+    uint64_t mask;
+    uint32_t cap_log2;
+    /* how long a slot may stay claimed-but-unpublished (or taken-but-not-
+     * released) before the claimant's liveness is checked (ns) */
+    uint64_t stall_ns;
+    /* stall tracking of this view (relaxed: a hint, threads may race) */
+    _Atomic uint64_t stall_pos;
+    _Atomic uint64_t stall_since;
+    _Atomic uint64_t pstall_pos;
+    _Atomic uint64_t pstall_since;
+};
+
+/* Default for shmobj__ring.stall_ns. */
+#define SHMOBJ__RING_STALL_NS (20 * 1000 * 1000ull)
+/* A slot whose claimant never recorded itself is resolved after this many
+ * stall periods (the claimant died between its claim and its record). */
+#define SHMOBJ__RING_UNKNOWN_STALLS 10
+
+/* Bytes needed for a ring of `capacity` slots; 0 when capacity is invalid. */
+uint64_t shmobj__ring_footprint(uint32_t capacity);
+
+/* Build an empty ring in mem (size bytes, 64-byte aligned). */
+int shmobj__ring_init(void *mem, uint64_t size, uint32_t capacity,
+                      uint32_t flags);
+
+/* Validate the ring in mem (size bytes readable) and fill the view.
+ * SHMOBJ_ECORRUPT / SHMOBJ_EVERSION on a bad header. */
+int shmobj__ring_attach(struct shmobj__ring *r, void *mem, uint64_t size);
+
+/* True when v may travel through a ring (non-zero, low 4 bits clear). */
+static inline bool shmobj__ring_value_ok(uint64_t v)
+{
+    return v != 0 && (v & 15u) == 0;
+}
+
+/* Non-blocking operations: 0, SHMOBJ_EFULL, SHMOBJ_EEMPTY. */
+int shmobj__ring_try_put(struct shmobj__ring *r, uint64_t v);
+int shmobj__ring_try_take(struct shmobj__ring *r, uint64_t *v);
+int shmobj__ring_try_peek(struct shmobj__ring *r, uint64_t *v);
+
+/* Blocking operations: spin up to spin_ns (negative: spin without limit,
+ * never sleep), then sleep on a futex until the absolute monotonic deadline
+ * (UINT64_MAX: forever). 0, SHMOBJ_ETIMEDOUT. */
+int shmobj__ring_put(struct shmobj__ring *r, uint64_t v, int64_t spin_ns,
+                     uint64_t deadline);
+int shmobj__ring_take(struct shmobj__ring *r, uint64_t *v, int64_t spin_ns,
+                      uint64_t deadline);
+int shmobj__ring_peek(struct shmobj__ring *r, uint64_t *v, int64_t spin_ns,
+                      uint64_t deadline);
+
+/* Messages claimed or waiting (enq_pos - deq_pos, at most capacity). */
+uint64_t shmobj__ring_count(const struct shmobj__ring *r);
+
+#endif /* SHMOBJ_QUEUE_RING_H */

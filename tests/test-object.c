@@ -1,0 +1,1016 @@
+/* The object layer: every type round-trips, wrong types and indexes are
+ * refused, scalars update atomically, replaced items are freed, stale
+ * references and damaged graphs give errors, JSON output is exact. These
+ * tests run on a private test space (tests/space-heap.c). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "shmobj.h"
+#include "space-heap.h"
+#include "test-util.h"
+
+#define SEG(sp) ((shmobj_segment *)(sp))
+
+static int setup(void **state)
+{
+    *state = space_heap_create(8u << 20);
+    return *state == NULL ? -1 : 0;
+}
+
+static int teardown(void **state)
+{
+    /* Whatever a test did, the heap under it stays consistent. */
+    assert_int_equal(space_heap_check(*state), 0);
+    space_heap_destroy(*state);
+    return 0;
+}
+
+static shmobj_ref put(void **state, shmobj_value v)
+{
+    shmobj_ref r = 0;
+    assert_int_equal(shmobj_obj_put(SEG(*state), &v, &r), 0);
+    assert_int_equal(shmobj_obj_check(SEG(*state), r), 0);
+    return r;
+}
+
+static void json_is(const shmobj_view *v, const char *want)
+{
+    char buf[4096];
+    size_t len = 0;
+    assert_int_equal(shmobj_view_json(v, buf, sizeof buf, &len), 0);
+    assert_string_equal(buf, want);
+    assert_int_equal(len, strlen(want));
+}
+
+static void test_obj_put_scalars_roundtrip(void **state)
+{
+    shmobj_view v;
+    int64_t i;
+    uint64_t u;
+    double d;
+    int b;
+    shmobj_ref r = put(state, SHMOBJ_VAL_INT(-42));
+    assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
+    assert_int_equal(shmobj_view_type(&v), SHMOBJ_TYPE_INT);
+    assert_int_equal(shmobj_int_get(&v, &i), 0);
+    assert_int_equal(i, -42);
+
+    r = put(state, SHMOBJ_VAL_UINT(UINT64_MAX));
+    assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
+    assert_int_equal(shmobj_uint_get(&v, &u), 0);
+    assert_true(u == UINT64_MAX);
+    json_is(&v, "18446744073709551615");
+
+    assert_int_equal(shmobj_obj_put_double(SEG(*state), 3000.0, &r), 0);
+    assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
+    assert_int_equal(shmobj_double_get(&v, &d), 0);
+    assert_true(d == 3000.0);
+    json_is(&v, "3000.0");
+
+    r = put(state, SHMOBJ_VAL_BOOL(1));
+    assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
+    assert_int_equal(shmobj_bool_get(&v, &b), 0);
+    assert_int_equal(b, 1);
+    json_is(&v, "true");
+
+    r = put(state, SHMOBJ_VAL_NULL);
+    assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
+    assert_int_equal(shmobj_view_type(&v), SHMOBJ_TYPE_NULL);
+    json_is(&v, "null");
+}
+
+static void test_obj_put_str_roundtrip(void **state)
+{
+    shmobj_view v;
+    const char *s;
+    size_t n;
+    shmobj_ref r;
+    assert_int_equal(shmobj_obj_put_str(SEG(*state), "h\xc3\xa9llo", SHMOBJ_STRLEN, &r), 0);
+    assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
+    assert_int_equal(v.type, SHMOBJ_TYPE_STR);
+    assert_int_equal(shmobj_str_get(&v, &s, &n), 0);
+    assert_int_equal(n, 6);
+    assert_string_equal(s, "h\xc3\xa9llo");
+    assert_int_equal(shmobj_view_len(&v, &n), 0);
+    assert_int_equal(n, 6);
+
+    /* embedded NUL with an explicit length, still NUL-terminated */
+    r = put(state, SHMOBJ_VAL_STRN("a\0b", 3));
+    assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
+    assert_int_equal(shmobj_str_get(&v, &s, &n), 0);
+    assert_int_equal(n, 3);
+    assert_memory_equal(s, "a\0b", 4);
+    json_is(&v, "\"a\\u0000b\"");
+
+    /* empty */
+    r = put(state, SHMOBJ_VAL_STR(""));
+    assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
+    assert_int_equal(shmobj_str_get(&v, &s, &n), 0);
+    assert_int_equal(n, 0);
+    assert_string_equal(s, "");
+}
+
+static void test_obj_put_str_invalid_utf8(void **state)
+{
+    shmobj_ref r;
+    static const char *bad[] = {"\xff", "\xc3", "\xc0\x80", "\xed\xa0\x80",
+                                "\xf4\x90\x80\x80", "abcdefgh\x80"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_int_equal(shmobj_obj_put_str(SEG(*state), bad[i], SHMOBJ_STRLEN, &r),
+                         SHMOBJ_EINVAL);
+    assert_int_equal(space_heap_live(*state), 0);
+}
+
+static void test_obj_put_bytes_roundtrip(void **state)
+{
+    uint8_t data[300];
+    const void *p;
+    size_t n;
+    shmobj_view v;
+    shmobj_ref r;
+    for (size_t i = 0; i < sizeof data; i++)
+        data[i] = (uint8_t)(i * 7);
+    assert_int_equal(shmobj_obj_put_bytes(SEG(*state), data, sizeof data, &r), 0);
+    assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
+    assert_int_equal(v.type, SHMOBJ_TYPE_BYTES);
+    assert_int_equal(shmobj_bytes_get(&v, &p, &n), 0);
+    assert_int_equal(n, sizeof data);
+    assert_memory_equal(p, data, sizeof data);
+    json_is(&v, "{\"$bytes\":300}");
+    r = put(state, SHMOBJ_VAL_BYTES("\x01\xab", 2));
+    assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
+    json_is(&v, "{\"$bytes\":2,\"hex\":\"01ab\"}");
+}
+
+static void test_obj_put_buffer_roundtrip(void **state)
+{
+    float data[6] = {1, 2, 3, 4, 5, 6};
+    uint64_t shape[2] = {2, 3};
+    shmobj_view v;
+    shmobj_ref r;
+    void *dp;
+    shmobj_buffer_info info = {.struct_size = sizeof info};
+    assert_int_equal(shmobj_obj_put_buffer(SEG(*state), SHMOBJ_DTYPE_F32, 2, shape,
+                                           data, &r, &dp), 0);
+    assert_int_equal(shmobj_obj_check(SEG(*state), r), 0);
+    assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
+    assert_int_equal(v.type, SHMOBJ_TYPE_BUFFER);
+    assert_int_equal(shmobj_buffer_get(&v, &info), 0);
+    assert_ptr_equal(info.data, dp);
+    assert_int_equal((uintptr_t)info.data % 64, 0);
+    assert_int_equal(info.dtype, SHMOBJ_DTYPE_F32);
+    assert_int_equal(info.ndim, 2);
+    assert_int_equal(info.itemsize, 4);
+    assert_int_equal(info.nbytes, 24);
+    assert_int_equal(info.shape[0], 2);
+    assert_int_equal(info.shape[1], 3);
+    assert_int_equal(info.strides[0], 12);
+    assert_int_equal(info.strides[1], 4);
+    assert_memory_equal(info.data, data, sizeof data);
+    /* mutable in place */
+    ((float *)info.data)[5] = 60;
+    assert_int_equal(shmobj_buffer_get(&v, &info), 0);
+    assert_true(((float *)info.data)[5] == 60);
+    json_is(&v, "{\"$buffer\":\"f32\",\"shape\":[2,3]}");
+
+    /* empty, filled in place (zero copy) */
+    uint64_t big[1] = {1000};
+    assert_int_equal(shmobj_obj_put_buffer(SEG(*state), SHMOBJ_DTYPE_I64, 1, big,
+                                           NULL, &r, &dp), 0);
+    assert_int_equal((uintptr_t)dp % 64, 0);
+    for (int64_t i = 0; i < 1000; i++)
+        ((int64_t *)dp)[i] = i;
+    assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
+    assert_int_equal(shmobj_buffer_get(&v, &info), 0);
+    assert_int_equal(((int64_t *)info.data)[999], 999);
+
+    /* strided (a column view of a 3x4 u8 matrix) and 0-d */
+    uint8_t m[12] = {0};
+    uint64_t cs[1] = {3};
+    int64_t cst[1] = {4};
+    shmobj_buffer_desc bd = {m, 9 /* reaches bytes 0, 4, 8 */, cs, cst,
+                             SHMOBJ_DTYPE_U8, 1};
+    shmobj_value sv = {.type = SHMOBJ_TYPE_BUFFER, .v = {.buf = &bd}};
+    r = put(state, sv);
+    assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
+    assert_int_equal(shmobj_buffer_get(&v, &info), 0);
+    assert_int_equal(info.strides[0], 4);
+    bd.nbytes = 8; /* too short for the last element */
+    assert_int_equal(shmobj_obj_put(SEG(*state), &sv, &r), SHMOBJ_EINVAL);
+    double one = 1.0;
+    r = put(state, SHMOBJ_VAL_BUFFER(SHMOBJ_DTYPE_F64, 0, NULL, &one));
+    assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
+    assert_int_equal(shmobj_buffer_get(&v, &info), 0);
+    assert_int_equal(info.nbytes, 8);
+    json_is(&v, "{\"$buffer\":\"f64\",\"shape\":[]}");
+
+    /* bad dtype, too many dimensions */
+    assert_int_equal(shmobj_obj_put_buffer(SEG(*state), 99, 1, big, NULL, &r, NULL),
+                     SHMOBJ_EINVAL);
+    uint64_t nine[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
+    assert_int_equal(shmobj_obj_put_buffer(SEG(*state), SHMOBJ_DTYPE_U8, 9, nine,
+                                           NULL, &r, NULL), SHMOBJ_EINVAL);
+}
+
+static void test_obj_put_list_roundtrip(void **state)
+{
+    shmobj_view v, it, it2;
+    size_t n;
+    int64_t x;
+    shmobj_ref r = put(state, SHMOBJ_VAL_LIST_OF(
+        SHMOBJ_VAL_INT(1), SHMOBJ_VAL_STR("two"), SHMOBJ_VAL_NULL,
+        SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_DOUBLE(0.5), SHMOBJ_VAL_BOOL(0)),
+        SHMOBJ_VAL_TUPLE_OF(SHMOBJ_VAL_INT(7))));
+    assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
+    assert_int_equal(v.type, SHMOBJ_TYPE_LIST);
+    assert_int_equal(shmobj_view_len(&v, &n), 0);
+    assert_int_equal(n, 5);
+    assert_int_equal(shmobj_view_item(&v, 0, &it), 0);
+    assert_int_equal(shmobj_int_get(&it, &x), 0);
+    assert_int_equal(x, 1);
+    assert_int_equal(shmobj_view_item(&v, 3, &it), 0);
+    assert_int_equal(it.type, SHMOBJ_TYPE_LIST);
+    assert_int_equal(shmobj_view_item(&it, 1, &it2), 0);
+    assert_int_equal(it2.type, SHMOBJ_TYPE_BOOL);
+    assert_int_equal(shmobj_view_item(&v, 4, &it), 0);
+    assert_int_equal(it.type, SHMOBJ_TYPE_TUPLE);
+    json_is(&v, "[1,\"two\",null,[0.5,false],[7]]");
+
+    /* empty list */
+    r = put(state, SHMOBJ_VAL_LIST(NULL, 0));
+    assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
+    assert_int_equal(shmobj_view_len(&v, &n), 0);
+    assert_int_equal(n, 0);
+    assert_int_equal(shmobj_view_item(&v, 0, &it), SHMOBJ_ERANGE);
+    json_is(&v, "[]");
+}
+
+static void test_obj_put_dict_roundtrip(void **state)
+{
+    uint8_t data[4096];
+    memset(data, 1, sizeof data);
+    shmobj_view v, it, k;
+    int64_t x;
+    double d;
+    size_t i;
+    shmobj_ref r = put(state, SHMOBJ_VAL_DICT_OF(
+        SHMOBJ_VAL_STR("websites"),
+        SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_STR("https://a.example"),
+                           SHMOBJ_VAL_STR("https://b.example")),
+        SHMOBJ_VAL_STR("avg_salary"), SHMOBJ_VAL_DOUBLE(3000.0),
+        SHMOBJ_VAL_STR("employees"), SHMOBJ_VAL_INT(10),
+        SHMOBJ_VAL_STR("in_a_good_state"), SHMOBJ_VAL_BOOL(1),
+        SHMOBJ_VAL_STR("data"), SHMOBJ_VAL_BYTES(data, sizeof data)));
+    assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
+    assert_int_equal(v.type, SHMOBJ_TYPE_DICT);
+    assert_int_equal(shmobj_view_get_str(&v, "employees", &it), 0);
+    assert_int_equal(shmobj_int_get(&it, &x), 0);
+    assert_int_equal(x, 10);
+    assert_int_equal(shmobj_view_get_str(&v, "avg_salary", &it), 0);
+    assert_int_equal(shmobj_double_get(&it, &d), 0);
+    assert_true(d == 3000.0);
+    assert_int_equal(shmobj_view_get_str(&v, "nope", &it), SHMOBJ_ENOTFOUND);
+    shmobj_value key = SHMOBJ_VAL_STR("data");
+    assert_int_equal(shmobj_view_index(&v, &key, &i), 0);
+    assert_int_equal(i, 4);
+    assert_int_equal(shmobj_view_key(&v, 4, &k), 0);
+    assert_int_equal(k.type, SHMOBJ_TYPE_STR);
+    /* keys are immutable, a bytes key of the same content is another key */
+    assert_int_equal(shmobj_view_set(&k, &key), SHMOBJ_EACCES);
+    key = SHMOBJ_VAL_BYTES("data", 4);
+    assert_int_equal(shmobj_view_index(&v, &key, &i), SHMOBJ_ENOTFOUND);
+    json_is(&v, "{\"websites\":[\"https://a.example\",\"https://b.example\"],"
+                "\"avg_salary\":3000.0,\"employees\":10,\"in_a_good_state\":true,"
+                "\"data\":{\"$bytes\":4096}}");
+
+    /* int and bytes keys */
+    r = put(state, SHMOBJ_VAL_DICT_OF(SHMOBJ_VAL_INT(-5), SHMOBJ_VAL_STR("neg"),
+                                      SHMOBJ_VAL_BYTES("\x00\x01", 2), SHMOBJ_VAL_INT(2),
+                                      SHMOBJ_VAL_INT(5), SHMOBJ_VAL_NULL));
+    assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
+    key = SHMOBJ_VAL_INT(5);
+    assert_int_equal(shmobj_view_get(&v, &key, &it), 0);
+    assert_int_equal(it.type, SHMOBJ_TYPE_NULL);
+    key = SHMOBJ_VAL_BYTES("\x00\x01", 2);
+    assert_int_equal(shmobj_view_get(&v, &key, &it), 0);
+    assert_int_equal(shmobj_int_get(&it, &x), 0);
+    assert_int_equal(x, 2);
+    json_is(&v, "{\"-5\":\"neg\",\"$bytes:0001\":2,\"5\":null}");
+    key = SHMOBJ_VAL_DOUBLE(1.0);
+    assert_int_equal(shmobj_view_get(&v, &key, &it), SHMOBJ_EINVAL);
+
+    /* a large dict: every key found through the index */
+    enum { N = 2000 };
+    static shmobj_value kv[2 * N];
+    static char names[N][12];
+    for (int j = 0; j < N; j++) {
+        snprintf(names[j], sizeof names[j], "k%d", j);
+        kv[2 * j] = SHMOBJ_VAL_STR(names[j]);
+        kv[2 * j + 1] = SHMOBJ_VAL_INT(j);
+    }
+    r = put(state, SHMOBJ_VAL_DICT(kv, N));
+    assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
+    for (int j = 0; j < N; j++) {
+        assert_int_equal(shmobj_view_get_str(&v, names[j], &it), 0);
+        assert_int_equal(shmobj_int_get(&it, &x), 0);
+        assert_int_equal(x, j);
+    }
+}
+
+static void test_obj_put_dict_duplicate_key(void **state)
+{
+    shmobj_ref r;
+    shmobj_value d = SHMOBJ_VAL_DICT_OF(SHMOBJ_VAL_STR("a"), SHMOBJ_VAL_INT(1),
+                                        SHMOBJ_VAL_STR("a"), SHMOBJ_VAL_INT(2));
+    assert_int_equal(shmobj_obj_put(SEG(*state), &d, &r), SHMOBJ_EINVAL);
+    shmobj_value bad = SHMOBJ_VAL_DICT_OF(SHMOBJ_VAL_DOUBLE(1), SHMOBJ_VAL_INT(1));
+    assert_int_equal(shmobj_obj_put(SEG(*state), &bad, &r), SHMOBJ_EINVAL);
+    shmobj_value s = SHMOBJ_VAL_SET_OF(SHMOBJ_VAL_INT(1), SHMOBJ_VAL_INT(1));
+    assert_int_equal(shmobj_obj_put(SEG(*state), &s, &r), SHMOBJ_EINVAL);
+    assert_int_equal(space_heap_live(*state), 0);
+}
+
+static void test_obj_put_set_roundtrip(void **state)
+{
+    shmobj_view v, it;
+    size_t i;
+    shmobj_ref r = put(state, SHMOBJ_VAL_SET_OF(SHMOBJ_VAL_STR("x"), SHMOBJ_VAL_INT(3),
+                                                SHMOBJ_VAL_BYTES("y", 1)));
+    assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
+    assert_int_equal(v.type, SHMOBJ_TYPE_SET);
+    shmobj_value k = SHMOBJ_VAL_INT(3);
+    assert_int_equal(shmobj_view_index(&v, &k, &i), 0);
+    assert_int_equal(i, 1);
+    k = SHMOBJ_VAL_INT(4);
+    assert_int_equal(shmobj_view_index(&v, &k, &i), SHMOBJ_ENOTFOUND);
+    k = SHMOBJ_VAL_STR("x");
+    assert_int_equal(shmobj_view_get(&v, &k, &it), SHMOBJ_ETYPE);
+    assert_int_equal(shmobj_view_item(&v, 1, &it), 0);
+    assert_int_equal(shmobj_int_set(&it, 9), SHMOBJ_EACCES);
+    json_is(&v, "[\"x\",3,{\"$bytes\":1,\"hex\":\"79\"}]");
+}
+
+static void test_obj_put_struct_roundtrip(void **state)
+{
+    static const char *const names[] = {"id", "name", "health"};
+    shmobj_view v, it, k;
+    int64_t x;
+    const char *s;
+    shmobj_ref r = put(state, SHMOBJ_VAL_STRUCT(
+        SHMOBJ__VALS(SHMOBJ_VAL_INT(7), SHMOBJ_VAL_STR("bob"), SHMOBJ_VAL_INT(100)),
+        3, names));
+    assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
+    assert_int_equal(v.type, SHMOBJ_TYPE_STRUCT);
+    assert_int_equal(shmobj_view_item(&v, 2, &it), 0);
+    assert_int_equal(shmobj_int_add(&it, 5, &x), 0);
+    assert_int_equal(x, 100);
+    assert_int_equal(shmobj_view_get_str(&v, "health", &it), 0);
+    assert_int_equal(shmobj_int_get(&it, &x), 0);
+    assert_int_equal(x, 105);
+    assert_int_equal(shmobj_view_key(&v, 1, &k), 0);
+    assert_int_equal(shmobj_str_get(&k, &s, NULL), 0);
+    assert_string_equal(s, "name");
+    json_is(&v, "{\"id\":7,\"name\":\"bob\",\"health\":105}");
+
+    /* without names: by index only */
+    r = put(state, SHMOBJ_VAL_STRUCT(SHMOBJ__VALS(SHMOBJ_VAL_INT(1), SHMOBJ_VAL_INT(2)),
+                                     2, NULL));
+    assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
+    assert_int_equal(shmobj_view_get_str(&v, "id", &it), SHMOBJ_ETYPE);
+    assert_int_equal(shmobj_view_key(&v, 0, &k), SHMOBJ_ETYPE);
+    json_is(&v, "[1,2]");
+
+    static const char *const dup[] = {"a", "a"};
+    shmobj_value d = SHMOBJ_VAL_STRUCT(SHMOBJ__VALS(SHMOBJ_VAL_INT(1), SHMOBJ_VAL_INT(2)),
+                                       2, dup);
+    assert_int_equal(shmobj_obj_put(SEG(*state), &d, &r), SHMOBJ_EINVAL);
+}
+
+static void test_view_item_wrong_type(void **state)
+{
+    shmobj_view v, it;
+    size_t n;
+    int64_t x;
+    double d;
+    const char *s;
+    const void *p;
+    shmobj_buffer_info info = {.struct_size = sizeof info};
+    shmobj_ref r = put(state, SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_INT(1), SHMOBJ_VAL_DOUBLE(2)));
+    assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
+    assert_int_equal(shmobj_view_item(&v, 2, &it), SHMOBJ_ERANGE);
+    assert_int_equal(shmobj_view_item(&v, SIZE_MAX, &it), SHMOBJ_ERANGE);
+    assert_int_equal(shmobj_view_get_str(&v, "a", &it), SHMOBJ_ETYPE);
+    assert_int_equal(shmobj_view_key(&v, 0, &it), SHMOBJ_ETYPE);
+    assert_int_equal(shmobj_str_get(&v, &s, &n), SHMOBJ_ETYPE);
+    assert_int_equal(shmobj_bytes_get(&v, &p, &n), SHMOBJ_ETYPE);
+    assert_int_equal(shmobj_buffer_get(&v, &info), SHMOBJ_ETYPE);
+    assert_int_equal(shmobj_int_get(&v, &x), SHMOBJ_ETYPE);
+    assert_int_equal(shmobj_view_item(&v, 0, &it), 0);
+    assert_int_equal(shmobj_double_get(&it, &d), SHMOBJ_ETYPE);
+    assert_int_equal(shmobj_view_item(&it, 0, &it), SHMOBJ_ETYPE);
+    assert_int_equal(shmobj_view_len(&it, &n), SHMOBJ_ETYPE);
+    shmobj_value sv = SHMOBJ_VAL_STR("x");
+    assert_int_equal(shmobj_view_set(&it, &sv), SHMOBJ_ETYPE);
+    sv = SHMOBJ_VAL_UINT(1);
+    assert_int_equal(shmobj_view_set(&it, &sv), SHMOBJ_ETYPE);
+    assert_int_equal(shmobj_view_item(NULL, 0, &it), SHMOBJ_EINVAL);
+    assert_int_equal(shmobj_view_type(NULL), 0);
+    assert_int_equal(shmobj_int_add(NULL, 1, NULL), SHMOBJ_EINVAL);
+    assert_int_equal(shmobj_obj_get(SEG(*state), SHMOBJ_REF_NULL, &v), SHMOBJ_EINVAL);
+}
+
+static void test_int_add_updates_in_place(void **state)
+{
+    shmobj_view v, a, b, c;
+    int64_t x;
+    uint64_t u;
+    double d;
+    int bo;
+    shmobj_ref r = put(state, SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_INT(0), SHMOBJ_VAL_UINT(5),
+                                                 SHMOBJ_VAL_DOUBLE(1.5), SHMOBJ_VAL_BOOL(0),
+                                                 SHMOBJ_VAL_TUPLE_OF(SHMOBJ_VAL_INT(1))));
+    assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
+    assert_int_equal(shmobj_view_item(&v, 0, &a), 0);
+    assert_int_equal(shmobj_view_item(&v, 0, &b), 0);
+    for (int i = 0; i < 1000; i++)
+        assert_int_equal(shmobj_int_add(&a, 1, NULL), 0);
+    assert_int_equal(shmobj_int_get(&b, &x), 0); /* another view sees it */
+    assert_int_equal(x, 1000);
+    x = 999;
+    assert_int_equal(shmobj_int_cas(&a, &x, 5), SHMOBJ_EBUSY);
+    assert_int_equal(x, 1000);
+    assert_int_equal(shmobj_int_cas(&a, &x, 5), 0);
+    assert_int_equal(shmobj_int_set(&a, INT64_MAX), 0);
+    assert_int_equal(shmobj_int_add(&a, 1, NULL), 0); /* wraps, no UB */
+    assert_int_equal(shmobj_int_get(&a, &x), 0);
+    assert_true(x == INT64_MIN);
+
+    assert_int_equal(shmobj_view_item(&v, 1, &c), 0);
+    assert_int_equal(shmobj_uint_add(&c, 10, &u), 0);
+    assert_int_equal(u, 5);
+    u = 15;
+    assert_int_equal(shmobj_uint_cas(&c, &u, 1), 0);
+    assert_int_equal(shmobj_uint_set(&c, 2), 0);
+    assert_int_equal(shmobj_uint_get(&c, &u), 0);
+    assert_int_equal(u, 2);
+
+    assert_int_equal(shmobj_view_item(&v, 2, &c), 0);
+    assert_int_equal(shmobj_double_add(&c, 1.0, &d), 0);
+    assert_true(d == 1.5);
+    assert_int_equal(shmobj_double_get(&c, &d), 0);
+    assert_true(d == 2.5);
+    assert_int_equal(shmobj_double_set(&c, -1.0), 0);
+    shmobj_value dv = SHMOBJ_VAL_DOUBLE(4.25);
+    assert_int_equal(shmobj_view_set(&c, &dv), 0);
+    assert_int_equal(shmobj_double_get(&c, &d), 0);
+    assert_true(d == 4.25);
+
+    assert_int_equal(shmobj_view_item(&v, 3, &c), 0);
+    assert_int_equal(shmobj_bool_set(&c, 7), 0);
+    assert_int_equal(shmobj_bool_get(&c, &bo), 0);
+    assert_int_equal(bo, 1);
+    assert_int_equal(shmobj_obj_check(SEG(*state), r), 0);
+
+    /* the one-call item forms */
+    assert_int_equal(shmobj_item_int_add(&v, 0, 2, &x), 0);
+    assert_true(x == INT64_MIN);
+    assert_int_equal(shmobj_item_int_get(&v, 0, &x), 0);
+    assert_true(x == INT64_MIN + 2);
+    assert_int_equal(shmobj_item_int_add(&v, 1, 1, NULL), SHMOBJ_ETYPE); /* uint */
+    assert_int_equal(shmobj_item_int_add(&v, 4, 1, NULL), SHMOBJ_ETYPE); /* tuple */
+    assert_int_equal(shmobj_item_int_add(&v, 5, 1, NULL), SHMOBJ_ERANGE);
+    assert_int_equal(shmobj_item_int_get(&v, 5, &x), SHMOBJ_ERANGE);
+    assert_int_equal(shmobj_item_int_add(NULL, 0, 1, NULL), SHMOBJ_EINVAL);
+    assert_int_equal(shmobj_view_item(&v, 4, &c), 0);
+    assert_int_equal(shmobj_item_int_get(&c, 0, &x), 0);
+    assert_int_equal(x, 1);
+    assert_int_equal(shmobj_item_int_add(&c, 0, 1, NULL), SHMOBJ_EACCES);
+    assert_int_equal(shmobj_view_item(&v, 0, &c), 0);
+    assert_int_equal(shmobj_item_int_add(&c, 0, 1, NULL), SHMOBJ_ETYPE); /* a scalar */
+
+    /* tuple items are immutable */
+    assert_int_equal(shmobj_view_item(&v, 4, &c), 0);
+    assert_int_equal(shmobj_view_item(&c, 0, &c), 0);
+    assert_int_equal(shmobj_int_add(&c, 1, NULL), SHMOBJ_EACCES);
+    assert_int_equal(shmobj_int_set(&c, 1), SHMOBJ_EACCES);
+    x = 1;
+    assert_int_equal(shmobj_int_cas(&c, &x, 2), SHMOBJ_EACCES);
+
+    /* a top-level counter */
+    assert_int_equal(shmobj_obj_put_int(SEG(*state), 41, &r), 0);
+    assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
+    assert_int_equal(shmobj_int_add(&v, 1, NULL), 0);
+    assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
+    assert_int_equal(shmobj_int_get(&v, &x), 0);
+    assert_int_equal(x, 42);
+}
+
+static void test_view_set_replaces_and_frees(void **state)
+{
+    struct shmobj__space *sp = *state;
+    shmobj_view v, it, again;
+    const char *s;
+    shmobj_ref r = put(state, SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_STR("old"), SHMOBJ_VAL_NULL,
+                                                 SHMOBJ_VAL_INT(1)));
+    assert_int_equal(space_heap_live(sp), 1);
+    assert_int_equal(shmobj_obj_get(SEG(sp), r, &v), 0);
+    assert_int_equal(shmobj_view_item(&v, 0, &it), 0);
+    shmobj_value nv = SHMOBJ_VAL_STR("new");
+    assert_int_equal(shmobj_view_set(&it, &nv), 0);
+    assert_int_equal(space_heap_live(sp), 2); /* the old one was inline */
+    assert_int_equal(shmobj_str_get(&it, &s, NULL), 0);
+    assert_string_equal(s, "new");
+    assert_int_equal(shmobj_view_item(&v, 0, &again), 0);
+    assert_int_equal(shmobj_str_get(&again, &s, NULL), 0);
+    assert_string_equal(s, "new");
+    /* replacing a separate item frees it */
+    nv = SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_INT(1), SHMOBJ_VAL_STR("deep"));
+    assert_int_equal(shmobj_view_set(&it, &nv), 0);
+    assert_int_equal(space_heap_live(sp), 2);
+    assert_int_equal(it.type, SHMOBJ_TYPE_LIST);
+    assert_int_equal(shmobj_obj_check(SEG(sp), r), 0);
+    /* a nested replacement inside the separate block */
+    shmobj_view deep;
+    assert_int_equal(shmobj_view_item(&it, 1, &deep), 0);
+    nv = SHMOBJ_VAL_STR("deeper");
+    assert_int_equal(shmobj_view_set(&deep, &nv), 0);
+    assert_int_equal(space_heap_live(sp), 3);
+    json_is(&v, "[[1,\"deeper\"],null,1]");
+    /* null slot takes an object; object slot takes null */
+    assert_int_equal(shmobj_view_item(&v, 1, &it), 0);
+    nv = SHMOBJ_VAL_DICT_OF(SHMOBJ_VAL_STR("k"), SHMOBJ_VAL_INT(1));
+    assert_int_equal(shmobj_view_set(&it, &nv), 0);
+    assert_int_equal(space_heap_live(sp), 4);
+    nv = SHMOBJ_VAL_NULL;
+    assert_int_equal(shmobj_view_set(&it, &nv), 0);
+    assert_int_equal(space_heap_live(sp), 3);
+    assert_int_equal(it.type, SHMOBJ_TYPE_NULL);
+    /* the root itself */
+    nv = SHMOBJ_VAL_STR("root");
+    shmobj_view root;
+    assert_int_equal(shmobj_obj_get(SEG(sp), r, &root), 0);
+    assert_int_equal(shmobj_view_set(&root, &nv), 0);
+    assert_int_equal(space_heap_live(sp), 2);
+    assert_int_equal(shmobj_obj_get(SEG(sp), r, &root), 0);
+    json_is(&root, "\"root\"");
+    assert_int_equal(shmobj_obj_check(SEG(sp), r), 0);
+    /* freeing the top frees the whole tree */
+    assert_int_equal(shmobj_obj_free(SEG(sp), r), 0);
+    assert_int_equal(space_heap_live(sp), 0);
+}
+
+static void test_obj_get_stale_ref(void **state)
+{
+    shmobj_view v;
+    shmobj_ref r = put(state, SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_INT(1)));
+    assert_int_equal(shmobj_obj_free(SEG(*state), r), 0);
+    assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_obj_free(SEG(*state), r), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_obj_check(SEG(*state), r), SHMOBJ_ESTALE);
+    /* a reference with another generation */
+    r = put(state, SHMOBJ_VAL_INT(1));
+    shmobj_ref other = r ^ (UINT64_C(1) << 50);
+    assert_int_equal(shmobj_obj_get(SEG(*state), other, &v), SHMOBJ_ESTALE);
+    /* not a block at all: refused (the arena may call it either) */
+    int rc = shmobj_obj_get(SEG(*state), r + 16, &v);
+    assert_true(rc == SHMOBJ_ECORRUPT || rc == SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_obj_get(SEG(*state), UINT64_C(1) << 40, &v), SHMOBJ_ECORRUPT);
+    /* freed and reused: the old reference is refused, the new one works */
+    shmobj_ref a = put(state, SHMOBJ_VAL_STR("first"));
+    assert_int_equal(shmobj_obj_free(SEG(*state), a), 0);
+    shmobj_ref b = put(state, SHMOBJ_VAL_STR("again"));
+    assert_int_equal(shmobj_obj_get(SEG(*state), a, &v), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_obj_get(SEG(*state), b, &v), 0);
+    json_is(&v, "\"again\"");
+}
+
+static void test_obj_put_depth_limit(void **state)
+{
+    shmobj_value chain[SHMOBJ_OBJ_MAXDEPTH + 1];
+    shmobj_ref r;
+    chain[0] = SHMOBJ_VAL_INT(1);
+    for (int i = 1; i <= SHMOBJ_OBJ_MAXDEPTH; i++)
+        chain[i] = SHMOBJ_VAL_LIST(&chain[i - 1], 1);
+    assert_int_equal(shmobj_obj_put(SEG(*state), &chain[SHMOBJ_OBJ_MAXDEPTH], &r),
+                     0);
+    assert_int_equal(shmobj_obj_check(SEG(*state), r), 0);
+    shmobj_value deeper = SHMOBJ_VAL_LIST(&chain[SHMOBJ_OBJ_MAXDEPTH], 1);
+    assert_int_equal(shmobj_obj_put(SEG(*state), &deeper, &r), SHMOBJ_EINVAL);
+    size_t n;
+    assert_int_equal(shmobj_obj_size(&deeper, &n), SHMOBJ_EINVAL);
+    assert_int_equal(shmobj_obj_size(&chain[1], &n), 0);
+    assert_int_equal(n, 32 + 16 + 16); /* prefix, list header, one slot */
+    shmobj_value bad = {.type = 99};
+    assert_int_equal(shmobj_obj_size(&bad, &n), SHMOBJ_EINVAL);
+}
+
+/* Damage one thing at a time and expect check (and the readers) to refuse
+ * it without crashing. */
+static void test_obj_check_damaged_graph(void **state)
+{
+    struct shmobj__space *sp = *state;
+    static const char *const names[] = {"a", "b"};
+    shmobj_value tree = SHMOBJ_VAL_LIST_OF(
+        SHMOBJ_VAL_STR("hello"),
+        SHMOBJ_VAL_DICT_OF(SHMOBJ_VAL_STR("k"), SHMOBJ_VAL_INT(1),
+                           SHMOBJ_VAL_INT(2), SHMOBJ_VAL_BOOL(1)),
+        SHMOBJ_VAL_STRUCT(SHMOBJ__VALS(SHMOBJ_VAL_INT(1), SHMOBJ_VAL_INT(2)), 2, names),
+        SHMOBJ_VAL_SET_OF(SHMOBJ_VAL_INT(9)));
+    size_t size;
+    assert_int_equal(shmobj_obj_size(&tree, &size), 0);
+    shmobj_ref r = put(state, tree);
+    uint8_t *blk = sp->base + (r & ((UINT64_C(1) << 48) - 1));
+    uint8_t *saved = malloc(size);
+    memcpy(saved, blk, size);
+    int refused = 0;
+    /* Flip each byte in turn (a full sweep of the block). */
+    for (size_t i = 0; i < size; i++) {
+        for (int pat = 0; pat < 3; pat++) {
+            static const uint8_t pats[3] = {0xff, 0x01, 0x80};
+            blk[i] ^= pats[pat];
+            int rc = shmobj_obj_check(SEG(sp), r);
+            if (rc != 0) {
+                assert_true(rc == SHMOBJ_ECORRUPT || rc == SHMOBJ_ESTALE);
+                refused++;
+            }
+            /* the readers never crash either */
+            shmobj_view v;
+            char buf[512];
+            if (shmobj_obj_get(SEG(sp), r, &v) == 0)
+                (void)shmobj_view_json(&v, buf, sizeof buf, NULL);
+            memcpy(blk, saved, size);
+        }
+    }
+    assert_true(refused > 0);
+    assert_int_equal(shmobj_obj_check(SEG(sp), r), 0);
+
+    /* Specific damages with a known outcome. */
+    shmobj_view v, it;
+    assert_int_equal(shmobj_obj_get(SEG(sp), r, &v), 0);
+    /* list count beyond the block */
+    ((uint32_t *)(blk + 32))[1] = 1000000;
+    assert_int_equal(shmobj_obj_check(SEG(sp), r), SHMOBJ_ECORRUPT);
+    assert_int_equal(shmobj_obj_get(SEG(sp), r, &v), SHMOBJ_ECORRUPT);
+    memcpy(blk, saved, size);
+    /* tree magic */
+    blk[0] ^= 1;
+    assert_int_equal(shmobj_obj_get(SEG(sp), r, &v), SHMOBJ_ECORRUPT);
+    memcpy(blk, saved, size);
+    /* a slot pointing to itself: a cycle, caught by the depth bound */
+    assert_int_equal(shmobj_obj_get(SEG(sp), r, &v), 0);
+    uint64_t list_off = (uint64_t)((const uint8_t *)v.obj - sp->base);
+    uint64_t *pl = (uint64_t *)(blk + 48 + 16 * 0 + 8); /* item 0 payload */
+    uint16_t gen = (uint16_t)(r >> 48);
+    blk[48] = 0x40;
+    *pl = list_off | (uint64_t)gen << 48;
+    assert_int_equal(shmobj_obj_check(SEG(sp), r), SHMOBJ_ECORRUPT);
+    char buf[256];
+    assert_int_equal(shmobj_view_json(&v, buf, sizeof buf, NULL), SHMOBJ_ECORRUPT);
+    memcpy(blk, saved, size);
+    /* a payload outside the block that names no block */
+    *pl = (list_off + 4096) | (uint64_t)gen << 48;
+    int rc = shmobj_view_item(&v, 0, &it);
+    assert_true(rc == SHMOBJ_ECORRUPT || rc == SHMOBJ_ESTALE);
+    memcpy(blk, saved, size);
+    /* an unknown slot tag */
+    blk[48] = 0x77;
+    assert_int_equal(shmobj_view_item(&v, 0, &it), SHMOBJ_ECORRUPT);
+    memcpy(blk, saved, size);
+    free(saved);
+}
+
+static void test_view_json_enobufs(void **state)
+{
+    shmobj_view v;
+    char buf[8];
+    size_t len;
+    shmobj_ref r = put(state, SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_STR("tab\there \"q\" \\ \x01"),
+                                                 SHMOBJ_VAL_DOUBLE(0.1),
+                                                 SHMOBJ_VAL_DOUBLE(1e300),
+                                                 SHMOBJ_VAL_DOUBLE(1.0 / 0.0),
+                                                 SHMOBJ_VAL_INT(INT64_MIN)));
+    assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
+    const char *want = "[\"tab\\there \\\"q\\\" \\\\ \\u0001\",0.1,1e+300,null,"
+                       "-9223372036854775808]";
+    json_is(&v, want);
+    assert_int_equal(shmobj_view_json(&v, buf, sizeof buf, &len), SHMOBJ_ENOBUFS);
+    assert_int_equal(len, strlen(want));
+    assert_int_equal(strlen(buf), sizeof buf - 1);
+    assert_memory_equal(buf, want, sizeof buf - 1);
+    assert_int_equal(shmobj_view_json(&v, NULL, 0, &len), SHMOBJ_ENOBUFS);
+    assert_int_equal(len, strlen(want));
+
+    /* to a FILE* */
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    assert_int_equal(shmobj_view_json_write(&v, f), 0);
+    long n = ftell(f);
+    assert_int_equal(n, (long)strlen(want));
+    rewind(f);
+    char back[256] = {0};
+    assert_int_equal(fread(back, 1, (size_t)n, f), (size_t)n);
+    assert_string_equal(back, want);
+    fclose(f);
+    assert_int_equal(shmobj_view_json_write(&v, NULL), SHMOBJ_EINVAL);
+}
+
+static void test_dtype_names(void **state)
+{
+    (void)state;
+    assert_string_equal(shmobj_dtype_name(SHMOBJ_DTYPE_I8), "i8");
+    assert_string_equal(shmobj_dtype_name(SHMOBJ_DTYPE_BOOL), "bool");
+    assert_string_equal(shmobj_dtype_name(0), "?");
+    assert_string_equal(shmobj_dtype_name(1000), "?");
+    assert_int_equal(shmobj_dtype_size(SHMOBJ_DTYPE_F64), 8);
+    assert_int_equal(shmobj_dtype_size(SHMOBJ_DTYPE_U16), 2);
+    assert_int_equal(shmobj_dtype_size(77), 0);
+}
+
+/* ---- across processes, through a real segment ----------------------------- */
+
+static const char *const xp_names[] = {"id", "name", "health", "pos"};
+
+/* Every type in one tree. */
+static shmobj_value xp_tree(float *fdata, const uint64_t *shape, const uint8_t *bytes)
+{
+    /* static: compound literals here would die with this function */
+    static shmobj_value fields[4], items[20], pos[3], set[2], list[2];
+    set[0] = SHMOBJ_VAL_STR("a");
+    set[1] = SHMOBJ_VAL_INT(1);
+    list[0] = SHMOBJ_VAL_STR("x");
+    list[1] = SHMOBJ_VAL_INT(0);
+    pos[0] = SHMOBJ_VAL_DOUBLE(1.5);
+    pos[1] = SHMOBJ_VAL_DOUBLE(-2.0);
+    pos[2] = SHMOBJ_VAL_DOUBLE(0.25);
+    fields[0] = SHMOBJ_VAL_INT(7);
+    fields[1] = SHMOBJ_VAL_STR("player-7");
+    fields[2] = SHMOBJ_VAL_INT(100);
+    fields[3] = SHMOBJ_VAL_TUPLE(pos, 3);
+    int n = 0;
+    items[n++] = SHMOBJ_VAL_STR("null");
+    items[n++] = SHMOBJ_VAL_NULL;
+    items[n++] = SHMOBJ_VAL_STR("bool");
+    items[n++] = SHMOBJ_VAL_BOOL(0);
+    items[n++] = SHMOBJ_VAL_STR("int");
+    items[n++] = SHMOBJ_VAL_INT(-3);
+    items[n++] = SHMOBJ_VAL_STR("uint");
+    items[n++] = SHMOBJ_VAL_UINT(3);
+    items[n++] = SHMOBJ_VAL_STR("double");
+    items[n++] = SHMOBJ_VAL_DOUBLE(0.5);
+    items[n++] = SHMOBJ_VAL_STR("bytes");
+    items[n++] = SHMOBJ_VAL_BYTES(bytes, 4);
+    items[n++] = SHMOBJ_VAL_STR("buffer");
+    static shmobj_buffer_desc bd;
+    bd = (shmobj_buffer_desc){fdata, 0, shape, NULL, SHMOBJ_DTYPE_F32, 2};
+    items[n].type = SHMOBJ_TYPE_BUFFER;
+    items[n++].v.buf = &bd;
+    items[n++] = SHMOBJ_VAL_INT(42);
+    items[n++] = SHMOBJ_VAL_SET(set, 2);
+    items[n++] = SHMOBJ_VAL_STR("struct");
+    items[n++] = SHMOBJ_VAL_STRUCT(fields, 4, xp_names);
+    items[n++] = SHMOBJ_VAL_STR("list");
+    items[n++] = SHMOBJ_VAL_LIST(list, 2);
+    return SHMOBJ_VAL_DICT(items, 10);
+}
+
+#define XP_JSON_BEFORE                                                          \
+    "{\"null\":null,\"bool\":false,\"int\":-3,\"uint\":3,\"double\":0.5,"            \
+    "\"bytes\":{\"$bytes\":4,\"hex\":\"01020304\"},"                                \
+    "\"buffer\":{\"$buffer\":\"f32\",\"shape\":[2,2]},\"42\":[\"a\",1],"               \
+    "\"struct\":{\"id\":7,\"name\":\"player-7\",\"health\":100,"                      \
+    "\"pos\":[1.5,-2.0,0.25]},\"list\":[\"x\",0]}"
+#define XP_JSON_AFTER                                                           \
+    "{\"null\":\"from child\",\"bool\":true,\"int\":-2,\"uint\":3,\"double\":1.0,"  \
+    "\"bytes\":{\"$bytes\":4,\"hex\":\"01020304\"},"                                \
+    "\"buffer\":{\"$buffer\":\"f32\",\"shape\":[2,2]},\"42\":[\"a\",1],"               \
+    "\"struct\":{\"id\":7,\"name\":\"player-7\",\"health\":150,"                      \
+    "\"pos\":[1.5,-2.0,0.25]},\"list\":[[\"replaced\"],0]}"
+
+struct xp_arg {
+    char name[96];
+};
+
+static shmobj_segment *xp_create(const char *name)
+{
+    shmobj_segment_options o;
+    shmobj_segment *seg = NULL;
+    shmobj_segment_options_init(&o);
+    o.initial_size = 8u << 20;
+    assert_int_equal(shmobj_segment_create(name, &o, &seg), 0);
+    return seg;
+}
+
+/* The child: open by name, read everything, check it, change it. */
+static int xp_child_mutate(void *arg)
+{
+    struct xp_arg *a = arg;
+    shmobj_segment *seg;
+    shmobj_ref ref;
+    shmobj_view v, it, f;
+    char buf[1024];
+    if (shmobj_segment_open(a->name, SHMOBJ_BACKEND_SHM, 5000 * TEST_MS, &seg) != 0)
+        return 10;
+    if (shmobj_segment_root_get(seg, "tree", &ref) != 0 || shmobj_obj_check(seg, ref) != 0 ||
+        shmobj_obj_get(seg, ref, &v) != 0)
+        return 11;
+    if (shmobj_view_json(&v, buf, sizeof buf, NULL) != 0 || strcmp(buf, XP_JSON_BEFORE) != 0)
+        return 12;
+    shmobj_buffer_info info = {.struct_size = sizeof info};
+    if (shmobj_view_get_str(&v, "buffer", &it) != 0 || shmobj_buffer_get(&it, &info) != 0 ||
+        ((float *)info.data)[3] != 4.0f || (uintptr_t)info.data % 64 != 0)
+        return 13;
+    ((float *)info.data)[3] = 40.0f;
+    shmobj_value nv = SHMOBJ_VAL_STR("from child");
+    if (shmobj_view_get_str(&v, "null", &it) != 0 || shmobj_view_set(&it, &nv) != 0)
+        return 14;
+    if (shmobj_view_get_str(&v, "bool", &it) != 0 || shmobj_bool_set(&it, 1) != 0)
+        return 15;
+    if (shmobj_view_get_str(&v, "int", &it) != 0 || shmobj_int_add(&it, 1, NULL) != 0)
+        return 16;
+    if (shmobj_view_get_str(&v, "double", &it) != 0 || shmobj_double_add(&it, 0.5, NULL) != 0)
+        return 17;
+    if (shmobj_view_get_str(&v, "struct", &it) != 0 || shmobj_view_get_str(&it, "health", &f) != 0 ||
+        shmobj_int_add(&f, 50, NULL) != 0)
+        return 18;
+    nv = SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_STR("replaced"));
+    if (shmobj_view_get_str(&v, "list", &it) != 0 || shmobj_view_item(&it, 0, &f) != 0 ||
+        shmobj_view_set(&f, &nv) != 0)
+        return 19;
+    shmobj_segment_close(seg);
+    return 0;
+}
+
+static void test_obj_cross_process_build_read_mutate(void **state)
+{
+    (void)state;
+    struct xp_arg a;
+    test_name(a.name, sizeof a.name, "obj");
+    shmobj_segment *seg = xp_create(a.name);
+    float fdata[4] = {1, 2, 3, 4};
+    uint64_t shape[2] = {2, 2};
+    uint8_t bytes[4] = {1, 2, 3, 4};
+    shmobj_value tree = xp_tree(fdata, shape, bytes);
+    shmobj_ref ref;
+    shmobj_view v, it;
+    char buf[1024];
+    assert_int_equal(shmobj_obj_put(seg, &tree, &ref), 0);
+    assert_int_equal(shmobj_segment_root_set(seg, "tree", ref), 0);
+    assert_int_equal(test_child_wait(test_child_start(xp_child_mutate, &a, 20)), 0);
+    /* the parent sees every change the child made */
+    assert_int_equal(shmobj_obj_check(seg, ref), 0);
+    assert_int_equal(shmobj_obj_get(seg, ref, &v), 0);
+    assert_int_equal(shmobj_view_json(&v, buf, sizeof buf, NULL), 0);
+    assert_string_equal(buf, XP_JSON_AFTER);
+    shmobj_buffer_info info = {.struct_size = sizeof info};
+    assert_int_equal(shmobj_view_get_str(&v, "buffer", &it), 0);
+    assert_int_equal(shmobj_buffer_get(&it, &info), 0);
+    assert_true(((float *)info.data)[3] == 40.0f);
+    /* the whole tree, with the child's replacements, frees */
+    shmobj_arena_stats st = {.struct_size = sizeof st}, st0 = {.struct_size = sizeof st0};
+    assert_int_equal(shmobj_arena_stats_get(seg, &st), 0);
+    assert_int_equal(shmobj_obj_free(seg, ref), 0);
+    assert_int_equal(shmobj_arena_stats_get(seg, &st0), 0);
+    assert_int_equal(st.used_blocks - st0.used_blocks, 3);
+    assert_int_equal(shmobj_obj_get(seg, ref, &v), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_arena_check(seg, NULL), 0);
+    shmobj_segment_close(seg);
+    assert_int_equal(shmobj_segment_destroy(a.name, SHMOBJ_BACKEND_SHM), 0);
+}
+
+enum { XP_COUNTERS = 16, XP_ROUNDS = 20000 };
+
+static int xp_child_add(void *arg)
+{
+    struct xp_arg *a = arg;
+    shmobj_segment *seg;
+    shmobj_ref ref;
+    shmobj_view v, it[XP_COUNTERS + 1];
+    if (shmobj_segment_open(a->name, SHMOBJ_BACKEND_SHM, 5000 * TEST_MS, &seg) != 0 ||
+        shmobj_segment_root_get(seg, "counters", &ref) != 0 ||
+        shmobj_obj_get(seg, ref, &v) != 0)
+        return 10;
+    for (size_t i = 0; i <= XP_COUNTERS; i++)
+        if (shmobj_view_item(&v, i, &it[i]) != 0)
+            return 11;
+    for (int r = 0; r < XP_ROUNDS; r++) {
+        for (size_t i = 0; i < XP_COUNTERS; i++)
+            if (shmobj_int_add(&it[i], 1, NULL) != 0)
+                return 12;
+        if (shmobj_double_add(&it[XP_COUNTERS], 1.0, NULL) != 0)
+            return 13;
+    }
+    shmobj_segment_close(seg);
+    return 0;
+}
+
+static void test_int_add_two_processes_no_lost_increment(void **state)
+{
+    (void)state;
+    struct xp_arg a;
+    shmobj_value vals[XP_COUNTERS + 1];
+    shmobj_view v, it[XP_COUNTERS + 1];
+    shmobj_ref ref;
+    test_name(a.name, sizeof a.name, "add");
+    shmobj_segment *seg = xp_create(a.name);
+    for (size_t i = 0; i < XP_COUNTERS; i++)
+        vals[i] = SHMOBJ_VAL_INT(0);
+    vals[XP_COUNTERS] = SHMOBJ_VAL_DOUBLE(0);
+    shmobj_value list = SHMOBJ_VAL_LIST(vals, XP_COUNTERS + 1);
+    assert_int_equal(shmobj_obj_put(seg, &list, &ref), 0);
+    assert_int_equal(shmobj_segment_root_set(seg, "counters", ref), 0);
+    assert_int_equal(shmobj_obj_get(seg, ref, &v), 0);
+    for (size_t i = 0; i <= XP_COUNTERS; i++)
+        assert_int_equal(shmobj_view_item(&v, i, &it[i]), 0);
+    pid_t pid = test_child_start(xp_child_add, &a, 60);
+    /* both processes add at once */
+    for (int r = 0; r < XP_ROUNDS; r++) {
+        for (size_t i = 0; i < XP_COUNTERS; i++)
+            assert_int_equal(shmobj_int_add(&it[i], 1, NULL), 0);
+        assert_int_equal(shmobj_double_add(&it[XP_COUNTERS], 1.0, NULL), 0);
+    }
+    assert_int_equal(test_child_wait(pid), 0);
+    for (size_t i = 0; i < XP_COUNTERS; i++) {
+        int64_t x;
+        assert_int_equal(shmobj_int_get(&it[i], &x), 0);
+        assert_int_equal(x, 2 * XP_ROUNDS);
+    }
+    double d;
+    assert_int_equal(shmobj_double_get(&it[XP_COUNTERS], &d), 0);
+    assert_true(d == 2.0 * XP_ROUNDS);
+    assert_int_equal(shmobj_obj_free(seg, ref), 0);
+    shmobj_segment_close(seg);
+    assert_int_equal(shmobj_segment_destroy(a.name, SHMOBJ_BACKEND_SHM), 0);
+}
+
+static int xp_child_free(void *arg)
+{
+    struct xp_arg *a = arg;
+    shmobj_segment *seg;
+    shmobj_ref ref;
+    if (shmobj_segment_open(a->name, SHMOBJ_BACKEND_SHM, 5000 * TEST_MS, &seg) != 0 ||
+        shmobj_segment_root_get(seg, "msg", &ref) != 0)
+        return 10;
+    if (shmobj_obj_free(seg, ref) != 0)
+        return 11;
+    /* reuse the memory with something else */
+    shmobj_ref other;
+    if (shmobj_obj_put_str(seg, "someone else's data", SHMOBJ_STRLEN, &other) != 0)
+        return 12;
+    shmobj_segment_close(seg);
+    return 0;
+}
+
+static void test_obj_get_stale_across_processes(void **state)
+{
+    (void)state;
+    struct xp_arg a;
+    shmobj_ref ref;
+    shmobj_view v;
+    test_name(a.name, sizeof a.name, "stale");
+    shmobj_segment *seg = xp_create(a.name);
+    assert_int_equal(shmobj_obj_put_str(seg, "message", SHMOBJ_STRLEN, &ref), 0);
+    assert_int_equal(shmobj_segment_root_set(seg, "msg", ref), 0);
+    assert_int_equal(test_child_wait(test_child_start(xp_child_free, &a, 20)), 0);
+    assert_int_equal(shmobj_obj_get(seg, ref, &v), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_obj_check(seg, ref), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_obj_free(seg, ref), SHMOBJ_ESTALE);
+    shmobj_segment_close(seg);
+    assert_int_equal(shmobj_segment_destroy(a.name, SHMOBJ_BACKEND_SHM), 0);
+}
+
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        T(test_obj_put_scalars_roundtrip),
+        T(test_obj_put_str_roundtrip),
+        T(test_obj_put_str_invalid_utf8),
+        T(test_obj_put_bytes_roundtrip),
+        T(test_obj_put_buffer_roundtrip),
+        T(test_obj_put_list_roundtrip),
+        T(test_obj_put_dict_roundtrip),
+        T(test_obj_put_dict_duplicate_key),
+        T(test_obj_put_set_roundtrip),
+        T(test_obj_put_struct_roundtrip),
+        T(test_view_item_wrong_type),
+        T(test_int_add_updates_in_place),
+        T(test_view_set_replaces_and_frees),
+        T(test_obj_get_stale_ref),
+        T(test_obj_put_depth_limit),
+        T(test_obj_check_damaged_graph),
+        T(test_view_json_enobufs),
+        T(test_dtype_names),
+        cmocka_unit_test(test_obj_cross_process_build_read_mutate),
+        cmocka_unit_test(test_int_add_two_processes_no_lost_increment),
+        cmocka_unit_test(test_obj_get_stale_across_processes),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
