@@ -123,8 +123,9 @@ static void h1_report(const struct h1_data *d, const char *subject, size_t n,
  * and dense; iteration walks the slot array and reads each entry it
  * points to (what an iterator over an open-addressing table does; walking
  * the arena instead would only work without deletions). The hash is a
- * wyhash-style multiply-fold over 16-byte blocks. bytes/item counts the slot array plus the arena bytes in use
- * (the arena's unused tail is never touched, so it costs no memory).
+ * wyhash-style multiply-fold over 16-byte blocks. bytes/item counts the
+ * slot array plus the arena bytes in use (the arena's unused tail is never
+ * touched, so it costs no memory).
  */
 
 __extension__ typedef unsigned __int128 pt_u128;
