@@ -41,7 +41,7 @@
 #define BENCH_SKIP 77
 
 /** Default bound on one `--run` (seconds; SIGALRM ends the process). */
-#define BENCH_ALARM_S 300
+#define BENCH_ALARM_S 900
 
 /** What one `--run` is asked to do. */
 typedef struct bench_ctx {
