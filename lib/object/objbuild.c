@@ -206,7 +206,24 @@ static int emit_keys(struct wr *w, const shmobj_value *v, size_t n,
             return rc;
         if (k.type != SHMOBJ_TYPE_INT)
             k.v.s.len = (size_t)dk.n; /* strlen once */
-        rc = emit_slot(w, &k, keys_rel + 16 * (uint64_t)i, depth);
+        if (k.type == SHMOBJ_TYPE_STR && dk.n <= SHMOBJ__SSTR_MAX) {
+            /* A short string key lives in its slot (no object to follow). */
+            if (w->blk != NULL) {
+                if (!shmobj__utf8_ok(dk.p, dk.n))
+                    return SHMOBJ_EINVAL;
+                struct shmobj__slot *ks = (void *)(w->blk + keys_rel + 16 * (uint64_t)i);
+                uint64_t pl = 0;
+                if (dk.n > 0)
+                    memcpy(&pl, dk.p, (size_t)dk.n);
+                ks->tag = SHMOBJ__SLOT_SSTR;
+                ks->reserved0 = (uint8_t)dk.n;
+                ks->reserved1 = 0;
+                ks->reserved2 = 0;
+                atomic_store_explicit(&ks->payload, pl, memory_order_relaxed);
+            }
+        } else {
+            rc = emit_slot(w, &k, keys_rel + 16 * (uint64_t)i, depth);
+        }
         if (rc == 0 && ix != NULL)
             rc = index_add(ix, cap, v, i, &dk);
         if (rc != 0)
@@ -240,7 +257,8 @@ static int emit_buffer(struct wr *w, const shmobj_value *v, uint64_t pos,
         if (b->nbytes != 0 && b->nbytes != nb)
             return SHMOBJ_EINVAL;
     } else {
-        memcpy(st, b->strides, 8u * nd);
+        if (nd > 0)
+            memcpy(st, b->strides, 8u * nd);
         nb = b->nbytes;
         if (!shmobj__buffer_extent_ok(nd, shape, st, isz, nb))
             return SHMOBJ_EINVAL;
@@ -261,8 +279,10 @@ static int emit_buffer(struct wr *w, const shmobj_value *v, uint64_t pos,
         uint8_t *o = w->blk + pos;
         struct shmobj__bufhdr bh = {dr, 0};
         memcpy(o + 16, &bh, sizeof bh);
-        memcpy(o + 32, shape, 8u * nd);
-        memcpy(o + 32 + 8u * nd, st, 8u * nd);
+        if (nd > 0) {
+            memcpy(o + 32, shape, 8u * nd);
+            memcpy(o + 32 + 8u * nd, st, 8u * nd);
+        }
         if (b->data != NULL && nb > 0)
             memcpy(o + dr, b->data, (size_t)nb);
     }

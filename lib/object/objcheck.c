@@ -48,6 +48,14 @@ static int ck_slot(struct ck *c, uint64_t slot_off, const shmobj_view *parent,
         atomic_load_explicit(&((struct shmobj__slot *)v.slot)->payload,
                              memory_order_relaxed) > 1)
         return SHMOBJ_ECORRUPT;
+    if (v.slot_tag == SHMOBJ__SLOT_SSTR) {
+        /* short strings only as keys, and valid UTF-8 like any string */
+        const char *sp;
+        if (kind == 0 || shmobj_str_get(&v, &sp, NULL) != 0 ||
+            !shmobj__utf8_ok((const uint8_t *)sp, v.len))
+            return SHMOBJ_ECORRUPT;
+        return 0;
+    }
     if (kind != 0) {
         int ok = v.type == SHMOBJ_TYPE_STR ||
                  (kind == 1 && (v.type == SHMOBJ_TYPE_BYTES || v.type == SHMOBJ_TYPE_INT));
@@ -92,7 +100,12 @@ static int ck_index(struct ck *c, const shmobj_view *v, uint64_t keys_off)
             (void)shmobj_int_get(&k, &x);
             kd = SHMOBJ_VAL_INT(x);
         } else {
-            kd = SHMOBJ_VAL_BYTES((const uint8_t *)k.obj + 16, k.len);
+            const void *kp = NULL;
+            if (k.type == SHMOBJ_TYPE_STR)
+                (void)shmobj_str_get(&k, (const char **)&kp, NULL);
+            else
+                (void)shmobj_bytes_get(&k, &kp, NULL);
+            kd = SHMOBJ_VAL_BYTES(kp, k.len);
             kd.type = k.type;
         }
         uint64_t h = kd.type == SHMOBJ_TYPE_INT

@@ -17,6 +17,11 @@
 
 #include "objfmt.h"
 
+/* The public structs' sizes are ABI. */
+_Static_assert(sizeof(shmobj_view) == 80, "shmobj_view is 80 bytes");
+_Static_assert(sizeof(shmobj_value) == 32, "shmobj_value is 32 bytes");
+_Static_assert(sizeof(shmobj_buffer_desc) == 40, "shmobj_buffer_desc is 40 bytes");
+
 static inline struct shmobj__space *space_of(const shmobj_view *v)
 {
     return (struct shmobj__space *)v->seg;
@@ -183,6 +188,15 @@ int shmobj__view_slot(struct shmobj__space *sp, uint64_t slot_off, uint64_t blk,
         }
         return shmobj__view_follow(sp, p, blk, blen, bgen, out);
     }
+    case SHMOBJ__SLOT_SSTR: {
+        uint8_t n = s->reserved0;
+        if (n > SHMOBJ__SSTR_MAX || ((const uint8_t *)&s->payload)[n] != 0)
+            return SHMOBJ_ECORRUPT;
+        out->type = SHMOBJ_TYPE_STR;
+        out->len = n;
+        out->flags |= SHMOBJ__VIEW_RO;
+        return 0;
+    }
     default:
         return SHMOBJ_ECORRUPT;
     }
@@ -295,7 +309,7 @@ int shmobj_view_key(const shmobj_view *view, size_t i, shmobj_view *key)
 
 /* Does key slot `ks` (in the view's block) equal the key described by
  * (type, i, p, n)? 1 yes, 0 no, SHMOBJ_ECORRUPT when the slot is bad. */
-static int key_equal(const shmobj_view *v, const struct shmobj__slot *ks,
+static inline int key_equal(const shmobj_view *v, const struct shmobj__slot *ks,
                      unsigned type, int64_t i, const void *p, uint64_t n)
 {
     struct shmobj__space *sp = space_of(v);
@@ -303,6 +317,13 @@ static int key_equal(const shmobj_view *v, const struct shmobj__slot *ks,
                                        memory_order_relaxed);
     if (ks->tag == SHMOBJ__SLOT_INT)
         return type == SHMOBJ_TYPE_INT && (int64_t)pl == i;
+    if (ks->tag == SHMOBJ__SLOT_SSTR) {
+        uint8_t kn = ks->reserved0;
+        if (kn > SHMOBJ__SSTR_MAX)
+            return SHMOBJ_ECORRUPT;
+        return type == SHMOBJ_TYPE_STR && kn == n &&
+               shmobj__mem_equal((const uint8_t *)&pl, p, n);
+    }
     if (ks->tag != SHMOBJ__SLOT_OBJ)
         return SHMOBJ_ECORRUPT;
     /* Keys are always inline: the same block, its generation. */
@@ -352,9 +373,9 @@ static int key_parts(const shmobj_value *key, int64_t *i, const void **p,
     }
 }
 
-int shmobj__index_find(const shmobj_view *v, unsigned type, int64_t ki,
-                       const void *kp, uint64_t kn, uint64_t hash, size_t *out,
-                       uint64_t *probes)
+static inline __attribute__((always_inline)) int
+index_find(const shmobj_view *v, unsigned type, int64_t ki, const void *kp,
+           uint64_t kn, uint64_t hash, size_t *out, uint64_t *probes)
 {
     uint64_t keys, index;
     int rc = keyed_layout(v, &keys, &index);
@@ -392,6 +413,13 @@ int shmobj__index_find(const shmobj_view *v, unsigned type, int64_t ki,
     return SHMOBJ_ENOTFOUND;
 }
 
+int shmobj__index_find(const shmobj_view *v, unsigned type, int64_t ki,
+                       const void *kp, uint64_t kn, uint64_t hash, size_t *out,
+                       uint64_t *probes)
+{
+    return index_find(v, type, ki, kp, kn, hash, out, probes);
+}
+
 int shmobj_view_index(const shmobj_view *view, const shmobj_value *key, size_t *i)
 {
     int64_t ki;
@@ -402,7 +430,7 @@ int shmobj_view_index(const shmobj_view *view, const shmobj_value *key, size_t *
     int rc = key_parts(key, &ki, &kp, &kn, &hash);
     if (rc != 0)
         return rc;
-    return shmobj__index_find(view, key->type, ki, kp, kn, hash, i, NULL);
+    return index_find(view, key->type, ki, kp, kn, hash, i, NULL);
 }
 
 int shmobj_view_get(const shmobj_view *view, const shmobj_value *key,
@@ -427,10 +455,14 @@ int shmobj_view_get_str(const shmobj_view *view, const char *key,
         return SHMOBJ_EINVAL;
     if (view->type == SHMOBJ_TYPE_SET)
         return SHMOBJ_ETYPE;
-    uint64_t n = strlen(key);
-    int rc = shmobj__index_find(view, SHMOBJ_TYPE_STR, 0, key, n,
-                                shmobj__hash_mem(SHMOBJ_TYPE_STR, key, n), &i,
-                                NULL);
+    /* Keys are short: a byte loop beats a call to strlen. */
+    uint64_t n = 0;
+    while (n < 32 && key[n] != '\0')
+        n++;
+    if (n == 32)
+        n += strlen(key + 32);
+    int rc = index_find(view, SHMOBJ_TYPE_STR, 0, key, n,
+                        shmobj__hash_mem(SHMOBJ_TYPE_STR, key, n), &i, NULL);
     if (rc != 0)
         return rc;
     return shmobj_view_item(view, i, item);
@@ -661,7 +693,10 @@ int shmobj_str_get(const shmobj_view *view, const char **s, size_t *len)
         return SHMOBJ_EINVAL;
     if (view->type != SHMOBJ_TYPE_STR)
         return SHMOBJ_ETYPE;
-    *s = (const char *)view->obj + 16;
+    if (view->slot_tag == SHMOBJ__SLOT_SSTR)
+        *s = (const char *)&((struct shmobj__slot *)view->slot)->payload;
+    else
+        *s = (const char *)view->obj + 16;
     if (len != NULL)
         *len = (size_t)view->len;
     return 0;
