@@ -100,7 +100,7 @@ enum shmobj_queue_msg_flag {
 /**
  * @brief Create a named queue in a segment and open it.
  *
- * The ring (640 bytes plus 128 bytes per message of capacity) is allocated in the
+ * The ring (640 bytes plus 80 bytes per message of capacity) is allocated in the
  * segment's heap and published as the named root `q:<name>`.
  * @param[in] seg segment
  * @param[in] name 1..SHMOBJ_QUEUE_NAME_MAX bytes, NUL-terminated

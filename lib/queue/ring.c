@@ -478,6 +478,14 @@ static inline int try_op(struct shmobj__ring *r, enum op op, uint64_t *v)
 /* Spin until the slot the operation waits on changes (or a while passes),
  * touching only that slot's line and our own side's position, so a spinning
  * waiter does not pull the other side's position line away from it. */
+static inline bool slot_ready(const struct shmobj__ring *r, enum op op,
+                              uint64_t p, uint64_t w)
+{
+    if (op == OP_PUT)
+        return w == m_empty(p);
+    return is_value_at(r, w, p) || w == m_skipped(p);
+}
+
 static void spin_watch(const struct shmobj__ring *r, enum op op)
 {
     const struct shmobj__ring_hdr *h = r->hdr;
@@ -485,16 +493,16 @@ static void spin_watch(const struct shmobj__ring *r, enum op op)
     uint64_t p = atomic_load_explicit(pos, memory_order_relaxed);
     const _Atomic uint64_t *word = &r->slots[p & r->mask].word;
     uint64_t w = atomic_load_explicit(word, memory_order_relaxed);
-    for (unsigned i = 0; i < 64; i++) {
+    for (unsigned i = 0; i < 64 && !slot_ready(r, op, p, w); i++) {
         /* more pauses between looks the longer we wait: each look may pull
          * the line away from the writer we are waiting for, while the first
          * looks come quickly for the lowest latency */
         unsigned pauses = 1u << (i / 8 < 4 ? i / 8 : 4);
         for (unsigned k = 0; k < pauses; k++)
             cpu_relax();
-        if (atomic_load_explicit(word, memory_order_relaxed) != w ||
-            atomic_load_explicit(pos, memory_order_relaxed) != p)
+        if (atomic_load_explicit(pos, memory_order_relaxed) != p)
             return;
+        w = atomic_load_explicit(word, memory_order_relaxed);
     }
 }
 

@@ -66,17 +66,18 @@ struct shmobj__ring_notify {
     uint32_t reserved; /* zero */
 };
 
-/* A slot: one word (see above), padded to a cache line of its own, so that
- * a producer publishing position p never contends with a consumer reading
- * p - 1. Its line is the only one both sides touch per message, besides the
- * message itself. */
+/* A slot: one word (see above) and padding, four to a cache line: a
+ * consumer behind a full queue reads four messages per line it pulls, while
+ * a producer and a consumer working on neighbouring positions share a line
+ * with only three others. Its line is the only one both sides touch per
+ * message, besides the message itself. */
 struct shmobj__ring_slot {
     /* value or marker; every change is a CAS (seq_cst) except the initial
      * EMPTY(i) written by init */
     _Atomic uint64_t word;
-    uint64_t reserved[7]; /* zero */
+    uint64_t reserved; /* zero */
 };
-_Static_assert(sizeof(struct shmobj__ring_slot) == 64, "slot layout");
+_Static_assert(sizeof(struct shmobj__ring_slot) == 16, "slot layout");
 
 /* Who claimed a position last, per slot and per role (producers and
  * consumers have separate arrays so that recording never pulls a line the
