@@ -12,8 +12,9 @@
  *   increment + fence + re-check (Dekker), so a sleeper either sees the
  *   message or the publisher sees the sleeper.
  * - A claimed slot whose claimant died is resolved by the other side after
- *   stall_ns: the claimant recorded (pid, start time, position, role) in the
- *   slot right after its claim; a dead claimant is detected with
+ *   stall_ns: the claimant recorded (pid, start time, position) in its
+ *   role's claim array right after its claim (not in the slot's line, which
+ *   the other side may be spinning on); a dead claimant is detected with
  *   shmobj__os_proc_alive(). A claimant that never got to record itself is
  *   resolved after SHMOBJ__RING_UNKNOWN_STALLS periods: safe even if it is
  *   alive, because its own CAS then fails and it retries (producer) or has
