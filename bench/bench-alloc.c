@@ -10,7 +10,8 @@
  *
  * Latency: every 16th allocation is timed on its own (CLOCK_MONOTONIC, so
  * the figure includes one clock read, ~20 ns, for every subject alike);
- * p99.9 of those samples is reported.
+ * p99.9 of those samples is reported. `cpu-Mops/s` is the same rate per
+ * CPU second of the process, steadier than wall time on a busy host.
  *
  * Subjects: `shmobj` (shmobj_arena_alloc/free on a segment: robust
  * process-shared lock, generation-checked reference, shmobj_arena_ptr to
@@ -33,6 +34,8 @@
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "bench-util.h"
 
 #if defined(BENCH_PEER_JEMALLOC)
 #include <jemalloc/jemalloc.h>
@@ -68,27 +71,21 @@ struct slot {
 };
 
 struct result {
-    double seconds;
+    double seconds;     /* wall clock of the timed steps */
+    double cpu_seconds; /* CPU time of the same: robust to a busy host */
     uint64_t ops;
     uint64_t errors;
     uint64_t *lat;
     uint64_t nlat;
 };
 
-static inline uint64_t now_ns(void)
+#define SEED UINT64_C(0xa1a1a1a1)
+
+static inline uint64_t cpu_ns(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static inline uint64_t rnd(uint64_t *s)
-{
-    /* xorshift64*: cheap, and the same sequence for every subject. */
-    *s ^= *s >> 12;
-    *s ^= *s << 25;
-    *s ^= *s >> 27;
-    return *s * UINT64_C(2685821657736338717);
 }
 
 static inline void stamp(struct slot *s)
@@ -111,7 +108,8 @@ static inline int stamp_ok(const struct slot *s)
     static int workload_##NAME(uint64_t nops, struct result *r)                \
     {                                                                          \
         static struct slot slots[LIVE];                                        \
-        uint64_t seed = UINT64_C(0x9e3779b97f4a7c15);                          \
+        bench_rng rng;                                                         \
+        bench_rng_seed(&rng, SEED);                                            \
         uint64_t iters = nops / 2;                                             \
         r->lat = malloc(sizeof(uint64_t) * ((iters + iters / WARMUP_FRACTION) / SAMPLE_EVERY + 2));        \
         if (r->lat == NULL)                                                    \
@@ -120,8 +118,8 @@ static inline int stamp_ok(const struct slot *s)
         r->errors = 0;                                                         \
         for (uint32_t i = 0; i < LIVE; i++) {                                  \
             struct slot *s = &slots[i];                                        \
-            s->size = MIN_SIZE + (uint32_t)(((rnd(&seed) >> 32) *             \
-                                             (MAX_SIZE - MIN_SIZE + 1)) >> 32); \
+            s->size = MIN_SIZE +                                               \
+                      (uint32_t)bench_rng_below(&rng, MAX_SIZE - MIN_SIZE + 1); \
             s->p = ALLOC(s->size, &s->handle);                                 \
             if (s->p == NULL)                                                  \
                 return -1;                                                     \
@@ -131,24 +129,24 @@ static inline int stamp_ok(const struct slot *s)
         /* Warm-up: WARMUP_FRACTION more steps, untimed, so first touches  \
          * of fresh pages (costlier for shared memory than for private)    \
          * fall outside the measured steady state for every subject. */    \
-        uint64_t t0 = 0, warm = iters / WARMUP_FRACTION;                      \
+        uint64_t t0 = 0, c0 = 0, warm = iters / WARMUP_FRACTION;              \
         for (uint64_t it = 0; it < iters + warm; it++) {                       \
             if (it == warm) {                                                  \
-                t0 = now_ns();                                                 \
+                c0 = cpu_ns();                                                 \
+                t0 = bench_now_ns();                                           \
                 r->nlat = 0;                                                   \
             }                                                                  \
-            uint64_t x = rnd(&seed);                                           \
-            struct slot *s = &slots[((x & 0xffffffffu) * LIVE) >> 32];         \
-            uint32_t size = MIN_SIZE + (uint32_t)(((x >> 32) *                 \
-                                                   (MAX_SIZE - MIN_SIZE + 1)) >> 32); \
+            struct slot *s = &slots[bench_rng_below(&rng, LIVE)];              \
+            uint32_t size = MIN_SIZE +                                         \
+                            (uint32_t)bench_rng_below(&rng, MAX_SIZE - MIN_SIZE + 1); \
             r->errors += !stamp_ok(s);                                         \
             FREE(s->p, s->handle);                                             \
             s->size = size;                                                    \
             s->stamp = (uint32_t)it;                                           \
             if (it % SAMPLE_EVERY == 0) {                                      \
-                uint64_t a = now_ns();                                         \
+                uint64_t a = bench_now_ns();                                         \
                 s->p = ALLOC(size, &s->handle);                                \
-                r->lat[r->nlat++] = now_ns() - a;                              \
+                r->lat[r->nlat++] = bench_now_ns() - a;                              \
             } else {                                                           \
                 s->p = ALLOC(size, &s->handle);                                \
             }                                                                  \
@@ -156,7 +154,8 @@ static inline int stamp_ok(const struct slot *s)
                 return -1;                                                     \
             stamp(s);                                                          \
         }                                                                      \
-        uint64_t t1 = now_ns();                                                \
+        uint64_t t1 = bench_now_ns();                                          \
+        r->cpu_seconds = (double)(cpu_ns() - c0) / 1e9;                        \
         for (uint32_t i = 0; i < LIVE; i++) {                                  \
             r->errors += !stamp_ok(&slots[i]);                                 \
             if (i % 2 == 1) /* keep half: the end state is fragmented */      \
@@ -312,55 +311,100 @@ static int seg_open(void)
 
 /* ---- driver ---------------------------------------------------------------- */
 
-static int cmp_u64(const void *a, const void *b)
+static int report(const bench_ctx *ctx, int rc, struct result *r)
 {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-static int report(const char *subject, int rc, struct result *r)
-{
-    if (rc != 0) {
-        fprintf(stderr, "bench-alloc: %s: allocation failed\n", subject);
-        return 1;
-    }
-    if (r->errors != 0) {
-        fprintf(stderr, "bench-alloc: %s: %llu blocks lost their contents\n",
-                subject, (unsigned long long)r->errors);
-        return 1;
-    }
-    qsort(r->lat, r->nlat, sizeof(uint64_t), cmp_u64);
-    uint64_t p999 = r->nlat ? r->lat[(r->nlat - 1) * 999 / 1000] : 0;
-    printf("BENCH A1 %s Mops/s %.2f\n", subject, (double)r->ops / r->seconds / 1e6);
-    printf("BENCH A1 %s p999-ns %llu\n", subject, (unsigned long long)p999);
+    if (rc != 0)
+        return bench_fail("bench-alloc: %s: allocation failed", ctx->subject);
+    if (r->errors != 0)
+        return bench_fail("bench-alloc: %s: %llu blocks lost their contents",
+                          ctx->subject, (unsigned long long)r->errors);
+    bench_report(ctx, "Mops/s", (double)r->ops / r->seconds / 1e6);
+    /* The same per CPU second: on a shared virtual machine the wall-clock
+     * figure swings with the neighbours; this one much less. */
+    bench_report(ctx, "cpu-Mops/s", (double)r->ops / r->cpu_seconds / 1e6);
+    bench_report(ctx, "p999-ns", (double)bench_percentile(r->lat, r->nlat, 99.9));
     free(r->lat);
     return 0;
 }
 
-#ifdef PEER_NAME
-int main(int argc, char **argv)
+static uint64_t ops_of(const bench_ctx *ctx)
 {
-    if (argc >= 2 && strcmp(argv[1], "--list") == 0) {
-        printf("A1 %s\n", PEER_NAME);
-        return 0;
-    }
-    if (argc < 4 || strcmp(argv[1], "--run") != 0 || strcmp(argv[2], "A1") != 0 ||
-        strcmp(argv[3], PEER_NAME) != 0) {
-        fprintf(stderr, "usage: %s --list | --run A1 %s [--quick]\n", argv[0], PEER_NAME);
-        return 2;
-    }
-    uint64_t nops = argc > 4 && strcmp(argv[4], "--quick") == 0 ? OPS_QUICK : OPS_FULL;
-    if (peer_open() != 0) {
-        fprintf(stderr, "bench-alloc: %s: cannot set up\n", PEER_NAME);
-        return 77;
-    }
+    bench_pin(bench_ncpus() - 1);
+    return ctx->quick ? OPS_QUICK : OPS_FULL;
+}
+
+#ifdef PEER_NAME
+static int run_peer(const bench_ctx *ctx)
+{
+    uint64_t nops = ops_of(ctx);
+    if (peer_open() != 0)
+        return bench_skip("bench-alloc: %s: cannot set up", ctx->subject);
     struct result r;
     int rc = workload_peer(nops, &r);
     peer_close();
-    return report(PEER_NAME, rc, &r);
+    return report(ctx, rc, &r);
+}
+
+int main(int argc, char **argv)
+{
+    static const bench_entry table[] = {
+        {"A1", PEER_NAME, run_peer, 0},
+        {NULL, NULL, NULL, 0},
+    };
+    return bench_main(argc, argv, table);
 }
 #else
+static void report_largest(const bench_ctx *ctx, const shmobj_arena_stats *st)
+{
+    bench_report(ctx, "largest-free-ratio",
+                 st->free_bytes ? (double)(st->largest_free + 16) / (double)st->free_bytes
+                                : 1.0);
+}
+
+static int run_glibc(const bench_ctx *ctx)
+{
+    struct result r;
+    uint64_t nops = ops_of(ctx);
+    int rc = workload_glibc(nops, &r);
+    return report(ctx, rc, &r);
+}
+
+static int run_core(const bench_ctx *ctx)
+{
+    struct result r;
+    uint64_t nops = ops_of(ctx);
+    if (core_open() != 0)
+        return bench_fail("bench-alloc: cannot map the heap");
+    int rc = ctx->arg ? workload_bare(nops, &r) : workload_core(nops, &r);
+    rc = report(ctx, rc, &r);
+    shmobj_arena_stats st;
+    memset(&st, 0, sizeof(st));
+    st.struct_size = sizeof(st);
+    if (rc == 0 && shmobj__arena_stats(g_base, HEAP_BYTES, CORE_ARENA_OFF, &st) == 0)
+        report_largest(ctx, &st);
+    return rc;
+}
+
+static int run_shmobj(const bench_ctx *ctx)
+{
+    struct result r;
+    uint64_t nops = ops_of(ctx);
+    int orc = seg_open();
+    if (orc != 0)
+        return bench_fail("bench-alloc: segment: %s", shmobj_strerror(orc));
+    int rc = workload_shmobj(nops, &r);
+    rc = report(ctx, rc, &r);
+    shmobj_arena_stats st;
+    memset(&st, 0, sizeof(st));
+    st.struct_size = sizeof(st);
+    if (rc == 0 && shmobj_arena_stats_get(g_seg, &st) == 0)
+        report_largest(ctx, &st);
+    shmobj_segment_close(g_seg);
+    return rc;
+}
+
 static const char *const peers[] = {"jemalloc", "mimalloc", "boost"};
+static char **g_argv;
 
 /* The sibling executable that runs a peer, or NULL when it was not built. */
 static char *peer_path(const char *peer)
@@ -377,75 +421,31 @@ static char *peer_path(const char *peer)
     return access(path, X_OK) == 0 ? path : NULL;
 }
 
+static int run_sibling(const bench_ctx *ctx)
+{
+    char *path = peer_path(ctx->subject);
+    if (path == NULL)
+        return bench_skip("bench-alloc: %s not available (not installed when built)",
+                          ctx->subject);
+    fflush(stdout);
+    execv(path, g_argv);
+    return bench_skip("bench-alloc: cannot run %s: %s", path, strerror(errno));
+}
+
 int main(int argc, char **argv)
 {
-    if (argc >= 2 && strcmp(argv[1], "--list") == 0) {
-        printf("A1 shmobj\nA1 shmobj-core\nA1 shmobj-nolock\nA1 glibc-malloc\n");
-        for (size_t i = 0; i < sizeof(peers) / sizeof(peers[0]); i++)
-            if (peer_path(peers[i]) != NULL)
-                printf("A1 %s\n", peers[i]);
-        return 0;
-    }
-    if (argc < 4 || strcmp(argv[1], "--run") != 0 || strcmp(argv[2], "A1") != 0) {
-        fprintf(stderr, "usage: %s --list | --run A1 <subject> [--quick]\n", argv[0]);
-        return 2;
-    }
-    const char *subject = argv[3];
-    int quick = argc > 4 && strcmp(argv[4], "--quick") == 0;
-    uint64_t nops = quick ? OPS_QUICK : OPS_FULL;
-    struct result r;
-    int rc;
-    if (strcmp(subject, "glibc-malloc") == 0) {
-        rc = workload_glibc(nops, &r);
-        return report(subject, rc, &r);
-    }
-    if (strcmp(subject, "shmobj-core") == 0 || strcmp(subject, "shmobj-nolock") == 0) {
-        if (core_open() != 0) {
-            fprintf(stderr, "bench-alloc: cannot map the heap\n");
-            return 1;
-        }
-        rc = subject[7] == 'c' ? workload_core(nops, &r) : workload_bare(nops, &r);
-        int out = report(subject, rc, &r);
-        shmobj_arena_stats st;
-        memset(&st, 0, sizeof(st));
-        st.struct_size = sizeof(st);
-        if (out == 0 && shmobj__arena_stats(g_base, HEAP_BYTES, CORE_ARENA_OFF, &st) == 0)
-            printf("BENCH A1 %s largest-free-ratio %.3f\n", subject,
-                   st.free_bytes ? (double)(st.largest_free + 16) / (double)st.free_bytes : 1.0);
-        return out;
-    }
-    if (strcmp(subject, "shmobj") == 0) {
-        int orc = seg_open();
-        if (orc != 0) {
-            fprintf(stderr, "bench-alloc: segment: %s\n", shmobj_strerror(orc));
-            return 1;
-        }
-        rc = workload_shmobj(nops, &r);
-        int out = report(subject, rc, &r);
-        shmobj_arena_stats st;
-        memset(&st, 0, sizeof(st));
-        st.struct_size = sizeof(st);
-        if (out == 0 && shmobj_arena_stats_get(g_seg, &st) == 0)
-            printf("BENCH A1 %s largest-free-ratio %.3f\n", subject,
-                   st.free_bytes ? (double)(st.largest_free + 16) / (double)st.free_bytes : 1.0);
-        shmobj_segment_close(g_seg);
-        return out;
-    }
-    for (size_t i = 0; i < sizeof(peers) / sizeof(peers[0]); i++) {
-        if (strcmp(subject, peers[i]) != 0)
-            continue;
-        char *path = peer_path(peers[i]);
-        if (path == NULL) {
-            fprintf(stderr, "bench-alloc: %s not available (not installed when built)\n",
-                    subject);
-            return 77;
-        }
-        fflush(stdout);
-        execv(path, argv);
-        fprintf(stderr, "bench-alloc: cannot run %s: %s\n", path, strerror(errno));
-        return 77;
-    }
-    fprintf(stderr, "bench-alloc: unknown subject %s\n", subject);
-    return 77;
+    bench_entry table[8] = {
+        {"A1", "shmobj", run_shmobj, 0},
+        {"A1", "shmobj-core", run_core, 0},
+        {"A1", "shmobj-nolock", run_core, 1},
+        {"A1", "glibc-malloc", run_glibc, 0},
+    };
+    size_t n = 4;
+    for (size_t i = 0; i < sizeof(peers) / sizeof(peers[0]); i++)
+        if (peer_path(peers[i]) != NULL)
+            table[n++] = (bench_entry){"A1", peers[i], run_sibling, 0};
+    table[n] = (bench_entry){NULL, NULL, NULL, 0};
+    g_argv = argv;
+    return bench_main(argc, argv, table);
 }
 #endif

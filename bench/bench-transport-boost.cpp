@@ -24,7 +24,7 @@ namespace {
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 #define W2_STREAM 1000000u
-#define W2_STREAM_QUICK 200000u
+#define W2_STREAM_QUICK 100000u
 #define W2_STREAM_DEPTH 1024u
 #define W2_PING_DEPTH 64u
 

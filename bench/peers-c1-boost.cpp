@@ -171,6 +171,7 @@ int run(double target)
         if (pid < 0)
             peers_die("fork: %s", strerror(errno));
         if (pid == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
             int rc = 1;
             try {
                 rc = incrementer(segname, target, res);
@@ -217,15 +218,20 @@ int run(double target)
 
 } // namespace
 
+static int c1_boost_run(const bench_ctx *ctx)
+{
+    return run(ctx->quick ? 0.2 : 1.0);
+}
+
 int main(int argc, char **argv)
 {
+    // Listed by bench-peers-c1, which execs this program for `--run C1
+    // boost`; an empty --list keeps the subject from being listed twice.
     if (argc == 2 && strcmp(argv[1], "--list") == 0)
-        return 0; // listed by bench-peers-c1, which execs this program
-    if (argc < 4 || argc > 5 || strcmp(argv[1], "--run") != 0 ||
-        strcmp(argv[2], "C1") != 0 || strcmp(argv[3], "boost") != 0 ||
-        (argc == 5 && strcmp(argv[4], "--quick") != 0)) {
-        fprintf(stderr, "usage: %s --run C1 boost [--quick]\n", argv[0]);
-        return 2;
-    }
-    return run(argc == 5 ? 0.2 : 1.0);
+        return 0;
+    static const bench_entry table[] = {
+        {"C1", "boost", c1_boost_run, 0},
+        {NULL, NULL, NULL, 0},
+    };
+    return bench_main(argc, argv, table);
 }

@@ -24,7 +24,6 @@
  */
 #include "peers-util.h"
 
-#include <limits.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
 
@@ -96,6 +95,7 @@ static int c1_atomic(double target)
     if (pid < 0)
         peers_die("fork: %s", strerror(errno));
     if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
         peers_pin(1);
         uint64_t total = 0;
         double t0 = peers_now(), t;
@@ -214,6 +214,7 @@ static int c1_redis(const char *subject, int pipeline, double target)
     if (pid < 0)
         peers_die("fork: %s", strerror(errno));
     if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
         peers_redis_close(&c);
         c1_redis_incrementer(srv.port, pipeline, target, res);
         _exit(0);
@@ -260,54 +261,33 @@ static int c1_redis(const char *subject, int pipeline, double target)
     return 0;
 }
 
-/* ---- boost: delegated to the C++ program next to this one ----------------- */
+/* ---- the protocol ------------------------------------------------------- */
 
-static int c1_boost(char **argv)
+static char **c1_argv; /* for the exec of the Boost helper */
+
+static int c1_run(const bench_ctx *ctx)
 {
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 32);
-    if (n <= 0)
-        peers_skip("boost: cannot locate bench-peers-c1-boost");
-    self[n] = 0;
-    char *slash = strrchr(self, '/');
-    if (!slash)
-        peers_skip("boost: cannot locate bench-peers-c1-boost");
-    strcpy(slash + 1, "bench-peers-c1-boost");
-    if (access(self, X_OK) != 0)
-        peers_skip("boost: Boost.Interprocess not installed (bench-peers-c1-boost not built)");
-    fflush(stdout);
-    execv(self, argv);
-    peers_skip("boost: exec %s: %s", self, strerror(errno));
+    double target = ctx->quick ? 0.2 : 1.0;
+    switch (ctx->arg) {
+    case 0:
+        return c1_atomic(target);
+    case 1:
+        peers_exec_sibling("bench-peers-c1-boost", c1_argv);
+    default:
+        return c1_redis(ctx->subject, (int)ctx->arg - 1, target);
+    }
 }
-
-static const char *const c1_subjects[] = {"atomic", "boost", "redis", "redis-P64"};
 
 int main(int argc, char **argv)
 {
-    if (argc == 2 && strcmp(argv[1], "--list") == 0) {
-        for (size_t i = 0; i < sizeof c1_subjects / sizeof c1_subjects[0]; i++)
-            printf("C1 %s\n", c1_subjects[i]);
-        return 0;
-    }
-    if (argc < 4 || argc > 5 || strcmp(argv[1], "--run") != 0 ||
-        (argc == 5 && strcmp(argv[4], "--quick") != 0)) {
-        fprintf(stderr, "usage: %s --list | --run C1 SUBJECT [--quick]\n", argv[0]);
-        return 2;
-    }
-    double target = argc == 5 ? 0.2 : 1.0;
-    if (strcmp(argv[2], "C1") != 0) {
-        fprintf(stderr, "unknown workload %s\n", argv[2]);
-        return 2;
-    }
-    const char *s = argv[3];
-    if (strcmp(s, "atomic") == 0)
-        return c1_atomic(target);
-    if (strcmp(s, "boost") == 0)
-        return c1_boost(argv);
-    if (strcmp(s, "redis") == 0)
-        return c1_redis(s, 1, target);
-    if (strcmp(s, "redis-P64") == 0)
-        return c1_redis(s, 64, target);
-    fprintf(stderr, "unknown subject %s\n", s);
-    return 2;
+    /* arg: 0 atomic, 1 boost (exec'd), else 1 + the redis pipeline depth */
+    static const bench_entry table[] = {
+        {"C1", "atomic", c1_run, 0},
+        {"C1", "boost", c1_run, 1},
+        {"C1", "redis", c1_run, 1 + 1},
+        {"C1", "redis-P64", c1_run, 1 + 64},
+        {NULL, NULL, NULL, 0},
+    };
+    c1_argv = argv;
+    return bench_main(argc, argv, table);
 }

@@ -6,8 +6,9 @@
  * (cleared and reused, as a msgpack user would), unpack it with
  * msgpack_unpack_next into a reused msgpack_unpacked, then walk every field
  * of the result and read it: the strings are compared, the numbers and the
- * flag checked, and the 4 KiB of "data" summed byte by byte so nothing is
- * skipped. Any mismatch fails the run.
+ * flag checked, and the 4 KiB of "data" summed so nothing is
+ * skipped (bench_sum64, the loop every E1 subject uses). Any mismatch
+ * fails the run.
  *
  * Metrics: Kobj/s (pack + unpack + walk, thousands of objects per second,
  * over about 1 s, 0.2 s with --quick) and bytes/obj (the encoded size).
@@ -81,11 +82,7 @@ static int e1_walk(const msgpack_object *root, uint64_t *sum)
             good += v->type == MSGPACK_OBJECT_BOOLEAN && v->via.boolean;
         } else if (e1_key_is(k, "data")) {
             if (v->type == MSGPACK_OBJECT_BIN && v->via.bin.size == E1_DATA) {
-                const uint8_t *p = (const uint8_t *)v->via.bin.ptr;
-                uint64_t s = 0;
-                for (size_t j = 0; j < E1_DATA; j++)
-                    s += p[j];
-                *sum += s;
+                *sum += bench_sum64(v->via.bin.ptr, E1_DATA);
                 good++;
             }
         }
@@ -96,11 +93,9 @@ static int e1_walk(const msgpack_object *root, uint64_t *sum)
 static int e1_msgpack(double target)
 {
     uint8_t data[E1_DATA];
-    uint64_t want = 0;
-    for (size_t j = 0; j < E1_DATA; j++) {
+    for (size_t j = 0; j < E1_DATA; j++)
         data[j] = (uint8_t)(j * 31 + 7);
-        want += data[j];
-    }
+    uint64_t want = bench_sum64(data, E1_DATA);
     msgpack_sbuffer sbuf;
     msgpack_sbuffer_init(&sbuf);
     msgpack_packer pk;
@@ -145,20 +140,16 @@ static int e1_msgpack(double target)
 }
 #endif
 
+static int e1_run(const bench_ctx *ctx)
+{
+    return e1_msgpack(ctx->quick ? 0.2 : 1.0);
+}
+
 int main(int argc, char **argv)
 {
-    if (argc == 2 && strcmp(argv[1], "--list") == 0) {
-        printf("E1 msgpack\n");
-        return 0;
-    }
-    if (argc < 4 || argc > 5 || strcmp(argv[1], "--run") != 0 ||
-        (argc == 5 && strcmp(argv[4], "--quick") != 0)) {
-        fprintf(stderr, "usage: %s --list | --run E1 msgpack [--quick]\n", argv[0]);
-        return 2;
-    }
-    if (strcmp(argv[2], "E1") != 0 || strcmp(argv[3], "msgpack") != 0) {
-        fprintf(stderr, "unknown workload/subject %s %s\n", argv[2], argv[3]);
-        return 2;
-    }
-    return e1_msgpack(argc == 5 ? 0.2 : 1.0);
+    static const bench_entry table[] = {
+        {"E1", "msgpack", e1_run, 0},
+        {NULL, NULL, NULL, 0},
+    };
+    return bench_main(argc, argv, table);
 }

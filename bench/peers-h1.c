@@ -29,7 +29,6 @@
 #include "peers-util.h"
 
 #include <dirent.h>
-#include <limits.h>
 
 #ifndef PEERS_NO_LMDB
 #include <lmdb.h>
@@ -544,72 +543,52 @@ static int h1_redis(const struct h1_data *d, const char *subject, int pipeline)
     return 0;
 }
 
-/* ---- boost: delegated to the C++ program next to this one ---------------- */
+/* ---- the protocol ------------------------------------------------------- */
 
-static int h1_boost(char **argv)
+static char **h1_argv; /* for the exec of the Boost helper */
+
+static int h1_run(const bench_ctx *ctx)
 {
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 32);
-    if (n <= 0)
-        peers_skip("boost: cannot locate bench-peers-h1-boost");
-    self[n] = 0;
-    char *slash = strrchr(self, '/');
-    if (!slash)
-        peers_skip("boost: cannot locate bench-peers-h1-boost");
-    strcpy(slash + 1, "bench-peers-h1-boost");
-    if (access(self, X_OK) != 0)
-        peers_skip("boost: Boost.Interprocess not installed (bench-peers-h1-boost not built)");
-    fflush(stdout);
-    execv(self, argv);
-    peers_skip("boost: exec %s: %s", self, strerror(errno));
-}
-
-static const char *const h1_workloads[] = {"H1-64", "H1-16"};
-static const char *const h1_subjects[] = {"private-table", "lmdb", "boost", "redis",
-                                          "redis-P64"};
-
-int main(int argc, char **argv)
-{
-    if (argc == 2 && strcmp(argv[1], "--list") == 0) {
-        for (size_t w = 0; w < 2; w++)
-            for (size_t s = 0; s < sizeof h1_subjects / sizeof h1_subjects[0]; s++)
-                printf("%s %s\n", h1_workloads[w], h1_subjects[s]);
-        return 0;
-    }
-    if (argc < 4 || argc > 5 || strcmp(argv[1], "--run") != 0 ||
-        (argc == 5 && strcmp(argv[4], "--quick") != 0)) {
-        fprintf(stderr, "usage: %s --list | --run H1-64|H1-16 SUBJECT [--quick]\n", argv[0]);
-        return 2;
-    }
-    const char *w = argv[2], *s = argv[3];
-    int quick = argc == 5;
-    if (strcmp(w, "H1-64") != 0 && strcmp(w, "H1-16") != 0) {
-        fprintf(stderr, "unknown workload %s\n", w);
-        return 2;
-    }
-    size_t n = quick ? 200000 : 1000000;
+    const char *w = ctx->workload, *s = ctx->subject;
+    size_t n = ctx->quick ? 200000 : 1000000;
     struct h1_data d;
-    if (strcmp(s, "boost") == 0)
-        return h1_boost(argv);
-    if (strcmp(s, "private-table") == 0) {
+    switch (ctx->arg) {
+    case 0:
         h1_prepare(&d, w, n);
         return h1_done(&d, h1_private(&d));
-    }
-    if (strcmp(s, "lmdb") == 0) {
+    case 1:
         h1_prepare(&d, w, n);
         return h1_done(&d, h1_lmdb(&d));
-    }
-    if (strcmp(s, "redis") == 0) {
-        size_t rn = quick ? 5000 : 20000;
+    case 2:
+        peers_exec_sibling("bench-peers-h1-boost", h1_argv);
+    case 3: {
+        size_t rn = ctx->quick ? 5000 : 20000;
         fprintf(stderr, "redis: %zu items instead of %zu (one round trip per operation)\n",
                 rn, n);
         h1_prepare(&d, w, rn);
         return h1_done(&d, h1_redis(&d, s, 1));
     }
-    if (strcmp(s, "redis-P64") == 0) {
+    default:
         h1_prepare(&d, w, n);
         return h1_done(&d, h1_redis(&d, s, 64));
     }
-    fprintf(stderr, "unknown subject %s\n", s);
-    return 2;
+}
+
+int main(int argc, char **argv)
+{
+    static const bench_entry table[] = {
+        {"H1-64", "private-table", h1_run, 0},
+        {"H1-64", "lmdb", h1_run, 1},
+        {"H1-64", "boost", h1_run, 2},
+        {"H1-64", "redis", h1_run, 3},
+        {"H1-64", "redis-P64", h1_run, 4},
+        {"H1-16", "private-table", h1_run, 0},
+        {"H1-16", "lmdb", h1_run, 1},
+        {"H1-16", "boost", h1_run, 2},
+        {"H1-16", "redis", h1_run, 3},
+        {"H1-16", "redis-P64", h1_run, 4},
+        {NULL, NULL, NULL, 0},
+    };
+    h1_argv = argv;
+    return bench_main(argc, argv, table);
 }

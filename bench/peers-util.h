@@ -1,16 +1,20 @@
-/* Small helpers shared by the peer benchmark programs (C1, H1, E1): a
- * monotonic clock, CPU pinning, the BENCH output line, exit-77 skips, and a
- * minimal RESP client plus a private redis-server launcher.
+/* Small helpers of the peer benchmark programs (C1, H1, E1), on top of
+ * bench-util.h (protocol, pinning, output format, checksum): a clock in
+ * seconds, exit-77 skips and fatal errors usable from deep inside a run, a
+ * deterministic shuffle, exec of the C++ Boost helper next to the program,
+ * and a minimal RESP client plus a private redis-server launcher.
  *
- * Header-only (static functions) so each bench program stays a single
- * translation unit; compiles as C11 and as C++ (the Boost peers include it).
- * Nothing here is part of the library: these programs measure other
- * software, and must not depend on libshmobj.
+ * Header-only (static functions); compiles as C11 and as C++ (the Boost
+ * peers include it). Nothing here is part of the library: these programs
+ * measure other software, and must not depend on libshmobj.
  */
 #ifndef SHMOBJ_BENCH_PEERS_UTIL_H
 #define SHMOBJ_BENCH_PEERS_UTIL_H
 
+#include "bench-util.h"
+
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -39,7 +43,7 @@
 
 /* Exit status meaning "subject not available here" (the runner shows it as
  * skipped). */
-#define PEERS_SKIP 77
+#define PEERS_SKIP BENCH_SKIP
 
 PEERS_UNUSED static double peers_now(void)
 {
@@ -48,27 +52,23 @@ PEERS_UNUSED static double peers_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Pin the calling process to one CPU. Silently does nothing where the CPU
- * does not exist (single-core machines still run, just unpinned). */
-PEERS_UNUSED static void peers_pin(int cpu)
+/* Pin the calling process to the k-th allowed CPU (0 and 1 for the two
+ * processes of a pair). */
+PEERS_UNUSED static void peers_pin(int k)
 {
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    if (ncpu < 2 || cpu >= ncpu)
-        return;
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    (void)sched_setaffinity(0, sizeof set, &set);
+    (void)bench_pin(k);
 }
 
+/* One BENCH line, in bench-util.h's format. */
 PEERS_UNUSED static void peers_report(const char *workload, const char *subject,
                                       const char *metric, double value)
 {
-    if (value < 1e15 && value > -1e15 && value == (double)(long long)value)
-        printf("BENCH %s %s %s %lld\n", workload, subject, metric, (long long)value);
-    else
-        printf("BENCH %s %s %s %.4g\n", workload, subject, metric, value);
-    fflush(stdout);
+    bench_ctx ctx;
+    ctx.workload = workload;
+    ctx.subject = subject;
+    ctx.quick = 0;
+    ctx.arg = 0;
+    bench_report(&ctx, metric, value);
 }
 
 #if defined(__GNUC__)
@@ -139,6 +139,28 @@ PEERS_UNUSED static void peers_shuffle_u32(uint32_t *a, size_t n, uint64_t seed)
         a[i - 1] = a[j];
         a[j] = t;
     }
+}
+
+/* Replace this process by the program `name` in the same directory, with
+ * the same arguments (the Boost peers are separate C++ programs); exits 77
+ * when it was not built. */
+#if defined(__GNUC__)
+__attribute__((noreturn))
+#endif
+PEERS_UNUSED static void peers_exec_sibling(const char *name, char **argv)
+{
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 64);
+    char *slash = n > 0 ? (self[n] = 0, strrchr(self, '/')) : NULL;
+    if (!slash || strlen(name) >= 63)
+        peers_skip("cannot locate %s", name);
+    strcpy(slash + 1, name);
+    if (access(self, X_OK) != 0)
+        peers_skip("boost: Boost.Interprocess not installed (%s not built)", name);
+    fflush(stdout);
+    fflush(stderr);
+    execv(self, argv);
+    peers_skip("exec %s: %s", self, strerror(errno));
 }
 
 /* ---- Redis: a private server and a minimal RESP client ------------------ */

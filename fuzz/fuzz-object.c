@@ -179,9 +179,10 @@ int main(int argc, char **argv)
     /* Seeds without a buffer get one, so every seed is allocated 64-aligned
      * like the fuzz input and lands at the same offset. */
     shmobj_value wrapped[sizeof seeds / sizeof seeds[0]][2];
+    shmobj_value scalar_buf = SHMOBJ_VAL_BUFFER(SHMOBJ_DTYPE_U8, 0, NULL, bytes);
     for (size_t s = 1; s < sizeof seeds / sizeof seeds[0]; s++) {
         wrapped[s][0] = seeds[s];
-        wrapped[s][1] = SHMOBJ_VAL_BUFFER(SHMOBJ_DTYPE_U8, 0, NULL, bytes);
+        wrapped[s][1] = scalar_buf;
         seeds[s] = SHMOBJ_VAL_LIST(wrapped[s], 2);
     }
     static uint8_t base[8192], input[8192];

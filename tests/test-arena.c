@@ -402,6 +402,49 @@ static void test_arena_free_stale_and_double_estale(void **state)
     free(h.base);
 }
 
+/* Frees of random offsets and generations on a live heap: only a real live
+ * block with its generation is freed; everything else is refused and the
+ * heap and the live blocks' data stay intact. */
+static void test_arena_free_garbage_never_corrupts(void **state)
+{
+    (void)state;
+    struct heap h = heap_new(2 << 20, 0, 2 << 20);
+    enum { N = 300 };
+    static struct live l[N];
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(h_alloc(&h, 1 + rnd_below(3000), 0, &l[i].off, &l[i].gen), 0);
+        uint64_t usable;
+        assert_int_equal(shmobj__arena_check_ref(h.base, h.mapped, 0, l[i].off, l[i].gen,
+                                                 &usable), 0);
+        l[i].size = usable;
+        for (uint64_t k = 0; k < usable; k++) /* random payload bytes */
+            h.base[l[i].off + k] = (uint8_t)rnd();
+    }
+    for (int i = 0; i < N; i += 4) { /* some free neighbours */
+        assert_int_equal(h_free(&h, l[i].off, l[i].gen), 0);
+        l[i].off = 0;
+    }
+    uint8_t *copy = malloc(h.mapped);
+    assert_non_null(copy);
+    memcpy(copy, h.base, h.mapped);
+    for (int t = 0; t < 200000; t++) {
+        uint64_t off = (t & 1) ? rnd_below(h.mapped) & ~(uint64_t)15 : rnd_below(h.mapped);
+        uint16_t gen = (uint16_t)rnd();
+        int k = 0;
+        while (k < N && !(l[k].off == off && l[k].gen == gen))
+            k++;
+        if (k < N)
+            continue; /* a real reference: not garbage (never seen so far) */
+        int rc = h_free(&h, off, gen);
+        assert_true(rc == SHMOBJ_ESTALE || rc == SHMOBJ_ECORRUPT);
+    }
+    /* Not a single byte changed. */
+    assert_memory_equal(copy, h.base, h.mapped);
+    assert_int_equal(h_check(&h), 0);
+    free(copy);
+    free(h.base);
+}
+
 static void test_arena_check_ref_garbage_offsets(void **state)
 {
     (void)state;
@@ -770,6 +813,7 @@ int main(void)
         cmocka_unit_test(test_arena_free_all_random_order_coalesces),
         cmocka_unit_test(test_arena_model_random_ops),
         cmocka_unit_test(test_arena_free_stale_and_double_estale),
+        cmocka_unit_test(test_arena_free_garbage_never_corrupts),
         cmocka_unit_test(test_arena_check_ref_garbage_offsets),
         cmocka_unit_test(test_arena_check_reports_bad_block),
         cmocka_unit_test(test_arena_check_damaged_never_crashes),

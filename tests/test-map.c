@@ -715,7 +715,7 @@ static void test_map_damaged_table_ecorrupt(void **state)
      * bad reference -> ECORRUPT; check and iteration say so too */
     for (uint64_t i = 0; i <= ht.mask; i++) {
         uint64_t junk = rnd();
-        memcpy(ht.slots + i * ht.stride, &junk, 8);
+        memcpy(ht.groups + (i / 16) * ht.group_bytes + 16 + (i % 16) * ht.stride, &junk, 8);
     }
     assert_int_equal(shmobj_map_get(m, "d7", 2, buf, sizeof buf, NULL), SHMOBJ_ECORRUPT);
     assert_int_equal(shmobj_map_check(m), SHMOBJ_ECORRUPT);

@@ -195,14 +195,14 @@ static void test_obj_put_buffer_roundtrip(void **state)
     uint8_t m[12] = {0};
     uint64_t cs[1] = {3};
     int64_t cst[1] = {4};
-    shmobj_value sv = SHMOBJ_VAL_BUFFER(SHMOBJ_DTYPE_U8, 1, cs, m);
-    sv.v.buf.strides = cst;
-    sv.v.buf.nbytes = 9; /* reaches bytes 0, 4, 8 */
+    shmobj_buffer_desc bd = {m, 9 /* reaches bytes 0, 4, 8 */, cs, cst,
+                             SHMOBJ_DTYPE_U8, 1};
+    shmobj_value sv = {.type = SHMOBJ_TYPE_BUFFER, .v = {.buf = &bd}};
     r = put(state, sv);
     assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
     assert_int_equal(shmobj_buffer_get(&v, &info), 0);
     assert_int_equal(info.strides[0], 4);
-    sv.v.buf.nbytes = 8; /* too short for the last element */
+    bd.nbytes = 8; /* too short for the last element */
     assert_int_equal(shmobj_obj_put(SEG(*state), &sv, &r), SHMOBJ_EINVAL);
     double one = 1.0;
     r = put(state, SHMOBJ_VAL_BUFFER(SHMOBJ_DTYPE_F64, 0, NULL, &one));
@@ -478,6 +478,23 @@ static void test_int_add_updates_in_place(void **state)
     assert_int_equal(bo, 1);
     assert_int_equal(shmobj_obj_check(SEG(*state), r), 0);
 
+    /* the one-call item forms */
+    assert_int_equal(shmobj_item_int_add(&v, 0, 2, &x), 0);
+    assert_true(x == INT64_MIN);
+    assert_int_equal(shmobj_item_int_get(&v, 0, &x), 0);
+    assert_true(x == INT64_MIN + 2);
+    assert_int_equal(shmobj_item_int_add(&v, 1, 1, NULL), SHMOBJ_ETYPE); /* uint */
+    assert_int_equal(shmobj_item_int_add(&v, 4, 1, NULL), SHMOBJ_ETYPE); /* tuple */
+    assert_int_equal(shmobj_item_int_add(&v, 5, 1, NULL), SHMOBJ_ERANGE);
+    assert_int_equal(shmobj_item_int_get(&v, 5, &x), SHMOBJ_ERANGE);
+    assert_int_equal(shmobj_item_int_add(NULL, 0, 1, NULL), SHMOBJ_EINVAL);
+    assert_int_equal(shmobj_view_item(&v, 4, &c), 0);
+    assert_int_equal(shmobj_item_int_get(&c, 0, &x), 0);
+    assert_int_equal(x, 1);
+    assert_int_equal(shmobj_item_int_add(&c, 0, 1, NULL), SHMOBJ_EACCES);
+    assert_int_equal(shmobj_view_item(&v, 0, &c), 0);
+    assert_int_equal(shmobj_item_int_add(&c, 0, 1, NULL), SHMOBJ_ETYPE); /* a scalar */
+
     /* tuple items are immutable */
     assert_int_equal(shmobj_view_item(&v, 4, &c), 0);
     assert_int_equal(shmobj_view_item(&c, 0, &c), 0);
@@ -750,7 +767,10 @@ static shmobj_value xp_tree(float *fdata, const uint64_t *shape, const uint8_t *
     items[n++] = SHMOBJ_VAL_STR("bytes");
     items[n++] = SHMOBJ_VAL_BYTES(bytes, 4);
     items[n++] = SHMOBJ_VAL_STR("buffer");
-    items[n++] = SHMOBJ_VAL_BUFFER(SHMOBJ_DTYPE_F32, 2, shape, fdata);
+    static shmobj_buffer_desc bd;
+    bd = (shmobj_buffer_desc){fdata, 0, shape, NULL, SHMOBJ_DTYPE_F32, 2};
+    items[n].type = SHMOBJ_TYPE_BUFFER;
+    items[n++].v.buf = &bd;
     items[n++] = SHMOBJ_VAL_INT(42);
     items[n++] = SHMOBJ_VAL_SET(set, 2);
     items[n++] = SHMOBJ_VAL_STR("struct");

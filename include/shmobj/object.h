@@ -38,6 +38,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "shmobj/api.h"
 #include "shmobj/types.h"
@@ -86,8 +87,22 @@ enum shmobj_dtype {
 #define SHMOBJ_STRLEN ((size_t)-1)
 
 /**
+ * @brief Description of a buffer (see ::shmobj_value, SHMOBJ_VAL_BUFFER()).
+ */
+typedef struct shmobj_buffer_desc {
+    const void *data;       /**< bytes to copy in, or NULL: left unset for
+                             *   the caller to fill in place */
+    size_t nbytes;          /**< data bytes, 0 to compute from shape (C
+                             *   order); required with strides */
+    const uint64_t *shape;  /**< ndim extents (NULL when ndim is 0) */
+    const int64_t *strides; /**< ndim byte strides (>= 0), or NULL: C order */
+    uint32_t dtype;         /**< enum shmobj_dtype */
+    uint32_t ndim;          /**< 0..SHMOBJ_BUFFER_MAXDIM */
+} shmobj_buffer_desc;
+
+/**
  * @brief Description of a value in the caller's memory, input of
- *        shmobj_obj_put(). Fill it with the SHMOBJ_VAL_* macros.
+ *        shmobj_obj_put(). Fill it with the SHMOBJ_VAL_* macros. 32 bytes.
  *
  * - NULL, BOOL, INT, UINT, DOUBLE: `v.b`, `v.i`, `v.u`, `v.d`.
  * - STR, BYTES: `v.s.ptr`, `v.s.len` (SHMOBJ_STRLEN: NUL-terminated).
@@ -96,10 +111,7 @@ enum shmobj_dtype {
  *   Keys are INT, STR or BYTES and distinct (so are set members).
  * - STRUCT: `v.c.items[0 .. v.c.count)`, `v.c.names` NULL or count distinct
  *   NUL-terminated field names.
- * - BUFFER: `v.buf.dtype`, `v.buf.ndim`, `v.buf.shape`, `v.buf.strides` (bytes,
- *   >= 0; NULL: C order, contiguous), `v.buf.nbytes` (0: computed from shape;
- *   required with strides), `v.buf.data` (copied in; NULL: left unset for the
- *   caller to fill in place).
+ * - BUFFER: `v.buf` points to a ::shmobj_buffer_desc.
  */
 typedef struct shmobj_value {
     uint32_t type;     /**< enum shmobj_type */
@@ -120,15 +132,7 @@ typedef struct shmobj_value {
             size_t count;                     /**< items (dict: pairs) */
             const char *const *names;         /**< STRUCT: field names or NULL */
         } c;
-        /** BUFFER */
-        struct {
-            const void *data;       /**< bytes to copy in, or NULL */
-            size_t nbytes;          /**< data bytes, 0 to compute from shape */
-            const uint64_t *shape;  /**< ndim extents */
-            const int64_t *strides; /**< ndim byte strides, or NULL */
-            uint32_t dtype;         /**< enum shmobj_dtype */
-            uint32_t ndim;          /**< 0..SHMOBJ_BUFFER_MAXDIM */
-        } buf;
+        const shmobj_buffer_desc *buf; /**< BUFFER */
     } v; /**< the payload, by type */
 } shmobj_value;
 
@@ -142,9 +146,21 @@ typedef struct shmobj_value {
 #define SHMOBJ_VAL_UINT(x) ((shmobj_value){.type = SHMOBJ_TYPE_UINT, .v = {.u = (x)}})
 /** @brief Describe a double. */
 #define SHMOBJ_VAL_DOUBLE(x) ((shmobj_value){.type = SHMOBJ_TYPE_DOUBLE, .v = {.d = (x)}})
-/** @brief Describe a string from a NUL-terminated C string. */
-#define SHMOBJ_VAL_STR(cstr) \
-    ((shmobj_value){.type = SHMOBJ_TYPE_STR, .v = {.s = {(cstr), SHMOBJ_STRLEN}}})
+/** @cond INTERNAL */
+static inline shmobj_value shmobj__val_str(const char *cstr)
+{
+    shmobj_value v;
+    memset(&v, 0, sizeof v);
+    v.type = SHMOBJ_TYPE_STR;
+    v.v.s.ptr = cstr;
+    /* Inlined, so the length of a literal is a constant. */
+    v.v.s.len = cstr != NULL ? strlen(cstr) : SHMOBJ_STRLEN;
+    return v;
+}
+/** @endcond */
+/** @brief Describe a string from a NUL-terminated C string (measured here:
+ *         the length of a literal is known at compile time). */
+#define SHMOBJ_VAL_STR(cstr) shmobj__val_str(cstr)
 /** @brief Describe a string of n bytes of UTF-8. */
 #define SHMOBJ_VAL_STRN(p, n) \
     ((shmobj_value){.type = SHMOBJ_TYPE_STR, .v = {.s = {(p), (n)}}})
@@ -166,10 +182,12 @@ typedef struct shmobj_value {
 /** @brief Describe a struct of n fields, names an array of n C strings or NULL. */
 #define SHMOBJ_VAL_STRUCT(items, n, names) \
     ((shmobj_value){.type = SHMOBJ_TYPE_STRUCT, .v = {.c = {(items), (n), (names)}}})
-/** @brief Describe a C-ordered buffer; data NULL leaves it to be filled in place. */
+/** @brief Describe a C-ordered buffer; data NULL leaves it to be filled in
+ *         place. (The buffer description is a compound literal too.) */
 #define SHMOBJ_VAL_BUFFER(dtype_, ndim_, shape_, data_) \
     ((shmobj_value){.type = SHMOBJ_TYPE_BUFFER, \
-                    .v = {.buf = {(data_), 0, (shape_), NULL, (dtype_), (ndim_)}}})
+                    .v = {.buf = &(const shmobj_buffer_desc){(data_), 0, (shape_), \
+                                                             NULL, (dtype_), (ndim_)}}})
 
 /** @cond INTERNAL */
 #define SHMOBJ__VALS(...) ((const shmobj_value[]){__VA_ARGS__})
@@ -235,14 +253,15 @@ typedef struct shmobj_buffer_info {
 /* ---- building ------------------------------------------------------- */
 
 /**
- * @brief Bytes of segment heap a value tree takes when put (block header
- *        excluded): validates the description like shmobj_obj_put().
+ * @brief Bytes of segment heap a value tree takes when put (the arena's
+ *        block header excluded). Checks the structure of the description;
+ *        UTF-8 and duplicate keys are checked by shmobj_obj_put() only.
  * @param[in] val description
  * @param[out] bytes bytes the block needs
  * @retval 0 success
- * @retval SHMOBJ_EINVAL NULL argument, bad type or dtype, invalid UTF-8,
- *         bad key kind, too deep (> SHMOBJ_OBJ_MAXDEPTH), too many items, bad
- *         shape or strides, size overflow
+ * @retval SHMOBJ_EINVAL NULL argument, bad type or dtype, bad key kind, too
+ *         deep (> SHMOBJ_OBJ_MAXDEPTH), too many items, bad shape or
+ *         strides, size overflow
  * @note Thread-safe; touches no segment.
  * @since 0.1
  */
@@ -619,6 +638,43 @@ SHMOBJ_API int shmobj_int_add(const shmobj_view *view, int64_t delta, int64_t *o
  * @since 0.1
  */
 SHMOBJ_API int shmobj_int_cas(const shmobj_view *view, int64_t *expected, int64_t desired);
+
+/**
+ * @brief Add to the int64 item i of a list, struct or dict (values by
+ *        position) in one call, without a view of the item: the fast path
+ *        for counters.
+ * @param[in] view list, struct or dict
+ * @param[in] i index of the item
+ * @param[in] delta amount
+ * @param[out] old the value before; may be NULL
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL view
+ * @retval SHMOBJ_ETYPE view is not a list, struct or dict, or the item is
+ *         not an int
+ * @retval SHMOBJ_EACCES view is a tuple (immutable)
+ * @retval SHMOBJ_ERANGE i >= length
+ * @retval SHMOBJ_ECORRUPT the item's slot is damaged
+ * @note Thread- and process-safe (atomic fetch-add, acq_rel). O(1).
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_item_int_add(const shmobj_view *view, size_t i, int64_t delta,
+                                   int64_t *old);
+
+/**
+ * @brief Read the int64 item i of a list, tuple, struct or dict (values by
+ *        position) without a view of the item.
+ * @param[in] view list, tuple, struct or dict
+ * @param[in] i index of the item
+ * @param[out] out the value
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument
+ * @retval SHMOBJ_ETYPE view is not such a container, or the item is not an int
+ * @retval SHMOBJ_ERANGE i >= length
+ * @retval SHMOBJ_ECORRUPT the item's slot is damaged
+ * @note Thread- and process-safe (atomic load, acquire). O(1).
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_item_int_get(const shmobj_view *view, size_t i, int64_t *out);
 
 /**
  * @brief Read a uint64.

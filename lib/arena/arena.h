@@ -41,28 +41,40 @@ int shmobj__arena_free(uint8_t *base, uint64_t mapped, uint64_t arena_off,
                        uint64_t off, uint16_t gen);
 
 /* Lock-free check of a payload offset: is it a live block with this
- * generation? Returns its usable size. Reads only the block header, so it
- * is safe to call without the lock (the answer may be outdated at once). */
+ * generation? Returns its usable size. Reads the control block's bounds,
+ * the block's header and the next block's boundary tag, all bounds-checked,
+ * so it is safe to call without the lock (the answer may be outdated at
+ * once). SHMOBJ_ESTALE when the block is free or has another generation,
+ * SHMOBJ_ECORRUPT when off cannot be a block of this arena. */
 int shmobj__arena_check_ref(const uint8_t *base, uint64_t mapped,
                             uint64_t arena_off, uint64_t off, uint16_t gen,
                             uint64_t *usable);
 
-/* Extend the heap to new_heap_end (the caller has made the bytes
- * readable); the new space joins the last block if that one is free. */
+/* Extend the heap to new_heap_end (rounded down to 16; the caller has made
+ * the bytes readable); the new space joins the last block if that one is
+ * free. 0 when new_heap_end equals the current end; SHMOBJ_EINVAL when it
+ * is smaller, beyond `mapped`, or adds fewer than 32 bytes. */
 int shmobj__arena_grow(uint8_t *base, uint64_t mapped, uint64_t arena_off,
                        uint64_t new_heap_end);
 
 /* Walk every block and free list; SHMOBJ_ECORRUPT with *bad_off set to the
- * offset of the first bad block or control field. */
+ * offset of the first bad block or control field (bad_off may be NULL).
+ * Work is bounded by the heap size whatever the bytes hold; never reads
+ * outside [base, base + mapped). */
 int shmobj__arena_check(const uint8_t *base, uint64_t mapped,
                         uint64_t arena_off, uint64_t *bad_off);
 
 /* Rebuild the free lists and bitmaps from a walk of the block headers (crash
- * recovery after a process died holding the lock); repairs a torn
- * split/merge that the boundary tags reveal. */
+ * recovery after a process died holding the lock): recomputes boundary tags
+ * and flags, merges adjacent free blocks, finishes a torn grow. Writes
+ * nothing and returns SHMOBJ_ECORRUPT when the size chain itself is broken.
+ * Afterwards shmobj__arena_check() passes. */
 int shmobj__arena_rebuild(uint8_t *base, uint64_t mapped, uint64_t arena_off);
 
-/* Fill statistics (see shmobj_arena_stats). */
+/* Fill statistics (see shmobj_arena_stats; out->struct_size set by the
+ * caller). Walks the heap. fragmentation_permille compares the largest free
+ * block with all free bytes, both headers included, so a single free block
+ * reads 0. */
 int shmobj__arena_stats(const uint8_t *base, uint64_t mapped,
                         uint64_t arena_off, shmobj_arena_stats *out);
 

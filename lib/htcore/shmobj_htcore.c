@@ -258,14 +258,25 @@ static void ht_fill(shmobj_htcore *t, void *mem)
 {
     shmobj_htcore_header *h = (shmobj_htcore_header *)mem;
     t->hdr = h;
-    t->ctrl = (unsigned char *)mem + SHMOBJ_HTCORE_HEADER_SIZE;
-    t->slots = t->ctrl + h->slots;
+    t->groups = (unsigned char *)mem + SHMOBJ_HTCORE_HEADER_SIZE;
+    t->group_bytes = HT_GROUP + (uint64_t)HT_GROUP * h->stride;
     t->mask = h->slots - 1;
     t->seed = h->seed;
     t->key_size = h->key_size;
     t->value_size = h->value_size;
     t->stride = h->stride;
     t->flags = h->flags;
+}
+
+/* Every group: control bytes empty, slots zero. */
+static void ht_wipe(shmobj_htcore *t)
+{
+    uint64_t g, ngroups = (t->mask + 1) / HT_GROUP;
+    for (g = 0; g < ngroups; g++) {
+        unsigned char *p = t->groups + g * t->group_bytes;
+        memset(p, HT_EMPTY, HT_GROUP);
+        memset(p + HT_GROUP, 0, (size_t)(t->group_bytes - HT_GROUP));
+    }
 }
 
 static int ht_init(shmobj_htcore *t, void *mem, uint64_t mem_size,
@@ -298,8 +309,7 @@ static int ht_init(shmobj_htcore *t, void *mem, uint64_t mem_size,
     h->stride = stride;
     h->check = ht_header_check(h);
     ht_fill(t, mem);
-    memset(t->ctrl, HT_EMPTY, (size_t)slots);
-    memset(t->slots, 0, (size_t)(slots * stride));
+    ht_wipe(t);
     return SHMOBJ_HTCORE_OK;
 }
 
@@ -356,8 +366,8 @@ SHMOBJ_HTCORE_FN int shmobj_htcore_attach(shmobj_htcore *t, void *mem,
     if (bytes == 0 || bytes > mem_size)
         return SHMOBJ_HTCORE_ECORRUPT;
     t->hdr = (shmobj_htcore_header *)mem;
-    t->ctrl = (unsigned char *)mem + SHMOBJ_HTCORE_HEADER_SIZE;
-    t->slots = t->ctrl + h.slots;
+    t->groups = (unsigned char *)mem + SHMOBJ_HTCORE_HEADER_SIZE;
+    t->group_bytes = HT_GROUP + (uint64_t)HT_GROUP * h.stride;
     t->mask = h.slots - 1;
     t->seed = h.seed;
     t->key_size = h.key_size;
@@ -374,9 +384,19 @@ SHMOBJ_HTCORE_FN uint64_t shmobj_htcore_count(const shmobj_htcore *t)
 
 /* ---- probing ------------------------------------------------------------------ */
 
+/* Group g: its 16 control bytes, then its 16 slots. */
+static unsigned char *ht_gctrl(const shmobj_htcore *t, uint64_t g)
+{
+    return t->groups + (g & (t->mask / HT_GROUP)) * t->group_bytes;
+}
+static unsigned char *ht_ctrl(const shmobj_htcore *t, uint64_t index)
+{
+    return ht_gctrl(t, (index & t->mask) / HT_GROUP) + (index & (HT_GROUP - 1));
+}
 static unsigned char *ht_slot(const shmobj_htcore *t, uint64_t index)
 {
-    return t->slots + (index & t->mask) * t->stride;
+    return ht_gctrl(t, (index & t->mask) / HT_GROUP) + HT_GROUP +
+           (index & (HT_GROUP - 1)) * t->stride;
 }
 
 /* Walk the probe sequence of hash; for each slot whose tag matches, call
@@ -388,8 +408,22 @@ static int ht_lookup(const shmobj_htcore *t, uint64_t hash, const void *key,
     uint64_t ngroups = (t->mask + 1) / HT_GROUP, gmask = ngroups - 1;
     uint64_t g = ht_h1(hash) & gmask, step;
     unsigned char tag = ht_h2(hash);
+#if defined(__GNUC__)
+    {
+        /* Almost every lookup ends in its home group: fetch the group's
+         * slot lines together with its control bytes (they are
+         * contiguous, on the same page), so the misses overlap instead of
+         * following each other. */
+        const unsigned char *gp = ht_gctrl(t, g);
+        uint64_t span = t->group_bytes, off;
+        if (span > 320)
+            span = 320;
+        for (off = 64; off < span; off += 64)
+            __builtin_prefetch(gp + off);
+    }
+#endif
     for (step = 0; step < ngroups; step++) {
-        const unsigned char *ctrl = t->ctrl + g * HT_GROUP;
+        const unsigned char *ctrl = ht_gctrl(t, g);
         unsigned m = ht_match(ctrl, tag);
         while (m != 0) {
             uint64_t idx = g * HT_GROUP + ht_ctz(m);
@@ -430,10 +464,10 @@ static int ht_claim(shmobj_htcore *t, uint64_t hash, uint64_t *index)
     uint64_t g = ht_h1(hash) & gmask, step;
     shmobj_htcore_header *h = t->hdr;
     for (step = 0; step < ngroups; step++) {
-        unsigned m = ht_match_free(t->ctrl + g * HT_GROUP);
+        unsigned m = ht_match_free(ht_gctrl(t, g));
         if (m != 0) {
             uint64_t idx = g * HT_GROUP + ht_ctz(m);
-            if (t->ctrl[idx] == HT_EMPTY) {
+            if (*ht_ctrl(t, idx) == HT_EMPTY) {
                 if (h->growth_left == 0)
                     return SHMOBJ_HTCORE_EFULL;
                 h->growth_left--;
@@ -451,7 +485,7 @@ static int ht_claim(shmobj_htcore *t, uint64_t hash, uint64_t *index)
 /* Mark a claimed slot full; the slot bytes are written before. */
 static void ht_publish(shmobj_htcore *t, uint64_t idx, uint64_t hash)
 {
-    t->ctrl[idx & t->mask] = ht_h2(hash);
+    *ht_ctrl(t, idx) = ht_h2(hash);
     t->hdr->count++;
 }
 
@@ -611,15 +645,16 @@ SHMOBJ_HTCORE_FN void shmobj_htcore_erase(shmobj_htcore *t, uint64_t index)
 {
     uint64_t idx = index & t->mask;
     shmobj_htcore_header *h = t->hdr;
-    if (t->ctrl[idx] >= 0x80)
+    unsigned char *c = ht_ctrl(t, idx);
+    if (*c >= 0x80)
         return; /* not full: nothing to erase */
     /* Empty again only when the group already has an empty slot: then no
      * probe ever went past this group (see the invariants above). */
-    if (ht_match_empty(t->ctrl + (idx & ~(uint64_t)(HT_GROUP - 1))) != 0) {
-        t->ctrl[idx] = HT_EMPTY;
+    if (ht_match_empty(ht_gctrl(t, idx / HT_GROUP)) != 0) {
+        *c = HT_EMPTY;
         h->growth_left++;
     } else {
-        t->ctrl[idx] = HT_DELETED;
+        *c = HT_DELETED;
         h->tombstones++;
     }
     h->count--;
@@ -632,7 +667,7 @@ SHMOBJ_HTCORE_FN int shmobj_htcore_next(const shmobj_htcore *t,
     while (i < n) {
         if ((i & (HT_GROUP - 1)) == 0) {
             /* a whole group at once: skip it when nothing in it is full */
-            unsigned full = ~ht_match_free(t->ctrl + i) & 0xffffu;
+            unsigned full = ~ht_match_free(ht_gctrl(t, i / HT_GROUP)) & 0xffffu;
             if (full == 0) {
                 i += HT_GROUP;
                 continue;
@@ -641,7 +676,7 @@ SHMOBJ_HTCORE_FN int shmobj_htcore_next(const shmobj_htcore *t,
             *index = i;
             return SHMOBJ_HTCORE_OK;
         }
-        if (t->ctrl[i] < 0x80) {
+        if (*ht_ctrl(t, i) < 0x80) {
             *index = i;
             return SHMOBJ_HTCORE_OK;
         }
@@ -653,8 +688,7 @@ SHMOBJ_HTCORE_FN int shmobj_htcore_next(const shmobj_htcore *t,
 SHMOBJ_HTCORE_FN void shmobj_htcore_clear(shmobj_htcore *t)
 {
     uint64_t n = t->mask + 1;
-    memset(t->ctrl, HT_EMPTY, (size_t)n);
-    memset(t->slots, 0, (size_t)(n * t->stride));
+    ht_wipe(t);
     t->hdr->count = 0;
     t->hdr->tombstones = 0;
     t->hdr->growth_left = ht_limit(n);
@@ -664,7 +698,7 @@ SHMOBJ_HTCORE_FN void shmobj_htcore_recount(shmobj_htcore *t)
 {
     uint64_t n = t->mask + 1, i, full = 0, del = 0, empty = 0;
     for (i = 0; i < n; i++) {
-        unsigned char c = t->ctrl[i];
+        unsigned char c = *ht_ctrl(t, i);
         if (c < 0x80) {
             full++;
         } else if (c == HT_EMPTY) {
@@ -672,7 +706,7 @@ SHMOBJ_HTCORE_FN void shmobj_htcore_recount(shmobj_htcore *t)
         } else {
             /* any other byte is damage: make it a tombstone, which keeps
              * every probe that passes through it going */
-            t->ctrl[i] = HT_DELETED;
+            *ht_ctrl(t, i) = HT_DELETED;
             del++;
         }
     }
@@ -692,7 +726,7 @@ static uint64_t ht_probe_len(const shmobj_htcore *t, uint64_t hash,
     for (step = 0; step < ngroups; step++) {
         if (g == target)
             return step + 1;
-        if (ht_match_empty(t->ctrl + g * HT_GROUP) != 0)
+        if (ht_match_empty(ht_gctrl(t, g)) != 0)
             return 0;
         g = (g + step + 1) & gmask;
     }
@@ -732,7 +766,7 @@ SHMOBJ_HTCORE_FN int shmobj_htcore_check(const shmobj_htcore *t,
     uint64_t n = t->mask + 1, i, full = 0, del = 0, empty = 0;
     const shmobj_htcore_header *h = t->hdr;
     for (i = 0; i < n; i++) {
-        unsigned char c = t->ctrl[i];
+        unsigned char c = *ht_ctrl(t, i);
         if (c < 0x80) {
             uint64_t hash = ht_entry_hash(t, i);
             if ((t->flags & SHMOBJ_HTCORE_FLAG_REF) && hash_fn != NULL) {

@@ -18,9 +18,14 @@
  *
  *     offset 0   header, 64 bytes (magic "SHTC", version, sizes, seed,
  *                counters, a check value of the immutable fields)
- *     offset 64  control bytes, one per slot: 0x80 empty, 0xFE deleted,
- *                0x00..0x7F full with a 7-bit tag taken from the hash
- *     then       slots: `slots` entries of `stride` bytes each
+ *     offset 64  slots / 16 groups, each 16 + 16 * stride bytes: the
+ *                group's 16 control bytes (0x80 empty, 0xFE deleted,
+ *                0x00..0x7F full with a 7-bit tag taken from the hash),
+ *                then its 16 slots of `stride` bytes
+ *
+ * Keeping a group's control bytes beside its slots puts both on one page
+ * and in neighbouring cache lines, so a lookup costs one page walk and
+ * overlapping cache misses instead of two of each.
  *
  * Slots come in groups of 16; a lookup reads the 16 control bytes of a group
  * (SWAR, or SSE2 where available), compares keys only where the tag matches,
@@ -162,8 +167,8 @@ typedef struct shmobj_htcore_header {
  * immutable shape. Holds pointers, so it is never stored in the table. */
 typedef struct shmobj_htcore {
     shmobj_htcore_header *hdr; /* the table's first byte */
-    unsigned char *ctrl;       /* control bytes */
-    unsigned char *slots;      /* slot array */
+    unsigned char *groups;     /* first group */
+    uint64_t group_bytes;      /* 16 + 16 * stride */
     uint64_t mask;             /* slots - 1 */
     uint64_t seed;
     uint32_t key_size;

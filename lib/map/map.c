@@ -33,6 +33,16 @@
 #include "shmobj_htcore.h"
 #include "space.h"
 
+/* A process-local cache of one shard's validated table shape, so a lookup
+ * need not re-validate the table block each time. Threads sharing the
+ * handle update it under its own sequence counter. */
+struct tcache {
+    _Atomic uint32_t seq;      /* odd while a thread rewrites the entry */
+    shmobj__ref ref;           /* table block the shape belongs to */
+    shmobj_htcore ht;          /* its validated handle */
+    shmobj_htcore_header hdr;  /* copy of its header at validation */
+};
+
 struct shmobj_map {
     struct shmobj__space *sp;
     shmobj_segment *seg;
@@ -40,6 +50,7 @@ struct shmobj_map {
     shmobj__ref ctl_ref;
     struct shmobj__map_reader *reader; /* this handle's guard slot */
     uint64_t seed;
+    struct tcache tc[SHMOBJ__MAP_SHARDS];
 };
 
 struct shmobj_map_iter {
@@ -111,6 +122,31 @@ static int entry_at(shmobj_map *m, shmobj__ref ref, struct ent *e)
     return 0;
 }
 
+/* The cheap form for lookups: bounds and alignment only, no look at the
+ * heap block's header. Enough for memory safety; a reference that is
+ * stale or wrong can only come from a racing writer (the caller's sequence
+ * check discards what it read) or from damage (the lengths rarely fit, and
+ * the key comparison fails). Writers, check() and repair use entry_at(). */
+static int entry_peek(shmobj_map *m, shmobj__ref ref, struct ent *e)
+{
+    uint64_t off = shmobj__ref_off(ref);
+    void *q;
+    struct shmobj__map_entry h;
+    if (off < 16 || !shmobj__aligned(off, 16) ||
+        shmobj__space_at(m->sp, off, SHMOBJ__MAP_ENTRY_HEADER, &q) != 0)
+        return SHMOBJ_ECORRUPT;
+    memcpy(&h, q, sizeof h);
+    if (shmobj__space_at(m->sp, off, SHMOBJ__MAP_ENTRY_HEADER +
+                                         (uint64_t)h.key_len + h.value_len,
+                         &q) != 0)
+        return SHMOBJ_ECORRUPT;
+    e->p = q;
+    e->klen = h.key_len;
+    e->vlen = h.value_len;
+    e->hash = h.hash;
+    return 0;
+}
+
 static const uint8_t *ent_value(const struct ent *e)
 {
     return e->p + SHMOBJ__MAP_ENTRY_HEADER;
@@ -133,6 +169,34 @@ static int table_at(shmobj_map *m, shmobj__ref ref, shmobj_htcore *ht)
         !(ht->flags & SHMOBJ_HTCORE_FLAG_REF))
         return SHMOBJ_ECORRUPT;
     return 0;
+}
+
+/* table_at() through the handle's cache: a hit needs the same block and
+ * an unchanged header (damage to it is still noticed). */
+static int table_get(shmobj_map *m, unsigned idx, shmobj__ref ref,
+                     shmobj_htcore *ht)
+{
+    struct tcache *c = &m->tc[idx];
+    uint32_t q = atomic_load_explicit(&c->seq, memory_order_acquire);
+    if (!(q & 1)) {
+        shmobj__ref r = c->ref;
+        *ht = c->ht;
+        shmobj_htcore_header h = c->hdr;
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load_explicit(&c->seq, memory_order_relaxed) == q && r == ref &&
+            ref != 0 && memcmp(ht->hdr, &h, offsetof(shmobj_htcore_header, count)) == 0 &&
+            ht->hdr->stride == h.stride && ht->hdr->check == h.check)
+            return 0;
+    }
+    int rc = table_at(m, ref, ht);
+    if (rc == 0 && !(q & 1) &&
+        atomic_compare_exchange_strong(&c->seq, &q, q + 1)) {
+        c->ref = ref;
+        c->ht = *ht;
+        memcpy(&c->hdr, ht->hdr, sizeof c->hdr);
+        atomic_store_explicit(&c->seq, q + 2, memory_order_release);
+    }
+    return rc;
 }
 
 /* Allocate and build an empty table for `capacity` entries. */
@@ -465,7 +529,7 @@ static int find_eq(void *ctx, uint64_t v)
 {
     struct find_ctx *f = ctx;
     struct ent e;
-    if (entry_at(f->m, v, &e) != 0)
+    if (entry_peek(f->m, v, &e) != 0)
         return SHMOBJ_ECORRUPT;
     if (e.klen != f->klen || (f->klen > 0 && memcmp(ent_key(&e), f->key, f->klen) != 0))
         return 0;
@@ -523,7 +587,8 @@ static int lookup(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
         shmobj_htcore ht;
         struct find_ctx f = {m, key, klen, {0}};
         uint64_t idx;
-        int rc = table_at(m, atomic_load_explicit(&s->table, memory_order_acquire), &ht);
+        int rc = table_get(m, (unsigned)(s - m->ctl->shards_),
+                           atomic_load_explicit(&s->table, memory_order_acquire), &ht);
         if (rc == 0)
             rc = shmobj_htcore_ref_find(&ht, hash, find_eq, &f, &idx);
         if (rc == 0 && buf != NULL && f.e.vlen <= buf_len)
@@ -621,7 +686,7 @@ static int locked_find(shmobj_map *m, struct shmobj__map_shard *s,
                        size_t klen, uint64_t *idx, struct ent *e)
 {
     struct find_ctx f = {m, key, klen, {0}};
-    int rc = table_at(m, atomic_load(&s->table), ht);
+    int rc = table_get(m, (unsigned)(s - m->ctl->shards_), atomic_load(&s->table), ht);
     if (rc != 0)
         return rc;
     rc = shmobj_htcore_ref_find(ht, hash, find_eq, &f, idx);
@@ -887,7 +952,8 @@ static int snapshot(shmobj_map_iter *it, struct shmobj__map_shard *s)
             }
         }
         shmobj_htcore ht;
-        int rc = table_at(m, atomic_load_explicit(&s->table, memory_order_acquire), &ht);
+        int rc = table_get(m, (unsigned)(s - m->ctl->shards_),
+                           atomic_load_explicit(&s->table, memory_order_acquire), &ht);
         it->n = 0;
         it->pos = 0;
         if (rc == 0 && ht.mask + 1 > it->cap) {
@@ -951,7 +1017,7 @@ int shmobj_map_iter_next(shmobj_map_iter *it, const void **key,
         it->shard++;
     }
     struct ent e;
-    if (entry_at(it->map, it->refs[it->pos++], &e) != 0)
+    if (entry_peek(it->map, it->refs[it->pos++], &e) != 0)
         return SHMOBJ_ECORRUPT;
     if (key != NULL)
         *key = ent_key(&e);
@@ -1187,10 +1253,19 @@ int shmobj_map_create(shmobj_segment *seg, const char *name, shmobj_map **out)
     rc = sp->ops->alloc(sp, sizeof(struct shmobj__map_ctl), 64, &ref);
     if (rc != 0)
         return rc;
-    shmobj_map tmp = {sp, seg, NULL, ref, NULL, 0};
-    rc = block_at(&tmp, ref, sizeof(struct shmobj__map_ctl), &p, NULL);
+    /* A provisional handle (no guard slot) for the helpers below. */
+    shmobj_map *t = calloc(1, sizeof *t);
+    if (t == NULL) {
+        (void)sp->ops->free(sp, ref);
+        return SHMOBJ_ENOMEM;
+    }
+    t->sp = sp;
+    t->seg = seg;
+    t->ctl_ref = ref;
+    rc = block_at(t, ref, sizeof(struct shmobj__map_ctl), &p, NULL);
     if (rc != 0) {
         (void)sp->ops->free(sp, ref);
+        free(t);
         return rc;
     }
     struct shmobj__map_ctl *c = (struct shmobj__map_ctl *)(void *)p;
@@ -1210,15 +1285,15 @@ int shmobj_map_create(shmobj_segment *seg, const char *name, shmobj_map **out)
     c->libc = shmobj__os_libc_signature();
     c->check = ctl_check(c);
     atomic_store(&c->epoch, 2);
-    tmp.ctl = c;
-    tmp.seed = c->seed;
+    t->ctl = c;
+    t->seed = c->seed;
     for (unsigned i = 0; i < SHMOBJ__MAP_SHARDS && rc == 0; i++) {
         struct shmobj__map_shard *s = &c->shards_[i];
         shmobj__ref tref;
         shmobj_htcore ht;
         rc = shmobj__os_mutex_init(&s->lock);
         if (rc == 0)
-            rc = table_new(&tmp, MAP_MIN_CAPACITY, &tref, &ht);
+            rc = table_new(t, MAP_MIN_CAPACITY, &tref, &ht);
         if (rc == 0)
             atomic_store(&s->table, tref);
     }
@@ -1229,10 +1304,11 @@ int shmobj_map_create(shmobj_segment *seg, const char *name, shmobj_map **out)
     if (rc != 0) {
         for (unsigned i = 0; i < SHMOBJ__MAP_SHARDS; i++)
             if (atomic_load(&c->shards_[i].table) != 0)
-                free_block(&tmp, atomic_load(&c->shards_[i].table));
+                free_block(t, atomic_load(&c->shards_[i].table));
         (void)shmobj_segment_root_del(seg, name);
         (void)sp->ops->free(sp, ref);
     }
+    free(t);
     return rc;
 }
 

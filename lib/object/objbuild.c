@@ -23,6 +23,16 @@
 int shmobj__utf8_ok(const uint8_t *s, uint64_t n)
 {
     uint64_t i = 0;
+    /* Fast path: all ASCII (one OR over the words, overlapping at the end). */
+    if (n >= 8) {
+        uint64_t acc = 0;
+        for (; i + 8 <= n; i += 8)
+            acc |= shmobj__load64(s + i);
+        acc |= shmobj__load64(s + n - 8);
+        if ((acc & UINT64_C(0x8080808080808080)) == 0)
+            return 1;
+        i = 0;
+    }
     while (i < n) {
         /* Fast path: eight ASCII bytes at a time. */
         if (n - i >= 8) {
@@ -153,51 +163,52 @@ static shmobj_value key_of(const shmobj_value *v, size_t i)
     }
 }
 
-/* Fill the index of a keyed object from its description. Duplicate keys
- * give SHMOBJ_EINVAL. */
-static int build_index(uint64_t *ix, uint64_t cap, const shmobj_value *v,
-                       size_t n)
-{
-    memset(ix, 0, (size_t)(cap * 8));
-    for (size_t i = 0; i < n; i++) {
-        shmobj_value kv = key_of(v, i);
-        struct dkey k, o;
-        int rc = desc_key(&kv, &k);
-        if (rc != 0)
-            return rc;
-        uint64_t h = dkey_hash(&k), pos = h & (cap - 1);
-        for (;;) {
-            uint64_t e = ix[pos];
-            if (e == 0) {
-                ix[pos] = ((uint64_t)i + 1) | (h >> 32 << 32);
-                break;
-            }
-            if ((e >> 32) == (h >> 32)) {
-                shmobj_value ov = key_of(v, (size_t)((e & UINT32_MAX) - 1));
-                (void)desc_key(&ov, &o);
-                if (dkey_equal(&k, &o))
-                    return SHMOBJ_EINVAL;
-            }
-            pos = (pos + 1) & (cap - 1);
-        }
-    }
-    return 0;
-}
-
 static int emit_slot(struct wr *w, const shmobj_value *v, uint64_t slot_rel,
                      int depth);
 
-static int emit_keys(struct wr *w, const shmobj_value *v, size_t n,
-                     uint64_t keys_rel, int depth)
+/* Enter key i (description k) into the index; SHMOBJ_EINVAL when an
+ * earlier key equals it. */
+static int index_add(uint64_t *ix, uint64_t cap, const shmobj_value *v,
+                     size_t i, const struct dkey *k)
 {
+    uint64_t h = dkey_hash(k), pos = h & (cap - 1);
+    for (;;) {
+        uint64_t e = ix[pos];
+        if (e == 0) {
+            ix[pos] = ((uint64_t)i + 1) | (h >> 32 << 32);
+            return 0;
+        }
+        if ((e >> 32) == (h >> 32)) {
+            struct dkey o;
+            shmobj_value ov = key_of(v, (size_t)((e & UINT32_MAX) - 1));
+            (void)desc_key(&ov, &o);
+            if (dkey_equal(k, &o))
+                return SHMOBJ_EINVAL;
+        }
+        pos = (pos + 1) & (cap - 1);
+    }
+}
+
+/* Write (or measure) the keys of a keyed object and, when writing, enter
+ * each into the index at ix (cap entries). */
+static int emit_keys(struct wr *w, const shmobj_value *v, size_t n,
+                     uint64_t keys_rel, uint64_t *ix, uint64_t cap, int depth)
+{
+    if (ix != NULL)
+        memset(ix, 0, (size_t)(cap * 8));
     for (size_t i = 0; i < n; i++) {
         shmobj_value k = key_of(v, i);
-        if (k.type != SHMOBJ_TYPE_INT && k.type != SHMOBJ_TYPE_STR &&
-            k.type != SHMOBJ_TYPE_BYTES)
-            return SHMOBJ_EINVAL;
+        struct dkey dk;
         if (v->type == SHMOBJ_TYPE_STRUCT && v->v.c.names[i] == NULL)
             return SHMOBJ_EINVAL;
-        int rc = emit_slot(w, &k, keys_rel + 16 * (uint64_t)i, depth);
+        int rc = desc_key(&k, &dk);
+        if (rc != 0)
+            return rc;
+        if (k.type != SHMOBJ_TYPE_INT)
+            k.v.s.len = (size_t)dk.n; /* strlen once */
+        rc = emit_slot(w, &k, keys_rel + 16 * (uint64_t)i, depth);
+        if (rc == 0 && ix != NULL)
+            rc = index_add(ix, cap, v, i, &dk);
         if (rc != 0)
             return rc;
     }
@@ -207,13 +218,16 @@ static int emit_keys(struct wr *w, const shmobj_value *v, size_t n,
 static int emit_buffer(struct wr *w, const shmobj_value *v, uint64_t pos,
                        struct shmobj__obj *h)
 {
-    unsigned nd = v->v.buf.ndim, dt = v->v.buf.dtype;
+    const shmobj_buffer_desc *b = v->v.buf;
+    if (b == NULL)
+        return SHMOBJ_EINVAL;
+    unsigned nd = b->ndim, dt = b->dtype;
     uint64_t isz = shmobj__dtype_size(dt), nb, dr;
     int64_t st[SHMOBJ_BUFFER_MAXDIM];
-    const uint64_t *shape = v->v.buf.shape;
+    const uint64_t *shape = b->shape;
     if (isz == 0 || nd > SHMOBJ_BUFFER_MAXDIM || (nd > 0 && shape == NULL))
         return SHMOBJ_EINVAL;
-    if (v->v.buf.strides == NULL) {
+    if (b->strides == NULL) {
         uint64_t acc = isz;
         for (unsigned d = nd; d-- > 0;) {
             if (acc > INT64_MAX)
@@ -223,11 +237,11 @@ static int emit_buffer(struct wr *w, const shmobj_value *v, uint64_t pos,
                 return SHMOBJ_EINVAL;
         }
         nb = acc;
-        if (v->v.buf.nbytes != 0 && v->v.buf.nbytes != nb)
+        if (b->nbytes != 0 && b->nbytes != nb)
             return SHMOBJ_EINVAL;
     } else {
-        memcpy(st, v->v.buf.strides, 8u * nd);
-        nb = v->v.buf.nbytes;
+        memcpy(st, b->strides, 8u * nd);
+        nb = b->nbytes;
         if (!shmobj__buffer_extent_ok(nd, shape, st, isz, nb))
             return SHMOBJ_EINVAL;
     }
@@ -249,8 +263,8 @@ static int emit_buffer(struct wr *w, const shmobj_value *v, uint64_t pos,
         memcpy(o + 16, &bh, sizeof bh);
         memcpy(o + 32, shape, 8u * nd);
         memcpy(o + 32 + 8u * nd, st, 8u * nd);
-        if (v->v.buf.data != NULL && nb > 0)
-            memcpy(o + dr, v->v.buf.data, (size_t)nb);
+        if (b->data != NULL && nb > 0)
+            memcpy(o + dr, b->data, (size_t)nb);
     }
     return 0;
 }
@@ -274,13 +288,16 @@ static int emit_obj(struct wr *w, const shmobj_value *v, int depth, uint64_t *re
         rc = desc_key(v, &k);
         if (rc != 0)
             return rc;
-        if (o == NULL && v->type == SHMOBJ_TYPE_STR && !shmobj__utf8_ok(k.p, k.n))
-            return SHMOBJ_EINVAL;
         rc = advance(w, pos, 16, k.n + 1);
         if (rc != 0)
             return rc;
         h.len = k.n;
         if (o != NULL) {
+            /* Checked while writing, not measuring (the caller frees the
+             * block on failure), and on the source: reading bytes just
+             * stored would stall on store forwarding. */
+            if (v->type == SHMOBJ_TYPE_STR && !shmobj__utf8_ok(k.p, k.n))
+                return SHMOBJ_EINVAL;
             if (k.n > 0)
                 memcpy(o + 16, k.p, (size_t)k.n);
             o[16 + k.n] = 0;
@@ -315,7 +332,8 @@ static int emit_obj(struct wr *w, const shmobj_value *v, int depth, uint64_t *re
         uint64_t keys_rel = pos + 16 + (values ? 16 * n : 0);
         size_t step = v->type == SHMOBJ_TYPE_DICT ? 2 : 1;
         if (keyed) {
-            rc = emit_keys(w, v, (size_t)n, keys_rel, depth + 1);
+            uint64_t *ix = o != NULL ? (uint64_t *)(w->blk + keys_rel + 16 * n) : NULL;
+            rc = emit_keys(w, v, (size_t)n, keys_rel, ix, cap, depth + 1);
             if (rc != 0)
                 return rc;
         }
@@ -326,12 +344,6 @@ static int emit_obj(struct wr *w, const shmobj_value *v, int depth, uint64_t *re
                 if (rc != 0)
                     return rc;
             }
-        }
-        if (keyed && o != NULL) {
-            rc = build_index((uint64_t *)(w->blk + keys_rel + 16 * n), cap, v,
-                             (size_t)n);
-            if (rc != 0)
-                return rc;
         }
         break;
     }
@@ -434,8 +446,11 @@ int shmobj__obj_put(struct shmobj__space *sp, const shmobj_value *val,
         (void)sp->ops->free(sp, r);
         return rc;
     }
-    struct shmobj__tree t = {SHMOBJ__TREE_MAGIC, SHMOBJ__TREE_VERSION, 0, size};
-    memcpy(p, &t, sizeof t);
+    struct shmobj__tree *t = p;
+    t->magic = SHMOBJ__TREE_MAGIC;
+    t->version = SHMOBJ__TREE_VERSION;
+    atomic_store_explicit(&t->flags, 0, memory_order_relaxed);
+    t->size = size;
     struct wr w = {p, shmobj__ref_off(r), shmobj__ref_gen(r), SHMOBJ__PREFIX, 0};
     rc = emit_slot(&w, val, sizeof(struct shmobj__tree), 0);
     /* A description changed by another thread during the call could make
@@ -575,8 +590,12 @@ static int free_tree(struct shmobj__space *sp, shmobj__ref ref, int depth,
     int rc = shmobj__tree_open(sp, ref, &blk, &blen);
     if (rc != 0)
         return rc;
-    rc = free_slot(sp, (void *)(sp->base + blk + sizeof(struct shmobj__tree)),
-                   blk, blen, shmobj__ref_gen(ref), depth, budget);
+    struct shmobj__tree *t = (void *)(sp->base + blk);
+    /* A block none of whose slots was ever given a block of its own holds
+     * no reference out: nothing to walk. */
+    if (atomic_load_explicit(&t->flags, memory_order_acquire) & SHMOBJ__TREE_SEPARATE)
+        rc = free_slot(sp, (void *)(sp->base + blk + sizeof(struct shmobj__tree)),
+                       blk, blen, shmobj__ref_gen(ref), depth, budget);
     int rc2 = sp->ops->free(sp, ref);
     return rc2 != 0 ? rc2 : rc;
 }
@@ -636,6 +655,10 @@ int shmobj_view_set(shmobj_view *view, const shmobj_value *val)
         int rc = shmobj__obj_put(sp, val, &pl);
         if (rc != 0)
             return rc;
+        /* Mark the slot's block before the reference is published, so a
+         * free of that block walks it and finds the new block. */
+        struct shmobj__tree *t = (void *)(sp->base + view->slot_blk);
+        atomic_fetch_or_explicit(&t->flags, SHMOBJ__TREE_SEPARATE, memory_order_release);
     }
     }
     /* One exchange: exactly one replacer receives each old reference. */

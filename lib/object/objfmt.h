@@ -37,12 +37,18 @@
 struct shmobj__tree {
     uint32_t magic;    /* SHMOBJ__TREE_MAGIC; identifies an object block */
     uint16_t version;  /* SHMOBJ__TREE_VERSION */
-    uint16_t flags;    /* reserved, 0 */
+    /* SHMOBJ__TREE_SEPARATE once a slot of this block has been given a
+     * block of its own (shmobj_view_set); set with an atomic OR (release)
+     * before the slot is published, never cleared. Lets a free skip the
+     * walk of trees that were never changed. */
+    _Atomic uint16_t flags;
     uint64_t size;     /* bytes written by the builder, this header included;
                         * <= the block's usable size. Readers take it as the
                         * block's extent. */
 };
 _Static_assert(sizeof(struct shmobj__tree) == 16, "tree header is 16 bytes");
+
+#define SHMOBJ__TREE_SEPARATE 0x0001
 
 /* Slot tags. Fixed at creation: an OBJ slot stays an OBJ slot, an INT slot
  * an INT slot, so a reader never sees a tag and a payload of different
@@ -132,24 +138,60 @@ static inline uint64_t shmobj__hash_int(int64_t v)
     return shmobj__mix64((uint64_t)v ^ UINT64_C(0x9e3779b97f4a7c15));
 }
 
+static inline uint64_t shmobj__load64(const uint8_t *p)
+{
+    uint64_t w;
+    memcpy(&w, p, 8);
+    return w;
+}
+
+static inline uint64_t shmobj__load32(const uint8_t *p)
+{
+    uint32_t w;
+    memcpy(&w, p, 4);
+    return w;
+}
+
+/* 64x64 -> 128-bit multiply folded to 64 bits (the wyhash mixer). */
+static inline uint64_t shmobj__mum(uint64_t a, uint64_t b)
+{
+    __extension__ typedef unsigned __int128 u128;
+    u128 x = (u128)a * b;
+    return (uint64_t)x ^ (uint64_t)(x >> 64);
+}
+
+/* Hash of a string or bytes key. Short keys (the common case) take one or
+ * two loads and one multiply. Part of the format: the index of a dict is
+ * laid out by it. Reads are little-endian loads of the key's bytes. */
 static inline uint64_t shmobj__hash_mem(unsigned type, const void *p, uint64_t n)
 {
     const uint8_t *s = p;
-    uint64_t h = (uint64_t)type * UINT64_C(0x2545f4914f6cdd1d) ^ n;
-    while (n >= 8) {
-        uint64_t w;
-        memcpy(&w, s, 8);
-        h = (h ^ (w * UINT64_C(0x9e3779b97f4a7c15))) * UINT64_C(0xbf58476d1ce4e5b9);
-        h ^= h >> 29;
-        s += 8;
-        n -= 8;
+    const uint64_t k1 = UINT64_C(0xa0761d6478bd642f), k2 = UINT64_C(0xe7037ed1a0b428db);
+    uint64_t seed = ((uint64_t)type * UINT64_C(0x8ebc6af09c88c6e3)) ^ n, a, b;
+    if (n <= 16) {
+        if (n >= 8) {
+            a = shmobj__load64(s);
+            b = shmobj__load64(s + n - 8);
+        } else if (n >= 4) {
+            a = shmobj__load32(s);
+            b = shmobj__load32(s + n - 4);
+        } else if (n > 0) {
+            a = ((uint64_t)s[0] << 16) | ((uint64_t)s[n >> 1] << 8) | s[n - 1];
+            b = 0;
+        } else {
+            a = b = 0;
+        }
+    } else {
+        uint64_t i = n;
+        while (i > 16) {
+            seed = shmobj__mum(shmobj__load64(s) ^ k1, shmobj__load64(s + 8) ^ seed);
+            s += 16;
+            i -= 16;
+        }
+        a = shmobj__load64(s + i - 16);
+        b = shmobj__load64(s + i - 8);
     }
-    if (n > 0) {
-        uint64_t w = 0;
-        memcpy(&w, s, (size_t)n);
-        h = (h ^ (w * UINT64_C(0x9e3779b97f4a7c15))) * UINT64_C(0xbf58476d1ce4e5b9);
-    }
-    return shmobj__mix64(h);
+    return shmobj__mum(k1 ^ n, shmobj__mum(a ^ k1, b ^ seed ^ k2));
 }
 
 static inline size_t shmobj__dtype_size(unsigned dtype)
@@ -163,15 +205,29 @@ static inline size_t shmobj__dtype_size(unsigned dtype)
     }
 }
 
-/* Index capacity for n keys: a power of two >= 2n, 0 for none. */
+/* Index capacity for n keys: the smallest power of two that keeps the
+ * load at 3/4 or below (so there is always an empty entry), 0 for none. */
 static inline uint64_t shmobj__index_cap(uint64_t n)
 {
     uint64_t cap = 2;
     if (n == 0)
         return 0;
-    while (cap < 2 * n)
+    while (cap * 3 < n * 4)
         cap <<= 1;
     return cap;
+}
+
+/* Equal bytes, for the short keys of dicts and structs: a few loads
+ * instead of a call to memcmp. */
+static inline int shmobj__mem_equal(const uint8_t *a, const uint8_t *b, uint64_t n)
+{
+    if (n >= 8 && n <= 16)
+        return shmobj__load64(a) == shmobj__load64(b) &&
+               shmobj__load64(a + n - 8) == shmobj__load64(b + n - 8);
+    if (n >= 4 && n < 8)
+        return shmobj__load32(a) == shmobj__load32(b) &&
+               shmobj__load32(a + n - 4) == shmobj__load32(b + n - 4);
+    return n == 0 || memcmp(a, b, (size_t)n) == 0;
 }
 
 /* Internal (lib/object) functions shared between the files of the layer. */

@@ -320,7 +320,7 @@ static int key_equal(const shmobj_view *v, const struct shmobj__slot *ks,
         return 0;
     if (n > v->obj_blen - rel - 16)
         return SHMOBJ_ECORRUPT;
-    return memcmp(h + 1, p, (size_t)n) == 0;
+    return shmobj__mem_equal((const uint8_t *)(h + 1), p, n);
 }
 
 static int key_parts(const shmobj_value *key, int64_t *i, const void **p,
@@ -495,6 +495,61 @@ int shmobj_int_add(const shmobj_view *view, int64_t delta, int64_t *old)
     uint64_t o = atomic_fetch_add_explicit(p, (uint64_t)delta, memory_order_acq_rel);
     if (old != NULL)
         *old = (int64_t)o;
+    return 0;
+}
+
+/* The int slot of item i of a mutable container, or an error. Shares the
+ * checks of shmobj_view_item() without filling a view. */
+static inline int item_int_slot(const shmobj_view *v, size_t i, _Atomic uint64_t **out,
+                                int write)
+{
+    if (v == NULL)
+        return SHMOBJ_EINVAL;
+    switch (v->type) {
+    case SHMOBJ_TYPE_TUPLE:
+        if (write)
+            return SHMOBJ_EACCES;
+        break;
+    case SHMOBJ_TYPE_LIST:
+    case SHMOBJ_TYPE_DICT:
+    case SHMOBJ_TYPE_STRUCT:
+        break;
+    default:
+        return SHMOBJ_ETYPE;
+    }
+    if (i >= v->count)
+        return SHMOBJ_ERANGE;
+    struct shmobj__slot *s = (struct shmobj__slot *)((uint8_t *)v->obj + 16) + i;
+    if (s->tag != SHMOBJ__SLOT_INT)
+        return s->tag == SHMOBJ__SLOT_OBJ || s->tag == SHMOBJ__SLOT_BOOL ||
+                       s->tag == SHMOBJ__SLOT_UINT || s->tag == SHMOBJ__SLOT_DOUBLE
+                   ? SHMOBJ_ETYPE
+                   : SHMOBJ_ECORRUPT;
+    *out = &s->payload;
+    return 0;
+}
+
+int shmobj_item_int_add(const shmobj_view *view, size_t i, int64_t delta, int64_t *old)
+{
+    _Atomic uint64_t *p;
+    int rc = item_int_slot(view, i, &p, 1);
+    if (rc != 0)
+        return rc;
+    uint64_t o = atomic_fetch_add_explicit(p, (uint64_t)delta, memory_order_acq_rel);
+    if (old != NULL)
+        *old = (int64_t)o;
+    return 0;
+}
+
+int shmobj_item_int_get(const shmobj_view *view, size_t i, int64_t *out)
+{
+    _Atomic uint64_t *p;
+    if (out == NULL)
+        return SHMOBJ_EINVAL;
+    int rc = item_int_slot(view, i, &p, 0);
+    if (rc != 0)
+        return rc;
+    *out = (int64_t)atomic_load_explicit(p, memory_order_acquire);
     return 0;
 }
 

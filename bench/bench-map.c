@@ -1,0 +1,450 @@
+/* bench-map: the shared map on the hash-table workloads of BENCH.md.
+ *
+ *   H1-64  1,000,000 items (200,000 with --quick), 64-byte keys "%064zu"
+ *          and 64-byte values "%064llu" of i * 7 + 3;
+ *   H1-16  the same count, 16-byte keys "%016zu", 8-byte values i * 7 + 3;
+ *          subject `shmobj`: set all (one process), get all in a random
+ *          order verifying every value, iterate all reading every byte.
+ *          Metrics set-Mops/s, get-Mops/s, iter-Mops/s, bytes/item (heap
+ *          bytes the map holds, block headers included, divided by the
+ *          items), keys-seen (distinct keys the iteration returned).
+ *   H2     the H1-64 data set, many processes:
+ *          shmobj-1proc  one reader process does n gets in random order;
+ *          shmobj-2proc  two reader processes, pinned to different CPUs,
+ *                        n gets each at once: get-Mops/s is their total;
+ *          shmobj-Nproc  four processes insert disjoint quarters at once,
+ *                        then the parent counts and looks every key up:
+ *                        keys-missing (must be 0), and set-Mops/s total.
+ *
+ * Keys, values and the get orders are prepared before any timing, the same
+ * way as the private-table peer (bench/peers-h1.c) so the figures compare.
+ *
+ * Protocol: `bench-map --list` prints "<workload> <subject>" lines;
+ * `bench-map --run <workload> <subject> [--quick]` runs one repetition and
+ * prints "BENCH <workload> <subject> <metric> <value>" lines. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "shmobj.h"
+#include "shmobj/map.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void report(const char *w, const char *s, const char *metric, double v)
+{
+    if (v >= 1000.0 || v == (double)(int64_t)v)
+        printf("BENCH %s %s %s %.0f\n", w, s, metric, v);
+    else
+        printf("BENCH %s %s %s %.4g\n", w, s, metric, v);
+    fflush(stdout);
+}
+
+static void die(const char *what, int rc)
+{
+    fprintf(stderr, "bench-map: %s: %s\n", what, rc ? shmobj_strerror(rc) : "failed");
+    exit(1);
+}
+
+/* ---- the data set (as bench/peers-h1.c prepares it) -------------------------- */
+
+struct data {
+    size_t n, klen, vlen;
+    char *keys, *vals;
+    uint32_t *order;
+};
+
+static uint64_t splitmix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static void shuffle(uint32_t *a, size_t n, uint64_t seed)
+{
+    for (size_t i = n; i > 1; i--) {
+        size_t j = (size_t)(splitmix(&seed) % i);
+        uint32_t t = a[i - 1];
+        a[i - 1] = a[j];
+        a[j] = t;
+    }
+}
+
+static void prepare(struct data *d, int wide, size_t n)
+{
+    d->n = n;
+    d->klen = wide ? 64 : 16;
+    d->vlen = wide ? 64 : 8;
+    d->keys = malloc(n * d->klen);
+    d->vals = malloc(n * d->vlen);
+    d->order = malloc(n * sizeof *d->order);
+    if (!d->keys || !d->vals || !d->order)
+        die("out of memory", 0);
+    for (size_t i = 0; i < n; i++) {
+        char tmp[80];
+        uint64_t v = (uint64_t)i * 7 + 3;
+        snprintf(tmp, sizeof tmp, wide ? "%064zu" : "%016zu", i);
+        memcpy(d->keys + i * d->klen, tmp, d->klen);
+        if (wide) {
+            snprintf(tmp, sizeof tmp, "%064llu", (unsigned long long)v);
+            memcpy(d->vals + i * d->vlen, tmp, d->vlen);
+        } else {
+            memcpy(d->vals + i * d->vlen, &v, 8);
+        }
+        d->order[i] = (uint32_t)i;
+    }
+    shuffle(d->order, n, 0x5eed1234abcdULL);
+}
+
+static const char *key_at(const struct data *d, size_t i) { return d->keys + i * d->klen; }
+static const char *val_at(const struct data *d, size_t i) { return d->vals + i * d->vlen; }
+
+/* ---- segment and map ------------------------------------------------------------ */
+
+struct env {
+    char name[64];
+    shmobj_segment *seg;
+    shmobj_map *map;
+    uint64_t used0; /* heap bytes in use before the map */
+};
+
+static uint64_t heap_used(shmobj_segment *seg)
+{
+    shmobj_arena_stats st = {.struct_size = sizeof st};
+    int rc = shmobj_arena_stats_get(seg, &st);
+    if (rc != 0)
+        die("arena stats", rc);
+    return st.used_bytes;
+}
+
+static void env_open(struct env *e, const struct data *d)
+{
+    shmobj_segment_options o;
+    shmobj_segment_options_init(&o);
+    /* room for the items up front (like the peers' memory), growth allowed */
+    o.initial_size = (uint64_t)d->n * (d->klen + d->vlen + 96) + (64u << 20);
+    o.max_size = o.initial_size * 4;
+    snprintf(e->name, sizeof e->name, "bench-map-%ld", (long)getpid());
+    shmobj_segment_destroy(e->name, SHMOBJ_BACKEND_SHM);
+    int rc = shmobj_segment_create(e->name, &o, &e->seg);
+    if (rc != 0)
+        die("segment create", rc);
+    e->used0 = heap_used(e->seg);
+    rc = shmobj_map_create(e->seg, "bench", &e->map);
+    if (rc != 0)
+        die("map create", rc);
+}
+
+static void env_close(struct env *e)
+{
+    shmobj_map_close(e->map);
+    shmobj_segment_close(e->seg);
+    shmobj_segment_destroy(e->name, SHMOBJ_BACKEND_SHM);
+}
+
+static void set_range(shmobj_map *m, const struct data *d, size_t from, size_t to)
+{
+    for (size_t i = from; i < to; i++) {
+        int rc = shmobj_map_set(m, key_at(d, i), d->klen, val_at(d, i), d->vlen);
+        if (rc != 0)
+            die("set", rc);
+    }
+}
+
+/* n gets in the given order, every value compared; returns wrong values. */
+static size_t get_all(shmobj_map *m, const struct data *d, const uint32_t *order)
+{
+    size_t bad = 0;
+    char buf[64];
+    for (size_t j = 0; j < d->n; j++) {
+        size_t i = order[j], len = 0;
+        int rc = shmobj_map_get(m, key_at(d, i), d->klen, buf, sizeof buf, &len);
+        if (rc != 0 || len != d->vlen || memcmp(buf, val_at(d, i), len) != 0)
+            bad++;
+    }
+    return bad;
+}
+
+static size_t key_index(const char *k, size_t klen)
+{
+    size_t i = 0;
+    for (size_t j = 0; j < klen; j++) {
+        if (k[j] < '0' || k[j] > '9')
+            return SIZE_MAX;
+        i = i * 10 + (size_t)(k[j] - '0');
+    }
+    return i;
+}
+
+/* ---- H1 ---------------------------------------------------------------------- */
+
+static int run_h1(const char *w, int wide, size_t n)
+{
+    struct data d;
+    struct env e;
+    prepare(&d, wide, n);
+    env_open(&e, &d);
+
+    double t0 = now_s();
+    set_range(e.map, &d, 0, n);
+    double t1 = now_s();
+    size_t bad = get_all(e.map, &d, d.order);
+    double t2 = now_s();
+    /* iterate: read every byte of key and value, count distinct keys */
+    uint8_t *seen = calloc(n, 1);
+    size_t distinct = 0;
+    uint64_t sum = 0;
+    shmobj_map_iter *it;
+    const void *k, *v;
+    size_t kl, vl;
+    int rc = shmobj_map_iter_open(e.map, &it);
+    if (rc != 0)
+        die("iter open", rc);
+    while ((rc = shmobj_map_iter_next(it, &k, &kl, &v, &vl)) == 0) {
+        for (size_t j = 0; j < kl; j++)
+            sum += ((const uint8_t *)k)[j];
+        for (size_t j = 0; j < vl; j++)
+            sum += ((const uint8_t *)v)[j];
+        size_t i = key_index(k, kl);
+        if (i < n && !seen[i]) {
+            seen[i] = 1;
+            distinct++;
+        }
+    }
+    double t3 = now_s();
+    shmobj_map_iter_close(it);
+    if (rc != SHMOBJ_ENOTFOUND)
+        die("iterate", rc);
+    if (bad != 0) {
+        fprintf(stderr, "bench-map: %zu wrong values\n", bad);
+        return 1;
+    }
+    if (sum == 0)
+        fprintf(stderr, "bench-map: checksum 0\n");
+    /* freeing what readers could still see needs no more waiting now */
+    shmobj_map_stats st = {.struct_size = sizeof st};
+    rc = shmobj_map_stats_get(e.map, &st);
+    if (rc != 0)
+        die("stats", rc);
+    uint64_t used = heap_used(e.seg) - e.used0;
+    report(w, "shmobj", "set-Mops/s", (double)n / (t1 - t0) / 1e6);
+    report(w, "shmobj", "get-Mops/s", (double)n / (t2 - t1) / 1e6);
+    report(w, "shmobj", "iter-Mops/s", (double)n / (t3 - t2) / 1e6);
+    report(w, "shmobj", "bytes/item", (double)(long long)((double)used / (double)n + 0.5));
+    report(w, "shmobj", "keys-seen", (double)distinct);
+    fprintf(stderr, "bench-map: %s load %.3f probe mean %.3f max %llu, %.1f B/item by map stats\n",
+            w, st.load_factor, st.probe_mean, (unsigned long long)st.probe_max, st.bytes_per_item);
+    free(seen);
+    env_close(&e);
+    return 0;
+}
+
+/* ---- H2 ---------------------------------------------------------------------- */
+
+static void pin(int cpu)
+{
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t set;
+    if (ncpu < 2)
+        return;
+    CPU_ZERO(&set);
+    CPU_SET(cpu % ncpu, &set);
+    sched_setaffinity(0, sizeof set, &set);
+}
+
+struct shared {
+    volatile int ready, go;
+    volatile double t_start[8], t_end[8];
+    volatile size_t bad[8];
+};
+
+static shmobj_map *child_map(struct env *e, shmobj_segment **seg)
+{
+    shmobj_map *m;
+    int rc = shmobj_segment_open(e->name, SHMOBJ_BACKEND_SHM, 5000000000LL, seg);
+    if (rc == 0)
+        rc = shmobj_map_open(*seg, "bench", &m);
+    if (rc != 0)
+        die("child open", rc);
+    return m;
+}
+
+static int wait_children(pid_t *pids, int n)
+{
+    int ok = 1;
+    for (int i = 0; i < n; i++) {
+        int st;
+        if (waitpid(pids[i], &st, 0) != pids[i] || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            ok = 0;
+    }
+    return ok;
+}
+
+static int run_h2_readers(const char *s, int readers, size_t n)
+{
+    struct data d;
+    struct env e;
+    prepare(&d, 1, n);
+    env_open(&e, &d);
+    set_range(e.map, &d, 0, n);
+    struct shared *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE,
+                             MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (sh == MAP_FAILED)
+        die("mmap", 0);
+    memset((void *)sh, 0, sizeof *sh);
+    pid_t pids[2];
+    for (int r = 0; r < readers; r++) {
+        pids[r] = fork();
+        if (pids[r] == 0) {
+            alarm(300);
+            pin(r);
+            shmobj_segment *seg;
+            shmobj_map *m = child_map(&e, &seg);
+            uint32_t *order = malloc(n * sizeof *order);
+            memcpy(order, d.order, n * sizeof *order);
+            shuffle(order, n, 0x1234 + (uint64_t)r);
+            __atomic_fetch_add(&sh->ready, 1, __ATOMIC_SEQ_CST);
+            while (!__atomic_load_n(&sh->go, __ATOMIC_ACQUIRE))
+                ;
+            sh->t_start[r] = now_s();
+            sh->bad[r] = get_all(m, &d, order);
+            sh->t_end[r] = now_s();
+            shmobj_map_close(m);
+            shmobj_segment_close(seg);
+            _exit(0);
+        }
+    }
+    while (__atomic_load_n(&sh->ready, __ATOMIC_ACQUIRE) < readers)
+        usleep(1000);
+    __atomic_store_n(&sh->go, 1, __ATOMIC_RELEASE);
+    if (!wait_children(pids, readers))
+        die("reader process", 0);
+    double t0 = sh->t_start[0], t1 = sh->t_end[0];
+    size_t bad = 0;
+    for (int r = 0; r < readers; r++) {
+        if (sh->t_start[r] < t0)
+            t0 = sh->t_start[r];
+        if (sh->t_end[r] > t1)
+            t1 = sh->t_end[r];
+        bad += sh->bad[r];
+    }
+    if (bad != 0) {
+        fprintf(stderr, "bench-map: %zu wrong values\n", bad);
+        return 1;
+    }
+    report("H2", s, "get-Mops/s", (double)n * readers / (t1 - t0) / 1e6);
+    munmap((void *)sh, sizeof *sh);
+    env_close(&e);
+    return 0;
+}
+
+static int run_h2_writers(const char *s, int writers, size_t n)
+{
+    struct data d;
+    struct env e;
+    prepare(&d, 1, n);
+    env_open(&e, &d);
+    struct shared *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE,
+                             MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (sh == MAP_FAILED)
+        die("mmap", 0);
+    memset((void *)sh, 0, sizeof *sh);
+    pid_t pids[8];
+    for (int w = 0; w < writers; w++) {
+        pids[w] = fork();
+        if (pids[w] == 0) {
+            alarm(300);
+            pin(w);
+            shmobj_segment *seg;
+            shmobj_map *m = child_map(&e, &seg);
+            __atomic_fetch_add(&sh->ready, 1, __ATOMIC_SEQ_CST);
+            while (!__atomic_load_n(&sh->go, __ATOMIC_ACQUIRE))
+                ;
+            sh->t_start[w] = now_s();
+            set_range(m, &d, n * (size_t)w / (size_t)writers,
+                      n * (size_t)(w + 1) / (size_t)writers);
+            sh->t_end[w] = now_s();
+            shmobj_map_close(m);
+            shmobj_segment_close(seg);
+            _exit(0);
+        }
+    }
+    while (__atomic_load_n(&sh->ready, __ATOMIC_ACQUIRE) < writers)
+        usleep(1000);
+    __atomic_store_n(&sh->go, 1, __ATOMIC_RELEASE);
+    if (!wait_children(pids, writers))
+        die("writer process", 0);
+    double t0 = sh->t_start[0], t1 = sh->t_end[0];
+    for (int w = 0; w < writers; w++) {
+        if (sh->t_start[w] < t0)
+            t0 = sh->t_start[w];
+        if (sh->t_end[w] > t1)
+            t1 = sh->t_end[w];
+    }
+    uint64_t count = 0;
+    shmobj_map_count(e.map, &count);
+    size_t missing = get_all(e.map, &d, d.order);
+    if (count != n && missing == 0)
+        missing = n > count ? n - count : count - n;
+    report("H2", s, "set-Mops/s", (double)n / (t1 - t0) / 1e6);
+    report("H2", s, "keys-missing", (double)missing);
+    int rc = shmobj_map_check(e.map);
+    if (rc != 0)
+        die("check", rc);
+    munmap((void *)sh, sizeof *sh);
+    env_close(&e);
+    return 0;
+}
+
+/* ---- protocol ------------------------------------------------------------------ */
+
+static const char *const entries[][2] = {
+    {"H1-64", "shmobj"},       {"H1-16", "shmobj"},      {"H2", "shmobj-1proc"},
+    {"H2", "shmobj-2proc"},    {"H2", "shmobj-Nproc"},
+};
+
+int main(int argc, char **argv)
+{
+    if (argc >= 2 && strcmp(argv[1], "--list") == 0) {
+        for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++)
+            printf("%s %s\n", entries[i][0], entries[i][1]);
+        return 0;
+    }
+    if (argc < 4 || strcmp(argv[1], "--run") != 0) {
+        fprintf(stderr, "usage: %s --list | --run WORKLOAD SUBJECT [--quick]\n", argv[0]);
+        return 2;
+    }
+    const char *w = argv[2], *s = argv[3];
+    int quick = argc > 4 && strcmp(argv[4], "--quick") == 0;
+    size_t n = quick ? 200000 : 1000000;
+    alarm(600);
+    if (strcmp(w, "H1-64") == 0 && strcmp(s, "shmobj") == 0)
+        return run_h1(w, 1, n);
+    if (strcmp(w, "H1-16") == 0 && strcmp(s, "shmobj") == 0)
+        return run_h1(w, 0, n);
+    if (strcmp(w, "H2") == 0 && strcmp(s, "shmobj-1proc") == 0)
+        return run_h2_readers(s, 1, n);
+    if (strcmp(w, "H2") == 0 && strcmp(s, "shmobj-2proc") == 0)
+        return run_h2_readers(s, 2, n);
+    if (strcmp(w, "H2") == 0 && strcmp(s, "shmobj-Nproc") == 0)
+        return run_h2_writers(s, 4, n);
+    fprintf(stderr, "bench-map: unknown workload/subject %s %s\n", w, s);
+    return 2;
+}
