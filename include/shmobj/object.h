@@ -102,7 +102,8 @@ typedef struct shmobj_buffer_desc {
 
 /**
  * @brief Description of a value in the caller's memory, input of
- *        shmobj_obj_put(). Fill it with the SHMOBJ_VAL_* macros. 32 bytes.
+ *        shmobj_obj_put(). Fill it with the SHMOBJ_VAL_* macros (C only:
+ *        they are compound literals; from C++ set the fields). 32 bytes.
  *
  * - NULL, BOOL, INT, UINT, DOUBLE: `v.b`, `v.i`, `v.u`, `v.d`.
  * - STR, BYTES: `v.s.ptr`, `v.s.len` (SHMOBJ_STRLEN: NUL-terminated).
