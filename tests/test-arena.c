@@ -505,9 +505,14 @@ static void *check_ref_reader(void *arg)
     struct concurrent *cc = arg;
     uint64_t bad = 0, n = 0;
     while (!atomic_load(&cc->stop)) {
-        for (int i = 0; i < 16; i++)
-            bad += shmobj__arena_check_ref(cc->h.base, cc->h.mapped, 0, cc->pinned[i].off,
-                                           cc->pinned[i].gen, NULL) != 0;
+        for (int i = 0; i < 16; i++) {
+            int rc = shmobj__arena_check_ref(cc->h.base, cc->h.mapped, 0, cc->pinned[i].off,
+                                             cc->pinned[i].gen, NULL);
+            if (rc != 0) {
+                bad++;
+                print_error("pinned %d rc %d\n", i, rc);
+            }
+        }
         for (int i = 0; i < 64; i++) {
             uint64_t r = atomic_load(&cc->refs[i]);
             if (r == 0)
@@ -515,11 +520,17 @@ static void *check_ref_reader(void *arg)
             int rc = shmobj__arena_check_ref(cc->h.base, cc->h.mapped, 0,
                                              r & ((UINT64_C(1) << 48) - 1),
                                              (uint16_t)(r >> 48), NULL);
-            bad += rc != 0 && rc != SHMOBJ_ESTALE;
+            if (rc != 0 && rc != SHMOBJ_ESTALE) {
+                bad++;
+                print_error("ref %d rc %d\n", i, rc);
+            }
         }
         n++;
     }
-    return (void *)(uintptr_t)(bad != 0 || n == 0);
+    if (bad != 0)
+        print_error("check_ref: %llu wrong answers in %llu rounds\n",
+                    (unsigned long long)bad, (unsigned long long)n);
+    return (void *)(uintptr_t)(bad != 0);
 }
 
 static void test_arena_check_ref_concurrent_with_writer(void **state)
