@@ -655,28 +655,8 @@ static int key_ok(const shmobj_map *m, const void *key, size_t klen)
     return m != NULL && (key != NULL || klen == 0) && klen <= UINT32_MAX;
 }
 
-int shmobj_map_get(shmobj_map *map, const void *key, size_t key_len,
-                   void *buf, size_t buf_len, size_t *value_len)
+static void prefetch_hash(shmobj_map *map, uint64_t hash)
 {
-    if (!key_ok(map, key, key_len) || (buf == NULL && buf_len > 0))
-        return SHMOBJ_EINVAL;
-    uint64_t hash = shmobj_htcore_hash64(key, key_len, map->seed);
-    struct ent e;
-    uint64_t g = guard_enter(map);
-    int rc = lookup(map, hash, key, key_len, &e, buf, buf_len);
-    guard_leave(map, g);
-    if (rc != 0)
-        return rc;
-    if (value_len != NULL)
-        *value_len = e.vlen;
-    return e.vlen <= buf_len ? 0 : SHMOBJ_ENOBUFS;
-}
-
-void shmobj_map_prefetch(shmobj_map *map, const void *key, size_t key_len)
-{
-    if (!key_ok(map, key, key_len))
-        return;
-    uint64_t hash = shmobj_htcore_hash64(key, key_len, map->seed);
     unsigned idx = (unsigned)(hash >> SHMOBJ__MAP_SHARD_SHIFT);
     struct tcache *c = &map->tc[idx];
     /* Only a hint: the cached shape of the shard's table gives the home
@@ -695,6 +675,31 @@ void shmobj_map_prefetch(shmobj_map *map, const void *key, size_t key_len)
 #else
     (void)gp;
 #endif
+}
+
+void shmobj_map_prefetch(shmobj_map *map, const void *key, size_t key_len)
+{
+    if (!key_ok(map, key, key_len))
+        return;
+    prefetch_hash(map, shmobj_htcore_hash64(key, key_len, map->seed));
+}
+
+int shmobj_map_get(shmobj_map *map, const void *key, size_t key_len,
+                   void *buf, size_t buf_len, size_t *value_len)
+{
+    if (!key_ok(map, key, key_len) || (buf == NULL && buf_len > 0))
+        return SHMOBJ_EINVAL;
+    uint64_t hash = shmobj_htcore_hash64(key, key_len, map->seed);
+    struct ent e;
+    prefetch_hash(map, hash); /* overlaps the group's miss with the guard */
+    uint64_t g = guard_enter(map);
+    int rc = lookup(map, hash, key, key_len, &e, buf, buf_len);
+    guard_leave(map, g);
+    if (rc != 0)
+        return rc;
+    if (value_len != NULL)
+        *value_len = e.vlen;
+    return e.vlen <= buf_len ? 0 : SHMOBJ_ENOBUFS;
 }
 
 int shmobj_map_get_view(shmobj_map *map, const void *key, size_t key_len,
@@ -862,8 +867,10 @@ int shmobj_map_set(shmobj_map *map, const void *key, size_t key_len,
     struct shmobj__map_shard *s = shard_of(map, hash);
     shmobj__ref ref;
     shmobj_htcore ht;
-    /* The block is written before the lock is taken: the critical section
+    /* Start loading the key's group now; the miss overlaps the allocation.
+     * The block is written before the lock is taken: the critical section
      * only links it. */
+    prefetch_hash(map, hash);
     int rc = entry_new(map, hash, key, key_len, value, value_len, &ref);
     if (rc != 0)
         return rc;
