@@ -560,9 +560,9 @@ static void test_queue_take_skips_dead_producer_slot(void **state)
     /* a producer claimed position 0, recorded itself, then died */
     uint32_t pid = dead_pid();
     atomic_store(&r->hdr->enq_pos, 1);
-    atomic_store(&r->slots[0].claim_pid, pid);
-    atomic_store(&r->slots[0].claim_start, 1);
-    atomic_store(&r->slots[0].claim_tag, 0u << 1);
+    atomic_store(&r->claims[0][0].pid, pid);
+    atomic_store(&r->claims[0][0].start_time, 1);
+    atomic_store(&r->claims[0][0].tag, 0);
     assert_int_equal(shmobj_queue_put(q, msg_of(1, 1)), 0);
     shmobj_ref m;
     assert_int_equal(shmobj_queue_try_take(q, &m), SHMOBJ_EEMPTY);
@@ -583,9 +583,9 @@ static void test_queue_take_skips_dead_producer_slot(void **state)
     e = atomic_fetch_add(&r->hdr->enq_pos, 1);
     shmobj__os_proc me;
     assert_int_equal(shmobj__os_proc_self(&me), 0);
-    atomic_store(&r->slots[e & r->mask].claim_pid, me.pid);
-    atomic_store(&r->slots[e & r->mask].claim_start, me.start_time);
-    atomic_store(&r->slots[e & r->mask].claim_tag, e << 1);
+    atomic_store(&r->claims[0][e & r->mask].pid, me.pid);
+    atomic_store(&r->claims[0][e & r->mask].start_time, me.start_time);
+    atomic_store(&r->claims[0][e & r->mask].tag, e);
     assert_int_equal(shmobj_queue_take_timed(q, &m, 50 * TEST_MS),
                      SHMOBJ_ETIMEDOUT);
     assert_int_equal(atomic_load(&r->hdr->skipped), 2);
@@ -608,9 +608,9 @@ static void test_queue_put_rescues_dead_consumer_slot(void **state)
     assert_int_equal(shmobj_queue_put(q, msg_of(0, 2)), 0);
     /* a consumer claimed position 0 and died before releasing the slot */
     atomic_store(&r->hdr->deq_pos, 1);
-    atomic_store(&r->slots[0].claim_pid, dead_pid());
-    atomic_store(&r->slots[0].claim_start, 1);
-    atomic_store(&r->slots[0].claim_tag, (0u << 1) | 1u);
+    atomic_store(&r->claims[1][0].pid, dead_pid());
+    atomic_store(&r->claims[1][0].start_time, 1);
+    atomic_store(&r->claims[1][0].tag, 0);
     assert_int_equal(shmobj_queue_try_put(q, msg_of(0, 3)), SHMOBJ_EFULL);
     assert_int_equal(shmobj_queue_put_timed(q, msg_of(0, 3), 5 * SEC), 0);
     assert_int_equal(atomic_load(&r->hdr->rescued), 1);

@@ -18,6 +18,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
 
 #include "os-notify.h"
 #include "os.h"
@@ -651,6 +654,38 @@ int shmobj_queue_count(shmobj_queue *q, uint64_t *count)
     return 0;
 }
 
+/* Copy a message into the segment. Large messages are written with
+ * non-temporal stores: they go to memory instead of staying dirty in this
+ * core's cache, so the consumer on another core streams them from memory
+ * (fast, prefetched) instead of snooping them line by line out of our cache
+ * (slow across core complexes), and our cache is not flushed of the
+ * caller's working set. dst is 64-byte aligned (message data). */
+#define COPY_NT_MIN (32u << 10)
+static void copy_in(void *dst, const void *src, size_t len)
+{
+#if defined(__x86_64__)
+    if (len >= COPY_NT_MIN) {
+        __m128i *d = dst;
+        const __m128i *s = src;
+        size_t n = len / 64;
+        for (size_t i = 0; i < n; i++, d += 4, s += 4) {
+            __m128i a = _mm_loadu_si128(s), b = _mm_loadu_si128(s + 1);
+            __m128i c = _mm_loadu_si128(s + 2), e = _mm_loadu_si128(s + 3);
+            _mm_stream_si128(d, a);
+            _mm_stream_si128(d + 1, b);
+            _mm_stream_si128(d + 2, c);
+            _mm_stream_si128(d + 3, e);
+        }
+        _mm_sfence(); /* order the streaming stores before the publish */
+        size_t done = n * 64;
+        if (done < len)
+            memcpy((char *)dst + done, (const char *)src + done, len - done);
+        return;
+    }
+#endif
+    memcpy(dst, src, len);
+}
+
 int shmobj_queue_put_copy(shmobj_queue *q, const void *data, size_t len,
                           unsigned flags, int64_t timeout_ns, shmobj_ref *ref)
 {
@@ -663,7 +698,7 @@ int shmobj_queue_put_copy(shmobj_queue *q, const void *data, size_t len,
     if (rc != 0)
         return rc;
     if (len > 0)
-        memcpy(p, data, len);
+        copy_in(p, data, len);
     rc = put_timed(q, r, timeout_ns);
     if (rc != 0) {
         q->sp->ops->free(q->sp, r);

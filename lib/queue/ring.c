@@ -12,8 +12,9 @@
  *   increment + fence + re-check (Dekker), so a sleeper either sees the
  *   message or the publisher sees the sleeper.
  * - A claimed slot whose claimant died is resolved by the other side after
- *   stall_ns: the claimant recorded (pid, start time, position, role) in the
- *   slot right after its claim; a dead claimant is detected with
+ *   stall_ns: the claimant recorded (pid, start time, position) in its
+ *   role's claim array right after its claim (not in the slot's line, which
+ *   the other side may be spinning on); a dead claimant is detected with
  *   shmobj__os_proc_alive(). A claimant that never got to record itself is
  *   resolved after SHMOBJ__RING_UNKNOWN_STALLS periods: safe even if it is
  *   alive, because its own CAS then fails and it retries (producer) or has
@@ -88,31 +89,31 @@ static void self_get(uint32_t *pid, uint64_t *start)
     *start = me.start_time;
 }
 
-static inline void claim_record(struct shmobj__ring_slot *s, uint64_t pos,
-                                unsigned role)
+static inline void claim_record(struct shmobj__ring *r, unsigned role,
+                                uint64_t pos)
 {
+    struct shmobj__ring_claim *c = &r->claims[role][pos & r->mask];
     uint32_t pid;
     uint64_t start;
     self_get(&pid, &start);
-    atomic_store_explicit(&s->claim_pid, pid, memory_order_relaxed);
-    atomic_store_explicit(&s->claim_start, start, memory_order_relaxed);
-    atomic_store_explicit(&s->claim_tag, (pos << 1) | role,
-                          memory_order_release);
+    atomic_store_explicit(&c->pid, pid, memory_order_relaxed);
+    atomic_store_explicit(&c->start_time, start, memory_order_relaxed);
+    atomic_store_explicit(&c->tag, pos, memory_order_release);
 }
 
-/* 1: the claimant of (pos, role) is recorded and alive; 0: recorded and
+/* 1: the claimant of (role, pos) is recorded and alive; 0: recorded and
  * dead; -1: not recorded (it never got that far, or the record was
  * overwritten by a later claimant). */
-static int claim_alive(struct shmobj__ring_slot *s, uint64_t pos, unsigned role)
+static int claim_alive(struct shmobj__ring *r, unsigned role, uint64_t pos)
 {
-    uint64_t want = (pos << 1) | role;
-    uint64_t t1 = atomic_load_explicit(&s->claim_tag, memory_order_acquire);
+    struct shmobj__ring_claim *c = &r->claims[role][pos & r->mask];
+    uint64_t t1 = atomic_load_explicit(&c->tag, memory_order_acquire);
     shmobj__os_proc p = {0};
-    p.pid = atomic_load_explicit(&s->claim_pid, memory_order_relaxed);
-    p.start_time = atomic_load_explicit(&s->claim_start, memory_order_relaxed);
+    p.pid = atomic_load_explicit(&c->pid, memory_order_relaxed);
+    p.start_time = atomic_load_explicit(&c->start_time, memory_order_relaxed);
     atomic_thread_fence(memory_order_acquire);
-    uint64_t t2 = atomic_load_explicit(&s->claim_tag, memory_order_relaxed);
-    if (t1 != want || t2 != want || p.pid == 0)
+    uint64_t t2 = atomic_load_explicit(&c->tag, memory_order_relaxed);
+    if (t1 != pos || t2 != pos || p.pid == 0)
         return -1;
     return shmobj__os_proc_alive(&p) ? 1 : 0;
 }
@@ -156,7 +157,7 @@ static bool resolve_producer(struct shmobj__ring *r,
     uint64_t elapsed = 0;
     if (!stalled(r, &r->stall_pos, &r->stall_since, d, &elapsed))
         return false;
-    int alive = claim_alive(s, d, 0);
+    int alive = claim_alive(r, 0, d);
     if (alive == 1) {
         /* judge again one period later */
         atomic_store_explicit(&r->stall_since, shmobj__os_now_ns(),
@@ -186,7 +187,7 @@ static bool resolve_consumer(struct shmobj__ring *r,
     uint64_t p = e - r->capacity, elapsed = 0;
     if (!stalled(r, &r->pstall_pos, &r->pstall_since, p, &elapsed))
         return false;
-    int alive = claim_alive(s, p, 1);
+    int alive = claim_alive(r, 1, p);
     if (alive == 1) {
         atomic_store_explicit(&r->pstall_since, shmobj__os_now_ns(),
                               memory_order_relaxed);
@@ -212,7 +213,7 @@ uint64_t shmobj__ring_footprint(uint32_t capacity)
         (capacity & (capacity - 1)) != 0)
         return 0;
     return sizeof(struct shmobj__ring_hdr) +
-           (uint64_t)capacity * sizeof(struct shmobj__ring_slot);
+           (uint64_t)capacity * SHMOBJ__RING_SLOT_BYTES;
 }
 
 int shmobj__ring_init(void *mem, uint64_t size, uint32_t capacity,
@@ -226,18 +227,22 @@ int shmobj__ring_init(void *mem, uint64_t size, uint32_t capacity,
     memset(h, 0, sizeof(*h));
     h->capacity = capacity;
     h->cap_log2 = (uint32_t)__builtin_ctz(capacity);
-    h->slot_size = sizeof(struct shmobj__ring_slot);
+    h->slot_size = SHMOBJ__RING_SLOT_BYTES;
     h->hdr_size = sizeof(struct shmobj__ring_hdr);
     h->flags = flags;
     h->version = SHMOBJ__RING_VERSION;
     struct shmobj__ring_slot *slots =
         (struct shmobj__ring_slot *)((uint8_t *)mem + sizeof(*h));
-    for (uint32_t i = 0; i < capacity; i++) {
+    struct shmobj__ring_claim *claims =
+        (struct shmobj__ring_claim *)(slots + capacity);
+    for (uint32_t i = 0; i < capacity; i++)
         atomic_init(&slots[i].word, m_empty(i));
-        atomic_init(&slots[i].claim_tag, UINT64_MAX);
-        atomic_init(&slots[i].claim_start, 0);
-        atomic_init(&slots[i].claim_pid, 0);
-        slots[i].reserved = 0;
+    for (uint32_t i = 0; i < 2 * capacity; i++) {
+        atomic_init(&claims[i].tag, UINT64_MAX);
+        atomic_init(&claims[i].start_time, 0);
+        atomic_init(&claims[i].pid, 0);
+        claims[i].reserved0 = 0;
+        claims[i].reserved1 = 0;
     }
     /* the magic last: a reader that sees it sees a complete ring */
     atomic_thread_fence(memory_order_release);
@@ -260,12 +265,14 @@ int shmobj__ring_attach(struct shmobj__ring *r, void *mem, uint64_t size)
         return SHMOBJ_EVERSION;
     uint64_t need = shmobj__ring_footprint(cap);
     if (need == 0 || log2 >= 32 || (1u << log2) != cap ||
-        ssize != sizeof(struct shmobj__ring_slot) ||
+        ssize != SHMOBJ__RING_SLOT_BYTES ||
         hsize != sizeof(struct shmobj__ring_hdr) || size < need)
         return SHMOBJ_ECORRUPT;
     memset(r, 0, sizeof(*r));
     r->hdr = h;
     r->slots = (struct shmobj__ring_slot *)((uint8_t *)mem + sizeof(*h));
+    r->claims[0] = (struct shmobj__ring_claim *)(r->slots + cap);
+    r->claims[1] = r->claims[0] + cap;
     r->capacity = cap;
     r->mask = cap - 1;
     r->cap_log2 = log2;
@@ -287,7 +294,7 @@ int shmobj__ring_try_put(struct shmobj__ring *r, uint64_t v)
                     &h->enq_pos, &e, e + 1, memory_order_relaxed,
                     memory_order_relaxed))
                 continue; /* e now holds the current position */
-            claim_record(s, e, 0);
+            claim_record(r, 0, e);
             uint64_t expect = m_empty(e);
             if (atomic_compare_exchange_strong_explicit(
                     &s->word, &expect, v | lap_tag(r, e),
@@ -332,7 +339,7 @@ static inline bool claim_and_release(struct shmobj__ring *r,
                                                memory_order_relaxed,
                                                memory_order_relaxed))
         return false;
-    claim_record(s, pos, 1);
+    claim_record(r, 1, pos);
     uint64_t expect = w;
     /* fails only if a producer already released it on our behalf */
     atomic_compare_exchange_strong_explicit(&s->word, &expect,
@@ -469,6 +476,37 @@ static inline int try_op(struct shmobj__ring *r, enum op op, uint64_t *v)
     }
 }
 
+/* Spin until the slot the operation waits on changes (or a while passes),
+ * touching only that slot's line and our own side's position, so a spinning
+ * waiter does not pull the other side's position line away from it. */
+static inline bool slot_ready(const struct shmobj__ring *r, enum op op,
+                              uint64_t p, uint64_t w)
+{
+    if (op == OP_PUT)
+        return w == m_empty(p);
+    return is_value_at(r, w, p) || w == m_skipped(p);
+}
+
+static void spin_watch(const struct shmobj__ring *r, enum op op)
+{
+    const struct shmobj__ring_hdr *h = r->hdr;
+    const _Atomic uint64_t *pos = op == OP_PUT ? &h->enq_pos : &h->deq_pos;
+    uint64_t p = atomic_load_explicit(pos, memory_order_relaxed);
+    const _Atomic uint64_t *word = &r->slots[p & r->mask].word;
+    uint64_t w = atomic_load_explicit(word, memory_order_relaxed);
+    for (unsigned i = 0; i < 64 && !slot_ready(r, op, p, w); i++) {
+        /* more pauses between looks the longer we wait: each look may pull
+         * the line away from the writer we are waiting for, while the first
+         * looks come quickly for the lowest latency */
+        unsigned pauses = 1u << (i / 8 < 4 ? i / 8 : 4);
+        for (unsigned k = 0; k < pauses; k++)
+            cpu_relax();
+        if (atomic_load_explicit(pos, memory_order_relaxed) != p)
+            return;
+        w = atomic_load_explicit(word, memory_order_relaxed);
+    }
+}
+
 static int wait_op(struct shmobj__ring *r, enum op op, uint64_t *v,
                    int64_t spin_ns, uint64_t deadline)
 {
@@ -481,12 +519,12 @@ static int wait_op(struct shmobj__ring *r, enum op op, uint64_t *v,
         uint64_t end = spin_ns < 0 ? UINT64_MAX : now + (uint64_t)spin_ns;
         if (end > deadline)
             end = deadline;
-        for (unsigned i = 1;; i++) {
-            cpu_relax();
+        for (;;) {
+            spin_watch(r, op);
             rc = try_op(r, op, v);
             if (rc != busy)
                 return rc;
-            if ((i & 255u) == 0 && shmobj__os_now_ns() >= end)
+            if (shmobj__os_now_ns() >= end)
                 break;
         }
         if (spin_ns < 0 || shmobj__os_now_ns() >= deadline)

@@ -66,32 +66,47 @@ struct shmobj__ring_notify {
     uint32_t reserved; /* zero */
 };
 
-/* A slot (32 bytes, two per cache line). */
+/* A slot: one word (see above) and padding, four to a cache line: a
+ * consumer behind a full queue reads four messages per line it pulls, while
+ * a producer and a consumer working on neighbouring positions share a line
+ * with only three others. Its line is the only one both sides touch per
+ * message, besides the message itself. */
 struct shmobj__ring_slot {
-    /* value or marker, see above; every change is a CAS (acq_rel) except the
-     * initial EMPTY(i) written by init */
+    /* value or marker; every change is a CAS (seq_cst) except the initial
+     * EMPTY(i) written by init */
     _Atomic uint64_t word;
-    /* (position << 1) | role of the last claimant (role 0 producer,
-     * 1 consumer); stored with release after pid and start_time, so a reader
-     * that sees the same tag before and after reading them got one identity */
-    _Atomic uint64_t claim_tag;
-    /* last claimant's start time (clock ticks since boot) */
-    _Atomic uint64_t claim_start;
-    /* last claimant's pid */
-    _Atomic uint32_t claim_pid;
-    uint32_t reserved; /* zero */
+    uint64_t reserved; /* zero */
 };
-_Static_assert(sizeof(struct shmobj__ring_slot) == 32, "slot layout");
+_Static_assert(sizeof(struct shmobj__ring_slot) == 16, "slot layout");
 
-/* The ring header (640 bytes), followed by `capacity` slots. Lines written
- * by different parties at high rates are kept apart. */
+/* Who claimed a position last, per slot and per role (producers and
+ * consumers have separate arrays so that recording never pulls a line the
+ * other side is spinning on). 32 bytes. */
+struct shmobj__ring_claim {
+    /* position claimed; stored with release after pid and start_time, so a
+     * reader that sees the same tag before and after reading them got one
+     * identity. UINT64_MAX: never claimed. */
+    _Atomic uint64_t tag;
+    /* claimant's start time (clock ticks since boot) */
+    _Atomic uint64_t start_time;
+    /* claimant's pid */
+    _Atomic uint32_t pid;
+    uint32_t reserved0; /* zero */
+    uint64_t reserved1; /* zero */
+};
+_Static_assert(sizeof(struct shmobj__ring_claim) == 32, "claim layout");
+
+/* The ring header (640 bytes), followed by `capacity` slots, `capacity`
+ * producer claims and `capacity` consumer claims. Lines written by
+ * different parties at high rates are kept apart. */
 struct shmobj__ring_hdr {
     /* --- line 0: immutable after init (written once by the creator) --- */
     uint32_t magic;     /* SHMOBJ__RING_MAGIC */
     uint32_t version;   /* SHMOBJ__RING_VERSION */
     uint32_t capacity;  /* slots, a power of two in [CAP_MIN, CAP_MAX] */
     uint32_t cap_log2;  /* log2(capacity) */
-    uint32_t slot_size; /* sizeof(struct shmobj__ring_slot) */
+    uint32_t slot_size; /* sizeof(struct shmobj__ring_slot) +
+                         * 2 * sizeof(struct shmobj__ring_claim) */
     uint32_t hdr_size;  /* sizeof(struct shmobj__ring_hdr) */
     uint32_t flags;     /* creation flags (none defined yet: 0) */
     uint32_t reserved0;
@@ -144,6 +159,7 @@ _Static_assert(offsetof(struct shmobj__ring_hdr, notify) == 384, "notify");
 struct shmobj__ring {
     struct shmobj__ring_hdr *hdr;
     struct shmobj__ring_slot *slots;
+    struct shmobj__ring_claim *claims[2]; /* [0] producers, [1] consumers */
     uint64_t capacity;
     uint64_t mask;
     uint32_t cap_log2;
@@ -162,6 +178,10 @@ struct shmobj__ring {
 /* A slot whose claimant never recorded itself is resolved after this many
  * stall periods (the claimant died between its claim and its record). */
 #define SHMOBJ__RING_UNKNOWN_STALLS 10
+
+/* Bytes per slot, claims included. */
+#define SHMOBJ__RING_SLOT_BYTES                                                \
+    (sizeof(struct shmobj__ring_slot) + 2 * sizeof(struct shmobj__ring_claim))
 
 /* Bytes needed for a ring of `capacity` slots; 0 when capacity is invalid. */
 uint64_t shmobj__ring_footprint(uint32_t capacity);
