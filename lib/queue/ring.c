@@ -288,6 +288,9 @@ int shmobj__ring_try_put(struct shmobj__ring *r, uint64_t v)
     uint64_t e = atomic_load_explicit(&h->enq_pos, memory_order_relaxed);
     for (;;) {
         struct shmobj__ring_slot *s = &r->slots[e & r->mask];
+        /* we are about to CAS this line: fetch it for writing at once
+         * rather than shared first and exclusive second */
+        __builtin_prefetch(&s->word, 1, 3);
         uint64_t w = atomic_load_explicit(&s->word, memory_order_acquire);
         if (w == m_empty(e)) {
             if (!atomic_compare_exchange_weak_explicit(
@@ -356,6 +359,9 @@ int shmobj__ring_try_take(struct shmobj__ring *r, uint64_t *v)
     uint64_t d = atomic_load_explicit(&h->deq_pos, memory_order_relaxed);
     for (;;) {
         struct shmobj__ring_slot *s = &r->slots[d & r->mask];
+        /* we are about to CAS this line: fetch it for writing at once
+         * rather than shared first and exclusive second */
+        __builtin_prefetch(&s->word, 1, 3);
         uint64_t w = atomic_load_explicit(&s->word, memory_order_acquire);
         if (is_value_at(r, w, d)) {
             if (!claim_and_release(r, s, &d, w))
