@@ -360,9 +360,19 @@ static int w2_child(void *arg)
     return 0;
 }
 
+/* The consumer hands blocks back W2_RETURN at a time: the producer has
+ * W2_POOL of them, and returning them in runs keeps the two processes from
+ * taking turns on the same line of the return queue for every message. */
+#define W2_RETURN 32
+
 static int w2_consume(struct w2_job *j, uint64_t *sum_out)
 {
     uint64_t sum = 0;
+    shmobj_ref held[W2_RETURN];
+    unsigned nheld = 0;
+    size_t batch = env_size("BENCH_QUEUE_W2_RETURN", W2_RETURN);
+    if (batch == 0 || batch > W2_RETURN)
+        batch = W2_RETURN;
     for (uint64_t i = 0; i < j->stream_count; i++) {
         shmobj_ref ref;
         void *data;
@@ -370,8 +380,13 @@ static int w2_consume(struct w2_job *j, uint64_t *sum_out)
             shmobj_queue_msg_data(j->work, ref, &data, NULL) != 0)
             return -1;
         sum += bench_sum64(data, BENCH_W2_MSG);
-        if (shmobj_queue_put(j->back, ref) != 0)
-            return -1;
+        held[nheld++] = ref;
+        if (nheld == batch || i + 1 == j->stream_count) {
+            for (unsigned k = 0; k < nheld; k++)
+                if (shmobj_queue_put(j->back, held[k]) != 0)
+                    return -1;
+            nheld = 0;
+        }
     }
     *sum_out = sum;
     return 0;
