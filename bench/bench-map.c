@@ -19,41 +19,18 @@
  * Keys, values and the get orders are prepared before any timing, the same
  * way as the private-table peer (bench/peers-h1.c) so the figures compare.
  *
- * Protocol: `bench-map --list` prints "<workload> <subject>" lines;
- * `bench-map --run <workload> <subject> [--quick]` runs one repetition and
- * prints "BENCH <workload> <subject> <metric> <value>" lines. */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
-#include <sched.h>
-#include <signal.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
+ * Protocol (bench/README.md) through bench_main() of bench-util.h. */
+#include "bench-util.h"
 
 #include "shmobj.h"
 #include "shmobj/map.h"
 
 static double now_s(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    return (double)bench_now_ns() * 1e-9;
 }
 
-static void report(const char *w, const char *s, const char *metric, double v)
-{
-    if (v >= 1000.0 || v == (double)(int64_t)v)
-        printf("BENCH %s %s %s %.0f\n", w, s, metric, v);
-    else
-        printf("BENCH %s %s %s %.4g\n", w, s, metric, v);
-    fflush(stdout);
-}
+#define report(ctx, metric, v) bench_report(ctx, metric, v)
 
 static void die(const char *what, int rc)
 {
@@ -195,8 +172,10 @@ static size_t key_index(const char *k, size_t klen)
 
 /* ---- H1 ---------------------------------------------------------------------- */
 
-static int run_h1(const char *w, int wide, size_t n)
+static int run_h1(const bench_ctx *ctx)
 {
+    int wide = strcmp(ctx->workload, "H1-64") == 0;
+    size_t n = ctx->quick ? 200000 : 1000000;
     struct data d;
     struct env e;
     prepare(&d, wide, n);
@@ -244,13 +223,13 @@ static int run_h1(const char *w, int wide, size_t n)
     if (rc != 0)
         die("stats", rc);
     uint64_t used = heap_used(e.seg) - e.used0;
-    report(w, "shmobj", "set-Mops/s", (double)n / (t1 - t0) / 1e6);
-    report(w, "shmobj", "get-Mops/s", (double)n / (t2 - t1) / 1e6);
-    report(w, "shmobj", "iter-Mops/s", (double)n / (t3 - t2) / 1e6);
-    report(w, "shmobj", "bytes/item", (double)(long long)((double)used / (double)n + 0.5));
-    report(w, "shmobj", "keys-seen", (double)distinct);
+    report(ctx, "set-Mops/s", (double)n / (t1 - t0) / 1e6);
+    report(ctx, "get-Mops/s", (double)n / (t2 - t1) / 1e6);
+    report(ctx, "iter-Mops/s", (double)n / (t3 - t2) / 1e6);
+    report(ctx, "bytes/item", (double)(long long)((double)used / (double)n + 0.5));
+    report(ctx, "keys-seen", (double)distinct);
     fprintf(stderr, "bench-map: %s load %.3f probe mean %.3f max %llu, %.1f B/item by map stats\n",
-            w, st.load_factor, st.probe_mean, (unsigned long long)st.probe_max, st.bytes_per_item);
+            ctx->workload, st.load_factor, st.probe_mean, (unsigned long long)st.probe_max, st.bytes_per_item);
     free(seen);
     env_close(&e);
     return 0;
@@ -258,15 +237,9 @@ static int run_h1(const char *w, int wide, size_t n)
 
 /* ---- H2 ---------------------------------------------------------------------- */
 
-static void pin(int cpu)
+static void pin(int k)
 {
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    cpu_set_t set;
-    if (ncpu < 2)
-        return;
-    CPU_ZERO(&set);
-    CPU_SET(cpu % ncpu, &set);
-    sched_setaffinity(0, sizeof set, &set);
+    (void)bench_pin(k);
 }
 
 struct shared {
@@ -297,8 +270,10 @@ static int wait_children(pid_t *pids, int n)
     return ok;
 }
 
-static int run_h2_readers(const char *s, int readers, size_t n)
+static int run_h2_readers(const bench_ctx *ctx)
 {
+    int readers = (int)ctx->arg;
+    size_t n = ctx->quick ? 200000 : 1000000;
     struct data d;
     struct env e;
     prepare(&d, 1, n);
@@ -349,14 +324,16 @@ static int run_h2_readers(const char *s, int readers, size_t n)
         fprintf(stderr, "bench-map: %zu wrong values\n", bad);
         return 1;
     }
-    report("H2", s, "get-Mops/s", (double)n * readers / (t1 - t0) / 1e6);
+    report(ctx, "get-Mops/s", (double)n * readers / (t1 - t0) / 1e6);
     munmap((void *)sh, sizeof *sh);
     env_close(&e);
     return 0;
 }
 
-static int run_h2_writers(const char *s, int writers, size_t n)
+static int run_h2_writers(const bench_ctx *ctx)
 {
+    int writers = (int)ctx->arg;
+    size_t n = ctx->quick ? 200000 : 1000000;
     struct data d;
     struct env e;
     prepare(&d, 1, n);
@@ -403,8 +380,8 @@ static int run_h2_writers(const char *s, int writers, size_t n)
     size_t missing = get_all(e.map, &d, d.order);
     if (count != n && missing == 0)
         missing = n > count ? n - count : count - n;
-    report("H2", s, "set-Mops/s", (double)n / (t1 - t0) / 1e6);
-    report("H2", s, "keys-missing", (double)missing);
+    report(ctx, "set-Mops/s", (double)n / (t1 - t0) / 1e6);
+    report(ctx, "keys-missing", (double)missing);
     int rc = shmobj_map_check(e.map);
     if (rc != 0)
         die("check", rc);
@@ -415,36 +392,16 @@ static int run_h2_writers(const char *s, int writers, size_t n)
 
 /* ---- protocol ------------------------------------------------------------------ */
 
-static const char *const entries[][2] = {
-    {"H1-64", "shmobj"},       {"H1-16", "shmobj"},      {"H2", "shmobj-1proc"},
-    {"H2", "shmobj-2proc"},    {"H2", "shmobj-Nproc"},
+static const bench_entry table[] = {
+    {"H1-64", "shmobj", run_h1, 0},
+    {"H1-16", "shmobj", run_h1, 0},
+    {"H2", "shmobj-1proc", run_h2_readers, 1},
+    {"H2", "shmobj-2proc", run_h2_readers, 2},
+    {"H2", "shmobj-Nproc", run_h2_writers, 4},
+    {NULL, NULL, NULL, 0},
 };
 
 int main(int argc, char **argv)
 {
-    if (argc >= 2 && strcmp(argv[1], "--list") == 0) {
-        for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++)
-            printf("%s %s\n", entries[i][0], entries[i][1]);
-        return 0;
-    }
-    if (argc < 4 || strcmp(argv[1], "--run") != 0) {
-        fprintf(stderr, "usage: %s --list | --run WORKLOAD SUBJECT [--quick]\n", argv[0]);
-        return 2;
-    }
-    const char *w = argv[2], *s = argv[3];
-    int quick = argc > 4 && strcmp(argv[4], "--quick") == 0;
-    size_t n = quick ? 200000 : 1000000;
-    alarm(600);
-    if (strcmp(w, "H1-64") == 0 && strcmp(s, "shmobj") == 0)
-        return run_h1(w, 1, n);
-    if (strcmp(w, "H1-16") == 0 && strcmp(s, "shmobj") == 0)
-        return run_h1(w, 0, n);
-    if (strcmp(w, "H2") == 0 && strcmp(s, "shmobj-1proc") == 0)
-        return run_h2_readers(s, 1, n);
-    if (strcmp(w, "H2") == 0 && strcmp(s, "shmobj-2proc") == 0)
-        return run_h2_readers(s, 2, n);
-    if (strcmp(w, "H2") == 0 && strcmp(s, "shmobj-Nproc") == 0)
-        return run_h2_writers(s, 4, n);
-    fprintf(stderr, "bench-map: unknown workload/subject %s %s\n", w, s);
-    return 2;
+    return bench_main(argc, argv, table);
 }

@@ -23,8 +23,6 @@ namespace bip = boost::interprocess;
 namespace {
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
-#define W2_STREAM 1000000u
-#define W2_STREAM_QUICK 100000u
 #define W2_STREAM_DEPTH 1024u
 #define W2_PING_DEPTH 64u
 
@@ -204,7 +202,7 @@ int w2_run(const bench_ctx *ctx)
     if (c == nullptr)
         return bench_fail("mmap: %s", strerror(errno));
     queue_guard gs(queue_name("stream")), gp(queue_name("ping")), gq(queue_name("pong"));
-    w2_job j = {gs.name.c_str(), gp.name.c_str(), gq.name.c_str(), ctx->quick ? W2_STREAM_QUICK : W2_STREAM,
+    w2_job j = {gs.name.c_str(), gp.name.c_str(), gq.name.c_str(), ctx->quick ? BENCH_W2_STREAM_SLEEP_QUICK : BENCH_W2_STREAM_SLEEP,
                 ctx->quick ? BENCH_W2_PING_QUICK : BENCH_W2_PING, c};
     std::vector<uint64_t> samples(j.ping_count);
     uint64_t sum = 0, bad = 0;

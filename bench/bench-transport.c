@@ -459,12 +459,6 @@ static int w1_run(const bench_ctx *ctx)
 
 /* ---- W2: 64-byte messages --------------------------------------------- */
 
-/* Messages streamed per repetition: the spinning ring moves ~10x more per
- * second than the transports that sleep or enter the kernel per message. */
-#define W2_STREAM_SPIN 4000000u
-#define W2_STREAM_SPIN_QUICK 1000000u
-#define W2_STREAM_SLEEP 1000000u
-#define W2_STREAM_SLEEP_QUICK 100000u
 #define W2_RING_SLOTS 1024u
 #define W2_PING_SLOTS 64u
 
@@ -594,9 +588,9 @@ static int w2_run(const bench_ctx *ctx)
     memset(&j, 0, sizeof j);
     j.t = transport_of(ctx->subject);
     if (j.t == T_RING_SPIN)
-        j.stream_count = ctx->quick ? W2_STREAM_SPIN_QUICK : W2_STREAM_SPIN;
+        j.stream_count = ctx->quick ? BENCH_W2_STREAM_SPIN_QUICK : BENCH_W2_STREAM_SPIN;
     else
-        j.stream_count = ctx->quick ? W2_STREAM_SLEEP_QUICK : W2_STREAM_SLEEP;
+        j.stream_count = ctx->quick ? BENCH_W2_STREAM_SLEEP_QUICK : BENCH_W2_STREAM_SLEEP;
     j.ping_count = ctx->quick ? BENCH_W2_PING_QUICK : BENCH_W2_PING;
     j.ctl = (struct ctl *)bench_shared_alloc(sizeof(struct ctl));
     uint64_t *samples = (uint64_t *)bench_alloc(j.ping_count * sizeof(uint64_t));

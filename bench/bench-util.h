@@ -41,7 +41,7 @@
 #define BENCH_SKIP 77
 
 /** Default bound on one `--run` (seconds; SIGALRM ends the process). */
-#define BENCH_ALARM_S 300
+#define BENCH_ALARM_S 900
 
 /** What one `--run` is asked to do. */
 typedef struct bench_ctx {
@@ -396,6 +396,12 @@ static inline uint64_t bench_percentile(uint64_t *samples, size_t n, double p)
 #define BENCH_W2_PING 100000u      /* timed round trips per repetition */
 #define BENCH_W2_PING_QUICK 10000u /* the same with --quick */
 #define BENCH_W2_PING_WARMUP 1000u /* untimed round trips first */
+/* W2 messages streamed per repetition: spinning transports move ~10x more
+ * per second than those that sleep or enter the kernel per message. */
+#define BENCH_W2_STREAM_SPIN 4000000u
+#define BENCH_W2_STREAM_SPIN_QUICK 1000000u
+#define BENCH_W2_STREAM_SLEEP 1000000u
+#define BENCH_W2_STREAM_SLEEP_QUICK 100000u
 
 typedef struct bench_w1_param {
     const char *workload;

@@ -64,12 +64,15 @@ static struct c1_result *c1_result_map(void)
     return (struct c1_result *)p;
 }
 
+/* Print the figures; a lost increment fails the run (exit 1) after them. */
 static void c1_report(const char *subject, const struct c1_result *res, uint64_t lost)
 {
     if (res->increments == 0 || res->seconds <= 0)
         peers_die("C1 %s: no increments measured", subject);
     peers_report("C1", subject, "Mincr/s", (double)res->increments / res->seconds / 1e6);
     peers_report("C1", subject, "lost-increments", (double)lost);
+    if (lost)
+        peers_die("C1 %s: %llu increments lost", subject, (unsigned long long)lost);
 }
 
 static uint64_t c1_absdiff(int64_t a, int64_t b)

@@ -159,12 +159,22 @@ void run_table(const Data &d, bip::managed_shared_memory &seg)
     peers_report(w, "boost", "keys-seen", (double)seen);
 }
 
+// The segment is removed on every way out, exit() from peers_die included.
+char g_segname[64];
+
+void cleanup()
+{
+    if (g_segname[0])
+        bip::shared_memory_object::remove(g_segname);
+}
+
 int run(const char *workload, size_t n)
 {
     Data d;
     prepare(d, workload, n);
-    char segname[64];
-    snprintf(segname, sizeof segname, "shmobj-bench-h1-boost-%d", (int)getpid());
+    char *segname = g_segname;
+    snprintf(segname, sizeof g_segname, "shmobj-bench-h1-boost-%d", (int)getpid());
+    atexit(cleanup);
     bip::shared_memory_object::remove(segname);
     try {
         // Sparse: only the pages the allocator touches cost memory.

@@ -120,10 +120,12 @@ static void h1_report(const struct h1_data *d, const char *subject, size_t n,
  * grown by doubling at 3/4 load (the slots keep enough hash bits to rehash
  * without touching the entries). Entries {u32 klen, u32 vlen, key, value}
  * are appended to one arena (8-byte aligned), so the slot array stays small
- * and dense; iteration walks the arena in insertion order (as CPython's
- * compact dict does). The hash is a wyhash-style multiply-fold over 16-byte
- * blocks. bytes/item counts the slot array plus the arena bytes in use
- * (the arena's unused tail is never touched, so it costs no memory).
+ * and dense; iteration walks the slot array and reads each entry it
+ * points to (what an iterator over an open-addressing table does; walking
+ * the arena instead would only work without deletions). The hash is a
+ * wyhash-style multiply-fold over 16-byte blocks. bytes/item counts the
+ * slot array plus the arena bytes in use (the arena's unused tail is never
+ * touched, so it costs no memory).
  */
 
 __extension__ typedef unsigned __int128 pt_u128;
@@ -315,15 +317,17 @@ static int h1_private(const struct h1_data *d)
             bad++;
     }
     double t2 = peers_now();
-    /* Iterate the arena in insertion order; read each key and value. */
+    /* Iterate the table: every occupied slot, reading its key and value. */
     size_t seen = 0;
     uint64_t sum = 0;
-    for (size_t off = 0; off < t.used;) {
-        const struct pt_entry *e = (const struct pt_entry *)(t.arena + off);
+    for (size_t i = 0; i <= t.mask; i++) {
+        uint32_t ref = t.slots[i].ref;
+        if (!ref)
+            continue;
+        const struct pt_entry *e = pt_at(&t, ref);
         const uint8_t *k = (const uint8_t *)(e + 1);
         sum += k[e->klen - 1] + k[e->klen + e->vlen - 1];
         seen++;
-        off += (sizeof *e + e->klen + e->vlen + 7) & ~(size_t)7;
     }
     double t3 = peers_now();
     if (bad)
@@ -362,11 +366,21 @@ static void rmdir_all(const char *dir)
     rmdir(dir);
 }
 
+/* The database directory goes on every way out, exit() from peers_die
+ * included. */
+static char h1_lmdb_dir[] = "/dev/shm/shmobj-bench-lmdb-XXXXXX";
+
+static void h1_lmdb_cleanup(void)
+{
+    rmdir_all(h1_lmdb_dir);
+}
+
 static int h1_lmdb(const struct h1_data *d)
 {
-    char dir[] = "/dev/shm/shmobj-bench-lmdb-XXXXXX";
+    char *dir = h1_lmdb_dir;
     if (!mkdtemp(dir))
         peers_skip("lmdb: cannot create a directory on /dev/shm: %s", strerror(errno));
+    atexit(h1_lmdb_cleanup);
     size_t n = d->n;
     MDB_env *env;
     MDB_dbi dbi;
@@ -375,10 +389,8 @@ static int h1_lmdb(const struct h1_data *d)
     lmdb_check(mdb_env_set_mapsize(env, (size_t)n * (d->klen + d->vlen + 64) * 4 + (64u << 20)),
                "set_mapsize");
     int rc = mdb_env_open(env, dir, MDB_NOSYNC | MDB_NOMETASYNC | MDB_WRITEMAP, 0600);
-    if (rc != 0) {
-        rmdir_all(dir);
+    if (rc != 0)
         peers_skip("lmdb: env_open: %s", mdb_strerror(rc));
-    }
     lmdb_check(mdb_txn_begin(env, NULL, 0, &txn), "txn_begin");
     lmdb_check(mdb_dbi_open(txn, NULL, 0, &dbi), "dbi_open");
     lmdb_check(mdb_txn_commit(txn), "commit");
@@ -429,7 +441,6 @@ static int h1_lmdb(const struct h1_data *d)
     mdb_env_stat(env, &st);
     double bytes = (double)(info.me_last_pgno + 1) * st.ms_psize;
     mdb_env_close(env);
-    rmdir_all(dir);
     if (bad)
         peers_die("lmdb: %zu wrong values", bad);
     h1_report(d, "lmdb", n, t1 - t0, t2 - t1, t3 - t2, bytes, seen);

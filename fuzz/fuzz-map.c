@@ -111,8 +111,9 @@ static void setup(void)
         shmobj_map_view v;
         int kl = key_of(i, key);
         if (shmobj_map_get_view(map, key, (size_t)kl, &v) == 0) {
-            add_region((uint8_t *)(uintptr_t)v.value - SHMOBJ__MAP_ENTRY_HEADER,
-                       SHMOBJ__MAP_ENTRY_HEADER + v.value_len + v.key_len);
+            add_region((uint8_t *)(uintptr_t)v.key - SHMOBJ__MAP_ENTRY_HEADER,
+                       (size_t)shmobj__map_entry_size((uint32_t)v.key_len,
+                                                      (uint32_t)v.value_len));
             shmobj_map_view_release(&v);
         }
     }

@@ -5,7 +5,8 @@
  * Built two ways: with libFuzzer (-fsanitize=fuzzer, fuzz/meson.build), and
  * with -DFUZZ_STANDALONE as a plain program (registered in suite 'fuzz')
  * that mutates a few thousand valid objects deterministically, so CI
- * without clang runs it under ASan. */
+ * without clang runs it under ASan; `fuzz-object-standalone --seeds DIR`
+ * writes its seed objects as a starting corpus for libFuzzer. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,15 +93,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size > (1u << 20))
         return 0;
-    struct shmobj__space *sp = space_heap_create(size + 8192);
+    struct shmobj__space *sp = space_heap_create(size + 65536);
     if (sp == NULL)
         return 0;
     shmobj_segment *seg = (shmobj_segment *)sp;
     shmobj_ref r;
     /* The first block of a fresh space always lands at the same offset with
      * the same generation, so payloads in the input can name it. */
-    if (sp->ops->alloc(sp, size < 32 ? 32 : size, 64, &r) != 0)
-        abort();
+    if (sp->ops->alloc(sp, size < 32 ? 32 : size, 64, &r) != 0) {
+        space_heap_destroy(sp);
+        return 0;
+    }
     memcpy(sp->base + (r & ((UINT64_C(1) << 48) - 1)), data, size);
 
     int checked = shmobj_obj_check(seg, r);
@@ -158,7 +161,7 @@ int main(int argc, char **argv)
     uint64_t shape[2] = {3, 4};
     float fdata[12] = {0};
     uint8_t bytes[100] = {1, 2, 3};
-    int rounds = argc > 1 ? atoi(argv[1]) : 4000;
+    int rounds = argc == 2 ? atoi(argv[1]) : 4000;
     shmobj_value seeds[] = {
         SHMOBJ_VAL_DICT_OF(
             SHMOBJ_VAL_STR("websites"),
@@ -187,6 +190,19 @@ int main(int argc, char **argv)
     }
     static uint8_t base[8192], input[8192];
     size_t inputs = 0;
+    /* --seeds DIR: write the seed blocks as a corpus for libFuzzer. */
+    if (argc > 2 && strcmp(argv[1], "--seeds") == 0) {
+        for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
+            char path[4096];
+            size_t n = seed(&seeds[i], base, sizeof base);
+            snprintf(path, sizeof path, "%s/seed-%zu", argv[2], i);
+            FILE *f = fopen(path, "wb");
+            if (f == NULL || fwrite(base, 1, n, f) != n)
+                return 1;
+            fclose(f);
+        }
+        return 0;
+    }
     for (int round = 0; round < rounds; round++) {
         const shmobj_value *sv = &seeds[(size_t)round % (sizeof seeds / sizeof seeds[0])];
         size_t n = seed(sv, base, sizeof base);

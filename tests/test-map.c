@@ -711,11 +711,16 @@ static void test_map_damaged_table_ecorrupt(void **state)
     assert_int_equal(shmobj_htcore_attach(&ht, t + SHMOBJ__MAP_TABLE_PREFIX,
                                           usable - SHMOBJ__MAP_TABLE_PREFIX), 0);
 
-    /* 1. every slot value replaced by garbage: the key's lookup reaches a
-     * bad reference -> ECORRUPT; check and iteration say so too */
+    /* 1. every slot's reference replaced by garbage: the key's lookup
+     * reaches a bad reference -> ECORRUPT; check and iteration say so too */
     for (uint64_t i = 0; i <= ht.mask; i++) {
-        uint64_t junk = rnd();
-        memcpy(ht.groups + (i / 16) * ht.group_bytes + 16 + (i % 16) * ht.stride, &junk, 8);
+        /* the entry references (top 44 bits) become garbage; the hash bits
+         * stay, so lookups still reach them */
+        uint8_t *slot = ht.groups + (i / 16) * ht.group_bytes + 16 + (i % 16) * ht.stride;
+        uint64_t v;
+        memcpy(&v, slot, 8);
+        v = (rnd() << 20) | (v & 0xfffff);
+        memcpy(slot, &v, 8);
     }
     assert_int_equal(shmobj_map_get(m, "d7", 2, buf, sizeof buf, NULL), SHMOBJ_ECORRUPT);
     assert_int_equal(shmobj_map_check(m), SHMOBJ_ECORRUPT);
@@ -757,7 +762,7 @@ static void test_map_damaged_table_ecorrupt(void **state)
         shmobj_map_view v;
         assert_int_equal(shmobj_map_get_view(m, "d7", 2, &v), 0);
         struct shmobj__map_entry *e =
-            (struct shmobj__map_entry *)((uint8_t *)(uintptr_t)v.value - SHMOBJ__MAP_ENTRY_HEADER);
+            (struct shmobj__map_entry *)((uint8_t *)(uintptr_t)v.key - SHMOBJ__MAP_ENTRY_HEADER);
         shmobj_map_view_release(&v);
         uint32_t kl = e->key_len;
         e->key_len = 0x7fffffff;

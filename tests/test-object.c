@@ -387,6 +387,10 @@ static void test_obj_put_struct_roundtrip(void **state)
     assert_int_equal(shmobj_view_key(&v, 0, &k), SHMOBJ_ETYPE);
     json_is(&v, "[1,2]");
 
+    static const char *const holes[] = {"a", NULL};
+    shmobj_value h = SHMOBJ_VAL_STRUCT(SHMOBJ__VALS(SHMOBJ_VAL_INT(1), SHMOBJ_VAL_INT(2)),
+                                       2, holes);
+    assert_int_equal(shmobj_obj_put(SEG(*state), &h, &r), SHMOBJ_EINVAL);
     static const char *const dup[] = {"a", "a"};
     shmobj_value d = SHMOBJ_VAL_STRUCT(SHMOBJ__VALS(SHMOBJ_VAL_INT(1), SHMOBJ_VAL_INT(2)),
                                        2, dup);
@@ -949,6 +953,73 @@ static void test_int_add_two_processes_no_lost_increment(void **state)
     assert_int_equal(shmobj_segment_destroy(a.name, SHMOBJ_BACKEND_SHM), 0);
 }
 
+enum { XP_SETS = 2000 };
+
+/* Replace item 0 of the shared list again and again. A failed refresh of
+ * the caller's view (another process replaced and freed the value in
+ * between) is allowed; anything else is not. */
+static int xp_replace_loop(shmobj_segment *seg, shmobj_ref ref, const char *who)
+{
+    char text[64];
+    for (int i = 0; i < XP_SETS; i++) {
+        shmobj_view v, it;
+        snprintf(text, sizeof text, "%s-%d", who, i);
+        shmobj_value nv = SHMOBJ_VAL_STR(text);
+        if (shmobj_obj_get(seg, ref, &v) != 0 || shmobj_view_item(&v, 0, &it) != 0)
+            return 20;
+        int rc = shmobj_view_set(&it, &nv);
+        if (rc != 0 && rc != SHMOBJ_ESTALE && rc != SHMOBJ_ECORRUPT)
+            return 21;
+    }
+    return 0;
+}
+
+static int xp_child_replace(void *arg)
+{
+    struct xp_arg *a = arg;
+    shmobj_segment *seg;
+    shmobj_ref ref;
+    if (shmobj_segment_open(a->name, SHMOBJ_BACKEND_SHM, 5000 * TEST_MS, &seg) != 0 ||
+        shmobj_segment_root_get(seg, "list", &ref) != 0)
+        return 10;
+    int rc = xp_replace_loop(seg, ref, "child");
+    shmobj_segment_close(seg);
+    return rc;
+}
+
+/* Two processes replacing the same item at once: every old value is freed
+ * exactly once (no block leaks, the heap stays consistent). */
+static void test_view_set_two_processes_frees_each_once(void **state)
+{
+    (void)state;
+    struct xp_arg a;
+    shmobj_ref ref;
+    shmobj_view v, it;
+    test_name(a.name, sizeof a.name, "set");
+    shmobj_segment *seg = xp_create(a.name);
+    shmobj_arena_stats st0 = {.struct_size = sizeof st0}, st = {.struct_size = sizeof st};
+    assert_int_equal(shmobj_arena_stats_get(seg, &st0), 0);
+    shmobj_value list = SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_STR("first"), SHMOBJ_VAL_INT(0));
+    assert_int_equal(shmobj_obj_put(seg, &list, &ref), 0);
+    assert_int_equal(shmobj_segment_root_set(seg, "list", ref), 0);
+    pid_t pid = test_child_start(xp_child_replace, &a, 60);
+    assert_int_equal(xp_replace_loop(seg, ref, "parent"), 0);
+    assert_int_equal(test_child_wait(pid), 0);
+    assert_int_equal(shmobj_obj_check(seg, ref), 0);
+    assert_int_equal(shmobj_obj_get(seg, ref, &v), 0);
+    assert_int_equal(shmobj_view_item(&v, 0, &it), 0);
+    assert_int_equal(it.type, SHMOBJ_TYPE_STR);
+    /* the list and the one value still in it, nothing else */
+    assert_int_equal(shmobj_arena_stats_get(seg, &st), 0);
+    assert_int_equal(st.used_blocks - st0.used_blocks, 2);
+    assert_int_equal(shmobj_obj_free(seg, ref), 0);
+    assert_int_equal(shmobj_arena_stats_get(seg, &st), 0);
+    assert_int_equal(st.used_blocks, st0.used_blocks);
+    assert_int_equal(shmobj_arena_check(seg, NULL), 0);
+    shmobj_segment_close(seg);
+    assert_int_equal(shmobj_segment_destroy(a.name, SHMOBJ_BACKEND_SHM), 0);
+}
+
 static int xp_child_free(void *arg)
 {
     struct xp_arg *a = arg;
@@ -1011,6 +1082,7 @@ int main(void)
         cmocka_unit_test(test_obj_cross_process_build_read_mutate),
         cmocka_unit_test(test_int_add_two_processes_no_lost_increment),
         cmocka_unit_test(test_obj_get_stale_across_processes),
+        cmocka_unit_test(test_view_set_two_processes_frees_each_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -102,7 +102,8 @@ typedef struct shmobj_buffer_desc {
 
 /**
  * @brief Description of a value in the caller's memory, input of
- *        shmobj_obj_put(). Fill it with the SHMOBJ_VAL_* macros. 32 bytes.
+ *        shmobj_obj_put(). Fill it with the SHMOBJ_VAL_* macros (C only:
+ *        they are compound literals; from C++ set the fields). 32 bytes.
  *
  * - NULL, BOOL, INT, UINT, DOUBLE: `v.b`, `v.i`, `v.u`, `v.d`.
  * - STR, BYTES: `v.s.ptr`, `v.s.len` (SHMOBJ_STRLEN: NUL-terminated).
@@ -146,21 +147,14 @@ typedef struct shmobj_value {
 #define SHMOBJ_VAL_UINT(x) ((shmobj_value){.type = SHMOBJ_TYPE_UINT, .v = {.u = (x)}})
 /** @brief Describe a double. */
 #define SHMOBJ_VAL_DOUBLE(x) ((shmobj_value){.type = SHMOBJ_TYPE_DOUBLE, .v = {.d = (x)}})
-/** @cond INTERNAL */
-static inline shmobj_value shmobj__val_str(const char *cstr)
-{
-    shmobj_value v;
-    memset(&v, 0, sizeof v);
-    v.type = SHMOBJ_TYPE_STR;
-    v.v.s.ptr = cstr;
-    /* Inlined, so the length of a literal is a constant. */
-    v.v.s.len = cstr != NULL ? strlen(cstr) : SHMOBJ_STRLEN;
-    return v;
-}
-/** @endcond */
-/** @brief Describe a string from a NUL-terminated C string (measured here:
- *         the length of a literal is known at compile time). */
-#define SHMOBJ_VAL_STR(cstr) shmobj__val_str(cstr)
+/**
+ * @brief Describe a string from a NUL-terminated C string (not NULL).
+ * @note The argument is evaluated twice (pointer and strlen), so pass no
+ *       expression with side effects; the length of a literal is a
+ *       compile-time constant.
+ */
+#define SHMOBJ_VAL_STR(cstr) \
+    ((shmobj_value){.type = SHMOBJ_TYPE_STR, .v = {.s = {(cstr), strlen(cstr)}}})
 /** @brief Describe a string of n bytes of UTF-8. */
 #define SHMOBJ_VAL_STRN(p, n) \
     ((shmobj_value){.type = SHMOBJ_TYPE_STR, .v = {.s = {(p), (n)}}})
@@ -545,8 +539,9 @@ SHMOBJ_API int shmobj_view_get_str(const shmobj_view *view, const char *key,
  * @retval SHMOBJ_ETYPE the value's kind does not fit the slot
  * @retval SHMOBJ_EACCES the item is immutable (tuple item, key, member)
  * @retval SHMOBJ_ENOMEM the segment is full (nothing changed)
- * @retval SHMOBJ_ESTALE / SHMOBJ_ECORRUPT the old value could not be freed
- *         (the new value is in place)
+ * @retval SHMOBJ_ESTALE / SHMOBJ_ECORRUPT the new value is in place, but the
+ *         old one could not be freed, or the view could not be refreshed
+ *         because another process replaced the value again meanwhile
  * @note Thread- and process-safe for the slot itself: two concurrent
  *       replacements each free exactly one old value. But no process may
  *       still read the old object (hold a view of it or of anything inside

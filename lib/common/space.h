@@ -18,6 +18,7 @@
 #define SHMOBJ_SPACE_H
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "bounds.h"

@@ -136,6 +136,15 @@ SHMOBJ_HTCORE_FN uint64_t shmobj_htcore_hash(const shmobj_htcore *t,
     return shmobj_htcore_hash64(key, len, t->seed);
 }
 
+/* Ref slots: value << 20 | hash bits 7..26. */
+#define HT_REF_HBITS 20u
+#define HT_REF_HMASK ((UINT64_C(1) << HT_REF_HBITS) - 1)
+#define HT_REF_MAX_GROUPS (UINT64_C(1) << HT_REF_HBITS)
+static uint64_t ht_ref_bits(uint64_t hash)
+{
+    return (hash >> 7) & HT_REF_HMASK;
+}
+
 /* Position bits and tag bits of a hash (SwissTable's H1 and H2). */
 static uint64_t ht_h1(uint64_t hash) { return hash >> 7; }
 static unsigned char ht_h2(uint64_t hash) { return (unsigned char)(hash & 0x7f); }
@@ -434,13 +443,12 @@ static int ht_lookup(const shmobj_htcore *t, uint64_t hash, const void *key,
                     return SHMOBJ_HTCORE_OK;
                 }
             } else {
-                uint64_t v, sh;
+                uint64_t sv;
                 int rc;
-                memcpy(&sh, ht_slot(t, idx) + 8, sizeof sh);
-                if (sh != hash)
+                memcpy(&sv, ht_slot(t, idx), sizeof sv);
+                if ((sv & HT_REF_HMASK) != ht_ref_bits(hash))
                     continue;
-                memcpy(&v, ht_slot(t, idx), sizeof v);
-                rc = eq(ctx, v);
+                rc = eq(ctx, sv >> HT_REF_HBITS);
                 if (rc < 0)
                     return rc;
                 if (rc > 0) {
@@ -585,13 +593,15 @@ SHMOBJ_HTCORE_FN int shmobj_htcore_ref_insert(shmobj_htcore *t, uint64_t hash,
 {
     uint64_t idx;
     int rc;
-    if (!(t->flags & SHMOBJ_HTCORE_FLAG_REF))
+    uint64_t sv;
+    if (!(t->flags & SHMOBJ_HTCORE_FLAG_REF) ||
+        (value >> SHMOBJ_HTCORE_REF_VALUE_BITS) != 0)
         return SHMOBJ_HTCORE_EINVAL;
     rc = ht_claim(t, hash, &idx);
     if (rc != SHMOBJ_HTCORE_OK)
         return rc;
-    memcpy(ht_slot(t, idx), &value, sizeof value);
-    memcpy(ht_slot(t, idx) + 8, &hash, sizeof hash);
+    sv = value << HT_REF_HBITS | ht_ref_bits(hash);
+    memcpy(ht_slot(t, idx), &sv, sizeof sv);
     ht_publish(t, idx, hash);
     if (index != NULL)
         *index = idx;
@@ -603,33 +613,47 @@ SHMOBJ_HTCORE_FN uint64_t shmobj_htcore_ref_value(const shmobj_htcore *t,
 {
     uint64_t v;
     memcpy(&v, ht_slot(t, index), sizeof v);
-    return v;
+    return v >> HT_REF_HBITS;
 }
 
-SHMOBJ_HTCORE_FN uint64_t shmobj_htcore_ref_hash(const shmobj_htcore *t,
-                                                 uint64_t index)
+/* What a ref slot knows of its hash: bits 0..26 (tag from the control
+ * byte, the rest from the slot); enough to place it in up to 2^20 groups. */
+static uint64_t ht_ref_partial(const shmobj_htcore *t, uint64_t index)
 {
-    uint64_t h;
-    memcpy(&h, ht_slot(t, index) + 8, sizeof h);
-    return h;
+    uint64_t v;
+    memcpy(&v, ht_slot(t, index), sizeof v);
+    return (v & HT_REF_HMASK) << 7 | (*ht_ctrl(t, index) & 0x7fu);
 }
 
 SHMOBJ_HTCORE_FN void shmobj_htcore_ref_replace(shmobj_htcore *t,
                                                 uint64_t index,
                                                 uint64_t value)
 {
-    memcpy(ht_slot(t, index), &value, sizeof value);
+    uint64_t v;
+    memcpy(&v, ht_slot(t, index), sizeof v);
+    v = (value << HT_REF_HBITS) | (v & HT_REF_HMASK);
+    memcpy(ht_slot(t, index), &v, sizeof v);
 }
 
 SHMOBJ_HTCORE_FN int shmobj_htcore_ref_rehash(shmobj_htcore *dst,
-                                              const shmobj_htcore *src)
+                                              const shmobj_htcore *src,
+                                              shmobj_htcore_hash_fn hash_fn,
+                                              void *ctx)
 {
     uint64_t i = 0;
-    if (!(dst->flags & src->flags & SHMOBJ_HTCORE_FLAG_REF))
+    int partial = (dst->mask + 1) / HT_GROUP <= HT_REF_MAX_GROUPS;
+    if (!(dst->flags & src->flags & SHMOBJ_HTCORE_FLAG_REF) ||
+        (!partial && hash_fn == NULL))
         return SHMOBJ_HTCORE_EINVAL;
     while (shmobj_htcore_next(src, &i) == SHMOBJ_HTCORE_OK) {
-        uint64_t hash = shmobj_htcore_ref_hash(src, i), idx;
-        int rc = ht_claim(dst, hash, &idx);
+        uint64_t hash = ht_ref_partial(src, i), idx;
+        int rc;
+        if (!partial) {
+            rc = hash_fn(ctx, shmobj_htcore_ref_value(src, i), &hash);
+            if (rc < 0)
+                return rc;
+        }
+        rc = ht_claim(dst, hash, &idx);
         if (rc != SHMOBJ_HTCORE_OK)
             return rc;
         memcpy(ht_slot(dst, idx), ht_slot(src, i), SHMOBJ_HTCORE_REF_SLOT);
@@ -733,11 +757,20 @@ static uint64_t ht_probe_len(const shmobj_htcore *t, uint64_t hash,
     return 0;
 }
 
+/* The hash of the entry at idx as far as the table knows it (partial in
+ * ref mode). */
 static uint64_t ht_entry_hash(const shmobj_htcore *t, uint64_t idx)
 {
     if (t->flags & SHMOBJ_HTCORE_FLAG_REF)
-        return shmobj_htcore_ref_hash(t, idx);
+        return ht_ref_partial(t, idx);
     return shmobj_htcore_hash64(ht_slot(t, idx), t->key_size, t->seed);
+}
+
+/* Whether ht_entry_hash() places entries of this table. */
+static int ht_hash_known(const shmobj_htcore *t)
+{
+    return !(t->flags & SHMOBJ_HTCORE_FLAG_REF) ||
+           (t->mask + 1) / HT_GROUP <= HT_REF_MAX_GROUPS;
 }
 
 SHMOBJ_HTCORE_FN void shmobj_htcore_stats_get(const shmobj_htcore *t,
@@ -750,7 +783,7 @@ SHMOBJ_HTCORE_FN void shmobj_htcore_stats_get(const shmobj_htcore *t,
     out->tombstones = t->hdr->tombstones;
     out->growth_left = t->hdr->growth_left;
     out->bytes = ht_bytes(t->mask + 1, t->stride);
-    while (shmobj_htcore_next(t, &i) == SHMOBJ_HTCORE_OK) {
+    while (ht_hash_known(t) && shmobj_htcore_next(t, &i) == SHMOBJ_HTCORE_OK) {
         uint64_t len = ht_probe_len(t, ht_entry_hash(t, i), i);
         out->probe_total += len;
         if (len > out->probe_max)
@@ -770,12 +803,16 @@ SHMOBJ_HTCORE_FN int shmobj_htcore_check(const shmobj_htcore *t,
         if (c < 0x80) {
             uint64_t hash = ht_entry_hash(t, i);
             if ((t->flags & SHMOBJ_HTCORE_FLAG_REF) && hash_fn != NULL) {
-                uint64_t eh;
+                uint64_t eh, sv;
                 int rc = hash_fn(ctx, shmobj_htcore_ref_value(t, i), &eh);
                 if (rc < 0)
                     return rc;
-                if (eh != hash)
+                memcpy(&sv, ht_slot(t, i), sizeof sv);
+                if ((sv & HT_REF_HMASK) != ht_ref_bits(eh))
                     return SHMOBJ_HTCORE_ECORRUPT;
+                hash = eh;
+            } else if (!ht_hash_known(t)) {
+                return SHMOBJ_HTCORE_EINVAL;
             }
             if (c != ht_h2(hash) || ht_probe_len(t, hash, i) == 0)
                 return SHMOBJ_HTCORE_ECORRUPT;

@@ -38,11 +38,14 @@
  * Two modes:
  *  - inline: entries are `key_size` key bytes followed by `value_size` value
  *    bytes, stored in the slot (the embedded case);
- *  - ref: a slot holds a 64-bit value chosen by the caller that refers to an
- *    entry stored elsewhere (variable-length keys) and the entry's 64-bit
- *    hash; lookups compare the stored hash first and then call an equality
- *    callback with the slot value. Keeping the hash in the slot lets a
- *    rehash run over the table alone, never touching the entries.
+ *  - ref: an 8-byte slot holds a 44-bit value chosen by the caller that
+ *    refers to an entry stored elsewhere (variable-length keys), and 20
+ *    more bits of the entry's hash (bits 7..26; the control byte has bits
+ *    0..6). Lookups compare those bits first and then call an equality
+ *    callback with the value. With the bits in the slot, a rehash into a
+ *    table of up to 2^20 groups (16 M slots) runs over the table alone,
+ *    never touching the entries; bigger tables ask a hash callback. Small
+ *    slots keep the table small enough to stay in cache.
  *
  * Vendoring switches (define before including this header and the .c file):
  *  - SHMOBJ_HTCORE_STATIC: every function becomes `static` (include the .c
@@ -103,7 +106,6 @@ extern "C" {
 #define shmobj_htcore_ref_find SHMOBJ_HTCORE_NAME(shmobj_htcore_ref_find)
 #define shmobj_htcore_ref_insert SHMOBJ_HTCORE_NAME(shmobj_htcore_ref_insert)
 #define shmobj_htcore_ref_value SHMOBJ_HTCORE_NAME(shmobj_htcore_ref_value)
-#define shmobj_htcore_ref_hash SHMOBJ_HTCORE_NAME(shmobj_htcore_ref_hash)
 #define shmobj_htcore_ref_replace SHMOBJ_HTCORE_NAME(shmobj_htcore_ref_replace)
 #define shmobj_htcore_erase SHMOBJ_HTCORE_NAME(shmobj_htcore_erase)
 #define shmobj_htcore_next SHMOBJ_HTCORE_NAME(shmobj_htcore_next)
@@ -131,8 +133,10 @@ extern "C" {
 
 /* Flags of the header (mode). */
 #define SHMOBJ_HTCORE_FLAG_REF 1u
-/* Bytes of a ref-mode slot: the caller's value, then the hash. */
-#define SHMOBJ_HTCORE_REF_SLOT 16u
+/* Bytes of a ref-mode slot: value << 20 | bits 7..26 of the hash. */
+#define SHMOBJ_HTCORE_REF_SLOT 8u
+/* Ref-mode values are below 2^44. */
+#define SHMOBJ_HTCORE_REF_VALUE_BITS 44u
 
 /* Status codes. Their values equal libshmobj's SHMOBJ_E* codes of the same
  * names, so the map passes them through unchanged. */
@@ -153,7 +157,7 @@ typedef struct shmobj_htcore_header {
     uint16_t version;     /* SHMOBJ_HTCORE_VERSION */
     uint16_t flags;       /* SHMOBJ_HTCORE_FLAG_REF or 0 */
     uint32_t key_size;    /* inline: key bytes per entry; ref: 0 */
-    uint32_t value_size;  /* inline: value bytes per entry; ref: 16 */
+    uint32_t value_size;  /* inline: value bytes per entry; ref: 8 */
     uint64_t seed;        /* seed of shmobj_htcore_hash() for this table */
     uint64_t slots;       /* number of slots, a power of two >= 16 */
     uint64_t count;       /* full slots (live entries) */
@@ -182,9 +186,10 @@ typedef struct shmobj_htcore {
  * negative status to stop the lookup with it (e.g. the entry is damaged). */
 typedef int (*shmobj_htcore_eq_fn)(void *ctx, uint64_t value);
 
-/* Ref mode: the hash of the entry that slot value `value` refers to, for
- * shmobj_htcore_check() to compare with the hash stored in the slot. 0 or
- * a negative status. */
+/* Ref mode: the full hash of the entry that slot value `value` refers to,
+ * for rehashing into tables of more than 2^20 groups and for
+ * shmobj_htcore_check() to confirm the bits stored in the slot. 0 or a
+ * negative status. */
 typedef int (*shmobj_htcore_hash_fn)(void *ctx, uint64_t value,
                                      uint64_t *hash);
 
@@ -274,15 +279,16 @@ SHMOBJ_HTCORE_FN int shmobj_htcore_rehash(shmobj_htcore *dst,
 /* ---- ref mode --------------------------------------------------------------- */
 
 /* Find the slot whose value eq() accepts among those whose stored hash
- * equals hash. 0 with *index set, ENOTFOUND, or eq()'s negative status. */
+ * bits match hash. 0 with *index set, ENOTFOUND, or eq()'s negative
+ * status. */
 SHMOBJ_HTCORE_FN int shmobj_htcore_ref_find(const shmobj_htcore *t,
                                             uint64_t hash,
                                             shmobj_htcore_eq_fn eq, void *ctx,
                                             uint64_t *index);
 
-/* Insert value under hash; the caller has made sure no equal entry exists.
- * The slot (value and hash) is written before its control byte. EFULL when
- * full. */
+/* Insert value (below 2^44, else EINVAL) under hash; the caller has made
+ * sure no equal entry exists. The slot is written before its control byte.
+ * EFULL when full. */
 SHMOBJ_HTCORE_FN int shmobj_htcore_ref_insert(shmobj_htcore *t, uint64_t hash,
                                               uint64_t value, uint64_t *index);
 
@@ -290,19 +296,20 @@ SHMOBJ_HTCORE_FN int shmobj_htcore_ref_insert(shmobj_htcore *t, uint64_t hash,
 SHMOBJ_HTCORE_FN uint64_t shmobj_htcore_ref_value(const shmobj_htcore *t,
                                                   uint64_t index);
 
-/* The hash stored in the slot at index. */
-SHMOBJ_HTCORE_FN uint64_t shmobj_htcore_ref_hash(const shmobj_htcore *t,
-                                                 uint64_t index);
-
-/* Overwrite the slot value at index (same key, so same hash; new entry). */
+/* Overwrite the slot value at index (same key, so same hash; new entry;
+ * below 2^44). */
 SHMOBJ_HTCORE_FN void shmobj_htcore_ref_replace(shmobj_htcore *t,
                                                 uint64_t index,
                                                 uint64_t value);
 
 /* Copy every slot of src into dst (an empty ref table with room for
- * them), placing each by its stored hash. EFULL when dst is too small. */
+ * them). Slots are placed by their stored hash bits while dst has at most
+ * 2^20 groups; beyond that hash_fn gives each entry's hash (NULL: EINVAL).
+ * EFULL when dst is too small. */
 SHMOBJ_HTCORE_FN int shmobj_htcore_ref_rehash(shmobj_htcore *dst,
-                                              const shmobj_htcore *src);
+                                              const shmobj_htcore *src,
+                                              shmobj_htcore_hash_fn hash_fn,
+                                              void *ctx);
 
 /* ---- both modes ---------------------------------------------------------- */
 
@@ -321,14 +328,16 @@ SHMOBJ_HTCORE_FN void shmobj_htcore_clear(shmobj_htcore *t);
  * recovery: a writer died between a control byte and a counter). */
 SHMOBJ_HTCORE_FN void shmobj_htcore_recount(shmobj_htcore *t);
 
-/* Statistics, probe lengths included (a walk of the whole table). */
+/* Statistics, probe lengths included (a walk of the whole table; in ref
+ * mode only up to 2^20 groups, else probe lengths are left 0). */
 SHMOBJ_HTCORE_FN void shmobj_htcore_stats_get(const shmobj_htcore *t,
                                               shmobj_htcore_stats *out);
 
 /* Full consistency check: counters agree with the control bytes, and every
  * entry's tag matches its hash and is reachable from its home group. In ref
- * mode, hash_fn (may be NULL) also confirms each stored hash from the
- * entry. 0 or ECORRUPT (or hash_fn's status). */
+ * mode, hash_fn (NULL: trust the stored bits, up to 2^20 groups) gives
+ * each entry's hash, which must agree with the slot's bits. 0 or ECORRUPT
+ * (or hash_fn's status). */
 SHMOBJ_HTCORE_FN int shmobj_htcore_check(const shmobj_htcore *t,
                                          shmobj_htcore_hash_fn hash_fn,
                                          void *ctx);

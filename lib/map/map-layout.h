@@ -31,9 +31,10 @@ enum {
 };
 
 /* Where a retired block keeps the link to the next one on its limbo list:
- * bytes 8..15 of its payload, i.e. an entry's hash (no longer needed once
- * the entry is unlinked; the lengths at 0..7 stay intact for views and
- * cursors that still read it) or a table prefix's second word. */
+ * bytes 8..15 of its payload, i.e. an entry's hash_gen (no longer needed
+ * once the entry is unlinked: the list holds its full reference; the
+ * lengths at 0..7 stay intact for views and cursors that still read it) or
+ * a table prefix's second word. */
 #define SHMOBJ__MAP_LINK_OFF 8u
 
 /* Bit 0 of a retired reference (offsets are 16-byte aligned, so it is free):
@@ -101,13 +102,34 @@ _Static_assert(offsetof(struct shmobj__map_ctl, readers_) == 128, "layout");
 _Static_assert(offsetof(struct shmobj__map_ctl, shards_) == 128 + 64 * 64,
                "layout");
 
-/* An entry block's payload: header, then the value (16-byte aligned, so an
- * 8-byte value takes atomic additions), then the key. */
+/* An entry block's payload: header, then the key, padding to 16 bytes,
+ * then the value (16-byte aligned, so an 8-byte value takes atomic
+ * additions). The key follows the header so that a lookup's comparison
+ * reads the lines right after the one it had to wait for. A table slot holds
+ * the payload's offset / 16 (see SHMOBJ__MAP_SLOT_SHIFT); the block's
+ * generation, needed to free it, is kept here. */
 struct shmobj__map_entry {
     uint32_t key_len;   /* bytes of key */
     uint32_t value_len; /* bytes of value */
-    uint64_t hash;      /* hash64(key, seed); also stored in the slot */
+    uint64_t hash_gen;  /* hash64(key, seed) with bits 0..15 replaced by the
+                           block's generation; overwritten by the limbo
+                           link once the entry is retired */
 };
+
+/* Slot value of an entry: payload offset >> 4 (offsets are 16-aligned and
+ * below 2^48, so values fit htcore's 44 bits). */
+#define SHMOBJ__MAP_SLOT_SHIFT 4u
+#define SHMOBJ__MAP_GEN_MASK UINT64_C(0xffff)
+
+/* Offset of the value in an entry's payload, and the payload's size. */
+static inline uint64_t shmobj__map_value_off(uint32_t key_len)
+{
+    return SHMOBJ__MAP_ENTRY_HEADER + (((uint64_t)key_len + 15) & ~UINT64_C(15));
+}
+static inline uint64_t shmobj__map_entry_size(uint32_t key_len, uint32_t value_len)
+{
+    return shmobj__map_value_off(key_len) + value_len;
+}
 _Static_assert(sizeof(struct shmobj__map_entry) == SHMOBJ__MAP_ENTRY_HEADER,
                "layout");
 

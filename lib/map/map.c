@@ -65,8 +65,14 @@ struct shmobj_map_iter {
 struct ent {
     const uint8_t *p; /* payload */
     uint32_t klen, vlen;
-    uint64_t hash;
+    uint64_t hash_gen;
+    shmobj__ref ref;  /* full reference (generation from hash_gen) */
 };
+
+static uint64_t slot_of(shmobj__ref ref)
+{
+    return shmobj__ref_off(ref) >> SHMOBJ__MAP_SLOT_SHIFT;
+}
 
 #define MAP_SPIN_LIMIT 256       /* reader spins on an odd seq before it
                                     queues on the lock */
@@ -113,12 +119,13 @@ static int entry_at(shmobj_map *m, shmobj__ref ref, struct ent *e)
     if (block_at(m, ref, SHMOBJ__MAP_ENTRY_HEADER, &p, &usable) != 0)
         return SHMOBJ_ECORRUPT;
     memcpy(&h, p, sizeof h);
-    if ((uint64_t)h.key_len + h.value_len > usable - SHMOBJ__MAP_ENTRY_HEADER)
+    if (shmobj__map_entry_size(h.key_len, h.value_len) > usable)
         return SHMOBJ_ECORRUPT;
     e->p = p;
     e->klen = h.key_len;
     e->vlen = h.value_len;
-    e->hash = h.hash;
+    e->hash_gen = h.hash_gen;
+    e->ref = ref;
     return 0;
 }
 
@@ -127,33 +134,60 @@ static int entry_at(shmobj_map *m, shmobj__ref ref, struct ent *e)
  * stale or wrong can only come from a racing writer (the caller's sequence
  * check discards what it read) or from damage (the lengths rarely fit, and
  * the key comparison fails). Writers, check() and repair use entry_at(). */
-static int entry_peek(shmobj_map *m, shmobj__ref ref, struct ent *e)
+static int entry_peek(shmobj_map *m, uint64_t slot, struct ent *e)
 {
-    uint64_t off = shmobj__ref_off(ref);
+    uint64_t off = slot << SHMOBJ__MAP_SLOT_SHIFT;
     void *q;
     struct shmobj__map_entry h;
     if (off < 16 || !shmobj__aligned(off, 16) ||
         shmobj__space_at(m->sp, off, SHMOBJ__MAP_ENTRY_HEADER, &q) != 0)
         return SHMOBJ_ECORRUPT;
+#if defined(__GNUC__)
+    /* The key and value follow in the next lines: fetch them while the
+     * header's miss is served (prefetches never fault). */
+    __builtin_prefetch((const uint8_t *)q + 64);
+    __builtin_prefetch((const uint8_t *)q + 128);
+#endif
     memcpy(&h, q, sizeof h);
-    if (shmobj__space_at(m->sp, off, SHMOBJ__MAP_ENTRY_HEADER +
-                                         (uint64_t)h.key_len + h.value_len,
+    if (shmobj__space_at(m->sp, off, shmobj__map_entry_size(h.key_len, h.value_len),
                          &q) != 0)
         return SHMOBJ_ECORRUPT;
     e->p = q;
     e->klen = h.key_len;
     e->vlen = h.value_len;
-    e->hash = h.hash;
+    e->hash_gen = h.hash_gen;
+    e->ref = shmobj__ref_make(off, (uint16_t)(h.hash_gen & SHMOBJ__MAP_GEN_MASK));
+    return 0;
+}
+
+/* The full reference of the (linked, so intact) entry a slot names, checked
+ * against its heap block: ECORRUPT when the slot or block is bad. */
+static int slot_entry(shmobj_map *m, uint64_t slot, struct ent *e)
+{
+    struct ent peek;
+    if (entry_peek(m, slot, &peek) != 0)
+        return SHMOBJ_ECORRUPT;
+    return entry_at(m, peek.ref, e);
+}
+
+/* The hash of an entry's key, for tables beyond 2^20 groups and checks. */
+static int slot_hash(void *ctx, uint64_t slot, uint64_t *hash)
+{
+    shmobj_map *m = ctx;
+    struct ent e;
+    if (entry_peek(m, slot, &e) != 0)
+        return SHMOBJ_ECORRUPT;
+    *hash = shmobj_htcore_hash64(e.p + SHMOBJ__MAP_ENTRY_HEADER, e.klen, m->seed);
     return 0;
 }
 
 static const uint8_t *ent_value(const struct ent *e)
 {
-    return e->p + SHMOBJ__MAP_ENTRY_HEADER;
+    return e->p + shmobj__map_value_off(e->klen);
 }
 static const uint8_t *ent_key(const struct ent *e)
 {
-    return e->p + SHMOBJ__MAP_ENTRY_HEADER + e->vlen;
+    return e->p + SHMOBJ__MAP_ENTRY_HEADER;
 }
 
 /* The htcore handle of a table block. */
@@ -317,7 +351,9 @@ static void free_table_entries(shmobj_map *m, shmobj__ref tref)
     if (table_at(m, tref, &ht) != 0)
         return;
     while (shmobj_htcore_next(&ht, &i) == 0) {
-        free_block(m, shmobj_htcore_ref_value(&ht, i));
+        struct ent e;
+        if (entry_peek(m, shmobj_htcore_ref_value(&ht, i), &e) == 0)
+            free_block(m, e.ref);
         i++;
     }
 }
@@ -397,7 +433,7 @@ static int linked(const shmobj_htcore *ht, uint64_t ref)
 {
     uint64_t i = 0;
     while (shmobj_htcore_next(ht, &i) == 0) {
-        if (shmobj_htcore_ref_value(ht, i) == ref)
+        if (shmobj_htcore_ref_value(ht, i) == slot_of(ref))
             return 1;
         i++;
     }
@@ -445,9 +481,11 @@ static int shard_repair(shmobj_map *m, struct shmobj__map_shard *s)
     /* Slots whose entry is gone or damaged are dropped. */
     while (shmobj_htcore_next(&ht, &i) == 0) {
         struct ent e;
-        uint64_t v = shmobj_htcore_ref_value(&ht, i);
-        if (entry_at(m, v, &e) != 0 || e.hash != shmobj_htcore_ref_hash(&ht, i) ||
-            (e.hash >> SHMOBJ__MAP_SHARD_SHIFT) != idx)
+        uint64_t h;
+        if (slot_entry(m, shmobj_htcore_ref_value(&ht, i), &e) != 0 ||
+            (h = shmobj_htcore_hash64(e.p + SHMOBJ__MAP_ENTRY_HEADER,
+                                      e.klen, m->seed)) >> SHMOBJ__MAP_SHARD_SHIFT != idx ||
+            (h & ~SHMOBJ__MAP_GEN_MASK) != (e.hash_gen & ~SHMOBJ__MAP_GEN_MASK))
             shmobj_htcore_erase(&ht, i);
         i++;
     }
@@ -710,7 +748,7 @@ static int grow(shmobj_map *m, struct shmobj__map_shard *s, shmobj_htcore *ht)
         return rc;
     atomic_store_explicit(&s->intent_table_old, oref, memory_order_relaxed);
     atomic_store_explicit(&s->intent_table, nref, memory_order_release);
-    rc = shmobj_htcore_ref_rehash(&nt, ht);
+    rc = shmobj_htcore_ref_rehash(&nt, ht, slot_hash, m);
     if (rc != 0) {
         free_block(m, nref);
         atomic_store(&s->intent_table, 0);
@@ -737,14 +775,14 @@ static int link_new(shmobj_map *m, struct shmobj__map_shard *s,
             return rc;
     }
     write_begin(s);
-    int rc = shmobj_htcore_ref_insert(ht, hash, ref, &idx);
+    int rc = shmobj_htcore_ref_insert(ht, hash, slot_of(ref), &idx);
     write_end(s);
     if (rc == SHMOBJ_HTCORE_EFULL) {
         rc = grow(m, s, ht);
         if (rc != 0)
             return rc;
         write_begin(s);
-        rc = shmobj_htcore_ref_insert(ht, hash, ref, &idx);
+        rc = shmobj_htcore_ref_insert(ht, hash, slot_of(ref), &idx);
         write_end(s);
     }
     if (rc != 0)
@@ -758,22 +796,23 @@ static int entry_new(shmobj_map *m, uint64_t hash, const void *key,
                      size_t klen, const void *value, size_t vlen,
                      shmobj__ref *out)
 {
-    uint64_t size = SHMOBJ__MAP_ENTRY_HEADER + (uint64_t)klen + vlen;
+    uint64_t size = shmobj__map_entry_size((uint32_t)klen, (uint32_t)vlen);
     shmobj__ref ref;
     uint8_t *p;
-    struct shmobj__map_entry h = {(uint32_t)klen, (uint32_t)vlen, hash};
+    struct shmobj__map_entry h = {(uint32_t)klen, (uint32_t)vlen, 0};
     int rc = m->sp->ops->alloc(m->sp, size, 16, &ref);
     if (rc != 0)
         return rc;
+    h.hash_gen = (hash & ~SHMOBJ__MAP_GEN_MASK) | shmobj__ref_gen(ref);
     if (block_at(m, ref, size, &p, NULL) != 0) {
         free_block(m, ref);
         return SHMOBJ_ECORRUPT;
     }
     memcpy(p, &h, sizeof h);
     if (vlen > 0)
-        memcpy(p + SHMOBJ__MAP_ENTRY_HEADER, value, vlen);
+        memcpy(p + shmobj__map_value_off((uint32_t)klen), value, vlen);
     if (klen > 0)
-        memcpy(p + SHMOBJ__MAP_ENTRY_HEADER + vlen, key, klen);
+        memcpy(p + SHMOBJ__MAP_ENTRY_HEADER, key, klen);
     *out = ref;
     return 0;
 }
@@ -800,12 +839,13 @@ int shmobj_map_set(shmobj_map *map, const void *key, size_t key_len,
     }
     atomic_store_explicit(&s->intent_new, ref, memory_order_relaxed);
     atomic_store_explicit(&s->intent_op, SHMOBJ__MAP_OP_SET, memory_order_release);
-    rc = locked_find(map, s, &ht, hash, key, key_len, &idx, NULL);
+    struct ent oe;
+    rc = locked_find(map, s, &ht, hash, key, key_len, &idx, &oe);
     if (rc == 0) {
-        uint64_t old = shmobj_htcore_ref_value(&ht, idx);
+        uint64_t old = oe.ref;
         atomic_store_explicit(&s->intent_old, old, memory_order_release);
         write_begin(s);
-        shmobj_htcore_ref_replace(&ht, idx, ref);
+        shmobj_htcore_ref_replace(&ht, idx, slot_of(ref));
         write_end(s);
         retire(map, s, old);
     } else if (rc == SHMOBJ_ENOTFOUND) {
@@ -878,9 +918,10 @@ int shmobj_map_del(shmobj_map *map, const void *key, size_t key_len)
     int rc = shard_lock(map, s);
     if (rc != 0)
         return rc;
-    rc = locked_find(map, s, &ht, hash, key, key_len, &idx, NULL);
+    struct ent oe;
+    rc = locked_find(map, s, &ht, hash, key, key_len, &idx, &oe);
     if (rc == 0) {
-        uint64_t old = shmobj_htcore_ref_value(&ht, idx);
+        uint64_t old = oe.ref;
         atomic_store_explicit(&s->intent_old, old, memory_order_relaxed);
         atomic_store_explicit(&s->intent_op, SHMOBJ__MAP_OP_DEL, memory_order_release);
         write_begin(s);
@@ -1080,7 +1121,9 @@ int shmobj_map_stats_get(shmobj_map *map, shmobj_map_stats *st)
                 st->probe_max = hs.probe_max;
             st->table_bytes += block_bytes(map, atomic_load(&s->table));
             while (shmobj_htcore_next(&ht, &j) == 0) {
-                st->entry_bytes += block_bytes(map, shmobj_htcore_ref_value(&ht, j));
+                struct ent e;
+                if (entry_peek(map, shmobj_htcore_ref_value(&ht, j), &e) == 0)
+                    st->entry_bytes += block_bytes(map, e.ref);
                 j++;
             }
             for (unsigned li = 0; li < 3; li++) {
@@ -1120,10 +1163,11 @@ static int check_hash(void *ctx, uint64_t v, uint64_t *hash)
 {
     struct check_ctx *c = ctx;
     struct ent e;
-    if (entry_at(c->m, v, &e) != 0)
+    if (slot_entry(c->m, v, &e) != 0)
         return SHMOBJ_ECORRUPT;
     uint64_t h = shmobj_htcore_hash64(ent_key(&e), e.klen, c->m->seed);
-    if (h != e.hash || (h >> SHMOBJ__MAP_SHARD_SHIFT) != c->shard)
+    if ((h & ~SHMOBJ__MAP_GEN_MASK) != (e.hash_gen & ~SHMOBJ__MAP_GEN_MASK) ||
+        (h >> SHMOBJ__MAP_SHARD_SHIFT) != c->shard)
         return SHMOBJ_ECORRUPT;
     *hash = h;
     return 0;

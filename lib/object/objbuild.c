@@ -157,7 +157,8 @@ static shmobj_value key_of(const shmobj_value *v, size_t i)
     case SHMOBJ_TYPE_DICT:
         return v->v.c.items[2 * i];
     default: {
-        shmobj_value s = SHMOBJ_VAL_STR(v->v.c.names[i]);
+        /* STRLEN: measured (and a NULL name refused) by desc_key() */
+        shmobj_value s = SHMOBJ_VAL_STRN(v->v.c.names[i], SHMOBJ_STRLEN);
         return s;
     }
     }
@@ -192,7 +193,8 @@ static int index_add(uint64_t *ix, uint64_t cap, const shmobj_value *v,
 /* Write (or measure) the keys of a keyed object and, when writing, enter
  * each into the index at ix (cap entries). */
 static int emit_keys(struct wr *w, const shmobj_value *v, size_t n,
-                     uint64_t keys_rel, uint64_t *ix, uint64_t cap, int depth)
+                     uint64_t keys_rel, uint64_t stride, uint64_t *ix, uint64_t cap,
+                     int depth)
 {
     if (ix != NULL)
         memset(ix, 0, (size_t)(cap * 8));
@@ -206,7 +208,24 @@ static int emit_keys(struct wr *w, const shmobj_value *v, size_t n,
             return rc;
         if (k.type != SHMOBJ_TYPE_INT)
             k.v.s.len = (size_t)dk.n; /* strlen once */
-        rc = emit_slot(w, &k, keys_rel + 16 * (uint64_t)i, depth);
+        if (k.type == SHMOBJ_TYPE_STR && dk.n <= SHMOBJ__SSTR_MAX) {
+            /* A short string key lives in its slot (no object to follow). */
+            if (w->blk != NULL) {
+                if (!shmobj__utf8_ok(dk.p, dk.n))
+                    return SHMOBJ_EINVAL;
+                struct shmobj__slot *ks = (void *)(w->blk + keys_rel + stride * (uint64_t)i);
+                uint64_t pl = 0;
+                if (dk.n > 0)
+                    memcpy(&pl, dk.p, (size_t)dk.n);
+                ks->tag = SHMOBJ__SLOT_SSTR;
+                ks->reserved0 = (uint8_t)dk.n;
+                ks->reserved1 = 0;
+                ks->reserved2 = 0;
+                atomic_store_explicit(&ks->payload, pl, memory_order_relaxed);
+            }
+        } else {
+            rc = emit_slot(w, &k, keys_rel + stride * (uint64_t)i, depth);
+        }
         if (rc == 0 && ix != NULL)
             rc = index_add(ix, cap, v, i, &dk);
         if (rc != 0)
@@ -240,7 +259,8 @@ static int emit_buffer(struct wr *w, const shmobj_value *v, uint64_t pos,
         if (b->nbytes != 0 && b->nbytes != nb)
             return SHMOBJ_EINVAL;
     } else {
-        memcpy(st, b->strides, 8u * nd);
+        if (nd > 0)
+            memcpy(st, b->strides, 8u * nd);
         nb = b->nbytes;
         if (!shmobj__buffer_extent_ok(nd, shape, st, isz, nb))
             return SHMOBJ_EINVAL;
@@ -261,8 +281,10 @@ static int emit_buffer(struct wr *w, const shmobj_value *v, uint64_t pos,
         uint8_t *o = w->blk + pos;
         struct shmobj__bufhdr bh = {dr, 0};
         memcpy(o + 16, &bh, sizeof bh);
-        memcpy(o + 32, shape, 8u * nd);
-        memcpy(o + 32 + 8u * nd, st, 8u * nd);
+        if (nd > 0) {
+            memcpy(o + 32, shape, 8u * nd);
+            memcpy(o + 32 + 8u * nd, st, 8u * nd);
+        }
         if (b->data != NULL && nb > 0)
             memcpy(o + dr, b->data, (size_t)nb);
     }
@@ -329,18 +351,22 @@ static int emit_obj(struct wr *w, const shmobj_value *v, int depth, uint64_t *re
         h.len = cap;
         if (v->type == SHMOBJ_TYPE_STRUCT && keyed)
             h.flags = SHMOBJ__OBJ_NAMES;
-        uint64_t keys_rel = pos + 16 + (values ? 16 * n : 0);
-        size_t step = v->type == SHMOBJ_TYPE_DICT ? 2 : 1;
+        int dict = v->type == SHMOBJ_TYPE_DICT;
+        /* dict: index, then (key, value) pairs; others: values, keys, index */
+        uint64_t keys_rel = dict ? pos + 16 + 8 * cap : pos + 16 + (values ? 16 * n : 0);
+        uint64_t index_rel = dict ? pos + 16 : keys_rel + 16 * n;
+        uint64_t stride = dict ? 32 : 16;
+        size_t step = dict ? 2 : 1;
         if (keyed) {
-            uint64_t *ix = o != NULL ? (uint64_t *)(w->blk + keys_rel + 16 * n) : NULL;
-            rc = emit_keys(w, v, (size_t)n, keys_rel, ix, cap, depth + 1);
+            uint64_t *ix = o != NULL ? (uint64_t *)(w->blk + index_rel) : NULL;
+            rc = emit_keys(w, v, (size_t)n, keys_rel, stride, ix, cap, depth + 1);
             if (rc != 0)
                 return rc;
         }
         if (values) {
             for (size_t i = 0; i < n; i++) {
                 rc = emit_slot(w, &v->v.c.items[i * step + step - 1],
-                               pos + 16 + 16 * (uint64_t)i, depth + 1);
+                               pos + shmobj__value_rel(v->type, cap, i), depth + 1);
                 if (rc != 0)
                     return rc;
             }
@@ -549,12 +575,13 @@ static int free_children(struct shmobj__space *sp, const shmobj_view *v,
     if (depth >= SHMOBJ_OBJ_MAXDEPTH)
         return SHMOBJ_ECORRUPT;
     int first = 0;
-    struct shmobj__slot *items = (void *)((uint8_t *)v->obj + 16);
     for (uint32_t i = 0; i < v->count; i++) {
         if (*budget == 0)
             return SHMOBJ_ECORRUPT;
         --*budget;
-        int rc = free_slot(sp, &items[i], v->obj_blk, v->obj_blen, v->obj_gen,
+        struct shmobj__slot *item =
+            (void *)((uint8_t *)v->obj + shmobj__value_rel(v->type, v->len, i));
+        int rc = free_slot(sp, item, v->obj_blk, v->obj_blen, v->obj_gen,
                            depth + 1, budget);
         if (rc != 0 && first == 0)
             first = rc;

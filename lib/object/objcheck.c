@@ -48,6 +48,14 @@ static int ck_slot(struct ck *c, uint64_t slot_off, const shmobj_view *parent,
         atomic_load_explicit(&((struct shmobj__slot *)v.slot)->payload,
                              memory_order_relaxed) > 1)
         return SHMOBJ_ECORRUPT;
+    if (v.slot_tag == SHMOBJ__SLOT_SSTR) {
+        /* short strings only as keys, and valid UTF-8 like any string */
+        const char *sp;
+        if (kind == 0 || shmobj_str_get(&v, &sp, NULL) != 0 ||
+            !shmobj__utf8_ok((const uint8_t *)sp, v.len))
+            return SHMOBJ_ECORRUPT;
+        return 0;
+    }
     if (kind != 0) {
         int ok = v.type == SHMOBJ_TYPE_STR ||
                  (kind == 1 && (v.type == SHMOBJ_TYPE_BYTES || v.type == SHMOBJ_TYPE_INT));
@@ -60,10 +68,10 @@ static int ck_slot(struct ck *c, uint64_t slot_off, const shmobj_view *parent,
     return ck_obj(c, &v, depth + 1);
 }
 
-static int ck_index(struct ck *c, const shmobj_view *v, uint64_t keys_off)
+static int ck_index(struct ck *c, const shmobj_view *v, uint64_t index_off)
 {
     uint64_t n = v->count, cap = v->len, used = 0;
-    const uint64_t *ix = (const void *)(c->sp->base + keys_off + 16 * n);
+    const uint64_t *ix = (const void *)(c->sp->base + index_off);
     int rc = spend(c, cap);
     if (rc != 0)
         return rc;
@@ -92,7 +100,12 @@ static int ck_index(struct ck *c, const shmobj_view *v, uint64_t keys_off)
             (void)shmobj_int_get(&k, &x);
             kd = SHMOBJ_VAL_INT(x);
         } else {
-            kd = SHMOBJ_VAL_BYTES((const uint8_t *)k.obj + 16, k.len);
+            const void *kp = NULL;
+            if (k.type == SHMOBJ_TYPE_STR)
+                (void)shmobj_str_get(&k, (const char **)&kp, NULL);
+            else
+                (void)shmobj_bytes_get(&k, &kp, NULL);
+            kd = SHMOBJ_VAL_BYTES(kp, k.len);
             kd.type = k.type;
         }
         uint64_t h = kd.type == SHMOBJ_TYPE_INT
@@ -146,22 +159,30 @@ static int ck_obj(struct ck *c, const shmobj_view *v, int depth)
             if (rc != 0)
                 return rc;
         }
-        return ck_index(c, v, o + 16);
+        return ck_index(c, v, o + 16 + 16 * n);
     case SHMOBJ_TYPE_DICT:
+        for (uint64_t i = 0; i < n; i++) {
+            uint64_t pair = o + 16 + 8 * v->len + 32 * i;
+            rc = ck_slot(c, pair, v, 1, 1, depth);
+            if (rc == 0)
+                rc = ck_slot(c, pair + 16, v, 0, 0, depth);
+            if (rc != 0)
+                return rc;
+        }
+        return ck_index(c, v, o + 16);
     case SHMOBJ_TYPE_STRUCT: {
-        int keyed = v->type == SHMOBJ_TYPE_DICT || (v->flags & SHMOBJ__VIEW_NAMES);
+        int keyed = (v->flags & SHMOBJ__VIEW_NAMES) != 0;
         for (uint64_t i = 0; i < n; i++) {
             rc = ck_slot(c, o + 16 + 16 * i, v, 0, 0, depth);
             if (rc != 0)
                 return rc;
             if (keyed) {
-                rc = ck_slot(c, o + 16 + 16 * (n + i), v, 1,
-                             v->type == SHMOBJ_TYPE_DICT ? 1 : 2, depth);
+                rc = ck_slot(c, o + 16 + 16 * (n + i), v, 1, 2, depth);
                 if (rc != 0)
                     return rc;
             }
         }
-        return keyed ? ck_index(c, v, o + 16 + 16 * n) : 0;
+        return keyed ? ck_index(c, v, o + 16 + 32 * n) : 0;
     }
     default:
         return SHMOBJ_ECORRUPT;

@@ -59,13 +59,20 @@ enum shmobj__slot_tag {
     SHMOBJ__SLOT_INT = SHMOBJ_TYPE_INT,
     SHMOBJ__SLOT_UINT = SHMOBJ_TYPE_UINT,
     SHMOBJ__SLOT_DOUBLE = SHMOBJ_TYPE_DOUBLE,
-    SHMOBJ__SLOT_OBJ = 0x40
+    SHMOBJ__SLOT_OBJ = 0x40,
+    /* A short string key (dict key, set member, field name) of at most 7
+     * bytes held in the slot itself: reserved0 is its length, the payload
+     * its bytes, NUL-padded. Saves a lookup one dependent load. Only in key
+     * positions, which never change. */
+    SHMOBJ__SLOT_SSTR = 0x41
 };
+
+#define SHMOBJ__SSTR_MAX 7
 
 /* A value slot, 16 bytes, 16-aligned. */
 struct shmobj__slot {
     uint8_t tag;        /* enum shmobj__slot_tag; written once by the builder */
-    uint8_t reserved0;  /* 0 */
+    uint8_t reserved0;  /* 0; SSTR: the string's length */
     uint16_t reserved1; /* 0 */
     uint32_t reserved2; /* 0 */
     /* Scalar: the value (double as its IEEE bits, bool 0/1). OBJ: a
@@ -110,16 +117,24 @@ struct shmobj__bufhdr {
 };
 _Static_assert(sizeof(struct shmobj__bufhdr) == 16, "buffer header");
 
-/* Layout of the body after the header (each part 16 B per entry except the
- * index, 8 B per entry):
+/* Layout of the body after the header (slots 16 B, index entries 8 B):
  *   list, tuple:  slots[count]
- *   dict:         values[count], keys[count], index[len]
+ *   dict:         index[len], then count pairs (key slot, value slot): a
+ *                 lookup touches the index and one 32-byte pair
  *   set:          keys[count], index[len]
  *   struct:       values[count] (+ names[count], index[len] if NAMES)
  * Index entry: 0 empty, else (item + 1) | (hash >> 32) << 32. Keys are INT
- * slots or OBJ slots naming STR or BYTES objects in the same block. */
+ * slots, SSTR slots (strings of up to 7 bytes), or OBJ slots naming STR or
+ * BYTES objects in the same block. */
 
 #define SHMOBJ__PREFIX (sizeof(struct shmobj__tree) + sizeof(struct shmobj__slot))
+
+/* Offset of value slot i of a container from its header (cap: index
+ * capacity, the header's len). */
+static inline uint64_t shmobj__value_rel(unsigned type, uint64_t cap, uint64_t i)
+{
+    return type == SHMOBJ_TYPE_DICT ? 16 + 8 * cap + 32 * i + 16 : 16 + 16 * i;
+}
 
 /* Deterministic hashes (the same in every process: no seed). The kinds of
  * key hash differently so "a" and b"a" never compare equal. */
@@ -227,7 +242,9 @@ static inline int shmobj__mem_equal(const uint8_t *a, const uint8_t *b, uint64_t
     if (n >= 4 && n < 8)
         return shmobj__load32(a) == shmobj__load32(b) &&
                shmobj__load32(a + n - 4) == shmobj__load32(b + n - 4);
-    return n == 0 || memcmp(a, b, (size_t)n) == 0;
+    if (n < 4)
+        return n == 0 || (a[0] == b[0] && a[n >> 1] == b[n >> 1] && a[n - 1] == b[n - 1]);
+    return memcmp(a, b, (size_t)n) == 0;
 }
 
 /* Internal (lib/object) functions shared between the files of the layer. */

@@ -145,9 +145,12 @@ static int dump_key(struct out *o, const shmobj_view *k)
 {
     char tmp[32];
     switch (k->type) {
-    case SHMOBJ_TYPE_STR:
-        put_str(o, (const uint8_t *)k->obj + 16, (size_t)k->len);
+    case SHMOBJ_TYPE_STR: {
+        const char *s;
+        (void)shmobj_str_get(k, &s, NULL);
+        put_str(o, (const uint8_t *)s, (size_t)k->len);
         return 0;
+    }
     case SHMOBJ_TYPE_INT: {
         int64_t x;
         (void)shmobj_int_get(k, &x);
@@ -202,9 +205,12 @@ static int dump(struct out *o, const shmobj_view *v, int depth)
         put_double(o, d);
         return 0;
     }
-    case SHMOBJ_TYPE_STR:
-        put_str(o, (const uint8_t *)v->obj + 16, (size_t)v->len);
+    case SHMOBJ_TYPE_STR: {
+        const char *s;
+        (void)shmobj_str_get(v, &s, NULL);
+        put_str(o, (const uint8_t *)s, (size_t)v->len);
         return 0;
+    }
     case SHMOBJ_TYPE_BYTES:
         snprintf(tmp, sizeof tmp, "{\"$bytes\":%" PRIu64, v->len);
         puts_(o, tmp);

@@ -17,6 +17,11 @@
 
 #include "objfmt.h"
 
+/* The public structs' sizes are ABI. */
+_Static_assert(sizeof(shmobj_view) == 80, "shmobj_view is 80 bytes");
+_Static_assert(sizeof(shmobj_value) == 32, "shmobj_value is 32 bytes");
+_Static_assert(sizeof(shmobj_buffer_desc) == 40, "shmobj_buffer_desc is 40 bytes");
+
 static inline struct shmobj__space *space_of(const shmobj_view *v)
 {
     return (struct shmobj__space *)v->seg;
@@ -183,6 +188,15 @@ int shmobj__view_slot(struct shmobj__space *sp, uint64_t slot_off, uint64_t blk,
         }
         return shmobj__view_follow(sp, p, blk, blen, bgen, out);
     }
+    case SHMOBJ__SLOT_SSTR: {
+        uint8_t n = s->reserved0;
+        if (n > SHMOBJ__SSTR_MAX || ((const uint8_t *)&s->payload)[n] != 0)
+            return SHMOBJ_ECORRUPT;
+        out->type = SHMOBJ_TYPE_STR;
+        out->len = n;
+        out->flags |= SHMOBJ__VIEW_RO;
+        return 0;
+    }
     default:
         return SHMOBJ_ECORRUPT;
     }
@@ -248,54 +262,58 @@ int shmobj_view_item(const shmobj_view *view, size_t i, shmobj_view *item)
     if (i >= view->count)
         return SHMOBJ_ERANGE;
     struct shmobj__space *sp = space_of(view);
-    /* Values (or set members) follow the header; body_size() checked that
-     * count slots fit in the block. */
-    uint64_t slot = off_of(sp, view->obj) + 16 + 16 * (uint64_t)i;
+    /* body_size() checked that the body fits in the block. */
+    uint64_t slot = off_of(sp, view->obj) + shmobj__value_rel(view->type, view->len, i);
     return shmobj__view_slot(sp, slot, view->obj_blk, view->obj_blen,
                              view->obj_gen, ro, item);
 }
 
-/* Offset of the key slots and of the index of a keyed object, or
- * SHMOBJ_ETYPE when it has none. */
-static int keyed_layout(const shmobj_view *v, uint64_t *keys, uint64_t *index)
+/* Offset of key slot 0, the distance between key slots, and the offset of
+ * the index of a keyed object; SHMOBJ_ETYPE when it has none. */
+static inline int keyed_layout(const shmobj_view *v, uint64_t *keys, uint64_t *stride,
+                               uint64_t *index)
 {
     uint64_t o = off_of(space_of(v), v->obj) + 16, n = v->count;
     switch (v->type) {
+    case SHMOBJ_TYPE_DICT:
+        *index = o;
+        *keys = o + 8 * v->len;
+        *stride = 32;
+        return 0;
     case SHMOBJ_TYPE_SET:
         *keys = o;
         break;
     case SHMOBJ_TYPE_STRUCT:
         if (!(v->flags & SHMOBJ__VIEW_NAMES))
             return SHMOBJ_ETYPE;
-        /* fall through */
-    case SHMOBJ_TYPE_DICT:
         *keys = o + 16 * n;
         break;
     default:
         return SHMOBJ_ETYPE;
     }
+    *stride = 16;
     *index = *keys + 16 * n;
     return 0;
 }
 
 int shmobj_view_key(const shmobj_view *view, size_t i, shmobj_view *key)
 {
-    uint64_t keys, index;
+    uint64_t keys, stride, index;
     if (view == NULL || key == NULL)
         return SHMOBJ_EINVAL;
-    int rc = keyed_layout(view, &keys, &index);
+    int rc = keyed_layout(view, &keys, &stride, &index);
     if (rc != 0)
         return rc;
     if (i >= view->count)
         return SHMOBJ_ERANGE;
-    return shmobj__view_slot(space_of(view), keys + 16 * (uint64_t)i,
+    return shmobj__view_slot(space_of(view), keys + stride * (uint64_t)i,
                              view->obj_blk, view->obj_blen, view->obj_gen, 1,
                              key);
 }
 
 /* Does key slot `ks` (in the view's block) equal the key described by
  * (type, i, p, n)? 1 yes, 0 no, SHMOBJ_ECORRUPT when the slot is bad. */
-static int key_equal(const shmobj_view *v, const struct shmobj__slot *ks,
+static inline int key_equal(const shmobj_view *v, const struct shmobj__slot *ks,
                      unsigned type, int64_t i, const void *p, uint64_t n)
 {
     struct shmobj__space *sp = space_of(v);
@@ -303,6 +321,13 @@ static int key_equal(const shmobj_view *v, const struct shmobj__slot *ks,
                                        memory_order_relaxed);
     if (ks->tag == SHMOBJ__SLOT_INT)
         return type == SHMOBJ_TYPE_INT && (int64_t)pl == i;
+    if (ks->tag == SHMOBJ__SLOT_SSTR) {
+        uint8_t kn = ks->reserved0;
+        if (kn > SHMOBJ__SSTR_MAX)
+            return SHMOBJ_ECORRUPT;
+        return type == SHMOBJ_TYPE_STR && kn == n &&
+               shmobj__mem_equal((const uint8_t *)&pl, p, n);
+    }
     if (ks->tag != SHMOBJ__SLOT_OBJ)
         return SHMOBJ_ECORRUPT;
     /* Keys are always inline: the same block, its generation. */
@@ -352,12 +377,12 @@ static int key_parts(const shmobj_value *key, int64_t *i, const void **p,
     }
 }
 
-int shmobj__index_find(const shmobj_view *v, unsigned type, int64_t ki,
-                       const void *kp, uint64_t kn, uint64_t hash, size_t *out,
-                       uint64_t *probes)
+static inline __attribute__((always_inline)) int
+index_find(const shmobj_view *v, unsigned type, int64_t ki, const void *kp,
+           uint64_t kn, uint64_t hash, size_t *out, uint64_t *probes)
 {
-    uint64_t keys, index;
-    int rc = keyed_layout(v, &keys, &index);
+    uint64_t keys, stride, index;
+    int rc = keyed_layout(v, &keys, &stride, &index);
     if (rc != 0)
         return rc;
     uint64_t cap = v->len, n = v->count;
@@ -365,7 +390,7 @@ int shmobj__index_find(const shmobj_view *v, unsigned type, int64_t ki,
         return SHMOBJ_ENOTFOUND;
     struct shmobj__space *sp = space_of(v);
     const uint64_t *ix = (const void *)(sp->base + index);
-    const struct shmobj__slot *ks = (const void *)(sp->base + keys);
+    const uint8_t *ks = sp->base + keys;
     uint64_t pos = hash & (cap - 1);
     uint32_t tag = (uint32_t)(hash >> 32);
     /* At most cap probes, so a damaged index cannot loop forever. */
@@ -379,7 +404,7 @@ int shmobj__index_find(const shmobj_view *v, unsigned type, int64_t ki,
         if (item >= n)
             return SHMOBJ_ECORRUPT;
         if ((uint32_t)(e >> 32) == tag) {
-            rc = key_equal(v, &ks[item], type, ki, kp, kn);
+            rc = key_equal(v, (const void *)(ks + stride * item), type, ki, kp, kn);
             if (rc < 0)
                 return rc;
             if (rc == 1) {
@@ -392,6 +417,13 @@ int shmobj__index_find(const shmobj_view *v, unsigned type, int64_t ki,
     return SHMOBJ_ENOTFOUND;
 }
 
+int shmobj__index_find(const shmobj_view *v, unsigned type, int64_t ki,
+                       const void *kp, uint64_t kn, uint64_t hash, size_t *out,
+                       uint64_t *probes)
+{
+    return index_find(v, type, ki, kp, kn, hash, out, probes);
+}
+
 int shmobj_view_index(const shmobj_view *view, const shmobj_value *key, size_t *i)
 {
     int64_t ki;
@@ -402,7 +434,7 @@ int shmobj_view_index(const shmobj_view *view, const shmobj_value *key, size_t *
     int rc = key_parts(key, &ki, &kp, &kn, &hash);
     if (rc != 0)
         return rc;
-    return shmobj__index_find(view, key->type, ki, kp, kn, hash, i, NULL);
+    return index_find(view, key->type, ki, kp, kn, hash, i, NULL);
 }
 
 int shmobj_view_get(const shmobj_view *view, const shmobj_value *key,
@@ -427,10 +459,14 @@ int shmobj_view_get_str(const shmobj_view *view, const char *key,
         return SHMOBJ_EINVAL;
     if (view->type == SHMOBJ_TYPE_SET)
         return SHMOBJ_ETYPE;
-    uint64_t n = strlen(key);
-    int rc = shmobj__index_find(view, SHMOBJ_TYPE_STR, 0, key, n,
-                                shmobj__hash_mem(SHMOBJ_TYPE_STR, key, n), &i,
-                                NULL);
+    /* Keys are short: a byte loop beats a call to strlen. */
+    uint64_t n = 0;
+    while (n < 32 && key[n] != '\0')
+        n++;
+    if (n == 32)
+        n += strlen(key + 32);
+    int rc = index_find(view, SHMOBJ_TYPE_STR, 0, key, n,
+                        shmobj__hash_mem(SHMOBJ_TYPE_STR, key, n), &i, NULL);
     if (rc != 0)
         return rc;
     return shmobj_view_item(view, i, item);
@@ -519,7 +555,8 @@ static inline int item_int_slot(const shmobj_view *v, size_t i, _Atomic uint64_t
     }
     if (i >= v->count)
         return SHMOBJ_ERANGE;
-    struct shmobj__slot *s = (struct shmobj__slot *)((uint8_t *)v->obj + 16) + i;
+    struct shmobj__slot *s =
+        (void *)((uint8_t *)v->obj + shmobj__value_rel(v->type, v->len, i));
     if (s->tag != SHMOBJ__SLOT_INT)
         return s->tag == SHMOBJ__SLOT_OBJ || s->tag == SHMOBJ__SLOT_BOOL ||
                        s->tag == SHMOBJ__SLOT_UINT || s->tag == SHMOBJ__SLOT_DOUBLE
@@ -661,7 +698,10 @@ int shmobj_str_get(const shmobj_view *view, const char **s, size_t *len)
         return SHMOBJ_EINVAL;
     if (view->type != SHMOBJ_TYPE_STR)
         return SHMOBJ_ETYPE;
-    *s = (const char *)view->obj + 16;
+    if (view->slot_tag == SHMOBJ__SLOT_SSTR)
+        *s = (const char *)&((struct shmobj__slot *)view->slot)->payload;
+    else
+        *s = (const char *)view->obj + 16;
     if (len != NULL)
         *len = (size_t)view->len;
     return 0;
