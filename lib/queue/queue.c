@@ -465,13 +465,8 @@ int shmobj_queue_create(shmobj_segment *seg, const char *name,
     if (size == 0)
         return SHMOBJ_EINVAL;
     shmobj_ref ref;
-    int rc = shmobj_segment_root_get(seg, rname, &ref);
-    if (rc == 0)
-        return SHMOBJ_EEXIST;
-    if (rc != SHMOBJ_ENOTFOUND)
-        return rc;
     struct shmobj__space *sp = (struct shmobj__space *)seg;
-    rc = sp->ops->alloc(sp, size, 64, &ref);
+    int rc = sp->ops->alloc(sp, size, 64, &ref);
     if (rc != 0)
         return rc;
     void *mem;
@@ -481,8 +476,10 @@ int shmobj_queue_create(shmobj_segment *seg, const char *name,
     shmobj_queue *q = NULL;
     if (rc == 0)
         rc = handle_new(seg, ref, &q);
+    /* Published last and only if the name is still free: of two creators
+     * racing, one gets SHMOBJ_EEXIST and frees its ring. */
     if (rc == 0)
-        rc = shmobj_segment_root_set(seg, rname, ref);
+        rc = shmobj_segment_root_add(seg, rname, ref);
     if (rc != 0) {
         shmobj_queue_close(q);
         sp->ops->free(sp, ref);
