@@ -14,8 +14,8 @@
  * CPU second of the process, steadier than wall time on a busy host.
  *
  * Subjects: `shmobj` (shmobj_arena_alloc/free on a segment: robust
- * process-shared lock, generation-checked reference, shmobj_arena_ptr to
- * reach the bytes), `shmobj-core` (the arena core behind a process-shared
+ * process-shared lock, a generation-checked reference and the address,
+ * both returned by the allocation), `shmobj-core` (the arena core behind a process-shared
  * robust pthread mutex, no segment), `shmobj-nolock` (the core alone: what
  * the lock costs), `glibc-malloc`. Peers whose libraries
  * replace malloc, or need C++, are separate executables built from this
@@ -201,8 +201,7 @@ static shmobj_segment *g_seg;
 static inline void *seg_alloc(size_t n, uint64_t *ref)
 {
     void *p;
-    if (shmobj_arena_alloc(g_seg, n, 0, ref) != 0 ||
-        shmobj_arena_ptr(g_seg, *ref, &p, NULL) != 0)
+    if (shmobj_arena_alloc(g_seg, n, 0, ref, &p) != 0)
         return NULL;
     return p;
 }
