@@ -453,8 +453,15 @@ static void test_segment_roots_set_get_del(void **state)
     assert_int_equal(shmobj_segment_root_set(s, "x", 6), 0); /* replaces */
     assert_int_equal(shmobj_segment_root_get(s, "x", &ref), 0);
     assert_int_equal(ref, 6);
+    assert_int_equal(shmobj_segment_root_add(s, "x", 7), SHMOBJ_EEXIST);
+    assert_int_equal(shmobj_segment_root_get(s, "x", &ref), 0);
+    assert_int_equal(ref, 6); /* add never replaces */
     assert_int_equal(shmobj_segment_root_del(s, "x"), 0);
     assert_int_equal(shmobj_segment_root_del(s, "x"), SHMOBJ_ENOTFOUND);
+    assert_int_equal(shmobj_segment_root_add(s, "x", 8), 0);
+    assert_int_equal(shmobj_segment_root_get(s, "x", &ref), 0);
+    assert_int_equal(ref, 8);
+    assert_int_equal(shmobj_segment_root_del(s, "x"), 0);
     char longname[SHMOBJ_ROOT_NAME_MAX + 2];
     memset(longname, 'r', sizeof longname - 1);
     longname[sizeof longname - 1] = '\0';
