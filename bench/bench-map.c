@@ -265,7 +265,7 @@ struct shared {
 
 static shmobj_map *child_map(struct env *e, shmobj_segment **seg)
 {
-    shmobj_map *m;
+    shmobj_map *m = NULL;
     int rc = shmobj_segment_open(e->name, SHMOBJ_BACKEND_SHM, 5000000000LL, seg);
     if (rc == 0)
         rc = shmobj_map_open(*seg, "bench", &m);
