@@ -626,6 +626,33 @@ SHMOBJ_HTCORE_FN int shmobj_htcore_ref_find(const shmobj_htcore *t,
     return SHMOBJ_HTCORE_ENOTFOUND;
 }
 
+SHMOBJ_HTCORE_FN unsigned shmobj_htcore_ref_group(const shmobj_htcore *t,
+                                                  uint64_t g, uint64_t hash,
+                                                  uint64_t values[16])
+{
+    const unsigned char *gp;
+    uint64_t bits = ht_ref_bits(hash);
+    unsigned m, n = 0;
+    if (!(t->flags & SHMOBJ_HTCORE_FLAG_REF))
+        return 0;
+    gp = t->groups + (g & (t->mask / HT_GROUP)) * t->group_bytes;
+#if defined(__GNUC__)
+    /* the group's slots follow its control bytes in the next lines */
+    __builtin_prefetch(gp + 64);
+    __builtin_prefetch(gp + 128);
+#endif
+    m = ht_match(gp, ht_h2(hash));
+    while (m != 0) {
+        uint64_t sv;
+        memcpy(&sv, gp + HT_GROUP + (size_t)ht_ctz(m) * SHMOBJ_HTCORE_REF_SLOT,
+               sizeof sv);
+        m &= m - 1;
+        if ((sv & HT_REF_HMASK) == bits)
+            values[n++] = sv >> HT_REF_HBITS;
+    }
+    return ht_match_empty(gp) != 0 ? n | SHMOBJ_HTCORE_GROUP_END : n;
+}
+
 SHMOBJ_HTCORE_FN int shmobj_htcore_ref_insert(shmobj_htcore *t, uint64_t hash,
                                               uint64_t value, uint64_t *index)
 {

@@ -104,6 +104,7 @@ extern "C" {
 #define shmobj_htcore_del SHMOBJ_HTCORE_NAME(shmobj_htcore_del)
 #define shmobj_htcore_entry SHMOBJ_HTCORE_NAME(shmobj_htcore_entry)
 #define shmobj_htcore_ref_find SHMOBJ_HTCORE_NAME(shmobj_htcore_ref_find)
+#define shmobj_htcore_ref_group SHMOBJ_HTCORE_NAME(shmobj_htcore_ref_group)
 #define shmobj_htcore_ref_insert SHMOBJ_HTCORE_NAME(shmobj_htcore_ref_insert)
 #define shmobj_htcore_ref_value SHMOBJ_HTCORE_NAME(shmobj_htcore_ref_value)
 #define shmobj_htcore_ref_replace SHMOBJ_HTCORE_NAME(shmobj_htcore_ref_replace)
@@ -285,6 +286,22 @@ SHMOBJ_HTCORE_FN int shmobj_htcore_ref_find(const shmobj_htcore *t,
                                             uint64_t hash,
                                             shmobj_htcore_eq_fn eq, void *ctx,
                                             uint64_t *index);
+
+/* shmobj_htcore_ref_group() result bit: the group has an empty slot. */
+#define SHMOBJ_HTCORE_GROUP_END 0x100u
+
+/* Ref mode without a callback, for callers that compare entries inline
+ * (the lookup of a shared map, where an indirect call per candidate
+ * lengthens the path): the values of group g's slots (g taken modulo the
+ * number of groups) whose tag and stored hash bits match hash, in slot
+ * order, in values[0..n-1]. Returns n, plus SHMOBJ_HTCORE_GROUP_END when
+ * the group has an empty slot, where the probe sequence of hash ends. That
+ * sequence is g0 = (hash >> 7) & (groups - 1), then
+ * g(i+1) = (g(i) + i + 1) & (groups - 1), for at most `groups` groups
+ * (groups = slots / SHMOBJ_HTCORE_GROUP). Not for inline tables (0). */
+SHMOBJ_HTCORE_FN unsigned shmobj_htcore_ref_group(const shmobj_htcore *t,
+                                                  uint64_t g, uint64_t hash,
+                                                  uint64_t values[16]);
 
 /* Insert value (below 2^44, else EINVAL) under hash; the caller has made
  * sure no equal entry exists. The slot is written before its control byte.
