@@ -137,7 +137,7 @@ SHMOBJ_HTCORE_FN uint64_t shmobj_htcore_hash(const shmobj_htcore *t,
 }
 
 /* Ref slots: value << 20 | hash bits 7..26. */
-#define HT_REF_HBITS 20u
+#define HT_REF_HBITS SHMOBJ_HTCORE_REF_HASH_BITS
 #define HT_REF_HMASK ((UINT64_C(1) << HT_REF_HBITS) - 1)
 #define HT_REF_MAX_GROUPS (UINT64_C(1) << HT_REF_HBITS)
 static uint64_t ht_ref_bits(uint64_t hash)
@@ -626,13 +626,12 @@ SHMOBJ_HTCORE_FN int shmobj_htcore_ref_find(const shmobj_htcore *t,
     return SHMOBJ_HTCORE_ENOTFOUND;
 }
 
-SHMOBJ_HTCORE_FN unsigned shmobj_htcore_ref_group(const shmobj_htcore *t,
-                                                  uint64_t g, uint64_t hash,
-                                                  uint64_t values[16])
+SHMOBJ_HTCORE_FN uint32_t shmobj_htcore_ref_group(const shmobj_htcore *t,
+                                                  uint64_t g, uint64_t hash)
 {
     const unsigned char *gp;
     uint64_t bits = ht_ref_bits(hash);
-    unsigned m, n = 0;
+    unsigned m, out = 0;
     if (!(t->flags & SHMOBJ_HTCORE_FLAG_REF))
         return 0;
     gp = t->groups + (g & (t->mask / HT_GROUP)) * t->group_bytes;
@@ -643,14 +642,14 @@ SHMOBJ_HTCORE_FN unsigned shmobj_htcore_ref_group(const shmobj_htcore *t,
 #endif
     m = ht_match(gp, ht_h2(hash));
     while (m != 0) {
+        unsigned j = ht_ctz(m);
         uint64_t sv;
-        memcpy(&sv, gp + HT_GROUP + (size_t)ht_ctz(m) * SHMOBJ_HTCORE_REF_SLOT,
-               sizeof sv);
+        memcpy(&sv, gp + HT_GROUP + (size_t)j * SHMOBJ_HTCORE_REF_SLOT, sizeof sv);
         m &= m - 1;
         if ((sv & HT_REF_HMASK) == bits)
-            values[n++] = sv >> HT_REF_HBITS;
+            out |= 1u << j;
     }
-    return ht_match_empty(gp) != 0 ? n | SHMOBJ_HTCORE_GROUP_END : n;
+    return ht_match_empty(gp) != 0 ? out | SHMOBJ_HTCORE_GROUP_END : out;
 }
 
 SHMOBJ_HTCORE_FN int shmobj_htcore_ref_insert(shmobj_htcore *t, uint64_t hash,

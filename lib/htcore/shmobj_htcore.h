@@ -287,21 +287,25 @@ SHMOBJ_HTCORE_FN int shmobj_htcore_ref_find(const shmobj_htcore *t,
                                             shmobj_htcore_eq_fn eq, void *ctx,
                                             uint64_t *index);
 
+/* Ref-mode slot: value << SHMOBJ_HTCORE_REF_HASH_BITS | hash bits 7..26. */
+#define SHMOBJ_HTCORE_REF_HASH_BITS 20u
 /* shmobj_htcore_ref_group() result bit: the group has an empty slot. */
-#define SHMOBJ_HTCORE_GROUP_END 0x100u
+#define SHMOBJ_HTCORE_GROUP_END 0x10000u
 
 /* Ref mode without a callback, for callers that compare entries inline
  * (the lookup of a shared map, where an indirect call per candidate
- * lengthens the path): the values of group g's slots (g taken modulo the
- * number of groups) whose tag and stored hash bits match hash, in slot
- * order, in values[0..n-1]. Returns n, plus SHMOBJ_HTCORE_GROUP_END when
- * the group has an empty slot, where the probe sequence of hash ends. That
- * sequence is g0 = (hash >> 7) & (groups - 1), then
- * g(i+1) = (g(i) + i + 1) & (groups - 1), for at most `groups` groups
- * (groups = slots / SHMOBJ_HTCORE_GROUP). Not for inline tables (0). */
-SHMOBJ_HTCORE_FN unsigned shmobj_htcore_ref_group(const shmobj_htcore *t,
-                                                  uint64_t g, uint64_t hash,
-                                                  uint64_t values[16]);
+ * lengthens the path): a mask of group g's slots (g taken modulo the
+ * number of groups), bit j for slot j, whose tag and stored hash bits
+ * match hash, plus SHMOBJ_HTCORE_GROUP_END when the group has an empty
+ * slot, where the probe sequence of hash ends. Slot j of group g is the
+ * 8 bytes at groups + g * group_bytes + SHMOBJ_HTCORE_GROUP +
+ * j * SHMOBJ_HTCORE_REF_SLOT; its value is those bytes (host order)
+ * >> SHMOBJ_HTCORE_REF_HASH_BITS. The probe sequence is
+ * g0 = (hash >> 7) & (groups - 1), then g(i+1) = (g(i) + i + 1) &
+ * (groups - 1), for at most `groups` groups (groups = slots /
+ * SHMOBJ_HTCORE_GROUP). 0 for inline tables. */
+SHMOBJ_HTCORE_FN uint32_t shmobj_htcore_ref_group(const shmobj_htcore *t,
+                                                  uint64_t g, uint64_t hash);
 
 /* Insert value (below 2^44, else EINVAL) under hash; the caller has made
  * sure no equal entry exists. The slot is written before its control byte.

@@ -759,6 +759,29 @@ static void copy_value(void *dst, const struct ent *e)
     }
 }
 
+static inline unsigned map_ctz(uint32_t x) /* x != 0 */
+{
+#if defined(__GNUC__)
+    return (unsigned)__builtin_ctz(x);
+#else
+    unsigned n = 0;
+    while (!(x & 1u)) {
+        x >>= 1;
+        n++;
+    }
+    return n;
+#endif
+}
+
+/* The value of slot j of group g (g below the number of groups). */
+static inline uint64_t group_slot(const shmobj_htcore *ht, uint64_t g, unsigned j)
+{
+    uint64_t sv;
+    memcpy(&sv, ht->groups + g * ht->group_bytes + SHMOBJ_HTCORE_GROUP +
+                    (size_t)j * SHMOBJ_HTCORE_REF_SLOT, sizeof sv);
+    return sv >> SHMOBJ_HTCORE_REF_HASH_BITS;
+}
+
 /* The reader's probe: shmobj_htcore_ref_find() with find_eq() inlined (no
  * indirect call per candidate, a shorter path). 0 with *e set, ENOTFOUND,
  * or ECORRUPT. */
@@ -768,11 +791,12 @@ static int table_find(shmobj_map *m, const shmobj_htcore *ht, uint64_t hash,
     uint64_t gmask = ht->mask / SHMOBJ_HTCORE_GROUP;
     uint64_t g = (hash >> 7) & gmask;
     for (uint64_t step = 0; step <= gmask; step++) {
-        uint64_t v[SHMOBJ_HTCORE_GROUP];
-        unsigned r = shmobj_htcore_ref_group(ht, g, hash, v);
-        unsigned n = r & ~SHMOBJ_HTCORE_GROUP_END;
-        for (unsigned i = 0; i < n; i++) {
-            if (entry_peek(m, v[i], e) != 0)
+        uint32_t r = shmobj_htcore_ref_group(ht, g, hash);
+        uint32_t cand = r & (SHMOBJ_HTCORE_GROUP_END - 1);
+        while (cand != 0) {
+            uint64_t v = group_slot(ht, g, map_ctz(cand));
+            cand &= cand - 1;
+            if (entry_peek(m, v, e) != 0)
                 return SHMOBJ_ECORRUPT;
             if (e->klen == klen &&
                 (klen == 0 || memcmp(ent_key(e), key, klen) == 0))
@@ -849,11 +873,12 @@ static int lookup_fast(shmobj_map *m, uint64_t hash, const void *key,
     uint64_t g = (hash >> 7) & gmask;
     int rc = SHMOBJ_ENOTFOUND;
     for (uint64_t step = 0; step <= gmask; step++) {
-        uint64_t v[SHMOBJ_HTCORE_GROUP];
-        unsigned r = shmobj_htcore_ref_group(&ht, g, hash, v);
-        unsigned n = r & ~SHMOBJ_HTCORE_GROUP_END;
-        for (unsigned i = 0; i < n; i++) {
-            uint64_t off = v[i] << SHMOBJ__MAP_SLOT_SHIFT;
+        uint32_t r = shmobj_htcore_ref_group(&ht, g, hash);
+        uint32_t cand = r & (SHMOBJ_HTCORE_GROUP_END - 1);
+        while (cand != 0) {
+            uint64_t off = group_slot(&ht, g, map_ctz(cand))
+                           << SHMOBJ__MAP_SLOT_SHIFT;
+            cand &= cand - 1;
             struct shmobj__map_entry h;
             if (off < 16 || !shmobj__range_ok(off, SHMOBJ__MAP_ENTRY_HEADER, mapped))
                 return MAP_FAST_NO;
@@ -928,8 +953,10 @@ int shmobj_map_get(shmobj_map *map, const void *key, size_t key_len,
         return SHMOBJ_EINVAL;
     uint64_t hash = shmobj_htcore_hash64(key, key_len, map->seed);
     struct ent e;
-    prefetch_hash(map, hash); /* overlaps the group's miss with the guard */
     int rc;
+    /* Start the group's miss now: the guard and the checks before the
+     * probe then run while it is served. */
+    prefetch_hash(map, hash);
     if (fast_mine(map)) {
         uint32_t vlen = 0;
         fast_enter(map);
