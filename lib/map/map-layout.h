@@ -51,19 +51,9 @@ struct shmobj__map_reader {
                                     being claimed */
     _Atomic uint64_t active[2];  /* guards held, by epoch parity; seq_cst
                                     RMW by readers, loaded by writers */
-    _Atomic uint64_t fast;       /* the fast guard of the handle's owning
-                                    thread: 0 never used (reset by claim,
-                                    close, reap), 1 idle, e + 2 held since
-                                    epoch e. Plain stores by that thread,
-                                    ordered by writers' asymmetric fence
-                                    (SHMOBJ__MAP_FAST_*); 1 first stored
-                                    seq_cst */
-    uint8_t pad[24];
+    uint8_t pad[32];
 };
 _Static_assert(sizeof(struct shmobj__map_reader) == 64, "one cache line");
-_Static_assert(offsetof(struct shmobj__map_reader, fast) == 32, "layout");
-#define SHMOBJ__MAP_FAST_IDLE 1u /* `fast`: owner thread registered, idle */
-#define SHMOBJ__MAP_FAST_BIAS 2u /* `fast`: epoch + this while held */
 
 /* One shard: the lock stripe, the sequence counter readers validate
  * against, the current table and the repair record. Fields other than

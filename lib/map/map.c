@@ -26,18 +26,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__linux__) && defined(__has_include)
-#if __has_include(<linux/membarrier.h>)
-#include <linux/membarrier.h>
-#include <pthread.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-#if defined(SYS_membarrier)
-#define MAP_HAVE_MEMBARRIER 1
-#endif
-#endif
-#endif
-
 #include "map-layout.h"
 #include "os.h"
 #include "shmobj/map.h"
@@ -63,10 +51,6 @@ struct shmobj_map {
     shmobj__ref ctl_ref;
     struct shmobj__map_reader *reader; /* this handle's guard slot */
     uint64_t seed;
-    _Atomic uintptr_t fast_owner; /* thread owning the fast guard (address
-                                     of its map_tls_self); 0 unclaimed,
-                                     UINTPTR_MAX nobody */
-    unsigned fast_gen;            /* map_fork_gen when it was claimed */
     struct tcache tc[SHMOBJ__MAP_SHARDS];
 };
 
@@ -309,121 +293,6 @@ static void guard_leave(shmobj_map *m, uint64_t g)
                               memory_order_release);
 }
 
-/* Fast guards. A locked read-modify-write (or any full fence) per get
- * stops the processor from overlapping one get's cache misses with the
- * next one's, which costs more than the rest of the get. So one thread per
- * handle (the first to read through it) keeps its guard in its reader
- * slot's `fast` word with plain stores, and writers pay instead: before
- * they judge which epochs readers hold they run an asymmetric fence
- * (membarrier GLOBAL_EXPEDITED), which acts as a full fence on every
- * processor running a registered process. Either the reader's store is
- * then visible to the writer's scan, or everything the reader does after
- * it sees what the writer did before the fence: the same two cases the
- * seq_cst pairing of guard_enter()/try_advance() gives. Other threads of
- * the process, views and cursors use the counting guards. Without
- * membarrier (other kernels, seccomp) readers keep the counting guards;
- * a writer that cannot fence while a fast guard is registered does not
- * advance the epoch (memory waits, never unsafe). */
-#if MAP_HAVE_MEMBARRIER
-static _Atomic int map_mb_state;       /* 0 untried, 1 registered, -1 not */
-static _Atomic int map_atfork_done;    /* pthread_atfork() called */
-static _Atomic unsigned map_fork_gen;  /* bumped in every forked child */
-static _Thread_local char map_tls_self; /* its address names the thread */
-
-/* A forked child is another process sharing the parent's handles and
- * reader slots: it must not use their fast guards, and registers anew. */
-static void map_on_fork_child(void)
-{
-    atomic_fetch_add(&map_fork_gen, 1);
-    atomic_store(&map_mb_state, 0);
-}
-
-static int map_mb_register(void)
-{
-    int st = atomic_load(&map_mb_state);
-    if (st != 0)
-        return st > 0;
-    int zero = 0;
-    if (atomic_compare_exchange_strong(&map_atfork_done, &zero, 1) &&
-        pthread_atfork(NULL, NULL, map_on_fork_child) != 0) {
-        atomic_store(&map_mb_state, -1);
-        return 0;
-    }
-    long q = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
-    int ok = q > 0 && (q & MEMBARRIER_CMD_GLOBAL_EXPEDITED) &&
-             (q & MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) &&
-             syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED,
-                     0, 0) == 0;
-    atomic_store(&map_mb_state, ok ? 1 : -1);
-    return ok;
-}
-
-/* The writer's half: 0 when every processor has passed a full fence. */
-static int map_mb_fence(void)
-{
-    if (syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0) == 0)
-        return 0;
-    return syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) == 0 ? 0 : -1;
-}
-
-static int fast_claim(shmobj_map *m, uintptr_t me)
-{
-    uintptr_t zero = 0;
-    if (!map_mb_register()) {
-        atomic_compare_exchange_strong(&m->fast_owner, &zero, UINTPTR_MAX);
-        return 0;
-    }
-    if (!atomic_compare_exchange_strong(&m->fast_owner, &zero, me))
-        return 0;
-    m->fast_gen = atomic_load(&map_fork_gen);
-    /* seq_cst: a writer that still loads 0 here may skip its fence, since
-     * every epoch this thread loads from now on is at least the one that
-     * writer judged (see try_advance()). */
-    atomic_store(&m->reader->fast, SHMOBJ__MAP_FAST_IDLE);
-    return 1;
-}
-
-/* Whether the calling thread holds the handle's fast guard slot. */
-static inline int fast_mine(shmobj_map *m)
-{
-    uintptr_t me = (uintptr_t)&map_tls_self;
-    uintptr_t o = atomic_load_explicit(&m->fast_owner, memory_order_relaxed);
-    if (o == me)
-        return m->fast_gen == atomic_load_explicit(&map_fork_gen, memory_order_relaxed);
-    return o == 0 ? fast_claim(m, me) : 0;
-}
-#else
-static int map_mb_fence(void) { return -1; }
-static inline int fast_mine(shmobj_map *m)
-{
-    (void)m;
-    return 0;
-}
-#endif
-
-/* Enter a fast guard: publish the epoch with a plain store, then confirm
- * it did not move (as guard_enter()); the compiler barrier keeps the order
- * in the instruction stream, the writers' fence does the rest. */
-static inline void fast_enter(shmobj_map *m)
-{
-    _Atomic uint64_t *ep = &m->ctl->epoch;
-    _Atomic uint64_t *f = &m->reader->fast;
-    for (;;) {
-        uint64_t e = atomic_load_explicit(ep, memory_order_relaxed);
-        atomic_store_explicit(f, e + SHMOBJ__MAP_FAST_BIAS, memory_order_relaxed);
-        atomic_signal_fence(memory_order_seq_cst);
-        if (atomic_load_explicit(ep, memory_order_relaxed) == e)
-            return;
-    }
-}
-
-static inline void fast_leave(shmobj_map *m)
-{
-    /* release: the section's loads complete before the slot reads idle */
-    atomic_store_explicit(&m->reader->fast, SHMOBJ__MAP_FAST_IDLE,
-                          memory_order_release);
-}
-
 /* Reset the slot of a reader process that died holding guards. */
 static void reader_reap(struct shmobj__map_reader *r)
 {
@@ -438,7 +307,6 @@ static void reader_reap(struct shmobj__map_reader *r)
         return;
     atomic_store(&r->active[0], 0);
     atomic_store(&r->active[1], 0);
-    atomic_store(&r->fast, 0);
     atomic_store(&r->start_time, 0);
     atomic_store(&r->owner, 0);
 }
@@ -448,24 +316,13 @@ static void try_advance(shmobj_map *m, int check_liveness)
 {
     struct shmobj__map_ctl *c = m->ctl;
     uint64_t e = atomic_load(&c->epoch);
-    /* Fast guards are plain stores: make them visible first (a slot still
-     * 0 here cannot hold one that matters, see fast_claim()). */
-    for (unsigned i = 0; i < SHMOBJ__MAP_READERS; i++) {
-        if (atomic_load(&c->readers_[i].fast) != 0) {
-            if (map_mb_fence() != 0)
-                return;
-            break;
-        }
-    }
     for (unsigned i = 0; i < SHMOBJ__MAP_READERS; i++) {
         struct shmobj__map_reader *r = &c->readers_[i];
-        if (atomic_load(&r->active[(e + 1) & 1]) != 0 ||
-            atomic_load(&r->fast) == e - 1 + SHMOBJ__MAP_FAST_BIAS) {
+        if (atomic_load(&r->active[(e + 1) & 1]) != 0) {
             if (!check_liveness)
                 return;
             reader_reap(r);
-            if (atomic_load(&r->active[(e + 1) & 1]) != 0 ||
-                atomic_load(&r->fast) == e - 1 + SHMOBJ__MAP_FAST_BIAS)
+            if (atomic_load(&r->active[(e + 1) & 1]) != 0)
                 return;
         }
     }
@@ -953,24 +810,17 @@ int shmobj_map_get(shmobj_map *map, const void *key, size_t key_len,
         return SHMOBJ_EINVAL;
     uint64_t hash = shmobj_htcore_hash64(key, key_len, map->seed);
     struct ent e;
-    int rc;
     /* Start the group's miss now: the guard and the checks before the
      * probe then run while it is served. */
     prefetch_hash(map, hash);
-    if (fast_mine(map)) {
-        uint32_t vlen = 0;
-        fast_enter(map);
-        rc = lookup_fast(map, hash, key, key_len, buf, buf_len, &vlen);
-        if (rc == MAP_FAST_NO)
-            rc = lookup(map, hash, key, key_len, &e, buf, buf_len);
-        else
-            e.vlen = vlen;
-        fast_leave(map);
-    } else {
-        uint64_t g = guard_enter(map);
+    uint64_t g = guard_enter(map);
+    uint32_t vlen = 0;
+    int rc = lookup_fast(map, hash, key, key_len, buf, buf_len, &vlen);
+    if (rc == MAP_FAST_NO)
         rc = lookup(map, hash, key, key_len, &e, buf, buf_len);
-        guard_leave(map, g);
-    }
+    else
+        e.vlen = vlen;
+    guard_leave(map, g);
     if (rc != 0)
         return rc;
     if (value_len != NULL)
@@ -1015,16 +865,9 @@ int shmobj_map_contains(shmobj_map *map, const void *key, size_t key_len)
         return SHMOBJ_EINVAL;
     uint64_t hash = shmobj_htcore_hash64(key, key_len, map->seed);
     struct ent e;
-    int rc;
-    if (fast_mine(map)) {
-        fast_enter(map);
-        rc = lookup(map, hash, key, key_len, &e, NULL, 0);
-        fast_leave(map);
-    } else {
-        uint64_t g = guard_enter(map);
-        rc = lookup(map, hash, key, key_len, &e, NULL, 0);
-        guard_leave(map, g);
-    }
+    uint64_t g = guard_enter(map);
+    int rc = lookup(map, hash, key, key_len, &e, NULL, 0);
+    guard_leave(map, g);
     return rc;
 }
 
@@ -1573,7 +1416,6 @@ static int reader_claim(shmobj_map *m)
                                                (uint64_t)self.pid + 1)) {
                 atomic_store(&r->active[0], 0);
                 atomic_store(&r->active[1], 0);
-                atomic_store(&r->fast, 0);
                 atomic_store(&r->start_time, self.start_time);
                 m->reader = r;
                 return 0;
@@ -1710,7 +1552,6 @@ void shmobj_map_close(shmobj_map *map)
     if (map == NULL)
         return;
     struct shmobj__map_reader *r = map->reader;
-    atomic_store(&r->fast, 0);
     atomic_store(&r->start_time, 0);
     atomic_store(&r->owner, 0);
     free(map);
