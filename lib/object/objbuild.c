@@ -84,6 +84,7 @@ struct wr {
     uint64_t blk_off; /* segment offset of the block */
     uint16_t gen;     /* its generation */
     uint64_t cur;     /* next free byte, relative to the block */
+    uint64_t lim;     /* bytes the cursor may reach (the block's size) */
     int need64;       /* holds a buffer: allocate 64-aligned */
 };
 
@@ -91,8 +92,10 @@ struct wr {
 static int advance(struct wr *w, uint64_t pos, uint64_t a, uint64_t b)
 {
     uint64_t end;
+    /* The limit also keeps the writing pass inside its block should the
+     * description change under it (another thread). */
     if (!shmobj__add_ok(pos, a, &end) || !shmobj__add_ok(end, b, &end) ||
-        end > MAX_BLOCK)
+        end > w->lim)
         return SHMOBJ_EINVAL;
     w->cur = end;
     return 0;
@@ -429,16 +432,135 @@ static int emit_slot(struct wr *w, const shmobj_value *v, uint64_t slot_rel,
     return 0;
 }
 
+/* ---- measuring ---------------------------------------------------------
+ * A lean walk of the description that only adds up sizes, with the same
+ * structural checks as the writer (types, depth, counts, lengths, NULL
+ * pointers, buffer shapes), so shmobj_obj_size() refuses what a put would.
+ * Content checks (UTF-8, duplicate keys) are the writer's; the writer also
+ * stops at the size measured here, so the two can never disagree by more
+ * than an error. */
+
+static int measure_obj(const shmobj_value *v, int depth, uint64_t *cur, int *need64);
+
+static inline int measure_slot(const shmobj_value *v, int depth, uint64_t *cur,
+                               int *need64)
+{
+    switch (v->type) {
+    case SHMOBJ_TYPE_BOOL:
+        return v->v.b == 0 || v->v.b == 1 ? 0 : SHMOBJ_EINVAL;
+    case SHMOBJ_TYPE_INT:
+    case SHMOBJ_TYPE_UINT:
+    case SHMOBJ_TYPE_DOUBLE:
+    case SHMOBJ_TYPE_NULL:
+        return 0;
+    default:
+        return measure_obj(v, depth, cur, need64);
+    }
+}
+
+/* Bytes of a str/bytes object of n bytes at the 16-aligned *cur. */
+static inline int measure_mem(uint64_t n, int depth, uint64_t *cur)
+{
+    uint64_t pos = (*cur + 15) & ~UINT64_C(15), end;
+    if (depth >= SHMOBJ_OBJ_MAXDEPTH || n >= MAX_BLOCK || !shmobj__add_ok(pos, 17 + n, &end) || end > MAX_BLOCK)
+        return SHMOBJ_EINVAL;
+    *cur = end;
+    return 0;
+}
+
+static int measure_obj(const shmobj_value *v, int depth, uint64_t *cur, int *need64)
+{
+    uint64_t pos, n, cap, end;
+    int rc;
+    if (depth >= SHMOBJ_OBJ_MAXDEPTH || *cur > MAX_BLOCK)
+        return SHMOBJ_EINVAL;
+    pos = (*cur + 15) & ~UINT64_C(15);
+    switch (v->type) {
+    case SHMOBJ_TYPE_STR:
+    case SHMOBJ_TYPE_BYTES: {
+        struct dkey k;
+        rc = desc_key(v, &k);
+        return rc != 0 ? rc : measure_mem(k.n, depth, cur);
+    }
+    case SHMOBJ_TYPE_BUFFER: {
+        /* Rare and shape-heavy: the writer's own code, without a block. */
+        struct wr w = {NULL, 0, 0, pos, MAX_BLOCK, 0};
+        struct shmobj__obj h;
+        rc = emit_buffer(&w, v, pos, &h);
+        if (rc != 0)
+            return rc;
+        *cur = w.cur;
+        *need64 = 1;
+        return 0;
+    }
+    case SHMOBJ_TYPE_LIST:
+    case SHMOBJ_TYPE_TUPLE:
+    case SHMOBJ_TYPE_STRUCT:
+    case SHMOBJ_TYPE_DICT:
+    case SHMOBJ_TYPE_SET:
+        break;
+    default:
+        return SHMOBJ_EINVAL;
+    }
+    n = v->v.c.count;
+    if (n >= UINT32_MAX || (n > 0 && v->v.c.items == NULL))
+        return SHMOBJ_EINVAL;
+    const shmobj_value *items = v->v.c.items;
+    int keyed = v->type == SHMOBJ_TYPE_DICT || v->type == SHMOBJ_TYPE_SET ||
+                (v->type == SHMOBJ_TYPE_STRUCT && v->v.c.names != NULL);
+    int values = v->type != SHMOBJ_TYPE_SET;
+    cap = keyed ? shmobj__index_cap(n) : 0;
+    /* n < 2^32: no overflow in 16 * n * 2 + 8 * cap */
+    if (!shmobj__add_ok(pos, 16 + 16 * n * (uint64_t)(values + keyed) + 8 * cap, &end) ||
+        end > MAX_BLOCK)
+        return SHMOBJ_EINVAL;
+    *cur = end;
+    depth++;
+    if (keyed) {
+        for (size_t i = 0; i < n; i++) {
+            const shmobj_value *k;
+            if (v->type == SHMOBJ_TYPE_STRUCT) {
+                const char *name = v->v.c.names[i];
+                if (name == NULL)
+                    return SHMOBJ_EINVAL;
+                uint64_t kn = strlen(name);
+                rc = kn <= SHMOBJ__SSTR_MAX ? 0 : measure_mem(kn, depth, cur);
+            } else {
+                k = v->type == SHMOBJ_TYPE_SET ? &items[i] : &items[2 * i];
+                if (k->type == SHMOBJ_TYPE_INT) {
+                    rc = 0;
+                } else {
+                    struct dkey dk;
+                    rc = desc_key(k, &dk);
+                    if (rc == 0 && !(k->type == SHMOBJ_TYPE_STR && dk.n <= SHMOBJ__SSTR_MAX))
+                        rc = measure_mem(dk.n, depth, cur);
+                }
+            }
+            if (rc != 0)
+                return rc;
+        }
+    }
+    if (values) {
+        size_t step = v->type == SHMOBJ_TYPE_DICT ? 2 : 1;
+        for (size_t i = 0; i < n; i++) {
+            rc = measure_slot(&items[i * step + step - 1], depth, cur, need64);
+            if (rc != 0)
+                return rc;
+        }
+    }
+    return 0;
+}
+
 /* Measure a description: the bytes of its block and whether it needs a
  * 64-aligned one. */
 static int measure(const shmobj_value *val, uint64_t *size, int *need64)
 {
-    struct wr w = {NULL, 0, 0, SHMOBJ__PREFIX, 0};
-    int rc = emit_slot(&w, val, sizeof(struct shmobj__tree), 0);
+    uint64_t cur = SHMOBJ__PREFIX;
+    *need64 = 0;
+    int rc = measure_slot(val, 0, &cur, need64);
     if (rc != 0)
         return rc;
-    *size = w.cur;
-    *need64 = w.need64;
+    *size = cur;
     return 0;
 }
 
@@ -477,7 +599,7 @@ int shmobj__obj_put(struct shmobj__space *sp, const shmobj_value *val,
     t->version = SHMOBJ__TREE_VERSION;
     atomic_store_explicit(&t->flags, 0, memory_order_relaxed);
     t->size = size;
-    struct wr w = {p, shmobj__ref_off(r), shmobj__ref_gen(r), SHMOBJ__PREFIX, 0};
+    struct wr w = {p, shmobj__ref_off(r), shmobj__ref_gen(r), SHMOBJ__PREFIX, size, 0};
     rc = emit_slot(&w, val, sizeof(struct shmobj__tree), 0);
     /* A description changed by another thread during the call could make
      * the second pass disagree with the first: refuse it. */
