@@ -88,6 +88,26 @@ struct wr {
     int need64;       /* holds a buffer: allocate 64-aligned */
 };
 
+/* Copy n bytes to o: a few word moves for short strings instead of a call
+ * to memcpy. [o, o + n) lies in the block (checked by the caller). */
+static inline void copy_bytes(uint8_t *o, const uint8_t *p, uint64_t n)
+{
+    if (n >= 8 && n <= 16) {
+        uint64_t a = shmobj__load64(p), b = shmobj__load64(p + n - 8);
+        memcpy(o, &a, 8);
+        memcpy(o + n - 8, &b, 8);
+    } else if (n >= 4 && n < 8) {
+        uint32_t a = (uint32_t)shmobj__load32(p), b = (uint32_t)shmobj__load32(p + n - 4);
+        memcpy(o, &a, 4);
+        memcpy(o + n - 4, &b, 4);
+    } else if (n < 4) {
+        for (uint64_t i = 0; i < n; i++)
+            o[i] = p[i];
+    } else {
+        memcpy(o, p, (size_t)n);
+    }
+}
+
 /* Move the cursor to pos + a + b, checking for overflow. */
 static int advance(struct wr *w, uint64_t pos, uint64_t a, uint64_t b)
 {
@@ -169,6 +189,8 @@ static shmobj_value key_of(const shmobj_value *v, size_t i)
 
 static int emit_slot(struct wr *w, const shmobj_value *v, uint64_t slot_rel,
                      int depth);
+static inline int emit_mem(struct wr *w, const shmobj_value *v, int depth,
+                           uint64_t *rel);
 
 /* Enter key i (description k) into the index; SHMOBJ_EINVAL when an
  * earlier key equals it. */
@@ -213,19 +235,16 @@ static int emit_keys(struct wr *w, const shmobj_value *v, size_t n,
             k.v.s.len = (size_t)dk.n; /* strlen once */
         if (k.type == SHMOBJ_TYPE_STR && dk.n <= SHMOBJ__SSTR_MAX) {
             /* A short string key lives in its slot (no object to follow). */
-            if (w->blk != NULL) {
-                if (!shmobj__utf8_ok(dk.p, dk.n))
-                    return SHMOBJ_EINVAL;
-                struct shmobj__slot *ks = (void *)(w->blk + keys_rel + stride * (uint64_t)i);
-                uint64_t pl = 0;
-                if (dk.n > 0)
-                    memcpy(&pl, dk.p, (size_t)dk.n);
-                ks->tag = SHMOBJ__SLOT_SSTR;
-                ks->reserved0 = (uint8_t)dk.n;
-                ks->reserved1 = 0;
-                ks->reserved2 = 0;
-                atomic_store_explicit(&ks->payload, pl, memory_order_relaxed);
-            }
+            if (!shmobj__utf8_ok_inline(dk.p, dk.n))
+                return SHMOBJ_EINVAL;
+            struct shmobj__slot *ks = (void *)(w->blk + keys_rel + stride * (uint64_t)i);
+            uint64_t pl = 0;
+            copy_bytes((uint8_t *)&pl, dk.p, dk.n);
+            ks->tag = SHMOBJ__SLOT_SSTR;
+            ks->reserved0 = (uint8_t)dk.n;
+            ks->reserved1 = 0;
+            ks->reserved2 = 0;
+            atomic_store_explicit(&ks->payload, pl, memory_order_relaxed);
         } else {
             rc = emit_slot(w, &k, keys_rel + stride * (uint64_t)i, depth);
         }
@@ -308,27 +327,8 @@ static int emit_obj(struct wr *w, const shmobj_value *v, int depth, uint64_t *re
     uint8_t *o = w->blk != NULL ? w->blk + pos : NULL;
     switch (v->type) {
     case SHMOBJ_TYPE_STR:
-    case SHMOBJ_TYPE_BYTES: {
-        struct dkey k;
-        rc = desc_key(v, &k);
-        if (rc != 0)
-            return rc;
-        rc = advance(w, pos, 16, k.n + 1);
-        if (rc != 0)
-            return rc;
-        h.len = k.n;
-        if (o != NULL) {
-            /* Checked while writing, not measuring (the caller frees the
-             * block on failure), and on the source: reading bytes just
-             * stored would stall on store forwarding. */
-            if (v->type == SHMOBJ_TYPE_STR && !shmobj__utf8_ok(k.p, k.n))
-                return SHMOBJ_EINVAL;
-            if (k.n > 0)
-                memcpy(o + 16, k.p, (size_t)k.n);
-            o[16 + k.n] = 0;
-        }
-        break;
-    }
+    case SHMOBJ_TYPE_BYTES:
+        return emit_mem(w, v, depth, rel);
     case SHMOBJ_TYPE_BUFFER:
         rc = emit_buffer(w, v, pos, &h);
         if (rc != 0)
@@ -385,12 +385,55 @@ static int emit_obj(struct wr *w, const shmobj_value *v, int depth, uint64_t *re
     return 0;
 }
 
+/* Write a str or bytes object (a leaf) at the next 16-aligned position;
+ * the same checks as emit_obj(), without its dispatch. */
+static inline int emit_mem(struct wr *w, const shmobj_value *v, int depth,
+                           uint64_t *rel)
+{
+    const uint8_t *p = (const uint8_t *)v->v.s.ptr;
+    uint64_t n = v->v.s.len, pos, end;
+    if (depth >= SHMOBJ_OBJ_MAXDEPTH)
+        return SHMOBJ_EINVAL;
+    if (n == SHMOBJ_STRLEN) {
+        if (p == NULL || v->type != SHMOBJ_TYPE_STR)
+            return SHMOBJ_EINVAL;
+        n = strlen((const char *)p);
+    }
+    if (p == NULL && n != 0)
+        return SHMOBJ_EINVAL;
+    /* cur <= lim <= MAX_BLOCK: no overflow below once n < MAX_BLOCK. */
+    pos = (w->cur + 15) & ~UINT64_C(15);
+    if (n >= MAX_BLOCK || (end = pos + 17 + n) > w->lim)
+        return SHMOBJ_EINVAL;
+    /* Checked on the source: reading bytes just stored would stall on
+     * store forwarding. */
+    if (v->type == SHMOBJ_TYPE_STR && !shmobj__utf8_ok_inline(p, n))
+        return SHMOBJ_EINVAL;
+    uint8_t *o = w->blk + pos;
+    struct shmobj__obj h = {.tag = (uint8_t)v->type, .len = n};
+    memcpy(o, &h, sizeof h);
+    copy_bytes(o + 16, p, n);
+    o[16 + n] = 0;
+    w->cur = end;
+    *rel = pos;
+    return 0;
+}
+
 static int emit_slot(struct wr *w, const shmobj_value *v, uint64_t slot_rel,
                      int depth)
 {
     uint8_t tag;
     uint64_t pl = 0, rel;
     switch (v->type) {
+    case SHMOBJ_TYPE_STR:
+    case SHMOBJ_TYPE_BYTES: {
+        int rc = emit_mem(w, v, depth, &rel);
+        if (rc != 0)
+            return rc;
+        tag = SHMOBJ__SLOT_OBJ;
+        pl = shmobj__ref_make(w->blk_off + rel, w->gen);
+        break;
+    }
     case SHMOBJ_TYPE_BOOL:
         if (v->v.b != 0 && v->v.b != 1)
             return SHMOBJ_EINVAL;
@@ -421,14 +464,12 @@ static int emit_slot(struct wr *w, const shmobj_value *v, uint64_t slot_rel,
         break;
     }
     }
-    if (w->blk != NULL) {
-        struct shmobj__slot *s = (void *)(w->blk + slot_rel);
-        s->tag = tag;
-        s->reserved0 = 0;
-        s->reserved1 = 0;
-        s->reserved2 = 0;
-        atomic_store_explicit(&s->payload, pl, memory_order_relaxed);
-    }
+    struct shmobj__slot *s = (void *)(w->blk + slot_rel);
+    s->tag = tag;
+    s->reserved0 = 0;
+    s->reserved1 = 0;
+    s->reserved2 = 0;
+    atomic_store_explicit(&s->payload, pl, memory_order_relaxed);
     return 0;
 }
 
@@ -761,6 +802,24 @@ int shmobj_obj_free(shmobj_segment *seg, shmobj_ref ref)
     struct shmobj__space *sp = (struct shmobj__space *)seg;
     if (sp == NULL || ref == SHMOBJ_REF_NULL)
         return SHMOBJ_EINVAL;
+    /* Fast path: a block that never had a slot replaced holds no reference
+     * out, so only the arena needs to see it (its free checks the
+     * generation: a stale ref still gives SHMOBJ_ESTALE). The header read
+     * here only decides between the paths and is bounds-checked; anything
+     * unusual takes the full path, which checks everything. */
+    uint64_t off = shmobj__ref_off(ref);
+    uint64_t mapped = atomic_load_explicit(&sp->mapped, memory_order_acquire);
+    if (shmobj__aligned(off, 16) && shmobj__range_ok(off, SHMOBJ__PREFIX, mapped)) {
+        const struct shmobj__tree *t = (const void *)(sp->base + off);
+        if (t->magic == SHMOBJ__TREE_MAGIC && t->version == SHMOBJ__TREE_VERSION &&
+            !(atomic_load_explicit(&((struct shmobj__tree *)t)->flags,
+                                   memory_order_acquire) & SHMOBJ__TREE_SEPARATE)) {
+            int rc = sp->ops->free(sp, ref);
+            if (rc != SHMOBJ_ESTALE && rc != SHMOBJ_ECORRUPT)
+                return rc;
+            /* Let the full path decide which error to report. */
+        }
+    }
     uint64_t budget = work_budget(sp);
     return free_tree(sp, ref, 0, &budget);
 }

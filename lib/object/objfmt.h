@@ -284,4 +284,20 @@ int shmobj__index_find(const shmobj_view *v, unsigned type, int64_t ki,
 /* Is the UTF-8 in [s, s + n) well formed? */
 int shmobj__utf8_ok(const uint8_t *s, uint64_t n);
 
+/* The same, with the all-ASCII case of short strings (keys, names, URLs)
+ * decided inline by one OR of two overlapping loads. */
+static inline int shmobj__utf8_ok_inline(const uint8_t *s, uint64_t n)
+{
+    uint64_t acc;
+    if (n >= 8 && n <= 16)
+        acc = shmobj__load64(s) | shmobj__load64(s + n - 8);
+    else if (n >= 4 && n < 8)
+        acc = shmobj__load32(s) | shmobj__load32(s + n - 4);
+    else if (n == 0)
+        return 1;
+    else
+        return shmobj__utf8_ok(s, n);
+    return (acc & UINT64_C(0x8080808080808080)) == 0 || shmobj__utf8_ok(s, n);
+}
+
 #endif /* SHMOBJ_OBJFMT_H */

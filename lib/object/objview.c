@@ -102,8 +102,9 @@ static int body_size(const struct shmobj__obj *h, uint64_t rem, uint64_t *out)
     return *out <= rem ? 0 : SHMOBJ_ECORRUPT;
 }
 
-int shmobj__view_follow(struct shmobj__space *sp, uint64_t p, uint64_t blk,
-                        uint64_t blen, uint16_t bgen, shmobj_view *out)
+static inline __attribute__((always_inline)) int
+view_follow(struct shmobj__space *sp, uint64_t p, uint64_t blk, uint64_t blen,
+            uint16_t bgen, shmobj_view *out)
 {
     uint64_t off = shmobj__ref_off(p);
     uint16_t gen = shmobj__ref_gen(p);
@@ -158,8 +159,15 @@ int shmobj__view_follow(struct shmobj__space *sp, uint64_t p, uint64_t blk,
     return 0;
 }
 
-int shmobj__view_slot(struct shmobj__space *sp, uint64_t slot_off, uint64_t blk,
-                      uint64_t blen, uint16_t bgen, int ro, shmobj_view *out)
+int shmobj__view_follow(struct shmobj__space *sp, uint64_t p, uint64_t blk,
+                        uint64_t blen, uint16_t bgen, shmobj_view *out)
+{
+    return view_follow(sp, p, blk, blen, bgen, out);
+}
+
+static inline __attribute__((always_inline)) int
+view_slot(struct shmobj__space *sp, uint64_t slot_off, uint64_t blk,
+          uint64_t blen, uint16_t bgen, int ro, shmobj_view *out)
 {
     struct shmobj__slot *s = (void *)(sp->base + slot_off);
     uint8_t tag = s->tag;
@@ -186,7 +194,7 @@ int shmobj__view_slot(struct shmobj__space *sp, uint64_t slot_off, uint64_t blk,
             out->type = SHMOBJ_TYPE_NULL;
             return 0;
         }
-        return shmobj__view_follow(sp, p, blk, blen, bgen, out);
+        return view_follow(sp, p, blk, blen, bgen, out);
     }
     case SHMOBJ__SLOT_SSTR: {
         uint8_t n = s->reserved0;
@@ -202,6 +210,12 @@ int shmobj__view_slot(struct shmobj__space *sp, uint64_t slot_off, uint64_t blk,
     }
 }
 
+int shmobj__view_slot(struct shmobj__space *sp, uint64_t slot_off, uint64_t blk,
+                      uint64_t blen, uint16_t bgen, int ro, shmobj_view *out)
+{
+    return view_slot(sp, slot_off, blk, blen, bgen, ro, out);
+}
+
 int shmobj_obj_get(shmobj_segment *seg, shmobj_ref ref, shmobj_view *view)
 {
     struct shmobj__space *sp = (struct shmobj__space *)seg;
@@ -211,8 +225,8 @@ int shmobj_obj_get(shmobj_segment *seg, shmobj_ref ref, shmobj_view *view)
     int rc = shmobj__tree_open(sp, ref, &blk, &blen);
     if (rc != 0)
         return rc;
-    return shmobj__view_slot(sp, blk + sizeof(struct shmobj__tree), blk, blen,
-                             shmobj__ref_gen(ref), 0, view);
+    return view_slot(sp, blk + sizeof(struct shmobj__tree), blk, blen,
+                     shmobj__ref_gen(ref), 0, view);
 }
 
 int shmobj_view_type(const shmobj_view *view)
@@ -264,8 +278,7 @@ int shmobj_view_item(const shmobj_view *view, size_t i, shmobj_view *item)
     struct shmobj__space *sp = space_of(view);
     /* body_size() checked that the body fits in the block. */
     uint64_t slot = off_of(sp, view->obj) + shmobj__value_rel(view->type, view->len, i);
-    return shmobj__view_slot(sp, slot, view->obj_blk, view->obj_blen,
-                             view->obj_gen, ro, item);
+    return view_slot(sp, slot, view->obj_blk, view->obj_blen, view->obj_gen, ro, item);
 }
 
 /* Offset of key slot 0, the distance between key slots, and the offset of
@@ -469,7 +482,11 @@ int shmobj_view_get_str(const shmobj_view *view, const char *key,
                         shmobj__hash_mem(SHMOBJ_TYPE_STR, key, n), &i, NULL);
     if (rc != 0)
         return rc;
-    return shmobj_view_item(view, i, item);
+    /* A dict or a named struct (index_find() refused the rest): values are
+     * mutable, i < count, and body_size() checked the body fits. */
+    struct shmobj__space *sp = space_of(view);
+    uint64_t slot = off_of(sp, view->obj) + shmobj__value_rel(view->type, view->len, i);
+    return view_slot(sp, slot, view->obj_blk, view->obj_blen, view->obj_gen, 0, item);
 }
 
 /* ---- scalars ---------------------------------------------------------- */
