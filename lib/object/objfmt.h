@@ -175,8 +175,21 @@ static inline uint64_t shmobj__mum(uint64_t a, uint64_t b)
     return (uint64_t)x ^ (uint64_t)(x >> 64);
 }
 
+/* The bytes of a key of at most 7 bytes as a little-endian word, zero
+ * above them: the payload of a short string key slot. */
+static inline uint64_t shmobj__pack_short(const uint8_t *s, uint64_t n)
+{
+    if (n >= 4)
+        return shmobj__load32(s) | shmobj__load32(s + n - 4) << (8 * (n - 4));
+    if (n == 0)
+        return 0;
+    /* n 1..3: bytes 0, n/2 and n-1 cover them all */
+    return (uint64_t)s[0] | (uint64_t)s[n >> 1] << (8 * (n >> 1)) |
+           (uint64_t)s[n - 1] << (8 * (n - 1));
+}
+
 /* Hash of a string or bytes key. Short keys (the common case) take one or
- * two loads and one multiply. Part of the format: the index of a dict is
+ * two loads and two multiplies. Part of the format: the index of a dict is
  * laid out by it. Reads are little-endian loads of the key's bytes. */
 static inline uint64_t shmobj__hash_mem(unsigned type, const void *p, uint64_t n)
 {

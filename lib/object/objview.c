@@ -361,6 +361,15 @@ static inline int key_equal(const shmobj_view *v, const struct shmobj__slot *ks,
     return shmobj__mem_equal((const uint8_t *)(h + 1), p, n);
 }
 
+/* key_equal() out of line, for the rare key slots of other kinds met by a
+ * short string lookup. */
+static __attribute__((noinline)) int key_equal_slow(const shmobj_view *v,
+                                                    const struct shmobj__slot *ks,
+                                                    const void *p, uint64_t n)
+{
+    return key_equal(v, ks, SHMOBJ_TYPE_STR, 0, p, n);
+}
+
 static int key_parts(const shmobj_value *key, int64_t *i, const void **p,
                      uint64_t *n, uint64_t *hash)
 {
@@ -430,6 +439,75 @@ index_find(const shmobj_view *v, unsigned type, int64_t ki, const void *kp,
     return SHMOBJ_ENOTFOUND;
 }
 
+/* The lookup of a short string key (at most SHMOBJ__SSTR_MAX bytes), the
+ * common case of field names: the key is packed once into the word a short
+ * string key slot holds, so comparing with such a slot is one compare of
+ * its tag and length and one of its bytes. Other key slots (not written by
+ * this library for short strings, but possible in a foreign block) take
+ * the general comparison. Same results as index_find(). */
+static __attribute__((noinline)) int
+index_find_short(const shmobj_view *v, const uint8_t *kp, uint64_t kn, size_t *out)
+{
+    uint64_t keys, stride, index, word = 0, mask;
+    int rc;
+    if (kn > SHMOBJ__SSTR_MAX)
+        __builtin_unreachable(); /* the callers' condition */
+    if (v->type == SHMOBJ_TYPE_DICT) {
+        /* keyed_layout() for the common case, with constants */
+        index = off_of(space_of(v), v->obj) + 16;
+        keys = index + 8 * v->len;
+        stride = 32;
+    } else {
+        rc = keyed_layout(v, &keys, &stride, &index);
+        if (rc != 0)
+            return rc;
+    }
+    uint64_t cap = v->len, n = v->count;
+    if (cap == 0)
+        return SHMOBJ_ENOTFOUND;
+    word = shmobj__pack_short(kp, kn);
+    /* Compare the key's bytes only, as key_equal() does. */
+    mask = kn == 0 ? 0 : ~UINT64_C(0) >> (64 - 8 * kn);
+    uint64_t hash = shmobj__hash_mem(SHMOBJ_TYPE_STR, kp, kn);
+    struct shmobj__space *sp = space_of(v);
+    const uint64_t *ix = (const void *)(sp->base + index);
+    const uint8_t *ks = sp->base + keys;
+    uint64_t pos = hash & (cap - 1);
+    uint32_t tag = (uint32_t)(hash >> 32);
+    for (uint64_t probe = 0; probe < cap; probe++) {
+        uint64_t e = ix[pos];
+        if (e == 0)
+            return SHMOBJ_ENOTFOUND;
+        uint64_t item = (e & UINT32_MAX) - 1;
+        if (item >= n)
+            return SHMOBJ_ECORRUPT;
+        if ((uint32_t)(e >> 32) == tag) {
+            const struct shmobj__slot *k = (const void *)(ks + stride * item);
+            if (k->tag == SHMOBJ__SLOT_SSTR) {
+                uint8_t len = k->reserved0;
+                if (len > SHMOBJ__SSTR_MAX)
+                    return SHMOBJ_ECORRUPT;
+                uint64_t pl = atomic_load_explicit(
+                    &((struct shmobj__slot *)k)->payload, memory_order_relaxed);
+                if (len == kn && (pl & mask) == word) {
+                    *out = (size_t)item;
+                    return 0;
+                }
+            } else {
+                rc = key_equal_slow(v, k, kp, kn);
+                if (rc < 0)
+                    return rc;
+                if (rc == 1) {
+                    *out = (size_t)item;
+                    return 0;
+                }
+            }
+        }
+        pos = (pos + 1) & (cap - 1);
+    }
+    return SHMOBJ_ENOTFOUND;
+}
+
 int shmobj__index_find(const shmobj_view *v, unsigned type, int64_t ki,
                        const void *kp, uint64_t kn, uint64_t hash, size_t *out,
                        uint64_t *probes)
@@ -437,17 +515,28 @@ int shmobj__index_find(const shmobj_view *v, unsigned type, int64_t ki,
     return index_find(v, type, ki, kp, kn, hash, out, probes);
 }
 
-int shmobj_view_index(const shmobj_view *view, const shmobj_value *key, size_t *i)
+/* shmobj_view_index() for every key but a short string. */
+static __attribute__((noinline)) int view_index_general(const shmobj_view *view,
+                                                        const shmobj_value *key,
+                                                        size_t *i)
 {
     int64_t ki;
     const void *kp;
     uint64_t kn, hash;
-    if (view == NULL || key == NULL || i == NULL)
-        return SHMOBJ_EINVAL;
     int rc = key_parts(key, &ki, &kp, &kn, &hash);
     if (rc != 0)
         return rc;
     return index_find(view, key->type, ki, kp, kn, hash, i, NULL);
+}
+
+int shmobj_view_index(const shmobj_view *view, const shmobj_value *key, size_t *i)
+{
+    if (view == NULL || key == NULL || i == NULL)
+        return SHMOBJ_EINVAL;
+    if (key->type == SHMOBJ_TYPE_STR && key->v.s.len <= SHMOBJ__SSTR_MAX &&
+        key->v.s.ptr != NULL)
+        return index_find_short(view, key->v.s.ptr, key->v.s.len, i);
+    return view_index_general(view, key, i);
 }
 
 int shmobj_view_get(const shmobj_view *view, const shmobj_value *key,
@@ -478,8 +567,10 @@ int shmobj_view_get_str(const shmobj_view *view, const char *key,
         n++;
     if (n == 32)
         n += strlen(key + 32);
-    int rc = index_find(view, SHMOBJ_TYPE_STR, 0, key, n,
-                        shmobj__hash_mem(SHMOBJ_TYPE_STR, key, n), &i, NULL);
+    int rc = n <= SHMOBJ__SSTR_MAX
+                 ? index_find_short(view, (const uint8_t *)key, n, &i)
+                 : index_find(view, SHMOBJ_TYPE_STR, 0, key, n,
+                              shmobj__hash_mem(SHMOBJ_TYPE_STR, key, n), &i, NULL);
     if (rc != 0)
         return rc;
     /* A dict or a named struct (index_find() refused the rest): values are
