@@ -439,50 +439,41 @@ index_find(const shmobj_view *v, unsigned type, int64_t ki, const void *kp,
     return SHMOBJ_ENOTFOUND;
 }
 
-/* The lookup of a short string key (at most SHMOBJ__SSTR_MAX bytes), the
- * common case of field names: the key is packed once into the word a short
- * string key slot holds, so comparing with such a slot is one compare of
- * its tag and length and one of its bytes. Other key slots (not written by
- * this library for short strings, but possible in a foreign block) take
- * the general comparison. Same results as index_find(). */
-static __attribute__((noinline)) int
-index_find_short(const shmobj_view *v, const uint8_t *kp, uint64_t kn, size_t *out)
+/* The lookup of a short string key (at most SHMOBJ__SSTR_MAX bytes) in a
+ * dict, the common case of field names: the key is packed once into the
+ * word a short string key slot holds, so comparing with such a slot is a
+ * compare of its tag and length and one of its bytes. Other key slots (not
+ * written by this library for short strings, but possible in a foreign
+ * block) take the general comparison. The same checks, in the same order,
+ * and so the same results as index_find(); the layout is the dict's
+ * (body_size() checked that index and pairs lie in the block when the view
+ * was made). */
+static inline __attribute__((always_inline)) int
+dict_find_short(const shmobj_view *v, const uint8_t *kp, uint64_t kn, size_t *out)
 {
-    uint64_t keys, stride, index, word = 0, mask;
-    int rc;
+    uint64_t cap = v->len;
     if (kn > SHMOBJ__SSTR_MAX)
         __builtin_unreachable(); /* the callers' condition */
-    if (v->type == SHMOBJ_TYPE_DICT) {
-        /* keyed_layout() for the common case, with constants */
-        index = off_of(space_of(v), v->obj) + 16;
-        keys = index + 8 * v->len;
-        stride = 32;
-    } else {
-        rc = keyed_layout(v, &keys, &stride, &index);
-        if (rc != 0)
-            return rc;
-    }
-    uint64_t cap = v->len, n = v->count;
     if (cap == 0)
         return SHMOBJ_ENOTFOUND;
-    word = shmobj__pack_short(kp, kn);
+    const uint64_t *ix = (const uint64_t *)((const uint8_t *)v->obj + 16);
+    const uint8_t *pairs = (const uint8_t *)(ix + cap);
+    uint64_t word = shmobj__pack_short(kp, kn);
     /* Compare the key's bytes only, as key_equal() does. */
-    mask = kn == 0 ? 0 : ~UINT64_C(0) >> (64 - 8 * kn);
+    uint64_t mask = kn == 0 ? 0 : ~UINT64_C(0) >> (64 - 8 * kn);
     uint64_t hash = shmobj__hash_mem(SHMOBJ_TYPE_STR, kp, kn);
-    struct shmobj__space *sp = space_of(v);
-    const uint64_t *ix = (const void *)(sp->base + index);
-    const uint8_t *ks = sp->base + keys;
-    uint64_t pos = hash & (cap - 1);
+    uint64_t m = cap - 1, pos = hash & m, left = cap;
     uint32_t tag = (uint32_t)(hash >> 32);
-    for (uint64_t probe = 0; probe < cap; probe++) {
+    /* At most cap probes, so a damaged index cannot loop forever. */
+    do {
         uint64_t e = ix[pos];
         if (e == 0)
             return SHMOBJ_ENOTFOUND;
         uint64_t item = (e & UINT32_MAX) - 1;
-        if (item >= n)
+        if (item >= v->count)
             return SHMOBJ_ECORRUPT;
         if ((uint32_t)(e >> 32) == tag) {
-            const struct shmobj__slot *k = (const void *)(ks + stride * item);
+            const struct shmobj__slot *k = (const void *)(pairs + 32 * item);
             if (k->tag == SHMOBJ__SLOT_SSTR) {
                 uint8_t len = k->reserved0;
                 if (len > SHMOBJ__SSTR_MAX)
@@ -494,7 +485,7 @@ index_find_short(const shmobj_view *v, const uint8_t *kp, uint64_t kn, size_t *o
                     return 0;
                 }
             } else {
-                rc = key_equal_slow(v, k, kp, kn);
+                int rc = key_equal_slow(v, k, kp, kn);
                 if (rc < 0)
                     return rc;
                 if (rc == 1) {
@@ -503,8 +494,8 @@ index_find_short(const shmobj_view *v, const uint8_t *kp, uint64_t kn, size_t *o
                 }
             }
         }
-        pos = (pos + 1) & (cap - 1);
-    }
+        pos = (pos + 1) & m;
+    } while (--left != 0);
     return SHMOBJ_ENOTFOUND;
 }
 
@@ -533,9 +524,9 @@ int shmobj_view_index(const shmobj_view *view, const shmobj_value *key, size_t *
 {
     if (view == NULL || key == NULL || i == NULL)
         return SHMOBJ_EINVAL;
-    if (key->type == SHMOBJ_TYPE_STR && key->v.s.len <= SHMOBJ__SSTR_MAX &&
-        key->v.s.ptr != NULL)
-        return index_find_short(view, key->v.s.ptr, key->v.s.len, i);
+    if (view->type == SHMOBJ_TYPE_DICT && key->type == SHMOBJ_TYPE_STR &&
+        key->v.s.len <= SHMOBJ__SSTR_MAX && key->v.s.ptr != NULL)
+        return dict_find_short(view, key->v.s.ptr, key->v.s.len, i);
     return view_index_general(view, key, i);
 }
 
@@ -567,8 +558,8 @@ int shmobj_view_get_str(const shmobj_view *view, const char *key,
         n++;
     if (n == 32)
         n += strlen(key + 32);
-    int rc = n <= SHMOBJ__SSTR_MAX
-                 ? index_find_short(view, (const uint8_t *)key, n, &i)
+    int rc = n <= SHMOBJ__SSTR_MAX && view->type == SHMOBJ_TYPE_DICT
+                 ? dict_find_short(view, (const uint8_t *)key, n, &i)
                  : index_find(view, SHMOBJ_TYPE_STR, 0, key, n,
                               shmobj__hash_mem(SHMOBJ_TYPE_STR, key, n), &i, NULL);
     if (rc != 0)
