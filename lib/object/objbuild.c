@@ -189,8 +189,11 @@ static shmobj_value key_of(const shmobj_value *v, size_t i)
 
 static int emit_slot(struct wr *w, const shmobj_value *v, uint64_t slot_rel,
                      int depth);
+static inline int emit_mem_raw(struct wr *w, unsigned type, const uint8_t *p,
+                               uint64_t n, int depth, uint64_t *rel);
 static inline int emit_mem(struct wr *w, const shmobj_value *v, int depth,
                            uint64_t *rel);
+static inline void put_slot(uint8_t *at, uint8_t tag, uint8_t r0, uint64_t pl);
 
 /* Enter key i (description k) into the index; SHMOBJ_EINVAL when an
  * earlier key equals it. */
@@ -215,41 +218,48 @@ static int index_add(uint64_t *ix, uint64_t cap, const shmobj_value *v,
     }
 }
 
-/* Write (or measure) the keys of a keyed object and, when writing, enter
- * each into the index at ix (cap entries). */
+/* Write the keys of a keyed object and enter each into the index at ix
+ * (cap entries). */
 static int emit_keys(struct wr *w, const shmobj_value *v, size_t n,
                      uint64_t keys_rel, uint64_t stride, uint64_t *ix, uint64_t cap,
                      int depth)
 {
-    if (ix != NULL)
-        memset(ix, 0, (size_t)(cap * 8));
+    const shmobj_value *items = v->v.c.items;
+    memset(ix, 0, (size_t)(cap * 8));
     for (size_t i = 0; i < n; i++) {
-        shmobj_value k = key_of(v, i);
         struct dkey dk;
-        if (v->type == SHMOBJ_TYPE_STRUCT && v->v.c.names[i] == NULL)
-            return SHMOBJ_EINVAL;
-        int rc = desc_key(&k, &dk);
-        if (rc != 0)
-            return rc;
-        if (k.type != SHMOBJ_TYPE_INT)
-            k.v.s.len = (size_t)dk.n; /* strlen once */
-        if (k.type == SHMOBJ_TYPE_STR && dk.n <= SHMOBJ__SSTR_MAX) {
+        int rc;
+        uint8_t *at = w->blk + keys_rel + stride * (uint64_t)i;
+        if (v->type == SHMOBJ_TYPE_STRUCT) {
+            const char *name = v->v.c.names[i];
+            if (name == NULL)
+                return SHMOBJ_EINVAL;
+            dk.type = SHMOBJ_TYPE_STR;
+            dk.i = 0;
+            dk.p = name;
+            dk.n = strlen(name);
+        } else {
+            rc = desc_key(v->type == SHMOBJ_TYPE_SET ? &items[i] : &items[2 * i], &dk);
+            if (rc != 0)
+                return rc;
+        }
+        if (dk.type == SHMOBJ_TYPE_INT) {
+            put_slot(at, SHMOBJ__SLOT_INT, 0, (uint64_t)dk.i);
+        } else if (dk.type == SHMOBJ_TYPE_STR && dk.n <= SHMOBJ__SSTR_MAX) {
             /* A short string key lives in its slot (no object to follow). */
             if (!shmobj__utf8_ok_inline(dk.p, dk.n))
                 return SHMOBJ_EINVAL;
-            struct shmobj__slot *ks = (void *)(w->blk + keys_rel + stride * (uint64_t)i);
             uint64_t pl = 0;
             copy_bytes((uint8_t *)&pl, dk.p, dk.n);
-            ks->tag = SHMOBJ__SLOT_SSTR;
-            ks->reserved0 = (uint8_t)dk.n;
-            ks->reserved1 = 0;
-            ks->reserved2 = 0;
-            atomic_store_explicit(&ks->payload, pl, memory_order_relaxed);
+            put_slot(at, SHMOBJ__SLOT_SSTR, (uint8_t)dk.n, pl);
         } else {
-            rc = emit_slot(w, &k, keys_rel + stride * (uint64_t)i, depth);
+            uint64_t rel;
+            rc = emit_mem_raw(w, dk.type, dk.p, dk.n, depth, &rel);
+            if (rc != 0)
+                return rc;
+            put_slot(at, SHMOBJ__SLOT_OBJ, 0, shmobj__ref_make(w->blk_off + rel, w->gen));
         }
-        if (rc == 0 && ix != NULL)
-            rc = index_add(ix, cap, v, i, &dk);
+        rc = index_add(ix, cap, v, i, &dk);
         if (rc != 0)
             return rc;
     }
@@ -385,21 +395,14 @@ static int emit_obj(struct wr *w, const shmobj_value *v, int depth, uint64_t *re
     return 0;
 }
 
-/* Write a str or bytes object (a leaf) at the next 16-aligned position;
- * the same checks as emit_obj(), without its dispatch. */
-static inline int emit_mem(struct wr *w, const shmobj_value *v, int depth,
-                           uint64_t *rel)
+/* Write a str or bytes object (a leaf) of n bytes at p (n resolved, not
+ * SHMOBJ_STRLEN) at the next 16-aligned position; the same checks as
+ * emit_obj(), without its dispatch. */
+static inline int emit_mem_raw(struct wr *w, unsigned type, const uint8_t *p,
+                               uint64_t n, int depth, uint64_t *rel)
 {
-    const uint8_t *p = (const uint8_t *)v->v.s.ptr;
-    uint64_t n = v->v.s.len, pos, end;
+    uint64_t pos, end;
     if (depth >= SHMOBJ_OBJ_MAXDEPTH)
-        return SHMOBJ_EINVAL;
-    if (n == SHMOBJ_STRLEN) {
-        if (p == NULL || v->type != SHMOBJ_TYPE_STR)
-            return SHMOBJ_EINVAL;
-        n = strlen((const char *)p);
-    }
-    if (p == NULL && n != 0)
         return SHMOBJ_EINVAL;
     /* cur <= lim <= MAX_BLOCK: no overflow below once n < MAX_BLOCK. */
     pos = (w->cur + 15) & ~UINT64_C(15);
@@ -407,16 +410,41 @@ static inline int emit_mem(struct wr *w, const shmobj_value *v, int depth,
         return SHMOBJ_EINVAL;
     /* Checked on the source: reading bytes just stored would stall on
      * store forwarding. */
-    if (v->type == SHMOBJ_TYPE_STR && !shmobj__utf8_ok_inline(p, n))
+    if (type == SHMOBJ_TYPE_STR && !shmobj__utf8_ok_inline(p, n))
         return SHMOBJ_EINVAL;
     uint8_t *o = w->blk + pos;
-    struct shmobj__obj h = {.tag = (uint8_t)v->type, .len = n};
+    struct shmobj__obj h = {.tag = (uint8_t)type, .len = n};
     memcpy(o, &h, sizeof h);
     copy_bytes(o + 16, p, n);
     o[16 + n] = 0;
     w->cur = end;
     *rel = pos;
     return 0;
+}
+
+static inline int emit_mem(struct wr *w, const shmobj_value *v, int depth,
+                           uint64_t *rel)
+{
+    const uint8_t *p = (const uint8_t *)v->v.s.ptr;
+    uint64_t n = v->v.s.len;
+    if (n == SHMOBJ_STRLEN) {
+        if (p == NULL || v->type != SHMOBJ_TYPE_STR)
+            return SHMOBJ_EINVAL;
+        n = strlen((const char *)p);
+    }
+    if (p == NULL && n != 0)
+        return SHMOBJ_EINVAL;
+    return emit_mem_raw(w, v->type, p, n, depth, rel);
+}
+
+static inline void put_slot(uint8_t *at, uint8_t tag, uint8_t r0, uint64_t pl)
+{
+    struct shmobj__slot *s = (void *)at;
+    s->tag = tag;
+    s->reserved0 = r0;
+    s->reserved1 = 0;
+    s->reserved2 = 0;
+    atomic_store_explicit(&s->payload, pl, memory_order_relaxed);
 }
 
 static int emit_slot(struct wr *w, const shmobj_value *v, uint64_t slot_rel,
@@ -464,12 +492,7 @@ static int emit_slot(struct wr *w, const shmobj_value *v, uint64_t slot_rel,
         break;
     }
     }
-    struct shmobj__slot *s = (void *)(w->blk + slot_rel);
-    s->tag = tag;
-    s->reserved0 = 0;
-    s->reserved1 = 0;
-    s->reserved2 = 0;
-    atomic_store_explicit(&s->payload, pl, memory_order_relaxed);
+    put_slot(w->blk + slot_rel, tag, 0, pl);
     return 0;
 }
 
@@ -483,6 +506,16 @@ static int emit_slot(struct wr *w, const shmobj_value *v, uint64_t slot_rel,
 
 static int measure_obj(const shmobj_value *v, int depth, uint64_t *cur, int *need64);
 
+/* Bytes of a str/bytes object of n bytes at the 16-aligned *cur. */
+static inline int measure_mem(uint64_t n, int depth, uint64_t *cur)
+{
+    uint64_t pos = (*cur + 15) & ~UINT64_C(15), end;
+    if (depth >= SHMOBJ_OBJ_MAXDEPTH || n >= MAX_BLOCK || !shmobj__add_ok(pos, 17 + n, &end) || end > MAX_BLOCK)
+        return SHMOBJ_EINVAL;
+    *cur = end;
+    return 0;
+}
+
 static inline int measure_slot(const shmobj_value *v, int depth, uint64_t *cur,
                                int *need64)
 {
@@ -494,19 +527,22 @@ static inline int measure_slot(const shmobj_value *v, int depth, uint64_t *cur,
     case SHMOBJ_TYPE_DOUBLE:
     case SHMOBJ_TYPE_NULL:
         return 0;
+    case SHMOBJ_TYPE_STR:
+    case SHMOBJ_TYPE_BYTES: {
+        /* desc_key() inline: the leaves are most of a tree */
+        uint64_t n = v->v.s.len;
+        if (n == SHMOBJ_STRLEN) {
+            if (v->v.s.ptr == NULL || v->type != SHMOBJ_TYPE_STR)
+                return SHMOBJ_EINVAL;
+            n = strlen(v->v.s.ptr);
+        }
+        if (v->v.s.ptr == NULL && n != 0)
+            return SHMOBJ_EINVAL;
+        return measure_mem(n, depth, cur);
+    }
     default:
         return measure_obj(v, depth, cur, need64);
     }
-}
-
-/* Bytes of a str/bytes object of n bytes at the 16-aligned *cur. */
-static inline int measure_mem(uint64_t n, int depth, uint64_t *cur)
-{
-    uint64_t pos = (*cur + 15) & ~UINT64_C(15), end;
-    if (depth >= SHMOBJ_OBJ_MAXDEPTH || n >= MAX_BLOCK || !shmobj__add_ok(pos, 17 + n, &end) || end > MAX_BLOCK)
-        return SHMOBJ_EINVAL;
-    *cur = end;
-    return 0;
 }
 
 static int measure_obj(const shmobj_value *v, int depth, uint64_t *cur, int *need64)

@@ -552,12 +552,30 @@ int shmobj_view_get_str(const shmobj_view *view, const char *key,
         return SHMOBJ_EINVAL;
     if (view->type == SHMOBJ_TYPE_SET)
         return SHMOBJ_ETYPE;
-    /* Keys are short: a byte loop beats a call to strlen. */
+    /* Keys are short: a byte loop beats a call to strlen. Four bytes per
+     * round, never reading past the NUL. */
     uint64_t n = 0;
-    while (n < 32 && key[n] != '\0')
-        n++;
-    if (n == 32)
-        n += strlen(key + 32);
+    for (;;) {
+        if (key[n] == '\0')
+            break;
+        if (key[n + 1] == '\0') {
+            n += 1;
+            break;
+        }
+        if (key[n + 2] == '\0') {
+            n += 2;
+            break;
+        }
+        if (key[n + 3] == '\0') {
+            n += 3;
+            break;
+        }
+        n += 4;
+        if (n == 32) {
+            n += strlen(key + 32);
+            break;
+        }
+    }
     int rc = n <= SHMOBJ__SSTR_MAX && view->type == SHMOBJ_TYPE_DICT
                  ? dict_find_short(view, (const uint8_t *)key, n, &i)
                  : index_find(view, SHMOBJ_TYPE_STR, 0, key, n,
