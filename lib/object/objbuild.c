@@ -187,8 +187,8 @@ static shmobj_value key_of(const shmobj_value *v, size_t i)
     }
 }
 
-static int emit_slot(struct wr *w, const shmobj_value *v, uint64_t slot_rel,
-                     int depth);
+static inline int emit_slot(struct wr *w, const shmobj_value *v, uint64_t slot_rel,
+                            int depth);
 static inline int emit_mem_raw(struct wr *w, unsigned type, const uint8_t *p,
                                uint64_t n, int depth, uint64_t *rel);
 static inline int emit_mem(struct wr *w, const shmobj_value *v, int depth,
@@ -440,15 +440,22 @@ static inline int emit_mem(struct wr *w, const shmobj_value *v, int depth,
 static inline void put_slot(uint8_t *at, uint8_t tag, uint8_t r0, uint64_t pl)
 {
     struct shmobj__slot *s = (void *)at;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    /* tag, reserved0 and the zero fields in one store */
+    uint64_t head = (uint64_t)tag | (uint64_t)r0 << 8;
+    memcpy(s, &head, sizeof head);
+#else
     s->tag = tag;
     s->reserved0 = r0;
     s->reserved1 = 0;
     s->reserved2 = 0;
+#endif
     atomic_store_explicit(&s->payload, pl, memory_order_relaxed);
 }
 
-static int emit_slot(struct wr *w, const shmobj_value *v, uint64_t slot_rel,
-                     int depth)
+/* Inline in every loop: only containers and buffers cost a call. */
+static inline __attribute__((always_inline)) int
+emit_slot(struct wr *w, const shmobj_value *v, uint64_t slot_rel, int depth)
 {
     uint8_t tag;
     uint64_t pl = 0, rel;
@@ -516,8 +523,8 @@ static inline int measure_mem(uint64_t n, int depth, uint64_t *cur)
     return 0;
 }
 
-static inline int measure_slot(const shmobj_value *v, int depth, uint64_t *cur,
-                               int *need64)
+static inline __attribute__((always_inline)) int
+measure_slot(const shmobj_value *v, int depth, uint64_t *cur, int *need64)
 {
     switch (v->type) {
     case SHMOBJ_TYPE_BOOL:
