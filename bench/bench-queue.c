@@ -24,7 +24,8 @@
  *   futex wake-up, an idle queue still costs no CPU.
  *   shmobj-spin      W2: 64-byte message blocks recycled through a second
  *                    queue (the zero-copy idiom for small messages); both
- *                    sides spin while waiting (shmobj_queue_spin_set(-1)).
+ *                    sides spin up to 20 us while waiting, then sleep
+ *                    (shmobj_queue_spin_set(), see W2_SPIN_NS).
  *   shmobj-sleep     W2: the same, both sides sleep on the queue's futex.
  *
  * Tuning (environment): BENCH_QUEUE_CAP (W1 queue capacity),
@@ -78,6 +79,28 @@ static int segment_new(uint64_t size, shmobj_segment **seg)
     return shmobj_segment_create("bench-queue", &o, seg);
 }
 
+/* Map every page of the segment into this process, as the peers fault
+ * their rings in before the clock starts: a forked process shares the
+ * segment's pages but not the parent's page tables, and a heap block met
+ * for the first time would otherwise cost a fault per 4 KiB page inside the
+ * timing. The segment's base is found from any block's address and offset. */
+static int segment_prefault(shmobj_segment *seg, shmobj_queue *q)
+{
+    shmobj_segment_info info = {.struct_size = sizeof info};
+    shmobj_ref ref;
+    void *p;
+    if (shmobj_segment_info_get(seg, &info) != 0 ||
+        shmobj_queue_msg_alloc(q, 16, 0, &ref, &p) != 0)
+        return -1;
+    const volatile unsigned char *base =
+        (const unsigned char *)p - (ref & ((UINT64_C(1) << 48) - 1));
+    uint64_t acc = 0;
+    for (uint64_t off = 0; off < info.size; off += 4096)
+        acc += base[off];
+    bench_keep(acc);
+    return shmobj_queue_msg_free(q, ref);
+}
+
 /* ---- W1 ------------------------------------------------------------------ */
 
 #define W1_SPIN_NS 100000
@@ -107,6 +130,7 @@ struct w1_job {
     size_t size;
     uint64_t count;
     struct ctl *ctl;
+    shmobj_segment *seg;
     shmobj_queue *q;
 };
 
@@ -127,6 +151,8 @@ static int w1_producer(void *arg)
     struct w1_job *j = (struct w1_job *)arg;
     bench_pin(1);
     shmobj_queue_spin_set(j->q, W1_SPIN_NS);
+    if (segment_prefault(j->seg, j->q) != 0)
+        return 2;
     uint64_t sent = 0, rest = 0;
     uint64_t *src = NULL;
     unsigned char pattern[4096];
@@ -238,25 +264,14 @@ static int w1_run(const bench_ctx *ctx)
     rc = shmobj_queue_create(seg, "w1", (uint32_t)cap, 0, &j.q);
     if (rc != 0)
         return bench_fail("queue: %s", shmobj_strerror(rc));
-    /* Touch the heap once so page faults stay out of the timing, as the
-     * peers pre-fault their rings. */
-    {
-        shmobj_ref refs[70];
-        unsigned n = 0;
-        for (; n < cap + 2 && n < 70; n++) {
-            void *p;
-            if (shmobj_queue_msg_alloc(j.q, j.size, 0, &refs[n], &p) != 0)
-                break;
-            memset(p, 0, j.size);
-        }
-        while (n > 0)
-            shmobj_queue_msg_free(j.q, refs[--n]);
-    }
+    j.seg = seg;
     pid_t pid = bench_fork(w1_producer, &j);
     if (pid < 0)
         return bench_fail("fork: %s", strerror(errno));
     bench_pin(0);
     shmobj_queue_spin_set(j.q, W1_SPIN_NS);
+    if (segment_prefault(seg, j.q) != 0)
+        return bench_fail("prefault failed");
     uint64_t sum = 0;
     ctl_barrier(j.ctl);
     rc = w1_consume(&j, &sum);
@@ -281,6 +296,11 @@ static int w1_run(const bench_ctx *ctx)
 #define W2_STREAM 4000000u
 #define W2_STREAM_QUICK 1000000u
 #define W2_POOL 1024u /* message blocks in circulation for the stream */
+/* shmobj-spin: the queue's bounded spin. Every ping-pong wait ends within
+ * it, so latency is that of pure spinning; a stream side that runs dry for
+ * longer sleeps instead of fighting the other side for the lines it is
+ * writing, which makes the stream faster than unbounded spinning. */
+#define W2_SPIN_NS 20000
 
 struct w2_job {
     int spin;
@@ -301,7 +321,7 @@ static void w2_message(uint64_t *msg, uint64_t *rest_sum)
 
 static void w2_spin(struct w2_job *j, shmobj_queue *q)
 {
-    shmobj_queue_spin_set(q, j->spin ? -1 : 0);
+    shmobj_queue_spin_set(q, j->spin ? W2_SPIN_NS : 0);
 }
 
 /* The child: producer of the stream, then the echo side of ping-pong. */
@@ -346,9 +366,19 @@ static int w2_child(void *arg)
     return 0;
 }
 
+/* The consumer hands blocks back W2_RETURN at a time: the producer has
+ * W2_POOL of them, and returning them in runs keeps the two processes from
+ * taking turns on the same line of the return queue for every message. */
+#define W2_RETURN 32
+
 static int w2_consume(struct w2_job *j, uint64_t *sum_out)
 {
     uint64_t sum = 0;
+    shmobj_ref held[W2_RETURN];
+    unsigned nheld = 0;
+    size_t batch = env_size("BENCH_QUEUE_W2_RETURN", W2_RETURN);
+    if (batch == 0 || batch > W2_RETURN)
+        batch = W2_RETURN;
     for (uint64_t i = 0; i < j->stream_count; i++) {
         shmobj_ref ref;
         void *data;
@@ -356,8 +386,13 @@ static int w2_consume(struct w2_job *j, uint64_t *sum_out)
             shmobj_queue_msg_data(j->work, ref, &data, NULL) != 0)
             return -1;
         sum += bench_sum64(data, BENCH_W2_MSG);
-        if (shmobj_queue_put(j->back, ref) != 0)
-            return -1;
+        held[nheld++] = ref;
+        if (nheld == batch || i + 1 == j->stream_count) {
+            for (unsigned k = 0; k < nheld; k++)
+                if (shmobj_queue_put(j->back, held[k]) != 0)
+                    return -1;
+            nheld = 0;
+        }
     }
     *sum_out = sum;
     return 0;

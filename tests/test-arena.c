@@ -3,7 +3,9 @@
  * against a shadow table, stale references, the heap check on damaged heaps,
  * and rebuild after torn operations, including a child process SIGKILLed in
  * the middle of allocating. */
+#include <pthread.h>
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -486,6 +488,88 @@ static void test_arena_check_ref_garbage_offsets(void **state)
     free(h.base);
 }
 
+/* check_ref() takes no lock: run it in a second thread against a writer
+ * that allocates and frees under a mutex. Pinned blocks (never freed) must
+ * pass every time, whatever the writer does around them; references the
+ * writer may free at any moment give 0 or SHMOBJ_ESTALE, never a crash. */
+struct concurrent {
+    struct heap h;
+    pthread_mutex_t lock;
+    _Atomic uint64_t refs[64]; /* off | gen << 48 of the writer's blocks */
+    struct live pinned[16];
+    atomic_int stop;
+};
+
+static void *check_ref_reader(void *arg)
+{
+    struct concurrent *cc = arg;
+    uint64_t bad = 0, n = 0;
+    while (!atomic_load(&cc->stop)) {
+        for (int i = 0; i < 16; i++) {
+            int rc = shmobj__arena_check_ref(cc->h.base, cc->h.mapped, 0, cc->pinned[i].off,
+                                             cc->pinned[i].gen, NULL);
+            if (rc != 0) {
+                bad++;
+                print_error("pinned %d rc %d\n", i, rc);
+            }
+        }
+        for (int i = 0; i < 64; i++) {
+            uint64_t r = atomic_load(&cc->refs[i]);
+            if (r == 0)
+                continue;
+            int rc = shmobj__arena_check_ref(cc->h.base, cc->h.mapped, 0,
+                                             r & ((UINT64_C(1) << 48) - 1),
+                                             (uint16_t)(r >> 48), NULL);
+            if (rc != 0 && rc != SHMOBJ_ESTALE) {
+                bad++;
+                print_error("ref %d rc %d\n", i, rc);
+            }
+        }
+        n++;
+    }
+    if (bad != 0)
+        print_error("check_ref: %llu wrong answers in %llu rounds\n",
+                    (unsigned long long)bad, (unsigned long long)n);
+    return (void *)(uintptr_t)(bad != 0);
+}
+
+static void test_arena_check_ref_concurrent_with_writer(void **state)
+{
+    (void)state;
+    static struct concurrent cc;
+    memset(&cc, 0, sizeof(cc));
+    cc.h = heap_new(4 << 20, 0, 4 << 20);
+    pthread_mutex_init(&cc.lock, NULL);
+    for (int i = 0; i < 16; i++)
+        assert_int_equal(h_alloc(&cc.h, 1 + rnd_below(500), 0, &cc.pinned[i].off,
+                                 &cc.pinned[i].gen), 0);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, check_ref_reader, &cc), 0);
+    for (int op = 0; op < 200000; op++) {
+        int i = (int)rnd_below(64);
+        uint64_t r = atomic_load(&cc.refs[i]);
+        pthread_mutex_lock(&cc.lock);
+        if (r != 0) {
+            assert_int_equal(h_free(&cc.h, r & ((UINT64_C(1) << 48) - 1),
+                                    (uint16_t)(r >> 48)), 0);
+            atomic_store(&cc.refs[i], 0);
+        } else {
+            uint64_t off;
+            uint16_t gen;
+            if (h_alloc(&cc.h, 1 + rnd_below(2000), 16u << rnd_below(3), &off, &gen) == 0)
+                atomic_store(&cc.refs[i], off | (uint64_t)gen << 48);
+        }
+        pthread_mutex_unlock(&cc.lock);
+    }
+    atomic_store(&cc.stop, 1);
+    void *ret;
+    assert_int_equal(pthread_join(t, &ret), 0);
+    assert_int_equal((uintptr_t)ret, 0);
+    assert_int_equal(h_check(&cc.h), 0);
+    pthread_mutex_destroy(&cc.lock);
+    free(cc.h.base);
+}
+
 /* ---- damaged heaps ------------------------------------------------------------ */
 
 /* The check names the first bad block. */
@@ -815,6 +899,7 @@ int main(void)
         cmocka_unit_test(test_arena_free_stale_and_double_estale),
         cmocka_unit_test(test_arena_free_garbage_never_corrupts),
         cmocka_unit_test(test_arena_check_ref_garbage_offsets),
+        cmocka_unit_test(test_arena_check_ref_concurrent_with_writer),
         cmocka_unit_test(test_arena_check_reports_bad_block),
         cmocka_unit_test(test_arena_check_damaged_never_crashes),
         cmocka_unit_test(test_arena_rebuild_free_lists_damaged),

@@ -453,8 +453,15 @@ static void test_segment_roots_set_get_del(void **state)
     assert_int_equal(shmobj_segment_root_set(s, "x", 6), 0); /* replaces */
     assert_int_equal(shmobj_segment_root_get(s, "x", &ref), 0);
     assert_int_equal(ref, 6);
+    assert_int_equal(shmobj_segment_root_add(s, "x", 7), SHMOBJ_EEXIST);
+    assert_int_equal(shmobj_segment_root_get(s, "x", &ref), 0);
+    assert_int_equal(ref, 6); /* add never replaces */
     assert_int_equal(shmobj_segment_root_del(s, "x"), 0);
     assert_int_equal(shmobj_segment_root_del(s, "x"), SHMOBJ_ENOTFOUND);
+    assert_int_equal(shmobj_segment_root_add(s, "x", 8), 0);
+    assert_int_equal(shmobj_segment_root_get(s, "x", &ref), 0);
+    assert_int_equal(ref, 8);
+    assert_int_equal(shmobj_segment_root_del(s, "x"), 0);
     char longname[SHMOBJ_ROOT_NAME_MAX + 2];
     memset(longname, 'r', sizeof longname - 1);
     longname[sizeof longname - 1] = '\0';
@@ -485,19 +492,20 @@ static void test_arena_alloc_via_segment(void **state)
     test_name(name, sizeof name, "blocks");
     shmobj_segment *s = create_small(name);
     shmobj_ref r = 0;
-    assert_int_equal(shmobj_arena_alloc(s, 0, 0, &r), SHMOBJ_EINVAL);
-    assert_int_equal(shmobj_arena_alloc(s, 10, 3, &r), SHMOBJ_EINVAL);
-    assert_int_equal(shmobj_arena_alloc(s, 1000, 64, &r), 0);
-    void *p = NULL;
+    assert_int_equal(shmobj_arena_alloc(s, 0, 0, &r, NULL), SHMOBJ_EINVAL);
+    assert_int_equal(shmobj_arena_alloc(s, 10, 3, &r, NULL), SHMOBJ_EINVAL);
+    void *p = NULL, *q = NULL;
+    assert_int_equal(shmobj_arena_alloc(s, 1000, 64, &r, &q), 0);
     size_t usable = 0;
     assert_int_equal(shmobj_arena_ptr(s, r, &p, &usable), 0);
+    assert_ptr_equal(p, q);
     assert_true(usable >= 1000);
     assert_int_equal((uintptr_t)p % 64, 0);
     memset(p, 0xab, 1000);
     assert_int_equal(shmobj_arena_free(s, r), 0);
     assert_int_equal(shmobj_arena_ptr(s, r, &p, NULL), SHMOBJ_ESTALE);
     assert_int_equal(shmobj_arena_free(s, r), SHMOBJ_ESTALE);
-    assert_int_equal(shmobj_arena_alloc(s, 2 * MiB, 0, &r), SHMOBJ_ENOMEM);
+    assert_int_equal(shmobj_arena_alloc(s, 2 * MiB, 0, &r, NULL), SHMOBJ_ENOMEM);
     assert_int_equal(shmobj_arena_check(s, NULL), 0);
     shmobj_segment_close(s);
     shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM);
@@ -509,7 +517,7 @@ static int grow_in_child(void *arg)
     if (shmobj_segment_open(arg, SHMOBJ_BACKEND_SHM, 0, &s) != 0)
         return 1;
     shmobj_ref r;
-    if (shmobj_arena_alloc(s, 8 * MiB, 0, &r) != 0)
+    if (shmobj_arena_alloc(s, 8 * MiB, 0, &r, NULL) != 0)
         return 2;
     void *p;
     if (shmobj_arena_ptr(s, r, &p, NULL) != 0)
@@ -550,7 +558,7 @@ static void test_segment_grow_across_processes(void **state)
     assert_true(info.size > 8 * MiB);
     assert_true(info.size <= 64 * MiB);
     /* Past the maximum: a clean ENOMEM. */
-    assert_int_equal(shmobj_arena_alloc(s, 80 * MiB, 0, &r), SHMOBJ_ENOMEM);
+    assert_int_equal(shmobj_arena_alloc(s, 80 * MiB, 0, &r, NULL), SHMOBJ_ENOMEM);
     shmobj_segment_close(s);
     shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM);
 }
@@ -561,7 +569,7 @@ static void test_segment_grow_across_processes(void **state)
 static void fragment(shmobj_segment *s, uint64_t block, shmobj_ref *r)
 {
     for (int i = 0; i < 10; i++)
-        assert_int_equal(shmobj_arena_alloc(s, block, 0, &r[i]), 0);
+        assert_int_equal(shmobj_arena_alloc(s, block, 0, &r[i], NULL), 0);
     for (int i = 0; i < 10; i += 2)
         assert_int_equal(shmobj_arena_free(s, r[i]), 0);
 }
@@ -575,7 +583,7 @@ static void test_arena_fragmented_fixed_enomem_growable_ok(void **state)
     shmobj_ref r[10], big;
     shmobj_segment *s = create_small(name);
     fragment(s, block, r);
-    assert_int_equal(shmobj_arena_alloc(s, 2 * block, 0, &big), SHMOBJ_ENOMEM);
+    assert_int_equal(shmobj_arena_alloc(s, 2 * block, 0, &big, NULL), SHMOBJ_ENOMEM);
     shmobj_arena_stats st = {.struct_size = sizeof st};
     assert_int_equal(shmobj_arena_stats_get(s, &st), 0);
     assert_true(st.largest_free < 2 * block);
@@ -591,7 +599,7 @@ static void test_arena_fragmented_fixed_enomem_growable_ok(void **state)
     o.max_size = 8 * MiB;
     assert_int_equal(shmobj_segment_create(name, &o, &s), 0);
     fragment(s, block, r);
-    assert_int_equal(shmobj_arena_alloc(s, 2 * block, 0, &big), 0);
+    assert_int_equal(shmobj_arena_alloc(s, 2 * block, 0, &big, NULL), 0);
     assert_int_equal(shmobj_arena_check(s, NULL), 0);
     shmobj_segment_close(s);
     shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM);
@@ -614,7 +622,7 @@ static int churn_forever(void *arg)
             live[i] = 0;
         } else {
             shmobj_arena_alloc(s, 16 + (x >> 16) % 1024, (x & 1) ? 64 : 0,
-                               &live[i]);
+                               &live[i], NULL);
         }
     }
     return 0;
@@ -642,7 +650,7 @@ static void test_arena_kill_holder_recovers(void **state)
     for (unsigned b = 0; b < OWN; b++) {
         own_size[b] = 16 + (b * 977) % 3000;
         void *p;
-        assert_int_equal(shmobj_arena_alloc(s, own_size[b], 0, &own[b]), 0);
+        assert_int_equal(shmobj_arena_alloc(s, own_size[b], 0, &own[b], NULL), 0);
         assert_int_equal(shmobj_arena_ptr(s, own[b], &p, NULL), 0);
         for (size_t i = 0; i < own_size[b]; i++)
             ((unsigned char *)p)[i] = pattern(b, i);
@@ -683,7 +691,7 @@ static void test_arena_kill_holder_recovers(void **state)
                 assert_int_equal(((unsigned char *)p)[i], pattern(b, i));
         }
         shmobj_ref r;
-        assert_int_equal(shmobj_arena_alloc(s, 100, 0, &r), 0);
+        assert_int_equal(shmobj_arena_alloc(s, 100, 0, &r, NULL), 0);
         assert_int_equal(shmobj_arena_free(s, r), 0);
     }
     /* With the child inside the lock most of its time, some kills must have

@@ -45,6 +45,8 @@ typedef struct shmobj_arena_stats {
  * @param[in] size bytes wanted (1 or more)
  * @param[in] align alignment, a power of two up to 4096 (0 means 16)
  * @param[out] ref reference to the block
+ * @param[out] ptr this process's address of the block, or NULL when not
+ *             wanted (saves a shmobj_arena_ptr() call)
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument, size 0, or a bad alignment
  * @retval SHMOBJ_ENOMEM no room even at the maximum size; see
@@ -54,7 +56,7 @@ typedef struct shmobj_arena_stats {
  * @since 0.1
  */
 SHMOBJ_API int shmobj_arena_alloc(shmobj_segment *seg, size_t size,
-                                  size_t align, shmobj_ref *ref);
+                                  size_t align, shmobj_ref *ref, void **ptr);
 
 /**
  * @brief Free a block.

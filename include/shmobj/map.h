@@ -153,6 +153,21 @@ SHMOBJ_API int shmobj_map_get(shmobj_map *map, const void *key, size_t key_len,
                               void *buf, size_t buf_len, size_t *value_len);
 
 /**
+ * @brief Hint that a key will be looked up soon: starts loading the part
+ *        of the table it hashes to, so that lookups of many keys overlap
+ *        their memory latency (call it a few keys ahead of
+ *        shmobj_map_get()).
+ * @param[in] map map (NULL: nothing happens)
+ * @param[in] key key bytes
+ * @param[in] key_len bytes of key
+ * @note Thread- and process-safe; reads nothing it would have to validate
+ *       (prefetches never fault) and changes nothing.
+ * @since 0.1
+ */
+SHMOBJ_API void shmobj_map_prefetch(shmobj_map *map, const void *key,
+                                    size_t key_len);
+
+/**
  * @brief Read a value in place, without copying, under a read guard.
  *
  * While the guard is held the entry's memory is not freed or reused, even

@@ -487,7 +487,9 @@ SHMOBJ_API int shmobj_queue_put_copy(shmobj_queue *q, const void *data,
  * @retval SHMOBJ_EFULL 8 live handles already listen on this queue
  * @retval SHMOBJ_ENOTSUP /proc is not available
  * @retval SHMOBJ_ESYS creating the pipe failed (errno is kept)
- * @note Thread-safe. Linux only.
+ * @note Thread-safe. Linux only. The registration belongs to the process
+ *       that made it: a child forked afterwards opens its own handle with
+ *       shmobj_queue_open() before it asks for a descriptor.
  * @since 0.1
  */
 SHMOBJ_API int shmobj_queue_notify_fd(shmobj_queue *q, int *fd);

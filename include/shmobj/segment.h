@@ -232,6 +232,23 @@ SHMOBJ_API int shmobj_segment_root_set(shmobj_segment *seg, const char *name,
                                        shmobj_ref ref);
 
 /**
+ * @brief Publish a reference under a name that must not exist yet: of two
+ *        processes adding the same name at once, exactly one succeeds.
+ * @param[in] seg segment
+ * @param[in] name 1..SHMOBJ_ROOT_NAME_MAX bytes, NUL-terminated
+ * @param[in] ref the reference to publish (not SHMOBJ_REF_NULL)
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument, empty or too long name, null ref
+ * @retval SHMOBJ_EEXIST a root of that name exists (it is left unchanged)
+ * @retval SHMOBJ_EFULL the root directory is full
+ * @retval SHMOBJ_ECORRUPT the root directory is damaged
+ * @note Thread- and process-safe (takes the segment lock).
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_segment_root_add(shmobj_segment *seg, const char *name,
+                                       shmobj_ref ref);
+
+/**
  * @brief Look up a named root.
  * @param[in] seg segment
  * @param[in] name root name

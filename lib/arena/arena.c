@@ -492,15 +492,22 @@ int shmobj__arena_check_ref(const uint8_t *base, uint64_t mapped,
     uint64_t h = off - HDR;
     if (off < HDR || !hdr_ok(h, hs, he))
         return SHMOBJ_ECORRUPT;
-    uint64_t w = ld(base, WORD(h));
+    uint64_t w = __atomic_load_n((const uint64_t *)(const void *)(base + WORD(h)),
+                                 __ATOMIC_ACQUIRE);
     if ((w & F_USED) == 0 || w_gen(w) != gen)
         return SHMOBJ_ESTALE;
     uint64_t s = w_size(w);
-    if (s < MIN_BLOCK || s > he - HDR - h || ld(base, PREV(h + s)) != s)
-        return SHMOBJ_ECORRUPT;
-    if (usable != NULL)
-        *usable = s - HDR;
-    return 0;
+    if (s >= MIN_BLOCK && s <= he - HDR - h &&
+        __atomic_load_n((const uint64_t *)(const void *)(base + PREV(h + s)),
+                        __ATOMIC_ACQUIRE) == s) {
+        if (usable != NULL)
+            *usable = s - HDR;
+        return 0;
+    }
+    /* Inconsistent. If the header changed meanwhile, a lock holder freed
+     * the block while we looked (a stale reference, not a damaged heap);
+     * the acquire loads keep this re-read after the boundary-tag read. */
+    return ld(base, WORD(h)) != w ? SHMOBJ_ESTALE : SHMOBJ_ECORRUPT;
 }
 
 int shmobj__arena_grow(uint8_t *base, uint64_t mapped, uint64_t arena_off,

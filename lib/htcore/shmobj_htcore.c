@@ -583,9 +583,47 @@ SHMOBJ_HTCORE_FN int shmobj_htcore_ref_find(const shmobj_htcore *t,
                                             shmobj_htcore_eq_fn eq, void *ctx,
                                             uint64_t *index)
 {
+    /* The generic walk of ht_lookup(), specialised for 8-byte ref slots:
+     * this is the lookup a shared map runs on every read, so it is kept
+     * short (fewer instructions let the processor overlap consecutive
+     * lookups' cache misses). */
+    uint64_t gmask, g, step, bits;
+    unsigned char tag;
     if (!(t->flags & SHMOBJ_HTCORE_FLAG_REF) || eq == NULL)
         return SHMOBJ_HTCORE_EINVAL;
-    return ht_lookup(t, hash, NULL, eq, ctx, index);
+    gmask = t->mask / HT_GROUP;
+    g = ht_h1(hash) & gmask;
+    bits = ht_ref_bits(hash);
+    tag = ht_h2(hash);
+    for (step = 0; step <= gmask; step++) {
+        const unsigned char *gp = t->groups + g * t->group_bytes;
+        unsigned m;
+#if defined(__GNUC__)
+        /* the group's slots follow its control bytes in the next lines */
+        __builtin_prefetch(gp + 64);
+        __builtin_prefetch(gp + 128);
+#endif
+        m = ht_match(gp, tag);
+        while (m != 0) {
+            unsigned j = ht_ctz(m);
+            uint64_t sv;
+            m &= m - 1;
+            memcpy(&sv, gp + HT_GROUP + (size_t)j * SHMOBJ_HTCORE_REF_SLOT, sizeof sv);
+            if ((sv & HT_REF_HMASK) == bits) {
+                int rc = eq(ctx, sv >> HT_REF_HBITS);
+                if (rc > 0) {
+                    *index = g * HT_GROUP + j;
+                    return SHMOBJ_HTCORE_OK;
+                }
+                if (rc < 0)
+                    return rc;
+            }
+        }
+        if (ht_match_empty(gp) != 0)
+            return SHMOBJ_HTCORE_ENOTFOUND;
+        g = (g + step + 1) & gmask;
+    }
+    return SHMOBJ_HTCORE_ENOTFOUND;
 }
 
 SHMOBJ_HTCORE_FN int shmobj_htcore_ref_insert(shmobj_htcore *t, uint64_t hash,

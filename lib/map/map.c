@@ -40,7 +40,8 @@ struct tcache {
     _Atomic uint32_t seq;      /* odd while a thread rewrites the entry */
     shmobj__ref ref;           /* table block the shape belongs to */
     shmobj_htcore ht;          /* its validated handle */
-    shmobj_htcore_header hdr;  /* copy of its header at validation */
+    uint64_t words[3];         /* header words 0, 3 and 7 at validation:
+                                  magic/version/flags, slots, stride/check */
 };
 
 struct shmobj_map {
@@ -137,10 +138,14 @@ static int entry_at(shmobj_map *m, shmobj__ref ref, struct ent *e)
 static int entry_peek(shmobj_map *m, uint64_t slot, struct ent *e)
 {
     uint64_t off = slot << SHMOBJ__MAP_SLOT_SHIFT;
+    uint64_t mapped = atomic_load_explicit(&m->sp->mapped, memory_order_acquire);
     void *q;
     struct shmobj__map_entry h;
-    if (off < 16 || !shmobj__aligned(off, 16) ||
-        shmobj__space_at(m->sp, off, SHMOBJ__MAP_ENTRY_HEADER, &q) != 0)
+    if (off < 16 || !shmobj__aligned(off, 16))
+        return SHMOBJ_ECORRUPT;
+    if (shmobj__range_ok(off, SHMOBJ__MAP_ENTRY_HEADER, mapped))
+        q = m->sp->base + off; /* the common case: no call */
+    else if (shmobj__space_at(m->sp, off, SHMOBJ__MAP_ENTRY_HEADER, &q) != 0)
         return SHMOBJ_ECORRUPT;
 #if defined(__GNUC__)
     /* The key and value follow in the next lines: fetch them while the
@@ -149,8 +154,9 @@ static int entry_peek(shmobj_map *m, uint64_t slot, struct ent *e)
     __builtin_prefetch((const uint8_t *)q + 128);
 #endif
     memcpy(&h, q, sizeof h);
-    if (shmobj__space_at(m->sp, off, shmobj__map_entry_size(h.key_len, h.value_len),
-                         &q) != 0)
+    uint64_t size = shmobj__map_entry_size(h.key_len, h.value_len);
+    if (!shmobj__range_ok(off, size, mapped) &&
+        shmobj__space_at(m->sp, off, size, &q) != 0)
         return SHMOBJ_ECORRUPT;
     e->p = q;
     e->klen = h.key_len;
@@ -212,22 +218,26 @@ static int table_get(shmobj_map *m, unsigned idx, shmobj__ref ref,
 {
     struct tcache *c = &m->tc[idx];
     uint32_t q = atomic_load_explicit(&c->seq, memory_order_acquire);
-    if (!(q & 1)) {
-        shmobj__ref r = c->ref;
-        *ht = c->ht;
-        shmobj_htcore_header h = c->hdr;
-        atomic_thread_fence(memory_order_acquire);
-        if (atomic_load_explicit(&c->seq, memory_order_relaxed) == q && r == ref &&
-            ref != 0 && memcmp(ht->hdr, &h, offsetof(shmobj_htcore_header, count)) == 0 &&
-            ht->hdr->stride == h.stride && ht->hdr->check == h.check)
-            return 0;
+    if (!(q & 1) && c->ref == ref && ref != 0) {
+        /* The immutable words of the header must still be the ones that
+         * were validated: damage to them is noticed at once. */
+        const uint64_t *w = (const uint64_t *)(const void *)c->ht.hdr;
+        if (w[0] == c->words[0] && w[3] == c->words[1] && w[7] == c->words[2]) {
+            *ht = c->ht;
+            atomic_thread_fence(memory_order_acquire);
+            if (atomic_load_explicit(&c->seq, memory_order_relaxed) == q)
+                return 0;
+        }
     }
     int rc = table_at(m, ref, ht);
     if (rc == 0 && !(q & 1) &&
         atomic_compare_exchange_strong(&c->seq, &q, q + 1)) {
+        const uint64_t *w = (const uint64_t *)(const void *)ht->hdr;
         c->ref = ref;
         c->ht = *ht;
-        memcpy(&c->hdr, ht->hdr, sizeof c->hdr);
+        c->words[0] = w[0];
+        c->words[1] = w[3];
+        c->words[2] = w[7];
         atomic_store_explicit(&c->seq, q + 2, memory_order_release);
     }
     return rc;
@@ -645,6 +655,35 @@ static int key_ok(const shmobj_map *m, const void *key, size_t klen)
     return m != NULL && (key != NULL || klen == 0) && klen <= UINT32_MAX;
 }
 
+static void prefetch_hash(shmobj_map *map, uint64_t hash)
+{
+    unsigned idx = (unsigned)(hash >> SHMOBJ__MAP_SHARD_SHIFT);
+    struct tcache *c = &map->tc[idx];
+    /* Only a hint: the cached shape of the shard's table gives the home
+     * group's address; a stale shape prefetches a useless line, and a
+     * prefetch never faults. No lock, no guard, no validation needed. */
+    uint32_t q = atomic_load_explicit(&c->seq, memory_order_acquire);
+    if ((q & 1) || c->ref == 0)
+        return;
+    const shmobj_htcore *ht = &c->ht;
+    uint64_t g = (hash >> 7) & (ht->mask / SHMOBJ_HTCORE_GROUP);
+    const uint8_t *gp = ht->groups + g * ht->group_bytes;
+#if defined(__GNUC__)
+    __builtin_prefetch(gp);
+    __builtin_prefetch(gp + 64);
+    __builtin_prefetch(gp + 128);
+#else
+    (void)gp;
+#endif
+}
+
+void shmobj_map_prefetch(shmobj_map *map, const void *key, size_t key_len)
+{
+    if (!key_ok(map, key, key_len))
+        return;
+    prefetch_hash(map, shmobj_htcore_hash64(key, key_len, map->seed));
+}
+
 int shmobj_map_get(shmobj_map *map, const void *key, size_t key_len,
                    void *buf, size_t buf_len, size_t *value_len)
 {
@@ -652,6 +691,7 @@ int shmobj_map_get(shmobj_map *map, const void *key, size_t key_len,
         return SHMOBJ_EINVAL;
     uint64_t hash = shmobj_htcore_hash64(key, key_len, map->seed);
     struct ent e;
+    prefetch_hash(map, hash); /* overlaps the group's miss with the guard */
     uint64_t g = guard_enter(map);
     int rc = lookup(map, hash, key, key_len, &e, buf, buf_len);
     guard_leave(map, g);
@@ -827,8 +867,10 @@ int shmobj_map_set(shmobj_map *map, const void *key, size_t key_len,
     struct shmobj__map_shard *s = shard_of(map, hash);
     shmobj__ref ref;
     shmobj_htcore ht;
-    /* The block is written before the lock is taken: the critical section
+    /* Start loading the key's group now; the miss overlaps the allocation.
+     * The block is written before the lock is taken: the critical section
      * only links it. */
+    prefetch_hash(map, hash);
     int rc = entry_new(map, hash, key, key_len, value, value_len, &ref);
     if (rc != 0)
         return rc;
@@ -1016,11 +1058,12 @@ static int snapshot(shmobj_map_iter *it, struct shmobj__map_shard *s)
         }
         if (locked) {
             shard_unlock(s);
-            return rc;
+        } else {
+            atomic_thread_fence(memory_order_acquire);
+            if (atomic_load_explicit(&s->seq, memory_order_relaxed) != q1)
+                continue;
         }
-        atomic_thread_fence(memory_order_acquire);
-        if (atomic_load_explicit(&s->seq, memory_order_relaxed) == q1)
-            return rc;
+        return rc;
     }
 }
 
@@ -1058,6 +1101,17 @@ int shmobj_map_iter_next(shmobj_map_iter *it, const void **key,
         it->shard++;
     }
     struct ent e;
+#if defined(__GNUC__)
+    /* Entries of one shard lie far apart: start loading a few ahead so
+     * their misses overlap (a prefetch never faults, whatever the value). */
+    if (it->pos + 8 < it->n) {
+        const uint8_t *ahead = it->map->sp->base +
+                               (it->refs[it->pos + 8] << SHMOBJ__MAP_SLOT_SHIFT);
+        __builtin_prefetch(ahead);
+        __builtin_prefetch(ahead + 64);
+        __builtin_prefetch(ahead + 128);
+    }
+#endif
     if (entry_peek(it->map, it->refs[it->pos++], &e) != 0)
         return SHMOBJ_ECORRUPT;
     if (key != NULL)

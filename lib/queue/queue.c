@@ -465,13 +465,8 @@ int shmobj_queue_create(shmobj_segment *seg, const char *name,
     if (size == 0)
         return SHMOBJ_EINVAL;
     shmobj_ref ref;
-    int rc = shmobj_segment_root_get(seg, rname, &ref);
-    if (rc == 0)
-        return SHMOBJ_EEXIST;
-    if (rc != SHMOBJ_ENOTFOUND)
-        return rc;
     struct shmobj__space *sp = (struct shmobj__space *)seg;
-    rc = sp->ops->alloc(sp, size, 64, &ref);
+    int rc = sp->ops->alloc(sp, size, 64, &ref);
     if (rc != 0)
         return rc;
     void *mem;
@@ -481,8 +476,10 @@ int shmobj_queue_create(shmobj_segment *seg, const char *name,
     shmobj_queue *q = NULL;
     if (rc == 0)
         rc = handle_new(seg, ref, &q);
+    /* Published last and only if the name is still free: of two creators
+     * racing, one gets SHMOBJ_EEXIST and frees its ring. */
     if (rc == 0)
-        rc = shmobj_segment_root_set(seg, rname, ref);
+        rc = shmobj_segment_root_add(seg, rname, ref);
     if (rc != 0) {
         shmobj_queue_close(q);
         sp->ops->free(sp, ref);
@@ -661,8 +658,36 @@ int shmobj_queue_count(shmobj_queue *q, uint64_t *count)
  * (slow across core complexes), and our cache is not flushed of the
  * caller's working set. dst is 64-byte aligned (message data). */
 #define COPY_NT_MIN (32u << 10)
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+__attribute__((target("avx2"))) static void copy_nt_avx2(void *dst,
+                                                         const void *src,
+                                                         size_t n64)
+{
+    __m256i *d = dst;
+    const __m256i *s = src;
+    for (size_t i = 0; i < n64; i++, d += 2, s += 2) {
+        __m256i a = _mm256_loadu_si256(s), b = _mm256_loadu_si256(s + 1);
+        _mm256_stream_si256(d, a);
+        _mm256_stream_si256(d + 1, b);
+    }
+}
+#define HAVE_COPY_NT_AVX2 1
+#endif
+
 static void copy_in(void *dst, const void *src, size_t len)
 {
+#if defined(HAVE_COPY_NT_AVX2)
+    if (len >= COPY_NT_MIN && __builtin_cpu_supports("avx2")) {
+        size_t n = len / 64;
+        copy_nt_avx2(dst, src, n);
+        _mm_sfence(); /* order the streaming stores before the publish */
+        if (n * 64 < len)
+            memcpy((char *)dst + n * 64, (const char *)src + n * 64,
+                   len - n * 64);
+        return;
+    }
+#endif
 #if defined(__x86_64__)
     if (len >= COPY_NT_MIN) {
         __m128i *d = dst;

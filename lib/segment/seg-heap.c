@@ -194,11 +194,16 @@ static bool align_ok(size_t align)
 }
 
 int shmobj_arena_alloc(shmobj_segment *seg, size_t size, size_t align,
-                       shmobj_ref *ref)
+                       shmobj_ref *ref, void **ptr)
 {
     if (seg == NULL || ref == NULL || size == 0 || !align_ok(align))
         return SHMOBJ_EINVAL;
-    return space_alloc(&seg->space, size, align < 16 ? 16 : align, ref);
+    int rc = space_alloc(&seg->space, size, align < 16 ? 16 : align, ref);
+    /* The arena placed the block inside this process's view (the lock
+     * synchronised the view first), so its address needs no check. */
+    if (rc == 0 && ptr != NULL)
+        *ptr = seg->space.base + shmobj__ref_off(*ref);
+    return rc;
 }
 
 int shmobj_arena_free(shmobj_segment *seg, shmobj_ref ref)

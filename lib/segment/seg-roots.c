@@ -30,8 +30,10 @@ static struct shmobj__seg_root *find(shmobj_segment *seg, const char *name)
     return NULL;
 }
 
-int shmobj_segment_root_set(shmobj_segment *seg, const char *name,
-                            shmobj_ref ref)
+/* Publish ref under name; with `replace` false an existing name is left
+ * alone and reported, so two creators racing for one name cannot both win. */
+static int root_put(shmobj_segment *seg, const char *name, shmobj_ref ref,
+                    bool replace)
 {
     if (seg == NULL || !root_name_ok(name) || ref == SHMOBJ_REF_NULL)
         return SHMOBJ_EINVAL;
@@ -39,6 +41,10 @@ int shmobj_segment_root_set(shmobj_segment *seg, const char *name,
     if (rc != 0)
         return rc;
     struct shmobj__seg_root *e = find(seg, name);
+    if (e != NULL && !replace) {
+        shmobj__segment_unlock(seg);
+        return SHMOBJ_EEXIST;
+    }
     if (e == NULL) {
         struct shmobj__seg_root *r = roots(seg);
         for (unsigned i = 0; i < SHMOBJ__SEG_ROOTS && e == NULL; i++)
@@ -55,6 +61,18 @@ int shmobj_segment_root_set(shmobj_segment *seg, const char *name,
         __atomic_store_n(&e->ref, ref, __ATOMIC_RELEASE);
     shmobj__segment_unlock(seg);
     return e != NULL ? 0 : SHMOBJ_EFULL;
+}
+
+int shmobj_segment_root_set(shmobj_segment *seg, const char *name,
+                            shmobj_ref ref)
+{
+    return root_put(seg, name, ref, true);
+}
+
+int shmobj_segment_root_add(shmobj_segment *seg, const char *name,
+                            shmobj_ref ref)
+{
+    return root_put(seg, name, ref, false);
 }
 
 int shmobj_segment_root_get(shmobj_segment *seg, const char *name,
