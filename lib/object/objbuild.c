@@ -2,9 +2,12 @@
  * one pass; replacing items; freeing whole trees.
  *
  * Invariants kept here:
- * - Measuring and writing are the same code (emit_*), run once without a
- *   block (it only advances the cursor and validates the description) and
- *   once with it, so the size measured is exactly the size written.
+ * - Measuring (measure_*) is a lean walk that adds up the sizes the writer
+ *   (emit_*) will use, with the same structural checks; the writer never
+ *   moves its cursor past the size measured (struct wr.lim) and the put
+ *   fails unless it ends exactly there, so a description that changes
+ *   between the passes (another thread) gives SHMOBJ_EINVAL, never a write
+ *   outside the block.
  * - Every object starts 16-aligned relative to the block, buffer data
  *   64-aligned; the block is allocated 64-aligned when it holds a buffer,
  *   so block-relative alignment is segment alignment.
@@ -323,7 +326,7 @@ static int emit_buffer(struct wr *w, const shmobj_value *v, uint64_t pos,
     return 0;
 }
 
-/* Write (or measure) the heap object v at the next 16-aligned position;
+/* Write the heap object v at the next 16-aligned position;
  * *rel receives that position. */
 static int emit_obj(struct wr *w, const shmobj_value *v, int depth, uint64_t *rel)
 {
@@ -334,7 +337,6 @@ static int emit_obj(struct wr *w, const shmobj_value *v, int depth, uint64_t *re
     if (!shmobj__align_up(w->cur, 16, &pos))
         return SHMOBJ_EINVAL;
     struct shmobj__obj h = {.tag = (uint8_t)v->type};
-    uint8_t *o = w->blk != NULL ? w->blk + pos : NULL;
     switch (v->type) {
     case SHMOBJ_TYPE_STR:
     case SHMOBJ_TYPE_BYTES:
@@ -371,7 +373,7 @@ static int emit_obj(struct wr *w, const shmobj_value *v, int depth, uint64_t *re
         uint64_t stride = dict ? 32 : 16;
         size_t step = dict ? 2 : 1;
         if (keyed) {
-            uint64_t *ix = o != NULL ? (uint64_t *)(w->blk + index_rel) : NULL;
+            uint64_t *ix = (uint64_t *)(w->blk + index_rel);
             rc = emit_keys(w, v, (size_t)n, keys_rel, stride, ix, cap, depth + 1);
             if (rc != 0)
                 return rc;
@@ -389,8 +391,8 @@ static int emit_obj(struct wr *w, const shmobj_value *v, int depth, uint64_t *re
     default:
         return SHMOBJ_EINVAL;
     }
-    if (o != NULL)
-        memcpy(o, &h, sizeof h);
+    /* the cursor passed pos + 16: the header lies in the block */
+    memcpy(w->blk + pos, &h, sizeof h);
     *rel = pos;
     return 0;
 }
