@@ -91,14 +91,21 @@ struct wr {
     int need64;       /* holds a buffer: allocate 64-aligned */
 };
 
-/* Copy n bytes to o: a few word moves for short strings instead of a call
- * to memcpy. [o, o + n) lies in the block (checked by the caller). */
+/* Copy n bytes to o: a few word moves for strings of up to 32 bytes instead
+ * of a call to memcpy. [o, o + n) lies in the block (checked by the caller). */
 static inline void copy_bytes(uint8_t *o, const uint8_t *p, uint64_t n)
 {
     if (n >= 8 && n <= 16) {
         uint64_t a = shmobj__load64(p), b = shmobj__load64(p + n - 8);
         memcpy(o, &a, 8);
         memcpy(o + n - 8, &b, 8);
+    } else if (n > 16 && n <= 32) {
+        uint64_t a = shmobj__load64(p), b = shmobj__load64(p + 8);
+        uint64_t c = shmobj__load64(p + n - 16), d = shmobj__load64(p + n - 8);
+        memcpy(o, &a, 8);
+        memcpy(o + 8, &b, 8);
+        memcpy(o + n - 16, &c, 8);
+        memcpy(o + n - 8, &d, 8);
     } else if (n >= 4 && n < 8) {
         uint32_t a = (uint32_t)shmobj__load32(p), b = (uint32_t)shmobj__load32(p + n - 4);
         memcpy(o, &a, 4);

@@ -304,6 +304,9 @@ static inline int shmobj__utf8_ok_inline(const uint8_t *s, uint64_t n)
     uint64_t acc;
     if (n >= 8 && n <= 16)
         acc = shmobj__load64(s) | shmobj__load64(s + n - 8);
+    else if (n > 16 && n <= 32)
+        acc = shmobj__load64(s) | shmobj__load64(s + 8) | shmobj__load64(s + n - 16) |
+              shmobj__load64(s + n - 8);
     else if (n >= 4 && n < 8)
         acc = shmobj__load32(s) | shmobj__load32(s + n - 4);
     else if (n == 0)

@@ -63,7 +63,8 @@ int shmobj__tree_open(struct shmobj__space *sp, shmobj__ref ref, uint64_t *blk,
 /* Bytes of an object's fixed body (after its 16-byte header), or
  * SHMOBJ_ECORRUPT when the header is inconsistent. `rem` is the room left in
  * the block after the header. */
-static int body_size(const struct shmobj__obj *h, uint64_t rem, uint64_t *out)
+static inline __attribute__((always_inline)) int
+body_size(const struct shmobj__obj *h, uint64_t rem, uint64_t *out)
 {
     uint64_t n = h->count, cap = h->len, a, b;
     switch (h->tag) {
