@@ -237,12 +237,12 @@ static inline size_t shmobj__dtype_size(unsigned dtype)
  * load at 3/4 or below (so there is always an empty entry), 0 for none. */
 static inline uint64_t shmobj__index_cap(uint64_t n)
 {
-    uint64_t cap = 2;
     if (n == 0)
         return 0;
-    while (cap * 3 < n * 4)
-        cap <<= 1;
-    return cap;
+    /* the smallest power of two >= ceil(4n / 3), at least 2 (counts are
+     * below 2^32, so no overflow) */
+    uint64_t need = (4 * n + 2) / 3;
+    return need <= 2 ? 2 : UINT64_C(1) << (64 - __builtin_clzll(need - 1));
 }
 
 /* Equal bytes, for the short keys of dicts and structs: a few loads
