@@ -1065,7 +1065,7 @@ static void test_view_index_short_keys(void **state)
 {
     static const char *const names[] = {"", "a", "ab", "abc", "abcd", "abcdefg", "abcdefgh"};
     enum { NS = sizeof names / sizeof names[0] };
-    shmobj_value kv[2 * (NS + 3)];
+    shmobj_value kv[2 * (NS + 4)];
     for (int j = 0; j < NS; j++) {
         kv[2 * j] = SHMOBJ_VAL_STR(names[j]);
         kv[2 * j + 1] = SHMOBJ_VAL_INT(j);
@@ -1076,7 +1076,9 @@ static void test_view_index_short_keys(void **state)
     kv[2 * NS + 3] = SHMOBJ_VAL_INT(101);
     kv[2 * NS + 4] = SHMOBJ_VAL_INT(7);
     kv[2 * NS + 5] = SHMOBJ_VAL_INT(102);
-    shmobj_ref r = put(state, SHMOBJ_VAL_DICT(kv, NS + 3));
+    kv[2 * NS + 6] = SHMOBJ_VAL_BYTES("abcdefghij", 10);
+    kv[2 * NS + 7] = SHMOBJ_VAL_INT(103);
+    shmobj_ref r = put(state, SHMOBJ_VAL_DICT(kv, NS + 4));
     shmobj_view v, it;
     size_t i;
     int64_t x;
@@ -1117,6 +1119,13 @@ static void test_view_index_short_keys(void **state)
     k = SHMOBJ_VAL_STRN("a\0", 2);
     assert_int_equal(shmobj_view_index(&v, &k, &i), SHMOBJ_ENOTFOUND);
     k = SHMOBJ_VAL_BYTES("abc", 3);
+    assert_int_equal(shmobj_view_index(&v, &k, &i), SHMOBJ_ENOTFOUND);
+    /* a long bytes key is not found as a string, and the reverse */
+    assert_int_equal(shmobj_view_get_str(&v, "abcdefghij", &it), SHMOBJ_ENOTFOUND);
+    k = SHMOBJ_VAL_BYTES("abcdefghij", 10);
+    assert_int_equal(shmobj_view_index(&v, &k, &i), 0);
+    assert_int_equal(i, NS + 3);
+    k = SHMOBJ_VAL_BYTES("abcdefgh", 8);
     assert_int_equal(shmobj_view_index(&v, &k, &i), SHMOBJ_ENOTFOUND);
     k = SHMOBJ_VAL_BYTES("", 0);
     assert_int_equal(shmobj_view_index(&v, &k, &i), SHMOBJ_ENOTFOUND);

@@ -500,6 +500,66 @@ dict_find_short(const shmobj_view *v, const uint8_t *kp, uint64_t kn, size_t *ou
     return SHMOBJ_ENOTFOUND;
 }
 
+/* The lookup of a longer string key in a dict: the same probe as
+ * dict_find_short(), comparing with the str objects such keys are written
+ * as (the checks of key_equal(), inline). */
+static inline __attribute__((always_inline)) int
+dict_find_long(const shmobj_view *v, const uint8_t *kp, uint64_t kn, size_t *out)
+{
+    uint64_t cap = v->len;
+    if (cap == 0)
+        return SHMOBJ_ENOTFOUND;
+    struct shmobj__space *sp = space_of(v);
+    const uint64_t *ix = (const uint64_t *)((const uint8_t *)v->obj + 16);
+    const uint8_t *pairs = (const uint8_t *)(ix + cap);
+    uint64_t hash = shmobj__hash_mem(SHMOBJ_TYPE_STR, kp, kn);
+    uint64_t m = cap - 1, pos = hash & m, left = cap;
+    uint64_t blk = v->obj_blk, blen = v->obj_blen;
+    uint32_t tag = (uint32_t)(hash >> 32);
+    do {
+        uint64_t e = ix[pos];
+        if (e == 0)
+            return SHMOBJ_ENOTFOUND;
+        uint64_t item = (e & UINT32_MAX) - 1;
+        if (item >= v->count)
+            return SHMOBJ_ECORRUPT;
+        if ((uint32_t)(e >> 32) == tag) {
+            const struct shmobj__slot *k = (const void *)(pairs + 32 * item);
+            int rc;
+            if (k->tag == SHMOBJ__SLOT_OBJ) {
+                uint64_t pl = atomic_load_explicit(&((struct shmobj__slot *)k)->payload,
+                                                   memory_order_relaxed);
+                /* Keys are always inline: the same block, its generation. */
+                uint64_t off = shmobj__ref_off(pl), rel = off - blk;
+                if (off < blk || rel >= blen || shmobj__ref_gen(pl) != v->obj_gen ||
+                    !shmobj__aligned(off, 16) || blen - rel < 16)
+                    return SHMOBJ_ECORRUPT;
+                const struct shmobj__obj *h = (const void *)(sp->base + off);
+                uint8_t ht = h->tag;
+                uint64_t len = h->len;
+                if (ht != SHMOBJ_TYPE_STR && ht != SHMOBJ_TYPE_BYTES)
+                    return SHMOBJ_ECORRUPT;
+                if (ht != SHMOBJ_TYPE_STR || len != kn)
+                    rc = 0;
+                else if (kn > blen - rel - 16)
+                    return SHMOBJ_ECORRUPT;
+                else
+                    rc = shmobj__mem_equal((const uint8_t *)(h + 1), kp, kn);
+            } else {
+                rc = key_equal_slow(v, k, kp, kn);
+                if (rc < 0)
+                    return rc;
+            }
+            if (rc == 1) {
+                *out = (size_t)item;
+                return 0;
+            }
+        }
+        pos = (pos + 1) & m;
+    } while (--left != 0);
+    return SHMOBJ_ENOTFOUND;
+}
+
 int shmobj__index_find(const shmobj_view *v, unsigned type, int64_t ki,
                        const void *kp, uint64_t kn, uint64_t hash, size_t *out,
                        uint64_t *probes)
@@ -577,10 +637,14 @@ int shmobj_view_get_str(const shmobj_view *view, const char *key,
             break;
         }
     }
-    int rc = n <= SHMOBJ__SSTR_MAX && view->type == SHMOBJ_TYPE_DICT
-                 ? dict_find_short(view, (const uint8_t *)key, n, &i)
-                 : index_find(view, SHMOBJ_TYPE_STR, 0, key, n,
-                              shmobj__hash_mem(SHMOBJ_TYPE_STR, key, n), &i, NULL);
+    int rc;
+    if (view->type != SHMOBJ_TYPE_DICT)
+        rc = index_find(view, SHMOBJ_TYPE_STR, 0, key, n,
+                        shmobj__hash_mem(SHMOBJ_TYPE_STR, key, n), &i, NULL);
+    else if (n <= SHMOBJ__SSTR_MAX)
+        rc = dict_find_short(view, (const uint8_t *)key, n, &i);
+    else
+        rc = dict_find_long(view, (const uint8_t *)key, n, &i);
     if (rc != 0)
         return rc;
     /* A dict or a named struct (index_find() refused the rest): values are
