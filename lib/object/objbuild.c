@@ -259,9 +259,9 @@ static int emit_keys(struct wr *w, const shmobj_value *v, size_t n,
             /* A short string key lives in its slot (no object to follow). */
             if (!shmobj__utf8_ok_inline(dk.p, dk.n))
                 return SHMOBJ_EINVAL;
-            uint64_t pl = 0;
-            copy_bytes((uint8_t *)&pl, dk.p, dk.n);
-            put_slot(at, SHMOBJ__SLOT_SSTR, (uint8_t)dk.n, pl);
+            /* packed in registers: bytes stored to a local and read back
+             * as a word would stall on store forwarding */
+            put_slot(at, SHMOBJ__SLOT_SSTR, (uint8_t)dk.n, shmobj__pack_short(dk.p, dk.n));
         } else {
             uint64_t rel;
             rc = emit_mem_raw(w, dk.type, dk.p, dk.n, depth, &rel);
