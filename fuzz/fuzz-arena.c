@@ -184,7 +184,11 @@ static size_t valid_raw(uint8_t *out, size_t cap)
     uint64_t mapped = cs + 4096 + rnd() % 8192;
     if (mapped + 1 > cap)
         return 0;
-    uint8_t *buf = out + 1;
+    /* Built in an aligned scratch heap (a mapping is page aligned), then
+     * copied behind the selector byte of the input format. */
+    static _Alignas(64) uint8_t buf[1 << 16];
+    if (mapped > sizeof buf)
+        return 0;
     memset(buf, 0, mapped);
     if (shmobj__arena_init(buf, mapped, 0, mapped) != 0)
         return 0;
@@ -195,6 +199,7 @@ static size_t valid_raw(uint8_t *out, size_t cap)
             (rnd() & 1))
             (void)shmobj__arena_free(buf, mapped, 0, off, gen);
     out[0] = 0;
+    memcpy(out + 1, buf, mapped);
     return mapped + 1;
 }
 
