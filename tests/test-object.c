@@ -1058,6 +1058,153 @@ static void test_obj_get_stale_across_processes(void **state)
 
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
+/* Lookups of short string keys (held in their slots) and of keys that look
+ * alike: lengths 0..8, an embedded NUL, a bytes key of the same content,
+ * an int key. Every path (index, get_str, get) agrees. */
+static void test_view_index_short_keys(void **state)
+{
+    static const char *const names[] = {"", "a", "ab", "abc", "abcd", "abcdefg", "abcdefgh"};
+    enum { NS = sizeof names / sizeof names[0] };
+    shmobj_value kv[2 * (NS + 4)];
+    for (int j = 0; j < NS; j++) {
+        kv[2 * j] = SHMOBJ_VAL_STR(names[j]);
+        kv[2 * j + 1] = SHMOBJ_VAL_INT(j);
+    }
+    kv[2 * NS] = SHMOBJ_VAL_STRN("a\0b", 3);
+    kv[2 * NS + 1] = SHMOBJ_VAL_INT(100);
+    kv[2 * NS + 2] = SHMOBJ_VAL_BYTES("ab", 2);
+    kv[2 * NS + 3] = SHMOBJ_VAL_INT(101);
+    kv[2 * NS + 4] = SHMOBJ_VAL_INT(7);
+    kv[2 * NS + 5] = SHMOBJ_VAL_INT(102);
+    kv[2 * NS + 6] = SHMOBJ_VAL_BYTES("abcdefghij", 10);
+    kv[2 * NS + 7] = SHMOBJ_VAL_INT(103);
+    shmobj_ref r = put(state, SHMOBJ_VAL_DICT(kv, NS + 4));
+    shmobj_view v, it;
+    size_t i;
+    int64_t x;
+    assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
+    for (int j = 0; j < NS; j++) {
+        shmobj_value k = SHMOBJ_VAL_STR(names[j]);
+        assert_int_equal(shmobj_view_index(&v, &k, &i), 0);
+        assert_int_equal(i, j);
+        k = SHMOBJ_VAL_STRN(names[j], SHMOBJ_STRLEN);
+        assert_int_equal(shmobj_view_index(&v, &k, &i), 0);
+        assert_int_equal(i, j);
+        assert_int_equal(shmobj_view_get_str(&v, names[j], &it), 0);
+        assert_int_equal(shmobj_int_get(&it, &x), 0);
+        assert_int_equal(x, j);
+        assert_int_equal(shmobj_view_get(&v, &k, &it), 0);
+        assert_int_equal(shmobj_int_get(&it, &x), 0);
+        assert_int_equal(x, j);
+    }
+    shmobj_value k = SHMOBJ_VAL_STRN("a\0b", 3);
+    assert_int_equal(shmobj_view_index(&v, &k, &i), 0);
+    assert_int_equal(i, NS);
+    k = SHMOBJ_VAL_BYTES("ab", 2);
+    assert_int_equal(shmobj_view_index(&v, &k, &i), 0);
+    assert_int_equal(i, NS + 1);
+    k = SHMOBJ_VAL_INT(7);
+    assert_int_equal(shmobj_view_index(&v, &k, &i), 0);
+    assert_int_equal(i, NS + 2);
+    /* near misses: one byte off, a NUL in another place, other lengths */
+    static const char *const misses[] = {"b", "ac", "abd", "abce", "abcdefh", "abcdef",
+                                         "abcdefgi", "abcdefghi", "A"};
+    for (size_t j = 0; j < sizeof misses / sizeof misses[0]; j++) {
+        k = SHMOBJ_VAL_STR(misses[j]);
+        assert_int_equal(shmobj_view_index(&v, &k, &i), SHMOBJ_ENOTFOUND);
+        assert_int_equal(shmobj_view_get_str(&v, misses[j], &it), SHMOBJ_ENOTFOUND);
+    }
+    k = SHMOBJ_VAL_STRN("a\0c", 3);
+    assert_int_equal(shmobj_view_index(&v, &k, &i), SHMOBJ_ENOTFOUND);
+    k = SHMOBJ_VAL_STRN("a\0", 2);
+    assert_int_equal(shmobj_view_index(&v, &k, &i), SHMOBJ_ENOTFOUND);
+    k = SHMOBJ_VAL_BYTES("abc", 3);
+    assert_int_equal(shmobj_view_index(&v, &k, &i), SHMOBJ_ENOTFOUND);
+    /* a long bytes key is not found as a string, and the reverse */
+    assert_int_equal(shmobj_view_get_str(&v, "abcdefghij", &it), SHMOBJ_ENOTFOUND);
+    k = SHMOBJ_VAL_BYTES("abcdefghij", 10);
+    assert_int_equal(shmobj_view_index(&v, &k, &i), 0);
+    assert_int_equal(i, NS + 3);
+    k = SHMOBJ_VAL_BYTES("abcdefgh", 8);
+    assert_int_equal(shmobj_view_index(&v, &k, &i), SHMOBJ_ENOTFOUND);
+    k = SHMOBJ_VAL_BYTES("", 0);
+    assert_int_equal(shmobj_view_index(&v, &k, &i), SHMOBJ_ENOTFOUND);
+    k = SHMOBJ_VAL_INT(8);
+    assert_int_equal(shmobj_view_index(&v, &k, &i), SHMOBJ_ENOTFOUND);
+    /* a NULL pointer with length 0 is the empty string */
+    k = SHMOBJ_VAL_STRN(NULL, 0);
+    assert_int_equal(shmobj_view_index(&v, &k, &i), 0);
+    assert_int_equal(i, 0);
+    k = SHMOBJ_VAL_STRN(NULL, 1);
+    assert_int_equal(shmobj_view_index(&v, &k, &i), SHMOBJ_EINVAL);
+    /* a damaged short key length is refused, not read past */
+    shmobj_view kview;
+    assert_int_equal(shmobj_view_key(&v, 3, &kview), 0);
+    uint8_t *ks = kview.slot;
+    assert_int_equal(ks[0], 0x41);
+    ks[1] = 9;
+    assert_int_equal(shmobj_view_get_str(&v, "abc", &it), SHMOBJ_ECORRUPT);
+    ks[1] = 3;
+    assert_int_equal(shmobj_view_get_str(&v, "abc", &it), 0);
+
+    /* the same keys in a named struct and a set take the general path */
+    static const char *const fields[] = {"", "a", "abcdefg", "abcdefgh"};
+    r = put(state, SHMOBJ_VAL_STRUCT(SHMOBJ__VALS(SHMOBJ_VAL_INT(0), SHMOBJ_VAL_INT(1),
+                                                  SHMOBJ_VAL_INT(2), SHMOBJ_VAL_INT(3)),
+                                     4, fields));
+    assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
+    for (int j = 0; j < 4; j++) {
+        k = SHMOBJ_VAL_STR(fields[j]);
+        assert_int_equal(shmobj_view_index(&v, &k, &i), 0);
+        assert_int_equal(i, j);
+        assert_int_equal(shmobj_view_get_str(&v, fields[j], &it), 0);
+        assert_int_equal(shmobj_int_get(&it, &x), 0);
+        assert_int_equal(x, j);
+    }
+    assert_int_equal(shmobj_view_get_str(&v, "ab", &it), SHMOBJ_ENOTFOUND);
+    r = put(state, SHMOBJ_VAL_SET_OF(SHMOBJ_VAL_STR("abc"), SHMOBJ_VAL_STR("abcdefgh")));
+    assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
+    k = SHMOBJ_VAL_STR("abc");
+    assert_int_equal(shmobj_view_index(&v, &k, &i), 0);
+    assert_int_equal(i, 0);
+    k = SHMOBJ_VAL_STR("abd");
+    assert_int_equal(shmobj_view_index(&v, &k, &i), SHMOBJ_ENOTFOUND);
+    assert_int_equal(shmobj_view_get_str(&v, "abc", &it), SHMOBJ_ETYPE);
+}
+
+/* Freeing: an unchanged block, a block with a replaced item, a stale
+ * reference and a block that is not an object. */
+static void test_obj_free_paths(void **state)
+{
+    struct shmobj__space *sp = *state;
+    shmobj_view v, it;
+    shmobj_ref r = put(state, SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_STR("x"), SHMOBJ_VAL_NULL));
+    assert_int_equal(shmobj_obj_free(SEG(sp), r), 0);
+    assert_int_equal(shmobj_obj_free(SEG(sp), r), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_obj_get(SEG(sp), r, &v), SHMOBJ_ESTALE);
+
+    r = put(state, SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_STR("x"), SHMOBJ_VAL_NULL));
+    assert_int_equal(shmobj_obj_get(SEG(sp), r, &v), 0);
+    assert_int_equal(shmobj_view_item(&v, 1, &it), 0);
+    shmobj_value nv = SHMOBJ_VAL_STR("a separate block");
+    assert_int_equal(shmobj_view_set(&it, &nv), 0);
+    shmobj_ref sep;
+    memcpy(&sep, (const uint8_t *)it.slot + 8, sizeof sep); /* the slot's payload */
+    assert_int_equal(shmobj_obj_free(SEG(sp), r), 0);
+    /* the separate block went with its parent */
+    assert_int_equal(shmobj_obj_get(SEG(sp), sep, &v), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_obj_free(SEG(sp), r), SHMOBJ_ESTALE);
+
+    /* an arena block that holds no object is refused and left alone */
+    shmobj__ref raw;
+    void *p = NULL;
+    assert_int_equal(sp->ops->alloc(sp, 64, 16, &raw), 0);
+    assert_int_equal(shmobj__space_at(sp, shmobj__ref_off(raw), 64, &p), 0);
+    memset(p, 0, 64);
+    assert_int_equal(shmobj_obj_free(SEG(sp), raw), SHMOBJ_ECORRUPT);
+    assert_int_equal(sp->ops->free(sp, raw), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1069,6 +1216,8 @@ int main(void)
         T(test_obj_put_list_roundtrip),
         T(test_obj_put_dict_roundtrip),
         T(test_obj_put_dict_duplicate_key),
+        T(test_view_index_short_keys),
+        T(test_obj_free_paths),
         T(test_obj_put_set_roundtrip),
         T(test_obj_put_struct_roundtrip),
         T(test_view_item_wrong_type),

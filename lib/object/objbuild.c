@@ -2,9 +2,12 @@
  * one pass; replacing items; freeing whole trees.
  *
  * Invariants kept here:
- * - Measuring and writing are the same code (emit_*), run once without a
- *   block (it only advances the cursor and validates the description) and
- *   once with it, so the size measured is exactly the size written.
+ * - Measuring (measure_*) is a lean walk that adds up the sizes the writer
+ *   (emit_*) will use, with the same structural checks; the writer never
+ *   moves its cursor past the size measured (struct wr.lim) and the put
+ *   fails unless it ends exactly there, so a description that changes
+ *   between the passes (another thread) gives SHMOBJ_EINVAL, never a write
+ *   outside the block.
  * - Every object starts 16-aligned relative to the block, buffer data
  *   64-aligned; the block is allocated 64-aligned when it holds a buffer,
  *   so block-relative alignment is segment alignment.
@@ -84,15 +87,45 @@ struct wr {
     uint64_t blk_off; /* segment offset of the block */
     uint16_t gen;     /* its generation */
     uint64_t cur;     /* next free byte, relative to the block */
+    uint64_t lim;     /* bytes the cursor may reach (the block's size) */
     int need64;       /* holds a buffer: allocate 64-aligned */
 };
+
+/* Copy n bytes to o: a few word moves for strings of up to 32 bytes instead
+ * of a call to memcpy. [o, o + n) lies in the block (checked by the caller). */
+static inline void copy_bytes(uint8_t *o, const uint8_t *p, uint64_t n)
+{
+    if (n >= 8 && n <= 16) {
+        uint64_t a = shmobj__load64(p), b = shmobj__load64(p + n - 8);
+        memcpy(o, &a, 8);
+        memcpy(o + n - 8, &b, 8);
+    } else if (n > 16 && n <= 32) {
+        uint64_t a = shmobj__load64(p), b = shmobj__load64(p + 8);
+        uint64_t c = shmobj__load64(p + n - 16), d = shmobj__load64(p + n - 8);
+        memcpy(o, &a, 8);
+        memcpy(o + 8, &b, 8);
+        memcpy(o + n - 16, &c, 8);
+        memcpy(o + n - 8, &d, 8);
+    } else if (n >= 4 && n < 8) {
+        uint32_t a = (uint32_t)shmobj__load32(p), b = (uint32_t)shmobj__load32(p + n - 4);
+        memcpy(o, &a, 4);
+        memcpy(o + n - 4, &b, 4);
+    } else if (n < 4) {
+        for (uint64_t i = 0; i < n; i++)
+            o[i] = p[i];
+    } else {
+        memcpy(o, p, (size_t)n);
+    }
+}
 
 /* Move the cursor to pos + a + b, checking for overflow. */
 static int advance(struct wr *w, uint64_t pos, uint64_t a, uint64_t b)
 {
     uint64_t end;
+    /* The limit also keeps the writing pass inside its block should the
+     * description change under it (another thread). */
     if (!shmobj__add_ok(pos, a, &end) || !shmobj__add_ok(end, b, &end) ||
-        end > MAX_BLOCK)
+        end > w->lim)
         return SHMOBJ_EINVAL;
     w->cur = end;
     return 0;
@@ -164,8 +197,13 @@ static shmobj_value key_of(const shmobj_value *v, size_t i)
     }
 }
 
-static int emit_slot(struct wr *w, const shmobj_value *v, uint64_t slot_rel,
-                     int depth);
+static inline int emit_slot(struct wr *w, const shmobj_value *v, uint64_t slot_rel,
+                            int depth);
+static inline int emit_mem_raw(struct wr *w, unsigned type, const uint8_t *p,
+                               uint64_t n, int depth, uint64_t *rel);
+static inline int emit_mem(struct wr *w, const shmobj_value *v, int depth,
+                           uint64_t *rel);
+static inline void put_slot(uint8_t *at, uint8_t tag, uint8_t r0, uint64_t pl);
 
 /* Enter key i (description k) into the index; SHMOBJ_EINVAL when an
  * earlier key equals it. */
@@ -190,44 +228,48 @@ static int index_add(uint64_t *ix, uint64_t cap, const shmobj_value *v,
     }
 }
 
-/* Write (or measure) the keys of a keyed object and, when writing, enter
- * each into the index at ix (cap entries). */
+/* Write the keys of a keyed object and enter each into the index at ix
+ * (cap entries). */
 static int emit_keys(struct wr *w, const shmobj_value *v, size_t n,
                      uint64_t keys_rel, uint64_t stride, uint64_t *ix, uint64_t cap,
                      int depth)
 {
-    if (ix != NULL)
-        memset(ix, 0, (size_t)(cap * 8));
+    const shmobj_value *items = v->v.c.items;
+    memset(ix, 0, (size_t)(cap * 8));
     for (size_t i = 0; i < n; i++) {
-        shmobj_value k = key_of(v, i);
         struct dkey dk;
-        if (v->type == SHMOBJ_TYPE_STRUCT && v->v.c.names[i] == NULL)
-            return SHMOBJ_EINVAL;
-        int rc = desc_key(&k, &dk);
-        if (rc != 0)
-            return rc;
-        if (k.type != SHMOBJ_TYPE_INT)
-            k.v.s.len = (size_t)dk.n; /* strlen once */
-        if (k.type == SHMOBJ_TYPE_STR && dk.n <= SHMOBJ__SSTR_MAX) {
-            /* A short string key lives in its slot (no object to follow). */
-            if (w->blk != NULL) {
-                if (!shmobj__utf8_ok(dk.p, dk.n))
-                    return SHMOBJ_EINVAL;
-                struct shmobj__slot *ks = (void *)(w->blk + keys_rel + stride * (uint64_t)i);
-                uint64_t pl = 0;
-                if (dk.n > 0)
-                    memcpy(&pl, dk.p, (size_t)dk.n);
-                ks->tag = SHMOBJ__SLOT_SSTR;
-                ks->reserved0 = (uint8_t)dk.n;
-                ks->reserved1 = 0;
-                ks->reserved2 = 0;
-                atomic_store_explicit(&ks->payload, pl, memory_order_relaxed);
-            }
+        int rc;
+        uint8_t *at = w->blk + keys_rel + stride * (uint64_t)i;
+        if (v->type == SHMOBJ_TYPE_STRUCT) {
+            const char *name = v->v.c.names[i];
+            if (name == NULL)
+                return SHMOBJ_EINVAL;
+            dk.type = SHMOBJ_TYPE_STR;
+            dk.i = 0;
+            dk.p = name;
+            dk.n = strlen(name);
         } else {
-            rc = emit_slot(w, &k, keys_rel + stride * (uint64_t)i, depth);
+            rc = desc_key(v->type == SHMOBJ_TYPE_SET ? &items[i] : &items[2 * i], &dk);
+            if (rc != 0)
+                return rc;
         }
-        if (rc == 0 && ix != NULL)
-            rc = index_add(ix, cap, v, i, &dk);
+        if (dk.type == SHMOBJ_TYPE_INT) {
+            put_slot(at, SHMOBJ__SLOT_INT, 0, (uint64_t)dk.i);
+        } else if (dk.type == SHMOBJ_TYPE_STR && dk.n <= SHMOBJ__SSTR_MAX) {
+            /* A short string key lives in its slot (no object to follow). */
+            if (!shmobj__utf8_ok_inline(dk.p, dk.n))
+                return SHMOBJ_EINVAL;
+            /* packed in registers: bytes stored to a local and read back
+             * as a word would stall on store forwarding */
+            put_slot(at, SHMOBJ__SLOT_SSTR, (uint8_t)dk.n, shmobj__pack_short(dk.p, dk.n));
+        } else {
+            uint64_t rel;
+            rc = emit_mem_raw(w, dk.type, dk.p, dk.n, depth, &rel);
+            if (rc != 0)
+                return rc;
+            put_slot(at, SHMOBJ__SLOT_OBJ, 0, shmobj__ref_make(w->blk_off + rel, w->gen));
+        }
+        rc = index_add(ix, cap, v, i, &dk);
         if (rc != 0)
             return rc;
     }
@@ -291,7 +333,7 @@ static int emit_buffer(struct wr *w, const shmobj_value *v, uint64_t pos,
     return 0;
 }
 
-/* Write (or measure) the heap object v at the next 16-aligned position;
+/* Write the heap object v at the next 16-aligned position;
  * *rel receives that position. */
 static int emit_obj(struct wr *w, const shmobj_value *v, int depth, uint64_t *rel)
 {
@@ -302,30 +344,10 @@ static int emit_obj(struct wr *w, const shmobj_value *v, int depth, uint64_t *re
     if (!shmobj__align_up(w->cur, 16, &pos))
         return SHMOBJ_EINVAL;
     struct shmobj__obj h = {.tag = (uint8_t)v->type};
-    uint8_t *o = w->blk != NULL ? w->blk + pos : NULL;
     switch (v->type) {
     case SHMOBJ_TYPE_STR:
-    case SHMOBJ_TYPE_BYTES: {
-        struct dkey k;
-        rc = desc_key(v, &k);
-        if (rc != 0)
-            return rc;
-        rc = advance(w, pos, 16, k.n + 1);
-        if (rc != 0)
-            return rc;
-        h.len = k.n;
-        if (o != NULL) {
-            /* Checked while writing, not measuring (the caller frees the
-             * block on failure), and on the source: reading bytes just
-             * stored would stall on store forwarding. */
-            if (v->type == SHMOBJ_TYPE_STR && !shmobj__utf8_ok(k.p, k.n))
-                return SHMOBJ_EINVAL;
-            if (k.n > 0)
-                memcpy(o + 16, k.p, (size_t)k.n);
-            o[16 + k.n] = 0;
-        }
-        break;
-    }
+    case SHMOBJ_TYPE_BYTES:
+        return emit_mem(w, v, depth, rel);
     case SHMOBJ_TYPE_BUFFER:
         rc = emit_buffer(w, v, pos, &h);
         if (rc != 0)
@@ -358,7 +380,7 @@ static int emit_obj(struct wr *w, const shmobj_value *v, int depth, uint64_t *re
         uint64_t stride = dict ? 32 : 16;
         size_t step = dict ? 2 : 1;
         if (keyed) {
-            uint64_t *ix = o != NULL ? (uint64_t *)(w->blk + index_rel) : NULL;
+            uint64_t *ix = (uint64_t *)(w->blk + index_rel);
             rc = emit_keys(w, v, (size_t)n, keys_rel, stride, ix, cap, depth + 1);
             if (rc != 0)
                 return rc;
@@ -376,18 +398,86 @@ static int emit_obj(struct wr *w, const shmobj_value *v, int depth, uint64_t *re
     default:
         return SHMOBJ_EINVAL;
     }
-    if (o != NULL)
-        memcpy(o, &h, sizeof h);
+    /* the cursor passed pos + 16: the header lies in the block */
+    memcpy(w->blk + pos, &h, sizeof h);
     *rel = pos;
     return 0;
 }
 
-static int emit_slot(struct wr *w, const shmobj_value *v, uint64_t slot_rel,
-                     int depth)
+/* Write a str or bytes object (a leaf) of n bytes at p (n resolved, not
+ * SHMOBJ_STRLEN) at the next 16-aligned position; the same checks as
+ * emit_obj(), without its dispatch. */
+static inline int emit_mem_raw(struct wr *w, unsigned type, const uint8_t *p,
+                               uint64_t n, int depth, uint64_t *rel)
+{
+    uint64_t pos, end;
+    if (depth >= SHMOBJ_OBJ_MAXDEPTH)
+        return SHMOBJ_EINVAL;
+    /* cur <= lim <= MAX_BLOCK: no overflow below once n < MAX_BLOCK. */
+    pos = (w->cur + 15) & ~UINT64_C(15);
+    if (n >= MAX_BLOCK || (end = pos + 17 + n) > w->lim)
+        return SHMOBJ_EINVAL;
+    /* Checked on the source: reading bytes just stored would stall on
+     * store forwarding. */
+    if (type == SHMOBJ_TYPE_STR && !shmobj__utf8_ok_inline(p, n))
+        return SHMOBJ_EINVAL;
+    uint8_t *o = w->blk + pos;
+    struct shmobj__obj h = {.tag = (uint8_t)type, .len = n};
+    memcpy(o, &h, sizeof h);
+    copy_bytes(o + 16, p, n);
+    o[16 + n] = 0;
+    w->cur = end;
+    *rel = pos;
+    return 0;
+}
+
+static inline int emit_mem(struct wr *w, const shmobj_value *v, int depth,
+                           uint64_t *rel)
+{
+    const uint8_t *p = (const uint8_t *)v->v.s.ptr;
+    uint64_t n = v->v.s.len;
+    if (n == SHMOBJ_STRLEN) {
+        if (p == NULL || v->type != SHMOBJ_TYPE_STR)
+            return SHMOBJ_EINVAL;
+        n = strlen((const char *)p);
+    }
+    if (p == NULL && n != 0)
+        return SHMOBJ_EINVAL;
+    return emit_mem_raw(w, v->type, p, n, depth, rel);
+}
+
+static inline void put_slot(uint8_t *at, uint8_t tag, uint8_t r0, uint64_t pl)
+{
+    struct shmobj__slot *s = (void *)at;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    /* tag, reserved0 and the zero fields in one store */
+    uint64_t head = (uint64_t)tag | (uint64_t)r0 << 8;
+    memcpy(s, &head, sizeof head);
+#else
+    s->tag = tag;
+    s->reserved0 = r0;
+    s->reserved1 = 0;
+    s->reserved2 = 0;
+#endif
+    atomic_store_explicit(&s->payload, pl, memory_order_relaxed);
+}
+
+/* Inline in every loop: only containers and buffers cost a call. */
+static inline __attribute__((always_inline)) int
+emit_slot(struct wr *w, const shmobj_value *v, uint64_t slot_rel, int depth)
 {
     uint8_t tag;
     uint64_t pl = 0, rel;
     switch (v->type) {
+    case SHMOBJ_TYPE_STR:
+    case SHMOBJ_TYPE_BYTES: {
+        int rc = emit_mem(w, v, depth, &rel);
+        if (rc != 0)
+            return rc;
+        tag = SHMOBJ__SLOT_OBJ;
+        pl = shmobj__ref_make(w->blk_off + rel, w->gen);
+        break;
+    }
     case SHMOBJ_TYPE_BOOL:
         if (v->v.b != 0 && v->v.b != 1)
             return SHMOBJ_EINVAL;
@@ -418,13 +508,138 @@ static int emit_slot(struct wr *w, const shmobj_value *v, uint64_t slot_rel,
         break;
     }
     }
-    if (w->blk != NULL) {
-        struct shmobj__slot *s = (void *)(w->blk + slot_rel);
-        s->tag = tag;
-        s->reserved0 = 0;
-        s->reserved1 = 0;
-        s->reserved2 = 0;
-        atomic_store_explicit(&s->payload, pl, memory_order_relaxed);
+    put_slot(w->blk + slot_rel, tag, 0, pl);
+    return 0;
+}
+
+/* ---- measuring ---------------------------------------------------------
+ * A lean walk of the description that only adds up sizes, with the same
+ * structural checks as the writer (types, depth, counts, lengths, NULL
+ * pointers, buffer shapes), so shmobj_obj_size() refuses what a put would.
+ * Content checks (UTF-8, duplicate keys) are the writer's; the writer also
+ * stops at the size measured here, so the two can never disagree by more
+ * than an error. */
+
+static int measure_obj(const shmobj_value *v, int depth, uint64_t *cur, int *need64);
+
+/* Bytes of a str/bytes object of n bytes at the 16-aligned *cur. */
+static inline int measure_mem(uint64_t n, int depth, uint64_t *cur)
+{
+    uint64_t pos = (*cur + 15) & ~UINT64_C(15), end;
+    if (depth >= SHMOBJ_OBJ_MAXDEPTH || n >= MAX_BLOCK || !shmobj__add_ok(pos, 17 + n, &end) || end > MAX_BLOCK)
+        return SHMOBJ_EINVAL;
+    *cur = end;
+    return 0;
+}
+
+static inline __attribute__((always_inline)) int
+measure_slot(const shmobj_value *v, int depth, uint64_t *cur, int *need64)
+{
+    switch (v->type) {
+    case SHMOBJ_TYPE_BOOL:
+        return v->v.b == 0 || v->v.b == 1 ? 0 : SHMOBJ_EINVAL;
+    case SHMOBJ_TYPE_INT:
+    case SHMOBJ_TYPE_UINT:
+    case SHMOBJ_TYPE_DOUBLE:
+    case SHMOBJ_TYPE_NULL:
+        return 0;
+    case SHMOBJ_TYPE_STR:
+    case SHMOBJ_TYPE_BYTES: {
+        /* desc_key() inline: the leaves are most of a tree */
+        uint64_t n = v->v.s.len;
+        if (n == SHMOBJ_STRLEN) {
+            if (v->v.s.ptr == NULL || v->type != SHMOBJ_TYPE_STR)
+                return SHMOBJ_EINVAL;
+            n = strlen(v->v.s.ptr);
+        }
+        if (v->v.s.ptr == NULL && n != 0)
+            return SHMOBJ_EINVAL;
+        return measure_mem(n, depth, cur);
+    }
+    default:
+        return measure_obj(v, depth, cur, need64);
+    }
+}
+
+static int measure_obj(const shmobj_value *v, int depth, uint64_t *cur, int *need64)
+{
+    uint64_t pos, n, cap, end;
+    int rc;
+    if (depth >= SHMOBJ_OBJ_MAXDEPTH || *cur > MAX_BLOCK)
+        return SHMOBJ_EINVAL;
+    pos = (*cur + 15) & ~UINT64_C(15);
+    switch (v->type) {
+    case SHMOBJ_TYPE_STR:
+    case SHMOBJ_TYPE_BYTES: {
+        struct dkey k;
+        rc = desc_key(v, &k);
+        return rc != 0 ? rc : measure_mem(k.n, depth, cur);
+    }
+    case SHMOBJ_TYPE_BUFFER: {
+        /* Rare and shape-heavy: the writer's own code, without a block. */
+        struct wr w = {NULL, 0, 0, pos, MAX_BLOCK, 0};
+        struct shmobj__obj h;
+        rc = emit_buffer(&w, v, pos, &h);
+        if (rc != 0)
+            return rc;
+        *cur = w.cur;
+        *need64 = 1;
+        return 0;
+    }
+    case SHMOBJ_TYPE_LIST:
+    case SHMOBJ_TYPE_TUPLE:
+    case SHMOBJ_TYPE_STRUCT:
+    case SHMOBJ_TYPE_DICT:
+    case SHMOBJ_TYPE_SET:
+        break;
+    default:
+        return SHMOBJ_EINVAL;
+    }
+    n = v->v.c.count;
+    if (n >= UINT32_MAX || (n > 0 && v->v.c.items == NULL))
+        return SHMOBJ_EINVAL;
+    const shmobj_value *items = v->v.c.items;
+    int keyed = v->type == SHMOBJ_TYPE_DICT || v->type == SHMOBJ_TYPE_SET ||
+                (v->type == SHMOBJ_TYPE_STRUCT && v->v.c.names != NULL);
+    int values = v->type != SHMOBJ_TYPE_SET;
+    cap = keyed ? shmobj__index_cap(n) : 0;
+    /* n < 2^32: no overflow in 16 * n * 2 + 8 * cap */
+    if (!shmobj__add_ok(pos, 16 + 16 * n * (uint64_t)(values + keyed) + 8 * cap, &end) ||
+        end > MAX_BLOCK)
+        return SHMOBJ_EINVAL;
+    *cur = end;
+    depth++;
+    if (keyed) {
+        for (size_t i = 0; i < n; i++) {
+            const shmobj_value *k;
+            if (v->type == SHMOBJ_TYPE_STRUCT) {
+                const char *name = v->v.c.names[i];
+                if (name == NULL)
+                    return SHMOBJ_EINVAL;
+                uint64_t kn = strlen(name);
+                rc = kn <= SHMOBJ__SSTR_MAX ? 0 : measure_mem(kn, depth, cur);
+            } else {
+                k = v->type == SHMOBJ_TYPE_SET ? &items[i] : &items[2 * i];
+                if (k->type == SHMOBJ_TYPE_INT) {
+                    rc = 0;
+                } else {
+                    struct dkey dk;
+                    rc = desc_key(k, &dk);
+                    if (rc == 0 && !(k->type == SHMOBJ_TYPE_STR && dk.n <= SHMOBJ__SSTR_MAX))
+                        rc = measure_mem(dk.n, depth, cur);
+                }
+            }
+            if (rc != 0)
+                return rc;
+        }
+    }
+    if (values) {
+        size_t step = v->type == SHMOBJ_TYPE_DICT ? 2 : 1;
+        for (size_t i = 0; i < n; i++) {
+            rc = measure_slot(&items[i * step + step - 1], depth, cur, need64);
+            if (rc != 0)
+                return rc;
+        }
     }
     return 0;
 }
@@ -433,12 +648,12 @@ static int emit_slot(struct wr *w, const shmobj_value *v, uint64_t slot_rel,
  * 64-aligned one. */
 static int measure(const shmobj_value *val, uint64_t *size, int *need64)
 {
-    struct wr w = {NULL, 0, 0, SHMOBJ__PREFIX, 0};
-    int rc = emit_slot(&w, val, sizeof(struct shmobj__tree), 0);
+    uint64_t cur = SHMOBJ__PREFIX;
+    *need64 = 0;
+    int rc = measure_slot(val, 0, &cur, need64);
     if (rc != 0)
         return rc;
-    *size = w.cur;
-    *need64 = w.need64;
+    *size = cur;
     return 0;
 }
 
@@ -477,7 +692,7 @@ int shmobj__obj_put(struct shmobj__space *sp, const shmobj_value *val,
     t->version = SHMOBJ__TREE_VERSION;
     atomic_store_explicit(&t->flags, 0, memory_order_relaxed);
     t->size = size;
-    struct wr w = {p, shmobj__ref_off(r), shmobj__ref_gen(r), SHMOBJ__PREFIX, 0};
+    struct wr w = {p, shmobj__ref_off(r), shmobj__ref_gen(r), SHMOBJ__PREFIX, size, 0};
     rc = emit_slot(&w, val, sizeof(struct shmobj__tree), 0);
     /* A description changed by another thread during the call could make
      * the second pass disagree with the first: refuse it. */
@@ -639,6 +854,24 @@ int shmobj_obj_free(shmobj_segment *seg, shmobj_ref ref)
     struct shmobj__space *sp = (struct shmobj__space *)seg;
     if (sp == NULL || ref == SHMOBJ_REF_NULL)
         return SHMOBJ_EINVAL;
+    /* Fast path: a block that never had a slot replaced holds no reference
+     * out, so only the arena needs to see it (its free checks the
+     * generation: a stale ref still gives SHMOBJ_ESTALE). The header read
+     * here only decides between the paths and is bounds-checked; anything
+     * unusual takes the full path, which checks everything. */
+    uint64_t off = shmobj__ref_off(ref);
+    uint64_t mapped = atomic_load_explicit(&sp->mapped, memory_order_acquire);
+    if (shmobj__aligned(off, 16) && shmobj__range_ok(off, SHMOBJ__PREFIX, mapped)) {
+        const struct shmobj__tree *t = (const void *)(sp->base + off);
+        if (t->magic == SHMOBJ__TREE_MAGIC && t->version == SHMOBJ__TREE_VERSION &&
+            !(atomic_load_explicit(&((struct shmobj__tree *)t)->flags,
+                                   memory_order_acquire) & SHMOBJ__TREE_SEPARATE)) {
+            int rc = sp->ops->free(sp, ref);
+            if (rc != SHMOBJ_ESTALE && rc != SHMOBJ_ECORRUPT)
+                return rc;
+            /* Let the full path decide which error to report. */
+        }
+    }
     uint64_t budget = work_budget(sp);
     return free_tree(sp, ref, 0, &budget);
 }

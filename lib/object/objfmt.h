@@ -175,8 +175,21 @@ static inline uint64_t shmobj__mum(uint64_t a, uint64_t b)
     return (uint64_t)x ^ (uint64_t)(x >> 64);
 }
 
+/* The bytes of a key of at most 7 bytes as a little-endian word, zero
+ * above them: the payload of a short string key slot. */
+static inline uint64_t shmobj__pack_short(const uint8_t *s, uint64_t n)
+{
+    if (n >= 4)
+        return shmobj__load32(s) | shmobj__load32(s + n - 4) << (8 * (n - 4));
+    if (n == 0)
+        return 0;
+    /* n 1..3: bytes 0, n/2 and n-1 cover them all */
+    return (uint64_t)s[0] | (uint64_t)s[n >> 1] << (8 * (n >> 1)) |
+           (uint64_t)s[n - 1] << (8 * (n - 1));
+}
+
 /* Hash of a string or bytes key. Short keys (the common case) take one or
- * two loads and one multiply. Part of the format: the index of a dict is
+ * two loads and two multiplies. Part of the format: the index of a dict is
  * laid out by it. Reads are little-endian loads of the key's bytes. */
 static inline uint64_t shmobj__hash_mem(unsigned type, const void *p, uint64_t n)
 {
@@ -224,12 +237,12 @@ static inline size_t shmobj__dtype_size(unsigned dtype)
  * load at 3/4 or below (so there is always an empty entry), 0 for none. */
 static inline uint64_t shmobj__index_cap(uint64_t n)
 {
-    uint64_t cap = 2;
     if (n == 0)
         return 0;
-    while (cap * 3 < n * 4)
-        cap <<= 1;
-    return cap;
+    /* the smallest power of two >= ceil(4n / 3), at least 2 (counts are
+     * below 2^32, so no overflow) */
+    uint64_t need = (4 * n + 2) / 3;
+    return need <= 2 ? 2 : UINT64_C(1) << (64 - __builtin_clzll(need - 1));
 }
 
 /* Equal bytes, for the short keys of dicts and structs: a few loads
@@ -283,5 +296,24 @@ int shmobj__index_find(const shmobj_view *v, unsigned type, int64_t ki,
 
 /* Is the UTF-8 in [s, s + n) well formed? */
 int shmobj__utf8_ok(const uint8_t *s, uint64_t n);
+
+/* The same, with the all-ASCII case of short strings (keys, names, URLs)
+ * decided inline by one OR of two overlapping loads. */
+static inline int shmobj__utf8_ok_inline(const uint8_t *s, uint64_t n)
+{
+    uint64_t acc;
+    if (n >= 8 && n <= 16)
+        acc = shmobj__load64(s) | shmobj__load64(s + n - 8);
+    else if (n > 16 && n <= 32)
+        acc = shmobj__load64(s) | shmobj__load64(s + 8) | shmobj__load64(s + n - 16) |
+              shmobj__load64(s + n - 8);
+    else if (n >= 4 && n < 8)
+        acc = shmobj__load32(s) | shmobj__load32(s + n - 4);
+    else if (n == 0)
+        return 1;
+    else
+        return shmobj__utf8_ok(s, n);
+    return (acc & UINT64_C(0x8080808080808080)) == 0 || shmobj__utf8_ok(s, n);
+}
 
 #endif /* SHMOBJ_OBJFMT_H */

@@ -63,7 +63,8 @@ int shmobj__tree_open(struct shmobj__space *sp, shmobj__ref ref, uint64_t *blk,
 /* Bytes of an object's fixed body (after its 16-byte header), or
  * SHMOBJ_ECORRUPT when the header is inconsistent. `rem` is the room left in
  * the block after the header. */
-static int body_size(const struct shmobj__obj *h, uint64_t rem, uint64_t *out)
+static inline __attribute__((always_inline)) int
+body_size(const struct shmobj__obj *h, uint64_t rem, uint64_t *out)
 {
     uint64_t n = h->count, cap = h->len, a, b;
     switch (h->tag) {
@@ -102,8 +103,9 @@ static int body_size(const struct shmobj__obj *h, uint64_t rem, uint64_t *out)
     return *out <= rem ? 0 : SHMOBJ_ECORRUPT;
 }
 
-int shmobj__view_follow(struct shmobj__space *sp, uint64_t p, uint64_t blk,
-                        uint64_t blen, uint16_t bgen, shmobj_view *out)
+static inline __attribute__((always_inline)) int
+view_follow(struct shmobj__space *sp, uint64_t p, uint64_t blk, uint64_t blen,
+            uint16_t bgen, shmobj_view *out)
 {
     uint64_t off = shmobj__ref_off(p);
     uint16_t gen = shmobj__ref_gen(p);
@@ -158,8 +160,15 @@ int shmobj__view_follow(struct shmobj__space *sp, uint64_t p, uint64_t blk,
     return 0;
 }
 
-int shmobj__view_slot(struct shmobj__space *sp, uint64_t slot_off, uint64_t blk,
-                      uint64_t blen, uint16_t bgen, int ro, shmobj_view *out)
+int shmobj__view_follow(struct shmobj__space *sp, uint64_t p, uint64_t blk,
+                        uint64_t blen, uint16_t bgen, shmobj_view *out)
+{
+    return view_follow(sp, p, blk, blen, bgen, out);
+}
+
+static inline __attribute__((always_inline)) int
+view_slot(struct shmobj__space *sp, uint64_t slot_off, uint64_t blk,
+          uint64_t blen, uint16_t bgen, int ro, shmobj_view *out)
 {
     struct shmobj__slot *s = (void *)(sp->base + slot_off);
     uint8_t tag = s->tag;
@@ -186,7 +195,7 @@ int shmobj__view_slot(struct shmobj__space *sp, uint64_t slot_off, uint64_t blk,
             out->type = SHMOBJ_TYPE_NULL;
             return 0;
         }
-        return shmobj__view_follow(sp, p, blk, blen, bgen, out);
+        return view_follow(sp, p, blk, blen, bgen, out);
     }
     case SHMOBJ__SLOT_SSTR: {
         uint8_t n = s->reserved0;
@@ -202,6 +211,12 @@ int shmobj__view_slot(struct shmobj__space *sp, uint64_t slot_off, uint64_t blk,
     }
 }
 
+int shmobj__view_slot(struct shmobj__space *sp, uint64_t slot_off, uint64_t blk,
+                      uint64_t blen, uint16_t bgen, int ro, shmobj_view *out)
+{
+    return view_slot(sp, slot_off, blk, blen, bgen, ro, out);
+}
+
 int shmobj_obj_get(shmobj_segment *seg, shmobj_ref ref, shmobj_view *view)
 {
     struct shmobj__space *sp = (struct shmobj__space *)seg;
@@ -211,8 +226,8 @@ int shmobj_obj_get(shmobj_segment *seg, shmobj_ref ref, shmobj_view *view)
     int rc = shmobj__tree_open(sp, ref, &blk, &blen);
     if (rc != 0)
         return rc;
-    return shmobj__view_slot(sp, blk + sizeof(struct shmobj__tree), blk, blen,
-                             shmobj__ref_gen(ref), 0, view);
+    return view_slot(sp, blk + sizeof(struct shmobj__tree), blk, blen,
+                     shmobj__ref_gen(ref), 0, view);
 }
 
 int shmobj_view_type(const shmobj_view *view)
@@ -264,8 +279,7 @@ int shmobj_view_item(const shmobj_view *view, size_t i, shmobj_view *item)
     struct shmobj__space *sp = space_of(view);
     /* body_size() checked that the body fits in the block. */
     uint64_t slot = off_of(sp, view->obj) + shmobj__value_rel(view->type, view->len, i);
-    return shmobj__view_slot(sp, slot, view->obj_blk, view->obj_blen,
-                             view->obj_gen, ro, item);
+    return view_slot(sp, slot, view->obj_blk, view->obj_blen, view->obj_gen, ro, item);
 }
 
 /* Offset of key slot 0, the distance between key slots, and the offset of
@@ -348,6 +362,15 @@ static inline int key_equal(const shmobj_view *v, const struct shmobj__slot *ks,
     return shmobj__mem_equal((const uint8_t *)(h + 1), p, n);
 }
 
+/* key_equal() out of line, for the rare key slots of other kinds met by a
+ * short string lookup. */
+static __attribute__((noinline)) int key_equal_slow(const shmobj_view *v,
+                                                    const struct shmobj__slot *ks,
+                                                    const void *p, uint64_t n)
+{
+    return key_equal(v, ks, SHMOBJ_TYPE_STR, 0, p, n);
+}
+
 static int key_parts(const shmobj_value *key, int64_t *i, const void **p,
                      uint64_t *n, uint64_t *hash)
 {
@@ -417,6 +440,126 @@ index_find(const shmobj_view *v, unsigned type, int64_t ki, const void *kp,
     return SHMOBJ_ENOTFOUND;
 }
 
+/* The lookup of a short string key (at most SHMOBJ__SSTR_MAX bytes) in a
+ * dict, the common case of field names: the key is packed once into the
+ * word a short string key slot holds, so comparing with such a slot is a
+ * compare of its tag and length and one of its bytes. Other key slots (not
+ * written by this library for short strings, but possible in a foreign
+ * block) take the general comparison. The same checks, in the same order,
+ * and so the same results as index_find(); the layout is the dict's
+ * (body_size() checked that index and pairs lie in the block when the view
+ * was made). */
+static inline __attribute__((always_inline)) int
+dict_find_short(const shmobj_view *v, const uint8_t *kp, uint64_t kn, size_t *out)
+{
+    uint64_t cap = v->len;
+    if (kn > SHMOBJ__SSTR_MAX)
+        __builtin_unreachable(); /* the callers' condition */
+    if (cap == 0)
+        return SHMOBJ_ENOTFOUND;
+    const uint64_t *ix = (const uint64_t *)((const uint8_t *)v->obj + 16);
+    const uint8_t *pairs = (const uint8_t *)(ix + cap);
+    uint64_t word = shmobj__pack_short(kp, kn);
+    /* Compare the key's bytes only, as key_equal() does. */
+    uint64_t mask = kn == 0 ? 0 : ~UINT64_C(0) >> (64 - 8 * kn);
+    uint64_t hash = shmobj__hash_mem(SHMOBJ_TYPE_STR, kp, kn);
+    uint64_t m = cap - 1, pos = hash & m, left = cap;
+    uint32_t tag = (uint32_t)(hash >> 32);
+    /* At most cap probes, so a damaged index cannot loop forever. */
+    do {
+        uint64_t e = ix[pos];
+        if (e == 0)
+            return SHMOBJ_ENOTFOUND;
+        uint64_t item = (e & UINT32_MAX) - 1;
+        if (item >= v->count)
+            return SHMOBJ_ECORRUPT;
+        if ((uint32_t)(e >> 32) == tag) {
+            const struct shmobj__slot *k = (const void *)(pairs + 32 * item);
+            if (k->tag == SHMOBJ__SLOT_SSTR) {
+                uint8_t len = k->reserved0;
+                if (len > SHMOBJ__SSTR_MAX)
+                    return SHMOBJ_ECORRUPT;
+                uint64_t pl = atomic_load_explicit(
+                    &((struct shmobj__slot *)k)->payload, memory_order_relaxed);
+                if (len == kn && (pl & mask) == word) {
+                    *out = (size_t)item;
+                    return 0;
+                }
+            } else {
+                int rc = key_equal_slow(v, k, kp, kn);
+                if (rc < 0)
+                    return rc;
+                if (rc == 1) {
+                    *out = (size_t)item;
+                    return 0;
+                }
+            }
+        }
+        pos = (pos + 1) & m;
+    } while (--left != 0);
+    return SHMOBJ_ENOTFOUND;
+}
+
+/* The lookup of a longer string key in a dict: the same probe as
+ * dict_find_short(), comparing with the str objects such keys are written
+ * as (the checks of key_equal(), inline). */
+static inline __attribute__((always_inline)) int
+dict_find_long(const shmobj_view *v, const uint8_t *kp, uint64_t kn, size_t *out)
+{
+    uint64_t cap = v->len;
+    if (cap == 0)
+        return SHMOBJ_ENOTFOUND;
+    struct shmobj__space *sp = space_of(v);
+    const uint64_t *ix = (const uint64_t *)((const uint8_t *)v->obj + 16);
+    const uint8_t *pairs = (const uint8_t *)(ix + cap);
+    uint64_t hash = shmobj__hash_mem(SHMOBJ_TYPE_STR, kp, kn);
+    uint64_t m = cap - 1, pos = hash & m, left = cap;
+    uint64_t blk = v->obj_blk, blen = v->obj_blen;
+    uint32_t tag = (uint32_t)(hash >> 32);
+    do {
+        uint64_t e = ix[pos];
+        if (e == 0)
+            return SHMOBJ_ENOTFOUND;
+        uint64_t item = (e & UINT32_MAX) - 1;
+        if (item >= v->count)
+            return SHMOBJ_ECORRUPT;
+        if ((uint32_t)(e >> 32) == tag) {
+            const struct shmobj__slot *k = (const void *)(pairs + 32 * item);
+            int rc;
+            if (k->tag == SHMOBJ__SLOT_OBJ) {
+                uint64_t pl = atomic_load_explicit(&((struct shmobj__slot *)k)->payload,
+                                                   memory_order_relaxed);
+                /* Keys are always inline: the same block, its generation. */
+                uint64_t off = shmobj__ref_off(pl), rel = off - blk;
+                if (off < blk || rel >= blen || shmobj__ref_gen(pl) != v->obj_gen ||
+                    !shmobj__aligned(off, 16) || blen - rel < 16)
+                    return SHMOBJ_ECORRUPT;
+                const struct shmobj__obj *h = (const void *)(sp->base + off);
+                uint8_t ht = h->tag;
+                uint64_t len = h->len;
+                if (ht != SHMOBJ_TYPE_STR && ht != SHMOBJ_TYPE_BYTES)
+                    return SHMOBJ_ECORRUPT;
+                if (ht != SHMOBJ_TYPE_STR || len != kn)
+                    rc = 0;
+                else if (kn > blen - rel - 16)
+                    return SHMOBJ_ECORRUPT;
+                else
+                    rc = shmobj__mem_equal((const uint8_t *)(h + 1), kp, kn);
+            } else {
+                rc = key_equal_slow(v, k, kp, kn);
+                if (rc < 0)
+                    return rc;
+            }
+            if (rc == 1) {
+                *out = (size_t)item;
+                return 0;
+            }
+        }
+        pos = (pos + 1) & m;
+    } while (--left != 0);
+    return SHMOBJ_ENOTFOUND;
+}
+
 int shmobj__index_find(const shmobj_view *v, unsigned type, int64_t ki,
                        const void *kp, uint64_t kn, uint64_t hash, size_t *out,
                        uint64_t *probes)
@@ -424,17 +567,28 @@ int shmobj__index_find(const shmobj_view *v, unsigned type, int64_t ki,
     return index_find(v, type, ki, kp, kn, hash, out, probes);
 }
 
-int shmobj_view_index(const shmobj_view *view, const shmobj_value *key, size_t *i)
+/* shmobj_view_index() for every key but a short string. */
+static __attribute__((noinline)) int view_index_general(const shmobj_view *view,
+                                                        const shmobj_value *key,
+                                                        size_t *i)
 {
     int64_t ki;
     const void *kp;
     uint64_t kn, hash;
-    if (view == NULL || key == NULL || i == NULL)
-        return SHMOBJ_EINVAL;
     int rc = key_parts(key, &ki, &kp, &kn, &hash);
     if (rc != 0)
         return rc;
     return index_find(view, key->type, ki, kp, kn, hash, i, NULL);
+}
+
+int shmobj_view_index(const shmobj_view *view, const shmobj_value *key, size_t *i)
+{
+    if (view == NULL || key == NULL || i == NULL)
+        return SHMOBJ_EINVAL;
+    if (view->type == SHMOBJ_TYPE_DICT && key->type == SHMOBJ_TYPE_STR &&
+        key->v.s.len <= SHMOBJ__SSTR_MAX && key->v.s.ptr != NULL)
+        return dict_find_short(view, key->v.s.ptr, key->v.s.len, i);
+    return view_index_general(view, key, i);
 }
 
 int shmobj_view_get(const shmobj_view *view, const shmobj_value *key,
@@ -459,17 +613,45 @@ int shmobj_view_get_str(const shmobj_view *view, const char *key,
         return SHMOBJ_EINVAL;
     if (view->type == SHMOBJ_TYPE_SET)
         return SHMOBJ_ETYPE;
-    /* Keys are short: a byte loop beats a call to strlen. */
+    /* Keys are short: a byte loop beats a call to strlen. Four bytes per
+     * round, never reading past the NUL. */
     uint64_t n = 0;
-    while (n < 32 && key[n] != '\0')
-        n++;
-    if (n == 32)
-        n += strlen(key + 32);
-    int rc = index_find(view, SHMOBJ_TYPE_STR, 0, key, n,
+    for (;;) {
+        if (key[n] == '\0')
+            break;
+        if (key[n + 1] == '\0') {
+            n += 1;
+            break;
+        }
+        if (key[n + 2] == '\0') {
+            n += 2;
+            break;
+        }
+        if (key[n + 3] == '\0') {
+            n += 3;
+            break;
+        }
+        n += 4;
+        if (n == 32) {
+            n += strlen(key + 32);
+            break;
+        }
+    }
+    int rc;
+    if (view->type != SHMOBJ_TYPE_DICT)
+        rc = index_find(view, SHMOBJ_TYPE_STR, 0, key, n,
                         shmobj__hash_mem(SHMOBJ_TYPE_STR, key, n), &i, NULL);
+    else if (n <= SHMOBJ__SSTR_MAX)
+        rc = dict_find_short(view, (const uint8_t *)key, n, &i);
+    else
+        rc = dict_find_long(view, (const uint8_t *)key, n, &i);
     if (rc != 0)
         return rc;
-    return shmobj_view_item(view, i, item);
+    /* A dict or a named struct (index_find() refused the rest): values are
+     * mutable, i < count, and body_size() checked the body fits. */
+    struct shmobj__space *sp = space_of(view);
+    uint64_t slot = off_of(sp, view->obj) + shmobj__value_rel(view->type, view->len, i);
+    return view_slot(sp, slot, view->obj_blk, view->obj_blen, view->obj_gen, 0, item);
 }
 
 /* ---- scalars ---------------------------------------------------------- */
@@ -566,7 +748,10 @@ static inline int item_int_slot(const shmobj_view *v, size_t i, _Atomic uint64_t
     return 0;
 }
 
-int shmobj_item_int_add(const shmobj_view *view, size_t i, int64_t delta, int64_t *old)
+/* The hot call of counter workloads: on a cache line of its own, so its
+ * speed does not depend on where the linker put it. */
+__attribute__((aligned(64))) int
+shmobj_item_int_add(const shmobj_view *view, size_t i, int64_t delta, int64_t *old)
 {
     _Atomic uint64_t *p;
     int rc = item_int_slot(view, i, &p, 1);
