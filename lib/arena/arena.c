@@ -69,6 +69,7 @@
 #include <string.h>
 
 #include "bounds.h"
+#include "mix.h"
 #include "shmobj/error.h"
 
 #define ARENA_MAGIC UINT64_C(0x31414e52414d4853) /* "SHMARNA1" */
@@ -563,15 +564,6 @@ struct walk {
     uint64_t sum, mix; /* order-free fingerprint of the free blocks' offsets */
 };
 
-static inline uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= UINT64_C(0xff51afd7ed558ccd);
-    x ^= x >> 33;
-    x *= UINT64_C(0xc4ceb9fe1a85ec53);
-    x ^= x >> 33;
-    return x;
-}
 
 /* Walk the block chain. strict: also verify boundary tags, flags and
  * coalescing (the check); otherwise only the size chain (stats, rebuild).
@@ -609,7 +601,7 @@ static int walk_blocks(const uint8_t *base, uint64_t hs, uint64_t he,
             if (s > wk->largest)
                 wk->largest = s;
             wk->sum += h;
-            wk->mix ^= mix64(h);
+            wk->mix ^= shmobj__mix64(h);
         } else {
             wk->used_bytes += s;
             wk->used_blocks++;
@@ -673,7 +665,7 @@ int shmobj__arena_check(const uint8_t *base, uint64_t mapped,
                 }
                 n_seen++;
                 sum += n;
-                mix ^= mix64(n);
+                mix ^= shmobj__mix64(n);
                 prev = n;
                 n = ld(base, NEXTF(n));
             }

@@ -26,6 +26,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "mix.h"
 #include "space.h"
 #include "shmobj/object.h"
 
@@ -138,16 +139,6 @@ static inline uint64_t shmobj__value_rel(unsigned type, uint64_t cap, uint64_t i
 
 /* Deterministic hashes (the same in every process: no seed). The kinds of
  * key hash differently so "a" and b"a" never compare equal. */
-static inline uint64_t shmobj__mix64(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= UINT64_C(0xff51afd7ed558ccd);
-    x ^= x >> 33;
-    x *= UINT64_C(0xc4ceb9fe1a85ec53);
-    x ^= x >> 33;
-    return x;
-}
-
 static inline uint64_t shmobj__hash_int(int64_t v)
 {
     return shmobj__mix64((uint64_t)v ^ UINT64_C(0x9e3779b97f4a7c15));
