@@ -809,6 +809,57 @@ static int poll_consumer(void *p)
     return 0;
 }
 
+struct armed_arg {
+    shmobj_queue *q;
+    int ready; /* write end of a pipe to the parent */
+};
+
+/* Arm, receive one message, arm again, tell the parent, then wait to be
+ * killed while armed. */
+static int arm_and_wait(void *p)
+{
+    struct armed_arg *a = p;
+    int fd;
+    char b = 1;
+    if (shmobj_queue_notify_fd(a->q, &fd) != 0 || shmobj_queue_notify_arm(a->q) != 0 ||
+        write(a->ready, &b, 1) != 1)
+        return 1;
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    shmobj_ref r;
+    if (poll(&pfd, 1, 5000) != 1 || shmobj_queue_take(a->q, &r) != 0 ||
+        shmobj_queue_notify_arm(a->q) != 0 || write(a->ready, &b, 1) != 1)
+        return 2;
+    for (;;)
+        pause();
+}
+
+/* A consumer that dies while armed leaves a pipe without readers: the
+ * producer's next put must neither die of SIGPIPE nor fail. */
+static void test_queue_notify_dead_listener_no_sigpipe(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(f->seg, "armed", 16, 0, &q), 0);
+    int ready[2];
+    assert_int_equal(pipe(ready), 0);
+    struct armed_arg a = {q, ready[1]};
+    pid_t c = test_child_start(arm_and_wait, &a, 30);
+    char b;
+    assert_int_equal(read(ready[0], &b, 1), 1);
+    assert_int_equal(shmobj_queue_put(q, msg_of(6, 1)), 0);
+    assert_int_equal(read(ready[0], &b, 1), 1);
+    kill(c, SIGKILL);
+    assert_int_equal(test_child_wait(c), 128 + SIGKILL);
+    assert_int_equal(shmobj_queue_put(q, msg_of(6, 2)), 0);
+    assert_int_equal(shmobj_queue_put(q, msg_of(6, 3)), 0);
+    shmobj_ref r;
+    assert_int_equal(shmobj_queue_take(q, &r), 0);
+    assert_int_equal(r, msg_of(6, 2));
+    close(ready[0]);
+    close(ready[1]);
+    shmobj_queue_close(q);
+}
+
 static void test_queue_notify_fd_wakes_poll(void **state)
 {
     struct fixture *f = *state;
@@ -878,6 +929,7 @@ int main(void)
         T(test_queue_take_skips_dead_producer_slot),
         T(test_queue_put_rescues_dead_consumer_slot),
         T(test_queue_notify_fd_wakes_poll),
+        T(test_queue_notify_dead_listener_no_sigpipe),
         T(test_queue_mpmc_2x2_exactly_once),
         T(test_queue_kill_producers_randomly),
         T(test_queue_kill_consumers_randomly),

@@ -10,6 +10,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -60,12 +63,28 @@ void shmobj__os_notify_signal(int wfd)
 {
     if (wfd < 0)
         return;
+    /* A listener that died leaves its pipe without a reader, and a write
+     * to it raises SIGPIPE, whose default action would kill the producer.
+     * Block it for this thread around the write, and take back a SIGPIPE
+     * this write raised (not one that was already pending). */
+    sigset_t pipe_set, old, pending;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+    bool was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE);
     char b = 1;
     ssize_t n;
     do
         n = write(wfd, &b, 1);
     while (n < 0 && errno == EINTR);
-    /* EAGAIN: the pipe is full, hence readable already */
+    /* EAGAIN: the pipe is full, hence readable already; EPIPE: nobody
+     * listens any more, nothing to wake */
+    if (n < 0 && errno == EPIPE && !was_pending) {
+        const struct timespec now = {0, 0};
+        while (sigtimedwait(&pipe_set, NULL, &now) < 0 && errno == EINTR)
+            ;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 void shmobj__os_notify_drain(int rfd)
