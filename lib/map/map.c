@@ -1468,6 +1468,7 @@ int shmobj_map_create(shmobj_segment *seg, const char *name, shmobj_map **out)
     uint8_t *p;
     if (seg == NULL || name == NULL || out == NULL)
         return SHMOBJ_EINVAL;
+    /* A cheap early answer; root_add below is what settles a race. */
     int rc = shmobj_segment_root_get(seg, name, &existing);
     if (rc == 0)
         return SHMOBJ_EEXIST;
@@ -1521,15 +1522,21 @@ int shmobj_map_create(shmobj_segment *seg, const char *name, shmobj_map **out)
         if (rc == 0)
             atomic_store(&s->table, tref);
     }
+    /* Published only if the name is still free: of two creators racing,
+     * one gets SHMOBJ_EEXIST and frees what it built. */
+    bool published = false;
     if (rc == 0)
-        rc = shmobj_segment_root_set(seg, name, ref);
-    if (rc == 0)
+        rc = shmobj_segment_root_add(seg, name, ref);
+    if (rc == 0) {
+        published = true;
         rc = map_attach(seg, ref, out);
+    }
     if (rc != 0) {
         for (unsigned i = 0; i < SHMOBJ__MAP_SHARDS; i++)
             if (atomic_load(&c->shards_[i].table) != 0)
                 free_block(t, atomic_load(&c->shards_[i].table));
-        (void)shmobj_segment_root_del(seg, name);
+        if (published) /* never the root of a creator that won a race */
+            (void)shmobj_segment_root_del(seg, name);
         (void)sp->ops->free(sp, ref);
     }
     free(t);
