@@ -134,18 +134,6 @@ struct w1_job {
     shmobj_queue *q;
 };
 
-static uint64_t *w1_source(size_t size, uint64_t *rest_sum)
-{
-    uint64_t *src = (uint64_t *)bench_alloc(size);
-    if (src == NULL)
-        return NULL;
-    bench_rng rng;
-    bench_rng_seed(&rng, BENCH_W1_SEED);
-    bench_rng_fill(&rng, src, size);
-    *rest_sum = bench_sum64(src + 1, size - 8);
-    return src;
-}
-
 static int w1_producer(void *arg)
 {
     struct w1_job *j = (struct w1_job *)arg;
@@ -171,7 +159,7 @@ static int w1_producer(void *arg)
         uint64_t w0;
         memcpy(&w0, pattern, 8);
         rest -= w0;
-    } else if ((src = w1_source(j->size, &rest)) == NULL) {
+    } else if ((src = bench_w1_source(j->size, &rest)) == NULL) {
         return 3;
     }
     ctl_barrier(j->ctl);
@@ -311,14 +299,6 @@ struct w2_job {
     shmobj_ref ping_msg;
 };
 
-static void w2_message(uint64_t *msg, uint64_t *rest_sum)
-{
-    bench_rng rng;
-    bench_rng_seed(&rng, BENCH_W2_SEED);
-    bench_rng_fill(&rng, msg, BENCH_W2_MSG);
-    *rest_sum = bench_sum64(msg + 1, BENCH_W2_MSG - 8);
-}
-
 static void w2_spin(struct w2_job *j, shmobj_queue *q)
 {
     shmobj_queue_spin_set(q, j->spin ? W2_SPIN_NS : 0);
@@ -331,7 +311,7 @@ static int w2_child(void *arg)
     bench_pin(1);
     alignas(64) uint64_t msg[BENCH_W2_MSG / 8];
     uint64_t rest, sent = 0;
-    w2_message(msg, &rest);
+    bench_w2_message(msg, &rest);
     w2_spin(j, j->work);
     w2_spin(j, j->back);
     w2_spin(j, j->ping);
@@ -402,7 +382,7 @@ static int w2_pingpong(struct w2_job *j, uint64_t *samples, uint64_t *bad)
 {
     alignas(64) uint64_t msg[BENCH_W2_MSG / 8];
     uint64_t rest;
-    w2_message(msg, &rest);
+    bench_w2_message(msg, &rest);
     uint64_t total = j->ping_count + BENCH_W2_PING_WARMUP;
     *bad = 0;
     void *data;

@@ -67,13 +67,10 @@ int w1_producer(void *arg)
     bench_pin(1);
     try {
         bip::message_queue mq(bip::open_only, j->name);
-        uint64_t *src = static_cast<uint64_t *>(bench_alloc(j->size));
+        uint64_t rest, sent = 0;
+        uint64_t *src = bench_w1_source(j->size, &rest);
         if (src == nullptr)
             return 3;
-        bench_rng rng;
-        bench_rng_seed(&rng, BENCH_W1_SEED);
-        bench_rng_fill(&rng, src, j->size);
-        uint64_t rest = bench_sum64(src + 1, j->size - 8), sent = 0;
         ctl_barrier(j->c);
         j->c->t0_ns = bench_now_ns();
         for (uint64_t i = 0; i < j->count; i++) {
@@ -152,14 +149,6 @@ struct w2_job {
     ctl *c;
 };
 
-void w2_message(uint64_t *msg, uint64_t *rest)
-{
-    bench_rng rng;
-    bench_rng_seed(&rng, BENCH_W2_SEED);
-    bench_rng_fill(&rng, msg, BENCH_W2_MSG);
-    *rest = bench_sum64(msg + 1, BENCH_W2_MSG - 8);
-}
-
 int w2_child(void *arg)
 {
     w2_job *j = static_cast<w2_job *>(arg);
@@ -170,7 +159,7 @@ int w2_child(void *arg)
         bip::message_queue pong(bip::open_only, j->pong);
         alignas(64) uint64_t msg[BENCH_W2_MSG / 8];
         uint64_t rest, sent = 0;
-        w2_message(msg, &rest);
+        bench_w2_message(msg, &rest);
         ctl_barrier(j->c);
         j->c->t0_ns = bench_now_ns();
         for (uint64_t i = 0; i < j->stream_count; i++) {
@@ -217,7 +206,7 @@ int w2_run(const bench_ctx *ctx)
         bench_pin(0);
         alignas(64) uint64_t msg[BENCH_W2_MSG / 8], back[BENCH_W2_MSG / 8];
         uint64_t rest;
-        w2_message(msg, &rest);
+        bench_w2_message(msg, &rest);
         ctl_barrier(c);
         for (uint64_t i = 0; i < j.stream_count; i++) {
             bip::message_queue::size_type got = 0;

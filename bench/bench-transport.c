@@ -285,26 +285,12 @@ struct w1_job {
     size_t slot;
 };
 
-/* The producer's message source: random words; word 0 is restamped with
- * the sequence number before each send. Returns the sum of words 1.. */
-static uint64_t *w1_source(size_t size, uint64_t *rest_sum)
-{
-    uint64_t *src = (uint64_t *)bench_alloc(size);
-    if (src == NULL)
-        return NULL;
-    bench_rng rng;
-    bench_rng_seed(&rng, BENCH_W1_SEED);
-    bench_rng_fill(&rng, src, size);
-    *rest_sum = bench_sum64(src + 1, size - 8);
-    return src;
-}
-
 static int w1_producer(void *arg)
 {
     struct w1_job *j = (struct w1_job *)arg;
     bench_pin(1);
     uint64_t rest, sent = 0;
-    uint64_t *src = w1_source(j->size, &rest);
+    uint64_t *src = bench_w1_source(j->size, &rest);
     if (src == NULL)
         return 3;
     struct ring_end e = {0};
@@ -355,7 +341,7 @@ static int w1_memcpy(const bench_ctx *ctx, const bench_w1_param *ws)
     size_t size = ws->size;
     uint64_t count = ctx->quick ? ws->quick_count : ws->count;
     uint64_t rest;
-    uint64_t *src = w1_source(size, &rest);
+    uint64_t *src = bench_w1_source(size, &rest);
     uint64_t *dst = (uint64_t *)bench_alloc(size);
     if (src == NULL || dst == NULL)
         return bench_fail("out of memory");
@@ -471,14 +457,6 @@ struct w2_job {
     struct ring *stream_ring, *ping_ring, *pong_ring;
 };
 
-static void w2_message(uint64_t *msg, uint64_t *rest_sum)
-{
-    bench_rng rng;
-    bench_rng_seed(&rng, BENCH_W2_SEED);
-    bench_rng_fill(&rng, msg, BENCH_W2_MSG);
-    *rest_sum = bench_sum64(msg + 1, BENCH_W2_MSG - 8);
-}
-
 /* The child: the producer of the stream, then the echo side of ping-pong. */
 static int w2_child(void *arg)
 {
@@ -487,7 +465,7 @@ static int w2_child(void *arg)
     bench_pin(1);
     alignas(CACHELINE) uint64_t msg[BENCH_W2_MSG / 8];
     uint64_t rest, sent = 0;
-    w2_message(msg, &rest);
+    bench_w2_message(msg, &rest);
     struct ring_end e = {0};
     if (j->stream_ring != NULL)
         ring_end_init(&e, j->stream_ring, W2_RING_SLOTS, BENCH_W2_MSG, futex);
@@ -551,7 +529,7 @@ static int w2_ping(struct w2_job *j, uint64_t *samples, uint64_t *bad)
     int futex = j->t == T_RING_FUTEX;
     alignas(CACHELINE) uint64_t msg[BENCH_W2_MSG / 8], back[BENCH_W2_MSG / 8];
     uint64_t rest;
-    w2_message(msg, &rest);
+    bench_w2_message(msg, &rest);
     struct ring_end out = {0}, in = {0};
     if (j->ping_ring != NULL) {
         ring_end_init(&out, j->ping_ring, W2_PING_SLOTS, BENCH_W2_MSG, futex);

@@ -432,6 +432,30 @@ static inline const bench_w1_param *bench_w1_param_of(const char *workload)
     return NULL;
 }
 
+/** The W1 producer's message source of `size` bytes (see above); word 0
+ *  is restamped per message. Sets *rest_sum to the sum of words 1..;
+ *  NULL when out of memory. */
+static inline uint64_t *bench_w1_source(size_t size, uint64_t *rest_sum)
+{
+    uint64_t *src = (uint64_t *)bench_alloc(size);
+    if (src == NULL)
+        return NULL;
+    bench_rng rng;
+    bench_rng_seed(&rng, BENCH_W1_SEED);
+    bench_rng_fill(&rng, src, size);
+    *rest_sum = bench_sum64(src + 1, size - 8);
+    return src;
+}
+
+/** Fill a W2 message (BENCH_W2_MSG bytes); *rest_sum: sum of words 1... */
+static inline void bench_w2_message(uint64_t *msg, uint64_t *rest_sum)
+{
+    bench_rng rng;
+    bench_rng_seed(&rng, BENCH_W2_SEED);
+    bench_rng_fill(&rng, msg, BENCH_W2_MSG);
+    *rest_sum = bench_sum64(msg + 1, BENCH_W2_MSG - 8);
+}
+
 /* ---- the protocol ----------------------------------------------------- */
 
 static inline void bench_usage(const char *prog)
