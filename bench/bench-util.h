@@ -78,14 +78,20 @@ static inline uint64_t bench_now_ns(void)
 
 /* ---- messages --------------------------------------------------------- */
 
+/** Print one line on stderr from a format and its va_list. */
+static inline void bench_vmsg(const char *fmt, va_list ap)
+{
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
+
 /** Print a reason on stderr and return BENCH_SKIP; use as `return bench_skip(...)`. */
 static inline int bench_skip(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    bench_vmsg(fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
     return BENCH_SKIP;
 }
 
@@ -94,9 +100,8 @@ static inline int bench_fail(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    bench_vmsg(fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
     return 1;
 }
 

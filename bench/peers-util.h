@@ -78,9 +78,8 @@ PEERS_UNUSED static void peers_skip(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    bench_vmsg(fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
     exit(PEERS_SKIP);
 }
 
@@ -91,9 +90,8 @@ PEERS_UNUSED static void peers_die(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    bench_vmsg(fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
     exit(1);
 }
 
