@@ -409,6 +409,24 @@ int shmobj__arena_alloc(uint8_t *base, uint64_t mapped, uint64_t arena_off,
     return 0;
 }
 
+/* The free block that ends where block h starts, found through h's
+ * boundary tag and confirmed by its own header: its offset, size and header
+ * word, or SHMOBJ_ECORRUPT when the two disagree. Reads only. */
+static int prev_free(const uint8_t *base, uint64_t h, uint64_t hs,
+                     uint64_t *pv, uint64_t *ps, uint64_t *wp)
+{
+    uint64_t s = ld(base, PREV(h));
+    if (s < MIN_BLOCK || s > h - hs)
+        return SHMOBJ_ECORRUPT;
+    uint64_t w = ld(base, WORD(h - s));
+    if ((w & F_USED) != 0 || w_size(w) != s)
+        return SHMOBJ_ECORRUPT;
+    *pv = h - s;
+    *ps = s;
+    *wp = w;
+    return 0;
+}
+
 int shmobj__arena_free(uint8_t *base, uint64_t mapped, uint64_t arena_off,
                        uint64_t off, uint16_t gen)
 {
@@ -434,15 +452,9 @@ int shmobj__arena_free(uint8_t *base, uint64_t mapped, uint64_t arena_off,
     if (ld(base, PREV(nx)) != s || (wn & F_PREV_FREE) != 0)
         return SHMOBJ_ECORRUPT;
     uint64_t pv = 0, ps = 0, wp = 0;
-    if ((w & F_PREV_FREE) != 0) {
-        ps = ld(base, PREV(h));
-        if (ps < MIN_BLOCK || ps > h - hs)
-            return SHMOBJ_ECORRUPT;
-        pv = h - ps;
-        wp = ld(base, WORD(pv));
-        if ((wp & F_USED) != 0 || w_size(wp) != ps)
-            return SHMOBJ_ECORRUPT;
-    }
+    if ((w & F_PREV_FREE) != 0 &&
+        prev_free(base, h, hs, &pv, &ps, &wp) != 0)
+        return SHMOBJ_ECORRUPT;
     uint64_t ns = 0;
     if ((wn & F_USED) == 0) {
         ns = w_size(wn);
@@ -531,15 +543,9 @@ int shmobj__arena_grow(uint8_t *base, uint64_t mapped, uint64_t arena_off,
     if (w_size(ws) != 0 || (ws & F_USED) == 0)
         return SHMOBJ_ECORRUPT;
     uint64_t last = 0, ls = 0, wl = 0;
-    if ((ws & F_PREV_FREE) != 0) {
-        ls = ld(base, PREV(os));
-        if (ls < MIN_BLOCK || ls > os - hs)
-            return SHMOBJ_ECORRUPT;
-        last = os - ls;
-        wl = ld(base, WORD(last));
-        if ((wl & F_USED) != 0 || w_size(wl) != ls)
-            return SHMOBJ_ECORRUPT;
-    }
+    if ((ws & F_PREV_FREE) != 0 &&
+        prev_free(base, os, hs, &last, &ls, &wl) != 0)
+        return SHMOBJ_ECORRUPT;
     uint64_t nsent = ne - HDR;
     st(base, PREV(nsent), d);
     st(base, WORD(nsent), w_make(0, F_USED | F_PREV_FREE, 0));
