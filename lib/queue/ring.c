@@ -163,22 +163,30 @@ static void wake_producers(struct shmobj__ring_hdr *h)
     }
 }
 
+/* Whether the claimant of position pos on `side` (0 producers, 1
+ * consumers) has held it past the stall period and is dead, so that its
+ * slot may be taken over. A live claimant is judged again one period
+ * later; one whose liveness cannot be told gets several periods. */
+static bool claimant_gone(struct shmobj__ring *r, unsigned side, uint64_t pos,
+                          _Atomic uint64_t *spos, _Atomic uint64_t *since)
+{
+    uint64_t elapsed = 0;
+    if (!stalled(r, spos, since, pos, &elapsed))
+        return false;
+    int alive = claim_alive(r, side, pos);
+    if (alive == 1) {
+        atomic_store_explicit(since, shmobj__os_now_ns(), memory_order_relaxed);
+        return false;
+    }
+    return alive == 0 || elapsed >= r->stall_ns * SHMOBJ__RING_UNKNOWN_STALLS;
+}
+
 /* The producer of d claimed it and has not published for a while: skip the
  * slot if that producer is dead. True when the slot changed (retry). */
 static bool resolve_producer(struct shmobj__ring *r,
                              struct shmobj__ring_slot *s, uint64_t d)
 {
-    uint64_t elapsed = 0;
-    if (!stalled(r, &r->stall_pos, &r->stall_since, d, &elapsed))
-        return false;
-    int alive = claim_alive(r, 0, d);
-    if (alive == 1) {
-        /* judge again one period later */
-        atomic_store_explicit(&r->stall_since, shmobj__os_now_ns(),
-                              memory_order_relaxed);
-        return false;
-    }
-    if (alive < 0 && elapsed < r->stall_ns * SHMOBJ__RING_UNKNOWN_STALLS)
+    if (!claimant_gone(r, 0, d, &r->stall_pos, &r->stall_since))
         return false;
     uint64_t expect = m_empty(d);
     if (atomic_compare_exchange_strong_explicit(&s->word, &expect,
@@ -198,16 +206,8 @@ static bool resolve_consumer(struct shmobj__ring *r,
                              struct shmobj__ring_slot *s, uint64_t w,
                              uint64_t e)
 {
-    uint64_t p = e - r->capacity, elapsed = 0;
-    if (!stalled(r, &r->pstall_pos, &r->pstall_since, p, &elapsed))
-        return false;
-    int alive = claim_alive(r, 1, p);
-    if (alive == 1) {
-        atomic_store_explicit(&r->pstall_since, shmobj__os_now_ns(),
-                              memory_order_relaxed);
-        return false;
-    }
-    if (alive < 0 && elapsed < r->stall_ns * SHMOBJ__RING_UNKNOWN_STALLS)
+    uint64_t p = e - r->capacity;
+    if (!claimant_gone(r, 1, p, &r->pstall_pos, &r->pstall_since))
         return false;
     uint64_t expect = w;
     if (atomic_compare_exchange_strong_explicit(&s->word, &expect, m_empty(e),
