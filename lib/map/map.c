@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bytes.h"
 #include "map-layout.h"
 #include "os.h"
 #include "shmobj/map.h"
@@ -579,7 +580,7 @@ static int find_eq(void *ctx, uint64_t v)
     struct ent e;
     if (entry_peek(f->m, v, &e) != 0)
         return SHMOBJ_ECORRUPT;
-    if (e.klen != f->klen || (f->klen > 0 && memcmp(ent_key(&e), f->key, f->klen) != 0))
+    if (e.klen != f->klen || !shmobj__mem_equal(ent_key(&e), f->key, f->klen))
         return 0;
     f->e = e;
     return 1;
@@ -656,7 +657,7 @@ static int table_find(shmobj_map *m, const shmobj_htcore *ht, uint64_t hash,
             if (entry_peek(m, v, e) != 0)
                 return SHMOBJ_ECORRUPT;
             if (e->klen == klen &&
-                (klen == 0 || memcmp(ent_key(e), key, klen) == 0))
+                shmobj__mem_equal(ent_key(e), key, klen))
                 return 0;
         }
         if (r & SHMOBJ_HTCORE_GROUP_END)
@@ -749,7 +750,7 @@ static int lookup_fast(shmobj_map *m, uint64_t hash, const void *key,
                                   mapped))
                 return MAP_FAST_NO;
             if (h.key_len != klen ||
-                (klen > 0 && memcmp(p + SHMOBJ__MAP_ENTRY_HEADER, key, klen) != 0))
+                !shmobj__mem_equal(p + SHMOBJ__MAP_ENTRY_HEADER, key, klen))
                 continue;
             struct ent e = {p, h.key_len, h.value_len, 0, 0};
             if (buf != NULL && e.vlen <= buf_len)

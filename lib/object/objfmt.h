@@ -26,6 +26,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "bytes.h"
 #include "mix.h"
 #include "space.h"
 #include "shmobj/object.h"
@@ -144,20 +145,6 @@ static inline uint64_t shmobj__hash_int(int64_t v)
     return shmobj__mix64((uint64_t)v ^ UINT64_C(0x9e3779b97f4a7c15));
 }
 
-static inline uint64_t shmobj__load64(const uint8_t *p)
-{
-    uint64_t w;
-    memcpy(&w, p, 8);
-    return w;
-}
-
-static inline uint64_t shmobj__load32(const uint8_t *p)
-{
-    uint32_t w;
-    memcpy(&w, p, 4);
-    return w;
-}
-
 /* 64x64 -> 128-bit multiply folded to 64 bits (the wyhash mixer). */
 static inline uint64_t shmobj__mum(uint64_t a, uint64_t b)
 {
@@ -234,21 +221,6 @@ static inline uint64_t shmobj__index_cap(uint64_t n)
      * below 2^32, so no overflow) */
     uint64_t need = (4 * n + 2) / 3;
     return need <= 2 ? 2 : UINT64_C(1) << (64 - __builtin_clzll(need - 1));
-}
-
-/* Equal bytes, for the short keys of dicts and structs: a few loads
- * instead of a call to memcmp. */
-static inline int shmobj__mem_equal(const uint8_t *a, const uint8_t *b, uint64_t n)
-{
-    if (n >= 8 && n <= 16)
-        return shmobj__load64(a) == shmobj__load64(b) &&
-               shmobj__load64(a + n - 8) == shmobj__load64(b + n - 8);
-    if (n >= 4 && n < 8)
-        return shmobj__load32(a) == shmobj__load32(b) &&
-               shmobj__load32(a + n - 4) == shmobj__load32(b + n - 4);
-    if (n < 4)
-        return n == 0 || (a[0] == b[0] && a[n >> 1] == b[n >> 1] && a[n - 1] == b[n - 1]);
-    return memcmp(a, b, (size_t)n) == 0;
 }
 
 /* Internal (lib/object) functions shared between the files of the layer. */
