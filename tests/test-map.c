@@ -25,6 +25,7 @@
 #define MiB (UINT64_C(1) << 20)
 
 struct shmobj__map_ctl *shmobj__map_control(shmobj_map *map);
+void shmobj__map_read_delay_set(shmobj_map *map, uint64_t ns);
 
 static unsigned kill_rounds = 200;
 
@@ -512,6 +513,81 @@ static void test_map_iterate_under_concurrent_writes(void **state)
     munmap((void *)shared, 4096);
 }
 
+/* Gets racing a writer that replaces and deletes the same keys, so the
+ * memory of every value a reader looks at is freed and reused under it:
+ * each get returns a whole value that was set (its length, key and version
+ * agree) or ENOTFOUND, never a mix of two values or bytes of reused memory.
+ * The reader's unguarded tries wait 50 us between finding an entry and
+ * copying its value, so the writer does free and reuse blocks in that
+ * window. */
+enum { CHURN_KEYS = 4, CHURN_MAX = 4096 };
+
+static size_t churn_value(uint64_t key, uint64_t version, unsigned char *v)
+{
+    size_t n = 16 + (size_t)(version * 61 % (CHURN_MAX - 15)); /* 16..CHURN_MAX */
+    memcpy(v, &key, 8);
+    memcpy(v + 8, &version, 8);
+    memset(v + 16, (int)(version & 0xff), n - 16);
+    return n;
+}
+
+static int replacer_main(void *p)
+{
+    struct writer_arg *a = p;
+    shmobj_segment *seg;
+    shmobj_map *m = child_open(a->f, &seg);
+    if (m == NULL)
+        return 10;
+    atomic_store(a->progress, 1);
+    for (uint64_t version = 1; !atomic_load(a->stop); version++) {
+        uint64_t k = version % CHURN_KEYS;
+        char key[16];
+        unsigned char v[CHURN_MAX];
+        int kl = sprintf(key, "r%llu", (unsigned long long)k);
+        int rc = version % 5 == 0 ? shmobj_map_del(m, key, (size_t)kl)
+                                  : shmobj_map_set(m, key, (size_t)kl, v,
+                                                   churn_value(k, version, v));
+        if (rc != 0 && rc != SHMOBJ_ENOTFOUND)
+            return 11;
+    }
+    shmobj_map_close(m);
+    shmobj_segment_close(seg);
+    return 0;
+}
+
+static void test_map_get_while_values_are_replaced(void **state)
+{
+    struct fixture *f = *state;
+    _Atomic uint64_t *shared = shared_page(4096);
+    struct writer_arg w = {f, 0, 0, &shared[0], &shared[1]};
+    pid_t pc = test_child_start(replacer_main, &w, 120);
+    while (atomic_load(&shared[0]) == 0)
+        test_sleep_ms(1);
+    shmobj__map_read_delay_set(f->map, 50000);
+    uint64_t found = 0;
+    for (uint64_t i = 0; i < 200000 && (i < 20000 || found < 1000); i++) {
+        uint64_t k = rnd() % CHURN_KEYS, version;
+        char key[16];
+        unsigned char v[CHURN_MAX], want[CHURN_MAX];
+        size_t len = 0;
+        int kl = sprintf(key, "r%llu", (unsigned long long)k);
+        int rc = shmobj_map_get(f->map, key, (size_t)kl, v, sizeof v, &len);
+        if (rc == SHMOBJ_ENOTFOUND)
+            continue;
+        assert_int_equal(rc, 0);
+        assert_true(len >= 16);
+        memcpy(&version, v + 8, 8);
+        assert_int_equal(churn_value(k, version, want), len);
+        assert_memory_equal(v, want, len);
+        found++;
+    }
+    assert_true(found >= 1000);
+    atomic_store(&shared[1], 1);
+    assert_int_equal(test_child_wait(pc), 0);
+    assert_int_equal(shmobj_map_check(f->map), 0);
+    munmap((void *)shared, 4096);
+}
+
 /* Two processes add to the same counters: no addition is lost. */
 static int adder_main(void *p)
 {
@@ -798,6 +874,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_map_two_procs_million_keys, setup_big, teardown),
         cmocka_unit_test_setup_teardown(test_map_growth_across_processes, setup_big, teardown),
         cmocka_unit_test_setup_teardown(test_map_iterate_under_concurrent_writes, setup_small, teardown),
+        cmocka_unit_test_setup_teardown(test_map_get_while_values_are_replaced, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_map_add_two_procs_no_lost_increment, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_map_kill_writer_loop, setup_big, teardown),
         cmocka_unit_test(test_map_too_large_enomem),

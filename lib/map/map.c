@@ -52,6 +52,7 @@ struct shmobj_map {
     shmobj__ref ctl_ref;
     struct shmobj__map_reader *reader; /* this handle's guard slot */
     uint64_t seed;
+    uint64_t read_delay_ns; /* tests: widens the unguarded read's window */
     struct tcache tc[SHMOBJ__MAP_SHARDS];
 };
 
@@ -696,6 +697,15 @@ static int lookup(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
     }
 }
 
+/* Tests: hold an unguarded read between finding an entry and copying its
+ * value, long enough for a writer to free and reuse the entry's block. */
+static __attribute__((noinline, cold)) void read_delay(uint64_t ns)
+{
+    uint64_t until = shmobj__os_now_ns() + ns;
+    while (shmobj__os_now_ns() < until)
+        cpu_relax();
+}
+
 /* lookup() for the common case, as one short straight path (a shorter
  * path lets the processor overlap consecutive gets' cache misses): the
  * shard is not being written, its table shape is cached, and every offset
@@ -753,6 +763,8 @@ static int lookup_fast(shmobj_map *m, uint64_t hash, const void *key,
                 !shmobj__mem_equal(p + SHMOBJ__MAP_ENTRY_HEADER, key, klen))
                 continue;
             struct ent e = {p, h.key_len, h.value_len, 0, 0};
+            if (m->read_delay_ns != 0)
+                read_delay(m->read_delay_ns);
             if (buf != NULL && e.vlen <= buf_len)
                 copy_value(buf, &e);
             *vlen = e.vlen;
@@ -804,29 +816,41 @@ void shmobj_map_prefetch(shmobj_map *map, const void *key, size_t key_len)
     prefetch_hash(map, shmobj_htcore_hash64(key, key_len, map->seed));
 }
 
+/* A copy-out lookup: the unguarded fast path, else lookup() under a guard.
+ * The fast path needs no guard because it hands out nothing that outlives
+ * its read section: a block it read can only have been freed after being
+ * unlinked, which moved `seq`, and then the try is discarded. */
+static int lookup_copy(shmobj_map *m, uint64_t hash, const void *key,
+                       size_t klen, void *buf, size_t buf_len, uint32_t *vlen)
+{
+    int rc = lookup_fast(m, hash, key, klen, buf, buf_len, vlen);
+    if (rc != MAP_FAST_NO)
+        return rc;
+    struct ent e;
+    uint64_t g = guard_enter(m);
+    rc = lookup(m, hash, key, klen, &e, buf, buf_len);
+    guard_leave(m, g);
+    if (rc == 0)
+        *vlen = e.vlen;
+    return rc;
+}
+
 int shmobj_map_get(shmobj_map *map, const void *key, size_t key_len,
                    void *buf, size_t buf_len, size_t *value_len)
 {
     if (!key_ok(map, key, key_len) || (buf == NULL && buf_len > 0))
         return SHMOBJ_EINVAL;
     uint64_t hash = shmobj_htcore_hash64(key, key_len, map->seed);
-    struct ent e;
-    /* Start the group's miss now: the guard and the checks before the
-     * probe then run while it is served. */
+    /* Start the group's miss now: the checks before the probe then run
+     * while it is served. */
     prefetch_hash(map, hash);
-    uint64_t g = guard_enter(map);
     uint32_t vlen = 0;
-    int rc = lookup_fast(map, hash, key, key_len, buf, buf_len, &vlen);
-    if (rc == MAP_FAST_NO)
-        rc = lookup(map, hash, key, key_len, &e, buf, buf_len);
-    else
-        e.vlen = vlen;
-    guard_leave(map, g);
+    int rc = lookup_copy(map, hash, key, key_len, buf, buf_len, &vlen);
     if (rc != 0)
         return rc;
     if (value_len != NULL)
-        *value_len = e.vlen;
-    return e.vlen <= buf_len ? 0 : SHMOBJ_ENOBUFS;
+        *value_len = vlen;
+    return vlen <= buf_len ? 0 : SHMOBJ_ENOBUFS;
 }
 
 int shmobj_map_get_view(shmobj_map *map, const void *key, size_t key_len,
@@ -864,12 +888,9 @@ int shmobj_map_contains(shmobj_map *map, const void *key, size_t key_len)
 {
     if (!key_ok(map, key, key_len))
         return SHMOBJ_EINVAL;
-    uint64_t hash = shmobj_htcore_hash64(key, key_len, map->seed);
-    struct ent e;
-    uint64_t g = guard_enter(map);
-    int rc = lookup(map, hash, key, key_len, &e, NULL, 0);
-    guard_leave(map, g);
-    return rc;
+    uint32_t vlen;
+    return lookup_copy(map, shmobj_htcore_hash64(key, key_len, map->seed), key,
+                       key_len, NULL, 0, &vlen);
 }
 
 int shmobj_map_count(shmobj_map *map, uint64_t *count)
@@ -1563,6 +1584,14 @@ void shmobj_map_close(shmobj_map *map)
     atomic_store(&r->start_time, 0);
     atomic_store(&r->owner, 0);
     free(map);
+}
+
+/* For tests: make this handle's unguarded reads wait `ns` between finding
+ * an entry and copying its value (0: no wait). */
+void shmobj__map_read_delay_set(shmobj_map *map, uint64_t ns);
+void shmobj__map_read_delay_set(shmobj_map *map, uint64_t ns)
+{
+    map->read_delay_ns = ns;
 }
 
 /* For tests and the fuzz target: the control block of a handle. */
