@@ -16,8 +16,8 @@
  *                    segment (shmobj_queue_msg_alloc()) and builds the
  *                    message there, in place, from a 4 KiB pattern it
  *                    generated once (no private copy of the message
- *                    exists), with streaming stores as a producer of large
- *                    outbound buffers should (see fill_nt()); the consumer
+ *                    exists), with the stores a producer of outbound
+ *                    buffers should use (see fill_stream()); the consumer
  *                    as above.
  *   Both W1 subjects let waiting sides spin up to 100 us before they sleep
  *   (shmobj_queue_spin_set()): back-to-back messages then never pay a
@@ -106,23 +106,46 @@ static int segment_prefault(shmobj_segment *seg, shmobj_queue *q)
 #define W1_SPIN_NS 100000
 
 /* Write n bytes (a multiple of 64, dst 64-byte aligned) from src with
- * streaming stores: the lines go to memory rather than staying dirty in
- * this core's cache, where the consumer's core would have to snoop them
- * out one by one. */
-static void fill_nt(void *dst, const void *src, size_t n)
+ * vector stores, streaming (to memory, not kept in this core's cache) or
+ * plain. */
+static void fill_vector(void *dst, const void *src, size_t n, int stream)
 {
 #if defined(__x86_64__)
     __m128i *d = (__m128i *)dst;
     const __m128i *s = (const __m128i *)src;
     for (size_t i = 0; i < n / 16; i += 4) {
-        _mm_stream_si128(d + i, _mm_loadu_si128(s + i));
-        _mm_stream_si128(d + i + 1, _mm_loadu_si128(s + i + 1));
-        _mm_stream_si128(d + i + 2, _mm_loadu_si128(s + i + 2));
-        _mm_stream_si128(d + i + 3, _mm_loadu_si128(s + i + 3));
+        __m128i a = _mm_loadu_si128(s + i), b = _mm_loadu_si128(s + i + 1);
+        __m128i c = _mm_loadu_si128(s + i + 2), e = _mm_loadu_si128(s + i + 3);
+        if (stream) {
+            _mm_stream_si128(d + i, a);
+            _mm_stream_si128(d + i + 1, b);
+            _mm_stream_si128(d + i + 2, c);
+            _mm_stream_si128(d + i + 3, e);
+        } else {
+            _mm_store_si128(d + i, a);
+            _mm_store_si128(d + i + 1, b);
+            _mm_store_si128(d + i + 2, c);
+            _mm_store_si128(d + i + 3, e);
+        }
     }
 #else
+    (void)stream;
     memcpy(dst, src, n);
 #endif
+}
+
+/* Should a message of `size` bytes be written with streaming stores? The
+ * rule of the library's copy-in (lib/queue/queue.c, copy_in(), which gives
+ * the measurements): plain stores from half this core's L2 to 4 times it,
+ * where the message passes through the L2 to the shared L3 as it is
+ * written; streaming below (plain stores would leave it dirty in our L2,
+ * for the consumer's core to snoop out line by line) and above (the
+ * messages in flight overflow the L3). */
+static int fill_streams(size_t size)
+{
+    long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    size_t l2b = l2 > 0 ? (size_t)l2 : (size_t)1 << 20;
+    return size < l2b / 2 || size > 4 * l2b;
 }
 
 struct w1_job {
@@ -162,6 +185,7 @@ static int w1_producer(void *arg)
     } else if ((src = bench_w1_source(j->size, &rest)) == NULL) {
         return 3;
     }
+    int stream = fill_streams(j->size);
     ctl_barrier(j->ctl);
     j->ctl->t0_ns = bench_now_ns();
     for (uint64_t i = 0; i < j->count; i++) {
@@ -186,13 +210,13 @@ static int w1_producer(void *arg)
         for (size_t off = 0; off < j->size; off += chunk) {
             size_t n = j->size - off < chunk ? j->size - off : chunk;
             if (n % 64 == 0)
-                fill_nt(data + off, pattern, n);
+                fill_vector(data + off, pattern, n, stream);
             else
                 memcpy(data + off, pattern, n);
         }
         memcpy(data, &i, 8);
 #if defined(__x86_64__)
-        _mm_sfence(); /* the streaming stores before the publish */
+        _mm_sfence(); /* any streaming stores before the publish */
 #endif
         if (shmobj_queue_put(j->q, ref) != 0)
             return 6;

@@ -335,6 +335,36 @@ static void fill(unsigned char *b, size_t len, unsigned i)
         b[k] = (unsigned char)(k * 7 + i);
 }
 
+/* Copy-in writes large messages with vector loops, streaming or plain by
+ * size: every size, odd lengths and unaligned sources arrive intact. */
+static void test_queue_put_copy_large_sizes_intact(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(f->seg, "big", 4, 0, &q), 0);
+    static const size_t sizes[] = {32u << 10, (32u << 10) + 13, 300000 + 1,
+                                   (600u << 10) + 7, 1u << 20, (5u << 20) + 3};
+    size_t max = (5u << 20) + 3 + 1;
+    unsigned char *src = malloc(max);
+    assert_non_null(src);
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        size_t n = sizes[i];
+        unsigned char *from = src + (i & 1); /* odd addresses too */
+        fill(from, n, (unsigned)i);
+        assert_int_equal(shmobj_queue_put_copy(q, from, n, 0, 0, NULL), 0);
+        shmobj_ref ref;
+        void *data;
+        size_t len;
+        assert_int_equal(shmobj_queue_try_take(q, &ref), 0);
+        assert_int_equal(shmobj_queue_msg_data(q, ref, &data, &len), 0);
+        assert_int_equal(len, n);
+        assert_memory_equal(data, from, n);
+        assert_int_equal(shmobj_queue_msg_done(q, ref), 0);
+    }
+    free(src);
+    shmobj_queue_close(q);
+}
+
 static void test_queue_msg_completion_roundtrip(void **state)
 {
     struct fixture *f = *state;
@@ -926,6 +956,7 @@ int main(void)
         T(test_queue_peek_keeps_message),
         T(test_queue_take_sleeps_until_put),
         T(test_queue_msg_completion_roundtrip),
+        T(test_queue_put_copy_large_sizes_intact),
         T(test_queue_take_skips_dead_producer_slot),
         T(test_queue_put_rescues_dead_consumer_slot),
         T(test_queue_notify_fd_wakes_poll),

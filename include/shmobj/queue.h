@@ -9,11 +9,14 @@
  * block of the segment's heap (a raw block, an object, or a *message block*
  * from shmobj_queue_msg_alloc()), so bulk data travels without a copy: the
  * producer fills the block in place and puts its reference, the consumer
- * reads it in place. A producer that writes a large message once for a
- * consumer on another core does best with streaming (non-temporal) stores,
- * as shmobj_queue_put_copy() uses from 32 KiB: the consumer then streams the
- * data from memory instead of pulling it line by line out of the producer's
- * cache.
+ * reads it in place. How a producer should write a large message for a
+ * consumer on another core depends on its size against the producer's L2
+ * cache, and shmobj_queue_put_copy() follows this rule from 32 KiB: below
+ * half the L2, streaming (non-temporal) stores, so the consumer does not
+ * pull the data line by line out of the producer's cache; from half the L2
+ * to 4 times it, plain stores, so the message reaches the consumer through
+ * the shared L3 rather than through memory; beyond, streaming again, as the
+ * messages in flight no longer fit in the L3.
  *
  * **Fast path.** put and take are lock-free (a CAS on a position and a CAS
  * on the slot) and make no system call unless a process sleeps on the other
@@ -458,8 +461,9 @@ SHMOBJ_API int shmobj_queue_msg_free(shmobj_queue *q, shmobj_ref ref);
  * @retval SHMOBJ_ETIMEDOUT still full at the timeout (nothing sent)
  * @retval SHMOBJ_ECORRUPT the heap is damaged
  * @note Thread- and process-safe. The consumer reads the bytes with
- *       shmobj_queue_msg_data(). From 32 KiB on x86-64 the copy uses
- *       streaming stores (see the file's description).
+ *       shmobj_queue_msg_data(). From 32 KiB on x86-64 the copy is a
+ *       vector loop whose stores suit the message's size (see the file's
+ *       description).
  * @since 0.1
  */
 SHMOBJ_API int shmobj_queue_put_copy(shmobj_queue *q, const void *data,

@@ -17,6 +17,11 @@ uint64_t shmobj__os_now_ns(void);
  * absolute monotonic deadline; UINT64_MAX means forever. */
 uint64_t shmobj__os_deadline(int64_t timeout_ns);
 
+/* ---- the processor -------------------------------------------------------- */
+
+/* Bytes of one core's L2 cache (1 MiB when the system does not say). */
+uint64_t shmobj__os_l2_cache_bytes(void);
+
 /* ---- futexes on shared memory ------------------------------------------- */
 
 /* Sleep while *word == expected, until woken or the monotonic deadline

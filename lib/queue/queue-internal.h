@@ -23,6 +23,8 @@ struct shmobj_queue {
     struct shmobj__ring ring; /* validated view of the shared ring */
     shmobj_ref ref;           /* the ring's block */
     _Atomic int64_t spin_ns;  /* see shmobj_queue_spin_set() */
+    /* copy-in: message sizes written with plain stores (see copy_in()) */
+    uint64_t plain_min, plain_max;
     /* guards the notify fields and peers (slow path only) */
     pthread_mutex_t lock;
     int notify_slot; /* our registration in ring.hdr->notify, or -1 */
