@@ -1172,6 +1172,131 @@ static void test_view_index_short_keys(void **state)
     assert_int_equal(shmobj_view_get_str(&v, "abc", &it), SHMOBJ_ETYPE);
 }
 
+/* A prepared key finds what its description finds, in dicts (short and
+ * long string keys, bytes and integer keys), named structs and sets, and
+ * misses what it misses; keys that were not prepared are refused. */
+static void expect_same_lookup(const shmobj_view *v, const shmobj_value *desc)
+{
+    shmobj_key key;
+    shmobj_view a, b;
+    size_t i = 99, j = 98;
+    assert_int_equal(shmobj_key_init(&key, desc), 0);
+    int rc = shmobj_view_index(v, desc, &i);
+    assert_int_equal(shmobj_view_index_key(v, &key, &j), rc);
+    if (rc == 0)
+        assert_int_equal(i, j);
+    rc = shmobj_view_get(v, desc, &a);
+    assert_int_equal(shmobj_view_get_key(v, &key, &b), rc);
+    if (rc == 0)
+        assert_ptr_equal(a.slot, b.slot);
+}
+
+static void test_view_prepared_keys(void **state)
+{
+    static const char *const strs[] = {"", "a", "id", "health", "abcdefg", "abcdefgh",
+                                       "in_a_good_state", "a key longer than sixteen bytes"};
+    enum { NS = sizeof strs / sizeof strs[0] };
+    shmobj_value kv[2 * (NS + 2)];
+    for (int j = 0; j < NS; j++) {
+        kv[2 * j] = SHMOBJ_VAL_STR(strs[j]);
+        kv[2 * j + 1] = SHMOBJ_VAL_INT(j);
+    }
+    kv[2 * NS] = SHMOBJ_VAL_BYTES("health", 6);
+    kv[2 * NS + 1] = SHMOBJ_VAL_INT(100);
+    kv[2 * NS + 2] = SHMOBJ_VAL_INT(-5);
+    kv[2 * NS + 3] = SHMOBJ_VAL_INT(101);
+    shmobj_ref r = put(state, SHMOBJ_VAL_DICT(kv, NS + 2));
+    shmobj_view v, it;
+    int64_t x;
+    assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
+    for (int j = 0; j < NS; j++) {
+        shmobj_value d = SHMOBJ_VAL_STR(strs[j]);
+        expect_same_lookup(&v, &d);
+        d = SHMOBJ_VAL_STRN(strs[j], SHMOBJ_STRLEN);
+        expect_same_lookup(&v, &d);
+        shmobj_key key;
+        assert_int_equal(shmobj_key_init(&key, &d), 0);
+        assert_int_equal(shmobj_view_get_key(&v, &key, &it), 0);
+        assert_int_equal(shmobj_int_get(&it, &x), 0);
+        assert_int_equal(x, j);
+    }
+    const shmobj_value others[] = {
+        SHMOBJ_VAL_BYTES("health", 6), SHMOBJ_VAL_INT(-5), SHMOBJ_VAL_INT(5),
+        SHMOBJ_VAL_BYTES("id", 2), SHMOBJ_VAL_STRN("healt", 5), SHMOBJ_VAL_STRN("abcdefgi", 8),
+        SHMOBJ_VAL_STRN("a key longer than sixteen bytez", 31), SHMOBJ_VAL_STRN("b", 1)};
+    for (size_t j = 0; j < sizeof others / sizeof others[0]; j++)
+        expect_same_lookup(&v, &others[j]);
+
+    /* add by key: the value under the key changes, and only it */
+    shmobj_key hk;
+    int64_t before;
+    shmobj_value hd = SHMOBJ_VAL_STR("health");
+    assert_int_equal(shmobj_key_init(&hk, &hd), 0);
+    assert_int_equal(shmobj_view_key_int_add(&v, &hk, 10, &before), 0);
+    assert_int_equal(before, 3);
+    assert_int_equal(shmobj_view_get_str(&v, "health", &it), 0);
+    assert_int_equal(shmobj_int_get(&it, &x), 0);
+    assert_int_equal(x, 13);
+    assert_int_equal(shmobj_view_get_str(&v, "id", &it), 0);
+    assert_int_equal(shmobj_int_get(&it, &x), 0);
+    assert_int_equal(x, 2);
+    hd = SHMOBJ_VAL_STR("nope");
+    assert_int_equal(shmobj_key_init(&hk, &hd), 0);
+    assert_int_equal(shmobj_view_key_int_add(&v, &hk, 1, NULL), SHMOBJ_ENOTFOUND);
+
+    /* named struct and set: the general probe */
+    static const char *const fields[] = {"id", "health", "in_a_good_state"};
+    r = put(state, SHMOBJ_VAL_STRUCT(SHMOBJ__VALS(SHMOBJ_VAL_INT(0), SHMOBJ_VAL_INT(1),
+                                                  SHMOBJ_VAL_INT(2)),
+                                     3, fields));
+    assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
+    for (int j = 0; j < NS; j++) {
+        shmobj_value d = SHMOBJ_VAL_STR(strs[j]);
+        expect_same_lookup(&v, &d);
+    }
+    hd = SHMOBJ_VAL_STR("health");
+    assert_int_equal(shmobj_key_init(&hk, &hd), 0);
+    assert_int_equal(shmobj_view_key_int_add(&v, &hk, 5, &before), 0);
+    assert_int_equal(before, 1);
+    assert_int_equal(shmobj_item_int_get(&v, 1, &x), 0);
+    assert_int_equal(x, 6);
+    r = put(state, SHMOBJ_VAL_SET_OF(SHMOBJ_VAL_STR("health"), SHMOBJ_VAL_INT(3)));
+    assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
+    shmobj_key key;
+    size_t i;
+    shmobj_value d = SHMOBJ_VAL_INT(3);
+    assert_int_equal(shmobj_key_init(&key, &d), 0);
+    assert_int_equal(shmobj_view_index_key(&v, &key, &i), 0);
+    assert_int_equal(i, 1);
+    assert_int_equal(shmobj_view_get_key(&v, &key, &it), SHMOBJ_ETYPE);
+    assert_int_equal(shmobj_view_key_int_add(&v, &key, 1, NULL), SHMOBJ_ETYPE);
+
+    /* bad keys and views */
+    d = SHMOBJ_VAL_DOUBLE(1.0);
+    assert_int_equal(shmobj_key_init(&key, &d), SHMOBJ_EINVAL);
+    d = SHMOBJ_VAL_STRN(NULL, 3);
+    assert_int_equal(shmobj_key_init(&key, &d), SHMOBJ_EINVAL);
+    assert_int_equal(shmobj_key_init(NULL, &d), SHMOBJ_EINVAL);
+    assert_int_equal(shmobj_key_init(&key, NULL), SHMOBJ_EINVAL);
+    memset(&key, 0, sizeof key); /* never prepared */
+    assert_int_equal(shmobj_view_index_key(&v, &key, &i), SHMOBJ_EINVAL);
+    assert_int_equal(shmobj_view_get_key(&v, &key, &it), SHMOBJ_EINVAL);
+    d = SHMOBJ_VAL_STR("health");
+    assert_int_equal(shmobj_key_init(&key, &d), 0);
+    assert_int_equal(shmobj_view_index_key(NULL, &key, &i), SHMOBJ_EINVAL);
+    assert_int_equal(shmobj_view_index_key(&v, &key, NULL), SHMOBJ_EINVAL);
+    r = put(state, SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_INT(1)));
+    assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
+    assert_int_equal(shmobj_view_index_key(&v, &key, &i), SHMOBJ_ETYPE);
+    assert_int_equal(shmobj_view_get_key(&v, &key, &it), SHMOBJ_ETYPE);
+    assert_int_equal(shmobj_view_key_int_add(&v, &key, 1, NULL), SHMOBJ_ETYPE);
+    assert_int_equal(shmobj_view_key_int_add(NULL, &key, 1, NULL), SHMOBJ_EINVAL);
+    /* a value that is not an int */
+    r = put(state, SHMOBJ_VAL_DICT_OF(SHMOBJ_VAL_STR("health"), SHMOBJ_VAL_STR("full")));
+    assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
+    assert_int_equal(shmobj_view_key_int_add(&v, &key, 1, NULL), SHMOBJ_ETYPE);
+}
+
 /* Freeing: an unchanged block, a block with a replaced item, a stale
  * reference and a block that is not an object. */
 static void test_obj_free_paths(void **state)
@@ -1217,6 +1342,7 @@ int main(void)
         T(test_obj_put_dict_roundtrip),
         T(test_obj_put_dict_duplicate_key),
         T(test_view_index_short_keys),
+        T(test_view_prepared_keys),
         T(test_obj_free_paths),
         T(test_obj_put_set_roundtrip),
         T(test_obj_put_struct_roundtrip),

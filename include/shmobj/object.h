@@ -232,6 +232,25 @@ typedef struct shmobj_view {
     uint8_t reserved[3]; /**< private */
 } shmobj_view;
 
+/**
+ * @brief A key prepared once for many lookups (see shmobj_key_init()).
+ *
+ * Holds the key's kind, a pointer to its bytes (not a copy: they must stay
+ * valid and unchanged while the key is used) and what a lookup would
+ * otherwise work out from them on every call. A program that looks the
+ * same field names up again and again (records read in a loop) prepares
+ * them once. Only `type`, `i`, `ptr` and `len` are for the caller to read.
+ */
+typedef struct shmobj_key {
+    uint32_t type;      /**< SHMOBJ_TYPE_INT, _STR or _BYTES; 0 before init */
+    uint32_t reserved_; /**< private */
+    int64_t i;          /**< an INT key's value */
+    const void *ptr;    /**< a STR or BYTES key's bytes */
+    uint64_t len;       /**< their length */
+    uint64_t hash_;     /**< private: the key's hash */
+    uint64_t word_;     /**< private: a short string key as a dict holds it */
+} shmobj_key;
+
 /** @brief Description of a buffer's memory, filled by shmobj_buffer_get(). */
 typedef struct shmobj_buffer_info {
     uint32_t struct_size; /**< sizeof(shmobj_buffer_info), set by the caller */
@@ -522,6 +541,53 @@ SHMOBJ_API int shmobj_view_get_str(const shmobj_view *view, const char *key,
                                    shmobj_view *item);
 
 /**
+ * @brief Prepare a key for shmobj_view_index_key() and shmobj_view_get_key().
+ * @param[out] key the prepared key
+ * @param[in] value description of an INT, STR or BYTES key (a string's
+ *            length may be SHMOBJ_STRLEN); its bytes are referenced, not
+ *            copied
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument, a key of another kind, or a NULL
+ *         pointer with a non-zero length
+ * @note Thread-safe; touches no segment.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_key_init(shmobj_key *key, const shmobj_value *value);
+
+/**
+ * @brief shmobj_view_index() with a prepared key.
+ * @param[in] view dict, set or named struct
+ * @param[in] key a key prepared by shmobj_key_init()
+ * @param[out] i its position (for shmobj_view_item())
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument or a key not prepared
+ * @retval SHMOBJ_ETYPE view is not a dict, set or named struct
+ * @retval SHMOBJ_ENOTFOUND no such key
+ * @retval SHMOBJ_ECORRUPT the index or a key is damaged
+ * @note Thread- and process-safe; lock-free. O(1) expected.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_view_index_key(const shmobj_view *view, const shmobj_key *key,
+                                     size_t *i);
+
+/**
+ * @brief shmobj_view_get() with a prepared key.
+ * @param[in] view dict or named struct
+ * @param[in] key a key prepared by shmobj_key_init()
+ * @param[out] item view of the value
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument or a key not prepared
+ * @retval SHMOBJ_ETYPE view is not a dict or named struct
+ * @retval SHMOBJ_ENOTFOUND no such key
+ * @retval SHMOBJ_ESTALE the value names a freed block
+ * @retval SHMOBJ_ECORRUPT the index, a key or the value is damaged
+ * @note Thread- and process-safe; lock-free. O(1) expected.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_view_get_key(const shmobj_view *view, const shmobj_key *key,
+                                   shmobj_view *item);
+
+/**
  * @brief Replace the value a view names (an item of a list, a dict value, a
  *        struct field or a top-level value) and update the view.
  *
@@ -633,6 +699,27 @@ SHMOBJ_API int shmobj_int_add(const shmobj_view *view, int64_t delta, int64_t *o
  * @since 0.1
  */
 SHMOBJ_API int shmobj_int_cas(const shmobj_view *view, int64_t *expected, int64_t desired);
+
+/**
+ * @brief Add to the int64 value of a dict or named struct under a prepared
+ *        key in one call (`record["health"] += delta`): the fast path for
+ *        counters by name.
+ * @param[in] view dict or named struct
+ * @param[in] key a key prepared by shmobj_key_init()
+ * @param[in] delta amount
+ * @param[out] old the value before; may be NULL
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument or a key not prepared
+ * @retval SHMOBJ_ETYPE view is not a dict or named struct, or the value is
+ *         not an int
+ * @retval SHMOBJ_ENOTFOUND no such key
+ * @retval SHMOBJ_ECORRUPT the index, a key or the value's slot is damaged
+ * @note Thread- and process-safe (atomic fetch-add, acq_rel); lock-free.
+ *       O(1) expected.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_view_key_int_add(const shmobj_view *view, const shmobj_key *key,
+                                       int64_t delta, int64_t *old);
 
 /**
  * @brief Add to the int64 item i of a list, struct or dict (values by

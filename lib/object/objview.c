@@ -450,7 +450,8 @@ index_find(const shmobj_view *v, unsigned type, int64_t ki, const void *kp,
  * (body_size() checked that index and pairs lie in the block when the view
  * was made). */
 static inline __attribute__((always_inline)) int
-dict_find_short(const shmobj_view *v, const uint8_t *kp, uint64_t kn, size_t *out)
+dict_find_short(const shmobj_view *v, const uint8_t *kp, uint64_t kn,
+                uint64_t word, uint64_t hash, size_t *out)
 {
     uint64_t cap = v->len;
     if (kn > SHMOBJ__SSTR_MAX)
@@ -459,10 +460,8 @@ dict_find_short(const shmobj_view *v, const uint8_t *kp, uint64_t kn, size_t *ou
         return SHMOBJ_ENOTFOUND;
     const uint64_t *ix = (const uint64_t *)((const uint8_t *)v->obj + 16);
     const uint8_t *pairs = (const uint8_t *)(ix + cap);
-    uint64_t word = shmobj__pack_short(kp, kn);
     /* Compare the key's bytes only, as key_equal() does. */
     uint64_t mask = kn == 0 ? 0 : ~UINT64_C(0) >> (64 - 8 * kn);
-    uint64_t hash = shmobj__hash_mem(SHMOBJ_TYPE_STR, kp, kn);
     uint64_t m = cap - 1, pos = hash & m, left = cap;
     uint32_t tag = (uint32_t)(hash >> 32);
     /* At most cap probes, so a damaged index cannot loop forever. */
@@ -500,11 +499,40 @@ dict_find_short(const shmobj_view *v, const uint8_t *kp, uint64_t kn, size_t *ou
     return SHMOBJ_ENOTFOUND;
 }
 
+/* The first probe of dict_find_short(), for a key that sits in its home
+ * entry (most keys, at the index's load): 1 with *out set when that entry
+ * holds the key, else 0 and the caller runs dict_find_short(), which
+ * decides everything else (absent, later entries, damage) the same way as
+ * before. A hit here is the hit dict_find_short() would return. */
+static inline __attribute__((always_inline)) int
+dict_hit_short(const shmobj_view *v, uint64_t kn, uint64_t word, uint64_t hash,
+               size_t *out)
+{
+    uint64_t cap = v->len;
+    if (cap == 0)
+        return 0;
+    const uint64_t *ix = (const uint64_t *)((const uint8_t *)v->obj + 16);
+    uint64_t e = ix[hash & (cap - 1)], item = (e & UINT32_MAX) - 1;
+    if (e == 0 || (uint32_t)(e >> 32) != (uint32_t)(hash >> 32) || item >= v->count)
+        return 0;
+    const struct shmobj__slot *k = (const void *)((const uint8_t *)(ix + cap) + 32 * item);
+    if (k->tag != SHMOBJ__SLOT_SSTR || k->reserved0 != kn)
+        return 0;
+    uint64_t mask = kn == 0 ? 0 : ~UINT64_C(0) >> (64 - 8 * kn);
+    uint64_t pl = atomic_load_explicit(&((struct shmobj__slot *)k)->payload,
+                                       memory_order_relaxed);
+    if ((pl & mask) != word)
+        return 0;
+    *out = (size_t)item;
+    return 1;
+}
+
 /* The lookup of a longer string key in a dict: the same probe as
  * dict_find_short(), comparing with the str objects such keys are written
  * as (the checks of key_equal(), inline). */
 static inline __attribute__((always_inline)) int
-dict_find_long(const shmobj_view *v, const uint8_t *kp, uint64_t kn, size_t *out)
+dict_find_long(const shmobj_view *v, const uint8_t *kp, uint64_t kn,
+               uint64_t hash, size_t *out)
 {
     uint64_t cap = v->len;
     if (cap == 0)
@@ -512,7 +540,6 @@ dict_find_long(const shmobj_view *v, const uint8_t *kp, uint64_t kn, size_t *out
     struct shmobj__space *sp = space_of(v);
     const uint64_t *ix = (const uint64_t *)((const uint8_t *)v->obj + 16);
     const uint8_t *pairs = (const uint8_t *)(ix + cap);
-    uint64_t hash = shmobj__hash_mem(SHMOBJ_TYPE_STR, kp, kn);
     uint64_t m = cap - 1, pos = hash & m, left = cap;
     uint64_t blk = v->obj_blk, blen = v->obj_blen;
     uint32_t tag = (uint32_t)(hash >> 32);
@@ -567,6 +594,15 @@ int shmobj__index_find(const shmobj_view *v, unsigned type, int64_t ki,
     return index_find(v, type, ki, kp, kn, hash, out, probes);
 }
 
+/* dict_find_short() out of line, behind dict_hit_short(). */
+static __attribute__((noinline)) int dict_find_short_ool(const shmobj_view *v,
+                                                         const uint8_t *kp, uint64_t kn,
+                                                         uint64_t word, uint64_t hash,
+                                                         size_t *out)
+{
+    return dict_find_short(v, kp, kn, word, hash, out);
+}
+
 /* shmobj_view_index() for every key but a short string. */
 static __attribute__((noinline)) int view_index_general(const shmobj_view *view,
                                                         const shmobj_value *key,
@@ -586,9 +622,68 @@ int shmobj_view_index(const shmobj_view *view, const shmobj_value *key, size_t *
     if (view == NULL || key == NULL || i == NULL)
         return SHMOBJ_EINVAL;
     if (view->type == SHMOBJ_TYPE_DICT && key->type == SHMOBJ_TYPE_STR &&
-        key->v.s.len <= SHMOBJ__SSTR_MAX && key->v.s.ptr != NULL)
-        return dict_find_short(view, key->v.s.ptr, key->v.s.len, i);
+        key->v.s.len <= SHMOBJ__SSTR_MAX && key->v.s.ptr != NULL) {
+        const uint8_t *kp = key->v.s.ptr;
+        uint64_t kn = key->v.s.len, word = shmobj__pack_short(kp, kn);
+        uint64_t hash = shmobj__hash_mem(SHMOBJ_TYPE_STR, kp, kn);
+        if (dict_hit_short(view, kn, word, hash, i))
+            return 0;
+        return dict_find_short_ool(view, kp, kn, word, hash, i);
+    }
     return view_index_general(view, key, i);
+}
+
+int shmobj_key_init(shmobj_key *key, const shmobj_value *value)
+{
+    if (key == NULL || value == NULL)
+        return SHMOBJ_EINVAL;
+    memset(key, 0, sizeof *key);
+    int rc = key_parts(value, &key->i, &key->ptr, &key->len, &key->hash_);
+    if (rc != 0)
+        return rc;
+    if (value->type == SHMOBJ_TYPE_STR && key->len <= SHMOBJ__SSTR_MAX)
+        key->word_ = shmobj__pack_short(key->ptr, key->len);
+    key->type = value->type;
+    return 0;
+}
+
+/* Is this a key shmobj_key_init() prepared? (Its kind says so; the rest is
+ * the caller's memory, trusted like any pointer it passes.) */
+static inline int key_ready(const shmobj_key *k)
+{
+    return k->type == SHMOBJ_TYPE_INT ||
+           ((k->type == SHMOBJ_TYPE_STR || k->type == SHMOBJ_TYPE_BYTES) &&
+            (k->ptr != NULL || k->len == 0));
+}
+
+/* find_key() out of line: the full probes. */
+static __attribute__((noinline)) int find_key_general(const shmobj_view *view,
+                                                      const shmobj_key *k, size_t *i)
+{
+    if (view->type == SHMOBJ_TYPE_DICT && k->type == SHMOBJ_TYPE_STR)
+        return k->len <= SHMOBJ__SSTR_MAX
+                   ? dict_find_short_ool(view, k->ptr, k->len, k->word_, k->hash_, i)
+                   : dict_find_long(view, k->ptr, k->len, k->hash_, i);
+    return index_find(view, k->type, k->i, k->ptr, k->len, k->hash_, i, NULL);
+}
+
+/* The position of a prepared key. A short string key of a dict (a field
+ * name, the common case) found in its home entry takes a few loads and no
+ * loop; everything else takes the full probe, out of line. */
+static inline __attribute__((always_inline)) int
+find_key(const shmobj_view *view, const shmobj_key *k, size_t *i)
+{
+    if (view->type == SHMOBJ_TYPE_DICT && k->type == SHMOBJ_TYPE_STR &&
+        k->len <= SHMOBJ__SSTR_MAX && dict_hit_short(view, k->len, k->word_, k->hash_, i))
+        return 0;
+    return find_key_general(view, k, i);
+}
+
+int shmobj_view_index_key(const shmobj_view *view, const shmobj_key *key, size_t *i)
+{
+    if (view == NULL || key == NULL || i == NULL || !key_ready(key))
+        return SHMOBJ_EINVAL;
+    return find_key(view, key, i);
 }
 
 int shmobj_view_get(const shmobj_view *view, const shmobj_value *key,
@@ -603,6 +698,16 @@ int shmobj_view_get(const shmobj_view *view, const shmobj_value *key,
     if (rc != 0)
         return rc;
     return shmobj_view_item(view, i, item);
+}
+
+/* The view of value i of a dict or named struct whose index gave i (the
+ * lookups refuse other kinds): values are mutable, i < count, and
+ * body_size() checked the body fits. */
+static inline int value_view(const shmobj_view *view, size_t i, shmobj_view *item)
+{
+    struct shmobj__space *sp = space_of(view);
+    uint64_t slot = off_of(sp, view->obj) + shmobj__value_rel(view->type, view->len, i);
+    return view_slot(sp, slot, view->obj_blk, view->obj_blen, view->obj_gen, 0, item);
 }
 
 int shmobj_view_get_str(const shmobj_view *view, const char *key,
@@ -638,20 +743,31 @@ int shmobj_view_get_str(const shmobj_view *view, const char *key,
         }
     }
     int rc;
+    uint64_t hash = shmobj__hash_mem(SHMOBJ_TYPE_STR, key, n);
     if (view->type != SHMOBJ_TYPE_DICT)
-        rc = index_find(view, SHMOBJ_TYPE_STR, 0, key, n,
-                        shmobj__hash_mem(SHMOBJ_TYPE_STR, key, n), &i, NULL);
+        rc = index_find(view, SHMOBJ_TYPE_STR, 0, key, n, hash, &i, NULL);
     else if (n <= SHMOBJ__SSTR_MAX)
-        rc = dict_find_short(view, (const uint8_t *)key, n, &i);
+        rc = dict_find_short(view, (const uint8_t *)key, n,
+                             shmobj__pack_short((const uint8_t *)key, n), hash, &i);
     else
-        rc = dict_find_long(view, (const uint8_t *)key, n, &i);
+        rc = dict_find_long(view, (const uint8_t *)key, n, hash, &i);
     if (rc != 0)
         return rc;
-    /* A dict or a named struct (index_find() refused the rest): values are
-     * mutable, i < count, and body_size() checked the body fits. */
-    struct shmobj__space *sp = space_of(view);
-    uint64_t slot = off_of(sp, view->obj) + shmobj__value_rel(view->type, view->len, i);
-    return view_slot(sp, slot, view->obj_blk, view->obj_blen, view->obj_gen, 0, item);
+    return value_view(view, i, item);
+}
+
+int shmobj_view_get_key(const shmobj_view *view, const shmobj_key *key,
+                        shmobj_view *item)
+{
+    size_t i;
+    if (view == NULL || key == NULL || item == NULL || !key_ready(key))
+        return SHMOBJ_EINVAL;
+    if (view->type == SHMOBJ_TYPE_SET)
+        return SHMOBJ_ETYPE;
+    int rc = find_key(view, key, &i);
+    if (rc != 0)
+        return rc;
+    return value_view(view, i, item);
 }
 
 /* ---- scalars ---------------------------------------------------------- */
@@ -755,6 +871,26 @@ shmobj_item_int_add(const shmobj_view *view, size_t i, int64_t delta, int64_t *o
 {
     _Atomic uint64_t *p;
     int rc = item_int_slot(view, i, &p, 1);
+    if (rc != 0)
+        return rc;
+    uint64_t o = atomic_fetch_add_explicit(p, (uint64_t)delta, memory_order_acq_rel);
+    if (old != NULL)
+        *old = (int64_t)o;
+    return 0;
+}
+
+int shmobj_view_key_int_add(const shmobj_view *view, const shmobj_key *key,
+                            int64_t delta, int64_t *old)
+{
+    size_t i;
+    _Atomic uint64_t *p;
+    if (view == NULL || key == NULL || !key_ready(key))
+        return SHMOBJ_EINVAL;
+    if (view->type != SHMOBJ_TYPE_DICT && view->type != SHMOBJ_TYPE_STRUCT)
+        return SHMOBJ_ETYPE;
+    int rc = find_key(view, key, &i);
+    if (rc == 0)
+        rc = item_int_slot(view, i, &p, 1);
     if (rc != 0)
         return rc;
     uint64_t o = atomic_fetch_add_explicit(p, (uint64_t)delta, memory_order_acq_rel);
