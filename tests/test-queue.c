@@ -289,6 +289,83 @@ static void test_queue_take_sleeps_until_put(void **state)
     shmobj_queue_close(q);
 }
 
+/* A child that sleeps in a blocking take (side 0) or put (side 1) until it
+ * is killed or given what it waits for. */
+struct sleeper_arg {
+    shmobj_queue *q;
+    int side;
+};
+
+static int blocking_sleeper(void *p)
+{
+    struct sleeper_arg *a = p;
+    shmobj_ref r;
+    if (a->side == 0)
+        return shmobj_queue_take(a->q, &r) == 0 && r == msg_of(5, 1) ? 0 : 1;
+    return shmobj_queue_put(a->q, msg_of(5, 2)) == 0 ? 0 : 1;
+}
+
+static void wait_waiters(_Atomic uint32_t *w, uint32_t n)
+{
+    for (int i = 0; i < 5000 && atomic_load(w) != n; i++)
+        test_sleep_ms(1);
+    assert_int_equal(atomic_load(w), n);
+}
+
+/* A consumer killed while asleep in take, and a producer killed while
+ * asleep in put on a full queue, leave their counts in the waiter totals;
+ * the other side's wakes then wake nobody, and after a bounded number of
+ * them the counts are taken back, so puts and takes stop paying a futex
+ * wake each. A live sleeper's count is never taken back. */
+static void test_queue_killed_sleepers_counts_taken_back(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(f->seg, "ks", 2, 0, &q), 0);
+    struct shmobj__ring_hdr *h = shmobj__queue_ring(q)->hdr;
+    shmobj_ref r;
+
+    /* consumers */
+    struct sleeper_arg a = {q, 0};
+    pid_t c = test_child_start(blocking_sleeper, &a, 20);
+    wait_waiters(&h->cons_waiters, 1);
+    kill(c, SIGKILL);
+    assert_int_equal(test_child_wait(c), 128 + SIGKILL);
+    assert_int_equal(atomic_load(&h->cons_waiters), 1);
+    for (unsigned i = 0; i < 10000 && atomic_load(&h->cons_waiters) != 0; i++) {
+        assert_int_equal(shmobj_queue_try_put(q, msg_of(1, i + 1)), 0);
+        assert_int_equal(shmobj_queue_try_take(q, &r), 0);
+    }
+    assert_int_equal(atomic_load(&h->cons_waiters), 0);
+
+    /* producers: fill the queue, then a child sleeps in put */
+    assert_int_equal(shmobj_queue_try_put(q, msg_of(1, 1)), 0);
+    assert_int_equal(shmobj_queue_try_put(q, msg_of(1, 2)), 0);
+    a.side = 1;
+    c = test_child_start(blocking_sleeper, &a, 20);
+    wait_waiters(&h->prod_waiters, 1);
+    kill(c, SIGKILL);
+    assert_int_equal(test_child_wait(c), 128 + SIGKILL);
+    for (unsigned i = 0; i < 10000 && atomic_load(&h->prod_waiters) != 0; i++) {
+        assert_int_equal(shmobj_queue_try_take(q, &r), 0);
+        assert_int_equal(shmobj_queue_try_put(q, r), 0);
+    }
+    assert_int_equal(atomic_load(&h->prod_waiters), 0);
+    assert_int_equal(shmobj_queue_try_take(q, &r), 0);
+    assert_int_equal(shmobj_queue_try_take(q, &r), 0);
+
+    /* a live sleeper keeps its count through a repair, and is woken */
+    a.side = 0;
+    c = test_child_start(blocking_sleeper, &a, 20);
+    wait_waiters(&h->cons_waiters, 1);
+    assert_false(shmobj__ring_sleepers_repair(shmobj__queue_ring(q)));
+    assert_int_equal(atomic_load(&h->cons_waiters), 1);
+    assert_int_equal(shmobj_queue_put(q, msg_of(5, 1)), 0);
+    assert_int_equal(test_child_wait(c), 0);
+    assert_int_equal(atomic_load(&h->cons_waiters), 0);
+    shmobj_queue_close(q);
+}
+
 /* ---- completion and copy-in ------------------------------------------------ */
 
 struct done_arg {
@@ -955,6 +1032,7 @@ int main(void)
         T(test_queue_timed_times_out),
         T(test_queue_peek_keeps_message),
         T(test_queue_take_sleeps_until_put),
+        T(test_queue_killed_sleepers_counts_taken_back),
         T(test_queue_msg_completion_roundtrip),
         T(test_queue_put_copy_large_sizes_intact),
         T(test_queue_take_skips_dead_producer_slot),

@@ -48,9 +48,11 @@
  * one message the dying process held, and never wedges the others. A
  * tracked message whose consumer died is never marked done: its sender's
  * wait times out. A process killed while sleeping in a blocking call
- * leaves the count of sleepers one too high; the other side then makes one
+ * leaves the count of sleepers too high; the other side then makes a
  * needless futex-wake system call per operation (correct, a little slower)
- * until the queue is recreated.
+ * until one of its handles, after 64 such calls, finds the dead process in
+ * the queue's sleeper records and takes its count back (up to 8 processes
+ * with sleepers at once are recorded; see doc/format-queue.md).
  *
  * **Event loops.** shmobj_queue_notify_fd() hands a consumer a descriptor
  * that becomes readable when messages wait; shmobj_queue_notify_arm() before
@@ -103,7 +105,7 @@ enum shmobj_queue_msg_flag {
 /**
  * @brief Create a named queue in a segment and open it.
  *
- * The ring (640 bytes plus 80 bytes per message of capacity) is allocated in the
+ * The ring (896 bytes plus 80 bytes per message of capacity) is allocated in the
  * segment's heap and published as the named root `q:<name>`.
  * @param[in] seg segment
  * @param[in] name 1..SHMOBJ_QUEUE_NAME_MAX bytes, NUL-terminated

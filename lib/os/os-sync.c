@@ -57,9 +57,10 @@ int shmobj__os_futex_wait(_Atomic uint32_t *word, uint32_t expected,
     return SHMOBJ_ESYS;
 }
 
-void shmobj__os_futex_wake(_Atomic uint32_t *word, int count)
+int shmobj__os_futex_wake(_Atomic uint32_t *word, int count)
 {
-    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, count, NULL, NULL, 0);
+    long n = syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, count, NULL, NULL, 0);
+    return n > 0 ? (int)n : 0;
 }
 
 int shmobj__os_mutex_init(shmobj__os_mutex *m)

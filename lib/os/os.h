@@ -31,8 +31,9 @@ uint64_t shmobj__os_l2_cache_bytes(void);
 int shmobj__os_futex_wait(_Atomic uint32_t *word, uint32_t expected,
                           uint64_t deadline);
 
-/* Wake up to `count` sleepers on word (INT32_MAX: all). */
-void shmobj__os_futex_wake(_Atomic uint32_t *word, int count);
+/* Wake up to `count` sleepers on word (INT32_MAX: all); returns how many
+ * were woken (0 also on error). */
+int shmobj__os_futex_wake(_Atomic uint32_t *word, int count);
 
 /* ---- robust process-shared mutexes -------------------------------------- */
 

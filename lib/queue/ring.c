@@ -147,20 +147,136 @@ static bool stalled(struct shmobj__ring *r, _Atomic uint64_t *spos,
     return *elapsed >= r->stall_ns;
 }
 
-static void wake_consumers(struct shmobj__ring_hdr *h)
+/* ---- sleepers -------------------------------------------------------------- */
+
+#define SLEEPER_REPAIR_MIN 64u        /* futile wakes before a first repair */
+#define SLEEPER_REPAIR_MAX (1u << 20) /* ... and at most, while repairs find nothing */
+
+/* Take `n` back from a waiter total, never below zero (a damaged total
+ * must not wrap into "many sleepers"). */
+static void waiters_sub(_Atomic uint32_t *waiters, uint32_t n)
 {
-    if (atomic_load_explicit(&h->cons_waiters, memory_order_seq_cst) != 0) {
-        atomic_fetch_add_explicit(&h->put_event, 1, memory_order_seq_cst);
-        shmobj__os_futex_wake(&h->put_event, INT32_MAX);
+    uint32_t w = atomic_load_explicit(waiters, memory_order_relaxed);
+    while (!atomic_compare_exchange_weak_explicit(waiters, &w, w > n ? w - n : 0,
+                                                  memory_order_seq_cst,
+                                                  memory_order_relaxed))
+        ;
+}
+
+bool shmobj__ring_sleepers_repair(struct shmobj__ring *r)
+{
+    struct shmobj__ring_hdr *h = r->hdr;
+    _Atomic uint32_t *waiters[2] = {&h->cons_waiters, &h->prod_waiters};
+    bool took = false;
+    for (unsigned i = 0; i < SHMOBJ__RING_SLEEPERS; i++) {
+        struct shmobj__ring_sleeper *s = &h->sleepers[i];
+        uint64_t o = atomic_load_explicit(&s->owner, memory_order_acquire);
+        uint64_t st = atomic_load_explicit(&s->start_time, memory_order_relaxed);
+        if (o == 0 || o - 1 > UINT32_MAX || st == 0)
+            continue; /* free, busy, or not a pid */
+        shmobj__os_proc p = {.pid = (uint32_t)(o - 1), .start_time = st};
+        if (shmobj__os_proc_alive(&p) ||
+            !atomic_compare_exchange_strong_explicit(&s->owner, &o,
+                                                     SHMOBJ__RING_SLEEPER_BUSY,
+                                                     memory_order_acq_rel,
+                                                     memory_order_relaxed))
+            continue;
+        for (unsigned side = 0; side < 2; side++) {
+            uint32_t c = atomic_exchange_explicit(&s->count[side], 0,
+                                                  memory_order_relaxed);
+            if (c != 0) {
+                waiters_sub(waiters[side], c);
+                took = true;
+            }
+        }
+        atomic_store_explicit(&s->start_time, 0, memory_order_relaxed);
+        atomic_store_explicit(&s->owner, 0, memory_order_release);
+    }
+    return took;
+}
+
+/* A wake that woke nobody: the total may hold the count of a process killed
+ * while asleep. Every so many such wakes, look for one; back off while
+ * none is found (a live sleeper between counting itself and sleeping also
+ * makes a wake futile). */
+static void futile_wake(struct shmobj__ring *r)
+{
+    uint32_t n = atomic_fetch_add_explicit(&r->futile, 1, memory_order_relaxed) + 1;
+    uint32_t after = atomic_load_explicit(&r->repair_after, memory_order_relaxed);
+    if (n < after)
+        return;
+    atomic_store_explicit(&r->futile, 0, memory_order_relaxed);
+    if (shmobj__ring_sleepers_repair(r))
+        after = SLEEPER_REPAIR_MIN;
+    else if (after < SLEEPER_REPAIR_MAX)
+        after *= 2;
+    atomic_store_explicit(&r->repair_after, after, memory_order_relaxed);
+}
+
+static void wake_side(struct shmobj__ring *r, _Atomic uint32_t *waiters,
+                      _Atomic uint32_t *event)
+{
+    if (atomic_load_explicit(waiters, memory_order_seq_cst) != 0) {
+        atomic_fetch_add_explicit(event, 1, memory_order_seq_cst);
+        if (shmobj__os_futex_wake(event, INT32_MAX) == 0)
+            futile_wake(r);
     }
 }
 
-static void wake_producers(struct shmobj__ring_hdr *h)
+static void wake_consumers(struct shmobj__ring *r)
 {
-    if (atomic_load_explicit(&h->prod_waiters, memory_order_seq_cst) != 0) {
-        atomic_fetch_add_explicit(&h->take_event, 1, memory_order_seq_cst);
-        shmobj__os_futex_wake(&h->take_event, INT32_MAX);
+    wake_side(r, &r->hdr->cons_waiters, &r->hdr->put_event);
+}
+
+static void wake_producers(struct shmobj__ring *r)
+{
+    wake_side(r, &r->hdr->prod_waiters, &r->hdr->take_event);
+}
+
+/* This process's sleeper record, claimed on first use; NULL when all are
+ * taken by live processes (its sleepers are then counted in the totals
+ * only, and a kill of one of them cannot be repaired). */
+static struct shmobj__ring_sleeper *sleeper_self(struct shmobj__ring *r)
+{
+    struct shmobj__ring_hdr *h = r->hdr;
+    shmobj__os_proc me;
+    if (shmobj__os_proc_self(&me) != 0)
+        return NULL;
+    uint64_t cached = atomic_load_explicit(&r->sleeper, memory_order_relaxed);
+    if (cached >> 32 == me.pid && (cached & UINT32_MAX) != 0)
+        return &h->sleepers[(cached & UINT32_MAX) - 1];
+    for (int round = 0; round < 2; round++) {
+        /* a record this process already holds (another handle of it) */
+        for (unsigned i = 0; i < SHMOBJ__RING_SLEEPERS; i++) {
+            struct shmobj__ring_sleeper *s = &h->sleepers[i];
+            if (atomic_load_explicit(&s->owner, memory_order_acquire) == (uint64_t)me.pid + 1 &&
+                atomic_load_explicit(&s->start_time, memory_order_relaxed) == me.start_time) {
+                atomic_store_explicit(&r->sleeper, (uint64_t)me.pid << 32 | (i + 1),
+                                      memory_order_relaxed);
+                return s;
+            }
+        }
+        for (unsigned i = 0; i < SHMOBJ__RING_SLEEPERS; i++) {
+            struct shmobj__ring_sleeper *s = &h->sleepers[i];
+            uint64_t free = 0;
+            if (!atomic_compare_exchange_strong_explicit(&s->owner, &free,
+                                                         SHMOBJ__RING_SLEEPER_BUSY,
+                                                         memory_order_acq_rel,
+                                                         memory_order_relaxed))
+                continue;
+            atomic_store_explicit(&s->count[0], 0, memory_order_relaxed);
+            atomic_store_explicit(&s->count[1], 0, memory_order_relaxed);
+            atomic_store_explicit(&s->start_time, me.start_time, memory_order_relaxed);
+            atomic_store_explicit(&s->owner, (uint64_t)me.pid + 1, memory_order_release);
+            atomic_store_explicit(&r->sleeper, (uint64_t)me.pid << 32 | (i + 1),
+                                  memory_order_relaxed);
+            return s;
+        }
+        /* all taken: free the records of dead processes, then look again */
+        if (round == 0)
+            shmobj__ring_sleepers_repair(r);
     }
+    return NULL;
 }
 
 /* Whether the claimant of position pos on `side` (0 producers, 1
@@ -194,7 +310,7 @@ static bool resolve_producer(struct shmobj__ring *r,
                                                 memory_order_seq_cst,
                                                 memory_order_relaxed)) {
         atomic_fetch_add_explicit(&r->hdr->skipped, 1, memory_order_relaxed);
-        wake_consumers(r->hdr);
+        wake_consumers(r);
     }
     return true;
 }
@@ -214,7 +330,7 @@ static bool resolve_consumer(struct shmobj__ring *r,
                                                 memory_order_seq_cst,
                                                 memory_order_relaxed)) {
         atomic_fetch_add_explicit(&r->hdr->rescued, 1, memory_order_relaxed);
-        wake_producers(r->hdr);
+        wake_producers(r);
     }
     return true;
 }
@@ -291,6 +407,7 @@ int shmobj__ring_attach(struct shmobj__ring *r, void *mem, uint64_t size)
     r->mask = cap - 1;
     r->cap_log2 = log2;
     r->stall_ns = SHMOBJ__RING_STALL_NS;
+    r->repair_after = SLEEPER_REPAIR_MIN;
     return 0;
 }
 
@@ -314,7 +431,7 @@ int shmobj__ring_try_put(struct shmobj__ring *r, uint64_t v)
             if (atomic_compare_exchange_strong_explicit(
                     &s->word, &expect, v | lap_tag(r, e),
                     memory_order_seq_cst, memory_order_relaxed)) {
-                wake_consumers(h);
+                wake_consumers(r);
                 return 0;
             }
             /* a consumer judged us dead and skipped the slot: claim anew */
@@ -361,7 +478,7 @@ static inline bool claim_and_release(struct shmobj__ring *r,
                                             m_empty(pos + r->capacity),
                                             memory_order_seq_cst,
                                             memory_order_relaxed);
-    wake_producers(h);
+    wake_producers(r);
     return true;
 }
 
@@ -547,30 +664,35 @@ static int wait_op(struct shmobj__ring *r, enum op op, uint64_t *v,
             return SHMOBJ_ETIMEDOUT;
     }
     struct shmobj__ring_hdr *h = r->hdr;
-    _Atomic uint32_t *waiters = op == OP_PUT ? &h->prod_waiters
-                                             : &h->cons_waiters;
-    _Atomic uint32_t *event = op == OP_PUT ? &h->take_event : &h->put_event;
+    unsigned side = op == OP_PUT ? 1 : 0;
+    _Atomic uint32_t *waiters = side ? &h->prod_waiters : &h->cons_waiters;
+    _Atomic uint32_t *event = side ? &h->take_event : &h->put_event;
+    struct shmobj__ring_sleeper *me = sleeper_self(r);
     for (;;) {
+        /* the total first, then our record (see struct shmobj__ring_sleeper) */
         atomic_fetch_add_explicit(waiters, 1, memory_order_seq_cst);
+        if (me != NULL)
+            atomic_fetch_add_explicit(&me->count[side], 1, memory_order_relaxed);
         atomic_thread_fence(memory_order_seq_cst);
         uint32_t ev = atomic_load_explicit(event, memory_order_seq_cst);
         rc = try_op(r, op, v);
-        if (rc != busy) {
-            atomic_fetch_sub_explicit(waiters, 1, memory_order_relaxed);
-            return rc;
-        }
         uint64_t now = shmobj__os_now_ns();
-        if (now >= deadline) {
-            atomic_fetch_sub_explicit(waiters, 1, memory_order_relaxed);
-            return SHMOBJ_ETIMEDOUT;
+        if (rc == busy && now < deadline) {
+            /* A claimed-but-unfinished slot may belong to a dead process
+             * that will never wake us: wake up in time to judge it. */
+            uint64_t until = deadline;
+            if (r->stall_ns < until - now && slot_in_flight(r, op))
+                until = now + r->stall_ns;
+            shmobj__os_futex_wait(event, ev, until);
         }
-        /* A claimed-but-unfinished slot may belong to a dead process that
-         * will never wake us: wake up in time to judge it. */
-        uint64_t until = deadline;
-        if (r->stall_ns < until - now && slot_in_flight(r, op))
-            until = now + r->stall_ns;
-        shmobj__os_futex_wait(event, ev, until);
+        /* our record first, then the total */
+        if (me != NULL)
+            atomic_fetch_sub_explicit(&me->count[side], 1, memory_order_relaxed);
         atomic_fetch_sub_explicit(waiters, 1, memory_order_relaxed);
+        if (rc != busy)
+            return rc;
+        if (now >= deadline)
+            return SHMOBJ_ETIMEDOUT;
     }
 }
 

@@ -36,7 +36,7 @@
 #include <stdint.h>
 
 #define SHMOBJ__RING_MAGIC 0x474e5251u /* "QRNG" little-endian */
-#define SHMOBJ__RING_VERSION 1u
+#define SHMOBJ__RING_VERSION 2u
 #define SHMOBJ__RING_CAP_MIN 2u
 #define SHMOBJ__RING_CAP_MAX (1u << 24)
 #define SHMOBJ__RING_NOTIFY_MAX 8
@@ -65,6 +65,31 @@ struct shmobj__ring_notify {
     _Atomic int32_t fd;
     uint32_t reserved; /* zero */
 };
+
+/* A process with threads asleep on the ring (32 bytes): how many of them
+ * are counted in cons_waiters and prod_waiters. A process killed while
+ * asleep leaves its count in those totals, and then every put (or take)
+ * would pay a futex wake for nobody; a waker whose wakes keep waking
+ * nobody finds such a record, sees its owner dead, and takes its count back
+ * (shmobj__ring_sleepers_repair()). A sleeper adds to the total before its
+ * record and takes from its record before the total, so a record never
+ * holds more than its process contributes: taking it back can never
+ * hide a live sleeper. */
+#define SHMOBJ__RING_SLEEPERS 8
+#define SHMOBJ__RING_SLEEPER_BUSY UINT64_MAX /* owner: being claimed or repaired */
+struct shmobj__ring_sleeper {
+    /* pid + 1 of the owner process; 0 free; SHMOBJ__RING_SLEEPER_BUSY while
+     * a process claims it (CAS from 0) or a waker repairs it (CAS from a
+     * dead owner) */
+    _Atomic uint64_t owner;
+    /* owner's start time (clock ticks since boot); 0 while claimed */
+    _Atomic uint64_t start_time;
+    /* [0] its consumers counted in cons_waiters, [1] its producers counted
+     * in prod_waiters */
+    _Atomic uint32_t count[2];
+    uint64_t reserved; /* zero */
+};
+_Static_assert(sizeof(struct shmobj__ring_sleeper) == 32, "sleeper layout");
 
 /* A slot: one word (see above) and padding, four to a cache line: a
  * consumer behind a full queue reads four messages per line it pulls, while
@@ -96,7 +121,7 @@ struct shmobj__ring_claim {
 };
 _Static_assert(sizeof(struct shmobj__ring_claim) == 32, "claim layout");
 
-/* The ring header (640 bytes), followed by `capacity` slots, `capacity`
+/* The ring header (896 bytes), followed by `capacity` slots, `capacity`
  * producer claims and `capacity` consumer claims. Lines written by
  * different parties at high rates are kept apart. */
 struct shmobj__ring_hdr {
@@ -145,13 +170,16 @@ struct shmobj__ring_hdr {
     uint8_t pad5[48];
     /* --- lines 6..9: pollable-descriptor registrations --- */
     struct shmobj__ring_notify notify[SHMOBJ__RING_NOTIFY_MAX];
+    /* --- lines 10..13: processes with sleepers --- */
+    struct shmobj__ring_sleeper sleepers[SHMOBJ__RING_SLEEPERS];
 };
-_Static_assert(sizeof(struct shmobj__ring_hdr) == 640, "ring header layout");
+_Static_assert(sizeof(struct shmobj__ring_hdr) == 896, "ring header layout");
 _Static_assert(offsetof(struct shmobj__ring_hdr, enq_pos) == 64, "enq line");
 _Static_assert(offsetof(struct shmobj__ring_hdr, deq_pos) == 128, "deq line");
 _Static_assert(offsetof(struct shmobj__ring_hdr, cons_waiters) == 192, "l3");
 _Static_assert(offsetof(struct shmobj__ring_hdr, prod_waiters) == 256, "l4");
 _Static_assert(offsetof(struct shmobj__ring_hdr, notify) == 384, "notify");
+_Static_assert(offsetof(struct shmobj__ring_hdr, sleepers) == 640, "sleepers");
 
 /* This process's view of a ring: pointers and geometry validated once at
  * attach time, so nothing read from shared memory later can move an access
@@ -171,6 +199,13 @@ struct shmobj__ring {
     _Atomic uint64_t stall_since;
     _Atomic uint64_t pstall_pos;
     _Atomic uint64_t pstall_since;
+    /* this view's sleeper record: (pid << 32) | (index + 1) of the process
+     * that found it, 0 none yet (a forked child finds its own) */
+    _Atomic uint64_t sleeper;
+    /* wakes that woke nobody since the last repair, and how many trigger
+     * the next one (doubling while repairs find nothing) */
+    _Atomic uint32_t futile;
+    _Atomic uint32_t repair_after;
 };
 
 /* Default for shmobj__ring.stall_ns. */
@@ -214,6 +249,11 @@ int shmobj__ring_take(struct shmobj__ring *r, uint64_t *v, int64_t spin_ns,
                       uint64_t deadline);
 int shmobj__ring_peek(struct shmobj__ring *r, uint64_t *v, int64_t spin_ns,
                       uint64_t deadline);
+
+/* Take back the sleeper counts of processes that died asleep; true when
+ * some count was taken back. Run by wakers whose wakes keep waking nobody,
+ * and by a process that finds every sleeper record taken. */
+bool shmobj__ring_sleepers_repair(struct shmobj__ring *r);
 
 /* Messages claimed or waiting (enq_pos - deq_pos, at most capacity). */
 uint64_t shmobj__ring_count(const struct shmobj__ring *r);
