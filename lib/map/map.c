@@ -23,6 +23,9 @@
  *    from the intent and a scan of the table, so a kill at any instruction
  *    loses nothing that was committed and leaks at most one block. */
 #include <sched.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 
@@ -706,46 +709,93 @@ static __attribute__((noinline, cold)) void read_delay(uint64_t ns)
         cpu_relax();
 }
 
+/* The candidates of group gp for hash, as shmobj_htcore_ref_group()
+ * returns them (slots whose tag and stored hash bits match, plus
+ * SHMOBJ_HTCORE_GROUP_END when the group has an empty slot), computed in
+ * place for the lookup fast path: 16 control bytes (a tag, or
+ * SHMOBJ_HTCORE_CTRL_EMPTY / _DELETED) followed by 16 slots of
+ * SHMOBJ_HTCORE_REF_SLOT bytes (value << SHMOBJ_HTCORE_REF_HASH_BITS | hash
+ * bits 7..26), the layout htcore's golden vectors pin. */
+static inline uint32_t group_candidates(const uint8_t *gp, uint64_t hash)
+{
+    uint32_t tags, empty;
+#if defined(__SSE2__)
+    __m128i ctrl = _mm_loadu_si128((const __m128i *)(const void *)gp);
+    tags = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(ctrl, _mm_set1_epi8((char)(hash & 0x7f))));
+    empty = (uint32_t)_mm_movemask_epi8(
+        _mm_cmpeq_epi8(ctrl, _mm_set1_epi8((char)SHMOBJ_HTCORE_CTRL_EMPTY)));
+#else
+    tags = empty = 0;
+    for (unsigned j = 0; j < SHMOBJ_HTCORE_GROUP; j++) {
+        tags |= (uint32_t)(gp[j] == (hash & 0x7f)) << j;
+        empty |= (uint32_t)(gp[j] == SHMOBJ_HTCORE_CTRL_EMPTY) << j;
+    }
+#endif
+    const uint64_t bits_mask = (UINT64_C(1) << SHMOBJ_HTCORE_REF_HASH_BITS) - 1;
+    uint64_t bits = (hash >> 7) & bits_mask;
+    uint32_t out = 0;
+    while (tags != 0) {
+        unsigned j = map_ctz(tags);
+        uint64_t sv;
+        tags &= tags - 1;
+        memcpy(&sv, gp + SHMOBJ_HTCORE_GROUP + (size_t)j * SHMOBJ_HTCORE_REF_SLOT, sizeof sv);
+        if ((sv & bits_mask) == bits)
+            out |= 1u << j;
+    }
+    return empty != 0 ? out | SHMOBJ_HTCORE_GROUP_END : out;
+}
+
 /* lookup() for the common case, as one short straight path (a shorter
  * path lets the processor overlap consecutive gets' cache misses): the
  * shard is not being written, its table shape is cached, and every offset
  * lies in the mapped part of the segment. Anything else, including what
  * looks like damage, returns MAP_FAST_NO and the caller runs lookup(),
  * which sorts it out. Otherwise 0 (value copied when it fits, *vlen set)
- * or ENOTFOUND, both from a validated read section. */
+ * or ENOTFOUND, both from a validated read section. The home group's
+ * lines are fetched first, from the cached shape before it is validated
+ * (a prefetch never faults), so the miss is served while the checks run. */
 #define MAP_FAST_NO 1
 static int lookup_fast(shmobj_map *m, uint64_t hash, const void *key,
                        size_t klen, void *buf, size_t buf_len, uint32_t *vlen)
 {
     unsigned idx = (unsigned)(hash >> SHMOBJ__MAP_SHARD_SHIFT);
-    struct shmobj__map_shard *s = &m->ctl->shards_[idx];
     struct tcache *c = &m->tc[idx];
-    uint64_t q1 = atomic_load_explicit(&s->seq, memory_order_acquire);
     uint32_t cq = atomic_load_explicit(&c->seq, memory_order_acquire);
-    shmobj__ref tref = atomic_load_explicit(&s->table, memory_order_acquire);
-    if ((q1 & 1) || (cq & 1) || c->ref != tref || tref == 0)
-        return MAP_FAST_NO;
-    shmobj_htcore ht = c->ht;
+    const uint8_t *groups = c->ht.groups;
+    uint64_t gbytes = c->ht.group_bytes, gmask = c->ht.mask / SHMOBJ_HTCORE_GROUP;
+    uint64_t g = (hash >> 7) & gmask;
+#if defined(__GNUC__)
+    const uint8_t *home = groups + g * gbytes;
+    __builtin_prefetch(home);
+    __builtin_prefetch(home + 64);
+    __builtin_prefetch(home + 128);
+#endif
+    const uint64_t *w = (const uint64_t *)(const void *)c->ht.hdr;
+    shmobj__ref cref = c->ref;
     uint64_t w0 = c->words[0], w3 = c->words[1], w7 = c->words[2];
+    struct shmobj__map_shard *s = &m->ctl->shards_[idx];
+    uint64_t q1 = atomic_load_explicit(&s->seq, memory_order_acquire);
+    shmobj__ref tref = atomic_load_explicit(&s->table, memory_order_acquire);
     atomic_thread_fence(memory_order_acquire);
-    if (atomic_load_explicit(&c->seq, memory_order_relaxed) != cq)
-        return MAP_FAST_NO; /* another thread of ours rewrote the entry */
+    if (atomic_load_explicit(&c->seq, memory_order_relaxed) != cq || (cq & 1) ||
+        (q1 & 1) || cref != tref || tref == 0)
+        return MAP_FAST_NO; /* not cached, being rewritten, or a writer */
     /* the header words validated with the shape must still be in place */
-    const uint64_t *w = (const uint64_t *)(const void *)ht.hdr;
     if (w[0] != w0 || w[3] != w3 || w[7] != w7)
         return MAP_FAST_NO;
 
     uint64_t mapped = atomic_load_explicit(&m->sp->mapped, memory_order_acquire);
     const uint8_t *base = m->sp->base;
-    uint64_t gmask = ht.mask / SHMOBJ_HTCORE_GROUP;
-    uint64_t g = (hash >> 7) & gmask;
     int rc = SHMOBJ_ENOTFOUND;
     for (uint64_t step = 0; step <= gmask; step++) {
-        uint32_t r = shmobj_htcore_ref_group(&ht, g, hash);
+        const uint8_t *gp = groups + g * gbytes;
+        uint32_t r = group_candidates(gp, hash);
         uint32_t cand = r & (SHMOBJ_HTCORE_GROUP_END - 1);
         while (cand != 0) {
-            uint64_t off = group_slot(&ht, g, map_ctz(cand))
-                           << SHMOBJ__MAP_SLOT_SHIFT;
+            uint64_t sv;
+            memcpy(&sv, gp + SHMOBJ_HTCORE_GROUP + (size_t)map_ctz(cand) * SHMOBJ_HTCORE_REF_SLOT,
+                   sizeof sv);
+            uint64_t off = (sv >> SHMOBJ_HTCORE_REF_HASH_BITS) << SHMOBJ__MAP_SLOT_SHIFT;
             cand &= cand - 1;
             struct shmobj__map_entry h;
             if (off < 16 || !shmobj__range_ok(off, SHMOBJ__MAP_ENTRY_HEADER, mapped))
@@ -841,9 +891,6 @@ int shmobj_map_get(shmobj_map *map, const void *key, size_t key_len,
     if (!key_ok(map, key, key_len) || (buf == NULL && buf_len > 0))
         return SHMOBJ_EINVAL;
     uint64_t hash = shmobj_htcore_hash64(key, key_len, map->seed);
-    /* Start the group's miss now: the checks before the probe then run
-     * while it is served. */
-    prefetch_hash(map, hash);
     uint32_t vlen = 0;
     int rc = lookup_copy(map, hash, key, key_len, buf, buf_len, &vlen);
     if (rc != 0)
