@@ -1061,15 +1061,21 @@ static void test_obj_get_stale_across_processes(void **state)
 /* Lookups of short string keys (held in their slots) and of keys that look
  * alike: lengths 0..8, an embedded NUL, a bytes key of the same content,
  * an int key. Every path (index, get_str, get) agrees. */
+/* Dict pairs name[j] -> j, in kv[0 .. 2n). */
+static void names_to_positions(shmobj_value *kv, const char *const *names, int n)
+{
+    for (int j = 0; j < n; j++) {
+        kv[2 * j] = SHMOBJ_VAL_STR(names[j]);
+        kv[2 * j + 1] = SHMOBJ_VAL_INT(j);
+    }
+}
+
 static void test_view_index_short_keys(void **state)
 {
     static const char *const names[] = {"", "a", "ab", "abc", "abcd", "abcdefg", "abcdefgh"};
     enum { NS = sizeof names / sizeof names[0] };
     shmobj_value kv[2 * (NS + 4)];
-    for (int j = 0; j < NS; j++) {
-        kv[2 * j] = SHMOBJ_VAL_STR(names[j]);
-        kv[2 * j + 1] = SHMOBJ_VAL_INT(j);
-    }
+    names_to_positions(kv, names, NS);
     kv[2 * NS] = SHMOBJ_VAL_STRN("a\0b", 3);
     kv[2 * NS + 1] = SHMOBJ_VAL_INT(100);
     kv[2 * NS + 2] = SHMOBJ_VAL_BYTES("ab", 2);
@@ -1197,10 +1203,7 @@ static void test_view_prepared_keys(void **state)
                                        "in_a_good_state", "a key longer than sixteen bytes"};
     enum { NS = sizeof strs / sizeof strs[0] };
     shmobj_value kv[2 * (NS + 2)];
-    for (int j = 0; j < NS; j++) {
-        kv[2 * j] = SHMOBJ_VAL_STR(strs[j]);
-        kv[2 * j + 1] = SHMOBJ_VAL_INT(j);
-    }
+    names_to_positions(kv, strs, NS);
     kv[2 * NS] = SHMOBJ_VAL_BYTES("health", 6);
     kv[2 * NS + 1] = SHMOBJ_VAL_INT(100);
     kv[2 * NS + 2] = SHMOBJ_VAL_INT(-5);
