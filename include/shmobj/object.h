@@ -614,6 +614,10 @@ SHMOBJ_API int shmobj_view_get_key(const shmobj_view *view, const shmobj_key *ke
  *       it) when it is replaced: its memory is freed and may be reused.
  *       Coordinate with the readers first (the queue's completion protocol,
  *       or a lock of your own). Views of scalar items need no such care.
+ *       Taking a view of the item while it is being replaced
+ *       (shmobj_view_item() and the like) is safe: it names the old value
+ *       or the new one and does not fail because of the replacement; the
+ *       rule above applies to holding that view afterwards.
  * @since 0.1
  */
 SHMOBJ_API int shmobj_view_set(shmobj_view *view, const shmobj_value *val);

@@ -166,6 +166,10 @@ int shmobj__view_follow(struct shmobj__space *sp, uint64_t p, uint64_t blk,
     return view_follow(sp, p, blk, blen, bgen, out);
 }
 
+/* Times a view follows a slot's value anew after finding it replaced
+ * under it (each time by another process's shmobj_view_set()). */
+#define FOLLOW_RETRIES 64
+
 static inline __attribute__((always_inline)) int
 view_slot(struct shmobj__space *sp, uint64_t slot_off, uint64_t blk,
           uint64_t blen, uint16_t bgen, int ro, shmobj_view *out)
@@ -191,11 +195,22 @@ view_slot(struct shmobj__space *sp, uint64_t slot_off, uint64_t blk,
         return 0;
     case SHMOBJ__SLOT_OBJ: {
         uint64_t p = atomic_load_explicit(&s->payload, memory_order_acquire);
-        if (p == 0) {
-            out->type = SHMOBJ_TYPE_NULL;
-            return 0;
+        for (unsigned tries = 0;; tries++) {
+            if (p == 0) {
+                out->type = SHMOBJ_TYPE_NULL;
+                return 0;
+            }
+            int rc = view_follow(sp, p, blk, blen, bgen, out);
+            if (rc == 0)
+                return 0;
+            /* Another process may have replaced the value (and freed its
+             * block) while we followed it: then follow the new one. An
+             * error stands only for a slot that still names what failed. */
+            uint64_t now = atomic_load_explicit(&s->payload, memory_order_acquire);
+            if (now == p || tries == FOLLOW_RETRIES)
+                return rc;
+            p = now;
         }
-        return view_follow(sp, p, blk, blen, bgen, out);
     }
     case SHMOBJ__SLOT_SSTR: {
         uint8_t n = s->reserved0;
