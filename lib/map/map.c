@@ -765,7 +765,8 @@ static int lookup_fast(shmobj_map *m, uint64_t hash, const void *key,
     uint64_t gbytes = c->ht.group_bytes, gmask = c->ht.mask / SHMOBJ_HTCORE_GROUP;
     uint64_t g = (hash >> 7) & gmask;
 #if defined(__GNUC__)
-    const uint8_t *home = groups + g * gbytes;
+    /* integer arithmetic: the shape may be torn or still empty here */
+    const uint8_t *home = (const uint8_t *)((uintptr_t)groups + g * gbytes);
     __builtin_prefetch(home);
     __builtin_prefetch(home + 64);
     __builtin_prefetch(home + 128);
