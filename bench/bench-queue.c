@@ -79,28 +79,6 @@ static int segment_new(uint64_t size, shmobj_segment **seg)
     return shmobj_segment_create("bench-queue", &o, seg);
 }
 
-/* Map every page of the segment into this process, as the peers fault
- * their rings in before the clock starts: a forked process shares the
- * segment's pages but not the parent's page tables, and a heap block met
- * for the first time would otherwise cost a fault per 4 KiB page inside the
- * timing. The segment's base is found from any block's address and offset. */
-static int segment_prefault(shmobj_segment *seg, shmobj_queue *q)
-{
-    shmobj_segment_info info = {.struct_size = sizeof info};
-    shmobj_ref ref;
-    void *p;
-    if (shmobj_segment_info_get(seg, &info) != 0 ||
-        shmobj_queue_msg_alloc(q, 16, 0, &ref, &p) != 0)
-        return -1;
-    const volatile unsigned char *base =
-        (const unsigned char *)p - (ref & ((UINT64_C(1) << 48) - 1));
-    uint64_t acc = 0;
-    for (uint64_t off = 0; off < info.size; off += 4096)
-        acc += base[off];
-    bench_keep(acc);
-    return shmobj_queue_msg_free(q, ref);
-}
-
 /* ---- W1 ------------------------------------------------------------------ */
 
 #define W1_SPIN_NS 100000
@@ -162,7 +140,10 @@ static int w1_producer(void *arg)
     struct w1_job *j = (struct w1_job *)arg;
     bench_pin(1);
     shmobj_queue_spin_set(j->q, W1_SPIN_NS);
-    if (segment_prefault(j->seg, j->q) != 0)
+    /* Map every page of the segment in before the clock starts, as the
+     * peers fault their rings in: a forked process shares the segment's
+     * pages but not the parent's page tables. */
+    if (shmobj_segment_prefault(j->seg) != 0)
         return 2;
     uint64_t sent = 0, rest = 0;
     uint64_t *src = NULL;
@@ -282,7 +263,7 @@ static int w1_run(const bench_ctx *ctx)
         return bench_fail("fork: %s", strerror(errno));
     bench_pin(0);
     shmobj_queue_spin_set(j.q, W1_SPIN_NS);
-    if (segment_prefault(seg, j.q) != 0)
+    if (shmobj_segment_prefault(seg) != 0)
         return bench_fail("prefault failed");
     uint64_t sum = 0;
     ctl_barrier(j.ctl);

@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -441,6 +442,79 @@ static void test_segment_backend_file_and_memfd(void **state)
     assert_int_equal(shmobj_segment_open_fd(-1, 0, &b), SHMOBJ_EINVAL);
 }
 
+/* Resident bytes of this process's mapping that holds addr (the Rss line
+ * of /proc/self/smaps). */
+static uint64_t mapping_rss(const void *addr)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    char line[512];
+    int in = 0;
+    uint64_t kb = UINT64_MAX;
+    assert_non_null(f);
+    while (fgets(line, sizeof line, f) != NULL) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' '))
+            in = (uintptr_t)addr >= lo && (uintptr_t)addr < hi;
+        else if (in && sscanf(line, "Rss: %lu kB", &lo) == 1) {
+            kb = lo;
+            break;
+        }
+    }
+    fclose(f);
+    assert_true(kb != UINT64_MAX);
+    return kb * 1024;
+}
+
+/* Prefaulting maps every page of the current size into this process, at
+ * creation with SHMOBJ_SEGMENT_PREFAULT or later by a call (also after
+ * growth), and changes no byte. */
+static void test_segment_prefault(void **state)
+{
+    (void)state;
+    char name[96];
+    shmobj_segment *seg;
+    shmobj_segment_options o;
+    shmobj_ref ref;
+    void *p;
+    shmobj_segment_options_init(&o);
+    o.initial_size = 32 * MiB;
+    o.max_size = 128 * MiB;
+    test_name(name, sizeof name, "prefault");
+    assert_int_equal(shmobj_segment_create(name, &o, &seg), 0);
+    assert_int_equal(shmobj_arena_alloc(seg, 4096, 16, &ref, &p), 0);
+    memset(p, 0x5a, 4096);
+    assert_true(mapping_rss(p) < 8 * MiB);
+    assert_int_equal(shmobj_segment_prefault(seg), 0);
+    assert_true(mapping_rss(p) >= 32 * MiB);
+    for (size_t i = 0; i < 4096; i++)
+        assert_int_equal(((unsigned char *)p)[i], 0x5a);
+    /* after growth, again */
+    void *big;
+    shmobj_ref bref;
+    assert_int_equal(shmobj_arena_alloc(seg, 48 * MiB, 16, &bref, &big), 0);
+    shmobj_segment_info info = {.struct_size = sizeof info};
+    assert_int_equal(shmobj_segment_info_get(seg, &info), 0);
+    assert_true(info.size > 48 * MiB);
+    assert_int_equal(shmobj_segment_prefault(seg), 0);
+    assert_true(mapping_rss(p) >= info.size);
+    shmobj_segment_close(seg);
+    assert_int_equal(shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM), 0);
+
+    /* at creation */
+    o.max_size = 0;
+    o.flags = SHMOBJ_SEGMENT_PREFAULT;
+    test_name(name, sizeof name, "prefault");
+    assert_int_equal(shmobj_segment_create(name, &o, &seg), 0);
+    assert_int_equal(shmobj_arena_alloc(seg, 16, 16, &ref, &p), 0);
+    assert_true(mapping_rss(p) >= 32 * MiB);
+    shmobj_segment_close(seg);
+    assert_int_equal(shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM), 0);
+
+    assert_int_equal(shmobj_segment_prefault(NULL), SHMOBJ_EINVAL);
+    o.flags = 1u << 7; /* unknown */
+    assert_int_equal(shmobj_segment_create(name, &o, &seg), SHMOBJ_EINVAL);
+}
+
 static void test_segment_roots_set_get_del(void **state)
 {
     (void)state;
@@ -722,6 +796,7 @@ int main(void)
         cmocka_unit_test(test_segment_open_unfinished_times_out),
         cmocka_unit_test(test_segment_backend_file_and_memfd),
         cmocka_unit_test(test_segment_roots_set_get_del),
+        cmocka_unit_test(test_segment_prefault),
         cmocka_unit_test(test_arena_alloc_via_segment),
         cmocka_unit_test(test_segment_grow_across_processes),
         cmocka_unit_test(test_arena_fragmented_fixed_enomem_growable_ok),

@@ -33,7 +33,10 @@ enum shmobj_backend {
 /** @brief Flags of shmobj_segment_options.flags. */
 enum shmobj_segment_flag {
     /** replace an existing segment of the same name instead of failing */
-    SHMOBJ_SEGMENT_REPLACE = 1u << 0
+    SHMOBJ_SEGMENT_REPLACE = 1u << 0,
+    /** map all the pages of the new segment into the creating process at
+     *  once (see shmobj_segment_prefault()) */
+    SHMOBJ_SEGMENT_PREFAULT = 1u << 1
 };
 
 /** @brief Longest segment name, in bytes, without the terminating NUL. */
@@ -211,6 +214,27 @@ typedef struct shmobj_segment_info {
  * @since 0.1
  */
 SHMOBJ_API int shmobj_segment_info_get(shmobj_segment *seg, shmobj_segment_info *info);
+
+/**
+ * @brief Map every page of the segment's current size into this process
+ *        now, so that first touches later take no page fault.
+ *
+ * A process maps the pages of a segment lazily: the first access to each
+ * 4 KiB page costs a fault (about a microsecond), which a latency-sensitive
+ * producer or consumer may rather pay up front, e.g. right after
+ * shmobj_segment_open(). Touches no byte's value and is safe while other
+ * processes use the segment. Pages added by later growth are not included:
+ * call it again after the segment grew.
+ * @param[in] seg segment
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL seg
+ * @retval SHMOBJ_ENOMEM the system could not map the pages
+ * @retval SHMOBJ_ECORRUPT the published size exceeds the backing object
+ * @note Thread-safe. Costs time in proportion to the size (roughly
+ *       0.1 s per GiB).
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_segment_prefault(shmobj_segment *seg);
 
 /** @brief Longest root name, in bytes, without the terminating NUL. */
 #define SHMOBJ_ROOT_NAME_MAX 47

@@ -234,6 +234,24 @@ int shmobj__os_map(int fd, uint64_t max_size, void **base)
     return 0;
 }
 
+int shmobj__os_prefault(void *base, uint64_t len)
+{
+    if (len == 0)
+        return 0;
+#if defined(MADV_POPULATE_WRITE)
+    if (madvise(base, (size_t)len, MADV_POPULATE_WRITE) == 0)
+        return 0;
+    if (errno != EINVAL) /* EINVAL: a kernel older than 5.14 */
+        return errno_status(errno);
+#endif
+    /* Touch each page with a write that changes nothing: an atomic OR of 0
+     * cannot clobber what another process writes there meanwhile. */
+    uint64_t page = shmobj__os_page_size();
+    for (uint64_t off = 0; off < len; off += page)
+        __atomic_fetch_or((unsigned char *)base + off, 0, __ATOMIC_RELAXED);
+    return 0;
+}
+
 void shmobj__os_unmap(void *base, uint64_t max_size)
 {
     if (base != NULL)

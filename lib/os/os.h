@@ -122,4 +122,9 @@ void shmobj__os_unmap(void *base, uint64_t max_size);
 /* Size of a page. */
 uint64_t shmobj__os_page_size(void);
 
+/* Map every page of [base, base + len) of a shared mapping into this
+ * process, writable, so that first accesses take no page fault. Leaves the
+ * bytes as they are. */
+int shmobj__os_prefault(void *base, uint64_t len);
+
 #endif /* SHMOBJ_OS_H */

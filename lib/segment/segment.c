@@ -154,7 +154,7 @@ int shmobj_segment_create(const char *name, const shmobj_segment_options *opts,
         o = *opts;
     }
     if (o.backend > SHMOBJ_BACKEND_MEMFD || !name_ok(name, o.backend) ||
-        (o.flags & ~(unsigned)SHMOBJ_SEGMENT_REPLACE) != 0 ||
+        (o.flags & ~(unsigned)(SHMOBJ_SEGMENT_REPLACE | SHMOBJ_SEGMENT_PREFAULT)) != 0 ||
         (o.mode & ~07777u) != 0)
         return SHMOBJ_EINVAL;
     uint64_t page = shmobj__os_page_size();
@@ -212,6 +212,8 @@ int shmobj_segment_create(const char *name, const shmobj_segment_options *opts,
     rc = shmobj__os_mutex_init(&h->lock);
     if (rc == 0)
         rc = shmobj__seg_heap_init(seg, size);
+    if (rc == 0 && (o.flags & SHMOBJ_SEGMENT_PREFAULT) != 0)
+        rc = shmobj__os_prefault(seg->space.base, size);
     if (rc == 0) {
         atomic_store_explicit(&h->size, size, memory_order_relaxed);
         shmobj__seg_header_seal(h);
@@ -403,6 +405,18 @@ int shmobj_segment_wait_attached(shmobj_segment *seg, unsigned count,
         if (rc != 0)
             return rc;
     }
+}
+
+int shmobj_segment_prefault(shmobj_segment *seg)
+{
+    if (seg == NULL)
+        return SHMOBJ_EINVAL;
+    uint64_t size = atomic_load_explicit(&seg->hdr->size, memory_order_acquire);
+    /* widen this process's view to the published size first */
+    int rc = shmobj__segment_extend(&seg->space, size);
+    if (rc != 0)
+        return rc;
+    return shmobj__os_prefault(seg->space.base, size);
 }
 
 int shmobj_segment_info_get(shmobj_segment *seg, shmobj_segment_info *info)
