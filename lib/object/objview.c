@@ -514,11 +514,12 @@ dict_find_short(const shmobj_view *v, const uint8_t *kp, uint64_t kn,
     return SHMOBJ_ENOTFOUND;
 }
 
-/* The first probe of dict_find_short(), for a key that sits in its home
- * entry (most keys, at the index's load): 1 with *out set when that entry
- * holds the key, else 0 and the caller runs dict_find_short(), which
- * decides everything else (absent, later entries, damage) the same way as
- * before. A hit here is the hit dict_find_short() would return. */
+/* dict_find_short() for the common case, without calls (so it keeps few
+ * registers and stays cheap to inline): 1 with *out set when the probe
+ * meets the key among short string keys, else 0 and the caller runs
+ * dict_find_short(), which decides everything else (absent, a key slot of
+ * another kind, damage). It probes in the same order and steps over the
+ * same entries, so a hit here is the hit dict_find_short() would return. */
 static inline __attribute__((always_inline)) int
 dict_hit_short(const shmobj_view *v, uint64_t kn, uint64_t word, uint64_t hash,
                size_t *out)
@@ -527,19 +528,27 @@ dict_hit_short(const shmobj_view *v, uint64_t kn, uint64_t word, uint64_t hash,
     if (cap == 0)
         return 0;
     const uint64_t *ix = (const uint64_t *)((const uint8_t *)v->obj + 16);
-    uint64_t e = ix[hash & (cap - 1)], item = (e & UINT32_MAX) - 1;
-    if (e == 0 || (uint32_t)(e >> 32) != (uint32_t)(hash >> 32) || item >= v->count)
-        return 0;
-    const struct shmobj__slot *k = (const void *)((const uint8_t *)(ix + cap) + 32 * item);
-    if (k->tag != SHMOBJ__SLOT_SSTR || k->reserved0 != kn)
-        return 0;
+    const uint8_t *pairs = (const uint8_t *)(ix + cap);
     uint64_t mask = kn == 0 ? 0 : ~UINT64_C(0) >> (64 - 8 * kn);
-    uint64_t pl = atomic_load_explicit(&((struct shmobj__slot *)k)->payload,
-                                       memory_order_relaxed);
-    if ((pl & mask) != word)
-        return 0;
-    *out = (size_t)item;
-    return 1;
+    uint64_t m = cap - 1, pos = hash & m;
+    uint32_t tag = (uint32_t)(hash >> 32);
+    for (uint64_t left = cap; left != 0; left--, pos = (pos + 1) & m) {
+        uint64_t e = ix[pos], item = (e & UINT32_MAX) - 1;
+        if (e == 0 || item >= v->count)
+            return 0;
+        if ((uint32_t)(e >> 32) != tag)
+            continue;
+        const struct shmobj__slot *k = (const void *)(pairs + 32 * item);
+        if (k->tag != SHMOBJ__SLOT_SSTR || k->reserved0 > SHMOBJ__SSTR_MAX)
+            return 0;
+        uint64_t pl = atomic_load_explicit(&((struct shmobj__slot *)k)->payload,
+                                           memory_order_relaxed);
+        if (k->reserved0 == kn && (pl & mask) == word) {
+            *out = (size_t)item;
+            return 1;
+        }
+    }
+    return 0;
 }
 
 /* The lookup of a longer string key in a dict: the same probe as
@@ -683,8 +692,8 @@ static __attribute__((noinline)) int find_key_general(const shmobj_view *view,
 }
 
 /* The position of a prepared key. A short string key of a dict (a field
- * name, the common case) found in its home entry takes a few loads and no
- * loop; everything else takes the full probe, out of line. */
+ * name, the common case) is found inline; everything else takes the full
+ * probe, out of line. */
 static inline __attribute__((always_inline)) int
 find_key(const shmobj_view *view, const shmobj_key *k, size_t *i)
 {
