@@ -660,9 +660,13 @@ static int wait_op(struct shmobj__ring *r, enum op op, uint64_t *v,
             if (shmobj__os_now_ns() >= end)
                 break;
         }
-        if (spin_ns < 0 || shmobj__os_now_ns() >= deadline)
+        if (spin_ns < 0)
             return SHMOBJ_ETIMEDOUT;
     }
+    /* Expired (a zero timeout, or the spin used it up): no need to count
+     * ourselves as a sleeper. */
+    if (shmobj__os_now_ns() >= deadline)
+        return SHMOBJ_ETIMEDOUT;
     struct shmobj__ring_hdr *h = r->hdr;
     unsigned side = op == OP_PUT ? 1 : 0;
     _Atomic uint32_t *waiters = side ? &h->prod_waiters : &h->cons_waiters;
