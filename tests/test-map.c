@@ -175,6 +175,57 @@ static void test_map_set_get_basic(void **state)
     assert_int_equal(shmobj_map_check(m), 0);
 }
 
+/* A batch answers each request as a single get would: present and
+ * absent keys, values of many lengths, buffers too small, bad requests
+ * among good ones, batches of every length around the internal group. */
+static void test_map_get_many_matches_single_gets(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_map *m = f->map;
+    enum { KEYS = 3000, REQS = 37 };
+    char keys[2 * KEYS][24];
+    for (int i = 0; i < 2 * KEYS; i++) {
+        int kl = snprintf(keys[i], sizeof keys[i], "k%d", i);
+        if (i < KEYS) { /* values of 0..63 bytes; the rest stay absent */
+            char v[64];
+            memset(v, 'a' + i % 26, sizeof v);
+            assert_int_equal(shmobj_map_set(m, keys[i], (size_t)kl, v, (size_t)(i % 64)), 0);
+        }
+    }
+    shmobj_map_get_req reqs[REQS];
+    char bufs[REQS][64], one[64];
+    for (int round = 0; round < 400; round++) {
+        size_t n = (size_t)(rnd() % (REQS + 1));
+        for (size_t j = 0; j < n; j++) {
+            int i = (int)(rnd() % (2 * KEYS));
+            reqs[j].key = keys[i];
+            reqs[j].key_len = strlen(keys[i]);
+            reqs[j].buf = bufs[j];
+            reqs[j].buf_len = rnd() % 4 == 0 ? rnd() % 64 : 64;
+            if (rnd() % 16 == 0) { /* a bad request: a buffer length with no buffer */
+                reqs[j].buf = NULL;
+                reqs[j].buf_len = 1;
+            }
+        }
+        assert_int_equal(shmobj_map_get_many(m, reqs, n), 0);
+        for (size_t j = 0; j < n; j++) {
+            size_t len = 0;
+            int rc = shmobj_map_get(m, reqs[j].key, reqs[j].key_len,
+                                    reqs[j].buf ? one : NULL, reqs[j].buf_len, &len);
+            assert_int_equal(reqs[j].status, rc);
+            if (rc == 0 || rc == SHMOBJ_ENOBUFS)
+                assert_int_equal(reqs[j].value_len, len);
+            else
+                assert_int_equal(reqs[j].value_len, 0);
+            if (rc == 0)
+                assert_memory_equal(reqs[j].buf, one, len);
+        }
+    }
+    assert_int_equal(shmobj_map_get_many(m, NULL, 0), 0);
+    assert_int_equal(shmobj_map_get_many(m, NULL, 1), SHMOBJ_EINVAL);
+    assert_int_equal(shmobj_map_get_many(NULL, reqs, 1), SHMOBJ_EINVAL);
+}
+
 /* A view stays intact while the key is replaced and deleted. */
 static void test_map_view_survives_replace(void **state)
 {
@@ -869,6 +920,7 @@ int main(int argc, char **argv)
         kill_rounds = (unsigned)strtoul(argv[1], NULL, 10);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_map_set_get_basic, setup_small, teardown),
+        cmocka_unit_test_setup_teardown(test_map_get_many_matches_single_gets, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_map_view_survives_replace, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_map_random_vs_reference, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_map_two_procs_million_keys, setup_big, teardown),

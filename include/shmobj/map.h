@@ -49,6 +49,18 @@ typedef struct shmobj_map_view {
     uint64_t guard_;   /**< internal: the read guard */
 } shmobj_map_view;
 
+/** @brief One lookup of shmobj_map_get_many(): what shmobj_map_get() takes
+ *  and gives, in one record. */
+typedef struct shmobj_map_get_req {
+    const void *key;  /**< in: key bytes (may be NULL when key_len is 0) */
+    size_t key_len;   /**< in: bytes of key */
+    void *buf;        /**< in: where the value goes (may be NULL when buf_len is 0) */
+    size_t buf_len;   /**< in: bytes available at buf */
+    size_t value_len; /**< out: the value's length (also on SHMOBJ_ENOBUFS) */
+    int status;       /**< out: what shmobj_map_get() would return */
+    uint32_t reserved_; /**< internal */
+} shmobj_map_get_req;
+
 /** @brief Statistics of a map, see shmobj_map_stats_get(). */
 typedef struct shmobj_map_stats {
     uint32_t struct_size;  /**< sizeof(shmobj_map_stats), set by the caller */
@@ -151,6 +163,25 @@ SHMOBJ_API int shmobj_map_set(shmobj_map *map, const void *key, size_t key_len,
  */
 SHMOBJ_API int shmobj_map_get(shmobj_map *map, const void *key, size_t key_len,
                               void *buf, size_t buf_len, size_t *value_len);
+
+/**
+ * @brief Copy many values out at once, overlapping their memory latency.
+ *
+ * Each request is answered as shmobj_map_get() would answer it, into its
+ * own `status` and `value_len`; a batch is not one atomic snapshot (each
+ * lookup is). The lookups are taken in groups whose table and entry lines
+ * are fetched together before any of them is compared, so a batch of keys
+ * spread over a large map costs much less than as many single gets.
+ * @param[in] map map
+ * @param[in,out] reqs n requests
+ * @param[in] n number of requests
+ * @retval 0 every request was answered (see each status)
+ * @retval SHMOBJ_EINVAL NULL map, or NULL reqs with n > 0 (nothing answered)
+ * @note Thread- and process-safe, lock-free, like shmobj_map_get().
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_map_get_many(shmobj_map *map, shmobj_map_get_req *reqs,
+                                   size_t n);
 
 /**
  * @brief Hint that a key will be looked up soon: starts loading the part

@@ -886,19 +886,96 @@ static int lookup_copy(shmobj_map *m, uint64_t hash, const void *key,
     return rc;
 }
 
-int shmobj_map_get(shmobj_map *map, const void *key, size_t key_len,
-                   void *buf, size_t buf_len, size_t *value_len)
+/* shmobj_map_get() once its arguments are checked and its key hashed. */
+static int get_hashed(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
+                      void *buf, size_t buf_len, size_t *value_len)
 {
-    if (!key_ok(map, key, key_len) || (buf == NULL && buf_len > 0))
-        return SHMOBJ_EINVAL;
-    uint64_t hash = shmobj_htcore_hash64(key, key_len, map->seed);
     uint32_t vlen = 0;
-    int rc = lookup_copy(map, hash, key, key_len, buf, buf_len, &vlen);
+    int rc = lookup_copy(m, hash, key, klen, buf, buf_len, &vlen);
     if (rc != 0)
         return rc;
     if (value_len != NULL)
         *value_len = vlen;
     return vlen <= buf_len ? 0 : SHMOBJ_ENOBUFS;
+}
+
+int shmobj_map_get(shmobj_map *map, const void *key, size_t key_len,
+                   void *buf, size_t buf_len, size_t *value_len)
+{
+    if (!key_ok(map, key, key_len) || (buf == NULL && buf_len > 0))
+        return SHMOBJ_EINVAL;
+    return get_hashed(map, shmobj_htcore_hash64(key, key_len, map->seed), key,
+                      key_len, buf, buf_len, value_len);
+}
+
+/* Lookups a batch fetches together: enough to keep the memory system busy,
+ * few enough that the lines of the first are still cached when it is
+ * compared. */
+#define MAP_BATCH 8
+
+/* A hint for a batched lookup: start loading the entry of the first
+ * candidate in the key's home group, found through the shard's cached
+ * shape (read under the cache's sequence counter, so its pointers belong
+ * together and point into the mapping). Nothing read here is trusted: the
+ * lookup that follows checks everything again. */
+static void prefetch_entry(shmobj_map *m, uint64_t hash)
+{
+    struct tcache *c = &m->tc[hash >> SHMOBJ__MAP_SHARD_SHIFT];
+    uint32_t cq = atomic_load_explicit(&c->seq, memory_order_acquire);
+    const uint8_t *groups = c->ht.groups;
+    uint64_t gbytes = c->ht.group_bytes, gmask = c->ht.mask / SHMOBJ_HTCORE_GROUP;
+    shmobj__ref cref = c->ref;
+    atomic_thread_fence(memory_order_acquire);
+    if ((cq & 1) || cref == 0 || atomic_load_explicit(&c->seq, memory_order_relaxed) != cq)
+        return;
+    const uint8_t *gp = groups + ((hash >> 7) & gmask) * gbytes;
+    uint32_t cand = group_candidates(gp, hash) & (SHMOBJ_HTCORE_GROUP_END - 1);
+    if (cand == 0)
+        return;
+    uint64_t sv;
+    memcpy(&sv, gp + SHMOBJ_HTCORE_GROUP + (size_t)map_ctz(cand) * SHMOBJ_HTCORE_REF_SLOT,
+           sizeof sv);
+    uint64_t off = (sv >> SHMOBJ_HTCORE_REF_HASH_BITS) << SHMOBJ__MAP_SLOT_SHIFT;
+    if (off >= atomic_load_explicit(&m->sp->mapped, memory_order_relaxed))
+        return;
+#if defined(__GNUC__)
+    const uint8_t *p = m->sp->base + off;
+    __builtin_prefetch(p);
+    __builtin_prefetch(p + 64);
+    __builtin_prefetch(p + 128);
+#endif
+}
+
+int shmobj_map_get_many(shmobj_map *map, shmobj_map_get_req *reqs, size_t n)
+{
+    if (map == NULL || (reqs == NULL && n > 0))
+        return SHMOBJ_EINVAL;
+    for (size_t at = 0; at < n; at += MAP_BATCH) {
+        shmobj_map_get_req *r = reqs + at;
+        size_t k = n - at < MAP_BATCH ? n - at : MAP_BATCH;
+        uint64_t hash[MAP_BATCH];
+        /* three passes: home groups, then entries, then the lookups, each
+         * pass's loads in flight together */
+        for (size_t i = 0; i < k; i++) {
+            r[i].value_len = 0;
+            r[i].status = key_ok(map, r[i].key, r[i].key_len) &&
+                                  (r[i].buf != NULL || r[i].buf_len == 0)
+                              ? 0
+                              : SHMOBJ_EINVAL;
+            if (r[i].status != 0)
+                continue;
+            hash[i] = shmobj_htcore_hash64(r[i].key, r[i].key_len, map->seed);
+            prefetch_hash(map, hash[i]);
+        }
+        for (size_t i = 0; i < k; i++)
+            if (r[i].status == 0)
+                prefetch_entry(map, hash[i]);
+        for (size_t i = 0; i < k; i++)
+            if (r[i].status == 0)
+                r[i].status = get_hashed(map, hash[i], r[i].key, r[i].key_len,
+                                         r[i].buf, r[i].buf_len, &r[i].value_len);
+    }
+    return 0;
 }
 
 int shmobj_map_get_view(shmobj_map *map, const void *key, size_t key_len,
