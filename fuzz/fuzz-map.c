@@ -155,6 +155,20 @@ static void exercise(void)
             shmobj_map_view_release(&v);
         }
     }
+    /* the same lookups as batches */
+    shmobj_map_get_req reqs[KEYS];
+    char keys[KEYS][64];
+    uint64_t bufs[KEYS][4];
+    for (int i = 0; i < KEYS; i++) {
+        reqs[i].key = keys[i];
+        reqs[i].key_len = (size_t)key_of(i, keys[i]);
+        reqs[i].buf = bufs[i];
+        reqs[i].buf_len = sizeof bufs[i];
+    }
+    expect(shmobj_map_get_many(map, reqs, KEYS) == 0, "get_many");
+    for (int i = 0; i < KEYS; i++)
+        expect(status_ok(reqs[i].status) || reqs[i].status == SHMOBJ_ENOBUFS,
+               "get_many status");
     shmobj_map_iter *it;
     if (shmobj_map_iter_open(map, &it) == 0) {
         const void *k, *val;
