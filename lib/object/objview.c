@@ -912,11 +912,24 @@ int shmobj_view_key_int_add(const shmobj_view *view, const shmobj_key *key,
         return SHMOBJ_EINVAL;
     if (view->type != SHMOBJ_TYPE_DICT && view->type != SHMOBJ_TYPE_STRUCT)
         return SHMOBJ_ETYPE;
-    int rc = find_key(view, key, &i);
-    if (rc == 0)
-        rc = item_int_slot(view, i, &p, 1);
-    if (rc != 0)
-        return rc;
+    p = NULL;
+    if (view->type == SHMOBJ_TYPE_DICT && key->type == SHMOBJ_TYPE_STR &&
+        key->len <= SHMOBJ__SSTR_MAX &&
+        dict_hit_short(view, key->len, key->word_, key->hash_, &i)) {
+        /* The common case, a field name found inline: its value slot lies
+         * in the body body_size() checked when the view was made. */
+        struct shmobj__slot *s =
+            (void *)((uint8_t *)view->obj + shmobj__value_rel(SHMOBJ_TYPE_DICT, view->len, i));
+        if (s->tag == SHMOBJ__SLOT_INT)
+            p = &s->payload;
+    }
+    if (p == NULL) {
+        int rc = find_key_general(view, key, &i);
+        if (rc == 0)
+            rc = item_int_slot(view, i, &p, 1);
+        if (rc != 0)
+            return rc;
+    }
     uint64_t o = atomic_fetch_add_explicit(p, (uint64_t)delta, memory_order_acq_rel);
     if (old != NULL)
         *old = (int64_t)o;
