@@ -21,7 +21,9 @@
  *   and counts any difference from the expected value as lost increments.
  *   Each increment resolves its field anew (record view from the list, then
  *   the field by index or by a lookup of its key in the record's index):
- *   nothing is cached across increments but the list's view.
+ *   nothing about the records is cached across increments but the list's
+ *   view (the dict subject prepares its keys once: their hashes, not where
+ *   they sit in a record).
  *     shmobj-struct  records are structs, fields by index
  *                    (shmobj_item_int_add)
  *     shmobj-dict    records are fixed dicts, fields by key string, the

@@ -17,7 +17,7 @@
  *                    message there, in place, from a 4 KiB pattern it
  *                    generated once (no private copy of the message
  *                    exists), with the stores a producer of outbound
- *                    buffers should use (see fill_stream()); the consumer
+ *                    buffers should use (see fill_streams()); the consumer
  *                    as above.
  *   Both W1 subjects let waiting sides spin up to 100 us before they sleep
  *   (shmobj_queue_spin_set()): back-to-back messages then never pay a
