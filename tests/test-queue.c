@@ -305,11 +305,20 @@ static int blocking_sleeper(void *p)
     return shmobj_queue_put(a->q, msg_of(5, 2)) == 0 ? 0 : 1;
 }
 
-static void wait_waiters(_Atomic uint32_t *w, uint32_t n)
+/* Wait until n processes sleep on `side` (0 consumers, 1 producers) of the
+ * ring: counted in the total and in their sleeper records. */
+static void wait_sleepers(struct shmobj__ring_hdr *h, unsigned side, uint32_t n)
 {
-    for (int i = 0; i < 5000 && atomic_load(w) != n; i++)
+    _Atomic uint32_t *total = side ? &h->prod_waiters : &h->cons_waiters;
+    for (int i = 0; i < 5000; i++) {
+        uint32_t recorded = 0;
+        for (unsigned j = 0; j < SHMOBJ__RING_SLEEPERS; j++)
+            recorded += atomic_load(&h->sleepers[j].count[side]);
+        if (atomic_load(total) == n && recorded == n)
+            return;
         test_sleep_ms(1);
-    assert_int_equal(atomic_load(w), n);
+    }
+    fail_msg("%u sleepers expected on side %u", n, side);
 }
 
 /* A consumer killed while asleep in take, and a producer killed while
@@ -328,7 +337,7 @@ static void test_queue_killed_sleepers_counts_taken_back(void **state)
     /* consumers */
     struct sleeper_arg a = {q, 0};
     pid_t c = test_child_start(blocking_sleeper, &a, 20);
-    wait_waiters(&h->cons_waiters, 1);
+    wait_sleepers(h, 0, 1);
     kill(c, SIGKILL);
     assert_int_equal(test_child_wait(c), 128 + SIGKILL);
     assert_int_equal(atomic_load(&h->cons_waiters), 1);
@@ -343,7 +352,7 @@ static void test_queue_killed_sleepers_counts_taken_back(void **state)
     assert_int_equal(shmobj_queue_try_put(q, msg_of(1, 2)), 0);
     a.side = 1;
     c = test_child_start(blocking_sleeper, &a, 20);
-    wait_waiters(&h->prod_waiters, 1);
+    wait_sleepers(h, 1, 1);
     kill(c, SIGKILL);
     assert_int_equal(test_child_wait(c), 128 + SIGKILL);
     for (unsigned i = 0; i < 10000 && atomic_load(&h->prod_waiters) != 0; i++) {
@@ -357,7 +366,7 @@ static void test_queue_killed_sleepers_counts_taken_back(void **state)
     /* a live sleeper keeps its count through a repair, and is woken */
     a.side = 0;
     c = test_child_start(blocking_sleeper, &a, 20);
-    wait_waiters(&h->cons_waiters, 1);
+    wait_sleepers(h, 0, 1);
     assert_false(shmobj__ring_sleepers_repair(shmobj__queue_ring(q)));
     assert_int_equal(atomic_load(&h->cons_waiters), 1);
     assert_int_equal(shmobj_queue_put(q, msg_of(5, 1)), 0);
