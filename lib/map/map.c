@@ -635,14 +635,54 @@ static inline unsigned map_ctz(uint32_t x) /* x != 0 */
 #endif
 }
 
-/* The value of slot j of group g (g below the number of groups). */
-static inline uint64_t group_slot(const shmobj_htcore *ht, uint64_t g, unsigned j)
+/* The 8 bytes of slot j of the group at gp: value << hash bits | bits. */
+static inline uint64_t group_word(const uint8_t *gp, unsigned j)
 {
-    uint64_t sv;
-    memcpy(&sv, ht->groups + g * ht->group_bytes + SHMOBJ_HTCORE_GROUP +
-                    (size_t)j * SHMOBJ_HTCORE_REF_SLOT, sizeof sv);
-    return sv >> SHMOBJ_HTCORE_REF_HASH_BITS;
+    uint64_t w;
+    memcpy(&w, gp + SHMOBJ_HTCORE_GROUP + (size_t)j * SHMOBJ_HTCORE_REF_SLOT, sizeof w);
+    return w;
 }
+
+/* The value of slot j of the group at gp: an entry's payload offset / 16. */
+static inline uint64_t group_slot(const uint8_t *gp, unsigned j)
+{
+    return group_word(gp, j) >> SHMOBJ_HTCORE_REF_HASH_BITS;
+}
+
+/* The candidates of group gp for hash, as shmobj_htcore_ref_group()
+ * returns them (slots whose tag and stored hash bits match, plus
+ * SHMOBJ_HTCORE_GROUP_END when the group has an empty slot), computed in
+ * place, without a call, for every lookup of the map: 16 control bytes (a tag, or
+ * SHMOBJ_HTCORE_CTRL_EMPTY / _DELETED) followed by 16 slots of
+ * SHMOBJ_HTCORE_REF_SLOT bytes (value << SHMOBJ_HTCORE_REF_HASH_BITS | hash
+ * bits 7..26), the layout htcore's golden vectors pin. */
+static inline uint32_t group_candidates(const uint8_t *gp, uint64_t hash)
+{
+    uint32_t tags, empty;
+#if defined(__SSE2__)
+    __m128i ctrl = _mm_loadu_si128((const __m128i *)(const void *)gp);
+    tags = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(ctrl, _mm_set1_epi8((char)(hash & 0x7f))));
+    empty = (uint32_t)_mm_movemask_epi8(
+        _mm_cmpeq_epi8(ctrl, _mm_set1_epi8((char)SHMOBJ_HTCORE_CTRL_EMPTY)));
+#else
+    tags = empty = 0;
+    for (unsigned j = 0; j < SHMOBJ_HTCORE_GROUP; j++) {
+        tags |= (uint32_t)(gp[j] == (hash & 0x7f)) << j;
+        empty |= (uint32_t)(gp[j] == SHMOBJ_HTCORE_CTRL_EMPTY) << j;
+    }
+#endif
+    const uint64_t bits_mask = (UINT64_C(1) << SHMOBJ_HTCORE_REF_HASH_BITS) - 1;
+    uint64_t bits = (hash >> 7) & bits_mask;
+    uint32_t out = 0;
+    while (tags != 0) {
+        unsigned j = map_ctz(tags);
+        tags &= tags - 1;
+        if ((group_word(gp, j) & bits_mask) == bits)
+            out |= 1u << j;
+    }
+    return empty != 0 ? out | SHMOBJ_HTCORE_GROUP_END : out;
+}
+
 
 /* The reader's probe: shmobj_htcore_ref_find() with find_eq() inlined (no
  * indirect call per candidate, a shorter path). 0 with *e set, ENOTFOUND,
@@ -653,10 +693,11 @@ static int table_find(shmobj_map *m, const shmobj_htcore *ht, uint64_t hash,
     uint64_t gmask = ht->mask / SHMOBJ_HTCORE_GROUP;
     uint64_t g = (hash >> 7) & gmask;
     for (uint64_t step = 0; step <= gmask; step++) {
-        uint32_t r = shmobj_htcore_ref_group(ht, g, hash);
+        const uint8_t *gp = ht->groups + g * ht->group_bytes;
+        uint32_t r = group_candidates(gp, hash);
         uint32_t cand = r & (SHMOBJ_HTCORE_GROUP_END - 1);
         while (cand != 0) {
-            uint64_t v = group_slot(ht, g, map_ctz(cand));
+            uint64_t v = group_slot(gp, map_ctz(cand));
             cand &= cand - 1;
             if (entry_peek(m, v, e) != 0)
                 return SHMOBJ_ECORRUPT;
@@ -709,42 +750,6 @@ static __attribute__((noinline, cold)) void read_delay(uint64_t ns)
         cpu_relax();
 }
 
-/* The candidates of group gp for hash, as shmobj_htcore_ref_group()
- * returns them (slots whose tag and stored hash bits match, plus
- * SHMOBJ_HTCORE_GROUP_END when the group has an empty slot), computed in
- * place for the lookup fast path: 16 control bytes (a tag, or
- * SHMOBJ_HTCORE_CTRL_EMPTY / _DELETED) followed by 16 slots of
- * SHMOBJ_HTCORE_REF_SLOT bytes (value << SHMOBJ_HTCORE_REF_HASH_BITS | hash
- * bits 7..26), the layout htcore's golden vectors pin. */
-static inline uint32_t group_candidates(const uint8_t *gp, uint64_t hash)
-{
-    uint32_t tags, empty;
-#if defined(__SSE2__)
-    __m128i ctrl = _mm_loadu_si128((const __m128i *)(const void *)gp);
-    tags = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(ctrl, _mm_set1_epi8((char)(hash & 0x7f))));
-    empty = (uint32_t)_mm_movemask_epi8(
-        _mm_cmpeq_epi8(ctrl, _mm_set1_epi8((char)SHMOBJ_HTCORE_CTRL_EMPTY)));
-#else
-    tags = empty = 0;
-    for (unsigned j = 0; j < SHMOBJ_HTCORE_GROUP; j++) {
-        tags |= (uint32_t)(gp[j] == (hash & 0x7f)) << j;
-        empty |= (uint32_t)(gp[j] == SHMOBJ_HTCORE_CTRL_EMPTY) << j;
-    }
-#endif
-    const uint64_t bits_mask = (UINT64_C(1) << SHMOBJ_HTCORE_REF_HASH_BITS) - 1;
-    uint64_t bits = (hash >> 7) & bits_mask;
-    uint32_t out = 0;
-    while (tags != 0) {
-        unsigned j = map_ctz(tags);
-        uint64_t sv;
-        tags &= tags - 1;
-        memcpy(&sv, gp + SHMOBJ_HTCORE_GROUP + (size_t)j * SHMOBJ_HTCORE_REF_SLOT, sizeof sv);
-        if ((sv & bits_mask) == bits)
-            out |= 1u << j;
-    }
-    return empty != 0 ? out | SHMOBJ_HTCORE_GROUP_END : out;
-}
-
 /* lookup() for the common case, as one short straight path (a shorter
  * path lets the processor overlap consecutive gets' cache misses): the
  * shard is not being written, its table shape is cached, and every offset
@@ -793,10 +798,7 @@ static int lookup_fast(shmobj_map *m, uint64_t hash, const void *key,
         uint32_t r = group_candidates(gp, hash);
         uint32_t cand = r & (SHMOBJ_HTCORE_GROUP_END - 1);
         while (cand != 0) {
-            uint64_t sv;
-            memcpy(&sv, gp + SHMOBJ_HTCORE_GROUP + (size_t)map_ctz(cand) * SHMOBJ_HTCORE_REF_SLOT,
-                   sizeof sv);
-            uint64_t off = (sv >> SHMOBJ_HTCORE_REF_HASH_BITS) << SHMOBJ__MAP_SLOT_SHIFT;
+            uint64_t off = group_slot(gp, map_ctz(cand)) << SHMOBJ__MAP_SLOT_SHIFT;
             cand &= cand - 1;
             struct shmobj__map_entry h;
             if (off < 16 || !shmobj__range_ok(off, SHMOBJ__MAP_ENTRY_HEADER, mapped))
@@ -932,10 +934,7 @@ static void prefetch_entry(shmobj_map *m, uint64_t hash)
     uint32_t cand = group_candidates(gp, hash) & (SHMOBJ_HTCORE_GROUP_END - 1);
     if (cand == 0)
         return;
-    uint64_t sv;
-    memcpy(&sv, gp + SHMOBJ_HTCORE_GROUP + (size_t)map_ctz(cand) * SHMOBJ_HTCORE_REF_SLOT,
-           sizeof sv);
-    uint64_t off = (sv >> SHMOBJ_HTCORE_REF_HASH_BITS) << SHMOBJ__MAP_SLOT_SHIFT;
+    uint64_t off = group_slot(gp, map_ctz(cand)) << SHMOBJ__MAP_SLOT_SHIFT;
     if (off >= atomic_load_explicit(&m->sp->mapped, memory_order_relaxed))
         return;
 #if defined(__GNUC__)
