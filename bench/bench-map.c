@@ -206,17 +206,6 @@ static size_t get_all_batched(shmobj_map *m, const struct data *d, const uint32_
 /* How run_h1 makes its gets (bench_entry.arg). */
 enum { H1_SINGLE = 0, H1_BATCH = 1, H1_PREFETCH = 2 };
 
-static size_t key_index(const char *k, size_t klen)
-{
-    size_t i = 0;
-    for (size_t j = 0; j < klen; j++) {
-        if (k[j] < '0' || k[j] > '9')
-            return SIZE_MAX;
-        i = i * 10 + (size_t)(k[j] - '0');
-    }
-    return i;
-}
-
 /* ---- H1 ---------------------------------------------------------------------- */
 
 static int run_h1(const bench_ctx *ctx)
@@ -250,7 +239,7 @@ static int run_h1(const bench_ctx *ctx)
             sum += ((const uint8_t *)k)[j];
         for (size_t j = 0; j < vl; j++)
             sum += ((const uint8_t *)v)[j];
-        size_t i = key_index(k, kl);
+        size_t i = bench_h1_key_index(k, kl);
         if (i < n && !seen[i]) {
             seen[i] = 1;
             distinct++;

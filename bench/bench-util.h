@@ -463,6 +463,19 @@ static inline void bench_w2_message(uint64_t *msg, uint64_t *rest_sum)
 
 /* ---- the protocol ----------------------------------------------------- */
 
+/** H1: the index i back from a key, whose bytes are i in decimal,
+ *  zero-padded; SIZE_MAX for anything else. */
+static inline size_t bench_h1_key_index(const char *k, size_t klen)
+{
+    size_t i = 0;
+    for (size_t j = 0; j < klen; j++) {
+        if (k[j] < '0' || k[j] > '9')
+            return SIZE_MAX;
+        i = i * 10 + (size_t)(k[j] - '0');
+    }
+    return i;
+}
+
 static inline void bench_usage(const char *prog)
 {
     fprintf(stderr,

@@ -90,18 +90,6 @@ static int h1_done(struct h1_data *d, int rc)
     return rc;
 }
 
-/* Index i back from a key (keys are decimal i, zero-padded). */
-static size_t h1_key_index(const char *k, size_t klen)
-{
-    size_t i = 0;
-    for (size_t j = 0; j < klen; j++) {
-        if (k[j] < '0' || k[j] > '9')
-            return SIZE_MAX;
-        i = i * 10 + (size_t)(k[j] - '0');
-    }
-    return i;
-}
-
 static void h1_report(const struct h1_data *d, const char *subject, size_t n,
                       double t_set, double t_get, double t_iter, double bytes,
                       size_t seen)
@@ -534,7 +522,7 @@ static int h1_redis(const struct h1_data *d, const char *subject, int pipeline)
         for (long long e = 0, ne = r.num; e < ne; e++) {
             struct peers_reply k = peers_redis_read(&c);
             size_t i = k.type == '$' && k.len == (long long)d->klen
-                           ? h1_key_index(k.str, d->klen)
+                           ? bench_h1_key_index(k.str, d->klen)
                            : SIZE_MAX;
             if (i < n && !mark[i]) {
                 mark[i] = 1;
