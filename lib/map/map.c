@@ -39,13 +39,16 @@
 
 /* A process-local cache of one shard's validated table shape, so a lookup
  * need not re-validate the table block each time. Threads sharing the
- * handle update it under its own sequence counter. */
+ * handle update it under its own sequence counter. The fields a lookup
+ * reads come first and share one cache line. */
 struct tcache {
     _Atomic uint32_t seq;      /* odd while a thread rewrites the entry */
     shmobj__ref ref;           /* table block the shape belongs to */
-    shmobj_htcore ht;          /* its validated handle */
+    const uint64_t *hdr;       /* the table's header (groups follow it) */
+    uint64_t gmask;            /* number of groups - 1 */
     uint64_t words[3];         /* header words 0, 3 and 7 at validation:
                                   magic/version/flags, slots, stride/check */
+    shmobj_htcore ht;          /* the whole validated handle */
 };
 
 struct shmobj_map {
@@ -240,6 +243,8 @@ static int table_get(shmobj_map *m, unsigned idx, shmobj__ref ref,
         const uint64_t *w = (const uint64_t *)(const void *)ht->hdr;
         c->ref = ref;
         c->ht = *ht;
+        c->hdr = w;
+        c->gmask = ht->mask / SHMOBJ_HTCORE_GROUP;
         c->words[0] = w[0];
         c->words[1] = w[3];
         c->words[2] = w[7];
@@ -610,14 +615,14 @@ static int wait_writer(shmobj_map *m, struct shmobj__map_shard *s,
 }
 
 /* Copy a value; an 8-byte value is read atomically (it may be added to). */
-static void copy_value(void *dst, const struct ent *e)
+static inline void copy_value(void *dst, const uint8_t *value, uint32_t vlen)
 {
-    if (e->vlen == 8) {
-        uint64_t v = atomic_load_explicit((_Atomic uint64_t *)(void *)ent_value(e),
+    if (vlen == 8) {
+        uint64_t v = atomic_load_explicit((_Atomic uint64_t *)(void *)value,
                                           memory_order_relaxed);
         memcpy(dst, &v, 8);
-    } else if (e->vlen > 0) {
-        memcpy(dst, ent_value(e), e->vlen);
+    } else if (vlen > 0) {
+        memcpy(dst, value, vlen);
     }
 }
 
@@ -649,35 +654,57 @@ static inline uint64_t group_slot(const uint8_t *gp, unsigned j)
     return group_word(gp, j) >> SHMOBJ_HTCORE_REF_HASH_BITS;
 }
 
-/* The candidates of group gp for hash, as shmobj_htcore_ref_group()
- * returns them (slots whose tag and stored hash bits match, plus
- * SHMOBJ_HTCORE_GROUP_END when the group has an empty slot), computed in
- * place, without a call, for every lookup of the map: 16 control bytes (a tag, or
+/* Bytes of one group of a map table: 16 control bytes (a tag, or
  * SHMOBJ_HTCORE_CTRL_EMPTY / _DELETED) followed by 16 slots of
  * SHMOBJ_HTCORE_REF_SLOT bytes (value << SHMOBJ_HTCORE_REF_HASH_BITS | hash
  * bits 7..26), the layout htcore's golden vectors pin. */
-static inline uint32_t group_candidates(const uint8_t *gp, uint64_t hash)
+#define MAP_GROUP_BYTES (SHMOBJ_HTCORE_GROUP * (1 + SHMOBJ_HTCORE_REF_SLOT))
+#define MAP_HASH_BITS_MASK ((UINT64_C(1) << SHMOBJ_HTCORE_REF_HASH_BITS) - 1)
+
+/* The control bytes of group gp: *tags gets a bit per slot whose tag is
+ * hash's, and the result is nonzero when the group has an empty slot. */
+static inline uint32_t group_match(const uint8_t *gp, uint64_t hash, uint32_t *tags)
 {
-    uint32_t tags, empty;
 #if defined(__SSE2__)
     __m128i ctrl = _mm_loadu_si128((const __m128i *)(const void *)gp);
-    tags = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(ctrl, _mm_set1_epi8((char)(hash & 0x7f))));
-    empty = (uint32_t)_mm_movemask_epi8(
+    *tags = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(ctrl, _mm_set1_epi8((char)(hash & 0x7f))));
+    return (uint32_t)_mm_movemask_epi8(
         _mm_cmpeq_epi8(ctrl, _mm_set1_epi8((char)SHMOBJ_HTCORE_CTRL_EMPTY)));
 #else
-    tags = empty = 0;
+    uint32_t empty = 0;
+    *tags = 0;
     for (unsigned j = 0; j < SHMOBJ_HTCORE_GROUP; j++) {
-        tags |= (uint32_t)(gp[j] == (hash & 0x7f)) << j;
+        *tags |= (uint32_t)(gp[j] == (hash & 0x7f)) << j;
         empty |= (uint32_t)(gp[j] == SHMOBJ_HTCORE_CTRL_EMPTY) << j;
     }
+    return empty;
 #endif
-    const uint64_t bits_mask = (UINT64_C(1) << SHMOBJ_HTCORE_REF_HASH_BITS) - 1;
-    uint64_t bits = (hash >> 7) & bits_mask;
-    uint32_t out = 0;
-    while (tags != 0) {
+}
+
+/* The address of group g of the table whose header is at hdr, computed
+ * as an integer: callers may hold a torn shape and only prefetch it. */
+static inline uintptr_t group_addr(const uint64_t *hdr, uint64_t g)
+{
+    return (uintptr_t)hdr + SHMOBJ_HTCORE_HEADER_SIZE + g * MAP_GROUP_BYTES;
+}
+
+/* Whether slot word w may hold hash: its stored hash bits agree. */
+static inline int word_matches(uint64_t w, uint64_t hash)
+{
+    return ((w ^ (hash >> 7)) & MAP_HASH_BITS_MASK) == 0;
+}
+
+/* The candidates of group gp for hash, as shmobj_htcore_ref_group()
+ * returns them (slots whose tag and stored hash bits match, plus
+ * SHMOBJ_HTCORE_GROUP_END when the group has an empty slot), computed in
+ * place, without a call. */
+static inline uint32_t group_candidates(const uint8_t *gp, uint64_t hash)
+{
+    uint32_t tags, out = 0;
+    uint32_t empty = group_match(gp, hash, &tags);
+    for (; tags != 0; tags &= tags - 1) {
         unsigned j = map_ctz(tags);
-        tags &= tags - 1;
-        if ((group_word(gp, j) & bits_mask) == bits)
+        if (word_matches(group_word(gp, j), hash))
             out |= 1u << j;
     }
     return empty != 0 ? out | SHMOBJ_HTCORE_GROUP_END : out;
@@ -734,7 +761,7 @@ static int lookup(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
         if (rc == 0)
             rc = table_find(m, &ht, hash, key, klen, e);
         if (rc == 0 && buf != NULL && e->vlen <= buf_len)
-            copy_value(buf, e);
+            copy_value(buf, ent_value(e), e->vlen);
         atomic_thread_fence(memory_order_acquire);
         if (atomic_load_explicit(&s->seq, memory_order_relaxed) == q1)
             return rc;
@@ -751,55 +778,57 @@ static __attribute__((noinline, cold)) void read_delay(uint64_t ns)
 }
 
 /* lookup() for the common case, as one short straight path (a shorter
- * path lets the processor overlap consecutive gets' cache misses): the
- * shard is not being written, its table shape is cached, and every offset
- * lies in the mapped part of the segment. Anything else, including what
- * looks like damage, returns MAP_FAST_NO and the caller runs lookup(),
- * which sorts it out. Otherwise 0 (value copied when it fits, *vlen set)
- * or ENOTFOUND, both from a validated read section. The home group's
- * lines are fetched first, from the cached shape before it is validated
- * (a prefetch never faults), so the miss is served while the checks run. */
+ * path lets the processor overlap consecutive gets' cache misses, so every
+ * instruction here counts): the shard is not being written, its table
+ * shape is cached, and every offset lies in the mapped part of the
+ * segment. Anything else, including what looks like damage, returns
+ * MAP_FAST_NO and the caller runs lookup(), which sorts it out. Otherwise
+ * 0 (value copied when it fits, *vlen set) or ENOTFOUND, both from a
+ * validated read section. The home group's lines are fetched first, from
+ * the cached shape before it is validated (a prefetch never faults), so
+ * the miss is served while the checks run. */
 #define MAP_FAST_NO 1
-static int lookup_fast(shmobj_map *m, uint64_t hash, const void *key,
-                       size_t klen, void *buf, size_t buf_len, uint32_t *vlen)
+static inline __attribute__((always_inline)) int
+lookup_fast(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
+            void *buf, size_t buf_len, uint32_t *vlen)
 {
     unsigned idx = (unsigned)(hash >> SHMOBJ__MAP_SHARD_SHIFT);
-    struct tcache *c = &m->tc[idx];
+    const struct tcache *c = &m->tc[idx];
     uint32_t cq = atomic_load_explicit(&c->seq, memory_order_acquire);
-    const uint8_t *groups = c->ht.groups;
-    uint64_t gbytes = c->ht.group_bytes, gmask = c->ht.mask / SHMOBJ_HTCORE_GROUP;
+    const uint64_t *hdr = c->hdr;
+    uint64_t gmask = c->gmask;
     uint64_t g = (hash >> 7) & gmask;
 #if defined(__GNUC__)
-    /* integer arithmetic: the shape may be torn or still empty here */
-    const uint8_t *home = (const uint8_t *)((uintptr_t)groups + g * gbytes);
+    const uint8_t *home = (const uint8_t *)group_addr(hdr, g);
     __builtin_prefetch(home);
     __builtin_prefetch(home + 64);
     __builtin_prefetch(home + 128);
 #endif
-    const uint64_t *w = (const uint64_t *)(const void *)c->ht.hdr;
     shmobj__ref cref = c->ref;
     uint64_t w0 = c->words[0], w3 = c->words[1], w7 = c->words[2];
     struct shmobj__map_shard *s = &m->ctl->shards_[idx];
     uint64_t q1 = atomic_load_explicit(&s->seq, memory_order_acquire);
     shmobj__ref tref = atomic_load_explicit(&s->table, memory_order_acquire);
     atomic_thread_fence(memory_order_acquire);
-    if (atomic_load_explicit(&c->seq, memory_order_relaxed) != cq || (cq & 1) ||
-        (q1 & 1) || cref != tref || tref == 0)
-        return MAP_FAST_NO; /* not cached, being rewritten, or a writer */
+    /* not cached, being rewritten, or a writer at work (few branches) */
+    uint32_t cq2 = atomic_load_explicit(&c->seq, memory_order_relaxed);
+    if (((uint64_t)(cq2 ^ cq) | (cq & 1) | (q1 & 1) | (cref ^ tref)) != 0 || tref == 0)
+        return MAP_FAST_NO;
     /* the header words validated with the shape must still be in place */
-    if (w[0] != w0 || w[3] != w3 || w[7] != w7)
+    if ((hdr[0] ^ w0) | (hdr[3] ^ w3) | (hdr[7] ^ w7))
         return MAP_FAST_NO;
 
     uint64_t mapped = atomic_load_explicit(&m->sp->mapped, memory_order_acquire);
     const uint8_t *base = m->sp->base;
     int rc = SHMOBJ_ENOTFOUND;
-    for (uint64_t step = 0; step <= gmask; step++) {
-        const uint8_t *gp = groups + g * gbytes;
-        uint32_t r = group_candidates(gp, hash);
-        uint32_t cand = r & (SHMOBJ_HTCORE_GROUP_END - 1);
-        while (cand != 0) {
-            uint64_t off = group_slot(gp, map_ctz(cand)) << SHMOBJ__MAP_SLOT_SHIFT;
-            cand &= cand - 1;
+    for (uint64_t step = 0;;) {
+        const uint8_t *gp = (const uint8_t *)group_addr(hdr, g);
+        uint32_t tags, empty = group_match(gp, hash, &tags);
+        for (; tags != 0; tags &= tags - 1) {
+            uint64_t w = group_word(gp, map_ctz(tags));
+            if (!word_matches(w, hash))
+                continue;
+            uint64_t off = (w >> SHMOBJ_HTCORE_REF_HASH_BITS) << SHMOBJ__MAP_SLOT_SHIFT;
             struct shmobj__map_entry h;
             if (off < 16 || !shmobj__range_ok(off, SHMOBJ__MAP_ENTRY_HEADER, mapped))
                 return MAP_FAST_NO;
@@ -809,24 +838,25 @@ static int lookup_fast(shmobj_map *m, uint64_t hash, const void *key,
             __builtin_prefetch(p + 128);
 #endif
             memcpy(&h, p, sizeof h);
+            if (h.key_len != klen)
+                continue;
             if (!shmobj__range_ok(off, shmobj__map_entry_size(h.key_len, h.value_len),
                                   mapped))
                 return MAP_FAST_NO;
-            if (h.key_len != klen ||
-                !shmobj__mem_equal(p + SHMOBJ__MAP_ENTRY_HEADER, key, klen))
+            if (!shmobj__mem_equal(p + SHMOBJ__MAP_ENTRY_HEADER, key, klen))
                 continue;
-            struct ent e = {p, h.key_len, h.value_len, 0, 0};
             if (m->read_delay_ns != 0)
                 read_delay(m->read_delay_ns);
-            if (buf != NULL && e.vlen <= buf_len)
-                copy_value(buf, &e);
-            *vlen = e.vlen;
+            if (buf != NULL && h.value_len <= buf_len)
+                copy_value(buf, p + shmobj__map_value_off(h.key_len), h.value_len);
+            *vlen = h.value_len;
             rc = 0;
             goto done;
         }
-        if (r & SHMOBJ_HTCORE_GROUP_END)
+        if (empty != 0 || step == gmask)
             break;
-        g = (g + step + 1) & gmask;
+        step++;
+        g = (g + step) & gmask;
     }
 done:
     atomic_thread_fence(memory_order_acquire);
@@ -850,9 +880,7 @@ static void prefetch_hash(shmobj_map *map, uint64_t hash)
     uint32_t q = atomic_load_explicit(&c->seq, memory_order_acquire);
     if ((q & 1) || c->ref == 0)
         return;
-    const shmobj_htcore *ht = &c->ht;
-    uint64_t g = (hash >> 7) & (ht->mask / SHMOBJ_HTCORE_GROUP);
-    const uint8_t *gp = ht->groups + g * ht->group_bytes;
+    const uint8_t *gp = (const uint8_t *)group_addr(c->hdr, (hash >> 7) & c->gmask);
 #if defined(__GNUC__)
     __builtin_prefetch(gp);
     __builtin_prefetch(gp + 64);
@@ -873,23 +901,31 @@ void shmobj_map_prefetch(shmobj_map *map, const void *key, size_t key_len)
  * The fast path needs no guard because it hands out nothing that outlives
  * its read section: a block it read can only have been freed after being
  * unlinked, which moved `seq`, and then the try is discarded. */
-static int lookup_copy(shmobj_map *m, uint64_t hash, const void *key,
-                       size_t klen, void *buf, size_t buf_len, uint32_t *vlen)
+static __attribute__((noinline)) int
+lookup_guarded(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
+               void *buf, size_t buf_len, uint32_t *vlen)
 {
-    int rc = lookup_fast(m, hash, key, klen, buf, buf_len, vlen);
-    if (rc != MAP_FAST_NO)
-        return rc;
     struct ent e;
     uint64_t g = guard_enter(m);
-    rc = lookup(m, hash, key, klen, &e, buf, buf_len);
+    int rc = lookup(m, hash, key, klen, &e, buf, buf_len);
     guard_leave(m, g);
     if (rc == 0)
         *vlen = e.vlen;
     return rc;
 }
 
+static inline __attribute__((always_inline)) int
+lookup_copy(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
+            void *buf, size_t buf_len, uint32_t *vlen)
+{
+    int rc = lookup_fast(m, hash, key, klen, buf, buf_len, vlen);
+    if (rc != MAP_FAST_NO)
+        return rc;
+    return lookup_guarded(m, hash, key, klen, buf, buf_len, vlen);
+}
+
 /* shmobj_map_get() once its arguments are checked and its key hashed. */
-static int get_hashed(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
+static inline __attribute__((always_inline)) int get_hashed(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
                       void *buf, size_t buf_len, size_t *value_len)
 {
     uint32_t vlen = 0;
@@ -924,13 +960,12 @@ static void prefetch_entry(shmobj_map *m, uint64_t hash)
 {
     struct tcache *c = &m->tc[hash >> SHMOBJ__MAP_SHARD_SHIFT];
     uint32_t cq = atomic_load_explicit(&c->seq, memory_order_acquire);
-    const uint8_t *groups = c->ht.groups;
-    uint64_t gbytes = c->ht.group_bytes, gmask = c->ht.mask / SHMOBJ_HTCORE_GROUP;
+    uintptr_t home = group_addr(c->hdr, (hash >> 7) & c->gmask);
     shmobj__ref cref = c->ref;
     atomic_thread_fence(memory_order_acquire);
     if ((cq & 1) || cref == 0 || atomic_load_explicit(&c->seq, memory_order_relaxed) != cq)
         return;
-    const uint8_t *gp = groups + ((hash >> 7) & gmask) * gbytes;
+    const uint8_t *gp = (const uint8_t *)home;
     uint32_t cand = group_candidates(gp, hash) & (SHMOBJ_HTCORE_GROUP_END - 1);
     if (cand == 0)
         return;
