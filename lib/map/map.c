@@ -897,10 +897,8 @@ void shmobj_map_prefetch(shmobj_map *map, const void *key, size_t key_len)
     prefetch_hash(map, shmobj_htcore_hash64(key, key_len, map->seed));
 }
 
-/* A copy-out lookup: the unguarded fast path, else lookup() under a guard.
- * The fast path needs no guard because it hands out nothing that outlives
- * its read section: a block it read can only have been freed after being
- * unlinked, which moved `seq`, and then the try is discarded. */
+/* lookup() under a guard, out of line: the fast path that is inlined into
+ * every copy-out lookup stays short. */
 static __attribute__((noinline)) int
 lookup_guarded(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
                void *buf, size_t buf_len, uint32_t *vlen)
@@ -914,6 +912,10 @@ lookup_guarded(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
     return rc;
 }
 
+/* A copy-out lookup: the unguarded fast path, else lookup() under a guard.
+ * The fast path needs no guard because it hands out nothing that outlives
+ * its read section: a block it read can only have been freed after being
+ * unlinked, which moved `seq`, and then the try is discarded. */
 static inline __attribute__((always_inline)) int
 lookup_copy(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
             void *buf, size_t buf_len, uint32_t *vlen)
@@ -925,8 +927,9 @@ lookup_copy(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
 }
 
 /* shmobj_map_get() once its arguments are checked and its key hashed. */
-static inline __attribute__((always_inline)) int get_hashed(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
-                      void *buf, size_t buf_len, size_t *value_len)
+static inline __attribute__((always_inline)) int
+get_hashed(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
+           void *buf, size_t buf_len, size_t *value_len)
 {
     uint32_t vlen = 0;
     int rc = lookup_copy(m, hash, key, klen, buf, buf_len, &vlen);
