@@ -141,16 +141,15 @@ static void fill_vector(void *dst, const void *src, size_t n, int stream)
 
 /* Should a message of `size` bytes be written with streaming stores? The
  * rule of the library's copy-in (lib/queue/queue.c, copy_in(), which gives
- * the measurements): plain stores from half this core's L2 to 4 times it,
- * where the message passes through the L2 to the shared L3 as it is
- * written; streaming below (plain stores would leave it dirty in our L2,
- * for the consumer's core to snoop out line by line) and above (the
- * messages in flight overflow the L3). */
+ * the measurements): plain stores up to 4 times this core's L2, streaming
+ * beyond, where the messages in flight overflow the L3. (Smaller message
+ * blocks come back from the queue's retire FIFO cold in the consumer's
+ * caches, so plain stores do not fight it for the lines.) */
 static int fill_streams(size_t size)
 {
     long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
     size_t l2b = l2 > 0 ? (size_t)l2 : (size_t)1 << 20;
-    return size < l2b / 2 || size > 4 * l2b;
+    return size > 4 * l2b;
 }
 
 struct w1_job {

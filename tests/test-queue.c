@@ -1030,6 +1030,141 @@ static void test_queue_notify_fd_wakes_poll(void **state)
     shmobj_queue_close(q);
 }
 
+/* ---- retired message blocks ---------------------------------------------- */
+
+/* Send one fresh message of len bytes through q and mark it done; its
+ * reference. */
+static shmobj_ref send_done(shmobj_queue *q, size_t len)
+{
+    shmobj_ref r, t;
+    void *data;
+    assert_int_equal(shmobj_queue_msg_alloc(q, len, 0, &r, &data), 0);
+    memset(data, 0x11, len);
+    assert_int_equal(shmobj_queue_put(q, r), 0);
+    assert_int_equal(shmobj_queue_try_take(q, &t), 0);
+    assert_int_equal(t, r);
+    assert_int_equal(shmobj_queue_msg_done(q, t), 0);
+    return r;
+}
+
+static uint64_t retired_blocks(shmobj_queue *q)
+{
+    uint64_t blocks, bytes;
+    shmobj__retire_count(shmobj__queue_retire(q), &blocks, &bytes);
+    return blocks;
+}
+
+/* Fixed thresholds, whatever this machine's L2: 32 KiB to 1 MiB blocks,
+ * 256 KiB of them kept. */
+static void retire_fix(shmobj_queue *q)
+{
+    q->retire_min = 32u << 10;
+    q->retire_max = 1u << 20;
+    q->retire_budget = 256u << 10;
+}
+
+static void test_queue_retire_holds_recent_blocks_then_frees(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(f->seg, "ret", 8, 0, &q), 0);
+    retire_fix(q);
+    uint64_t b0 = used_blocks(f->seg);
+
+    /* small and large blocks go back to the heap at once */
+    send_done(q, 1000);
+    send_done(q, 2u << 20);
+    assert_int_equal(used_blocks(f->seg), b0);
+    assert_int_equal(retired_blocks(q), 0);
+
+    /* a 64 KiB block is held back: the next one is another block */
+    shmobj_ref prev = send_done(q, 64u << 10);
+    assert_int_equal(used_blocks(f->seg), b0 + 1);
+    assert_int_equal(retired_blocks(q), 1);
+    for (int i = 0; i < 20; i++) {
+        shmobj_ref r = send_done(q, 64u << 10);
+        assert_true(r != prev);
+        prev = r;
+        /* at most the budget's worth (plus the newest) stays retired */
+        uint64_t n = retired_blocks(q);
+        assert_true(n >= 1 && n <= 4);
+        assert_int_equal(used_blocks(f->seg), b0 + n);
+    }
+    assert_int_equal(shmobj_queue_trim(q), 0);
+    assert_int_equal(retired_blocks(q), 0);
+    assert_int_equal(used_blocks(f->seg), b0);
+    assert_int_equal(shmobj_queue_trim(NULL), SHMOBJ_EINVAL);
+
+    /* a tracked message freed by its sender after done is retired too */
+    shmobj_ref r, t;
+    assert_int_equal(shmobj_queue_msg_alloc(q, 64u << 10, SHMOBJ_QUEUE_MSG_TRACK, &r, NULL), 0);
+    assert_int_equal(shmobj_queue_put(q, r), 0);
+    assert_int_equal(shmobj_queue_try_take(q, &t), 0);
+    assert_int_equal(shmobj_queue_msg_done(q, t), 0);
+    assert_int_equal(shmobj_queue_msg_wait_done(q, r, 0), 0);
+    assert_int_equal(shmobj_queue_msg_free(q, r), 0);
+    assert_int_equal(retired_blocks(q), 1);
+    shmobj_queue_close(q);
+
+    /* destroy gives every retired block back */
+    assert_int_equal(shmobj_queue_destroy(f->seg, "ret"), 0);
+    assert_int_equal(used_blocks(f->seg), b0 - 1);
+}
+
+static void test_queue_retire_trimmed_when_segment_full(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(f->seg, "retfull", 8, 0, &q), 0);
+    retire_fix(q);
+    q->retire_budget = UINT64_MAX; /* keep all 64 */
+    for (int i = 0; i < 64; i++)
+        send_done(q, 900u << 10);
+    assert_int_equal(retired_blocks(q), 64);
+    /* 56 MiB of the 64 MiB segment are retired: a 32 MiB message fits
+     * only once they are given back, which msg_alloc does by itself */
+    shmobj_ref r;
+    assert_int_equal(shmobj_queue_msg_alloc(q, 32u << 20, 0, &r, NULL), 0);
+    assert_int_equal(retired_blocks(q), 0);
+    assert_int_equal(shmobj_queue_msg_free(q, r), 0);
+    shmobj_queue_close(q);
+}
+
+static void test_queue_retire_damage_and_dead_owner(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q, *q2;
+    assert_int_equal(shmobj_queue_create(f->seg, "retdmg", 8, 0, &q), 0);
+    retire_fix(q);
+    struct shmobj__retire *rt = shmobj__queue_retire(q);
+
+    /* a damaged header: the queue does not open */
+    rt->magic ^= 1;
+    assert_int_equal(shmobj_queue_open(f->seg, "retdmg", &q2), SHMOBJ_ECORRUPT);
+    rt->magic ^= 1;
+    assert_int_equal(shmobj_queue_open(f->seg, "retdmg", &q2), 0);
+    shmobj_queue_close(q2);
+
+    /* a process died holding the FIFO's lock: the next one recovers it */
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(shmobj__os_mutex_lock(&rt->lock) == 0 ? 0 : 1);
+    assert_int_equal(test_child_wait(pid), 0);
+    uint64_t b0 = used_blocks(f->seg);
+    send_done(q, 64u << 10);
+    assert_int_equal(retired_blocks(q), 1);
+    assert_int_equal(used_blocks(f->seg), b0 + 1);
+
+    /* damaged positions: the FIFO starts over (leaking, never freeing
+     * twice or out of bounds) */
+    rt->tail = rt->head + 1000;
+    send_done(q, 64u << 10);
+    assert_int_equal(retired_blocks(q), 1);
+    assert_int_equal(shmobj_queue_trim(q), 0);
+    assert_int_equal(retired_blocks(q), 0);
+    shmobj_queue_close(q);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1044,6 +1179,9 @@ int main(void)
         T(test_queue_killed_sleepers_counts_taken_back),
         T(test_queue_msg_completion_roundtrip),
         T(test_queue_put_copy_large_sizes_intact),
+        T(test_queue_retire_holds_recent_blocks_then_frees),
+        T(test_queue_retire_trimmed_when_segment_full),
+        T(test_queue_retire_damage_and_dead_owner),
         T(test_queue_take_skips_dead_producer_slot),
         T(test_queue_put_rescues_dead_consumer_slot),
         T(test_queue_notify_fd_wakes_poll),

@@ -35,6 +35,8 @@
  *   shmobj_arena_free();
  * - any other reference (raw block, object): whatever the application
  *   agrees; the queue never frees what it carries.
+ * "Frees" means: gives back to the queue, which returns blocks of 32 KiB
+ * up to half the L2 cache to the heap a little later (shmobj_queue_trim()).
  *
  * **Crashes.** A producer killed while putting: if it died before its
  * message was published, the message is not in the queue (consumers skip its
@@ -169,6 +171,28 @@ SHMOBJ_API void shmobj_queue_close(shmobj_queue *q);
  * @since 0.1
  */
 SHMOBJ_API int shmobj_queue_destroy(shmobj_segment *seg, const char *name);
+
+/**
+ * @brief Give the heap back the message blocks the queue holds retired.
+ *
+ * A message block of 32 KiB up to half the L2 cache whose work is done
+ * (shmobj_queue_msg_done(), shmobj_queue_msg_free()) does not return to
+ * the heap at once: the queue keeps the last ones, about twice the L2 cache
+ * in bytes (64 blocks at most), and frees the oldest as newer ones arrive.
+ * A block freed at once would be the next one the heap hands out, while the
+ * consumer that just read it still holds it in its own cache; a producer
+ * writing it would have to take every line back from that core, which costs
+ * several times the copy. shmobj_queue_msg_alloc() trims by itself when
+ * the segment is full, and shmobj_queue_destroy() always does; call this to
+ * have the memory back for other uses at once.
+ * @param[in] q queue
+ * @retval 0 success (also when nothing was retired)
+ * @retval SHMOBJ_EINVAL q is NULL
+ * @retval SHMOBJ_ECORRUPT the queue's lock was left unrecoverable
+ * @note Process-safe and thread-safe.
+ * @since 0.1
+ */
+SHMOBJ_API int shmobj_queue_trim(shmobj_queue *q);
 
 /**
  * @brief Let blocking calls on this handle spin before they sleep.

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "retire.h"
 #include "ring.h"
 #include "shmobj/queue.h"
 #include "space.h"
@@ -22,9 +23,13 @@ struct shmobj_queue {
     shmobj_segment *seg;
     struct shmobj__ring ring; /* validated view of the shared ring */
     shmobj_ref ref;           /* the ring's block */
+    struct shmobj__retire *retire; /* in the same block, behind the ring */
     _Atomic int64_t spin_ns;  /* see shmobj_queue_spin_set() */
-    /* copy-in: message sizes written with plain stores (see copy_in()) */
-    uint64_t plain_min, plain_max;
+    /* message blocks retired (retire.h) from retire_min to below
+     * retire_max bytes, retire_budget bytes of them kept */
+    uint64_t retire_min, retire_max, retire_budget;
+    /* copy-in: larger messages are written with streaming stores */
+    uint64_t plain_max;
     /* guards the notify fields and peers (slow path only) */
     pthread_mutex_t lock;
     int notify_slot; /* our registration in ring.hdr->notify, or -1 */
@@ -36,5 +41,6 @@ struct shmobj_queue {
 /* Shorten the stall period (tests of dead producers and consumers). */
 void shmobj__queue_stall_set(shmobj_queue *q, uint64_t ns);
 struct shmobj__ring *shmobj__queue_ring(shmobj_queue *q);
+struct shmobj__retire *shmobj__queue_retire(shmobj_queue *q);
 
 #endif /* SHMOBJ_QUEUE_INTERNAL_H */

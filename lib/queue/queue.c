@@ -49,8 +49,9 @@ _Static_assert(sizeof(struct shmobj__qmsg) == SHMOBJ_QUEUE_MSG_HEADER,
                "message header");
 
 /* The header of message block ref, checked (generation, size, magic,
- * length). */
-static int msg_get(shmobj_queue *q, shmobj_ref ref, struct shmobj__qmsg **out)
+ * length), and the block's usable size when `usable_out` is not NULL. */
+static int msg_get_sized(shmobj_queue *q, shmobj_ref ref,
+                         struct shmobj__qmsg **out, uint64_t *usable_out)
 {
     struct shmobj__space *sp = q->sp;
     uint64_t usable = 0;
@@ -69,7 +70,48 @@ static int msg_get(shmobj_queue *q, shmobj_ref ref, struct shmobj__qmsg **out)
         len > usable - sizeof(struct shmobj__qmsg))
         return SHMOBJ_ECORRUPT;
     *out = m;
+    if (usable_out != NULL)
+        *usable_out = usable;
     return 0;
+}
+
+static int msg_get(shmobj_queue *q, shmobj_ref ref, struct shmobj__qmsg **out)
+{
+    return msg_get_sized(q, ref, out, NULL);
+}
+
+/* Free the blocks a retire FIFO gave out. One that no longer checks out
+ * (a damaged FIFO) is dropped: the heap's own check reports the damage. */
+static void free_retired(shmobj_queue *q, const uint64_t *refs, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++)
+        (void)q->sp->ops->free(q->sp, refs[i]);
+}
+
+/* Give back a message block whose work is done: through the queue's
+ * retire FIFO when it is of the sizes that gain from it (retire.h), else
+ * straight to the heap. */
+static int msg_release(shmobj_queue *q, shmobj_ref ref, uint64_t usable)
+{
+    if (usable < q->retire_min || usable >= q->retire_max)
+        return q->sp->ops->free(q->sp, ref);
+    uint64_t out[SHMOBJ__RETIRE_OUT_MAX];
+    unsigned n = 0;
+    if (shmobj__retire_push(q->retire, ref, usable, q->retire_budget, out, &n) != 0)
+        return q->sp->ops->free(q->sp, ref);
+    free_retired(q, out, n);
+    return 0;
+}
+
+int shmobj_queue_trim(shmobj_queue *q)
+{
+    if (q == NULL)
+        return SHMOBJ_EINVAL;
+    uint64_t out[SHMOBJ__RETIRE_OUT_MAX];
+    unsigned n = 0;
+    int rc = shmobj__retire_drain(q->retire, out, &n);
+    free_retired(q, out, n);
+    return rc;
 }
 
 int shmobj_queue_msg_alloc(shmobj_queue *q, size_t len, unsigned flags,
@@ -80,8 +122,10 @@ int shmobj_queue_msg_alloc(shmobj_queue *q, size_t len, unsigned flags,
         return SHMOBJ_EINVAL;
     struct shmobj__space *sp = q->sp;
     shmobj_ref r;
-    int rc = sp->ops->alloc(sp, sizeof(struct shmobj__qmsg) + (uint64_t)len,
-                            SHMOBJ_QUEUE_MSG_ALIGN, &r);
+    uint64_t size = sizeof(struct shmobj__qmsg) + (uint64_t)len;
+    int rc = sp->ops->alloc(sp, size, SHMOBJ_QUEUE_MSG_ALIGN, &r);
+    if (rc == SHMOBJ_ENOMEM && shmobj_queue_trim(q) == 0) /* retired blocks back */
+        rc = sp->ops->alloc(sp, size, SHMOBJ_QUEUE_MSG_ALIGN, &r);
     if (rc != 0)
         return rc;
     void *p;
@@ -129,11 +173,12 @@ int shmobj_queue_msg_done(shmobj_queue *q, shmobj_ref ref)
     if (q == NULL || ref == SHMOBJ_REF_NULL)
         return SHMOBJ_EINVAL;
     struct shmobj__qmsg *m;
-    int rc = msg_get(q, ref, &m);
+    uint64_t usable;
+    int rc = msg_get_sized(q, ref, &m, &usable);
     if (rc != 0)
         return rc;
     if ((m->flags & SHMOBJ_QUEUE_MSG_TRACK) == 0)
-        return q->sp->ops->free(q->sp, ref);
+        return msg_release(q, ref, usable);
     uint32_t expect = QMSG_PENDING;
     if (atomic_compare_exchange_strong_explicit(&m->state, &expect, QMSG_DONE,
                                                 memory_order_seq_cst,
@@ -142,7 +187,7 @@ int shmobj_queue_msg_done(shmobj_queue *q, shmobj_ref ref)
         return 0;
     }
     if (expect == QMSG_ABANDONED)
-        return q->sp->ops->free(q->sp, ref); /* the sender gave up */
+        return msg_release(q, ref, usable); /* the sender gave up */
     return SHMOBJ_EINVAL;                     /* already done */
 }
 
@@ -206,7 +251,8 @@ int shmobj_queue_msg_free(shmobj_queue *q, shmobj_ref ref)
     if (q == NULL || ref == SHMOBJ_REF_NULL)
         return SHMOBJ_EINVAL;
     struct shmobj__qmsg *m;
-    int rc = msg_get(q, ref, &m);
+    uint64_t usable;
+    int rc = msg_get_sized(q, ref, &m, &usable);
     if (rc != 0)
         return rc;
     if ((m->flags & SHMOBJ_QUEUE_MSG_TRACK) != 0) {
@@ -218,7 +264,7 @@ int shmobj_queue_msg_free(shmobj_queue *q, shmobj_ref ref)
         if (expect == QMSG_ABANDONED)
             return SHMOBJ_ESTALE; /* freed (or handed over) already */
     }
-    return q->sp->ops->free(q->sp, ref);
+    return msg_release(q, ref, usable);
 }
 
 /* ---- notify ---------------------------------------------------------------- */
@@ -420,6 +466,29 @@ static int root_name(const char *name, char out[SHMOBJ_ROOT_NAME_MAX + 1])
     return 0;
 }
 
+/* Where a queue's retire FIFO starts in its block: behind the ring, on the
+ * next cache line. */
+static uint64_t retire_offset(uint32_t capacity)
+{
+    return (shmobj__ring_footprint(capacity) + 63u) & ~UINT64_C(63);
+}
+
+/* Bytes of a queue's block: its ring, then its retire FIFO (0 when
+ * capacity is invalid). */
+static uint64_t queue_footprint(uint32_t capacity)
+{
+    if (shmobj__ring_footprint(capacity) == 0)
+        return 0;
+    return retire_offset(capacity) + sizeof(struct shmobj__retire);
+}
+
+/* Which message blocks go through the retire FIFO, and how many bytes of
+ * them it keeps (retire.h): from 32 KiB, below which a block is too small
+ * to pay for the FIFO's lock, to half this core's L2, from where a block
+ * being written passes through the writer's L2 to the L3 anyway; twice the
+ * L2 of them, so that the oldest has left the consumer's L2. */
+#define QUEUE_RETIRE_MIN (32u << 10)
+
 static int handle_new(shmobj_segment *seg, shmobj_ref ref, shmobj_queue **out)
 {
     struct shmobj__space *sp = (struct shmobj__space *)seg;
@@ -437,6 +506,14 @@ static int handle_new(shmobj_segment *seg, shmobj_ref ref, shmobj_queue **out)
     if (q == NULL)
         return SHMOBJ_ENOMEM;
     rc = shmobj__ring_attach(&q->ring, mem, usable);
+    if (rc == 0) {
+        uint32_t cap = (uint32_t)q->ring.capacity;
+        if (usable < queue_footprint(cap))
+            rc = SHMOBJ_ECORRUPT;
+        else
+            rc = shmobj__retire_check(q->retire = (struct shmobj__retire *)(
+                                          (uint8_t *)mem + retire_offset(cap)));
+    }
     if (rc != 0) {
         free(q);
         return rc;
@@ -445,7 +522,9 @@ static int handle_new(shmobj_segment *seg, shmobj_ref ref, shmobj_queue **out)
     q->sp = sp;
     q->ref = ref;
     uint64_t l2 = shmobj__os_l2_cache_bytes();
-    q->plain_min = l2 / 2;
+    q->retire_min = QUEUE_RETIRE_MIN;
+    q->retire_max = l2 / 2;
+    q->retire_budget = 2 * l2;
     q->plain_max = 4 * l2;
     q->notify_slot = -1;
     q->notify_rfd = -1;
@@ -464,7 +543,7 @@ int shmobj_queue_create(shmobj_segment *seg, const char *name,
     if (seg == NULL || out == NULL || flags != 0 ||
         root_name(name, rname) != 0)
         return SHMOBJ_EINVAL;
-    uint64_t size = shmobj__ring_footprint(capacity);
+    uint64_t size = queue_footprint(capacity);
     if (size == 0)
         return SHMOBJ_EINVAL;
     shmobj_ref ref;
@@ -476,6 +555,9 @@ int shmobj_queue_create(shmobj_segment *seg, const char *name,
     rc = shmobj__space_at(sp, shmobj__ref_off(ref), size, &mem);
     if (rc == 0)
         rc = shmobj__ring_init(mem, size, capacity, flags);
+    if (rc == 0)
+        rc = shmobj__retire_init(
+            (struct shmobj__retire *)((uint8_t *)mem + retire_offset(capacity)));
     shmobj_queue *q = NULL;
     if (rc == 0)
         rc = handle_new(seg, ref, &q);
@@ -529,6 +611,7 @@ int shmobj_queue_destroy(shmobj_segment *seg, const char *name)
     if (rc != 0)
         return rc;
     q->ring.hdr->magic = 0; /* a stale handle_new now fails */
+    (void)shmobj_queue_trim(q);
     shmobj_queue_close(q);
     rc = shmobj_segment_root_del(seg, rname);
     if (rc != 0)
@@ -656,19 +739,21 @@ int shmobj_queue_count(shmobj_queue *q, uint64_t *count)
 
 /* Copy a message into the segment. The stores are chosen by where the
  * message will be when the consumer, on another core, reads it:
- *   - below half this core's L2 (and from 32 KiB): streaming stores. Plain
- *     ones would leave it dirty in our L2 and the consumer's core would
- *     snoop it out line by line;
- *   - from half the L2 to 4 times it: plain stores. The message passes
+ *   - up to 4 times this core's L2: plain stores. The message passes
  *     through our L2 to the shared L3 as it is written, where the consumer
- *     finds it; streaming would send it all the way to memory;
+ *     finds it. Below half the L2 this pays only because such blocks come
+ *     back through the retire FIFO (retire.h) cold in the consumer's caches:
+ *     into the block the consumer freed last, plain stores have to take
+ *     every line back from its core, and streaming ones were faster;
  *   - beyond: streaming stores. The messages in flight overflow the L3, and
  *     plain stores would read every line from memory before writing it.
- * Measured on one 1 MiB-L2 machine (copy-in, GiB/s, streaming / plain):
- * 64 KiB 16.5/7.8, 400 KB 18/11, 512 KiB 17.4/19, 1 MiB 19.5/31.5,
- * 2 MiB 15.3/22.4, 4 MiB 14.7/18.8, 8 MiB 12.2/10, 16 MiB 12/9. Both are
- * vector loops: the C library's memcpy of this size ("rep movsb") measured
- * as slow as the slow choice above. dst is 64-byte aligned (message data). */
+ * Measured on one 1 MiB-L2 machine, copy-in GiB/s, streaming / plain into
+ * the block freed last: 64 KiB 16.5/7.8, 400 KB 18/11, 512 KiB 17.4/19,
+ * 1 MiB 19.5/31.5, 2 MiB 15.3/22.4, 4 MiB 14.7/18.8, 8 MiB 12.2/10,
+ * 16 MiB 12/9; plain into retired blocks: 64 KiB 26.7, 400 KB 33.8 (the
+ * spinning shared-memory ring of BENCH.md W1: 22-30). Both are vector
+ * loops: the C library's memcpy of this size ("rep movsb") measured as slow
+ * as the slow choice above. dst is 64-byte aligned (message data). */
 #define COPY_VECTOR_MIN (32u << 10)
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -716,7 +801,7 @@ static void copy_in(const shmobj_queue *q, void *dst, const void *src, size_t le
 {
 #if defined(HAVE_COPY_VECTOR)
     if (len >= COPY_VECTOR_MIN) {
-        int stream = len < q->plain_min || len > q->plain_max;
+        int stream = len > q->plain_max;
         size_t n = len / 64;
         if (__builtin_cpu_supports("avx2"))
             copy_avx2(dst, src, n, stream);
@@ -766,4 +851,9 @@ void shmobj__queue_stall_set(shmobj_queue *q, uint64_t ns)
 struct shmobj__ring *shmobj__queue_ring(shmobj_queue *q)
 {
     return &q->ring;
+}
+
+struct shmobj__retire *shmobj__queue_retire(shmobj_queue *q)
+{
+    return q->retire;
 }

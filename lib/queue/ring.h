@@ -36,7 +36,8 @@
 #include <stdint.h>
 
 #define SHMOBJ__RING_MAGIC 0x474e5251u /* "QRNG" little-endian */
-#define SHMOBJ__RING_VERSION 2u
+/* 3: the queue block carries a retire FIFO behind the ring (retire.h) */
+#define SHMOBJ__RING_VERSION 3u
 #define SHMOBJ__RING_CAP_MIN 2u
 #define SHMOBJ__RING_CAP_MAX (1u << 24)
 #define SHMOBJ__RING_NOTIFY_MAX 8
