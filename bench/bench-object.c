@@ -7,6 +7,9 @@
  *   numbers and flag checked, the 4 KiB summed with bench_sum64(), the loop
  *   every E1 subject uses) and the object freed. Metrics: Kobj/s over ~1 s
  *   (0.2 s with --quick) and bytes/obj (the block, arena header included).
+ * E1 arena-floor: a reference line, not a peer: the same block allocated,
+ *   zeroed, the 4 KiB copied in, summed and freed, with no encoding and no
+ *   lookup: the speed no encoding on this heap can pass.
  *
  * E1-access shmobj-1 / shmobj-100000: the time to open a list from its
  *   reference and read its last int item, for a list of 1 and of 100,000
@@ -173,6 +176,49 @@ static int run_e1(const bench_ctx *ctx)
         return bench_fail("E1: %llu objects read back wrong", (unsigned long long)bad);
     bench_report(ctx, "Kobj/s", (double)objs / (t - t0) / 1e3);
     /* the block plus the arena's 16-byte block header */
+    bench_report(ctx, "bytes/obj", (double)size + 16);
+    return 0;
+}
+
+/* E1 arena-floor: what put + full read cannot go below on this heap. Per
+ * object: one block of the E1 object's size from the arena, its bytes
+ * other than the data zeroed (standing in for the encoding), the 4 KiB
+ * copied in and summed (as every E1 subject reads it), the block freed.
+ * No encoding and no lookup at all: its Kobj/s against msgpack's bounds
+ * the ratio any encoding on the same allocator can reach. */
+static int run_e1_floor(const bench_ctx *ctx)
+{
+    char name[96];
+    uint8_t data[E1_DATA];
+    uint64_t want, sum = 0, objs = 0;
+    size_t size = 0;
+    for (size_t j = 0; j < E1_DATA; j++)
+        data[j] = (uint8_t)(j * 31 + 7);
+    want = bench_sum64(data, E1_DATA);
+    shmobj_segment *seg = bench_segment(name, sizeof name, 64u << 20);
+    shmobj_ref ref;
+    if (seg == NULL || e1_put(seg, data, &ref, &size) != 0 || shmobj_obj_free(seg, ref) != 0)
+        return bench_fail("E1 floor: no segment");
+    double t0 = now_s(), t, target = target_s(ctx);
+    do {
+        for (int i = 0; i < 256; i++) {
+            void *p;
+            if (shmobj_arena_alloc(seg, size, 16, &ref, &p) != 0)
+                return bench_fail("E1 floor: alloc failed");
+            memset(p, 0, size - E1_DATA);
+            memcpy((uint8_t *)p + size - E1_DATA, data, E1_DATA);
+            sum += bench_sum64((uint8_t *)p + size - E1_DATA, E1_DATA);
+            if (shmobj_arena_free(seg, ref) != 0)
+                return bench_fail("E1 floor: free failed");
+        }
+        objs += 256;
+        t = now_s();
+    } while (t - t0 < target);
+    shmobj_segment_close(seg);
+    shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM);
+    if (sum != want * objs)
+        return bench_fail("E1 floor: wrong sum");
+    bench_report(ctx, "Kobj/s", (double)objs / (t - t0) / 1e3);
     bench_report(ctx, "bytes/obj", (double)size + 16);
     return 0;
 }
@@ -423,6 +469,7 @@ int main(int argc, char **argv)
 {
     static const bench_entry table[] = {
         {"E1", "shmobj", run_e1, 0},
+        {"E1", "arena-floor", run_e1_floor, 0},
         {"E1-access", "shmobj-1", run_access, 1},
         {"E1-access", "shmobj-100000", run_access, 100000},
         {"C1", "shmobj-struct", run_c1, C1_STRUCT},
