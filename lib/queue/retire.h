@@ -19,6 +19,7 @@
 #ifndef SHMOBJ_QUEUE_RETIRE_H
 #define SHMOBJ_QUEUE_RETIRE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "os.h"
@@ -28,23 +29,30 @@
 #define SHMOBJ__RETIRE_CAP 64u
 
 struct shmobj__retire_entry {
-    uint64_t ref;   /* the message block */
-    uint64_t bytes; /* its usable size */
+    uint64_t ref;   /* the message block (a heap reference) */
+    uint64_t bytes; /* its usable size in bytes */
 };
 
+/* Written by the creator once (magic .. reserved1), then only by holders
+ * of `lock`: consumers retiring a block, and anyone trimming. */
 struct shmobj__retire {
     uint32_t magic;    /* SHMOBJ__RETIRE_MAGIC */
     uint32_t version;  /* SHMOBJ__RETIRE_VERSION */
-    uint32_t capacity; /* SHMOBJ__RETIRE_CAP */
-    uint32_t reserved0;
-    uint64_t reserved1[6];
-    shmobj__os_mutex lock; /* guards everything below */
-    uint64_t head;         /* entries [head, tail) are retired, oldest first */
+    uint32_t capacity; /* SHMOBJ__RETIRE_CAP entries */
+    uint32_t reserved0; /* zero */
+    uint64_t reserved1[6]; /* zero */
+    shmobj__os_mutex lock; /* robust, process-shared; guards what follows */
+    /* positions (counters that only grow): entries [head, tail) are
+     * retired, oldest first, at most SHMOBJ__RETIRE_CAP of them */
+    uint64_t head;
     uint64_t tail;
-    uint64_t bytes; /* the sum of their sizes */
-    uint64_t reserved2[5];
-    struct shmobj__retire_entry e[SHMOBJ__RETIRE_CAP]; /* index: pos % CAP */
+    uint64_t bytes; /* sum of the retired entries' sizes */
+    uint64_t reserved2[5]; /* zero */
+    struct shmobj__retire_entry e[SHMOBJ__RETIRE_CAP]; /* position p at p % CAP */
 };
+_Static_assert(offsetof(struct shmobj__retire, lock) == 64, "retire lock");
+_Static_assert(offsetof(struct shmobj__retire, head) == 128, "retire head");
+_Static_assert(offsetof(struct shmobj__retire, e) == 192, "retire entries");
 _Static_assert(sizeof(struct shmobj__retire) == 192 + 16 * SHMOBJ__RETIRE_CAP,
                "retire layout");
 
