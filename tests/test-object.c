@@ -1152,6 +1152,16 @@ static void test_view_index_short_keys(void **state)
     assert_int_equal(shmobj_view_get_str(&v, "abc", &it), SHMOBJ_ECORRUPT);
     ks[1] = 3;
     assert_int_equal(shmobj_view_get_str(&v, "abc", &it), 0);
+    /* non-zero padding after a short key (writers NUL-pad): the inline
+     * probe misses it, the full one still finds the key by its bytes */
+    ks[8 + 6] = 0x7f;
+    assert_int_equal(shmobj_view_get_str(&v, "abc", &it), 0);
+    shmobj_key pk;
+    shmobj_value pkv = SHMOBJ_VAL_STR("abc");
+    assert_int_equal(shmobj_key_init(&pk, &pkv), 0);
+    assert_int_equal(shmobj_view_index_key(&v, &pk, &i), 0);
+    assert_int_equal(i, 3);
+    ks[8 + 6] = 0;
 
     /* the same keys in a named struct and a set take the general path */
     static const char *const fields[] = {"", "a", "abcdefg", "abcdefgh"};

@@ -529,7 +529,6 @@ dict_hit_short(const shmobj_view *v, uint64_t kn, uint64_t word, uint64_t hash,
         return 0;
     const uint64_t *ix = (const uint64_t *)((const uint8_t *)v->obj + 16);
     const uint8_t *pairs = (const uint8_t *)(ix + cap);
-    uint64_t mask = kn == 0 ? 0 : ~UINT64_C(0) >> (64 - 8 * kn);
     uint64_t m = cap - 1, pos = hash & m;
     uint32_t tag = (uint32_t)(hash >> 32);
     for (uint64_t left = cap; left != 0; left--, pos = (pos + 1) & m) {
@@ -541,9 +540,12 @@ dict_hit_short(const shmobj_view *v, uint64_t kn, uint64_t word, uint64_t hash,
         const struct shmobj__slot *k = (const void *)(pairs + 32 * item);
         if (k->tag != SHMOBJ__SLOT_SSTR || k->reserved0 > SHMOBJ__SSTR_MAX)
             return 0;
+        /* Writers NUL-pad short keys, as word is: equal words, equal keys.
+         * A slot with other padding (damage) misses here, and
+         * dict_find_short() decides. */
         uint64_t pl = atomic_load_explicit(&((struct shmobj__slot *)k)->payload,
                                            memory_order_relaxed);
-        if (k->reserved0 == kn && (pl & mask) == word) {
+        if (k->reserved0 == kn && pl == word) {
             *out = (size_t)item;
             return 1;
         }
