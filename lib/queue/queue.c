@@ -2,16 +2,20 @@
  * pollable descriptor.
  *
  * Invariants kept here:
- * - A queue is one 64-byte aligned heap block holding a ring (ring.h),
- *   published as the root "q:<name>". A handle validates the block (its
- *   generation, its size, the ring header) once at open and afterwards
- *   addresses it only through the validated view.
+ * - A queue is one 64-byte aligned heap block holding a ring (ring.h) and
+ *   a retire FIFO (retire.h), published as the root "q:<name>". A handle
+ *   validates the block (its generation, its size, the ring header, the
+ *   FIFO's header) once at open and afterwards addresses it only through
+ *   the validated view.
  * - A message block is a heap block that starts with struct shmobj__qmsg.
  *   Every access goes through msg_get(), which checks the reference's
  *   generation and size and the header's magic and length before use.
  * - A message block's `state` moves PENDING -> DONE (consumer) or
  *   PENDING -> ABANDONED (sender gave up) exactly once, by CAS; whoever
  *   arrives second frees the block, so it is freed exactly once.
+ * - Freeing a message block means msg_release(): blocks of the sizes that
+ *   gain from it wait in the queue's retire FIFO (retire.h, behind the
+ *   ring in the same block) and reach the heap later, the others at once.
  * - Notify registrations (ring.h, shmobj__ring_notify) change state by CAS;
  *   hdr.armed counts the ARMED ones so that a put reads one word, and writes
  *   to a pipe only when some consumer armed its descriptor. */
@@ -508,11 +512,9 @@ static int handle_new(shmobj_segment *seg, shmobj_ref ref, shmobj_queue **out)
     rc = shmobj__ring_attach(&q->ring, mem, usable);
     if (rc == 0) {
         uint32_t cap = (uint32_t)q->ring.capacity;
-        if (usable < queue_footprint(cap))
-            rc = SHMOBJ_ECORRUPT;
-        else
-            rc = shmobj__retire_check(q->retire = (struct shmobj__retire *)(
-                                          (uint8_t *)mem + retire_offset(cap)));
+        q->retire = (struct shmobj__retire *)((uint8_t *)mem + retire_offset(cap));
+        rc = usable < queue_footprint(cap) ? SHMOBJ_ECORRUPT
+                                           : shmobj__retire_check(q->retire);
     }
     if (rc != 0) {
         free(q);
