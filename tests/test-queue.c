@@ -162,6 +162,26 @@ static void test_queue_open_not_a_queue_corrupt(void **state)
     shmobj_queue_close(good);
 }
 
+static void test_queue_put_damaged_slot_corrupt(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(f->seg, "dmg", 4, 0, &q), 0);
+    struct shmobj__ring *r = shmobj__queue_ring(q);
+    assert_int_equal(shmobj_queue_put(q, msg_of(1, 1)), 0);
+    /* the next free slot holds a word no state of its position has: a put
+     * reports the damage instead of waiting for ever */
+    uint64_t e = atomic_load(&r->hdr->enq_pos);
+    uint64_t good = atomic_load(&r->slots[e & r->mask].word);
+    atomic_store(&r->slots[e & r->mask].word, (UINT64_C(12345) << 2) | 1);
+    assert_int_equal(shmobj_queue_try_put(q, msg_of(1, 2)), SHMOBJ_ECORRUPT);
+    assert_int_equal(shmobj_queue_put_timed(q, msg_of(1, 2), SEC), SHMOBJ_ECORRUPT);
+    assert_int_equal(shmobj_queue_put(q, msg_of(1, 2)), SHMOBJ_ECORRUPT);
+    atomic_store(&r->slots[e & r->mask].word, good);
+    assert_int_equal(shmobj_queue_try_put(q, msg_of(1, 2)), 0);
+    shmobj_queue_close(q);
+}
+
 /* ---- full / empty / order / timeouts / peek ------------------------------ */
 
 static void test_queue_try_put_full_and_empty(void **state)
@@ -1236,6 +1256,7 @@ int main(void)
         T(test_queue_create_open_close_roundtrip),
         T(test_queue_create_bad_arguments),
         T(test_queue_open_not_a_queue_corrupt),
+        T(test_queue_put_damaged_slot_corrupt),
         T(test_queue_try_put_full_and_empty),
         T(test_queue_timed_times_out),
         T(test_queue_peek_keeps_message),

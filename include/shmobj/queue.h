@@ -216,6 +216,8 @@ SHMOBJ_API int shmobj_queue_spin_set(shmobj_queue *q, int64_t spin_ns);
  *            multiple of 16, as every heap block's is)
  * @retval 0 success
  * @retval SHMOBJ_EINVAL q is NULL, ref is null or not 16-byte aligned
+ * @retval SHMOBJ_ECORRUPT the ring's next slot holds a word no live queue
+ *         can (damage); nothing was sent
  * @note Thread- and process-safe, lock-free while there is room.
  * @since 0.1
  */
@@ -228,6 +230,7 @@ SHMOBJ_API int shmobj_queue_put(shmobj_queue *q, shmobj_ref ref);
  * @retval 0 success
  * @retval SHMOBJ_EINVAL q is NULL, ref is null or not 16-byte aligned
  * @retval SHMOBJ_EFULL the queue is full
+ * @retval SHMOBJ_ECORRUPT as for shmobj_queue_put()
  * @note Thread- and process-safe, lock-free, never blocks.
  * @since 0.1
  */
@@ -242,6 +245,7 @@ SHMOBJ_API int shmobj_queue_try_put(shmobj_queue *q, shmobj_ref ref);
  * @retval SHMOBJ_EINVAL q is NULL, ref is null or not 16-byte aligned
  * @retval SHMOBJ_EFULL the queue is full and timeout_ns is 0
  * @retval SHMOBJ_ETIMEDOUT still full when the timeout passed
+ * @retval SHMOBJ_ECORRUPT as for shmobj_queue_put()
  * @note Thread- and process-safe.
  * @since 0.1
  */
@@ -485,7 +489,7 @@ SHMOBJ_API int shmobj_queue_msg_free(shmobj_queue *q, shmobj_ref ref);
  * @retval SHMOBJ_ENOMEM no room in the segment
  * @retval SHMOBJ_EFULL the queue is full and timeout_ns is 0 (nothing sent)
  * @retval SHMOBJ_ETIMEDOUT still full at the timeout (nothing sent)
- * @retval SHMOBJ_ECORRUPT the heap is damaged
+ * @retval SHMOBJ_ECORRUPT the heap or the ring is damaged (nothing sent)
  * @note Thread- and process-safe. The consumer reads the bytes with
  *       shmobj_queue_msg_data(). From 32 KiB on x86-64 the copy is a
  *       vector loop whose stores suit the message's size (see the file's

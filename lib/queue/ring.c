@@ -454,8 +454,14 @@ int shmobj__ring_try_put(struct shmobj__ring *r, uint64_t v)
                 return SHMOBJ_EFULL;
             }
         }
-        /* stale position: another producer moved on */
-        e = atomic_load_explicit(&h->enq_pos, memory_order_relaxed);
+        /* stale position: another producer moved on. If none did, the
+         * word fits no state that slot can hold while e is unclaimed (we
+         * read it after e, with acquire: a later lap would show in
+         * enq_pos): the ring is damaged, and waiting would never end. */
+        uint64_t now = atomic_load_explicit(&h->enq_pos, memory_order_relaxed);
+        if (now == e)
+            return SHMOBJ_ECORRUPT;
+        e = now;
     }
 }
 

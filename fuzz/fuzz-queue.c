@@ -1,0 +1,153 @@
+/* Fuzz target for the queue's readers of untrusted segment bytes: open,
+ * the non-blocking put, take and peek, message data, done, copy-in and the
+ * retire FIFO.
+ *
+ * A queue is built once in a memfd segment: a few message blocks retired
+ * (so the FIFO has entries) and a few messages left waiting; its bytes are
+ * saved. Each input is a list of edits, each one naming a region (the ring
+ * header's positions and counters, the slots and claim records, the retire
+ * FIFO except its mutex, a message block's header), an offset in it and up
+ * to 16 bytes to write there. After the edits every operation runs; then
+ * the saved bytes are put back. Properties (abort on violation): nothing
+ * crashes or reads outside the mapping, every call returns 0 or one of the
+ * codes its documentation lists, and the heap's own check still passes (no
+ * block was freed twice).
+ *
+ * Not edited: the notify and sleeper records (they name processes and
+ * descriptors that a put acts on with system calls) and the mutexes (a
+ * lock word of garbage may legitimately block for ever).
+ *
+ * Built with libFuzzer (-fsanitize=fuzzer) and, with -DFUZZ_STANDALONE, as
+ * a plain program (fuzz-edits.h). */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "queue-internal.h"
+#include "shmobj.h"
+#include "space.h"
+
+#define FUZZ_NAME "fuzz-queue"
+#include "fuzz-edits.h"
+
+static shmobj_segment *seg;
+static shmobj_queue *queue;
+
+/* A message block's header as a region. */
+static void add_message(shmobj_ref ref)
+{
+    void *p;
+    if (shmobj_arena_ptr(seg, ref, &p, NULL) == 0)
+        fuzz_region_add(p, SHMOBJ_QUEUE_MSG_HEADER);
+}
+
+static void fuzz_setup(void)
+{
+    seg = fuzz_segment();
+    if (shmobj_queue_create(seg, "q", 8, 0, &queue) != 0)
+        fuzz_die("set-up failed");
+    /* fixed thresholds, whatever this machine's caches: 32 KiB blocks are
+     * retired, 4 of them kept */
+    queue->retire_min = 32u << 10;
+    queue->retire_max = 64u << 10;
+    queue->retire_budget = 4 * (40u << 10);
+    for (int i = 0; i < 6; i++) {
+        shmobj_ref r, t;
+        if (shmobj_queue_msg_alloc(queue, 40u << 10, 0, &r, NULL) != 0 ||
+            shmobj_queue_put(queue, r) != 0 || shmobj_queue_try_take(queue, &t) != 0 ||
+            shmobj_queue_msg_done(queue, t) != 0)
+            fuzz_die("set-up failed");
+    }
+    for (int i = 0; i < 3; i++) {
+        shmobj_ref r;
+        void *d;
+        if (shmobj_queue_msg_alloc(queue, 100 + (size_t)i, i == 1 ? SHMOBJ_QUEUE_MSG_TRACK : 0,
+                                   &r, &d) != 0)
+            fuzz_die("set-up failed");
+        memset(d, 'a' + i, 100 + (size_t)i);
+        if (shmobj_queue_put(queue, r) != 0)
+            fuzz_die("set-up failed");
+        add_message(r);
+    }
+    struct shmobj__ring *ring = shmobj__queue_ring(queue);
+    fuzz_region_add(ring->hdr, offsetof(struct shmobj__ring_hdr, notify));
+    fuzz_region_add(ring->slots, (size_t)ring->capacity * SHMOBJ__RING_SLOT_BYTES);
+    struct shmobj__retire *rt = shmobj__queue_retire(queue);
+    fuzz_region_add(rt, offsetof(struct shmobj__retire, lock));
+    fuzz_region_add(&rt->head, sizeof *rt - offsetof(struct shmobj__retire, head));
+    for (uint64_t p = rt->head; p != rt->tail; p++)
+        add_message(rt->e[p % SHMOBJ__RETIRE_CAP].ref);
+    fuzz_save();
+}
+
+/* The codes a call on a message reference may return. */
+static int ref_status_ok(int rc)
+{
+    return rc == 0 || rc == SHMOBJ_ECORRUPT || rc == SHMOBJ_ESTALE ||
+           rc == SHMOBJ_EINVAL;
+}
+
+/* Read every byte of a message, then mark it done. */
+static void consume(shmobj_ref ref)
+{
+    void *d;
+    size_t len;
+    int rc = shmobj_queue_msg_data(queue, ref, &d, &len);
+    fuzz_expect(ref_status_ok(rc), "msg_data status");
+    if (rc == 0) {
+        volatile uint8_t sum = 0;
+        for (size_t j = 0; j < len; j++)
+            sum ^= ((const uint8_t *)d)[j];
+        (void)sum;
+    }
+    fuzz_expect(ref_status_ok(shmobj_queue_msg_done(queue, ref)), "msg_done status");
+}
+
+static void fuzz_exercise(void)
+{
+    shmobj_queue *q2;
+    int rc = shmobj_queue_open(seg, "q", &q2);
+    fuzz_expect(rc == 0 || rc == SHMOBJ_ECORRUPT || rc == SHMOBJ_EVERSION, "open status");
+    if (rc == 0)
+        shmobj_queue_close(q2);
+
+    uint64_t n;
+    fuzz_expect(shmobj_queue_count(queue, &n) == 0 && n <= 8, "count");
+    (void)shmobj_queue_has_messages(queue);
+    shmobj_ref ref;
+    rc = shmobj_queue_try_peek(queue, &ref);
+    fuzz_expect(rc == 0 || rc == SHMOBJ_EEMPTY, "peek status");
+    if (rc == 0) {
+        void *d;
+        fuzz_expect(ref_status_ok(shmobj_queue_msg_data(queue, ref, &d, NULL)), "peek data");
+    }
+    for (int i = 0; i < 10; i++) {
+        rc = shmobj_queue_try_take(queue, &ref);
+        fuzz_expect(rc == 0 || rc == SHMOBJ_EEMPTY, "take status");
+        if (rc != 0)
+            break;
+        consume(ref);
+    }
+    void *d;
+    rc = shmobj_queue_msg_alloc(queue, 200, 0, &ref, &d);
+    fuzz_expect(rc == 0 || rc == SHMOBJ_ENOMEM || rc == SHMOBJ_ECORRUPT, "alloc status");
+    if (rc == 0) {
+        memset(d, 'z', 200);
+        rc = shmobj_queue_try_put(queue, ref);
+        fuzz_expect(rc == 0 || rc == SHMOBJ_EFULL || rc == SHMOBJ_ECORRUPT, "put status");
+        if (rc != 0)
+            fuzz_expect(shmobj_queue_msg_free(queue, ref) == 0, "free of an unsent message");
+    }
+    static uint8_t big[40u << 10];
+    rc = shmobj_queue_put_copy(queue, big, sizeof big, 0, 0, NULL);
+    fuzz_expect(rc == 0 || rc == SHMOBJ_EFULL || rc == SHMOBJ_ENOMEM || rc == SHMOBJ_ECORRUPT,
+           "put_copy status");
+    while (shmobj_queue_try_take(queue, &ref) == 0)
+        consume(ref);
+    rc = shmobj_queue_trim(queue);
+    fuzz_expect(rc == 0 || rc == SHMOBJ_ECORRUPT, "trim status");
+    uint64_t bad = 0;
+    fuzz_expect(shmobj_arena_check(seg, &bad) == 0, "heap intact");
+}
