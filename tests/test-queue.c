@@ -162,7 +162,7 @@ static void test_queue_open_not_a_queue_corrupt(void **state)
     shmobj_queue_close(good);
 }
 
-static void test_queue_put_damaged_slot_corrupt(void **state)
+static void test_queue_damaged_slot_corrupt(void **state)
 {
     struct fixture *f = *state;
     shmobj_queue *q;
@@ -179,6 +179,19 @@ static void test_queue_put_damaged_slot_corrupt(void **state)
     assert_int_equal(shmobj_queue_put(q, msg_of(1, 2)), SHMOBJ_ECORRUPT);
     atomic_store(&r->slots[e & r->mask].word, good);
     assert_int_equal(shmobj_queue_try_put(q, msg_of(1, 2)), 0);
+
+    /* the same at the head: takes and peeks report it instead of waiting
+     * for a message that can never come out */
+    uint64_t d = atomic_load(&r->hdr->deq_pos);
+    good = atomic_load(&r->slots[d & r->mask].word);
+    atomic_store(&r->slots[d & r->mask].word, (UINT64_C(777) << 2) | 3);
+    shmobj_ref m;
+    assert_int_equal(shmobj_queue_try_take(q, &m), SHMOBJ_ECORRUPT);
+    assert_int_equal(shmobj_queue_take_timed(q, &m, SEC), SHMOBJ_ECORRUPT);
+    assert_int_equal(shmobj_queue_try_peek(q, &m), SHMOBJ_ECORRUPT);
+    atomic_store(&r->slots[d & r->mask].word, good);
+    assert_int_equal(shmobj_queue_try_take(q, &m), 0);
+    assert_int_equal(m, msg_of(1, 1));
     shmobj_queue_close(q);
 }
 
@@ -1256,7 +1269,7 @@ int main(void)
         T(test_queue_create_open_close_roundtrip),
         T(test_queue_create_bad_arguments),
         T(test_queue_open_not_a_queue_corrupt),
-        T(test_queue_put_damaged_slot_corrupt),
+        T(test_queue_damaged_slot_corrupt),
         T(test_queue_try_put_full_and_empty),
         T(test_queue_timed_times_out),
         T(test_queue_peek_keeps_message),

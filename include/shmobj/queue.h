@@ -258,6 +258,8 @@ SHMOBJ_API int shmobj_queue_put_timed(shmobj_queue *q, shmobj_ref ref,
  * @param[out] ref the message
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument
+ * @retval SHMOBJ_ECORRUPT the ring's head slot holds a word no live queue
+ *         can (damage); nothing was taken
  * @note Thread- and process-safe, lock-free while messages wait.
  * @since 0.1
  */
@@ -273,6 +275,8 @@ SHMOBJ_API int shmobj_queue_take(shmobj_queue *q, shmobj_ref *ref);
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_EEMPTY no message waiting
+ * @retval SHMOBJ_ECORRUPT the ring's head slot holds a word no live queue
+ *         can (damage); nothing was taken
  * @note Thread- and process-safe, lock-free, never blocks.
  * @since 0.1
  */
@@ -287,6 +291,8 @@ SHMOBJ_API int shmobj_queue_try_take(shmobj_queue *q, shmobj_ref *ref);
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_EEMPTY no message and timeout_ns is 0
  * @retval SHMOBJ_ETIMEDOUT none came before the timeout
+ * @retval SHMOBJ_ECORRUPT the ring's head slot holds a word no live queue
+ *         can (damage); nothing was taken
  * @note Thread- and process-safe.
  * @since 0.1
  */
@@ -299,6 +305,8 @@ SHMOBJ_API int shmobj_queue_take_timed(shmobj_queue *q, shmobj_ref *ref,
  * @param[out] ref the message at the head
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument
+ * @retval SHMOBJ_ECORRUPT the ring's head slot holds a word no live queue
+ *         can (damage); nothing was taken
  * @note Thread- and process-safe. With several consumers the message may be
  *       taken by another one right after; peek is a snapshot.
  * @since 0.1
@@ -312,6 +320,8 @@ SHMOBJ_API int shmobj_queue_peek(shmobj_queue *q, shmobj_ref *ref);
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_EEMPTY no message waiting
+ * @retval SHMOBJ_ECORRUPT the ring's head slot holds a word no live queue
+ *         can (damage); nothing was taken
  * @note Thread- and process-safe, lock-free; a snapshot (see
  *       shmobj_queue_peek()).
  * @since 0.1
@@ -328,6 +338,8 @@ SHMOBJ_API int shmobj_queue_try_peek(shmobj_queue *q, shmobj_ref *ref);
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_EEMPTY no message and timeout_ns is 0
  * @retval SHMOBJ_ETIMEDOUT none came before the timeout
+ * @retval SHMOBJ_ECORRUPT the ring's head slot holds a word no live queue
+ *         can (damage); nothing was taken
  * @note Thread- and process-safe; a snapshot (see shmobj_queue_peek()).
  * @since 0.1
  */

@@ -488,6 +488,22 @@ static inline bool claim_and_release(struct shmobj__ring *r,
     return true;
 }
 
+/* Can the slot of head position d hold w while nobody has claimed d and
+ * its message is not there yet? Only EMPTY(d) (not published yet), or the
+ * previous lap's message or marker that its consumer has not released
+ * yet. Anything else, seen with deq_pos still at d after w was read with
+ * acquire (a later lap would have moved deq_pos), is damage. */
+static inline bool head_may_wait(const struct shmobj__ring *r, uint64_t w,
+                                 uint64_t d)
+{
+    if (w == m_empty(d))
+        return true;
+    if (d < r->capacity)
+        return false;
+    uint64_t p = d - r->capacity;
+    return is_value_at(r, w, p) || w == m_skipped(p);
+}
+
 int shmobj__ring_try_take(struct shmobj__ring *r, uint64_t *v)
 {
     struct shmobj__ring_hdr *h = r->hdr;
@@ -527,8 +543,8 @@ int shmobj__ring_try_take(struct shmobj__ring *r, uint64_t *v)
         if (d >= r->capacity && is_value_at(r, w, d - r->capacity))
             return SHMOBJ_EEMPTY; /* previous lap not released yet */
         uint64_t d2 = atomic_load_explicit(&h->deq_pos, memory_order_relaxed);
-        if (d2 == d)
-            return SHMOBJ_EEMPTY; /* in transition; callers retry */
+        if (d2 == d) /* in transition (callers retry), or damaged */
+            return head_may_wait(r, w, d) ? SHMOBJ_EEMPTY : SHMOBJ_ECORRUPT;
         d = d2;
     }
 }
@@ -566,7 +582,7 @@ int shmobj__ring_try_peek(struct shmobj__ring *r, uint64_t *v)
         }
         uint64_t d2 = atomic_load_explicit(&h->deq_pos, memory_order_acquire);
         if (d2 == d)
-            return SHMOBJ_EEMPTY;
+            return head_may_wait(r, w, d) ? SHMOBJ_EEMPTY : SHMOBJ_ECORRUPT;
         d = d2;
     }
 }

@@ -236,8 +236,8 @@ static inline bool shmobj__ring_value_ok(uint64_t v)
     return v != 0 && (v & 15u) == 0;
 }
 
-/* Non-blocking operations: 0, SHMOBJ_EFULL, SHMOBJ_EEMPTY; a put also
- * SHMOBJ_ECORRUPT when its slot holds a word no live ring can. */
+/* Non-blocking operations: 0, SHMOBJ_EFULL, SHMOBJ_EEMPTY, and
+ * SHMOBJ_ECORRUPT when the slot they need holds a word no live ring can. */
 int shmobj__ring_try_put(struct shmobj__ring *r, uint64_t v);
 int shmobj__ring_try_take(struct shmobj__ring *r, uint64_t *v);
 int shmobj__ring_try_peek(struct shmobj__ring *r, uint64_t *v);
