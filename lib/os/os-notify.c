@@ -3,9 +3,9 @@
  * Every descriptor here is non-blocking and close-on-exec; writes never
  * block and a full pipe counts as signalled. Opening the peer's pipe
  * follows the /proc link by design, and the link's target is whatever the
- * peer holds under that number now, so the result is verified with fstat: a
- * pipe (S_ISFIFO) with the inode recorded at registration, or it is closed
- * unused. */
+ * peer holds under that number now, so it is looked at first through an
+ * O_PATH descriptor (which opens nothing) and opened for writing only when
+ * it is a pipe (S_ISFIFO) with the inode recorded at registration. */
 #include "os-notify.h"
 
 #include <errno.h>
@@ -42,19 +42,30 @@ int shmobj__os_notify_open(uint32_t pid, int32_t fd, uint64_t ino, int *wfd)
 {
     if (pid == 0 || fd < 0)
         return SHMOBJ_ENOTFOUND;
+    /* pid, fd and ino come from the segment, which may be damaged: look at
+     * what the link names first (O_PATH opens nothing for reading or
+     * writing, so a device or file there sees no open), and open for
+     * writing only the pipe that was registered, through the pinned path
+     * descriptor so it cannot be swapped in between. */
     char path[64];
     snprintf(path, sizeof path, "/proc/%u/fd/%d", (unsigned)pid, (int)fd);
-    int w = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-    if (w < 0)
-        return errno == ENOENT || errno == ENXIO || errno == ESRCH
+    int pfd = open(path, O_PATH | O_CLOEXEC);
+    if (pfd < 0)
+        return errno == ENOENT || errno == ENXIO || errno == ESRCH || errno == EACCES
                    ? SHMOBJ_ENOTFOUND
                    : SHMOBJ_ESYS;
     struct stat st;
-    if (fstat(w, &st) != 0 || !S_ISFIFO(st.st_mode) ||
+    if (fstat(pfd, &st) != 0 || !S_ISFIFO(st.st_mode) ||
         (uint64_t)st.st_ino != ino) {
-        close(w);
+        close(pfd);
         return SHMOBJ_ENOTFOUND;
     }
+    snprintf(path, sizeof path, "/proc/self/fd/%d", pfd);
+    int w = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    int err = errno;
+    close(pfd);
+    if (w < 0)
+        return err == ENOENT || err == ENXIO ? SHMOBJ_ENOTFOUND : SHMOBJ_ESYS;
     *wfd = w;
     return 0;
 }
