@@ -890,6 +890,25 @@ static void test_obj_cross_process_build_read_mutate(void **state)
 
 enum { XP_COUNTERS = 16, XP_ROUNDS = 20000 };
 
+/* XP_ROUNDS times: 1 to each int counter it[0 .. XP_COUNTERS), 1.0 to the
+ * double it[XP_COUNTERS]. 0, or the first failing step. */
+static int add_rounds(const shmobj_view *it)
+{
+    for (int r = 0; r < XP_ROUNDS; r++) {
+        for (size_t i = 0; i < XP_COUNTERS; i++)
+            if (shmobj_int_add(&it[i], 1, NULL) != 0)
+                return 12;
+        if (shmobj_double_add(&it[XP_COUNTERS], 1.0, NULL) != 0)
+            return 13;
+    }
+    return 0;
+}
+
+static int add_rounds_thread(void *arg)
+{
+    return add_rounds(arg);
+}
+
 static int xp_child_add(void *arg)
 {
     struct xp_arg *a = arg;
@@ -903,15 +922,22 @@ static int xp_child_add(void *arg)
     for (size_t i = 0; i <= XP_COUNTERS; i++)
         if (shmobj_view_item(&v, i, &it[i]) != 0)
             return 11;
-    for (int r = 0; r < XP_ROUNDS; r++) {
-        for (size_t i = 0; i < XP_COUNTERS; i++)
-            if (shmobj_int_add(&it[i], 1, NULL) != 0)
-                return 12;
-        if (shmobj_double_add(&it[XP_COUNTERS], 1.0, NULL) != 0)
-            return 13;
-    }
+    int rc = add_rounds(it);
     shmobj_segment_close(seg);
-    return 0;
+    return rc;
+}
+
+/* Every counter holds 2 * XP_ROUNDS: no increment was lost. */
+static void counters_check(const shmobj_view *it)
+{
+    for (size_t i = 0; i < XP_COUNTERS; i++) {
+        int64_t x;
+        assert_int_equal(shmobj_int_get(&it[i], &x), 0);
+        assert_int_equal(x, 2 * XP_ROUNDS);
+    }
+    double d;
+    assert_int_equal(shmobj_double_get(&it[XP_COUNTERS], &d), 0);
+    assert_true(d == 2.0 * XP_ROUNDS);
 }
 
 static void test_int_add_two_processes_no_lost_increment(void **state)
@@ -934,23 +960,33 @@ static void test_int_add_two_processes_no_lost_increment(void **state)
         assert_int_equal(shmobj_view_item(&v, i, &it[i]), 0);
     pid_t pid = test_child_start(xp_child_add, &a, 60);
     /* both processes add at once */
-    for (int r = 0; r < XP_ROUNDS; r++) {
-        for (size_t i = 0; i < XP_COUNTERS; i++)
-            assert_int_equal(shmobj_int_add(&it[i], 1, NULL), 0);
-        assert_int_equal(shmobj_double_add(&it[XP_COUNTERS], 1.0, NULL), 0);
-    }
+    assert_int_equal(add_rounds(it), 0);
     assert_int_equal(test_child_wait(pid), 0);
-    for (size_t i = 0; i < XP_COUNTERS; i++) {
-        int64_t x;
-        assert_int_equal(shmobj_int_get(&it[i], &x), 0);
-        assert_int_equal(x, 2 * XP_ROUNDS);
-    }
-    double d;
-    assert_int_equal(shmobj_double_get(&it[XP_COUNTERS], &d), 0);
-    assert_true(d == 2.0 * XP_ROUNDS);
+    counters_check(it);
     assert_int_equal(shmobj_obj_free(seg, ref), 0);
     shmobj_segment_close(seg);
     assert_int_equal(shmobj_segment_destroy(a.name, SHMOBJ_BACKEND_SHM), 0);
+}
+
+/* The same with two threads sharing the views, for the thread sanitizer. */
+static void test_int_add_threads_no_lost_increment(void **state)
+{
+    shmobj_value vals[XP_COUNTERS + 1];
+    shmobj_view v, it[XP_COUNTERS + 1];
+    for (size_t i = 0; i < XP_COUNTERS; i++)
+        vals[i] = SHMOBJ_VAL_INT(0);
+    vals[XP_COUNTERS] = SHMOBJ_VAL_DOUBLE(0);
+    shmobj_ref ref = put(state, SHMOBJ_VAL_LIST(vals, XP_COUNTERS + 1));
+    assert_int_equal(shmobj_obj_get(SEG(*state), ref, &v), 0);
+    for (size_t i = 0; i <= XP_COUNTERS; i++)
+        assert_int_equal(shmobj_view_item(&v, i, &it[i]), 0);
+    struct test_thread t[2];
+    for (int k = 0; k < 2; k++)
+        assert_int_equal(test_thread_start(&t[k], add_rounds_thread, it), 0);
+    for (int k = 0; k < 2; k++)
+        assert_int_equal(test_thread_wait(&t[k]), 0);
+    counters_check(it);
+    assert_int_equal(shmobj_obj_free(SEG(*state), ref), 0);
 }
 
 enum { XP_SETS = 2000 };
@@ -1369,8 +1405,10 @@ int main(void)
         T(test_dtype_names),
         cmocka_unit_test(test_obj_cross_process_build_read_mutate),
         cmocka_unit_test(test_int_add_two_processes_no_lost_increment),
+        T(test_int_add_threads_no_lost_increment),
         cmocka_unit_test(test_obj_get_stale_across_processes),
         cmocka_unit_test(test_view_set_two_processes_frees_each_once),
     };
+    test_filter_from_env();
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

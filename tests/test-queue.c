@@ -653,6 +653,21 @@ static int mp_consumer(void *p)
     return 0;
 }
 
+/* Every message of both producers arrived exactly once, none is left. */
+static void mp_check(struct mp_shared *sh, shmobj_queue *q)
+{
+    assert_int_equal(sh->received[0] + sh->received[1], 2 * MP_PER_PRODUCER);
+    uint64_t n = MP_PER_PRODUCER;
+    assert_int_equal(sh->sum, n * (n + 1));
+    for (unsigned pr = 0; pr < 2; pr++)
+        for (uint64_t s = 1; s <= n; s++)
+            if (sh->seen[pr][s] != 1)
+                fail_msg("message %u/%llu lost", pr, (unsigned long long)s);
+    uint64_t left;
+    assert_int_equal(shmobj_queue_count(q, &left), 0);
+    assert_int_equal(left, 0);
+}
+
 static void test_queue_mpmc_2x2_exactly_once(void **state)
 {
     struct fixture *f = *state;
@@ -670,16 +685,32 @@ static void test_queue_mpmc_2x2_exactly_once(void **state)
     atomic_store(&sh->stop, 1);
     for (unsigned i = 0; i < 2; i++)
         assert_int_equal(test_child_wait(cons[i]), 0);
-    assert_int_equal(sh->received[0] + sh->received[1], 2 * MP_PER_PRODUCER);
-    uint64_t n = MP_PER_PRODUCER;
-    assert_int_equal(sh->sum, n * (n + 1));
-    for (unsigned pr = 0; pr < 2; pr++)
-        for (uint64_t s = 1; s <= n; s++)
-            if (sh->seen[pr][s] != 1)
-                fail_msg("message %u/%llu lost", pr, (unsigned long long)s);
-    uint64_t left;
-    assert_int_equal(shmobj_queue_count(q, &left), 0);
-    assert_int_equal(left, 0);
+    mp_check(sh, q);
+    munmap(sh, sizeof *sh);
+    shmobj_queue_close(q);
+}
+
+/* The same with threads sharing one handle, for the thread sanitizer. */
+static void test_queue_threads_mpmc_exactly_once(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(f->seg, "mpmct", 1024, 0, &q), 0);
+    /* a short spin: waits end in futex sleeps too */
+    assert_int_equal(shmobj_queue_spin_set(q, 2000), 0);
+    struct mp_shared *sh = shared_alloc(sizeof *sh);
+    struct mp_arg args[4] = {{q, sh, 0}, {q, sh, 1}, {q, sh, 0}, {q, sh, 1}};
+    struct test_thread cons[2], prod[2];
+    for (unsigned i = 0; i < 2; i++)
+        assert_int_equal(test_thread_start(&cons[i], mp_consumer, &args[2 + i]), 0);
+    for (unsigned i = 0; i < 2; i++)
+        assert_int_equal(test_thread_start(&prod[i], mp_producer, &args[i]), 0);
+    for (unsigned i = 0; i < 2; i++)
+        assert_int_equal(test_thread_wait(&prod[i]), 0);
+    atomic_store(&sh->stop, 1);
+    for (unsigned i = 0; i < 2; i++)
+        assert_int_equal(test_thread_wait(&cons[i]), 0);
+    mp_check(sh, q);
     munmap(sh, sizeof *sh);
     shmobj_queue_close(q);
 }
@@ -1206,6 +1237,74 @@ static void test_queue_retire_damage_and_dead_owner(void **state)
     shmobj_queue_close(q);
 }
 
+/* Threads sending and taking 40 KiB message blocks through one handle:
+ * the retire FIFO and the heap are shared between them. */
+enum { RT_MESSAGES = 3000 };
+
+struct rt_arg {
+    shmobj_queue *q;
+    _Atomic uint32_t *stop;
+};
+
+static int rt_sender(void *p)
+{
+    struct rt_arg *a = p;
+    for (int i = 0; i < RT_MESSAGES; i++) {
+        shmobj_ref r;
+        void *data;
+        if (shmobj_queue_msg_alloc(a->q, 40u << 10, 0, &r, &data) != 0)
+            return 1;
+        memset(data, 0x5a, 256);
+        if (shmobj_queue_put_timed(a->q, r, 30 * SEC) != 0)
+            return 2;
+    }
+    return 0;
+}
+
+static int rt_receiver(void *p)
+{
+    struct rt_arg *a = p;
+    for (;;) {
+        shmobj_ref r;
+        void *data;
+        size_t len;
+        int rc = shmobj_queue_take_timed(a->q, &r, 10 * TEST_MS);
+        if (rc == SHMOBJ_ETIMEDOUT) {
+            if (atomic_load(a->stop))
+                return 0;
+            continue;
+        }
+        if (rc != 0 || shmobj_queue_msg_data(a->q, r, &data, &len) != 0 ||
+            len != (40u << 10) || ((unsigned char *)data)[255] != 0x5a ||
+            shmobj_queue_msg_done(a->q, r) != 0)
+            return 3;
+    }
+}
+
+static void test_queue_threads_retire_shared(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(f->seg, "rett", 16, 0, &q), 0);
+    retire_fix(q);
+    uint64_t b0 = used_blocks(f->seg);
+    _Atomic uint32_t stop = 0;
+    struct rt_arg a = {q, &stop};
+    struct test_thread t[4];
+    for (unsigned i = 0; i < 4; i++)
+        assert_int_equal(test_thread_start(&t[i], i < 2 ? rt_sender : rt_receiver, &a), 0);
+    for (unsigned i = 0; i < 2; i++)
+        assert_int_equal(test_thread_wait(&t[i]), 0);
+    atomic_store(&stop, 1);
+    for (unsigned i = 2; i < 4; i++)
+        assert_int_equal(test_thread_wait(&t[i]), 0);
+    assert_int_equal(shmobj_queue_trim(q), 0);
+    assert_int_equal(used_blocks(f->seg), b0);
+    uint64_t bad = 0;
+    assert_int_equal(shmobj_arena_check(f->seg, &bad), 0);
+    shmobj_queue_close(q);
+}
+
 /* A child that sends 64 KiB messages to itself and retires them, until
  * killed; 1 on any error. */
 static int retire_churn(void *arg)
@@ -1286,9 +1385,12 @@ int main(void)
         T(test_queue_notify_fd_wakes_poll),
         T(test_queue_notify_dead_listener_no_sigpipe),
         T(test_queue_mpmc_2x2_exactly_once),
+        T(test_queue_threads_mpmc_exactly_once),
+        T(test_queue_threads_retire_shared),
         T(test_queue_kill_producers_randomly),
         T(test_queue_kill_consumers_randomly),
 #undef T
     };
+    test_filter_from_env();
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,8 +1,9 @@
-/* Helpers shared by the test programs: unique segment names and forked
- * helper processes bounded by a timeout. */
+/* Helpers shared by the test programs: unique segment names, forked helper
+ * processes bounded by a timeout, helper threads, and the test filter. */
 #ifndef SHMOBJ_TEST_UTIL_H
 #define SHMOBJ_TEST_UTIL_H
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,5 +53,40 @@ static inline void test_sleep_ms(unsigned ms)
 }
 
 #define TEST_MS (INT64_C(1000000))
+
+/* A helper thread running fn(arg); test_thread_wait() gives fn's result.
+ * The tests named test_*_threads_* use them: the thread sanitizer's run
+ * (suite 'threads') selects those. */
+struct test_thread {
+    pthread_t t;
+    int (*fn)(void *);
+    void *arg;
+    int rc;
+};
+
+static inline void *test_thread_main(void *p)
+{
+    struct test_thread *t = p;
+    t->rc = t->fn(t->arg);
+    return NULL;
+}
+
+static inline int test_thread_start(struct test_thread *t, int (*fn)(void *), void *arg)
+{
+    t->fn = fn;
+    t->arg = arg;
+    t->rc = -1;
+    return pthread_create(&t->t, NULL, test_thread_main, t);
+}
+
+static inline int test_thread_wait(struct test_thread *t)
+{
+    return pthread_join(t->t, NULL) == 0 ? t->rc : -1;
+}
+
+/* Run only the tests whose names match SHMOBJ_TEST_FILTER (a cmocka
+ * pattern, `*` for any run of characters), when it is set. Call before
+ * cmocka_run_group_tests(). */
+#define test_filter_from_env() cmocka_set_test_filter(getenv("SHMOBJ_TEST_FILTER"))
 
 #endif /* SHMOBJ_TEST_UTIL_H */
