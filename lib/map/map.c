@@ -39,17 +39,33 @@
 
 /* A process-local cache of one shard's validated table shape, so a lookup
  * need not re-validate the table block each time. Threads sharing the
- * handle update it under its own sequence counter. The fields a lookup
- * reads come first and share one cache line. */
+ * handle update it under its own sequence counter (a seqlock): a reader
+ * may read the fields while another thread rewrites them and throws what
+ * it read away when seq moved. So every field is read and written with
+ * relaxed atomics (plain loads and stores on every target): a torn read is
+ * then a stale value, not a data race. The fields a lookup reads come first
+ * and share one cache line. */
+#define TCACHE_HT_WORDS (sizeof(shmobj_htcore) / sizeof(uint64_t))
+_Static_assert(sizeof(shmobj_htcore) % sizeof(uint64_t) == 0, "htcore handle in words");
 struct tcache {
-    _Atomic uint32_t seq;      /* odd while a thread rewrites the entry */
-    shmobj__ref ref;           /* table block the shape belongs to */
-    const uint64_t *hdr;       /* the table's header (groups follow it) */
-    uint64_t gmask;            /* number of groups - 1 */
-    uint64_t words[3];         /* header words 0, 3 and 7 at validation:
-                                  magic/version/flags, slots, stride/check */
-    shmobj_htcore ht;          /* the whole validated handle */
+    _Atomic uint32_t seq;         /* odd while a thread rewrites the entry */
+    _Atomic shmobj__ref ref;      /* table block the shape belongs to */
+    _Atomic(const uint64_t *) hdr; /* the table's header (groups follow it) */
+    _Atomic uint64_t gmask;       /* number of groups - 1 */
+    _Atomic uint64_t words[3];    /* header words 0, 3 and 7 at validation:
+                                     magic/version/flags, slots, stride/check */
+    _Atomic uint64_t ht[TCACHE_HT_WORDS]; /* the whole validated handle */
 };
+
+static inline uint64_t tc_get(const _Atomic uint64_t *f)
+{
+    return atomic_load_explicit(f, memory_order_relaxed);
+}
+
+static inline const uint64_t *tc_hdr(const struct tcache *c)
+{
+    return atomic_load_explicit(&c->hdr, memory_order_relaxed);
+}
 
 struct shmobj_map {
     struct shmobj__space *sp;
@@ -226,14 +242,18 @@ static int table_get(shmobj_map *m, unsigned idx, shmobj__ref ref,
 {
     struct tcache *c = &m->tc[idx];
     uint32_t q = atomic_load_explicit(&c->seq, memory_order_acquire);
-    if (!(q & 1) && c->ref == ref && ref != 0) {
-        /* The immutable words of the header must still be the ones that
-         * were validated: damage to them is noticed at once. */
-        const uint64_t *w = (const uint64_t *)(const void *)c->ht.hdr;
-        if (w[0] == c->words[0] && w[3] == c->words[1] && w[7] == c->words[2]) {
-            *ht = c->ht;
-            atomic_thread_fence(memory_order_acquire);
-            if (atomic_load_explicit(&c->seq, memory_order_relaxed) == q)
+    if (!(q & 1) && tc_get(&c->ref) == ref && ref != 0) {
+        uint64_t words[TCACHE_HT_WORDS];
+        for (size_t i = 0; i < TCACHE_HT_WORDS; i++)
+            words[i] = tc_get(&c->ht[i]);
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load_explicit(&c->seq, memory_order_relaxed) == q) {
+            memcpy(ht, words, sizeof *ht);
+            /* The immutable words of the header must still be the ones
+             * that were validated: damage to them is noticed at once. */
+            const uint64_t *w = (const uint64_t *)(const void *)ht->hdr;
+            if (w[0] == tc_get(&c->words[0]) && w[3] == tc_get(&c->words[1]) &&
+                w[7] == tc_get(&c->words[2]))
                 return 0;
         }
     }
@@ -241,13 +261,17 @@ static int table_get(shmobj_map *m, unsigned idx, shmobj__ref ref,
     if (rc == 0 && !(q & 1) &&
         atomic_compare_exchange_strong(&c->seq, &q, q + 1)) {
         const uint64_t *w = (const uint64_t *)(const void *)ht->hdr;
-        c->ref = ref;
-        c->ht = *ht;
-        c->hdr = w;
-        c->gmask = ht->mask / SHMOBJ_HTCORE_GROUP;
-        c->words[0] = w[0];
-        c->words[1] = w[3];
-        c->words[2] = w[7];
+        uint64_t words[TCACHE_HT_WORDS];
+        memcpy(words, ht, sizeof *ht);
+        for (size_t i = 0; i < TCACHE_HT_WORDS; i++)
+            atomic_store_explicit(&c->ht[i], words[i], memory_order_relaxed);
+        atomic_store_explicit(&c->ref, ref, memory_order_relaxed);
+        atomic_store_explicit(&c->hdr, w, memory_order_relaxed);
+        atomic_store_explicit(&c->gmask, ht->mask / SHMOBJ_HTCORE_GROUP,
+                              memory_order_relaxed);
+        atomic_store_explicit(&c->words[0], w[0], memory_order_relaxed);
+        atomic_store_explicit(&c->words[1], w[3], memory_order_relaxed);
+        atomic_store_explicit(&c->words[2], w[7], memory_order_relaxed);
         atomic_store_explicit(&c->seq, q + 2, memory_order_release);
     }
     return rc;
@@ -795,8 +819,8 @@ lookup_fast(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
     unsigned idx = (unsigned)(hash >> SHMOBJ__MAP_SHARD_SHIFT);
     const struct tcache *c = &m->tc[idx];
     uint32_t cq = atomic_load_explicit(&c->seq, memory_order_acquire);
-    const uint64_t *hdr = c->hdr;
-    uint64_t gmask = c->gmask;
+    const uint64_t *hdr = tc_hdr(c);
+    uint64_t gmask = tc_get(&c->gmask);
     uint64_t g = (hash >> 7) & gmask;
 #if defined(__GNUC__)
     const uint8_t *home = (const uint8_t *)group_addr(hdr, g);
@@ -804,8 +828,9 @@ lookup_fast(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
     __builtin_prefetch(home + 64);
     __builtin_prefetch(home + 128);
 #endif
-    shmobj__ref cref = c->ref;
-    uint64_t w0 = c->words[0], w3 = c->words[1], w7 = c->words[2];
+    shmobj__ref cref = tc_get(&c->ref);
+    uint64_t w0 = tc_get(&c->words[0]), w3 = tc_get(&c->words[1]),
+             w7 = tc_get(&c->words[2]);
     struct shmobj__map_shard *s = &m->ctl->shards_[idx];
     uint64_t q1 = atomic_load_explicit(&s->seq, memory_order_acquire);
     shmobj__ref tref = atomic_load_explicit(&s->table, memory_order_acquire);
@@ -878,9 +903,10 @@ static void prefetch_hash(shmobj_map *map, uint64_t hash)
      * group's address; a stale shape prefetches a useless line, and a
      * prefetch never faults. No lock, no guard, no validation needed. */
     uint32_t q = atomic_load_explicit(&c->seq, memory_order_acquire);
-    if ((q & 1) || c->ref == 0)
+    if ((q & 1) || tc_get(&c->ref) == 0)
         return;
-    const uint8_t *gp = (const uint8_t *)group_addr(c->hdr, (hash >> 7) & c->gmask);
+    const uint8_t *gp =
+        (const uint8_t *)group_addr(tc_hdr(c), (hash >> 7) & tc_get(&c->gmask));
 #if defined(__GNUC__)
     __builtin_prefetch(gp);
     __builtin_prefetch(gp + 64);
@@ -963,8 +989,8 @@ static void prefetch_entry(shmobj_map *m, uint64_t hash)
 {
     struct tcache *c = &m->tc[hash >> SHMOBJ__MAP_SHARD_SHIFT];
     uint32_t cq = atomic_load_explicit(&c->seq, memory_order_acquire);
-    uintptr_t home = group_addr(c->hdr, (hash >> 7) & c->gmask);
-    shmobj__ref cref = c->ref;
+    uintptr_t home = group_addr(tc_hdr(c), (hash >> 7) & tc_get(&c->gmask));
+    shmobj__ref cref = tc_get(&c->ref);
     atomic_thread_fence(memory_order_acquire);
     if ((cq & 1) || cref == 0 || atomic_load_explicit(&c->seq, memory_order_relaxed) != cq)
         return;
