@@ -582,13 +582,9 @@ static size_t churn_value(uint64_t key, uint64_t version, unsigned char *v)
     return n;
 }
 
-static int replacer_main(void *p)
+/* Replace and delete the churn keys through m until told to stop. */
+static int replace_loop(shmobj_map *m, struct writer_arg *a)
 {
-    struct writer_arg *a = p;
-    shmobj_segment *seg;
-    shmobj_map *m = child_open(a->f, &seg);
-    if (m == NULL)
-        return 10;
     atomic_store(a->progress, 1);
     for (uint64_t version = 1; !atomic_load(a->stop); version++) {
         uint64_t k = version % CHURN_KEYS;
@@ -601,9 +597,44 @@ static int replacer_main(void *p)
         if (rc != 0 && rc != SHMOBJ_ENOTFOUND)
             return 11;
     }
+    return 0;
+}
+
+static int replacer_main(void *p)
+{
+    struct writer_arg *a = p;
+    shmobj_segment *seg;
+    shmobj_map *m = child_open(a->f, &seg);
+    if (m == NULL)
+        return 10;
+    int rc = replace_loop(m, a);
     shmobj_map_close(m);
     shmobj_segment_close(seg);
-    return 0;
+    return rc;
+}
+
+/* Get the churn keys at random: every value found is whole (its length,
+ * key and version agree); at least 1,000 are found. */
+static void read_churn(shmobj_map *m)
+{
+    uint64_t found = 0;
+    for (uint64_t i = 0; i < 200000 && (i < 20000 || found < 1000); i++) {
+        uint64_t k = rnd() % CHURN_KEYS, version;
+        char key[16];
+        unsigned char v[CHURN_MAX], want[CHURN_MAX];
+        size_t len = 0;
+        int kl = sprintf(key, "r%llu", (unsigned long long)k);
+        int rc = shmobj_map_get(m, key, (size_t)kl, v, sizeof v, &len);
+        if (rc == SHMOBJ_ENOTFOUND)
+            continue;
+        assert_int_equal(rc, 0);
+        assert_true(len >= 16);
+        memcpy(&version, v + 8, 8);
+        assert_int_equal(churn_value(k, version, want), len);
+        assert_memory_equal(v, want, len);
+        found++;
+    }
+    assert_true(found >= 1000);
 }
 
 static void test_map_get_while_values_are_replaced(void **state)
@@ -615,28 +646,51 @@ static void test_map_get_while_values_are_replaced(void **state)
     while (atomic_load(&shared[0]) == 0)
         test_sleep_ms(1);
     shmobj__map_read_delay_set(f->map, 50000);
-    uint64_t found = 0;
-    for (uint64_t i = 0; i < 200000 && (i < 20000 || found < 1000); i++) {
-        uint64_t k = rnd() % CHURN_KEYS, version;
-        char key[16];
-        unsigned char v[CHURN_MAX], want[CHURN_MAX];
-        size_t len = 0;
-        int kl = sprintf(key, "r%llu", (unsigned long long)k);
-        int rc = shmobj_map_get(f->map, key, (size_t)kl, v, sizeof v, &len);
-        if (rc == SHMOBJ_ENOTFOUND)
-            continue;
-        assert_int_equal(rc, 0);
-        assert_true(len >= 16);
-        memcpy(&version, v + 8, 8);
-        assert_int_equal(churn_value(k, version, want), len);
-        assert_memory_equal(v, want, len);
-        found++;
-    }
-    assert_true(found >= 1000);
+    read_churn(f->map);
     atomic_store(&shared[1], 1);
     assert_int_equal(test_child_wait(pc), 0);
     assert_int_equal(shmobj_map_check(f->map), 0);
     munmap((void *)shared, 4096);
+}
+
+static int replacer_thread(void *p)
+{
+    struct writer_arg *a = p;
+    return replace_loop(a->f->map, a);
+}
+
+/* Insert fresh keys until told to stop: the tables grow, and each growth
+ * makes the threads sharing the handle refresh its cached shapes. */
+static int grower_thread(void *p)
+{
+    struct writer_arg *a = p;
+    for (uint64_t i = 0; i < 200000 && !atomic_load(a->stop); i++) {
+        char key[16];
+        int kl = sprintf(key, "g%llu", (unsigned long long)i);
+        if (shmobj_map_set(a->f->map, key, (size_t)kl, &i, sizeof i) != 0)
+            return 12;
+    }
+    return 0;
+}
+
+/* The same with the writers as threads of this process, sharing the
+ * reader's handle, one of them growing the tables: the cache of shapes in
+ * the handle is rewritten under the reader. */
+static void test_map_shared_handle_get_while_replaced_and_grown(void **state)
+{
+    struct fixture *f = *state;
+    _Atomic uint64_t progress = 0, stop = 0;
+    struct writer_arg w = {f, 0, 0, &progress, &stop};
+    struct test_thread rep, grow;
+    assert_int_equal(test_thread_start(&rep, replacer_thread, &w), 0);
+    assert_int_equal(test_thread_start(&grow, grower_thread, &w), 0);
+    while (atomic_load(&progress) == 0)
+        test_sleep_ms(1);
+    read_churn(f->map);
+    atomic_store(&stop, 1);
+    assert_int_equal(test_thread_wait(&rep), 0);
+    assert_int_equal(test_thread_wait(&grow), 0);
+    assert_int_equal(shmobj_map_check(f->map), 0);
 }
 
 /* Threads sharing one handle write at once: each sets and deletes keys of
@@ -1002,6 +1056,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_map_growth_across_processes, setup_big, teardown),
         cmocka_unit_test_setup_teardown(test_map_iterate_under_concurrent_writes, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_map_get_while_values_are_replaced, setup_small, teardown),
+        cmocka_unit_test_setup_teardown(test_map_shared_handle_get_while_replaced_and_grown, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_map_add_two_procs_no_lost_increment, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_map_threads_writers_lose_nothing, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_map_kill_writer_loop, setup_big, teardown),
