@@ -863,20 +863,16 @@ int shmobj_int_add(const shmobj_view *view, int64_t delta, int64_t *old)
 static inline int item_int_slot(const shmobj_view *v, size_t i, _Atomic uint64_t **out,
                                 int write)
 {
+    /* the containers with value slots, as one bit test (this runs once
+     * per counter increment) */
+    const uint32_t with_items = 1u << SHMOBJ_TYPE_LIST | 1u << SHMOBJ_TYPE_TUPLE |
+                                1u << SHMOBJ_TYPE_DICT | 1u << SHMOBJ_TYPE_STRUCT;
     if (v == NULL)
         return SHMOBJ_EINVAL;
-    switch (v->type) {
-    case SHMOBJ_TYPE_TUPLE:
-        if (write)
-            return SHMOBJ_EACCES;
-        break;
-    case SHMOBJ_TYPE_LIST:
-    case SHMOBJ_TYPE_DICT:
-    case SHMOBJ_TYPE_STRUCT:
-        break;
-    default:
+    if (v->type >= 32 || !(with_items >> v->type & 1u))
         return SHMOBJ_ETYPE;
-    }
+    if (write && v->type == SHMOBJ_TYPE_TUPLE)
+        return SHMOBJ_EACCES;
     if (i >= v->count)
         return SHMOBJ_ERANGE;
     struct shmobj__slot *s =
