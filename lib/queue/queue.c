@@ -107,15 +107,19 @@ static int msg_release(shmobj_queue *q, shmobj_ref ref, uint64_t usable)
     return 0;
 }
 
+/* Give every retired block back to the heap; how many there were in *n. */
+static int retire_drain(shmobj_queue *q, unsigned *n)
+{
+    uint64_t out[SHMOBJ__RETIRE_OUT_MAX];
+    int rc = shmobj__retire_drain(q->retire, out, n);
+    free_retired(q, out, *n);
+    return rc;
+}
+
 int shmobj_queue_trim(shmobj_queue *q)
 {
-    if (q == NULL)
-        return SHMOBJ_EINVAL;
-    uint64_t out[SHMOBJ__RETIRE_OUT_MAX];
-    unsigned n = 0;
-    int rc = shmobj__retire_drain(q->retire, out, &n);
-    free_retired(q, out, n);
-    return rc;
+    unsigned n;
+    return q == NULL ? SHMOBJ_EINVAL : retire_drain(q, &n);
 }
 
 int shmobj_queue_msg_alloc(shmobj_queue *q, size_t len, unsigned flags,
@@ -128,8 +132,9 @@ int shmobj_queue_msg_alloc(shmobj_queue *q, size_t len, unsigned flags,
     shmobj_ref r;
     uint64_t size = sizeof(struct shmobj__qmsg) + (uint64_t)len;
     int rc = sp->ops->alloc(sp, size, SHMOBJ_QUEUE_MSG_ALIGN, &r);
-    if (rc == SHMOBJ_ENOMEM && shmobj_queue_trim(q) == 0) /* retired blocks back */
-        rc = sp->ops->alloc(sp, size, SHMOBJ_QUEUE_MSG_ALIGN, &r);
+    unsigned freed = 0;
+    if (rc == SHMOBJ_ENOMEM && retire_drain(q, &freed) == 0 && freed > 0)
+        rc = sp->ops->alloc(sp, size, SHMOBJ_QUEUE_MSG_ALIGN, &r); /* room now? */
     if (rc != 0)
         return rc;
     void *p;
