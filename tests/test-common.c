@@ -8,6 +8,7 @@
 
 #include <cmocka.h>
 
+#include "bytes.h"
 #include "shmobj.h"
 
 static void test_error_strerror_every_code(void **state)
@@ -58,6 +59,29 @@ static void test_error_codes_stable(void **state)
     assert_int_equal(SHMOBJ_EOWNERDEAD, -20);
 }
 
+/* shmobj__mem_equal at every length a key takes its inline paths for (and
+ * beyond), with one differing byte at every position, at unaligned
+ * addresses: equal exactly when no byte differs. */
+static void test_mem_equal_every_length_and_position(void **state)
+{
+    (void)state;
+    uint8_t a[96 + 3], b[96 + 5];
+    for (size_t i = 0; i < sizeof a; i++)
+        a[i] = (uint8_t)(i * 37 + 11);
+    for (uint64_t n = 0; n <= 96; n++) {
+        const uint8_t *x = a + 3;
+        uint8_t *y = b + 5;
+        memcpy(y, x, (size_t)n);
+        assert_true(shmobj__mem_equal(x, y, n));
+        for (uint64_t at = 0; at < n; at++) {
+            y[at] ^= 0x40;
+            assert_false(shmobj__mem_equal(x, y, n));
+            y[at] ^= 0x40;
+        }
+        assert_true(shmobj__mem_equal(x, y, n));
+    }
+}
+
 static void test_version_matches_headers(void **state)
 {
     (void)state;
@@ -72,6 +96,7 @@ int main(void)
         cmocka_unit_test(test_error_strerror_every_code),
         cmocka_unit_test(test_error_strerror_unknown_code),
         cmocka_unit_test(test_error_codes_stable),
+        cmocka_unit_test(test_mem_equal_every_length_and_position),
         cmocka_unit_test(test_version_matches_headers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

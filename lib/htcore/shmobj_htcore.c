@@ -36,98 +36,10 @@
 
 /* ---- the hash ------------------------------------------------------------ */
 
-#define HT_P0 0xa0761d6478bd642fULL
-#define HT_P1 0xe7037ed1a0b428dbULL
-#define HT_P2 0x8ebc6af09c88c6e3ULL
-#define HT_P3 0x589965cc75374cc3ULL
-
-/* 64 x 64 -> 128-bit product, low half in *a, high half in *b. The portable
- * branch gives the same result as the __int128 one. */
-static void ht_mum(uint64_t *a, uint64_t *b)
-{
-#if defined(__SIZEOF_INT128__) && !defined(SHMOBJ_HTCORE_NO_INT128)
-    __extension__ typedef unsigned __int128 ht_u128;
-    ht_u128 r = (ht_u128)*a * *b;
-    *a = (uint64_t)r;
-    *b = (uint64_t)(r >> 64);
-#else
-    uint64_t ha = *a >> 32, hb = *b >> 32;
-    uint64_t la = (uint32_t)*a, lb = (uint32_t)*b;
-    uint64_t rh = ha * hb, rm0 = ha * lb, rm1 = hb * la, rl = la * lb;
-    uint64_t t = rl + (rm0 << 32), c = t < rl;
-    uint64_t lo = t + (rm1 << 32);
-    c += lo < t;
-    *a = lo;
-    *b = rh + (rm0 >> 32) + (rm1 >> 32) + c;
-#endif
-}
-
-static uint64_t ht_mix(uint64_t a, uint64_t b)
-{
-    ht_mum(&a, &b);
-    return a ^ b;
-}
-
-/* Little-endian reads byte by byte: the hash is the same on every host;
- * compilers turn these into single loads on little-endian machines. */
-static uint64_t ht_r64(const unsigned char *p)
-{
-    return (uint64_t)p[0] | (uint64_t)p[1] << 8 | (uint64_t)p[2] << 16 |
-           (uint64_t)p[3] << 24 | (uint64_t)p[4] << 32 |
-           (uint64_t)p[5] << 40 | (uint64_t)p[6] << 48 |
-           (uint64_t)p[7] << 56;
-}
-
-static uint64_t ht_r32(const unsigned char *p)
-{
-    return (uint64_t)p[0] | (uint64_t)p[1] << 8 | (uint64_t)p[2] << 16 |
-           (uint64_t)p[3] << 24;
-}
-
 SHMOBJ_HTCORE_FN uint64_t shmobj_htcore_hash64(const void *key, size_t len,
                                                uint64_t seed)
 {
-    const unsigned char *p = (const unsigned char *)key;
-    uint64_t a, b;
-    seed ^= ht_mix(seed ^ HT_P0, HT_P1);
-    if (len <= 16) {
-        if (len >= 4) {
-            size_t s = (len >> 3) << 2;
-            a = (ht_r32(p) << 32) | ht_r32(p + s);
-            b = (ht_r32(p + len - 4) << 32) | ht_r32(p + len - 4 - s);
-        } else if (len > 0) {
-            a = ((uint64_t)p[0] << 16) | ((uint64_t)p[len >> 1] << 8) |
-                p[len - 1];
-            b = 0;
-        } else {
-            a = b = 0;
-        }
-    } else {
-        size_t i = len;
-        if (i > 48) {
-            uint64_t s1 = seed, s2 = seed;
-            do {
-                seed = ht_mix(ht_r64(p) ^ HT_P1, ht_r64(p + 8) ^ seed);
-                s1 = ht_mix(ht_r64(p + 16) ^ HT_P2, ht_r64(p + 24) ^ s1);
-                s2 = ht_mix(ht_r64(p + 32) ^ HT_P3, ht_r64(p + 40) ^ s2);
-                p += 48;
-                i -= 48;
-            } while (i > 48);
-            seed ^= s1 ^ s2;
-        }
-        while (i > 16) {
-            seed = ht_mix(ht_r64(p) ^ HT_P1, ht_r64(p + 8) ^ seed);
-            i -= 16;
-            p += 16;
-        }
-        /* the last 16 bytes of the key (len > 16, so p + i - 16 is inside) */
-        a = ht_r64(p + i - 16);
-        b = ht_r64(p + i - 8);
-    }
-    a ^= HT_P1;
-    b ^= seed;
-    ht_mum(&a, &b);
-    return ht_mix(a ^ HT_P0 ^ (uint64_t)len, b ^ HT_P1);
+    return shmobj_htcore_hash64_mixed(key, len, shmobj_htcore_seed_mix(seed));
 }
 
 SHMOBJ_HTCORE_FN uint64_t shmobj_htcore_hash(const shmobj_htcore *t,
@@ -186,8 +98,8 @@ static unsigned ht_gather(uint64_t m)
 static unsigned ht_match(const unsigned char *g, unsigned char tag)
 {
     uint64_t pat = 0x0101010101010101ULL * tag;
-    return ht_gather(ht_zero_bytes(ht_r64(g) ^ pat)) |
-           ht_gather(ht_zero_bytes(ht_r64(g + 8) ^ pat)) << 8;
+    return ht_gather(ht_zero_bytes(shmobj_htcore_r64_(g) ^ pat)) |
+           ht_gather(ht_zero_bytes(shmobj_htcore_r64_(g + 8) ^ pat)) << 8;
 }
 static unsigned ht_match_empty(const unsigned char *g)
 {
@@ -195,8 +107,8 @@ static unsigned ht_match_empty(const unsigned char *g)
 }
 static unsigned ht_match_free(const unsigned char *g)
 {
-    return ht_gather(ht_r64(g) & HT_HI1) |
-           ht_gather(ht_r64(g + 8) & HT_HI1) << 8;
+    return ht_gather(shmobj_htcore_r64_(g) & HT_HI1) |
+           ht_gather(shmobj_htcore_r64_(g + 8) & HT_HI1) << 8;
 }
 #endif
 

@@ -97,6 +97,12 @@ extern "C" {
 #define shmobj_htcore_init_ref SHMOBJ_HTCORE_NAME(shmobj_htcore_init_ref)
 #define shmobj_htcore_attach SHMOBJ_HTCORE_NAME(shmobj_htcore_attach)
 #define shmobj_htcore_hash SHMOBJ_HTCORE_NAME(shmobj_htcore_hash)
+#define shmobj_htcore_seed_mix SHMOBJ_HTCORE_NAME(shmobj_htcore_seed_mix)
+#define shmobj_htcore_hash64_mixed SHMOBJ_HTCORE_NAME(shmobj_htcore_hash64_mixed)
+#define shmobj_htcore_mum_ SHMOBJ_HTCORE_NAME(shmobj_htcore_mum_)
+#define shmobj_htcore_mix_ SHMOBJ_HTCORE_NAME(shmobj_htcore_mix_)
+#define shmobj_htcore_r64_ SHMOBJ_HTCORE_NAME(shmobj_htcore_r64_)
+#define shmobj_htcore_r32_ SHMOBJ_HTCORE_NAME(shmobj_htcore_r32_)
 #define shmobj_htcore_count SHMOBJ_HTCORE_NAME(shmobj_htcore_count)
 #define shmobj_htcore_find SHMOBJ_HTCORE_NAME(shmobj_htcore_find)
 #define shmobj_htcore_put SHMOBJ_HTCORE_NAME(shmobj_htcore_put)
@@ -212,6 +218,115 @@ typedef struct shmobj_htcore_stats {
  * and fold). Stable across versions of the format; pinned by tests. */
 SHMOBJ_HTCORE_FN uint64_t shmobj_htcore_hash64(const void *key, size_t len,
                                                uint64_t seed);
+
+/* The same hash in two steps, inline, for a caller that hashes many keys
+ * under one seed on a hot path:
+ *     shmobj_htcore_hash64(key, len, seed) ==
+ *         shmobj_htcore_hash64_mixed(key, len, shmobj_htcore_seed_mix(seed))
+ * The helpers below are the hash's parts, not a separate interface. */
+#define SHMOBJ_HTCORE_P0_ 0xa0761d6478bd642fULL
+#define SHMOBJ_HTCORE_P1_ 0xe7037ed1a0b428dbULL
+#define SHMOBJ_HTCORE_P2_ 0x8ebc6af09c88c6e3ULL
+#define SHMOBJ_HTCORE_P3_ 0x589965cc75374cc3ULL
+
+/* 64 x 64 -> 128-bit product, low half in *a, high half in *b. The portable
+ * branch gives the same result as the __int128 one. */
+static inline void shmobj_htcore_mum_(uint64_t *a, uint64_t *b)
+{
+#if defined(__SIZEOF_INT128__) && !defined(SHMOBJ_HTCORE_NO_INT128)
+    __extension__ typedef unsigned __int128 u128;
+    u128 r = (u128)*a * *b;
+    *a = (uint64_t)r;
+    *b = (uint64_t)(r >> 64);
+#else
+    uint64_t ha = *a >> 32, hb = *b >> 32;
+    uint64_t la = (uint32_t)*a, lb = (uint32_t)*b;
+    uint64_t rh = ha * hb, rm0 = ha * lb, rm1 = hb * la, rl = la * lb;
+    uint64_t t = rl + (rm0 << 32), c = t < rl;
+    uint64_t lo = t + (rm1 << 32);
+    c += lo < t;
+    *a = lo;
+    *b = rh + (rm0 >> 32) + (rm1 >> 32) + c;
+#endif
+}
+
+static inline uint64_t shmobj_htcore_mix_(uint64_t a, uint64_t b)
+{
+    shmobj_htcore_mum_(&a, &b);
+    return a ^ b;
+}
+
+/* Little-endian reads byte by byte: the hash is the same on every host;
+ * compilers turn these into single loads on little-endian machines. */
+static inline uint64_t shmobj_htcore_r64_(const unsigned char *p)
+{
+    return (uint64_t)p[0] | (uint64_t)p[1] << 8 | (uint64_t)p[2] << 16 |
+           (uint64_t)p[3] << 24 | (uint64_t)p[4] << 32 |
+           (uint64_t)p[5] << 40 | (uint64_t)p[6] << 48 |
+           (uint64_t)p[7] << 56;
+}
+
+static inline uint64_t shmobj_htcore_r32_(const unsigned char *p)
+{
+    return (uint64_t)p[0] | (uint64_t)p[1] << 8 | (uint64_t)p[2] << 16 |
+           (uint64_t)p[3] << 24;
+}
+
+static inline uint64_t shmobj_htcore_seed_mix(uint64_t seed)
+{
+    return seed ^ shmobj_htcore_mix_(seed ^ SHMOBJ_HTCORE_P0_, SHMOBJ_HTCORE_P1_);
+}
+
+static inline uint64_t shmobj_htcore_hash64_mixed(const void *key, size_t len,
+                                                  uint64_t seed)
+{
+    const unsigned char *p = (const unsigned char *)key;
+    uint64_t a, b;
+    if (len <= 16) {
+        if (len >= 4) {
+            size_t s = (len >> 3) << 2;
+            a = (shmobj_htcore_r32_(p) << 32) | shmobj_htcore_r32_(p + s);
+            b = (shmobj_htcore_r32_(p + len - 4) << 32) |
+                shmobj_htcore_r32_(p + len - 4 - s);
+        } else if (len > 0) {
+            a = ((uint64_t)p[0] << 16) | ((uint64_t)p[len >> 1] << 8) |
+                p[len - 1];
+            b = 0;
+        } else {
+            a = b = 0;
+        }
+    } else {
+        size_t i = len;
+        if (i > 48) {
+            uint64_t s1 = seed, s2 = seed;
+            do {
+                seed = shmobj_htcore_mix_(shmobj_htcore_r64_(p) ^ SHMOBJ_HTCORE_P1_,
+                                          shmobj_htcore_r64_(p + 8) ^ seed);
+                s1 = shmobj_htcore_mix_(shmobj_htcore_r64_(p + 16) ^ SHMOBJ_HTCORE_P2_,
+                                        shmobj_htcore_r64_(p + 24) ^ s1);
+                s2 = shmobj_htcore_mix_(shmobj_htcore_r64_(p + 32) ^ SHMOBJ_HTCORE_P3_,
+                                        shmobj_htcore_r64_(p + 40) ^ s2);
+                p += 48;
+                i -= 48;
+            } while (i > 48);
+            seed ^= s1 ^ s2;
+        }
+        while (i > 16) {
+            seed = shmobj_htcore_mix_(shmobj_htcore_r64_(p) ^ SHMOBJ_HTCORE_P1_,
+                                      shmobj_htcore_r64_(p + 8) ^ seed);
+            i -= 16;
+            p += 16;
+        }
+        /* the last 16 bytes of the key (len > 16, so p + i - 16 is inside) */
+        a = shmobj_htcore_r64_(p + i - 16);
+        b = shmobj_htcore_r64_(p + i - 8);
+    }
+    a ^= SHMOBJ_HTCORE_P1_;
+    b ^= seed;
+    shmobj_htcore_mum_(&a, &b);
+    return shmobj_htcore_mix_(a ^ SHMOBJ_HTCORE_P0_ ^ (uint64_t)len,
+                              b ^ SHMOBJ_HTCORE_P1_);
+}
 
 /* The hash of a key with this table's seed. */
 SHMOBJ_HTCORE_FN uint64_t shmobj_htcore_hash(const shmobj_htcore *t,

@@ -74,9 +74,20 @@ struct shmobj_map {
     shmobj__ref ctl_ref;
     struct shmobj__map_reader *reader; /* this handle's guard slot */
     uint64_t seed;
+    uint64_t seed_mixed;    /* shmobj_htcore_seed_mix(seed) */
     uint64_t read_delay_ns; /* tests: widens the unguarded read's window */
+    /* Per shard, the shape of its table as the fast path needs it, in one
+     * word (see shape_make()), so threads sharing the handle read it whole
+     * without a sequence counter; 0 until validated. */
+    _Atomic uint64_t shape[SHMOBJ__MAP_SHARDS];
     struct tcache tc[SHMOBJ__MAP_SHARDS];
 };
+
+/* The seeded hash of a key, inline (the hot paths hash every key). */
+static inline uint64_t map_hash(const shmobj_map *m, const void *key, size_t klen)
+{
+    return shmobj_htcore_hash64_mixed(key, klen, m->seed_mixed);
+}
 
 struct shmobj_map_iter {
     shmobj_map *map;
@@ -235,6 +246,35 @@ static int table_at(shmobj_map *m, shmobj__ref ref, shmobj_htcore *ht)
     return 0;
 }
 
+/* Bytes of one group of a map table: 16 control bytes (a tag, or
+ * SHMOBJ_HTCORE_CTRL_EMPTY / _DELETED) followed by 16 slots of
+ * SHMOBJ_HTCORE_REF_SLOT bytes (value << SHMOBJ_HTCORE_REF_HASH_BITS | hash
+ * bits 7..26), the layout htcore's golden vectors pin. */
+#define MAP_GROUP_BYTES (SHMOBJ_HTCORE_GROUP * (1 + SHMOBJ_HTCORE_REF_SLOT))
+#define MAP_HASH_BITS_MASK ((UINT64_C(1) << SHMOBJ_HTCORE_REF_HASH_BITS) - 1)
+
+/* A shape word: the table block's reference, whose offset is 64-aligned
+ * (table_new() asks for that), with log2(groups) + 1 in the 6 low bits.
+ * The groups start SHMOBJ__MAP_TABLE_PREFIX + SHMOBJ_HTCORE_HEADER_SIZE
+ * bytes into the block. A reference with other low bits (damage) is not
+ * cached: 0, which no shard's table reference can equal with the low bits
+ * added. */
+#define SHAPE_LOW UINT64_C(63)
+#define SHAPE_GROUPS_AT (SHMOBJ__MAP_TABLE_PREFIX + SHMOBJ_HTCORE_HEADER_SIZE)
+
+static uint64_t shape_make(const shmobj_map *m, shmobj__ref ref, const shmobj_htcore *ht)
+{
+    uint64_t off = shmobj__ref_off(ref);
+    uint64_t groups = (ht->mask + 1) / SHMOBJ_HTCORE_GROUP;
+    unsigned lg = 0;
+    while ((UINT64_C(1) << lg) < groups)
+        lg++;
+    if ((off & SHAPE_LOW) != 0 || ht->groups != m->sp->base + off + SHAPE_GROUPS_AT ||
+        ht->group_bytes != MAP_GROUP_BYTES || lg + 1 > SHAPE_LOW)
+        return 0;
+    return ref | (lg + 1);
+}
+
 /* table_at() through the handle's cache: a hit needs the same block and
  * an unchanged header (damage to it is still noticed). */
 static int table_get(shmobj_map *m, unsigned idx, shmobj__ref ref,
@@ -273,6 +313,8 @@ static int table_get(shmobj_map *m, unsigned idx, shmobj__ref ref,
         atomic_store_explicit(&c->words[1], w[3], memory_order_relaxed);
         atomic_store_explicit(&c->words[2], w[7], memory_order_relaxed);
         atomic_store_explicit(&c->seq, q + 2, memory_order_release);
+        atomic_store_explicit(&m->shape[idx], shape_make(m, ref, ht),
+                              memory_order_relaxed);
     }
     return rc;
 }
@@ -678,13 +720,6 @@ static inline uint64_t group_slot(const uint8_t *gp, unsigned j)
     return group_word(gp, j) >> SHMOBJ_HTCORE_REF_HASH_BITS;
 }
 
-/* Bytes of one group of a map table: 16 control bytes (a tag, or
- * SHMOBJ_HTCORE_CTRL_EMPTY / _DELETED) followed by 16 slots of
- * SHMOBJ_HTCORE_REF_SLOT bytes (value << SHMOBJ_HTCORE_REF_HASH_BITS | hash
- * bits 7..26), the layout htcore's golden vectors pin. */
-#define MAP_GROUP_BYTES (SHMOBJ_HTCORE_GROUP * (1 + SHMOBJ_HTCORE_REF_SLOT))
-#define MAP_HASH_BITS_MASK ((UINT64_C(1) << SHMOBJ_HTCORE_REF_HASH_BITS) - 1)
-
 /* The control bytes of group gp: *tags gets a bit per slot whose tag is
  * hash's, and the result is nonzero when the group has an empty slot. */
 static inline uint32_t group_match(const uint8_t *gp, uint64_t hash, uint32_t *tags)
@@ -801,53 +836,102 @@ static __attribute__((noinline, cold)) void read_delay(uint64_t ns)
         cpu_relax();
 }
 
-/* lookup() for the common case, as one short straight path (a shorter
- * path lets the processor overlap consecutive gets' cache misses, so every
- * instruction here counts): the shard is not being written, its table
- * shape is cached, and every offset lies in the mapped part of the
- * segment. Anything else, including what looks like damage, returns
- * MAP_FAST_NO and the caller runs lookup(), which sorts it out. Otherwise
- * 0 (value copied when it fits, *vlen set) or ENOTFOUND, both from a
- * validated read section. The home group's lines are fetched first, from
- * the cached shape before it is validated (a prefetch never faults), so
- * the miss is served while the checks run. */
+/* Where the fast path's loads of one shape word lead. */
+static inline const uint8_t *shape_groups(const shmobj_map *m, uint64_t shape)
+{
+    return m->sp->base + (shape & SHMOBJ__REF_OFF_MASK & ~SHAPE_LOW) + SHAPE_GROUPS_AT;
+}
+static inline uint64_t shape_gmask(uint64_t shape) /* groups - 1 */
+{
+    return (UINT64_C(1) << ((shape - 1) & SHAPE_LOW)) - 1;
+}
+
+/* Keys the hot instance of lookup_fast() compares inline, and values it
+ * copies inline: longer ones go to the general instance (memcmp, memcpy). */
+#define MAP_HOT_MAX 64u
+
+/* Copy a value of at most MAP_HOT_MAX bytes without a call; an 8-byte
+ * value is read atomically (it may be added to). */
+static inline void copy_value_short(uint8_t *dst, const uint8_t *v, uint32_t n)
+{
+    if (n == 8) {
+        uint64_t x = atomic_load_explicit((_Atomic uint64_t *)(void *)v,
+                                          memory_order_relaxed);
+        memcpy(dst, &x, 8);
+    } else if (n >= 16) { /* overlapping 16-byte moves cover 16..64 */
+        memcpy(dst, v, 16);
+        memcpy(dst + n - 16, v + n - 16, 16);
+        if (n > 32) {
+            memcpy(dst + 16, v + 16, 16);
+            memcpy(dst + n - 32, v + n - 32, 16);
+        }
+    } else if (n >= 8) {
+        memcpy(dst, v, 8);
+        memcpy(dst + n - 8, v + n - 8, 8);
+    } else if (n >= 4) {
+        memcpy(dst, v, 4);
+        memcpy(dst + n - 4, v + n - 4, 4);
+    } else if (n > 0) {
+        dst[0] = v[0];
+        dst[n >> 1] = v[n >> 1];
+        dst[n - 1] = v[n - 1];
+    }
+}
+
+/* lookup() for the common case, as one short straight path without a
+ * guard (a shorter path lets the processor overlap consecutive gets'
+ * cache misses, so every instruction here counts): the shard is not being
+ * written, its table's shape word is cached, and every offset lies in the
+ * mapped part of the segment. Anything else, including what looks like
+ * damage, returns MAP_FAST_NO and the caller runs lookup(), which sorts
+ * it out. Otherwise 0 (value copied when it fits, *vlen set) or ENOTFOUND,
+ * both from a validated read section: nothing read here outlives it, and
+ * a block it read can only have been freed after being unlinked, which
+ * moved `seq`, so the try is discarded.
+ *
+ * `hot` (a constant) selects the instance inlined into shmobj_map_get():
+ * keys of at most MAP_HOT_MAX bytes (the caller checks), values copied
+ * inline up to MAP_HOT_MAX bytes (longer ones return MAP_FAST_NO), and no
+ * call at all, so the compiler keeps everything in registers. The general
+ * instance compares and copies any length and holds the tests' delay.
+ *
+ * The home group's lines are fetched first, from the shape word before it
+ * is validated (a prefetch never faults), so the miss is served while the
+ * checks run. */
 #define MAP_FAST_NO 1
 static inline __attribute__((always_inline)) int
 lookup_fast(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
-            void *buf, size_t buf_len, uint32_t *vlen)
+            void *buf, size_t buf_len, uint32_t *vlen, int hot)
 {
     unsigned idx = (unsigned)(hash >> SHMOBJ__MAP_SHARD_SHIFT);
-    const struct tcache *c = &m->tc[idx];
-    uint32_t cq = atomic_load_explicit(&c->seq, memory_order_acquire);
-    const uint64_t *hdr = tc_hdr(c);
-    uint64_t gmask = tc_get(&c->gmask);
+    uint64_t shape = atomic_load_explicit(&m->shape[idx], memory_order_relaxed);
+    const uint8_t *groups = shape_groups(m, shape);
+    uint64_t gmask = shape_gmask(shape);
     uint64_t g = (hash >> 7) & gmask;
+    const uint8_t *gp = groups + g * MAP_GROUP_BYTES;
 #if defined(__GNUC__)
-    const uint8_t *home = (const uint8_t *)group_addr(hdr, g);
-    __builtin_prefetch(home);
-    __builtin_prefetch(home + 64);
-    __builtin_prefetch(home + 128);
+    __builtin_prefetch(gp);
+    __builtin_prefetch(gp + 64);
+    __builtin_prefetch(gp + 128);
 #endif
-    shmobj__ref cref = tc_get(&c->ref);
-    uint64_t w0 = tc_get(&c->words[0]), w3 = tc_get(&c->words[1]),
-             w7 = tc_get(&c->words[2]);
     struct shmobj__map_shard *s = &m->ctl->shards_[idx];
     uint64_t q1 = atomic_load_explicit(&s->seq, memory_order_acquire);
     shmobj__ref tref = atomic_load_explicit(&s->table, memory_order_acquire);
-    atomic_thread_fence(memory_order_acquire);
-    /* not cached, being rewritten, or a writer at work (few branches) */
-    uint32_t cq2 = atomic_load_explicit(&c->seq, memory_order_relaxed);
-    if (((uint64_t)(cq2 ^ cq) | (cq & 1) | (q1 & 1) | (cref ^ tref)) != 0 || tref == 0)
+    /* Valid when the shard is not being written and still has the table
+     * the shape was taken from: shape ^ tref is then exactly the low bits,
+     * 1..63 (one compare for both). The header may be read only then; its
+     * slot count must still agree with the shape (damage is noticed). */
+    if ((((shape ^ tref) - 1) | ((q1 & 1) << 6)) >= SHAPE_LOW)
         return MAP_FAST_NO;
-    /* the header words validated with the shape must still be in place */
-    if ((hdr[0] ^ w0) | (hdr[3] ^ w3) | (hdr[7] ^ w7))
+    uint64_t slots;
+    memcpy(&slots, groups - SHMOBJ_HTCORE_HEADER_SIZE + 24, sizeof slots);
+    if (slots != (gmask + 1) * SHMOBJ_HTCORE_GROUP)
         return MAP_FAST_NO;
 
     uint64_t mapped = atomic_load_explicit(&m->sp->mapped, memory_order_acquire);
     const uint8_t *base = m->sp->base;
     int rc = SHMOBJ_ENOTFOUND;
     for (uint64_t step = 0;;) {
-        const uint8_t *gp = (const uint8_t *)group_addr(hdr, g);
         uint32_t tags, empty = group_match(gp, hash, &tags);
         for (; tags != 0; tags &= tags - 1) {
             uint64_t w = group_word(gp, map_ctz(tags));
@@ -855,7 +939,8 @@ lookup_fast(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
                 continue;
             uint64_t off = (w >> SHMOBJ_HTCORE_REF_HASH_BITS) << SHMOBJ__MAP_SLOT_SHIFT;
             struct shmobj__map_entry h;
-            if (off < 16 || !shmobj__range_ok(off, SHMOBJ__MAP_ENTRY_HEADER, mapped))
+            /* off and mapped are multiples of 16: the header is inside */
+            if (off < 16 || off >= mapped)
                 return MAP_FAST_NO;
             const uint8_t *p = base + off;
 #if defined(__GNUC__)
@@ -865,15 +950,22 @@ lookup_fast(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
             memcpy(&h, p, sizeof h);
             if (h.key_len != klen)
                 continue;
-            if (!shmobj__range_ok(off, shmobj__map_entry_size(h.key_len, h.value_len),
-                                  mapped))
+            if (shmobj__map_entry_size(h.key_len, h.value_len) > mapped - off)
                 return MAP_FAST_NO;
-            if (!shmobj__mem_equal(p + SHMOBJ__MAP_ENTRY_HEADER, key, klen))
+            if (hot ? !shmobj__mem_equal(p + SHMOBJ__MAP_ENTRY_HEADER, key, klen)
+                    : memcmp(p + SHMOBJ__MAP_ENTRY_HEADER, key, klen) != 0)
                 continue;
-            if (m->read_delay_ns != 0)
+            const uint8_t *value = p + shmobj__map_value_off(h.key_len);
+            if (hot && h.value_len > MAP_HOT_MAX)
+                return MAP_FAST_NO;
+            if (!hot && m->read_delay_ns != 0)
                 read_delay(m->read_delay_ns);
-            if (buf != NULL && h.value_len <= buf_len)
-                copy_value(buf, p + shmobj__map_value_off(h.key_len), h.value_len);
+            if (h.value_len <= buf_len) {
+                if (hot)
+                    copy_value_short(buf, value, h.value_len);
+                else
+                    copy_value(buf, value, h.value_len);
+            }
             *vlen = h.value_len;
             rc = 0;
             goto done;
@@ -882,6 +974,7 @@ lookup_fast(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
             break;
         step++;
         g = (g + step) & gmask;
+        gp = groups + g * MAP_GROUP_BYTES;
     }
 done:
     atomic_thread_fence(memory_order_acquire);
@@ -920,7 +1013,7 @@ void shmobj_map_prefetch(shmobj_map *map, const void *key, size_t key_len)
 {
     if (!key_ok(map, key, key_len))
         return;
-    prefetch_hash(map, shmobj_htcore_hash64(key, key_len, map->seed));
+    prefetch_hash(map, map_hash(map, key, key_len));
 }
 
 /* lookup() under a guard, out of line: the fast path that is inlined into
@@ -938,27 +1031,21 @@ lookup_guarded(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
     return rc;
 }
 
-/* A copy-out lookup: the unguarded fast path, else lookup() under a guard.
- * The fast path needs no guard because it hands out nothing that outlives
- * its read section: a block it read can only have been freed after being
- * unlinked, which moved `seq`, and then the try is discarded. */
-static inline __attribute__((always_inline)) int
-lookup_copy(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
-            void *buf, size_t buf_len, uint32_t *vlen)
+/* A copy-out lookup of any key: the general fast path, else lookup()
+ * under a guard. 0 (value copied when it fits, *vlen set), ENOTFOUND or
+ * an error. */
+static int lookup_copy(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
+                       void *buf, size_t buf_len, uint32_t *vlen)
 {
-    int rc = lookup_fast(m, hash, key, klen, buf, buf_len, vlen);
+    int rc = lookup_fast(m, hash, key, klen, buf, buf_len, vlen, 0);
     if (rc != MAP_FAST_NO)
         return rc;
     return lookup_guarded(m, hash, key, klen, buf, buf_len, vlen);
 }
 
-/* shmobj_map_get() once its arguments are checked and its key hashed. */
-static inline __attribute__((always_inline)) int
-get_hashed(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
-           void *buf, size_t buf_len, size_t *value_len)
+/* shmobj_map_get()'s result from a lookup's. */
+static inline int get_result(int rc, uint32_t vlen, size_t buf_len, size_t *value_len)
 {
-    uint32_t vlen = 0;
-    int rc = lookup_copy(m, hash, key, klen, buf, buf_len, &vlen);
     if (rc != 0)
         return rc;
     if (value_len != NULL)
@@ -966,13 +1053,34 @@ get_hashed(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
     return vlen <= buf_len ? 0 : SHMOBJ_ENOBUFS;
 }
 
-int shmobj_map_get(shmobj_map *map, const void *key, size_t key_len,
-                   void *buf, size_t buf_len, size_t *value_len)
+/* shmobj_map_get() for every case the hot path leaves. */
+static __attribute__((noinline)) int
+get_general(shmobj_map *map, const void *key, size_t key_len, void *buf,
+            size_t buf_len, size_t *value_len)
 {
     if (!key_ok(map, key, key_len) || (buf == NULL && buf_len > 0))
         return SHMOBJ_EINVAL;
-    return get_hashed(map, shmobj_htcore_hash64(key, key_len, map->seed), key,
-                      key_len, buf, buf_len, value_len);
+    uint32_t vlen = 0;
+    int rc = lookup_copy(map, map_hash(map, key, key_len), key, key_len, buf,
+                         buf_len, &vlen);
+    return get_result(rc, vlen, buf_len, value_len);
+}
+
+/* flatten: the hash is inlined too (the compiler would call it) */
+#if defined(__GNUC__)
+__attribute__((flatten))
+#endif
+int shmobj_map_get(shmobj_map *map, const void *key, size_t key_len,
+                   void *buf, size_t buf_len, size_t *value_len)
+{
+    if (map != NULL && key != NULL && buf != NULL && key_len <= MAP_HOT_MAX) {
+        uint32_t vlen = 0;
+        int rc = lookup_fast(map, map_hash(map, key, key_len), key, key_len,
+                             buf, buf_len, &vlen, 1);
+        if (rc != MAP_FAST_NO)
+            return get_result(rc, vlen, buf_len, value_len);
+    }
+    return get_general(map, key, key_len, buf, buf_len, value_len);
 }
 
 /* Lookups a batch fetches together: enough to keep the memory system busy,
@@ -1027,16 +1135,20 @@ int shmobj_map_get_many(shmobj_map *map, shmobj_map_get_req *reqs, size_t n)
                               : SHMOBJ_EINVAL;
             if (r[i].status != 0)
                 continue;
-            hash[i] = shmobj_htcore_hash64(r[i].key, r[i].key_len, map->seed);
+            hash[i] = map_hash(map, r[i].key, r[i].key_len);
             prefetch_hash(map, hash[i]);
         }
         for (size_t i = 0; i < k; i++)
             if (r[i].status == 0)
                 prefetch_entry(map, hash[i]);
-        for (size_t i = 0; i < k; i++)
-            if (r[i].status == 0)
-                r[i].status = get_hashed(map, hash[i], r[i].key, r[i].key_len,
-                                         r[i].buf, r[i].buf_len, &r[i].value_len);
+        for (size_t i = 0; i < k; i++) {
+            if (r[i].status == 0) {
+                uint32_t vlen = 0;
+                int rc = lookup_copy(map, hash[i], r[i].key, r[i].key_len,
+                                     r[i].buf, r[i].buf_len, &vlen);
+                r[i].status = get_result(rc, vlen, r[i].buf_len, &r[i].value_len);
+            }
+        }
     }
     return 0;
 }
@@ -1046,7 +1158,7 @@ int shmobj_map_get_view(shmobj_map *map, const void *key, size_t key_len,
 {
     if (!key_ok(map, key, key_len) || view == NULL)
         return SHMOBJ_EINVAL;
-    uint64_t hash = shmobj_htcore_hash64(key, key_len, map->seed);
+    uint64_t hash = map_hash(map, key, key_len);
     struct ent e;
     uint64_t g = guard_enter(map);
     int rc = lookup(map, hash, key, key_len, &e, NULL, 0);
@@ -1077,7 +1189,7 @@ int shmobj_map_contains(shmobj_map *map, const void *key, size_t key_len)
     if (!key_ok(map, key, key_len))
         return SHMOBJ_EINVAL;
     uint32_t vlen;
-    return lookup_copy(map, shmobj_htcore_hash64(key, key_len, map->seed), key,
+    return lookup_copy(map, map_hash(map, key, key_len), key,
                        key_len, NULL, 0, &vlen);
 }
 
@@ -1199,7 +1311,7 @@ int shmobj_map_set(shmobj_map *map, const void *key, size_t key_len,
     if (!key_ok(map, key, key_len) || (value == NULL && value_len > 0) ||
         value_len > UINT32_MAX)
         return SHMOBJ_EINVAL;
-    uint64_t hash = shmobj_htcore_hash64(key, key_len, map->seed), idx;
+    uint64_t hash = map_hash(map, key, key_len), idx;
     struct shmobj__map_shard *s = shard_of(map, hash);
     shmobj__ref ref;
     shmobj_htcore ht;
@@ -1246,7 +1358,7 @@ int shmobj_map_add(shmobj_map *map, const void *key, size_t key_len,
 {
     if (!key_ok(map, key, key_len))
         return SHMOBJ_EINVAL;
-    uint64_t hash = shmobj_htcore_hash64(key, key_len, map->seed), idx;
+    uint64_t hash = map_hash(map, key, key_len), idx;
     struct shmobj__map_shard *s = shard_of(map, hash);
     shmobj_htcore ht;
     struct ent e;
@@ -1290,7 +1402,7 @@ int shmobj_map_del(shmobj_map *map, const void *key, size_t key_len)
 {
     if (!key_ok(map, key, key_len))
         return SHMOBJ_EINVAL;
-    uint64_t hash = shmobj_htcore_hash64(key, key_len, map->seed), idx;
+    uint64_t hash = map_hash(map, key, key_len), idx;
     struct shmobj__map_shard *s = shard_of(map, hash);
     shmobj_htcore ht;
     int rc = shard_lock(map, s);
@@ -1660,6 +1772,7 @@ static int map_attach(shmobj_segment *seg, shmobj__ref ref, shmobj_map **out)
             rc = SHMOBJ_ECORRUPT;
         m->ctl = c;
         m->seed = c->seed;
+        m->seed_mixed = shmobj_htcore_seed_mix(c->seed);
     }
     if (rc == 0)
         rc = reader_claim(m);
