@@ -75,6 +75,7 @@ struct shmobj_map {
     struct shmobj__map_reader *reader; /* this handle's guard slot */
     uint64_t seed;
     uint64_t seed_mixed;    /* shmobj_htcore_seed_mix(seed) */
+    const uint8_t *base;    /* the segment's mapping (sp->base, fixed) */
     uint64_t read_delay_ns; /* tests: widens the unguarded read's window */
     /* Per shard, the shape of its table as the fast path needs it, in one
      * word (see shape_make()), so threads sharing the handle read it whole
@@ -839,7 +840,7 @@ static __attribute__((noinline, cold)) void read_delay(uint64_t ns)
 /* Where the fast path's loads of one shape word lead. */
 static inline const uint8_t *shape_groups(const shmobj_map *m, uint64_t shape)
 {
-    return m->sp->base + (shape & SHMOBJ__REF_OFF_MASK & ~SHAPE_LOW) + SHAPE_GROUPS_AT;
+    return m->base + (shape & SHMOBJ__REF_OFF_MASK & ~SHAPE_LOW) + SHAPE_GROUPS_AT;
 }
 static inline uint64_t shape_gmask(uint64_t shape) /* groups - 1 */
 {
@@ -929,7 +930,7 @@ lookup_fast(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
         return MAP_FAST_NO;
 
     uint64_t mapped = atomic_load_explicit(&m->sp->mapped, memory_order_acquire);
-    const uint8_t *base = m->sp->base;
+    const uint8_t *base = m->base;
     int rc = SHMOBJ_ENOTFOUND;
     for (uint64_t step = 0;;) {
         uint32_t tags, empty = group_match(gp, hash, &tags);
@@ -972,6 +973,8 @@ lookup_fast(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
         }
         if (empty != 0 || step == gmask)
             break;
+        if (hot) /* the key may be further on (rare): the general path */
+            return MAP_FAST_NO;
         step++;
         g = (g + step) & gmask;
         gp = groups + g * MAP_GROUP_BYTES;
@@ -1755,6 +1758,7 @@ static int map_attach(shmobj_segment *seg, shmobj__ref ref, shmobj_map **out)
         return SHMOBJ_ENOMEM;
     m->seg = seg;
     m->sp = (struct shmobj__space *)seg;
+    m->base = m->sp->base;
     m->ctl_ref = ref;
     int rc = block_at(m, ref, sizeof(struct shmobj__map_ctl), &p, NULL);
     if (rc == 0 && ((uintptr_t)p & 63) != 0)
