@@ -37,36 +37,6 @@
 #include "shmobj_htcore.h"
 #include "space.h"
 
-/* A process-local cache of one shard's validated table shape, so a lookup
- * need not re-validate the table block each time. Threads sharing the
- * handle update it under its own sequence counter (a seqlock): a reader
- * may read the fields while another thread rewrites them and throws what
- * it read away when seq moved. So every field is read and written with
- * relaxed atomics (plain loads and stores on every target): a torn read is
- * then a stale value, not a data race. The fields a lookup reads come first
- * and share one cache line. */
-#define TCACHE_HT_WORDS (sizeof(shmobj_htcore) / sizeof(uint64_t))
-_Static_assert(sizeof(shmobj_htcore) % sizeof(uint64_t) == 0, "htcore handle in words");
-struct tcache {
-    _Atomic uint32_t seq;         /* odd while a thread rewrites the entry */
-    _Atomic shmobj__ref ref;      /* table block the shape belongs to */
-    _Atomic(const uint64_t *) hdr; /* the table's header (groups follow it) */
-    _Atomic uint64_t gmask;       /* number of groups - 1 */
-    _Atomic uint64_t words[3];    /* header words 0, 3 and 7 at validation:
-                                     magic/version/flags, slots, stride/check */
-    _Atomic uint64_t ht[TCACHE_HT_WORDS]; /* the whole validated handle */
-};
-
-static inline uint64_t tc_get(const _Atomic uint64_t *f)
-{
-    return atomic_load_explicit(f, memory_order_relaxed);
-}
-
-static inline const uint64_t *tc_hdr(const struct tcache *c)
-{
-    return atomic_load_explicit(&c->hdr, memory_order_relaxed);
-}
-
 struct shmobj_map {
     struct shmobj__space *sp;
     shmobj_segment *seg;
@@ -77,11 +47,15 @@ struct shmobj_map {
     uint64_t seed_mixed;    /* shmobj_htcore_seed_mix(seed) */
     const uint8_t *base;    /* the segment's mapping (sp->base, fixed) */
     uint64_t read_delay_ns; /* tests: widens the unguarded read's window */
-    /* Per shard, the shape of its table as the fast path needs it, in one
-     * word (see shape_make()), so threads sharing the handle read it whole
-     * without a sequence counter; 0 until validated. */
+    /* Per shard, a cache of its table's validated shape, so that a lookup
+     * need not validate the table block each time: the shape in one word
+     * (see shape_make()), which threads sharing the handle read whole
+     * without a lock, and the table header's word 7 (stride, check) as it
+     * was then. A thread may read a shape and a check word of different
+     * tables while another rewrites them: the check then fails and the
+     * table is validated again. 0 until validated. */
     _Atomic uint64_t shape[SHMOBJ__MAP_SHARDS];
-    struct tcache tc[SHMOBJ__MAP_SHARDS];
+    _Atomic uint64_t shape_check[SHMOBJ__MAP_SHARDS];
 };
 
 /* The seeded hash of a key, inline (the hot paths hash every key). */
@@ -270,50 +244,70 @@ static uint64_t shape_make(const shmobj_map *m, shmobj__ref ref, const shmobj_ht
     unsigned lg = 0;
     while ((UINT64_C(1) << lg) < groups)
         lg++;
-    if ((off & SHAPE_LOW) != 0 || ht->groups != m->sp->base + off + SHAPE_GROUPS_AT ||
-        ht->group_bytes != MAP_GROUP_BYTES || lg + 1 > SHAPE_LOW)
+    if ((off & SHAPE_LOW) != 0 || ht->groups != m->base + off + SHAPE_GROUPS_AT ||
+        ht->group_bytes != MAP_GROUP_BYTES || lg + 1 > SHAPE_LOW ||
+        ht->seed != m->seed || ht->key_size != 0 ||
+        ht->value_size != SHMOBJ_HTCORE_REF_SLOT || ht->stride != SHMOBJ_HTCORE_REF_SLOT ||
+        ht->flags != SHMOBJ_HTCORE_FLAG_REF)
         return 0;
     return ref | (lg + 1);
 }
 
+static inline uint64_t shape_gmask(uint64_t shape) /* groups - 1 */
+{
+    return (UINT64_C(1) << ((shape - 1) & SHAPE_LOW)) - 1;
+}
+
+/* The table's header, from a shape word. */
+static inline uint8_t *shape_header(const shmobj_map *m, uint64_t shape)
+{
+    return (uint8_t *)(uintptr_t)m->base + (shape & SHMOBJ__REF_OFF_MASK & ~SHAPE_LOW) +
+           SHMOBJ__MAP_TABLE_PREFIX;
+}
+
+/* The handle shmobj_htcore_attach() built when the shape was made. */
+static void shape_handle(const shmobj_map *m, uint64_t shape, shmobj_htcore *ht)
+{
+    uint8_t *hdr = shape_header(m, shape);
+    ht->hdr = (shmobj_htcore_header *)(void *)hdr;
+    ht->groups = hdr + SHMOBJ_HTCORE_HEADER_SIZE;
+    ht->group_bytes = MAP_GROUP_BYTES;
+    ht->mask = (shape_gmask(shape) + 1) * SHMOBJ_HTCORE_GROUP - 1;
+    ht->seed = m->seed;
+    ht->key_size = 0;
+    ht->value_size = SHMOBJ_HTCORE_REF_SLOT;
+    ht->stride = SHMOBJ_HTCORE_REF_SLOT;
+    ht->flags = SHMOBJ_HTCORE_FLAG_REF;
+}
+
+/* Word 7 of a table header (stride and check value). */
+static inline uint64_t header_word7(const shmobj_htcore_header *h)
+{
+    uint64_t w;
+    memcpy(&w, (const uint8_t *)h + 56, sizeof w);
+    return w;
+}
+
 /* table_at() through the handle's cache: a hit needs the same block and
- * an unchanged header (damage to it is still noticed). */
+ * header fields that still say what they said at validation (damage to
+ * them is noticed at once). */
 static int table_get(shmobj_map *m, unsigned idx, shmobj__ref ref,
                      shmobj_htcore *ht)
 {
-    struct tcache *c = &m->tc[idx];
-    uint32_t q = atomic_load_explicit(&c->seq, memory_order_acquire);
-    if (!(q & 1) && tc_get(&c->ref) == ref && ref != 0) {
-        uint64_t words[TCACHE_HT_WORDS];
-        for (size_t i = 0; i < TCACHE_HT_WORDS; i++)
-            words[i] = tc_get(&c->ht[i]);
-        atomic_thread_fence(memory_order_acquire);
-        if (atomic_load_explicit(&c->seq, memory_order_relaxed) == q) {
-            memcpy(ht, words, sizeof *ht);
-            /* The immutable words of the header must still be the ones
-             * that were validated: damage to them is noticed at once. */
-            const uint64_t *w = (const uint64_t *)(const void *)ht->hdr;
-            if (w[0] == tc_get(&c->words[0]) && w[3] == tc_get(&c->words[1]) &&
-                w[7] == tc_get(&c->words[2]))
-                return 0;
-        }
+    uint64_t shape = atomic_load_explicit(&m->shape[idx], memory_order_relaxed);
+    if (shape != 0 && (shape & ~SHAPE_LOW) == ref) {
+        shape_handle(m, shape, ht);
+        const shmobj_htcore_header *h = ht->hdr;
+        if (h->magic == SHMOBJ_HTCORE_MAGIC && h->version == SHMOBJ_HTCORE_VERSION &&
+            h->flags == SHMOBJ_HTCORE_FLAG_REF && h->slots == ht->mask + 1 &&
+            header_word7(h) ==
+                atomic_load_explicit(&m->shape_check[idx], memory_order_relaxed))
+            return 0;
     }
     int rc = table_at(m, ref, ht);
-    if (rc == 0 && !(q & 1) &&
-        atomic_compare_exchange_strong(&c->seq, &q, q + 1)) {
-        const uint64_t *w = (const uint64_t *)(const void *)ht->hdr;
-        uint64_t words[TCACHE_HT_WORDS];
-        memcpy(words, ht, sizeof *ht);
-        for (size_t i = 0; i < TCACHE_HT_WORDS; i++)
-            atomic_store_explicit(&c->ht[i], words[i], memory_order_relaxed);
-        atomic_store_explicit(&c->ref, ref, memory_order_relaxed);
-        atomic_store_explicit(&c->hdr, w, memory_order_relaxed);
-        atomic_store_explicit(&c->gmask, ht->mask / SHMOBJ_HTCORE_GROUP,
+    if (rc == 0) {
+        atomic_store_explicit(&m->shape_check[idx], header_word7(ht->hdr),
                               memory_order_relaxed);
-        atomic_store_explicit(&c->words[0], w[0], memory_order_relaxed);
-        atomic_store_explicit(&c->words[1], w[3], memory_order_relaxed);
-        atomic_store_explicit(&c->words[2], w[7], memory_order_relaxed);
-        atomic_store_explicit(&c->seq, q + 2, memory_order_release);
         atomic_store_explicit(&m->shape[idx], shape_make(m, ref, ht),
                               memory_order_relaxed);
     }
@@ -741,13 +735,6 @@ static inline uint32_t group_match(const uint8_t *gp, uint64_t hash, uint32_t *t
 #endif
 }
 
-/* The address of group g of the table whose header is at hdr, computed
- * as an integer: callers may hold a torn shape and only prefetch it. */
-static inline uintptr_t group_addr(const uint64_t *hdr, uint64_t g)
-{
-    return (uintptr_t)hdr + SHMOBJ_HTCORE_HEADER_SIZE + g * MAP_GROUP_BYTES;
-}
-
 /* Whether slot word w may hold hash: its stored hash bits agree. */
 static inline int word_matches(uint64_t w, uint64_t hash)
 {
@@ -837,14 +824,10 @@ static __attribute__((noinline, cold)) void read_delay(uint64_t ns)
         cpu_relax();
 }
 
-/* Where the fast path's loads of one shape word lead. */
+/* The first group of the table of a shape word. */
 static inline const uint8_t *shape_groups(const shmobj_map *m, uint64_t shape)
 {
-    return m->base + (shape & SHMOBJ__REF_OFF_MASK & ~SHAPE_LOW) + SHAPE_GROUPS_AT;
-}
-static inline uint64_t shape_gmask(uint64_t shape) /* groups - 1 */
-{
-    return (UINT64_C(1) << ((shape - 1) & SHAPE_LOW)) - 1;
+    return shape_header(m, shape) + SHMOBJ_HTCORE_HEADER_SIZE;
 }
 
 /* Keys the hot instance of lookup_fast() compares inline, and values it
@@ -993,16 +976,15 @@ static int key_ok(const shmobj_map *m, const void *key, size_t klen)
 
 static void prefetch_hash(shmobj_map *map, uint64_t hash)
 {
-    unsigned idx = (unsigned)(hash >> SHMOBJ__MAP_SHARD_SHIFT);
-    struct tcache *c = &map->tc[idx];
     /* Only a hint: the cached shape of the shard's table gives the home
      * group's address; a stale shape prefetches a useless line, and a
      * prefetch never faults. No lock, no guard, no validation needed. */
-    uint32_t q = atomic_load_explicit(&c->seq, memory_order_acquire);
-    if ((q & 1) || tc_get(&c->ref) == 0)
+    uint64_t shape = atomic_load_explicit(&map->shape[hash >> SHMOBJ__MAP_SHARD_SHIFT],
+                                          memory_order_relaxed);
+    if (shape == 0)
         return;
-    const uint8_t *gp =
-        (const uint8_t *)group_addr(tc_hdr(c), (hash >> 7) & tc_get(&c->gmask));
+    const uint8_t *gp = shape_groups(map, shape) +
+                        ((hash >> 7) & shape_gmask(shape)) * MAP_GROUP_BYTES;
 #if defined(__GNUC__)
     __builtin_prefetch(gp);
     __builtin_prefetch(gp + 64);
@@ -1093,19 +1075,17 @@ int shmobj_map_get(shmobj_map *map, const void *key, size_t key_len,
 
 /* A hint for a batched lookup: start loading the entry of the first
  * candidate in the key's home group, found through the shard's cached
- * shape (read under the cache's sequence counter, so its pointers belong
- * together and point into the mapping). Nothing read here is trusted: the
- * lookup that follows checks everything again. */
+ * shape (one word, validated when cached: its group lies in the mapping,
+ * which never shrinks, even if the table was freed since). Nothing read
+ * here is trusted: the lookup that follows checks everything again. */
 static void prefetch_entry(shmobj_map *m, uint64_t hash)
 {
-    struct tcache *c = &m->tc[hash >> SHMOBJ__MAP_SHARD_SHIFT];
-    uint32_t cq = atomic_load_explicit(&c->seq, memory_order_acquire);
-    uintptr_t home = group_addr(tc_hdr(c), (hash >> 7) & tc_get(&c->gmask));
-    shmobj__ref cref = tc_get(&c->ref);
-    atomic_thread_fence(memory_order_acquire);
-    if ((cq & 1) || cref == 0 || atomic_load_explicit(&c->seq, memory_order_relaxed) != cq)
+    uint64_t shape = atomic_load_explicit(&m->shape[hash >> SHMOBJ__MAP_SHARD_SHIFT],
+                                          memory_order_relaxed);
+    if (shape == 0)
         return;
-    const uint8_t *gp = (const uint8_t *)home;
+    const uint8_t *gp = shape_groups(m, shape) +
+                        ((hash >> 7) & shape_gmask(shape)) * MAP_GROUP_BYTES;
     uint32_t cand = group_candidates(gp, hash) & (SHMOBJ_HTCORE_GROUP_END - 1);
     if (cand == 0)
         return;
@@ -1113,7 +1093,7 @@ static void prefetch_entry(shmobj_map *m, uint64_t hash)
     if (off >= atomic_load_explicit(&m->sp->mapped, memory_order_relaxed))
         return;
 #if defined(__GNUC__)
-    const uint8_t *p = m->sp->base + off;
+    const uint8_t *p = m->base + off;
     __builtin_prefetch(p);
     __builtin_prefetch(p + 64);
     __builtin_prefetch(p + 128);
@@ -1295,10 +1275,14 @@ static int entry_new(shmobj_map *m, uint64_t hash, const void *key,
     if (rc != 0)
         return rc;
     h.hash_gen = (hash & ~SHMOBJ__MAP_GEN_MASK) | shmobj__ref_gen(ref);
-    if (block_at(m, ref, size, &p, NULL) != 0) {
+    /* the heap just handed the block out: only its place in the mapping
+     * needs finding, not its header checking */
+    void *q;
+    if (shmobj__space_at(m->sp, shmobj__ref_off(ref), size, &q) != 0) {
         free_block(m, ref);
         return SHMOBJ_ECORRUPT;
     }
+    p = q;
     memcpy(p, &h, sizeof h);
     if (vlen > 0)
         memcpy(p + shmobj__map_value_off((uint32_t)klen), value, vlen);
