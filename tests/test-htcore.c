@@ -452,6 +452,9 @@ static void test_htcore_hash_golden(void **state)
             print_error("len %zu seed %llu: got 0x%016llx\n", v[i].len,
                         (unsigned long long)v[i].seed, (unsigned long long)h);
         assert_true(h == v[i].hash);
+        /* the two-step inline form gives the same hash */
+        assert_true(shmobj_htcore_hash64_mixed(text, v[i].len,
+                                               shmobj_htcore_seed_mix(v[i].seed)) == h);
     }
 }
 
