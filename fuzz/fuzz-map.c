@@ -37,9 +37,21 @@ struct shmobj__map_ctl *shmobj__map_control(shmobj_map *map);
 static shmobj_segment *seg;
 static shmobj_map *map;
 
+/* Keys of 10 to 40 bytes, and every tenth one of over 64 (the get's
+ * general path, as are its 96-byte values). */
+#define KEY_MAX 128
+#define LONG_KEY(i) ((i) % 10 == 3)
+#define VALUE_WORDS 12
 static int key_of(int i, char *key)
 {
+    if (LONG_KEY(i))
+        return sprintf(key, "fuzz-long-key-%d-%070d", i, i);
     return sprintf(key, "fuzz-key-%d%.*s", i, i % 23, "abcdefghijklmnopqrstuvw");
+}
+
+static size_t value_len_of(int i)
+{
+    return LONG_KEY(i) ? VALUE_WORDS * 8 : (i & 1) ? 8 : 24;
 }
 
 static void fuzz_setup(void)
@@ -48,15 +60,17 @@ static void fuzz_setup(void)
     if (shmobj_map_create(seg, "m", &map) != 0)
         fuzz_die("set-up failed");
     for (int i = 0; i < KEYS; i++) {
-        char key[64];
-        uint64_t v[3] = {(uint64_t)i, (uint64_t)i * 3, (uint64_t)i * 5};
+        char key[KEY_MAX];
+        uint64_t v[VALUE_WORDS];
+        for (int w = 0; w < VALUE_WORDS; w++)
+            v[w] = (uint64_t)i * (uint64_t)(2 * w + 1);
         int kl = key_of(i, key);
-        /* values of 8 bytes (add) and 24 bytes */
-        if (shmobj_map_set(map, key, (size_t)kl, v, (i & 1) ? 8 : 24) != 0)
+        /* values of 8 bytes (add), 24 bytes, and 96 with the long keys */
+        if (shmobj_map_set(map, key, (size_t)kl, v, value_len_of(i)) != 0)
             fuzz_die("set-up failed");
     }
     for (int i = 0; i < KEYS; i += 7) {
-        char key[64];
+        char key[KEY_MAX];
         int kl = key_of(i, key);
         if (shmobj_map_del(map, key, (size_t)kl) != 0)
             fuzz_die("set-up failed");
@@ -75,7 +89,7 @@ static void fuzz_setup(void)
             fuzz_region_add(p, n);
     }
     for (int i = 0; i < KEYS; i++) {
-        char key[64];
+        char key[KEY_MAX];
         shmobj_map_view v;
         int kl = key_of(i, key);
         if (shmobj_map_get_view(map, key, (size_t)kl, &v) == 0) {
@@ -96,8 +110,8 @@ static int status_ok(int rc)
 static void fuzz_exercise(void)
 {
     for (int i = 0; i < KEYS; i++) {
-        char key[64];
-        uint64_t buf[4];
+        char key[KEY_MAX];
+        uint64_t buf[VALUE_WORDS];
         size_t len = 0;
         shmobj_map_view v;
         int kl = key_of(i, key);
@@ -120,8 +134,8 @@ static void fuzz_exercise(void)
     }
     /* the same lookups as batches */
     shmobj_map_get_req reqs[KEYS];
-    char keys[KEYS][64];
-    uint64_t bufs[KEYS][4];
+    char keys[KEYS][KEY_MAX];
+    uint64_t bufs[KEYS][VALUE_WORDS];
     for (int i = 0; i < KEYS; i++) {
         reqs[i].key = keys[i];
         reqs[i].key_len = (size_t)key_of(i, keys[i]);
