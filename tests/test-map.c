@@ -1029,7 +1029,30 @@ static void test_map_damaged_table_ecorrupt(void **state)
     }
     assert_int_equal(shmobj_map_check(m), 0);
 
-    /* 5. a damaged control block: open refuses it */
+    /* 5. a shard's table reference damaged, seen by this handle (its cache
+     * of the shard's table is warm) and by a fresh one (cold): small
+     * values, one off the real table, unaligned, and far beyond the
+     * segment; every get says ECORRUPT (or, for a write in progress, waits
+     * and then says so), never crashes */
+    {
+        uint64_t h = shmobj_htcore_hash64("d7", 2, shmobj__map_control(m)->seed);
+        struct shmobj__map_shard *sh = &shmobj__map_control(m)->shards_[h >> SHMOBJ__MAP_SHARD_SHIFT];
+        uint64_t good = atomic_load(&sh->table);
+        const uint64_t bad[] = {1, 8, 63, 64, good + 1, good + 64, good ^ (UINT64_C(1) << 47),
+                                good | 63, UINT64_MAX & ~UINT64_C(63)};
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            shmobj_map *cold;
+            assert_int_equal(shmobj_map_open(f->seg, "m", &cold), 0);
+            atomic_store(&sh->table, bad[i]);
+            assert_int_equal(shmobj_map_get(m, "d7", 2, buf, sizeof buf, NULL), SHMOBJ_ECORRUPT);
+            assert_int_equal(shmobj_map_get(cold, "d7", 2, buf, sizeof buf, NULL), SHMOBJ_ECORRUPT);
+            atomic_store(&sh->table, good);
+            shmobj_map_close(cold);
+        }
+        assert_int_equal(shmobj_map_get(m, "d7", 2, buf, sizeof buf, NULL), 0);
+    }
+
+    /* 6. a damaged control block: open refuses it */
     struct shmobj__map_ctl *c = shmobj__map_control(m);
     shmobj_map *m2;
     c->seed ^= 1;

@@ -229,11 +229,11 @@ static int table_at(shmobj_map *m, shmobj__ref ref, shmobj_htcore *ht)
 #define MAP_HASH_BITS_MASK ((UINT64_C(1) << SHMOBJ_HTCORE_REF_HASH_BITS) - 1)
 
 /* A shape word: the table block's reference, whose offset is 64-aligned
- * (table_new() asks for that), with log2(groups) + 1 in the 6 low bits.
- * The groups start SHMOBJ__MAP_TABLE_PREFIX + SHMOBJ_HTCORE_HEADER_SIZE
- * bytes into the block. A reference with other low bits (damage) is not
- * cached: 0, which no shard's table reference can equal with the low bits
- * added. */
+ * (table_new() asks for that), with log2(groups) + 1 in the 6 low bits, so
+ * never 0. The groups start SHMOBJ__MAP_TABLE_PREFIX +
+ * SHMOBJ_HTCORE_HEADER_SIZE bytes into the block. A table of another form
+ * (damage) is not cached: its shape is 0, as is that of a shard not yet
+ * looked at, and nothing is read through a shape of 0. */
 #define SHAPE_LOW UINT64_C(63)
 #define SHAPE_GROUPS_AT (SHMOBJ__MAP_TABLE_PREFIX + SHMOBJ_HTCORE_HEADER_SIZE)
 
@@ -902,10 +902,12 @@ lookup_fast(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
     uint64_t q1 = atomic_load_explicit(&s->seq, memory_order_acquire);
     shmobj__ref tref = atomic_load_explicit(&s->table, memory_order_acquire);
     /* Valid when the shard is not being written and still has the table
-     * the shape was taken from: shape ^ tref is then exactly the low bits,
-     * 1..63 (one compare for both). The header may be read only then; its
-     * slot count must still agree with the shape (damage is noticed). */
-    if ((((shape ^ tref) - 1) | ((q1 & 1) << 6)) >= SHAPE_LOW)
+     * the shape was taken from: tref's low bits are then 0 and shape ^ tref
+     * is exactly the shape's, 1..63 (so the shape is not 0); one compare
+     * for all. The header may be read only then; its slot count must still
+     * agree with the shape (damage is noticed). */
+    uint64_t odd = (q1 & 1) | (tref & SHAPE_LOW);
+    if ((((shape ^ tref) - 1) | (odd << 6)) >= SHAPE_LOW)
         return MAP_FAST_NO;
     uint64_t slots;
     memcpy(&slots, groups - SHMOBJ_HTCORE_HEADER_SIZE + 24, sizeof slots);
@@ -1058,7 +1060,8 @@ __attribute__((flatten))
 int shmobj_map_get(shmobj_map *map, const void *key, size_t key_len,
                    void *buf, size_t buf_len, size_t *value_len)
 {
-    if (map != NULL && key != NULL && buf != NULL && key_len <= MAP_HOT_MAX) {
+    if (map != NULL && key != NULL && buf != NULL && key_len <= MAP_HOT_MAX &&
+        map->read_delay_ns == 0) {
         uint32_t vlen = 0;
         int rc = lookup_fast(map, map_hash(map, key, key_len), key, key_len,
                              buf, buf_len, &vlen, 1);
