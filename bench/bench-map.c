@@ -225,27 +225,21 @@ static int run_h1(const bench_ctx *ctx)
                                  ctx->arg == H1_PREFETCH ? PREFETCH_AHEAD : 0);
     double t2 = now_s();
     /* iterate: read every byte of key and value, count distinct keys */
-    uint8_t *seen = calloc(n, 1);
-    size_t distinct = 0;
-    uint64_t sum = 0;
+    struct bench_h1_iter visit;
+    if (bench_h1_iter_init(&visit, n) != 0)
+        die("out of memory", 0);
     shmobj_map_iter *it;
     const void *k, *v;
     size_t kl, vl;
     int rc = shmobj_map_iter_open(e.map, &it);
     if (rc != 0)
         die("iter open", rc);
-    while ((rc = shmobj_map_iter_next(it, &k, &kl, &v, &vl)) == 0) {
-        for (size_t j = 0; j < kl; j++)
-            sum += ((const uint8_t *)k)[j];
-        for (size_t j = 0; j < vl; j++)
-            sum += ((const uint8_t *)v)[j];
-        size_t i = bench_h1_key_index(k, kl);
-        if (i < n && !seen[i]) {
-            seen[i] = 1;
-            distinct++;
-        }
-    }
+    while ((rc = shmobj_map_iter_next(it, &k, &kl, &v, &vl)) == 0)
+        bench_h1_visit(&visit, k, kl, v, vl);
     double t3 = now_s();
+    size_t distinct = visit.distinct;
+    uint64_t sum = visit.sum;
+    bench_h1_iter_done(&visit);
     shmobj_map_iter_close(it);
     if (rc != SHMOBJ_ENOTFOUND)
         die("iterate", rc);
@@ -268,7 +262,6 @@ static int run_h1(const bench_ctx *ctx)
     report(ctx, "keys-seen", (double)distinct);
     fprintf(stderr, "bench-map: %s load %.3f probe mean %.3f max %llu, %.1f B/item by map stats\n",
             ctx->workload, st.load_factor, st.probe_mean, (unsigned long long)st.probe_max, st.bytes_per_item);
-    free(seen);
     env_close(&e);
     return 0;
 }

@@ -105,13 +105,15 @@ bool same_value(uint64_t v, const char *p, size_t)
 {
     return memcmp(&v, p, 8) == 0;
 }
-unsigned last_byte(const ShmString &v)
+const void *value_bytes(const ShmString &v, size_t *len)
 {
-    return (unsigned char)v[v.size() - 1];
+    *len = v.size();
+    return v.data();
 }
-unsigned last_byte(uint64_t v)
+const void *value_bytes(const uint64_t &v, size_t *len)
 {
-    return (unsigned)(v >> 56);
+    *len = sizeof v;
+    return &v;
 }
 
 template <class V>
@@ -139,13 +141,18 @@ void run_table(const Data &d, bip::managed_shared_memory &seg)
             bad++;
     }
     double t2 = peers_now();
-    size_t seen = 0;
-    uint64_t sum = 0;
+    struct bench_h1_iter iter;
+    if (bench_h1_iter_init(&iter, n) != 0)
+        peers_die("out of memory");
     for (const auto &kv : *map) {
-        sum += (unsigned char)kv.first[kv.first.size() - 1] + last_byte(kv.second);
-        seen++;
+        size_t vl;
+        const void *v = value_bytes(kv.second, &vl);
+        bench_h1_visit(&iter, kv.first.data(), kv.first.size(), v, vl);
     }
     double t3 = peers_now();
+    size_t seen = iter.distinct;
+    uint64_t sum = iter.sum;
+    bench_h1_iter_done(&iter);
     if (bad)
         peers_die("boost: %zu wrong values", bad);
     if (sum == 0)

@@ -306,24 +306,25 @@ static int h1_private(const struct h1_data *d)
     }
     double t2 = peers_now();
     /* Iterate the table: every occupied slot, reading its key and value. */
-    size_t seen = 0;
-    uint64_t sum = 0;
+    struct bench_h1_iter it;
+    if (bench_h1_iter_init(&it, n) != 0)
+        peers_die("out of memory");
     for (size_t i = 0; i <= t.mask; i++) {
         uint32_t ref = t.slots[i].ref;
         if (!ref)
             continue;
         const struct pt_entry *e = pt_at(&t, ref);
         const uint8_t *k = (const uint8_t *)(e + 1);
-        sum += k[e->klen - 1] + k[e->klen + e->vlen - 1];
-        seen++;
+        bench_h1_visit(&it, k, e->klen, k + e->klen, e->vlen);
     }
     double t3 = peers_now();
     if (bad)
         peers_die("private-table: %zu wrong values", bad);
-    if (sum == 0)
+    if (it.sum == 0)
         fprintf(stderr, "private-table: checksum 0\n");
     double bytes = (double)((t.mask + 1) * sizeof(struct pt_slot) + t.used);
-    h1_report(d, "private-table", n, t1 - t0, t2 - t1, t3 - t2, bytes, seen);
+    h1_report(d, "private-table", n, t1 - t0, t2 - t1, t3 - t2, bytes, it.distinct);
+    bench_h1_iter_done(&it);
     pt_free(&t);
     return 0;
 }
@@ -408,18 +409,19 @@ static int h1_lmdb(const struct h1_data *d)
     double t2 = peers_now();
     MDB_cursor *cur;
     MDB_val k, v;
-    size_t seen = 0;
-    uint64_t sum = 0;
+    struct bench_h1_iter it;
+    if (bench_h1_iter_init(&it, n) != 0)
+        peers_die("out of memory");
     lmdb_check(mdb_cursor_open(txn, dbi, &cur), "cursor_open");
     for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
-         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-        sum += ((const uint8_t *)k.mv_data)[k.mv_size - 1] +
-               ((const uint8_t *)v.mv_data)[v.mv_size - 1];
-        seen++;
-    }
+         rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT))
+        bench_h1_visit(&it, k.mv_data, k.mv_size, v.mv_data, v.mv_size);
     double t3 = peers_now();
     mdb_cursor_close(cur);
     mdb_txn_abort(txn);
+    size_t seen = it.distinct;
+    uint64_t sum = it.sum;
+    bench_h1_iter_done(&it);
     if (sum == 0)
         fprintf(stderr, "lmdb: checksum 0\n");
 
