@@ -889,14 +889,16 @@ lookup_fast(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
 {
     unsigned idx = (unsigned)(hash >> SHMOBJ__MAP_SHARD_SHIFT);
     uint64_t shape = atomic_load_explicit(&m->shape[idx], memory_order_relaxed);
-    const uint8_t *groups = shape_groups(m, shape);
     uint64_t gmask = shape_gmask(shape);
     uint64_t g = (hash >> 7) & gmask;
-    const uint8_t *gp = groups + g * MAP_GROUP_BYTES;
+    /* An integer until the shape is validated: a shape of 0 gives an
+     * address far outside the mapping, which only the prefetch sees. */
+    uintptr_t home = (uintptr_t)m->base + (uintptr_t)(shape & SHMOBJ__REF_OFF_MASK & ~SHAPE_LOW) +
+                     SHAPE_GROUPS_AT + (uintptr_t)(g * MAP_GROUP_BYTES);
 #if defined(__GNUC__)
-    __builtin_prefetch(gp);
-    __builtin_prefetch(gp + 64);
-    __builtin_prefetch(gp + 128);
+    __builtin_prefetch((const void *)home);
+    __builtin_prefetch((const void *)(home + 64));
+    __builtin_prefetch((const void *)(home + 128));
 #endif
     struct shmobj__map_shard *s = &m->ctl->shards_[idx];
     uint64_t q1 = atomic_load_explicit(&s->seq, memory_order_acquire);
@@ -909,6 +911,7 @@ lookup_fast(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
     uint64_t odd = (q1 & 1) | (tref & SHAPE_LOW);
     if ((((shape ^ tref) - 1) | (odd << 6)) >= SHAPE_LOW)
         return MAP_FAST_NO;
+    const uint8_t *groups = shape_groups(m, shape), *gp = (const uint8_t *)home;
     uint64_t slots;
     memcpy(&slots, groups - SHMOBJ_HTCORE_HEADER_SIZE + 24, sizeof slots);
     if (slots != (gmask + 1) * SHMOBJ_HTCORE_GROUP)
@@ -939,7 +942,7 @@ lookup_fast(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
             if (shmobj__map_entry_size(h.key_len, h.value_len) > mapped - off)
                 return MAP_FAST_NO;
             if (hot ? !shmobj__mem_equal(p + SHMOBJ__MAP_ENTRY_HEADER, key, klen)
-                    : memcmp(p + SHMOBJ__MAP_ENTRY_HEADER, key, klen) != 0)
+                    : klen != 0 && memcmp(p + SHMOBJ__MAP_ENTRY_HEADER, key, klen) != 0)
                 continue;
             const uint8_t *value = p + shmobj__map_value_off(h.key_len);
             if (hot && h.value_len > MAP_HOT_MAX)
