@@ -258,11 +258,19 @@ static inline uint64_t shape_gmask(uint64_t shape) /* groups - 1 */
     return (UINT64_C(1) << ((shape - 1) & SHAPE_LOW)) - 1;
 }
 
-/* The table's header, from a shape word. */
+/* The address of the first group of a shape's table, as an integer: a
+ * shape read before it is validated may be 0, and its address then lies
+ * far outside the mapping (only a prefetch may use it). */
+static inline uintptr_t shape_groups_addr(const shmobj_map *m, uint64_t shape)
+{
+    return (uintptr_t)m->base + (uintptr_t)(shape & SHMOBJ__REF_OFF_MASK & ~SHAPE_LOW) +
+           SHAPE_GROUPS_AT;
+}
+
+/* The table's header, from a validated shape word. */
 static inline uint8_t *shape_header(const shmobj_map *m, uint64_t shape)
 {
-    return (uint8_t *)(uintptr_t)m->base + (shape & SHMOBJ__REF_OFF_MASK & ~SHAPE_LOW) +
-           SHMOBJ__MAP_TABLE_PREFIX;
+    return (uint8_t *)(shape_groups_addr(m, shape) - SHMOBJ_HTCORE_HEADER_SIZE);
 }
 
 /* The handle shmobj_htcore_attach() built when the shape was made. */
@@ -824,10 +832,10 @@ static __attribute__((noinline, cold)) void read_delay(uint64_t ns)
         cpu_relax();
 }
 
-/* The first group of the table of a shape word. */
+/* The first group of the table of a validated shape word. */
 static inline const uint8_t *shape_groups(const shmobj_map *m, uint64_t shape)
 {
-    return shape_header(m, shape) + SHMOBJ_HTCORE_HEADER_SIZE;
+    return (const uint8_t *)shape_groups_addr(m, shape);
 }
 
 /* Keys the hot instance of lookup_fast() compares inline, and values it
@@ -891,10 +899,8 @@ lookup_fast(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
     uint64_t shape = atomic_load_explicit(&m->shape[idx], memory_order_relaxed);
     uint64_t gmask = shape_gmask(shape);
     uint64_t g = (hash >> 7) & gmask;
-    /* An integer until the shape is validated: a shape of 0 gives an
-     * address far outside the mapping, which only the prefetch sees. */
-    uintptr_t home = (uintptr_t)m->base + (uintptr_t)(shape & SHMOBJ__REF_OFF_MASK & ~SHAPE_LOW) +
-                     SHAPE_GROUPS_AT + (uintptr_t)(g * MAP_GROUP_BYTES);
+    /* an integer until the shape is validated */
+    uintptr_t home = shape_groups_addr(m, shape) + (uintptr_t)(g * MAP_GROUP_BYTES);
 #if defined(__GNUC__)
     __builtin_prefetch((const void *)home);
     __builtin_prefetch((const void *)(home + 64));
