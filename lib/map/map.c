@@ -985,17 +985,26 @@ static int key_ok(const shmobj_map *m, const void *key, size_t klen)
     return m != NULL && (key != NULL || klen == 0) && klen <= UINT32_MAX;
 }
 
-static void prefetch_hash(shmobj_map *map, uint64_t hash)
+/* The key's home group through the shard's cached shape, or NULL when
+ * none is cached. The shape was validated when cached, so the group lies
+ * in the mapping (which never shrinks), even if the table was replaced and
+ * freed since: fit for hints, whose reads nothing trusts. */
+static const uint8_t *home_group_hint(const shmobj_map *m, uint64_t hash)
 {
-    /* Only a hint: the cached shape of the shard's table gives the home
-     * group's address; a stale shape prefetches a useless line, and a
-     * prefetch never faults. No lock, no guard, no validation needed. */
-    uint64_t shape = atomic_load_explicit(&map->shape[hash >> SHMOBJ__MAP_SHARD_SHIFT],
+    uint64_t shape = atomic_load_explicit(&m->shape[hash >> SHMOBJ__MAP_SHARD_SHIFT],
                                           memory_order_relaxed);
     if (shape == 0)
+        return NULL;
+    return shape_groups(m, shape) + ((hash >> 7) & shape_gmask(shape)) * MAP_GROUP_BYTES;
+}
+
+static void prefetch_hash(shmobj_map *map, uint64_t hash)
+{
+    /* Only a hint: a stale shape prefetches a useless line, and a prefetch
+     * never faults. No lock, no guard, no validation needed. */
+    const uint8_t *gp = home_group_hint(map, hash);
+    if (gp == NULL)
         return;
-    const uint8_t *gp = shape_groups(map, shape) +
-                        ((hash >> 7) & shape_gmask(shape)) * MAP_GROUP_BYTES;
 #if defined(__GNUC__)
     __builtin_prefetch(gp);
     __builtin_prefetch(gp + 64);
@@ -1086,18 +1095,13 @@ int shmobj_map_get(shmobj_map *map, const void *key, size_t key_len,
 #define MAP_BATCH 8
 
 /* A hint for a batched lookup: start loading the entry of the first
- * candidate in the key's home group, found through the shard's cached
- * shape (one word, validated when cached: its group lies in the mapping,
- * which never shrinks, even if the table was freed since). Nothing read
- * here is trusted: the lookup that follows checks everything again. */
+ * candidate in the key's home group. Nothing read here is trusted: the
+ * lookup that follows checks everything again. */
 static void prefetch_entry(shmobj_map *m, uint64_t hash)
 {
-    uint64_t shape = atomic_load_explicit(&m->shape[hash >> SHMOBJ__MAP_SHARD_SHIFT],
-                                          memory_order_relaxed);
-    if (shape == 0)
+    const uint8_t *gp = home_group_hint(m, hash);
+    if (gp == NULL)
         return;
-    const uint8_t *gp = shape_groups(m, shape) +
-                        ((hash >> 7) & shape_gmask(shape)) * MAP_GROUP_BYTES;
     uint32_t cand = group_candidates(gp, hash) & (SHMOBJ_HTCORE_GROUP_END - 1);
     if (cand == 0)
         return;
