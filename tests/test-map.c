@@ -1041,8 +1041,8 @@ static void test_map_damaged_table_ecorrupt(void **state)
     /* 5. a shard's table reference damaged, seen by this handle (its cache
      * of the shard's table is warm) and by a fresh one (cold): small
      * values, one off the real table, unaligned, and far beyond the
-     * segment; every get says ECORRUPT (or, for a write in progress, waits
-     * and then says so), never crashes */
+     * segment: every get says ECORRUPT, never crashes or reads the value
+     * through the wrong reference */
     {
         uint64_t h = shmobj_htcore_hash64("d7", 2, shmobj__map_control(m)->seed);
         struct shmobj__map_shard *sh = &shmobj__map_control(m)->shards_[h >> SHMOBJ__MAP_SHARD_SHIFT];
