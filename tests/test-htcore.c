@@ -218,6 +218,24 @@ static int pool_hash(void *ctx, uint64_t v, uint64_t *hash)
     return 0;
 }
 
+/* Grow a ref table into a new one of room for 2 * live + 16 entries. */
+static void ref_grow(shmobj_htcore *t, void **mem, uint64_t *bytes, uint64_t live,
+                     uint64_t *seed)
+{
+    uint64_t nb = shmobj_htcore_footprint(live * 2 + 16, SHMOBJ_HTCORE_REF_SLOT);
+    void *nm = xalloc(nb);
+    shmobj_htcore nt;
+    assert_int_equal(shmobj_htcore_init_ref(&nt, nm, nb, live * 2 + 16, *seed), 0);
+    assert_int_equal(shmobj_htcore_ref_rehash(&nt, t, pool_hash, seed), 0);
+    free(*mem);
+    *mem = nm;
+    *bytes = nb;
+    *t = nt;
+}
+
+/* Random ref-mode operations against a reference. A twin table takes the
+ * same operations, its inserts through ref_find_free() and
+ * ref_insert_at(): it must stay byte for byte the same. */
 static void test_htcore_ref_random_vs_reference(void **state)
 {
     (void)state;
@@ -228,12 +246,13 @@ static void test_htcore_ref_random_vs_reference(void **state)
     assert_non_null(pool);
     pool_n = 0;
     memset(ref_slot, 0, sizeof ref_slot);
-    uint64_t bytes = shmobj_htcore_footprint(0, SHMOBJ_HTCORE_REF_SLOT);
-    void *mem = xalloc(bytes);
-    shmobj_htcore t;
+    uint64_t bytes = shmobj_htcore_footprint(0, SHMOBJ_HTCORE_REF_SLOT), tbytes = bytes;
+    void *mem = xalloc(bytes), *tmem = xalloc(bytes);
+    shmobj_htcore t, twin;
     assert_int_equal(shmobj_htcore_init_ref(&t, mem, bytes, 0, seed), 0);
+    assert_int_equal(shmobj_htcore_init_ref(&twin, tmem, bytes, 0, seed), 0);
     for (long op = 0; op < OPS; op++) {
-        uint64_t k = rnd() % KEYS, idx;
+        uint64_t k = rnd() % KEYS, idx, tidx, tfree;
         char key[40];
         /* variable-length keys: 1..39 bytes */
         int klen = snprintf(key, sizeof key, "%.*s%llu", (int)(k % 24), "abcdefghijklmnopqrstuvwxyz",
@@ -241,10 +260,12 @@ static void test_htcore_ref_random_vs_reference(void **state)
         struct lookup l = {key, (size_t)klen, 0};
         uint64_t h = shmobj_htcore_hash64(key, (size_t)klen, seed);
         int rc = shmobj_htcore_ref_find(&t, h, pool_eq, &l, &idx);
+        assert_int_equal(shmobj_htcore_ref_find_free(&twin, h, pool_eq, &l, &tidx, &tfree), rc);
         int r = (int)(rnd() % 10);
         if (ref_slot[k]) {
             assert_int_equal(rc, 0);
             assert_true(shmobj_htcore_ref_value(&t, idx) == ref_slot[k]);
+            assert_true(tidx == idx);
         } else {
             assert_int_equal(rc, SHMOBJ_HTCORE_ENOTFOUND);
         }
@@ -255,18 +276,20 @@ static void test_htcore_ref_random_vs_reference(void **state)
             e->value = rnd();
             if (rc == 0) {
                 shmobj_htcore_ref_replace(&t, idx, pool_n);
+                shmobj_htcore_ref_replace(&twin, idx, pool_n);
             } else {
                 rc = shmobj_htcore_ref_insert(&t, h, pool_n, &idx);
+                int trc = tfree == UINT64_MAX
+                              ? SHMOBJ_HTCORE_EFULL
+                              : shmobj_htcore_ref_insert_at(&twin, tfree, h, pool_n);
+                assert_int_equal(trc, rc);
                 if (rc == SHMOBJ_HTCORE_EFULL) {
-                    uint64_t nb = shmobj_htcore_footprint(live * 2 + 16, SHMOBJ_HTCORE_REF_SLOT);
-                    void *nm = xalloc(nb);
-                    shmobj_htcore nt;
-                    assert_int_equal(shmobj_htcore_init_ref(&nt, nm, nb, live * 2 + 16, seed), 0);
-                    assert_int_equal(shmobj_htcore_ref_rehash(&nt, &t, pool_hash, &seed), 0);
-                    free(mem);
-                    mem = nm;
-                    t = nt;
+                    ref_grow(&t, &mem, &bytes, live, &seed);
+                    ref_grow(&twin, &tmem, &tbytes, live, &seed);
                     rc = shmobj_htcore_ref_insert(&t, h, pool_n, &idx);
+                    assert_int_equal(shmobj_htcore_ref_find_free(&twin, h, pool_eq, &l, &tidx, &tfree),
+                                     SHMOBJ_HTCORE_ENOTFOUND);
+                    assert_int_equal(shmobj_htcore_ref_insert_at(&twin, tfree, h, pool_n), 0);
                 }
                 assert_int_equal(rc, 0);
                 live++;
@@ -274,19 +297,32 @@ static void test_htcore_ref_random_vs_reference(void **state)
             ref_slot[k] = pool_n;
         } else if (r < 8 && rc == 0) {
             shmobj_htcore_erase(&t, idx);
+            shmobj_htcore_erase(&twin, idx);
             ref_slot[k] = 0;
             live--;
         }
         assert_true(shmobj_htcore_count(&t) == live);
+        if (op % 997 == 0) {
+            assert_true(tbytes == bytes);
+            assert_memory_equal(tmem, mem, (size_t)bytes);
+        }
         if (op % 50000 == 0)
             assert_int_equal(shmobj_htcore_check(&t, pool_hash, &seed), 0);
     }
+    assert_memory_equal(tmem, mem, (size_t)bytes);
+    /* a slot that is not free is refused, and so is one beyond the table */
+    uint64_t full = 0;
+    assert_int_equal(shmobj_htcore_next(&twin, &full), 0);
+    assert_int_equal(shmobj_htcore_ref_insert_at(&twin, full, 1, 1), SHMOBJ_HTCORE_EINVAL);
+    assert_int_equal(shmobj_htcore_ref_insert_at(&twin, twin.mask + 1, 1, 1), SHMOBJ_HTCORE_EINVAL);
+    assert_memory_equal(tmem, mem, (size_t)bytes);
     assert_int_equal(shmobj_htcore_check(&t, pool_hash, &seed), 0);
     shmobj_htcore_stats st;
     shmobj_htcore_stats_get(&t, &st);
     assert_true(st.count == live);
     assert_true(st.probe_max >= 1);
     free(mem);
+    free(tmem);
     free(pool);
     pool = NULL;
 }

@@ -490,19 +490,23 @@ SHMOBJ_HTCORE_FN int shmobj_htcore_rehash(shmobj_htcore *dst,
 
 /* ---- ref mode ------------------------------------------------------------------ */
 
-SHMOBJ_HTCORE_FN int shmobj_htcore_ref_find(const shmobj_htcore *t,
-                                            uint64_t hash,
-                                            shmobj_htcore_eq_fn eq, void *ctx,
-                                            uint64_t *index)
+SHMOBJ_HTCORE_FN int shmobj_htcore_ref_find_free(const shmobj_htcore *t,
+                                                 uint64_t hash,
+                                                 shmobj_htcore_eq_fn eq,
+                                                 void *ctx, uint64_t *index,
+                                                 uint64_t *free_index)
 {
     /* The generic walk of ht_lookup(), specialised for 8-byte ref slots:
-     * this is the lookup a shared map runs on every read, so it is kept
-     * short (fewer instructions let the processor overlap consecutive
-     * lookups' cache misses). */
+     * this is the lookup a shared map's writers run on every change, so it
+     * is kept short. The free slot it notes is the one ht_claim() would
+     * take: the first free slot of the first group on the sequence that
+     * has one. */
     uint64_t gmask, g, step, bits;
     unsigned char tag;
     if (!(t->flags & SHMOBJ_HTCORE_FLAG_REF) || eq == NULL)
         return SHMOBJ_HTCORE_EINVAL;
+    if (free_index != NULL)
+        *free_index = UINT64_MAX;
     gmask = t->mask / HT_GROUP;
     g = ht_h1(hash) & gmask;
     bits = ht_ref_bits(hash);
@@ -531,11 +535,24 @@ SHMOBJ_HTCORE_FN int shmobj_htcore_ref_find(const shmobj_htcore *t,
                     return rc;
             }
         }
+        if (free_index != NULL && *free_index == UINT64_MAX) {
+            unsigned f = ht_match_free(gp);
+            if (f != 0)
+                *free_index = g * HT_GROUP + ht_ctz(f);
+        }
         if (ht_match_empty(gp) != 0)
             return SHMOBJ_HTCORE_ENOTFOUND;
         g = (g + step + 1) & gmask;
     }
     return SHMOBJ_HTCORE_ENOTFOUND;
+}
+
+SHMOBJ_HTCORE_FN int shmobj_htcore_ref_find(const shmobj_htcore *t,
+                                            uint64_t hash,
+                                            shmobj_htcore_eq_fn eq, void *ctx,
+                                            uint64_t *index)
+{
+    return shmobj_htcore_ref_find_free(t, hash, eq, ctx, index, NULL);
 }
 
 SHMOBJ_HTCORE_FN uint32_t shmobj_htcore_ref_group(const shmobj_htcore *t,
@@ -564,23 +581,51 @@ SHMOBJ_HTCORE_FN uint32_t shmobj_htcore_ref_group(const shmobj_htcore *t,
     return ht_match_empty(gp) != 0 ? out | SHMOBJ_HTCORE_GROUP_END : out;
 }
 
+/* Write a ref slot claimed for hash, then its control byte. */
+static void ht_ref_fill(shmobj_htcore *t, uint64_t idx, uint64_t hash, uint64_t value)
+{
+    uint64_t sv = value << HT_REF_HBITS | ht_ref_bits(hash);
+    memcpy(ht_slot(t, idx), &sv, sizeof sv);
+    ht_publish(t, idx, hash);
+}
+
 SHMOBJ_HTCORE_FN int shmobj_htcore_ref_insert(shmobj_htcore *t, uint64_t hash,
                                               uint64_t value, uint64_t *index)
 {
     uint64_t idx;
     int rc;
-    uint64_t sv;
     if (!(t->flags & SHMOBJ_HTCORE_FLAG_REF) ||
         (value >> SHMOBJ_HTCORE_REF_VALUE_BITS) != 0)
         return SHMOBJ_HTCORE_EINVAL;
     rc = ht_claim(t, hash, &idx);
     if (rc != SHMOBJ_HTCORE_OK)
         return rc;
-    sv = value << HT_REF_HBITS | ht_ref_bits(hash);
-    memcpy(ht_slot(t, idx), &sv, sizeof sv);
-    ht_publish(t, idx, hash);
+    ht_ref_fill(t, idx, hash, value);
     if (index != NULL)
         *index = idx;
+    return SHMOBJ_HTCORE_OK;
+}
+
+SHMOBJ_HTCORE_FN int shmobj_htcore_ref_insert_at(shmobj_htcore *t,
+                                                 uint64_t index, uint64_t hash,
+                                                 uint64_t value)
+{
+    shmobj_htcore_header *h = t->hdr;
+    unsigned char *c;
+    if (!(t->flags & SHMOBJ_HTCORE_FLAG_REF) || index > t->mask ||
+        (value >> SHMOBJ_HTCORE_REF_VALUE_BITS) != 0)
+        return SHMOBJ_HTCORE_EINVAL;
+    c = ht_ctrl(t, index);
+    if (*c == HT_EMPTY) {
+        if (h->growth_left == 0)
+            return SHMOBJ_HTCORE_EFULL;
+        h->growth_left--;
+    } else if (*c == HT_DELETED) {
+        h->tombstones--;
+    } else {
+        return SHMOBJ_HTCORE_EINVAL; /* not free */
+    }
+    ht_ref_fill(t, index, hash, value);
     return SHMOBJ_HTCORE_OK;
 }
 

@@ -112,6 +112,8 @@ extern "C" {
 #define shmobj_htcore_ref_find SHMOBJ_HTCORE_NAME(shmobj_htcore_ref_find)
 #define shmobj_htcore_ref_group SHMOBJ_HTCORE_NAME(shmobj_htcore_ref_group)
 #define shmobj_htcore_ref_insert SHMOBJ_HTCORE_NAME(shmobj_htcore_ref_insert)
+#define shmobj_htcore_ref_find_free SHMOBJ_HTCORE_NAME(shmobj_htcore_ref_find_free)
+#define shmobj_htcore_ref_insert_at SHMOBJ_HTCORE_NAME(shmobj_htcore_ref_insert_at)
 #define shmobj_htcore_ref_value SHMOBJ_HTCORE_NAME(shmobj_htcore_ref_value)
 #define shmobj_htcore_ref_replace SHMOBJ_HTCORE_NAME(shmobj_htcore_ref_replace)
 #define shmobj_htcore_erase SHMOBJ_HTCORE_NAME(shmobj_htcore_erase)
@@ -402,6 +404,17 @@ SHMOBJ_HTCORE_FN int shmobj_htcore_ref_find(const shmobj_htcore *t,
                                             shmobj_htcore_eq_fn eq, void *ctx,
                                             uint64_t *index);
 
+/* shmobj_htcore_ref_find() that also notes, in *free_index, the slot where
+ * an insert of hash would go (what shmobj_htcore_ref_insert() would pick),
+ * or UINT64_MAX when the probe met none: an insert-or-replace then probes
+ * once. Fill the slot with shmobj_htcore_ref_insert_at() before any other
+ * change of the table. */
+SHMOBJ_HTCORE_FN int shmobj_htcore_ref_find_free(const shmobj_htcore *t,
+                                                 uint64_t hash,
+                                                 shmobj_htcore_eq_fn eq,
+                                                 void *ctx, uint64_t *index,
+                                                 uint64_t *free_index);
+
 /* Ref-mode slot: value << SHMOBJ_HTCORE_REF_HASH_BITS | hash bits 7..26. */
 #define SHMOBJ_HTCORE_REF_HASH_BITS 20u
 /* shmobj_htcore_ref_group() result bit: the group has an empty slot. */
@@ -427,6 +440,15 @@ SHMOBJ_HTCORE_FN uint32_t shmobj_htcore_ref_group(const shmobj_htcore *t,
  * EFULL when full. */
 SHMOBJ_HTCORE_FN int shmobj_htcore_ref_insert(shmobj_htcore *t, uint64_t hash,
                                               uint64_t value, uint64_t *index);
+
+/* Insert value under hash into the free slot at index, which
+ * shmobj_htcore_ref_find_free() gave for this hash with no change of the
+ * table since. EINVAL when the slot is not free (or value is 2^44 or
+ * more), EFULL when it is empty and the table may not fill another empty
+ * slot (grow first). */
+SHMOBJ_HTCORE_FN int shmobj_htcore_ref_insert_at(shmobj_htcore *t,
+                                                 uint64_t index, uint64_t hash,
+                                                 uint64_t value);
 
 /* The slot value at index. */
 SHMOBJ_HTCORE_FN uint64_t shmobj_htcore_ref_value(const shmobj_htcore *t,

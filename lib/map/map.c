@@ -1205,19 +1205,30 @@ int shmobj_map_count(shmobj_map *map, uint64_t *count)
 
 /* ---- writes -------------------------------------------------------------------- */
 
-/* Find key in the current table, under the lock. */
-static int locked_find(shmobj_map *m, struct shmobj__map_shard *s,
-                       shmobj_htcore *ht, uint64_t hash, const void *key,
-                       size_t klen, uint64_t *idx, struct ent *e)
+/* Find key in the current table, under the lock; when free_idx is given,
+ * also the slot an insert of the key would take (UINT64_MAX: none seen),
+ * valid until the table changes. */
+static int locked_find_free(shmobj_map *m, struct shmobj__map_shard *s,
+                            shmobj_htcore *ht, uint64_t hash, const void *key,
+                            size_t klen, uint64_t *idx, struct ent *e,
+                            uint64_t *free_idx)
 {
     struct find_ctx f = {m, key, klen, {0}};
     int rc = table_get(m, (unsigned)(s - m->ctl->shards_), atomic_load(&s->table), ht);
     if (rc != 0)
         return rc;
-    rc = shmobj_htcore_ref_find(ht, hash, find_eq, &f, idx);
+    rc = shmobj_htcore_ref_find_free(ht, hash, find_eq, &f, idx, free_idx);
     if (rc == 0 && e != NULL)
         *e = f.e;
     return rc;
+}
+
+/* Find key in the current table, under the lock. */
+static int locked_find(shmobj_map *m, struct shmobj__map_shard *s,
+                       shmobj_htcore *ht, uint64_t hash, const void *key,
+                       size_t klen, uint64_t *idx, struct ent *e)
+{
+    return locked_find_free(m, s, ht, hash, key, klen, idx, e, NULL);
 }
 
 /* Replace the shard's table by a bigger one (or one of the same size
@@ -1252,7 +1263,8 @@ static int grow(shmobj_map *m, struct shmobj__map_shard *s, shmobj_htcore *ht)
 
 /* Link a new entry (the lock is held, intent_new recorded, key absent). */
 static int link_new(shmobj_map *m, struct shmobj__map_shard *s,
-                    shmobj_htcore *ht, uint64_t hash, shmobj__ref ref)
+                    shmobj_htcore *ht, uint64_t hash, shmobj__ref ref,
+                    uint64_t free_idx)
 {
     uint64_t idx;
     /* Room first, outside the writer section. */
@@ -1260,9 +1272,13 @@ static int link_new(shmobj_map *m, struct shmobj__map_shard *s,
         int rc = grow(m, s, ht);
         if (rc != 0)
             return rc;
+        free_idx = UINT64_MAX; /* a slot of the old table */
     }
     write_begin(s);
-    int rc = shmobj_htcore_ref_insert(ht, hash, slot_of(ref), &idx);
+    /* the slot the find noted, else a probe of its own */
+    int rc = free_idx != UINT64_MAX
+                 ? shmobj_htcore_ref_insert_at(ht, free_idx, hash, slot_of(ref))
+                 : shmobj_htcore_ref_insert(ht, hash, slot_of(ref), &idx);
     write_end(s);
     if (rc == SHMOBJ_HTCORE_EFULL) {
         rc = grow(m, s, ht);
@@ -1333,7 +1349,8 @@ int shmobj_map_set(shmobj_map *map, const void *key, size_t key_len,
     atomic_store_explicit(&s->intent_new, ref, memory_order_relaxed);
     atomic_store_explicit(&s->intent_op, SHMOBJ__MAP_OP_SET, memory_order_release);
     struct ent oe;
-    rc = locked_find(map, s, &ht, hash, key, key_len, &idx, &oe);
+    uint64_t free_idx;
+    rc = locked_find_free(map, s, &ht, hash, key, key_len, &idx, &oe, &free_idx);
     if (rc == 0) {
         uint64_t old = oe.ref;
         atomic_store_explicit(&s->intent_old, old, memory_order_release);
@@ -1342,7 +1359,7 @@ int shmobj_map_set(shmobj_map *map, const void *key, size_t key_len,
         write_end(s);
         retire(map, s, old);
     } else if (rc == SHMOBJ_ENOTFOUND) {
-        rc = link_new(map, s, &ht, hash, ref);
+        rc = link_new(map, s, &ht, hash, ref, free_idx);
         if (rc != 0) {
             clear_intent(s);
             free_block(map, ref);
@@ -1365,10 +1382,11 @@ int shmobj_map_add(shmobj_map *map, const void *key, size_t key_len,
     struct shmobj__map_shard *s = shard_of(map, hash);
     shmobj_htcore ht;
     struct ent e;
+    uint64_t free_idx;
     int rc = shard_lock(map, s);
     if (rc != 0)
         return rc;
-    rc = locked_find(map, s, &ht, hash, key, key_len, &idx, &e);
+    rc = locked_find_free(map, s, &ht, hash, key, key_len, &idx, &e, &free_idx);
     if (rc == 0) {
         if (e.vlen != 8) {
             rc = SHMOBJ_ETYPE;
@@ -1387,7 +1405,7 @@ int shmobj_map_add(shmobj_map *map, const void *key, size_t key_len,
             atomic_store_explicit(&s->intent_new, ref, memory_order_relaxed);
             atomic_store_explicit(&s->intent_op, SHMOBJ__MAP_OP_SET,
                                   memory_order_release);
-            rc = link_new(map, s, &ht, hash, ref);
+            rc = link_new(map, s, &ht, hash, ref, free_idx);
             if (rc != 0) {
                 clear_intent(s);
                 free_block(map, ref);
