@@ -21,6 +21,7 @@
 
 #include "arena.h"
 #include "shmobj/error.h"
+#include "test-util.h"
 
 /* ---- helpers ------------------------------------------------------------- */
 
@@ -28,11 +29,7 @@ static uint64_t rng_state = 0x9e3779b97f4a7c15u;
 
 static uint64_t rnd(void)
 {
-    /* xorshift64*: deterministic, so failures reproduce. */
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return rng_state * UINT64_C(2685821657736338717);
+    return test_xorshift(&rng_state);
 }
 
 static uint64_t rnd_below(uint64_t n) { return rnd() % n; }

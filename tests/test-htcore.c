@@ -13,15 +13,13 @@
 #include <cmocka.h>
 
 #include "shmobj_htcore.h"
+#include "test-util.h"
 
 /* xorshift64*: deterministic, so a failure replays. */
 static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
 static uint64_t rnd(void)
 {
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return rng_state * 2685821657736338717ULL;
+    return test_xorshift(&rng_state);
 }
 
 static void *xalloc(uint64_t n)

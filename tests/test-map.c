@@ -32,10 +32,7 @@ static unsigned kill_rounds = 200;
 static uint64_t rng_state = 0x2545f4914f6cdd1dULL;
 static uint64_t rnd(void)
 {
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return rng_state * 2685821657736338717ULL;
+    return test_xorshift(&rng_state);
 }
 
 struct fixture {

@@ -5,12 +5,23 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+/* xorshift64*: a deterministic generator, so failures reproduce; each
+ * program keeps its own state (and seed). */
+static inline uint64_t test_xorshift(uint64_t *state)
+{
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    return *state * UINT64_C(2685821657736338717);
+}
 
 /* A segment name unique to this process and call. */
 static inline const char *test_name(char *buf, size_t len, const char *tag)

@@ -1266,7 +1266,6 @@ static int link_new(shmobj_map *m, struct shmobj__map_shard *s,
                     shmobj_htcore *ht, uint64_t hash, shmobj__ref ref,
                     uint64_t free_idx)
 {
-    uint64_t idx;
     /* Room first, outside the writer section. */
     if (ht->hdr->growth_left == 0 && ht->hdr->tombstones == 0) {
         int rc = grow(m, s, ht);
@@ -1278,14 +1277,14 @@ static int link_new(shmobj_map *m, struct shmobj__map_shard *s,
     /* the slot the find noted, else a probe of its own */
     int rc = free_idx != UINT64_MAX
                  ? shmobj_htcore_ref_insert_at(ht, free_idx, hash, slot_of(ref))
-                 : shmobj_htcore_ref_insert(ht, hash, slot_of(ref), &idx);
+                 : shmobj_htcore_ref_insert(ht, hash, slot_of(ref), NULL);
     write_end(s);
     if (rc == SHMOBJ_HTCORE_EFULL) {
         rc = grow(m, s, ht);
         if (rc != 0)
             return rc;
         write_begin(s);
-        rc = shmobj_htcore_ref_insert(ht, hash, slot_of(ref), &idx);
+        rc = shmobj_htcore_ref_insert(ht, hash, slot_of(ref), NULL);
         write_end(s);
     }
     if (rc != 0)
