@@ -167,13 +167,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 }
 
 #ifdef FUZZ_STANDALONE
+#include "test-util.h"
 static uint64_t rng = 0x2545f4914f6cdd1du;
 static uint64_t rnd(void)
 {
-    rng ^= rng >> 12;
-    rng ^= rng << 25;
-    rng ^= rng >> 27;
-    return rng * UINT64_C(2685821657736338717);
+    return test_xorshift(&rng);
 }
 
 /* A raw arena image: a valid heap built here, so that mutations start from

@@ -138,13 +138,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 }
 
 #ifdef FUZZ_STANDALONE
+#include "test-util.h"
 static uint64_t fuzz_rng = 0x9e3779b97f4a7c15u;
 static uint64_t fuzz_rnd(void)
 {
-    fuzz_rng ^= fuzz_rng >> 12;
-    fuzz_rng ^= fuzz_rng << 25;
-    fuzz_rng ^= fuzz_rng >> 27;
-    return fuzz_rng * UINT64_C(2685821657736338717);
+    return test_xorshift(&fuzz_rng);
 }
 
 static int fuzz_run_file(const char *path)
