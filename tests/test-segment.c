@@ -10,7 +10,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -311,7 +313,7 @@ static void test_segment_open_damaged_header_ecorrupt(void **state)
 
     uint64_t magic = h->magic;
     h->magic = 0x1234;
-    expect_open_fails(name, SHMOBJ_ECORRUPT);
+    expect_open_fails(name, SHMOBJ_ENOTSEG);
     h->magic = SHMOBJ__SEG_MAGIC_SWAPPED; /* the other byte order */
     expect_open_fails(name, SHMOBJ_ELAYOUT);
     h->magic = magic;
@@ -347,9 +349,12 @@ static void test_segment_open_damaged_header_ecorrupt(void **state)
         memcpy(h, saved, sizeof saved);
         for (int k = 0; k < 1 + round % 8; k++)
             ((unsigned char *)h)[rand() % 192] = (unsigned char)rand();
-        if (h->state != SHMOBJ__SEG_STATE_READY)
-            continue; /* would wait for the (live) creator: not damage */
-        if (shmobj_segment_open(name, SHMOBJ_BACKEND_SHM, 0, &s) == 0)
+        /* Whatever the damage (a state that is neither INIT nor READY, a
+         * magic of 0, ...), nobody is setting this segment up: even an
+         * opener willing to wait for ever gets an answer at once. */
+        int rc = shmobj_segment_open(name, SHMOBJ_BACKEND_SHM, SHMOBJ_FOREVER, &s);
+        assert_int_not_equal(rc, SHMOBJ_ETIMEDOUT);
+        if (rc == 0)
             shmobj_segment_close(s);
     }
     memcpy(h, saved, sizeof saved);
@@ -357,38 +362,66 @@ static void test_segment_open_damaged_header_ecorrupt(void **state)
     shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM);
 }
 
-/* Write a creator's identity into an unfinished segment, then die. */
-static int start_create_and_die(void *arg)
+/* The creator is killed at one step of shmobj_segment_create(). */
+static int kill_step;
+static void die_at_step(int step)
 {
-    int fd = shm_open(arg, O_RDWR | O_CREAT | O_EXCL, 0600);
-    if (fd < 0 || ftruncate(fd, 64 * 1024) != 0)
-        return 1;
-    struct shmobj__seg_header *h = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
-                                        MAP_SHARED, fd, 0);
-    if (h == MAP_FAILED || shmobj__os_proc_self(&h->creator) != 0)
-        return 1;
-    _exit(0); /* state stays INIT forever */
+    if (step == kill_step)
+        raise(SIGKILL);
 }
 
-static void test_segment_open_creator_died_enotready(void **state)
+static int create_and_die_at_step(void *arg)
+{
+    shmobj__seg_create_hook = die_at_step;
+    shmobj_segment_options o;
+    shmobj_segment_options_init(&o);
+    o.initial_size = 4 * MiB;
+    shmobj_segment *s;
+    return shmobj_segment_create(arg, &o, &s) == 0 ? 0 : 1;
+}
+
+/* An opener willing to wait for ever, in a child bounded by its alarm. */
+static int open_forever(void *arg)
+{
+    shmobj_segment *s = NULL;
+    int rc = shmobj_segment_open(arg, SHMOBJ_BACKEND_SHM, SHMOBJ_FOREVER, &s);
+    shmobj_segment_close(s);
+    return rc == 0 ? 0 : 100 + rc; /* rc is small and negative */
+}
+
+/* A creator killed at any step of its set-up: an opener, even one that
+ * would wait for ever, is told at once that nobody is setting the segment
+ * up (or opens it, once READY was published). */
+static void test_segment_open_creator_killed_each_step_enotready(void **state)
 {
     (void)state;
-    char name[96];
-    test_name(name, sizeof name, "orphan");
-    assert_int_equal(
-        test_child_wait(test_child_start(start_create_and_die, name, 10)), 0);
-    shmobj_segment *s = NULL;
-    assert_int_equal(
-        shmobj_segment_open(name, SHMOBJ_BACKEND_SHM, 5000 * TEST_MS, &s),
-        SHMOBJ_ENOTREADY);
-    /* The stale name can be removed and reused. */
-    assert_int_equal(shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM), 0);
-    s = create_small(name);
-    shmobj_segment_close(s);
-    shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM);
+    for (int step = SHMOBJ__SEG_STEP_CREATED; step <= SHMOBJ__SEG_STEP_READY;
+         step++) {
+        char name[96];
+        test_name(name, sizeof name, "orphan");
+        kill_step = step;
+        assert_int_equal(test_child_wait(test_child_start(
+                             create_and_die_at_step, name, 10)),
+                         128 + SIGKILL);
+        int want = step == SHMOBJ__SEG_STEP_READY ? 0 : 100 + SHMOBJ_ENOTREADY;
+        assert_int_equal(test_child_wait(test_child_start(open_forever, name, 10)),
+                         want);
+        shmobj_segment *s = NULL;
+        want = step == SHMOBJ__SEG_STEP_READY ? 0 : SHMOBJ_ENOTREADY;
+        assert_int_equal(
+            shmobj_segment_open(name, SHMOBJ_BACKEND_SHM, 5000 * TEST_MS, &s),
+            want);
+        shmobj_segment_close(s);
+        /* The stale name can be removed and reused. */
+        assert_int_equal(shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM), 0);
+        s = create_small(name);
+        shmobj_segment_close(s);
+        shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM);
+    }
 }
 
-/* A creator that is alive but never finishes: the opener times out. */
+/* A creator that is alive but never finishes (it holds the creator's lock
+ * and stays at INIT): the opener times out. */
 static void test_segment_open_unfinished_times_out(void **state)
 {
     (void)state;
@@ -396,16 +429,53 @@ static void test_segment_open_unfinished_times_out(void **state)
     test_name(name, sizeof name, "slow");
     int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
     assert_true(fd >= 0);
+    assert_int_equal(shmobj__os_live_hold(fd, SHMOBJ__SEG_LIVE_CREATOR), 0);
     assert_int_equal(ftruncate(fd, 64 * 1024), 0);
     struct shmobj__seg_header *h =
         mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     assert_true(h != MAP_FAILED);
-    assert_int_equal(shmobj__os_proc_self(&h->creator), 0);
+    h->format_version = SHMOBJ_FORMAT_VERSION;
+    h->magic = SHMOBJ__SEG_MAGIC;
     shmobj_segment *s = NULL;
     assert_int_equal(
         shmobj_segment_open(name, SHMOBJ_BACKEND_SHM, 100 * TEST_MS, &s),
         SHMOBJ_ETIMEDOUT);
+    /* The same object once its creator is gone: not ready, at once. */
     raw_release(h, fd);
+    assert_int_equal(
+        shmobj_segment_open(name, SHMOBJ_BACKEND_SHM, SHMOBJ_FOREVER, &s),
+        SHMOBJ_ENOTREADY);
+    shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM);
+}
+
+/* Objects under a segment's name that no creator is setting up: an empty
+ * one and a zero-filled one are "not ready", a foreign one is "not a
+ * segment"; all at once, even for an opener that would wait for ever. */
+static void test_segment_open_foreign_or_empty_object_immediate(void **state)
+{
+    (void)state;
+    char name[96];
+    test_name(name, sizeof name, "foreign");
+    int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    assert_true(fd >= 0);
+    shmobj_segment *s = NULL;
+    assert_int_equal(
+        shmobj_segment_open(name, SHMOBJ_BACKEND_SHM, SHMOBJ_FOREVER, &s),
+        SHMOBJ_ENOTREADY);
+    assert_int_equal(ftruncate(fd, 64 * 1024), 0);
+    assert_int_equal(
+        shmobj_segment_open(name, SHMOBJ_BACKEND_SHM, SHMOBJ_FOREVER, &s),
+        SHMOBJ_ENOTREADY);
+    assert_int_equal(pwrite(fd, "PNG junk, not a segment", 23, 0), 23);
+    assert_int_equal(
+        shmobj_segment_open(name, SHMOBJ_BACKEND_SHM, SHMOBJ_FOREVER, &s),
+        SHMOBJ_ENOTSEG);
+    assert_int_equal(ftruncate(fd, 100), 0); /* small and not empty */
+    assert_int_equal(
+        shmobj_segment_open(name, SHMOBJ_BACKEND_SHM, SHMOBJ_FOREVER, &s),
+        SHMOBJ_ENOTSEG);
+    assert_null(s);
+    close(fd);
     shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM);
 }
 
@@ -743,15 +813,14 @@ static void test_arena_kill_holder_recovers(void **state)
         if (round % 2 == 0) {
             /* Count the kills that hit the lock holder, repairing the way
              * the library's own lock path does. */
-            int rc = shmobj__os_mutex_trylock(&h->lock);
+            int rc = shmobj__seg_lock_word(s, &h->lock, shmobj__os_now_ns());
             if (rc == SHMOBJ_EOWNERDEAD) {
                 owner_dead++;
                 assert_int_equal(shmobj__seg_heap_repair(s), 0);
-                shmobj__os_mutex_consistent(&h->lock);
                 rc = 0;
             }
             assert_int_equal(rc, 0);
-            shmobj__os_mutex_unlock(&h->lock);
+            shmobj__seg_unlock_word(s, &h->lock);
         }
         uint64_t bad = 0;
         int rc = shmobj_arena_check(s, &bad); /* odd rounds: repairs itself */
@@ -792,7 +861,8 @@ int main(void)
         cmocka_unit_test(test_segment_wait_attached_two_consumers),
         cmocka_unit_test(test_segment_wait_attached_dead_consumer_not_counted),
         cmocka_unit_test(test_segment_open_damaged_header_ecorrupt),
-        cmocka_unit_test(test_segment_open_creator_died_enotready),
+        cmocka_unit_test(test_segment_open_creator_killed_each_step_enotready),
+        cmocka_unit_test(test_segment_open_foreign_or_empty_object_immediate),
         cmocka_unit_test(test_segment_open_unfinished_times_out),
         cmocka_unit_test(test_segment_backend_file_and_memfd),
         cmocka_unit_test(test_segment_roots_set_get_del),

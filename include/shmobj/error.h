@@ -37,11 +37,13 @@ extern "C" {
     X(ESTALE, -13, "stale reference: the object was freed or reused")          \
     X(EACCES, -14, "permission denied")                                        \
     X(EBUSY, -15, "resource busy")                                             \
-    X(ENOTREADY, -16, "segment not ready: its creator died during set-up")     \
+    X(ENOTREADY, -16, "segment not ready: nobody is setting it up (its creator died during set-up)") \
     X(ENOBUFS, -17, "the caller's buffer is too small")                        \
     X(ENOTSUP, -18, "operation not supported")                                 \
     X(ESYS, -19, "system call failed (errno holds the cause)")                 \
-    X(EOWNERDEAD, -20, "a process died holding a lock; state was recovered")
+    X(EOWNERDEAD, -20, "a process died holding a lock; state was recovered")   \
+    X(ENOTSEG, -21, "not a libshmobj segment")                                 \
+    X(EREPLACED, -22, "the segment's name was removed or now names another segment")
 
 /** @brief Status codes. 0 is success; every error is negative. */
 typedef enum shmobj_status {

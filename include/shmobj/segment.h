@@ -194,23 +194,54 @@ SHMOBJ_API int shmobj_segment_destroy(const char *name, unsigned backend);
 SHMOBJ_API int shmobj_segment_wait_attached(shmobj_segment *seg, unsigned count,
                                  int64_t timeout_ns);
 
-/** @brief Facts about a segment, see shmobj_segment_info(). */
+/** @brief Bits of shmobj_segment_info.flags. */
+enum shmobj_segment_info_flag {
+    /** the segment's name still refers to this segment (always set for
+     *  memfd segments, which have no name): clear once it was removed
+     *  with shmobj_segment_destroy() or replaced by a new segment made
+     *  with SHMOBJ_SEGMENT_REPLACE */
+    SHMOBJ_SEGMENT_INFO_LINKED = 1u << 0,
+    /** the process that created the segment still has its handle open */
+    SHMOBJ_SEGMENT_INFO_CREATOR_ATTACHED = 1u << 1
+};
+
+/** @brief Facts about a segment, see shmobj_segment_info_get(). */
 typedef struct shmobj_segment_info {
     uint32_t struct_size;    /**< sizeof(shmobj_segment_info), set by caller */
     uint32_t format_version; /**< SHMOBJ_FORMAT_VERSION of the segment */
     uint64_t size;           /**< bytes currently backed */
     uint64_t max_size;       /**< largest size it may grow to */
-    uint32_t attached;       /**< processes attached now, caller included */
+    uint32_t attached;       /**< handles attached now, caller's included */
     uint32_t backend;        /**< enum shmobj_backend */
+    /** pid of the creating process, as its own PID namespace numbers it
+     *  (informational: another namespace may number it differently)
+     *  @since 0.2 */
+    uint32_t creator_pid;
+    uint32_t flags;          /**< enum shmobj_segment_info_flag bits @since 0.2 */
+    /** creation time, CLOCK_REALTIME nanoseconds since the epoch
+     *  @since 0.2 */
+    uint64_t created_ns;
 } shmobj_segment_info;
 
 /**
  * @brief Facts about a segment.
+ *
+ * A process attached to a segment keeps using it after its name was
+ * removed or replaced, and a consumer waiting on it would wait for ever
+ * for a producer that now uses the new segment. `flags` tells: when
+ * SHMOBJ_SEGMENT_INFO_LINKED is clear, close the handle and open the name
+ * again. Blocking waits on such a segment (queue takes, puts and
+ * completion waits, shmobj_segment_wait_attached()) return
+ * SHMOBJ_EREPLACED instead of SHMOBJ_ETIMEDOUT when their deadline passes,
+ * and waits without a deadline look at the name once a second and return
+ * SHMOBJ_EREPLACED when it is gone.
  * @param[in] seg segment
- * @param[in,out] info struct_size set by the caller, the rest filled
+ * @param[in,out] info struct_size set by the caller, the rest filled (a
+ *                caller built against 0.1 passes the shorter struct and
+ *                gets its fields only)
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument or struct_size too small
- * @note Thread-safe.
+ * @note Thread-safe. Costs a few system calls (it looks at the name).
  * @since 0.1
  */
 SHMOBJ_API int shmobj_segment_info_get(shmobj_segment *seg, shmobj_segment_info *info);

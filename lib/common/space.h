@@ -44,6 +44,28 @@ static inline uint16_t shmobj__ref_gen(shmobj__ref r)
 }
 
 struct shmobj__space;
+struct shmobj__os_lock;
+
+/* Who is alive, and the locks that depend on it (seg-procs.c, seg-lock.c).
+ * A token names one attached handle (31 bits, never 0); records in shared
+ * memory that belong to a live handle hold its token. */
+struct shmobj__space_live_ops {
+    /* This handle's token in the calling process (a forked child gets its
+     * own on first use); 0 when none can be had. */
+    uint32_t (*token)(struct shmobj__space *sp);
+    /* SHMOBJ__OS_OWNER_ALIVE / _DEAD / _BAD (os.h) for a token read from
+     * shared memory. ALIVE whenever it cannot be told. */
+    int (*owner_state)(struct shmobj__space *sp, uint32_t token);
+    /* Take a lock word of this space until the monotonic deadline (0: the
+     * default bound, then SHMOBJ_EBUSY). 0, SHMOBJ_EOWNERDEAD (taken from a
+     * dead owner: repair, then unlock), SHMOBJ_ETIMEDOUT, SHMOBJ_EBUSY,
+     * SHMOBJ_ECORRUPT (the word names no possible owner). */
+    int (*lock)(struct shmobj__space *sp, struct shmobj__os_lock *l,
+                uint64_t deadline);
+    void (*unlock)(struct shmobj__space *sp, struct shmobj__os_lock *l);
+    /* Release after a failed repair: the next locker gets EOWNERDEAD. */
+    void (*unlock_broken)(struct shmobj__space *sp, struct shmobj__os_lock *l);
+};
 
 struct shmobj__space_ops {
     /* Make [0, end) readable in this process (the segment may have grown in
@@ -62,6 +84,9 @@ struct shmobj__space_ops {
      * return its usable size: SHMOBJ_ESTALE / SHMOBJ_ECORRUPT otherwise.
      * Lock-free: reads the block header only. */
     int (*check)(struct shmobj__space *sp, shmobj__ref ref, uint64_t *usable);
+    /* Liveness and locks; NULL in spaces without other processes (the
+     * object layer's tests). */
+    const struct shmobj__space_live_ops *live;
 };
 
 struct shmobj__space {

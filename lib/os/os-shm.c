@@ -60,7 +60,17 @@ int shmobj__os_obj_create(const char *name, unsigned backend, unsigned mode,
 {
     int f;
     if (backend == SHMOBJ__OS_MEMFD) {
-        f = memfd_create(name, MFD_CLOEXEC);
+        /* Sealed against shrinking: a process holding the descriptor can
+         * grow the object but never cut pages from under another's
+         * mapping (which would SIGBUS it). */
+        f = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        if (f >= 0 && (fcntl(f, F_ADD_SEALS, F_SEAL_SHRINK) != 0 ||
+                       fchmod(f, (mode_t)mode) != 0)) {
+            int e = errno;
+            close(f);
+            errno = e;
+            return errno_status(e);
+        }
     } else {
         if (replace)
             (void)shmobj__os_obj_unlink(name, backend);
@@ -196,6 +206,50 @@ int shmobj__os_obj_wait_size(const char *name, unsigned backend, int fd,
     return rc;
 }
 
+int shmobj__os_fd_reopen(int fd, const char *name, unsigned backend,
+                         int *out)
+{
+    struct stat a, b;
+    if (fstat(fd, &a) != 0)
+        return errno_status(errno);
+    int f = -1;
+    /* By name first (no /proc needed), accepted only if it is still the
+     * same object; otherwise through this process's /proc. */
+    if (name != NULL && shmobj__os_obj_open(name, backend, &f) == 0 &&
+        (fstat(f, &b) != 0 || b.st_ino != a.st_ino || b.st_dev != a.st_dev)) {
+        close(f);
+        f = -1;
+    }
+    if (f < 0) {
+        char path[64];
+        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+        f = open(path, O_RDWR | O_CLOEXEC);
+        if (f >= 0 && (fstat(f, &b) != 0 || b.st_ino != a.st_ino ||
+                       b.st_dev != a.st_dev)) {
+            close(f);
+            f = -1;
+        }
+    }
+    if (f < 0)
+        return SHMOBJ_ENOTSUP;
+    *out = f;
+    return 0;
+}
+
+int shmobj__os_fd_named(int fd, const char *name, unsigned backend)
+{
+    char path[PATH_MAX];
+    struct stat a, b;
+    if (object_path(name, backend, path, sizeof path) != 0 ||
+        fstat(fd, &a) != 0)
+        return 1; /* cannot tell: say yes */
+    if (a.st_nlink == 0)
+        return 0;
+    if (stat(path, &b) != 0)
+        return errno == ENOENT ? 0 : 1;
+    return a.st_ino == b.st_ino && a.st_dev == b.st_dev;
+}
+
 int shmobj__os_fd_size(int fd, uint64_t *size)
 {
     struct stat st;
@@ -209,13 +263,24 @@ int shmobj__os_fd_grow(int fd, uint64_t size)
 {
     if (size > (uint64_t)INT64_MAX)
         return SHMOBJ_EINVAL;
-    if (ftruncate(fd, (off_t)size) != 0)
+    uint64_t old;
+    int rc = shmobj__os_fd_size(fd, &old);
+    if (rc != 0)
+        return rc;
+    if (size > old && ftruncate(fd, (off_t)size) != 0)
         return errno_status(errno);
-    /* posix_fallocate returns the error instead of setting errno. */
+    /* posix_fallocate returns the error instead of setting errno. It also
+     * reserves pages a dead grower truncated in but never reserved. */
     int e = posix_fallocate(fd, 0, (off_t)size);
     if (e == EOPNOTSUPP || e == ENOSYS)
         return 0; /* store cannot reserve (e.g. some hugetlbfs): keep going */
     if (e != 0) {
+        /* Give back the unreserved tail so nobody adopts pages that would
+         * SIGBUS on first touch. A memfd sealed against shrinking keeps
+         * it; the heap never adopts more than a successful call reserved
+         * (seg-heap.c). */
+        if (size > old)
+            (void)ftruncate(fd, (off_t)old);
         errno = e;
         return errno_status(e);
     }

@@ -35,6 +35,57 @@ int shmobj__os_futex_wait(_Atomic uint32_t *word, uint32_t expected,
  * were woken (0 also on error). */
 int shmobj__os_futex_wake(_Atomic uint32_t *word, int count);
 
+/* ---- the library's lock (os-lock.c) ------------------------------------- */
+
+/* A lock in shared memory whose bytes the library validates. The word is 0
+ * when free, else the owner's token (31 bits, non-zero) with bit 31 set
+ * while others may sleep. Padded to 64 bytes so it has a line of its own
+ * in the structures that embed it. */
+#define SHMOBJ__OS_LOCK_SIZE 64
+typedef struct shmobj__os_lock {
+    _Alignas(16) _Atomic uint32_t word; /* see above; CAS/exchange */
+    uint32_t reserved;                  /* zero */
+    uint8_t pad[SHMOBJ__OS_LOCK_SIZE - 8];
+} shmobj__os_lock;
+
+/* What a liveness callback says of a lock owner's token. */
+enum {
+    SHMOBJ__OS_OWNER_BAD = -1,  /* no live lock can hold this word */
+    SHMOBJ__OS_OWNER_DEAD = 0,  /* its handle is gone: take the lock over */
+    SHMOBJ__OS_OWNER_ALIVE = 1, /* still attached (or not known to be gone) */
+};
+typedef int (*shmobj__os_owner_fn)(void *ctx, uint32_t owner);
+
+/* Take the lock for `self` (a token: non-zero, bit 31 clear), waiting at
+ * most until the monotonic `deadline`. 0 when taken; SHMOBJ_EOWNERDEAD
+ * when taken from an owner that died inside its critical section (repair
+ * the guarded state, then carry on: the lock is held); SHMOBJ_ETIMEDOUT
+ * when a live owner kept it past the deadline; SHMOBJ_ECORRUPT when the
+ * word names no possible owner; SHMOBJ_EINVAL for a bad `self`. */
+int shmobj__os_lock_acquire(shmobj__os_lock *l, uint32_t self,
+                            uint64_t deadline, shmobj__os_owner_fn owner_state,
+                            void *ctx);
+void shmobj__os_lock_release(shmobj__os_lock *l);
+/* The token in the word (0 when free), for tests and tools. */
+uint32_t shmobj__os_lock_owner(const shmobj__os_lock *l);
+
+/* ---- liveness (os-live.c) ---------------------------------------------- */
+
+/* Hold an open-file-description write lock on one byte of the object
+ * behind fd (the byte need not exist). The kernel drops it when the last
+ * descriptor of that description closes, so also when the process dies.
+ * 0 when held; SHMOBJ_EBUSY when another description holds it;
+ * SHMOBJ_ENOTSUP when the file system has no such locks. */
+int shmobj__os_live_hold(int fd, uint64_t byte);
+void shmobj__os_live_drop(int fd, uint64_t byte);
+/* 1 when a description other than fd's holds the byte (or when that
+ * cannot be told: never treat an unknown as gone), 0 when nobody does. */
+int shmobj__os_live_probe(int fd, uint64_t byte);
+
+/* Forks this process has gone through as a child: a handle made under
+ * another value was inherited and must attach anew. */
+uint32_t shmobj__os_fork_generation(void);
+
 /* ---- robust process-shared mutexes -------------------------------------- */
 
 /* Bytes reserved for a mutex in shared structures. The layout signature of
@@ -104,6 +155,16 @@ int shmobj__os_obj_wait_exists(const char *name, unsigned backend,
  * (inotify on the object). SHMOBJ_ENOTREADY for objects without a path. */
 int shmobj__os_obj_wait_size(const char *name, unsigned backend, int fd,
                              uint64_t size, uint64_t deadline);
+
+/* A new open file description of the object behind fd: by `name` (when
+ * not NULL and it still names that object) or through /proc/self/fd.
+ * SHMOBJ_ENOTSUP when neither gives the same object. */
+int shmobj__os_fd_reopen(int fd, const char *name, unsigned backend,
+                         int *out);
+
+/* 1 while `name` still names the object behind fd (0 once it was
+ * unlinked or replaced by another object; 1 also when it cannot be told). */
+int shmobj__os_fd_named(int fd, const char *name, unsigned backend);
 
 /* Current size of the object behind fd. */
 int shmobj__os_fd_size(int fd, uint64_t *size);

@@ -29,20 +29,23 @@ static uint64_t header_checksum(const struct shmobj__seg_header *h)
     return fnv1a((const char *)h + from, to - from);
 }
 
+/* The lock format: bump when the meaning of a lock word changes, so a
+ * process of another build cannot misread the segment's locks. */
+#define LOCK_FORMAT UINT64_C(2)
+
 uint64_t shmobj__seg_layout_signature(void)
 {
     /* Bits 0-7 pointer size, 8-15 alignment of 64-bit atomics, 16-23 size
-     * of the mutex slot, 24 big-endian, 32-63 the C library's mutex
-     * signature (os layer): any difference means another process would
-     * misread our shared structures. */
+     * of a lock, 24 big-endian, 32-39 the lock format: any difference means
+     * another process would misread our shared structures. The locks are
+     * the library's own (os-lock.c), so the C library no longer matters. */
     uint64_t sig = (uint64_t)sizeof(void *);
     sig |= (uint64_t)alignof(_Atomic uint64_t) << 8;
-    sig |= (uint64_t)SHMOBJ__OS_MUTEX_SIZE << 16;
+    sig |= (uint64_t)SHMOBJ__OS_LOCK_SIZE << 16;
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
     sig |= UINT64_C(1) << 24;
 #endif
-    uint64_t libc = shmobj__os_libc_signature();
-    sig |= ((libc >> 56) << 56) | ((libc & 0xffffff) << 32);
+    sig |= LOCK_FORMAT << 32;
     return sig;
 }
 

@@ -1,4 +1,4 @@
-/* The segment's heap: the robust segment lock and its repair, growth, and
+/* The segment's heap: the segment lock and its repair, growth, and
  * the space operations (alloc, free, check, extend) the layers above use.
  *
  * Growth is ordered so that a process killed at any point leaves a state the
@@ -73,32 +73,42 @@ int shmobj__seg_heap_repair(shmobj_segment *seg)
     uint8_t *base = seg->space.base;
     uint64_t mapped = mapped_of(seg);
     /* Finish a growth the dead owner started; a no-op when the arena
-     * already spans the object. */
-    if (file_size > atomic_load(&seg->hdr->size))
+     * already spans the object. It may have died between truncating the
+     * object larger and reserving the pages: adopt them only once they are
+     * reserved, or a first touch could SIGBUS. */
+    uint64_t heap = atomic_load(&seg->hdr->size);
+    bool adopt = file_size > heap && shmobj__os_fd_grow(seg->fd, file_size) == 0;
+    if (adopt)
         (void)shmobj__arena_grow(base, mapped, SHMOBJ__SEG_ARENA_OFF, file_size);
     rc = shmobj__arena_rebuild(base, mapped, SHMOBJ__SEG_ARENA_OFF);
-    if (rc == 0 && file_size > atomic_load(&seg->hdr->size))
+    if (rc == 0 && adopt)
         atomic_store_explicit(&seg->hdr->size, file_size, memory_order_release);
+    return rc;
+}
+
+int shmobj__segment_lock_until(shmobj_segment *seg, uint64_t deadline)
+{
+    int rc = shmobj__seg_lock_word(seg, &seg->hdr->lock, deadline);
+    if (rc == SHMOBJ_EOWNERDEAD)
+        rc = shmobj__seg_heap_repair(seg); /* idempotent: a repairer that
+                                              dies is repaired again */
+    else if (rc != 0)
+        return rc;
+    if (rc == 0)
+        rc = sync_view(seg);
+    if (rc != 0)
+        shmobj__seg_unlock_broken(seg, &seg->hdr->lock);
     return rc;
 }
 
 int shmobj__segment_lock(shmobj_segment *seg)
 {
-    int rc = shmobj__os_mutex_lock(&seg->hdr->lock);
-    if (rc == SHMOBJ_EOWNERDEAD) {
-        rc = shmobj__seg_heap_repair(seg);
-        shmobj__os_mutex_consistent(&seg->hdr->lock);
-    }
-    if (rc == 0)
-        rc = sync_view(seg);
-    if (rc != 0)
-        shmobj__os_mutex_unlock(&seg->hdr->lock);
-    return rc;
+    return shmobj__segment_lock_until(seg, 0);
 }
 
 void shmobj__segment_unlock(shmobj_segment *seg)
 {
-    shmobj__os_mutex_unlock(&seg->hdr->lock);
+    shmobj__seg_unlock_word(seg, &seg->hdr->lock);
 }
 
 /* Grow the segment so that a block of `need` bytes fits. Called with the
@@ -144,7 +154,10 @@ static int space_alloc(struct shmobj__space *sp, uint64_t size, uint64_t align,
     uint16_t gen = 0;
     rc = shmobj__arena_alloc(sp->base, mapped_of(seg), SHMOBJ__SEG_ARENA_OFF,
                              size, align, &off, &gen);
-    if (rc == SHMOBJ_ENOMEM && grow(seg, size > align ? size + align : 2 * align) == 0)
+    uint64_t need;
+    if (!shmobj__add_ok(size > align ? size : align, align, &need))
+        need = UINT64_MAX; /* grow() refuses it */
+    if (rc == SHMOBJ_ENOMEM && grow(seg, need) == 0)
         rc = shmobj__arena_alloc(sp->base, mapped_of(seg),
                                  SHMOBJ__SEG_ARENA_OFF, size, align, &off,
                                  &gen);
@@ -186,6 +199,7 @@ const struct shmobj__space_ops shmobj__segment_space_ops = {
     .alloc = space_alloc,
     .free = space_free,
     .check = space_check,
+    .live = &shmobj__segment_live_ops,
 };
 
 static bool align_ok(size_t align)

@@ -4,8 +4,13 @@
  *
  *   offset 0      struct shmobj__seg_header   (one page, 4096 bytes)
  *   offset 4096   process table, SHMOBJ__SEG_PROCS entries of 16 bytes
- *   offset 8192   root directory, SHMOBJ__SEG_ROOTS entries of 64 bytes
- *   offset 16384  arena control block, then the heap up to `size`
+ *   offset 20480  root directory, SHMOBJ__SEG_ROOTS entries of 64 bytes
+ *   offset 32768  arena control block, then the heap up to `size`
+ *
+ * Liveness lives outside the bytes: slot i of the process table is held by
+ * an OFD write lock on byte SHMOBJ__SEG_LIVE_BASE + i of the backing
+ * object, and the creator holds byte SHMOBJ__SEG_LIVE_CREATOR from the
+ * moment the object exists until its handle closes (seg-procs.c).
  *
  * magic, state, format_version and header_size keep their offsets in every
  * future format, so any version can tell another one apart (and wait for it
@@ -26,11 +31,23 @@
 
 #define SHMOBJ__SEG_HEADER_SIZE 4096
 #define SHMOBJ__SEG_PROCS_OFF 4096
-#define SHMOBJ__SEG_PROCS 256
-#define SHMOBJ__SEG_ROOTS_OFF 8192
+#define SHMOBJ__SEG_PROCS 1024
+#define SHMOBJ__SEG_ROOTS_OFF 20480
 #define SHMOBJ__SEG_ROOTS 128
 #define SHMOBJ__SEG_ROOT_NAME 48
-#define SHMOBJ__SEG_ARENA_OFF 16384
+#define SHMOBJ__SEG_ARENA_OFF 32768
+
+/* Attachment tokens: slot | generation << SLOT_BITS, 31 bits, never 0 (the
+ * generation is never 0). They name a handle in lock words and in every
+ * record "owned by a live handle" of the layers above. */
+#define SHMOBJ__SEG_SLOT_BITS 10
+#define SHMOBJ__SEG_GEN_MAX ((UINT32_C(1) << (31 - SHMOBJ__SEG_SLOT_BITS)) - 1)
+_Static_assert(SHMOBJ__SEG_PROCS == 1u << SHMOBJ__SEG_SLOT_BITS, "slots");
+
+/* Bytes of the backing object that carry OFD locks: far beyond any data
+ * (SHMOBJ__SEG_MAX_SIZE), so they never overlap what is mapped. */
+#define SHMOBJ__SEG_LIVE_BASE (UINT64_C(1) << 62)
+#define SHMOBJ__SEG_LIVE_CREATOR (SHMOBJ__SEG_LIVE_BASE + SHMOBJ__SEG_PROCS)
 
 /* Largest segment this format addresses: references hold 48-bit offsets. */
 #define SHMOBJ__SEG_MAX_SIZE (UINT64_C(1) << 47)
@@ -42,11 +59,14 @@ enum {
 
 struct shmobj__seg_header {
     /* ---- fixed in every format version ---- */
-    uint64_t magic; /* SHMOBJ__SEG_MAGIC, written by the creator last of
-                     * the immutable fields but before state */
+    /* SHMOBJ__SEG_MAGIC, written with format_version and header_size
+     * first of all, right after the object is sized: an opener that finds
+     * another magic knows at once that this is not a segment it can wait
+     * for, and one that finds 0 waits only while the creator lives. */
+    uint64_t magic;
     /* Futex word. INIT -> READY once, by the creator, with release order
      * after every other header field, so an opener that acquires READY sees
-     * a complete header. */
+     * a complete header. Any other value is damage (SHMOBJ_ECORRUPT). */
     _Atomic uint32_t state;
     uint32_t format_version; /* SHMOBJ_FORMAT_VERSION of the creator */
     uint32_t header_size;    /* sizeof(struct shmobj__seg_header) */
@@ -66,9 +86,12 @@ struct shmobj__seg_header {
     uint64_t checksum;     /* FNV-1a 64 of bytes [16, offsetof(checksum)) */
 
     /* ---- written by the creator before READY, then read-only ---- */
-    /* Who is setting the segment up: openers waiting for READY give up with
-     * SHMOBJ_ENOTREADY when this process is gone. Written first of all. */
-    shmobj__os_proc creator;
+    /* The creator's pid in its own PID namespace, for tools only: openers
+     * learn whether the creator is alive from its OFD lock on
+     * SHMOBJ__SEG_LIVE_CREATOR, never from this number. */
+    uint32_t creator_pid;
+    uint32_t reserved3; /* zero */
+    uint64_t reserved4; /* zero */
 
     uint8_t pad0[128 - 112];
 
@@ -83,10 +106,10 @@ struct shmobj__seg_header {
     uint32_t reserved2;
     uint8_t pad1[64 - 16];
 
-    /* ---- robust process-shared lock, own cache line ---- */
-    /* Guards the arena, growth, the process table and the root directory.
-     * A holder that dies is repaired by the next locker (seg-lock.c). */
-    shmobj__os_mutex lock;
+    /* ---- the segment lock, own cache line ---- */
+    /* Guards the arena, growth and the root directory. A holder that dies
+     * is repaired by the next locker (seg-lock.c, seg-heap.c). */
+    shmobj__os_lock lock;
 };
 
 _Static_assert(offsetof(struct shmobj__seg_header, state) == 8, "fixed");
@@ -95,21 +118,40 @@ _Static_assert(offsetof(struct shmobj__seg_header, format_version) == 12,
 _Static_assert(offsetof(struct shmobj__seg_header, header_size) == 16,
                "fixed");
 _Static_assert(offsetof(struct shmobj__seg_header, checksum) == 88, "layout");
-_Static_assert(offsetof(struct shmobj__seg_header, creator) == 96, "layout");
+_Static_assert(offsetof(struct shmobj__seg_header, layout_sig) == 24, "layout");
+_Static_assert(offsetof(struct shmobj__seg_header, max_size) == 32, "layout");
+_Static_assert(offsetof(struct shmobj__seg_header, backend) == 72, "layout");
+_Static_assert(offsetof(struct shmobj__seg_header, created_ns) == 80, "layout");
+_Static_assert(offsetof(struct shmobj__seg_header, creator_pid) == 96, "layout");
+_Static_assert(offsetof(struct shmobj__seg_header, attach_seq) == 136, "layout");
 _Static_assert(offsetof(struct shmobj__seg_header, size) == 128, "layout");
 _Static_assert(offsetof(struct shmobj__seg_header, lock) == 192, "layout");
 _Static_assert(sizeof(struct shmobj__seg_header) == 256, "layout");
 _Static_assert(sizeof(struct shmobj__seg_header) <= SHMOBJ__SEG_HEADER_SIZE,
                "header page");
 
-/* One attached handle. pid 0 marks a free entry. Written under the lock;
- * read without it by counters (a torn read only miscounts for a moment). */
+/* One attachment slot. Its occupant is whoever holds the OFD lock on byte
+ * SHMOBJ__SEG_LIVE_BASE + index: the kernel, not these bytes, decides who
+ * owns a slot, so claiming needs no segment lock and damage here can only
+ * make a live handle look dead to others in the sense of "its token does
+ * not match" (its records are then taken over, as after a death). */
 struct shmobj__seg_proc {
+    /* Token of the current or last occupant. Written (release) only by the
+     * process that holds the slot's OFD lock, right after taking it: the
+     * new token's generation is the old one's plus one, so a token never
+     * names two occupants before the generation wraps (2^21 attaches of
+     * one slot). Read (acquire) by liveness checks. */
+    _Atomic uint32_t token;
+    /* Occupant's pid in its own PID namespace, 0 after a clean detach; for
+     * tools only (relaxed). */
     _Atomic uint32_t pid;
-    uint32_t reserved;
-    uint64_t start_time; /* see shmobj__os_proc */
+    /* CLOCK_REALTIME of the attach, nanoseconds; for tools (relaxed). */
+    _Atomic uint64_t attached_ns;
 };
 _Static_assert(sizeof(struct shmobj__seg_proc) == 16, "layout");
+_Static_assert(offsetof(struct shmobj__seg_proc, token) == 0, "layout");
+_Static_assert(offsetof(struct shmobj__seg_proc, pid) == 4, "layout");
+_Static_assert(offsetof(struct shmobj__seg_proc, attached_ns) == 8, "layout");
 _Static_assert(SHMOBJ__SEG_PROCS * 16 == SHMOBJ__SEG_ROOTS_OFF -
                                              SHMOBJ__SEG_PROCS_OFF,
                "layout");
@@ -123,7 +165,8 @@ struct shmobj__seg_root {
     uint64_t reserved;
 };
 _Static_assert(sizeof(struct shmobj__seg_root) == 64, "layout");
-_Static_assert(SHMOBJ__SEG_ROOTS * 64 ==
+_Static_assert(offsetof(struct shmobj__seg_root, ref) == 48, "layout");
+_Static_assert(SHMOBJ__SEG_ROOTS * 64 <=
                    SHMOBJ__SEG_ARENA_OFF - SHMOBJ__SEG_ROOTS_OFF,
                "layout");
 

@@ -1,14 +1,19 @@
 /* Segment lifecycle: create, open (with the creator/consumer handshake),
- * close, destroy, and the table of attached processes.
+ * close, destroy, info.
  *
- * Handshake. The creator makes the object with O_EXCL, sizes and reserves
- * it, records itself as creator, writes and seals the header, and last
- * stores state = READY (release) and wakes the futex. An opener waits for
- * the name (inotify), for the size (inotify), then for READY (futex, in
- * slices so it notices a creator that died) before it trusts any other
- * field. No step polls with sleeps. */
+ * Handshake. The creator makes the object with O_EXCL and at once takes
+ * the OFD lock on SHMOBJ__SEG_LIVE_CREATOR, so its liveness is visible
+ * from the first instant; then it sizes and reserves the object, writes
+ * magic, format version and header size, the rest of the header, seals
+ * it, attaches, and last stores state = READY (release) and wakes the
+ * futex. An opener waits for the name (inotify), for the size (inotify),
+ * judges the magic, then waits for READY (futex) in slices that look at
+ * the creator's lock, so a creator that died at any step is reported
+ * (SHMOBJ_ENOTREADY) instead of waited for. Nothing trusts the header's
+ * other fields before READY. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -18,6 +23,14 @@
 #include "shmobj/version.h"
 
 #define DEFAULT_SIZE (UINT64_C(64) << 20)
+
+void (*shmobj__seg_create_hook)(int step);
+
+static void step(int n)
+{
+    if (shmobj__seg_create_hook != NULL)
+        shmobj__seg_create_hook(n);
+}
 /* How often a waiting opener checks that the creator is still alive. */
 #define CREATOR_CHECK_NS (UINT64_C(50) * 1000000)
 
@@ -54,17 +67,18 @@ static bool name_ok(const char *name, unsigned backend)
     return true;
 }
 
-static struct shmobj__seg_proc *proc_table(shmobj_segment *seg)
-{
-    return (struct shmobj__seg_proc *)(seg->space.base + SHMOBJ__SEG_PROCS_OFF);
-}
-
-static shmobj_segment *handle_new(int fd, unsigned backend, void *base,
-                                  uint64_t max_size, uint64_t mapped)
+static shmobj_segment *handle_new(int fd, unsigned backend, const char *name,
+                                  void *base, uint64_t max_size,
+                                  uint64_t mapped)
 {
     shmobj_segment *seg = calloc(1, sizeof *seg);
     if (seg == NULL)
         return NULL;
+    if (name != NULL && backend != SHMOBJ_BACKEND_MEMFD &&
+        (seg->name = strdup(name)) == NULL) {
+        free(seg);
+        return NULL;
+    }
     seg->space.base = base;
     atomic_init(&seg->space.mapped, mapped);
     seg->space.ops = &shmobj__segment_space_ops;
@@ -72,72 +86,48 @@ static shmobj_segment *handle_new(int fd, unsigned backend, void *base,
     seg->hdr = base;
     seg->max_size = max_size;
     seg->fd = fd;
+    atomic_init(&seg->live_fd, -1);
     seg->backend = backend;
     seg->proc_slot = UINT32_MAX;
     pthread_mutex_init(&seg->view_lock, NULL);
     return seg;
 }
 
-static void handle_free(shmobj_segment *seg)
+/* Give the handle its own open file description for its OFD locks. */
+static int live_open(shmobj_segment *seg)
 {
-    shmobj__os_unmap(seg->space.base, seg->max_size);
-    if (seg->fd >= 0)
-        close(seg->fd);
-    pthread_mutex_destroy(&seg->view_lock);
-    free(seg);
-}
-
-static void attach_changed(shmobj_segment *seg)
-{
-    atomic_fetch_add_explicit(&seg->hdr->attach_seq, 1, memory_order_release);
-    shmobj__os_futex_wake(&seg->hdr->attach_seq, INT32_MAX);
-}
-
-/* Record this handle in the process table, reusing entries of processes
- * that died without detaching. */
-static int attach(shmobj_segment *seg)
-{
-    int rc = shmobj__os_proc_self(&seg->self);
-    if (rc != 0)
-        return rc;
-    rc = shmobj__segment_lock(seg);
-    if (rc != 0)
-        return rc;
-    struct shmobj__seg_proc *t = proc_table(seg);
-    uint32_t slot = UINT32_MAX;
-    for (uint32_t i = 0; i < SHMOBJ__SEG_PROCS && slot == UINT32_MAX; i++) {
-        shmobj__os_proc p = {.pid = atomic_load(&t[i].pid),
-                             .start_time = t[i].start_time};
-        if (p.pid == 0 || !shmobj__os_proc_alive(&p))
-            slot = i;
+    int fd = shmobj__seg_reopen(seg);
+    if (fd < 0) {
+        /* No second description to be had (a memfd without /proc): share
+         * the mapping's and give up judging others dead (seg-procs.c). */
+        fd = fcntl(seg->fd, F_DUPFD_CLOEXEC, 0);
+        if (fd < 0)
+            return SHMOBJ_ESYS;
+        seg->live_shared = true;
     }
-    if (slot != UINT32_MAX) {
-        t[slot].start_time = seg->self.start_time;
-        atomic_store_explicit(&t[slot].pid, seg->self.pid, memory_order_release);
-        seg->proc_slot = slot;
-    }
-    shmobj__segment_unlock(seg);
-    if (slot == UINT32_MAX)
-        return SHMOBJ_EFULL;
-    attach_changed(seg);
+    atomic_store(&seg->live_fd, fd);
     return 0;
 }
 
-static void detach(shmobj_segment *seg)
+static void handle_free(shmobj_segment *seg)
 {
-    if (seg->proc_slot == UINT32_MAX)
-        return;
-    /* A forked child closing an inherited handle must not erase its
-     * parent's entry. */
-    struct shmobj__seg_proc *e = &proc_table(seg)[seg->proc_slot];
-    if (shmobj__segment_lock(seg) == 0) {
-        if (atomic_load(&e->pid) == seg->self.pid &&
-            e->start_time == seg->self.start_time &&
-            (uint32_t)getpid() == seg->self.pid)
-            atomic_store_explicit(&e->pid, 0, memory_order_release);
-        shmobj__segment_unlock(seg);
-    }
-    attach_changed(seg);
+    if (seg->space.base != NULL)
+        shmobj__os_unmap(seg->space.base, seg->max_size);
+    if (seg->fd >= 0)
+        close(seg->fd);
+    int live = atomic_load(&seg->live_fd);
+    if (live >= 0)
+        close(live); /* drops this handle's OFD locks */
+    pthread_mutex_destroy(&seg->view_lock);
+    free(seg->name);
+    free(seg);
+}
+
+static uint64_t realtime_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 int shmobj_segment_create(const char *name, const shmobj_segment_options *opts,
@@ -157,6 +147,9 @@ int shmobj_segment_create(const char *name, const shmobj_segment_options *opts,
         (o.flags & ~(unsigned)(SHMOBJ_SEGMENT_REPLACE | SHMOBJ_SEGMENT_PREFAULT)) != 0 ||
         (o.mode & ~07777u) != 0)
         return SHMOBJ_EINVAL;
+    /* A memfd has no name that another segment could hold. */
+    if (o.backend == SHMOBJ_BACKEND_MEMFD && (o.flags & SHMOBJ_SEGMENT_REPLACE))
+        return SHMOBJ_EINVAL;
     uint64_t page = shmobj__os_page_size();
     uint64_t size, max;
     if (!shmobj__align_up(o.initial_size, page, &size) ||
@@ -173,30 +166,50 @@ int shmobj_segment_create(const char *name, const shmobj_segment_options *opts,
                                    (o.flags & SHMOBJ_SEGMENT_REPLACE) != 0, &fd);
     if (rc != 0)
         return rc;
+    /* From the first instant the name exists, the creator's OFD lock tells
+     * openers that someone is setting the object up: a creator killed from
+     * here on (during the long reservation of a large segment, say) is
+     * seen as gone by the kernel dropping the lock. */
+    step(SHMOBJ__SEG_STEP_CREATED);
+    shmobj_segment *seg = handle_new(fd, o.backend, name, NULL, max, 0);
+    if (seg == NULL) {
+        rc = SHMOBJ_ENOMEM;
+    } else {
+        rc = live_open(seg);
+        if (rc == 0)
+            rc = shmobj__os_live_hold(atomic_load(&seg->live_fd),
+                                      SHMOBJ__SEG_LIVE_CREATOR);
+        seg->creator = rc == 0;
+    }
     void *base = NULL;
-    rc = shmobj__os_fd_grow(fd, size);
+    if (rc == 0) {
+        step(SHMOBJ__SEG_STEP_LOCKED);
+        rc = shmobj__os_fd_grow(fd, size);
+    }
     if (rc == 0)
         rc = shmobj__os_map(fd, max, &base);
-    shmobj_segment *seg = NULL;
-    if (rc == 0) {
-        seg = handle_new(fd, o.backend, base, max, size);
-        if (seg == NULL) {
-            shmobj__os_unmap(base, max);
-            rc = SHMOBJ_ENOMEM;
-        }
-    }
     if (rc != 0) {
-        close(fd);
         if (o.backend != SHMOBJ_BACKEND_MEMFD)
             (void)shmobj__os_obj_unlink(name, o.backend);
+        if (seg != NULL)
+            handle_free(seg); /* closes fd */
+        else
+            close(fd);
         return rc;
     }
+    seg->space.base = base;
+    seg->hdr = base;
+    atomic_store(&seg->space.mapped, size);
 
+    step(SHMOBJ__SEG_STEP_SIZED);
     struct shmobj__seg_header *h = seg->hdr;
-    /* Creator identity first: an opener that finds us dead from here on
-     * reports ENOTREADY instead of waiting for its whole timeout. */
-    (void)shmobj__os_proc_self(&h->creator);
+    /* What it is, first: an opener that maps the header from now on knows
+     * it is a segment of this format being set up, not a foreign file. */
+    h->format_version = SHMOBJ_FORMAT_VERSION;
     h->header_size = sizeof *h;
+    __atomic_store_n(&h->magic, SHMOBJ__SEG_MAGIC, __ATOMIC_RELEASE);
+    step(SHMOBJ__SEG_STEP_MAGIC);
+    h->creator_pid = (uint32_t)getpid();
     h->layout_sig = shmobj__seg_layout_signature();
     h->max_size = max;
     h->arena_off = SHMOBJ__SEG_ARENA_OFF;
@@ -205,23 +218,22 @@ int shmobj_segment_create(const char *name, const shmobj_segment_options *opts,
     h->procs_max = SHMOBJ__SEG_PROCS;
     h->roots_max = SHMOBJ__SEG_ROOTS;
     h->backend = o.backend;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    h->created_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-    h->format_version = SHMOBJ_FORMAT_VERSION;
-    rc = shmobj__os_mutex_init(&h->lock);
-    if (rc == 0)
-        rc = shmobj__seg_heap_init(seg, size);
+    h->created_ns = realtime_ns();
+    rc = shmobj__seg_heap_init(seg, size);
     if (rc == 0 && (o.flags & SHMOBJ_SEGMENT_PREFAULT) != 0)
         rc = shmobj__os_prefault(seg->space.base, size);
     if (rc == 0) {
+        step(SHMOBJ__SEG_STEP_HEAP);
         atomic_store_explicit(&h->size, size, memory_order_relaxed);
         shmobj__seg_header_seal(h);
-        h->magic = SHMOBJ__SEG_MAGIC;
+        rc = shmobj__seg_procs_attach(seg);
+    }
+    if (rc == 0) {
+        step(SHMOBJ__SEG_STEP_ATTACHED);
         atomic_store_explicit(&h->state, SHMOBJ__SEG_STATE_READY,
                               memory_order_release);
         shmobj__os_futex_wake(&h->state, INT32_MAX);
-        rc = attach(seg);
+        step(SHMOBJ__SEG_STEP_READY);
     }
     if (rc != 0) {
         if (o.backend != SHMOBJ_BACKEND_MEMFD)
@@ -233,68 +245,147 @@ int shmobj_segment_create(const char *name, const shmobj_segment_options *opts,
     return 0;
 }
 
-/* Wait for READY, giving up when the recorded creator has died. */
-static int wait_ready(struct shmobj__seg_header *h, uint64_t deadline)
+/* How long an opener that finds an empty object and no creator waits for
+ * the object to change before it believes nobody is setting it up: the
+ * creator takes its lock a few system calls after creating the name, and
+ * an opener woken by the creation can run in between. */
+#define EMPTY_GRACE_NS (UINT64_C(200) * 1000000)
+
+static uint64_t min_u64(uint64_t a, uint64_t b)
 {
+    return a < b ? a : b;
+}
+
+static bool header_page_zero(const struct shmobj__seg_header *h)
+{
+    const volatile unsigned char *b = (const volatile unsigned char *)h;
+    for (size_t i = 0; i < SHMOBJ__SEG_HEADER_SIZE; i++)
+        if (b[i] != 0)
+            return false;
+    return true;
+}
+
+/* Wait until the object behind fd is a ready segment of this format, or
+ * say why it will not become one. The magic is judged before anything
+ * else, and the creator's liveness comes from its OFD lock, so a foreign,
+ * empty or abandoned object is an immediate error whatever the timeout. */
+static int wait_ready(int fd, const char *name, unsigned backend,
+                      uint64_t deadline)
+{
+    void *base = NULL;
+    uint64_t grace = 0;
+    int rc;
     for (;;) {
-        if (atomic_load_explicit(&h->state, memory_order_acquire) ==
-            SHMOBJ__SEG_STATE_READY)
-            return 0;
-        shmobj__os_proc creator = h->creator;
-        if (creator.pid != 0 && !shmobj__os_proc_alive(&creator))
-            return SHMOBJ_ENOTREADY;
+        uint64_t file_size;
+        if ((rc = shmobj__os_fd_size(fd, &file_size)) != 0)
+            break;
+        bool creator = shmobj__os_live_probe(fd, SHMOBJ__SEG_LIVE_CREATOR);
         uint64_t now = shmobj__os_now_ns();
-        if (now >= deadline)
-            return SHMOBJ_ETIMEDOUT;
-        uint64_t slice = deadline - now < CREATOR_CHECK_NS
-                             ? deadline
-                             : now + CREATOR_CHECK_NS;
-        int rc = shmobj__os_futex_wait(&h->state, SHMOBJ__SEG_STATE_INIT, slice);
+        if (file_size < SHMOBJ__SEG_HEADER_SIZE) {
+            if (file_size != 0 && !creator) {
+                rc = SHMOBJ_ENOTSEG;
+                break;
+            }
+            if (!creator) {
+                if (grace == 0)
+                    grace = now + EMPTY_GRACE_NS;
+                if (now >= grace || name == NULL) {
+                    rc = SHMOBJ_ENOTREADY;
+                    break;
+                }
+            }
+            if (now >= deadline) {
+                rc = SHMOBJ_ETIMEDOUT;
+                break;
+            }
+            if (name == NULL) {
+                rc = SHMOBJ_ENOTREADY;
+                break;
+            }
+            /* inotify on the object: the creator's ftruncate wakes us;
+             * slices so a creator that dies first is noticed. */
+            rc = shmobj__os_obj_wait_size(
+                name, backend, fd, SHMOBJ__SEG_HEADER_SIZE,
+                min_u64(deadline, now + (grace ? grace - now : CREATOR_CHECK_NS)));
+            if (rc != 0 && rc != SHMOBJ_ETIMEDOUT)
+                break;
+            continue;
+        }
+        if (base == NULL && (rc = shmobj__os_map(fd, SHMOBJ__SEG_HEADER_SIZE,
+                                                 &base)) != 0)
+            break;
+        struct shmobj__seg_header *h = base;
+        uint64_t magic = __atomic_load_n(&h->magic, __ATOMIC_ACQUIRE);
+        if (magic == SHMOBJ__SEG_MAGIC_SWAPPED) {
+            rc = SHMOBJ_ELAYOUT;
+            break;
+        }
+        if (magic == SHMOBJ__SEG_MAGIC) {
+            if (__atomic_load_n(&h->format_version, __ATOMIC_RELAXED) !=
+                SHMOBJ_FORMAT_VERSION) {
+                rc = SHMOBJ_EVERSION;
+                break;
+            }
+            uint32_t state = atomic_load_explicit(&h->state, memory_order_acquire);
+            if (state == SHMOBJ__SEG_STATE_READY) {
+                rc = 0;
+                break;
+            }
+            if (state != SHMOBJ__SEG_STATE_INIT) {
+                rc = SHMOBJ_ECORRUPT;
+                break;
+            }
+        } else if (magic != 0 || !header_page_zero(h)) {
+            rc = SHMOBJ_ENOTSEG;
+            break;
+        }
+        /* A segment being set up (or, with magic 0, about to be). */
+        if (!creator) {
+            rc = SHMOBJ_ENOTREADY;
+            break;
+        }
+        if (now >= deadline) {
+            rc = SHMOBJ_ETIMEDOUT;
+            break;
+        }
+        /* The creator wakes the state futex at READY; the slice bounds how
+         * late its death (or its magic, with magic 0) is seen. */
+        rc = shmobj__os_futex_wait(&h->state, SHMOBJ__SEG_STATE_INIT,
+                                   min_u64(deadline, now + CREATOR_CHECK_NS));
         if (rc != 0 && rc != SHMOBJ_ETIMEDOUT)
-            return rc;
+            break;
     }
+    if (base != NULL)
+        shmobj__os_unmap(base, SHMOBJ__SEG_HEADER_SIZE);
+    return rc;
 }
 
 /* Attach to the object behind fd (owned by this call from here on). */
 static int open_fd(int fd, const char *name, unsigned backend,
                    uint64_t deadline, shmobj_segment **out)
 {
-    uint64_t file_size;
-    int rc = shmobj__os_fd_size(fd, &file_size);
-    if (rc == 0 && file_size < SHMOBJ__SEG_HEADER_SIZE) {
-        /* Created but not sized yet: the creator is between O_EXCL and
-         * ftruncate. */
-        rc = name != NULL ? shmobj__os_obj_wait_size(name, backend, fd,
-                                                      SHMOBJ__SEG_HEADER_SIZE,
-                                                      deadline)
-                          : SHMOBJ_ENOTREADY;
-        if (rc == 0)
-            rc = shmobj__os_fd_size(fd, &file_size);
-    }
+    int rc = wait_ready(fd, name, backend, deadline);
+    uint64_t file_size = 0, max = 0;
     void *base = NULL;
     if (rc == 0)
-        rc = shmobj__os_map(fd, SHMOBJ__SEG_HEADER_SIZE, &base);
-    if (rc != 0) {
-        close(fd);
-        return rc;
-    }
-    struct shmobj__seg_header *h = base;
-    rc = wait_ready(h, deadline);
-    uint64_t max = 0;
-    if (rc == 0) {
         rc = shmobj__os_fd_size(fd, &file_size);
-        if (rc == 0)
-            rc = shmobj__seg_header_validate(h, file_size);
+    if (rc == 0)
+        rc = shmobj__os_map(fd, SHMOBJ__SEG_HEADER_SIZE, &base);
+    if (rc == 0) {
+        struct shmobj__seg_header *h = base;
+        rc = shmobj__seg_header_validate(h, file_size);
         max = h->max_size;
+        if (rc == 0 && name == NULL)
+            backend = h->backend; /* an inherited or passed descriptor */
+        shmobj__os_unmap(base, SHMOBJ__SEG_HEADER_SIZE);
     }
-    shmobj__os_unmap(base, SHMOBJ__SEG_HEADER_SIZE);
     if (rc == 0)
         rc = shmobj__os_map(fd, max, &base);
     if (rc != 0) {
         close(fd);
         return rc;
     }
-    shmobj_segment *seg = handle_new(fd, backend, base, max, file_size);
+    shmobj_segment *seg = handle_new(fd, backend, name, base, max, file_size);
     if (seg == NULL) {
         shmobj__os_unmap(base, max);
         close(fd);
@@ -303,10 +394,12 @@ static int open_fd(int fd, const char *name, unsigned backend,
     /* Validate again on the real mapping: the header could have been
      * rewritten between the two mappings. */
     rc = shmobj__seg_header_validate(seg->hdr, file_size);
-    if (rc == 0 && seg->hdr->max_size != max)
+    if (rc == 0 && (seg->hdr->max_size != max || seg->hdr->backend != backend))
         rc = SHMOBJ_ECORRUPT;
     if (rc == 0)
-        rc = attach(seg);
+        rc = live_open(seg);
+    if (rc == 0)
+        rc = shmobj__seg_procs_attach(seg);
     if (rc != 0) {
         handle_free(seg);
         return rc;
@@ -347,6 +440,8 @@ int shmobj_segment_open_fd(int fd, int64_t timeout_ns, shmobj_segment **out)
     int dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
     if (dup_fd < 0)
         return errno == EBADF ? SHMOBJ_EINVAL : SHMOBJ_ESYS;
+    /* The backend is the one the header records (any backend's object can
+     * be passed as a descriptor). */
     return open_fd(dup_fd, NULL, SHMOBJ_BACKEND_MEMFD,
                    shmobj__os_deadline(timeout_ns), out);
 }
@@ -363,7 +458,7 @@ void shmobj_segment_close(shmobj_segment *seg)
 {
     if (seg == NULL)
         return;
-    detach(seg);
+    shmobj__seg_procs_detach(seg);
     handle_free(seg);
 }
 
@@ -374,37 +469,40 @@ int shmobj_segment_destroy(const char *name, unsigned backend)
     return shmobj__os_obj_unlink(name, backend);
 }
 
-/* Live entries of the process table other than `self_slot`. */
-static unsigned count_attached(shmobj_segment *seg, uint32_t self_slot)
-{
-    struct shmobj__seg_proc *t = proc_table(seg);
-    unsigned n = 0;
-    for (uint32_t i = 0; i < SHMOBJ__SEG_PROCS; i++) {
-        shmobj__os_proc p = {.pid = atomic_load(&t[i].pid),
-                             .start_time = t[i].start_time};
-        if (i != self_slot && p.pid != 0 && shmobj__os_proc_alive(&p))
-            n++;
-    }
-    return n;
-}
-
 int shmobj_segment_wait_attached(shmobj_segment *seg, unsigned count,
                                  int64_t timeout_ns)
 {
     if (seg == NULL)
         return SHMOBJ_EINVAL;
     uint64_t deadline = shmobj__os_deadline(timeout_ns);
+    uint32_t self;
+    int rc = shmobj__seg_procs_self(seg, &self);
+    if (rc != 0)
+        return rc;
     for (;;) {
         /* Read the sequence before counting: an attach after the count
-         * changes it and the futex wait returns at once. */
+         * changes it and the futex wait returns at once. A death changes
+         * nothing in the segment, so the wait is sliced to notice it. */
         uint32_t seq =
             atomic_load_explicit(&seg->hdr->attach_seq, memory_order_acquire);
-        if (count_attached(seg, seg->proc_slot) >= count)
+        if (shmobj__seg_procs_count(seg, seg->proc_slot) >= count)
             return 0;
-        int rc = shmobj__os_futex_wait(&seg->hdr->attach_seq, seq, deadline);
-        if (rc != 0)
+        uint64_t now = shmobj__os_now_ns();
+        if (now >= deadline)
+            return shmobj__segment_linked(seg) ? SHMOBJ_ETIMEDOUT
+                                               : SHMOBJ_EREPLACED;
+        rc = shmobj__os_futex_wait(&seg->hdr->attach_seq, seq,
+                                   min_u64(deadline, now + CREATOR_CHECK_NS));
+        if (rc != 0 && rc != SHMOBJ_ETIMEDOUT)
             return rc;
     }
+}
+
+bool shmobj__segment_linked(shmobj_segment *seg)
+{
+    if (seg->backend == SHMOBJ_BACKEND_MEMFD || seg->name == NULL)
+        return true; /* no name to lose */
+    return shmobj__os_fd_named(seg->fd, seg->name, seg->backend) != 0;
 }
 
 int shmobj_segment_prefault(shmobj_segment *seg)
@@ -421,12 +519,25 @@ int shmobj_segment_prefault(shmobj_segment *seg)
 
 int shmobj_segment_info_get(shmobj_segment *seg, shmobj_segment_info *info)
 {
-    if (seg == NULL || info == NULL || info->struct_size < sizeof *info)
+    /* Callers built against 0.1 pass the shorter struct: fill what fits. */
+    size_t v1 = offsetof(shmobj_segment_info, creator_pid);
+    if (seg == NULL || info == NULL || info->struct_size < v1)
         return SHMOBJ_EINVAL;
     info->format_version = seg->hdr->format_version;
     info->size = atomic_load_explicit(&seg->hdr->size, memory_order_acquire);
     info->max_size = seg->max_size;
-    info->attached = count_attached(seg, UINT32_MAX);
+    info->attached = shmobj__seg_procs_count(seg, UINT32_MAX);
     info->backend = seg->backend;
+    if (info->struct_size < sizeof *info)
+        return 0;
+    info->creator_pid = seg->hdr->creator_pid;
+    info->created_ns = seg->hdr->created_ns;
+    info->flags = 0;
+    if (shmobj__segment_linked(seg))
+        info->flags |= SHMOBJ_SEGMENT_INFO_LINKED;
+    if (seg->creator ||
+        shmobj__os_live_probe(atomic_load(&seg->live_fd),
+                              SHMOBJ__SEG_LIVE_CREATOR))
+        info->flags |= SHMOBJ_SEGMENT_INFO_CREATOR_ATTACHED;
     return 0;
 }

@@ -1,5 +1,5 @@
 /* The segment handle and what the layers above (queue, map) use of it:
- * the shared space, the robust segment lock, the process identity. */
+ * the shared space, the segment lock, the attachment token. */
 #ifndef SHMOBJ_SEGMENT_INTERNAL_H
 #define SHMOBJ_SEGMENT_INTERNAL_H
 
@@ -19,11 +19,29 @@ struct shmobj_segment {
     uint64_t max_size;              /* bytes of address space mapped */
     int fd;                         /* backing object, owned */
     unsigned backend;
+    char *name;                     /* copy of the name; NULL for memfd */
+    /* The handle's own open file description of the object, on which it
+     * holds its slot's OFD lock (and the creator's). Separate from fd so
+     * that a forked child can drop it without touching the mapping's. */
+    _Atomic int live_fd;
     uint32_t proc_slot;             /* this handle's process table entry */
-    shmobj__os_proc self;           /* identity recorded in that entry */
+    _Atomic uint32_t token;         /* its token there (seg-layout.h) */
+    /* live_fd is not a description of its own (none could be opened):
+     * others' locks through it look like ours, so nobody is judged dead
+     * through it (seg-procs.c). */
+    bool live_shared;
+    bool creator;                   /* holds SHMOBJ__SEG_LIVE_CREATOR */
+    /* shmobj__os_fork_generation() the token belongs to; while a forked
+     * child re-attaches, ATTACHING is or-ed in (seg-procs.c). */
+    _Atomic uint32_t attached_gen;
     /* Serialises this process's growth of its view (extend). */
     pthread_mutex_t view_lock;
 };
+
+/* Default bound of a lock wait for calls that take no timeout: a live
+ * owner holding a segment lock this long is stuck (stopped, or the lock
+ * word was damaged to name it), and the caller gets SHMOBJ_EBUSY. */
+#define SHMOBJ__SEG_LOCK_DEFAULT_NS (UINT64_C(10) * 1000000000)
 
 /* The space of a handle, and back. */
 static inline struct shmobj__space *shmobj__segment_space(shmobj_segment *s)
@@ -31,10 +49,61 @@ static inline struct shmobj__space *shmobj__segment_space(shmobj_segment *s)
     return &s->space;
 }
 
-/* Take the segment lock; when its previous owner died, repair what it
- * guards (arena free lists, growth, process table) before returning 0. */
+/* Take the segment lock, waiting at most SHMOBJ__SEG_LOCK_DEFAULT_NS (then
+ * SHMOBJ_EBUSY) or until `deadline` (then SHMOBJ_ETIMEDOUT); when its
+ * previous owner died, repair what it guards (arena free lists, growth)
+ * before returning 0. SHMOBJ_ECORRUPT when the lock word is damaged. */
 int shmobj__segment_lock(shmobj_segment *seg);
+int shmobj__segment_lock_until(shmobj_segment *seg, uint64_t deadline);
 void shmobj__segment_unlock(shmobj_segment *seg);
+
+/* Any lock word of this segment (seg-lock.c): as shmobj__os_lock_acquire
+ * with this handle's token and the process table as liveness oracle; a
+ * deadline of 0 means the default bound (SHMOBJ_EBUSY past it). */
+int shmobj__seg_lock_word(shmobj_segment *seg, shmobj__os_lock *l,
+                          uint64_t deadline);
+void shmobj__seg_unlock_word(shmobj_segment *seg, shmobj__os_lock *l);
+/* Release a lock whose repair failed so that the next locker is handed
+ * SHMOBJ_EOWNERDEAD and tries again. */
+void shmobj__seg_unlock_broken(shmobj_segment *seg, shmobj__os_lock *l);
+extern const struct shmobj__space_live_ops shmobj__segment_live_ops;
+
+/* Tests only: called, when set, at each step of shmobj_segment_create()
+ * with the step's number (SHMOBJ__SEG_STEP_*), so a test can kill the
+ * creator exactly there. Never set by the library. */
+enum {
+    SHMOBJ__SEG_STEP_CREATED = 1,  /* the name exists, nothing else */
+    SHMOBJ__SEG_STEP_LOCKED = 2,   /* the creator's OFD lock is held */
+    SHMOBJ__SEG_STEP_SIZED = 3,    /* sized and reserved, header all zero */
+    SHMOBJ__SEG_STEP_MAGIC = 4,    /* magic and format version written */
+    SHMOBJ__SEG_STEP_HEAP = 5,     /* header and heap written, not sealed */
+    SHMOBJ__SEG_STEP_ATTACHED = 6, /* sealed and attached, not READY */
+    SHMOBJ__SEG_STEP_READY = 7,    /* READY published */
+};
+extern void (*shmobj__seg_create_hook)(int step);
+
+/* False when the segment's name has been removed or now names another
+ * object (a replaced segment): waits that time out on such a segment
+ * return SHMOBJ_EREPLACED instead of SHMOBJ_ETIMEDOUT. */
+bool shmobj__segment_linked(shmobj_segment *seg);
+
+/* ---- attachment slots (seg-procs.c) ---- */
+
+/* Claim a slot for a new handle (live_fd already open). */
+int shmobj__seg_procs_attach(shmobj_segment *seg);
+/* Give the slot back (a no-op in a forked child for an inherited handle). */
+void shmobj__seg_procs_detach(shmobj_segment *seg);
+/* This handle's token in this process: a forked child attaches anew on
+ * first use. 0 when it cannot (then the caller reports SHMOBJ_EFULL or
+ * the error of the attach, see shmobj__seg_procs_self). */
+int shmobj__seg_procs_self(shmobj_segment *seg, uint32_t *token);
+/* SHMOBJ__OS_OWNER_* of a token. */
+int shmobj__seg_procs_state(shmobj_segment *seg, uint32_t token);
+/* Handles attached now, other than the slot `except` (UINT32_MAX: none). */
+unsigned shmobj__seg_procs_count(shmobj_segment *seg, uint32_t except);
+/* Open a second description of the object behind seg->fd (the same file,
+ * checked by inode), or return -1 when none can be had. */
+int shmobj__seg_reopen(shmobj_segment *seg);
 
 /* Make [0, end) of the segment usable in this process (space.ops.extend). */
 int shmobj__segment_extend(struct shmobj__space *sp, uint64_t end);

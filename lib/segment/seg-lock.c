@@ -1,0 +1,86 @@
+/* Locks of a segment: the library's lock word (os-lock.c) with this
+ * segment's attachment slots as the judge of who is alive.
+ *
+ * Every lock in a segment (the segment lock, the map's shard locks, the
+ * queue's retire lock) goes through here, so they share one wait policy:
+ * a deadline always (the caller's, or SHMOBJ__SEG_LOCK_DEFAULT_NS), the
+ * owner's liveness looked at while waiting, and SHMOBJ_EOWNERDEAD handed
+ * to exactly one waiter when the owner's handle is gone. */
+#include "segment.h"
+
+static int owner_state(void *ctx, uint32_t owner)
+{
+    return shmobj__seg_procs_state(ctx, owner);
+}
+
+int shmobj__seg_lock_word(shmobj_segment *seg, shmobj__os_lock *l,
+                          uint64_t deadline)
+{
+    uint32_t self;
+    int rc = shmobj__seg_procs_self(seg, &self);
+    if (rc != 0)
+        return rc;
+    bool bounded = deadline == 0;
+    if (bounded)
+        deadline = shmobj__os_deadline((int64_t)SHMOBJ__SEG_LOCK_DEFAULT_NS);
+    rc = shmobj__os_lock_acquire(l, self, deadline, owner_state, seg);
+    return rc == SHMOBJ_ETIMEDOUT && bounded ? SHMOBJ_EBUSY : rc;
+}
+
+void shmobj__seg_unlock_word(shmobj_segment *seg, shmobj__os_lock *l)
+{
+    (void)seg;
+    shmobj__os_lock_release(l);
+}
+
+void shmobj__seg_unlock_broken(shmobj_segment *seg, shmobj__os_lock *l)
+{
+    /* Our slot with a generation it does not have: the next locker finds
+     * the "owner" gone and repairs again, as after a death. */
+    uint32_t self = atomic_load_explicit(&seg->token, memory_order_relaxed);
+    uint32_t gen = ((self >> SHMOBJ__SEG_SLOT_BITS) - 1) & SHMOBJ__SEG_GEN_MAX;
+    if (gen == 0)
+        gen = SHMOBJ__SEG_GEN_MAX;
+    uint32_t dead = (self & (SHMOBJ__SEG_PROCS - 1)) | gen << SHMOBJ__SEG_SLOT_BITS;
+    uint32_t w = atomic_exchange_explicit(&l->word, dead, memory_order_release);
+    if ((w & UINT32_C(0x80000000)) != 0)
+        shmobj__os_futex_wake(&l->word, INT32_MAX);
+}
+
+/* ---- the space operations of the layers above ---- */
+
+static uint32_t space_token(struct shmobj__space *sp)
+{
+    uint32_t t;
+    return shmobj__seg_procs_self(sp->impl, &t) == 0 ? t : 0;
+}
+
+static int space_owner_state(struct shmobj__space *sp, uint32_t token)
+{
+    return shmobj__seg_procs_state(sp->impl, token);
+}
+
+static int space_lock(struct shmobj__space *sp, struct shmobj__os_lock *l,
+                      uint64_t deadline)
+{
+    return shmobj__seg_lock_word(sp->impl, l, deadline);
+}
+
+static void space_unlock(struct shmobj__space *sp, struct shmobj__os_lock *l)
+{
+    shmobj__seg_unlock_word(sp->impl, l);
+}
+
+static void space_unlock_broken(struct shmobj__space *sp,
+                                struct shmobj__os_lock *l)
+{
+    shmobj__seg_unlock_broken(sp->impl, l);
+}
+
+const struct shmobj__space_live_ops shmobj__segment_live_ops = {
+    .token = space_token,
+    .owner_state = space_owner_state,
+    .lock = space_lock,
+    .unlock = space_unlock,
+    .unlock_broken = space_unlock_broken,
+};
