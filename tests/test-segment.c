@@ -10,7 +10,11 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <poll.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -847,6 +851,287 @@ static void test_arena_kill_holder_recovers(void **state)
     shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM);
 }
 
+
+/* ---- the segment lock's word is validated, never trusted -------------- */
+
+/* A damaged lock word costs an error or a repair, never a hang: a word
+ * naming a slot that was never attached is a dead owner (taken over and
+ * repaired), a word no token can be is ECORRUPT, a word naming a live
+ * handle that does not hold the lock makes lockers give up at their
+ * deadline. Opening never takes the lock. */
+static void test_segment_lock_damaged_word_bounded(void **state)
+{
+    (void)state;
+    char name[96];
+    test_name(name, sizeof name, "lockword");
+    shmobj_segment *s = create_small(name);
+    struct shmobj__seg_header *h = s->hdr;
+    assert_int_equal(shmobj_segment_root_set(s, "r", 16), 0);
+
+    /* slot 1000, generation 5: nobody */
+    atomic_store(&h->lock.word, 1000u | 5u << SHMOBJ__SEG_SLOT_BITS);
+    shmobj_ref ref;
+    assert_int_equal(shmobj_segment_root_get(s, "r", &ref), 0);
+    assert_int_equal(ref, 16);
+    assert_int_equal(shmobj__os_lock_owner(&h->lock), 0);
+
+    /* generation 0: no token looks like this */
+    atomic_store(&h->lock.word, 7u);
+    assert_int_equal(shmobj_segment_root_get(s, "r", &ref), SHMOBJ_ECORRUPT);
+    shmobj_segment *o = NULL;
+    assert_int_equal(shmobj_segment_open(name, SHMOBJ_BACKEND_SHM, 1000 * TEST_MS, &o), 0);
+
+    /* the token of another live handle (o's), which does not hold it */
+    uint32_t tok;
+    assert_int_equal(shmobj__seg_procs_self(o, &tok), 0);
+    atomic_store(&h->lock.word, tok);
+    uint64_t deadline = shmobj__os_now_ns() + 100 * TEST_MS;
+    assert_int_equal(shmobj__segment_lock_until(s, deadline), SHMOBJ_ETIMEDOUT);
+    assert_true(shmobj__os_now_ns() >= deadline);
+    /* o closes: its slot's OFD lock goes, the next locker repairs */
+    shmobj_segment_close(o);
+    assert_int_equal(shmobj_segment_root_get(s, "r", &ref), 0);
+    shmobj_segment_close(s);
+    shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM);
+}
+
+/* ---- liveness across PID namespaces ------------------------------------ */
+
+struct ns_arg {
+    const char *name;
+    int ready[2]; /* grandchild -> parent: "I hold the lock" */
+    int pid[2];   /* child -> parent: the grandchild's pid */
+};
+
+static int ns_holder(void *p)
+{
+    struct ns_arg *a = p;
+    /* A new PID namespace applies to children: fork once more. */
+    if (unshare(CLONE_NEWPID) != 0)
+        return 77;
+    pid_t g = fork();
+    if (g == 0) {
+        shmobj_segment *s = NULL;
+        if (shmobj_segment_open(a->name, SHMOBJ_BACKEND_SHM, 0, &s) != 0 ||
+            shmobj__segment_lock(s) != 0)
+            _exit(2);
+        char c = getpid() == 1 ? '1' : 'x';
+        if (write(a->ready[1], &c, 1) != 1)
+            _exit(3);
+        for (;;)
+            pause(); /* holds the lock until killed */
+    }
+    /* The holder's pid as this (the parent's) namespace numbers it, so
+     * the test can kill it. */
+    int32_t gp = (int32_t)g;
+    if (g < 0 || write(a->pid[1], &gp, sizeof gp) != sizeof gp)
+        return 4;
+    int st;
+    waitpid(g, &st, 0);
+    return 0;
+}
+
+/* Two containers sharing /dev/shm see each other's pids as nonsense: a
+ * handle in another PID namespace must still count as attached, and its
+ * lock must not be taken from it; once it dies, it is noticed. */
+static void test_segment_liveness_other_pid_namespace(void **state)
+{
+    (void)state;
+    char name[96];
+    test_name(name, sizeof name, "pidns");
+    shmobj_segment *s = create_small(name);
+    struct ns_arg a = {.name = name};
+    assert_int_equal(pipe(a.ready), 0);
+    assert_int_equal(pipe(a.pid), 0);
+    pid_t c = test_child_start(ns_holder, &a, 20);
+    char ch = 0;
+    struct pollfd pf = {.fd = a.ready[0], .events = POLLIN};
+    if (poll(&pf, 1, 5000) != 1) {
+        int rc = test_child_wait(c);
+        close(a.ready[0]);
+        close(a.ready[1]);
+        shmobj_segment_close(s);
+        shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM);
+        if (rc == 77)
+            skip(); /* no permission to make a PID namespace */
+        fail_msg("holder in a new PID namespace did not start (%d)", rc);
+    }
+    assert_int_equal(read(a.ready[0], &ch, 1), 1);
+    assert_int_equal(ch, '1'); /* it is pid 1 over there */
+    shmobj_segment_info info = {.struct_size = sizeof info};
+    assert_int_equal(shmobj_segment_info_get(s, &info), 0);
+    assert_int_equal(info.attached, 2);
+    assert_int_equal(shmobj__segment_lock_until(s, shmobj__os_now_ns() +
+                                                       200 * TEST_MS),
+                     SHMOBJ_ETIMEDOUT);
+    int32_t holder = 0;
+    assert_int_equal(read(a.pid[0], &holder, sizeof holder), sizeof holder);
+    kill((pid_t)holder, SIGKILL); /* the namespace's init, holding the lock */
+    assert_int_equal(test_child_wait(c), 0);
+    /* Its OFD locks went with it: the next locker repairs. */
+    assert_int_equal(shmobj__segment_lock_until(s, shmobj__os_now_ns() +
+                                                       5000 * TEST_MS),
+                     0);
+    shmobj__segment_unlock(s);
+    assert_int_equal(shmobj_segment_info_get(s, &info), 0);
+    assert_int_equal(info.attached, 1);
+    close(a.ready[0]);
+    close(a.ready[1]);
+    close(a.pid[0]);
+    close(a.pid[1]);
+    shmobj_segment_close(s);
+    shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM);
+}
+
+/* ---- growth that cannot be reserved ------------------------------------ */
+
+/* A file segment on a tmpfs too small for its maximum: a growth whose
+ * reservation fails leaves the file at the heap's size, and a repair after
+ * a grower that died between truncate and reserve does not adopt pages
+ * that were never reserved (a first touch of those would SIGBUS). */
+static void test_segment_grow_unreserved_never_adopted(void **state)
+{
+    (void)state;
+    char dir[96], path[160];
+    snprintf(dir, sizeof dir, "/tmp/shmobj-test-tmpfs-%ld", (long)getpid());
+    assert_int_equal(mkdir(dir, 0700), 0);
+    if (mount("shmobj-test", dir, "tmpfs", 0, "size=3m") != 0) {
+        rmdir(dir);
+        skip(); /* needs root */
+    }
+    snprintf(path, sizeof path, "%s/seg", dir);
+    shmobj_segment_options o;
+    shmobj_segment_options_init(&o);
+    o.backend = SHMOBJ_BACKEND_FILE;
+    o.initial_size = 1 * MiB;
+    o.max_size = 64 * MiB;
+    shmobj_segment *s = NULL;
+    assert_int_equal(shmobj_segment_create(path, &o, &s), 0);
+    shmobj_ref r;
+    assert_int_equal(shmobj_arena_alloc(s, 8 * MiB, 0, &r, NULL), SHMOBJ_ENOMEM);
+    shmobj_segment_info info = {.struct_size = sizeof info};
+    assert_int_equal(shmobj_segment_info_get(s, &info), 0);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal((uint64_t)st.st_size, info.size);
+
+    /* A grower died after making the file larger, before reserving it. */
+    int fd = open(path, O_RDWR);
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, 16 * MiB), 0);
+    close(fd);
+    assert_int_equal(shmobj__seg_heap_repair(s), 0);
+    assert_int_equal(shmobj_segment_info_get(s, &info), 0);
+    assert_int_equal(info.size, 1 * MiB);
+    uint64_t bad = 0;
+    assert_int_equal(shmobj_arena_check(s, &bad), 0);
+    shmobj_segment_close(s);
+    unlink(path);
+    umount(dir);
+    rmdir(dir);
+}
+
+/* A request near SIZE_MAX fails without growing the segment first. */
+static void test_segment_alloc_huge_does_not_grow(void **state)
+{
+    (void)state;
+    char name[96];
+    test_name(name, sizeof name, "huge");
+    shmobj_segment_options o;
+    shmobj_segment_options_init(&o);
+    o.initial_size = 1 * MiB;
+    o.max_size = 64 * MiB;
+    shmobj_segment *s = NULL;
+    assert_int_equal(shmobj_segment_create(name, &o, &s), 0);
+    shmobj_ref r;
+    assert_int_equal(shmobj_arena_alloc(s, SIZE_MAX - 8, 0, &r, NULL),
+                     SHMOBJ_ENOMEM);
+    assert_int_equal(shmobj_arena_alloc(s, SIZE_MAX - 8, 4096, &r, NULL),
+                     SHMOBJ_ENOMEM);
+    shmobj_segment_info info = {.struct_size = sizeof info};
+    assert_int_equal(shmobj_segment_info_get(s, &info), 0);
+    assert_int_equal(info.size, 1 * MiB);
+    shmobj_segment_close(s);
+    shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM);
+}
+
+/* ---- memfd: sealed, mode honoured, backend from the header ------------- */
+
+static void test_segment_memfd_sealed_mode_backend(void **state)
+{
+    (void)state;
+    shmobj_segment_options o;
+    shmobj_segment_options_init(&o);
+    o.initial_size = 1 * MiB;
+    o.backend = SHMOBJ_BACKEND_MEMFD;
+    o.mode = 0640;
+    o.flags = SHMOBJ_SEGMENT_REPLACE; /* a memfd has no name to replace */
+    shmobj_segment *s = NULL;
+    assert_int_equal(shmobj_segment_create("memfd-test", &o, &s), SHMOBJ_EINVAL);
+    o.flags = 0;
+    assert_int_equal(shmobj_segment_create("memfd-test", &o, &s), 0);
+    int fd;
+    assert_int_equal(shmobj_segment_fd(s, &fd), 0);
+    struct stat st;
+    assert_int_equal(fstat(fd, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0640);
+    /* Nobody holding the descriptor can cut pages from under a mapping. */
+    assert_int_not_equal(ftruncate(fd, 4096), 0);
+    assert_int_equal(errno, EPERM);
+    shmobj_segment_close(s);
+
+    /* A shm segment's descriptor passed to open_fd is still a shm one. */
+    char name[96];
+    test_name(name, sizeof name, "passfd");
+    s = create_small(name);
+    assert_int_equal(shmobj_segment_fd(s, &fd), 0);
+    shmobj_segment *p = NULL;
+    assert_int_equal(shmobj_segment_open_fd(fd, 0, &p), 0);
+    shmobj_segment_info info = {.struct_size = sizeof info};
+    assert_int_equal(shmobj_segment_info_get(p, &info), 0);
+    assert_int_equal(info.backend, SHMOBJ_BACKEND_SHM);
+    shmobj_segment_close(p);
+    shmobj_segment_close(s);
+    shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM);
+}
+
+/* ---- a segment replaced under its name --------------------------------- */
+
+static void test_segment_replaced_reported(void **state)
+{
+    (void)state;
+    char name[96];
+    test_name(name, sizeof name, "replaced");
+    shmobj_segment *a = create_small(name);
+    shmobj_segment *b = NULL;
+    assert_int_equal(shmobj_segment_open(name, SHMOBJ_BACKEND_SHM, 0, &b), 0);
+    shmobj_segment_info info = {.struct_size = sizeof info};
+    assert_int_equal(shmobj_segment_info_get(b, &info), 0);
+    assert_int_equal(info.flags, SHMOBJ_SEGMENT_INFO_LINKED |
+                                     SHMOBJ_SEGMENT_INFO_CREATOR_ATTACHED);
+    assert_int_equal(info.creator_pid, (uint32_t)getpid());
+    assert_true(info.created_ns > 0);
+    shmobj_segment_close(a);
+    assert_int_equal(shmobj_segment_info_get(b, &info), 0);
+    assert_int_equal(info.flags, SHMOBJ_SEGMENT_INFO_LINKED);
+
+    shmobj_segment_options o;
+    shmobj_segment_options_init(&o);
+    o.initial_size = 1 * MiB;
+    o.flags = SHMOBJ_SEGMENT_REPLACE;
+    assert_int_equal(shmobj_segment_create(name, &o, &a), 0);
+    assert_int_equal(shmobj_segment_info_get(b, &info), 0);
+    assert_int_equal(info.flags & SHMOBJ_SEGMENT_INFO_LINKED, 0);
+    assert_int_equal(shmobj_segment_wait_attached(b, 5, 20 * TEST_MS),
+                     SHMOBJ_EREPLACED);
+    /* the new segment is fine */
+    assert_int_equal(shmobj_segment_info_get(a, &info), 0);
+    assert_int_not_equal(info.flags & SHMOBJ_SEGMENT_INFO_LINKED, 0);
+    shmobj_segment_close(b);
+    shmobj_segment_close(a);
+    assert_int_equal(shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -871,6 +1156,12 @@ int main(void)
         cmocka_unit_test(test_segment_grow_across_processes),
         cmocka_unit_test(test_arena_fragmented_fixed_enomem_growable_ok),
         cmocka_unit_test(test_arena_kill_holder_recovers),
+        cmocka_unit_test(test_segment_lock_damaged_word_bounded),
+        cmocka_unit_test(test_segment_liveness_other_pid_namespace),
+        cmocka_unit_test(test_segment_grow_unreserved_never_adopted),
+        cmocka_unit_test(test_segment_alloc_huge_does_not_grow),
+        cmocka_unit_test(test_segment_memfd_sealed_mode_backend),
+        cmocka_unit_test(test_segment_replaced_reported),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
