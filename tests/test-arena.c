@@ -401,6 +401,67 @@ static void test_arena_free_stale_and_double_estale(void **state)
     free(h.base);
 }
 
+/* An offset made a block header by a split, swallowed by coalescing and
+ * made a header again continues its own generations: every allocation at
+ * that offset takes the generation after the previous one there, so every
+ * reference handed out at it stays refused until the offset has been
+ * handed out 65,536 times (16 bits; the last round shows the wrap is
+ * exactly there). Both ways a split makes a header are covered: the tail
+ * after an allocation and the block after an alignment gap. */
+static void split_reuse_rounds(struct heap *h, uint64_t align)
+{
+    enum { REUSE = 8, ROUNDS = 65536 / REUSE + 1, KEEP = 512 };
+    static uint16_t issued[KEEP];
+    uint64_t t = 0;
+    uint16_t first = 0, last = 0;
+    uint32_t n = 0;
+    for (int round = 0; round < ROUNDS; round++) {
+        /* x takes the head of the only free block, so y is made by a
+         * split: a tail, or the aligned block after a gap split off x's
+         * remainder. */
+        struct live x, y;
+        assert_int_equal(h_alloc(h, 32, 0, &x.off, &x.gen), 0);
+        for (int k = 0; k < REUSE; k++, n++) {
+            assert_int_equal(h_alloc(h, 32, align, &y.off, &y.gen), 0);
+            if (n == 0) {
+                t = y.off;
+                first = y.gen;
+            }
+            assert_int_equal(y.off, t);
+            if (n < KEEP) {
+                for (uint32_t i = 0; i < n; i++)
+                    assert_int_equal(shmobj__arena_check_ref(h->base, h->mapped, 0, t,
+                                                             issued[i], NULL),
+                                     SHMOBJ_ESTALE);
+                issued[n] = y.gen;
+            }
+            if (n != 0)
+                assert_int_equal(y.gen, (uint16_t)(last + 1));
+            last = y.gen;
+            /* y merges with the free rest after it (its header stays). */
+            assert_int_equal(h_free(h, y.off, y.gen), 0);
+        }
+        /* x merges with the free block at t: t is a header no longer. */
+        assert_int_equal(h_free(h, x.off, x.gen), 0);
+        assert_int_equal(shmobj__arena_check_ref(h->base, h->mapped, 0, t, last, NULL),
+                         SHMOBJ_ESTALE);
+    }
+    assert_int_equal(h_check(h), 0);
+    assert_int_equal(n, 65536 + REUSE);
+    assert_int_equal((uint16_t)(last - first), REUSE - 1);
+}
+
+static void test_arena_check_ref_stale_after_split_coalesce_reuse(void **state)
+{
+    (void)state;
+    struct heap h = heap_new(1 << 20, 0, 1 << 20);
+    split_reuse_rounds(&h, 0);
+    free(h.base);
+    h = heap_new(1 << 20, 0, 1 << 20);
+    split_reuse_rounds(&h, 256);
+    free(h.base);
+}
+
 /* Frees of random offsets and generations on a live heap: only a real live
  * block with its generation is freed; everything else is refused and the
  * heap and the live blocks' data stay intact. */
@@ -894,6 +955,7 @@ int main(void)
         cmocka_unit_test(test_arena_free_all_random_order_coalesces),
         cmocka_unit_test(test_arena_model_random_ops),
         cmocka_unit_test(test_arena_free_stale_and_double_estale),
+        cmocka_unit_test(test_arena_check_ref_stale_after_split_coalesce_reuse),
         cmocka_unit_test(test_arena_free_garbage_never_corrupts),
         cmocka_unit_test(test_arena_check_ref_garbage_offsets),
         cmocka_unit_test(test_arena_check_ref_concurrent_with_writer),
