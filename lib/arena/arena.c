@@ -252,8 +252,9 @@ static inline void bits_set(struct arena_ctl *c, unsigned fl, unsigned sl)
 
 static inline void bits_clear(struct arena_ctl *c, unsigned fl, unsigned sl)
 {
-    c->sl_bitmap[fl] &= ~(1u << sl);
-    if (c->sl_bitmap[fl] == 0)
+    uint32_t m = c->sl_bitmap[fl] & ~(1u << sl);
+    c->sl_bitmap[fl] = m;
+    if (m == 0)
         c->fl_bitmap &= ~(UINT64_C(1) << fl);
 }
 
@@ -674,19 +675,23 @@ int shmobj__arena_check(const uint8_t *base, uint64_t mapped,
      * and the same set of blocks (count + two fingerprints). */
     const uint64_t ctl_bad = arena_off + offsetof(struct arena_ctl, fl_bitmap);
     rc = SHMOBJ_ECORRUPT;
-    if ((c->fl_bitmap >> FL_COUNT) != 0) {
+    /* Each control word is read once: the answer is about one value even
+     * if a process that ignores the lock writes meanwhile. */
+    const uint64_t flmap = c->fl_bitmap;
+    if ((flmap >> FL_COUNT) != 0) {
         bad = ctl_bad;
         goto fail;
     }
     uint64_t n_seen = 0, sum = 0, mix = 0;
     for (unsigned fl = 0; fl < FL_COUNT; fl++) {
-        if (((c->fl_bitmap >> fl) & 1) != (c->sl_bitmap[fl] != 0)) {
+        const uint32_t slmap = c->sl_bitmap[fl];
+        if (((flmap >> fl) & 1) != (slmap != 0)) {
             bad = ctl_bad;
             goto fail;
         }
         for (unsigned sl = 0; sl < SL_COUNT; sl++) {
             uint64_t n = c->heads[fl][sl], prev = 0;
-            if (((c->sl_bitmap[fl] >> sl) & 1) != (n != 0)) {
+            if (((slmap >> sl) & 1) != (n != 0)) {
                 bad = arena_off + offsetof(struct arena_ctl, heads) +
                       (uint64_t)(fl * SL_COUNT + sl) * 8;
                 goto fail;
@@ -761,6 +766,12 @@ int shmobj__arena_rebuild(uint8_t *base, uint64_t mapped, uint64_t arena_off)
     for (;;) {
         uint64_t w = ld(base, WORD(h));
         uint64_t s = w_size(w);
+        /* The walk above checked this size, but it is read again here, so
+         * it is checked again before it moves h: bytes changed in between
+         * (by a process ignoring the lock) must not send the walk outside
+         * the heap or keep it from ending. */
+        if (h != he - HDR && (s < MIN_BLOCK || s > he - HDR - h))
+            return SHMOBJ_ECORRUPT;
         bool is_free = (w & F_USED) == 0 && h != he - HDR;
         if (is_free && prev_free) {
             /* A free not yet merged: fold this block into the run. */
