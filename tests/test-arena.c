@@ -547,7 +547,8 @@ static void test_arena_check_ref_garbage_offsets(void **state)
 }
 
 /* check_ref() takes no lock: run it in a second thread against a writer
- * that allocates and frees under a mutex. Pinned blocks (never freed) must
+ * that allocates and frees under a mutex (the thread sanitizer's suite runs
+ * this test: its name holds "threads"). Pinned blocks (never freed) must
  * pass every time, whatever the writer does around them; references the
  * writer may free at any moment give 0 or SHMOBJ_ESTALE, never a crash. */
 struct concurrent {
@@ -591,7 +592,7 @@ static void *check_ref_reader(void *arg)
     return (void *)(uintptr_t)(bad != 0);
 }
 
-static void test_arena_check_ref_concurrent_with_writer(void **state)
+static void test_arena_threads_check_ref_with_writer(void **state)
 {
     (void)state;
     static struct concurrent cc;
@@ -870,10 +871,31 @@ static void test_arena_rebuild_torn_grow_completes(void **state)
     free(h.base);
 }
 
+/* Where the killed child stands (a second shared mapping): how many calls
+ * it has made, and whether it is inside one (set before each call, cleared
+ * after it). */
+struct kill_probe {
+    _Atomic uint64_t calls;
+    atomic_int inside;
+};
+
+/* The parent's wait for the child to be in its loop, bounded. */
+static void wait_calls(struct kill_probe *p, uint64_t n)
+{
+    for (int i = 0; atomic_load(&p->calls) < n; i++) {
+        assert_true(i < 100000); /* 10 s */
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 /* A child allocates and frees in a tight loop on a shared mapping and is
- * SIGKILLed at a random moment; the parent rebuilds (as the next locker of
- * the robust mutex would), the check passes and the parent's blocks keep
- * their data. */
+ * SIGKILLed at a random moment once it is in that loop (so a slow fork does
+ * not let a round's kill land before the first call); the parent rebuilds
+ * (as the next locker of the robust mutex would), the check passes and the
+ * parent's blocks keep their data. Some kills must land inside a call, and
+ * some must leave a heap that only the rebuild repairs: a test that never
+ * tears the heap proves nothing about the repair. */
 static void test_arena_rebuild_after_sigkill(void **state)
 {
     (void)state;
@@ -883,15 +905,21 @@ static void test_arena_rebuild_after_sigkill(void **state)
     assert_true(h.base != MAP_FAILED);
     h.mapped = mapped;
     h.arena_off = 0;
+    struct kill_probe *probe = mmap(NULL, sizeof(*probe), PROT_READ | PROT_WRITE,
+                                    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    assert_true(probe != MAP_FAILED);
     /* The heap starts at a quarter of the mapping; the child grows it. */
     assert_int_equal(shmobj__arena_init(h.base, mapped, 0, mapped / 4), 0);
-    enum { N = 64, ROUNDS = 150 };
+    enum { N = 64, ROUNDS = 150, WARM_CALLS = 64 };
     struct live l[N];
     setup_live(&h, l, N);
     uint64_t grown = mapped / 4;
-    int torn = 0; /* kills that left a state only rebuild could fix */
+    int torn = 0;   /* kills that left a state only rebuild could fix */
+    int inside = 0; /* kills that landed inside a call */
     for (int round = 0; round < ROUNDS; round++) {
         uint64_t seed = rnd();
+        atomic_store(&probe->calls, 0);
+        atomic_store(&probe->inside, 0);
         pid_t pid = fork();
         assert_true(pid >= 0);
         if (pid == 0) {
@@ -901,29 +929,38 @@ static void test_arena_rebuild_after_sigkill(void **state)
             alarm(10);
             for (;;) {
                 int i = (int)rnd_below(32);
+                int rc = 0;
+                atomic_store(&probe->inside, 1);
                 if (c[i].off != 0) {
-                    if (h_free(&h, c[i].off, c[i].gen) != 0)
-                        _exit(3);
+                    rc = h_free(&h, c[i].off, c[i].gen) != 0 ? 3 : 0;
                     c[i].off = 0;
                 } else if (h_alloc(&h, 1 + rnd_below(4096), 16u << rnd_below(4),
                                    &c[i].off, &c[i].gen) != 0) {
                     c[i].off = 0;
                 }
+                atomic_store(&probe->inside, 0);
+                if (rc != 0)
+                    _exit(rc);
+                atomic_fetch_add(&probe->calls, 1);
                 if ((rnd() & 255) == 0) {
                     uint64_t end; /* heap_end: control block +16 */
                     memcpy(&end, h.base + 16, 8);
+                    atomic_store(&probe->inside, 1);
                     if (end + 4096 <= mapped &&
                         shmobj__arena_grow(h.base, mapped, 0, end + 4096) != 0)
                         _exit(4);
+                    atomic_store(&probe->inside, 0);
                 }
             }
         }
-        struct timespec ts = {0, (long)(rnd_below(3000) * 1000)};
+        wait_calls(probe, WARM_CALLS);
+        struct timespec ts = {0, (long)(rnd_below(500) * 1000)};
         nanosleep(&ts, NULL);
         kill(pid, SIGKILL);
         int status = 0;
         assert_int_equal(waitpid(pid, &status, 0), pid);
         assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+        inside += atomic_load(&probe->inside);
         torn += h_check(&h) != 0;
         assert_int_equal(shmobj__arena_rebuild(h.base, mapped, 0), 0);
         assert_int_equal(h_check(&h), 0);
@@ -940,7 +977,11 @@ static void test_arena_rebuild_after_sigkill(void **state)
         fill(&h, l[k].off, l[k].gen, 8);
     }
     assert_true(grown > mapped / 4);
-    print_message("%d of %d kills left a torn heap, all repaired\n", torn, (int)ROUNDS);
+    print_message("%d of %d kills inside a call, %d left a torn heap, all repaired\n",
+                  inside, (int)ROUNDS, torn);
+    assert_true(inside > 0);
+    assert_true(torn > 0);
+    munmap(probe, sizeof(*probe));
     munmap(h.base, mapped);
 }
 
@@ -958,7 +999,7 @@ int main(void)
         cmocka_unit_test(test_arena_check_ref_stale_after_split_coalesce_reuse),
         cmocka_unit_test(test_arena_free_garbage_never_corrupts),
         cmocka_unit_test(test_arena_check_ref_garbage_offsets),
-        cmocka_unit_test(test_arena_check_ref_concurrent_with_writer),
+        cmocka_unit_test(test_arena_threads_check_ref_with_writer),
         cmocka_unit_test(test_arena_check_reports_bad_block),
         cmocka_unit_test(test_arena_check_damaged_never_crashes),
         cmocka_unit_test(test_arena_rebuild_free_lists_damaged),
@@ -966,5 +1007,6 @@ int main(void)
         cmocka_unit_test(test_arena_rebuild_torn_grow_completes),
         cmocka_unit_test(test_arena_rebuild_after_sigkill),
     };
+    test_filter_from_env();
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

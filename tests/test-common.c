@@ -147,5 +147,6 @@ int main(void)
         cmocka_unit_test(test_version_matches_headers),
         cmocka_unit_test(test_util_child_start_fork_fails_test),
     };
+    test_filter_from_env();
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
