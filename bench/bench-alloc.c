@@ -1,4 +1,4 @@
-/* Benchmark A1 (BENCH.md): the allocator.
+/* Benchmark A1: the allocator.
  *
  * A live set of 10,000 blocks is filled, then replaced at random: each step
  * frees one random live block and allocates a new one of a size uniform in

@@ -401,6 +401,67 @@ static void test_arena_free_stale_and_double_estale(void **state)
     free(h.base);
 }
 
+/* An offset made a block header by a split, swallowed by coalescing and
+ * made a header again continues its own generations: every allocation at
+ * that offset takes the generation after the previous one there, so every
+ * reference handed out at it stays refused until the offset has been
+ * handed out 65,536 times (16 bits; the last round shows the wrap is
+ * exactly there). Both ways a split makes a header are covered: the tail
+ * after an allocation and the block after an alignment gap. */
+static void split_reuse_rounds(struct heap *h, uint64_t align)
+{
+    enum { REUSE = 8, ROUNDS = 65536 / REUSE + 1, KEEP = 512 };
+    static uint16_t issued[KEEP];
+    uint64_t t = 0;
+    uint16_t first = 0, last = 0;
+    uint32_t n = 0;
+    for (int round = 0; round < ROUNDS; round++) {
+        /* x takes the head of the only free block, so y is made by a
+         * split: a tail, or the aligned block after a gap split off x's
+         * remainder. */
+        struct live x, y;
+        assert_int_equal(h_alloc(h, 32, 0, &x.off, &x.gen), 0);
+        for (int k = 0; k < REUSE; k++, n++) {
+            assert_int_equal(h_alloc(h, 32, align, &y.off, &y.gen), 0);
+            if (n == 0) {
+                t = y.off;
+                first = y.gen;
+            }
+            assert_int_equal(y.off, t);
+            if (n < KEEP) {
+                for (uint32_t i = 0; i < n; i++)
+                    assert_int_equal(shmobj__arena_check_ref(h->base, h->mapped, 0, t,
+                                                             issued[i], NULL),
+                                     SHMOBJ_ESTALE);
+                issued[n] = y.gen;
+            }
+            if (n != 0)
+                assert_int_equal(y.gen, (uint16_t)(last + 1));
+            last = y.gen;
+            /* y merges with the free rest after it (its header stays). */
+            assert_int_equal(h_free(h, y.off, y.gen), 0);
+        }
+        /* x merges with the free block at t: t is a header no longer. */
+        assert_int_equal(h_free(h, x.off, x.gen), 0);
+        assert_int_equal(shmobj__arena_check_ref(h->base, h->mapped, 0, t, last, NULL),
+                         SHMOBJ_ESTALE);
+    }
+    assert_int_equal(h_check(h), 0);
+    assert_int_equal(n, 65536 + REUSE);
+    assert_int_equal((uint16_t)(last - first), REUSE - 1);
+}
+
+static void test_arena_check_ref_stale_after_split_coalesce_reuse(void **state)
+{
+    (void)state;
+    struct heap h = heap_new(1 << 20, 0, 1 << 20);
+    split_reuse_rounds(&h, 0);
+    free(h.base);
+    h = heap_new(1 << 20, 0, 1 << 20);
+    split_reuse_rounds(&h, 256);
+    free(h.base);
+}
+
 /* Frees of random offsets and generations on a live heap: only a real live
  * block with its generation is freed; everything else is refused and the
  * heap and the live blocks' data stay intact. */
@@ -486,7 +547,8 @@ static void test_arena_check_ref_garbage_offsets(void **state)
 }
 
 /* check_ref() takes no lock: run it in a second thread against a writer
- * that allocates and frees under a mutex. Pinned blocks (never freed) must
+ * that allocates and frees under a mutex (the thread sanitizer's suite runs
+ * this test: its name holds "threads"). Pinned blocks (never freed) must
  * pass every time, whatever the writer does around them; references the
  * writer may free at any moment give 0 or SHMOBJ_ESTALE, never a crash. */
 struct concurrent {
@@ -530,7 +592,7 @@ static void *check_ref_reader(void *arg)
     return (void *)(uintptr_t)(bad != 0);
 }
 
-static void test_arena_check_ref_concurrent_with_writer(void **state)
+static void test_arena_threads_check_ref_with_writer(void **state)
 {
     (void)state;
     static struct concurrent cc;
@@ -809,10 +871,31 @@ static void test_arena_rebuild_torn_grow_completes(void **state)
     free(h.base);
 }
 
+/* Where the killed child stands (a second shared mapping): how many calls
+ * it has made, and whether it is inside one (set before each call, cleared
+ * after it). */
+struct kill_probe {
+    _Atomic uint64_t calls;
+    atomic_int inside;
+};
+
+/* The parent's wait for the child to be in its loop, bounded. */
+static void wait_calls(struct kill_probe *p, uint64_t n)
+{
+    for (int i = 0; atomic_load(&p->calls) < n; i++) {
+        assert_true(i < 100000); /* 10 s */
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 /* A child allocates and frees in a tight loop on a shared mapping and is
- * SIGKILLed at a random moment; the parent rebuilds (as the next locker of
- * the robust mutex would), the check passes and the parent's blocks keep
- * their data. */
+ * SIGKILLed at a random moment once it is in that loop (so a slow fork does
+ * not let a round's kill land before the first call); the parent rebuilds
+ * (as the next locker of the robust mutex would), the check passes and the
+ * parent's blocks keep their data. Some kills must land inside a call, and
+ * some must leave a heap that only the rebuild repairs: a test that never
+ * tears the heap proves nothing about the repair. */
 static void test_arena_rebuild_after_sigkill(void **state)
 {
     (void)state;
@@ -822,15 +905,21 @@ static void test_arena_rebuild_after_sigkill(void **state)
     assert_true(h.base != MAP_FAILED);
     h.mapped = mapped;
     h.arena_off = 0;
+    struct kill_probe *probe = mmap(NULL, sizeof(*probe), PROT_READ | PROT_WRITE,
+                                    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    assert_true(probe != MAP_FAILED);
     /* The heap starts at a quarter of the mapping; the child grows it. */
     assert_int_equal(shmobj__arena_init(h.base, mapped, 0, mapped / 4), 0);
-    enum { N = 64, ROUNDS = 150 };
+    enum { N = 64, ROUNDS = 150, WARM_CALLS = 64 };
     struct live l[N];
     setup_live(&h, l, N);
     uint64_t grown = mapped / 4;
-    int torn = 0; /* kills that left a state only rebuild could fix */
+    int torn = 0;   /* kills that left a state only rebuild could fix */
+    int inside = 0; /* kills that landed inside a call */
     for (int round = 0; round < ROUNDS; round++) {
         uint64_t seed = rnd();
+        atomic_store(&probe->calls, 0);
+        atomic_store(&probe->inside, 0);
         pid_t pid = fork();
         assert_true(pid >= 0);
         if (pid == 0) {
@@ -840,29 +929,38 @@ static void test_arena_rebuild_after_sigkill(void **state)
             alarm(10);
             for (;;) {
                 int i = (int)rnd_below(32);
+                int rc = 0;
+                atomic_store(&probe->inside, 1);
                 if (c[i].off != 0) {
-                    if (h_free(&h, c[i].off, c[i].gen) != 0)
-                        _exit(3);
+                    rc = h_free(&h, c[i].off, c[i].gen) != 0 ? 3 : 0;
                     c[i].off = 0;
                 } else if (h_alloc(&h, 1 + rnd_below(4096), 16u << rnd_below(4),
                                    &c[i].off, &c[i].gen) != 0) {
                     c[i].off = 0;
                 }
+                atomic_store(&probe->inside, 0);
+                if (rc != 0)
+                    _exit(rc);
+                atomic_fetch_add(&probe->calls, 1);
                 if ((rnd() & 255) == 0) {
                     uint64_t end; /* heap_end: control block +16 */
                     memcpy(&end, h.base + 16, 8);
+                    atomic_store(&probe->inside, 1);
                     if (end + 4096 <= mapped &&
                         shmobj__arena_grow(h.base, mapped, 0, end + 4096) != 0)
                         _exit(4);
+                    atomic_store(&probe->inside, 0);
                 }
             }
         }
-        struct timespec ts = {0, (long)(rnd_below(3000) * 1000)};
+        wait_calls(probe, WARM_CALLS);
+        struct timespec ts = {0, (long)(rnd_below(500) * 1000)};
         nanosleep(&ts, NULL);
         kill(pid, SIGKILL);
         int status = 0;
         assert_int_equal(waitpid(pid, &status, 0), pid);
         assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+        inside += atomic_load(&probe->inside);
         torn += h_check(&h) != 0;
         assert_int_equal(shmobj__arena_rebuild(h.base, mapped, 0), 0);
         assert_int_equal(h_check(&h), 0);
@@ -879,7 +977,11 @@ static void test_arena_rebuild_after_sigkill(void **state)
         fill(&h, l[k].off, l[k].gen, 8);
     }
     assert_true(grown > mapped / 4);
-    print_message("%d of %d kills left a torn heap, all repaired\n", torn, (int)ROUNDS);
+    print_message("%d of %d kills inside a call, %d left a torn heap, all repaired\n",
+                  inside, (int)ROUNDS, torn);
+    assert_true(inside > 0);
+    assert_true(torn > 0);
+    munmap(probe, sizeof(*probe));
     munmap(h.base, mapped);
 }
 
@@ -894,9 +996,10 @@ int main(void)
         cmocka_unit_test(test_arena_free_all_random_order_coalesces),
         cmocka_unit_test(test_arena_model_random_ops),
         cmocka_unit_test(test_arena_free_stale_and_double_estale),
+        cmocka_unit_test(test_arena_check_ref_stale_after_split_coalesce_reuse),
         cmocka_unit_test(test_arena_free_garbage_never_corrupts),
         cmocka_unit_test(test_arena_check_ref_garbage_offsets),
-        cmocka_unit_test(test_arena_check_ref_concurrent_with_writer),
+        cmocka_unit_test(test_arena_threads_check_ref_with_writer),
         cmocka_unit_test(test_arena_check_reports_bad_block),
         cmocka_unit_test(test_arena_check_damaged_never_crashes),
         cmocka_unit_test(test_arena_rebuild_free_lists_damaged),
@@ -904,5 +1007,6 @@ int main(void)
         cmocka_unit_test(test_arena_rebuild_torn_grow_completes),
         cmocka_unit_test(test_arena_rebuild_after_sigkill),
     };
+    test_filter_from_env();
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,5 +1,8 @@
 /* Status codes and versions: the table behind shmobj_strerror() covers every
- * code, codes are stable, and the version functions agree with the macros. */
+ * code, codes are stable, and the version functions agree with the macros.
+ * Also the shared test helpers of test-util.h that every layer's tests rely
+ * on. */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,6 +13,7 @@
 
 #include "bytes.h"
 #include "shmobj.h"
+#include "test-util.h"
 
 static void test_error_strerror_every_code(void **state)
 {
@@ -90,6 +94,49 @@ static void test_version_matches_headers(void **state)
     assert_int_equal(shmobj_format_version(), SHMOBJ_FORMAT_VERSION);
 }
 
+/* test_child_start() when fork() fails: the test that called it fails (it
+ * does not go on with a pid of -1). Run in a child process holding a cmocka
+ * group of its own, whose result is the number of its failed tests. */
+static pid_t fork_refused(void)
+{
+    errno = EAGAIN;
+    return -1;
+}
+
+static int child_never_runs(void *arg)
+{
+    (void)arg;
+    return 0;
+}
+
+static void start_with_fork_refused(void **state)
+{
+    (void)state;
+    test_fork = fork_refused;
+    pid_t pid = test_child_start(child_never_runs, NULL, 5);
+    test_fork = fork;
+    /* Reached only when the failure went unnoticed. */
+    (void)pid;
+}
+
+static void test_util_child_start_fork_fails_test(void **state)
+{
+    (void)state;
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        alarm(10);
+        const struct CMUnitTest inner[] = {
+            cmocka_unit_test(start_with_fork_refused),
+        };
+        _exit(cmocka_run_group_tests_name("fork refused", inner, NULL, NULL));
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -98,6 +145,8 @@ int main(void)
         cmocka_unit_test(test_error_codes_stable),
         cmocka_unit_test(test_mem_equal_every_length_and_position),
         cmocka_unit_test(test_version_matches_headers),
+        cmocka_unit_test(test_util_child_start_fork_fails_test),
     };
+    test_filter_from_env();
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

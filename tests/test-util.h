@@ -3,11 +3,13 @@
 #ifndef SHMOBJ_TEST_UTIL_H
 #define SHMOBJ_TEST_UTIL_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -32,19 +34,30 @@ static inline const char *test_name(char *buf, size_t len, const char *tag)
     return buf;
 }
 
+/* The process helpers fail the running cmocka test, so they exist only
+ * where cmocka.h was included first (the fuzz drivers take the generator
+ * alone). */
+#ifdef fail_msg
+/* fork() for the helpers below; test-common.c replaces it to check what a
+ * failed fork does. */
+static pid_t (*test_fork)(void) = fork;
+
 /* Run fn(arg) in a child process that is killed after `seconds`. Returns
  * the pid; collect it with test_child_wait(). The child exits with fn's
- * return value. */
+ * return value. A failed fork fails the calling test. */
 static inline pid_t test_child_start(int (*fn)(void *), void *arg,
                                      unsigned seconds)
 {
-    pid_t pid = fork();
+    pid_t pid = test_fork();
+    if (pid < 0)
+        fail_msg("fork: %s", strerror(errno));
     if (pid == 0) {
         alarm(seconds);
         _exit(fn(arg));
     }
     return pid;
 }
+#endif
 
 /* Wait for a child; its exit code, or 128 + signal when it was killed. */
 static inline int test_child_wait(pid_t pid)

@@ -5,6 +5,8 @@
  * The heap of a segment is an O(1) two-level segregated-fit allocator with
  * boundary-tag coalescing. Blocks are addressed by 64-bit references (an
  * offset and a generation), valid in every process that opens the segment.
+ * How long a reference to a freed block goes on being refused with
+ * SHMOBJ_ESTALE is stated with ::shmobj_ref.
  */
 #ifndef SHMOBJ_ARENA_PUBLIC_H
 #define SHMOBJ_ARENA_PUBLIC_H

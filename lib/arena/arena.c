@@ -11,8 +11,10 @@
  *  - Every free block is on exactly one free list, the one of its size
  *    class; a bitmap bit is set exactly when its list is non-empty.
  *  - A block's generation is bumped on every free, so a reference kept
- *    across a free no longer matches; a header made by a split takes its
- *    parent's generation plus one.
+ *    across a free no longer matches. A merge leaves the headers it
+ *    swallows in place, and a header a split makes at an offset takes the
+ *    generation found there (gen_at()): allocations at one offset take
+ *    consecutive generations for as long as its bytes hold its last header.
  *
  * Byte layout (integers in host byte order, positions are offsets from
  * base; doc/format-arena.md restates it):
@@ -152,6 +154,43 @@ static inline unsigned msb64(uint64_t x) /* x != 0 */
     return 63u - (unsigned)__builtin_clzll(x);
 }
 
+/* A header a split makes keeps the generation bits found at its offset. A
+ * merge leaves the headers it swallows in place (free headers, holding the
+ * generation the next allocation there hands out, as free() bumped it), and
+ * while the offset stays inside free blocks nothing writes those bits but a
+ * split there and the back link of a free block starting 16 bytes before.
+ * So a header made again at an offset continues that offset's count; once
+ * the offset has been inside an allocated block's payload the bits are
+ * whatever its owner left. gen_at() reads them for a header handed out at
+ * once (after an alignment gap); a free tail's header is written by
+ * st_keep_gen() around them, so the common split loads no cold line (a
+ * store miss waits in the store buffer, a load miss stalls the allocation:
+ * reading the tail's header cost 13% of the A1 rate). */
+static inline uint16_t gen_at(const uint8_t *base, uint64_t h)
+{
+    return w_gen(ld(base, WORD(h)));
+}
+
+/* Store a header word's bits 0-47 and leave its generation (bits 48-63) as
+ * it is. Two stores, not one: used only for a header that no commit
+ * exposes yet (a split's tail, written before the split's commit), so a
+ * kill between them leaves payload bytes. A lock-free reader meanwhile sees
+ * the low half first, with USED clear. */
+static inline void st_keep_gen(uint8_t *base, uint64_t off, uint64_t v)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    __atomic_store_n((uint32_t *)(void *)(base + off), (uint32_t)v,
+                     __ATOMIC_RELAXED);
+    __atomic_store_n((uint16_t *)(void *)(base + off + 4),
+                     (uint16_t)(v >> 32), __ATOMIC_RELAXED);
+#else
+    __atomic_store_n((uint32_t *)(void *)(base + off + 4), (uint32_t)v,
+                     __ATOMIC_RELAXED);
+    __atomic_store_n((uint16_t *)(void *)(base + off + 2),
+                     (uint16_t)(v >> 32), __ATOMIC_RELAXED);
+#endif
+}
+
 /* ---- size classes -------------------------------------------------------- */
 
 static inline void mapping_insert(uint64_t size, unsigned *fl, unsigned *sl)
@@ -213,8 +252,9 @@ static inline void bits_set(struct arena_ctl *c, unsigned fl, unsigned sl)
 
 static inline void bits_clear(struct arena_ctl *c, unsigned fl, unsigned sl)
 {
-    c->sl_bitmap[fl] &= ~(1u << sl);
-    if (c->sl_bitmap[fl] == 0)
+    uint32_t m = c->sl_bitmap[fl] & ~(1u << sl);
+    c->sl_bitmap[fl] = m;
+    if (m == 0)
         c->fl_bitmap &= ~(UINT64_C(1) << fl);
 }
 
@@ -373,16 +413,15 @@ int shmobj__arena_alloc(uint8_t *base, uint64_t mapped, uint64_t arena_off,
     if (rc != 0)
         return rc;
     uint64_t nx = h + s;       /* next block (perhaps the sentinel) */
-    /* A header made by a split takes its parent's generation plus one. We
-     * do not read what the bytes there held before: the line is usually
-     * cold, and that load was most of the cost of an allocation. */
-    uint16_t g = gap != 0 ? (uint16_t)(w_gen(w) + 1) : w_gen(w);
+    /* A header made by a split continues the generation of the last
+     * header at that offset, which a merge left in place (see gen_at()). */
+    uint16_t g = gap != 0 ? gen_at(base, a) : w_gen(w);
 
     /* New headers first, then the one store that commits the split. */
     if (tail != 0) {
         uint64_t t = a + bs;
         st(base, PREV(t), bs);
-        st(base, WORD(t), w_make(tail, 0, (uint16_t)(w_gen(w) + 1)));
+        st_keep_gen(base, WORD(t), w_make(tail, 0, 0));
         st(base, PREV(nx), tail);
     } else {
         st(base, PREV(nx), bs);
@@ -636,19 +675,23 @@ int shmobj__arena_check(const uint8_t *base, uint64_t mapped,
      * and the same set of blocks (count + two fingerprints). */
     const uint64_t ctl_bad = arena_off + offsetof(struct arena_ctl, fl_bitmap);
     rc = SHMOBJ_ECORRUPT;
-    if ((c->fl_bitmap >> FL_COUNT) != 0) {
+    /* Each control word is read once: the answer is about one value even
+     * if a process that ignores the lock writes meanwhile. */
+    const uint64_t flmap = c->fl_bitmap;
+    if ((flmap >> FL_COUNT) != 0) {
         bad = ctl_bad;
         goto fail;
     }
     uint64_t n_seen = 0, sum = 0, mix = 0;
     for (unsigned fl = 0; fl < FL_COUNT; fl++) {
-        if (((c->fl_bitmap >> fl) & 1) != (c->sl_bitmap[fl] != 0)) {
+        const uint32_t slmap = c->sl_bitmap[fl];
+        if (((flmap >> fl) & 1) != (slmap != 0)) {
             bad = ctl_bad;
             goto fail;
         }
         for (unsigned sl = 0; sl < SL_COUNT; sl++) {
             uint64_t n = c->heads[fl][sl], prev = 0;
-            if (((c->sl_bitmap[fl] >> sl) & 1) != (n != 0)) {
+            if (((slmap >> sl) & 1) != (n != 0)) {
                 bad = arena_off + offsetof(struct arena_ctl, heads) +
                       (uint64_t)(fl * SL_COUNT + sl) * 8;
                 goto fail;
@@ -723,6 +766,12 @@ int shmobj__arena_rebuild(uint8_t *base, uint64_t mapped, uint64_t arena_off)
     for (;;) {
         uint64_t w = ld(base, WORD(h));
         uint64_t s = w_size(w);
+        /* The walk above checked this size, but it is read again here, so
+         * it is checked again before it moves h: bytes changed in between
+         * (by a process ignoring the lock) must not send the walk outside
+         * the heap or keep it from ending. */
+        if (h != he - HDR && (s < MIN_BLOCK || s > he - HDR - h))
+            return SHMOBJ_ECORRUPT;
         bool is_free = (w & F_USED) == 0 && h != he - HDR;
         if (is_free && prev_free) {
             /* A free not yet merged: fold this block into the run. */

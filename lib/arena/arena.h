@@ -10,8 +10,9 @@
  * outside [base, base + mapped).
  *
  * Blocks carry at most 16 bytes of header, hold a 16-bit generation that is
- * bumped on every free (see space.h, references), and payloads are aligned
- * to 16 bytes at least. */
+ * bumped on every free and continued by a header a split makes at the same
+ * offset (see space.h, references, and doc/format-arena.md, generations),
+ * and payloads are aligned to 16 bytes at least. */
 #ifndef SHMOBJ_ARENA_H
 #define SHMOBJ_ARENA_H
 
