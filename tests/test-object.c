@@ -595,6 +595,159 @@ static void test_obj_get_stale_ref(void **state)
     json_is(&v, "\"again\"");
 }
 
+/* One description for the stale-view test: every kind of value a view can
+ * name, with values that differ between the two objects built from it. */
+static shmobj_value stale_tree(int64_t k, shmobj_value *items, float *fdata,
+                               const uint64_t *shape)
+{
+    static const char *const names[] = {"a", "b"};
+    static shmobj_value fields[2], list[2];
+    static shmobj_buffer_desc bd;
+    fields[0] = SHMOBJ_VAL_INT(k);
+    fields[1] = SHMOBJ_VAL_INT(k + 1);
+    list[0] = SHMOBJ_VAL_INT(k);
+    list[1] = SHMOBJ_VAL_NULL;
+    bd = (shmobj_buffer_desc){fdata, 0, shape, NULL, SHMOBJ_DTYPE_F32, 1};
+    int n = 0;
+    items[n++] = SHMOBJ_VAL_STR("int");
+    items[n++] = SHMOBJ_VAL_INT(k);
+    items[n++] = SHMOBJ_VAL_STR("uint");
+    items[n++] = SHMOBJ_VAL_UINT((uint64_t)k);
+    items[n++] = SHMOBJ_VAL_STR("double");
+    items[n++] = SHMOBJ_VAL_DOUBLE((double)k);
+    items[n++] = SHMOBJ_VAL_STR("bool");
+    items[n++] = SHMOBJ_VAL_BOOL(k & 1);
+    items[n++] = SHMOBJ_VAL_STR("str");
+    items[n++] = SHMOBJ_VAL_STR(k == 1 ? "first object" : "other object");
+    items[n++] = SHMOBJ_VAL_STR("bytes");
+    items[n++] = SHMOBJ_VAL_BYTES(k == 1 ? "abcd" : "wxyz", 4);
+    items[n++] = SHMOBJ_VAL_STR("buffer");
+    items[n].type = SHMOBJ_TYPE_BUFFER;
+    items[n++].v.buf = &bd;
+    items[n++] = SHMOBJ_VAL_STR("list");
+    items[n++] = SHMOBJ_VAL_LIST(list, 2);
+    items[n++] = SHMOBJ_VAL_STR("a longer key than seven bytes");
+    items[n++] = SHMOBJ_VAL_STRUCT(fields, 2, names);
+    return SHMOBJ_VAL_DICT(items, n / 2);
+}
+
+/* Views kept over a free: the object is freed and another one is built in
+ * the same block (same offset, the next generation). Every write and every
+ * read that returns data through a view of the old object gives
+ * SHMOBJ_ESTALE, and the new object's bytes stay exactly as they were. */
+static void test_view_ops_after_free_and_reuse_stale(void **state)
+{
+    struct shmobj__space *sp = *state;
+    shmobj_value items[18];
+    float fdata[4] = {1, 2, 3, 4};
+    uint64_t shape[1] = {4};
+    shmobj_ref a = put(state, stale_tree(1, items, fdata, shape));
+    shmobj_view root, vi, vu, vd, vb, vs, vy, vbuf, vl, vnull, vst, key, lkey;
+    assert_int_equal(shmobj_obj_get(SEG(sp), a, &root), 0);
+    assert_int_equal(shmobj_view_get_str(&root, "int", &vi), 0);
+    assert_int_equal(shmobj_view_get_str(&root, "uint", &vu), 0);
+    assert_int_equal(shmobj_view_get_str(&root, "double", &vd), 0);
+    assert_int_equal(shmobj_view_get_str(&root, "bool", &vb), 0);
+    assert_int_equal(shmobj_view_get_str(&root, "str", &vs), 0);
+    assert_int_equal(shmobj_view_get_str(&root, "bytes", &vy), 0);
+    assert_int_equal(shmobj_view_get_str(&root, "buffer", &vbuf), 0);
+    assert_int_equal(shmobj_view_get_str(&root, "list", &vl), 0);
+    assert_int_equal(shmobj_view_item(&vl, 1, &vnull), 0);
+    assert_int_equal(shmobj_view_get_str(&root, "a longer key than seven bytes", &vst), 0);
+    assert_int_equal(shmobj_view_key(&root, 0, &key), 0);  /* a short key */
+    assert_int_equal(shmobj_view_key(&root, 8, &lkey), 0); /* a str object */
+    /* A block after it keeps the freed block whole (not merged into the
+     * free rest of the heap), so the new object reuses it exactly and the
+     * arena gives it the next generation. */
+    shmobj_ref spacer = put(state, SHMOBJ_VAL_INT(0));
+    assert_int_equal(shmobj_obj_free(SEG(sp), a), 0);
+    fdata[0] = 100;
+    shmobj_ref b = put(state, stale_tree(2, items, fdata, shape));
+    /* the premise: the new object took the old one's block */
+    assert_int_equal(b & ((UINT64_C(1) << 48) - 1), a & ((UINT64_C(1) << 48) - 1));
+    assert_int_not_equal(b, a);
+    const uint8_t *blk = sp->base + (b & ((UINT64_C(1) << 48) - 1));
+    uint64_t used;
+    memcpy(&used, blk + 8, sizeof used); /* tree header: size */
+    uint8_t *before = malloc(used);
+    assert_non_null(before);
+    memcpy(before, blk, used);
+
+    int64_t x = 0;
+    uint64_t u = 0;
+    double d = 0;
+    int bo = 0;
+    size_t n = 0, i = 0;
+    const char *s = NULL;
+    const void *p = NULL;
+    char buf[256];
+    shmobj_view it;
+    shmobj_buffer_info info = {.struct_size = sizeof info};
+    shmobj_key k;
+    shmobj_value kd = SHMOBJ_VAL_STR("int");
+    assert_int_equal(shmobj_key_init(&k, &kd), 0);
+    shmobj_value nv = SHMOBJ_VAL_STR("written through a stale view");
+    shmobj_value ni = SHMOBJ_VAL_INT(77);
+    /* the container */
+    assert_int_equal(shmobj_view_item(&root, 0, &it), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_view_key(&root, 0, &it), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_view_index(&root, &kd, &i), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_view_index_key(&root, &k, &i), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_view_get(&root, &kd, &it), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_view_get_str(&root, "int", &it), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_view_get_key(&root, &k, &it), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_view_key_int_add(&root, &k, 1000, NULL), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_item_int_add(&root, 0, 1000, NULL), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_item_int_get(&root, 0, &x), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_view_len(&root, &n), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_view_json(&root, buf, sizeof buf, NULL), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_view_set(&root, &nv), SHMOBJ_ESTALE);
+    /* scalars */
+    assert_int_equal(shmobj_int_get(&vi, &x), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_int_set(&vi, 1000), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_int_add(&vi, 1000, NULL), SHMOBJ_ESTALE);
+    x = 2;
+    assert_int_equal(shmobj_int_cas(&vi, &x, 1000), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_view_set(&vi, &ni), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_view_json(&vi, buf, sizeof buf, NULL), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_uint_get(&vu, &u), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_uint_set(&vu, 1000), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_uint_add(&vu, 1000, NULL), SHMOBJ_ESTALE);
+    u = 2;
+    assert_int_equal(shmobj_uint_cas(&vu, &u, 1000), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_double_get(&vd, &d), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_double_set(&vd, 1000.0), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_double_add(&vd, 1000.0, NULL), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_bool_get(&vb, &bo), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_bool_set(&vb, 1), SHMOBJ_ESTALE);
+    /* strings, bytes, buffers, keys */
+    assert_int_equal(shmobj_str_get(&vs, &s, &n), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_view_len(&vs, &n), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_bytes_get(&vy, &p, &n), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_buffer_get(&vbuf, &info), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_str_get(&key, &s, &n), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_str_get(&lkey, &s, &n), SHMOBJ_ESTALE);
+    /* nested containers and a null item */
+    assert_int_equal(shmobj_view_item(&vl, 0, &it), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_item_int_add(&vl, 0, 1000, NULL), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_item_int_get(&vl, 0, &x), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_view_set(&vnull, &nv), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_view_json(&vnull, buf, sizeof buf, NULL), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_item_int_add(&vst, 1, 1000, NULL), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_view_get_str(&vst, "b", &it), SHMOBJ_ESTALE);
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    assert_int_equal(shmobj_view_json_write(&root, f), SHMOBJ_ESTALE);
+    fclose(f);
+
+    /* nothing reached the new object, and nothing was allocated or freed */
+    assert_memory_equal(blk, before, used);
+    assert_int_equal(space_heap_live(sp), 2);
+    assert_int_equal(shmobj_obj_check(SEG(sp), b), 0);
+    assert_int_equal(shmobj_obj_free(SEG(sp), spacer), 0);
+    free(before);
+}
+
 static void test_obj_put_depth_limit(void **state)
 {
     shmobj_value chain[SHMOBJ_OBJ_MAXDEPTH + 1];
@@ -1399,6 +1552,7 @@ int main(void)
         T(test_int_add_updates_in_place),
         T(test_view_set_replaces_and_frees),
         T(test_obj_get_stale_ref),
+        T(test_view_ops_after_free_and_reuse_stale),
         T(test_obj_put_depth_limit),
         T(test_obj_check_damaged_graph),
         T(test_view_json_enobufs),

@@ -211,6 +211,34 @@ typedef struct shmobj_value {
  * A view borrows the segment's memory: it stays valid until the object is
  * freed or the item it names is replaced (see shmobj_view_set()), like a
  * pointer. Scalar views read the current value on every call.
+ *
+ * **A view kept past a free.** A view remembers the generation of the
+ * arena block holding its slot and of the one holding its object (the
+ * same block unless the item was replaced). Every call that writes
+ * through a view (the scalar setters, adders and compare-and-swaps,
+ * shmobj_item_int_add(), shmobj_view_key_int_add(), shmobj_view_set()) or
+ * returns data read through it (the scalar getters, shmobj_item_int_get(),
+ * shmobj_str_get(), shmobj_bytes_get(), shmobj_buffer_get(),
+ * shmobj_view_len(), the item, key and lookup calls, the JSON printers)
+ * first loads the generation in the header of the block it is about to
+ * touch and returns SHMOBJ_ESTALE when it differs: the block was freed
+ * (whatever has been built at that offset since is left alone). A scalar
+ * read makes the comparison just after loading the value, so a value it
+ * returns was loaded before the free was visible. shmobj_view_type() reads
+ * only the view and always answers. What the check cannot see:
+ * - a free that happens during the call, after the check: a write may then
+ *   land in the freed or reused memory, and a read other than a scalar's
+ *   may return bytes of the object built there;
+ * - the memory behind a pointer returned earlier (a string's bytes, buffer
+ *   data): it is not checked again when the caller reads it;
+ * - a view of a block freed and built again at the same offset as many
+ *   times as the 16-bit generation takes to come back to the same value
+ *   (see the arena's reuse guarantee), or whose block header now lies
+ *   inside another block's data bytes that happen to hold the same 16-bit
+ *   value at that place.
+ * So the check catches a view kept by mistake; it does not make reading
+ * an object that another process may free at any moment safe: coordinate
+ * frees with readers (queue completion, or a lock).
  */
 typedef struct shmobj_view {
     shmobj_segment *seg; /**< the segment */
@@ -394,9 +422,9 @@ SHMOBJ_API int shmobj_obj_put_buffer(shmobj_segment *seg, unsigned dtype,
  * @retval SHMOBJ_ECORRUPT ref does not name an object block, or the tree is
  *         damaged (the blocks that could be reached are freed)
  * @note Thread- and process-safe against other allocations. Nobody may use
- *       the object afterwards: views of it become dangling (reading them
- *       stays inside the segment but returns garbage); references held
- *       elsewhere give SHMOBJ_ESTALE.
+ *       the object afterwards: calls through views of it give
+ *       SHMOBJ_ESTALE (::shmobj_view says what that check covers and what
+ *       it cannot see), and so do references held elsewhere.
  * @since 0.1
  */
 SHMOBJ_API int shmobj_obj_free(shmobj_segment *seg, shmobj_ref ref);
@@ -450,6 +478,7 @@ SHMOBJ_API int shmobj_view_type(const shmobj_view *view);
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_ETYPE a scalar or null has no length
+ * @retval SHMOBJ_ESTALE the view's block was freed (see ::shmobj_view)
  * @note Thread- and process-safe. O(1).
  * @since 0.1
  */
@@ -465,7 +494,8 @@ SHMOBJ_API int shmobj_view_len(const shmobj_view *view, size_t *len);
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_ETYPE view is not a container
  * @retval SHMOBJ_ERANGE i >= length
- * @retval SHMOBJ_ESTALE the item names a freed block
+ * @retval SHMOBJ_ESTALE the view's block was freed (see ::shmobj_view), or
+ *         the item names a freed block
  * @retval SHMOBJ_ECORRUPT the item is damaged
  * @note Thread- and process-safe; lock-free. O(1).
  * @since 0.1
@@ -483,6 +513,7 @@ SHMOBJ_API int shmobj_view_item(const shmobj_view *view, size_t i, shmobj_view *
  * @retval SHMOBJ_ETYPE view is not a dict, set or named struct
  * @retval SHMOBJ_ERANGE i >= length
  * @retval SHMOBJ_ECORRUPT the key is damaged
+ * @retval SHMOBJ_ESTALE the view's block was freed (see ::shmobj_view)
  * @note Thread- and process-safe; lock-free. O(1).
  * @since 0.1
  */
@@ -499,6 +530,7 @@ SHMOBJ_API int shmobj_view_key(const shmobj_view *view, size_t i, shmobj_view *k
  * @retval SHMOBJ_ETYPE view is not a dict, set or named struct
  * @retval SHMOBJ_ENOTFOUND no such key
  * @retval SHMOBJ_ECORRUPT the index or a key is damaged
+ * @retval SHMOBJ_ESTALE the view's block was freed (see ::shmobj_view)
  * @note Thread- and process-safe; lock-free. O(1) expected; bounded by the
  *       index size on a damaged index.
  * @since 0.1
@@ -515,7 +547,8 @@ SHMOBJ_API int shmobj_view_index(const shmobj_view *view, const shmobj_value *ke
  * @retval SHMOBJ_EINVAL NULL argument or a key of another kind
  * @retval SHMOBJ_ETYPE view is not a dict or named struct
  * @retval SHMOBJ_ENOTFOUND no such key
- * @retval SHMOBJ_ESTALE the value names a freed block
+ * @retval SHMOBJ_ESTALE the view's block was freed (see ::shmobj_view), or
+ *         the value names a freed block
  * @retval SHMOBJ_ECORRUPT the index, a key or the value is damaged
  * @note Thread- and process-safe; lock-free. O(1) expected.
  * @since 0.1
@@ -532,7 +565,8 @@ SHMOBJ_API int shmobj_view_get(const shmobj_view *view, const shmobj_value *key,
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_ETYPE view is not a dict or named struct
  * @retval SHMOBJ_ENOTFOUND no such key
- * @retval SHMOBJ_ESTALE the value names a freed block
+ * @retval SHMOBJ_ESTALE the view's block was freed (see ::shmobj_view), or
+ *         the value names a freed block
  * @retval SHMOBJ_ECORRUPT the index, a key or the value is damaged
  * @note Thread- and process-safe; lock-free. O(1) expected.
  * @since 0.1
@@ -564,6 +598,7 @@ SHMOBJ_API int shmobj_key_init(shmobj_key *key, const shmobj_value *value);
  * @retval SHMOBJ_ETYPE view is not a dict, set or named struct
  * @retval SHMOBJ_ENOTFOUND no such key
  * @retval SHMOBJ_ECORRUPT the index or a key is damaged
+ * @retval SHMOBJ_ESTALE the view's block was freed (see ::shmobj_view)
  * @note Thread- and process-safe; lock-free. O(1) expected.
  * @since 0.1
  */
@@ -579,7 +614,8 @@ SHMOBJ_API int shmobj_view_index_key(const shmobj_view *view, const shmobj_key *
  * @retval SHMOBJ_EINVAL NULL argument or a key not prepared
  * @retval SHMOBJ_ETYPE view is not a dict or named struct
  * @retval SHMOBJ_ENOTFOUND no such key
- * @retval SHMOBJ_ESTALE the value names a freed block
+ * @retval SHMOBJ_ESTALE the view's block was freed (see ::shmobj_view), or
+ *         the value names a freed block
  * @retval SHMOBJ_ECORRUPT the index, a key or the value is damaged
  * @note Thread- and process-safe; lock-free. O(1) expected.
  * @since 0.1
@@ -605,9 +641,13 @@ SHMOBJ_API int shmobj_view_get_key(const shmobj_view *view, const shmobj_key *ke
  * @retval SHMOBJ_ETYPE the value's kind does not fit the slot
  * @retval SHMOBJ_EACCES the item is immutable (tuple item, key, member)
  * @retval SHMOBJ_ENOMEM the segment is full (nothing changed)
- * @retval SHMOBJ_ESTALE / SHMOBJ_ECORRUPT the new value is in place, but the
- *         old one could not be freed, or the view could not be refreshed
- *         because another process replaced the value again meanwhile
+ * @retval SHMOBJ_ESTALE the block holding the slot was freed (see
+ *         ::shmobj_view): nothing changed; or the new value is in place but
+ *         the view could not be refreshed, because other processes replaced
+ *         the value again each of the 64 times it tried
+ * @retval SHMOBJ_ECORRUPT the slot is damaged (nothing changed), or the new
+ *         value is in place but the old one is damaged (what could be
+ *         reached of it was freed)
  * @note Thread- and process-safe for the slot itself: two concurrent
  *       replacements each free exactly one old value. But no process may
  *       still read the old object (hold a view of it or of anything inside
@@ -631,6 +671,7 @@ SHMOBJ_API int shmobj_view_set(shmobj_view *view, const shmobj_value *val);
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_ETYPE not a bool
+ * @retval SHMOBJ_ESTALE the value's block was freed (see ::shmobj_view)
  * @note Thread- and process-safe (atomic load, acquire).
  * @since 0.1
  */
@@ -644,6 +685,7 @@ SHMOBJ_API int shmobj_bool_get(const shmobj_view *view, int *out);
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_ETYPE not a bool
  * @retval SHMOBJ_EACCES the value is immutable
+ * @retval SHMOBJ_ESTALE the value's block was freed: nothing was stored
  * @note Thread- and process-safe (atomic store, release).
  * @since 0.1
  */
@@ -656,6 +698,7 @@ SHMOBJ_API int shmobj_bool_set(const shmobj_view *view, int x);
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_ETYPE not an int
+ * @retval SHMOBJ_ESTALE the value's block was freed (see ::shmobj_view)
  * @note Thread- and process-safe (atomic load, acquire).
  * @since 0.1
  */
@@ -669,6 +712,7 @@ SHMOBJ_API int shmobj_int_get(const shmobj_view *view, int64_t *out);
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_ETYPE not an int
  * @retval SHMOBJ_EACCES the value is immutable
+ * @retval SHMOBJ_ESTALE the value's block was freed: nothing was stored
  * @note Thread- and process-safe (atomic store, release).
  * @since 0.1
  */
@@ -683,6 +727,7 @@ SHMOBJ_API int shmobj_int_set(const shmobj_view *view, int64_t x);
  * @retval SHMOBJ_EINVAL NULL view
  * @retval SHMOBJ_ETYPE not an int
  * @retval SHMOBJ_EACCES the value is immutable
+ * @retval SHMOBJ_ESTALE the value's block was freed: nothing was added
  * @note Thread- and process-safe (atomic fetch-add, acq_rel): concurrent
  *       adds from any number of processes lose nothing.
  * @since 0.1
@@ -699,6 +744,7 @@ SHMOBJ_API int shmobj_int_add(const shmobj_view *view, int64_t delta, int64_t *o
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_ETYPE not an int
  * @retval SHMOBJ_EACCES the value is immutable
+ * @retval SHMOBJ_ESTALE the value's block was freed: nothing was stored
  * @note Thread- and process-safe (strong CAS, acq_rel).
  * @since 0.1
  */
@@ -718,6 +764,7 @@ SHMOBJ_API int shmobj_int_cas(const shmobj_view *view, int64_t *expected, int64_
  *         not an int
  * @retval SHMOBJ_ENOTFOUND no such key
  * @retval SHMOBJ_ECORRUPT the index, a key or the value's slot is damaged
+ * @retval SHMOBJ_ESTALE the view's block was freed: nothing was added
  * @note Thread- and process-safe (atomic fetch-add, acq_rel); lock-free.
  *       O(1) expected.
  * @since 0.1
@@ -740,6 +787,7 @@ SHMOBJ_API int shmobj_view_key_int_add(const shmobj_view *view, const shmobj_key
  * @retval SHMOBJ_EACCES view is a tuple (immutable)
  * @retval SHMOBJ_ERANGE i >= length
  * @retval SHMOBJ_ECORRUPT the item's slot is damaged
+ * @retval SHMOBJ_ESTALE the view's block was freed: nothing was added
  * @note Thread- and process-safe (atomic fetch-add, acq_rel). O(1).
  * @since 0.1
  */
@@ -757,6 +805,7 @@ SHMOBJ_API int shmobj_item_int_add(const shmobj_view *view, size_t i, int64_t de
  * @retval SHMOBJ_ETYPE view is not such a container, or the item is not an int
  * @retval SHMOBJ_ERANGE i >= length
  * @retval SHMOBJ_ECORRUPT the item's slot is damaged
+ * @retval SHMOBJ_ESTALE the view's block was freed (see ::shmobj_view)
  * @note Thread- and process-safe (atomic load, acquire). O(1).
  * @since 0.1
  */
@@ -769,6 +818,7 @@ SHMOBJ_API int shmobj_item_int_get(const shmobj_view *view, size_t i, int64_t *o
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_ETYPE not a uint
+ * @retval SHMOBJ_ESTALE the value's block was freed (see ::shmobj_view)
  * @note Thread- and process-safe (atomic load, acquire).
  * @since 0.1
  */
@@ -782,6 +832,7 @@ SHMOBJ_API int shmobj_uint_get(const shmobj_view *view, uint64_t *out);
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_ETYPE not a uint
  * @retval SHMOBJ_EACCES the value is immutable
+ * @retval SHMOBJ_ESTALE the value's block was freed: nothing was stored
  * @note Thread- and process-safe (atomic store, release).
  * @since 0.1
  */
@@ -796,6 +847,7 @@ SHMOBJ_API int shmobj_uint_set(const shmobj_view *view, uint64_t x);
  * @retval SHMOBJ_EINVAL NULL view
  * @retval SHMOBJ_ETYPE not a uint
  * @retval SHMOBJ_EACCES the value is immutable
+ * @retval SHMOBJ_ESTALE the value's block was freed: nothing was added
  * @note Thread- and process-safe (atomic fetch-add, acq_rel).
  * @since 0.1
  */
@@ -811,6 +863,7 @@ SHMOBJ_API int shmobj_uint_add(const shmobj_view *view, uint64_t delta, uint64_t
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_ETYPE not a uint
  * @retval SHMOBJ_EACCES the value is immutable
+ * @retval SHMOBJ_ESTALE the value's block was freed: nothing was stored
  * @note Thread- and process-safe (strong CAS, acq_rel).
  * @since 0.1
  */
@@ -823,6 +876,7 @@ SHMOBJ_API int shmobj_uint_cas(const shmobj_view *view, uint64_t *expected, uint
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_ETYPE not a double
+ * @retval SHMOBJ_ESTALE the value's block was freed (see ::shmobj_view)
  * @note Thread- and process-safe (atomic load, acquire).
  * @since 0.1
  */
@@ -836,6 +890,7 @@ SHMOBJ_API int shmobj_double_get(const shmobj_view *view, double *out);
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_ETYPE not a double
  * @retval SHMOBJ_EACCES the value is immutable
+ * @retval SHMOBJ_ESTALE the value's block was freed: nothing was stored
  * @note Thread- and process-safe (atomic store, release).
  * @since 0.1
  */
@@ -850,6 +905,7 @@ SHMOBJ_API int shmobj_double_set(const shmobj_view *view, double x);
  * @retval SHMOBJ_EINVAL NULL view
  * @retval SHMOBJ_ETYPE not a double
  * @retval SHMOBJ_EACCES the value is immutable
+ * @retval SHMOBJ_ESTALE the value's block was freed: nothing was added
  * @note Thread- and process-safe: concurrent adds lose nothing.
  * @since 0.1
  */
@@ -864,6 +920,7 @@ SHMOBJ_API int shmobj_double_add(const shmobj_view *view, double delta, double *
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_ETYPE not a string
+ * @retval SHMOBJ_ESTALE the view's block was freed (see ::shmobj_view)
  * @note Thread- and process-safe. Borrowed: valid while the view is.
  * @since 0.1
  */
@@ -877,6 +934,7 @@ SHMOBJ_API int shmobj_str_get(const shmobj_view *view, const char **s, size_t *l
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_ETYPE not bytes
+ * @retval SHMOBJ_ESTALE the view's block was freed (see ::shmobj_view)
  * @note Thread- and process-safe. Borrowed: valid while the view is.
  * @since 0.1
  */
@@ -890,6 +948,7 @@ SHMOBJ_API int shmobj_bytes_get(const shmobj_view *view, const void **p, size_t 
  * @retval SHMOBJ_EINVAL NULL argument or struct_size too small
  * @retval SHMOBJ_ETYPE not a buffer
  * @retval SHMOBJ_ECORRUPT the buffer's header is damaged
+ * @retval SHMOBJ_ESTALE the view's block was freed (see ::shmobj_view)
  * @note Thread- and process-safe. The data is writable shared memory: the
  *       library does not synchronise access to it.
  * @since 0.1
@@ -935,7 +994,7 @@ SHMOBJ_API const char *shmobj_dtype_name(unsigned dtype);
  * @retval 0 success: buf holds the text and a NUL
  * @retval SHMOBJ_ENOBUFS cap < *len + 1; buf holds a NUL-terminated prefix
  * @retval SHMOBJ_EINVAL NULL view
- * @retval SHMOBJ_ESTALE an item names a freed block
+ * @retval SHMOBJ_ESTALE the view's block or an item's was freed
  * @retval SHMOBJ_ECORRUPT the graph is damaged or too deep
  * @note Thread- and process-safe; lock-free.
  * @since 0.1
@@ -950,7 +1009,7 @@ SHMOBJ_API int shmobj_view_json(const shmobj_view *view, char *buf, size_t cap,
  * @param[in] f stream
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument
- * @retval SHMOBJ_ESTALE an item names a freed block
+ * @retval SHMOBJ_ESTALE the view's block or an item's was freed
  * @retval SHMOBJ_ECORRUPT the graph is damaged or too deep
  * @retval SHMOBJ_ESYS writing failed (errno is kept)
  * @note Thread- and process-safe; lock-free.

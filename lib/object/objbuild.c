@@ -884,6 +884,10 @@ int shmobj_view_set(shmobj_view *view, const shmobj_value *val)
         return SHMOBJ_EACCES;
     struct shmobj__space *sp = (struct shmobj__space *)view->seg;
     struct shmobj__slot *s = view->slot;
+    /* A view kept past a free of the slot's block would write into (and
+     * free what is reachable from) whatever was built there since. */
+    if (!shmobj__blk_live(sp, view->slot_blk, view->slot_gen))
+        return SHMOBJ_ESTALE;
     uint64_t pl = 0;
     switch (view->slot_tag) {
     case SHMOBJ__SLOT_BOOL:

@@ -147,22 +147,31 @@ static int dump_key(struct out *o, const shmobj_view *k)
     switch (k->type) {
     case SHMOBJ_TYPE_STR: {
         const char *s;
-        (void)shmobj_str_get(k, &s, NULL);
+        int rc = shmobj_str_get(k, &s, NULL);
+        if (rc != 0)
+            return rc;
         put_str(o, (const uint8_t *)s, (size_t)k->len);
         return 0;
     }
     case SHMOBJ_TYPE_INT: {
         int64_t x;
-        (void)shmobj_int_get(k, &x);
+        int rc = shmobj_int_get(k, &x);
+        if (rc != 0)
+            return rc;
         snprintf(tmp, sizeof tmp, "\"%" PRId64 "\"", x);
         puts_(o, tmp);
         return 0;
     }
-    case SHMOBJ_TYPE_BYTES:
+    case SHMOBJ_TYPE_BYTES: {
+        const void *p;
+        int rc = shmobj_bytes_get(k, &p, NULL);
+        if (rc != 0)
+            return rc;
         puts_(o, "\"$bytes:");
-        put_hex(o, (const uint8_t *)k->obj + 16, (size_t)k->len);
+        put_hex(o, p, (size_t)k->len);
         puts_(o, "\"");
         return 0;
+    }
     default:
         return SHMOBJ_ECORRUPT;
     }
@@ -177,50 +186,69 @@ static int dump(struct out *o, const shmobj_view *v, int depth)
     o->budget--;
     switch (v->type) {
     case SHMOBJ_TYPE_NULL:
+        /* nothing to read, but a view of a freed slot is stale all the same */
+        if (v->slot != NULL &&
+            !shmobj__blk_live((struct shmobj__space *)v->seg, v->slot_blk, v->slot_gen))
+            return SHMOBJ_ESTALE;
         puts_(o, "null");
         return 0;
     case SHMOBJ_TYPE_BOOL: {
         int b;
-        (void)shmobj_bool_get(v, &b);
+        rc = shmobj_bool_get(v, &b);
+        if (rc != 0)
+            return rc;
         puts_(o, b ? "true" : "false");
         return 0;
     }
     case SHMOBJ_TYPE_INT: {
         int64_t x;
-        (void)shmobj_int_get(v, &x);
+        rc = shmobj_int_get(v, &x);
+        if (rc != 0)
+            return rc;
         snprintf(tmp, sizeof tmp, "%" PRId64, x);
         puts_(o, tmp);
         return 0;
     }
     case SHMOBJ_TYPE_UINT: {
         uint64_t x;
-        (void)shmobj_uint_get(v, &x);
+        rc = shmobj_uint_get(v, &x);
+        if (rc != 0)
+            return rc;
         snprintf(tmp, sizeof tmp, "%" PRIu64, x);
         puts_(o, tmp);
         return 0;
     }
     case SHMOBJ_TYPE_DOUBLE: {
         double d;
-        (void)shmobj_double_get(v, &d);
+        rc = shmobj_double_get(v, &d);
+        if (rc != 0)
+            return rc;
         put_double(o, d);
         return 0;
     }
     case SHMOBJ_TYPE_STR: {
         const char *s;
-        (void)shmobj_str_get(v, &s, NULL);
+        rc = shmobj_str_get(v, &s, NULL);
+        if (rc != 0)
+            return rc;
         put_str(o, (const uint8_t *)s, (size_t)v->len);
         return 0;
     }
-    case SHMOBJ_TYPE_BYTES:
+    case SHMOBJ_TYPE_BYTES: {
+        const void *p;
+        rc = shmobj_bytes_get(v, &p, NULL);
+        if (rc != 0)
+            return rc;
         snprintf(tmp, sizeof tmp, "{\"$bytes\":%" PRIu64, v->len);
         puts_(o, tmp);
         if (v->len <= 32) {
             puts_(o, ",\"hex\":\"");
-            put_hex(o, (const uint8_t *)v->obj + 16, (size_t)v->len);
+            put_hex(o, p, (size_t)v->len);
             puts_(o, "\"");
         }
         puts_(o, "}");
         return 0;
+    }
     case SHMOBJ_TYPE_BUFFER: {
         shmobj_buffer_info info = {.struct_size = sizeof info};
         rc = shmobj_buffer_get(v, &info);
@@ -243,6 +271,11 @@ static int dump(struct out *o, const shmobj_view *v, int depth)
     case SHMOBJ_TYPE_STRUCT: {
         int obj = v->type == SHMOBJ_TYPE_DICT ||
                   (v->type == SHMOBJ_TYPE_STRUCT && (v->flags & SHMOBJ__VIEW_NAMES));
+        /* an empty container reads no item: check its block here */
+        size_t n;
+        rc = shmobj_view_len(v, &n);
+        if (rc != 0)
+            return rc;
         puts_(o, obj ? "{" : "[");
         for (uint32_t i = 0; i < v->count; i++) {
             shmobj_view item;
