@@ -226,16 +226,19 @@ static inline uint64_t shmobj__index_cap(uint64_t n)
 /* Is the block whose payload starts at `blk` still the one a view saw,
  * with generation `gen`? One load of the arena's block header word (the 8
  * bytes before the payload; bits 48-63 hold the generation, see
- * doc/format-arena.md), which the arena bumps with a release store when it
- * frees the block: a view of a freed block, or of one built again at the
- * same offset, fails this test. `blk` was checked when the view was made
- * (a live block of the mapped segment, so blk - 8 is mapped too). The
- * answer can be outdated at once: a free may follow it. */
+ * doc/format-arena.md), which the arena bumps when it frees the block: a
+ * view of a freed block, or of one built again at the same offset, fails
+ * this test. `blk` was checked when the view was made (a live block of the
+ * mapped segment, so blk - 8 is mapped too). The answer can be outdated at
+ * once: a free may follow it. Relaxed: a free that happens before the call
+ * is seen by coherence alone, and no order between this load and the
+ * caller's accesses would make a free racing the call safe (a scalar read
+ * that checks after its load orders the two with that load's acquire). */
 static inline int shmobj__blk_live(const struct shmobj__space *sp, uint64_t blk,
                                    uint16_t gen)
 {
     const uint64_t *w = (const void *)(sp->base + blk - 8);
-    return (uint16_t)(__atomic_load_n(w, __ATOMIC_ACQUIRE) >> 48) == gen;
+    return (uint16_t)(__atomic_load_n(w, __ATOMIC_RELAXED) >> 48) == gen;
 }
 
 /* Internal (lib/object) functions shared between the files of the layer. */

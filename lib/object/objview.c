@@ -931,16 +931,19 @@ static inline int item_int_slot(const shmobj_view *v, size_t i, _Atomic uint64_t
                                 1u << SHMOBJ_TYPE_DICT | 1u << SHMOBJ_TYPE_STRUCT;
     if (v == NULL)
         return SHMOBJ_EINVAL;
-    if (v->type >= 32 || !(with_items >> v->type & 1u))
+    /* the view's fields once, before the header load (which the compiler
+     * does not move other loads across) */
+    unsigned type = v->type;
+    if (type >= 32 || !(with_items >> type & 1u))
         return SHMOBJ_ETYPE;
-    if (write && v->type == SHMOBJ_TYPE_TUPLE)
+    if (write && type == SHMOBJ_TYPE_TUPLE)
         return SHMOBJ_EACCES;
     if (i >= v->count)
         return SHMOBJ_ERANGE;
+    struct shmobj__slot *s =
+        (void *)((uint8_t *)v->obj + shmobj__value_rel(type, v->len, i));
     if (!obj_live(v))
         return SHMOBJ_ESTALE;
-    struct shmobj__slot *s =
-        (void *)((uint8_t *)v->obj + shmobj__value_rel(v->type, v->len, i));
     uint8_t tag = s->tag;
     if (tag != SHMOBJ__SLOT_INT)
         return tag == SHMOBJ__SLOT_OBJ || tag == SHMOBJ__SLOT_BOOL ||
