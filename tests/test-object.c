@@ -582,10 +582,11 @@ static void test_obj_get_stale_ref(void **state)
     r = put(state, SHMOBJ_VAL_INT(1));
     shmobj_ref other = r ^ (UINT64_C(1) << 50);
     assert_int_equal(shmobj_obj_get(SEG(*state), other, &v), SHMOBJ_ESTALE);
-    /* not a block at all: refused (the arena may call it either) */
+    /* not a block at all: refused (inside a payload, the bytes there may
+     * pass for a freed block's header) */
     int rc = shmobj_obj_get(SEG(*state), r + 16, &v);
-    assert_true(rc == SHMOBJ_ECORRUPT || rc == SHMOBJ_ESTALE);
-    assert_int_equal(shmobj_obj_get(SEG(*state), UINT64_C(1) << 40, &v), SHMOBJ_ECORRUPT);
+    assert_true(rc == SHMOBJ_EINVAL || rc == SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_obj_get(SEG(*state), UINT64_C(1) << 40, &v), SHMOBJ_EINVAL);
     /* freed and reused: the old reference is refused, the new one works */
     shmobj_ref a = put(state, SHMOBJ_VAL_STR("first"));
     assert_int_equal(shmobj_obj_free(SEG(*state), a), 0);
@@ -748,6 +749,89 @@ static void test_view_ops_after_free_and_reuse_stale(void **state)
     free(before);
 }
 
+/* What a reference names decides the error: a live block that holds no
+ * object is the wrong kind (SHMOBJ_ETYPE), a reference that names no block
+ * of the segment is a bad argument (SHMOBJ_EINVAL), and only an object
+ * block whose own bytes disagree is damage (SHMOBJ_ECORRUPT). */
+#define expect_ref_refused(sp, r, want)                                     \
+    do {                                                                    \
+        shmobj_view v_;                                                     \
+        assert_int_equal(shmobj_obj_get(SEG(sp), (r), &v_), (want));        \
+        assert_int_equal(shmobj_obj_check(SEG(sp), (r)), (want));           \
+        assert_int_equal(shmobj_obj_free(SEG(sp), (r)), (want));            \
+    } while (0)
+
+static void test_obj_get_wrong_kind_or_foreign_ref(void **state)
+{
+    struct shmobj__space *sp = *state;
+    void *p = NULL;
+    /* raw arena blocks: zeroed, random-looking, and too small for a header */
+    shmobj__ref raw, tiny;
+    assert_int_equal(sp->ops->alloc(sp, 256, 16, &raw), 0);
+    assert_int_equal(shmobj__space_at(sp, shmobj__ref_off(raw), 256, &p), 0);
+    memset(p, 0, 256);
+    expect_ref_refused(sp, raw, SHMOBJ_ETYPE);
+    memset(p, 0xa5, 256);
+    expect_ref_refused(sp, raw, SHMOBJ_ETYPE);
+    assert_int_equal(sp->ops->alloc(sp, 8, 16, &tiny), 0);
+    expect_ref_refused(sp, tiny, SHMOBJ_ETYPE);
+    /* both were left alone */
+    assert_int_equal(sp->ops->free(sp, tiny), 0);
+    assert_int_equal(sp->ops->free(sp, raw), 0);
+
+    /* references that name no block: beyond the heap, unaligned, below it */
+    shmobj_ref r = put(state, SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_INT(1)));
+    uint16_t gen = (uint16_t)(r >> 48);
+    expect_ref_refused(sp, UINT64_C(1) << 40, SHMOBJ_EINVAL);
+    expect_ref_refused(sp, ((UINT64_C(1) << 40) + 16) | (uint64_t)gen << 48, SHMOBJ_EINVAL);
+    expect_ref_refused(sp, r + 8, SHMOBJ_EINVAL);
+    expect_ref_refused(sp, r + 1, SHMOBJ_EINVAL);
+    expect_ref_refused(sp, 16, SHMOBJ_EINVAL);
+    assert_int_equal(shmobj_obj_check(SEG(sp), r), 0);
+
+    /* an object block whose header is inconsistent: damage */
+    uint8_t *blk = sp->base + (r & ((UINT64_C(1) << 48) - 1));
+    uint8_t saved[16];
+    memcpy(saved, blk, 16);
+    blk[4] = 2; /* version */
+    expect_ref_refused(sp, r, SHMOBJ_ECORRUPT);
+    memcpy(blk, saved, 16);
+    /* (a free of a block with a bad size and no replaced items need not
+     * read the size: it is not asked here) */
+    shmobj_view dv;
+    uint64_t huge = UINT64_C(1) << 40; /* size beyond the block */
+    memcpy(blk + 8, &huge, sizeof huge);
+    assert_int_equal(shmobj_obj_get(SEG(sp), r, &dv), SHMOBJ_ECORRUPT);
+    assert_int_equal(shmobj_obj_check(SEG(sp), r), SHMOBJ_ECORRUPT);
+    uint64_t small = 16; /* size below the header and root */
+    memcpy(blk + 8, &small, sizeof small);
+    assert_int_equal(shmobj_obj_get(SEG(sp), r, &dv), SHMOBJ_ECORRUPT);
+    assert_int_equal(shmobj_obj_check(SEG(sp), r), SHMOBJ_ECORRUPT);
+    memcpy(blk, saved, 16);
+
+    /* inside a graph, a slot naming a block that is not an object is
+     * damage of the graph, whatever the block is */
+    shmobj_view v, it;
+    assert_int_equal(shmobj_obj_get(SEG(sp), r, &v), 0);
+    assert_int_equal(sp->ops->alloc(sp, 256, 16, &raw), 0);
+    assert_int_equal(shmobj__space_at(sp, shmobj__ref_off(raw), 256, &p), 0);
+    memset(p, 0, 256);
+    uint8_t *item = blk + 48; /* item 0 of the list: tag, then payload */
+    uint8_t saved_item[16];
+    memcpy(saved_item, item, 16);
+    item[0] = 0x40;
+    memcpy(item + 8, &raw, sizeof raw);
+    assert_int_equal(shmobj_view_item(&v, 0, &it), SHMOBJ_ECORRUPT);
+    assert_int_equal(shmobj_obj_check(SEG(sp), r), SHMOBJ_ECORRUPT);
+    uint64_t foreign = UINT64_C(1) << 40;
+    memcpy(item + 8, &foreign, sizeof foreign);
+    assert_int_equal(shmobj_view_item(&v, 0, &it), SHMOBJ_ECORRUPT);
+    assert_int_equal(shmobj_obj_check(SEG(sp), r), SHMOBJ_ECORRUPT);
+    memcpy(item, saved_item, 16);
+    assert_int_equal(sp->ops->free(sp, raw), 0);
+    assert_int_equal(shmobj_obj_free(SEG(sp), r), 0);
+}
+
 static void test_obj_put_depth_limit(void **state)
 {
     shmobj_value chain[SHMOBJ_OBJ_MAXDEPTH + 1];
@@ -768,6 +852,35 @@ static void test_obj_put_depth_limit(void **state)
     assert_int_equal(shmobj_obj_size(&bad, &n), SHMOBJ_EINVAL);
 }
 
+enum { CLS_OTHER, CLS_TAG, CLS_SCALAR };
+
+/* Mark, in cls (one byte per byte of the block at blk), the tags of every
+ * slot and heap object a view reaches and the payloads of int and double
+ * values (value: not a key or set member, whose bytes the index hashes). */
+static void classify(const shmobj_view *v, const uint8_t *blk, size_t size, int value,
+                     uint8_t *cls)
+{
+    size_t so = (size_t)((const uint8_t *)v->slot - blk);
+    assert_true(so + 16 <= size);
+    cls[so] = CLS_TAG;
+    if (value && (v->slot_tag == SHMOBJ_TYPE_INT || v->slot_tag == SHMOBJ_TYPE_DOUBLE))
+        memset(cls + so + 8, CLS_SCALAR, 8);
+    if (v->obj == NULL)
+        return;
+    cls[(const uint8_t *)v->obj - blk] = CLS_TAG;
+    size_t n;
+    if (v->type == SHMOBJ_TYPE_STR || v->type == SHMOBJ_TYPE_BYTES ||
+        shmobj_view_len(v, &n) != 0)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        shmobj_view it;
+        assert_int_equal(shmobj_view_item(v, i, &it), 0);
+        classify(&it, blk, size, v->type != SHMOBJ_TYPE_SET, cls);
+        if (shmobj_view_key(v, i, &it) == 0)
+            classify(&it, blk, size, 0, cls);
+    }
+}
+
 /* Damage one thing at a time and expect check (and the readers) to refuse
  * it without crashing. */
 static void test_obj_check_damaged_graph(void **state)
@@ -786,17 +899,37 @@ static void test_obj_check_damaged_graph(void **state)
     uint8_t *blk = sp->base + (r & ((UINT64_C(1) << 48) - 1));
     uint8_t *saved = malloc(size);
     memcpy(saved, blk, size);
-    int refused = 0;
+    /* What each byte is: a tag (a flip that sets bit 7 makes an unknown tag,
+     * always refused), a scalar value's payload (any value is well formed,
+     * never refused), or something whose flips may or may not be caught. */
+    uint8_t *cls = calloc(size, 1);
+    shmobj_view root;
+    assert_int_equal(shmobj_obj_get(SEG(sp), r, &root), 0);
+    classify(&root, blk, size, 1, cls);
+    int refused = 0, must_refuse = 0, must_accept = 0;
     /* Flip each byte in turn (a full sweep of the block). */
     for (size_t i = 0; i < size; i++) {
         for (int pat = 0; pat < 3; pat++) {
             static const uint8_t pats[3] = {0xff, 0x01, 0x80};
             blk[i] ^= pats[pat];
             int rc = shmobj_obj_check(SEG(sp), r);
-            if (rc != 0) {
+            if (i < 4) {
+                /* without the tree magic the block is not an object */
+                assert_int_equal(rc, SHMOBJ_ETYPE);
+                must_refuse++;
+            } else if (i < 6) {
+                assert_int_equal(rc, SHMOBJ_ECORRUPT); /* the version */
+                must_refuse++;
+            } else if (cls[i] == CLS_TAG && (pats[pat] & 0x80)) {
+                assert_int_equal(rc, SHMOBJ_ECORRUPT);
+                must_refuse++;
+            } else if (cls[i] == CLS_SCALAR) {
+                assert_int_equal(rc, 0);
+                must_accept++;
+            } else if (rc != 0) {
                 assert_true(rc == SHMOBJ_ECORRUPT || rc == SHMOBJ_ESTALE);
-                refused++;
             }
+            refused += rc != 0;
             /* the readers never crash either */
             shmobj_view v;
             char buf[512];
@@ -805,7 +938,16 @@ static void test_obj_check_damaged_graph(void **state)
             memcpy(blk, saved, size);
         }
     }
-    assert_true(refused > 0);
+    /* The walk found every tag and value of the tree: 19 tags (the root
+     * slot; the list's header; a slot and a header each for the str, dict,
+     * struct and set; the dict's 2 keys and 2 values, the struct's 2
+     * fields and 2 names, the set's member) under 2 patterns each, the 6
+     * bytes of magic and version under 3, and 3 int values (the dict's 1,
+     * the struct's 1 and 2) of 8 bytes under 3. */
+    assert_int_equal(must_refuse, 3 * 6 + 2 * 19);
+    assert_int_equal(must_accept, 3 * 8 * 3);
+    assert_true(refused >= must_refuse);
+    free(cls);
     assert_int_equal(shmobj_obj_check(SEG(sp), r), 0);
 
     /* Specific damages with a known outcome. */
@@ -816,9 +958,9 @@ static void test_obj_check_damaged_graph(void **state)
     assert_int_equal(shmobj_obj_check(SEG(sp), r), SHMOBJ_ECORRUPT);
     assert_int_equal(shmobj_obj_get(SEG(sp), r, &v), SHMOBJ_ECORRUPT);
     memcpy(blk, saved, size);
-    /* tree magic */
+    /* tree magic: no longer an object block */
     blk[0] ^= 1;
-    assert_int_equal(shmobj_obj_get(SEG(sp), r, &v), SHMOBJ_ECORRUPT);
+    assert_int_equal(shmobj_obj_get(SEG(sp), r, &v), SHMOBJ_ETYPE);
     memcpy(blk, saved, size);
     /* a slot pointing to itself: a cycle, caught by the depth bound */
     assert_int_equal(shmobj_obj_get(SEG(sp), r, &v), 0);
@@ -1245,6 +1387,48 @@ static void test_obj_get_stale_across_processes(void **state)
     assert_int_equal(shmobj_segment_destroy(a.name, SHMOBJ_BACKEND_SHM), 0);
 }
 
+/* In a real segment: the blocks of a map and of a queue message are live
+ * blocks of another kind (SHMOBJ_ETYPE); references the segment never
+ * made are SHMOBJ_EINVAL. */
+static void test_obj_get_other_layers_blocks_wrong_type(void **state)
+{
+    (void)state;
+    char name[96];
+    test_name(name, sizeof name, "kind");
+    shmobj_segment *seg = xp_create(name);
+    shmobj_map *m;
+    shmobj_queue *q;
+    shmobj_ref mref, msg, obj;
+    shmobj_view v;
+    assert_int_equal(shmobj_map_create(seg, "a-map", &m), 0);
+    assert_int_equal(shmobj_segment_root_get(seg, "a-map", &mref), 0);
+    assert_int_equal(shmobj_queue_create(seg, "a-queue", 8, 0, &q), 0);
+    assert_int_equal(shmobj_queue_msg_alloc(q, 64, 0, &msg, NULL), 0);
+    const shmobj_ref kinds[] = {mref, msg};
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        assert_int_equal(shmobj_obj_get(seg, kinds[i], &v), SHMOBJ_ETYPE);
+        assert_int_equal(shmobj_obj_check(seg, kinds[i]), SHMOBJ_ETYPE);
+        assert_int_equal(shmobj_obj_free(seg, kinds[i]), SHMOBJ_ETYPE);
+    }
+    assert_int_equal(shmobj_obj_put_int(seg, 1, &obj), 0);
+    const shmobj_ref foreign[] = {UINT64_C(1) << 46, obj + 8, 64};
+    for (size_t i = 0; i < sizeof foreign / sizeof foreign[0]; i++) {
+        assert_int_equal(shmobj_obj_get(seg, foreign[i], &v), SHMOBJ_EINVAL);
+        assert_int_equal(shmobj_obj_check(seg, foreign[i]), SHMOBJ_EINVAL);
+        assert_int_equal(shmobj_obj_free(seg, foreign[i]), SHMOBJ_EINVAL);
+    }
+    /* the map and the message are intact */
+    assert_int_equal(shmobj_map_set(m, "k", 1, "v", 1), 0);
+    assert_int_equal(shmobj_map_check(m), 0);
+    assert_int_equal(shmobj_queue_msg_free(q, msg), 0);
+    assert_int_equal(shmobj_obj_free(seg, obj), 0);
+    assert_int_equal(shmobj_arena_check(seg, NULL), 0);
+    shmobj_map_close(m);
+    shmobj_queue_close(q);
+    shmobj_segment_close(seg);
+    assert_int_equal(shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM), 0);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 /* Lookups of short string keys (held in their slots) and of keys that look
@@ -1528,7 +1712,7 @@ static void test_obj_free_paths(void **state)
     assert_int_equal(sp->ops->alloc(sp, 64, 16, &raw), 0);
     assert_int_equal(shmobj__space_at(sp, shmobj__ref_off(raw), 64, &p), 0);
     memset(p, 0, 64);
-    assert_int_equal(shmobj_obj_free(SEG(sp), raw), SHMOBJ_ECORRUPT);
+    assert_int_equal(shmobj_obj_free(SEG(sp), raw), SHMOBJ_ETYPE);
     assert_int_equal(sp->ops->free(sp, raw), 0);
 }
 
@@ -1553,6 +1737,7 @@ int main(void)
         T(test_view_set_replaces_and_frees),
         T(test_obj_get_stale_ref),
         T(test_view_ops_after_free_and_reuse_stale),
+        T(test_obj_get_wrong_kind_or_foreign_ref),
         T(test_obj_put_depth_limit),
         T(test_obj_check_damaged_graph),
         T(test_view_json_enobufs),
@@ -1562,6 +1747,7 @@ int main(void)
         T(test_int_add_threads_no_lost_increment),
         cmocka_unit_test(test_obj_get_stale_across_processes),
         cmocka_unit_test(test_view_set_two_processes_frees_each_once),
+        cmocka_unit_test(test_obj_get_other_layers_blocks_wrong_type),
     };
     test_filter_from_env();
     return cmocka_run_group_tests(tests, NULL, NULL);

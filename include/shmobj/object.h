@@ -417,10 +417,13 @@ SHMOBJ_API int shmobj_obj_put_buffer(shmobj_segment *seg, unsigned dtype,
  * @param[in] seg segment
  * @param[in] ref reference from shmobj_obj_put()
  * @retval 0 success
- * @retval SHMOBJ_EINVAL NULL seg or null ref
+ * @retval SHMOBJ_EINVAL NULL seg or null ref, or ref names no block of this
+ *         segment (see shmobj_obj_get())
+ * @retval SHMOBJ_ETYPE ref names a live block that is not an object (left
+ *         alone)
  * @retval SHMOBJ_ESTALE the object was already freed (perhaps reused)
- * @retval SHMOBJ_ECORRUPT ref does not name an object block, or the tree is
- *         damaged (the blocks that could be reached are freed)
+ * @retval SHMOBJ_ECORRUPT the object's header or tree is damaged (the blocks
+ *         that could be reached are freed)
  * @note Thread- and process-safe against other allocations. Nobody may use
  *       the object afterwards: calls through views of it give
  *       SHMOBJ_ESTALE (::shmobj_view says what that check covers and what
@@ -436,9 +439,13 @@ SHMOBJ_API int shmobj_obj_free(shmobj_segment *seg, shmobj_ref ref);
  * @param[in] seg segment
  * @param[in] ref object reference
  * @retval 0 the graph is well formed
- * @retval SHMOBJ_EINVAL NULL seg or null ref
+ * @retval SHMOBJ_EINVAL NULL seg or null ref, or ref names no block of this
+ *         segment (see shmobj_obj_get())
+ * @retval SHMOBJ_ETYPE ref names a live block that is not an object
  * @retval SHMOBJ_ESTALE ref (or a reference inside) names a freed block
  * @retval SHMOBJ_ECORRUPT anything is malformed, too deep or too large
+ *         (including a reference inside that names no block or a block
+ *         that is not an object)
  * @note Thread- and process-safe; lock-free. A graph that another process
  *       changes meanwhile may be reported either way.
  * @since 0.1
@@ -449,13 +456,27 @@ SHMOBJ_API int shmobj_obj_check(shmobj_segment *seg, shmobj_ref ref);
 
 /**
  * @brief Open a view of the value an object reference names.
+ *
+ * What the reference names decides the error. A reference that names no
+ * arena block of this segment (an offset beyond the heap or below it, not
+ * 16-aligned, or where the arena finds no block header) is a bad argument.
+ * A live block is an object block exactly when it begins with the object
+ * tree magic (doc/format-object.md); any other live block (a raw
+ * allocation, a map's, a queue's or a message's block) is the wrong kind.
+ * Only an object block whose header disagrees with itself or its block,
+ * or whose root slot is damaged, is reported as damage. A reference made
+ * up to point inside another block may also be taken for a freed block
+ * (SHMOBJ_ESTALE): the bytes there can look like a block header.
+ *
  * @param[in] seg segment
  * @param[in] ref object reference
  * @param[out] view the view
  * @retval 0 success
- * @retval SHMOBJ_EINVAL NULL argument or null ref
+ * @retval SHMOBJ_EINVAL NULL argument or null ref, or ref names no block of
+ *         this segment
+ * @retval SHMOBJ_ETYPE ref names a live block that is not an object
  * @retval SHMOBJ_ESTALE the object was freed
- * @retval SHMOBJ_ECORRUPT ref is not an object block, or its root is damaged
+ * @retval SHMOBJ_ECORRUPT the object block's header or root is damaged
  * @note Thread- and process-safe; lock-free. O(1).
  * @since 0.1
  */

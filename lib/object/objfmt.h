@@ -255,8 +255,13 @@ int shmobj__view_slot(struct shmobj__space *sp, uint64_t slot_off,
                       uint64_t blk, uint64_t blen, uint16_t bgen, int ro,
                       shmobj_view *out);
 
-/* Check a reference to an object block and return its extent. */
-int shmobj__tree_open(struct shmobj__space *sp, shmobj__ref ref,
+/* Check a reference to an object block and return its extent. A reference
+ * the caller passed (from_caller) that names no block of the segment gives
+ * SHMOBJ_EINVAL, and a live block that is not an object (no tree magic)
+ * SHMOBJ_ETYPE; a reference read from a slot gives SHMOBJ_ECORRUPT
+ * for both (the graph is damaged). An object block whose header disagrees
+ * with itself or its block is SHMOBJ_ECORRUPT either way. */
+int shmobj__tree_open(struct shmobj__space *sp, shmobj__ref ref, int from_caller,
                       uint64_t *blk, uint64_t *blen);
 
 /* Does every element that shape and strides reach lie in nbytes? */

@@ -54,25 +54,40 @@ static inline int slot_live(const shmobj_view *v)
     return shmobj__blk_live(space_of(v), v->slot_blk, v->slot_gen);
 }
 
-int shmobj__tree_open(struct shmobj__space *sp, shmobj__ref ref, uint64_t *blk,
-                      uint64_t *blen)
+int shmobj__tree_open(struct shmobj__space *sp, shmobj__ref ref, int from_caller,
+                      uint64_t *blk, uint64_t *blen)
 {
     uint64_t usable = 0, off = shmobj__ref_off(ref);
     void *p;
     if (ref == 0)
         return SHMOBJ_EINVAL;
     int rc = sp->ops->check(sp, ref, &usable);
+    /* The arena finds no block at that offset. A caller's reference that
+     * names no block is not one of this segment's; one read from a slot
+     * means the graph is damaged. */
+    if (rc == SHMOBJ_ECORRUPT)
+        return from_caller ? SHMOBJ_EINVAL : SHMOBJ_ECORRUPT;
     if (rc != 0)
         return rc;
-    if (usable < SHMOBJ__PREFIX || !shmobj__aligned(off, 16))
-        return SHMOBJ_ECORRUPT;
+    if (!shmobj__aligned(off, 16))
+        return from_caller ? SHMOBJ_EINVAL : SHMOBJ_ECORRUPT;
+    /* A live block. It holds an object exactly when it begins with the
+     * tree magic; anything else is another kind of block (raw allocation,
+     * map, queue, message), not damage, unless it was reached from a slot.
+     * A block with the magic whose header disagrees (another version, a
+     * size beyond the block) is a damaged object. */
+    if (usable < SHMOBJ__PREFIX)
+        return from_caller ? SHMOBJ_ETYPE : SHMOBJ_ECORRUPT;
     rc = shmobj__space_at(sp, off, SHMOBJ__PREFIX, &p);
     if (rc != 0)
         return rc;
     const struct shmobj__tree *t = p;
+    uint32_t magic = t->magic;
+    uint16_t version = t->version;
     uint64_t size = t->size;
-    if (t->magic != SHMOBJ__TREE_MAGIC || t->version != SHMOBJ__TREE_VERSION ||
-        size < SHMOBJ__PREFIX || size > usable)
+    if (magic != SHMOBJ__TREE_MAGIC)
+        return from_caller ? SHMOBJ_ETYPE : SHMOBJ_ECORRUPT;
+    if (version != SHMOBJ__TREE_VERSION || size < SHMOBJ__PREFIX || size > usable)
         return SHMOBJ_ECORRUPT;
     rc = shmobj__space_at(sp, off, size, &p);
     if (rc != 0)
@@ -137,7 +152,7 @@ view_follow(struct shmobj__space *sp, uint64_t p, uint64_t blk, uint64_t blen,
             return SHMOBJ_ECORRUPT;
     } else {
         /* A block of its own (an item replaced after creation). */
-        int rc = shmobj__tree_open(sp, p, &ob, &oblen);
+        int rc = shmobj__tree_open(sp, p, 0, &ob, &oblen);
         if (rc != 0)
             return rc;
         const struct shmobj__slot *root =
@@ -264,7 +279,7 @@ int shmobj_obj_get(shmobj_segment *seg, shmobj_ref ref, shmobj_view *view)
     uint64_t blk, blen;
     if (sp == NULL || view == NULL || ref == SHMOBJ_REF_NULL)
         return SHMOBJ_EINVAL;
-    int rc = shmobj__tree_open(sp, ref, &blk, &blen);
+    int rc = shmobj__tree_open(sp, ref, 1, &blk, &blen);
     if (rc != 0)
         return rc;
     return view_slot(sp, blk + sizeof(struct shmobj__tree), blk, blen,
