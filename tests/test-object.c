@@ -1020,6 +1020,58 @@ static void test_view_json_enobufs(void **state)
     assert_int_equal(shmobj_view_json_write(&v, NULL), SHMOBJ_EINVAL);
 }
 
+/* A damaged dict whose value slots all name one large string: printing it
+ * would write that string once per slot, output quadratic in the segment
+ * size. The printer charges each string by its bytes, so it stops with
+ * SHMOBJ_ECORRUPT having produced output proportional to the segment. */
+static void test_view_json_shared_string_bounded(void **state)
+{
+    (void)state;
+    enum { PAIRS = 4096, BIG = 256 << 10, SPACE = 1 << 20 };
+    struct shmobj__space *sp = space_heap_create(SPACE);
+    assert_non_null(sp);
+    static shmobj_value kv[2 * (PAIRS + 1)];
+    char *big = malloc(BIG + 1);
+    assert_non_null(big);
+    memset(big, 'x', BIG);
+    big[BIG] = '\0';
+    for (int j = 0; j < PAIRS; j++) {
+        kv[2 * j] = SHMOBJ_VAL_INT(j);
+        kv[2 * j + 1] = SHMOBJ_VAL_NULL;
+    }
+    kv[2 * PAIRS] = SHMOBJ_VAL_STR("big");
+    kv[2 * PAIRS + 1] = SHMOBJ_VAL_STRN(big, BIG);
+    shmobj_value dict = SHMOBJ_VAL_DICT(kv, PAIRS + 1);
+    shmobj_ref r;
+    shmobj_view v, it;
+    assert_int_equal(shmobj_obj_put(SEG(sp), &dict, &r), 0);
+    assert_int_equal(shmobj_obj_get(SEG(sp), r, &v), 0);
+    assert_int_equal(shmobj_view_get_str(&v, "big", &it), 0);
+    /* every null value now names the big string (inline, so its offset and
+     * the block's generation) */
+    uint64_t target = (uint64_t)((const uint8_t *)it.obj - sp->base) | (r >> 48) << 48;
+    for (int j = 0; j < PAIRS; j++) {
+        shmobj_view val;
+        assert_int_equal(shmobj_view_item(&v, (size_t)j, &val), 0);
+        assert_int_equal(val.type, SHMOBJ_TYPE_NULL);
+        memcpy((uint8_t *)val.slot + 8, &target, sizeof target);
+    }
+    char buf[64];
+    size_t len = 0;
+    assert_int_equal(shmobj_view_json(&v, buf, sizeof buf, &len), SHMOBJ_ECORRUPT);
+    /* the bound object.h gives: 25 bytes of output per byte of the segment
+     * and 25 KB (here about 25 MiB, against the 1 GiB the slots would
+     * print) */
+    assert_true(len <= (size_t)25 * SPACE + 25000);
+    assert_true(len > BIG); /* it did print some before it stopped */
+    FILE *f = fopen("/dev/null", "w");
+    assert_non_null(f);
+    assert_int_equal(shmobj_view_json_write(&v, f), SHMOBJ_ECORRUPT);
+    fclose(f);
+    free(big);
+    space_heap_destroy(sp);
+}
+
 static void test_dtype_names(void **state)
 {
     (void)state;
@@ -1741,6 +1793,7 @@ int main(void)
         T(test_obj_put_depth_limit),
         T(test_obj_check_damaged_graph),
         T(test_view_json_enobufs),
+        T(test_view_json_shared_string_bounded),
         T(test_dtype_names),
         cmocka_unit_test(test_obj_cross_process_build_read_mutate),
         cmocka_unit_test(test_int_add_two_processes_no_lost_increment),

@@ -1007,16 +1007,27 @@ SHMOBJ_API const char *shmobj_dtype_name(unsigned dtype);
  * {"$buffer":"f32","shape":[2,3]} without its data; sets and tuples as
  * arrays; structs with names as objects, without as arrays.
  *
+ * The work is bounded by the segment's size, not the graph's: each value
+ * printed costs one unit, each string (value or key) and bytes key one
+ * more per 64 bytes, out of a budget of (the segment's mapped bytes) / 16
+ * + 64 units; a well-formed graph costs less (each of its values takes 16
+ * bytes of the segment, each string its bytes). A damaged graph
+ * that names one large string from many slots stops with SHMOBJ_ECORRUPT
+ * after at most about 25 bytes of output per byte of the segment, plus
+ * 25 KB.
+ *
  * @param[in] view value
  * @param[out] buf destination (may be NULL when cap is 0)
  * @param[in] cap bytes at buf
  * @param[out] len length of the JSON text without the NUL (also on
- *             SHMOBJ_ENOBUFS); may be NULL
+ *             SHMOBJ_ENOBUFS; on an error, of the text produced before it);
+ *             may be NULL
  * @retval 0 success: buf holds the text and a NUL
  * @retval SHMOBJ_ENOBUFS cap < *len + 1; buf holds a NUL-terminated prefix
  * @retval SHMOBJ_EINVAL NULL view
  * @retval SHMOBJ_ESTALE the view's block or an item's was freed
- * @retval SHMOBJ_ECORRUPT the graph is damaged or too deep
+ * @retval SHMOBJ_ECORRUPT the graph is damaged, too deep, or costs more
+ *         than the budget above
  * @note Thread- and process-safe; lock-free.
  * @since 0.1
  */
@@ -1031,7 +1042,8 @@ SHMOBJ_API int shmobj_view_json(const shmobj_view *view, char *buf, size_t cap,
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_ESTALE the view's block or an item's was freed
- * @retval SHMOBJ_ECORRUPT the graph is damaged or too deep
+ * @retval SHMOBJ_ECORRUPT the graph is damaged, too deep, or costs more
+ *         than the budget of shmobj_view_json()
  * @retval SHMOBJ_ESYS writing failed (errno is kept)
  * @note Thread- and process-safe; lock-free.
  * @since 0.1

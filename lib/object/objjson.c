@@ -7,6 +7,13 @@
  * - The walk reads through views only (checked paths) and is bounded in
  *   depth by SHMOBJ_OBJ_MAXDEPTH; a damaged or too-deep graph stops it with
  *   an error.
+ * - The work and the output are bounded by the segment's size, whatever
+ *   the graph: every value printed costs one unit of a budget of (mapped
+ *   bytes) / 16 + 64, every string or bytes key or string value one more
+ *   per 64 bytes (as shmobj_obj_check() charges strings), so a damaged
+ *   graph whose slots all name one large string stops after printing it a
+ *   bounded number of times. A well-formed graph never runs out: each of
+ *   its values takes 16 bytes of the segment and each string its bytes.
  * - Into a caller's buffer, output past the capacity is counted but not
  *   written, so the caller learns the length it needs. */
 #include <errno.h>
@@ -23,8 +30,9 @@ struct out {
     size_t cap;  /* its bytes */
     size_t len;  /* bytes produced so far (also beyond cap) */
     int err;     /* first stream error */
-    uint64_t budget; /* values left to print: bounds the work on a damaged
-                      * graph whose items share subtrees */
+    uint64_t budget; /* units left (a value, or 64 bytes of a string): bounds
+                      * the work on a damaged graph whose items share
+                      * subtrees or strings */
 };
 
 static void put(struct out *o, const char *s, size_t n)
@@ -140,14 +148,26 @@ static void put_double(struct out *o, double d)
 
 static int dump(struct out *o, const shmobj_view *v, int depth);
 
+/* Charge n units; SHMOBJ_ECORRUPT when the budget is spent. */
+static int spend(struct out *o, uint64_t n)
+{
+    if (o->budget < n)
+        return SHMOBJ_ECORRUPT;
+    o->budget -= n;
+    return 0;
+}
+
 /* A key printed as a JSON object key. */
 static int dump_key(struct out *o, const shmobj_view *k)
 {
     char tmp[32];
+    int rc = spend(o, 1 + (k->type == SHMOBJ_TYPE_INT ? 0 : k->len / 64));
+    if (rc != 0)
+        return rc;
     switch (k->type) {
     case SHMOBJ_TYPE_STR: {
         const char *s;
-        int rc = shmobj_str_get(k, &s, NULL);
+        rc = shmobj_str_get(k, &s, NULL);
         if (rc != 0)
             return rc;
         put_str(o, (const uint8_t *)s, (size_t)k->len);
@@ -155,7 +175,7 @@ static int dump_key(struct out *o, const shmobj_view *k)
     }
     case SHMOBJ_TYPE_INT: {
         int64_t x;
-        int rc = shmobj_int_get(k, &x);
+        rc = shmobj_int_get(k, &x);
         if (rc != 0)
             return rc;
         snprintf(tmp, sizeof tmp, "\"%" PRId64 "\"", x);
@@ -164,7 +184,7 @@ static int dump_key(struct out *o, const shmobj_view *k)
     }
     case SHMOBJ_TYPE_BYTES: {
         const void *p;
-        int rc = shmobj_bytes_get(k, &p, NULL);
+        rc = shmobj_bytes_get(k, &p, NULL);
         if (rc != 0)
             return rc;
         puts_(o, "\"$bytes:");
@@ -181,9 +201,11 @@ static int dump(struct out *o, const shmobj_view *v, int depth)
 {
     char tmp[48];
     int rc;
-    if (depth > SHMOBJ_OBJ_MAXDEPTH || o->budget == 0)
+    if (depth > SHMOBJ_OBJ_MAXDEPTH)
         return SHMOBJ_ECORRUPT;
-    o->budget--;
+    rc = spend(o, 1 + (v->type == SHMOBJ_TYPE_STR ? v->len / 64 : 0));
+    if (rc != 0)
+        return rc;
     switch (v->type) {
     case SHMOBJ_TYPE_NULL:
         /* nothing to read, but a view of a freed slot is stale all the same */
@@ -306,7 +328,8 @@ static int dump(struct out *o, const shmobj_view *v, int depth)
 
 static uint64_t budget_of(const shmobj_view *v)
 {
-    /* Every value takes 16 bytes of the segment at least. */
+    /* Every value takes 16 bytes of the segment at least, every string its
+     * bytes. */
     const struct shmobj__space *sp = (const struct shmobj__space *)v->seg;
     return sp == NULL ? 64
                       : atomic_load_explicit(&((struct shmobj__space *)sp)->mapped,
