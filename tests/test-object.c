@@ -1072,6 +1072,48 @@ static void test_view_json_shared_string_bounded(void **state)
     space_heap_destroy(sp);
 }
 
+/* Doubles print the fewest significant digits that read back as the same
+ * double: positional while the decimal exponent is in [-4, 16), with ".0"
+ * when integral, d.ddde+XX otherwise. */
+static void test_view_json_doubles_shortest(void **state)
+{
+    static const struct {
+        double d;
+        const char *text;
+    } cases[] = {
+        {0.1, "0.1"},
+        {0.3, "0.3"},
+        {1e300, "1e+300"},
+        {5e-324, "5e-324"},
+        {3000.0, "3000.0"},
+        {100.0, "100.0"},
+        {2.0 / 3.0, "0.6666666666666666"},
+        {-0.0, "-0.0"},
+        {0.0001, "0.0001"},
+        {1e-7, "1e-07"},
+        {1e15, "1000000000000000.0"},
+        {1e16, "1e+16"},
+        {123456789.125, "123456789.125"},
+        {1.2345678901234568e17, "1.2345678901234568e+17"},
+        {2.2250738585072014e-308, "2.2250738585072014e-308"},
+        {1.7976931348623157e308, "1.7976931348623157e+308"},
+        {-1.5, "-1.5"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        shmobj_ref r;
+        shmobj_view v;
+        char buf[64];
+        assert_int_equal(shmobj_obj_put_double(SEG(*state), cases[i].d, &r), 0);
+        assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
+        assert_int_equal(shmobj_view_json(&v, buf, sizeof buf, NULL), 0);
+        assert_string_equal(buf, cases[i].text);
+        /* it reads back as the same double, bit for bit */
+        double back = strtod(buf, NULL);
+        assert_memory_equal(&back, &cases[i].d, sizeof back);
+        assert_int_equal(shmobj_obj_free(SEG(*state), r), 0);
+    }
+}
+
 static void test_dtype_names(void **state)
 {
     (void)state;
@@ -1794,6 +1836,7 @@ int main(void)
         T(test_obj_check_damaged_graph),
         T(test_view_json_enobufs),
         T(test_view_json_shared_string_bounded),
+        T(test_view_json_doubles_shortest),
         T(test_dtype_names),
         cmocka_unit_test(test_obj_cross_process_build_read_mutate),
         cmocka_unit_test(test_int_add_two_processes_no_lost_increment),

@@ -1000,8 +1000,10 @@ SHMOBJ_API const char *shmobj_dtype_name(unsigned dtype);
  * @brief Write a value as compact JSON into a caller's buffer.
  *
  * Strings are escaped (control characters as \\uXXXX, invalid UTF-8 as
- * U+FFFD); doubles print the shortest text that reads back the same, with
- * ".0" when integral, and null when not finite; dict keys that are not
+ * U+FFFD); doubles print the fewest significant digits that read back as
+ * the same double, positional while the decimal exponent is in [-4, 16)
+ * (0.1, 3000.0, 0.0001, with ".0" when integral) and as d.ddde+XX beyond
+ * (1e+16, 5e-324, 1e-07), and null when not finite; dict keys that are not
  * strings print as strings ("5", "$bytes:0a0b"); bytes print as
  * {"$bytes":N} (with "hex" when N <= 32); a buffer prints as
  * {"$buffer":"f32","shape":[2,3]} without its data; sets and tuples as

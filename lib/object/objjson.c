@@ -123,6 +123,13 @@ static void put_hex(struct out *o, const uint8_t *p, size_t n)
     }
 }
 
+/* Does d printed with p significant digits (d.ddde+XX) read back as d? */
+static int reads_back(double d, int p, char *tmp, size_t n)
+{
+    snprintf(tmp, n, "%.*e", p - 1, d);
+    return strtod(tmp, NULL) == d;
+}
+
 static void put_double(struct out *o, double d)
 {
     char tmp[40];
@@ -130,12 +137,25 @@ static void put_double(struct out *o, double d)
         puts_(o, "null");
         return;
     }
-    /* The shortest of %.15g..%.17g that reads back to the same double. */
-    for (int prec = 15; prec <= 17; prec++) {
-        snprintf(tmp, sizeof tmp, "%.*g", prec, d);
-        if (strtod(tmp, NULL) == d)
-            break;
+    /* The fewest significant digits that read back as d. If p digits do,
+     * p + 1 do too (the nearest (p+1)-digit decimal is no farther from d
+     * than the nearest p-digit one, and printf and strtod round
+     * correctly), so a binary search over 1..17 finds it; 17 always do. */
+    int lo = 1, hi = 17;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (reads_back(d, mid, tmp, sizeof tmp))
+            hi = mid;
+        else
+            lo = mid + 1;
     }
+    (void)reads_back(d, lo, tmp, sizeof tmp);
+    /* Positional while the decimal exponent is in [-4, 16), as %g does with
+     * enough precision for every digit before the point; else d.ddde+XX. */
+    const char *e = strchr(tmp, 'e');
+    long x = e != NULL ? strtol(e + 1, NULL, 10) : 0;
+    if (x >= -4 && x < 16)
+        snprintf(tmp, sizeof tmp, "%.*g", lo > x + 1 ? lo : (int)x + 1, d);
     /* A locale with a decimal comma must not leak into JSON. */
     for (char *c = tmp; *c != '\0'; c++) {
         if (*c == ',')
