@@ -1380,9 +1380,13 @@ static void test_int_add_threads_no_lost_increment(void **state)
 
 enum { XP_SETS = 2000 };
 
-/* Replace item 0 of the shared list again and again. A failed refresh of
- * the caller's view (another process replaced and freed the value in
- * between) is allowed; anything else is not. */
+/* Replace item 0 of the shared list again and again. What object.h allows
+ * while another process replaces the same item: taking the item's view
+ * succeeds, or gives SHMOBJ_ESTALE when the item was replaced under it
+ * each of the 64 times it followed it; the replacement succeeds, with the
+ * view refreshed to a string (every value either process writes is one),
+ * or gives SHMOBJ_ESTALE for that same reason (the new value is in place).
+ * SHMOBJ_ECORRUPT is damage, and nothing here damages the tree. */
 static int xp_replace_loop(shmobj_segment *seg, shmobj_ref ref, const char *who)
 {
     char text[64];
@@ -1390,11 +1394,18 @@ static int xp_replace_loop(shmobj_segment *seg, shmobj_ref ref, const char *who)
         shmobj_view v, it;
         snprintf(text, sizeof text, "%s-%d", who, i);
         shmobj_value nv = SHMOBJ_VAL_STR(text);
-        if (shmobj_obj_get(seg, ref, &v) != 0 || shmobj_view_item(&v, 0, &it) != 0)
+        if (shmobj_obj_get(seg, ref, &v) != 0)
             return 20;
-        int rc = shmobj_view_set(&it, &nv);
-        if (rc != 0 && rc != SHMOBJ_ESTALE && rc != SHMOBJ_ECORRUPT)
+        int rc = shmobj_view_item(&v, 0, &it);
+        if (rc == SHMOBJ_ESTALE)
+            continue;
+        if (rc != 0 || it.type != SHMOBJ_TYPE_STR)
             return 21;
+        rc = shmobj_view_set(&it, &nv);
+        if (rc == 0 && it.type != SHMOBJ_TYPE_STR)
+            return 22;
+        if (rc != 0 && rc != SHMOBJ_ESTALE)
+            return 23;
     }
     return 0;
 }

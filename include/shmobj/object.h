@@ -677,8 +677,10 @@ SHMOBJ_API int shmobj_view_get_key(const shmobj_view *view, const shmobj_key *ke
  *       or a lock of your own). Views of scalar items need no such care.
  *       Taking a view of the item while it is being replaced
  *       (shmobj_view_item() and the like) is safe: it names the old value
- *       or the new one and does not fail because of the replacement; the
- *       rule above applies to holding that view afterwards.
+ *       or the new one and does not fail because of the replacement
+ *       (unless the item is replaced again each of the 64 times it
+ *       follows it: then SHMOBJ_ESTALE); the rule above applies to holding
+ *       that view afterwards.
  * @since 0.1
  */
 SHMOBJ_API int shmobj_view_set(shmobj_view *view, const shmobj_value *val);
