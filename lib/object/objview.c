@@ -399,16 +399,18 @@ static inline int key_equal(const shmobj_view *v, const struct shmobj__slot *ks,
     struct shmobj__space *sp = space_of(v);
     uint64_t pl = atomic_load_explicit(&((struct shmobj__slot *)ks)->payload,
                                        memory_order_relaxed);
-    if (ks->tag == SHMOBJ__SLOT_INT)
+    /* the tag once: every branch below judges the same value */
+    uint8_t kt = ks->tag;
+    if (kt == SHMOBJ__SLOT_INT)
         return type == SHMOBJ_TYPE_INT && (int64_t)pl == i;
-    if (ks->tag == SHMOBJ__SLOT_SSTR) {
+    if (kt == SHMOBJ__SLOT_SSTR) {
         uint8_t kn = ks->reserved0;
         if (kn > SHMOBJ__SSTR_MAX)
             return SHMOBJ_ECORRUPT;
         return type == SHMOBJ_TYPE_STR && kn == n &&
                shmobj__mem_equal((const uint8_t *)&pl, p, n);
     }
-    if (ks->tag != SHMOBJ__SLOT_OBJ)
+    if (kt != SHMOBJ__SLOT_OBJ)
         return SHMOBJ_ECORRUPT;
     /* Keys are always inline: the same block, its generation. */
     uint64_t off = shmobj__ref_off(pl), rel = off - v->obj_blk;
@@ -589,14 +591,15 @@ dict_hit_short(const shmobj_view *v, uint64_t kn, uint64_t word, uint64_t hash,
         if ((uint32_t)(e >> 32) != tag)
             continue;
         const struct shmobj__slot *k = (const void *)(pairs + 32 * item);
-        if (k->tag != SHMOBJ__SLOT_SSTR || k->reserved0 > SHMOBJ__SSTR_MAX)
+        uint8_t kn_at = k->reserved0; /* read once: checked, then compared */
+        if (k->tag != SHMOBJ__SLOT_SSTR || kn_at > SHMOBJ__SSTR_MAX)
             return 0;
         /* Writers NUL-pad short keys, as word is: equal words, equal keys.
          * A slot with other padding (damage) misses here, and
          * dict_find_short() decides. */
         uint64_t pl = atomic_load_explicit(&((struct shmobj__slot *)k)->payload,
                                            memory_order_relaxed);
-        if (k->reserved0 == kn && pl == word) {
+        if (kn_at == kn && pl == word) {
             *out = (size_t)item;
             return 1;
         }
