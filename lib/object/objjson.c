@@ -12,8 +12,9 @@
  *   bytes) / 16 + 64, every string or bytes key or string value one more
  *   per 64 bytes (as shmobj_obj_check() charges strings), so a damaged
  *   graph whose slots all name one large string stops after printing it a
- *   bounded number of times. A well-formed graph never runs out: each of
- *   its values takes 16 bytes of the segment and each string its bytes.
+ *   bounded number of times. A well-formed graph costs less than the
+ *   budget: each of its values takes 16 bytes of the segment and each
+ *   string its bytes.
  * - Into a caller's buffer, output past the capacity is counted but not
  *   written, so the caller learns the length it needs. */
 #include <errno.h>
