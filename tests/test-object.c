@@ -582,10 +582,11 @@ static void test_obj_get_stale_ref(void **state)
     r = put(state, SHMOBJ_VAL_INT(1));
     shmobj_ref other = r ^ (UINT64_C(1) << 50);
     assert_int_equal(shmobj_obj_get(SEG(*state), other, &v), SHMOBJ_ESTALE);
-    /* not a block at all: refused (the arena may call it either) */
+    /* not a block at all: refused (inside a payload, the bytes there may
+     * pass for a freed block's header) */
     int rc = shmobj_obj_get(SEG(*state), r + 16, &v);
-    assert_true(rc == SHMOBJ_ECORRUPT || rc == SHMOBJ_ESTALE);
-    assert_int_equal(shmobj_obj_get(SEG(*state), UINT64_C(1) << 40, &v), SHMOBJ_ECORRUPT);
+    assert_true(rc == SHMOBJ_EINVAL || rc == SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_obj_get(SEG(*state), UINT64_C(1) << 40, &v), SHMOBJ_EINVAL);
     /* freed and reused: the old reference is refused, the new one works */
     shmobj_ref a = put(state, SHMOBJ_VAL_STR("first"));
     assert_int_equal(shmobj_obj_free(SEG(*state), a), 0);
@@ -593,6 +594,242 @@ static void test_obj_get_stale_ref(void **state)
     assert_int_equal(shmobj_obj_get(SEG(*state), a, &v), SHMOBJ_ESTALE);
     assert_int_equal(shmobj_obj_get(SEG(*state), b, &v), 0);
     json_is(&v, "\"again\"");
+}
+
+/* One description for the stale-view test: every kind of value a view can
+ * name, with values that differ between the two objects built from it. */
+static shmobj_value stale_tree(int64_t k, shmobj_value *items, float *fdata,
+                               const uint64_t *shape)
+{
+    static const char *const names[] = {"a", "b"};
+    static shmobj_value fields[2], list[2];
+    static shmobj_buffer_desc bd;
+    fields[0] = SHMOBJ_VAL_INT(k);
+    fields[1] = SHMOBJ_VAL_INT(k + 1);
+    list[0] = SHMOBJ_VAL_INT(k);
+    list[1] = SHMOBJ_VAL_NULL;
+    bd = (shmobj_buffer_desc){fdata, 0, shape, NULL, SHMOBJ_DTYPE_F32, 1};
+    int n = 0;
+    items[n++] = SHMOBJ_VAL_STR("int");
+    items[n++] = SHMOBJ_VAL_INT(k);
+    items[n++] = SHMOBJ_VAL_STR("uint");
+    items[n++] = SHMOBJ_VAL_UINT((uint64_t)k);
+    items[n++] = SHMOBJ_VAL_STR("double");
+    items[n++] = SHMOBJ_VAL_DOUBLE((double)k);
+    items[n++] = SHMOBJ_VAL_STR("bool");
+    items[n++] = SHMOBJ_VAL_BOOL(k & 1);
+    items[n++] = SHMOBJ_VAL_STR("str");
+    items[n++] = SHMOBJ_VAL_STR(k == 1 ? "first object" : "other object");
+    items[n++] = SHMOBJ_VAL_STR("bytes");
+    items[n++] = SHMOBJ_VAL_BYTES(k == 1 ? "abcd" : "wxyz", 4);
+    items[n++] = SHMOBJ_VAL_STR("buffer");
+    items[n].type = SHMOBJ_TYPE_BUFFER;
+    items[n++].v.buf = &bd;
+    items[n++] = SHMOBJ_VAL_STR("list");
+    items[n++] = SHMOBJ_VAL_LIST(list, 2);
+    items[n++] = SHMOBJ_VAL_STR("a longer key than seven bytes");
+    items[n++] = SHMOBJ_VAL_STRUCT(fields, 2, names);
+    return SHMOBJ_VAL_DICT(items, n / 2);
+}
+
+/* Views kept over a free: the object is freed and another one is built in
+ * the same block (same offset, the next generation). Every write and every
+ * read that returns data through a view of the old object gives
+ * SHMOBJ_ESTALE, and the new object's bytes stay exactly as they were. */
+static void test_view_ops_after_free_and_reuse_stale(void **state)
+{
+    struct shmobj__space *sp = *state;
+    shmobj_value items[18];
+    float fdata[4] = {1, 2, 3, 4};
+    uint64_t shape[1] = {4};
+    shmobj_ref a = put(state, stale_tree(1, items, fdata, shape));
+    shmobj_view root, vi, vu, vd, vb, vs, vy, vbuf, vl, vnull, vst, key, lkey;
+    assert_int_equal(shmobj_obj_get(SEG(sp), a, &root), 0);
+    assert_int_equal(shmobj_view_get_str(&root, "int", &vi), 0);
+    assert_int_equal(shmobj_view_get_str(&root, "uint", &vu), 0);
+    assert_int_equal(shmobj_view_get_str(&root, "double", &vd), 0);
+    assert_int_equal(shmobj_view_get_str(&root, "bool", &vb), 0);
+    assert_int_equal(shmobj_view_get_str(&root, "str", &vs), 0);
+    assert_int_equal(shmobj_view_get_str(&root, "bytes", &vy), 0);
+    assert_int_equal(shmobj_view_get_str(&root, "buffer", &vbuf), 0);
+    assert_int_equal(shmobj_view_get_str(&root, "list", &vl), 0);
+    assert_int_equal(shmobj_view_item(&vl, 1, &vnull), 0);
+    assert_int_equal(shmobj_view_get_str(&root, "a longer key than seven bytes", &vst), 0);
+    assert_int_equal(shmobj_view_key(&root, 0, &key), 0);  /* a short key */
+    assert_int_equal(shmobj_view_key(&root, 8, &lkey), 0); /* a str object */
+    /* A block after it keeps the freed block whole (not merged into the
+     * free rest of the heap), so the new object reuses it exactly and the
+     * arena gives it the next generation. */
+    shmobj_ref spacer = put(state, SHMOBJ_VAL_INT(0));
+    assert_int_equal(shmobj_obj_free(SEG(sp), a), 0);
+    fdata[0] = 100;
+    shmobj_ref b = put(state, stale_tree(2, items, fdata, shape));
+    /* the premise: the new object took the old one's block */
+    assert_int_equal(b & ((UINT64_C(1) << 48) - 1), a & ((UINT64_C(1) << 48) - 1));
+    assert_int_not_equal(b, a);
+    const uint8_t *blk = sp->base + (b & ((UINT64_C(1) << 48) - 1));
+    uint64_t used;
+    memcpy(&used, blk + 8, sizeof used); /* tree header: size */
+    uint8_t *before = malloc(used);
+    assert_non_null(before);
+    memcpy(before, blk, used);
+
+    int64_t x = 0;
+    uint64_t u = 0;
+    double d = 0;
+    int bo = 0;
+    size_t n = 0, i = 0;
+    const char *s = NULL;
+    const void *p = NULL;
+    char buf[256];
+    shmobj_view it;
+    shmobj_buffer_info info = {.struct_size = sizeof info};
+    shmobj_key k;
+    shmobj_value kd = SHMOBJ_VAL_STR("int");
+    assert_int_equal(shmobj_key_init(&k, &kd), 0);
+    shmobj_value nv = SHMOBJ_VAL_STR("written through a stale view");
+    shmobj_value ni = SHMOBJ_VAL_INT(77);
+    /* the container */
+    assert_int_equal(shmobj_view_item(&root, 0, &it), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_view_key(&root, 0, &it), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_view_index(&root, &kd, &i), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_view_index_key(&root, &k, &i), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_view_get(&root, &kd, &it), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_view_get_str(&root, "int", &it), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_view_get_key(&root, &k, &it), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_view_key_int_add(&root, &k, 1000, NULL), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_item_int_add(&root, 0, 1000, NULL), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_item_int_get(&root, 0, &x), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_view_len(&root, &n), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_view_json(&root, buf, sizeof buf, NULL), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_view_set(&root, &nv), SHMOBJ_ESTALE);
+    /* scalars */
+    assert_int_equal(shmobj_int_get(&vi, &x), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_int_set(&vi, 1000), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_int_add(&vi, 1000, NULL), SHMOBJ_ESTALE);
+    x = 2;
+    assert_int_equal(shmobj_int_cas(&vi, &x, 1000), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_view_set(&vi, &ni), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_view_json(&vi, buf, sizeof buf, NULL), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_uint_get(&vu, &u), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_uint_set(&vu, 1000), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_uint_add(&vu, 1000, NULL), SHMOBJ_ESTALE);
+    u = 2;
+    assert_int_equal(shmobj_uint_cas(&vu, &u, 1000), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_double_get(&vd, &d), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_double_set(&vd, 1000.0), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_double_add(&vd, 1000.0, NULL), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_bool_get(&vb, &bo), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_bool_set(&vb, 1), SHMOBJ_ESTALE);
+    /* strings, bytes, buffers, keys */
+    assert_int_equal(shmobj_str_get(&vs, &s, &n), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_view_len(&vs, &n), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_bytes_get(&vy, &p, &n), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_buffer_get(&vbuf, &info), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_str_get(&key, &s, &n), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_str_get(&lkey, &s, &n), SHMOBJ_ESTALE);
+    /* nested containers and a null item */
+    assert_int_equal(shmobj_view_item(&vl, 0, &it), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_item_int_add(&vl, 0, 1000, NULL), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_item_int_get(&vl, 0, &x), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_view_set(&vnull, &nv), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_view_json(&vnull, buf, sizeof buf, NULL), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_item_int_add(&vst, 1, 1000, NULL), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_view_get_str(&vst, "b", &it), SHMOBJ_ESTALE);
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    assert_int_equal(shmobj_view_json_write(&root, f), SHMOBJ_ESTALE);
+    fclose(f);
+
+    /* nothing reached the new object, and nothing was allocated or freed */
+    assert_memory_equal(blk, before, used);
+    assert_int_equal(space_heap_live(sp), 2);
+    assert_int_equal(shmobj_obj_check(SEG(sp), b), 0);
+    assert_int_equal(shmobj_obj_free(SEG(sp), spacer), 0);
+    free(before);
+}
+
+/* What a reference names decides the error: a live block that holds no
+ * object is the wrong kind (SHMOBJ_ETYPE), a reference that names no block
+ * of the segment is a bad argument (SHMOBJ_EINVAL), and only an object
+ * block whose own bytes disagree is damage (SHMOBJ_ECORRUPT). */
+#define expect_ref_refused(sp, r, want)                                     \
+    do {                                                                    \
+        shmobj_view v_;                                                     \
+        assert_int_equal(shmobj_obj_get(SEG(sp), (r), &v_), (want));        \
+        assert_int_equal(shmobj_obj_check(SEG(sp), (r)), (want));           \
+        assert_int_equal(shmobj_obj_free(SEG(sp), (r)), (want));            \
+    } while (0)
+
+static void test_obj_get_wrong_kind_or_foreign_ref(void **state)
+{
+    struct shmobj__space *sp = *state;
+    void *p = NULL;
+    /* raw arena blocks: zeroed, random-looking, and too small for a header */
+    shmobj__ref raw, tiny;
+    assert_int_equal(sp->ops->alloc(sp, 256, 16, &raw), 0);
+    assert_int_equal(shmobj__space_at(sp, shmobj__ref_off(raw), 256, &p), 0);
+    memset(p, 0, 256);
+    expect_ref_refused(sp, raw, SHMOBJ_ETYPE);
+    memset(p, 0xa5, 256);
+    expect_ref_refused(sp, raw, SHMOBJ_ETYPE);
+    assert_int_equal(sp->ops->alloc(sp, 8, 16, &tiny), 0);
+    expect_ref_refused(sp, tiny, SHMOBJ_ETYPE);
+    /* both were left alone */
+    assert_int_equal(sp->ops->free(sp, tiny), 0);
+    assert_int_equal(sp->ops->free(sp, raw), 0);
+
+    /* references that name no block: beyond the heap, unaligned, below it */
+    shmobj_ref r = put(state, SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_INT(1)));
+    uint16_t gen = (uint16_t)(r >> 48);
+    expect_ref_refused(sp, UINT64_C(1) << 40, SHMOBJ_EINVAL);
+    expect_ref_refused(sp, ((UINT64_C(1) << 40) + 16) | (uint64_t)gen << 48, SHMOBJ_EINVAL);
+    expect_ref_refused(sp, r + 8, SHMOBJ_EINVAL);
+    expect_ref_refused(sp, r + 1, SHMOBJ_EINVAL);
+    expect_ref_refused(sp, 16, SHMOBJ_EINVAL);
+    assert_int_equal(shmobj_obj_check(SEG(sp), r), 0);
+
+    /* an object block whose header is inconsistent: damage */
+    uint8_t *blk = sp->base + (r & ((UINT64_C(1) << 48) - 1));
+    uint8_t saved[16];
+    memcpy(saved, blk, 16);
+    blk[4] = 2; /* version */
+    expect_ref_refused(sp, r, SHMOBJ_ECORRUPT);
+    memcpy(blk, saved, 16);
+    /* (a free of a block with a bad size and no replaced items need not
+     * read the size: it is not asked here) */
+    shmobj_view dv;
+    uint64_t huge = UINT64_C(1) << 40; /* size beyond the block */
+    memcpy(blk + 8, &huge, sizeof huge);
+    assert_int_equal(shmobj_obj_get(SEG(sp), r, &dv), SHMOBJ_ECORRUPT);
+    assert_int_equal(shmobj_obj_check(SEG(sp), r), SHMOBJ_ECORRUPT);
+    uint64_t small = 16; /* size below the header and root */
+    memcpy(blk + 8, &small, sizeof small);
+    assert_int_equal(shmobj_obj_get(SEG(sp), r, &dv), SHMOBJ_ECORRUPT);
+    assert_int_equal(shmobj_obj_check(SEG(sp), r), SHMOBJ_ECORRUPT);
+    memcpy(blk, saved, 16);
+
+    /* inside a graph, a slot naming a block that is not an object is
+     * damage of the graph, whatever the block is */
+    shmobj_view v, it;
+    assert_int_equal(shmobj_obj_get(SEG(sp), r, &v), 0);
+    assert_int_equal(sp->ops->alloc(sp, 256, 16, &raw), 0);
+    assert_int_equal(shmobj__space_at(sp, shmobj__ref_off(raw), 256, &p), 0);
+    memset(p, 0, 256);
+    uint8_t *item = blk + 48; /* item 0 of the list: tag, then payload */
+    uint8_t saved_item[16];
+    memcpy(saved_item, item, 16);
+    item[0] = 0x40;
+    memcpy(item + 8, &raw, sizeof raw);
+    assert_int_equal(shmobj_view_item(&v, 0, &it), SHMOBJ_ECORRUPT);
+    assert_int_equal(shmobj_obj_check(SEG(sp), r), SHMOBJ_ECORRUPT);
+    uint64_t foreign = UINT64_C(1) << 40;
+    memcpy(item + 8, &foreign, sizeof foreign);
+    assert_int_equal(shmobj_view_item(&v, 0, &it), SHMOBJ_ECORRUPT);
+    assert_int_equal(shmobj_obj_check(SEG(sp), r), SHMOBJ_ECORRUPT);
+    memcpy(item, saved_item, 16);
+    assert_int_equal(sp->ops->free(sp, raw), 0);
+    assert_int_equal(shmobj_obj_free(SEG(sp), r), 0);
 }
 
 static void test_obj_put_depth_limit(void **state)
@@ -615,6 +852,35 @@ static void test_obj_put_depth_limit(void **state)
     assert_int_equal(shmobj_obj_size(&bad, &n), SHMOBJ_EINVAL);
 }
 
+enum { CLS_OTHER, CLS_TAG, CLS_SCALAR };
+
+/* Mark, in cls (one byte per byte of the block at blk), the tags of every
+ * slot and heap object a view reaches and the payloads of int and double
+ * values (value: not a key or set member, whose bytes the index hashes). */
+static void classify(const shmobj_view *v, const uint8_t *blk, size_t size, int value,
+                     uint8_t *cls)
+{
+    size_t so = (size_t)((const uint8_t *)v->slot - blk);
+    assert_true(so + 16 <= size);
+    cls[so] = CLS_TAG;
+    if (value && (v->slot_tag == SHMOBJ_TYPE_INT || v->slot_tag == SHMOBJ_TYPE_DOUBLE))
+        memset(cls + so + 8, CLS_SCALAR, 8);
+    if (v->obj == NULL)
+        return;
+    cls[(const uint8_t *)v->obj - blk] = CLS_TAG;
+    size_t n;
+    if (v->type == SHMOBJ_TYPE_STR || v->type == SHMOBJ_TYPE_BYTES ||
+        shmobj_view_len(v, &n) != 0)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        shmobj_view it;
+        assert_int_equal(shmobj_view_item(v, i, &it), 0);
+        classify(&it, blk, size, v->type != SHMOBJ_TYPE_SET, cls);
+        if (shmobj_view_key(v, i, &it) == 0)
+            classify(&it, blk, size, 0, cls);
+    }
+}
+
 /* Damage one thing at a time and expect check (and the readers) to refuse
  * it without crashing. */
 static void test_obj_check_damaged_graph(void **state)
@@ -633,17 +899,37 @@ static void test_obj_check_damaged_graph(void **state)
     uint8_t *blk = sp->base + (r & ((UINT64_C(1) << 48) - 1));
     uint8_t *saved = malloc(size);
     memcpy(saved, blk, size);
-    int refused = 0;
+    /* What each byte is: a tag (a flip that sets bit 7 makes an unknown tag,
+     * always refused), a scalar value's payload (any value is well formed,
+     * never refused), or something whose flips may or may not be caught. */
+    uint8_t *cls = calloc(size, 1);
+    shmobj_view root;
+    assert_int_equal(shmobj_obj_get(SEG(sp), r, &root), 0);
+    classify(&root, blk, size, 1, cls);
+    int refused = 0, must_refuse = 0, must_accept = 0;
     /* Flip each byte in turn (a full sweep of the block). */
     for (size_t i = 0; i < size; i++) {
         for (int pat = 0; pat < 3; pat++) {
             static const uint8_t pats[3] = {0xff, 0x01, 0x80};
             blk[i] ^= pats[pat];
             int rc = shmobj_obj_check(SEG(sp), r);
-            if (rc != 0) {
+            if (i < 4) {
+                /* without the tree magic the block is not an object */
+                assert_int_equal(rc, SHMOBJ_ETYPE);
+                must_refuse++;
+            } else if (i < 6) {
+                assert_int_equal(rc, SHMOBJ_ECORRUPT); /* the version */
+                must_refuse++;
+            } else if (cls[i] == CLS_TAG && (pats[pat] & 0x80)) {
+                assert_int_equal(rc, SHMOBJ_ECORRUPT);
+                must_refuse++;
+            } else if (cls[i] == CLS_SCALAR) {
+                assert_int_equal(rc, 0);
+                must_accept++;
+            } else if (rc != 0) {
                 assert_true(rc == SHMOBJ_ECORRUPT || rc == SHMOBJ_ESTALE);
-                refused++;
             }
+            refused += rc != 0;
             /* the readers never crash either */
             shmobj_view v;
             char buf[512];
@@ -652,7 +938,16 @@ static void test_obj_check_damaged_graph(void **state)
             memcpy(blk, saved, size);
         }
     }
-    assert_true(refused > 0);
+    /* The walk found every tag and value of the tree: 19 tags (the root
+     * slot; the list's header; a slot and a header each for the str, dict,
+     * struct and set; the dict's 2 keys and 2 values, the struct's 2
+     * fields and 2 names, the set's member) under 2 patterns each, the 6
+     * bytes of magic and version under 3, and 3 int values (the dict's 1,
+     * the struct's 1 and 2) of 8 bytes under 3. */
+    assert_int_equal(must_refuse, 3 * 6 + 2 * 19);
+    assert_int_equal(must_accept, 3 * 8 * 3);
+    assert_true(refused >= must_refuse);
+    free(cls);
     assert_int_equal(shmobj_obj_check(SEG(sp), r), 0);
 
     /* Specific damages with a known outcome. */
@@ -663,9 +958,9 @@ static void test_obj_check_damaged_graph(void **state)
     assert_int_equal(shmobj_obj_check(SEG(sp), r), SHMOBJ_ECORRUPT);
     assert_int_equal(shmobj_obj_get(SEG(sp), r, &v), SHMOBJ_ECORRUPT);
     memcpy(blk, saved, size);
-    /* tree magic */
+    /* tree magic: no longer an object block */
     blk[0] ^= 1;
-    assert_int_equal(shmobj_obj_get(SEG(sp), r, &v), SHMOBJ_ECORRUPT);
+    assert_int_equal(shmobj_obj_get(SEG(sp), r, &v), SHMOBJ_ETYPE);
     memcpy(blk, saved, size);
     /* a slot pointing to itself: a cycle, caught by the depth bound */
     assert_int_equal(shmobj_obj_get(SEG(sp), r, &v), 0);
@@ -723,6 +1018,100 @@ static void test_view_json_enobufs(void **state)
     assert_string_equal(back, want);
     fclose(f);
     assert_int_equal(shmobj_view_json_write(&v, NULL), SHMOBJ_EINVAL);
+}
+
+/* A damaged dict whose value slots all name one large string: printing it
+ * would write that string once per slot, output quadratic in the segment
+ * size. The printer charges each string by its bytes, so it stops with
+ * SHMOBJ_ECORRUPT having produced output proportional to the segment. */
+static void test_view_json_shared_string_bounded(void **state)
+{
+    (void)state;
+    enum { PAIRS = 4096, BIG = 256 << 10, SPACE = 1 << 20 };
+    struct shmobj__space *sp = space_heap_create(SPACE);
+    assert_non_null(sp);
+    static shmobj_value kv[2 * (PAIRS + 1)];
+    char *big = malloc(BIG + 1);
+    assert_non_null(big);
+    memset(big, 'x', BIG);
+    big[BIG] = '\0';
+    for (int j = 0; j < PAIRS; j++) {
+        kv[2 * j] = SHMOBJ_VAL_INT(j);
+        kv[2 * j + 1] = SHMOBJ_VAL_NULL;
+    }
+    kv[2 * PAIRS] = SHMOBJ_VAL_STR("big");
+    kv[2 * PAIRS + 1] = SHMOBJ_VAL_STRN(big, BIG);
+    shmobj_value dict = SHMOBJ_VAL_DICT(kv, PAIRS + 1);
+    shmobj_ref r;
+    shmobj_view v, it;
+    assert_int_equal(shmobj_obj_put(SEG(sp), &dict, &r), 0);
+    assert_int_equal(shmobj_obj_get(SEG(sp), r, &v), 0);
+    assert_int_equal(shmobj_view_get_str(&v, "big", &it), 0);
+    /* every null value now names the big string (inline, so its offset and
+     * the block's generation) */
+    uint64_t target = (uint64_t)((const uint8_t *)it.obj - sp->base) | (r >> 48) << 48;
+    for (int j = 0; j < PAIRS; j++) {
+        shmobj_view val;
+        assert_int_equal(shmobj_view_item(&v, (size_t)j, &val), 0);
+        assert_int_equal(val.type, SHMOBJ_TYPE_NULL);
+        memcpy((uint8_t *)val.slot + 8, &target, sizeof target);
+    }
+    char buf[64];
+    size_t len = 0;
+    assert_int_equal(shmobj_view_json(&v, buf, sizeof buf, &len), SHMOBJ_ECORRUPT);
+    /* the bound object.h gives: 25 bytes of output per byte of the segment
+     * and 25 KB (here about 25 MiB, against the 1 GiB the slots would
+     * print) */
+    assert_true(len <= (size_t)25 * SPACE + 25000);
+    assert_true(len > BIG); /* it did print some before it stopped */
+    FILE *f = fopen("/dev/null", "w");
+    assert_non_null(f);
+    assert_int_equal(shmobj_view_json_write(&v, f), SHMOBJ_ECORRUPT);
+    fclose(f);
+    free(big);
+    space_heap_destroy(sp);
+}
+
+/* Doubles print the fewest significant digits that read back as the same
+ * double: positional while the decimal exponent is in [-4, 16), with ".0"
+ * when integral, d.ddde+XX otherwise. */
+static void test_view_json_doubles_shortest(void **state)
+{
+    static const struct {
+        double d;
+        const char *text;
+    } cases[] = {
+        {0.1, "0.1"},
+        {0.3, "0.3"},
+        {1e300, "1e+300"},
+        {5e-324, "5e-324"},
+        {3000.0, "3000.0"},
+        {100.0, "100.0"},
+        {2.0 / 3.0, "0.6666666666666666"},
+        {-0.0, "-0.0"},
+        {0.0001, "0.0001"},
+        {1e-7, "1e-07"},
+        {1e15, "1000000000000000.0"},
+        {1e16, "1e+16"},
+        {123456789.125, "123456789.125"},
+        {1.2345678901234568e17, "1.2345678901234568e+17"},
+        {2.2250738585072014e-308, "2.2250738585072014e-308"},
+        {1.7976931348623157e308, "1.7976931348623157e+308"},
+        {-1.5, "-1.5"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        shmobj_ref r;
+        shmobj_view v;
+        char buf[64];
+        assert_int_equal(shmobj_obj_put_double(SEG(*state), cases[i].d, &r), 0);
+        assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
+        assert_int_equal(shmobj_view_json(&v, buf, sizeof buf, NULL), 0);
+        assert_string_equal(buf, cases[i].text);
+        /* it reads back as the same double, bit for bit */
+        double back = strtod(buf, NULL);
+        assert_memory_equal(&back, &cases[i].d, sizeof back);
+        assert_int_equal(shmobj_obj_free(SEG(*state), r), 0);
+    }
 }
 
 static void test_dtype_names(void **state)
@@ -991,9 +1380,13 @@ static void test_int_add_threads_no_lost_increment(void **state)
 
 enum { XP_SETS = 2000 };
 
-/* Replace item 0 of the shared list again and again. A failed refresh of
- * the caller's view (another process replaced and freed the value in
- * between) is allowed; anything else is not. */
+/* Replace item 0 of the shared list again and again. What object.h allows
+ * while another process replaces the same item: taking the item's view
+ * succeeds, or gives SHMOBJ_ESTALE when the item was replaced under it
+ * each of the 64 times it followed it; the replacement succeeds, with the
+ * view refreshed to a string (every value either process writes is one),
+ * or gives SHMOBJ_ESTALE for that same reason (the new value is in place).
+ * SHMOBJ_ECORRUPT is damage, and nothing here damages the tree. */
 static int xp_replace_loop(shmobj_segment *seg, shmobj_ref ref, const char *who)
 {
     char text[64];
@@ -1001,11 +1394,18 @@ static int xp_replace_loop(shmobj_segment *seg, shmobj_ref ref, const char *who)
         shmobj_view v, it;
         snprintf(text, sizeof text, "%s-%d", who, i);
         shmobj_value nv = SHMOBJ_VAL_STR(text);
-        if (shmobj_obj_get(seg, ref, &v) != 0 || shmobj_view_item(&v, 0, &it) != 0)
+        if (shmobj_obj_get(seg, ref, &v) != 0)
             return 20;
-        int rc = shmobj_view_set(&it, &nv);
-        if (rc != 0 && rc != SHMOBJ_ESTALE && rc != SHMOBJ_ECORRUPT)
+        int rc = shmobj_view_item(&v, 0, &it);
+        if (rc == SHMOBJ_ESTALE)
+            continue;
+        if (rc != 0 || it.type != SHMOBJ_TYPE_STR)
             return 21;
+        rc = shmobj_view_set(&it, &nv);
+        if (rc == 0 && it.type != SHMOBJ_TYPE_STR)
+            return 22;
+        if (rc != 0 && rc != SHMOBJ_ESTALE)
+            return 23;
     }
     return 0;
 }
@@ -1090,6 +1490,48 @@ static void test_obj_get_stale_across_processes(void **state)
     assert_int_equal(shmobj_obj_free(seg, ref), SHMOBJ_ESTALE);
     shmobj_segment_close(seg);
     assert_int_equal(shmobj_segment_destroy(a.name, SHMOBJ_BACKEND_SHM), 0);
+}
+
+/* In a real segment: the blocks of a map and of a queue message are live
+ * blocks of another kind (SHMOBJ_ETYPE); references the segment never
+ * made are SHMOBJ_EINVAL. */
+static void test_obj_get_other_layers_blocks_wrong_type(void **state)
+{
+    (void)state;
+    char name[96];
+    test_name(name, sizeof name, "kind");
+    shmobj_segment *seg = xp_create(name);
+    shmobj_map *m;
+    shmobj_queue *q;
+    shmobj_ref mref, msg, obj;
+    shmobj_view v;
+    assert_int_equal(shmobj_map_create(seg, "a-map", &m), 0);
+    assert_int_equal(shmobj_segment_root_get(seg, "a-map", &mref), 0);
+    assert_int_equal(shmobj_queue_create(seg, "a-queue", 8, 0, &q), 0);
+    assert_int_equal(shmobj_queue_msg_alloc(q, 64, 0, &msg, NULL), 0);
+    const shmobj_ref kinds[] = {mref, msg};
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        assert_int_equal(shmobj_obj_get(seg, kinds[i], &v), SHMOBJ_ETYPE);
+        assert_int_equal(shmobj_obj_check(seg, kinds[i]), SHMOBJ_ETYPE);
+        assert_int_equal(shmobj_obj_free(seg, kinds[i]), SHMOBJ_ETYPE);
+    }
+    assert_int_equal(shmobj_obj_put_int(seg, 1, &obj), 0);
+    const shmobj_ref foreign[] = {UINT64_C(1) << 46, obj + 8, 64};
+    for (size_t i = 0; i < sizeof foreign / sizeof foreign[0]; i++) {
+        assert_int_equal(shmobj_obj_get(seg, foreign[i], &v), SHMOBJ_EINVAL);
+        assert_int_equal(shmobj_obj_check(seg, foreign[i]), SHMOBJ_EINVAL);
+        assert_int_equal(shmobj_obj_free(seg, foreign[i]), SHMOBJ_EINVAL);
+    }
+    /* the map and the message are intact */
+    assert_int_equal(shmobj_map_set(m, "k", 1, "v", 1), 0);
+    assert_int_equal(shmobj_map_check(m), 0);
+    assert_int_equal(shmobj_queue_msg_free(q, msg), 0);
+    assert_int_equal(shmobj_obj_free(seg, obj), 0);
+    assert_int_equal(shmobj_arena_check(seg, NULL), 0);
+    shmobj_map_close(m);
+    shmobj_queue_close(q);
+    shmobj_segment_close(seg);
+    assert_int_equal(shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM), 0);
 }
 
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
@@ -1375,7 +1817,7 @@ static void test_obj_free_paths(void **state)
     assert_int_equal(sp->ops->alloc(sp, 64, 16, &raw), 0);
     assert_int_equal(shmobj__space_at(sp, shmobj__ref_off(raw), 64, &p), 0);
     memset(p, 0, 64);
-    assert_int_equal(shmobj_obj_free(SEG(sp), raw), SHMOBJ_ECORRUPT);
+    assert_int_equal(shmobj_obj_free(SEG(sp), raw), SHMOBJ_ETYPE);
     assert_int_equal(sp->ops->free(sp, raw), 0);
 }
 
@@ -1399,15 +1841,20 @@ int main(void)
         T(test_int_add_updates_in_place),
         T(test_view_set_replaces_and_frees),
         T(test_obj_get_stale_ref),
+        T(test_view_ops_after_free_and_reuse_stale),
+        T(test_obj_get_wrong_kind_or_foreign_ref),
         T(test_obj_put_depth_limit),
         T(test_obj_check_damaged_graph),
         T(test_view_json_enobufs),
+        T(test_view_json_shared_string_bounded),
+        T(test_view_json_doubles_shortest),
         T(test_dtype_names),
         cmocka_unit_test(test_obj_cross_process_build_read_mutate),
         cmocka_unit_test(test_int_add_two_processes_no_lost_increment),
         T(test_int_add_threads_no_lost_increment),
         cmocka_unit_test(test_obj_get_stale_across_processes),
         cmocka_unit_test(test_view_set_two_processes_frees_each_once),
+        cmocka_unit_test(test_obj_get_other_layers_blocks_wrong_type),
     };
     test_filter_from_env();
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -211,6 +211,34 @@ typedef struct shmobj_value {
  * A view borrows the segment's memory: it stays valid until the object is
  * freed or the item it names is replaced (see shmobj_view_set()), like a
  * pointer. Scalar views read the current value on every call.
+ *
+ * **A view kept past a free.** A view remembers the generation of the
+ * arena block holding its slot and of the one holding its object (the
+ * same block unless the item was replaced). Every call that writes
+ * through a view (the scalar setters, adders and compare-and-swaps,
+ * shmobj_item_int_add(), shmobj_view_key_int_add(), shmobj_view_set()) or
+ * returns data read through it (the scalar getters, shmobj_item_int_get(),
+ * shmobj_str_get(), shmobj_bytes_get(), shmobj_buffer_get(),
+ * shmobj_view_len(), the item, key and lookup calls, the JSON printers)
+ * first loads the generation in the header of the block it is about to
+ * touch and returns SHMOBJ_ESTALE when it differs: the block was freed
+ * (whatever has been built at that offset since is left alone). A scalar
+ * read makes the comparison just after loading the value, so a value it
+ * returns was loaded before the free was visible. shmobj_view_type() reads
+ * only the view and always answers. What the check cannot see:
+ * - a free that happens during the call, after the check: a write may then
+ *   land in the freed or reused memory, and a read other than a scalar's
+ *   may return bytes of the object built there;
+ * - the memory behind a pointer returned earlier (a string's bytes, buffer
+ *   data): it is not checked again when the caller reads it;
+ * - a view of a block freed and built again at the same offset as many
+ *   times as the 16-bit generation takes to come back to the same value
+ *   (see the arena's reuse guarantee), or whose block header now lies
+ *   inside another block's data bytes that happen to hold the same 16-bit
+ *   value at that place.
+ * So the check catches a view kept by mistake; it does not make reading
+ * an object that another process may free at any moment safe: coordinate
+ * frees with readers (queue completion, or a lock).
  */
 typedef struct shmobj_view {
     shmobj_segment *seg; /**< the segment */
@@ -389,14 +417,17 @@ SHMOBJ_API int shmobj_obj_put_buffer(shmobj_segment *seg, unsigned dtype,
  * @param[in] seg segment
  * @param[in] ref reference from shmobj_obj_put()
  * @retval 0 success
- * @retval SHMOBJ_EINVAL NULL seg or null ref
+ * @retval SHMOBJ_EINVAL NULL seg or null ref, or ref names no block of this
+ *         segment (see shmobj_obj_get())
+ * @retval SHMOBJ_ETYPE ref names a live block that is not an object (left
+ *         alone)
  * @retval SHMOBJ_ESTALE the object was already freed (perhaps reused)
- * @retval SHMOBJ_ECORRUPT ref does not name an object block, or the tree is
- *         damaged (the blocks that could be reached are freed)
+ * @retval SHMOBJ_ECORRUPT the object's header or tree is damaged (the blocks
+ *         that could be reached are freed)
  * @note Thread- and process-safe against other allocations. Nobody may use
- *       the object afterwards: views of it become dangling (reading them
- *       stays inside the segment but returns garbage); references held
- *       elsewhere give SHMOBJ_ESTALE.
+ *       the object afterwards: calls through views of it give
+ *       SHMOBJ_ESTALE (::shmobj_view says what that check covers and what
+ *       it cannot see), and so do references held elsewhere.
  * @since 0.1
  */
 SHMOBJ_API int shmobj_obj_free(shmobj_segment *seg, shmobj_ref ref);
@@ -408,9 +439,13 @@ SHMOBJ_API int shmobj_obj_free(shmobj_segment *seg, shmobj_ref ref);
  * @param[in] seg segment
  * @param[in] ref object reference
  * @retval 0 the graph is well formed
- * @retval SHMOBJ_EINVAL NULL seg or null ref
+ * @retval SHMOBJ_EINVAL NULL seg or null ref, or ref names no block of this
+ *         segment (see shmobj_obj_get())
+ * @retval SHMOBJ_ETYPE ref names a live block that is not an object
  * @retval SHMOBJ_ESTALE ref (or a reference inside) names a freed block
  * @retval SHMOBJ_ECORRUPT anything is malformed, too deep or too large
+ *         (including a reference inside that names no block or a block
+ *         that is not an object)
  * @note Thread- and process-safe; lock-free. A graph that another process
  *       changes meanwhile may be reported either way.
  * @since 0.1
@@ -421,13 +456,27 @@ SHMOBJ_API int shmobj_obj_check(shmobj_segment *seg, shmobj_ref ref);
 
 /**
  * @brief Open a view of the value an object reference names.
+ *
+ * What the reference names decides the error. A reference that names no
+ * arena block of this segment (an offset beyond the heap or below it, not
+ * 16-aligned, or where the arena finds no block header) is a bad argument.
+ * A live block is an object block exactly when it begins with the object
+ * tree magic (doc/format-object.md); any other live block (a raw
+ * allocation, a map's, a queue's or a message's block) is the wrong kind.
+ * Only an object block whose header disagrees with itself or its block,
+ * or whose root slot is damaged, is reported as damage. A reference made
+ * up to point inside another block may also be taken for a freed block
+ * (SHMOBJ_ESTALE): the bytes there can look like a block header.
+ *
  * @param[in] seg segment
  * @param[in] ref object reference
  * @param[out] view the view
  * @retval 0 success
- * @retval SHMOBJ_EINVAL NULL argument or null ref
+ * @retval SHMOBJ_EINVAL NULL argument or null ref, or ref names no block of
+ *         this segment
+ * @retval SHMOBJ_ETYPE ref names a live block that is not an object
  * @retval SHMOBJ_ESTALE the object was freed
- * @retval SHMOBJ_ECORRUPT ref is not an object block, or its root is damaged
+ * @retval SHMOBJ_ECORRUPT the object block's header or root is damaged
  * @note Thread- and process-safe; lock-free. O(1).
  * @since 0.1
  */
@@ -450,6 +499,7 @@ SHMOBJ_API int shmobj_view_type(const shmobj_view *view);
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_ETYPE a scalar or null has no length
+ * @retval SHMOBJ_ESTALE the view's block was freed (see ::shmobj_view)
  * @note Thread- and process-safe. O(1).
  * @since 0.1
  */
@@ -465,7 +515,8 @@ SHMOBJ_API int shmobj_view_len(const shmobj_view *view, size_t *len);
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_ETYPE view is not a container
  * @retval SHMOBJ_ERANGE i >= length
- * @retval SHMOBJ_ESTALE the item names a freed block
+ * @retval SHMOBJ_ESTALE the view's block was freed (see ::shmobj_view), or
+ *         the item names a freed block
  * @retval SHMOBJ_ECORRUPT the item is damaged
  * @note Thread- and process-safe; lock-free. O(1).
  * @since 0.1
@@ -483,6 +534,7 @@ SHMOBJ_API int shmobj_view_item(const shmobj_view *view, size_t i, shmobj_view *
  * @retval SHMOBJ_ETYPE view is not a dict, set or named struct
  * @retval SHMOBJ_ERANGE i >= length
  * @retval SHMOBJ_ECORRUPT the key is damaged
+ * @retval SHMOBJ_ESTALE the view's block was freed (see ::shmobj_view)
  * @note Thread- and process-safe; lock-free. O(1).
  * @since 0.1
  */
@@ -499,6 +551,7 @@ SHMOBJ_API int shmobj_view_key(const shmobj_view *view, size_t i, shmobj_view *k
  * @retval SHMOBJ_ETYPE view is not a dict, set or named struct
  * @retval SHMOBJ_ENOTFOUND no such key
  * @retval SHMOBJ_ECORRUPT the index or a key is damaged
+ * @retval SHMOBJ_ESTALE the view's block was freed (see ::shmobj_view)
  * @note Thread- and process-safe; lock-free. O(1) expected; bounded by the
  *       index size on a damaged index.
  * @since 0.1
@@ -515,7 +568,8 @@ SHMOBJ_API int shmobj_view_index(const shmobj_view *view, const shmobj_value *ke
  * @retval SHMOBJ_EINVAL NULL argument or a key of another kind
  * @retval SHMOBJ_ETYPE view is not a dict or named struct
  * @retval SHMOBJ_ENOTFOUND no such key
- * @retval SHMOBJ_ESTALE the value names a freed block
+ * @retval SHMOBJ_ESTALE the view's block was freed (see ::shmobj_view), or
+ *         the value names a freed block
  * @retval SHMOBJ_ECORRUPT the index, a key or the value is damaged
  * @note Thread- and process-safe; lock-free. O(1) expected.
  * @since 0.1
@@ -532,7 +586,8 @@ SHMOBJ_API int shmobj_view_get(const shmobj_view *view, const shmobj_value *key,
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_ETYPE view is not a dict or named struct
  * @retval SHMOBJ_ENOTFOUND no such key
- * @retval SHMOBJ_ESTALE the value names a freed block
+ * @retval SHMOBJ_ESTALE the view's block was freed (see ::shmobj_view), or
+ *         the value names a freed block
  * @retval SHMOBJ_ECORRUPT the index, a key or the value is damaged
  * @note Thread- and process-safe; lock-free. O(1) expected.
  * @since 0.1
@@ -564,6 +619,7 @@ SHMOBJ_API int shmobj_key_init(shmobj_key *key, const shmobj_value *value);
  * @retval SHMOBJ_ETYPE view is not a dict, set or named struct
  * @retval SHMOBJ_ENOTFOUND no such key
  * @retval SHMOBJ_ECORRUPT the index or a key is damaged
+ * @retval SHMOBJ_ESTALE the view's block was freed (see ::shmobj_view)
  * @note Thread- and process-safe; lock-free. O(1) expected.
  * @since 0.1
  */
@@ -579,7 +635,8 @@ SHMOBJ_API int shmobj_view_index_key(const shmobj_view *view, const shmobj_key *
  * @retval SHMOBJ_EINVAL NULL argument or a key not prepared
  * @retval SHMOBJ_ETYPE view is not a dict or named struct
  * @retval SHMOBJ_ENOTFOUND no such key
- * @retval SHMOBJ_ESTALE the value names a freed block
+ * @retval SHMOBJ_ESTALE the view's block was freed (see ::shmobj_view), or
+ *         the value names a freed block
  * @retval SHMOBJ_ECORRUPT the index, a key or the value is damaged
  * @note Thread- and process-safe; lock-free. O(1) expected.
  * @since 0.1
@@ -605,9 +662,13 @@ SHMOBJ_API int shmobj_view_get_key(const shmobj_view *view, const shmobj_key *ke
  * @retval SHMOBJ_ETYPE the value's kind does not fit the slot
  * @retval SHMOBJ_EACCES the item is immutable (tuple item, key, member)
  * @retval SHMOBJ_ENOMEM the segment is full (nothing changed)
- * @retval SHMOBJ_ESTALE / SHMOBJ_ECORRUPT the new value is in place, but the
- *         old one could not be freed, or the view could not be refreshed
- *         because another process replaced the value again meanwhile
+ * @retval SHMOBJ_ESTALE the block holding the slot was freed (see
+ *         ::shmobj_view): nothing changed; or the new value is in place but
+ *         the view could not be refreshed, because other processes replaced
+ *         the value again each of the 64 times it tried
+ * @retval SHMOBJ_ECORRUPT the slot is damaged (nothing changed), or the new
+ *         value is in place but the old one is damaged (what could be
+ *         reached of it was freed)
  * @note Thread- and process-safe for the slot itself: two concurrent
  *       replacements each free exactly one old value. But no process may
  *       still read the old object (hold a view of it or of anything inside
@@ -616,8 +677,10 @@ SHMOBJ_API int shmobj_view_get_key(const shmobj_view *view, const shmobj_key *ke
  *       or a lock of your own). Views of scalar items need no such care.
  *       Taking a view of the item while it is being replaced
  *       (shmobj_view_item() and the like) is safe: it names the old value
- *       or the new one and does not fail because of the replacement; the
- *       rule above applies to holding that view afterwards.
+ *       or the new one and does not fail because of the replacement
+ *       (unless the item is replaced again each of the 64 times it
+ *       follows it: then SHMOBJ_ESTALE); the rule above applies to holding
+ *       that view afterwards.
  * @since 0.1
  */
 SHMOBJ_API int shmobj_view_set(shmobj_view *view, const shmobj_value *val);
@@ -631,6 +694,7 @@ SHMOBJ_API int shmobj_view_set(shmobj_view *view, const shmobj_value *val);
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_ETYPE not a bool
+ * @retval SHMOBJ_ESTALE the value's block was freed (see ::shmobj_view)
  * @note Thread- and process-safe (atomic load, acquire).
  * @since 0.1
  */
@@ -644,6 +708,7 @@ SHMOBJ_API int shmobj_bool_get(const shmobj_view *view, int *out);
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_ETYPE not a bool
  * @retval SHMOBJ_EACCES the value is immutable
+ * @retval SHMOBJ_ESTALE the value's block was freed: nothing was stored
  * @note Thread- and process-safe (atomic store, release).
  * @since 0.1
  */
@@ -656,6 +721,7 @@ SHMOBJ_API int shmobj_bool_set(const shmobj_view *view, int x);
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_ETYPE not an int
+ * @retval SHMOBJ_ESTALE the value's block was freed (see ::shmobj_view)
  * @note Thread- and process-safe (atomic load, acquire).
  * @since 0.1
  */
@@ -669,6 +735,7 @@ SHMOBJ_API int shmobj_int_get(const shmobj_view *view, int64_t *out);
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_ETYPE not an int
  * @retval SHMOBJ_EACCES the value is immutable
+ * @retval SHMOBJ_ESTALE the value's block was freed: nothing was stored
  * @note Thread- and process-safe (atomic store, release).
  * @since 0.1
  */
@@ -683,6 +750,7 @@ SHMOBJ_API int shmobj_int_set(const shmobj_view *view, int64_t x);
  * @retval SHMOBJ_EINVAL NULL view
  * @retval SHMOBJ_ETYPE not an int
  * @retval SHMOBJ_EACCES the value is immutable
+ * @retval SHMOBJ_ESTALE the value's block was freed: nothing was added
  * @note Thread- and process-safe (atomic fetch-add, acq_rel): concurrent
  *       adds from any number of processes lose nothing.
  * @since 0.1
@@ -699,6 +767,7 @@ SHMOBJ_API int shmobj_int_add(const shmobj_view *view, int64_t delta, int64_t *o
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_ETYPE not an int
  * @retval SHMOBJ_EACCES the value is immutable
+ * @retval SHMOBJ_ESTALE the value's block was freed: nothing was stored
  * @note Thread- and process-safe (strong CAS, acq_rel).
  * @since 0.1
  */
@@ -718,6 +787,7 @@ SHMOBJ_API int shmobj_int_cas(const shmobj_view *view, int64_t *expected, int64_
  *         not an int
  * @retval SHMOBJ_ENOTFOUND no such key
  * @retval SHMOBJ_ECORRUPT the index, a key or the value's slot is damaged
+ * @retval SHMOBJ_ESTALE the view's block was freed: nothing was added
  * @note Thread- and process-safe (atomic fetch-add, acq_rel); lock-free.
  *       O(1) expected.
  * @since 0.1
@@ -740,6 +810,7 @@ SHMOBJ_API int shmobj_view_key_int_add(const shmobj_view *view, const shmobj_key
  * @retval SHMOBJ_EACCES view is a tuple (immutable)
  * @retval SHMOBJ_ERANGE i >= length
  * @retval SHMOBJ_ECORRUPT the item's slot is damaged
+ * @retval SHMOBJ_ESTALE the view's block was freed: nothing was added
  * @note Thread- and process-safe (atomic fetch-add, acq_rel). O(1).
  * @since 0.1
  */
@@ -757,6 +828,7 @@ SHMOBJ_API int shmobj_item_int_add(const shmobj_view *view, size_t i, int64_t de
  * @retval SHMOBJ_ETYPE view is not such a container, or the item is not an int
  * @retval SHMOBJ_ERANGE i >= length
  * @retval SHMOBJ_ECORRUPT the item's slot is damaged
+ * @retval SHMOBJ_ESTALE the view's block was freed (see ::shmobj_view)
  * @note Thread- and process-safe (atomic load, acquire). O(1).
  * @since 0.1
  */
@@ -769,6 +841,7 @@ SHMOBJ_API int shmobj_item_int_get(const shmobj_view *view, size_t i, int64_t *o
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_ETYPE not a uint
+ * @retval SHMOBJ_ESTALE the value's block was freed (see ::shmobj_view)
  * @note Thread- and process-safe (atomic load, acquire).
  * @since 0.1
  */
@@ -782,6 +855,7 @@ SHMOBJ_API int shmobj_uint_get(const shmobj_view *view, uint64_t *out);
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_ETYPE not a uint
  * @retval SHMOBJ_EACCES the value is immutable
+ * @retval SHMOBJ_ESTALE the value's block was freed: nothing was stored
  * @note Thread- and process-safe (atomic store, release).
  * @since 0.1
  */
@@ -796,6 +870,7 @@ SHMOBJ_API int shmobj_uint_set(const shmobj_view *view, uint64_t x);
  * @retval SHMOBJ_EINVAL NULL view
  * @retval SHMOBJ_ETYPE not a uint
  * @retval SHMOBJ_EACCES the value is immutable
+ * @retval SHMOBJ_ESTALE the value's block was freed: nothing was added
  * @note Thread- and process-safe (atomic fetch-add, acq_rel).
  * @since 0.1
  */
@@ -811,6 +886,7 @@ SHMOBJ_API int shmobj_uint_add(const shmobj_view *view, uint64_t delta, uint64_t
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_ETYPE not a uint
  * @retval SHMOBJ_EACCES the value is immutable
+ * @retval SHMOBJ_ESTALE the value's block was freed: nothing was stored
  * @note Thread- and process-safe (strong CAS, acq_rel).
  * @since 0.1
  */
@@ -823,6 +899,7 @@ SHMOBJ_API int shmobj_uint_cas(const shmobj_view *view, uint64_t *expected, uint
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_ETYPE not a double
+ * @retval SHMOBJ_ESTALE the value's block was freed (see ::shmobj_view)
  * @note Thread- and process-safe (atomic load, acquire).
  * @since 0.1
  */
@@ -836,6 +913,7 @@ SHMOBJ_API int shmobj_double_get(const shmobj_view *view, double *out);
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_ETYPE not a double
  * @retval SHMOBJ_EACCES the value is immutable
+ * @retval SHMOBJ_ESTALE the value's block was freed: nothing was stored
  * @note Thread- and process-safe (atomic store, release).
  * @since 0.1
  */
@@ -850,6 +928,7 @@ SHMOBJ_API int shmobj_double_set(const shmobj_view *view, double x);
  * @retval SHMOBJ_EINVAL NULL view
  * @retval SHMOBJ_ETYPE not a double
  * @retval SHMOBJ_EACCES the value is immutable
+ * @retval SHMOBJ_ESTALE the value's block was freed: nothing was added
  * @note Thread- and process-safe: concurrent adds lose nothing.
  * @since 0.1
  */
@@ -864,6 +943,7 @@ SHMOBJ_API int shmobj_double_add(const shmobj_view *view, double delta, double *
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_ETYPE not a string
+ * @retval SHMOBJ_ESTALE the view's block was freed (see ::shmobj_view)
  * @note Thread- and process-safe. Borrowed: valid while the view is.
  * @since 0.1
  */
@@ -877,6 +957,7 @@ SHMOBJ_API int shmobj_str_get(const shmobj_view *view, const char **s, size_t *l
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_ETYPE not bytes
+ * @retval SHMOBJ_ESTALE the view's block was freed (see ::shmobj_view)
  * @note Thread- and process-safe. Borrowed: valid while the view is.
  * @since 0.1
  */
@@ -890,6 +971,7 @@ SHMOBJ_API int shmobj_bytes_get(const shmobj_view *view, const void **p, size_t 
  * @retval SHMOBJ_EINVAL NULL argument or struct_size too small
  * @retval SHMOBJ_ETYPE not a buffer
  * @retval SHMOBJ_ECORRUPT the buffer's header is damaged
+ * @retval SHMOBJ_ESTALE the view's block was freed (see ::shmobj_view)
  * @note Thread- and process-safe. The data is writable shared memory: the
  *       library does not synchronise access to it.
  * @since 0.1
@@ -920,23 +1002,36 @@ SHMOBJ_API const char *shmobj_dtype_name(unsigned dtype);
  * @brief Write a value as compact JSON into a caller's buffer.
  *
  * Strings are escaped (control characters as \\uXXXX, invalid UTF-8 as
- * U+FFFD); doubles print the shortest text that reads back the same, with
- * ".0" when integral, and null when not finite; dict keys that are not
+ * U+FFFD); doubles print the fewest significant digits that read back as
+ * the same double, positional while the decimal exponent is in [-4, 16)
+ * (0.1, 3000.0, 0.0001, with ".0" when integral) and as d.ddde+XX beyond
+ * (1e+16, 5e-324, 1e-07), and null when not finite; dict keys that are not
  * strings print as strings ("5", "$bytes:0a0b"); bytes print as
  * {"$bytes":N} (with "hex" when N <= 32); a buffer prints as
  * {"$buffer":"f32","shape":[2,3]} without its data; sets and tuples as
  * arrays; structs with names as objects, without as arrays.
  *
+ * The work is bounded by the segment's size, not the graph's: each value
+ * printed costs one unit, each string (value or key) and bytes key one
+ * more per 64 bytes, out of a budget of (the segment's mapped bytes) / 16
+ * + 64 units; a well-formed graph costs less (each of its values takes 16
+ * bytes of the segment, each string its bytes). A damaged graph
+ * that names one large string from many slots stops with SHMOBJ_ECORRUPT
+ * after at most about 25 bytes of output per byte of the segment, plus
+ * 25 KB.
+ *
  * @param[in] view value
  * @param[out] buf destination (may be NULL when cap is 0)
  * @param[in] cap bytes at buf
  * @param[out] len length of the JSON text without the NUL (also on
- *             SHMOBJ_ENOBUFS); may be NULL
+ *             SHMOBJ_ENOBUFS; on an error, of the text produced before it);
+ *             may be NULL
  * @retval 0 success: buf holds the text and a NUL
  * @retval SHMOBJ_ENOBUFS cap < *len + 1; buf holds a NUL-terminated prefix
  * @retval SHMOBJ_EINVAL NULL view
- * @retval SHMOBJ_ESTALE an item names a freed block
- * @retval SHMOBJ_ECORRUPT the graph is damaged or too deep
+ * @retval SHMOBJ_ESTALE the view's block or an item's was freed
+ * @retval SHMOBJ_ECORRUPT the graph is damaged, too deep, or costs more
+ *         than the budget above
  * @note Thread- and process-safe; lock-free.
  * @since 0.1
  */
@@ -950,8 +1045,9 @@ SHMOBJ_API int shmobj_view_json(const shmobj_view *view, char *buf, size_t cap,
  * @param[in] f stream
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument
- * @retval SHMOBJ_ESTALE an item names a freed block
- * @retval SHMOBJ_ECORRUPT the graph is damaged or too deep
+ * @retval SHMOBJ_ESTALE the view's block or an item's was freed
+ * @retval SHMOBJ_ECORRUPT the graph is damaged, too deep, or costs more
+ *         than the budget of shmobj_view_json()
  * @retval SHMOBJ_ESYS writing failed (errno is kept)
  * @note Thread- and process-safe; lock-free.
  * @since 0.1

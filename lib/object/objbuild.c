@@ -767,8 +767,8 @@ int shmobj_obj_put_buffer(shmobj_segment *seg, unsigned dtype, unsigned ndim,
 
 /* ---- freeing ---------------------------------------------------------- */
 
-static int free_tree(struct shmobj__space *sp, shmobj__ref ref, int depth,
-                     uint64_t *budget);
+static int free_tree(struct shmobj__space *sp, shmobj__ref ref, int from_caller,
+                     int depth, uint64_t *budget);
 
 static int free_slot(struct shmobj__space *sp, struct shmobj__slot *s,
                      uint64_t blk, uint64_t blen, uint16_t gen, int depth,
@@ -815,7 +815,7 @@ static int free_slot(struct shmobj__space *sp, struct shmobj__slot *s,
         return 0;
     uint64_t off = shmobj__ref_off(p);
     if (!(off >= blk && off - blk < blen))
-        return free_tree(sp, p, depth + 1, budget);
+        return free_tree(sp, p, 0, depth + 1, budget);
     shmobj_view v = {0};
     int rc = shmobj__view_follow(sp, p, blk, blen, gen, &v);
     if (rc != 0)
@@ -823,13 +823,15 @@ static int free_slot(struct shmobj__space *sp, struct shmobj__slot *s,
     return free_children(sp, &v, depth, budget);
 }
 
-static int free_tree(struct shmobj__space *sp, shmobj__ref ref, int depth,
-                     uint64_t *budget)
+/* from_caller: ref is the caller's argument, not read from a slot (see
+ * shmobj__tree_open()). */
+static int free_tree(struct shmobj__space *sp, shmobj__ref ref, int from_caller,
+                     int depth, uint64_t *budget)
 {
     uint64_t blk, blen;
     if (depth > SHMOBJ_OBJ_MAXDEPTH)
         return SHMOBJ_ECORRUPT;
-    int rc = shmobj__tree_open(sp, ref, &blk, &blen);
+    int rc = shmobj__tree_open(sp, ref, from_caller, &blk, &blen);
     if (rc != 0)
         return rc;
     struct shmobj__tree *t = (void *)(sp->base + blk);
@@ -873,7 +875,7 @@ int shmobj_obj_free(shmobj_segment *seg, shmobj_ref ref)
         }
     }
     uint64_t budget = work_budget(sp);
-    return free_tree(sp, ref, 0, &budget);
+    return free_tree(sp, ref, 1, 0, &budget);
 }
 
 int shmobj_view_set(shmobj_view *view, const shmobj_value *val)
@@ -884,6 +886,10 @@ int shmobj_view_set(shmobj_view *view, const shmobj_value *val)
         return SHMOBJ_EACCES;
     struct shmobj__space *sp = (struct shmobj__space *)view->seg;
     struct shmobj__slot *s = view->slot;
+    /* A view kept past a free of the slot's block would write into (and
+     * free what is reachable from) whatever was built there since. */
+    if (!shmobj__blk_live(sp, view->slot_blk, view->slot_gen))
+        return SHMOBJ_ESTALE;
     uint64_t pl = 0;
     switch (view->slot_tag) {
     case SHMOBJ__SLOT_BOOL:
@@ -926,7 +932,7 @@ int shmobj_view_set(shmobj_view *view, const shmobj_value *val)
     int rc = 0;
     uint64_t oo = shmobj__ref_off(old), budget = work_budget(sp);
     if (old != 0 && !(oo >= view->slot_blk && oo - view->slot_blk < view->slot_blen)) {
-        rc = free_tree(sp, old, 0, &budget);
+        rc = free_tree(sp, old, 0, 0, &budget);
     } else if (old != 0) {
         /* The old value's bytes stay in its parent's block, but items
          * replaced inside it since have blocks of their own: free those. */

@@ -95,19 +95,22 @@ static int ck_index(struct ck *c, const shmobj_view *v, uint64_t index_off)
         rc = shmobj_view_key(v, (size_t)i, &k);
         if (rc != 0)
             return rc;
+        /* (these fail only when the block was freed meanwhile) */
         if (k.type == SHMOBJ_TYPE_INT) {
             int64_t x;
-            (void)shmobj_int_get(&k, &x);
-            kd = SHMOBJ_VAL_INT(x);
+            rc = shmobj_int_get(&k, &x);
+            kd = SHMOBJ_VAL_INT(rc == 0 ? x : 0);
         } else {
             const void *kp = NULL;
             if (k.type == SHMOBJ_TYPE_STR)
-                (void)shmobj_str_get(&k, (const char **)&kp, NULL);
+                rc = shmobj_str_get(&k, (const char **)&kp, NULL);
             else
-                (void)shmobj_bytes_get(&k, &kp, NULL);
+                rc = shmobj_bytes_get(&k, &kp, NULL);
             kd = SHMOBJ_VAL_BYTES(kp, k.len);
             kd.type = k.type;
         }
+        if (rc != 0)
+            return rc;
         uint64_t h = kd.type == SHMOBJ_TYPE_INT
                          ? shmobj__hash_int(kd.v.i)
                          : shmobj__hash_mem(kd.type, kd.v.s.ptr, kd.v.s.len);

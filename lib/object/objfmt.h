@@ -223,6 +223,24 @@ static inline uint64_t shmobj__index_cap(uint64_t n)
     return need <= 2 ? 2 : UINT64_C(1) << (64 - __builtin_clzll(need - 1));
 }
 
+/* Is the block whose payload starts at `blk` still the one a view saw,
+ * with generation `gen`? One load of the arena's block header word (the 8
+ * bytes before the payload; bits 48-63 hold the generation, see
+ * doc/format-arena.md), which the arena bumps when it frees the block: a
+ * view of a freed block, or of one built again at the same offset, fails
+ * this test. `blk` was checked when the view was made (a live block of the
+ * mapped segment, so blk - 8 is mapped too). The answer can be outdated at
+ * once: a free may follow it. Relaxed: a free that happens before the call
+ * is seen by coherence alone, and no order between this load and the
+ * caller's accesses would make a free racing the call safe (a scalar read
+ * that checks after its load orders the two with that load's acquire). */
+static inline int shmobj__blk_live(const struct shmobj__space *sp, uint64_t blk,
+                                   uint16_t gen)
+{
+    const uint64_t *w = (const void *)(sp->base + blk - 8);
+    return (uint16_t)(__atomic_load_n(w, __ATOMIC_RELAXED) >> 48) == gen;
+}
+
 /* Internal (lib/object) functions shared between the files of the layer. */
 
 /* Resolve the OBJ slot payload `p` found in the block [blk, blk + blen) with
@@ -237,8 +255,13 @@ int shmobj__view_slot(struct shmobj__space *sp, uint64_t slot_off,
                       uint64_t blk, uint64_t blen, uint16_t bgen, int ro,
                       shmobj_view *out);
 
-/* Check a reference to an object block and return its extent. */
-int shmobj__tree_open(struct shmobj__space *sp, shmobj__ref ref,
+/* Check a reference to an object block and return its extent. A reference
+ * the caller passed (from_caller) that names no block of the segment gives
+ * SHMOBJ_EINVAL, and a live block that is not an object (no tree magic)
+ * SHMOBJ_ETYPE; a reference read from a slot gives SHMOBJ_ECORRUPT
+ * for both (the graph is damaged). An object block whose header disagrees
+ * with itself or its block is SHMOBJ_ECORRUPT either way. */
+int shmobj__tree_open(struct shmobj__space *sp, shmobj__ref ref, int from_caller,
                       uint64_t *blk, uint64_t *blen);
 
 /* Does every element that shape and strides reach lie in nbytes? */

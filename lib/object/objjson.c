@@ -7,6 +7,14 @@
  * - The walk reads through views only (checked paths) and is bounded in
  *   depth by SHMOBJ_OBJ_MAXDEPTH; a damaged or too-deep graph stops it with
  *   an error.
+ * - The work and the output are bounded by the segment's size, whatever
+ *   the graph: every value printed costs one unit of a budget of (mapped
+ *   bytes) / 16 + 64, every string or bytes key or string value one more
+ *   per 64 bytes (as shmobj_obj_check() charges strings), so a damaged
+ *   graph whose slots all name one large string stops after printing it a
+ *   bounded number of times. A well-formed graph costs less than the
+ *   budget: each of its values takes 16 bytes of the segment and each
+ *   string its bytes.
  * - Into a caller's buffer, output past the capacity is counted but not
  *   written, so the caller learns the length it needs. */
 #include <errno.h>
@@ -23,8 +31,9 @@ struct out {
     size_t cap;  /* its bytes */
     size_t len;  /* bytes produced so far (also beyond cap) */
     int err;     /* first stream error */
-    uint64_t budget; /* values left to print: bounds the work on a damaged
-                      * graph whose items share subtrees */
+    uint64_t budget; /* units left (a value, or 64 bytes of a string): bounds
+                      * the work on a damaged graph whose items share
+                      * subtrees or strings */
 };
 
 static void put(struct out *o, const char *s, size_t n)
@@ -115,6 +124,13 @@ static void put_hex(struct out *o, const uint8_t *p, size_t n)
     }
 }
 
+/* Does d printed with p significant digits (d.ddde+XX) read back as d? */
+static int reads_back(double d, int p, char *tmp, size_t n)
+{
+    snprintf(tmp, n, "%.*e", p - 1, d);
+    return strtod(tmp, NULL) == d;
+}
+
 static void put_double(struct out *o, double d)
 {
     char tmp[40];
@@ -122,12 +138,25 @@ static void put_double(struct out *o, double d)
         puts_(o, "null");
         return;
     }
-    /* The shortest of %.15g..%.17g that reads back to the same double. */
-    for (int prec = 15; prec <= 17; prec++) {
-        snprintf(tmp, sizeof tmp, "%.*g", prec, d);
-        if (strtod(tmp, NULL) == d)
-            break;
+    /* The fewest significant digits that read back as d. If p digits do,
+     * p + 1 do too (the nearest (p+1)-digit decimal is no farther from d
+     * than the nearest p-digit one, and printf and strtod round
+     * correctly), so a binary search over 1..17 finds it; 17 always do. */
+    int lo = 1, hi = 17;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (reads_back(d, mid, tmp, sizeof tmp))
+            hi = mid;
+        else
+            lo = mid + 1;
     }
+    (void)reads_back(d, lo, tmp, sizeof tmp);
+    /* Positional while the decimal exponent is in [-4, 16), as %g does with
+     * enough precision for every digit before the point; else d.ddde+XX. */
+    const char *e = strchr(tmp, 'e');
+    long x = e != NULL ? strtol(e + 1, NULL, 10) : 0;
+    if (x >= -4 && x < 16)
+        snprintf(tmp, sizeof tmp, "%.*g", lo > x + 1 ? lo : (int)x + 1, d);
     /* A locale with a decimal comma must not leak into JSON. */
     for (char *c = tmp; *c != '\0'; c++) {
         if (*c == ',')
@@ -140,29 +169,50 @@ static void put_double(struct out *o, double d)
 
 static int dump(struct out *o, const shmobj_view *v, int depth);
 
+/* Charge n units; SHMOBJ_ECORRUPT when the budget is spent. */
+static int spend(struct out *o, uint64_t n)
+{
+    if (o->budget < n)
+        return SHMOBJ_ECORRUPT;
+    o->budget -= n;
+    return 0;
+}
+
 /* A key printed as a JSON object key. */
 static int dump_key(struct out *o, const shmobj_view *k)
 {
     char tmp[32];
+    int rc = spend(o, 1 + (k->type == SHMOBJ_TYPE_INT ? 0 : k->len / 64));
+    if (rc != 0)
+        return rc;
     switch (k->type) {
     case SHMOBJ_TYPE_STR: {
         const char *s;
-        (void)shmobj_str_get(k, &s, NULL);
+        rc = shmobj_str_get(k, &s, NULL);
+        if (rc != 0)
+            return rc;
         put_str(o, (const uint8_t *)s, (size_t)k->len);
         return 0;
     }
     case SHMOBJ_TYPE_INT: {
         int64_t x;
-        (void)shmobj_int_get(k, &x);
+        rc = shmobj_int_get(k, &x);
+        if (rc != 0)
+            return rc;
         snprintf(tmp, sizeof tmp, "\"%" PRId64 "\"", x);
         puts_(o, tmp);
         return 0;
     }
-    case SHMOBJ_TYPE_BYTES:
+    case SHMOBJ_TYPE_BYTES: {
+        const void *p;
+        rc = shmobj_bytes_get(k, &p, NULL);
+        if (rc != 0)
+            return rc;
         puts_(o, "\"$bytes:");
-        put_hex(o, (const uint8_t *)k->obj + 16, (size_t)k->len);
+        put_hex(o, p, (size_t)k->len);
         puts_(o, "\"");
         return 0;
+    }
     default:
         return SHMOBJ_ECORRUPT;
     }
@@ -172,55 +222,76 @@ static int dump(struct out *o, const shmobj_view *v, int depth)
 {
     char tmp[48];
     int rc;
-    if (depth > SHMOBJ_OBJ_MAXDEPTH || o->budget == 0)
+    if (depth > SHMOBJ_OBJ_MAXDEPTH)
         return SHMOBJ_ECORRUPT;
-    o->budget--;
+    rc = spend(o, 1 + (v->type == SHMOBJ_TYPE_STR ? v->len / 64 : 0));
+    if (rc != 0)
+        return rc;
     switch (v->type) {
     case SHMOBJ_TYPE_NULL:
+        /* nothing to read, but a view of a freed slot is stale all the same */
+        if (v->slot != NULL &&
+            !shmobj__blk_live((struct shmobj__space *)v->seg, v->slot_blk, v->slot_gen))
+            return SHMOBJ_ESTALE;
         puts_(o, "null");
         return 0;
     case SHMOBJ_TYPE_BOOL: {
         int b;
-        (void)shmobj_bool_get(v, &b);
+        rc = shmobj_bool_get(v, &b);
+        if (rc != 0)
+            return rc;
         puts_(o, b ? "true" : "false");
         return 0;
     }
     case SHMOBJ_TYPE_INT: {
         int64_t x;
-        (void)shmobj_int_get(v, &x);
+        rc = shmobj_int_get(v, &x);
+        if (rc != 0)
+            return rc;
         snprintf(tmp, sizeof tmp, "%" PRId64, x);
         puts_(o, tmp);
         return 0;
     }
     case SHMOBJ_TYPE_UINT: {
         uint64_t x;
-        (void)shmobj_uint_get(v, &x);
+        rc = shmobj_uint_get(v, &x);
+        if (rc != 0)
+            return rc;
         snprintf(tmp, sizeof tmp, "%" PRIu64, x);
         puts_(o, tmp);
         return 0;
     }
     case SHMOBJ_TYPE_DOUBLE: {
         double d;
-        (void)shmobj_double_get(v, &d);
+        rc = shmobj_double_get(v, &d);
+        if (rc != 0)
+            return rc;
         put_double(o, d);
         return 0;
     }
     case SHMOBJ_TYPE_STR: {
         const char *s;
-        (void)shmobj_str_get(v, &s, NULL);
+        rc = shmobj_str_get(v, &s, NULL);
+        if (rc != 0)
+            return rc;
         put_str(o, (const uint8_t *)s, (size_t)v->len);
         return 0;
     }
-    case SHMOBJ_TYPE_BYTES:
+    case SHMOBJ_TYPE_BYTES: {
+        const void *p;
+        rc = shmobj_bytes_get(v, &p, NULL);
+        if (rc != 0)
+            return rc;
         snprintf(tmp, sizeof tmp, "{\"$bytes\":%" PRIu64, v->len);
         puts_(o, tmp);
         if (v->len <= 32) {
             puts_(o, ",\"hex\":\"");
-            put_hex(o, (const uint8_t *)v->obj + 16, (size_t)v->len);
+            put_hex(o, p, (size_t)v->len);
             puts_(o, "\"");
         }
         puts_(o, "}");
         return 0;
+    }
     case SHMOBJ_TYPE_BUFFER: {
         shmobj_buffer_info info = {.struct_size = sizeof info};
         rc = shmobj_buffer_get(v, &info);
@@ -243,6 +314,11 @@ static int dump(struct out *o, const shmobj_view *v, int depth)
     case SHMOBJ_TYPE_STRUCT: {
         int obj = v->type == SHMOBJ_TYPE_DICT ||
                   (v->type == SHMOBJ_TYPE_STRUCT && (v->flags & SHMOBJ__VIEW_NAMES));
+        /* an empty container reads no item: check its block here */
+        size_t n;
+        rc = shmobj_view_len(v, &n);
+        if (rc != 0)
+            return rc;
         puts_(o, obj ? "{" : "[");
         for (uint32_t i = 0; i < v->count; i++) {
             shmobj_view item;
@@ -273,7 +349,8 @@ static int dump(struct out *o, const shmobj_view *v, int depth)
 
 static uint64_t budget_of(const shmobj_view *v)
 {
-    /* Every value takes 16 bytes of the segment at least. */
+    /* Every value takes 16 bytes of the segment at least, every string its
+     * bytes. */
     const struct shmobj__space *sp = (const struct shmobj__space *)v->seg;
     return sp == NULL ? 64
                       : atomic_load_explicit(&((struct shmobj__space *)sp)->mapped,

@@ -11,7 +11,15 @@
  *   block (arena generation check), whose root names an inline object. So
  *   following one reference costs O(1), whatever the object's size.
  * - Slot tags never change, so a scalar view may read or update its slot
- *   at any time with one atomic operation. */
+ *   at any time with one atomic operation.
+ * - A view remembers the generations of the blocks it points into. Every
+ *   call that writes through a view, or returns data read through it,
+ *   first compares the generation in the arena header of the block it is
+ *   about to touch with the remembered one (one load) and answers
+ *   SHMOBJ_ESTALE when the block was freed, so a view kept past a free
+ *   never reads or changes the object built in its place afterwards. Reads
+ *   of a scalar compare after loading the value instead, so the value
+ *   returned was loaded before any free of its block became visible. */
 #include <math.h>
 #include <string.h>
 
@@ -32,25 +40,54 @@ static inline uint64_t off_of(struct shmobj__space *sp, const void *p)
     return (uint64_t)((const uint8_t *)p - sp->base);
 }
 
-int shmobj__tree_open(struct shmobj__space *sp, shmobj__ref ref, uint64_t *blk,
-                      uint64_t *blen)
+/* Is the block holding the view's object (its items, bytes, index) still
+ * the one the view was made from? */
+static inline int obj_live(const shmobj_view *v)
+{
+    return shmobj__blk_live(space_of(v), v->obj_blk, v->obj_gen);
+}
+
+/* The same for the block holding the view's slot (scalars, short keys,
+ * the slot a replacement writes). */
+static inline int slot_live(const shmobj_view *v)
+{
+    return shmobj__blk_live(space_of(v), v->slot_blk, v->slot_gen);
+}
+
+int shmobj__tree_open(struct shmobj__space *sp, shmobj__ref ref, int from_caller,
+                      uint64_t *blk, uint64_t *blen)
 {
     uint64_t usable = 0, off = shmobj__ref_off(ref);
     void *p;
     if (ref == 0)
         return SHMOBJ_EINVAL;
     int rc = sp->ops->check(sp, ref, &usable);
+    /* The arena finds no block at that offset. A caller's reference that
+     * names no block is not one of this segment's; one read from a slot
+     * means the graph is damaged. */
+    if (rc == SHMOBJ_ECORRUPT)
+        return from_caller ? SHMOBJ_EINVAL : SHMOBJ_ECORRUPT;
     if (rc != 0)
         return rc;
-    if (usable < SHMOBJ__PREFIX || !shmobj__aligned(off, 16))
-        return SHMOBJ_ECORRUPT;
+    if (!shmobj__aligned(off, 16))
+        return from_caller ? SHMOBJ_EINVAL : SHMOBJ_ECORRUPT;
+    /* A live block. It holds an object exactly when it begins with the
+     * tree magic; anything else is another kind of block (raw allocation,
+     * map, queue, message), not damage, unless it was reached from a slot.
+     * A block with the magic whose header disagrees (another version, a
+     * size beyond the block) is a damaged object. */
+    if (usable < SHMOBJ__PREFIX)
+        return from_caller ? SHMOBJ_ETYPE : SHMOBJ_ECORRUPT;
     rc = shmobj__space_at(sp, off, SHMOBJ__PREFIX, &p);
     if (rc != 0)
         return rc;
     const struct shmobj__tree *t = p;
+    uint32_t magic = t->magic;
+    uint16_t version = t->version;
     uint64_t size = t->size;
-    if (t->magic != SHMOBJ__TREE_MAGIC || t->version != SHMOBJ__TREE_VERSION ||
-        size < SHMOBJ__PREFIX || size > usable)
+    if (magic != SHMOBJ__TREE_MAGIC)
+        return from_caller ? SHMOBJ_ETYPE : SHMOBJ_ECORRUPT;
+    if (version != SHMOBJ__TREE_VERSION || size < SHMOBJ__PREFIX || size > usable)
         return SHMOBJ_ECORRUPT;
     rc = shmobj__space_at(sp, off, size, &p);
     if (rc != 0)
@@ -115,7 +152,7 @@ view_follow(struct shmobj__space *sp, uint64_t p, uint64_t blk, uint64_t blen,
             return SHMOBJ_ECORRUPT;
     } else {
         /* A block of its own (an item replaced after creation). */
-        int rc = shmobj__tree_open(sp, p, &ob, &oblen);
+        int rc = shmobj__tree_open(sp, p, 0, &ob, &oblen);
         if (rc != 0)
             return rc;
         const struct shmobj__slot *root =
@@ -207,8 +244,12 @@ view_slot(struct shmobj__space *sp, uint64_t slot_off, uint64_t blk,
              * block) while we followed it: then follow the new one. An
              * error stands only for a slot that still names what failed. */
             uint64_t now = atomic_load_explicit(&s->payload, memory_order_acquire);
-            if (now == p || tries == FOLLOW_RETRIES)
+            if (now == p)
                 return rc;
+            /* Replaced under us every time: the value we could follow is
+             * gone, which is staleness, not damage. */
+            if (tries == FOLLOW_RETRIES)
+                return SHMOBJ_ESTALE;
             p = now;
         }
     }
@@ -238,7 +279,7 @@ int shmobj_obj_get(shmobj_segment *seg, shmobj_ref ref, shmobj_view *view)
     uint64_t blk, blen;
     if (sp == NULL || view == NULL || ref == SHMOBJ_REF_NULL)
         return SHMOBJ_EINVAL;
-    int rc = shmobj__tree_open(sp, ref, &blk, &blen);
+    int rc = shmobj__tree_open(sp, ref, 1, &blk, &blen);
     if (rc != 0)
         return rc;
     return view_slot(sp, blk + sizeof(struct shmobj__tree), blk, blen,
@@ -254,22 +295,28 @@ int shmobj_view_len(const shmobj_view *view, size_t *len)
 {
     if (view == NULL || len == NULL)
         return SHMOBJ_EINVAL;
+    size_t n;
     switch (view->type) {
     case SHMOBJ_TYPE_STR:
     case SHMOBJ_TYPE_BYTES:
     case SHMOBJ_TYPE_BUFFER:
-        *len = (size_t)view->len;
-        return 0;
+        n = (size_t)view->len;
+        break;
     case SHMOBJ_TYPE_LIST:
     case SHMOBJ_TYPE_TUPLE:
     case SHMOBJ_TYPE_DICT:
     case SHMOBJ_TYPE_SET:
     case SHMOBJ_TYPE_STRUCT:
-        *len = view->count;
-        return 0;
+        n = view->count;
+        break;
     default:
         return SHMOBJ_ETYPE;
     }
+    /* A short string key lives in its slot; everything else in its object. */
+    if (!(view->obj != NULL ? obj_live(view) : slot_live(view)))
+        return SHMOBJ_ESTALE;
+    *len = n;
+    return 0;
 }
 
 int shmobj_view_item(const shmobj_view *view, size_t i, shmobj_view *item)
@@ -291,6 +338,8 @@ int shmobj_view_item(const shmobj_view *view, size_t i, shmobj_view *item)
     }
     if (i >= view->count)
         return SHMOBJ_ERANGE;
+    if (!obj_live(view))
+        return SHMOBJ_ESTALE;
     struct shmobj__space *sp = space_of(view);
     /* body_size() checked that the body fits in the block. */
     uint64_t slot = off_of(sp, view->obj) + shmobj__value_rel(view->type, view->len, i);
@@ -335,6 +384,8 @@ int shmobj_view_key(const shmobj_view *view, size_t i, shmobj_view *key)
         return rc;
     if (i >= view->count)
         return SHMOBJ_ERANGE;
+    if (!obj_live(view))
+        return SHMOBJ_ESTALE;
     return shmobj__view_slot(space_of(view), keys + stride * (uint64_t)i,
                              view->obj_blk, view->obj_blen, view->obj_gen, 1,
                              key);
@@ -348,16 +399,18 @@ static inline int key_equal(const shmobj_view *v, const struct shmobj__slot *ks,
     struct shmobj__space *sp = space_of(v);
     uint64_t pl = atomic_load_explicit(&((struct shmobj__slot *)ks)->payload,
                                        memory_order_relaxed);
-    if (ks->tag == SHMOBJ__SLOT_INT)
+    /* the tag once: every branch below judges the same value */
+    uint8_t kt = ks->tag;
+    if (kt == SHMOBJ__SLOT_INT)
         return type == SHMOBJ_TYPE_INT && (int64_t)pl == i;
-    if (ks->tag == SHMOBJ__SLOT_SSTR) {
+    if (kt == SHMOBJ__SLOT_SSTR) {
         uint8_t kn = ks->reserved0;
         if (kn > SHMOBJ__SSTR_MAX)
             return SHMOBJ_ECORRUPT;
         return type == SHMOBJ_TYPE_STR && kn == n &&
                shmobj__mem_equal((const uint8_t *)&pl, p, n);
     }
-    if (ks->tag != SHMOBJ__SLOT_OBJ)
+    if (kt != SHMOBJ__SLOT_OBJ)
         return SHMOBJ_ECORRUPT;
     /* Keys are always inline: the same block, its generation. */
     uint64_t off = shmobj__ref_off(pl), rel = off - v->obj_blk;
@@ -538,14 +591,15 @@ dict_hit_short(const shmobj_view *v, uint64_t kn, uint64_t word, uint64_t hash,
         if ((uint32_t)(e >> 32) != tag)
             continue;
         const struct shmobj__slot *k = (const void *)(pairs + 32 * item);
-        if (k->tag != SHMOBJ__SLOT_SSTR || k->reserved0 > SHMOBJ__SSTR_MAX)
+        uint8_t kn_at = k->reserved0; /* read once: checked, then compared */
+        if (k->tag != SHMOBJ__SLOT_SSTR || kn_at > SHMOBJ__SSTR_MAX)
             return 0;
         /* Writers NUL-pad short keys, as word is: equal words, equal keys.
          * A slot with other padding (damage) misses here, and
          * dict_find_short() decides. */
         uint64_t pl = atomic_load_explicit(&((struct shmobj__slot *)k)->payload,
                                            memory_order_relaxed);
-        if (k->reserved0 == kn && pl == word) {
+        if (kn_at == kn && pl == word) {
             *out = (size_t)item;
             return 1;
         }
@@ -647,6 +701,9 @@ int shmobj_view_index(const shmobj_view *view, const shmobj_value *key, size_t *
 {
     if (view == NULL || key == NULL || i == NULL)
         return SHMOBJ_EINVAL;
+    /* Views without an object (scalars, null) are refused by the lookup. */
+    if (view->obj != NULL && !obj_live(view))
+        return SHMOBJ_ESTALE;
     if (view->type == SHMOBJ_TYPE_DICT && key->type == SHMOBJ_TYPE_STR &&
         key->v.s.len <= SHMOBJ__SSTR_MAX && key->v.s.ptr != NULL) {
         const uint8_t *kp = key->v.s.ptr;
@@ -709,6 +766,8 @@ int shmobj_view_index_key(const shmobj_view *view, const shmobj_key *key, size_t
 {
     if (view == NULL || key == NULL || i == NULL || !key_ready(key))
         return SHMOBJ_EINVAL;
+    if (view->obj != NULL && !obj_live(view))
+        return SHMOBJ_ESTALE;
     return find_key(view, key, i);
 }
 
@@ -744,6 +803,8 @@ int shmobj_view_get_str(const shmobj_view *view, const char *key,
         return SHMOBJ_EINVAL;
     if (view->type == SHMOBJ_TYPE_SET)
         return SHMOBJ_ETYPE;
+    if (view->obj != NULL && !obj_live(view))
+        return SHMOBJ_ESTALE;
     /* Keys are short: a byte loop beats a call to strlen. Four bytes per
      * round, never reading past the NUL. */
     uint64_t n = 0;
@@ -790,6 +851,8 @@ int shmobj_view_get_key(const shmobj_view *view, const shmobj_key *key,
         return SHMOBJ_EINVAL;
     if (view->type == SHMOBJ_TYPE_SET)
         return SHMOBJ_ETYPE;
+    if (view->obj != NULL && !obj_live(view))
+        return SHMOBJ_ESTALE;
     int rc = find_key(view, key, &i);
     if (rc != 0)
         return rc;
@@ -812,13 +875,25 @@ static inline _Atomic uint64_t *scalar(const shmobj_view *v, unsigned tag)
 #define WRITABLE_OR_FAIL(v)                                                  \
     if ((v)->flags & SHMOBJ__VIEW_RO)                                        \
         return SHMOBJ_EACCES
+/* Before a write: the slot's block must still be the view's. */
+#define LIVE_OR_FAIL(v)                                                      \
+    if (!slot_live(v))                                                       \
+        return SHMOBJ_ESTALE
+/* After a read: the value loaded is returned only if the block was not
+ * freed before the load (the acquire load of the value orders the check
+ * after it). */
+#define LOADED_OR_FAIL(v)                                                    \
+    if (!slot_live(v))                                                       \
+        return SHMOBJ_ESTALE
 
 int shmobj_bool_get(const shmobj_view *view, int *out)
 {
     SCALAR_OR_FAIL(view, SHMOBJ__SLOT_BOOL, p);
     if (out == NULL)
         return SHMOBJ_EINVAL;
-    *out = atomic_load_explicit(p, memory_order_acquire) != 0;
+    uint64_t x = atomic_load_explicit(p, memory_order_acquire);
+    LOADED_OR_FAIL(view);
+    *out = x != 0;
     return 0;
 }
 
@@ -826,6 +901,7 @@ int shmobj_bool_set(const shmobj_view *view, int x)
 {
     SCALAR_OR_FAIL(view, SHMOBJ__SLOT_BOOL, p);
     WRITABLE_OR_FAIL(view);
+    LIVE_OR_FAIL(view);
     atomic_store_explicit(p, x != 0, memory_order_release);
     return 0;
 }
@@ -835,7 +911,9 @@ int shmobj_int_get(const shmobj_view *view, int64_t *out)
     SCALAR_OR_FAIL(view, SHMOBJ__SLOT_INT, p);
     if (out == NULL)
         return SHMOBJ_EINVAL;
-    *out = (int64_t)atomic_load_explicit(p, memory_order_acquire);
+    uint64_t x = atomic_load_explicit(p, memory_order_acquire);
+    LOADED_OR_FAIL(view);
+    *out = (int64_t)x;
     return 0;
 }
 
@@ -843,6 +921,7 @@ int shmobj_int_set(const shmobj_view *view, int64_t x)
 {
     SCALAR_OR_FAIL(view, SHMOBJ__SLOT_INT, p);
     WRITABLE_OR_FAIL(view);
+    LIVE_OR_FAIL(view);
     atomic_store_explicit(p, (uint64_t)x, memory_order_release);
     return 0;
 }
@@ -851,6 +930,7 @@ int shmobj_int_add(const shmobj_view *view, int64_t delta, int64_t *old)
 {
     SCALAR_OR_FAIL(view, SHMOBJ__SLOT_INT, p);
     WRITABLE_OR_FAIL(view);
+    LIVE_OR_FAIL(view);
     /* Unsigned arithmetic: wraps instead of signed-overflow UB. */
     uint64_t o = atomic_fetch_add_explicit(p, (uint64_t)delta, memory_order_acq_rel);
     if (old != NULL)
@@ -869,17 +949,23 @@ static inline int item_int_slot(const shmobj_view *v, size_t i, _Atomic uint64_t
                                 1u << SHMOBJ_TYPE_DICT | 1u << SHMOBJ_TYPE_STRUCT;
     if (v == NULL)
         return SHMOBJ_EINVAL;
-    if (v->type >= 32 || !(with_items >> v->type & 1u))
+    /* the view's fields once, before the header load (which the compiler
+     * does not move other loads across) */
+    unsigned type = v->type;
+    if (type >= 32 || !(with_items >> type & 1u))
         return SHMOBJ_ETYPE;
-    if (write && v->type == SHMOBJ_TYPE_TUPLE)
+    if (write && type == SHMOBJ_TYPE_TUPLE)
         return SHMOBJ_EACCES;
     if (i >= v->count)
         return SHMOBJ_ERANGE;
     struct shmobj__slot *s =
-        (void *)((uint8_t *)v->obj + shmobj__value_rel(v->type, v->len, i));
-    if (s->tag != SHMOBJ__SLOT_INT)
-        return s->tag == SHMOBJ__SLOT_OBJ || s->tag == SHMOBJ__SLOT_BOOL ||
-                       s->tag == SHMOBJ__SLOT_UINT || s->tag == SHMOBJ__SLOT_DOUBLE
+        (void *)((uint8_t *)v->obj + shmobj__value_rel(type, v->len, i));
+    if (!obj_live(v))
+        return SHMOBJ_ESTALE;
+    uint8_t tag = s->tag;
+    if (tag != SHMOBJ__SLOT_INT)
+        return tag == SHMOBJ__SLOT_OBJ || tag == SHMOBJ__SLOT_BOOL ||
+                       tag == SHMOBJ__SLOT_UINT || tag == SHMOBJ__SLOT_DOUBLE
                    ? SHMOBJ_ETYPE
                    : SHMOBJ_ECORRUPT;
     *out = &s->payload;
@@ -910,6 +996,8 @@ int shmobj_view_key_int_add(const shmobj_view *view, const shmobj_key *key,
         return SHMOBJ_EINVAL;
     if (view->type != SHMOBJ_TYPE_DICT && view->type != SHMOBJ_TYPE_STRUCT)
         return SHMOBJ_ETYPE;
+    if (!obj_live(view))
+        return SHMOBJ_ESTALE;
     p = NULL;
     if (view->type == SHMOBJ_TYPE_DICT && key->type == SHMOBJ_TYPE_STR &&
         key->len <= SHMOBJ__SSTR_MAX &&
@@ -944,7 +1032,10 @@ int shmobj_item_int_get(const shmobj_view *view, size_t i, int64_t *out)
     int rc = item_int_slot(view, i, &p, 0);
     if (rc != 0)
         return rc;
-    *out = (int64_t)atomic_load_explicit(p, memory_order_acquire);
+    uint64_t x = atomic_load_explicit(p, memory_order_acquire);
+    if (!obj_live(view))
+        return SHMOBJ_ESTALE;
+    *out = (int64_t)x;
     return 0;
 }
 
@@ -954,6 +1045,7 @@ int shmobj_int_cas(const shmobj_view *view, int64_t *expected, int64_t desired)
     WRITABLE_OR_FAIL(view);
     if (expected == NULL)
         return SHMOBJ_EINVAL;
+    LIVE_OR_FAIL(view);
     uint64_t e = (uint64_t)*expected;
     if (atomic_compare_exchange_strong_explicit(p, &e, (uint64_t)desired,
                                                 memory_order_acq_rel,
@@ -968,7 +1060,9 @@ int shmobj_uint_get(const shmobj_view *view, uint64_t *out)
     SCALAR_OR_FAIL(view, SHMOBJ__SLOT_UINT, p);
     if (out == NULL)
         return SHMOBJ_EINVAL;
-    *out = atomic_load_explicit(p, memory_order_acquire);
+    uint64_t x = atomic_load_explicit(p, memory_order_acquire);
+    LOADED_OR_FAIL(view);
+    *out = x;
     return 0;
 }
 
@@ -976,6 +1070,7 @@ int shmobj_uint_set(const shmobj_view *view, uint64_t x)
 {
     SCALAR_OR_FAIL(view, SHMOBJ__SLOT_UINT, p);
     WRITABLE_OR_FAIL(view);
+    LIVE_OR_FAIL(view);
     atomic_store_explicit(p, x, memory_order_release);
     return 0;
 }
@@ -984,6 +1079,7 @@ int shmobj_uint_add(const shmobj_view *view, uint64_t delta, uint64_t *old)
 {
     SCALAR_OR_FAIL(view, SHMOBJ__SLOT_UINT, p);
     WRITABLE_OR_FAIL(view);
+    LIVE_OR_FAIL(view);
     uint64_t o = atomic_fetch_add_explicit(p, delta, memory_order_acq_rel);
     if (old != NULL)
         *old = o;
@@ -996,6 +1092,7 @@ int shmobj_uint_cas(const shmobj_view *view, uint64_t *expected, uint64_t desire
     WRITABLE_OR_FAIL(view);
     if (expected == NULL)
         return SHMOBJ_EINVAL;
+    LIVE_OR_FAIL(view);
     if (atomic_compare_exchange_strong_explicit(p, expected, desired,
                                                 memory_order_acq_rel,
                                                 memory_order_acquire))
@@ -1022,7 +1119,9 @@ int shmobj_double_get(const shmobj_view *view, double *out)
     SCALAR_OR_FAIL(view, SHMOBJ__SLOT_DOUBLE, p);
     if (out == NULL)
         return SHMOBJ_EINVAL;
-    *out = bitsd(atomic_load_explicit(p, memory_order_acquire));
+    uint64_t x = atomic_load_explicit(p, memory_order_acquire);
+    LOADED_OR_FAIL(view);
+    *out = bitsd(x);
     return 0;
 }
 
@@ -1030,6 +1129,7 @@ int shmobj_double_set(const shmobj_view *view, double x)
 {
     SCALAR_OR_FAIL(view, SHMOBJ__SLOT_DOUBLE, p);
     WRITABLE_OR_FAIL(view);
+    LIVE_OR_FAIL(view);
     atomic_store_explicit(p, dbits(x), memory_order_release);
     return 0;
 }
@@ -1038,6 +1138,7 @@ int shmobj_double_add(const shmobj_view *view, double delta, double *old)
 {
     SCALAR_OR_FAIL(view, SHMOBJ__SLOT_DOUBLE, p);
     WRITABLE_OR_FAIL(view);
+    LIVE_OR_FAIL(view);
     uint64_t o = atomic_load_explicit(p, memory_order_relaxed);
     /* A CAS loop: the failed CAS reloads o, so every retry adds to the
      * value another process just stored and no add is lost. */
@@ -1056,10 +1157,15 @@ int shmobj_str_get(const shmobj_view *view, const char **s, size_t *len)
         return SHMOBJ_EINVAL;
     if (view->type != SHMOBJ_TYPE_STR)
         return SHMOBJ_ETYPE;
-    if (view->slot_tag == SHMOBJ__SLOT_SSTR)
+    if (view->slot_tag == SHMOBJ__SLOT_SSTR) {
+        if (!slot_live(view))
+            return SHMOBJ_ESTALE;
         *s = (const char *)&((struct shmobj__slot *)view->slot)->payload;
-    else
+    } else {
+        if (!obj_live(view))
+            return SHMOBJ_ESTALE;
         *s = (const char *)view->obj + 16;
+    }
     if (len != NULL)
         *len = (size_t)view->len;
     return 0;
@@ -1071,6 +1177,8 @@ int shmobj_bytes_get(const shmobj_view *view, const void **p, size_t *len)
         return SHMOBJ_EINVAL;
     if (view->type != SHMOBJ_TYPE_BYTES)
         return SHMOBJ_ETYPE;
+    if (!obj_live(view))
+        return SHMOBJ_ESTALE;
     *p = (const uint8_t *)view->obj + 16;
     if (len != NULL)
         *len = (size_t)view->len;
@@ -1116,6 +1224,8 @@ int shmobj_buffer_get(const shmobj_view *view, shmobj_buffer_info *info)
         return SHMOBJ_EINVAL;
     if (view->type != SHMOBJ_TYPE_BUFFER)
         return SHMOBJ_ETYPE;
+    if (!obj_live(view))
+        return SHMOBJ_ESTALE;
     const uint8_t *o = view->obj;
     const struct shmobj__bufhdr *bh = (const void *)(o + 16);
     const uint64_t *shape = (const void *)(bh + 1);
