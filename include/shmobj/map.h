@@ -28,6 +28,10 @@
 extern "C" {
 #endif
 
+/** @brief Handles that may have one map open at once, over all processes
+ *  (shmobj_map_open() beyond it: SHMOBJ_EFULL). */
+#define SHMOBJ_MAP_HANDLES_MAX 1024
+
 /** @brief An open shared map (one per process and open). Opaque. */
 typedef struct shmobj_map shmobj_map;
 
