@@ -249,7 +249,7 @@ static int run_h1(const bench_ctx *ctx)
     }
     if (sum == 0)
         fprintf(stderr, "bench-map: checksum 0\n");
-    /* freeing what readers could still see needs no more waiting now */
+    /* the map's own account of the memory it holds (reads only) */
     shmobj_map_stats st = {.struct_size = sizeof st};
     rc = shmobj_map_stats_get(e.map, &st);
     if (rc != 0)

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/mman.h>
 
 #include <cmocka.h>
@@ -26,6 +27,7 @@
 
 struct shmobj__map_ctl *shmobj__map_control(shmobj_map *map);
 void shmobj__map_read_delay_set(shmobj_map *map, uint64_t ns);
+void shmobj__map_free_hook_set(shmobj_map *map, void (*fn)(void *, uint64_t), void *arg);
 
 static unsigned kill_rounds = 200;
 
@@ -98,6 +100,26 @@ static void *shared_page(size_t n)
     assert_true(p != MAP_FAILED);
     memset(p, 0, n);
     return p;
+}
+
+/* Heap bytes in live blocks, headers included. */
+static uint64_t heap_used(shmobj_segment *seg)
+{
+    shmobj_arena_stats a = {.struct_size = sizeof a};
+    assert_int_equal(shmobj_arena_stats_get(seg, &a), 0);
+    return a.used_bytes;
+}
+
+/* Heap bytes a fresh segment of the fixture's sizes holds before any map:
+ * the segment's own blocks. */
+static uint64_t seg_fixed_used(uint64_t initial, uint64_t max)
+{
+    struct fixture g = {0};
+    seg_make(&g, initial, max);
+    uint64_t n = heap_used(g.seg);
+    shmobj_segment_close(g.seg);
+    shmobj_segment_destroy(g.name, SHMOBJ_BACKEND_SHM);
+    return n;
 }
 
 /* ---- the API on one process ---------------------------------------------------- */
@@ -248,10 +270,15 @@ static void test_map_view_survives_replace(void **state)
     shmobj_map_view_release(&v);
     shmobj_map_view_release(&v); /* cleared: a second release is harmless */
     assert_int_equal(shmobj_map_get_view(m, "k", 1, &v), SHMOBJ_ENOTFOUND);
+    /* with no guard held, the next reclaims free retired memory: a shard
+     * keeps only what it retired since its last one (of 4 MB retired) */
+    for (int i = 0; i < 200; i++) {
+        assert_int_equal(shmobj_map_set(m, "k", 1, big, sizeof big), 0);
+        assert_int_equal(shmobj_map_set(m, "other", 5, big, sizeof big), 0);
+    }
     shmobj_map_stats st = {.struct_size = sizeof st};
     assert_int_equal(shmobj_map_stats_get(m, &st), 0);
-    /* with no guard held, retired memory is freed: little stays pending */
-    assert_true(st.pending_bytes < 100000);
+    assert_true(st.pending_bytes < 300000);
     assert_int_equal(shmobj_map_check(m), 0);
 }
 
@@ -682,7 +709,7 @@ static int grower_thread(void *p)
 /* The same with the writers as threads of this process, sharing the
  * reader's handle, one of them growing the tables: the cache of shapes in
  * the handle is rewritten under the reader. */
-static void test_map_shared_handle_get_while_replaced_and_grown(void **state)
+static void test_map_threads_shared_handle_get_while_replaced_and_grown(void **state)
 {
     struct fixture *f = *state;
     _Atomic uint64_t progress = 0, stop = 0;
@@ -905,9 +932,23 @@ static void test_map_kill_writer_loop(void **state)
         atomic_store(committed, next);
     }
     assert_int_equal(shmobj_map_check(f->map), 0);
-    /* memory: no more than a leaked block per kill beyond the live data */
+    /* memory: beyond what the map holds (live data, tables, retired
+     * blocks), each kill leaks at most one block, which is no bigger than
+     * the biggest table (doc/format-map.md) */
     shmobj_map_stats st = {.struct_size = sizeof st};
     assert_int_equal(shmobj_map_stats_get(f->map, &st), 0);
+    uint64_t held = heap_used(f->seg) - seg_fixed_used(64 * MiB, 1024 * MiB);
+    uint64_t biggest = 0;
+    for (unsigned i = 0; i < SHMOBJ__MAP_SHARDS; i++) {
+        void *p;
+        size_t n;
+        shmobj_ref t = atomic_load(&shmobj__map_control(f->map)->shards_[i].table);
+        assert_int_equal(shmobj_arena_ptr(f->seg, t, &p, &n), 0);
+        if (n + 16 > biggest)
+            biggest = n + 16;
+    }
+    assert_true(held >= st.total_bytes);
+    assert_true(held - st.total_bytes <= (uint64_t)kill_rounds * biggest);
     munmap((void *)committed, 4096);
 }
 
@@ -1072,6 +1113,410 @@ static void test_map_damaged_table_ecorrupt(void **state)
     free(save);
 }
 
+/* ---- stale handles, wrong kinds, many handles ------------------------------------- */
+
+/* A child destroys map "s": takes the root away and frees the control
+ * block; with reuse set it also allocates a block in its place and fills
+ * it, as a later user of the memory would. */
+struct destroy_arg {
+    struct fixture *f;
+    int reuse;
+};
+
+static int destroyer_main(void *p)
+{
+    struct destroy_arg *a = p;
+    shmobj_segment *seg;
+    shmobj_ref ref, again;
+    if (shmobj_segment_open(a->f->name, SHMOBJ_BACKEND_SHM, 5000 * TEST_MS, &seg) != 0)
+        return 10;
+    if (shmobj_segment_root_get(seg, "s", &ref) != 0 || shmobj_segment_root_del(seg, "s") != 0)
+        return 11;
+    if (shmobj_arena_free(seg, ref) != 0)
+        return 12;
+    if (a->reuse) {
+        void *q;
+        size_t n;
+        if (shmobj_arena_alloc(seg, sizeof(struct shmobj__map_ctl), 64, &again, NULL) != 0 ||
+            shmobj_arena_ptr(seg, again, &q, &n) != 0)
+            return 13;
+        memset(q, 0x5a, n);
+    }
+    shmobj_segment_close(seg);
+    return 0;
+}
+
+/* Every call through a handle whose map another process destroyed says
+ * SHMOBJ_ESTALE; a get through the fast path may still answer from the
+ * map's last tables until the control block's bytes change (reuse), and
+ * says SHMOBJ_ESTALE from then on. */
+static void test_map_calls_on_destroyed_map_estale(void **state)
+{
+    struct fixture *f = *state;
+    for (int reuse = 0; reuse < 2; reuse++) {
+        shmobj_map *m;
+        char buf[16];
+        size_t vl;
+        assert_int_equal(shmobj_map_create(f->seg, "s", &m), 0);
+        for (int i = 0; i < 200; i++) {
+            char key[16];
+            int kl = sprintf(key, "k%d", i);
+            assert_int_equal(shmobj_map_set(m, key, (size_t)kl, "v", 1), 0);
+        }
+        assert_int_equal(shmobj_map_get(m, "k1", 2, buf, sizeof buf, &vl), 0);
+        struct destroy_arg a = {f, reuse};
+        assert_int_equal(test_child_wait(test_child_start(destroyer_main, &a, 60)), 0);
+
+        int64_t r;
+        uint64_t n;
+        shmobj_map_view v;
+        shmobj_map_iter *it;
+        shmobj_map_stats st = {.struct_size = sizeof st};
+        shmobj_map_get_req req = {.key = "k2", .key_len = 2, .buf = buf, .buf_len = sizeof buf};
+        assert_int_equal(shmobj_map_set(m, "k1", 2, "w", 1), SHMOBJ_ESTALE);
+        assert_int_equal(shmobj_map_set(m, "new", 3, "w", 1), SHMOBJ_ESTALE);
+        assert_int_equal(shmobj_map_add(m, "c", 1, 1, &r), SHMOBJ_ESTALE);
+        assert_int_equal(shmobj_map_del(m, "k1", 2), SHMOBJ_ESTALE);
+        assert_int_equal(shmobj_map_clear(m), SHMOBJ_ESTALE);
+        assert_int_equal(shmobj_map_count(m, &n), SHMOBJ_ESTALE);
+        assert_int_equal(shmobj_map_stats_get(m, &st), SHMOBJ_ESTALE);
+        assert_int_equal(shmobj_map_check(m), SHMOBJ_ESTALE);
+        assert_int_equal(shmobj_map_get_view(m, "k1", 2, &v), SHMOBJ_ESTALE);
+        assert_int_equal(shmobj_map_iter_open(m, &it), 0);
+        assert_int_equal(shmobj_map_iter_next(it, NULL, NULL, NULL, NULL), SHMOBJ_ESTALE);
+        /* the cursor has ended: a loop until ENOTFOUND stops */
+        assert_int_equal(shmobj_map_iter_next(it, NULL, NULL, NULL, NULL), SHMOBJ_ENOTFOUND);
+        shmobj_map_iter_close(it);
+        /* copy-out reads: once the control block's bytes changed (reuse)
+         * the fast path notices; before, it may answer from the map's
+         * last tables (or say ESTALE), never from another map's data */
+        static const char long_key[] = "a key of more than sixty-four bytes, which takes the general path";
+        int rc[4];
+        rc[0] = shmobj_map_get(m, "k1", 2, buf, sizeof buf, &vl);
+        rc[1] = shmobj_map_get(m, long_key, sizeof long_key - 1, buf, sizeof buf, &vl);
+        rc[2] = shmobj_map_contains(m, "k3", 2);
+        assert_int_equal(shmobj_map_get_many(m, &req, 1), 0);
+        rc[3] = req.status;
+        for (int i = 0; i < 4; i++) {
+            if (reuse)
+                assert_int_equal(rc[i], SHMOBJ_ESTALE);
+            else
+                assert_true(rc[i] == (i == 1 ? SHMOBJ_ENOTFOUND : 0) || rc[i] == SHMOBJ_ESTALE);
+        }
+        shmobj_map_close(m); /* writes nothing into the freed block */
+        uint64_t bad = 0;
+        assert_int_equal(shmobj_arena_check(f->seg, &bad), 0);
+    }
+}
+
+/* A cursor that meets a damaged shard reports it once and goes on with
+ * the next shard: a loop until SHMOBJ_ENOTFOUND ends, and returns the
+ * entries of every other shard. */
+static void test_map_iter_moves_past_damaged_shard(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_map *m = f->map;
+    for (int i = 0; i < 2000; i++) {
+        char key[16];
+        int kl = sprintf(key, "i%d", i);
+        assert_int_equal(shmobj_map_set(m, key, (size_t)kl, "v", 1), 0);
+    }
+    struct shmobj__map_shard *sh = &shmobj__map_control(m)->shards_[5];
+    uint64_t good = atomic_load(&sh->table), in_shard = atomic_load(&sh->count);
+    atomic_store(&sh->table, good + 64);
+    shmobj_map_iter *it;
+    int rc;
+    unsigned calls = 0, corrupt = 0, entries = 0;
+    assert_int_equal(shmobj_map_iter_open(m, &it), 0);
+    while ((rc = shmobj_map_iter_next(it, NULL, NULL, NULL, NULL)) != SHMOBJ_ENOTFOUND &&
+           ++calls < 10000) {
+        if (rc == SHMOBJ_ECORRUPT)
+            corrupt++;
+        else if (rc == 0)
+            entries++;
+        else
+            fail_msg("iter_next: %s", shmobj_errname(rc));
+    }
+    shmobj_map_iter_close(it);
+    assert_int_equal(rc, SHMOBJ_ENOTFOUND);
+    assert_int_equal(corrupt, 1);
+    assert_int_equal(entries, 2000 - in_shard);
+    atomic_store(&sh->table, good);
+    assert_int_equal(shmobj_map_check(m), 0);
+}
+
+/* shmobj_map_open on a root that names something consistent but not a
+ * map (a queue, an object, a raw block) says SHMOBJ_ETYPE; a map control
+ * block whose bytes disagree stays SHMOBJ_ECORRUPT. */
+static void test_map_open_other_kind_etype(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_map *m;
+    shmobj_queue *q;
+    shmobj_ref obj, raw, big;
+    void *p;
+    size_t n;
+    assert_int_equal(shmobj_queue_create(f->seg, "q", 64, 0, &q), 0);
+    assert_int_equal(shmobj_map_open(f->seg, "q:q", &m), SHMOBJ_ETYPE); /* the queue's root */
+    shmobj_value val = SHMOBJ_VAL_STR("not a map, but an object of some length");
+    assert_int_equal(shmobj_obj_put(f->seg, &val, &obj), 0);
+    assert_int_equal(shmobj_segment_root_set(f->seg, "o", obj), 0);
+    assert_int_equal(shmobj_map_open(f->seg, "o", &m), SHMOBJ_ETYPE);
+    assert_int_equal(shmobj_arena_alloc(f->seg, 32, 16, &raw, NULL), 0);
+    assert_int_equal(shmobj_arena_ptr(f->seg, raw, &p, &n), 0);
+    memset(p, 0, n);
+    assert_int_equal(shmobj_segment_root_set(f->seg, "r", raw), 0);
+    assert_int_equal(shmobj_map_open(f->seg, "r", &m), SHMOBJ_ETYPE);
+    assert_int_equal(shmobj_arena_alloc(f->seg, sizeof(struct shmobj__map_ctl), 64, &big, NULL), 0);
+    assert_int_equal(shmobj_arena_ptr(f->seg, big, &p, &n), 0);
+    memset(p, 0x11, n);
+    assert_int_equal(shmobj_segment_root_set(f->seg, "b", big), 0);
+    assert_int_equal(shmobj_map_open(f->seg, "b", &m), SHMOBJ_ETYPE);
+    /* the map's magic with the rest wrong is damage, not another kind */
+    memcpy(p, shmobj__map_control(f->map), 64);
+    ((uint8_t *)p)[24] ^= 1; /* the seed: the check word disagrees */
+    assert_int_equal(shmobj_map_open(f->seg, "b", &m), SHMOBJ_ECORRUPT);
+    shmobj_queue_close(q);
+}
+
+/* Statistics count every heap block the map holds, retired ones
+ * included: a map alone in its segment accounts for all the heap's used
+ * bytes; and reading them changes nothing (two calls agree). */
+static void test_map_stats_count_every_block(void **state)
+{
+    (void)state;
+    struct fixture g = {0};
+    shmobj_map *m;
+    seg_make(&g, 16 * MiB, 256 * MiB);
+    uint64_t fixed = heap_used(g.seg);
+    assert_int_equal(shmobj_map_create(g.seg, "m", &m), 0);
+    shmobj_map_stats a = {.struct_size = sizeof a}, b = {.struct_size = sizeof b};
+    assert_int_equal(shmobj_map_stats_get(m, &a), 0);
+    assert_int_equal(a.total_bytes, heap_used(g.seg) - fixed);
+    for (int i = 0; i < 5000; i++) {
+        char key[16], v[100];
+        int kl = sprintf(key, "s%d", i);
+        memset(v, i, sizeof v);
+        assert_int_equal(shmobj_map_set(m, key, (size_t)kl, v, (size_t)(i % 100)), 0);
+    }
+    /* a guard held here keeps everything retired from now on pending */
+    shmobj_map_view view;
+    assert_int_equal(shmobj_map_get_view(m, "s1", 2, &view), 0);
+    for (int i = 0; i < 5000; i += 2) {
+        char key[16];
+        int kl = sprintf(key, "s%d", i);
+        if (i % 4 == 0)
+            assert_int_equal(shmobj_map_set(m, key, (size_t)kl, "replaced", 8), 0);
+        else
+            assert_int_equal(shmobj_map_del(m, key, (size_t)kl), 0);
+    }
+    assert_int_equal(shmobj_map_stats_get(m, &a), 0);
+    assert_int_equal(shmobj_map_stats_get(m, &b), 0);
+    assert_memory_equal(&a, &b, sizeof a);
+    assert_true(a.pending_bytes > 0);
+    assert_int_equal(a.total_bytes, heap_used(g.seg) - fixed);
+    shmobj_ref cref;
+    void *cp;
+    size_t cn;
+    assert_int_equal(shmobj_segment_root_get(g.seg, "m", &cref), 0);
+    assert_int_equal(shmobj_arena_ptr(g.seg, cref, &cp, &cn), 0);
+    assert_int_equal(a.total_bytes, cn + 16 + a.table_bytes + a.entry_bytes + a.pending_bytes);
+    /* a cleared map's old tables and their entries wait as one item */
+    assert_int_equal(shmobj_map_clear(m), 0);
+    assert_int_equal(shmobj_map_stats_get(m, &a), 0);
+    assert_int_equal(a.count, 0);
+    assert_int_equal(a.entry_bytes, 0);
+    assert_int_equal(a.total_bytes, heap_used(g.seg) - fixed);
+    shmobj_map_view_release(&view);
+    assert_int_equal(shmobj_map_set(m, "after", 5, "x", 1), 0);
+    assert_int_equal(shmobj_map_stats_get(m, &a), 0);
+    assert_int_equal(a.total_bytes, heap_used(g.seg) - fixed);
+    shmobj_map_close(m);
+    shmobj_segment_close(g.seg);
+    shmobj_segment_destroy(g.name, SHMOBJ_BACKEND_SHM);
+}
+
+/* Many handles at once, from several processes: SHMOBJ_MAP_HANDLES_MAX
+ * of them open and usable together, one more is SHMOBJ_EFULL, and the
+ * slots of a process killed with its handles open are taken again. */
+enum { MH_PROCS = 4 };
+
+struct many_arg {
+    struct fixture *f;
+    unsigned handles;
+    int id;
+    _Atomic uint64_t *ready, *stop;
+};
+
+static int many_main(void *p)
+{
+    struct many_arg *a = p;
+    shmobj_segment *seg;
+    shmobj_map **h = calloc(a->handles, sizeof *h);
+    if (h == NULL || shmobj_segment_open(a->f->name, SHMOBJ_BACKEND_SHM, 5000 * TEST_MS, &seg) != 0)
+        return 10;
+    for (unsigned i = 0; i < a->handles; i++) {
+        char key[32];
+        uint64_t v = 0;
+        int kl = sprintf(key, "h%d-%u", a->id, i);
+        if (shmobj_map_open(seg, "m", &h[i]) != 0)
+            return 11;
+        if (shmobj_map_set(h[i], key, (size_t)kl, &i, sizeof i) != 0)
+            return 12;
+        shmobj_map_view view;
+        if (shmobj_map_get_view(h[i], key, (size_t)kl, &view) != 0)
+            return 13;
+        memcpy(&v, view.value, sizeof v);
+        shmobj_map_view_release(&view);
+        if (v != i)
+            return 14;
+    }
+    atomic_fetch_add(a->ready, 1);
+    for (int t = 0; t < 60000 && atomic_load(a->stop) == 0; t++)
+        test_sleep_ms(1);
+    for (unsigned i = 0; i < a->handles; i++)
+        shmobj_map_close(h[i]);
+    shmobj_segment_close(seg);
+    free(h);
+    return 0;
+}
+
+static void test_map_open_many_handles_from_processes(void **state)
+{
+    struct fixture *f = *state;
+    _Atomic uint64_t *shared = shared_page(4096);
+    unsigned per = (SHMOBJ_MAP_HANDLES_MAX - 1) / MH_PROCS; /* f->map holds one */
+    struct many_arg a[MH_PROCS];
+    pid_t pid[MH_PROCS];
+    for (int k = 0; k < MH_PROCS; k++) {
+        a[k] = (struct many_arg){f, per, k, &shared[0], &shared[1]};
+        pid[k] = test_child_start(many_main, &a[k], 120);
+    }
+    for (int t = 0; t < 60000 && atomic_load(&shared[0]) < MH_PROCS; t++)
+        test_sleep_ms(1);
+    assert_int_equal(atomic_load(&shared[0]), MH_PROCS);
+    unsigned left = SHMOBJ_MAP_HANDLES_MAX - 1 - per * MH_PROCS;
+    shmobj_map *mine[8], *extra;
+    assert_true(left <= 8);
+    for (unsigned i = 0; i < left; i++)
+        assert_int_equal(shmobj_map_open(f->seg, "m", &mine[i]), 0);
+    assert_true(SHMOBJ_MAP_HANDLES_MAX > 1000);
+    assert_int_equal(shmobj_map_open(f->seg, "m", &extra), SHMOBJ_EFULL);
+    /* writes through every handle were seen through every other */
+    char buf[8];
+    size_t vl;
+    for (int k = 0; k < MH_PROCS; k++)
+        for (unsigned i = 0; i < per; i += 37) {
+            char key[32];
+            uint64_t v = 0;
+            int kl = sprintf(key, "h%d-%u", k, i);
+            assert_int_equal(shmobj_map_get(f->map, key, (size_t)kl, &v, sizeof v, &vl), 0);
+            assert_int_equal(v, i);
+        }
+    /* a process killed with its handles open: its slots are reclaimed */
+    kill(pid[0], SIGKILL);
+    assert_int_equal(test_child_wait(pid[0]), 128 + SIGKILL);
+    assert_int_equal(shmobj_map_open(f->seg, "m", &extra), 0);
+    shmobj_map_close(extra);
+    atomic_store(&shared[1], 1);
+    for (int k = 1; k < MH_PROCS; k++)
+        assert_int_equal(test_child_wait(pid[k]), 0);
+    for (unsigned i = 0; i < left; i++)
+        shmobj_map_close(mine[i]);
+    (void)buf;
+    assert_int_equal(shmobj_map_check(f->map), 0);
+    munmap((void *)shared, 4096);
+}
+
+/* ---- crash repair of a deep free ------------------------------------------------------ */
+
+/* The writer killed inside a deep free: after `after` entries are freed
+ * (their references noted in the shared page) it kills itself. */
+struct deep_kill {
+    _Atomic uint64_t *freed; /* [0] count, then refs */
+    uint64_t after;
+};
+
+static void deep_kill_hook(void *arg, uint64_t ref)
+{
+    struct deep_kill *d = arg;
+    uint64_t k = atomic_fetch_add(&d->freed[0], 1);
+    atomic_store(&d->freed[1 + k], ref);
+    if (k + 1 == d->after)
+        raise(SIGKILL);
+}
+
+static int deep_clearer_main(void *p)
+{
+    struct fixture *f = ((void **)p)[0];
+    struct deep_kill *d = ((void **)p)[1];
+    shmobj_segment *seg;
+    shmobj_map *m = child_open(f, &seg);
+    if (m == NULL)
+        return 10;
+    shmobj__map_free_hook_set(m, deep_kill_hook, d);
+    (void)shmobj_map_clear(m);
+    return 11; /* the hook should have killed us */
+}
+
+/* A writer killed while a cleared table's entries are being freed, after
+ * another map has taken some of those blocks: the repair that follows
+ * frees what the dead writer had not freed, and no block of the other
+ * map. */
+static void test_map_repair_of_deep_free_spares_reused_blocks(void **state)
+{
+    struct fixture *f = *state;
+    for (int i = 0; i < 3000; i++) {
+        char key[16];
+        uint64_t v = (uint64_t)i;
+        int kl = sprintf(key, "e%011d", i); /* 12-byte keys, 8-byte values */
+        assert_int_equal(shmobj_map_set(f->map, key, (size_t)kl, &v, sizeof v), 0);
+    }
+    shmobj_map *other;
+    assert_int_equal(shmobj_map_create(f->seg, "other", &other), 0);
+    _Atomic uint64_t *freed = shared_page(65536);
+    struct deep_kill d = {freed, 6};
+    void *arg[2] = {f, &d};
+    assert_int_equal(test_child_wait(test_child_start(deep_clearer_main, arg, 60)), 128 + SIGKILL);
+    assert_int_equal(atomic_load(&freed[0]), d.after);
+    /* the other map's new entries, of the same size, take the freed blocks */
+    const uint8_t *ctl = (const uint8_t *)shmobj__map_control(f->map);
+    shmobj_ref cref;
+    assert_int_equal(shmobj_segment_root_get(f->seg, "m", &cref), 0);
+    const uint8_t *base = ctl - (cref & ((UINT64_C(1) << 48) - 1));
+    unsigned reused = 0;
+    for (int i = 0; i < 64; i++) {
+        char key[16];
+        uint64_t v = 1000000 + (uint64_t)i;
+        int kl = sprintf(key, "o%011d", i);
+        shmobj_map_view view;
+        assert_int_equal(shmobj_map_set(other, key, (size_t)kl, &v, sizeof v), 0);
+        assert_int_equal(shmobj_map_get_view(other, key, (size_t)kl, &view), 0);
+        uint64_t off = (uint64_t)((const uint8_t *)view.key - SHMOBJ__MAP_ENTRY_HEADER - base);
+        shmobj_map_view_release(&view);
+        for (uint64_t k = 0; k < d.after; k++)
+            if ((atomic_load(&freed[1 + k]) & ((UINT64_C(1) << 48) - 1)) == off)
+                reused++;
+    }
+    assert_true(reused > 0); /* the window is reproduced */
+    /* the next locker of the dead writer's shard repairs it */
+    assert_int_equal(shmobj_map_check(f->map), 0);
+    assert_int_equal(shmobj_map_check(other), 0);
+    for (int i = 0; i < 64; i++) {
+        char key[16];
+        uint64_t v = 0;
+        int kl = sprintf(key, "o%011d", i);
+        assert_int_equal(shmobj_map_get(other, key, (size_t)kl, &v, sizeof v, NULL), 0);
+        assert_int_equal(v, 1000000 + (uint64_t)i);
+    }
+    uint64_t bad = 0;
+    assert_int_equal(shmobj_arena_check(f->seg, &bad), 0);
+    assert_int_equal(shmobj_map_clear(f->map), 0);
+    assert_int_equal(shmobj_map_check(other), 0);
+    shmobj_map_close(other);
+    munmap((void *)freed, 65536);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1)
@@ -1085,12 +1530,18 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_map_growth_across_processes, setup_big, teardown),
         cmocka_unit_test_setup_teardown(test_map_iterate_under_concurrent_writes, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_map_get_while_values_are_replaced, setup_small, teardown),
-        cmocka_unit_test_setup_teardown(test_map_shared_handle_get_while_replaced_and_grown, setup_small, teardown),
+        cmocka_unit_test_setup_teardown(test_map_threads_shared_handle_get_while_replaced_and_grown, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_map_add_two_procs_no_lost_increment, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_map_threads_writers_lose_nothing, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_map_kill_writer_loop, setup_big, teardown),
         cmocka_unit_test(test_map_too_large_enomem),
         cmocka_unit_test_setup_teardown(test_map_damaged_table_ecorrupt, setup_small, teardown),
+        cmocka_unit_test_setup_teardown(test_map_calls_on_destroyed_map_estale, setup_small, teardown),
+        cmocka_unit_test_setup_teardown(test_map_iter_moves_past_damaged_shard, setup_small, teardown),
+        cmocka_unit_test_setup_teardown(test_map_open_other_kind_etype, setup_small, teardown),
+        cmocka_unit_test(test_map_stats_count_every_block),
+        cmocka_unit_test_setup_teardown(test_map_open_many_handles_from_processes, setup_small, teardown),
+        cmocka_unit_test_setup_teardown(test_map_repair_of_deep_free_spares_reused_blocks, setup_small, teardown),
     };
     test_filter_from_env();
     return cmocka_run_group_tests(tests, NULL, NULL);

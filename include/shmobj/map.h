@@ -4,8 +4,11 @@
  *
  * Keys and values are byte strings of any length (each stored once, in one
  * heap block with a 16-byte header). Many processes read and write at once:
- * reads are lock-free and optimistic (a sequence counter per shard, retried
- * when a writer raced), writers take one of 64 striped robust locks, and the
+ * reads are optimistic and take no lock while no writer holds them up (a
+ * sequence counter per shard, retried when a writer raced; a reader that
+ * finds its shard in a writer's section for 256 spins queues on that
+ * shard's lock, which also repairs the shard if its writer died), writers
+ * take one of 64 striped robust locks, and the
  * table of a shard grows by rehashing into a new region that is published
  * with one atomic store. Memory that readers may still see (replaced
  * entries, old tables) is freed only once no reader can be inside it
@@ -13,7 +16,20 @@
  * committed key readable. See doc/format-map.md for the bytes.
  *
  * A map handle belongs to the process that opened it (after fork(), open
- * the map again in the child); its threads may share it.
+ * the map again in the child); its threads may share it. At most
+ * SHMOBJ_MAP_HANDLES_MAX handles, over all processes, have one map open at
+ * once (each holds a slot of read guards in the map).
+ *
+ * A map is destroyed by taking its root away and freeing its control block
+ * (shmobj_segment_root_del(), shmobj_arena_free()). Every call through a
+ * handle still open on it then returns SHMOBJ_ESTALE (and
+ * shmobj_map_close() writes nothing into the freed block), with one
+ * exception: a copy-out read (shmobj_map_get(), shmobj_map_get_many(),
+ * shmobj_map_contains()) first makes one unguarded try on the handle's
+ * cached table shapes, and that try notices only once the freed block's
+ * bytes change (a shard's table reference or sequence counter no longer
+ * agreeing with the cache, as when the memory is reused): until then it
+ * may answer from the map's last tables, never from another owner's data.
  */
 #ifndef SHMOBJ_MAP_H
 #define SHMOBJ_MAP_H
@@ -27,6 +43,10 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/** @brief Handles that may have one map open at once, over all processes
+ *  (shmobj_map_open() beyond it: SHMOBJ_EFULL). */
+#define SHMOBJ_MAP_HANDLES_MAX 1024
 
 /** @brief An open shared map (one per process and open). Opaque. */
 typedef struct shmobj_map shmobj_map;
@@ -73,8 +93,12 @@ typedef struct shmobj_map_stats {
     uint64_t probe_max;    /**< most groups read to find a present key */
     uint64_t table_bytes;  /**< heap bytes of the tables, headers included */
     uint64_t entry_bytes;  /**< heap bytes of the entries, headers included */
-    uint64_t pending_bytes; /**< heap bytes retired, waiting for readers */
-    uint64_t total_bytes;  /**< all heap bytes the map holds */
+    uint64_t pending_bytes; /**< heap bytes retired (replaced or deleted
+                                 entries, old tables, a cleared table with
+                                 its entries), not yet freed */
+    uint64_t total_bytes;  /**< every heap byte the map holds: its control
+                                block, table_bytes, entry_bytes and
+                                pending_bytes, block headers included */
     double bytes_per_item; /**< total_bytes / count (0 when empty) */
 } shmobj_map_stats;
 
@@ -106,9 +130,15 @@ SHMOBJ_API int shmobj_map_create(shmobj_segment *seg, const char *name,
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument or bad name
  * @retval SHMOBJ_ENOTFOUND no root of that name
+ * @retval SHMOBJ_ETYPE the root names a block that is not a map (a queue,
+ *         an object, a raw allocation: its first 8 bytes are not the map's
+ *         magic)
+ * @retval SHMOBJ_ESTALE the root names a freed block
  * @retval SHMOBJ_EVERSION the map has another format version
- * @retval SHMOBJ_ECORRUPT the root does not name a valid map
- * @retval SHMOBJ_EFULL 64 processes hold the map open already
+ * @retval SHMOBJ_ECORRUPT the root names a map control block whose bytes
+ *         are inconsistent (check word, sizes, alignment), or no block
+ * @retval SHMOBJ_EFULL SHMOBJ_MAP_HANDLES_MAX handles have the map open
+ *         already (slots of processes that died are taken back first)
  * @retval SHMOBJ_ENOMEM no memory for the handle
  * @retval SHMOBJ_ESYS a system call failed (errno is kept)
  * @note Thread- and process-safe.
@@ -121,7 +151,8 @@ SHMOBJ_API int shmobj_map_open(shmobj_segment *seg, const char *name,
  * @brief Close a handle (the map stays in the segment).
  * @param[in] map handle, or NULL (nothing happens)
  * @note Not thread-safe with other uses of the same handle; views and
- *       cursors of the handle must be released first.
+ *       cursors of the handle must be released first. Gives the handle's
+ *       slot back, unless the map was destroyed (then nothing is written).
  * @since 0.1
  */
 SHMOBJ_API void shmobj_map_close(shmobj_map *map);
@@ -137,6 +168,7 @@ SHMOBJ_API void shmobj_map_close(shmobj_map *map);
  * @retval SHMOBJ_EINVAL NULL argument or a length above UINT32_MAX
  * @retval SHMOBJ_ENOMEM the segment has no room for the entry (or for a
  *         bigger table)
+ * @retval SHMOBJ_ESTALE the map was destroyed
  * @retval SHMOBJ_ECORRUPT the map is damaged
  * @note Thread- and process-safe; readers see the old or the new value.
  * @since 0.1
@@ -157,8 +189,12 @@ SHMOBJ_API int shmobj_map_set(shmobj_map *map, const void *key, size_t key_len,
  * @retval SHMOBJ_EINVAL NULL map, or NULL key with key_len > 0
  * @retval SHMOBJ_ENOTFOUND no such key
  * @retval SHMOBJ_ENOBUFS buf_len is smaller than the value (see value_len)
+ * @retval SHMOBJ_ESTALE the map was destroyed (noticed as the file's
+ *         introduction says)
  * @retval SHMOBJ_ECORRUPT the map is damaged
- * @note Thread- and process-safe, lock-free (retries while a writer races).
+ * @note Thread- and process-safe. Takes no lock while no writer holds the
+ *       key's shard (it retries when a writer raced); after 256 spins on a
+ *       shard in a writer's section it queues on the shard's lock.
  * @since 0.1
  */
 SHMOBJ_API int shmobj_map_get(shmobj_map *map, const void *key, size_t key_len,
@@ -177,7 +213,7 @@ SHMOBJ_API int shmobj_map_get(shmobj_map *map, const void *key, size_t key_len,
  * @param[in] n number of requests
  * @retval 0 every request was answered (see each status)
  * @retval SHMOBJ_EINVAL NULL map, or NULL reqs with n > 0 (nothing answered)
- * @note Thread- and process-safe, lock-free, like shmobj_map_get().
+ * @note Thread- and process-safe; locks like shmobj_map_get().
  * @since 0.1
  */
 SHMOBJ_API int shmobj_map_get_many(shmobj_map *map, shmobj_map_get_req *reqs,
@@ -211,8 +247,9 @@ SHMOBJ_API void shmobj_map_prefetch(shmobj_map *map, const void *key,
  * @retval 0 success: call shmobj_map_view_release(view) when done
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_ENOTFOUND no such key (no guard is held)
+ * @retval SHMOBJ_ESTALE the map was destroyed (no guard is held)
  * @retval SHMOBJ_ECORRUPT the map is damaged (no guard is held)
- * @note Thread- and process-safe, lock-free.
+ * @note Thread- and process-safe; locks like shmobj_map_get().
  * @since 0.1
  */
 SHMOBJ_API int shmobj_map_get_view(shmobj_map *map, const void *key,
@@ -234,6 +271,7 @@ SHMOBJ_API void shmobj_map_view_release(shmobj_map_view *view);
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_ENOTFOUND no such key
+ * @retval SHMOBJ_ESTALE the map was destroyed
  * @retval SHMOBJ_ECORRUPT the map is damaged
  * @note Thread- and process-safe.
  * @since 0.1
@@ -248,8 +286,10 @@ SHMOBJ_API int shmobj_map_del(shmobj_map *map, const void *key, size_t key_len);
  * @retval 0 present
  * @retval SHMOBJ_ENOTFOUND absent
  * @retval SHMOBJ_EINVAL NULL argument
+ * @retval SHMOBJ_ESTALE the map was destroyed (noticed as in
+ *         shmobj_map_get())
  * @retval SHMOBJ_ECORRUPT the map is damaged
- * @note Thread- and process-safe, lock-free.
+ * @note Thread- and process-safe; locks like shmobj_map_get().
  * @since 0.1
  */
 SHMOBJ_API int shmobj_map_contains(shmobj_map *map, const void *key,
@@ -269,6 +309,7 @@ SHMOBJ_API int shmobj_map_contains(shmobj_map *map, const void *key,
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_ETYPE the value is not 8 bytes long
  * @retval SHMOBJ_ENOMEM no room for a new entry
+ * @retval SHMOBJ_ESTALE the map was destroyed
  * @retval SHMOBJ_ECORRUPT the map is damaged
  * @note Thread- and process-safe: concurrent additions are never lost.
  * @since 0.1
@@ -282,6 +323,7 @@ SHMOBJ_API int shmobj_map_add(shmobj_map *map, const void *key, size_t key_len,
  * @param[out] count entries (a sum over shards, each exact at its moment)
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument
+ * @retval SHMOBJ_ESTALE the map was destroyed
  * @note Thread- and process-safe, lock-free.
  * @since 0.1
  */
@@ -293,6 +335,7 @@ SHMOBJ_API int shmobj_map_count(shmobj_map *map, uint64_t *count);
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL map
  * @retval SHMOBJ_ENOMEM no room for the new empty tables
+ * @retval SHMOBJ_ESTALE the map was destroyed
  * @retval SHMOBJ_ECORRUPT the map is damaged
  * @note Thread- and process-safe.
  * @since 0.1
@@ -320,6 +363,12 @@ SHMOBJ_API int shmobj_map_iter_open(shmobj_map *map, shmobj_map_iter **out);
  *
  * The pointers stay valid until the next call or shmobj_map_iter_close();
  * the cursor holds a read guard meanwhile (see shmobj_map_get_view()).
+ *
+ * Every error moves the cursor on, so a loop that calls this until
+ * SHMOBJ_ENOTFOUND always ends: after SHMOBJ_ECORRUPT or SHMOBJ_ENOMEM
+ * about a shard the cursor is past that shard (its entries are not
+ * returned) and the next call goes on with the next one; after
+ * SHMOBJ_ESTALE the cursor has ended (next calls: SHMOBJ_ENOTFOUND).
  * @param[in] it cursor
  * @param[out] key the key's first byte; may be NULL
  * @param[out] key_len bytes of key; may be NULL
@@ -329,7 +378,10 @@ SHMOBJ_API int shmobj_map_iter_open(shmobj_map *map, shmobj_map_iter **out);
  * @retval SHMOBJ_ENOTFOUND no more entries
  * @retval SHMOBJ_EINVAL NULL cursor
  * @retval SHMOBJ_ENOMEM no memory for the cursor's snapshot of a shard
- * @retval SHMOBJ_ECORRUPT the map is damaged
+ *         (that shard is skipped)
+ * @retval SHMOBJ_ESTALE the map was destroyed (the cursor has ended)
+ * @retval SHMOBJ_ECORRUPT a shard or an entry is damaged (that shard, or
+ *         that entry, is skipped)
  * @note A cursor is used by one thread at a time.
  * @since 0.1
  */
@@ -350,9 +402,13 @@ SHMOBJ_API void shmobj_map_iter_close(shmobj_map_iter *it);
  * @param[in,out] stats struct_size set by the caller, the rest filled
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument or struct_size too small
+ * @retval SHMOBJ_ESTALE the map was destroyed
  * @retval SHMOBJ_ECORRUPT the map is damaged
  * @note Thread- and process-safe; takes each shard's lock in turn and
- *       walks every entry, so it costs as much as an iteration.
+ *       walks every entry, so it costs as much as an iteration. Reads
+ *       only: it frees no retired memory, so two calls with no writes
+ *       between them agree (a shard whose writer died is repaired by the
+ *       lock, as by any locker).
  * @since 0.1
  */
 SHMOBJ_API int shmobj_map_stats_get(shmobj_map *map, shmobj_map_stats *stats);
@@ -364,6 +420,7 @@ SHMOBJ_API int shmobj_map_stats_get(shmobj_map *map, shmobj_map_stats *stats);
  * @param[in] map map
  * @retval 0 consistent
  * @retval SHMOBJ_EINVAL NULL map
+ * @retval SHMOBJ_ESTALE the map was destroyed
  * @retval SHMOBJ_ECORRUPT something is damaged
  * @note Thread- and process-safe; takes each shard's lock in turn.
  * @since 0.1

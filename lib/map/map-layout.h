@@ -15,10 +15,12 @@
 #include "os.h"
 
 #define SHMOBJ__MAP_MAGIC UINT64_C(0x31304d4a424f4d53) /* "SMOBJM01" */
-#define SHMOBJ__MAP_VERSION 1u
+#define SHMOBJ__MAP_VERSION 2u /* 2: 1024 reader slots and their bitmap */
 #define SHMOBJ__MAP_SHARDS 64u      /* a power of two */
 #define SHMOBJ__MAP_SHARD_SHIFT 58u /* shard = hash >> 58 */
-#define SHMOBJ__MAP_READERS 64u     /* processes with the map open at once */
+#define SHMOBJ__MAP_READERS 1024u   /* handles with the map open at once
+                                       (SHMOBJ_MAP_HANDLES_MAX) */
+#define SHMOBJ__MAP_CLAIM_WORDS (SHMOBJ__MAP_READERS / 64u)
 #define SHMOBJ__MAP_TABLE_PREFIX 64u /* bytes before the htcore table */
 #define SHMOBJ__MAP_ENTRY_HEADER 16u
 
@@ -41,19 +43,33 @@ enum {
  * the block is a table whose entries must be freed with it (clear). */
 #define SHMOBJ__MAP_RETIRE_DEEP UINT64_C(1)
 
-/* One process's read guards. A reader adds 1 to active[e & 1] for the
+/* One handle's read guards. A reader adds 1 to active[e & 1] for the
  * epoch e it entered in; retired memory of epoch r is freed once the epoch
- * has reached r + 2, which needs every active[(r) & 1] back at 0. */
+ * has reached r + 2, which needs every active[(r) & 1] back at 0. A slot is
+ * claimed by setting its bit in the control block's `claimed` bitmap (the
+ * bit is the claim: the epoch advance scans only claimed slots), then
+ * start_time, then owner; it is given back in the reverse order. */
 struct shmobj__map_reader {
-    _Atomic uint64_t owner;      /* pid + 1 of the claiming process; 0 free.
-                                    CAS by open, store 0 by close/reclaim */
-    _Atomic uint64_t start_time; /* owner's start time (os_proc); 0 while
-                                    being claimed */
+    _Atomic uint64_t owner;      /* claims << 32 | identity of the claiming
+                                    process (pid + 1 today); 0 while free,
+                                    being claimed or being reaped. Stored
+                                    by open after start_time, CAS to 0 by
+                                    close and by the reaper of a dead
+                                    owner (the claim count in the high
+                                    half makes that CAS miss a new owner
+                                    of the same identity) */
+    _Atomic uint64_t start_time; /* owner's start time (os_proc); written
+                                    before owner, 0 once given back */
     _Atomic uint64_t active[2];  /* guards held, by epoch parity; seq_cst
                                     RMW by readers, loaded by writers */
-    uint8_t pad[32];
+    _Atomic uint64_t claims;     /* times the slot was claimed; RMW by open
+                                    (only the bit's holder), never reset */
+    uint8_t pad[24];
 };
 _Static_assert(sizeof(struct shmobj__map_reader) == 64, "one cache line");
+_Static_assert(offsetof(struct shmobj__map_reader, start_time) == 8, "layout");
+_Static_assert(offsetof(struct shmobj__map_reader, active) == 16, "layout");
+_Static_assert(offsetof(struct shmobj__map_reader, claims) == 32, "layout");
 
 /* One shard: the lock stripe, the sequence counter readers validate
  * against, the current table and the repair record. Fields other than
@@ -79,6 +95,17 @@ struct shmobj__map_shard {
     uint8_t pad[64];
 };
 _Static_assert(offsetof(struct shmobj__map_shard, seq) == 64, "layout");
+_Static_assert(offsetof(struct shmobj__map_shard, table) == 72, "layout");
+_Static_assert(offsetof(struct shmobj__map_shard, count) == 80, "layout");
+_Static_assert(offsetof(struct shmobj__map_shard, intent_op) == 88, "layout");
+_Static_assert(offsetof(struct shmobj__map_shard, intent_new) == 96, "layout");
+_Static_assert(offsetof(struct shmobj__map_shard, intent_old) == 104, "layout");
+_Static_assert(offsetof(struct shmobj__map_shard, intent_table) == 112, "layout");
+_Static_assert(offsetof(struct shmobj__map_shard, intent_table_old) == 120, "layout");
+_Static_assert(offsetof(struct shmobj__map_shard, intent_free) == 128, "layout");
+_Static_assert(offsetof(struct shmobj__map_shard, limbo_head) == 136, "layout");
+_Static_assert(offsetof(struct shmobj__map_shard, limbo_epoch) == 160, "layout");
+_Static_assert(offsetof(struct shmobj__map_shard, limbo_len) == 184, "layout");
 _Static_assert(sizeof(struct shmobj__map_shard) == 256, "layout");
 
 struct shmobj__map_ctl {
@@ -93,14 +120,26 @@ struct shmobj__map_ctl {
     uint8_t pad0[16];
     _Atomic uint64_t epoch; /* global epoch, >= 2; seq_cst */
     uint8_t pad1[56];
+    _Atomic uint64_t claimed[SHMOBJ__MAP_CLAIM_WORDS]; /* bit i: reader slot i
+                                    is claimed; seq_cst CAS by open, AND by
+                                    close and reapers, loaded by the epoch
+                                    advance */
     struct shmobj__map_reader readers_[SHMOBJ__MAP_READERS];
     struct shmobj__map_shard shards_[SHMOBJ__MAP_SHARDS];
 };
+_Static_assert(offsetof(struct shmobj__map_ctl, version) == 8, "layout");
+_Static_assert(offsetof(struct shmobj__map_ctl, shards) == 12, "layout");
+_Static_assert(offsetof(struct shmobj__map_ctl, readers) == 16, "layout");
+_Static_assert(offsetof(struct shmobj__map_ctl, ctl_size) == 20, "layout");
+_Static_assert(offsetof(struct shmobj__map_ctl, seed) == 24, "layout");
+_Static_assert(offsetof(struct shmobj__map_ctl, libc) == 32, "layout");
 _Static_assert(offsetof(struct shmobj__map_ctl, check) == 40, "layout");
 _Static_assert(offsetof(struct shmobj__map_ctl, epoch) == 64, "layout");
-_Static_assert(offsetof(struct shmobj__map_ctl, readers_) == 128, "layout");
-_Static_assert(offsetof(struct shmobj__map_ctl, shards_) == 128 + 64 * 64,
+_Static_assert(offsetof(struct shmobj__map_ctl, claimed) == 128, "layout");
+_Static_assert(offsetof(struct shmobj__map_ctl, readers_) == 256, "layout");
+_Static_assert(offsetof(struct shmobj__map_ctl, shards_) == 256 + 64 * SHMOBJ__MAP_READERS,
                "layout");
+_Static_assert(sizeof(struct shmobj__map_ctl) == 82176, "layout");
 
 /* An entry block's payload: header, then the key, padding to 16 bytes,
  * then the value (16-byte aligned, so an 8-byte value takes atomic
@@ -132,5 +171,8 @@ static inline uint64_t shmobj__map_entry_size(uint32_t key_len, uint32_t value_l
 }
 _Static_assert(sizeof(struct shmobj__map_entry) == SHMOBJ__MAP_ENTRY_HEADER,
                "layout");
+_Static_assert(offsetof(struct shmobj__map_entry, value_len) == 4, "layout");
+_Static_assert(offsetof(struct shmobj__map_entry, hash_gen) == SHMOBJ__MAP_LINK_OFF,
+               "the limbo link overwrites hash_gen");
 
 #endif /* SHMOBJ_MAP_LAYOUT_H */

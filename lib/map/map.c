@@ -37,6 +37,28 @@
 #include "shmobj_htcore.h"
 #include "space.h"
 
+/* The optimistic reads race with writers by design: what they read is
+ * used only if the shard's sequence counter held, a check the thread
+ * sanitizer cannot follow. In its builds the public read calls run with
+ * its reads ignored (writes, atomics and locks are still tracked); other
+ * builds compile the calls unchanged. */
+#if defined(__SANITIZE_THREAD__)
+#define MAP_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define MAP_TSAN 1
+#endif
+#endif
+#if defined(MAP_TSAN)
+void AnnotateIgnoreReadsBegin(const char *file, int line);
+void AnnotateIgnoreReadsEnd(const char *file, int line);
+#define MAP_READS_LINKAGE static
+#define MAP_READS_NAME(name) name##_reads
+#else
+#define MAP_READS_LINKAGE
+#define MAP_READS_NAME(name) name
+#endif
+
 struct shmobj_map {
     struct shmobj__space *sp;
     shmobj_segment *seg;
@@ -47,6 +69,10 @@ struct shmobj_map {
     uint64_t seed_mixed;    /* shmobj_htcore_seed_mix(seed) */
     const uint8_t *base;    /* the segment's mapping (sp->base, fixed) */
     uint64_t read_delay_ns; /* tests: widens the unguarded read's window */
+    /* tests: called after each entry free_table_entries() frees (to stop
+     * or kill the process inside a deep free) */
+    void (*free_hook)(void *arg, uint64_t ref);
+    void *free_hook_arg;
     /* Per shard, a cache of its table's validated shape, so that a lookup
      * need not validate the table block each time: the shape in one word
      * (see shape_make()), which threads sharing the handle read whole
@@ -350,18 +376,33 @@ static int table_new(shmobj_map *m, uint64_t capacity, shmobj__ref *out,
 
 /* ---- read guards (epochs) ------------------------------------------------- */
 
+/* SHMOBJ_ESTALE when the handle's control block is no longer the live
+ * block it opened (the map was destroyed, its memory perhaps reused): then
+ * nothing of the block may be read or written. One lock-free look at the
+ * block's header; every path but the unguarded copy-out try makes it. */
+static int map_stale(shmobj_map *m)
+{
+    uint64_t n;
+    return m->sp->ops->check(m->sp, m->ctl_ref, &n) == 0 ? 0 : SHMOBJ_ESTALE;
+}
+
 /* Enter: count ourselves in the parity of the current epoch, then confirm
  * the epoch did not move meanwhile (else a writer may have judged our
  * parity empty before we counted ourselves). seq_cst pairs with the
- * writer's loads in try_advance(). Returns epoch + 1 (never 0). */
-static uint64_t guard_enter(shmobj_map *m)
+ * writer's loads in try_advance(). *g gets epoch + 1 (never 0);
+ * SHMOBJ_ESTALE (no guard) when the map is gone. */
+static int guard_enter(shmobj_map *m, uint64_t *g)
 {
+    if (map_stale(m) != 0)
+        return SHMOBJ_ESTALE;
     _Atomic uint64_t *ep = &m->ctl->epoch;
     for (;;) {
         uint64_t e = atomic_load(ep);
         atomic_fetch_add(&m->reader->active[e & 1], 1);
-        if (atomic_load(ep) == e)
-            return e + 1;
+        if (atomic_load(ep) == e) {
+            *g = e + 1;
+            return 0;
+        }
         atomic_fetch_sub(&m->reader->active[e & 1], 1);
     }
 }
@@ -372,37 +413,88 @@ static void guard_leave(shmobj_map *m, uint64_t g)
                               memory_order_release);
 }
 
-/* Reset the slot of a reader process that died holding guards. */
-static void reader_reap(struct shmobj__map_reader *r)
+/* Who owns a reader slot. The one place that knows what a process's
+ * identity is (pid + 1 and the start time, from os_proc): the identity
+ * takes the low 32 bits of the owner word, the slot's claim count the
+ * high 32. */
+static int owner_self(uint64_t *ident, uint64_t *start_time)
+{
+    shmobj__os_proc self;
+    int rc = shmobj__os_proc_self(&self);
+    if (rc != 0)
+        return rc;
+    *ident = (uint64_t)self.pid + 1;
+    *start_time = self.start_time;
+    return 0;
+}
+
+static bool owner_alive(uint64_t owner, uint64_t start_time)
 {
     shmobj__os_proc p;
-    uint64_t owner = atomic_load(&r->owner);
-    if (owner == 0)
-        return;
-    p.pid = (uint32_t)(owner - 1);
+    p.pid = (uint32_t)((owner & UINT32_MAX) - 1);
     p.reserved = 0;
-    p.start_time = atomic_load(&r->start_time);
-    if (p.start_time == 0 || shmobj__os_proc_alive(&p))
-        return;
+    p.start_time = start_time;
+    return shmobj__os_proc_alive(&p);
+}
+
+/* Give slot i back: its owner word was taken to 0 by the caller. */
+static void reader_release(struct shmobj__map_ctl *c, unsigned i)
+{
+    struct shmobj__map_reader *r = &c->readers_[i];
     atomic_store(&r->active[0], 0);
     atomic_store(&r->active[1], 0);
     atomic_store(&r->start_time, 0);
-    atomic_store(&r->owner, 0);
+    atomic_fetch_and(&c->claimed[i / 64], ~(UINT64_C(1) << (i % 64)));
 }
 
-/* Move the epoch from e to e + 1 when no reader of epoch e - 1 remains. */
+/* Reset the slot of a reader process that died (holding guards or not).
+ * Of two reapers, or a reaper and a new owner, the CAS on the owner word
+ * lets one through. */
+static void reader_reap(struct shmobj__map_ctl *c, unsigned i)
+{
+    struct shmobj__map_reader *r = &c->readers_[i];
+    uint64_t owner = atomic_load(&r->owner);
+    if (owner == 0)
+        return; /* free, being claimed, or being reaped */
+    uint64_t start = atomic_load(&r->start_time);
+    if (start == 0 || owner_alive(owner, start))
+        return;
+    if (atomic_compare_exchange_strong(&r->owner, &owner, 0))
+        reader_release(c, i);
+}
+
+static inline unsigned ctz64(uint64_t x) /* x != 0 */
+{
+#if defined(__GNUC__)
+    return (unsigned)__builtin_ctzll(x);
+#else
+    unsigned n = 0;
+    while (!(x & 1u)) {
+        x >>= 1;
+        n++;
+    }
+    return n;
+#endif
+}
+
+/* Move the epoch from e to e + 1 when no reader of epoch e - 1 remains.
+ * Only claimed slots are looked at (a slot is claimed before its first
+ * guard, so a reader the bitmap load missed entered at epoch e or later). */
 static void try_advance(shmobj_map *m, int check_liveness)
 {
     struct shmobj__map_ctl *c = m->ctl;
     uint64_t e = atomic_load(&c->epoch);
-    for (unsigned i = 0; i < SHMOBJ__MAP_READERS; i++) {
-        struct shmobj__map_reader *r = &c->readers_[i];
-        if (atomic_load(&r->active[(e + 1) & 1]) != 0) {
-            if (!check_liveness)
-                return;
-            reader_reap(r);
-            if (atomic_load(&r->active[(e + 1) & 1]) != 0)
-                return;
+    for (unsigned w = 0; w < SHMOBJ__MAP_CLAIM_WORDS; w++) {
+        for (uint64_t bits = atomic_load(&c->claimed[w]); bits != 0; bits &= bits - 1) {
+            unsigned i = w * 64 + ctz64(bits);
+            struct shmobj__map_reader *r = &c->readers_[i];
+            if (atomic_load(&r->active[(e + 1) & 1]) != 0) {
+                if (!check_liveness)
+                    return;
+                reader_reap(c, i);
+                if (atomic_load(&r->active[(e + 1) & 1]) != 0)
+                    return;
+            }
         }
     }
     atomic_compare_exchange_strong(&c->epoch, &e, e + 1);
@@ -432,7 +524,15 @@ static void free_block(shmobj_map *m, shmobj__ref ref)
     (void)m->sp->ops->free(m->sp, ref);
 }
 
-/* Free every entry a table references (the deep retirement of clear()). */
+/* Free every entry a table references (the deep retirement of clear()).
+ * Each slot is erased before its entry is freed, so the table records the
+ * progress: a repair that runs this again after a crash meets only entries
+ * not yet freed. It must not meet a freed one: its reference is rebuilt
+ * from the generation in the entry's own bytes, which, once the block is
+ * reused, are the new owner's (a map entry of another owner would pass the
+ * heap's check and be freed). A crash between the erase and the free leaks
+ * that one entry. The table is retired past every reader (its epoch is two
+ * behind), so nobody else reads the slots. */
 static void free_table_entries(shmobj_map *m, shmobj__ref tref)
 {
     shmobj_htcore ht;
@@ -441,8 +541,13 @@ static void free_table_entries(shmobj_map *m, shmobj__ref tref)
         return;
     while (shmobj_htcore_next(&ht, &i) == 0) {
         struct ent e;
-        if (entry_peek(m, shmobj_htcore_ref_value(&ht, i), &e) == 0)
+        int ok = entry_peek(m, shmobj_htcore_ref_value(&ht, i), &e) == 0;
+        shmobj_htcore_erase(&ht, i);
+        if (ok) {
             free_block(m, e.ref);
+            if (m->free_hook != NULL)
+                m->free_hook(m->free_hook_arg, e.ref);
+        }
         i++;
     }
 }
@@ -620,6 +725,9 @@ static int shard_repair(shmobj_map *m, struct shmobj__map_shard *s)
 
 static int shard_lock(shmobj_map *m, struct shmobj__map_shard *s)
 {
+    /* a destroyed map's lock is someone else's bytes now: not touched */
+    if (map_stale(m) != 0)
+        return SHMOBJ_ESTALE;
     int rc = shmobj__os_mutex_lock(&s->lock);
     if (rc == SHMOBJ_EOWNERDEAD) {
         rc = shard_repair(m, s);
@@ -666,7 +774,8 @@ static int find_eq(void *ctx, uint64_t v)
 
 /* Wait out a writer section: spin briefly, then queue on the lock (which
  * also repairs the shard when its writer died inside the section). An
- * error means the shard cannot be repaired: the reader gives up with it. */
+ * error means the shard cannot be repaired, or the map is gone: the reader
+ * gives up with it. */
 static int wait_writer(shmobj_map *m, struct shmobj__map_shard *s,
                        unsigned *spins)
 {
@@ -678,9 +787,9 @@ static int wait_writer(shmobj_map *m, struct shmobj__map_shard *s,
     int rc = shard_lock(m, s);
     if (rc == 0)
         shard_unlock(s);
-    else if (rc != SHMOBJ_ECORRUPT)
+    else if (rc != SHMOBJ_ECORRUPT && rc != SHMOBJ_ESTALE)
         sched_yield();
-    return rc == SHMOBJ_ECORRUPT ? rc : 0;
+    return rc == SHMOBJ_ECORRUPT || rc == SHMOBJ_ESTALE ? rc : 0;
 }
 
 /* Copy a value; an 8-byte value is read atomically (it may be added to). */
@@ -1028,8 +1137,11 @@ lookup_guarded(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
                void *buf, size_t buf_len, uint32_t *vlen)
 {
     struct ent e;
-    uint64_t g = guard_enter(m);
-    int rc = lookup(m, hash, key, klen, &e, buf, buf_len);
+    uint64_t g;
+    int rc = guard_enter(m, &g);
+    if (rc != 0)
+        return rc;
+    rc = lookup(m, hash, key, klen, &e, buf, buf_len);
     guard_leave(m, g);
     if (rc == 0)
         *vlen = e.vlen;
@@ -1075,7 +1187,7 @@ get_general(shmobj_map *map, const void *key, size_t key_len, void *buf,
 #if defined(__GNUC__)
 __attribute__((flatten))
 #endif
-int shmobj_map_get(shmobj_map *map, const void *key, size_t key_len,
+MAP_READS_LINKAGE int MAP_READS_NAME(shmobj_map_get)(shmobj_map *map, const void *key, size_t key_len,
                    void *buf, size_t buf_len, size_t *value_len)
 {
     if (map != NULL && key != NULL && buf != NULL && key_len <= MAP_HOT_MAX &&
@@ -1088,6 +1200,16 @@ int shmobj_map_get(shmobj_map *map, const void *key, size_t key_len,
     }
     return get_general(map, key, key_len, buf, buf_len, value_len);
 }
+
+#if defined(MAP_TSAN)
+int shmobj_map_get(shmobj_map *map, const void *key, size_t key_len, void *buf, size_t buf_len, size_t *value_len)
+{
+    AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
+    int rc = shmobj_map_get_reads(map, key, key_len, buf, buf_len, value_len);
+    AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
+    return rc;
+}
+#endif
 
 /* Lookups a batch fetches together: enough to keep the memory system busy,
  * few enough that the lines of the first are still cached when it is
@@ -1116,7 +1238,7 @@ static void prefetch_entry(shmobj_map *m, uint64_t hash)
 #endif
 }
 
-int shmobj_map_get_many(shmobj_map *map, shmobj_map_get_req *reqs, size_t n)
+MAP_READS_LINKAGE int MAP_READS_NAME(shmobj_map_get_many)(shmobj_map *map, shmobj_map_get_req *reqs, size_t n)
 {
     if (map == NULL || (reqs == NULL && n > 0))
         return SHMOBJ_EINVAL;
@@ -1152,17 +1274,31 @@ int shmobj_map_get_many(shmobj_map *map, shmobj_map_get_req *reqs, size_t n)
     return 0;
 }
 
-int shmobj_map_get_view(shmobj_map *map, const void *key, size_t key_len,
+#if defined(MAP_TSAN)
+int shmobj_map_get_many(shmobj_map *map, shmobj_map_get_req *reqs, size_t n)
+{
+    AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
+    int rc = shmobj_map_get_many_reads(map, reqs, n);
+    AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
+    return rc;
+}
+#endif
+
+MAP_READS_LINKAGE int MAP_READS_NAME(shmobj_map_get_view)(shmobj_map *map, const void *key, size_t key_len,
                         shmobj_map_view *view)
 {
     if (!key_ok(map, key, key_len) || view == NULL)
         return SHMOBJ_EINVAL;
     uint64_t hash = map_hash(map, key, key_len);
     struct ent e;
-    uint64_t g = guard_enter(map);
-    int rc = lookup(map, hash, key, key_len, &e, NULL, 0);
+    uint64_t g;
+    int rc = guard_enter(map, &g);
+    if (rc == 0) {
+        rc = lookup(map, hash, key, key_len, &e, NULL, 0);
+        if (rc != 0)
+            guard_leave(map, g);
+    }
     if (rc != 0) {
-        guard_leave(map, g);
         memset(view, 0, sizeof *view);
         return rc;
     }
@@ -1175,6 +1311,16 @@ int shmobj_map_get_view(shmobj_map *map, const void *key, size_t key_len,
     return 0;
 }
 
+#if defined(MAP_TSAN)
+int shmobj_map_get_view(shmobj_map *map, const void *key, size_t key_len, shmobj_map_view *view)
+{
+    AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
+    int rc = shmobj_map_get_view_reads(map, key, key_len, view);
+    AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
+    return rc;
+}
+#endif
+
 void shmobj_map_view_release(shmobj_map_view *view)
 {
     if (view == NULL || view->map_ == NULL || view->guard_ == 0)
@@ -1183,7 +1329,7 @@ void shmobj_map_view_release(shmobj_map_view *view)
     memset(view, 0, sizeof *view);
 }
 
-int shmobj_map_contains(shmobj_map *map, const void *key, size_t key_len)
+MAP_READS_LINKAGE int MAP_READS_NAME(shmobj_map_contains)(shmobj_map *map, const void *key, size_t key_len)
 {
     if (!key_ok(map, key, key_len))
         return SHMOBJ_EINVAL;
@@ -1192,10 +1338,22 @@ int shmobj_map_contains(shmobj_map *map, const void *key, size_t key_len)
                        key_len, NULL, 0, &vlen);
 }
 
+#if defined(MAP_TSAN)
+int shmobj_map_contains(shmobj_map *map, const void *key, size_t key_len)
+{
+    AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
+    int rc = shmobj_map_contains_reads(map, key, key_len);
+    AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
+    return rc;
+}
+#endif
+
 int shmobj_map_count(shmobj_map *map, uint64_t *count)
 {
     if (map == NULL || count == NULL)
         return SHMOBJ_EINVAL;
+    if (map_stale(map) != 0)
+        return SHMOBJ_ESTALE;
     uint64_t n = 0;
     for (unsigned i = 0; i < SHMOBJ__MAP_SHARDS; i++)
         n += atomic_load_explicit(&map->ctl->shards_[i].count, memory_order_relaxed);
@@ -1207,14 +1365,16 @@ int shmobj_map_count(shmobj_map *map, uint64_t *count)
 
 /* Find key in the current table, under the lock; when free_idx is given,
  * also the slot an insert of the key would take (UINT64_MAX: none seen),
- * valid until the table changes. */
+ * valid until the table changes. *tref gets the table's reference as read
+ * once here: what ht describes, and what a growth retires. */
 static int locked_find_free(shmobj_map *m, struct shmobj__map_shard *s,
-                            shmobj_htcore *ht, uint64_t hash, const void *key,
-                            size_t klen, uint64_t *idx, struct ent *e,
-                            uint64_t *free_idx)
+                            shmobj_htcore *ht, shmobj__ref *tref, uint64_t hash,
+                            const void *key, size_t klen, uint64_t *idx,
+                            struct ent *e, uint64_t *free_idx)
 {
     struct find_ctx f = {m, key, klen, {0}};
-    int rc = table_get(m, (unsigned)(s - m->ctl->shards_), atomic_load(&s->table), ht);
+    *tref = atomic_load(&s->table);
+    int rc = table_get(m, (unsigned)(s - m->ctl->shards_), *tref, ht);
     if (rc != 0)
         return rc;
     rc = shmobj_htcore_ref_find_free(ht, hash, find_eq, &f, idx, free_idx);
@@ -1228,16 +1388,19 @@ static int locked_find(shmobj_map *m, struct shmobj__map_shard *s,
                        shmobj_htcore *ht, uint64_t hash, const void *key,
                        size_t klen, uint64_t *idx, struct ent *e)
 {
-    return locked_find_free(m, s, ht, hash, key, klen, idx, e, NULL);
+    shmobj__ref tref;
+    return locked_find_free(m, s, ht, &tref, hash, key, klen, idx, e, NULL);
 }
 
-/* Replace the shard's table by a bigger one (or one of the same size
- * without tombstones). Readers go on using the old table while the new one
- * is built; only the publication is a writer section. */
-static int grow(shmobj_map *m, struct shmobj__map_shard *s, shmobj_htcore *ht)
+/* Replace the shard's table *tref (which ht describes) by a bigger one
+ * (or one of the same size without tombstones). Readers go on using the
+ * old table while the new one is built; only the publication is a writer
+ * section. */
+static int grow(shmobj_map *m, struct shmobj__map_shard *s, shmobj_htcore *ht,
+                shmobj__ref *tref)
 {
     uint64_t count = shmobj_htcore_count(ht), cap = count * 2;
-    shmobj__ref nref, oref = atomic_load(&s->table);
+    shmobj__ref nref, oref = *tref;
     shmobj_htcore nt;
     if (cap < MAP_MIN_CAPACITY)
         cap = MAP_MIN_CAPACITY;
@@ -1258,17 +1421,18 @@ static int grow(shmobj_map *m, struct shmobj__map_shard *s, shmobj_htcore *ht)
     retire(m, s, oref);
     atomic_store_explicit(&s->intent_table, 0, memory_order_release);
     *ht = nt;
+    *tref = nref;
     return 0;
 }
 
 /* Link a new entry (the lock is held, intent_new recorded, key absent). */
 static int link_new(shmobj_map *m, struct shmobj__map_shard *s,
-                    shmobj_htcore *ht, uint64_t hash, shmobj__ref ref,
-                    uint64_t free_idx)
+                    shmobj_htcore *ht, shmobj__ref tref, uint64_t hash,
+                    shmobj__ref ref, uint64_t free_idx)
 {
     /* Room first, outside the writer section. */
     if (ht->hdr->growth_left == 0 && ht->hdr->tombstones == 0) {
-        int rc = grow(m, s, ht);
+        int rc = grow(m, s, ht, &tref);
         if (rc != 0)
             return rc;
         free_idx = UINT64_MAX; /* a slot of the old table */
@@ -1280,7 +1444,7 @@ static int link_new(shmobj_map *m, struct shmobj__map_shard *s,
                  : shmobj_htcore_ref_insert(ht, hash, slot_of(ref), NULL);
     write_end(s);
     if (rc == SHMOBJ_HTCORE_EFULL) {
-        rc = grow(m, s, ht);
+        rc = grow(m, s, ht, &tref);
         if (rc != 0)
             return rc;
         write_begin(s);
@@ -1349,7 +1513,8 @@ int shmobj_map_set(shmobj_map *map, const void *key, size_t key_len,
     atomic_store_explicit(&s->intent_op, SHMOBJ__MAP_OP_SET, memory_order_release);
     struct ent oe;
     uint64_t free_idx;
-    rc = locked_find_free(map, s, &ht, hash, key, key_len, &idx, &oe, &free_idx);
+    shmobj__ref tref;
+    rc = locked_find_free(map, s, &ht, &tref, hash, key, key_len, &idx, &oe, &free_idx);
     if (rc == 0) {
         uint64_t old = oe.ref;
         atomic_store_explicit(&s->intent_old, old, memory_order_release);
@@ -1358,7 +1523,7 @@ int shmobj_map_set(shmobj_map *map, const void *key, size_t key_len,
         write_end(s);
         retire(map, s, old);
     } else if (rc == SHMOBJ_ENOTFOUND) {
-        rc = link_new(map, s, &ht, hash, ref, free_idx);
+        rc = link_new(map, s, &ht, tref, hash, ref, free_idx);
         if (rc != 0) {
             clear_intent(s);
             free_block(map, ref);
@@ -1382,10 +1547,11 @@ int shmobj_map_add(shmobj_map *map, const void *key, size_t key_len,
     shmobj_htcore ht;
     struct ent e;
     uint64_t free_idx;
+    shmobj__ref tref;
     int rc = shard_lock(map, s);
     if (rc != 0)
         return rc;
-    rc = locked_find_free(map, s, &ht, hash, key, key_len, &idx, &e, &free_idx);
+    rc = locked_find_free(map, s, &ht, &tref, hash, key, key_len, &idx, &e, &free_idx);
     if (rc == 0) {
         if (e.vlen != 8) {
             rc = SHMOBJ_ETYPE;
@@ -1404,7 +1570,7 @@ int shmobj_map_add(shmobj_map *map, const void *key, size_t key_len,
             atomic_store_explicit(&s->intent_new, ref, memory_order_relaxed);
             atomic_store_explicit(&s->intent_op, SHMOBJ__MAP_OP_SET,
                                   memory_order_release);
-            rc = link_new(map, s, &ht, hash, ref, free_idx);
+            rc = link_new(map, s, &ht, tref, hash, ref, free_idx);
             if (rc != 0) {
                 clear_intent(s);
                 free_block(map, ref);
@@ -1547,7 +1713,7 @@ int shmobj_map_iter_open(shmobj_map *map, shmobj_map_iter **out)
     return 0;
 }
 
-int shmobj_map_iter_next(shmobj_map_iter *it, const void **key,
+MAP_READS_LINKAGE int MAP_READS_NAME(shmobj_map_iter_next)(shmobj_map_iter *it, const void **key,
                          size_t *key_len, const void **value,
                          size_t *value_len)
 {
@@ -1560,11 +1726,21 @@ int shmobj_map_iter_next(shmobj_map_iter *it, const void **key,
         }
         if (it->shard >= SHMOBJ__MAP_SHARDS)
             return SHMOBJ_ENOTFOUND;
-        it->guard = guard_enter(it->map);
-        int rc = snapshot(it, &it->map->ctl->shards_[it->shard]);
+        int rc = guard_enter(it->map, &it->guard);
+        if (rc == 0) {
+            rc = snapshot(it, &it->map->ctl->shards_[it->shard]);
+            if (rc != 0) {
+                guard_leave(it->map, it->guard);
+                it->guard = 0;
+            }
+        }
         if (rc != 0) {
+            /* Every error moves the cursor on, so that a loop until
+             * ENOTFOUND ends: past this shard (its entries are not
+             * returned), or to the end when the map is gone. */
             it->n = it->pos = 0;
-            return rc; /* the shard is retried by the next call */
+            it->shard = rc == SHMOBJ_ESTALE ? SHMOBJ__MAP_SHARDS : it->shard + 1;
+            return rc;
         }
         it->shard++;
     }
@@ -1593,6 +1769,16 @@ int shmobj_map_iter_next(shmobj_map_iter *it, const void **key,
     return 0;
 }
 
+#if defined(MAP_TSAN)
+int shmobj_map_iter_next(shmobj_map_iter *it, const void **key, size_t *key_len, const void **value, size_t *value_len)
+{
+    AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
+    int rc = shmobj_map_iter_next_reads(it, key, key_len, value, value_len);
+    AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
+    return rc;
+}
+#endif
+
 void shmobj_map_iter_close(shmobj_map_iter *it)
 {
     if (it == NULL)
@@ -1613,6 +1799,42 @@ static uint64_t block_bytes(shmobj_map *m, shmobj__ref ref)
     return usable + 16; /* the arena's block header */
 }
 
+/* Heap bytes of the entries a table references. */
+static uint64_t table_entry_bytes(shmobj_map *m, const shmobj_htcore *ht)
+{
+    uint64_t i = 0, n = 0;
+    while (shmobj_htcore_next(ht, &i) == 0) {
+        struct ent e;
+        if (entry_peek(m, shmobj_htcore_ref_value(ht, i), &e) == 0)
+            n += block_bytes(m, e.ref);
+        i++;
+    }
+    return n;
+}
+
+/* Heap bytes on a shard's limbo lists: each retired block, and for a
+ * cleared table the entries it still holds. Reads only. */
+static uint64_t limbo_bytes(shmobj_map *m, struct shmobj__map_shard *s)
+{
+    uint64_t n = 0;
+    for (unsigned li = 0; li < 3; li++) {
+        uint64_t item = atomic_load(&s->limbo_head[li]);
+        uint64_t budget = atomic_load(&s->limbo_len) + 1;
+        while (item != 0 && budget-- > 0) {
+            uint8_t *p;
+            shmobj__ref ref = item & ~SHMOBJ__MAP_RETIRE_DEEP;
+            shmobj_htcore ht;
+            n += block_bytes(m, ref);
+            if ((item & SHMOBJ__MAP_RETIRE_DEEP) && table_at(m, ref, &ht) == 0)
+                n += table_entry_bytes(m, &ht);
+            item = 0;
+            if (block_at(m, ref, SHMOBJ__MAP_LINK_OFF + 8, &p, NULL) == 0)
+                memcpy(&item, p + SHMOBJ__MAP_LINK_OFF, 8);
+        }
+    }
+    return n;
+}
+
 int shmobj_map_stats_get(shmobj_map *map, shmobj_map_stats *st)
 {
     if (map == NULL || st == NULL || st->struct_size < sizeof *st)
@@ -1622,7 +1844,8 @@ int shmobj_map_stats_get(shmobj_map *map, shmobj_map_stats *st)
     st->struct_size = size;
     st->shards = SHMOBJ__MAP_SHARDS;
     uint64_t probe_total = 0;
-    st->total_bytes = block_bytes(map, map->ctl_ref);
+    /* Counted as held, not changed: no reclaiming here (it would make two
+     * calls in a row disagree). */
     for (unsigned i = 0; i < SHMOBJ__MAP_SHARDS; i++) {
         struct shmobj__map_shard *s = &map->ctl->shards_[i];
         shmobj_htcore ht;
@@ -1630,10 +1853,9 @@ int shmobj_map_stats_get(shmobj_map *map, shmobj_map_stats *st)
         int rc = shard_lock(map, s);
         if (rc != 0)
             return rc;
-        reclaim(map, s, 0);
-        rc = table_at(map, atomic_load(&s->table), &ht);
+        shmobj__ref tref = atomic_load(&s->table);
+        rc = table_at(map, tref, &ht);
         if (rc == 0) {
-            uint64_t j = 0;
             shmobj_htcore_stats_get(&ht, &hs);
             st->count += hs.count;
             st->slots += hs.slots;
@@ -1641,31 +1863,16 @@ int shmobj_map_stats_get(shmobj_map *map, shmobj_map_stats *st)
             probe_total += hs.probe_total;
             if (hs.probe_max > st->probe_max)
                 st->probe_max = hs.probe_max;
-            st->table_bytes += block_bytes(map, atomic_load(&s->table));
-            while (shmobj_htcore_next(&ht, &j) == 0) {
-                struct ent e;
-                if (entry_peek(map, shmobj_htcore_ref_value(&ht, j), &e) == 0)
-                    st->entry_bytes += block_bytes(map, e.ref);
-                j++;
-            }
-            for (unsigned li = 0; li < 3; li++) {
-                uint64_t item = atomic_load(&s->limbo_head[li]);
-                uint64_t budget = atomic_load(&s->limbo_len) + 1;
-                while (item != 0 && budget-- > 0) {
-                    uint8_t *p;
-                    shmobj__ref ref = item & ~SHMOBJ__MAP_RETIRE_DEEP;
-                    st->pending_bytes += block_bytes(map, ref);
-                    item = 0;
-                    if (block_at(map, ref, SHMOBJ__MAP_LINK_OFF + 8, &p, NULL) == 0)
-                        memcpy(&item, p + SHMOBJ__MAP_LINK_OFF, 8);
-                }
-            }
+            st->table_bytes += block_bytes(map, tref);
+            st->entry_bytes += table_entry_bytes(map, &ht);
+            st->pending_bytes += limbo_bytes(map, s);
         }
         shard_unlock(s);
         if (rc != 0)
             return rc;
     }
-    st->total_bytes += st->table_bytes + st->entry_bytes + st->pending_bytes;
+    st->total_bytes = block_bytes(map, map->ctl_ref) + st->table_bytes +
+                      st->entry_bytes + st->pending_bytes;
     if (st->slots > 0)
         st->load_factor = (double)st->count / (double)st->slots;
     if (st->count > 0) {
@@ -1740,25 +1947,35 @@ static uint64_t ctl_check(const struct shmobj__map_ctl *c)
                                 UINT64_C(0x4d4150434845434b));
 }
 
-/* Claim a guard slot for this process; reap dead owners when all are
- * taken. */
+/* Claim a guard slot for this handle: set a clear bit of the bitmap, then
+ * fill the slot. When every bit is set, reap the slots of dead owners
+ * and look once more. */
 static int reader_claim(shmobj_map *m)
 {
-    shmobj__os_proc self;
-    int rc = shmobj__os_proc_self(&self);
+    struct shmobj__map_ctl *c = m->ctl;
+    uint64_t ident, start;
+    int rc = owner_self(&ident, &start);
     if (rc != 0)
         return rc;
     for (int pass = 0; pass < 2; pass++) {
-        for (unsigned i = 0; i < SHMOBJ__MAP_READERS; i++) {
-            struct shmobj__map_reader *r = &m->ctl->readers_[i];
-            uint64_t zero = 0;
-            if (pass == 1)
-                reader_reap(r);
-            if (atomic_compare_exchange_strong(&r->owner, &zero,
-                                               (uint64_t)self.pid + 1)) {
+        for (unsigned w = 0; w < SHMOBJ__MAP_CLAIM_WORDS; w++) {
+            uint64_t bits = atomic_load(&c->claimed[w]);
+            if (pass == 1) {
+                for (uint64_t b = bits; b != 0; b &= b - 1)
+                    reader_reap(c, w * 64 + ctz64(b));
+                bits = atomic_load(&c->claimed[w]);
+            }
+            while (bits != UINT64_MAX) {
+                unsigned j = ctz64(~bits);
+                if (!atomic_compare_exchange_strong(&c->claimed[w], &bits,
+                                                    bits | (UINT64_C(1) << j)))
+                    continue; /* bits reloaded */
+                struct shmobj__map_reader *r = &c->readers_[w * 64 + j];
+                uint64_t n = atomic_fetch_add(&r->claims, 1) + 1;
                 atomic_store(&r->active[0], 0);
                 atomic_store(&r->active[1], 0);
-                atomic_store(&r->start_time, self.start_time);
+                atomic_store(&r->start_time, start);
+                atomic_store(&r->owner, (n << 32) | (ident & UINT32_MAX));
                 m->reader = r;
                 return 0;
             }
@@ -1767,36 +1984,49 @@ static int reader_claim(shmobj_map *m)
     return SHMOBJ_EFULL;
 }
 
+/* Check a root's block and attach to it as a map: SHMOBJ_ETYPE for a
+ * consistent block of another kind (its first word is not the map's
+ * magic), SHMOBJ_EVERSION, SHMOBJ_ECORRUPT for a map control block whose
+ * bytes disagree. The header is copied once and only the copy is used. */
 static int map_attach(shmobj_segment *seg, shmobj__ref ref, shmobj_map **out)
 {
+    struct shmobj__space *sp = (struct shmobj__space *)seg;
+    struct shmobj__map_ctl hdr;
+    uint64_t usable;
+    void *q;
+    int rc = sp->ops->check(sp, ref, &usable);
+    if (rc != 0)
+        return rc == SHMOBJ_ESTALE ? rc : SHMOBJ_ECORRUPT;
+    if (shmobj__space_at(sp, shmobj__ref_off(ref), usable, &q) != 0)
+        return SHMOBJ_ECORRUPT;
+    if (usable < sizeof hdr.magic)
+        return SHMOBJ_ETYPE;
+    memcpy(&hdr.magic, q, sizeof hdr.magic);
+    if (hdr.magic != SHMOBJ__MAP_MAGIC)
+        return SHMOBJ_ETYPE;
+    const size_t hlen = offsetof(struct shmobj__map_ctl, pad0);
+    if (usable < hlen)
+        return SHMOBJ_ECORRUPT;
+    memcpy(&hdr, q, hlen);
+    if (hdr.version != SHMOBJ__MAP_VERSION)
+        return SHMOBJ_EVERSION;
+    if (usable < sizeof(struct shmobj__map_ctl) || ((uintptr_t)q & 63) != 0 ||
+        hdr.check != ctl_check(&hdr) || hdr.shards != SHMOBJ__MAP_SHARDS ||
+        hdr.readers != SHMOBJ__MAP_READERS ||
+        hdr.ctl_size != sizeof(struct shmobj__map_ctl) ||
+        hdr.libc != shmobj__os_libc_signature())
+        return SHMOBJ_ECORRUPT;
     shmobj_map *m = calloc(1, sizeof *m);
-    uint8_t *p;
     if (m == NULL)
         return SHMOBJ_ENOMEM;
     m->seg = seg;
-    m->sp = (struct shmobj__space *)seg;
-    m->base = m->sp->base;
+    m->sp = sp;
+    m->base = sp->base;
     m->ctl_ref = ref;
-    int rc = block_at(m, ref, sizeof(struct shmobj__map_ctl), &p, NULL);
-    if (rc == 0 && ((uintptr_t)p & 63) != 0)
-        rc = SHMOBJ_ECORRUPT;
-    if (rc == 0) {
-        struct shmobj__map_ctl *c = (struct shmobj__map_ctl *)(void *)p;
-        if (c->magic != SHMOBJ__MAP_MAGIC)
-            rc = SHMOBJ_ECORRUPT;
-        else if (c->version != SHMOBJ__MAP_VERSION)
-            rc = SHMOBJ_EVERSION;
-        else if (c->check != ctl_check(c) || c->shards != SHMOBJ__MAP_SHARDS ||
-                 c->readers != SHMOBJ__MAP_READERS ||
-                 c->ctl_size != sizeof(struct shmobj__map_ctl) ||
-                 c->libc != shmobj__os_libc_signature())
-            rc = SHMOBJ_ECORRUPT;
-        m->ctl = c;
-        m->seed = c->seed;
-        m->seed_mixed = shmobj_htcore_seed_mix(c->seed);
-    }
-    if (rc == 0)
-        rc = reader_claim(m);
+    m->ctl = q;
+    m->seed = hdr.seed;
+    m->seed_mixed = shmobj_htcore_seed_mix(hdr.seed);
+    rc = reader_claim(m);
     if (rc != 0) {
         free(m);
         return rc;
@@ -1902,9 +2132,13 @@ void shmobj_map_close(shmobj_map *map)
 {
     if (map == NULL)
         return;
-    struct shmobj__map_reader *r = map->reader;
-    atomic_store(&r->start_time, 0);
-    atomic_store(&r->owner, 0);
+    /* A destroyed map's slot is someone else's bytes now: not touched. */
+    if (map_stale(map) == 0) {
+        struct shmobj__map_reader *r = map->reader;
+        uint64_t owner = atomic_load(&r->owner);
+        if (owner != 0 && atomic_compare_exchange_strong(&r->owner, &owner, 0))
+            reader_release(map->ctl, (unsigned)(r - map->ctl->readers_));
+    }
     free(map);
 }
 
@@ -1914,6 +2148,15 @@ void shmobj__map_read_delay_set(shmobj_map *map, uint64_t ns);
 void shmobj__map_read_delay_set(shmobj_map *map, uint64_t ns)
 {
     map->read_delay_ns = ns;
+}
+
+/* For tests: call fn(arg, ref) after each entry a deep free (the limbo
+ * item of a cleared table) frees, NULL: none. */
+void shmobj__map_free_hook_set(shmobj_map *map, void (*fn)(void *, uint64_t), void *arg);
+void shmobj__map_free_hook_set(shmobj_map *map, void (*fn)(void *, uint64_t), void *arg)
+{
+    map->free_hook = fn;
+    map->free_hook_arg = arg;
 }
 
 /* For tests and the fuzz target: the control block of a handle. */
