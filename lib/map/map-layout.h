@@ -48,18 +48,21 @@ enum {
  * has reached r + 2, which needs every active[(r) & 1] back at 0. A slot is
  * claimed by setting its bit in the control block's `claimed` bitmap (the
  * bit is the claim: the epoch advance scans only claimed slots), then
- * start_time, then owner; it is given back in the reverse order. */
+ * token, then owner; it is given back in the reverse order. */
 struct shmobj__map_reader {
-    _Atomic uint64_t owner;      /* claims << 32 | identity of the claiming
-                                    process (pid + 1 today); 0 while free,
+    _Atomic uint64_t owner;      /* claims << 32 | attachment token of the
+                                    claiming handle's segment handle
+                                    (seg-layout.h); 0 while free,
                                     being claimed or being reaped. Stored
                                     by open after start_time, CAS to 0 by
                                     close and by the reaper of a dead
                                     owner (the claim count in the high
                                     half makes that CAS miss a new owner
                                     of the same identity) */
-    _Atomic uint64_t start_time; /* owner's start time (os_proc); written
-                                    before owner, 0 once given back */
+    _Atomic uint64_t token;      /* the owner's token again; written
+                                    before owner, 0 once given back, so a
+                                    reaper never judges a half-claimed
+                                    slot */
     _Atomic uint64_t active[2];  /* guards held, by epoch parity; seq_cst
                                     RMW by readers, loaded by writers */
     _Atomic uint64_t claims;     /* times the slot was claimed; RMW by open
@@ -67,7 +70,7 @@ struct shmobj__map_reader {
     uint8_t pad[24];
 };
 _Static_assert(sizeof(struct shmobj__map_reader) == 64, "one cache line");
-_Static_assert(offsetof(struct shmobj__map_reader, start_time) == 8, "layout");
+_Static_assert(offsetof(struct shmobj__map_reader, token) == 8, "layout");
 _Static_assert(offsetof(struct shmobj__map_reader, active) == 16, "layout");
 _Static_assert(offsetof(struct shmobj__map_reader, claims) == 32, "layout");
 
@@ -75,7 +78,9 @@ _Static_assert(offsetof(struct shmobj__map_reader, claims) == 32, "layout");
  * against, the current table and the repair record. Fields other than
  * seq/table/count are written only under `lock`. */
 struct shmobj__map_shard {
-    shmobj__os_mutex lock;           /* robust, process-shared */
+    shmobj__os_lock lock;            /* the library's lock (os-lock.c):
+                                        owner's token, taken over from a
+                                        dead owner with EOWNERDEAD */
     _Atomic uint64_t seq;            /* odd while the table changes;
                                         release by the writer, acquire by
                                         readers */
@@ -115,7 +120,7 @@ struct shmobj__map_ctl {
     uint32_t readers;     /* SHMOBJ__MAP_READERS */
     uint32_t ctl_size;    /* sizeof(struct shmobj__map_ctl) */
     uint64_t seed;        /* hash seed of every key of the map */
-    uint64_t libc;        /* shmobj__os_libc_signature(): mutex layout */
+    uint64_t lock_format; /* SHMOBJ__OS_LOCK_FORMAT of the creator */
     uint64_t check;       /* hash of the 40 bytes above */
     uint8_t pad0[16];
     _Atomic uint64_t epoch; /* global epoch, >= 2; seq_cst */
@@ -132,7 +137,7 @@ _Static_assert(offsetof(struct shmobj__map_ctl, shards) == 12, "layout");
 _Static_assert(offsetof(struct shmobj__map_ctl, readers) == 16, "layout");
 _Static_assert(offsetof(struct shmobj__map_ctl, ctl_size) == 20, "layout");
 _Static_assert(offsetof(struct shmobj__map_ctl, seed) == 24, "layout");
-_Static_assert(offsetof(struct shmobj__map_ctl, libc) == 32, "layout");
+_Static_assert(offsetof(struct shmobj__map_ctl, lock_format) == 32, "layout");
 _Static_assert(offsetof(struct shmobj__map_ctl, check) == 40, "layout");
 _Static_assert(offsetof(struct shmobj__map_ctl, epoch) == 64, "layout");
 _Static_assert(offsetof(struct shmobj__map_ctl, claimed) == 128, "layout");

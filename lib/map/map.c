@@ -28,6 +28,7 @@
 #endif
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bytes.h"
 #include "map-layout.h"
@@ -413,28 +414,26 @@ static void guard_leave(shmobj_map *m, uint64_t g)
                               memory_order_release);
 }
 
-/* Who owns a reader slot. The one place that knows what a process's
- * identity is (pid + 1 and the start time, from os_proc): the identity
+/* Who owns a reader slot. The one place that knows what an owner's
+ * identity is: the attachment token of the handle's segment (seg-procs.c),
+ * alive while that handle is attached, in any PID namespace. The token
  * takes the low 32 bits of the owner word, the slot's claim count the
- * high 32. */
-static int owner_self(uint64_t *ident, uint64_t *start_time)
+ * high 32, and the `token` field holds it again (non-zero while the slot
+ * is claimed and complete). */
+static int owner_self(struct shmobj__space *sp, uint64_t *ident)
 {
-    shmobj__os_proc self;
-    int rc = shmobj__os_proc_self(&self);
-    if (rc != 0)
-        return rc;
-    *ident = (uint64_t)self.pid + 1;
-    *start_time = self.start_time;
+    uint32_t t = sp->ops->live->token(sp);
+    if (t == 0)
+        return SHMOBJ_EFULL; /* the segment's attachment table is full */
+    *ident = t;
     return 0;
 }
 
-static bool owner_alive(uint64_t owner, uint64_t start_time)
+static bool owner_alive(struct shmobj__space *sp, uint64_t token)
 {
-    shmobj__os_proc p;
-    p.pid = (uint32_t)((owner & UINT32_MAX) - 1);
-    p.reserved = 0;
-    p.start_time = start_time;
-    return shmobj__os_proc_alive(&p);
+    /* A token no live handle can have (damage) is not alive either. */
+    return sp->ops->live->owner_state(sp, (uint32_t)token) ==
+           SHMOBJ__OS_OWNER_ALIVE;
 }
 
 /* Give slot i back: its owner word was taken to 0 by the caller. */
@@ -443,21 +442,22 @@ static void reader_release(struct shmobj__map_ctl *c, unsigned i)
     struct shmobj__map_reader *r = &c->readers_[i];
     atomic_store(&r->active[0], 0);
     atomic_store(&r->active[1], 0);
-    atomic_store(&r->start_time, 0);
+    atomic_store(&r->token, 0);
     atomic_fetch_and(&c->claimed[i / 64], ~(UINT64_C(1) << (i % 64)));
 }
 
 /* Reset the slot of a reader process that died (holding guards or not).
  * Of two reapers, or a reaper and a new owner, the CAS on the owner word
  * lets one through. */
-static void reader_reap(struct shmobj__map_ctl *c, unsigned i)
+static void reader_reap(shmobj_map *m, unsigned i)
 {
+    struct shmobj__map_ctl *c = m->ctl;
     struct shmobj__map_reader *r = &c->readers_[i];
     uint64_t owner = atomic_load(&r->owner);
     if (owner == 0)
         return; /* free, being claimed, or being reaped */
-    uint64_t start = atomic_load(&r->start_time);
-    if (start == 0 || owner_alive(owner, start))
+    uint64_t token = atomic_load(&r->token);
+    if (token == 0 || owner_alive(m->sp, token))
         return;
     if (atomic_compare_exchange_strong(&r->owner, &owner, 0))
         reader_release(c, i);
@@ -491,7 +491,7 @@ static void try_advance(shmobj_map *m, int check_liveness)
             if (atomic_load(&r->active[(e + 1) & 1]) != 0) {
                 if (!check_liveness)
                     return;
-                reader_reap(c, i);
+                reader_reap(m, i);
                 if (atomic_load(&r->active[(e + 1) & 1]) != 0)
                     return;
             }
@@ -728,27 +728,22 @@ static int shard_lock(shmobj_map *m, struct shmobj__map_shard *s)
     /* a destroyed map's lock is someone else's bytes now: not touched */
     if (map_stale(m) != 0)
         return SHMOBJ_ESTALE;
-    int rc = shmobj__os_mutex_lock(&s->lock);
-    if (rc == SHMOBJ_EOWNERDEAD) {
-        rc = shard_repair(m, s);
-        shmobj__os_mutex_consistent(&s->lock);
-        if (rc != 0)
-            shmobj__os_mutex_unlock(&s->lock);
-        return rc;
-    }
-    if (rc == 0 && (atomic_load(&s->seq) & 1)) {
-        /* A dead owner whose mutex was already made consistent but whose
-         * repair did not finish (or a damaged seq): repair now. */
+    const struct shmobj__space_live_ops *live = m->sp->ops->live;
+    int rc = live->lock(m->sp, &s->lock, 0);
+    if (rc == SHMOBJ_EOWNERDEAD || (rc == 0 && (atomic_load(&s->seq) & 1))) {
+        /* Its owner died inside (or a damaged seq says a change is under
+         * way): repair; a repair that fails leaves the lock to be taken
+         * over and repaired again by the next locker. */
         rc = shard_repair(m, s);
         if (rc != 0)
-            shmobj__os_mutex_unlock(&s->lock);
+            live->unlock_broken(m->sp, &s->lock);
     }
     return rc;
 }
 
-static void shard_unlock(struct shmobj__map_shard *s)
+static void shard_unlock(shmobj_map *m, struct shmobj__map_shard *s)
 {
-    shmobj__os_mutex_unlock(&s->lock);
+    m->sp->ops->live->unlock(m->sp, &s->lock);
 }
 
 /* ---- optimistic reads ---------------------------------------------------------- */
@@ -786,7 +781,7 @@ static int wait_writer(shmobj_map *m, struct shmobj__map_shard *s,
     *spins = 0;
     int rc = shard_lock(m, s);
     if (rc == 0)
-        shard_unlock(s);
+        shard_unlock(m, s);
     else if (rc != SHMOBJ_ECORRUPT && rc != SHMOBJ_ESTALE)
         sched_yield();
     return rc == SHMOBJ_ECORRUPT || rc == SHMOBJ_ESTALE ? rc : 0;
@@ -1533,7 +1528,7 @@ int shmobj_map_set(shmobj_map *map, const void *key, size_t key_len,
         free_block(map, ref);
     }
     clear_intent(s);
-    shard_unlock(s);
+    shard_unlock(map, s);
     return rc;
 }
 
@@ -1580,7 +1575,7 @@ int shmobj_map_add(shmobj_map *map, const void *key, size_t key_len,
             clear_intent(s);
         }
     }
-    shard_unlock(s);
+    shard_unlock(map, s);
     return rc;
 }
 
@@ -1607,7 +1602,7 @@ int shmobj_map_del(shmobj_map *map, const void *key, size_t key_len)
         retire(map, s, old);
         clear_intent(s);
     }
-    shard_unlock(s);
+    shard_unlock(map, s);
     return rc;
 }
 
@@ -1625,7 +1620,7 @@ int shmobj_map_clear(shmobj_map *map)
         oref = atomic_load(&s->table);
         rc = table_new(map, MAP_MIN_CAPACITY, &nref, &nt);
         if (rc != 0) {
-            shard_unlock(s);
+            shard_unlock(map, s);
             return rc;
         }
         atomic_store_explicit(&s->intent_table_old, oref, memory_order_relaxed);
@@ -1637,7 +1632,7 @@ int shmobj_map_clear(shmobj_map *map)
         write_end(s);
         retire(map, s, oref | SHMOBJ__MAP_RETIRE_DEEP);
         clear_intent(s);
-        shard_unlock(s);
+        shard_unlock(map, s);
     }
     return 0;
 }
@@ -1691,7 +1686,7 @@ static int snapshot(shmobj_map_iter *it, struct shmobj__map_shard *s)
             }
         }
         if (locked) {
-            shard_unlock(s);
+            shard_unlock(m, s);
         } else {
             atomic_thread_fence(memory_order_acquire);
             if (atomic_load_explicit(&s->seq, memory_order_relaxed) != q1)
@@ -1867,7 +1862,7 @@ int shmobj_map_stats_get(shmobj_map *map, shmobj_map_stats *st)
             st->entry_bytes += table_entry_bytes(map, &ht);
             st->pending_bytes += limbo_bytes(map, s);
         }
-        shard_unlock(s);
+        shard_unlock(map, s);
         if (rc != 0)
             return rc;
     }
@@ -1932,7 +1927,7 @@ int shmobj_map_check(shmobj_map *map)
                     memcpy(&item, p + SHMOBJ__MAP_LINK_OFF, 8);
             }
         }
-        shard_unlock(s);
+        shard_unlock(map, s);
         if (rc != 0)
             return rc;
     }
@@ -1953,8 +1948,8 @@ static uint64_t ctl_check(const struct shmobj__map_ctl *c)
 static int reader_claim(shmobj_map *m)
 {
     struct shmobj__map_ctl *c = m->ctl;
-    uint64_t ident, start;
-    int rc = owner_self(&ident, &start);
+    uint64_t ident;
+    int rc = owner_self(m->sp, &ident);
     if (rc != 0)
         return rc;
     for (int pass = 0; pass < 2; pass++) {
@@ -1962,7 +1957,7 @@ static int reader_claim(shmobj_map *m)
             uint64_t bits = atomic_load(&c->claimed[w]);
             if (pass == 1) {
                 for (uint64_t b = bits; b != 0; b &= b - 1)
-                    reader_reap(c, w * 64 + ctz64(b));
+                    reader_reap(m, w * 64 + ctz64(b));
                 bits = atomic_load(&c->claimed[w]);
             }
             while (bits != UINT64_MAX) {
@@ -1974,7 +1969,7 @@ static int reader_claim(shmobj_map *m)
                 uint64_t n = atomic_fetch_add(&r->claims, 1) + 1;
                 atomic_store(&r->active[0], 0);
                 atomic_store(&r->active[1], 0);
-                atomic_store(&r->start_time, start);
+                atomic_store(&r->token, ident);
                 atomic_store(&r->owner, (n << 32) | (ident & UINT32_MAX));
                 m->reader = r;
                 return 0;
@@ -2014,7 +2009,7 @@ static int map_attach(shmobj_segment *seg, shmobj__ref ref, shmobj_map **out)
         hdr.check != ctl_check(&hdr) || hdr.shards != SHMOBJ__MAP_SHARDS ||
         hdr.readers != SHMOBJ__MAP_READERS ||
         hdr.ctl_size != sizeof(struct shmobj__map_ctl) ||
-        hdr.libc != shmobj__os_libc_signature())
+        hdr.lock_format != SHMOBJ__OS_LOCK_FORMAT)
         return SHMOBJ_ECORRUPT;
     shmobj_map *m = calloc(1, sizeof *m);
     if (m == NULL)
@@ -2069,11 +2064,11 @@ int shmobj_map_create(shmobj_segment *seg, const char *name, shmobj_map **out)
     }
     struct shmobj__map_ctl *c = (struct shmobj__map_ctl *)(void *)p;
     memset(c, 0, sizeof *c);
-    shmobj__os_proc self = {0, 0, 0};
-    (void)shmobj__os_proc_self(&self);
     /* The seed only has to differ between maps and be unknown to whoever
-     * picks the keys; the clock, the pid and the address mixed will do. */
-    uint64_t mix[3] = {shmobj__os_now_ns(), ((uint64_t)self.pid << 32) ^ self.start_time,
+     * picks the keys; the clock, the pid, the handle's token and the
+     * address mixed will do. */
+    uint64_t mix[3] = {shmobj__os_now_ns(),
+                       ((uint64_t)getpid() << 32) ^ sp->ops->live->token(sp),
                        (uint64_t)(uintptr_t)c ^ ref};
     c->magic = SHMOBJ__MAP_MAGIC;
     c->version = SHMOBJ__MAP_VERSION;
@@ -2081,7 +2076,7 @@ int shmobj_map_create(shmobj_segment *seg, const char *name, shmobj_map **out)
     c->readers = SHMOBJ__MAP_READERS;
     c->ctl_size = sizeof *c;
     c->seed = shmobj_htcore_hash64(mix, sizeof mix, 0);
-    c->libc = shmobj__os_libc_signature();
+    c->lock_format = SHMOBJ__OS_LOCK_FORMAT;
     c->check = ctl_check(c);
     atomic_store(&c->epoch, 2);
     t->ctl = c;
@@ -2090,9 +2085,8 @@ int shmobj_map_create(shmobj_segment *seg, const char *name, shmobj_map **out)
         struct shmobj__map_shard *s = &c->shards_[i];
         shmobj__ref tref;
         shmobj_htcore ht;
-        rc = shmobj__os_mutex_init(&s->lock);
-        if (rc == 0)
-            rc = table_new(t, MAP_MIN_CAPACITY, &tref, &ht);
+        /* the lock is free as zeroed above */
+        rc = table_new(t, MAP_MIN_CAPACITY, &tref, &ht);
         if (rc == 0)
             atomic_store(&s->table, tref);
     }

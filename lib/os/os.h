@@ -42,6 +42,9 @@ int shmobj__os_futex_wake(_Atomic uint32_t *word, int count);
  * while others may sleep. Padded to 64 bytes so it has a line of its own
  * in the structures that embed it. */
 #define SHMOBJ__OS_LOCK_SIZE 64
+/* Recorded by structures that embed locks: bumped when the meaning of the
+ * word changes, so a build of another lock format refuses them. */
+#define SHMOBJ__OS_LOCK_FORMAT UINT64_C(2)
 typedef struct shmobj__os_lock {
     _Alignas(16) _Atomic uint32_t word; /* see above; CAS/exchange */
     uint32_t reserved;                  /* zero */

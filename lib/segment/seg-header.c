@@ -31,7 +31,7 @@ static uint64_t header_checksum(const struct shmobj__seg_header *h)
 
 /* The lock format: bump when the meaning of a lock word changes, so a
  * process of another build cannot misread the segment's locks. */
-#define LOCK_FORMAT UINT64_C(2)
+#define LOCK_FORMAT SHMOBJ__OS_LOCK_FORMAT
 
 uint64_t shmobj__seg_layout_signature(void)
 {
