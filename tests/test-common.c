@@ -18,7 +18,7 @@
 static void test_error_strerror_every_code(void **state)
 {
     (void)state;
-    for (int code = -1; code >= SHMOBJ_EOWNERDEAD; code--) {
+    for (int code = -1; code >= SHMOBJ_EREPLACED; code--) {
         const char *msg = shmobj_strerror(code);
         assert_non_null(msg);
         assert_string_not_equal(msg, "unknown error");
@@ -61,6 +61,8 @@ static void test_error_codes_stable(void **state)
     assert_int_equal(SHMOBJ_ENOTSUP, -18);
     assert_int_equal(SHMOBJ_ESYS, -19);
     assert_int_equal(SHMOBJ_EOWNERDEAD, -20);
+    assert_int_equal(SHMOBJ_ENOTSEG, -21);
+    assert_int_equal(SHMOBJ_EREPLACED, -22);
 }
 
 /* shmobj__mem_equal at every length a key takes its inline paths for (and
