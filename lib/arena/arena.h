@@ -2,7 +2,7 @@
  * caller owns, addressed by offsets from `base` only.
  *
  * It never calls the operating system and never locks: the caller (the
- * segment layer) serialises calls with its robust lock and grows the region.
+ * segment layer) serialises calls with the segment lock and grows the region.
  * Every function takes (base, mapped, arena_off): `base` is this process's
  * address of offset 0, `mapped` how many bytes at base are readable, and
  * `arena_off` where the arena's control block lives. Nothing read from the
@@ -16,9 +16,23 @@
 #ifndef SHMOBJ_ARENA_H
 #define SHMOBJ_ARENA_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "shmobj/arena.h" /* shmobj_arena_stats */
+
+/* Whether the block whose payload starts at `off` still has generation
+ * `gen` (bits 48-63 of the header word just before the payload; a free
+ * bumps it): one relaxed load, for hot paths that validated `off` earlier
+ * and so know its header is mapped. The answer can be outdated at once (a
+ * free may follow); it says "stale" for every block freed before the
+ * call, which coherence alone orders. */
+static inline bool shmobj__arena_gen_is(const uint8_t *base, uint64_t off,
+                                        uint16_t gen)
+{
+    const uint64_t *w = (const void *)(base + off - 8);
+    return (uint16_t)(__atomic_load_n(w, __ATOMIC_RELAXED) >> 48) == gen;
+}
 
 /* Bytes the control block needs at arena_off (a constant). */
 uint64_t shmobj__arena_control_size(void);

@@ -30,6 +30,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "arena.h"
 #include "bytes.h"
 #include "map-layout.h"
 #include "os.h"
@@ -383,8 +384,12 @@ static int table_new(shmobj_map *m, uint64_t capacity, shmobj__ref *out,
  * block's header; every path but the unguarded copy-out try makes it. */
 static int map_stale(shmobj_map *m)
 {
-    uint64_t n;
-    return m->sp->ops->check(m->sp, m->ctl_ref, &n) == 0 ? 0 : SHMOBJ_ESTALE;
+    /* The control block was validated at open and the mapping never
+     * moves, so its header is readable: one load of its generation. */
+    return shmobj__arena_gen_is(m->base, shmobj__ref_off(m->ctl_ref),
+                                shmobj__ref_gen(m->ctl_ref))
+               ? 0
+               : SHMOBJ_ESTALE;
 }
 
 /* Enter: count ourselves in the parity of the current epoch, then confirm

@@ -26,6 +26,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "arena.h"
 #include "bytes.h"
 #include "mix.h"
 #include "space.h"
@@ -237,8 +238,7 @@ static inline uint64_t shmobj__index_cap(uint64_t n)
 static inline int shmobj__blk_live(const struct shmobj__space *sp, uint64_t blk,
                                    uint16_t gen)
 {
-    const uint64_t *w = (const void *)(sp->base + blk - 8);
-    return (uint16_t)(__atomic_load_n(w, __ATOMIC_RELAXED) >> 48) == gen;
+    return shmobj__arena_gen_is(sp->base, blk, gen);
 }
 
 /* Internal (lib/object) functions shared between the files of the layer. */
