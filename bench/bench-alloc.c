@@ -13,9 +13,9 @@
  * p99.9 of those samples is reported. `cpu-Mops/s` is the same rate per
  * CPU second of the process, steadier than wall time on a busy host.
  *
- * Subjects: `shmobj` (shmobj_arena_alloc/free on a segment: robust
- * process-shared lock, a generation-checked reference and the address,
- * both returned by the allocation), `shmobj-core` (the arena core behind a process-shared
+ * Subjects: `shmobj` (shmobj_arena_alloc/free on a segment: the segment
+ * lock, a generation-checked reference and the address, both returned by
+ * the allocation), `shmobj-core` (the arena core behind a process-shared
  * robust pthread mutex, no segment), `shmobj-nolock` (the core alone: what
  * the lock costs), `glibc-malloc`. Peers whose libraries
  * replace malloc, or need C++, are separate executables built from this

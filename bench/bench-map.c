@@ -1,4 +1,4 @@
-/* bench-map: the shared map on the hash-table workloads of BENCH.md.
+/* bench-map: the shared map on the hash-table workloads of doc/benchmarks.md.
  *
  *   H1-64  1,000,000 items (200,000 with --quick), 64-byte keys "%064zu"
  *          and 64-byte values "%064llu" of i * 7 + 3;

@@ -1,4 +1,4 @@
-/* bench-object: typed objects in a segment (BENCH.md, E1 and C1).
+/* bench-object: typed objects in a segment (doc/benchmarks.md, E1 and C1).
  *
  * E1 shmobj: the seed's company record {"websites": [2 URLs], "avg_salary":
  *   3000.0, "employees": 10, "in_a_good_state": true, "data": 4 KiB bytes}

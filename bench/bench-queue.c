@@ -1,11 +1,11 @@
 /*
  * bench-queue - libshmobj's message queue on workloads W1 (bulk messages)
- * and W2 (64-byte messages) of BENCH.md, measured exactly like the peers of
- * bench-transport: consumer in the parent on the first allowed CPU, producer
- * in a child on the second; the clock starts in the producer after both met
- * at a barrier and stops in the consumer after the last byte was summed
- * with bench_sum64(); the run fails unless the consumer's sum equals the
- * producer's. Message i carries i in its first 8-byte word.
+ * and W2 (64-byte messages) of doc/benchmarks.md, measured exactly like the
+ * peers of bench-transport: consumer in the parent on the first allowed
+ * CPU, producer in a child on the second; the clock starts in the producer
+ * after both met at a barrier and stops in the consumer after the last byte
+ * was summed with bench_sum64(); the run fails unless the consumer's sum
+ * equals the producer's. Message i carries i in its first 8-byte word.
  *
  * Subjects:
  *   shmobj-copy      W1: the producer copies each message from private

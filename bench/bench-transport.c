@@ -1,8 +1,8 @@
 /*
  * bench-transport - the libc peers of workloads W1 (bulk messages) and W2
- * (64-byte messages) of BENCH.md: memcpy, pipe, Unix stream socket and a
- * hand-written single-producer/single-consumer ring in a MAP_SHARED mapping
- * that waits either by busy-spinning or on a futex.
+ * (64-byte messages) of doc/benchmarks.md: memcpy, pipe, Unix stream socket
+ * and a hand-written single-producer/single-consumer ring in a MAP_SHARED
+ * mapping that waits either by busy-spinning or on a futex.
  *
  * Every subject moves the same bytes and the consumer reads every one of
  * them with bench_sum64(); the producer sums what it sent and the run fails

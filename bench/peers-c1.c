@@ -1,6 +1,6 @@
 /* C1 peers: shared-record increments done by other means than libshmobj.
  *
- * The workload (BENCH.md, C1): 3,000 records of 11 fields (id, name,
+ * The workload (doc/benchmarks.md, C1): 3,000 records of 11 fields (id, name,
  * health, mana, pos x/y/z, rot x/y/z, inventory). The first process builds
  * them; a second process, pinned to another CPU, adds 1 to the 9 numeric
  * fields of every record, pass after pass, for about 1 s (0.2 s with

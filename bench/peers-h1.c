@@ -1,6 +1,6 @@
 /* H1 peers: a hash table of many items, done by other means than libshmobj.
  *
- * The workload (BENCH.md, H1): set n items, get all n in random order
+ * The workload (doc/benchmarks.md, H1): set n items, get all n in random order
  * checking every value, iterate all. Workloads:
  *   H1-64  64-byte keys and 64-byte values, both "%064d" (value of i*7+3),
  *          n = 1,000,000 (200,000 with --quick);

@@ -1,8 +1,8 @@
 /* A shmobj__space over a private buffer, allocating with the real arena
  * core (lib/arena): the object layer's tests and fuzz target run without a
- * segment (DESIGN.md: object never calls the OS), yet exercise the same
- * allocator, generations and stale-reference checks as a segment. One
- * thread only: there is no lock. */
+ * segment (doc/architecture.md: object never calls the operating system),
+ * yet exercise the same allocator, generations and stale-reference checks
+ * as a segment. One thread only: there is no lock. */
 #include "space-heap.h"
 
 #include <stdlib.h>

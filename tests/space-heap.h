@@ -1,6 +1,6 @@
 /* A test space over a malloc'd buffer with the arena core: the object
- * layer's tests and fuzz target run without a segment (DESIGN.md: object
- * never calls the OS). */
+ * layer's tests and fuzz target run without a segment (doc/architecture.md:
+ * object never calls the operating system). */
 #ifndef SHMOBJ_TEST_SPACE_HEAP_H
 #define SHMOBJ_TEST_SPACE_HEAP_H
 
