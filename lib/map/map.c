@@ -1,5 +1,6 @@
 /* The shared map: htcore ref-mode tables in a segment, 64 shards, each with
- * a robust lock for writers and a sequence counter for lock-free readers.
+ * a lock for writers (the library's own, through space.h) and a sequence
+ * counter for readers that take no lock unless a writer holds them up.
  *
  * Invariants kept here (doc/format-map.md gives the reasoning in full):
  *  - A key lives in shard hash >> 58 of the map's seeded hash, for ever; so

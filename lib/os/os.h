@@ -1,6 +1,9 @@
 /* The operating-system interface of libshmobj: the only layer that calls
- * shm_open, mmap, futex, clocks, inotify and pthread mutexes. Every function
- * returns 0 or a negative SHMOBJ_E* code; SHMOBJ_ESYS leaves errno set. */
+ * shm_open, mmap, futex, fcntl locks, the monotonic clock and inotify, and
+ * the home of the library's lock and of liveness. (Layers above keep a few
+ * process-private pthread mutexes in their handles and read the realtime
+ * clock for tools' timestamps.) Every function returns 0 or a negative
+ * SHMOBJ_E* code; SHMOBJ_ESYS leaves errno set. */
 #ifndef SHMOBJ_OS_H
 #define SHMOBJ_OS_H
 

@@ -1,4 +1,4 @@
-/* The bytes at the start of every segment (format version 1). doc/format.md
+/* The bytes at the start of every segment (format version 2). doc/format.md
  * is the normative description; this header and its _Static_asserts are the
  * code side of it.
  *
