@@ -84,8 +84,10 @@ typedef struct shmobj_queue shmobj_queue;
  *         one. */
 #define SHMOBJ_QUEUE_DEFAULT "default"
 
-/** @brief Longest queue name, in bytes, without the terminating NUL. */
-#define SHMOBJ_QUEUE_NAME_MAX 45
+/** @brief Longest queue name, in bytes, without the terminating NUL: the
+ *         longest root name (SHMOBJ_ROOT_NAME_MAX), since a queue's root
+ *         is named exactly as the queue. */
+#define SHMOBJ_QUEUE_NAME_MAX 47
 
 /** @brief Largest capacity of a queue (messages). */
 #define SHMOBJ_QUEUE_CAPACITY_MAX (1u << 24)
