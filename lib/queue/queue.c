@@ -3,16 +3,24 @@
  *
  * Invariants kept here:
  * - A queue is one 64-byte aligned heap block holding a ring (ring.h) and
- *   a retire FIFO (retire.h), published as the root "q:<name>". A handle
- *   validates the block (its generation, its size, the ring header, the
- *   FIFO's header) once at open and afterwards addresses it only through
- *   the validated view.
+ *   a retire FIFO (retire.h), published as the root named exactly as the
+ *   queue (one namespace for every kind of root). A handle validates the
+ *   block (its generation, its size, the ring header, the FIFO's header)
+ *   once at open and afterwards addresses it only through the validated
+ *   view.
+ * - A handle writes into its queue's block only while the ring's identity
+ *   word is the one it opened (ring.h): destroy clears it first, so a
+ *   stale handle writes nothing there (SHMOBJ_ESTALE); what fails on the
+ *   ring also checks the block's generation (queue_gone()).
  * - A message block is a heap block that starts with struct shmobj__qmsg.
  *   Every access goes through msg_get(), which checks the reference's
- *   generation and size and the header's magic and length before use.
+ *   generation and size and the header's magic, length and state before
+ *   use, reading each field once and handing out those copies.
  * - A message block's `state` moves PENDING -> DONE (consumer) or
  *   PENDING -> ABANDONED (sender gave up) exactly once, by CAS; whoever
- *   arrives second frees the block, so it is freed exactly once.
+ *   arrives second gives the block back, moving it to FREED by CAS first,
+ *   so it is given back exactly once and refused ever after, also while
+ *   it waits, still allocated, in the retire FIFO.
  * - Freeing a message block means msg_release(): blocks of the sizes that
  *   gain from it wait in the queue's retire FIFO (retire.h, behind the
  *   ring in the same block) and reach the heap later, the others at once.
