@@ -5,7 +5,12 @@
  *        sender and a pollable descriptor.
  *
  * A queue lives in a segment under a name; any process attached to the
- * segment opens it by that name. A message is one shmobj_ref: usually a
+ * segment opens it by that name. The name is the queue's root name, exactly
+ * as given: queues, maps and the roots an application publishes with
+ * shmobj_segment_root_set() share one namespace, so a name belongs to one
+ * root of one kind. Creating a queue whose name any root already has gives
+ * SHMOBJ_EEXIST; opening or destroying as a queue a root of another kind
+ * gives SHMOBJ_ETYPE. A message is one shmobj_ref: usually a
  * block of the segment's heap (a raw block, an object, or a *message block*
  * from shmobj_queue_msg_alloc()), so bulk data travels without a copy: the
  * producer fills the block in place and puts its reference, the consumer
@@ -56,6 +61,20 @@
  * the queue's sleeper records and takes its count back (up to 8 processes
  * with sleepers at once are recorded; see doc/format-queue.md).
  *
+ * **Destroyed queues.** shmobj_queue_destroy() first clears the ring's
+ * identity word, then wakes every thread asleep on the queue and every
+ * armed descriptor, waits (up to 100 ms) for the sleepers to leave, and
+ * frees the ring. Every call on a handle of that queue, in any process,
+ * that starts after the identity was cleared returns SHMOBJ_ESTALE without
+ * writing anything, also once the heap has given the block to something
+ * else (a new queue in the same block has another identity): put and take
+ * compare that word with the handle's copy first (one load of a line
+ * nobody writes), a blocking call does so on every retry and after every
+ * wake-up, and every call that does not succeed also checks the block's
+ * generation. A call already past that compare when the destroy runs may
+ * still complete on the freed block: destroy a queue only once no process
+ * uses it, and close the handles, which still works on a stale one.
+ *
  * **Event loops.** shmobj_queue_notify_fd() hands a consumer a descriptor
  * that becomes readable when messages wait; shmobj_queue_notify_arm() before
  * each poll() tells producers to write to it. It is the read end of a pipe
@@ -84,8 +103,10 @@ typedef struct shmobj_queue shmobj_queue;
  *         one. */
 #define SHMOBJ_QUEUE_DEFAULT "default"
 
-/** @brief Longest queue name, in bytes, without the terminating NUL. */
-#define SHMOBJ_QUEUE_NAME_MAX 45
+/** @brief Longest queue name, in bytes, without the terminating NUL: the
+ *         longest root name (SHMOBJ_ROOT_NAME_MAX), since a queue's root
+ *         is named exactly as the queue. */
+#define SHMOBJ_QUEUE_NAME_MAX 47
 
 /** @brief Largest capacity of a queue (messages). */
 #define SHMOBJ_QUEUE_CAPACITY_MAX (1u << 24)
@@ -108,7 +129,8 @@ enum shmobj_queue_msg_flag {
  * @brief Create a named queue in a segment and open it.
  *
  * The ring (896 bytes plus 80 bytes per message of capacity) is allocated in the
- * segment's heap and published as the named root `q:<name>`.
+ * segment's heap and published as the named root `name` (no prefix: one
+ * namespace for every kind of root).
  * @param[in] seg segment
  * @param[in] name 1..SHMOBJ_QUEUE_NAME_MAX bytes, NUL-terminated
  * @param[in] capacity messages the queue holds: a power of two in
@@ -117,13 +139,14 @@ enum shmobj_queue_msg_flag {
  * @param[out] out the new handle
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument, bad name, capacity or flags
- * @retval SHMOBJ_EEXIST a queue (or another root) of that name exists
+ * @retval SHMOBJ_EEXIST a root of that name exists, of any kind (queue,
+ *         map, or one set with shmobj_segment_root_set())
  * @retval SHMOBJ_ENOMEM no room in the segment, or no memory for the handle
  * @retval SHMOBJ_EFULL the segment's root directory is full
  * @retval SHMOBJ_ECORRUPT the segment is damaged
  * @note Thread- and process-safe. Two processes creating the same name at
- *       once: one gets SHMOBJ_EEXIST (or the name is taken over by the
- *       later one if both passed the check; create each queue in one place).
+ *       once: the name is published create-only, under the segment lock,
+ *       so exactly one succeeds and the other gets SHMOBJ_EEXIST.
  * @since 0.1
  */
 SHMOBJ_API int shmobj_queue_create(shmobj_segment *seg, const char *name,
@@ -137,10 +160,13 @@ SHMOBJ_API int shmobj_queue_create(shmobj_segment *seg, const char *name,
  * @param[out] out the new handle
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument or bad name
- * @retval SHMOBJ_ENOTFOUND no queue of that name
- * @retval SHMOBJ_ECORRUPT the root does not name a valid queue
+ * @retval SHMOBJ_ENOTFOUND no root of that name
+ * @retval SHMOBJ_ETYPE the root names something else (a map, an object, a
+ *         raw block)
+ * @retval SHMOBJ_ECORRUPT the root names a ring that is not sound, or a
+ *         block that is not a live block of the heap
  * @retval SHMOBJ_EVERSION the queue has another format version
- * @retval SHMOBJ_ESTALE the queue was destroyed
+ * @retval SHMOBJ_ESTALE the queue was destroyed (or is being destroyed)
  * @retval SHMOBJ_ENOMEM no memory for the handle
  * @note Thread- and process-safe.
  * @since 0.1
@@ -150,7 +176,8 @@ SHMOBJ_API int shmobj_queue_open(shmobj_segment *seg, const char *name,
 
 /**
  * @brief Close a handle (unregisters its pollable descriptor and closes it).
- *        The queue stays.
+ *        The queue stays. Also the way to dispose of a handle whose queue
+ *        was destroyed (it then touches nothing in the segment).
  * @param[in] q handle, or NULL (nothing happens)
  * @note Not thread-safe with other uses of the same handle.
  * @since 0.1
@@ -164,10 +191,17 @@ SHMOBJ_API void shmobj_queue_close(shmobj_queue *q);
  * @param[in] name the queue's name
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument or bad name
- * @retval SHMOBJ_ENOTFOUND no queue of that name
- * @retval SHMOBJ_ECORRUPT the root does not name a valid queue
- * @note Process-safe, but no process may use the queue any more: handles
- *       still open read freed memory. Close them first.
+ * @retval SHMOBJ_ENOTFOUND no root of that name
+ * @retval SHMOBJ_ETYPE the root names something else than a queue
+ * @retval SHMOBJ_ECORRUPT the root names a ring that is not sound
+ * @retval SHMOBJ_EVERSION the queue has another format version
+ * @retval SHMOBJ_ESTALE another call is destroying it
+ * @retval SHMOBJ_ENOMEM no memory for a temporary handle
+ * @note Process-safe. Handles still open elsewhere get SHMOBJ_ESTALE from
+ *       their next call (see "Destroyed queues" above); a call running at
+ *       that moment may still complete on the freed block, so destroy a
+ *       queue once nobody uses it. May wait up to 100 ms for threads asleep
+ *       on the queue to leave.
  * @since 0.1
  */
 SHMOBJ_API int shmobj_queue_destroy(shmobj_segment *seg, const char *name);
@@ -188,7 +222,9 @@ SHMOBJ_API int shmobj_queue_destroy(shmobj_segment *seg, const char *name);
  * @param[in] q queue
  * @retval 0 success (also when nothing was retired)
  * @retval SHMOBJ_EINVAL q is NULL
- * @retval SHMOBJ_ECORRUPT the queue's lock was left unrecoverable
+ * @retval SHMOBJ_ESTALE the queue was destroyed
+ * @retval SHMOBJ_ECORRUPT the queue's lock was left unrecoverable, or its
+ *         block no longer checks out in the heap
  * @note Process-safe and thread-safe.
  * @since 0.1
  */
@@ -217,7 +253,8 @@ SHMOBJ_API int shmobj_queue_spin_set(shmobj_queue *q, int64_t spin_ns);
  * @retval 0 success
  * @retval SHMOBJ_EINVAL q is NULL, ref is null or not 16-byte aligned
  * @retval SHMOBJ_ECORRUPT the ring's next slot holds a word no live queue
- *         can (damage); nothing was sent
+ *         can (damage), or its block no longer checks out; nothing was sent
+ * @retval SHMOBJ_ESTALE the queue was destroyed (nothing was written)
  * @note Thread- and process-safe, lock-free while there is room.
  * @since 0.1
  */
@@ -231,6 +268,7 @@ SHMOBJ_API int shmobj_queue_put(shmobj_queue *q, shmobj_ref ref);
  * @retval SHMOBJ_EINVAL q is NULL, ref is null or not 16-byte aligned
  * @retval SHMOBJ_EFULL the queue is full
  * @retval SHMOBJ_ECORRUPT as for shmobj_queue_put()
+ * @retval SHMOBJ_ESTALE as for shmobj_queue_put()
  * @note Thread- and process-safe, lock-free, never blocks.
  * @since 0.1
  */
@@ -246,6 +284,8 @@ SHMOBJ_API int shmobj_queue_try_put(shmobj_queue *q, shmobj_ref ref);
  * @retval SHMOBJ_EFULL the queue is full and timeout_ns is 0
  * @retval SHMOBJ_ETIMEDOUT still full when the timeout passed
  * @retval SHMOBJ_ECORRUPT as for shmobj_queue_put()
+ * @retval SHMOBJ_ESTALE as for shmobj_queue_put(), also when the queue was
+ *         destroyed while the caller waited
  * @note Thread- and process-safe.
  * @since 0.1
  */
@@ -259,7 +299,10 @@ SHMOBJ_API int shmobj_queue_put_timed(shmobj_queue *q, shmobj_ref ref,
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_ECORRUPT the ring's head slot holds a word no live queue
- *         can (damage); nothing was taken
+ *         can (a word of 0 included: no message is null), or the queue's
+ *         block no longer checks out (damage); nothing was taken
+ * @retval SHMOBJ_ESTALE the queue was destroyed, also while the caller
+ *         waited (nothing was written)
  * @note Thread- and process-safe, lock-free while messages wait.
  * @since 0.1
  */
@@ -276,7 +319,10 @@ SHMOBJ_API int shmobj_queue_take(shmobj_queue *q, shmobj_ref *ref);
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_EEMPTY no message waiting
  * @retval SHMOBJ_ECORRUPT the ring's head slot holds a word no live queue
- *         can (damage); nothing was taken
+ *         can (a word of 0 included: no message is null), or the queue's
+ *         block no longer checks out (damage); nothing was taken
+ * @retval SHMOBJ_ESTALE the queue was destroyed, also while the caller
+ *         waited (nothing was written)
  * @note Thread- and process-safe, lock-free, never blocks.
  * @since 0.1
  */
@@ -292,7 +338,10 @@ SHMOBJ_API int shmobj_queue_try_take(shmobj_queue *q, shmobj_ref *ref);
  * @retval SHMOBJ_EEMPTY no message and timeout_ns is 0
  * @retval SHMOBJ_ETIMEDOUT none came before the timeout
  * @retval SHMOBJ_ECORRUPT the ring's head slot holds a word no live queue
- *         can (damage); nothing was taken
+ *         can (a word of 0 included: no message is null), or the queue's
+ *         block no longer checks out (damage); nothing was taken
+ * @retval SHMOBJ_ESTALE the queue was destroyed, also while the caller
+ *         waited (nothing was written)
  * @note Thread- and process-safe.
  * @since 0.1
  */
@@ -306,7 +355,10 @@ SHMOBJ_API int shmobj_queue_take_timed(shmobj_queue *q, shmobj_ref *ref,
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_ECORRUPT the ring's head slot holds a word no live queue
- *         can (damage); nothing was taken
+ *         can (a word of 0 included: no message is null), or the queue's
+ *         block no longer checks out (damage); nothing was taken
+ * @retval SHMOBJ_ESTALE the queue was destroyed, also while the caller
+ *         waited (nothing was written)
  * @note Thread- and process-safe. With several consumers the message may be
  *       taken by another one right after; peek is a snapshot.
  * @since 0.1
@@ -321,7 +373,10 @@ SHMOBJ_API int shmobj_queue_peek(shmobj_queue *q, shmobj_ref *ref);
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_EEMPTY no message waiting
  * @retval SHMOBJ_ECORRUPT the ring's head slot holds a word no live queue
- *         can (damage); nothing was taken
+ *         can (a word of 0 included: no message is null), or the queue's
+ *         block no longer checks out (damage); nothing was taken
+ * @retval SHMOBJ_ESTALE the queue was destroyed, also while the caller
+ *         waited (nothing was written)
  * @note Thread- and process-safe, lock-free; a snapshot (see
  *       shmobj_queue_peek()).
  * @since 0.1
@@ -339,7 +394,10 @@ SHMOBJ_API int shmobj_queue_try_peek(shmobj_queue *q, shmobj_ref *ref);
  * @retval SHMOBJ_EEMPTY no message and timeout_ns is 0
  * @retval SHMOBJ_ETIMEDOUT none came before the timeout
  * @retval SHMOBJ_ECORRUPT the ring's head slot holds a word no live queue
- *         can (damage); nothing was taken
+ *         can (a word of 0 included: no message is null), or the queue's
+ *         block no longer checks out (damage); nothing was taken
+ * @retval SHMOBJ_ESTALE the queue was destroyed, also while the caller
+ *         waited (nothing was written)
  * @note Thread- and process-safe; a snapshot (see shmobj_queue_peek()).
  * @since 0.1
  */
@@ -350,7 +408,8 @@ SHMOBJ_API int shmobj_queue_peek_timed(shmobj_queue *q, shmobj_ref *ref,
  * @brief Whether a message is waiting at the head (one try_take would
  *        succeed right now, unless another consumer is faster).
  * @param[in] q handle
- * @return true when a message waits; false when none does or q is NULL
+ * @return true when a message waits; false when none does, q is NULL or
+ *         the queue was destroyed
  * @note Thread- and process-safe, lock-free.
  * @since 0.1
  */
@@ -362,6 +421,7 @@ SHMOBJ_API bool shmobj_queue_has_messages(shmobj_queue *q);
  * @param[out] count number of messages (at most the capacity)
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument
+ * @retval SHMOBJ_ESTALE the queue was destroyed
  * @note Thread- and process-safe, lock-free; a snapshot.
  * @since 0.1
  */
@@ -395,7 +455,8 @@ SHMOBJ_API int shmobj_queue_capacity(shmobj_queue *q, uint32_t *capacity);
  * @retval SHMOBJ_EINVAL NULL q or ref, unknown flags, len too large
  * @retval SHMOBJ_ENOMEM no room in the segment
  * @retval SHMOBJ_ECORRUPT the heap is damaged
- * @note Thread- and process-safe (takes the segment lock).
+ * @note Thread- and process-safe (takes the segment lock). Works on a handle
+ *       whose queue was destroyed (message blocks belong to the segment).
  * @since 0.1
  */
 SHMOBJ_API int shmobj_queue_msg_alloc(shmobj_queue *q, size_t len,
@@ -409,11 +470,18 @@ SHMOBJ_API int shmobj_queue_msg_alloc(shmobj_queue *q, size_t len,
  * @param[out] data this process's address of the data
  * @param[out] len bytes of data; may be NULL
  * @retval 0 success
- * @retval SHMOBJ_EINVAL NULL argument
- * @retval SHMOBJ_ESTALE the block was freed
- * @retval SHMOBJ_ECORRUPT ref is not a message block of this segment
+ * @retval SHMOBJ_EINVAL NULL argument, or ref names no block of this
+ *         segment (its offset is not 16-byte aligned or lies beyond the
+ *         segment)
+ * @retval SHMOBJ_ESTALE the block was freed, or given back (done or
+ *         freed, and waiting in the queue's retire FIFO)
+ * @retval SHMOBJ_ETYPE ref names a live block that is not a message block
+ * @retval SHMOBJ_ECORRUPT the block's message header is inconsistent (its
+ *         length does not fit the block, its state is none), or the heap
+ *         does not recognise the block
  * @note Thread- and process-safe, lock-free. The pointer is valid until the
- *       block is freed.
+ *       block is given back. The length returned is the one that was
+ *       checked against the block, read once.
  * @since 0.1
  */
 SHMOBJ_API int shmobj_queue_msg_data(shmobj_queue *q, shmobj_ref ref,
@@ -426,10 +494,15 @@ SHMOBJ_API int shmobj_queue_msg_data(shmobj_queue *q, shmobj_ref ref,
  * @param[in] q handle
  * @param[in] ref a message block the caller took from a queue
  * @retval 0 success
- * @retval SHMOBJ_EINVAL NULL q or null ref, or the message is already done
- * @retval SHMOBJ_ESTALE the block was freed
- * @retval SHMOBJ_ECORRUPT ref is not a message block of this segment
- * @note Thread- and process-safe. Call it once per message.
+ * @retval SHMOBJ_EINVAL NULL q or null ref, ref names no block of this
+ *         segment, or the tracked message is already done
+ * @retval SHMOBJ_ESTALE the block was freed or given back (see
+ *         shmobj_queue_msg_data())
+ * @retval SHMOBJ_ETYPE ref names a live block that is not a message block
+ * @retval SHMOBJ_ECORRUPT as for shmobj_queue_msg_data()
+ * @note Thread- and process-safe. Call it once per message: a second call
+ *       on an untracked block, or on a tracked one whose sender gave up,
+ *       gets SHMOBJ_ESTALE, also while the block waits in the retire FIFO.
  * @since 0.1
  */
 SHMOBJ_API int shmobj_queue_msg_done(shmobj_queue *q, shmobj_ref ref);
@@ -443,10 +516,13 @@ SHMOBJ_API int shmobj_queue_msg_done(shmobj_queue *q, shmobj_ref ref);
  * @param[in] timeout_ns 0 (just check), SHMOBJ_FOREVER, or nanoseconds
  * @retval 0 the message is done; free it with shmobj_queue_msg_free() or
  *         reuse it (then it must be re-armed with shmobj_queue_msg_reset())
- * @retval SHMOBJ_EINVAL NULL q or null ref, or the block is not tracked
+ * @retval SHMOBJ_EINVAL NULL q or null ref, ref names no block of this
+ *         segment, the block is not tracked, or its sender gave up
  * @retval SHMOBJ_ETIMEDOUT not done in time (also with timeout_ns 0)
- * @retval SHMOBJ_ESTALE the block was freed
- * @retval SHMOBJ_ECORRUPT ref is not a message block of this segment
+ * @retval SHMOBJ_ESTALE the block was freed or given back (see
+ *         shmobj_queue_msg_data())
+ * @retval SHMOBJ_ETYPE ref names a live block that is not a message block
+ * @retval SHMOBJ_ECORRUPT as for shmobj_queue_msg_data()
  * @note Thread- and process-safe.
  * @since 0.1
  */
@@ -459,9 +535,12 @@ SHMOBJ_API int shmobj_queue_msg_wait_done(shmobj_queue *q, shmobj_ref ref,
  * @param[in] q handle
  * @param[in] ref a tracked message block whose wait returned 0
  * @retval 0 success
- * @retval SHMOBJ_EINVAL NULL q or null ref, not tracked, or not done
- * @retval SHMOBJ_ESTALE the block was freed
- * @retval SHMOBJ_ECORRUPT ref is not a message block of this segment
+ * @retval SHMOBJ_EINVAL NULL q or null ref, ref names no block of this
+ *         segment, not tracked, or not done
+ * @retval SHMOBJ_ESTALE the block was freed or given back (see
+ *         shmobj_queue_msg_data())
+ * @retval SHMOBJ_ETYPE ref names a live block that is not a message block
+ * @retval SHMOBJ_ECORRUPT as for shmobj_queue_msg_data()
  * @note Thread- and process-safe.
  * @since 0.1
  */
@@ -475,9 +554,12 @@ SHMOBJ_API int shmobj_queue_msg_reset(shmobj_queue *q, shmobj_ref ref);
  * @param[in] q handle
  * @param[in] ref a message block
  * @retval 0 success
- * @retval SHMOBJ_EINVAL NULL q or null ref
- * @retval SHMOBJ_ESTALE the block was already freed
- * @retval SHMOBJ_ECORRUPT ref is not a message block of this segment
+ * @retval SHMOBJ_EINVAL NULL q or null ref, or ref names no block of this
+ *         segment
+ * @retval SHMOBJ_ESTALE the block was already freed, given back, or
+ *         handed over to the consumer by an earlier call
+ * @retval SHMOBJ_ETYPE ref names a live block that is not a message block
+ * @retval SHMOBJ_ECORRUPT as for shmobj_queue_msg_data()
  * @note Thread- and process-safe (may take the segment lock).
  * @since 0.1
  */
@@ -502,6 +584,7 @@ SHMOBJ_API int shmobj_queue_msg_free(shmobj_queue *q, shmobj_ref ref);
  * @retval SHMOBJ_EFULL the queue is full and timeout_ns is 0 (nothing sent)
  * @retval SHMOBJ_ETIMEDOUT still full at the timeout (nothing sent)
  * @retval SHMOBJ_ECORRUPT the heap or the ring is damaged (nothing sent)
+ * @retval SHMOBJ_ESTALE the queue was destroyed (nothing sent)
  * @note Thread- and process-safe. The consumer reads the bytes with
  *       shmobj_queue_msg_data(). From 32 KiB on x86-64 the copy is a
  *       vector loop whose stores suit the message's size (see the file's
@@ -531,6 +614,8 @@ SHMOBJ_API int shmobj_queue_put_copy(shmobj_queue *q, const void *data,
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_EFULL 8 live handles already listen on this queue
+ * @retval SHMOBJ_ESTALE the queue was destroyed
+ * @retval SHMOBJ_ECORRUPT the queue's block no longer checks out
  * @retval SHMOBJ_ENOTSUP /proc is not available
  * @retval SHMOBJ_ESYS creating the pipe failed (errno is kept)
  * @note Thread-safe. Linux only. The registration belongs to the process
@@ -548,6 +633,8 @@ SHMOBJ_API int shmobj_queue_notify_fd(shmobj_queue *q, int *fd);
  * @param[in] q handle
  * @retval 0 success
  * @retval SHMOBJ_EINVAL q is NULL or shmobj_queue_notify_fd() was not called
+ * @retval SHMOBJ_ESTALE the queue was destroyed
+ * @retval SHMOBJ_ECORRUPT the queue's block no longer checks out
  * @note Thread-safe. Producers write to the descriptor once per arm, not
  *       once per message.
  * @since 0.1

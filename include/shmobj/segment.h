@@ -267,7 +267,11 @@ SHMOBJ_API int shmobj_segment_info_get(shmobj_segment *seg, shmobj_segment_info 
  */
 SHMOBJ_API int shmobj_segment_prefault(shmobj_segment *seg);
 
-/** @brief Longest root name, in bytes, without the terminating NUL. */
+/** @brief Longest root name, in bytes, without the terminating NUL.
+ *
+ * Root names form one namespace for every kind of root: a queue's or a
+ * map's root is named exactly as the queue or map, so one name names at
+ * most one root, of one kind. */
 #define SHMOBJ_ROOT_NAME_MAX 47
 
 /**
@@ -278,6 +282,8 @@ SHMOBJ_API int shmobj_segment_prefault(shmobj_segment *seg);
  * @param[in] ref the reference to publish (not SHMOBJ_REF_NULL)
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument, empty or too long name, null ref
+ * @retval SHMOBJ_ESTALE ref names a block of the heap that was freed (its
+ *         generation is no longer the block's); nothing was published
  * @retval SHMOBJ_EFULL the root directory is full
  * @retval SHMOBJ_ECORRUPT the root directory is damaged
  * @note Thread- and process-safe (takes the segment lock).
@@ -294,6 +300,8 @@ SHMOBJ_API int shmobj_segment_root_set(shmobj_segment *seg, const char *name,
  * @param[in] ref the reference to publish (not SHMOBJ_REF_NULL)
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument, empty or too long name, null ref
+ * @retval SHMOBJ_ESTALE ref names a freed block, as for
+ *         shmobj_segment_root_set()
  * @retval SHMOBJ_EEXIST a root of that name exists (it is left unchanged)
  * @retval SHMOBJ_EFULL the root directory is full
  * @retval SHMOBJ_ECORRUPT the root directory is damaged

@@ -3,16 +3,24 @@
  *
  * Invariants kept here:
  * - A queue is one 64-byte aligned heap block holding a ring (ring.h) and
- *   a retire FIFO (retire.h), published as the root "q:<name>". A handle
- *   validates the block (its generation, its size, the ring header, the
- *   FIFO's header) once at open and afterwards addresses it only through
- *   the validated view.
+ *   a retire FIFO (retire.h), published as the root named exactly as the
+ *   queue (one namespace for every kind of root). A handle validates the
+ *   block (its generation, its size, the ring header, the FIFO's header)
+ *   once at open and afterwards addresses it only through the validated
+ *   view.
+ * - A handle writes into its queue's block only while the ring's identity
+ *   word is the one it opened (ring.h): destroy clears it first, so a
+ *   stale handle writes nothing there (SHMOBJ_ESTALE); what fails on the
+ *   ring also checks the block's generation (queue_gone()).
  * - A message block is a heap block that starts with struct shmobj__qmsg.
  *   Every access goes through msg_get(), which checks the reference's
- *   generation and size and the header's magic and length before use.
+ *   generation and size and the header's magic, length and state before
+ *   use, reading each field once and handing out those copies.
  * - A message block's `state` moves PENDING -> DONE (consumer) or
  *   PENDING -> ABANDONED (sender gave up) exactly once, by CAS; whoever
- *   arrives second frees the block, so it is freed exactly once.
+ *   arrives second gives the block back, moving it to FREED by CAS first,
+ *   so it is given back exactly once and refused ever after, also while
+ *   it waits, still allocated, in the retire FIFO.
  * - Freeing a message block means msg_release(): blocks of the sizes that
  *   gain from it wait in the queue's retire FIFO (retire.h, behind the
  *   ring in the same block) and reach the heap later, the others at once.
@@ -22,11 +30,13 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #if defined(__x86_64__)
 #include <emmintrin.h>
 #endif
 
 #include "os-notify.h"
+#include "mix.h"
 #include "os.h"
 #include "queue-internal.h"
 #include "shmobj/arena.h"
@@ -35,12 +45,15 @@
 /* ---- message blocks -------------------------------------------------------- */
 
 #define QMSG_MAGIC 0x47534d51u /* "QMSG" */
-enum { QMSG_PENDING = 0, QMSG_DONE = 1, QMSG_ABANDONED = 2 };
+enum { QMSG_PENDING = 0, QMSG_DONE = 1, QMSG_ABANDONED = 2, QMSG_FREED = 3 };
 
 struct shmobj__qmsg {
     uint32_t magic;          /* QMSG_MAGIC, written once by the allocator */
     /* futex word: QMSG_PENDING -> QMSG_DONE (consumer, CAS, release) or
-     * -> QMSG_ABANDONED (sender, CAS); DONE -> PENDING by msg_reset */
+     * -> QMSG_ABANDONED (sender, CAS); DONE -> PENDING by msg_reset; any
+     * of them -> QMSG_FREED (CAS) by whoever gives the block back, before
+     * it goes to the retire FIFO or the heap: a block in the FIFO is still
+     * allocated, and FREED is what refuses every later use of it */
     _Atomic uint32_t state;
     /* senders sleeping (or about to) on state; seq_cst, paired with the
      * consumer's CAS as for the ring's waiter counts */
@@ -51,37 +64,71 @@ struct shmobj__qmsg {
 };
 _Static_assert(sizeof(struct shmobj__qmsg) == SHMOBJ_QUEUE_MSG_HEADER,
                "message header");
+_Static_assert(offsetof(struct shmobj__qmsg, magic) == 0, "qmsg magic");
+_Static_assert(offsetof(struct shmobj__qmsg, state) == 4, "qmsg state");
+_Static_assert(offsetof(struct shmobj__qmsg, waiters) == 8, "qmsg waiters");
+_Static_assert(offsetof(struct shmobj__qmsg, flags) == 12, "qmsg flags");
+_Static_assert(offsetof(struct shmobj__qmsg, len) == 16, "qmsg len");
+_Static_assert(offsetof(struct shmobj__qmsg, reserved) == 24, "qmsg reserved");
 
-/* The header of message block ref, checked (generation, size, magic,
- * length), and the block's usable size when `usable_out` is not NULL. */
-static int msg_get_sized(shmobj_queue *q, shmobj_ref ref,
-                         struct shmobj__qmsg **out, uint64_t *usable_out)
+/* A message block, checked: its header, and copies of the fields that
+ * were validated (each read once from shared memory, so a writer racing
+ * the check cannot change what the caller uses afterwards). */
+struct msg {
+    struct shmobj__qmsg *m;
+    uint64_t len;    /* validated: fits the block */
+    uint64_t usable; /* the block's usable size */
+    uint32_t flags;
+};
+
+/* Whether off lies inside the segment's bytes (asking the kernel when it
+ * lies beyond this process's view). */
+static __attribute__((noinline, cold)) bool in_segment(struct shmobj__space *sp,
+                                                       uint64_t off)
+{
+    void *p;
+    return shmobj__space_at(sp, off, 1, &p) == 0;
+}
+
+/* Check message block ref: SHMOBJ_EINVAL when it names no block of this
+ * segment (unaligned, or beyond its bytes), SHMOBJ_ESTALE when the block
+ * was freed (generation) or given back (state FREED), SHMOBJ_ETYPE when
+ * it is a live block but not a message block, SHMOBJ_ECORRUPT when its
+ * header is inconsistent. */
+static inline __attribute__((always_inline)) int msg_get(shmobj_queue *q,
+                                                         shmobj_ref ref,
+                                                         struct msg *out)
 {
     struct shmobj__space *sp = q->sp;
+    uint64_t off = shmobj__ref_off(ref);
+    if ((off & 15u) != 0) /* no heap block starts there */
+        return SHMOBJ_EINVAL;
     uint64_t usable = 0;
     int rc = sp->ops->check(sp, ref, &usable);
+    if (rc == SHMOBJ_ECORRUPT && !in_segment(sp, off))
+        return SHMOBJ_EINVAL;
     if (rc != 0)
         return rc;
-    if (usable < sizeof(struct shmobj__qmsg))
-        return SHMOBJ_ECORRUPT;
+    /* message blocks are 64-byte aligned and hold their header */
+    if ((off & (SHMOBJ_QUEUE_MSG_ALIGN - 1)) != 0 ||
+        usable < sizeof(struct shmobj__qmsg))
+        return SHMOBJ_ETYPE;
     void *p;
-    rc = shmobj__space_at(sp, shmobj__ref_off(ref), usable, &p);
+    rc = shmobj__space_at(sp, off, usable, &p);
     if (rc != 0)
         return rc;
     struct shmobj__qmsg *m = p;
-    uint64_t len = m->len; /* read once, then judged */
-    if (m->magic != QMSG_MAGIC ||
-        len > usable - sizeof(struct shmobj__qmsg))
+    if (__atomic_load_n(&m->magic, __ATOMIC_RELAXED) != QMSG_MAGIC)
+        return SHMOBJ_ETYPE;
+    uint64_t len = __atomic_load_n(&m->len, __ATOMIC_RELAXED);
+    uint32_t flags = __atomic_load_n(&m->flags, __ATOMIC_RELAXED);
+    uint32_t state = atomic_load_explicit(&m->state, memory_order_acquire);
+    if (len > usable - sizeof(struct shmobj__qmsg))
         return SHMOBJ_ECORRUPT;
-    *out = m;
-    if (usable_out != NULL)
-        *usable_out = usable;
+    if (state >= QMSG_FREED) /* given back, or no state at all */
+        return state == QMSG_FREED ? SHMOBJ_ESTALE : SHMOBJ_ECORRUPT;
+    *out = (struct msg){m, len, usable, flags};
     return 0;
-}
-
-static int msg_get(shmobj_queue *q, shmobj_ref ref, struct shmobj__qmsg **out)
-{
-    return msg_get_sized(q, ref, out, NULL);
 }
 
 /* Free the blocks a retire FIFO gave out. One that no longer checks out
@@ -92,12 +139,47 @@ static void free_retired(shmobj_queue *q, const uint64_t *refs, unsigned n)
         (void)q->sp->ops->free(q->sp, refs[i]);
 }
 
-/* Give back a message block whose work is done: through the queue's
- * retire FIFO when it is of the sizes that gain from it (retire.h), else
- * straight to the heap. */
+/* Whether the queue of this handle still exists, judged the slow way: 0
+ * live; SHMOBJ_ESTALE when the ring's identity is no longer the one this
+ * handle opened (destroyed: 0, or re-created in the same block: another
+ * identity) or its block was freed (the heap's generation), whatever the
+ * bytes left there say. */
+static int queue_gone(shmobj_queue *q)
+{
+    if (!shmobj__ring_live(&q->ring))
+        return SHMOBJ_ESTALE;
+    int rc = q->sp->ops->check(q->sp, q->ref, NULL);
+    return rc == 0 || rc == SHMOBJ_ESTALE ? rc : SHMOBJ_ECORRUPT;
+}
+
+/* A ring operation did not succeed: tell a queue that went away from a
+ * full, empty or damaged one. */
+static __attribute__((noinline, cold)) int op_status(shmobj_queue *q, int rc)
+{
+    int gone = queue_gone(q);
+    return gone != 0 ? gone : rc;
+}
+
+/* A new ring's identity: unique to this creation with overwhelming
+ * probability (the block's reference, the time and the process, mixed), so
+ * that a handle of a queue destroyed and re-created in the same block,
+ * even with the same generation, tells the two apart. Never 0. */
+static uint64_t ring_ident(shmobj_ref ref)
+{
+    static _Atomic uint64_t seq;
+    uint64_t x = shmobj__mix64(ref ^ shmobj__mix64(shmobj__os_now_ns() ^
+                                                   ((uint64_t)getpid() << 32) ^
+                                                   atomic_fetch_add(&seq, 1)));
+    return x != 0 ? x : 1;
+}
+
+/* Give back a message block whose work is done (its state is FREED
+ * already): through the queue's retire FIFO when it is of the sizes that
+ * gain from it (retire.h) and the queue still exists, else straight to the
+ * heap. */
 static int msg_release(shmobj_queue *q, shmobj_ref ref, uint64_t usable)
 {
-    if (usable < q->retire_min || usable >= q->retire_max)
+    if (usable < q->retire_min || usable >= q->retire_max || queue_gone(q) != 0)
         return q->sp->ops->free(q->sp, ref);
     uint64_t out[SHMOBJ__RETIRE_OUT_MAX];
     unsigned n = 0;
@@ -105,6 +187,19 @@ static int msg_release(shmobj_queue *q, shmobj_ref ref, uint64_t usable)
         return q->sp->ops->free(q->sp, ref);
     free_retired(q, out, n);
     return 0;
+}
+
+/* Mark a block given back (from state `from`) and release it. The CAS
+ * settles two racing callers: the second gets SHMOBJ_ESTALE. */
+static int msg_give_back(shmobj_queue *q, shmobj_ref ref, const struct msg *g,
+                         uint32_t from)
+{
+    uint32_t expect = from;
+    if (!atomic_compare_exchange_strong_explicit(&g->m->state, &expect,
+                                                 QMSG_FREED, memory_order_acq_rel,
+                                                 memory_order_acquire))
+        return expect == QMSG_FREED ? SHMOBJ_ESTALE : SHMOBJ_EINVAL;
+    return msg_release(q, ref, g->usable);
 }
 
 /* Give every retired block back to the heap; how many there were in *n. */
@@ -118,8 +213,11 @@ static int retire_drain(shmobj_queue *q, unsigned *n)
 
 int shmobj_queue_trim(shmobj_queue *q)
 {
+    if (q == NULL)
+        return SHMOBJ_EINVAL;
+    int rc = queue_gone(q);
     unsigned n;
-    return q == NULL ? SHMOBJ_EINVAL : retire_drain(q, &n);
+    return rc != 0 ? rc : retire_drain(q, &n);
 }
 
 int shmobj_queue_msg_alloc(shmobj_queue *q, size_t len, unsigned flags,
@@ -133,7 +231,8 @@ int shmobj_queue_msg_alloc(shmobj_queue *q, size_t len, unsigned flags,
     uint64_t size = sizeof(struct shmobj__qmsg) + (uint64_t)len;
     int rc = sp->ops->alloc(sp, size, SHMOBJ_QUEUE_MSG_ALIGN, &r);
     unsigned freed = 0;
-    if (rc == SHMOBJ_ENOMEM && retire_drain(q, &freed) == 0 && freed > 0)
+    if (rc == SHMOBJ_ENOMEM && queue_gone(q) == 0 && retire_drain(q, &freed) == 0 &&
+        freed > 0)
         rc = sp->ops->alloc(sp, size, SHMOBJ_QUEUE_MSG_ALIGN, &r); /* room now? */
     if (rc != 0)
         return rc;
@@ -161,13 +260,13 @@ int shmobj_queue_msg_data(shmobj_queue *q, shmobj_ref ref, void **data,
 {
     if (q == NULL || data == NULL || ref == SHMOBJ_REF_NULL)
         return SHMOBJ_EINVAL;
-    struct shmobj__qmsg *m;
-    int rc = msg_get(q, ref, &m);
+    struct msg g;
+    int rc = msg_get(q, ref, &g);
     if (rc != 0)
         return rc;
-    *data = m + 1;
+    *data = g.m + 1;
     if (len != NULL)
-        *len = (size_t)m->len;
+        *len = (size_t)g.len; /* the length that was checked, not a re-read */
     return 0;
 }
 
@@ -181,23 +280,22 @@ int shmobj_queue_msg_done(shmobj_queue *q, shmobj_ref ref)
 {
     if (q == NULL || ref == SHMOBJ_REF_NULL)
         return SHMOBJ_EINVAL;
-    struct shmobj__qmsg *m;
-    uint64_t usable;
-    int rc = msg_get_sized(q, ref, &m, &usable);
+    struct msg g;
+    int rc = msg_get(q, ref, &g);
     if (rc != 0)
         return rc;
-    if ((m->flags & SHMOBJ_QUEUE_MSG_TRACK) == 0)
-        return msg_release(q, ref, usable);
+    if ((g.flags & SHMOBJ_QUEUE_MSG_TRACK) == 0)
+        return msg_give_back(q, ref, &g, QMSG_PENDING);
     uint32_t expect = QMSG_PENDING;
-    if (atomic_compare_exchange_strong_explicit(&m->state, &expect, QMSG_DONE,
+    if (atomic_compare_exchange_strong_explicit(&g.m->state, &expect, QMSG_DONE,
                                                 memory_order_seq_cst,
                                                 memory_order_acquire)) {
-        msg_wake(m);
+        msg_wake(g.m);
         return 0;
     }
-    if (expect == QMSG_ABANDONED)
-        return msg_release(q, ref, usable); /* the sender gave up */
-    return SHMOBJ_EINVAL;                     /* already done */
+    if (expect == QMSG_ABANDONED) /* the sender gave up: ours to give back */
+        return msg_give_back(q, ref, &g, QMSG_ABANDONED);
+    return expect == QMSG_FREED ? SHMOBJ_ESTALE : SHMOBJ_EINVAL; /* done already */
 }
 
 int shmobj_queue_msg_wait_done(shmobj_queue *q, shmobj_ref ref,
@@ -205,11 +303,12 @@ int shmobj_queue_msg_wait_done(shmobj_queue *q, shmobj_ref ref,
 {
     if (q == NULL || ref == SHMOBJ_REF_NULL)
         return SHMOBJ_EINVAL;
-    struct shmobj__qmsg *m;
-    int rc = msg_get(q, ref, &m);
+    struct msg g;
+    int rc = msg_get(q, ref, &g);
     if (rc != 0)
         return rc;
-    if ((m->flags & SHMOBJ_QUEUE_MSG_TRACK) == 0)
+    struct shmobj__qmsg *m = g.m;
+    if ((g.flags & SHMOBJ_QUEUE_MSG_TRACK) == 0)
         return SHMOBJ_EINVAL;
     uint64_t deadline = shmobj__os_deadline(timeout_ns);
     uint32_t s = atomic_load_explicit(&m->state, memory_order_acquire);
@@ -234,6 +333,8 @@ int shmobj_queue_msg_wait_done(shmobj_queue *q, shmobj_ref ref,
         atomic_fetch_sub_explicit(&m->waiters, 1, memory_order_relaxed);
         s = atomic_load_explicit(&m->state, memory_order_acquire);
     }
+    if (s == QMSG_FREED)
+        return SHMOBJ_ESTALE;
     return s == QMSG_DONE ? 0 : SHMOBJ_EINVAL;
 }
 
@@ -241,17 +342,18 @@ int shmobj_queue_msg_reset(shmobj_queue *q, shmobj_ref ref)
 {
     if (q == NULL || ref == SHMOBJ_REF_NULL)
         return SHMOBJ_EINVAL;
-    struct shmobj__qmsg *m;
-    int rc = msg_get(q, ref, &m);
+    struct msg g;
+    int rc = msg_get(q, ref, &g);
     if (rc != 0)
         return rc;
+    if ((g.flags & SHMOBJ_QUEUE_MSG_TRACK) == 0)
+        return SHMOBJ_EINVAL;
     uint32_t expect = QMSG_DONE;
-    if ((m->flags & SHMOBJ_QUEUE_MSG_TRACK) == 0 ||
-        !atomic_compare_exchange_strong_explicit(&m->state, &expect,
+    if (!atomic_compare_exchange_strong_explicit(&g.m->state, &expect,
                                                  QMSG_PENDING,
                                                  memory_order_acq_rel,
                                                  memory_order_relaxed))
-        return SHMOBJ_EINVAL;
+        return expect == QMSG_FREED ? SHMOBJ_ESTALE : SHMOBJ_EINVAL;
     return 0;
 }
 
@@ -259,21 +361,21 @@ int shmobj_queue_msg_free(shmobj_queue *q, shmobj_ref ref)
 {
     if (q == NULL || ref == SHMOBJ_REF_NULL)
         return SHMOBJ_EINVAL;
-    struct shmobj__qmsg *m;
-    uint64_t usable;
-    int rc = msg_get_sized(q, ref, &m, &usable);
+    struct msg g;
+    int rc = msg_get(q, ref, &g);
     if (rc != 0)
         return rc;
-    if ((m->flags & SHMOBJ_QUEUE_MSG_TRACK) != 0) {
-        uint32_t expect = QMSG_PENDING;
-        if (atomic_compare_exchange_strong_explicit(
-                &m->state, &expect, QMSG_ABANDONED, memory_order_acq_rel,
-                memory_order_acquire))
-            return 0; /* the consumer's done will free it */
-        if (expect == QMSG_ABANDONED)
-            return SHMOBJ_ESTALE; /* freed (or handed over) already */
-    }
-    return msg_release(q, ref, usable);
+    if ((g.flags & SHMOBJ_QUEUE_MSG_TRACK) == 0)
+        return msg_give_back(q, ref, &g, QMSG_PENDING);
+    uint32_t expect = QMSG_PENDING;
+    if (atomic_compare_exchange_strong_explicit(
+            &g.m->state, &expect, QMSG_ABANDONED, memory_order_acq_rel,
+            memory_order_acquire))
+        return 0; /* the consumer's done will give it back */
+    if (expect == QMSG_DONE)
+        return msg_give_back(q, ref, &g, QMSG_DONE);
+    /* abandoned (handed over) or given back already */
+    return SHMOBJ_ESTALE;
 }
 
 /* ---- notify ---------------------------------------------------------------- */
@@ -347,6 +449,9 @@ int shmobj_queue_notify_fd(shmobj_queue *q, int *fd)
 {
     if (q == NULL || fd == NULL)
         return SHMOBJ_EINVAL;
+    int gone = queue_gone(q);
+    if (gone != 0)
+        return gone; /* its registrations are in the freed block */
     pthread_mutex_lock(&q->lock);
     if (q->notify_slot >= 0) {
         *fd = q->notify_rfd;
@@ -414,6 +519,9 @@ int shmobj_queue_notify_arm(shmobj_queue *q)
     pthread_mutex_unlock(&q->lock);
     if (slot < 0)
         return SHMOBJ_EINVAL;
+    int gone = queue_gone(q);
+    if (gone != 0)
+        return gone;
     struct shmobj__ring_hdr *h = q->ring.hdr;
     struct shmobj__ring_notify *n = &h->notify[slot];
     shmobj__os_notify_drain(q->notify_rfd);
@@ -439,7 +547,8 @@ int shmobj_queue_notify_arm(shmobj_queue *q)
 
 static void notify_drop(shmobj_queue *q)
 {
-    if (q->notify_slot >= 0) {
+    /* a destroyed queue's block is not ours to write any more */
+    if (q->notify_slot >= 0 && queue_gone(q) == 0) {
         struct shmobj__ring_hdr *h = q->ring.hdr;
         unsigned i = (unsigned)q->notify_slot;
         for (;;) {
@@ -463,16 +572,15 @@ static void notify_drop(shmobj_queue *q)
 
 /* ---- lifecycle ----------------------------------------------------------- */
 
-static int root_name(const char *name, char out[SHMOBJ_ROOT_NAME_MAX + 1])
+/* A queue's root is the name its user gave: queues, maps and other roots
+ * share one directory of names (doc/format.md), so a name belongs to one
+ * root of one kind. */
+static int name_ok(const char *name)
 {
     if (name == NULL)
         return SHMOBJ_EINVAL;
     size_t n = strnlen(name, SHMOBJ_QUEUE_NAME_MAX + 1);
-    if (n == 0 || n > SHMOBJ_QUEUE_NAME_MAX)
-        return SHMOBJ_EINVAL;
-    memcpy(out, "q:", 2);
-    memcpy(out + 2, name, n + 1);
-    return 0;
+    return n == 0 || n > SHMOBJ_QUEUE_NAME_MAX ? SHMOBJ_EINVAL : 0;
 }
 
 /* Where a queue's retire FIFO starts in its block: behind the ring, on the
@@ -498,6 +606,10 @@ static uint64_t queue_footprint(uint32_t capacity)
  * L2 of them, so that the oldest has left the consumer's L2. */
 #define QUEUE_RETIRE_MIN (32u << 10)
 
+/* Open a handle of the queue in block ref: SHMOBJ_ESTALE when the block
+ * was freed or the queue is being destroyed, SHMOBJ_ETYPE when the block
+ * is something else (no ring magic), SHMOBJ_ECORRUPT / SHMOBJ_EVERSION
+ * when it says it is a ring but is not a sound one. */
 static int handle_new(shmobj_segment *seg, shmobj_ref ref, shmobj_queue **out)
 {
     struct shmobj__space *sp = (struct shmobj__space *)seg;
@@ -509,12 +621,19 @@ static int handle_new(shmobj_segment *seg, shmobj_ref ref, shmobj_queue **out)
     rc = shmobj__space_at(sp, shmobj__ref_off(ref), usable, &mem);
     if (rc != 0)
         return rc;
+    if (usable < sizeof(uint32_t) ||
+        __atomic_load_n((const uint32_t *)mem, __ATOMIC_RELAXED) != SHMOBJ__RING_MAGIC)
+        return SHMOBJ_ETYPE; /* a map, an object, a raw block: not a queue */
     if (((uintptr_t)mem & 63u) != 0)
         return SHMOBJ_ECORRUPT;
     shmobj_queue *q = calloc(1, sizeof *q);
     if (q == NULL)
         return SHMOBJ_ENOMEM;
     rc = shmobj__ring_attach(&q->ring, mem, usable);
+    if (rc == SHMOBJ_EINVAL)
+        rc = SHMOBJ_ECORRUPT; /* a ring magic on a block too small for one */
+    if (rc == 0 && q->ring.ident == 0)
+        rc = SHMOBJ_ESTALE; /* being destroyed */
     if (rc == 0) {
         uint32_t cap = (uint32_t)q->ring.capacity;
         q->retire = (struct shmobj__retire *)((uint8_t *)mem + retire_offset(cap));
@@ -546,9 +665,7 @@ static int handle_new(shmobj_segment *seg, shmobj_ref ref, shmobj_queue **out)
 int shmobj_queue_create(shmobj_segment *seg, const char *name,
                         uint32_t capacity, unsigned flags, shmobj_queue **out)
 {
-    char rname[SHMOBJ_ROOT_NAME_MAX + 1];
-    if (seg == NULL || out == NULL || flags != 0 ||
-        root_name(name, rname) != 0)
+    if (seg == NULL || out == NULL || flags != 0 || name_ok(name) != 0)
         return SHMOBJ_EINVAL;
     uint64_t size = queue_footprint(capacity);
     if (size == 0)
@@ -561,7 +678,7 @@ int shmobj_queue_create(shmobj_segment *seg, const char *name,
     void *mem;
     rc = shmobj__space_at(sp, shmobj__ref_off(ref), size, &mem);
     if (rc == 0)
-        rc = shmobj__ring_init(mem, size, capacity, flags);
+        rc = shmobj__ring_init(mem, size, capacity, flags, ring_ident(ref));
     if (rc == 0)
         rc = shmobj__retire_init(
             (struct shmobj__retire *)((uint8_t *)mem + retire_offset(capacity)));
@@ -571,7 +688,7 @@ int shmobj_queue_create(shmobj_segment *seg, const char *name,
     /* Published last and only if the name is still free: of two creators
      * racing, one gets SHMOBJ_EEXIST and frees its ring. */
     if (rc == 0)
-        rc = shmobj_segment_root_add(seg, rname, ref);
+        rc = shmobj_segment_root_add(seg, name, ref);
     if (rc != 0) {
         shmobj_queue_close(q);
         sp->ops->free(sp, ref);
@@ -584,11 +701,10 @@ int shmobj_queue_create(shmobj_segment *seg, const char *name,
 int shmobj_queue_open(shmobj_segment *seg, const char *name,
                       shmobj_queue **out)
 {
-    char rname[SHMOBJ_ROOT_NAME_MAX + 1];
-    if (seg == NULL || out == NULL || root_name(name, rname) != 0)
+    if (seg == NULL || out == NULL || name_ok(name) != 0)
         return SHMOBJ_EINVAL;
     shmobj_ref ref;
-    int rc = shmobj_segment_root_get(seg, rname, &ref);
+    int rc = shmobj_segment_root_get(seg, name, &ref);
     if (rc != 0)
         return rc;
     return handle_new(seg, ref, out);
@@ -603,13 +719,41 @@ void shmobj_queue_close(shmobj_queue *q)
     free(q);
 }
 
+/* How long a destroy waits for the threads asleep on the queue to leave
+ * (they are woken at once; a count left by a process killed while asleep
+ * never goes away, hence the bound). */
+#define DESTROY_SLEEPERS_NS (100 * 1000 * 1000ull)
+
+/* Wake every thread asleep on the ring and every armed listener: each
+ * finds the identity cleared and returns SHMOBJ_ESTALE. Waits (bounded)
+ * until the sleepers have left, so that none writes its count into the
+ * block after the heap has given it away. */
+static void destroy_wake(shmobj_queue *q)
+{
+    struct shmobj__ring_hdr *h = q->ring.hdr;
+    uint64_t end = shmobj__os_now_ns() + DESTROY_SLEEPERS_NS;
+    notify_fire(q);
+    (void)shmobj__ring_sleepers_repair(&q->ring);
+    for (;;) {
+        atomic_fetch_add_explicit(&h->put_event, 1, memory_order_seq_cst);
+        atomic_fetch_add_explicit(&h->take_event, 1, memory_order_seq_cst);
+        shmobj__os_futex_wake(&h->put_event, INT32_MAX);
+        shmobj__os_futex_wake(&h->take_event, INT32_MAX);
+        if ((atomic_load_explicit(&h->cons_waiters, memory_order_seq_cst) == 0 &&
+             atomic_load_explicit(&h->prod_waiters, memory_order_seq_cst) == 0) ||
+            shmobj__os_now_ns() >= end)
+            return;
+        struct timespec ts = {0, 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 int shmobj_queue_destroy(shmobj_segment *seg, const char *name)
 {
-    char rname[SHMOBJ_ROOT_NAME_MAX + 1];
-    if (seg == NULL || root_name(name, rname) != 0)
+    if (seg == NULL || name_ok(name) != 0)
         return SHMOBJ_EINVAL;
     shmobj_ref ref;
-    int rc = shmobj_segment_root_get(seg, rname, &ref);
+    int rc = shmobj_segment_root_get(seg, name, &ref);
     if (rc != 0)
         return rc;
     /* make sure it is a queue before freeing anything */
@@ -617,10 +761,14 @@ int shmobj_queue_destroy(shmobj_segment *seg, const char *name)
     rc = handle_new(seg, ref, &q);
     if (rc != 0)
         return rc;
-    q->ring.hdr->magic = 0; /* a stale handle_new now fails */
-    (void)shmobj_queue_trim(q);
+    /* from here every handle's next operation fails (SHMOBJ_ESTALE), a
+     * second destroy and a late open too */
+    atomic_store_explicit(&q->ring.hdr->ident, 0, memory_order_relaxed);
+    destroy_wake(q);
+    unsigned n;
+    (void)retire_drain(q, &n);
     shmobj_queue_close(q);
-    rc = shmobj_segment_root_del(seg, rname);
+    rc = shmobj_segment_root_del(seg, name);
     if (rc != 0)
         return rc;
     struct shmobj__space *sp = (struct shmobj__space *)seg;
@@ -657,9 +805,10 @@ static int put_timed(shmobj_queue *q, shmobj_ref ref, int64_t timeout_ns)
             &q->ring, ref,
             atomic_load_explicit(&q->spin_ns, memory_order_relaxed),
             shmobj__os_deadline(timeout_ns));
-    if (rc == 0)
-        after_put(q);
-    return rc;
+    if (rc != 0)
+        return op_status(q, rc);
+    after_put(q);
+    return 0;
 }
 
 int shmobj_queue_put(shmobj_queue *q, shmobj_ref ref)
@@ -693,9 +842,10 @@ static int take_timed(shmobj_queue *q, shmobj_ref *ref, int64_t timeout_ns,
         rc = peek ? shmobj__ring_peek(&q->ring, &v, spin, deadline)
                   : shmobj__ring_take(&q->ring, &v, spin, deadline);
     }
-    if (rc == 0)
-        *ref = v;
-    return rc;
+    if (rc != 0)
+        return op_status(q, rc);
+    *ref = v;
+    return 0;
 }
 
 int shmobj_queue_take(shmobj_queue *q, shmobj_ref *ref)
@@ -740,6 +890,8 @@ int shmobj_queue_count(shmobj_queue *q, uint64_t *count)
 {
     if (q == NULL || count == NULL)
         return SHMOBJ_EINVAL;
+    if (!shmobj__ring_live(&q->ring))
+        return op_status(q, SHMOBJ_ESTALE);
     *count = shmobj__ring_count(&q->ring);
     return 0;
 }

@@ -1,4 +1,12 @@
-/* The FIFO of retired message blocks (see retire.h). */
+/* The FIFO of retired message blocks (see retire.h).
+ *
+ * Invariants kept here: under the lock, entries [head, tail) are retired
+ * and tail - head <= SHMOBJ__RETIRE_CAP; an entry counts once tail covers
+ * it and is uncounted (head moved) before it leaves, so a process killed
+ * inside leaks at most one block and never frees one twice. The positions
+ * are read once per locked section and the loops run on those copies, so
+ * no section hands out more than SHMOBJ__RETIRE_OUT_MAX blocks whatever
+ * the shared words do meanwhile. */
 #include "retire.h"
 
 #include <string.h>
@@ -23,39 +31,54 @@ int shmobj__retire_check(const struct shmobj__retire *r)
                : SHMOBJ_ECORRUPT;
 }
 
-/* After the owner died inside: keep what the positions still describe
- * (a damaged pair empties the FIFO, leaking its blocks) and count the
- * bytes again. */
-static void repair(struct shmobj__retire *r)
+/* The positions, read once under the lock: the loops below run on these
+ * copies, so a writer that breaks the rules (or damage) changing head or
+ * tail meanwhile cannot make them take out more than SHMOBJ__RETIRE_CAP
+ * entries, which is all their callers have room for. */
+struct pos {
+    uint64_t head, tail;
+};
+
+/* After the owner died inside, or positions found damaged: keep what the
+ * positions still describe (a damaged pair empties the FIFO, leaking its
+ * blocks) and count the bytes again. */
+static struct pos repair(struct shmobj__retire *r, struct pos p)
 {
-    if (r->tail < r->head || r->tail - r->head > SHMOBJ__RETIRE_CAP)
-        r->head = r->tail;
+    if (p.tail < p.head || p.tail - p.head > SHMOBJ__RETIRE_CAP)
+        p.head = p.tail;
     uint64_t bytes = 0;
-    for (uint64_t p = r->head; p != r->tail; p++)
-        bytes += r->e[p % SHMOBJ__RETIRE_CAP].bytes;
+    for (uint64_t i = p.head; i != p.tail; i++)
+        bytes += r->e[i % SHMOBJ__RETIRE_CAP].bytes;
+    r->head = p.head;
     r->bytes = bytes;
+    return p;
 }
 
-static int lock(struct shmobj__retire *r)
+static int lock(struct shmobj__retire *r, struct pos *p)
 {
     int rc = shmobj__os_mutex_lock(&r->lock);
+    if (rc != 0 && rc != SHMOBJ_EOWNERDEAD)
+        return rc;
+    p->head = __atomic_load_n(&r->head, __ATOMIC_RELAXED);
+    p->tail = __atomic_load_n(&r->tail, __ATOMIC_RELAXED);
     if (rc == SHMOBJ_EOWNERDEAD) {
-        repair(r);
+        *p = repair(r, *p);
         shmobj__os_mutex_consistent(&r->lock);
-        rc = 0;
-    }
-    if (rc == 0 && (r->tail < r->head || r->tail - r->head > SHMOBJ__RETIRE_CAP)) {
+    } else if (p->tail < p->head || p->tail - p->head > SHMOBJ__RETIRE_CAP) {
         /* positions damaged by another writer: start over (leaking) */
-        repair(r);
+        *p = repair(r, *p);
     }
-    return rc;
+    return 0;
 }
 
-/* Take the oldest entry out into out[*n]. */
-static void take_oldest(struct shmobj__retire *r, uint64_t *out, unsigned *n)
+/* Take the oldest entry out into out[*n]: uncounted (head moved) before
+ * the caller frees it. */
+static void take_oldest(struct shmobj__retire *r, struct pos *p, uint64_t *out,
+                        unsigned *n)
 {
-    struct shmobj__retire_entry e = r->e[r->head % SHMOBJ__RETIRE_CAP];
-    r->head++;
+    struct shmobj__retire_entry e = r->e[p->head % SHMOBJ__RETIRE_CAP];
+    p->head++;
+    r->head = p->head;
     r->bytes = e.bytes <= r->bytes ? r->bytes - e.bytes : 0;
     out[(*n)++] = e.ref;
 }
@@ -65,17 +88,19 @@ int shmobj__retire_push(struct shmobj__retire *r, uint64_t ref, uint64_t bytes,
                         unsigned *n)
 {
     *n = 0;
-    int rc = lock(r);
+    struct pos p;
+    int rc = lock(r, &p);
     if (rc != 0)
         return rc;
-    if (r->tail - r->head == SHMOBJ__RETIRE_CAP)
-        take_oldest(r, out, n);
-    r->e[r->tail % SHMOBJ__RETIRE_CAP] = (struct shmobj__retire_entry){ref, bytes};
-    r->tail++;
+    if (p.tail - p.head == SHMOBJ__RETIRE_CAP)
+        take_oldest(r, &p, out, n);
+    r->e[p.tail % SHMOBJ__RETIRE_CAP] = (struct shmobj__retire_entry){ref, bytes};
+    p.tail++;
+    r->tail = p.tail;
     r->bytes += bytes;
     /* keep at least the newest block: it is the one just read */
-    while (r->bytes > budget && r->tail - r->head > 1)
-        take_oldest(r, out, n);
+    while (r->bytes > budget && p.tail - p.head > 1)
+        take_oldest(r, &p, out, n);
     shmobj__os_mutex_unlock(&r->lock);
     return 0;
 }
@@ -84,11 +109,12 @@ int shmobj__retire_drain(struct shmobj__retire *r,
                          uint64_t out[SHMOBJ__RETIRE_OUT_MAX], unsigned *n)
 {
     *n = 0;
-    int rc = lock(r);
+    struct pos p;
+    int rc = lock(r, &p);
     if (rc != 0)
         return rc;
-    while (r->tail != r->head)
-        take_oldest(r, out, n);
+    while (p.tail != p.head)
+        take_oldest(r, &p, out, n);
     shmobj__os_mutex_unlock(&r->lock);
     return 0;
 }

@@ -32,6 +32,9 @@ struct shmobj__retire_entry {
     uint64_t ref;   /* the message block (a heap reference) */
     uint64_t bytes; /* its usable size in bytes */
 };
+_Static_assert(sizeof(struct shmobj__retire_entry) == 16, "retire entry");
+_Static_assert(offsetof(struct shmobj__retire_entry, ref) == 0, "entry ref");
+_Static_assert(offsetof(struct shmobj__retire_entry, bytes) == 8, "entry bytes");
 
 /* Written by the creator once (magic .. reserved1), then only by holders
  * of `lock`: consumers retiring a block, and anyone trimming. */
@@ -50,8 +53,13 @@ struct shmobj__retire {
     uint64_t reserved2[5]; /* zero */
     struct shmobj__retire_entry e[SHMOBJ__RETIRE_CAP]; /* position p at p % CAP */
 };
+_Static_assert(offsetof(struct shmobj__retire, magic) == 0, "retire magic");
+_Static_assert(offsetof(struct shmobj__retire, version) == 4, "retire version");
+_Static_assert(offsetof(struct shmobj__retire, capacity) == 8, "retire capacity");
 _Static_assert(offsetof(struct shmobj__retire, lock) == 64, "retire lock");
 _Static_assert(offsetof(struct shmobj__retire, head) == 128, "retire head");
+_Static_assert(offsetof(struct shmobj__retire, tail) == 136, "retire tail");
+_Static_assert(offsetof(struct shmobj__retire, bytes) == 144, "retire bytes");
 _Static_assert(offsetof(struct shmobj__retire, e) == 192, "retire entries");
 _Static_assert(sizeof(struct shmobj__retire) == 192 + 16 * SHMOBJ__RETIRE_CAP,
                "retire layout");

@@ -7,6 +7,10 @@
  *   process acting on an old view of the slot fails instead of corrupting it.
  * - Indices come from `pos & mask` with the mask of the local view; nothing
  *   read from the ring is used to compute an address.
+ * - Every operation compares the header's identity word with the view's
+ *   before it writes: a view of a destroyed ring (whose block the heap may
+ *   have given to someone else) writes nothing and returns SHMOBJ_ESTALE.
+ * - A slot word of 0 is no state: values carry a non-zero reference.
  * - Wake-ups cost nothing when nobody sleeps: the publishing CAS (seq_cst)
  *   and the seq_cst load of the waiter count pair with the sleeper's
  *   increment + fence + re-check (Dekker), so a sleeper either sees the
@@ -61,10 +65,12 @@ static inline uint64_t lap_tag(const struct shmobj__ring *r, uint64_t p)
 {
     return ((p >> r->cap_log2) & 7u) << 1;
 }
+/* A message published at p: bit 0 clear, p's lap tag, and a reference
+ * that is not null (a word of 0 is damage: put never accepts 0). */
 static inline bool is_value_at(const struct shmobj__ring *r, uint64_t w,
                                uint64_t p)
 {
-    return is_value(w) && (w & 14u) == lap_tag(r, p);
+    return w > 15u && (w & 15u) == lap_tag(r, p);
 }
 
 /* ---- who am I (cached; reset in a forked child) --------------------------- */
@@ -347,10 +353,10 @@ uint64_t shmobj__ring_footprint(uint32_t capacity)
 }
 
 int shmobj__ring_init(void *mem, uint64_t size, uint32_t capacity,
-                      uint32_t flags)
+                      uint32_t flags, uint64_t ident)
 {
     uint64_t need = shmobj__ring_footprint(capacity);
-    if (mem == NULL || need == 0 || size < need ||
+    if (mem == NULL || need == 0 || size < need || ident == 0 ||
         ((uintptr_t)mem & 63u) != 0)
         return SHMOBJ_EINVAL;
     struct shmobj__ring_hdr *h = mem;
@@ -361,6 +367,7 @@ int shmobj__ring_init(void *mem, uint64_t size, uint32_t capacity,
     h->hdr_size = sizeof(struct shmobj__ring_hdr);
     h->flags = flags;
     h->version = SHMOBJ__RING_VERSION;
+    atomic_init(&h->ident, ident);
     struct shmobj__ring_slot *slots =
         (struct shmobj__ring_slot *)((uint8_t *)mem + sizeof(*h));
     struct shmobj__ring_claim *claims =
@@ -389,6 +396,7 @@ int shmobj__ring_attach(struct shmobj__ring *r, void *mem, uint64_t size)
     uint32_t magic = h->magic, version = h->version, cap = h->capacity;
     uint32_t log2 = h->cap_log2, ssize = h->slot_size, hsize = h->hdr_size;
     atomic_thread_fence(memory_order_acquire);
+    uint64_t ident = atomic_load_explicit(&h->ident, memory_order_relaxed);
     if (magic != SHMOBJ__RING_MAGIC)
         return SHMOBJ_ECORRUPT;
     if (version != SHMOBJ__RING_VERSION)
@@ -400,6 +408,7 @@ int shmobj__ring_attach(struct shmobj__ring *r, void *mem, uint64_t size)
         return SHMOBJ_ECORRUPT;
     memset(r, 0, sizeof(*r));
     r->hdr = h;
+    r->ident = ident;
     r->slots = (struct shmobj__ring_slot *)((uint8_t *)mem + sizeof(*h));
     r->claims[0] = (struct shmobj__ring_claim *)(r->slots + cap);
     r->claims[1] = r->claims[0] + cap;
@@ -416,6 +425,8 @@ int shmobj__ring_attach(struct shmobj__ring *r, void *mem, uint64_t size)
 int shmobj__ring_try_put(struct shmobj__ring *r, uint64_t v)
 {
     struct shmobj__ring_hdr *h = r->hdr;
+    if (!shmobj__ring_live(r))
+        return SHMOBJ_ESTALE; /* destroyed: the block may be another's now */
     uint64_t e = atomic_load_explicit(&h->enq_pos, memory_order_relaxed);
     for (;;) {
         struct shmobj__ring_slot *s = &r->slots[e & r->mask];
@@ -507,6 +518,8 @@ static inline bool head_may_wait(const struct shmobj__ring *r, uint64_t w,
 int shmobj__ring_try_take(struct shmobj__ring *r, uint64_t *v)
 {
     struct shmobj__ring_hdr *h = r->hdr;
+    if (!shmobj__ring_live(r))
+        return SHMOBJ_ESTALE;
     uint64_t d = atomic_load_explicit(&h->deq_pos, memory_order_relaxed);
     for (;;) {
         struct shmobj__ring_slot *s = &r->slots[d & r->mask];
@@ -552,6 +565,8 @@ int shmobj__ring_try_take(struct shmobj__ring *r, uint64_t *v)
 int shmobj__ring_try_peek(struct shmobj__ring *r, uint64_t *v)
 {
     struct shmobj__ring_hdr *h = r->hdr;
+    if (!shmobj__ring_live(r))
+        return SHMOBJ_ESTALE;
     uint64_t d = atomic_load_explicit(&h->deq_pos, memory_order_acquire);
     for (;;) {
         struct shmobj__ring_slot *s = &r->slots[d & r->mask];
@@ -695,6 +710,10 @@ static int wait_op(struct shmobj__ring *r, enum op op, uint64_t *v,
     _Atomic uint32_t *event = side ? &h->take_event : &h->put_event;
     struct shmobj__ring_sleeper *me = sleeper_self(r);
     for (;;) {
+        /* woken by a destroy: leave before counting ourselves in a block
+         * that is about to be freed */
+        if (!shmobj__ring_live(r))
+            return SHMOBJ_ESTALE;
         /* the total first, then our record (see struct shmobj__ring_sleeper) */
         atomic_fetch_add_explicit(waiters, 1, memory_order_seq_cst);
         if (me != NULL)

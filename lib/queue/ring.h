@@ -36,8 +36,9 @@
 #include <stdint.h>
 
 #define SHMOBJ__RING_MAGIC 0x474e5251u /* "QRNG" little-endian */
-/* 3: the queue block carries a retire FIFO behind the ring (retire.h) */
-#define SHMOBJ__RING_VERSION 3u
+/* 3: the queue block carries a retire FIFO behind the ring (retire.h);
+ * 4: line 0 carries the block's identity (hdr.ident) */
+#define SHMOBJ__RING_VERSION 4u
 #define SHMOBJ__RING_CAP_MIN 2u
 #define SHMOBJ__RING_CAP_MAX (1u << 24)
 #define SHMOBJ__RING_NOTIFY_MAX 8
@@ -66,6 +67,12 @@ struct shmobj__ring_notify {
     _Atomic int32_t fd;
     uint32_t reserved; /* zero */
 };
+_Static_assert(sizeof(struct shmobj__ring_notify) == 32, "notify layout");
+_Static_assert(offsetof(struct shmobj__ring_notify, state) == 0, "notify state");
+_Static_assert(offsetof(struct shmobj__ring_notify, pid) == 4, "notify pid");
+_Static_assert(offsetof(struct shmobj__ring_notify, start_time) == 8, "notify start");
+_Static_assert(offsetof(struct shmobj__ring_notify, ino) == 16, "notify ino");
+_Static_assert(offsetof(struct shmobj__ring_notify, fd) == 24, "notify fd");
 
 /* A process with threads asleep on the ring (32 bytes): how many of them
  * are counted in cons_waiters and prod_waiters. A process killed while
@@ -91,6 +98,9 @@ struct shmobj__ring_sleeper {
     uint64_t reserved; /* zero */
 };
 _Static_assert(sizeof(struct shmobj__ring_sleeper) == 32, "sleeper layout");
+_Static_assert(offsetof(struct shmobj__ring_sleeper, owner) == 0, "sleeper owner");
+_Static_assert(offsetof(struct shmobj__ring_sleeper, start_time) == 8, "sleeper start");
+_Static_assert(offsetof(struct shmobj__ring_sleeper, count) == 16, "sleeper counts");
 
 /* A slot: one word (see above) and padding, four to a cache line: a
  * consumer behind a full queue reads four messages per line it pulls, while
@@ -104,6 +114,7 @@ struct shmobj__ring_slot {
     uint64_t reserved; /* zero */
 };
 _Static_assert(sizeof(struct shmobj__ring_slot) == 16, "slot layout");
+_Static_assert(offsetof(struct shmobj__ring_slot, word) == 0, "slot word");
 
 /* Who claimed a position last, per slot and per role (producers and
  * consumers have separate arrays so that recording never pulls a line the
@@ -121,6 +132,9 @@ struct shmobj__ring_claim {
     uint64_t reserved1; /* zero */
 };
 _Static_assert(sizeof(struct shmobj__ring_claim) == 32, "claim layout");
+_Static_assert(offsetof(struct shmobj__ring_claim, tag) == 0, "claim tag");
+_Static_assert(offsetof(struct shmobj__ring_claim, start_time) == 8, "claim start");
+_Static_assert(offsetof(struct shmobj__ring_claim, pid) == 16, "claim pid");
 
 /* The ring header (896 bytes), followed by `capacity` slots, `capacity`
  * producer claims and `capacity` consumer claims. Lines written by
@@ -135,8 +149,16 @@ struct shmobj__ring_hdr {
                          * 2 * sizeof(struct shmobj__ring_claim) */
     uint32_t hdr_size;  /* sizeof(struct shmobj__ring_hdr) */
     uint32_t flags;     /* creation flags (none defined yet: 0) */
-    uint32_t reserved0;
-    uint8_t pad0[32];
+    uint32_t reserved0; /* zero */
+    /* a non-zero identity the creator chose, unique to this ring (the
+     * queue mixes its block's reference, the time and the pid); written by
+     * the creator before the magic, set to 0 (relaxed) by the queue's
+     * destroy before the block is freed, never written otherwise. Every operation of a
+     * view compares it with the view's copy before it writes anything: a
+     * view whose ring was destroyed fails with SHMOBJ_ESTALE. The line is
+     * otherwise read-only, so the compare hits this core's cache. */
+    _Atomic uint64_t ident;
+    uint8_t pad0[24];
     /* --- line 1: producers --- */
     /* next position a producer claims; only grows (CAS, relaxed: the slot
      * word carries the ordering) */
@@ -175,10 +197,23 @@ struct shmobj__ring_hdr {
     struct shmobj__ring_sleeper sleepers[SHMOBJ__RING_SLEEPERS];
 };
 _Static_assert(sizeof(struct shmobj__ring_hdr) == 896, "ring header layout");
+_Static_assert(offsetof(struct shmobj__ring_hdr, magic) == 0, "magic");
+_Static_assert(offsetof(struct shmobj__ring_hdr, version) == 4, "version");
+_Static_assert(offsetof(struct shmobj__ring_hdr, capacity) == 8, "capacity");
+_Static_assert(offsetof(struct shmobj__ring_hdr, cap_log2) == 12, "cap_log2");
+_Static_assert(offsetof(struct shmobj__ring_hdr, slot_size) == 16, "slot_size");
+_Static_assert(offsetof(struct shmobj__ring_hdr, hdr_size) == 20, "hdr_size");
+_Static_assert(offsetof(struct shmobj__ring_hdr, flags) == 24, "flags");
+_Static_assert(offsetof(struct shmobj__ring_hdr, ident) == 32, "ident");
 _Static_assert(offsetof(struct shmobj__ring_hdr, enq_pos) == 64, "enq line");
 _Static_assert(offsetof(struct shmobj__ring_hdr, deq_pos) == 128, "deq line");
 _Static_assert(offsetof(struct shmobj__ring_hdr, cons_waiters) == 192, "l3");
+_Static_assert(offsetof(struct shmobj__ring_hdr, put_event) == 196, "put_event");
+_Static_assert(offsetof(struct shmobj__ring_hdr, armed) == 200, "armed");
 _Static_assert(offsetof(struct shmobj__ring_hdr, prod_waiters) == 256, "l4");
+_Static_assert(offsetof(struct shmobj__ring_hdr, take_event) == 260, "take_event");
+_Static_assert(offsetof(struct shmobj__ring_hdr, skipped) == 320, "skipped");
+_Static_assert(offsetof(struct shmobj__ring_hdr, rescued) == 328, "rescued");
 _Static_assert(offsetof(struct shmobj__ring_hdr, notify) == 384, "notify");
 _Static_assert(offsetof(struct shmobj__ring_hdr, sleepers) == 640, "sleepers");
 
@@ -187,6 +222,7 @@ _Static_assert(offsetof(struct shmobj__ring_hdr, sleepers) == 640, "sleepers");
  * outside the ring. */
 struct shmobj__ring {
     struct shmobj__ring_hdr *hdr;
+    uint64_t ident; /* hdr->ident as it was at attach */
     struct shmobj__ring_slot *slots;
     struct shmobj__ring_claim *claims[2]; /* [0] producers, [1] consumers */
     uint64_t capacity;
@@ -222,29 +258,45 @@ struct shmobj__ring {
 /* Bytes needed for a ring of `capacity` slots; 0 when capacity is invalid. */
 uint64_t shmobj__ring_footprint(uint32_t capacity);
 
-/* Build an empty ring in mem (size bytes, 64-byte aligned). */
+/* Build an empty ring in mem (size bytes, 64-byte aligned) whose identity
+ * word is ident (non-zero). */
 int shmobj__ring_init(void *mem, uint64_t size, uint32_t capacity,
-                      uint32_t flags);
+                      uint32_t flags, uint64_t ident);
 
-/* Validate the ring in mem (size bytes readable) and fill the view.
+/* Validate the ring in mem (size bytes readable) and fill the view, whose
+ * ident is the header's as read here (the caller judges it).
  * SHMOBJ_ECORRUPT / SHMOBJ_EVERSION on a bad header. */
 int shmobj__ring_attach(struct shmobj__ring *r, void *mem, uint64_t size);
 
-/* True when v may travel through a ring (non-zero, low 4 bits clear). */
+/* Whether the ring still carries the identity this view attached to: false
+ * once the ring was destroyed (or its block reused). One load of a line
+ * nobody writes while the ring lives. */
+static inline bool shmobj__ring_live(const struct shmobj__ring *r)
+{
+    return atomic_load_explicit(&r->hdr->ident, memory_order_relaxed) == r->ident;
+}
+
+/* True when v may travel through a ring (non-zero, low 4 bits clear): a
+ * slot word that is a value always carries a non-zero reference, so a word
+ * of 0 is damage, never a message. */
 static inline bool shmobj__ring_value_ok(uint64_t v)
 {
     return v != 0 && (v & 15u) == 0;
 }
 
-/* Non-blocking operations: 0, SHMOBJ_EFULL, SHMOBJ_EEMPTY, and
- * SHMOBJ_ECORRUPT when the slot they need holds a word no live ring can. */
+/* Non-blocking operations: 0, SHMOBJ_EFULL, SHMOBJ_EEMPTY,
+ * SHMOBJ_ECORRUPT when the slot they need holds a word no live ring can,
+ * and SHMOBJ_ESTALE, before touching anything, when the ring's identity is
+ * no longer the view's (shmobj__ring_live()). */
 int shmobj__ring_try_put(struct shmobj__ring *r, uint64_t v);
 int shmobj__ring_try_take(struct shmobj__ring *r, uint64_t *v);
 int shmobj__ring_try_peek(struct shmobj__ring *r, uint64_t *v);
 
 /* Blocking operations: spin up to spin_ns (negative: spin without limit,
  * never sleep), then sleep on a futex until the absolute monotonic deadline
- * (UINT64_MAX: forever). 0, SHMOBJ_ETIMEDOUT. */
+ * (UINT64_MAX: forever). 0, SHMOBJ_ETIMEDOUT, or what a non-blocking try
+ * returned other than full / empty (a sleeper woken by the ring's destroy
+ * gets SHMOBJ_ESTALE). */
 int shmobj__ring_put(struct shmobj__ring *r, uint64_t v, int64_t spin_ns,
                      uint64_t deadline);
 int shmobj__ring_take(struct shmobj__ring *r, uint64_t *v, int64_t spin_ns,

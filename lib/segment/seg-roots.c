@@ -31,7 +31,10 @@ static struct shmobj__seg_root *find(shmobj_segment *seg, const char *name)
 }
 
 /* Publish ref under name; with `replace` false an existing name is left
- * alone and reported, so two creators racing for one name cannot both win. */
+ * alone and reported, so two creators racing for one name cannot both win.
+ * A reference to a freed block (its generation no longer the block's) is
+ * refused; the check runs under the lock every free takes, so the block
+ * cannot be freed between the check and the publish. */
 static int root_put(shmobj_segment *seg, const char *name, shmobj_ref ref,
                     bool replace)
 {
@@ -40,6 +43,10 @@ static int root_put(shmobj_segment *seg, const char *name, shmobj_ref ref,
     int rc = shmobj__segment_lock(seg);
     if (rc != 0)
         return rc;
+    if (seg->space.ops->check(&seg->space, ref, NULL) == SHMOBJ_ESTALE) {
+        shmobj__segment_unlock(seg);
+        return SHMOBJ_ESTALE;
+    }
     struct shmobj__seg_root *e = find(seg, name);
     if (e != NULL && !replace) {
         shmobj__segment_unlock(seg);
