@@ -1257,7 +1257,7 @@ static void test_map_open_other_kind_etype(void **state)
     void *p;
     size_t n;
     assert_int_equal(shmobj_queue_create(f->seg, "q", 64, 0, &q), 0);
-    assert_int_equal(shmobj_map_open(f->seg, "q:q", &m), SHMOBJ_ETYPE); /* the queue's root */
+    assert_int_equal(shmobj_map_open(f->seg, "q", &m), SHMOBJ_ETYPE); /* the queue's root */
     shmobj_value val = SHMOBJ_VAL_STR("not a map, but an object of some length");
     assert_int_equal(shmobj_obj_put(f->seg, &val, &obj), 0);
     assert_int_equal(shmobj_segment_root_set(f->seg, "o", obj), 0);
