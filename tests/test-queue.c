@@ -730,6 +730,10 @@ static int exit_now(void *p)
     return 0;
 }
 
+/* A token no handle holds: slot 1023 at a generation it never had (the
+ * fixture's segment has far fewer attachments). */
+#define DEAD_TOKEN (1023u | 999u << 10)
+
 static uint32_t dead_pid(void)
 {
     pid_t c = test_child_start(exit_now, NULL, 5);
@@ -748,7 +752,7 @@ static void test_queue_take_skips_dead_producer_slot(void **state)
     uint32_t pid = dead_pid();
     atomic_store(&r->hdr->enq_pos, 1);
     atomic_store(&r->claims[0][0].pid, pid);
-    atomic_store(&r->claims[0][0].start_time, 1);
+    atomic_store(&r->claims[0][0].token, DEAD_TOKEN);
     atomic_store(&r->claims[0][0].tag, 0);
     assert_int_equal(shmobj_queue_put(q, msg_of(1, 1)), 0);
     shmobj_ref m;
@@ -768,10 +772,9 @@ static void test_queue_take_skips_dead_producer_slot(void **state)
     /* a live producer's slot is not skipped, and a producer that was
      * skipped while alive retries (its CAS fails): simulate the latter */
     e = atomic_fetch_add(&r->hdr->enq_pos, 1);
-    shmobj__os_proc me;
-    assert_int_equal(shmobj__os_proc_self(&me), 0);
-    atomic_store(&r->claims[0][e & r->mask].pid, me.pid);
-    atomic_store(&r->claims[0][e & r->mask].start_time, me.start_time);
+    struct shmobj__space *sp = (struct shmobj__space *)f->seg;
+    atomic_store(&r->claims[0][e & r->mask].pid, (uint32_t)getpid());
+    atomic_store(&r->claims[0][e & r->mask].token, sp->ops->live->token(sp));
     atomic_store(&r->claims[0][e & r->mask].tag, e);
     assert_int_equal(shmobj_queue_take_timed(q, &m, 50 * TEST_MS),
                      SHMOBJ_ETIMEDOUT);
@@ -796,7 +799,7 @@ static void test_queue_put_rescues_dead_consumer_slot(void **state)
     /* a consumer claimed position 0 and died before releasing the slot */
     atomic_store(&r->hdr->deq_pos, 1);
     atomic_store(&r->claims[1][0].pid, dead_pid());
-    atomic_store(&r->claims[1][0].start_time, 1);
+    atomic_store(&r->claims[1][0].token, DEAD_TOKEN);
     atomic_store(&r->claims[1][0].tag, 0);
     assert_int_equal(shmobj_queue_try_put(q, msg_of(0, 3)), SHMOBJ_EFULL);
     assert_int_equal(shmobj_queue_put_timed(q, msg_of(0, 3), 5 * SEC), 0);
@@ -1299,8 +1302,10 @@ static void test_queue_retire_damage_and_dead_owner(void **state)
 
     /* a process died holding the FIFO's lock: the next one recovers it */
     pid_t pid = fork();
-    if (pid == 0)
-        _exit(shmobj__os_mutex_lock(&rt->lock) == 0 ? 0 : 1);
+    if (pid == 0) {
+        struct shmobj__space *sp = (struct shmobj__space *)f->seg;
+        _exit(sp->ops->live->lock(sp, &rt->lock, 0) == 0 ? 0 : 1);
+    }
     assert_int_equal(test_child_wait(pid), 0);
     uint64_t b0 = used_blocks(f->seg);
     send_done(q, 64u << 10);

@@ -18,6 +18,7 @@
 #define SHMOBJ_SPACE_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -65,6 +66,10 @@ struct shmobj__space_live_ops {
     void (*unlock)(struct shmobj__space *sp, struct shmobj__os_lock *l);
     /* Release after a failed repair: the next locker gets EOWNERDEAD. */
     void (*unlock_broken)(struct shmobj__space *sp, struct shmobj__os_lock *l);
+    /* False once the segment's name was removed or names another segment:
+     * a blocking wait on it would wait for a peer that moved on, so it
+     * ends with SHMOBJ_EREPLACED. A few system calls: for wait slices. */
+    bool (*linked)(struct shmobj__space *sp);
 };
 
 struct shmobj__space_ops {

@@ -91,6 +91,8 @@ int shmobj__os_live_probe(int fd, uint64_t byte);
 /* Forks this process has gone through as a child: a handle made under
  * another value was inherited and must attach anew. */
 uint32_t shmobj__os_fork_generation(void);
+/* getpid(), without a system call after the first. */
+uint32_t shmobj__os_pid(void);
 
 /* ---- robust process-shared mutexes -------------------------------------- */
 

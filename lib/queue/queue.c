@@ -44,6 +44,9 @@
 
 /* ---- message blocks -------------------------------------------------------- */
 
+/* How often a long wait looks at whether its segment was replaced. */
+#define RENAME_CHECK_NS (UINT64_C(1000) * 1000000)
+
 #define QMSG_MAGIC 0x47534d51u /* "QMSG" */
 enum { QMSG_PENDING = 0, QMSG_DONE = 1, QMSG_ABANDONED = 2, QMSG_FREED = 3 };
 
@@ -183,7 +186,8 @@ static int msg_release(shmobj_queue *q, shmobj_ref ref, uint64_t usable)
         return q->sp->ops->free(q->sp, ref);
     uint64_t out[SHMOBJ__RETIRE_OUT_MAX];
     unsigned n = 0;
-    if (shmobj__retire_push(q->retire, ref, usable, q->retire_budget, out, &n) != 0)
+    if (shmobj__retire_push(q->sp, q->retire, ref, usable, q->retire_budget, out,
+                            &n) != 0)
         return q->sp->ops->free(q->sp, ref);
     free_retired(q, out, n);
     return 0;
@@ -206,7 +210,7 @@ static int msg_give_back(shmobj_queue *q, shmobj_ref ref, const struct msg *g,
 static int retire_drain(shmobj_queue *q, unsigned *n)
 {
     uint64_t out[SHMOBJ__RETIRE_OUT_MAX];
-    int rc = shmobj__retire_drain(q->retire, out, n);
+    int rc = shmobj__retire_drain(q->sp, q->retire, out, n);
     free_retired(q, out, *n);
     return rc;
 }
@@ -323,15 +327,27 @@ int shmobj_queue_msg_wait_done(shmobj_queue *q, shmobj_ref ref,
         }
     }
     while (s == QMSG_PENDING) {
-        if (timeout_ns == 0 || shmobj__os_now_ns() >= deadline)
+        uint64_t now = shmobj__os_now_ns();
+        if (timeout_ns == 0)
             return SHMOBJ_ETIMEDOUT;
+        /* A consumer of a segment replaced under its name will never mark
+         * this done: say so at the deadline, and once a second of a long
+         * wait. */
+        if (now >= deadline)
+            return q->sp->ops->live->linked(q->sp) ? SHMOBJ_ETIMEDOUT
+                                                   : SHMOBJ_EREPLACED;
+        uint64_t until = deadline - now > RENAME_CHECK_NS ? now + RENAME_CHECK_NS
+                                                          : deadline;
         atomic_fetch_add_explicit(&m->waiters, 1, memory_order_seq_cst);
         atomic_thread_fence(memory_order_seq_cst);
         s = atomic_load_explicit(&m->state, memory_order_acquire);
         if (s == QMSG_PENDING)
-            shmobj__os_futex_wait(&m->state, QMSG_PENDING, deadline);
+            shmobj__os_futex_wait(&m->state, QMSG_PENDING, until);
         atomic_fetch_sub_explicit(&m->waiters, 1, memory_order_relaxed);
         s = atomic_load_explicit(&m->state, memory_order_acquire);
+        if (s == QMSG_PENDING && until != deadline &&
+            shmobj__os_now_ns() >= until && !q->sp->ops->live->linked(q->sp))
+            return SHMOBJ_EREPLACED;
     }
     if (s == QMSG_FREED)
         return SHMOBJ_ESTALE;
@@ -461,9 +477,11 @@ int shmobj_queue_notify_fd(shmobj_queue *q, int *fd)
     int rc = SHMOBJ_ENOTSUP;
     if (!shmobj__os_notify_supported())
         goto out;
-    shmobj__os_proc me;
-    if ((rc = shmobj__os_proc_self(&me)) != 0)
+    uint32_t me = q->sp->ops->live->token(q->sp);
+    if (me == 0) {
+        rc = SHMOBJ_EFULL; /* no attachment slot for this process */
         goto out;
+    }
     struct shmobj__ring_hdr *h = q->ring.hdr;
     int slot = -1;
     for (unsigned pass = 0; pass < 2 && slot < 0; pass++) {
@@ -478,11 +496,11 @@ int shmobj_queue_notify_fd(shmobj_queue *q, int *fd)
             /* second pass: reclaim entries of processes that died */
             if (s != SHMOBJ__NOTIFY_IDLE && s != SHMOBJ__NOTIFY_ARMED)
                 continue;
-            shmobj__os_proc owner = {0};
-            owner.pid = atomic_load_explicit(&n->pid, memory_order_relaxed);
-            owner.start_time =
-                atomic_load_explicit(&n->start_time, memory_order_relaxed);
-            if (!shmobj__os_proc_alive(&owner) && notify_seize(h, i, s))
+            uint64_t owner = atomic_load_explicit(&n->token, memory_order_relaxed);
+            if ((owner > UINT32_MAX ||
+                 q->sp->ops->live->owner_state(q->sp, (uint32_t)owner) !=
+                     SHMOBJ__OS_OWNER_ALIVE) &&
+                notify_seize(h, i, s))
                 slot = (int)i;
         }
     }
@@ -498,8 +516,8 @@ int shmobj_queue_notify_fd(shmobj_queue *q, int *fd)
                               memory_order_release);
         goto out;
     }
-    atomic_store_explicit(&n->pid, me.pid, memory_order_relaxed);
-    atomic_store_explicit(&n->start_time, me.start_time, memory_order_relaxed);
+    atomic_store_explicit(&n->pid, (uint32_t)getpid(), memory_order_relaxed);
+    atomic_store_explicit(&n->token, me, memory_order_relaxed);
     atomic_store_explicit(&n->ino, ino, memory_order_relaxed);
     atomic_store_explicit(&n->fd, q->notify_rfd, memory_order_relaxed);
     atomic_store_explicit(&n->state, SHMOBJ__NOTIFY_IDLE, memory_order_release);
@@ -629,7 +647,7 @@ static int handle_new(shmobj_segment *seg, shmobj_ref ref, shmobj_queue **out)
     shmobj_queue *q = calloc(1, sizeof *q);
     if (q == NULL)
         return SHMOBJ_ENOMEM;
-    rc = shmobj__ring_attach(&q->ring, mem, usable);
+    rc = shmobj__ring_attach(&q->ring, sp, mem, usable);
     if (rc == SHMOBJ_EINVAL)
         rc = SHMOBJ_ECORRUPT; /* a ring magic on a block too small for one */
     if (rc == 0 && q->ring.ident == 0)
@@ -680,7 +698,7 @@ int shmobj_queue_create(shmobj_segment *seg, const char *name,
     if (rc == 0)
         rc = shmobj__ring_init(mem, size, capacity, flags, ring_ident(ref));
     if (rc == 0)
-        rc = shmobj__retire_init(
+        shmobj__retire_init(
             (struct shmobj__retire *)((uint8_t *)mem + retire_offset(capacity)));
     shmobj_queue *q = NULL;
     if (rc == 0)

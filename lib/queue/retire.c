@@ -13,13 +13,12 @@
 
 #include "shmobj/error.h"
 
-int shmobj__retire_init(struct shmobj__retire *r)
+void shmobj__retire_init(struct shmobj__retire *r)
 {
-    memset(r, 0, sizeof *r);
+    memset(r, 0, sizeof *r); /* the lock is free when zero */
     r->magic = SHMOBJ__RETIRE_MAGIC;
     r->version = SHMOBJ__RETIRE_VERSION;
     r->capacity = SHMOBJ__RETIRE_CAP;
-    return shmobj__os_mutex_init(&r->lock);
 }
 
 int shmobj__retire_check(const struct shmobj__retire *r)
@@ -54,16 +53,16 @@ static struct pos repair(struct shmobj__retire *r, struct pos p)
     return p;
 }
 
-static int lock(struct shmobj__retire *r, struct pos *p)
+static int lock(struct shmobj__space *sp, struct shmobj__retire *r,
+                struct pos *p)
 {
-    int rc = shmobj__os_mutex_lock(&r->lock);
+    int rc = sp->ops->live->lock(sp, &r->lock, 0);
     if (rc != 0 && rc != SHMOBJ_EOWNERDEAD)
         return rc;
     p->head = __atomic_load_n(&r->head, __ATOMIC_RELAXED);
     p->tail = __atomic_load_n(&r->tail, __ATOMIC_RELAXED);
     if (rc == SHMOBJ_EOWNERDEAD) {
-        *p = repair(r, *p);
-        shmobj__os_mutex_consistent(&r->lock);
+        *p = repair(r, *p); /* cannot fail: it only recounts */
     } else if (p->tail < p->head || p->tail - p->head > SHMOBJ__RETIRE_CAP) {
         /* positions damaged by another writer: start over (leaking) */
         *p = repair(r, *p);
@@ -83,13 +82,14 @@ static void take_oldest(struct shmobj__retire *r, struct pos *p, uint64_t *out,
     out[(*n)++] = e.ref;
 }
 
-int shmobj__retire_push(struct shmobj__retire *r, uint64_t ref, uint64_t bytes,
+int shmobj__retire_push(struct shmobj__space *sp, struct shmobj__retire *r,
+                        uint64_t ref, uint64_t bytes,
                         uint64_t budget, uint64_t out[SHMOBJ__RETIRE_OUT_MAX],
                         unsigned *n)
 {
     *n = 0;
     struct pos p;
-    int rc = lock(r, &p);
+    int rc = lock(sp, r, &p);
     if (rc != 0)
         return rc;
     if (p.tail - p.head == SHMOBJ__RETIRE_CAP)
@@ -101,21 +101,21 @@ int shmobj__retire_push(struct shmobj__retire *r, uint64_t ref, uint64_t bytes,
     /* keep at least the newest block: it is the one just read */
     while (r->bytes > budget && p.tail - p.head > 1)
         take_oldest(r, &p, out, n);
-    shmobj__os_mutex_unlock(&r->lock);
+    sp->ops->live->unlock(sp, &r->lock);
     return 0;
 }
 
-int shmobj__retire_drain(struct shmobj__retire *r,
+int shmobj__retire_drain(struct shmobj__space *sp, struct shmobj__retire *r,
                          uint64_t out[SHMOBJ__RETIRE_OUT_MAX], unsigned *n)
 {
     *n = 0;
     struct pos p;
-    int rc = lock(r, &p);
+    int rc = lock(sp, r, &p);
     if (rc != 0)
         return rc;
     while (p.tail != p.head)
         take_oldest(r, &p, out, n);
-    shmobj__os_mutex_unlock(&r->lock);
+    sp->ops->live->unlock(sp, &r->lock);
     return 0;
 }
 

@@ -23,9 +23,10 @@
 #include <stdint.h>
 
 #include "os.h"
+#include "space.h"
 
 #define SHMOBJ__RETIRE_MAGIC 0x44545251u /* "QRTD" little-endian */
-#define SHMOBJ__RETIRE_VERSION 1u
+#define SHMOBJ__RETIRE_VERSION 2u
 #define SHMOBJ__RETIRE_CAP 64u
 
 struct shmobj__retire_entry {
@@ -44,7 +45,8 @@ struct shmobj__retire {
     uint32_t capacity; /* SHMOBJ__RETIRE_CAP entries */
     uint32_t reserved0; /* zero */
     uint64_t reserved1[6]; /* zero */
-    shmobj__os_mutex lock; /* robust, process-shared; guards what follows */
+    shmobj__os_lock lock;  /* the library's lock (os-lock.c); guards what
+                              follows */
     /* positions (counters that only grow): entries [head, tail) are
      * retired, oldest first, at most SHMOBJ__RETIRE_CAP of them */
     uint64_t head;
@@ -68,7 +70,7 @@ _Static_assert(sizeof(struct shmobj__retire) == 192 + 16 * SHMOBJ__RETIRE_CAP,
 #define SHMOBJ__RETIRE_OUT_MAX (SHMOBJ__RETIRE_CAP + 1u)
 
 /* Build an empty FIFO in r (64-byte aligned, zeroed or not). */
-int shmobj__retire_init(struct shmobj__retire *r);
+void shmobj__retire_init(struct shmobj__retire *r);
 
 /* 0 when the header is one this code wrote, else SHMOBJ_ECORRUPT. */
 int shmobj__retire_check(const struct shmobj__retire *r);
@@ -77,12 +79,13 @@ int shmobj__retire_check(const struct shmobj__retire *r);
  * than `budget` bytes (or a full FIFO) stay retired. The blocks taken out
  * are in out[0 .. *n): the caller frees them. Lock errors
  * (SHMOBJ_ECORRUPT) leave ref with the caller. */
-int shmobj__retire_push(struct shmobj__retire *r, uint64_t ref, uint64_t bytes,
+int shmobj__retire_push(struct shmobj__space *sp, struct shmobj__retire *r,
+                        uint64_t ref, uint64_t bytes,
                         uint64_t budget, uint64_t out[SHMOBJ__RETIRE_OUT_MAX],
                         unsigned *n);
 
 /* Take every retired block out into out[0 .. *n). */
-int shmobj__retire_drain(struct shmobj__retire *r,
+int shmobj__retire_drain(struct shmobj__space *sp, struct shmobj__retire *r,
                          uint64_t out[SHMOBJ__RETIRE_OUT_MAX], unsigned *n);
 
 /* Blocks and bytes retired now (a racy snapshot, for tests and stats). */

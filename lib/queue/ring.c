@@ -16,17 +16,17 @@
  *   increment + fence + re-check (Dekker), so a sleeper either sees the
  *   message or the publisher sees the sleeper.
  * - A claimed slot whose claimant died is resolved by the other side after
- *   stall_ns: the claimant recorded (pid, start time, position) in its
- *   role's claim array right after its claim (not in the slot's line, which
- *   the other side may be spinning on); a dead claimant is detected with
- *   shmobj__os_proc_alive(). A claimant that never got to record itself is
+ *   stall_ns: the claimant recorded (token, position) in its role's claim
+ *   array right after its claim (not in the slot's line, which the other
+ *   side may be spinning on); a dead claimant is one whose token the
+ *   segment's attachment slots no longer call alive (seg-procs.c). A
+ *   claimant that never got to record itself is
  *   resolved after SHMOBJ__RING_UNKNOWN_STALLS periods: safe even if it is
  *   alive, because its own CAS then fails and it retries (producer) or has
  *   already got its message (consumer). */
 #include "ring.h"
 
 #include <limits.h>
-#include <pthread.h>
 #include <string.h>
 
 #include "os.h"
@@ -73,51 +73,26 @@ static inline bool is_value_at(const struct shmobj__ring *r, uint64_t w,
     return w > 15u && (w & 15u) == lap_tag(r, p);
 }
 
-/* ---- who am I (cached; reset in a forked child) --------------------------- */
+/* ---- who am I, and who is alive: the segment's attachment tokens ---------- */
 
-static _Atomic uint32_t self_pid;
-static _Atomic uint64_t self_start;
-static pthread_once_t self_once = PTHREAD_ONCE_INIT;
-
-static void self_forget(void)
+static inline uint32_t self_token(struct shmobj__ring *r)
 {
-    atomic_store_explicit(&self_pid, 0, memory_order_relaxed);
-}
-static void self_once_init(void)
-{
-    pthread_atfork(NULL, NULL, self_forget);
+    return r->sp->ops->live->token(r->sp); /* 0 when unknown */
 }
 
-static void self_get(uint32_t *pid, uint64_t *start)
+static inline bool token_alive(struct shmobj__ring *r, uint64_t token)
 {
-    uint32_t p = atomic_load_explicit(&self_pid, memory_order_acquire);
-    if (p != 0) {
-        *pid = p;
-        *start = atomic_load_explicit(&self_start, memory_order_relaxed);
-        return;
-    }
-    pthread_once(&self_once, self_once_init);
-    shmobj__os_proc me;
-    if (shmobj__os_proc_self(&me) != 0) {
-        *pid = 0; /* unknown: a stall is then resolved by time alone */
-        *start = 0;
-        return;
-    }
-    atomic_store_explicit(&self_start, me.start_time, memory_order_relaxed);
-    atomic_store_explicit(&self_pid, me.pid, memory_order_release);
-    *pid = me.pid;
-    *start = me.start_time;
+    return token <= UINT32_MAX &&
+           r->sp->ops->live->owner_state(r->sp, (uint32_t)token) ==
+               SHMOBJ__OS_OWNER_ALIVE;
 }
 
 static inline void claim_record(struct shmobj__ring *r, unsigned role,
                                 uint64_t pos)
 {
     struct shmobj__ring_claim *c = &r->claims[role][pos & r->mask];
-    uint32_t pid;
-    uint64_t start;
-    self_get(&pid, &start);
-    atomic_store_explicit(&c->pid, pid, memory_order_relaxed);
-    atomic_store_explicit(&c->start_time, start, memory_order_relaxed);
+    atomic_store_explicit(&c->token, self_token(r), memory_order_relaxed);
+    atomic_store_explicit(&c->pid, shmobj__os_pid(), memory_order_relaxed);
     atomic_store_explicit(&c->tag, pos, memory_order_release);
 }
 
@@ -128,14 +103,12 @@ static int claim_alive(struct shmobj__ring *r, unsigned role, uint64_t pos)
 {
     struct shmobj__ring_claim *c = &r->claims[role][pos & r->mask];
     uint64_t t1 = atomic_load_explicit(&c->tag, memory_order_acquire);
-    shmobj__os_proc p = {0};
-    p.pid = atomic_load_explicit(&c->pid, memory_order_relaxed);
-    p.start_time = atomic_load_explicit(&c->start_time, memory_order_relaxed);
+    uint64_t token = atomic_load_explicit(&c->token, memory_order_relaxed);
     atomic_thread_fence(memory_order_acquire);
     uint64_t t2 = atomic_load_explicit(&c->tag, memory_order_relaxed);
-    if (t1 != pos || t2 != pos || p.pid == 0)
+    if (t1 != pos || t2 != pos || token == 0)
         return -1;
-    return shmobj__os_proc_alive(&p) ? 1 : 0;
+    return token_alive(r, token) ? 1 : 0;
 }
 
 /* Track how long this view has seen `pos` stuck; true once the claimant
@@ -177,11 +150,10 @@ bool shmobj__ring_sleepers_repair(struct shmobj__ring *r)
     for (unsigned i = 0; i < SHMOBJ__RING_SLEEPERS; i++) {
         struct shmobj__ring_sleeper *s = &h->sleepers[i];
         uint64_t o = atomic_load_explicit(&s->owner, memory_order_acquire);
-        uint64_t st = atomic_load_explicit(&s->start_time, memory_order_relaxed);
-        if (o == 0 || o - 1 > UINT32_MAX || st == 0)
-            continue; /* free, busy, or not a pid */
-        shmobj__os_proc p = {.pid = (uint32_t)(o - 1), .start_time = st};
-        if (shmobj__os_proc_alive(&p) ||
+        uint64_t t = atomic_load_explicit(&s->token, memory_order_relaxed);
+        if (o == 0 || o == SHMOBJ__RING_SLEEPER_BUSY || t != o)
+            continue; /* free, busy, or not yet complete */
+        if (token_alive(r, o) ||
             !atomic_compare_exchange_strong_explicit(&s->owner, &o,
                                                      SHMOBJ__RING_SLEEPER_BUSY,
                                                      memory_order_acq_rel,
@@ -195,7 +167,7 @@ bool shmobj__ring_sleepers_repair(struct shmobj__ring *r)
                 took = true;
             }
         }
-        atomic_store_explicit(&s->start_time, 0, memory_order_relaxed);
+        atomic_store_explicit(&s->token, 0, memory_order_relaxed);
         atomic_store_explicit(&s->owner, 0, memory_order_release);
     }
     return took;
@@ -245,19 +217,20 @@ static void wake_producers(struct shmobj__ring *r)
 static struct shmobj__ring_sleeper *sleeper_self(struct shmobj__ring *r)
 {
     struct shmobj__ring_hdr *h = r->hdr;
-    shmobj__os_proc me;
-    if (shmobj__os_proc_self(&me) != 0)
+    uint64_t me = self_token(r);
+    if (me == 0)
         return NULL;
     uint64_t cached = atomic_load_explicit(&r->sleeper, memory_order_relaxed);
-    if (cached >> 32 == me.pid && (cached & UINT32_MAX) != 0)
+    if (cached >> 32 == me && (cached & UINT32_MAX) != 0)
         return &h->sleepers[(cached & UINT32_MAX) - 1];
     for (int round = 0; round < 2; round++) {
-        /* a record this process already holds (another handle of it) */
+        /* a record this handle already holds (another queue handle on the
+         * same segment handle) */
         for (unsigned i = 0; i < SHMOBJ__RING_SLEEPERS; i++) {
             struct shmobj__ring_sleeper *s = &h->sleepers[i];
-            if (atomic_load_explicit(&s->owner, memory_order_acquire) == (uint64_t)me.pid + 1 &&
-                atomic_load_explicit(&s->start_time, memory_order_relaxed) == me.start_time) {
-                atomic_store_explicit(&r->sleeper, (uint64_t)me.pid << 32 | (i + 1),
+            if (atomic_load_explicit(&s->owner, memory_order_acquire) == me &&
+                atomic_load_explicit(&s->token, memory_order_relaxed) == me) {
+                atomic_store_explicit(&r->sleeper, me << 32 | (i + 1),
                                       memory_order_relaxed);
                 return s;
             }
@@ -272,13 +245,13 @@ static struct shmobj__ring_sleeper *sleeper_self(struct shmobj__ring *r)
                 continue;
             atomic_store_explicit(&s->count[0], 0, memory_order_relaxed);
             atomic_store_explicit(&s->count[1], 0, memory_order_relaxed);
-            atomic_store_explicit(&s->start_time, me.start_time, memory_order_relaxed);
-            atomic_store_explicit(&s->owner, (uint64_t)me.pid + 1, memory_order_release);
-            atomic_store_explicit(&r->sleeper, (uint64_t)me.pid << 32 | (i + 1),
+            atomic_store_explicit(&s->token, me, memory_order_relaxed);
+            atomic_store_explicit(&s->owner, me, memory_order_release);
+            atomic_store_explicit(&r->sleeper, me << 32 | (i + 1),
                                   memory_order_relaxed);
             return s;
         }
-        /* all taken: free the records of dead processes, then look again */
+        /* all taken: free the records of dead handles, then look again */
         if (round == 0)
             shmobj__ring_sleepers_repair(r);
     }
@@ -376,7 +349,7 @@ int shmobj__ring_init(void *mem, uint64_t size, uint32_t capacity,
         atomic_init(&slots[i].word, m_empty(i));
     for (uint32_t i = 0; i < 2 * capacity; i++) {
         atomic_init(&claims[i].tag, UINT64_MAX);
-        atomic_init(&claims[i].start_time, 0);
+        atomic_init(&claims[i].token, 0);
         atomic_init(&claims[i].pid, 0);
         claims[i].reserved0 = 0;
         claims[i].reserved1 = 0;
@@ -387,9 +360,11 @@ int shmobj__ring_init(void *mem, uint64_t size, uint32_t capacity,
     return 0;
 }
 
-int shmobj__ring_attach(struct shmobj__ring *r, void *mem, uint64_t size)
+int shmobj__ring_attach(struct shmobj__ring *r, struct shmobj__space *sp,
+                        void *mem, uint64_t size)
 {
-    if (r == NULL || mem == NULL || size < sizeof(struct shmobj__ring_hdr))
+    if (r == NULL || sp == NULL || sp->ops->live == NULL || mem == NULL ||
+        size < sizeof(struct shmobj__ring_hdr))
         return SHMOBJ_EINVAL;
     struct shmobj__ring_hdr *h = mem;
     /* copy the immutable fields once; validate the copies */
@@ -408,6 +383,7 @@ int shmobj__ring_attach(struct shmobj__ring *r, void *mem, uint64_t size)
         return SHMOBJ_ECORRUPT;
     memset(r, 0, sizeof(*r));
     r->hdr = h;
+    r->sp = sp;
     r->ident = ident;
     r->slots = (struct shmobj__ring_slot *)((uint8_t *)mem + sizeof(*h));
     r->claims[0] = (struct shmobj__ring_claim *)(r->slots + cap);
@@ -615,6 +591,9 @@ uint64_t shmobj__ring_count(const struct shmobj__ring *r)
 
 enum op { OP_PUT, OP_TAKE, OP_PEEK };
 
+/* How often a long wait looks at whether its segment was replaced. */
+#define RENAME_CHECK_NS (UINT64_C(1000) * 1000000)
+
 /* True when the slot the operation waits for is claimed by a process that
  * has not finished with it (so it may be dead and never wake us). */
 static bool slot_in_flight(const struct shmobj__ring *r, enum op op)
@@ -722,12 +701,19 @@ static int wait_op(struct shmobj__ring *r, enum op op, uint64_t *v,
         uint32_t ev = atomic_load_explicit(event, memory_order_seq_cst);
         rc = try_op(r, op, v);
         uint64_t now = shmobj__os_now_ns();
+        bool ticked = false;
         if (rc == busy && now < deadline) {
             /* A claimed-but-unfinished slot may belong to a dead process
-             * that will never wake us: wake up in time to judge it. */
+             * that will never wake us: wake up in time to judge it. And a
+             * segment replaced under its name has peers that moved on: look
+             * at the name once a second. */
             uint64_t until = deadline;
             if (r->stall_ns < until - now && slot_in_flight(r, op))
                 until = now + r->stall_ns;
+            if (RENAME_CHECK_NS < until - now) {
+                until = now + RENAME_CHECK_NS;
+                ticked = true;
+            }
             shmobj__os_futex_wait(event, ev, until);
         }
         /* our record first, then the total */
@@ -736,6 +722,9 @@ static int wait_op(struct shmobj__ring *r, enum op op, uint64_t *v,
         atomic_fetch_sub_explicit(waiters, 1, memory_order_relaxed);
         if (rc != busy)
             return rc;
+        if (now >= deadline || (ticked && shmobj__os_now_ns() >= now + RENAME_CHECK_NS))
+            if (!r->sp->ops->live->linked(r->sp))
+                return SHMOBJ_EREPLACED;
         if (now >= deadline)
             return SHMOBJ_ETIMEDOUT;
     }

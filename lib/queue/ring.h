@@ -35,10 +35,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "space.h"
+
 #define SHMOBJ__RING_MAGIC 0x474e5251u /* "QRNG" little-endian */
 /* 3: the queue block carries a retire FIFO behind the ring (retire.h);
  * 4: line 0 carries the block's identity (hdr.ident) */
-#define SHMOBJ__RING_VERSION 4u
+#define SHMOBJ__RING_VERSION 5u
 #define SHMOBJ__RING_CAP_MIN 2u
 #define SHMOBJ__RING_CAP_MAX (1u << 24)
 #define SHMOBJ__RING_NOTIFY_MAX 8
@@ -56,10 +58,12 @@ struct shmobj__ring_notify {
      * CAS of the producer that signals; anyone may CAS a dead owner's entry
      * back to FREE. */
     _Atomic uint32_t state;
-    /* pid of the owner; written in BUSY, read-only afterwards */
+    /* pid of the owner, as its namespace numbers it: the /proc path of its
+     * pipe; written in BUSY, read-only afterwards */
     _Atomic uint32_t pid;
-    /* owner's start time (clock ticks since boot), with pid its identity */
-    _Atomic uint64_t start_time;
+    /* attachment token of the owner's segment handle (format.md): its
+     * liveness; written in BUSY, read-only afterwards */
+    _Atomic uint64_t token;
     /* inode number of the owner's pipe: a producer that opens
      * /proc/<pid>/fd/<fd> writes only if this matches */
     _Atomic uint64_t ino;
@@ -70,7 +74,7 @@ struct shmobj__ring_notify {
 _Static_assert(sizeof(struct shmobj__ring_notify) == 32, "notify layout");
 _Static_assert(offsetof(struct shmobj__ring_notify, state) == 0, "notify state");
 _Static_assert(offsetof(struct shmobj__ring_notify, pid) == 4, "notify pid");
-_Static_assert(offsetof(struct shmobj__ring_notify, start_time) == 8, "notify start");
+_Static_assert(offsetof(struct shmobj__ring_notify, token) == 8, "notify token");
 _Static_assert(offsetof(struct shmobj__ring_notify, ino) == 16, "notify ino");
 _Static_assert(offsetof(struct shmobj__ring_notify, fd) == 24, "notify fd");
 
@@ -86,12 +90,12 @@ _Static_assert(offsetof(struct shmobj__ring_notify, fd) == 24, "notify fd");
 #define SHMOBJ__RING_SLEEPERS 8
 #define SHMOBJ__RING_SLEEPER_BUSY UINT64_MAX /* owner: being claimed or repaired */
 struct shmobj__ring_sleeper {
-    /* pid + 1 of the owner process; 0 free; SHMOBJ__RING_SLEEPER_BUSY while
-     * a process claims it (CAS from 0) or a waker repairs it (CAS from a
-     * dead owner) */
+    /* attachment token of the owning segment handle (format.md); 0 free;
+     * SHMOBJ__RING_SLEEPER_BUSY while a handle claims it (CAS from 0) or a
+     * waker repairs it (CAS from a dead owner) */
     _Atomic uint64_t owner;
-    /* owner's start time (clock ticks since boot); 0 while claimed */
-    _Atomic uint64_t start_time;
+    /* the owner's token again, written before owner; 0 while claimed */
+    _Atomic uint64_t token;
     /* [0] its consumers counted in cons_waiters, [1] its producers counted
      * in prod_waiters */
     _Atomic uint32_t count[2];
@@ -99,7 +103,7 @@ struct shmobj__ring_sleeper {
 };
 _Static_assert(sizeof(struct shmobj__ring_sleeper) == 32, "sleeper layout");
 _Static_assert(offsetof(struct shmobj__ring_sleeper, owner) == 0, "sleeper owner");
-_Static_assert(offsetof(struct shmobj__ring_sleeper, start_time) == 8, "sleeper start");
+_Static_assert(offsetof(struct shmobj__ring_sleeper, token) == 8, "sleeper token");
 _Static_assert(offsetof(struct shmobj__ring_sleeper, count) == 16, "sleeper counts");
 
 /* A slot: one word (see above) and padding, four to a cache line: a
@@ -120,20 +124,21 @@ _Static_assert(offsetof(struct shmobj__ring_slot, word) == 0, "slot word");
  * consumers have separate arrays so that recording never pulls a line the
  * other side is spinning on). 32 bytes. */
 struct shmobj__ring_claim {
-    /* position claimed; stored with release after pid and start_time, so a
+    /* position claimed; stored with release after token and pid, so a
      * reader that sees the same tag before and after reading them got one
      * identity. UINT64_MAX: never claimed. */
     _Atomic uint64_t tag;
-    /* claimant's start time (clock ticks since boot) */
-    _Atomic uint64_t start_time;
-    /* claimant's pid */
+    /* attachment token of the claimant's segment handle; 0 unknown */
+    _Atomic uint64_t token;
+    /* claimant's pid in its own namespace: for tests and tools, never for
+     * liveness */
     _Atomic uint32_t pid;
     uint32_t reserved0; /* zero */
     uint64_t reserved1; /* zero */
 };
 _Static_assert(sizeof(struct shmobj__ring_claim) == 32, "claim layout");
 _Static_assert(offsetof(struct shmobj__ring_claim, tag) == 0, "claim tag");
-_Static_assert(offsetof(struct shmobj__ring_claim, start_time) == 8, "claim start");
+_Static_assert(offsetof(struct shmobj__ring_claim, token) == 8, "claim token");
 _Static_assert(offsetof(struct shmobj__ring_claim, pid) == 16, "claim pid");
 
 /* The ring header (896 bytes), followed by `capacity` slots, `capacity`
@@ -222,6 +227,8 @@ _Static_assert(offsetof(struct shmobj__ring_hdr, sleepers) == 640, "sleepers");
  * outside the ring. */
 struct shmobj__ring {
     struct shmobj__ring_hdr *hdr;
+    /* the segment: tokens and liveness of claimants and sleepers */
+    struct shmobj__space *sp;
     uint64_t ident; /* hdr->ident as it was at attach */
     struct shmobj__ring_slot *slots;
     struct shmobj__ring_claim *claims[2]; /* [0] producers, [1] consumers */
@@ -236,8 +243,9 @@ struct shmobj__ring {
     _Atomic uint64_t stall_since;
     _Atomic uint64_t pstall_pos;
     _Atomic uint64_t pstall_since;
-    /* this view's sleeper record: (pid << 32) | (index + 1) of the process
-     * that found it, 0 none yet (a forked child finds its own) */
+    /* this view's sleeper record: (token << 32) | (index + 1) of the
+     * handle that found it, 0 none yet (a forked child, whose token
+     * differs, finds its own) */
     _Atomic uint64_t sleeper;
     /* wakes that woke nobody since the last repair, and how many trigger
      * the next one (doubling while repairs find nothing) */
@@ -266,7 +274,8 @@ int shmobj__ring_init(void *mem, uint64_t size, uint32_t capacity,
 /* Validate the ring in mem (size bytes readable) and fill the view, whose
  * ident is the header's as read here (the caller judges it).
  * SHMOBJ_ECORRUPT / SHMOBJ_EVERSION on a bad header. */
-int shmobj__ring_attach(struct shmobj__ring *r, void *mem, uint64_t size);
+int shmobj__ring_attach(struct shmobj__ring *r, struct shmobj__space *sp,
+                        void *mem, uint64_t size);
 
 /* Whether the ring still carries the identity this view attached to: false
  * once the ring was destroyed (or its block reused). One load of a line

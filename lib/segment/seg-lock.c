@@ -77,10 +77,16 @@ static void space_unlock_broken(struct shmobj__space *sp,
     shmobj__seg_unlock_broken(sp->impl, l);
 }
 
+static bool space_linked(struct shmobj__space *sp)
+{
+    return shmobj__segment_linked(sp->impl);
+}
+
 const struct shmobj__space_live_ops shmobj__segment_live_ops = {
     .token = space_token,
     .owner_state = space_owner_state,
     .lock = space_lock,
     .unlock = space_unlock,
     .unlock_broken = space_unlock_broken,
+    .linked = space_linked,
 };
