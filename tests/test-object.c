@@ -14,6 +14,8 @@
 
 #include "shmobj.h"
 #include "space-heap.h"
+/* the format's hashes, to make keys that collide */
+#include "../lib/object/objfmt.h"
 #include "test-util.h"
 
 #define SEG(sp) ((shmobj_segment *)(sp))
@@ -1821,6 +1823,246 @@ static void test_obj_free_paths(void **state)
     assert_int_equal(sp->ops->free(sp, raw), 0);
 }
 
+/* ---- keys that collide in an index ------------------------------------
+ * The builder enters keys with the index probe, the views find them with
+ * it and the checker proves each key is found at its place; keys that
+ * share a start position, and pairs that also share the high half of
+ * their hash (the part an entry keeps), make every probe step over
+ * entries and compare keys. The hashes are the format's (objfmt.h). */
+
+/* A candidate key: kind, int value or bytes (up to 15), and its hash. */
+struct ckey {
+    unsigned type;
+    int64_t i;
+    char s[16];
+    uint8_t n;
+    uint64_t hash;
+};
+
+static void ckey_make(struct ckey *k, unsigned type, uint64_t x, unsigned n)
+{
+    static const char digits[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+    memset(k, 0, sizeof *k);
+    k->type = type;
+    if (type == SHMOBJ_TYPE_INT) {
+        k->i = (int64_t)x;
+        k->hash = shmobj__hash_int(k->i);
+        return;
+    }
+    /* n bytes, the counter's digits after a fixed prefix */
+    k->n = (uint8_t)n;
+    memset(k->s, '_', n);
+    k->s[0] = 'k';
+    for (unsigned j = 1; j < n && x != 0; j++, x /= 36)
+        k->s[j] = digits[x % 36];
+    k->hash = shmobj__hash_mem(type, k->s, n);
+}
+
+static shmobj_value ckey_value(const struct ckey *k)
+{
+    if (k->type == SHMOBJ_TYPE_INT) {
+        shmobj_value i = SHMOBJ_VAL_INT(k->i);
+        return i;
+    }
+    shmobj_value v = SHMOBJ_VAL_BYTES(k->s, k->n);
+    v.type = k->type;
+    return v;
+}
+
+static int ckey_by_tag(const void *a, const void *b)
+{
+    uint64_t x = ((const struct ckey *)a)->hash >> 32, y = ((const struct ckey *)b)->hash >> 32;
+    return x < y ? -1 : x > y;
+}
+
+/* Keys of one kind whose probes all start at entry 0 of a 16-entry index:
+ * out[0] and out[1] also share the high half of their hash; out[2..] do
+ * not. Returns how many it found (up to max). */
+static size_t colliding_keys(unsigned type, unsigned n, struct ckey *out, size_t max)
+{
+    enum { CANDS = 1 << 18 };
+    struct ckey *c = malloc(CANDS * sizeof *c);
+    size_t got = 0, found = 0;
+    assert_non_null(c);
+    /* distinct keys: ints, or strings of n - 1 digits after the prefix */
+    uint64_t end = UINT64_C(1) << 26;
+    if (type != SHMOBJ_TYPE_INT) {
+        end = 1;
+        for (unsigned j = 1; j < n && end < (UINT64_C(1) << 26); j++)
+            end *= 36;
+    }
+    for (uint64_t x = 1; got < CANDS && x < end; x++) {
+        ckey_make(&c[got], type, x, n);
+        if ((c[got].hash & 15) == 0)
+            got++;
+    }
+    qsort(c, got, sizeof *c, ckey_by_tag);
+    for (size_t j = 0; j + 1 < got && found == 0; j++) {
+        if (c[j].hash >> 32 == c[j + 1].hash >> 32) {
+            out[0] = c[j];
+            out[1] = c[j + 1];
+            found = 2;
+            /* the others: distinct tags, away from the pair */
+            for (size_t m = 0; m < got && found < max; m += got / 16) {
+                if (c[m].hash >> 32 != c[j].hash >> 32)
+                    out[found++] = c[m];
+            }
+        }
+    }
+    free(c);
+    return found;
+}
+
+/* Every key of keys[0..n) is found at its position j (values are j) by
+ * every lookup; the absent keys are not found. */
+static void expect_keys_found(const shmobj_view *v, const struct ckey *keys, size_t n,
+                              const struct ckey *absent, size_t nabsent)
+{
+    for (size_t j = 0; j < n; j++) {
+        shmobj_value d = ckey_value(&keys[j]);
+        shmobj_key key;
+        shmobj_view it;
+        size_t at = 99;
+        int64_t x;
+        assert_int_equal(shmobj_view_index(v, &d, &at), 0);
+        assert_int_equal(at, j);
+        assert_int_equal(shmobj_key_init(&key, &d), 0);
+        assert_int_equal(shmobj_view_index_key(v, &key, &at), 0);
+        assert_int_equal(at, j);
+        expect_same_lookup(v, &d);
+        if (v->type == SHMOBJ_TYPE_SET)
+            continue;
+        assert_int_equal(shmobj_view_get_key(v, &key, &it), 0);
+        assert_int_equal(shmobj_int_get(&it, &x), 0);
+        assert_int_equal(x, (int64_t)j);
+        if (keys[j].type == SHMOBJ_TYPE_STR) {
+            assert_int_equal(shmobj_view_get_str(v, keys[j].s, &it), 0);
+            assert_int_equal(shmobj_int_get(&it, &x), 0);
+            assert_int_equal(x, (int64_t)j);
+        }
+        int64_t old = -1;
+        assert_int_equal(shmobj_view_key_int_add(v, &key, 0, &old), 0);
+        assert_int_equal(old, (int64_t)j);
+    }
+    for (size_t j = 0; j < nabsent; j++) {
+        shmobj_value d = ckey_value(&absent[j]);
+        shmobj_key key;
+        shmobj_view it;
+        size_t at = 99;
+        assert_int_equal(shmobj_view_index(v, &d, &at), SHMOBJ_ENOTFOUND);
+        assert_int_equal(shmobj_key_init(&key, &d), 0);
+        assert_int_equal(shmobj_view_index_key(v, &key, &at), SHMOBJ_ENOTFOUND);
+        if (v->type == SHMOBJ_TYPE_SET)
+            continue;
+        assert_int_equal(shmobj_view_key_int_add(v, &key, 1, NULL), SHMOBJ_ENOTFOUND);
+        if (absent[j].type == SHMOBJ_TYPE_STR)
+            assert_int_equal(shmobj_view_get_str(v, absent[j].s, &it), SHMOBJ_ENOTFOUND);
+    }
+}
+
+/* Build keys[0..n) as a dict (values their positions), a set and, when
+ * they are all strings, a named struct; check each; look every key up. */
+static void expect_index_agrees(void **state, const struct ckey *keys, size_t n,
+                                const struct ckey *absent, size_t nabsent)
+{
+    shmobj_value kv[64], members[32];
+    const char *names[32];
+    int strings = 1;
+    assert_true(n <= 32);
+    for (size_t j = 0; j < n; j++) {
+        kv[2 * j] = ckey_value(&keys[j]);
+        kv[2 * j + 1] = SHMOBJ_VAL_INT((int64_t)j);
+        members[j] = kv[2 * j];
+        names[j] = keys[j].s;
+        strings &= keys[j].type == SHMOBJ_TYPE_STR;
+    }
+    shmobj_view v;
+    shmobj_ref r = put(state, SHMOBJ_VAL_DICT(kv, n)); /* checks it too */
+    assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
+    expect_keys_found(&v, keys, n, absent, nabsent);
+    assert_int_equal(shmobj_obj_free(SEG(*state), r), 0);
+    r = put(state, SHMOBJ_VAL_SET(members, n));
+    assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
+    expect_keys_found(&v, keys, n, absent, nabsent);
+    assert_int_equal(shmobj_obj_free(SEG(*state), r), 0);
+    if (strings) {
+        shmobj_value vals[32];
+        for (size_t j = 0; j < n; j++)
+            vals[j] = SHMOBJ_VAL_INT((int64_t)j);
+        r = put(state, SHMOBJ_VAL_STRUCT(vals, n, names));
+        assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
+        expect_keys_found(&v, keys, n, absent, nabsent);
+        assert_int_equal(shmobj_obj_free(SEG(*state), r), 0);
+    }
+}
+
+static void test_obj_index_colliding_keys_build_lookup_check_agree(void **state)
+{
+    /* ints, short string keys (held in their slots), long string keys and
+     * bytes keys (str and bytes objects) */
+    static const unsigned kinds[][2] = {{SHMOBJ_TYPE_INT, 0},
+                                        {SHMOBJ_TYPE_STR, 7},
+                                        {SHMOBJ_TYPE_STR, 12},
+                                        {SHMOBJ_TYPE_BYTES, 6}};
+    struct ckey all[32], keys[32];
+    size_t nall = 0;
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        struct ckey got[6];
+        size_t n = colliding_keys(kinds[k][0], kinds[k][1], got, 6);
+        /* a pair sharing start and half hash, and others sharing the start */
+        assert_true(n >= 4);
+        for (size_t j = 0; j < 3; j++) {
+            assert_int_equal(got[j].hash & 15, 0);
+            if (j > 0)
+                assert_true(got[j].hash != got[0].hash);
+        }
+        assert_true(got[0].hash >> 32 == got[1].hash >> 32);
+        /* one kind alone: both of the pair, then the first without the
+         * second, which its probe meets before any empty entry */
+        expect_index_agrees(state, got, n, NULL, 0);
+        expect_index_agrees(state, got, 1, &got[1], 1);
+        struct ckey rev[6];
+        for (size_t j = 0; j < n; j++)
+            rev[j] = got[n - 1 - j];
+        expect_index_agrees(state, rev, n, NULL, 0);
+        for (size_t j = 0; j < 3; j++)
+            all[nall++] = got[j];
+    }
+    /* the kinds together in one cluster: 12 keys, a 16-entry index, every
+     * probe starting at entry 0; the second of each pair absent */
+    size_t n = 0;
+    struct ckey absent[4];
+    for (size_t k = 0; k < 4; k++) {
+        keys[n++] = all[3 * k];
+        keys[n++] = all[3 * k + 2];
+        absent[k] = all[3 * k + 1];
+    }
+    expect_index_agrees(state, keys, n, absent, 4);
+    for (size_t k = 0; k < 4; k++)
+        keys[n++] = absent[k];
+    expect_index_agrees(state, keys, n, NULL, 0);
+    /* A key equal to an earlier colliding one is refused; the same bytes
+     * as another kind (a str and a bytes) are two keys. */
+    shmobj_value kv[2 * 13];
+    for (size_t j = 0; j < n; j++) {
+        kv[2 * j] = ckey_value(&keys[j]);
+        kv[2 * j + 1] = SHMOBJ_VAL_INT((int64_t)j);
+    }
+    shmobj_ref r;
+    for (size_t j = 0; j < n; j++) {
+        kv[2 * n] = ckey_value(&keys[j]);
+        kv[2 * n + 1] = SHMOBJ_VAL_INT(0);
+        shmobj_value d = SHMOBJ_VAL_DICT(kv, n + 1);
+        assert_int_equal(shmobj_obj_put(SEG(*state), &d, &r), SHMOBJ_EINVAL);
+        if (keys[j].type == SHMOBJ_TYPE_INT)
+            continue;
+        kv[2 * n].type = keys[j].type == SHMOBJ_TYPE_STR ? SHMOBJ_TYPE_BYTES : SHMOBJ_TYPE_STR;
+        assert_int_equal(shmobj_obj_put(SEG(*state), &d, &r), 0);
+        assert_int_equal(shmobj_obj_check(SEG(*state), r), 0);
+        assert_int_equal(shmobj_obj_free(SEG(*state), r), 0);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1834,6 +2076,7 @@ int main(void)
         T(test_obj_put_dict_duplicate_key),
         T(test_view_index_short_keys),
         T(test_view_prepared_keys),
+        T(test_obj_index_colliding_keys_build_lookup_check_agree),
         T(test_obj_free_paths),
         T(test_obj_put_set_roundtrip),
         T(test_obj_put_struct_roundtrip),

@@ -10,9 +10,8 @@
  *   (shmobj__view_slot / shmobj__view_follow), and adds what views skip for
  *   O(1) access: UTF-8 of strings, buffer extents, bool payloads, key kinds
  *   and the consistency of every index with its keys. */
-#include <string.h>
-
-#include "objfmt.h"
+#include "objint.h"
+#include "objvalid.h"
 
 struct ck {
     struct shmobj__space *sp;
@@ -89,34 +88,30 @@ static int ck_index(struct ck *c, const shmobj_view *v, uint64_t index_off)
      * reaches every key and that no two keys are equal. */
     for (uint64_t i = 0; i < n; i++) {
         shmobj_view k;
-        shmobj_value kd;
+        shmobj_key kd = {.type = 0};
         size_t found;
         uint64_t probes = 0;
         rc = shmobj_view_key(v, (size_t)i, &k);
         if (rc != 0)
             return rc;
         /* (these fail only when the block was freed meanwhile) */
+        kd.type = k.type;
+        kd.len = k.len;
         if (k.type == SHMOBJ_TYPE_INT) {
-            int64_t x;
-            rc = shmobj_int_get(&k, &x);
-            kd = SHMOBJ_VAL_INT(rc == 0 ? x : 0);
+            kd.len = 0;
+            rc = shmobj_int_get(&k, &kd.i);
+        } else if (k.type == SHMOBJ_TYPE_STR) {
+            const char *s = NULL;
+            rc = shmobj_str_get(&k, &s, NULL);
+            kd.ptr = s;
         } else {
-            const void *kp = NULL;
-            if (k.type == SHMOBJ_TYPE_STR)
-                rc = shmobj_str_get(&k, (const char **)&kp, NULL);
-            else
-                rc = shmobj_bytes_get(&k, &kp, NULL);
-            kd = SHMOBJ_VAL_BYTES(kp, k.len);
-            kd.type = k.type;
+            rc = shmobj_bytes_get(&k, &kd.ptr, NULL);
         }
         if (rc != 0)
             return rc;
-        uint64_t h = kd.type == SHMOBJ_TYPE_INT
-                         ? shmobj__hash_int(kd.v.i)
-                         : shmobj__hash_mem(kd.type, kd.v.s.ptr, kd.v.s.len);
-        rc = shmobj__index_find(v, kd.type, kd.type == SHMOBJ_TYPE_INT ? kd.v.i : 0,
-                                kd.v.s.ptr, kd.type == SHMOBJ_TYPE_INT ? 0 : kd.v.s.len,
-                                h, &found, &probes);
+        /* the key as a lookup describes it: the same hash and word */
+        shmobj__key_prepare(&kd);
+        rc = shmobj__index_find(v, &kd, &found, &probes);
         int rc2 = spend(c, probes);
         if (rc2 != 0)
             return rc2;
@@ -198,7 +193,7 @@ int shmobj_obj_check(shmobj_segment *seg, shmobj_ref ref)
     shmobj_view root;
     if (sp == NULL || ref == SHMOBJ_REF_NULL)
         return SHMOBJ_EINVAL;
-    struct ck c = {sp, atomic_load_explicit(&sp->mapped, memory_order_relaxed) / 16 + 64};
+    struct ck c = {sp, shmobj__work_budget(sp)};
     int rc = shmobj_obj_get(seg, ref, &root);
     if (rc != 0)
         return rc;

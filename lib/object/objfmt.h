@@ -1,6 +1,12 @@
 /* The bytes of a typed object in a segment (doc/format-object.md is the
  * normative description; this header and that file must agree).
  *
+ * This header holds the layout, its constants and the hashes the format is
+ * laid out by, and nothing else: no function of the layer is declared here
+ * (lib/object/objint.h declares those), so a change of the code never
+ * touches the description of the bytes, and a file that only needs the
+ * bytes (the checker's layout, a test pinning a hash) includes only them.
+ *
  * An object block is one arena block:
  *
  *     [tree header 16 B][root slot 16 B][heap objects, 16-aligned ...]
@@ -24,12 +30,9 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <string.h>
 
-#include "arena.h"
 #include "bytes.h"
 #include "mix.h"
-#include "space.h"
 #include "shmobj/object.h"
 
 #define SHMOBJ__TREE_MAGIC UINT32_C(0x4a424f53) /* "SOBJ" read little-endian */
@@ -104,10 +107,6 @@ _Static_assert(sizeof(struct shmobj__obj) == 16, "object header is 16 bytes");
 
 #define SHMOBJ__OBJ_NAMES 0x01
 
-/* shmobj_view.flags */
-#define SHMOBJ__VIEW_RO 0x01    /* the slot is immutable (tuple item, key) */
-#define SHMOBJ__VIEW_NAMES 0x02 /* a struct with field names */
-
 /* Alignment of buffer data in the segment (a cache line). */
 #define SHMOBJ__DATA_ALIGN 64
 
@@ -139,8 +138,34 @@ static inline uint64_t shmobj__value_rel(unsigned type, uint64_t cap, uint64_t i
     return type == SHMOBJ_TYPE_DICT ? 16 + 8 * cap + 32 * i + 16 : 16 + 16 * i;
 }
 
-/* Deterministic hashes (the same in every process: no seed). The kinds of
- * key hash differently so "a" and b"a" never compare equal. */
+/* Index entry e: 0 empty, else (item + 1) | (hash >> 32) << 32, the high
+ * half of the key's hash kept so that most probes of other keys are told
+ * apart without reading their slots. Probes start at hash & (len - 1) and
+ * step by one (lib/object/objindex.h walks them). */
+static inline uint64_t shmobj__index_entry(uint64_t item, uint64_t hash)
+{
+    return (item + 1) | (hash >> 32 << 32);
+}
+
+/* ---- the format's hashes ------------------------------------------------
+ * Deterministic (the same in every process: no seed), because every
+ * reader probes an index another process laid out. The kinds of key hash
+ * differently so "a" and b"a" never compare equal. Part of the format:
+ * changing either changes where keys sit in every dict, set and named
+ * struct already written, so they change only with SHMOBJ__TREE_VERSION.
+ *
+ * Why these and not the library's other hashes: an int key is mixed by
+ * lib/common/mix.h's shmobj__mix64 (the one integer mixer of the library,
+ * also the arena's fingerprints), so there is no integer hash of this
+ * layer's own. Strings need a hash of bytes, and the library's other one,
+ * htcore's seeded shmobj_htcore_hash64, is outside what this layer may see
+ * (lib/htcore is a separate, vendorable unit with no dependencies, and its
+ * hash is pinned by htcore's own golden tests for htcore's tables), differs
+ * in its reads of 4..16-byte keys, and takes a seed the format has none
+ * of; the header's FNV-1a (lib/segment) is a checksum, too slow per byte
+ * for lookups. So shmobj__hash_mem is the object format's own: the wyhash
+ * mixer tuned for the short keys of records (one or two loads, two
+ * multiplies). */
 static inline uint64_t shmobj__hash_int(int64_t v)
 {
     return shmobj__mix64((uint64_t)v ^ UINT64_C(0x9e3779b97f4a7c15));
@@ -222,84 +247,6 @@ static inline uint64_t shmobj__index_cap(uint64_t n)
      * below 2^32, so no overflow) */
     uint64_t need = (4 * n + 2) / 3;
     return need <= 2 ? 2 : UINT64_C(1) << (64 - __builtin_clzll(need - 1));
-}
-
-/* Is the block whose payload starts at `blk` still the one a view saw,
- * with generation `gen`? One load of the arena's block header word (the 8
- * bytes before the payload; bits 48-63 hold the generation, see
- * doc/format-arena.md), which the arena bumps when it frees the block: a
- * view of a freed block, or of one built again at the same offset, fails
- * this test. `blk` was checked when the view was made (a live block of the
- * mapped segment, so blk - 8 is mapped too). The answer can be outdated at
- * once: a free may follow it. Relaxed: a free that happens before the call
- * is seen by coherence alone, and no order between this load and the
- * caller's accesses would make a free racing the call safe (a scalar read
- * that checks after its load orders the two with that load's acquire). */
-static inline int shmobj__blk_live(const struct shmobj__space *sp, uint64_t blk,
-                                   uint16_t gen)
-{
-    return shmobj__arena_gen_is(sp->base, blk, gen);
-}
-
-/* Internal (lib/object) functions shared between the files of the layer. */
-
-/* Resolve the OBJ slot payload `p` found in the block [blk, blk + blen) with
- * generation bgen: fill the view's object part (obj, obj block, type,
- * count, len, dtype, ndim) after checking everything it read. */
-int shmobj__view_follow(struct shmobj__space *sp, uint64_t p, uint64_t blk,
-                        uint64_t blen, uint16_t bgen, shmobj_view *out);
-
-/* Fill a view of the slot at segment offset `slot_off` in the block
- * [blk, blk + blen) of generation bgen. `ro` marks immutable slots. */
-int shmobj__view_slot(struct shmobj__space *sp, uint64_t slot_off,
-                      uint64_t blk, uint64_t blen, uint16_t bgen, int ro,
-                      shmobj_view *out);
-
-/* Check a reference to an object block and return its extent. A reference
- * the caller passed (from_caller) that names no block of the segment gives
- * SHMOBJ_EINVAL, and a live block that is not an object (no tree magic)
- * SHMOBJ_ETYPE; a reference read from a slot gives SHMOBJ_ECORRUPT
- * for both (the graph is damaged). An object block whose header disagrees
- * with itself or its block is SHMOBJ_ECORRUPT either way. */
-int shmobj__tree_open(struct shmobj__space *sp, shmobj__ref ref, int from_caller,
-                      uint64_t *blk, uint64_t *blen);
-
-/* Does every element that shape and strides reach lie in nbytes? */
-int shmobj__buffer_extent_ok(unsigned ndim, const uint64_t *shape,
-                             const int64_t *strides, uint64_t itemsize,
-                             uint64_t nbytes);
-
-/* Put a value tree into a new block (shmobj_obj_put without the checks of
- * its public arguments). */
-int shmobj__obj_put(struct shmobj__space *sp, const shmobj_value *val,
-                    shmobj__ref *out);
-
-/* Look a key up in the index of a dict, set or named struct; counts the
- * probes into *probes when not NULL. */
-int shmobj__index_find(const shmobj_view *v, unsigned type, int64_t ki,
-                       const void *kp, uint64_t kn, uint64_t hash, size_t *out,
-                       uint64_t *probes);
-
-/* Is the UTF-8 in [s, s + n) well formed? */
-int shmobj__utf8_ok(const uint8_t *s, uint64_t n);
-
-/* The same, with the all-ASCII case of short strings (keys, names, URLs)
- * decided inline by one OR of two overlapping loads. */
-static inline int shmobj__utf8_ok_inline(const uint8_t *s, uint64_t n)
-{
-    uint64_t acc;
-    if (n >= 8 && n <= 16)
-        acc = shmobj__load64(s) | shmobj__load64(s + n - 8);
-    else if (n > 16 && n <= 32)
-        acc = shmobj__load64(s) | shmobj__load64(s + 8) | shmobj__load64(s + n - 16) |
-              shmobj__load64(s + n - 8);
-    else if (n >= 4 && n < 8)
-        acc = shmobj__load32(s) | shmobj__load32(s + n - 4);
-    else if (n == 0)
-        return 1;
-    else
-        return shmobj__utf8_ok(s, n);
-    return (acc & UINT64_C(0x8080808080808080)) == 0 || shmobj__utf8_ok(s, n);
 }
 
 #endif /* SHMOBJ_OBJFMT_H */

@@ -23,7 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "objfmt.h"
+#include "objint.h"
+#include "objvalid.h"
 
 struct out {
     FILE *f;     /* stream, or NULL for the buffer */
@@ -351,10 +352,8 @@ static uint64_t budget_of(const shmobj_view *v)
 {
     /* Every value takes 16 bytes of the segment at least, every string its
      * bytes. */
-    const struct shmobj__space *sp = (const struct shmobj__space *)v->seg;
-    return sp == NULL ? 64
-                      : atomic_load_explicit(&((struct shmobj__space *)sp)->mapped,
-                                             memory_order_relaxed) / 16 + 64;
+    struct shmobj__space *sp = (struct shmobj__space *)v->seg;
+    return sp == NULL ? 64 : shmobj__work_budget(sp);
 }
 
 int shmobj_view_json(const shmobj_view *view, char *buf, size_t cap, size_t *len)

@@ -1,0 +1,59 @@
+/* What the builder's files share: the measure (objmeasure.c) and the
+ * writer (objemit.c) walk the same description, and the measure borrows
+ * the writer's code for buffers.
+ *
+ * Invariants kept by what this header defines:
+ * - The writer never moves its cursor past the size the measure found
+ *   (struct shmobj__wr.lim), and a put fails unless it ends exactly
+ *   there, so a description that changes between the passes (another
+ *   thread) gives SHMOBJ_EINVAL, never a write outside the block.
+ * - A writer whose blk is NULL only measures: it moves its cursor and
+ *   writes nothing (used for buffers, whose shape checks are long). */
+#ifndef SHMOBJ_OBJBUILD_H
+#define SHMOBJ_OBJBUILD_H
+
+#include "objint.h"
+
+/* Largest block the builder writes: references carry 48-bit offsets. */
+#define SHMOBJ__MAX_BLOCK (UINT64_C(1) << 46)
+
+/* A writing (or, with blk NULL, measuring) pass over one block. */
+struct shmobj__wr {
+    uint8_t *blk;     /* this process's address of the block; NULL: measure */
+    uint64_t blk_off; /* segment offset of the block */
+    uint16_t gen;     /* its generation */
+    uint64_t cur;     /* next free byte, relative to the block */
+    uint64_t lim;     /* bytes the cursor may reach (the block's size) */
+    int need64;       /* holds a buffer: allocate 64-aligned */
+};
+
+/* Key i of the keyed description v (a dict's key, a set's member, a named
+ * struct's field name, which is a str of SHMOBJ_STRLEN bytes) described
+ * as shmobj__desc_key() does: the one place the builder's passes and its
+ * duplicate test read a key. */
+static inline __attribute__((always_inline)) int
+shmobj__desc_key_at(const shmobj_value *v, size_t i, shmobj_key *key)
+{
+    switch (v->type) {
+    case SHMOBJ_TYPE_SET:
+        return shmobj__desc_key(&v->v.c.items[i], key);
+    case SHMOBJ_TYPE_DICT:
+        return shmobj__desc_key(&v->v.c.items[2 * i], key);
+    default:
+        key->type = SHMOBJ_TYPE_STR;
+        key->i = 0;
+        key->ptr = v->v.c.names[i];
+        return shmobj__desc_mem(SHMOBJ_TYPE_STR, key->ptr, SHMOBJ_STRLEN, &key->len);
+    }
+}
+
+/* objemit.c: write (or measure) the buffer description v at the 16-aligned
+ * block-relative pos, filling the header fields h a buffer sets. */
+int shmobj__emit_buffer(struct shmobj__wr *w, const shmobj_value *v, uint64_t pos,
+                        struct shmobj__obj *h);
+
+/* objmeasure.c: the bytes of the block a description needs, and whether
+ * it must be 64-aligned (it holds a buffer). */
+int shmobj__measure(const shmobj_value *val, uint64_t *size, int *need64);
+
+#endif /* SHMOBJ_OBJBUILD_H */

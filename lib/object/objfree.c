@@ -1,0 +1,116 @@
+/* Freeing: a whole object tree, and the separate blocks its replaced
+ * items were given.
+ *
+ * Invariants kept here:
+ * - Inline objects go with their block; only the separate blocks (slots
+ *   replaced by shmobj_view_set) are reached by a walk, and only from a
+ *   block whose SEPARATE flag says one of its slots was ever replaced, so
+ *   freeing a tree that never changed costs one arena free.
+ * - The walk reads the segment through the views' checked paths
+ *   (shmobj__tree_open, shmobj__view_follow) and is bounded in depth
+ *   (SHMOBJ_OBJ_MAXDEPTH) and in work (shmobj__work_budget), so a damaged
+ *   graph is refused, never followed in a cycle.
+ * - The first error met is returned, but the walk goes on to the other
+ *   items: what can be freed is freed. */
+#include "objint.h"
+
+static int free_slot(struct shmobj__space *sp, struct shmobj__slot *s,
+                     uint64_t blk, uint64_t blen, uint16_t gen, int depth,
+                     uint64_t *budget);
+
+/* Free what the items of a container reach outside its block. */
+int shmobj__free_children(struct shmobj__space *sp, const shmobj_view *v,
+                          int depth, uint64_t *budget)
+{
+    switch (v->type) {
+    case SHMOBJ_TYPE_LIST:
+    case SHMOBJ_TYPE_TUPLE:
+    case SHMOBJ_TYPE_STRUCT:
+    case SHMOBJ_TYPE_DICT:
+        break;
+    default:
+        return 0; /* sets, strings, bytes, buffers hold no references out */
+    }
+    if (depth >= SHMOBJ_OBJ_MAXDEPTH)
+        return SHMOBJ_ECORRUPT;
+    int first = 0;
+    for (uint32_t i = 0; i < v->count; i++) {
+        if (*budget == 0)
+            return SHMOBJ_ECORRUPT;
+        --*budget;
+        struct shmobj__slot *item =
+            (void *)((uint8_t *)v->obj + shmobj__value_rel(v->type, v->len, i));
+        int rc = free_slot(sp, item, v->obj_blk, v->obj_blen, v->obj_gen,
+                           depth + 1, budget);
+        if (rc != 0 && first == 0)
+            first = rc;
+    }
+    return first;
+}
+
+static int free_slot(struct shmobj__space *sp, struct shmobj__slot *s,
+                     uint64_t blk, uint64_t blen, uint16_t gen, int depth,
+                     uint64_t *budget)
+{
+    if (s->tag != SHMOBJ__SLOT_OBJ)
+        return 0;
+    uint64_t p = atomic_load_explicit(&s->payload, memory_order_acquire);
+    if (p == 0)
+        return 0;
+    uint64_t off = shmobj__ref_off(p);
+    if (!(off >= blk && off - blk < blen))
+        return shmobj__free_tree(sp, p, 0, depth + 1, budget);
+    shmobj_view v = {0};
+    int rc = shmobj__view_follow(sp, p, blk, blen, gen, &v);
+    if (rc != 0)
+        return rc;
+    return shmobj__free_children(sp, &v, depth, budget);
+}
+
+/* from_caller: ref is the caller's argument, not read from a slot (see
+ * shmobj__tree_open()). */
+int shmobj__free_tree(struct shmobj__space *sp, shmobj__ref ref, int from_caller,
+                      int depth, uint64_t *budget)
+{
+    uint64_t blk, blen;
+    if (depth > SHMOBJ_OBJ_MAXDEPTH)
+        return SHMOBJ_ECORRUPT;
+    int rc = shmobj__tree_open(sp, ref, from_caller, &blk, &blen);
+    if (rc != 0)
+        return rc;
+    struct shmobj__tree *t = (void *)(sp->base + blk);
+    /* A block none of whose slots was ever given a block of its own holds
+     * no reference out: nothing to walk. */
+    if (atomic_load_explicit(&t->flags, memory_order_acquire) & SHMOBJ__TREE_SEPARATE)
+        rc = free_slot(sp, (void *)(sp->base + blk + sizeof(struct shmobj__tree)),
+                       blk, blen, shmobj__ref_gen(ref), depth, budget);
+    int rc2 = sp->ops->free(sp, ref);
+    return rc2 != 0 ? rc2 : rc;
+}
+
+int shmobj_obj_free(shmobj_segment *seg, shmobj_ref ref)
+{
+    struct shmobj__space *sp = (struct shmobj__space *)seg;
+    if (sp == NULL || ref == SHMOBJ_REF_NULL)
+        return SHMOBJ_EINVAL;
+    /* Fast path: a block that never had a slot replaced holds no reference
+     * out, so only the arena needs to see it (its free checks the
+     * generation: a stale ref still gives SHMOBJ_ESTALE). The header read
+     * here only decides between the paths and is bounds-checked; anything
+     * unusual takes the full path, which checks everything. */
+    uint64_t off = shmobj__ref_off(ref);
+    uint64_t mapped = atomic_load_explicit(&sp->mapped, memory_order_acquire);
+    if (shmobj__aligned(off, 16) && shmobj__range_ok(off, SHMOBJ__PREFIX, mapped)) {
+        const struct shmobj__tree *t = (const void *)(sp->base + off);
+        if (t->magic == SHMOBJ__TREE_MAGIC && t->version == SHMOBJ__TREE_VERSION &&
+            !(atomic_load_explicit(&((struct shmobj__tree *)t)->flags,
+                                   memory_order_acquire) & SHMOBJ__TREE_SEPARATE)) {
+            int rc = sp->ops->free(sp, ref);
+            if (rc != SHMOBJ_ESTALE && rc != SHMOBJ_ECORRUPT)
+                return rc;
+            /* Let the full path decide which error to report. */
+        }
+    }
+    uint64_t budget = shmobj__work_budget(sp);
+    return shmobj__free_tree(sp, ref, 1, 0, &budget);
+}

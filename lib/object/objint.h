@@ -1,0 +1,189 @@
+/* The object layer's internal interface: what its files share beyond the
+ * bytes (objfmt.h). Nothing here is seen outside lib/object.
+ *
+ * The headers form a DAG, each including only what it names:
+ *
+ *     objfmt.h    the layout, constants and the format's hashes
+ *     objvalid.h  UTF-8 and buffer-extent validation         (objfmt.h)
+ *     objindex.h  the one probe of every index               (objfmt.h)
+ *     objint.h    this: views' flags, liveness, key descriptions, the
+ *                 functions one file of the layer offers the others
+ *                                                  (objfmt.h, space.h, arena.h)
+ *     objread.h   the inline readers of a slot and an object (objint.h)
+ *     objlookup.h the inline key comparisons and lookups     (objread.h,
+ *                                                            objindex.h)
+ *     objbuild.h  what the builder's files share             (objint.h)
+ *
+ * and every .c file includes the one of them it needs most (which brings
+ * the rest it depends on).
+ *
+ * Invariants kept by what this header defines:
+ * - A description's string is resolved in one place
+ *   (shmobj__desc_mem): SHMOBJ_STRLEN only for a str with a pointer, a
+ *   NULL pointer only with length 0. The measure, the writer, keys and
+ *   lookups all call it, so they refuse and accept the same descriptions.
+ * - A key is described to every lookup as a shmobj_key prepared by
+ *   shmobj__key_prepare(): its hash, and for a str of up to
+ *   SHMOBJ__SSTR_MAX bytes the word a short key slot holds.
+ * - The work bound of every walk over a graph (free, replace, check, JSON)
+ *   is shmobj__work_budget(). */
+#ifndef SHMOBJ_OBJINT_H
+#define SHMOBJ_OBJINT_H
+
+#include <string.h>
+
+#include "arena.h"
+#include "objfmt.h"
+#include "space.h"
+
+/* shmobj_view.flags */
+#define SHMOBJ__VIEW_RO 0x01    /* the slot is immutable (tuple item, key) */
+#define SHMOBJ__VIEW_NAMES 0x02 /* a struct with field names */
+
+/* Is the block whose payload starts at `blk` still the one a view saw,
+ * with generation `gen`? One load of the arena's block header word (the 8
+ * bytes before the payload; bits 48-63 hold the generation, see
+ * doc/format-arena.md), which the arena bumps when it frees the block: a
+ * view of a freed block, or of one built again at the same offset, fails
+ * this test. `blk` was checked when the view was made (a live block of the
+ * mapped segment, so blk - 8 is mapped too). The answer can be outdated at
+ * once: a free may follow it. Relaxed: a free that happens before the call
+ * is seen by coherence alone, and no order between this load and the
+ * caller's accesses would make a free racing the call safe (a scalar read
+ * that checks after its load orders the two with that load's acquire). */
+static inline int shmobj__blk_live(const struct shmobj__space *sp, uint64_t blk,
+                                   uint16_t gen)
+{
+    return shmobj__arena_gen_is(sp->base, blk, gen);
+}
+
+/* Units of work a walk over a graph may spend: every slot takes 16 bytes
+ * of the segment, so a well-formed graph has fewer slots than this, and a
+ * damaged one (cycles, shared subtrees) is refused in time linear in the
+ * segment's size. */
+static inline uint64_t shmobj__work_budget(struct shmobj__space *sp)
+{
+    return atomic_load_explicit(&sp->mapped, memory_order_relaxed) / 16 + 64;
+}
+
+/* ---- descriptions of strings and keys --------------------------------- */
+
+/* The length of the str or bytes description (type, p, len) into *n:
+ * SHMOBJ_STRLEN is resolved with strlen for a str with a pointer; a NULL
+ * pointer is refused unless the length is 0. */
+static inline __attribute__((always_inline)) int
+shmobj__desc_mem(unsigned type, const void *p, uint64_t len, uint64_t *n)
+{
+    if (len == SHMOBJ_STRLEN) {
+        if (p == NULL || type != SHMOBJ_TYPE_STR)
+            return SHMOBJ_EINVAL;
+        len = strlen(p);
+    }
+    if (p == NULL && len != 0)
+        return SHMOBJ_EINVAL;
+    *n = len;
+    return 0;
+}
+
+/* The kind and content of a key given as a value (an int, or a str or
+ * bytes resolved by shmobj__desc_mem) into key's type, i, ptr and len;
+ * SHMOBJ_EINVAL for any other kind. The private fields are not set. */
+static inline int shmobj__desc_key(const shmobj_value *v, shmobj_key *key)
+{
+    key->type = v->type;
+    key->i = 0;
+    key->ptr = NULL;
+    key->len = 0;
+    switch (v->type) {
+    case SHMOBJ_TYPE_INT:
+        key->i = v->v.i;
+        return 0;
+    case SHMOBJ_TYPE_STR:
+    case SHMOBJ_TYPE_BYTES:
+        key->ptr = v->v.s.ptr;
+        return shmobj__desc_mem(v->type, v->v.s.ptr, v->v.s.len, &key->len);
+    default:
+        return SHMOBJ_EINVAL;
+    }
+}
+
+/* The hash of a described key (type, i, ptr, len): where it sits in an
+ * index. */
+static inline uint64_t shmobj__key_hash(const shmobj_key *key)
+{
+    return key->type == SHMOBJ_TYPE_INT ? shmobj__hash_int(key->i)
+                                        : shmobj__hash_mem(key->type, key->ptr, key->len);
+}
+
+/* Fill the private fields of a described key: its hash, and for a str of
+ * at most SHMOBJ__SSTR_MAX bytes the word its short key slot holds (0
+ * otherwise; such a key never equals a short key slot). */
+static inline void shmobj__key_prepare(shmobj_key *key)
+{
+    key->reserved_ = 0;
+    key->hash_ = shmobj__key_hash(key);
+    key->word_ = key->type == SHMOBJ_TYPE_STR && key->len <= SHMOBJ__SSTR_MAX
+                     ? shmobj__pack_short(key->ptr, key->len)
+                     : 0;
+}
+
+/* Is this a key shmobj_key_init() prepared? (Its kind says so; the rest is
+ * the caller's memory, trusted like any pointer it passes.) */
+static inline int shmobj__key_ready(const shmobj_key *k)
+{
+    return k->type == SHMOBJ_TYPE_INT ||
+           ((k->type == SHMOBJ_TYPE_STR || k->type == SHMOBJ_TYPE_BYTES) &&
+            (k->ptr != NULL || k->len == 0));
+}
+
+/* ---- functions one file of the layer offers the others ---------------- */
+
+/* objnav.c: check a reference to an object block and return its extent. A
+ * reference the caller passed (from_caller) that names no block of the
+ * segment gives SHMOBJ_EINVAL, and a live block that is not an object (no
+ * tree magic) SHMOBJ_ETYPE; a reference read from a slot gives
+ * SHMOBJ_ECORRUPT for both (the graph is damaged). An object block whose
+ * header disagrees with itself or its block is SHMOBJ_ECORRUPT either
+ * way. */
+int shmobj__tree_open(struct shmobj__space *sp, shmobj__ref ref, int from_caller,
+                      uint64_t *blk, uint64_t *blen);
+
+/* objnav.c: resolve the OBJ slot payload `p` found in the block
+ * [blk, blk + blen) with generation bgen: fill the view's object part
+ * (obj, obj block, type, count, len, dtype, ndim) after checking
+ * everything it read. */
+int shmobj__view_follow(struct shmobj__space *sp, uint64_t p, uint64_t blk,
+                        uint64_t blen, uint16_t bgen, shmobj_view *out);
+
+/* objnav.c: fill a view of the slot at segment offset `slot_off` in the
+ * block [blk, blk + blen) of generation bgen. `ro` marks immutable
+ * slots. */
+int shmobj__view_slot(struct shmobj__space *sp, uint64_t slot_off,
+                      uint64_t blk, uint64_t blen, uint16_t bgen, int ro,
+                      shmobj_view *out);
+
+/* objlookup.c: the position of a prepared key in the index of a dict, set
+ * or named struct (the view's object checked live by the caller); counts
+ * the index entries read into *probes when not NULL. The lookup every
+ * public call ends in when its inline fast path does not decide, and the
+ * one the checker proves every key against. */
+int shmobj__index_find(const shmobj_view *v, const shmobj_key *key, size_t *out,
+                       uint64_t *probes);
+
+/* objemit.c: put a value tree into a new block (shmobj_obj_put without the
+ * checks of its public arguments). */
+int shmobj__obj_put(struct shmobj__space *sp, const shmobj_value *val,
+                    shmobj__ref *out);
+
+/* objfree.c: free the block `ref` names and every separate block it
+ * reaches; from_caller as for shmobj__tree_open(). Charges *budget one
+ * unit per slot walked. */
+int shmobj__free_tree(struct shmobj__space *sp, shmobj__ref ref, int from_caller,
+                      int depth, uint64_t *budget);
+
+/* objfree.c: free the separate blocks the items of the container v reach
+ * (v's own block stays). */
+int shmobj__free_children(struct shmobj__space *sp, const shmobj_view *v,
+                          int depth, uint64_t *budget);
+
+#endif /* SHMOBJ_OBJINT_H */

@@ -1,0 +1,213 @@
+/* Index lookups: the position of a key in a dict, set or named struct, and
+ * the views of the values found.
+ *
+ * Invariants kept here:
+ * - Every lookup ends in shmobj__lookup() (objlookup.h) over the one probe
+ *   of objindex.h: the public calls differ only in how the key arrives (a
+ *   value, a C string, a key prepared once) and in which comparison runs
+ *   inline, never in where they look or what they accept.
+ * - A key is described by shmobj__desc_key() and prepared by
+ *   shmobj__key_prepare() (objint.h), the builder's own description of its
+ *   keys, so a key is hashed and compared the way it was written.
+ * - A lookup reads through a view only after checking that the view's
+ *   object block is still the one it was made from (SHMOBJ_ESTALE
+ *   otherwise); the index and the key slots lie in the body
+ *   shmobj__body_size() checked when the view was made. */
+#include <string.h>
+
+#include "objlookup.h"
+
+int shmobj__key_equal(const shmobj_view *v, const struct shmobj__slot *ks,
+                      const shmobj_key *k)
+{
+    return shmobj__key_equal_inline(v, ks, k);
+}
+
+/* The short string lookup of a dict, out of line behind
+ * shmobj__dict_hit_short(). */
+static __attribute__((noinline)) int dict_find_short(const shmobj_view *v,
+                                                     const shmobj_key *k, size_t *out)
+{
+    return shmobj__dict_lookup(v, k, SHMOBJ__LOOKUP_SHORT, out);
+}
+
+int shmobj__index_find(const shmobj_view *v, const shmobj_key *k, size_t *out,
+                       uint64_t *probes)
+{
+    uint64_t keys, stride, index;
+    struct shmobj__space *sp = shmobj__space_of(v);
+    int rc = shmobj__keyed_layout(v, &keys, &stride, &index);
+    if (rc != 0)
+        return rc;
+    const uint64_t *ix = (const void *)(sp->base + index);
+    const uint8_t *ks = sp->base + keys;
+    if (v->type == SHMOBJ_TYPE_DICT && k->type == SHMOBJ_TYPE_STR)
+        return k->len <= SHMOBJ__SSTR_MAX
+                   ? shmobj__lookup(v, ix, ks, 32, k, SHMOBJ__LOOKUP_SHORT, out, probes)
+                   : shmobj__lookup(v, ix, ks, 32, k, SHMOBJ__LOOKUP_LONG, out, probes);
+    return shmobj__lookup(v, ix, ks, stride, k, SHMOBJ__LOOKUP_ANY, out, probes);
+}
+
+/* shmobj_view_index() for every key but a short string of a dict. */
+static __attribute__((noinline)) int view_index_general(const shmobj_view *view,
+                                                        const shmobj_value *key,
+                                                        size_t *i)
+{
+    shmobj_key k;
+    int rc = shmobj__desc_key(key, &k);
+    if (rc != 0)
+        return rc;
+    shmobj__key_prepare(&k);
+    return shmobj__index_find(view, &k, i, NULL);
+}
+
+int shmobj_view_index(const shmobj_view *view, const shmobj_value *key, size_t *i)
+{
+    if (view == NULL || key == NULL || i == NULL)
+        return SHMOBJ_EINVAL;
+    /* Views without an object (scalars, null) are refused by the lookup. */
+    if (view->obj != NULL && !shmobj__obj_live(view))
+        return SHMOBJ_ESTALE;
+    if (view->type == SHMOBJ_TYPE_DICT && key->type == SHMOBJ_TYPE_STR &&
+        key->v.s.len <= SHMOBJ__SSTR_MAX && key->v.s.ptr != NULL) {
+        /* shmobj__key_prepare() by hand: the kind is known */
+        shmobj_key k = {.type = SHMOBJ_TYPE_STR, .ptr = key->v.s.ptr, .len = key->v.s.len};
+        k.word_ = shmobj__pack_short(k.ptr, k.len);
+        k.hash_ = shmobj__hash_mem(SHMOBJ_TYPE_STR, k.ptr, k.len);
+        if (shmobj__dict_hit_short(view, k.len, k.word_, k.hash_, i))
+            return 0;
+        return dict_find_short(view, &k, i);
+    }
+    return view_index_general(view, key, i);
+}
+
+int shmobj_key_init(shmobj_key *key, const shmobj_value *value)
+{
+    if (key == NULL || value == NULL)
+        return SHMOBJ_EINVAL;
+    memset(key, 0, sizeof *key);
+    int rc = shmobj__desc_key(value, key);
+    if (rc != 0) {
+        key->type = 0; /* not prepared: refused by every lookup */
+        return rc;
+    }
+    shmobj__key_prepare(key);
+    return 0;
+}
+
+/* The position of a prepared key. A short string key of a dict (a field
+ * name, the common case) is found inline; everything else takes the full
+ * lookup, out of line. */
+static inline __attribute__((always_inline)) int
+find_key(const shmobj_view *view, const shmobj_key *k, size_t *i)
+{
+    if (view->type == SHMOBJ_TYPE_DICT && k->type == SHMOBJ_TYPE_STR &&
+        k->len <= SHMOBJ__SSTR_MAX &&
+        shmobj__dict_hit_short(view, k->len, k->word_, k->hash_, i))
+        return 0;
+    return shmobj__index_find(view, k, i, NULL);
+}
+
+int shmobj_view_index_key(const shmobj_view *view, const shmobj_key *key, size_t *i)
+{
+    if (view == NULL || key == NULL || i == NULL || !shmobj__key_ready(key))
+        return SHMOBJ_EINVAL;
+    if (view->obj != NULL && !shmobj__obj_live(view))
+        return SHMOBJ_ESTALE;
+    return find_key(view, key, i);
+}
+
+int shmobj_view_get(const shmobj_view *view, const shmobj_value *key,
+                    shmobj_view *item)
+{
+    size_t i;
+    if (item == NULL)
+        return SHMOBJ_EINVAL;
+    if (view != NULL && view->type == SHMOBJ_TYPE_SET)
+        return SHMOBJ_ETYPE;
+    int rc = shmobj_view_index(view, key, &i);
+    if (rc != 0)
+        return rc;
+    return shmobj_view_item(view, i, item);
+}
+
+/* The view of value i of a dict or named struct whose index gave i (the
+ * lookups refuse other kinds): values are mutable, i < count, and
+ * shmobj__body_size() checked the body fits. */
+static inline int value_view(const shmobj_view *view, size_t i, shmobj_view *item)
+{
+    struct shmobj__space *sp = shmobj__space_of(view);
+    uint64_t slot = shmobj__off_of(sp, view->obj) +
+                    shmobj__value_rel(view->type, view->len, i);
+    return shmobj__view_slot_inline(sp, slot, view->obj_blk, view->obj_blen,
+                                    view->obj_gen, 0, item);
+}
+
+int shmobj_view_get_str(const shmobj_view *view, const char *key,
+                        shmobj_view *item)
+{
+    size_t i;
+    if (view == NULL || key == NULL || item == NULL)
+        return SHMOBJ_EINVAL;
+    if (view->type == SHMOBJ_TYPE_SET)
+        return SHMOBJ_ETYPE;
+    if (view->obj != NULL && !shmobj__obj_live(view))
+        return SHMOBJ_ESTALE;
+    /* Keys are short: a byte loop beats a call to strlen. Four bytes per
+     * round, never reading past the NUL. */
+    uint64_t n = 0;
+    for (;;) {
+        if (key[n] == '\0')
+            break;
+        if (key[n + 1] == '\0') {
+            n += 1;
+            break;
+        }
+        if (key[n + 2] == '\0') {
+            n += 2;
+            break;
+        }
+        if (key[n + 3] == '\0') {
+            n += 3;
+            break;
+        }
+        n += 4;
+        if (n == 32) {
+            n += strlen(key + 32);
+            break;
+        }
+    }
+    int rc;
+    /* shmobj__key_prepare() by hand: the kind is known */
+    shmobj_key k = {.type = SHMOBJ_TYPE_STR, .ptr = key, .len = n};
+    k.hash_ = shmobj__hash_mem(SHMOBJ_TYPE_STR, key, n);
+    if (n <= SHMOBJ__SSTR_MAX)
+        k.word_ = shmobj__pack_short((const uint8_t *)key, n);
+    if (view->type != SHMOBJ_TYPE_DICT)
+        rc = shmobj__index_find(view, &k, &i, NULL);
+    else if (n > SHMOBJ__SSTR_MAX)
+        rc = shmobj__dict_lookup(view, &k, SHMOBJ__LOOKUP_LONG, &i);
+    else if (shmobj__dict_hit_short(view, n, k.word_, k.hash_, &i) != NULL)
+        rc = 0;
+    else
+        rc = dict_find_short(view, &k, &i);
+    if (rc != 0)
+        return rc;
+    return value_view(view, i, item);
+}
+
+int shmobj_view_get_key(const shmobj_view *view, const shmobj_key *key,
+                        shmobj_view *item)
+{
+    size_t i;
+    if (view == NULL || key == NULL || item == NULL || !shmobj__key_ready(key))
+        return SHMOBJ_EINVAL;
+    if (view->type == SHMOBJ_TYPE_SET)
+        return SHMOBJ_ETYPE;
+    if (view->obj != NULL && !shmobj__obj_live(view))
+        return SHMOBJ_ESTALE;
+    int rc = find_key(view, key, &i);
+    if (rc != 0)
+        return rc;
+    return value_view(view, i, item);
+}

@@ -1,0 +1,189 @@
+/* The inline key lookups of the views: the comparisons of a key slot with
+ * a prepared key, the one lookup over the probe of objindex.h, and the
+ * short-key fast path of the hot increments.
+ *
+ * Invariants kept here:
+ * - Every lookup walks the index with shmobj__probe_next(), the walk the
+ *   builder entered the keys with, so a key the builder placed is found
+ *   by every reader and a probe reads at most cap entries.
+ * - Each kind of key slot is compared in one place: an INT slot by its
+ *   payload, a short string slot by its length and word (shmobj__key_sstr_equal),
+ *   an OBJ slot by the str or bytes object it names, after checking that
+ *   object lies in the view's block (shmobj__key_obj_equal). The specialised
+ *   lookups of string keys only choose which comparison runs inline; on
+ *   any other slot they call the general one, so every lookup gives the
+ *   same answer for the same bytes.
+ * - A key slot's tag, length and payload are read once each; the checks
+ *   and the comparison judge the same local values. */
+#ifndef SHMOBJ_OBJLOOKUP_H
+#define SHMOBJ_OBJLOOKUP_H
+
+#include "objindex.h"
+#include "objread.h"
+
+/* Does the short string key slot of length kn (read once by the caller)
+ * and payload pl hold the prepared key k? Only its first kn bytes count,
+ * as a short key's bytes are its first `len` payload bytes. 1 yes, 0 no,
+ * SHMOBJ_ECORRUPT for a length no short key has. */
+static inline __attribute__((always_inline)) int
+shmobj__key_sstr_equal(uint8_t kn, uint64_t pl, const shmobj_key *k)
+{
+    if (kn > SHMOBJ__SSTR_MAX)
+        return SHMOBJ_ECORRUPT;
+    /* the mask of the key's length, which the slot's must equal: the same
+     * for every slot a lookup compares */
+    uint64_t n = k->len, mask = n == 0 ? 0 : ~UINT64_C(0) >> (64 - 8 * (n & 7));
+    return k->type == SHMOBJ_TYPE_STR && kn == n && (pl & mask) == k->word_;
+}
+
+/* Does the OBJ key slot with payload pl (read once by the caller) name a
+ * str or bytes object of the view's block that holds k? Keys are always
+ * inline: the same block, its generation. */
+static inline __attribute__((always_inline)) int
+shmobj__key_obj_equal(const shmobj_view *v, uint64_t pl, const shmobj_key *k)
+{
+    uint64_t blk = v->obj_blk, blen = v->obj_blen;
+    uint64_t off = shmobj__ref_off(pl), rel = off - blk;
+    if (off < blk || rel >= blen || shmobj__ref_gen(pl) != v->obj_gen ||
+        !shmobj__aligned(off, 16) || blen - rel < 16)
+        return SHMOBJ_ECORRUPT;
+    const struct shmobj__obj *h =
+        (const void *)(shmobj__space_of(v)->base + off);
+    uint8_t tag = h->tag;
+    uint64_t len = h->len;
+    if (tag != SHMOBJ_TYPE_STR && tag != SHMOBJ_TYPE_BYTES)
+        return SHMOBJ_ECORRUPT;
+    if (tag != k->type || len != k->len)
+        return 0;
+    if (len > blen - rel - 16)
+        return SHMOBJ_ECORRUPT;
+    return shmobj__mem_equal((const uint8_t *)(h + 1), k->ptr, len);
+}
+
+static inline uint64_t shmobj__key_payload(const struct shmobj__slot *ks)
+{
+    return atomic_load_explicit(&((struct shmobj__slot *)ks)->payload,
+                                memory_order_relaxed);
+}
+
+/* Does key slot ks (in the view's block) hold the prepared key k? 1 yes, 0
+ * no, SHMOBJ_ECORRUPT when the slot is bad. */
+static inline __attribute__((always_inline)) int
+shmobj__key_equal_inline(const shmobj_view *v, const struct shmobj__slot *ks, const shmobj_key *k)
+{
+    uint64_t pl = shmobj__key_payload(ks);
+    uint8_t kt = ks->tag; /* once: every branch below judges the same value */
+    switch (kt) {
+    case SHMOBJ__SLOT_INT:
+        return k->type == SHMOBJ_TYPE_INT && (int64_t)pl == k->i;
+    case SHMOBJ__SLOT_SSTR:
+        return shmobj__key_sstr_equal(ks->reserved0, pl, k);
+    case SHMOBJ__SLOT_OBJ:
+        return shmobj__key_obj_equal(v, pl, k);
+    default:
+        return SHMOBJ_ECORRUPT;
+    }
+}
+
+/* shmobj__key_equal_inline() out of line, for the key slots of kinds a specialised
+ * lookup does not expect. */
+int shmobj__key_equal(const shmobj_view *v, const struct shmobj__slot *ks,
+                      const shmobj_key *k);
+
+/* Which comparison a lookup runs inline. */
+enum shmobj__lookup_how {
+    SHMOBJ__LOOKUP_ANY,   /* shmobj__key_equal_inline(): any key */
+    SHMOBJ__LOOKUP_SHORT, /* a str of at most SHMOBJ__SSTR_MAX bytes: short key slots */
+    SHMOBJ__LOOKUP_LONG   /* a longer str: the str objects such keys are written as */
+};
+
+/* The position of prepared key k in the index at ix of the keyed view v
+ * whose key slots start at `keys`, `stride` bytes apart (the layout
+ * shmobj__body_size() checked when the view was made). `how` (a constant)
+ * picks the comparison inlined; any other slot takes shmobj__key_equal().
+ * Counts the entries read into *probes when not NULL. */
+static inline __attribute__((always_inline)) int
+shmobj__lookup(const shmobj_view *v, const uint64_t *ix, const uint8_t *keys,
+       uint64_t stride, const shmobj_key *k, enum shmobj__lookup_how how, size_t *out,
+       uint64_t *probes)
+{
+    struct shmobj__probe p;
+    uint64_t item;
+    int rc, step;
+    shmobj__probe_start(&p, ix, v->len, k->hash_);
+    for (;;) {
+        step = shmobj__probe_next(&p, v->count, &item);
+        if (step != SHMOBJ__PROBE_HIT) {
+            rc = step == SHMOBJ__PROBE_BAD ? SHMOBJ_ECORRUPT : SHMOBJ_ENOTFOUND;
+            break;
+        }
+        const struct shmobj__slot *ks = (const void *)(keys + stride * item);
+        if (how == SHMOBJ__LOOKUP_ANY) {
+            rc = shmobj__key_equal_inline(v, ks, k);
+        } else {
+            uint8_t kt = ks->tag;
+            if (how == SHMOBJ__LOOKUP_SHORT && kt == SHMOBJ__SLOT_SSTR)
+                rc = shmobj__key_sstr_equal(ks->reserved0, shmobj__key_payload(ks), k);
+            else if (how == SHMOBJ__LOOKUP_LONG && kt == SHMOBJ__SLOT_OBJ)
+                rc = shmobj__key_obj_equal(v, shmobj__key_payload(ks), k);
+            else
+                rc = shmobj__key_equal(v, ks, k);
+        }
+        if (rc == 1) {
+            *out = (size_t)item;
+            rc = 0;
+            break;
+        }
+        if (rc < 0)
+            break;
+    }
+    if (probes != NULL)
+        *probes += shmobj__probe_reads(&p, step);
+    return rc;
+}
+
+/* shmobj__lookup() in the index of a dict: the index right after the header, the
+ * pairs after it. */
+static inline __attribute__((always_inline)) int
+shmobj__dict_lookup(const shmobj_view *v, const shmobj_key *k, enum shmobj__lookup_how how,
+            size_t *out)
+{
+    const uint64_t *ix = (const uint64_t *)((const uint8_t *)v->obj + 16);
+    return shmobj__lookup(v, ix, (const uint8_t *)(ix + v->len), 32, k, how, out, NULL);
+}
+
+/* The common case of the hot increments, without calls (so it keeps few
+ * registers and stays cheap to inline): the key slot, with *out set, when
+ * the probe of a dict meets the short string key (kn bytes, packed as
+ * `word`) among short string key slots, else NULL, and the caller runs
+ * the full lookup, which decides everything else (absent, a key slot of
+ * another kind, damage). It walks the same probe, so a hit here is the hit
+ * the full lookup would return. (A dict's value slot follows its key
+ * slot: the pair is 32 bytes.) */
+static inline __attribute__((always_inline)) const struct shmobj__slot *
+shmobj__dict_hit_short(const shmobj_view *v, uint64_t kn, uint64_t word,
+                       uint64_t hash, size_t *out)
+{
+    const uint64_t *ix = (const uint64_t *)((const uint8_t *)v->obj + 16);
+    struct shmobj__probe p;
+    uint64_t item;
+    shmobj__probe_start(&p, ix, v->len, hash);
+    while (shmobj__probe_next(&p, v->count, &item) == SHMOBJ__PROBE_HIT) {
+        /* the pairs follow the index's cap entries */
+        const struct shmobj__slot *k =
+            (const void *)((const uint8_t *)(p.ix + p.mask + 1) + 32 * item);
+        uint8_t kn_at = k->reserved0; /* read once: checked, then compared */
+        if (k->tag != SHMOBJ__SLOT_SSTR || kn_at > SHMOBJ__SSTR_MAX)
+            return NULL;
+        /* Writers NUL-pad short keys, as word is: equal words, equal keys.
+         * A slot with other padding (damage) misses here, and the full
+         * lookup decides. */
+        if (kn_at == kn && shmobj__key_payload(k) == word) {
+            *out = (size_t)item;
+            return k;
+        }
+    }
+    return NULL;
+}
+
+#endif /* SHMOBJ_OBJLOOKUP_H */

@@ -1,0 +1,153 @@
+/* Measuring: the bytes of the block a value description needs, without
+ * writing anything (shmobj_obj_size, and the first pass of a put).
+ *
+ * Invariants kept here:
+ * - A lean walk of the description that only adds up the sizes the
+ *   writer (objemit.c) will use, with the same structural checks: types,
+ *   depth, counts, lengths and NULL pointers (through shmobj__desc_mem and
+ *   shmobj__desc_key, the writer's own resolution), buffer shapes (through
+ *   the writer's own code). So shmobj_obj_size() refuses what a put would.
+ * - Content checks (UTF-8, duplicate keys) are the writer's; the writer
+ *   also stops at the size measured here, so the two can never disagree by
+ *   more than an error.
+ * - Every sum is overflow-checked and bounded by SHMOBJ__MAX_BLOCK. */
+#include "objbuild.h"
+
+static int measure_obj(const shmobj_value *v, int depth, uint64_t *cur, int *need64);
+
+/* Bytes of a str/bytes object of n bytes at the 16-aligned *cur. */
+static inline int measure_mem(uint64_t n, int depth, uint64_t *cur)
+{
+    uint64_t pos = (*cur + 15) & ~UINT64_C(15), end;
+    if (depth >= SHMOBJ_OBJ_MAXDEPTH || n >= SHMOBJ__MAX_BLOCK ||
+        !shmobj__add_ok(pos, 17 + n, &end) || end > SHMOBJ__MAX_BLOCK)
+        return SHMOBJ_EINVAL;
+    *cur = end;
+    return 0;
+}
+
+static inline __attribute__((always_inline)) int
+measure_slot(const shmobj_value *v, int depth, uint64_t *cur, int *need64)
+{
+    switch (v->type) {
+    case SHMOBJ_TYPE_BOOL:
+        return v->v.b == 0 || v->v.b == 1 ? 0 : SHMOBJ_EINVAL;
+    case SHMOBJ_TYPE_INT:
+    case SHMOBJ_TYPE_UINT:
+    case SHMOBJ_TYPE_DOUBLE:
+    case SHMOBJ_TYPE_NULL:
+        return 0;
+    case SHMOBJ_TYPE_STR:
+    case SHMOBJ_TYPE_BYTES: {
+        /* inline: the leaves are most of a tree */
+        uint64_t n;
+        int rc = shmobj__desc_mem(v->type, v->v.s.ptr, v->v.s.len, &n);
+        return rc != 0 ? rc : measure_mem(n, depth, cur);
+    }
+    default:
+        return measure_obj(v, depth, cur, need64);
+    }
+}
+
+static int measure_obj(const shmobj_value *v, int depth, uint64_t *cur, int *need64)
+{
+    uint64_t pos, n, cap, end;
+    int rc;
+    if (depth >= SHMOBJ_OBJ_MAXDEPTH || *cur > SHMOBJ__MAX_BLOCK)
+        return SHMOBJ_EINVAL;
+    pos = (*cur + 15) & ~UINT64_C(15);
+    switch (v->type) {
+    case SHMOBJ_TYPE_STR:
+    case SHMOBJ_TYPE_BYTES: {
+        uint64_t len;
+        rc = shmobj__desc_mem(v->type, v->v.s.ptr, v->v.s.len, &len);
+        return rc != 0 ? rc : measure_mem(len, depth, cur);
+    }
+    case SHMOBJ_TYPE_BUFFER: {
+        /* Rare and shape-heavy: the writer's own code, without a block. */
+        struct shmobj__wr w = {NULL, 0, 0, pos, SHMOBJ__MAX_BLOCK, 0};
+        struct shmobj__obj h;
+        rc = shmobj__emit_buffer(&w, v, pos, &h);
+        if (rc != 0)
+            return rc;
+        *cur = w.cur;
+        *need64 = 1;
+        return 0;
+    }
+    case SHMOBJ_TYPE_LIST:
+    case SHMOBJ_TYPE_TUPLE:
+    case SHMOBJ_TYPE_STRUCT:
+    case SHMOBJ_TYPE_DICT:
+    case SHMOBJ_TYPE_SET:
+        break;
+    default:
+        return SHMOBJ_EINVAL;
+    }
+    n = v->v.c.count;
+    if (n >= UINT32_MAX || (n > 0 && v->v.c.items == NULL))
+        return SHMOBJ_EINVAL;
+    int keyed = v->type == SHMOBJ_TYPE_DICT || v->type == SHMOBJ_TYPE_SET ||
+                (v->type == SHMOBJ_TYPE_STRUCT && v->v.c.names != NULL);
+    int values = v->type != SHMOBJ_TYPE_SET;
+    cap = keyed ? shmobj__index_cap(n) : 0;
+    /* n < 2^32: no overflow in 16 * n * 2 + 8 * cap */
+    if (!shmobj__add_ok(pos, 16 + 16 * n * (uint64_t)(values + keyed) + 8 * cap, &end) ||
+        end > SHMOBJ__MAX_BLOCK)
+        return SHMOBJ_EINVAL;
+    *cur = end;
+    depth++;
+    if (keyed) {
+        for (size_t i = 0; i < n; i++) {
+            uint64_t kn;
+            /* shmobj__desc_key_at() by kind: ints take no bytes, and short
+             * string keys live in their slots */
+            if (v->type == SHMOBJ_TYPE_STRUCT) {
+                rc = shmobj__desc_mem(SHMOBJ_TYPE_STR, v->v.c.names[i], SHMOBJ_STRLEN, &kn);
+                if (rc == 0 && kn > SHMOBJ__SSTR_MAX)
+                    rc = measure_mem(kn, depth, cur);
+            } else {
+                const shmobj_value *k = &v->v.c.items[v->type == SHMOBJ_TYPE_SET ? i : 2 * i];
+                if (k->type == SHMOBJ_TYPE_INT)
+                    continue;
+                shmobj_key dk;
+                rc = shmobj__desc_key(k, &dk);
+                if (rc == 0 && !(dk.type == SHMOBJ_TYPE_STR && dk.len <= SHMOBJ__SSTR_MAX))
+                    rc = measure_mem(dk.len, depth, cur);
+            }
+            if (rc != 0)
+                return rc;
+        }
+    }
+    if (values) {
+        size_t step = v->type == SHMOBJ_TYPE_DICT ? 2 : 1;
+        for (size_t i = 0; i < n; i++) {
+            rc = measure_slot(&v->v.c.items[i * step + step - 1], depth, cur, need64);
+            if (rc != 0)
+                return rc;
+        }
+    }
+    return 0;
+}
+
+int shmobj__measure(const shmobj_value *val, uint64_t *size, int *need64)
+{
+    uint64_t cur = SHMOBJ__PREFIX;
+    *need64 = 0;
+    int rc = measure_slot(val, 0, &cur, need64);
+    if (rc != 0)
+        return rc;
+    *size = cur;
+    return 0;
+}
+
+int shmobj_obj_size(const shmobj_value *val, size_t *bytes)
+{
+    uint64_t size;
+    int need64;
+    if (val == NULL || bytes == NULL)
+        return SHMOBJ_EINVAL;
+    int rc = shmobj__measure(val, &size, &need64);
+    if (rc == 0)
+        *bytes = (size_t)size;
+    return rc;
+}

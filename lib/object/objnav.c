@@ -1,0 +1,254 @@
+/* Navigation: from a reference or a view to the views of its items and
+ * keys, and the reads of string, bytes and buffer content in place.
+ *
+ * Invariants kept here:
+ * - A reference is followed only after shmobj__tree_open() found a live
+ *   object block at it whose header agrees with the arena's block; the
+ *   views then check everything they read against that block's extent
+ *   (objread.h).
+ * - A view remembers the generations of the blocks it points into. Every
+ *   call that returns data read through a view first compares the
+ *   generation in the arena header of the block it is about to touch with
+ *   the remembered one (one load) and answers SHMOBJ_ESTALE when the block
+ *   was freed, so a view kept past a free never reads the object built in
+ *   its place afterwards.
+ * - Positions are checked against the count the view copied when it was
+ *   made, and addresses computed from the view's copies, never from bytes
+ *   read again (a buffer's data offset, read again, is checked again). */
+#include <string.h>
+
+#include "objread.h"
+#include "objvalid.h"
+
+/* The public structs' sizes are ABI. */
+_Static_assert(sizeof(shmobj_view) == 80, "shmobj_view is 80 bytes");
+_Static_assert(sizeof(shmobj_value) == 32, "shmobj_value is 32 bytes");
+_Static_assert(sizeof(shmobj_buffer_desc) == 40, "shmobj_buffer_desc is 40 bytes");
+
+int shmobj__tree_open(struct shmobj__space *sp, shmobj__ref ref, int from_caller,
+                      uint64_t *blk, uint64_t *blen)
+{
+    uint64_t usable = 0, off = shmobj__ref_off(ref);
+    void *p;
+    if (ref == 0)
+        return SHMOBJ_EINVAL;
+    int rc = sp->ops->check(sp, ref, &usable);
+    /* The arena finds no block at that offset. A caller's reference that
+     * names no block is not one of this segment's; one read from a slot
+     * means the graph is damaged. */
+    if (rc == SHMOBJ_ECORRUPT)
+        return from_caller ? SHMOBJ_EINVAL : SHMOBJ_ECORRUPT;
+    if (rc != 0)
+        return rc;
+    if (!shmobj__aligned(off, 16))
+        return from_caller ? SHMOBJ_EINVAL : SHMOBJ_ECORRUPT;
+    /* A live block. It holds an object exactly when it begins with the
+     * tree magic; anything else is another kind of block (raw allocation,
+     * map, queue, message), not damage, unless it was reached from a slot.
+     * A block with the magic whose header disagrees (another version, a
+     * size beyond the block) is a damaged object. */
+    if (usable < SHMOBJ__PREFIX)
+        return from_caller ? SHMOBJ_ETYPE : SHMOBJ_ECORRUPT;
+    rc = shmobj__space_at(sp, off, SHMOBJ__PREFIX, &p);
+    if (rc != 0)
+        return rc;
+    const struct shmobj__tree *t = p;
+    uint32_t magic = t->magic;
+    uint16_t version = t->version;
+    uint64_t size = t->size;
+    if (magic != SHMOBJ__TREE_MAGIC)
+        return from_caller ? SHMOBJ_ETYPE : SHMOBJ_ECORRUPT;
+    if (version != SHMOBJ__TREE_VERSION || size < SHMOBJ__PREFIX || size > usable)
+        return SHMOBJ_ECORRUPT;
+    rc = shmobj__space_at(sp, off, size, &p);
+    if (rc != 0)
+        return rc;
+    *blk = off;
+    *blen = size;
+    return 0;
+}
+
+int shmobj__view_follow(struct shmobj__space *sp, uint64_t p, uint64_t blk,
+                        uint64_t blen, uint16_t bgen, shmobj_view *out)
+{
+    return shmobj__view_follow_inline(sp, p, blk, blen, bgen, out);
+}
+
+int shmobj__view_slot(struct shmobj__space *sp, uint64_t slot_off, uint64_t blk,
+                      uint64_t blen, uint16_t bgen, int ro, shmobj_view *out)
+{
+    return shmobj__view_slot_inline(sp, slot_off, blk, blen, bgen, ro, out);
+}
+
+int shmobj_obj_get(shmobj_segment *seg, shmobj_ref ref, shmobj_view *view)
+{
+    struct shmobj__space *sp = (struct shmobj__space *)seg;
+    uint64_t blk, blen;
+    if (sp == NULL || view == NULL || ref == SHMOBJ_REF_NULL)
+        return SHMOBJ_EINVAL;
+    int rc = shmobj__tree_open(sp, ref, 1, &blk, &blen);
+    if (rc != 0)
+        return rc;
+    return shmobj__view_slot_inline(sp, blk + sizeof(struct shmobj__tree), blk, blen,
+                                    shmobj__ref_gen(ref), 0, view);
+}
+
+int shmobj_view_type(const shmobj_view *view)
+{
+    return view == NULL ? 0 : view->type;
+}
+
+int shmobj_view_len(const shmobj_view *view, size_t *len)
+{
+    if (view == NULL || len == NULL)
+        return SHMOBJ_EINVAL;
+    size_t n;
+    switch (view->type) {
+    case SHMOBJ_TYPE_STR:
+    case SHMOBJ_TYPE_BYTES:
+    case SHMOBJ_TYPE_BUFFER:
+        n = (size_t)view->len;
+        break;
+    case SHMOBJ_TYPE_LIST:
+    case SHMOBJ_TYPE_TUPLE:
+    case SHMOBJ_TYPE_DICT:
+    case SHMOBJ_TYPE_SET:
+    case SHMOBJ_TYPE_STRUCT:
+        n = view->count;
+        break;
+    default:
+        return SHMOBJ_ETYPE;
+    }
+    /* A short string key lives in its slot; everything else in its object. */
+    if (!(view->obj != NULL ? shmobj__obj_live(view) : shmobj__slot_live(view)))
+        return SHMOBJ_ESTALE;
+    *len = n;
+    return 0;
+}
+
+int shmobj_view_item(const shmobj_view *view, size_t i, shmobj_view *item)
+{
+    if (view == NULL || item == NULL)
+        return SHMOBJ_EINVAL;
+    int ro = 0;
+    switch (view->type) {
+    case SHMOBJ_TYPE_TUPLE:
+    case SHMOBJ_TYPE_SET:
+        ro = 1;
+        break;
+    case SHMOBJ_TYPE_LIST:
+    case SHMOBJ_TYPE_DICT:
+    case SHMOBJ_TYPE_STRUCT:
+        break;
+    default:
+        return SHMOBJ_ETYPE;
+    }
+    if (i >= view->count)
+        return SHMOBJ_ERANGE;
+    if (!shmobj__obj_live(view))
+        return SHMOBJ_ESTALE;
+    struct shmobj__space *sp = shmobj__space_of(view);
+    /* shmobj__body_size() checked that the body fits in the block. */
+    uint64_t slot = shmobj__off_of(sp, view->obj) + shmobj__value_rel(view->type, view->len, i);
+    return shmobj__view_slot_inline(sp, slot, view->obj_blk, view->obj_blen,
+                                    view->obj_gen, ro, item);
+}
+
+int shmobj_view_key(const shmobj_view *view, size_t i, shmobj_view *key)
+{
+    uint64_t keys, stride, index;
+    if (view == NULL || key == NULL)
+        return SHMOBJ_EINVAL;
+    int rc = shmobj__keyed_layout(view, &keys, &stride, &index);
+    if (rc != 0)
+        return rc;
+    if (i >= view->count)
+        return SHMOBJ_ERANGE;
+    if (!shmobj__obj_live(view))
+        return SHMOBJ_ESTALE;
+    return shmobj__view_slot(shmobj__space_of(view), keys + stride * (uint64_t)i,
+                             view->obj_blk, view->obj_blen, view->obj_gen, 1,
+                             key);
+}
+
+int shmobj_str_get(const shmobj_view *view, const char **s, size_t *len)
+{
+    if (view == NULL || s == NULL)
+        return SHMOBJ_EINVAL;
+    if (view->type != SHMOBJ_TYPE_STR)
+        return SHMOBJ_ETYPE;
+    if (view->slot_tag == SHMOBJ__SLOT_SSTR) {
+        if (!shmobj__slot_live(view))
+            return SHMOBJ_ESTALE;
+        *s = (const char *)&((struct shmobj__slot *)view->slot)->payload;
+    } else {
+        if (!shmobj__obj_live(view))
+            return SHMOBJ_ESTALE;
+        *s = (const char *)view->obj + 16;
+    }
+    if (len != NULL)
+        *len = (size_t)view->len;
+    return 0;
+}
+
+int shmobj_bytes_get(const shmobj_view *view, const void **p, size_t *len)
+{
+    if (view == NULL || p == NULL)
+        return SHMOBJ_EINVAL;
+    if (view->type != SHMOBJ_TYPE_BYTES)
+        return SHMOBJ_ETYPE;
+    if (!shmobj__obj_live(view))
+        return SHMOBJ_ESTALE;
+    *p = (const uint8_t *)view->obj + 16;
+    if (len != NULL)
+        *len = (size_t)view->len;
+    return 0;
+}
+
+size_t shmobj_dtype_size(unsigned dtype)
+{
+    return shmobj__dtype_size(dtype);
+}
+
+const char *shmobj_dtype_name(unsigned dtype)
+{
+    static const char *const names[] = {
+        "?", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64",
+        "f32", "f64", "bool",
+    };
+    return dtype < sizeof names / sizeof names[0] ? names[dtype] : "?";
+}
+
+int shmobj_buffer_get(const shmobj_view *view, shmobj_buffer_info *info)
+{
+    if (view == NULL || info == NULL || info->struct_size < sizeof *info)
+        return SHMOBJ_EINVAL;
+    if (view->type != SHMOBJ_TYPE_BUFFER)
+        return SHMOBJ_ETYPE;
+    if (!shmobj__obj_live(view))
+        return SHMOBJ_ESTALE;
+    const uint8_t *o = view->obj;
+    const struct shmobj__bufhdr *bh = (const void *)(o + 16);
+    const uint64_t *shape = (const void *)(bh + 1);
+    const int64_t *strides = (const void *)(shape + view->ndim);
+    unsigned nd = view->ndim;
+    uint64_t dr = bh->data_rel;
+    /* data_rel was checked when the view was made; reread and recheck it
+     * here against the same extent, and take shape/strides once. */
+    uint64_t rel = (uint64_t)(o - shmobj__space_of(view)->base) - view->obj_blk;
+    if (dr > view->obj_blen - rel || view->len > view->obj_blen - rel - dr)
+        return SHMOBJ_ECORRUPT;
+    info->dtype = view->dtype;
+    info->ndim = nd;
+    info->itemsize = (uint32_t)shmobj__dtype_size(view->dtype);
+    info->nbytes = view->len;
+    info->data = (void *)(o + dr);
+    memset(info->shape, 0, sizeof info->shape);
+    memset(info->strides, 0, sizeof info->strides);
+    memcpy(info->shape, shape, 8u * nd);
+    memcpy(info->strides, strides, 8u * nd);
+    if (!shmobj__buffer_extent_ok(nd, info->shape, info->strides,
+                                  info->itemsize, info->nbytes))
+        return SHMOBJ_ECORRUPT;
+    return 0;
+}

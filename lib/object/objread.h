@@ -1,0 +1,242 @@
+/* The inline readers of the views: from a slot to a view, from an OBJ
+ * payload to the object it names, with every check, and the liveness of
+ * a view's blocks. Inline because they are the hot half of every access
+ * (shmobj_view_item, the lookups' value views); the layer's other files
+ * reach them out of line through shmobj__view_slot/shmobj__view_follow
+ * (objnav.c).
+ *
+ * Invariants kept here:
+ * - Every offset, count and length read from the segment is checked against
+ *   the extent of the block it was found in (the tree header's size, itself
+ *   checked against the arena's usable size) before anything is followed,
+ *   and copied into the view once: later reads use the copy, so a value
+ *   changed by another process after the check cannot widen an access.
+ * - An OBJ payload inside the current block is an inline object and must
+ *   carry the block's generation; anywhere else it must name a live object
+ *   block (arena generation check), whose root names an inline object. So
+ *   following one reference costs O(1), whatever the object's size.
+ * - A view of a slot replaced while it is followed follows the new value
+ *   (at most SHMOBJ__FOLLOW_RETRIES times): an error stands only for a slot that
+ *   still names what failed. */
+#ifndef SHMOBJ_OBJREAD_H
+#define SHMOBJ_OBJREAD_H
+
+#include "objint.h"
+
+static inline struct shmobj__space *shmobj__space_of(const shmobj_view *v)
+{
+    return (struct shmobj__space *)v->seg;
+}
+
+static inline uint64_t shmobj__off_of(struct shmobj__space *sp, const void *p)
+{
+    return (uint64_t)((const uint8_t *)p - sp->base);
+}
+
+/* Is the block holding the view's object (its items, bytes, index) still
+ * the one the view was made from? */
+static inline int shmobj__obj_live(const shmobj_view *v)
+{
+    return shmobj__blk_live(shmobj__space_of(v), v->obj_blk, v->obj_gen);
+}
+
+/* The same for the block holding the view's slot (scalars, short keys,
+ * the slot a replacement writes). */
+static inline int shmobj__slot_live(const shmobj_view *v)
+{
+    return shmobj__blk_live(shmobj__space_of(v), v->slot_blk, v->slot_gen);
+}
+
+/* Bytes of an object's fixed body (after its 16-byte header), or
+ * SHMOBJ_ECORRUPT when the header is inconsistent. `rem` is the room left in
+ * the block after the header. */
+static inline __attribute__((always_inline)) int
+shmobj__body_size(const struct shmobj__obj *h, uint64_t rem, uint64_t *out)
+{
+    uint64_t n = h->count, cap = h->len, a, b;
+    switch (h->tag) {
+    case SHMOBJ_TYPE_STR:
+    case SHMOBJ_TYPE_BYTES:
+        if (h->count != 0 || !shmobj__add_ok(h->len, 1, out))
+            return SHMOBJ_ECORRUPT;
+        break;
+    case SHMOBJ_TYPE_BUFFER:
+        if (h->ndim > SHMOBJ_BUFFER_MAXDIM || shmobj__dtype_size(h->dtype) == 0)
+            return SHMOBJ_ECORRUPT;
+        *out = sizeof(struct shmobj__bufhdr) + 16u * h->ndim;
+        break;
+    case SHMOBJ_TYPE_LIST:
+    case SHMOBJ_TYPE_TUPLE:
+        *out = 16 * n;
+        break;
+    case SHMOBJ_TYPE_STRUCT:
+        if (!(h->flags & SHMOBJ__OBJ_NAMES)) {
+            *out = 16 * n;
+            break;
+        }
+        /* A named struct is laid out like a dict. */
+        /* fall through */
+    case SHMOBJ_TYPE_DICT:
+    case SHMOBJ_TYPE_SET:
+        if (cap != shmobj__index_cap(n))
+            return SHMOBJ_ECORRUPT;
+        a = (h->tag == SHMOBJ_TYPE_SET ? 16 : 32) * n;
+        if (!shmobj__mul_ok(cap, 8, &b) || !shmobj__add_ok(a, b, out))
+            return SHMOBJ_ECORRUPT;
+        break;
+    default:
+        return SHMOBJ_ECORRUPT;
+    }
+    return *out <= rem ? 0 : SHMOBJ_ECORRUPT;
+}
+
+static inline __attribute__((always_inline)) int
+shmobj__view_follow_inline(struct shmobj__space *sp, uint64_t p, uint64_t blk,
+                           uint64_t blen, uint16_t bgen, shmobj_view *out)
+{
+    uint64_t off = shmobj__ref_off(p);
+    uint16_t gen = shmobj__ref_gen(p);
+    uint64_t ob = blk, oblen = blen;
+    if (off >= blk && off - blk < blen) {
+        if (gen != bgen)
+            return SHMOBJ_ECORRUPT;
+    } else {
+        /* A block of its own (an item replaced after creation). */
+        int rc = shmobj__tree_open(sp, p, 0, &ob, &oblen);
+        if (rc != 0)
+            return rc;
+        const struct shmobj__slot *root =
+            (const void *)(sp->base + ob + sizeof(struct shmobj__tree));
+        uint64_t q = atomic_load_explicit(
+            &((struct shmobj__slot *)root)->payload, memory_order_acquire);
+        off = shmobj__ref_off(q);
+        if (root->tag != SHMOBJ__SLOT_OBJ || shmobj__ref_gen(q) != gen ||
+            off < ob || off - ob >= oblen)
+            return SHMOBJ_ECORRUPT;
+    }
+    /* off lies in [ob, ob + oblen). */
+    uint64_t rel = off - ob, body;
+    if (!shmobj__aligned(off, 16) || oblen - rel < 16)
+        return SHMOBJ_ECORRUPT;
+    const struct shmobj__obj *hp = (const void *)(sp->base + off);
+    struct shmobj__obj h;
+    memcpy(&h, hp, sizeof h);
+    int rc = shmobj__body_size(&h, oblen - rel - 16, &body);
+    if (rc != 0)
+        return rc;
+    if (h.tag == SHMOBJ_TYPE_BUFFER) {
+        const struct shmobj__bufhdr *bh = (const void *)(hp + 1);
+        uint64_t dr = bh->data_rel;
+        if (dr < 16 + body || dr > oblen - rel || h.len > oblen - rel - dr ||
+            !shmobj__aligned(off + dr, SHMOBJ__DATA_ALIGN))
+            return SHMOBJ_ECORRUPT;
+    } else if ((h.tag == SHMOBJ_TYPE_STR || h.tag == SHMOBJ_TYPE_BYTES) &&
+               ((const uint8_t *)(hp + 1))[h.len] != 0) {
+        return SHMOBJ_ECORRUPT;
+    }
+    out->obj = hp;
+    out->obj_blk = ob;
+    out->obj_blen = oblen;
+    out->obj_gen = (uint16_t)(ob == blk ? bgen : gen);
+    out->type = h.tag;
+    out->count = h.count;
+    out->len = h.len;
+    out->dtype = h.dtype;
+    out->ndim = h.ndim;
+    out->flags |= (uint8_t)(h.flags & SHMOBJ__OBJ_NAMES ? SHMOBJ__VIEW_NAMES : 0);
+    return 0;
+}
+
+/* Times a view follows a slot's value anew after finding it replaced
+ * under it (each time by another process's shmobj_view_set()). */
+#define SHMOBJ__FOLLOW_RETRIES 64
+
+static inline __attribute__((always_inline)) int
+shmobj__view_slot_inline(struct shmobj__space *sp, uint64_t slot_off, uint64_t blk,
+                         uint64_t blen, uint16_t bgen, int ro, shmobj_view *out)
+{
+    struct shmobj__slot *s = (void *)(sp->base + slot_off);
+    uint8_t tag = s->tag;
+    out->seg = (shmobj_segment *)sp;
+    out->slot = s;
+    out->obj = NULL;
+    out->slot_blk = blk;
+    out->slot_blen = blen;
+    out->slot_gen = bgen;
+    out->slot_tag = tag;
+    out->flags = (uint8_t)(ro ? SHMOBJ__VIEW_RO : 0);
+    out->count = 0;
+    out->len = 0;
+    switch (tag) {
+    case SHMOBJ__SLOT_BOOL:
+    case SHMOBJ__SLOT_INT:
+    case SHMOBJ__SLOT_UINT:
+    case SHMOBJ__SLOT_DOUBLE:
+        out->type = tag;
+        return 0;
+    case SHMOBJ__SLOT_OBJ: {
+        uint64_t p = atomic_load_explicit(&s->payload, memory_order_acquire);
+        for (unsigned tries = 0;; tries++) {
+            if (p == 0) {
+                out->type = SHMOBJ_TYPE_NULL;
+                return 0;
+            }
+            int rc = shmobj__view_follow_inline(sp, p, blk, blen, bgen, out);
+            if (rc == 0)
+                return 0;
+            /* Another process may have replaced the value (and freed its
+             * block) while we followed it: then follow the new one. An
+             * error stands only for a slot that still names what failed. */
+            uint64_t now = atomic_load_explicit(&s->payload, memory_order_acquire);
+            if (now == p)
+                return rc;
+            /* Replaced under us every time: the value we could follow is
+             * gone, which is staleness, not damage. */
+            if (tries == SHMOBJ__FOLLOW_RETRIES)
+                return SHMOBJ_ESTALE;
+            p = now;
+        }
+    }
+    case SHMOBJ__SLOT_SSTR: {
+        uint8_t n = s->reserved0;
+        if (n > SHMOBJ__SSTR_MAX || ((const uint8_t *)&s->payload)[n] != 0)
+            return SHMOBJ_ECORRUPT;
+        out->type = SHMOBJ_TYPE_STR;
+        out->len = n;
+        out->flags |= SHMOBJ__VIEW_RO;
+        return 0;
+    }
+    default:
+        return SHMOBJ_ECORRUPT;
+    }
+}
+
+/* Offset of key slot 0, the distance between key slots, and the offset of
+ * the index of a keyed object; SHMOBJ_ETYPE when it has none. */
+static inline int shmobj__keyed_layout(const shmobj_view *v, uint64_t *keys,
+                                       uint64_t *stride, uint64_t *index)
+{
+    uint64_t o = shmobj__off_of(shmobj__space_of(v), v->obj) + 16, n = v->count;
+    switch (v->type) {
+    case SHMOBJ_TYPE_DICT:
+        *index = o;
+        *keys = o + 8 * v->len;
+        *stride = 32;
+        return 0;
+    case SHMOBJ_TYPE_SET:
+        *keys = o;
+        break;
+    case SHMOBJ_TYPE_STRUCT:
+        if (!(v->flags & SHMOBJ__VIEW_NAMES))
+            return SHMOBJ_ETYPE;
+        *keys = o + 16 * n;
+        break;
+    default:
+        return SHMOBJ_ETYPE;
+    }
+    *stride = 16;
+    *index = *keys + 16 * n;
+    return 0;
+}
+
+#endif /* SHMOBJ_OBJREAD_H */
