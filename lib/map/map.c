@@ -33,6 +33,7 @@
 
 #include "arena.h"
 #include "bytes.h"
+#include "cpu.h"
 #include "map-layout.h"
 #include "os.h"
 #include "shmobj/map.h"
@@ -125,13 +126,6 @@ static uint64_t slot_of(shmobj__ref ref)
 static struct shmobj__map_shard *shard_of(const shmobj_map *m, uint64_t hash)
 {
     return &m->ctl->shards_[hash >> SHMOBJ__MAP_SHARD_SHIFT];
-}
-
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
 }
 
 /* ---- blocks --------------------------------------------------------------- */
@@ -781,7 +775,7 @@ static int wait_writer(shmobj_map *m, struct shmobj__map_shard *s,
                        unsigned *spins)
 {
     if (++*spins < MAP_SPIN_LIMIT) {
-        cpu_relax();
+        shmobj__cpu_relax();
         return 0;
     }
     *spins = 0;
@@ -939,7 +933,7 @@ static __attribute__((noinline, cold)) void read_delay(uint64_t ns)
 {
     uint64_t until = shmobj__os_now_ns() + ns;
     while (shmobj__os_now_ns() < until)
-        cpu_relax();
+        shmobj__cpu_relax();
 }
 
 /* The first group of the table of a validated shape word. */
