@@ -24,9 +24,6 @@
  *    from the intent and a scan of the table, so a kill at any instruction
  *    loses nothing that was committed and leaks at most one block. */
 #include <sched.h>
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -244,12 +241,10 @@ static int table_at(shmobj_map *m, shmobj__ref ref, shmobj_htcore *ht)
     return 0;
 }
 
-/* Bytes of one group of a map table: 16 control bytes (a tag, or
- * SHMOBJ_HTCORE_CTRL_EMPTY / _DELETED) followed by 16 slots of
- * SHMOBJ_HTCORE_REF_SLOT bytes (value << SHMOBJ_HTCORE_REF_HASH_BITS | hash
- * bits 7..26), the layout htcore's golden vectors pin. */
-#define MAP_GROUP_BYTES (SHMOBJ_HTCORE_GROUP * (1 + SHMOBJ_HTCORE_REF_SLOT))
-#define MAP_HASH_BITS_MASK ((UINT64_C(1) << SHMOBJ_HTCORE_REF_HASH_BITS) - 1)
+/* Bytes of one group of a map table (an htcore ref-mode group, whose
+ * layout htcore's golden vectors pin). The lookups below read groups with
+ * htcore's inline probe pieces only. */
+#define MAP_GROUP_BYTES SHMOBJ_HTCORE_REF_GROUP_BYTES
 
 /* A shape word: the table block's reference, whose offset is 64-aligned
  * (table_new() asks for that), with log2(groups) + 1 in the 6 low bits, so
@@ -314,9 +309,7 @@ static void shape_handle(const shmobj_map *m, uint64_t shape, shmobj_htcore *ht)
 /* Word 7 of a table header (stride and check value). */
 static inline uint64_t header_word7(const shmobj_htcore_header *h)
 {
-    uint64_t w;
-    memcpy(&w, (const uint8_t *)h + 56, sizeof w);
-    return w;
+    return shmobj_htcore_header_tail((const unsigned char *)h);
 }
 
 /* table_at() through the handle's cache: a hit needs the same block and
@@ -799,76 +792,11 @@ static inline void copy_value(void *dst, const uint8_t *value, uint32_t vlen)
     }
 }
 
-static inline unsigned map_ctz(uint32_t x) /* x != 0 */
-{
-#if defined(__GNUC__)
-    return (unsigned)__builtin_ctz(x);
-#else
-    unsigned n = 0;
-    while (!(x & 1u)) {
-        x >>= 1;
-        n++;
-    }
-    return n;
-#endif
-}
-
-/* The 8 bytes of slot j of the group at gp: value << hash bits | bits. */
-static inline uint64_t group_word(const uint8_t *gp, unsigned j)
-{
-    uint64_t w;
-    memcpy(&w, gp + SHMOBJ_HTCORE_GROUP + (size_t)j * SHMOBJ_HTCORE_REF_SLOT, sizeof w);
-    return w;
-}
-
 /* The value of slot j of the group at gp: an entry's payload offset / 16. */
 static inline uint64_t group_slot(const uint8_t *gp, unsigned j)
 {
-    return group_word(gp, j) >> SHMOBJ_HTCORE_REF_HASH_BITS;
+    return shmobj_htcore_ref_word_value(shmobj_htcore_ref_word(gp, j));
 }
-
-/* The control bytes of group gp: *tags gets a bit per slot whose tag is
- * hash's, and the result is nonzero when the group has an empty slot. */
-static inline uint32_t group_match(const uint8_t *gp, uint64_t hash, uint32_t *tags)
-{
-#if defined(__SSE2__)
-    __m128i ctrl = _mm_loadu_si128((const __m128i *)(const void *)gp);
-    *tags = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(ctrl, _mm_set1_epi8((char)(hash & 0x7f))));
-    return (uint32_t)_mm_movemask_epi8(
-        _mm_cmpeq_epi8(ctrl, _mm_set1_epi8((char)SHMOBJ_HTCORE_CTRL_EMPTY)));
-#else
-    uint32_t empty = 0;
-    *tags = 0;
-    for (unsigned j = 0; j < SHMOBJ_HTCORE_GROUP; j++) {
-        *tags |= (uint32_t)(gp[j] == (hash & 0x7f)) << j;
-        empty |= (uint32_t)(gp[j] == SHMOBJ_HTCORE_CTRL_EMPTY) << j;
-    }
-    return empty;
-#endif
-}
-
-/* Whether slot word w may hold hash: its stored hash bits agree. */
-static inline int word_matches(uint64_t w, uint64_t hash)
-{
-    return ((w ^ (hash >> 7)) & MAP_HASH_BITS_MASK) == 0;
-}
-
-/* The candidates of group gp for hash, as shmobj_htcore_ref_group()
- * returns them (slots whose tag and stored hash bits match, plus
- * SHMOBJ_HTCORE_GROUP_END when the group has an empty slot), computed in
- * place, without a call. */
-static inline uint32_t group_candidates(const uint8_t *gp, uint64_t hash)
-{
-    uint32_t tags, out = 0;
-    uint32_t empty = group_match(gp, hash, &tags);
-    for (; tags != 0; tags &= tags - 1) {
-        unsigned j = map_ctz(tags);
-        if (word_matches(group_word(gp, j), hash))
-            out |= 1u << j;
-    }
-    return empty != 0 ? out | SHMOBJ_HTCORE_GROUP_END : out;
-}
-
 
 /* The reader's probe: shmobj_htcore_ref_find() with find_eq() inlined (no
  * indirect call per candidate, a shorter path). 0 with *e set, ENOTFOUND,
@@ -877,13 +805,13 @@ static int table_find(shmobj_map *m, const shmobj_htcore *ht, uint64_t hash,
                       const void *key, size_t klen, struct ent *e)
 {
     uint64_t gmask = ht->mask / SHMOBJ_HTCORE_GROUP;
-    uint64_t g = (hash >> 7) & gmask;
+    uint64_t g = shmobj_htcore_probe_home(hash, gmask);
     for (uint64_t step = 0; step <= gmask; step++) {
         const uint8_t *gp = ht->groups + g * ht->group_bytes;
-        uint32_t r = group_candidates(gp, hash);
+        uint32_t r = shmobj_htcore_ref_candidates(gp, hash);
         uint32_t cand = r & (SHMOBJ_HTCORE_GROUP_END - 1);
         while (cand != 0) {
-            uint64_t v = group_slot(gp, map_ctz(cand));
+            uint64_t v = group_slot(gp, shmobj_htcore_ctz(cand));
             cand &= cand - 1;
             if (entry_peek(m, v, e) != 0)
                 return SHMOBJ_ECORRUPT;
@@ -893,7 +821,7 @@ static int table_find(shmobj_map *m, const shmobj_htcore *ht, uint64_t hash,
         }
         if (r & SHMOBJ_HTCORE_GROUP_END)
             break;
-        g = (g + step + 1) & gmask;
+        g = shmobj_htcore_probe_next(g, step, gmask);
     }
     return SHMOBJ_ENOTFOUND;
 }
@@ -1002,7 +930,7 @@ lookup_fast(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
     unsigned idx = (unsigned)(hash >> SHMOBJ__MAP_SHARD_SHIFT);
     uint64_t shape = atomic_load_explicit(&m->shape[idx], memory_order_relaxed);
     uint64_t gmask = shape_gmask(shape);
-    uint64_t g = (hash >> 7) & gmask;
+    uint64_t g = shmobj_htcore_probe_home(hash, gmask);
     /* an integer until the shape is validated */
     uintptr_t home = shape_groups_addr(m, shape) + (uintptr_t)(g * MAP_GROUP_BYTES);
 #if defined(__GNUC__)
@@ -1022,21 +950,20 @@ lookup_fast(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
     if ((((shape ^ tref) - 1) | (odd << 6)) >= SHAPE_LOW)
         return MAP_FAST_NO;
     const uint8_t *groups = shape_groups(m, shape), *gp = (const uint8_t *)home;
-    uint64_t slots;
-    memcpy(&slots, groups - SHMOBJ_HTCORE_HEADER_SIZE + 24, sizeof slots);
-    if (slots != (gmask + 1) * SHMOBJ_HTCORE_GROUP)
+    if (shmobj_htcore_header_slots(groups - SHMOBJ_HTCORE_HEADER_SIZE) !=
+        (gmask + 1) * SHMOBJ_HTCORE_GROUP)
         return MAP_FAST_NO;
 
     uint64_t mapped = atomic_load_explicit(&m->sp->mapped, memory_order_acquire);
     const uint8_t *base = m->base;
     int rc = SHMOBJ_ENOTFOUND;
     for (uint64_t step = 0;;) {
-        uint32_t tags, empty = group_match(gp, hash, &tags);
+        uint32_t empty, tags = shmobj_htcore_group_match(gp, shmobj_htcore_tag(hash), &empty);
         for (; tags != 0; tags &= tags - 1) {
-            uint64_t w = group_word(gp, map_ctz(tags));
-            if (!word_matches(w, hash))
+            uint64_t w = shmobj_htcore_ref_word(gp, shmobj_htcore_ctz(tags));
+            if (!shmobj_htcore_ref_word_matches(w, hash))
                 continue;
-            uint64_t off = (w >> SHMOBJ_HTCORE_REF_HASH_BITS) << SHMOBJ__MAP_SLOT_SHIFT;
+            uint64_t off = shmobj_htcore_ref_word_value(w) << SHMOBJ__MAP_SLOT_SHIFT;
             struct shmobj__map_entry h;
             /* off and mapped are multiples of 16: the header is inside */
             if (off < 16 || off >= mapped)
@@ -1073,8 +1000,8 @@ lookup_fast(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
             break;
         if (hot) /* the key may be further on (rare): the general path */
             return MAP_FAST_NO;
+        g = shmobj_htcore_probe_next(g, step, gmask);
         step++;
-        g = (g + step) & gmask;
         gp = groups + g * MAP_GROUP_BYTES;
     }
 done:
@@ -1099,7 +1026,8 @@ static const uint8_t *home_group_hint(const shmobj_map *m, uint64_t hash)
                                           memory_order_relaxed);
     if (shape == 0)
         return NULL;
-    return shape_groups(m, shape) + ((hash >> 7) & shape_gmask(shape)) * MAP_GROUP_BYTES;
+    return shape_groups(m, shape) +
+           shmobj_htcore_probe_home(hash, shape_gmask(shape)) * MAP_GROUP_BYTES;
 }
 
 static void prefetch_hash(shmobj_map *map, uint64_t hash)
@@ -1219,10 +1147,10 @@ static void prefetch_entry(shmobj_map *m, uint64_t hash)
     const uint8_t *gp = home_group_hint(m, hash);
     if (gp == NULL)
         return;
-    uint32_t cand = group_candidates(gp, hash) & (SHMOBJ_HTCORE_GROUP_END - 1);
+    uint32_t cand = shmobj_htcore_ref_candidates(gp, hash) & (SHMOBJ_HTCORE_GROUP_END - 1);
     if (cand == 0)
         return;
-    uint64_t off = group_slot(gp, map_ctz(cand)) << SHMOBJ__MAP_SLOT_SHIFT;
+    uint64_t off = group_slot(gp, shmobj_htcore_ctz(cand)) << SHMOBJ__MAP_SLOT_SHIFT;
     if (off >= atomic_load_explicit(&m->sp->mapped, memory_order_relaxed))
         return;
 #if defined(__GNUC__)
