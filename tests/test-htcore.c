@@ -538,25 +538,34 @@ static void test_htcore_layout_golden(void **state)
     free(mem);
 }
 
+/* The golden ref-mode table: 50 keys (k as 8 little-endian bytes, seed
+ * 0x5eed) whose values are k * 16 + 1, in a region first filled with 0xAA. */
+static void *golden_ref_table(shmobj_htcore *t, uint64_t *bytes)
+{
+    *bytes = shmobj_htcore_footprint(50, SHMOBJ_HTCORE_REF_SLOT);
+    void *mem = xalloc(*bytes);
+    memset(mem, 0xAA, (size_t)*bytes);
+    assert_int_equal(shmobj_htcore_init_ref(t, mem, *bytes, 50, 0x5eed), 0);
+    for (uint64_t k = 0; k < 50; k++) {
+        unsigned char key[8];
+        for (int i = 0; i < 8; i++)
+            key[i] = (unsigned char)(k >> (8 * i));
+        uint64_t h = shmobj_htcore_hash64(key, 8, 0x5eed);
+        assert_int_equal(shmobj_htcore_ref_insert(t, h, k * 16 + 1, NULL), 0);
+    }
+    return mem;
+}
+
 /* The same for a ref-mode table: slots of value << 20 | hash bits. */
 static void test_htcore_ref_layout_golden(void **state)
 {
     (void)state;
     if (!host_is_le())
         skip();
-    uint64_t bytes = shmobj_htcore_footprint(50, SHMOBJ_HTCORE_REF_SLOT);
-    assert_true(bytes == 64 + 64 + 64 * 8);
-    void *mem = xalloc(bytes);
-    memset(mem, 0xAA, (size_t)bytes);
+    uint64_t bytes;
     shmobj_htcore t;
-    assert_int_equal(shmobj_htcore_init_ref(&t, mem, bytes, 50, 0x5eed), 0);
-    for (uint64_t k = 0; k < 50; k++) {
-        unsigned char key[8];
-        for (int i = 0; i < 8; i++)
-            key[i] = (unsigned char)(k >> (8 * i));
-        uint64_t h = shmobj_htcore_hash64(key, 8, 0x5eed);
-        assert_int_equal(shmobj_htcore_ref_insert(&t, h, k * 16 + 1, NULL), 0);
-    }
+    void *mem = golden_ref_table(&t, &bytes);
+    assert_true(bytes == 64 + 64 + 64 * 8);
     uint64_t digest = shmobj_htcore_hash64(mem, (size_t)bytes, 0);
     if (digest != 0x1417ad217b82c205ULL)
         print_error("ref layout digest 0x%016llx\n", (unsigned long long)digest);
@@ -685,18 +694,9 @@ static void test_htcore_ref_candidates_golden(void **state)
     (void)state;
     if (!host_is_le())
         skip();
-    uint64_t bytes = shmobj_htcore_footprint(50, SHMOBJ_HTCORE_REF_SLOT);
-    void *mem = xalloc(bytes);
-    memset(mem, 0xAA, (size_t)bytes);
+    uint64_t bytes;
     shmobj_htcore t;
-    assert_int_equal(shmobj_htcore_init_ref(&t, mem, bytes, 50, 0x5eed), 0);
-    for (uint64_t k = 0; k < 50; k++) {
-        unsigned char key[8];
-        for (int i = 0; i < 8; i++)
-            key[i] = (unsigned char)(k >> (8 * i));
-        uint64_t h = shmobj_htcore_hash64(key, 8, 0x5eed);
-        assert_int_equal(shmobj_htcore_ref_insert(&t, h, k * 16 + 1, NULL), 0);
-    }
+    void *mem = golden_ref_table(&t, &bytes);
     assert_true(shmobj_htcore_hash64(mem, (size_t)bytes, 0) == 0x1417ad217b82c205ULL);
     const unsigned char *table = mem;
     assert_true(SHMOBJ_HTCORE_REF_GROUP_BYTES == 144);
