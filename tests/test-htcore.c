@@ -538,30 +538,221 @@ static void test_htcore_layout_golden(void **state)
     free(mem);
 }
 
+/* The golden ref-mode table: 50 keys (k as 8 little-endian bytes, seed
+ * 0x5eed) whose values are k * 16 + 1, in a region first filled with 0xAA. */
+static void *golden_ref_table(shmobj_htcore *t, uint64_t *bytes)
+{
+    *bytes = shmobj_htcore_footprint(50, SHMOBJ_HTCORE_REF_SLOT);
+    void *mem = xalloc(*bytes);
+    memset(mem, 0xAA, (size_t)*bytes);
+    assert_int_equal(shmobj_htcore_init_ref(t, mem, *bytes, 50, 0x5eed), 0);
+    for (uint64_t k = 0; k < 50; k++) {
+        unsigned char key[8];
+        for (int i = 0; i < 8; i++)
+            key[i] = (unsigned char)(k >> (8 * i));
+        uint64_t h = shmobj_htcore_hash64(key, 8, 0x5eed);
+        assert_int_equal(shmobj_htcore_ref_insert(t, h, k * 16 + 1, NULL), 0);
+    }
+    return mem;
+}
+
 /* The same for a ref-mode table: slots of value << 20 | hash bits. */
 static void test_htcore_ref_layout_golden(void **state)
 {
     (void)state;
     if (!host_is_le())
         skip();
-    uint64_t bytes = shmobj_htcore_footprint(50, SHMOBJ_HTCORE_REF_SLOT);
-    assert_true(bytes == 64 + 64 + 64 * 8);
-    void *mem = xalloc(bytes);
-    memset(mem, 0xAA, (size_t)bytes);
+    uint64_t bytes;
     shmobj_htcore t;
-    assert_int_equal(shmobj_htcore_init_ref(&t, mem, bytes, 50, 0x5eed), 0);
-    for (uint64_t k = 0; k < 50; k++) {
-        unsigned char key[8];
-        for (int i = 0; i < 8; i++)
-            key[i] = (unsigned char)(k >> (8 * i));
-        uint64_t h = shmobj_htcore_hash64(key, 8, 0x5eed);
-        assert_int_equal(shmobj_htcore_ref_insert(&t, h, k * 16 + 1, NULL), 0);
-    }
+    void *mem = golden_ref_table(&t, &bytes);
+    assert_true(bytes == 64 + 64 + 64 * 8);
     uint64_t digest = shmobj_htcore_hash64(mem, (size_t)bytes, 0);
     if (digest != 0x1417ad217b82c205ULL)
         print_error("ref layout digest 0x%016llx\n", (unsigned long long)digest);
     assert_true(t.hdr->check == 0xbcae1571u);
     assert_true(digest == 0x1417ad217b82c205ULL);
+    free(mem);
+}
+
+/* ---- the inline probe pieces ------------------------------------------------ */
+
+/* What the bytes of format-map.md say, read one byte at a time: the
+ * reference the inline pieces are held to. */
+static uint32_t naive_match(const unsigned char *ctrl, unsigned char byte)
+{
+    uint32_t m = 0;
+    for (unsigned j = 0; j < SHMOBJ_HTCORE_GROUP; j++)
+        m |= (uint32_t)(ctrl[j] == byte) << j;
+    return m;
+}
+
+static uint64_t naive_le64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* Control bytes of fixed content give these masks (tags, empty, free),
+ * and random ones the masks a byte-by-byte reading gives. */
+static void test_htcore_group_match_golden(void **state)
+{
+    (void)state;
+    static const unsigned char ctrl[16] = {0x05, 0x80, 0x05, 0xFE, 0x7F, 0x80, 0x00, 0x05,
+                                           0x11, 0x22, 0xFE, 0x80, 0x05, 0x7F, 0x33, 0x80};
+    uint32_t empty = 0;
+    assert_int_equal(shmobj_htcore_tag(UINT64_C(0x1234567890abcd85)), 0x05);
+    assert_int_equal(shmobj_htcore_group_match(ctrl, 0x05, &empty), 0x1085);
+    assert_int_equal(empty, 0x8822);
+    assert_int_equal(shmobj_htcore_group_match(ctrl, 0x7F, &empty), 0x2010);
+    assert_int_equal(shmobj_htcore_group_match(ctrl, 0x00, &empty), 0x0040);
+    assert_int_equal(shmobj_htcore_group_match(ctrl, 0x44, &empty), 0);
+    assert_int_equal(empty, 0x8822);
+    assert_int_equal(shmobj_htcore_group_free(ctrl), 0x8C2A);
+    assert_int_equal(shmobj_htcore_ctz(0x1085), 0);
+    assert_int_equal(shmobj_htcore_ctz(0x8000), 15);
+    assert_int_equal(shmobj_htcore_ctz(0x10000), 16);
+    unsigned char g[16];
+    for (int round = 0; round < 20000; round++) {
+        for (int j = 0; j < 16; j++) {
+            uint64_t r = rnd();
+            /* mostly the three kinds a table holds, sometimes any byte */
+            g[j] = (unsigned char)(r % 4 == 0 ? SHMOBJ_HTCORE_CTRL_EMPTY
+                                   : r % 4 == 1 ? SHMOBJ_HTCORE_CTRL_DELETED
+                                   : r % 4 == 2 ? (r >> 8) % 4
+                                                : r >> 8);
+        }
+        unsigned char tag = (unsigned char)(rnd() % 4);
+        uint32_t free_ref = 0;
+        for (unsigned j = 0; j < 16; j++)
+            free_ref |= (uint32_t)(g[j] >= 0x80) << j;
+        assert_int_equal(shmobj_htcore_group_match(g, tag, &empty), naive_match(g, tag));
+        assert_int_equal(empty, naive_match(g, SHMOBJ_HTCORE_CTRL_EMPTY));
+        assert_int_equal(shmobj_htcore_group_free(g), free_ref);
+    }
+}
+
+/* The probe sequence: from the home group (hash bits 7 on), triangular
+ * steps that visit every group once; and the core places entries along
+ * that very sequence (what a caller's own probe relies on). */
+static void test_htcore_probe_sequence_golden(void **state)
+{
+    (void)state;
+    static const uint64_t want[8] = {5, 6, 0, 3, 7, 4, 2, 1};
+    uint64_t hash = UINT64_C(0xabcdef0000000000) | 5u << 7 | 0x33;
+    uint64_t g = shmobj_htcore_probe_home(hash, 7);
+    for (uint64_t step = 0; step < 8; step++) {
+        assert_true(g == want[step]);
+        g = shmobj_htcore_probe_next(g, step, 7);
+    }
+    assert_true(shmobj_htcore_probe_home(hash, 0) == 0);
+    assert_true(shmobj_htcore_probe_home(UINT64_C(0x1234) << 7, 0xffff) == 0x1234);
+    /* every group once, in a table of 1024 groups */
+    static unsigned char seen[1024];
+    memset(seen, 0, sizeof seen);
+    g = shmobj_htcore_probe_home(rnd(), 1023);
+    for (uint64_t step = 0; step < 1024; step++) {
+        assert_int_equal(seen[g], 0);
+        seen[g] = 1;
+        g = shmobj_htcore_probe_next(g, step, 1023);
+    }
+    /* 48 entries of one home group in a table of 4 groups: 16 in each of
+     * the first three groups of the sequence, at the lowest free slots */
+    uint64_t bytes = shmobj_htcore_footprint(56, SHMOBJ_HTCORE_REF_SLOT);
+    void *mem = xalloc(bytes);
+    shmobj_htcore t;
+    assert_int_equal(shmobj_htcore_init_ref(&t, mem, bytes, 56, 7), 0);
+    assert_true(t.mask + 1 == 64);
+    for (uint64_t i = 0; i < 48; i++) {
+        uint64_t idx, h = (i << 32) | 2u << 7 | (i % 128);
+        assert_int_equal(shmobj_htcore_ref_insert(&t, h, i + 1, &idx), 0);
+        uint64_t grp = shmobj_htcore_probe_home(h, 3);
+        for (uint64_t step = 0; step < i / 16; step++)
+            grp = shmobj_htcore_probe_next(grp, step, 3);
+        assert_true(idx == grp * 16 + i % 16);
+    }
+    free(mem);
+}
+
+/* The golden ref table of test_htcore_ref_layout_golden, read with the
+ * inline pieces as the map reads its tables: every key is found by its
+ * own walk of the probe sequence at the index shmobj_htcore_ref_find()
+ * gives, keys never inserted end at a group with an empty slot, the
+ * candidates agree with a byte-by-byte reading and with
+ * shmobj_htcore_ref_group(), and a digest of them is pinned. */
+struct golden_key_ctx {
+    uint64_t want;
+};
+static int golden_eq(void *ctx, uint64_t v)
+{
+    return v == ((struct golden_key_ctx *)ctx)->want;
+}
+
+static void test_htcore_ref_candidates_golden(void **state)
+{
+    (void)state;
+    if (!host_is_le())
+        skip();
+    uint64_t bytes;
+    shmobj_htcore t;
+    void *mem = golden_ref_table(&t, &bytes);
+    assert_true(shmobj_htcore_hash64(mem, (size_t)bytes, 0) == 0x1417ad217b82c205ULL);
+    const unsigned char *table = mem;
+    assert_true(SHMOBJ_HTCORE_REF_GROUP_BYTES == 144);
+    assert_true(t.group_bytes == SHMOBJ_HTCORE_REF_GROUP_BYTES);
+    assert_true(shmobj_htcore_header_slots(table) == 64);
+    assert_true(shmobj_htcore_header_tail(table) ==
+                (SHMOBJ_HTCORE_REF_SLOT | (uint64_t)0xbcae1571u << 32));
+    const unsigned char *groups = table + SHMOBJ_HTCORE_HEADER_SIZE;
+    uint64_t gmask = (t.mask + 1) / SHMOBJ_HTCORE_GROUP - 1, digest = 0;
+    for (uint64_t k = 0; k < 100; k++) {
+        unsigned char key[8];
+        for (int i = 0; i < 8; i++)
+            key[i] = (unsigned char)(k >> (8 * i));
+        uint64_t h = shmobj_htcore_hash64(key, 8, 0x5eed), found = UINT64_MAX;
+        uint64_t g = shmobj_htcore_probe_home(h, gmask), step;
+        for (step = 0; step <= gmask; step++) {
+            const unsigned char *gp = groups + g * SHMOBJ_HTCORE_REF_GROUP_BYTES;
+            uint32_t cand = shmobj_htcore_ref_candidates(gp, h), naive = 0;
+            for (unsigned j = 0; j < 16; j++) {
+                uint64_t w = naive_le64(gp + 16 + 8 * j);
+                assert_true(shmobj_htcore_ref_word(gp, j) == w);
+                if (gp[j] == (h & 0x7f) && (w & 0xfffff) == ((h >> 7) & 0xfffff))
+                    naive |= 1u << j;
+                assert_int_equal(shmobj_htcore_ref_word_matches(w, h),
+                                 (w & 0xfffff) == shmobj_htcore_ref_word_bits(h));
+            }
+            if (naive_match(gp, SHMOBJ_HTCORE_CTRL_EMPTY) != 0)
+                naive |= SHMOBJ_HTCORE_GROUP_END;
+            assert_int_equal(cand, naive);
+            assert_int_equal(shmobj_htcore_ref_group(&t, g, h), cand);
+            digest = shmobj_htcore_hash64(&cand, sizeof cand, digest ^ g);
+            for (uint32_t c = cand & (SHMOBJ_HTCORE_GROUP_END - 1); c != 0; c &= c - 1) {
+                uint64_t v = shmobj_htcore_ref_word_value(
+                    shmobj_htcore_ref_word(gp, shmobj_htcore_ctz(c)));
+                if (v == k * 16 + 1)
+                    found = g * 16 + shmobj_htcore_ctz(c);
+            }
+            if (found != UINT64_MAX || (cand & SHMOBJ_HTCORE_GROUP_END))
+                break;
+            g = shmobj_htcore_probe_next(g, step, gmask);
+        }
+        struct golden_key_ctx c = {k * 16 + 1};
+        uint64_t idx;
+        int rc = shmobj_htcore_ref_find(&t, h, golden_eq, &c, &idx);
+        if (k < 50) {
+            assert_int_equal(rc, 0);
+            assert_true(found == idx);
+        } else {
+            assert_int_equal(rc, SHMOBJ_HTCORE_ENOTFOUND);
+            assert_true(found == UINT64_MAX);
+            assert_true(step <= gmask); /* ended at a group with an empty slot */
+        }
+    }
+    if (digest != 0xb936147a8c358bbaULL)
+        print_error("candidates digest 0x%016llx\n", (unsigned long long)digest);
+    assert_true(digest == 0xb936147a8c358bbaULL);
     free(mem);
 }
 
@@ -579,6 +770,9 @@ int main(void)
         cmocka_unit_test(test_htcore_hash_golden),
         cmocka_unit_test(test_htcore_layout_golden),
         cmocka_unit_test(test_htcore_ref_layout_golden),
+        cmocka_unit_test(test_htcore_group_match_golden),
+        cmocka_unit_test(test_htcore_probe_sequence_golden),
+        cmocka_unit_test(test_htcore_ref_candidates_golden),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1245,6 +1245,51 @@ static void test_map_iter_moves_past_damaged_shard(void **state)
     assert_int_equal(shmobj_map_check(m), 0);
 }
 
+/* A limbo list whose links form a cycle (damage) is walked a bounded
+ * number of times by each of its three walkers: the check reports it,
+ * the statistics end, and the reclaim that frees the list drops it, after
+ * which the map checks clean again. */
+static void test_map_limbo_cycle_walks_bounded(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_map *m = f->map;
+    /* replacing one key retires its old entries to one shard's list */
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(shmobj_map_set(m, "cyc", 3, &i, sizeof i), 0);
+    uint64_t h = shmobj_htcore_hash64("cyc", 3, shmobj__map_control(m)->seed);
+    struct shmobj__map_shard *sh = &shmobj__map_control(m)->shards_[h >> SHMOBJ__MAP_SHARD_SHIFT];
+    unsigned li = 3;
+    for (unsigned k = 0; k < 3; k++)
+        if (atomic_load(&sh->limbo_head[k]) != 0)
+            li = k;
+    assert_true(li < 3);
+    uint64_t head = atomic_load(&sh->limbo_head[li]), item = head, last = 0;
+    unsigned n = 0;
+    void *p = NULL;
+    size_t len;
+    while (item != 0 && n < 100) {
+        assert_int_equal(shmobj_arena_ptr(f->seg, item, &p, &len), 0);
+        last = item;
+        memcpy(&item, (uint8_t *)p + SHMOBJ__MAP_LINK_OFF, 8);
+        n++;
+    }
+    assert_true(n >= 4 && last != 0);
+    assert_int_equal(shmobj_map_check(m), 0);
+    memcpy((uint8_t *)p + SHMOBJ__MAP_LINK_OFF, &head, 8); /* last -> head */
+    assert_int_equal(shmobj_map_check(m), SHMOBJ_ECORRUPT);
+    shmobj_map_stats st = {.struct_size = sizeof st};
+    assert_int_equal(shmobj_map_stats_get(m, &st), 0);
+    /* clear retires every table and reclaims: the cyclic list is freed as
+     * far as its count allows and dropped */
+    assert_int_equal(shmobj_map_clear(m), 0);
+    assert_int_equal(shmobj_map_set(m, "after", 5, "v", 1), 0);
+    assert_int_equal(shmobj_map_clear(m), 0);
+    assert_int_equal(shmobj_map_check(m), 0);
+    int v = -1;
+    size_t vl;
+    assert_int_equal(shmobj_map_get(m, "cyc", 3, &v, sizeof v, &vl), SHMOBJ_ENOTFOUND);
+}
+
 /* shmobj_map_open on a root that names something consistent but not a
  * map (a queue, an object, a raw block) says SHMOBJ_ETYPE; a map control
  * block whose bytes disagree stays SHMOBJ_ECORRUPT. */
@@ -1538,6 +1583,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_map_damaged_table_ecorrupt, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_map_calls_on_destroyed_map_estale, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_map_iter_moves_past_damaged_shard, setup_small, teardown),
+        cmocka_unit_test_setup_teardown(test_map_limbo_cycle_walks_bounded, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_map_open_other_kind_etype, setup_small, teardown),
         cmocka_unit_test(test_map_stats_count_every_block),
         cmocka_unit_test_setup_teardown(test_map_open_many_handles_from_processes, setup_small, teardown),

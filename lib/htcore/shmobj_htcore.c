@@ -25,11 +25,6 @@
 
 #include "shmobj_htcore.h"
 
-#if defined(__SSE2__) && !defined(SHMOBJ_HTCORE_NO_SSE2)
-#include <emmintrin.h>
-#define SHMOBJ_HTCORE_USE_SSE2 1
-#endif
-
 #define HT_GROUP SHMOBJ_HTCORE_GROUP
 #define HT_EMPTY ((unsigned char)SHMOBJ_HTCORE_CTRL_EMPTY)
 #define HT_DELETED ((unsigned char)SHMOBJ_HTCORE_CTRL_DELETED)
@@ -52,79 +47,30 @@ SHMOBJ_HTCORE_FN uint64_t shmobj_htcore_hash(const shmobj_htcore *t,
 #define HT_REF_HBITS SHMOBJ_HTCORE_REF_HASH_BITS
 #define HT_REF_HMASK ((UINT64_C(1) << HT_REF_HBITS) - 1)
 #define HT_REF_MAX_GROUPS (UINT64_C(1) << HT_REF_HBITS)
-static uint64_t ht_ref_bits(uint64_t hash)
-{
-    return (hash >> 7) & HT_REF_HMASK;
-}
+#define ht_ref_bits shmobj_htcore_ref_word_bits
 
-/* Position bits and tag bits of a hash (SwissTable's H1 and H2). */
-static uint64_t ht_h1(uint64_t hash) { return hash >> 7; }
-static unsigned char ht_h2(uint64_t hash) { return (unsigned char)(hash & 0x7f); }
+/* The tag bits of a hash (SwissTable's H2); its position bits (H1) pick
+ * the home group, shmobj_htcore_probe_home(). */
+#define ht_h2 shmobj_htcore_tag
 
 /* ---- groups of 16 control bytes ------------------------------------------- */
 
 /* Each returns a 16-bit mask, bit i for slot i of the group, exact (no
- * false positives), the same with and without SSE2. */
-#ifdef SHMOBJ_HTCORE_USE_SSE2
+ * false positives), the same with and without SSE2: the header's inline
+ * pieces, which the map's lookups use too. */
 static unsigned ht_match(const unsigned char *g, unsigned char tag)
 {
-    __m128i c = _mm_loadu_si128((const __m128i *)(const void *)g);
-    return (unsigned)_mm_movemask_epi8(
-        _mm_cmpeq_epi8(c, _mm_set1_epi8((char)tag)));
+    uint32_t empty;
+    return shmobj_htcore_group_match(g, tag, &empty);
 }
 static unsigned ht_match_empty(const unsigned char *g)
 {
-    return ht_match(g, HT_EMPTY);
+    uint32_t empty;
+    (void)shmobj_htcore_group_match(g, HT_EMPTY, &empty);
+    return empty;
 }
-static unsigned ht_match_free(const unsigned char *g)
-{
-    __m128i c = _mm_loadu_si128((const __m128i *)(const void *)g);
-    return (unsigned)_mm_movemask_epi8(c);
-}
-#else
-#define HT_LO7 0x7f7f7f7f7f7f7f7fULL
-#define HT_HI1 0x8080808080808080ULL
-/* 0x80 in every byte of w that is zero, exactly (no borrow across bytes). */
-static uint64_t ht_zero_bytes(uint64_t w)
-{
-    return ~(((w & HT_LO7) + HT_LO7) | w | HT_LO7);
-}
-/* Gather the top bit of each byte into 8 bits, byte i -> bit i. */
-static unsigned ht_gather(uint64_t m)
-{
-    return (unsigned)((((m >> 7) & 0x0101010101010101ULL) *
-                       0x0102040810204080ULL) >> 56);
-}
-static unsigned ht_match(const unsigned char *g, unsigned char tag)
-{
-    uint64_t pat = 0x0101010101010101ULL * tag;
-    return ht_gather(ht_zero_bytes(shmobj_htcore_r64_(g) ^ pat)) |
-           ht_gather(ht_zero_bytes(shmobj_htcore_r64_(g + 8) ^ pat)) << 8;
-}
-static unsigned ht_match_empty(const unsigned char *g)
-{
-    return ht_match(g, HT_EMPTY);
-}
-static unsigned ht_match_free(const unsigned char *g)
-{
-    return ht_gather(shmobj_htcore_r64_(g) & HT_HI1) |
-           ht_gather(shmobj_htcore_r64_(g + 8) & HT_HI1) << 8;
-}
-#endif
-
-static unsigned ht_ctz(unsigned m)
-{
-#if defined(__GNUC__)
-    return (unsigned)__builtin_ctz(m);
-#else
-    unsigned n = 0;
-    while (!(m & 1u)) {
-        m >>= 1;
-        n++;
-    }
-    return n;
-#endif
-}
+#define ht_match_free shmobj_htcore_group_free
+#define ht_ctz shmobj_htcore_ctz
 
 /* ---- shape ---------------------------------------------------------------- */
 
@@ -327,7 +273,7 @@ static int ht_lookup(const shmobj_htcore *t, uint64_t hash, const void *key,
                      shmobj_htcore_eq_fn eq, void *ctx, uint64_t *index)
 {
     uint64_t ngroups = (t->mask + 1) / HT_GROUP, gmask = ngroups - 1;
-    uint64_t g = ht_h1(hash) & gmask, step;
+    uint64_t g = shmobj_htcore_probe_home(hash, gmask), step;
     unsigned char tag = ht_h2(hash);
 #if defined(__GNUC__)
     {
@@ -371,7 +317,7 @@ static int ht_lookup(const shmobj_htcore *t, uint64_t hash, const void *key,
         }
         if (ht_match_empty(ctrl) != 0)
             return SHMOBJ_HTCORE_ENOTFOUND;
-        g = (g + step + 1) & gmask;
+        g = shmobj_htcore_probe_next(g, step, gmask);
     }
     return SHMOBJ_HTCORE_ENOTFOUND;
 }
@@ -381,7 +327,7 @@ static int ht_lookup(const shmobj_htcore *t, uint64_t hash, const void *key,
 static int ht_claim(shmobj_htcore *t, uint64_t hash, uint64_t *index)
 {
     uint64_t ngroups = (t->mask + 1) / HT_GROUP, gmask = ngroups - 1;
-    uint64_t g = ht_h1(hash) & gmask, step;
+    uint64_t g = shmobj_htcore_probe_home(hash, gmask), step;
     shmobj_htcore_header *h = t->hdr;
     for (step = 0; step < ngroups; step++) {
         unsigned m = ht_match_free(ht_gctrl(t, g));
@@ -397,7 +343,7 @@ static int ht_claim(shmobj_htcore *t, uint64_t hash, uint64_t *index)
             *index = idx;
             return SHMOBJ_HTCORE_OK;
         }
-        g = (g + step + 1) & gmask;
+        g = shmobj_htcore_probe_next(g, step, gmask);
     }
     return SHMOBJ_HTCORE_EFULL;
 }
@@ -508,7 +454,7 @@ SHMOBJ_HTCORE_FN int shmobj_htcore_ref_find_free(const shmobj_htcore *t,
     if (free_index != NULL)
         *free_index = UINT64_MAX;
     gmask = t->mask / HT_GROUP;
-    g = ht_h1(hash) & gmask;
+    g = shmobj_htcore_probe_home(hash, gmask);
     bits = ht_ref_bits(hash);
     tag = ht_h2(hash);
     for (step = 0; step <= gmask; step++) {
@@ -524,7 +470,7 @@ SHMOBJ_HTCORE_FN int shmobj_htcore_ref_find_free(const shmobj_htcore *t,
             unsigned j = ht_ctz(m);
             uint64_t sv;
             m &= m - 1;
-            memcpy(&sv, gp + HT_GROUP + (size_t)j * SHMOBJ_HTCORE_REF_SLOT, sizeof sv);
+            sv = shmobj_htcore_ref_word(gp, j);
             if ((sv & HT_REF_HMASK) == bits) {
                 int rc = eq(ctx, sv >> HT_REF_HBITS);
                 if (rc > 0) {
@@ -542,7 +488,7 @@ SHMOBJ_HTCORE_FN int shmobj_htcore_ref_find_free(const shmobj_htcore *t,
         }
         if (ht_match_empty(gp) != 0)
             return SHMOBJ_HTCORE_ENOTFOUND;
-        g = (g + step + 1) & gmask;
+        g = shmobj_htcore_probe_next(g, step, gmask);
     }
     return SHMOBJ_HTCORE_ENOTFOUND;
 }
@@ -558,27 +504,10 @@ SHMOBJ_HTCORE_FN int shmobj_htcore_ref_find(const shmobj_htcore *t,
 SHMOBJ_HTCORE_FN uint32_t shmobj_htcore_ref_group(const shmobj_htcore *t,
                                                   uint64_t g, uint64_t hash)
 {
-    const unsigned char *gp;
-    uint64_t bits = ht_ref_bits(hash);
-    unsigned m, out = 0;
     if (!(t->flags & SHMOBJ_HTCORE_FLAG_REF))
         return 0;
-    gp = t->groups + (g & (t->mask / HT_GROUP)) * t->group_bytes;
-#if defined(__GNUC__)
-    /* the group's slots follow its control bytes in the next lines */
-    __builtin_prefetch(gp + 64);
-    __builtin_prefetch(gp + 128);
-#endif
-    m = ht_match(gp, ht_h2(hash));
-    while (m != 0) {
-        unsigned j = ht_ctz(m);
-        uint64_t sv;
-        memcpy(&sv, gp + HT_GROUP + (size_t)j * SHMOBJ_HTCORE_REF_SLOT, sizeof sv);
-        m &= m - 1;
-        if ((sv & HT_REF_HMASK) == bits)
-            out |= 1u << j;
-    }
-    return ht_match_empty(gp) != 0 ? out | SHMOBJ_HTCORE_GROUP_END : out;
+    return shmobj_htcore_ref_candidates(
+        t->groups + (g & (t->mask / HT_GROUP)) * t->group_bytes, hash);
 }
 
 /* Write a ref slot claimed for hash, then its control byte. */
@@ -767,13 +696,13 @@ static uint64_t ht_probe_len(const shmobj_htcore *t, uint64_t hash,
                              uint64_t idx)
 {
     uint64_t ngroups = (t->mask + 1) / HT_GROUP, gmask = ngroups - 1;
-    uint64_t g = ht_h1(hash) & gmask, target = idx / HT_GROUP, step;
+    uint64_t g = shmobj_htcore_probe_home(hash, gmask), target = idx / HT_GROUP, step;
     for (step = 0; step < ngroups; step++) {
         if (g == target)
             return step + 1;
         if (ht_match_empty(ht_gctrl(t, g)) != 0)
             return 0;
-        g = (g + step + 1) & gmask;
+        g = shmobj_htcore_probe_next(g, step, gmask);
     }
     return 0;
 }

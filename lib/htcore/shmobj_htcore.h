@@ -3,8 +3,9 @@
  *
  * Part of libshmobj, and meant to be copied alone into other projects
  * ("vendored"): this header and shmobj_htcore.c need only <stddef.h>,
- * <stdint.h> and <string.h>, compile as C99, allocate nothing, keep no
- * globals and take no locks.
+ * <stdint.h> and <string.h> (and <emmintrin.h> where SSE2 is available,
+ * unless SHMOBJ_HTCORE_NO_SSE2 is defined), compile as C99, allocate
+ * nothing, keep no globals and take no locks.
  *
  * The table lives entirely in memory the caller gives: size it with
  * shmobj_htcore_footprint(), build it with shmobj_htcore_init(). The bytes
@@ -34,6 +35,10 @@
  * every group of a power-of-two table. Deletion leaves a tombstone only when
  * the group has no empty slot (otherwise no probe can have passed through
  * it); tombstones are dropped when the caller rehashes into a new region.
+ * The pieces of that probe (group match, candidate filter, probe sequence,
+ * ref-slot words, header fields) are inline functions of this header, for
+ * callers that walk a table themselves on a hot path; the core is built
+ * from the same pieces.
  *
  * Two modes:
  *  - inline: entries are `key_size` key bytes followed by `value_size` value
@@ -53,8 +58,9 @@
  *  - SHMOBJ_HTCORE_PREFIX=myproj_: every symbol becomes
  *    myproj_shmobj_htcore_..., so a vendored copy never clashes with an
  *    installed libshmobj.
- * Golden vectors in libshmobj's tests pin the hash function and the bytes of
- * a table built from fixed inputs, so copies stay byte-compatible.
+ * Golden vectors in libshmobj's tests pin the hash function, the bytes of
+ * a table built from fixed inputs and what the inline probe pieces read
+ * from them, so copies stay byte-compatible.
  *
  * Concurrency: none inside. A caller that lets readers run beside a writer
  * (libshmobj's map does, under sequence counters) must validate what it read
@@ -67,6 +73,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -104,6 +111,21 @@ extern "C" {
 #define shmobj_htcore_r64_ SHMOBJ_HTCORE_NAME(shmobj_htcore_r64_)
 #define shmobj_htcore_r32_ SHMOBJ_HTCORE_NAME(shmobj_htcore_r32_)
 #define shmobj_htcore_count SHMOBJ_HTCORE_NAME(shmobj_htcore_count)
+#define shmobj_htcore_ctz SHMOBJ_HTCORE_NAME(shmobj_htcore_ctz)
+#define shmobj_htcore_zero_bytes_ SHMOBJ_HTCORE_NAME(shmobj_htcore_zero_bytes_)
+#define shmobj_htcore_gather_ SHMOBJ_HTCORE_NAME(shmobj_htcore_gather_)
+#define shmobj_htcore_tag SHMOBJ_HTCORE_NAME(shmobj_htcore_tag)
+#define shmobj_htcore_probe_home SHMOBJ_HTCORE_NAME(shmobj_htcore_probe_home)
+#define shmobj_htcore_probe_next SHMOBJ_HTCORE_NAME(shmobj_htcore_probe_next)
+#define shmobj_htcore_group_match SHMOBJ_HTCORE_NAME(shmobj_htcore_group_match)
+#define shmobj_htcore_group_free SHMOBJ_HTCORE_NAME(shmobj_htcore_group_free)
+#define shmobj_htcore_ref_word SHMOBJ_HTCORE_NAME(shmobj_htcore_ref_word)
+#define shmobj_htcore_ref_word_bits SHMOBJ_HTCORE_NAME(shmobj_htcore_ref_word_bits)
+#define shmobj_htcore_ref_word_matches SHMOBJ_HTCORE_NAME(shmobj_htcore_ref_word_matches)
+#define shmobj_htcore_ref_word_value SHMOBJ_HTCORE_NAME(shmobj_htcore_ref_word_value)
+#define shmobj_htcore_ref_candidates SHMOBJ_HTCORE_NAME(shmobj_htcore_ref_candidates)
+#define shmobj_htcore_header_slots SHMOBJ_HTCORE_NAME(shmobj_htcore_header_slots)
+#define shmobj_htcore_header_tail SHMOBJ_HTCORE_NAME(shmobj_htcore_header_tail)
 #define shmobj_htcore_find SHMOBJ_HTCORE_NAME(shmobj_htcore_find)
 #define shmobj_htcore_put SHMOBJ_HTCORE_NAME(shmobj_htcore_put)
 #define shmobj_htcore_get SHMOBJ_HTCORE_NAME(shmobj_htcore_get)
@@ -146,6 +168,14 @@ extern "C" {
 #define SHMOBJ_HTCORE_REF_SLOT 8u
 /* Ref-mode values are below 2^44. */
 #define SHMOBJ_HTCORE_REF_VALUE_BITS 44u
+/* Ref-mode slot: value << SHMOBJ_HTCORE_REF_HASH_BITS | hash bits 7..26. */
+#define SHMOBJ_HTCORE_REF_HASH_BITS 20u
+/* Bytes of a ref-mode group: 16 control bytes, then 16 slots of 8 bytes. */
+#define SHMOBJ_HTCORE_REF_GROUP_BYTES \
+    (SHMOBJ_HTCORE_GROUP * (1u + SHMOBJ_HTCORE_REF_SLOT))
+/* shmobj_htcore_ref_candidates() and shmobj_htcore_ref_group() result
+ * bit: the group has an empty slot, where a probe sequence ends. */
+#define SHMOBJ_HTCORE_GROUP_END 0x10000u
 
 /* Status codes. Their values equal libshmobj's SHMOBJ_E* codes of the same
  * names, so the map passes them through unchanged. */
@@ -334,6 +364,180 @@ static inline uint64_t shmobj_htcore_hash64_mixed(const void *key, size_t len,
 SHMOBJ_HTCORE_FN uint64_t shmobj_htcore_hash(const shmobj_htcore *t,
                                              const void *key, size_t len);
 
+/* ---- the probe, inline -------------------------------------------------- */
+
+/* The pieces of a lookup, for a caller that walks a table itself on a hot
+ * path (libshmobj's map reads its shared ref tables this way, with no call
+ * per group or per candidate). The core's own functions are built from the
+ * same pieces, so a caller reads exactly what the core writes, and the
+ * golden vectors of libshmobj's tests pin them: a change of layout fails a
+ * test. They read the bytes they are given and check nothing: a caller
+ * racing a writer validates afterwards. */
+
+/* Index of the lowest set bit of m (m != 0). */
+static inline unsigned shmobj_htcore_ctz(uint32_t m)
+{
+#if defined(__GNUC__)
+    return (unsigned)__builtin_ctz(m);
+#else
+    unsigned n = 0;
+    while (!(m & 1u)) {
+        m >>= 1;
+        n++;
+    }
+    return n;
+#endif
+}
+
+/* The control byte of a full slot holding hash: its low 7 bits. */
+static inline unsigned char shmobj_htcore_tag(uint64_t hash)
+{
+    return (unsigned char)(hash & 0x7f);
+}
+
+/* The probe sequence of hash in a table of gmask + 1 groups (a power of
+ * two, gmask = slots / SHMOBJ_HTCORE_GROUP - 1): the home group, then
+ * after the step-th group visited (from 0) the next one, triangular
+ * (home + i(i+1)/2), which visits every group once in gmask + 1 steps. */
+static inline uint64_t shmobj_htcore_probe_home(uint64_t hash, uint64_t gmask)
+{
+    return (hash >> 7) & gmask;
+}
+
+static inline uint64_t shmobj_htcore_probe_next(uint64_t g, uint64_t step,
+                                                uint64_t gmask)
+{
+    return (g + step + 1) & gmask;
+}
+
+#if defined(__SSE2__) && !defined(SHMOBJ_HTCORE_NO_SSE2)
+#define SHMOBJ_HTCORE_SSE2_ 1
+#include <emmintrin.h>
+#else
+/* 0x80 in every byte of w that is zero, exactly (no borrow across
+ * bytes). */
+static inline uint64_t shmobj_htcore_zero_bytes_(uint64_t w)
+{
+    const uint64_t lo7 = 0x7f7f7f7f7f7f7f7fULL;
+    return ~(((w & lo7) + lo7) | w | lo7);
+}
+/* The top bit of each byte of m gathered into 8 bits, byte i -> bit i. */
+static inline uint32_t shmobj_htcore_gather_(uint64_t m)
+{
+    return (uint32_t)((((m >> 7) & 0x0101010101010101ULL) *
+                       0x0102040810204080ULL) >> 56);
+}
+#endif
+
+/* The 16 control bytes at ctrl: the result has bit j set when byte j is
+ * tag, *empty when byte j is SHMOBJ_HTCORE_CTRL_EMPTY. Exact (no false
+ * positives), the same with and without SSE2. */
+static inline uint32_t shmobj_htcore_group_match(const unsigned char *ctrl,
+                                                 unsigned char tag,
+                                                 uint32_t *empty)
+{
+#if defined(SHMOBJ_HTCORE_SSE2_)
+    __m128i c = _mm_loadu_si128((const __m128i *)(const void *)ctrl);
+    *empty = (uint32_t)_mm_movemask_epi8(
+        _mm_cmpeq_epi8(c, _mm_set1_epi8((char)SHMOBJ_HTCORE_CTRL_EMPTY)));
+    return (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(c, _mm_set1_epi8((char)tag)));
+#else
+    const uint64_t pt = 0x0101010101010101ULL * tag;
+    const uint64_t pe = 0x0101010101010101ULL * SHMOBJ_HTCORE_CTRL_EMPTY;
+    uint64_t lo = shmobj_htcore_r64_(ctrl), hi = shmobj_htcore_r64_(ctrl + 8);
+    *empty = shmobj_htcore_gather_(shmobj_htcore_zero_bytes_(lo ^ pe)) |
+             shmobj_htcore_gather_(shmobj_htcore_zero_bytes_(hi ^ pe)) << 8;
+    return shmobj_htcore_gather_(shmobj_htcore_zero_bytes_(lo ^ pt)) |
+           shmobj_htcore_gather_(shmobj_htcore_zero_bytes_(hi ^ pt)) << 8;
+#endif
+}
+
+/* Bit j set when control byte j is free (empty or deleted: top bit set). */
+static inline uint32_t shmobj_htcore_group_free(const unsigned char *ctrl)
+{
+#if defined(SHMOBJ_HTCORE_SSE2_)
+    return (uint32_t)_mm_movemask_epi8(
+        _mm_loadu_si128((const __m128i *)(const void *)ctrl));
+#else
+    const uint64_t hi1 = 0x8080808080808080ULL;
+    return shmobj_htcore_gather_(shmobj_htcore_r64_(ctrl) & hi1) |
+           shmobj_htcore_gather_(shmobj_htcore_r64_(ctrl + 8) & hi1) << 8;
+#endif
+}
+
+/* Slot j of the ref-mode group at group (16 control bytes, then 16 slots of
+ * SHMOBJ_HTCORE_REF_SLOT bytes, SHMOBJ_HTCORE_REF_GROUP_BYTES in all): the
+ * slot's 8 bytes in host order, value << SHMOBJ_HTCORE_REF_HASH_BITS |
+ * hash bits 7..26. */
+static inline uint64_t shmobj_htcore_ref_word(const unsigned char *group,
+                                              unsigned j)
+{
+    uint64_t w;
+    memcpy(&w, group + SHMOBJ_HTCORE_GROUP + (size_t)j * SHMOBJ_HTCORE_REF_SLOT,
+           sizeof w);
+    return w;
+}
+
+/* The hash bits a ref slot of hash stores. */
+static inline uint64_t shmobj_htcore_ref_word_bits(uint64_t hash)
+{
+    return (hash >> 7) & ((UINT64_C(1) << SHMOBJ_HTCORE_REF_HASH_BITS) - 1);
+}
+
+/* Whether ref slot word w may hold hash: its stored hash bits agree. */
+static inline int shmobj_htcore_ref_word_matches(uint64_t w, uint64_t hash)
+{
+    return ((w ^ (hash >> 7)) & ((UINT64_C(1) << SHMOBJ_HTCORE_REF_HASH_BITS) - 1)) == 0;
+}
+
+/* The caller's value in ref slot word w. */
+static inline uint64_t shmobj_htcore_ref_word_value(uint64_t w)
+{
+    return w >> SHMOBJ_HTCORE_REF_HASH_BITS;
+}
+
+/* The candidates of the ref-mode group at group for hash: bit j for each
+ * slot whose tag and stored hash bits match, plus SHMOBJ_HTCORE_GROUP_END
+ * when the group has an empty slot (the probe of hash ends here). */
+static inline uint32_t shmobj_htcore_ref_candidates(const unsigned char *group,
+                                                    uint64_t hash)
+{
+    uint32_t empty, out = 0;
+    uint32_t tags = shmobj_htcore_group_match(group, shmobj_htcore_tag(hash), &empty);
+    for (; tags != 0; tags &= tags - 1) {
+        unsigned j = shmobj_htcore_ctz(tags);
+        if (shmobj_htcore_ref_word_matches(shmobj_htcore_ref_word(group, j), hash))
+            out |= 1u << j;
+    }
+    return empty != 0 ? out | SHMOBJ_HTCORE_GROUP_END : out;
+}
+
+/* Header fields read from a table's first byte, for a caller that caches a
+ * validated table's shape and checks it is unchanged: the slot count, and
+ * the header's last 8 bytes (stride, then check) as one word, which a
+ * change of either field changes. */
+static inline uint64_t shmobj_htcore_header_slots(const unsigned char *table)
+{
+    uint64_t v;
+    memcpy(&v, table + offsetof(shmobj_htcore_header, slots), sizeof v);
+    return v;
+}
+
+static inline uint64_t shmobj_htcore_header_tail(const unsigned char *table)
+{
+    uint64_t v;
+    memcpy(&v, table + offsetof(shmobj_htcore_header, stride), sizeof v);
+    return v;
+}
+
+/* The offsets doc/format-map.md gives, checked at compile time (C99 has no
+ * _Static_assert: a negative array size fails). */
+typedef char shmobj_htcore_header_layout_[
+    (sizeof(shmobj_htcore_header) == SHMOBJ_HTCORE_HEADER_SIZE &&
+     offsetof(shmobj_htcore_header, slots) == 24 &&
+     offsetof(shmobj_htcore_header, stride) == 56 &&
+     offsetof(shmobj_htcore_header, check) == 60) ? 1 : -1];
+
 /* ---- construction --------------------------------------------------------- */
 
 /* Bytes a table needs to hold `capacity` entries of `entry_size` bytes
@@ -415,23 +619,9 @@ SHMOBJ_HTCORE_FN int shmobj_htcore_ref_find_free(const shmobj_htcore *t,
                                                  void *ctx, uint64_t *index,
                                                  uint64_t *free_index);
 
-/* Ref-mode slot: value << SHMOBJ_HTCORE_REF_HASH_BITS | hash bits 7..26. */
-#define SHMOBJ_HTCORE_REF_HASH_BITS 20u
-/* shmobj_htcore_ref_group() result bit: the group has an empty slot. */
-#define SHMOBJ_HTCORE_GROUP_END 0x10000u
-
-/* Ref mode without a callback, for callers that compare entries inline
- * (the lookup of a shared map, where an indirect call per candidate
- * lengthens the path): a mask of group g's slots (g taken modulo the
- * number of groups), bit j for slot j, whose tag and stored hash bits
- * match hash, plus SHMOBJ_HTCORE_GROUP_END when the group has an empty
- * slot, where the probe sequence of hash ends. Slot j of group g is the
- * 8 bytes at groups + g * group_bytes + SHMOBJ_HTCORE_GROUP +
- * j * SHMOBJ_HTCORE_REF_SLOT; its value is those bytes (host order)
- * >> SHMOBJ_HTCORE_REF_HASH_BITS. The probe sequence is
- * g0 = (hash >> 7) & (groups - 1), then g(i+1) = (g(i) + i + 1) &
- * (groups - 1), for at most `groups` groups (groups = slots /
- * SHMOBJ_HTCORE_GROUP). 0 for inline tables. */
+/* shmobj_htcore_ref_candidates() of group g (taken modulo the number of
+ * groups) of a ref table, for a caller that holds a handle rather than a
+ * group's address; 0 for inline tables. */
 SHMOBJ_HTCORE_FN uint32_t shmobj_htcore_ref_group(const shmobj_htcore *t,
                                                   uint64_t g, uint64_t hash);
 

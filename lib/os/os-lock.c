@@ -21,6 +21,7 @@
  * here waits without a deadline. */
 #include <sched.h>
 
+#include "cpu.h"
 #include "os.h"
 #include "shmobj/error.h"
 
@@ -31,15 +32,6 @@
 /* How long a waiter sleeps before it looks at its owner's liveness again;
  * bounds how late a dead owner is noticed. */
 #define LIVENESS_SLICE_NS (UINT64_C(20) * 1000000)
-
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
 
 int shmobj__os_lock_acquire(shmobj__os_lock *l, uint32_t self,
                             uint64_t deadline, shmobj__os_owner_fn owner_state,
@@ -55,7 +47,7 @@ int shmobj__os_lock_acquire(shmobj__os_lock *l, uint32_t self,
                                                 memory_order_relaxed))
         return 0;
     for (int i = 0; i < SPINS; i++) {
-        cpu_relax();
+        shmobj__cpu_relax();
         w = atomic_load_explicit(&l->word, memory_order_relaxed);
         if (w == 0 && atomic_compare_exchange_weak_explicit(
                           &l->word, &w, self, memory_order_acquire,

@@ -1,0 +1,319 @@
+/* Writes: set, add, del, clear, and the growth of a shard's table.
+ *
+ * Invariants kept here:
+ *  - Every change happens under the shard lock. A new entry is written
+ *    before the lock is taken, so the critical section only links it;
+ *    linked entries are never changed (but for an 8-byte value that
+ *    shmobj_map_add adds to atomically).
+ *  - Before a change the lock holder records its intent (intent_op and
+ *    the blocks it moves) in the shard, and clears it after: a kill at any
+ *    instruction leaves what the repair needs (map-repair.c).
+ *  - Each change of the table is one writer section; an unlinked entry or
+ *    a replaced table is retired, never freed at once (map-limbo.c).
+ *  - Growth builds the new table while readers keep using the old one
+ *    (unchanged meanwhile), then publishes it with one store inside a
+ *    short writer section. */
+#include <stdatomic.h>
+#include <string.h>
+
+#include "map-internal.h"
+
+struct find_ctx {
+    shmobj_map *m;
+    const void *key;
+    size_t klen;
+    struct ent e;
+};
+
+static int find_eq(void *ctx, uint64_t v)
+{
+    struct find_ctx *f = ctx;
+    struct ent e;
+    if (shmobj__map_entry_peek(f->m, v, &e) != 0)
+        return SHMOBJ_ECORRUPT;
+    if (e.klen != f->klen || !shmobj__mem_equal(ent_key(&e), f->key, f->klen))
+        return 0;
+    f->e = e;
+    return 1;
+}
+
+/* Find key in the current table, under the lock; when free_idx is given,
+ * also the slot an insert of the key would take (UINT64_MAX: none seen),
+ * valid until the table changes. *tref gets the table's reference as read
+ * once here: what ht describes, and what a growth retires. Inlined into
+ * each write (as it always was: its ten arguments cost more than its body
+ * when passed). */
+static inline __attribute__((always_inline)) int
+locked_find_free(shmobj_map *m, struct shmobj__map_shard *s, shmobj_htcore *ht,
+                 shmobj__ref *tref, uint64_t hash, const void *key, size_t klen,
+                 uint64_t *idx, struct ent *e, uint64_t *free_idx)
+{
+    struct find_ctx f = {m, key, klen, {0}};
+    *tref = atomic_load(&s->table);
+    int rc = shmobj__map_table_get(m, (unsigned)(s - m->ctl->shards_), *tref, ht);
+    if (rc != 0)
+        return rc;
+    rc = shmobj_htcore_ref_find_free(ht, hash, find_eq, &f, idx, free_idx);
+    if (rc == 0 && e != NULL)
+        *e = f.e;
+    return rc;
+}
+
+/* Find key in the current table, under the lock. */
+static int locked_find(shmobj_map *m, struct shmobj__map_shard *s,
+                       shmobj_htcore *ht, uint64_t hash, const void *key,
+                       size_t klen, uint64_t *idx, struct ent *e)
+{
+    shmobj__ref tref;
+    return locked_find_free(m, s, ht, &tref, hash, key, klen, idx, e, NULL);
+}
+
+/* Replace the shard's table *tref (which ht describes) by a bigger one
+ * (or one of the same size without tombstones). Readers go on using the
+ * old table while the new one is built; only the publication is a writer
+ * section. */
+static int grow(shmobj_map *m, struct shmobj__map_shard *s, shmobj_htcore *ht,
+                shmobj__ref *tref)
+{
+    uint64_t count = shmobj_htcore_count(ht), cap = count * 2;
+    shmobj__ref nref, oref = *tref;
+    shmobj_htcore nt;
+    if (cap < MAP_MIN_CAPACITY)
+        cap = MAP_MIN_CAPACITY;
+    int rc = shmobj__map_table_new(m, cap, &nref, &nt);
+    if (rc != 0)
+        return rc;
+    atomic_store_explicit(&s->intent_table_old, oref, memory_order_relaxed);
+    atomic_store_explicit(&s->intent_table, nref, memory_order_release);
+    rc = shmobj_htcore_ref_rehash(&nt, ht, shmobj__map_slot_hash, m);
+    if (rc != 0) {
+        free_block(m, nref);
+        atomic_store(&s->intent_table, 0);
+        return SHMOBJ_ECORRUPT;
+    }
+    write_begin(s);
+    atomic_store_explicit(&s->table, nref, memory_order_release);
+    write_end(s);
+    shmobj__map_retire(m, s, oref);
+    atomic_store_explicit(&s->intent_table, 0, memory_order_release);
+    *ht = nt;
+    *tref = nref;
+    return 0;
+}
+
+/* Link a new entry (the lock is held, intent_new recorded, key absent). */
+static int link_new(shmobj_map *m, struct shmobj__map_shard *s,
+                    shmobj_htcore *ht, shmobj__ref tref, uint64_t hash,
+                    shmobj__ref ref, uint64_t free_idx)
+{
+    /* Room first, outside the writer section. */
+    if (ht->hdr->growth_left == 0 && ht->hdr->tombstones == 0) {
+        int rc = grow(m, s, ht, &tref);
+        if (rc != 0)
+            return rc;
+        free_idx = UINT64_MAX; /* a slot of the old table */
+    }
+    write_begin(s);
+    /* the slot the find noted, else a probe of its own */
+    int rc = free_idx != UINT64_MAX
+                 ? shmobj_htcore_ref_insert_at(ht, free_idx, hash, slot_of(ref))
+                 : shmobj_htcore_ref_insert(ht, hash, slot_of(ref), NULL);
+    write_end(s);
+    if (rc == SHMOBJ_HTCORE_EFULL) {
+        rc = grow(m, s, ht, &tref);
+        if (rc != 0)
+            return rc;
+        write_begin(s);
+        rc = shmobj_htcore_ref_insert(ht, hash, slot_of(ref), NULL);
+        write_end(s);
+    }
+    if (rc != 0)
+        return SHMOBJ_ECORRUPT;
+    atomic_fetch_add_explicit(&s->count, 1, memory_order_relaxed);
+    return 0;
+}
+
+/* A new entry block holding key and value. */
+static int entry_new(shmobj_map *m, uint64_t hash, const void *key,
+                     size_t klen, const void *value, size_t vlen,
+                     shmobj__ref *out)
+{
+    uint64_t size = shmobj__map_entry_size((uint32_t)klen, (uint32_t)vlen);
+    shmobj__ref ref;
+    uint8_t *p;
+    struct shmobj__map_entry h = {(uint32_t)klen, (uint32_t)vlen, 0};
+    int rc = m->sp->ops->alloc(m->sp, size, 16, &ref);
+    if (rc != 0)
+        return rc;
+    h.hash_gen = (hash & ~SHMOBJ__MAP_GEN_MASK) | shmobj__ref_gen(ref);
+    /* the heap just handed the block out: only its place in the mapping
+     * needs finding, not its header checking */
+    void *q;
+    if (shmobj__space_at(m->sp, shmobj__ref_off(ref), size, &q) != 0) {
+        free_block(m, ref);
+        return SHMOBJ_ECORRUPT;
+    }
+    p = q;
+    memcpy(p, &h, sizeof h);
+    if (vlen > 0)
+        memcpy(p + shmobj__map_value_off((uint32_t)klen), value, vlen);
+    if (klen > 0)
+        memcpy(p + SHMOBJ__MAP_ENTRY_HEADER, key, klen);
+    *out = ref;
+    return 0;
+}
+
+int shmobj_map_set(shmobj_map *map, const void *key, size_t key_len,
+                   const void *value, size_t value_len)
+{
+    if (!key_ok(map, key, key_len) || (value == NULL && value_len > 0) ||
+        value_len > UINT32_MAX)
+        return SHMOBJ_EINVAL;
+    uint64_t hash = map_hash(map, key, key_len), idx;
+    struct shmobj__map_shard *s = shard_of(map, hash);
+    shmobj__ref ref;
+    shmobj_htcore ht;
+    /* Start loading the key's group now; the miss overlaps the allocation.
+     * The block is written before the lock is taken: the critical section
+     * only links it. */
+    prefetch_hash(map, hash);
+    int rc = entry_new(map, hash, key, key_len, value, value_len, &ref);
+    if (rc != 0)
+        return rc;
+    rc = shmobj__map_shard_lock(map, s);
+    if (rc != 0) {
+        free_block(map, ref);
+        return rc;
+    }
+    atomic_store_explicit(&s->intent_new, ref, memory_order_relaxed);
+    atomic_store_explicit(&s->intent_op, SHMOBJ__MAP_OP_SET, memory_order_release);
+    struct ent oe;
+    uint64_t free_idx;
+    shmobj__ref tref;
+    rc = locked_find_free(map, s, &ht, &tref, hash, key, key_len, &idx, &oe, &free_idx);
+    if (rc == 0) {
+        uint64_t old = oe.ref;
+        atomic_store_explicit(&s->intent_old, old, memory_order_release);
+        write_begin(s);
+        shmobj_htcore_ref_replace(&ht, idx, slot_of(ref));
+        write_end(s);
+        shmobj__map_retire(map, s, old);
+    } else if (rc == SHMOBJ_ENOTFOUND) {
+        rc = link_new(map, s, &ht, tref, hash, ref, free_idx);
+        if (rc != 0) {
+            clear_intent(s);
+            free_block(map, ref);
+        }
+    } else {
+        clear_intent(s);
+        free_block(map, ref);
+    }
+    clear_intent(s);
+    shard_unlock(map, s);
+    return rc;
+}
+
+int shmobj_map_add(shmobj_map *map, const void *key, size_t key_len,
+                   int64_t delta, int64_t *result)
+{
+    if (!key_ok(map, key, key_len))
+        return SHMOBJ_EINVAL;
+    uint64_t hash = map_hash(map, key, key_len), idx;
+    struct shmobj__map_shard *s = shard_of(map, hash);
+    shmobj_htcore ht;
+    struct ent e;
+    uint64_t free_idx;
+    shmobj__ref tref;
+    int rc = shmobj__map_shard_lock(map, s);
+    if (rc != 0)
+        return rc;
+    rc = locked_find_free(map, s, &ht, &tref, hash, key, key_len, &idx, &e, &free_idx);
+    if (rc == 0) {
+        if (e.vlen != 8) {
+            rc = SHMOBJ_ETYPE;
+        } else {
+            /* In place: the entry stays linked while we hold the lock, and
+             * readers load 8-byte values atomically. */
+            uint64_t v = atomic_fetch_add((_Atomic uint64_t *)(void *)ent_value(&e),
+                                          (uint64_t)delta) + (uint64_t)delta;
+            if (result != NULL)
+                memcpy(result, &v, 8);
+        }
+    } else if (rc == SHMOBJ_ENOTFOUND) {
+        shmobj__ref ref;
+        rc = entry_new(map, hash, key, key_len, &delta, 8, &ref);
+        if (rc == 0) {
+            atomic_store_explicit(&s->intent_new, ref, memory_order_relaxed);
+            atomic_store_explicit(&s->intent_op, SHMOBJ__MAP_OP_SET,
+                                  memory_order_release);
+            rc = link_new(map, s, &ht, tref, hash, ref, free_idx);
+            if (rc != 0) {
+                clear_intent(s);
+                free_block(map, ref);
+            } else if (result != NULL) {
+                *result = delta;
+            }
+            clear_intent(s);
+        }
+    }
+    shard_unlock(map, s);
+    return rc;
+}
+
+int shmobj_map_del(shmobj_map *map, const void *key, size_t key_len)
+{
+    if (!key_ok(map, key, key_len))
+        return SHMOBJ_EINVAL;
+    uint64_t hash = map_hash(map, key, key_len), idx;
+    struct shmobj__map_shard *s = shard_of(map, hash);
+    shmobj_htcore ht;
+    int rc = shmobj__map_shard_lock(map, s);
+    if (rc != 0)
+        return rc;
+    struct ent oe;
+    rc = locked_find(map, s, &ht, hash, key, key_len, &idx, &oe);
+    if (rc == 0) {
+        uint64_t old = oe.ref;
+        atomic_store_explicit(&s->intent_old, old, memory_order_relaxed);
+        atomic_store_explicit(&s->intent_op, SHMOBJ__MAP_OP_DEL, memory_order_release);
+        write_begin(s);
+        shmobj_htcore_erase(&ht, idx);
+        write_end(s);
+        atomic_fetch_sub_explicit(&s->count, 1, memory_order_relaxed);
+        shmobj__map_retire(map, s, old);
+        clear_intent(s);
+    }
+    shard_unlock(map, s);
+    return rc;
+}
+
+int shmobj_map_clear(shmobj_map *map)
+{
+    if (map == NULL)
+        return SHMOBJ_EINVAL;
+    for (unsigned i = 0; i < SHMOBJ__MAP_SHARDS; i++) {
+        struct shmobj__map_shard *s = &map->ctl->shards_[i];
+        shmobj__ref nref, oref;
+        shmobj_htcore nt;
+        int rc = shmobj__map_shard_lock(map, s);
+        if (rc != 0)
+            return rc;
+        oref = atomic_load(&s->table);
+        rc = shmobj__map_table_new(map, MAP_MIN_CAPACITY, &nref, &nt);
+        if (rc != 0) {
+            shard_unlock(map, s);
+            return rc;
+        }
+        atomic_store_explicit(&s->intent_table_old, oref, memory_order_relaxed);
+        atomic_store_explicit(&s->intent_table, nref, memory_order_relaxed);
+        atomic_store_explicit(&s->intent_op, SHMOBJ__MAP_OP_CLEAR, memory_order_release);
+        write_begin(s);
+        atomic_store_explicit(&s->table, nref, memory_order_release);
+        atomic_store_explicit(&s->count, 0, memory_order_relaxed);
+        write_end(s);
+        shmobj__map_retire(map, s, oref | SHMOBJ__MAP_RETIRE_DEEP);
+        clear_intent(s);
+        shard_unlock(map, s);
+    }
+    return 0;
+}
