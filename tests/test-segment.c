@@ -1155,6 +1155,56 @@ static void test_segment_replaced_reported(void **state)
     assert_int_equal(shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM), 0);
 }
 
+
+/* A consumer of a segment that its producer replaced under the same name
+ * is told so instead of waiting for ever: a timed take says EREPLACED at
+ * its deadline, a take without deadline within about a second, and so
+ * does a sender waiting for a completion that will never come. */
+static int take_forever_on(void *arg)
+{
+    shmobj_queue *q = arg;
+    shmobj_ref r;
+    int rc = shmobj_queue_take(q, &r);
+    return rc == SHMOBJ_EREPLACED ? 0 : 100 + rc;
+}
+
+static void test_segment_replaced_queue_waits_ereplaced(void **state)
+{
+    (void)state;
+    char name[96];
+    test_name(name, sizeof name, "qrepl");
+    shmobj_segment *a = create_small(name), *b = NULL;
+    shmobj_queue *qa, *qb;
+    assert_int_equal(shmobj_queue_create(a, "jobs", 16, 0, &qa), 0);
+    assert_int_equal(shmobj_segment_open(name, SHMOBJ_BACKEND_SHM, 0, &b), 0);
+    assert_int_equal(shmobj_queue_open(b, "jobs", &qb), 0);
+    shmobj_ref r, msg;
+    assert_int_equal(shmobj_queue_take_timed(qb, &r, 20 * TEST_MS), SHMOBJ_ETIMEDOUT);
+    void *data;
+    assert_int_equal(shmobj_queue_msg_alloc(qa, 64, SHMOBJ_QUEUE_MSG_TRACK, &msg, &data), 0);
+
+    /* the producer starts over with a new segment of the same name */
+    shmobj_segment_options o;
+    shmobj_segment_options_init(&o);
+    o.initial_size = 1 * MiB;
+    o.flags = SHMOBJ_SEGMENT_REPLACE;
+    shmobj_segment *a2 = NULL;
+    assert_int_equal(shmobj_segment_create(name, &o, &a2), 0);
+
+    assert_int_equal(shmobj_queue_take_timed(qb, &r, 20 * TEST_MS), SHMOBJ_EREPLACED);
+    assert_int_equal(shmobj_queue_try_take(qb, &r), SHMOBJ_EEMPTY); /* no wait: no claim */
+    assert_int_equal(shmobj_queue_msg_wait_done(qa, msg, 20 * TEST_MS), SHMOBJ_EREPLACED);
+    /* no deadline at all: the child's 10 s alarm would fail the test */
+    assert_int_equal(test_child_wait(test_child_start(take_forever_on, qb, 10)), 0);
+
+    shmobj_queue_close(qb);
+    shmobj_queue_close(qa);
+    shmobj_segment_close(b);
+    shmobj_segment_close(a);
+    shmobj_segment_close(a2);
+    shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1185,6 +1235,7 @@ int main(void)
         cmocka_unit_test(test_segment_alloc_huge_does_not_grow),
         cmocka_unit_test(test_segment_memfd_sealed_mode_backend),
         cmocka_unit_test(test_segment_replaced_reported),
+        cmocka_unit_test(test_segment_replaced_queue_waits_ereplaced),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
