@@ -54,6 +54,9 @@ typedef struct shmobj_arena_stats {
  * @retval SHMOBJ_ENOMEM no room even at the maximum size; see
  *         shmobj_arena_stats_get() for the largest free block
  * @retval SHMOBJ_ECORRUPT the heap is damaged
+ * @retval SHMOBJ_EBUSY another live process held the segment lock for
+ *         longer than 10 s (it is stopped, or the lock word was damaged to
+ *         name it)
  * @note Thread- and process-safe (robust segment lock).
  * @since 0.1
  */
@@ -68,6 +71,9 @@ SHMOBJ_API int shmobj_arena_alloc(shmobj_segment *seg, size_t size,
  * @retval SHMOBJ_EINVAL NULL seg or null ref
  * @retval SHMOBJ_ESTALE the block was already freed (perhaps reused)
  * @retval SHMOBJ_ECORRUPT ref does not name a block of this heap
+ * @retval SHMOBJ_EBUSY another live process held the segment lock for
+ *         longer than 10 s (it is stopped, or the lock word was damaged to
+ *         name it)
  * @note Thread- and process-safe (robust segment lock).
  * @since 0.1
  */
@@ -98,6 +104,9 @@ SHMOBJ_API int shmobj_arena_ptr(shmobj_segment *seg, shmobj_ref ref,
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument or struct_size too small
  * @retval SHMOBJ_ECORRUPT the heap is damaged
+ * @retval SHMOBJ_EBUSY another live process held the segment lock for
+ *         longer than 10 s (it is stopped, or the lock word was damaged to
+ *         name it)
  * @note Thread- and process-safe (takes the segment lock; walks the heap).
  * @since 0.1
  */
@@ -112,6 +121,9 @@ SHMOBJ_API int shmobj_arena_stats_get(shmobj_segment *seg,
  * @retval 0 the heap is consistent
  * @retval SHMOBJ_EINVAL seg is NULL
  * @retval SHMOBJ_ECORRUPT it is not
+ * @retval SHMOBJ_EBUSY another live process held the segment lock for
+ *         longer than 10 s (it is stopped, or the lock word was damaged to
+ *         name it)
  * @note Thread- and process-safe (takes the segment lock).
  * @since 0.1
  */

@@ -36,7 +36,7 @@ extern "C" {
     X(ERANGE, -12, "index or value out of range")                              \
     X(ESTALE, -13, "stale reference: the object was freed or reused")          \
     X(EACCES, -14, "permission denied")                                        \
-    X(EBUSY, -15, "resource busy")                                             \
+    X(EBUSY, -15, "resource busy: a live process holds it too long")          \
     X(ENOTREADY, -16, "segment not ready: nobody is setting it up (its creator died during set-up)") \
     X(ENOBUFS, -17, "the caller's buffer is too small")                        \
     X(ENOTSUP, -18, "operation not supported")                                 \

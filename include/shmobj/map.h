@@ -114,6 +114,9 @@ typedef struct shmobj_map_stats {
  * @retval SHMOBJ_EFULL the segment's root directory is full
  * @retval SHMOBJ_ECORRUPT the segment is damaged
  * @retval SHMOBJ_ESYS a system call failed (errno is kept)
+ * @retval SHMOBJ_EBUSY another live process held the shard's or the
+ *         segment's lock for longer than 10 s (it is stopped, or the lock
+ *         word was damaged to name it)
  * @note Thread- and process-safe. Two processes creating the same name at
  *       once: one of them may replace the other's root (create once, open
  *       elsewhere).
@@ -170,6 +173,9 @@ SHMOBJ_API void shmobj_map_close(shmobj_map *map);
  *         bigger table)
  * @retval SHMOBJ_ESTALE the map was destroyed
  * @retval SHMOBJ_ECORRUPT the map is damaged
+ * @retval SHMOBJ_EBUSY another live process held the shard's or the
+ *         segment's lock for longer than 10 s (it is stopped, or the lock
+ *         word was damaged to name it)
  * @note Thread- and process-safe; readers see the old or the new value.
  * @since 0.1
  */
@@ -273,6 +279,9 @@ SHMOBJ_API void shmobj_map_view_release(shmobj_map_view *view);
  * @retval SHMOBJ_ENOTFOUND no such key
  * @retval SHMOBJ_ESTALE the map was destroyed
  * @retval SHMOBJ_ECORRUPT the map is damaged
+ * @retval SHMOBJ_EBUSY another live process held the shard's or the
+ *         segment's lock for longer than 10 s (it is stopped, or the lock
+ *         word was damaged to name it)
  * @note Thread- and process-safe.
  * @since 0.1
  */
@@ -311,6 +320,9 @@ SHMOBJ_API int shmobj_map_contains(shmobj_map *map, const void *key,
  * @retval SHMOBJ_ENOMEM no room for a new entry
  * @retval SHMOBJ_ESTALE the map was destroyed
  * @retval SHMOBJ_ECORRUPT the map is damaged
+ * @retval SHMOBJ_EBUSY another live process held the shard's or the
+ *         segment's lock for longer than 10 s (it is stopped, or the lock
+ *         word was damaged to name it)
  * @note Thread- and process-safe: concurrent additions are never lost.
  * @since 0.1
  */
@@ -337,6 +349,9 @@ SHMOBJ_API int shmobj_map_count(shmobj_map *map, uint64_t *count);
  * @retval SHMOBJ_ENOMEM no room for the new empty tables
  * @retval SHMOBJ_ESTALE the map was destroyed
  * @retval SHMOBJ_ECORRUPT the map is damaged
+ * @retval SHMOBJ_EBUSY another live process held the shard's or the
+ *         segment's lock for longer than 10 s (it is stopped, or the lock
+ *         word was damaged to name it)
  * @note Thread- and process-safe.
  * @since 0.1
  */
@@ -404,6 +419,9 @@ SHMOBJ_API void shmobj_map_iter_close(shmobj_map_iter *it);
  * @retval SHMOBJ_EINVAL NULL argument or struct_size too small
  * @retval SHMOBJ_ESTALE the map was destroyed
  * @retval SHMOBJ_ECORRUPT the map is damaged
+ * @retval SHMOBJ_EBUSY another live process held the shard's or the
+ *         segment's lock for longer than 10 s (it is stopped, or the lock
+ *         word was damaged to name it)
  * @note Thread- and process-safe; takes each shard's lock in turn and
  *       walks every entry, so it costs as much as an iteration. Reads
  *       only: it frees no retired memory, so two calls with no writes
@@ -422,6 +440,9 @@ SHMOBJ_API int shmobj_map_stats_get(shmobj_map *map, shmobj_map_stats *stats);
  * @retval SHMOBJ_EINVAL NULL map
  * @retval SHMOBJ_ESTALE the map was destroyed
  * @retval SHMOBJ_ECORRUPT something is damaged
+ * @retval SHMOBJ_EBUSY another live process held the shard's or the
+ *         segment's lock for longer than 10 s (it is stopped, or the lock
+ *         word was damaged to name it)
  * @note Thread- and process-safe; takes each shard's lock in turn.
  * @since 0.1
  */

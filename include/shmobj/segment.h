@@ -107,10 +107,15 @@ SHMOBJ_API int shmobj_segment_create(const char *name, const shmobj_segment_opti
  * @retval SHMOBJ_EINVAL bad name or backend
  * @retval SHMOBJ_ENOTFOUND no such segment (and timeout_ns is 0)
  * @retval SHMOBJ_ETIMEDOUT the segment did not appear or become ready in time
- * @retval SHMOBJ_ENOTREADY its creator died before finishing
+ * @retval SHMOBJ_ENOTREADY nobody is setting it up: its creator died
+ *         before finishing, or the object is empty or all zero (at once,
+ *         whatever the timeout)
+ * @retval SHMOBJ_ENOTSEG the object under that name is not a libshmobj
+ *         segment (at once, whatever the timeout)
  * @retval SHMOBJ_EVERSION the segment has another format version
  * @retval SHMOBJ_ELAYOUT it was made by a differently built process
- * @retval SHMOBJ_ECORRUPT its header is damaged
+ * @retval SHMOBJ_ECORRUPT its header is damaged (e.g. a state that is
+ *         neither set-up nor ready)
  * @retval SHMOBJ_EACCES permission denied
  * @retval SHMOBJ_EFULL the table of attached processes is full
  * @retval SHMOBJ_ENOMEM no memory for the handle
@@ -130,7 +135,9 @@ SHMOBJ_API int shmobj_segment_open(const char *name, unsigned backend, int64_t t
  * @retval 0 success
  * @retval SHMOBJ_EINVAL fd is negative
  * @retval SHMOBJ_ETIMEDOUT the creator did not finish set-up in time
- * @retval SHMOBJ_ENOTREADY its creator died before finishing
+ * @retval SHMOBJ_ENOTREADY nobody is setting it up (its creator died
+ *         before finishing, or the object is empty or all zero)
+ * @retval SHMOBJ_ENOTSEG not a libshmobj segment
  * @retval SHMOBJ_EVERSION another format version
  * @retval SHMOBJ_ELAYOUT made by a differently built process
  * @retval SHMOBJ_ECORRUPT damaged header
@@ -187,6 +194,8 @@ SHMOBJ_API int shmobj_segment_destroy(const char *name, unsigned backend);
  * @retval 0 that many are attached
  * @retval SHMOBJ_EINVAL seg is NULL
  * @retval SHMOBJ_ETIMEDOUT fewer attached in time
+ * @retval SHMOBJ_EREPLACED fewer attached in time, and the segment's name
+ *         was removed or now names another segment
  * @retval SHMOBJ_ECORRUPT the table of processes is damaged
  * @note Thread-safe.
  * @since 0.1
@@ -286,6 +295,9 @@ SHMOBJ_API int shmobj_segment_prefault(shmobj_segment *seg);
  *         generation is no longer the block's); nothing was published
  * @retval SHMOBJ_EFULL the root directory is full
  * @retval SHMOBJ_ECORRUPT the root directory is damaged
+ * @retval SHMOBJ_EBUSY another live process held the segment lock for
+ *         longer than 10 s (it is stopped, or the lock word was damaged to
+ *         name it)
  * @note Thread- and process-safe (takes the segment lock).
  * @since 0.1
  */
@@ -305,6 +317,9 @@ SHMOBJ_API int shmobj_segment_root_set(shmobj_segment *seg, const char *name,
  * @retval SHMOBJ_EEXIST a root of that name exists (it is left unchanged)
  * @retval SHMOBJ_EFULL the root directory is full
  * @retval SHMOBJ_ECORRUPT the root directory is damaged
+ * @retval SHMOBJ_EBUSY another live process held the segment lock for
+ *         longer than 10 s (it is stopped, or the lock word was damaged to
+ *         name it)
  * @note Thread- and process-safe (takes the segment lock).
  * @since 0.1
  */
@@ -320,6 +335,9 @@ SHMOBJ_API int shmobj_segment_root_add(shmobj_segment *seg, const char *name,
  * @retval SHMOBJ_EINVAL NULL argument or bad name
  * @retval SHMOBJ_ENOTFOUND no root of that name
  * @retval SHMOBJ_ECORRUPT the root directory is damaged
+ * @retval SHMOBJ_EBUSY another live process held the segment lock for
+ *         longer than 10 s (it is stopped, or the lock word was damaged to
+ *         name it)
  * @note Thread- and process-safe.
  * @since 0.1
  */
@@ -333,6 +351,9 @@ SHMOBJ_API int shmobj_segment_root_get(shmobj_segment *seg, const char *name,
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument or bad name
  * @retval SHMOBJ_ENOTFOUND no root of that name
+ * @retval SHMOBJ_EBUSY another live process held the segment lock for
+ *         longer than 10 s (it is stopped, or the lock word was damaged to
+ *         name it)
  * @note Thread- and process-safe (takes the segment lock).
  * @since 0.1
  */
