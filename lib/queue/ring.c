@@ -29,17 +29,9 @@
 #include <limits.h>
 #include <string.h>
 
+#include "cpu.h"
 #include "os.h"
 #include "shmobj/error.h"
-
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
 
 /* We are about to CAS this line: ask for it in exclusive state at once
  * (one cross-core transfer instead of a shared copy and then an upgrade),
@@ -649,7 +641,7 @@ static void spin_watch(const struct shmobj__ring *r, enum op op)
          * looks come quickly for the lowest latency */
         unsigned pauses = 1u << (i / 8 < 4 ? i / 8 : 4);
         for (unsigned k = 0; k < pauses; k++)
-            cpu_relax();
+            shmobj__cpu_relax();
         if (atomic_load_explicit(pos, memory_order_relaxed) != p)
             return;
         w = atomic_load_explicit(word, memory_order_relaxed);
