@@ -71,7 +71,7 @@ int shmobj__os_live_probe(int fd, uint64_t byte)
 
 /* Forks seen by this process: handles compare it with the value they
  * attached under, so a child notices it inherited them. */
-static _Atomic uint32_t fork_count;
+_Atomic uint32_t shmobj__os_forks;
 /* getpid() is a system call; records that name their writer's pid for
  * tools read this copy, renewed in a forked child. */
 static _Atomic uint32_t own_pid;
@@ -80,7 +80,7 @@ static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 static void fork_child(void)
 {
     atomic_store_explicit(&own_pid, (uint32_t)getpid(), memory_order_relaxed);
-    atomic_fetch_add_explicit(&fork_count, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&shmobj__os_forks, 1, memory_order_relaxed);
 }
 
 static void fork_register(void)
@@ -92,7 +92,7 @@ static void fork_register(void)
 uint32_t shmobj__os_fork_generation(void)
 {
     pthread_once(&fork_once, fork_register);
-    return atomic_load_explicit(&fork_count, memory_order_relaxed);
+    return atomic_load_explicit(&shmobj__os_forks, memory_order_relaxed);
 }
 
 uint32_t shmobj__os_pid(void)

@@ -91,6 +91,14 @@ int shmobj__os_live_probe(int fd, uint64_t byte);
 /* Forks this process has gone through as a child: a handle made under
  * another value was inherited and must attach anew. */
 uint32_t shmobj__os_fork_generation(void);
+/* The same count for hot paths, inline: valid once shmobj__os_fork_generation()
+ * was called in this process (every segment attach calls it, so any code
+ * holding a handle may use this). */
+extern _Atomic uint32_t shmobj__os_forks;
+static inline uint32_t shmobj__os_forks_seen(void)
+{
+    return atomic_load_explicit(&shmobj__os_forks, memory_order_relaxed);
+}
 /* getpid(), without a system call after the first. */
 uint32_t shmobj__os_pid(void);
 

@@ -67,9 +67,23 @@ static inline bool is_value_at(const struct shmobj__ring *r, uint64_t w,
 
 /* ---- who am I, and who is alive: the segment's attachment tokens ---------- */
 
+/* This process's token (0 when unknown) and pid, looked up once per fork
+ * generation: a claim record is written on every put and take. */
+static __attribute__((noinline, cold)) void self_lookup(struct shmobj__ring *r,
+                                                         uint64_t forks)
+{
+    atomic_store_explicit(&r->self_token, r->sp->ops->live->token(r->sp),
+                          memory_order_relaxed);
+    atomic_store_explicit(&r->self_pid, shmobj__os_pid(), memory_order_relaxed);
+    atomic_store_explicit(&r->self_forks, forks, memory_order_release);
+}
+
 static inline uint32_t self_token(struct shmobj__ring *r)
 {
-    return r->sp->ops->live->token(r->sp); /* 0 when unknown */
+    uint64_t forks = (uint64_t)shmobj__os_forks_seen() + 1;
+    if (atomic_load_explicit(&r->self_forks, memory_order_acquire) != forks)
+        self_lookup(r, forks);
+    return atomic_load_explicit(&r->self_token, memory_order_relaxed);
 }
 
 static inline bool token_alive(struct shmobj__ring *r, uint64_t token)
@@ -84,7 +98,9 @@ static inline void claim_record(struct shmobj__ring *r, unsigned role,
 {
     struct shmobj__ring_claim *c = &r->claims[role][pos & r->mask];
     atomic_store_explicit(&c->token, self_token(r), memory_order_relaxed);
-    atomic_store_explicit(&c->pid, shmobj__os_pid(), memory_order_relaxed);
+    atomic_store_explicit(&c->pid,
+                          atomic_load_explicit(&r->self_pid, memory_order_relaxed),
+                          memory_order_relaxed);
     atomic_store_explicit(&c->tag, pos, memory_order_release);
 }
 

@@ -229,6 +229,12 @@ struct shmobj__ring {
     struct shmobj__ring_hdr *hdr;
     /* the segment: tokens and liveness of claimants and sleepers */
     struct shmobj__space *sp;
+    /* this process's token and pid for claim records, and the fork count
+     * they belong to (a forked child looks them up again); threads may
+     * race to refresh them with the same values */
+    _Atomic uint64_t self_forks; /* fork count + 1; 0 not looked up yet */
+    _Atomic uint32_t self_token;
+    _Atomic uint32_t self_pid;
     uint64_t ident; /* hdr->ident as it was at attach */
     struct shmobj__ring_slot *slots;
     struct shmobj__ring_claim *claims[2]; /* [0] producers, [1] consumers */

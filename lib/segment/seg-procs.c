@@ -171,7 +171,7 @@ static int reattach(shmobj_segment *seg, uint32_t gen, uint32_t *token)
 
 int shmobj__seg_procs_self(shmobj_segment *seg, uint32_t *token)
 {
-    uint32_t gen = shmobj__os_fork_generation();
+    uint32_t gen = shmobj__os_forks_seen(); /* registered by the attach */
     if (atomic_load_explicit(&seg->attached_gen, memory_order_acquire) == gen) {
         *token = atomic_load_explicit(&seg->token, memory_order_relaxed);
         return 0;
