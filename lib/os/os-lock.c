@@ -20,6 +20,7 @@
  * keeps the lock past the caller's deadline is SHMOBJ_ETIMEDOUT. Nothing
  * here waits without a deadline. */
 #include <sched.h>
+#include <stdbool.h>
 
 #include "cpu.h"
 #include "os.h"
@@ -54,6 +55,11 @@ int shmobj__os_lock_acquire(shmobj__os_lock *l, uint32_t self,
                           memory_order_relaxed))
             return 0;
     }
+    /* The default bound starts at the first wait: the uncontended path
+     * reads no clock (a clock read can cost more than the whole lock). */
+    bool bounded = deadline == 0;
+    if (bounded)
+        deadline = shmobj__os_deadline((int64_t)SHMOBJ__OS_LOCK_DEFAULT_NS);
     for (;;) {
         w = atomic_load_explicit(&l->word, memory_order_relaxed);
         if (w == 0) {
@@ -80,7 +86,7 @@ int shmobj__os_lock_acquire(shmobj__os_lock *l, uint32_t self,
         }
         uint64_t now = shmobj__os_now_ns();
         if (now >= deadline)
-            return SHMOBJ_ETIMEDOUT;
+            return bounded ? SHMOBJ_EBUSY : SHMOBJ_ETIMEDOUT;
         if ((w & CONTENDED) == 0) {
             if (!atomic_compare_exchange_strong_explicit(
                     &l->word, &w, w | CONTENDED, memory_order_relaxed,

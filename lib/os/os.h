@@ -62,12 +62,19 @@ enum {
 };
 typedef int (*shmobj__os_owner_fn)(void *ctx, uint32_t owner);
 
+/* Default bound of a lock wait for calls that take no timeout: a live
+ * owner holding a lock this long is stuck (stopped, or the lock word was
+ * damaged to name it). */
+#define SHMOBJ__OS_LOCK_DEFAULT_NS (UINT64_C(10) * 1000000000)
+
 /* Take the lock for `self` (a token: non-zero, bit 31 clear), waiting at
- * most until the monotonic `deadline`. 0 when taken; SHMOBJ_EOWNERDEAD
- * when taken from an owner that died inside its critical section (repair
- * the guarded state, then carry on: the lock is held); SHMOBJ_ETIMEDOUT
- * when a live owner kept it past the deadline; SHMOBJ_ECORRUPT when the
- * word names no possible owner; SHMOBJ_EINVAL for a bad `self`. */
+ * most until the monotonic `deadline` (0: SHMOBJ__OS_LOCK_DEFAULT_NS from
+ * the first wait). 0 when taken; SHMOBJ_EOWNERDEAD when taken from an
+ * owner that died inside its critical section (repair the guarded state,
+ * then carry on: the lock is held); SHMOBJ_ETIMEDOUT when a live owner kept
+ * it past the deadline (SHMOBJ_EBUSY past the default bound);
+ * SHMOBJ_ECORRUPT when the word names no possible owner; SHMOBJ_EINVAL for
+ * a bad `self`. */
 int shmobj__os_lock_acquire(shmobj__os_lock *l, uint32_t self,
                             uint64_t deadline, shmobj__os_owner_fn owner_state,
                             void *ctx);

@@ -3,7 +3,7 @@
  *
  * Every lock in a segment (the segment lock, the map's shard locks, the
  * queue's retire lock) goes through here, so they share one wait policy:
- * a deadline always (the caller's, or SHMOBJ__SEG_LOCK_DEFAULT_NS), the
+ * a deadline always (the caller's, or SHMOBJ__OS_LOCK_DEFAULT_NS), the
  * owner's liveness looked at while waiting, and SHMOBJ_EOWNERDEAD handed
  * to exactly one waiter when the owner's handle is gone. */
 #include "segment.h"
@@ -20,11 +20,7 @@ int shmobj__seg_lock_word(shmobj_segment *seg, shmobj__os_lock *l,
     int rc = shmobj__seg_procs_self(seg, &self);
     if (rc != 0)
         return rc;
-    bool bounded = deadline == 0;
-    if (bounded)
-        deadline = shmobj__os_deadline((int64_t)SHMOBJ__SEG_LOCK_DEFAULT_NS);
-    rc = shmobj__os_lock_acquire(l, self, deadline, owner_state, seg);
-    return rc == SHMOBJ_ETIMEDOUT && bounded ? SHMOBJ_EBUSY : rc;
+    return shmobj__os_lock_acquire(l, self, deadline, owner_state, seg);
 }
 
 void shmobj__seg_unlock_word(shmobj_segment *seg, shmobj__os_lock *l)

@@ -38,10 +38,6 @@ struct shmobj_segment {
     pthread_mutex_t view_lock;
 };
 
-/* Default bound of a lock wait for calls that take no timeout: a live
- * owner holding a segment lock this long is stuck (stopped, or the lock
- * word was damaged to name it), and the caller gets SHMOBJ_EBUSY. */
-#define SHMOBJ__SEG_LOCK_DEFAULT_NS (UINT64_C(10) * 1000000000)
 
 /* The space of a handle, and back. */
 static inline struct shmobj__space *shmobj__segment_space(shmobj_segment *s)
@@ -49,7 +45,7 @@ static inline struct shmobj__space *shmobj__segment_space(shmobj_segment *s)
     return &s->space;
 }
 
-/* Take the segment lock, waiting at most SHMOBJ__SEG_LOCK_DEFAULT_NS (then
+/* Take the segment lock, waiting at most SHMOBJ__OS_LOCK_DEFAULT_NS (then
  * SHMOBJ_EBUSY) or until `deadline` (then SHMOBJ_ETIMEDOUT); when its
  * previous owner died, repair what it guards (arena free lists, growth)
  * before returning 0. SHMOBJ_ECORRUPT when the lock word is damaged. */
