@@ -5,6 +5,7 @@
  * consumers, and SIGKILL at random moments. */
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -887,72 +888,104 @@ static uint64_t contiguous(struct kill_shared *sh, unsigned pr)
     }
 }
 
-/* Whether process pid (stopped) is inside a put between its claim and its
- * publish (side 0), or inside a take between its claim and its release
- * (side 1): a position of the ring is in that state and its claim record
- * names pid. A slot left so by an earlier child, not yet resolved, names
- * that child; one claimed by pid but not yet recorded is not counted. */
-static bool claimed_by(const struct shmobj__ring *r, unsigned side, uint64_t p,
-                       pid_t pid)
-{
-    const struct shmobj__ring_claim *c = &r->claims[side][p & r->mask];
-    return atomic_load(&c->tag) == p && atomic_load(&c->pid) == (uint32_t)pid;
-}
-
-static bool put_in_flight(const struct shmobj__ring *r, pid_t pid)
+/* Whether the child forked when its side's position was `from` (and now
+ * stopped; it is the only process of its side) is inside a put between
+ * its claim and its publish, or inside a take between its claim and its
+ * release: a position it claimed (from on; the earlier ones were claimed
+ * by processes that are dead by now) is in that state. */
+static bool put_in_flight(const struct shmobj__ring *r, uint64_t from)
 {
     uint64_t d = atomic_load(&r->hdr->deq_pos), e = atomic_load(&r->hdr->enq_pos);
-    for (uint64_t p = d; p < e; p++)
-        if (atomic_load(&r->slots[p & r->mask].word) == ((p << 2) | 1) &&
-            claimed_by(r, 0, p, pid))
+    for (uint64_t p = d > from ? d : from; p < e; p++)
+        if (atomic_load(&r->slots[p & r->mask].word) == ((p << 2) | 1))
             return true; /* EMPTY(p), though p was claimed */
     return false;
 }
 
-static bool take_in_flight(const struct shmobj__ring *r, pid_t pid)
+static bool take_in_flight(const struct shmobj__ring *r, uint64_t from)
 {
     uint64_t d = atomic_load(&r->hdr->deq_pos);
-
-    for (uint64_t p = d > r->capacity ? d - r->capacity : 0; p < d; p++) {
+    uint64_t p = d > r->capacity ? d - r->capacity : 0;
+    for (p = p > from ? p : from; p < d; p++) {
         uint64_t w = atomic_load(&r->slots[p & r->mask].word);
         uint64_t lap = ((p >> r->cap_log2) & 7) << 1;
-        if ((((w & 1) == 0 && w > 15 && (w & 14) == lap) || w == ((p << 2) | 3)) &&
-            claimed_by(r, 1, p, pid))
+        if (((w & 1) == 0 && w > 15 && (w & 14) == lap) || w == ((p << 2) | 3))
             return true; /* p's message or marker, not released */
     }
     return false;
 }
 
-/* Kill child p at a random moment; with `aim`, stop it at random moments
- * first (up to 200 times, shortly after one another) until it is caught
- * inside an operation, so that short runs exercise the recovery too. True when the kill landed
+/* Kill child p at a random moment; with `aim`, stop it first at the
+ * moment its side's position (`pos`) first moves away from pos0 (its value
+ * when the child was forked), then at random moments (up to 200 times),
+ * until it is caught inside an operation, so that short runs exercise the
+ * recovery too. The first stop is the likeliest catch: a forked child's
+ * first claim records its identity, which it has to look up then (the
+ * parent's was forgotten at the fork), so it spends longer between its
+ * claim and its publish or release than any later operation. Between two
+ * stops the child runs until the position moves, so on a busy machine it
+ * is not stopped again before it ran at all. True when the kill landed
  * inside an operation, as in_flight() judged it while the child was
  * stopped. */
 static bool kill_inside(pid_t p, const struct shmobj__ring *r, bool aim,
-                        bool (*in_flight)(const struct shmobj__ring *, pid_t))
+                        bool (*in_flight)(const struct shmobj__ring *, uint64_t),
+                        const _Atomic uint64_t *pos, uint64_t pos0)
 {
     bool inside = false;
-    for (unsigned tries = 0; tries < (aim ? 200u : 1u) && !inside; tries++) {
-        struct timespec ts = {0, (long)(rand() % (tries == 0 ? 3000 : 200)) * 1000L};
-        nanosleep(&ts, NULL);
+    unsigned max_tries = aim ? 200u : 1u;
+    for (unsigned tries = 0; tries < max_tries && !inside; tries++) {
+        if (aim) {
+            uint64_t seen = tries == 0 ? pos0 : atomic_load(pos);
+            uint64_t t0 = shmobj__os_now_ns();
+            while (atomic_load(pos) == seen &&
+                   shmobj__os_now_ns() - t0 < 100 * (uint64_t)TEST_MS)
+                ;
+            if (atomic_load(pos) == seen)
+                aim = false; /* no work left to catch it in: kill it now */
+        }
+        if (!aim || tries > 0) {
+            struct timespec ts = {0, (long)(rand() % (aim ? 100 : 3000)) * 1000L};
+            if (tries > 0 && !aim)
+                ts.tv_nsec = 0;
+            nanosleep(&ts, NULL);
+        }
         kill(p, SIGSTOP);
         siginfo_t si;
         memset(&si, 0, sizeof si);
         assert_int_equal(waitid(P_PID, (id_t)p, &si, WSTOPPED | WEXITED | WNOWAIT), 0);
         if (si.si_code != CLD_STOPPED)
             break; /* it ended by itself */
-        inside = in_flight(r, p);
-        if (!inside && aim && tries + 1 < 200u)
+        /* take the stop's report, or the next wait would see it again */
+        assert_int_equal(waitid(P_PID, (id_t)p, &si, WSTOPPED), 0);
+        inside = in_flight(r, pos0);
+        if (!inside && aim && tries + 1 < max_tries)
             kill(p, SIGCONT);
+        if (!aim)
+            break;
     }
     kill(p, SIGKILL);
     return inside;
+}
+
+/* Make this process look itself up once, so that the children it forks
+ * from now on each look themselves up at their first claim (see
+ * kill_inside()). */
+static void self_known(shmobj_segment *seg)
+{
+    shmobj_queue *w;
+    shmobj_ref r;
+    assert_int_equal(shmobj_queue_create(seg, "self", 2, 0, &w), 0);
+    assert_int_equal(shmobj_queue_put(w, msg_of(0, 1)), 0);
+    assert_int_equal(shmobj_queue_take(w, &r), 0);
+    shmobj_queue_close(w);
+    assert_int_equal(shmobj_queue_destroy(seg, "self"), 0);
 }
 
 static void test_queue_kill_producers_randomly(void **state)
 {
     struct fixture *f = *state;
     shmobj_queue *q;
+    self_known(f->seg);
     assert_int_equal(shmobj_queue_create(f->seg, "killp", 64, 0, &q), 0);
     shmobj__queue_stall_set(q, 2 * (uint64_t)TEST_MS);
     struct kill_shared *sh = shared_alloc(sizeof *sh);
@@ -964,10 +997,12 @@ static void test_queue_kill_producers_randomly(void **state)
         struct kill_arg pa = {q, sh, i % 63};
         memset((void *)sh->seen[pa.id], 0, sizeof sh->seen[pa.id]);
         atomic_thread_fence(memory_order_seq_cst);
+        uint64_t e0 = atomic_load(&shmobj__queue_ring(q)->hdr->enq_pos);
         pid_t p = test_child_start(kill_producer, &pa, 60);
         assert_true(p > 0);
         /* every other round aims at the window between claim and publish */
-        landed += kill_inside(p, shmobj__queue_ring(q), i % 2 == 0, put_in_flight);
+        landed += kill_inside(p, shmobj__queue_ring(q), i % 2 == 0, put_in_flight,
+                              &shmobj__queue_ring(q)->hdr->enq_pos, e0);
         int rc = test_child_wait(p);
         assert_true(rc == 128 + SIGKILL || rc == 0);
         /* wait until the consumer caught up, then check the producer */
@@ -1008,6 +1043,7 @@ static void test_queue_kill_consumers_randomly(void **state)
 {
     struct fixture *f = *state;
     shmobj_queue *q;
+    self_known(f->seg);
     assert_int_equal(shmobj_queue_create(f->seg, "killc", 64, 0, &q), 0);
     shmobj__queue_stall_set(q, 2 * (uint64_t)TEST_MS);
     struct kill_shared *sh = shared_alloc(sizeof *sh);
@@ -1017,12 +1053,14 @@ static void test_queue_kill_consumers_randomly(void **state)
     srand((unsigned)getpid() + 1);
     for (unsigned i = 0; i < rounds; i++) {
         struct kill_arg ca = {q, sh, 0};
+        uint64_t d0 = atomic_load(&shmobj__queue_ring(q)->hdr->deq_pos);
         pid_t c = test_child_start(kill_consumer, &ca, 60);
         assert_true(c > 0);
         /* the first rounds aim at the window between claim and release
          * (all of them would let the consumers drain the producer's
          * stream before the last rounds) */
-        landed += kill_inside(c, shmobj__queue_ring(q), landed < 2, take_in_flight);
+        landed += kill_inside(c, shmobj__queue_ring(q), landed < 2, take_in_flight,
+                              &shmobj__queue_ring(q)->hdr->deq_pos, d0);
         int rc = test_child_wait(c);
         assert_true(rc == 128 + SIGKILL);
     }
