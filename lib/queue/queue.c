@@ -928,7 +928,7 @@ int shmobj_queue_count(shmobj_queue *q, uint64_t *count)
  * the block freed last: 64 KiB 16.5/7.8, 400 KB 18/11, 512 KiB 17.4/19,
  * 1 MiB 19.5/31.5, 2 MiB 15.3/22.4, 4 MiB 14.7/18.8, 8 MiB 12.2/10,
  * 16 MiB 12/9; plain into retired blocks: 64 KiB 26.7, 400 KB 33.8 (the
- * spinning shared-memory ring of BENCH.md W1: 22-30). Both are vector
+ * spinning shared-memory ring of W1, doc/benchmarks.md: 22-30). Both are vector
  * loops: the C library's memcpy of this size ("rep movsb") measured as slow
  * as the slow choice above. dst is 64-byte aligned (message data). */
 #define COPY_VECTOR_MIN (32u << 10)
