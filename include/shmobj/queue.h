@@ -255,9 +255,9 @@ SHMOBJ_API int shmobj_queue_spin_set(shmobj_queue *q, int64_t spin_ns);
  * @retval SHMOBJ_ECORRUPT the ring's next slot holds a word no live queue
  *         can (damage), or its block no longer checks out; nothing was sent
  * @retval SHMOBJ_ESTALE the queue was destroyed (nothing was written)
- * @retval SHMOBJ_EREPLACED the segment's name was removed or now names
- *         another segment (shmobj_segment_info_get()), seen at the
- *         deadline or within a second of a longer wait: its peers moved on
+ * @retval SHMOBJ_EREPLACED the deadline passed and the segment's name was
+ *         removed or now names another segment (shmobj_segment_info_get()):
+ *         its peers moved on
  * @note Thread- and process-safe, lock-free while there is room.
  * @since 0.1
  */
@@ -286,9 +286,9 @@ SHMOBJ_API int shmobj_queue_try_put(shmobj_queue *q, shmobj_ref ref);
  * @retval SHMOBJ_EINVAL q is NULL, ref is null or not 16-byte aligned
  * @retval SHMOBJ_EFULL the queue is full and timeout_ns is 0
  * @retval SHMOBJ_ETIMEDOUT still full when the timeout passed
- * @retval SHMOBJ_EREPLACED the segment's name was removed or now names
- *         another segment (shmobj_segment_info_get()), seen at the
- *         deadline or within a second of a longer wait: its peers moved on
+ * @retval SHMOBJ_EREPLACED the deadline passed and the segment's name was
+ *         removed or now names another segment (shmobj_segment_info_get()):
+ *         its peers moved on
  * @retval SHMOBJ_ECORRUPT as for shmobj_queue_put()
  * @retval SHMOBJ_ESTALE as for shmobj_queue_put(), also when the queue was
  *         destroyed while the caller waited
@@ -309,9 +309,9 @@ SHMOBJ_API int shmobj_queue_put_timed(shmobj_queue *q, shmobj_ref ref,
  *         block no longer checks out (damage); nothing was taken
  * @retval SHMOBJ_ESTALE the queue was destroyed, also while the caller
  *         waited (nothing was written)
- * @retval SHMOBJ_EREPLACED the segment's name was removed or now names
- *         another segment (shmobj_segment_info_get()), seen at the
- *         deadline or within a second of a longer wait: its peers moved on
+ * @retval SHMOBJ_EREPLACED the deadline passed and the segment's name was
+ *         removed or now names another segment (shmobj_segment_info_get()):
+ *         its peers moved on
  * @note Thread- and process-safe, lock-free while messages wait.
  * @since 0.1
  */
@@ -346,9 +346,9 @@ SHMOBJ_API int shmobj_queue_try_take(shmobj_queue *q, shmobj_ref *ref);
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_EEMPTY no message and timeout_ns is 0
  * @retval SHMOBJ_ETIMEDOUT none came before the timeout
- * @retval SHMOBJ_EREPLACED the segment's name was removed or now names
- *         another segment (shmobj_segment_info_get()), seen at the
- *         deadline or within a second of a longer wait: its peers moved on
+ * @retval SHMOBJ_EREPLACED the deadline passed and the segment's name was
+ *         removed or now names another segment (shmobj_segment_info_get()):
+ *         its peers moved on
  * @retval SHMOBJ_ECORRUPT the ring's head slot holds a word no live queue
  *         can (a word of 0 included: no message is null), or the queue's
  *         block no longer checks out (damage); nothing was taken
@@ -371,9 +371,9 @@ SHMOBJ_API int shmobj_queue_take_timed(shmobj_queue *q, shmobj_ref *ref,
  *         block no longer checks out (damage); nothing was taken
  * @retval SHMOBJ_ESTALE the queue was destroyed, also while the caller
  *         waited (nothing was written)
- * @retval SHMOBJ_EREPLACED the segment's name was removed or now names
- *         another segment (shmobj_segment_info_get()), seen at the
- *         deadline or within a second of a longer wait: its peers moved on
+ * @retval SHMOBJ_EREPLACED the deadline passed and the segment's name was
+ *         removed or now names another segment (shmobj_segment_info_get()):
+ *         its peers moved on
  * @note Thread- and process-safe. With several consumers the message may be
  *       taken by another one right after; peek is a snapshot.
  * @since 0.1
@@ -408,9 +408,9 @@ SHMOBJ_API int shmobj_queue_try_peek(shmobj_queue *q, shmobj_ref *ref);
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_EEMPTY no message and timeout_ns is 0
  * @retval SHMOBJ_ETIMEDOUT none came before the timeout
- * @retval SHMOBJ_EREPLACED the segment's name was removed or now names
- *         another segment (shmobj_segment_info_get()), seen at the
- *         deadline or within a second of a longer wait: its peers moved on
+ * @retval SHMOBJ_EREPLACED the deadline passed and the segment's name was
+ *         removed or now names another segment (shmobj_segment_info_get()):
+ *         its peers moved on
  * @retval SHMOBJ_ECORRUPT the ring's head slot holds a word no live queue
  *         can (a word of 0 included: no message is null), or the queue's
  *         block no longer checks out (damage); nothing was taken
@@ -537,9 +537,9 @@ SHMOBJ_API int shmobj_queue_msg_done(shmobj_queue *q, shmobj_ref ref);
  * @retval SHMOBJ_EINVAL NULL q or null ref, ref names no block of this
  *         segment, the block is not tracked, or its sender gave up
  * @retval SHMOBJ_ETIMEDOUT not done in time (also with timeout_ns 0)
- * @retval SHMOBJ_EREPLACED the segment's name was removed or now names
- *         another segment (shmobj_segment_info_get()), seen at the
- *         deadline or within a second of a longer wait: its peers moved on
+ * @retval SHMOBJ_EREPLACED the deadline passed and the segment's name was
+ *         removed or now names another segment (shmobj_segment_info_get()):
+ *         its peers moved on
  * @retval SHMOBJ_ESTALE the block was freed or given back (see
  *         shmobj_queue_msg_data())
  * @retval SHMOBJ_ETYPE ref names a live block that is not a message block
@@ -604,9 +604,9 @@ SHMOBJ_API int shmobj_queue_msg_free(shmobj_queue *q, shmobj_ref ref);
  * @retval SHMOBJ_ENOMEM no room in the segment
  * @retval SHMOBJ_EFULL the queue is full and timeout_ns is 0 (nothing sent)
  * @retval SHMOBJ_ETIMEDOUT still full at the timeout (nothing sent)
- * @retval SHMOBJ_EREPLACED the segment's name was removed or now names
- *         another segment (shmobj_segment_info_get()), seen at the
- *         deadline or within a second of a longer wait: its peers moved on
+ * @retval SHMOBJ_EREPLACED the deadline passed and the segment's name was
+ *         removed or now names another segment (shmobj_segment_info_get()):
+ *         its peers moved on
  * @retval SHMOBJ_ECORRUPT the heap or the ring is damaged (nothing sent)
  * @retval SHMOBJ_ESTALE the queue was destroyed (nothing sent)
  * @note Thread- and process-safe. The consumer reads the bytes with

@@ -241,9 +241,9 @@ typedef struct shmobj_segment_info {
  * SHMOBJ_SEGMENT_INFO_LINKED is clear, close the handle and open the name
  * again. Blocking waits on such a segment (queue takes, puts and
  * completion waits, shmobj_segment_wait_attached()) return
- * SHMOBJ_EREPLACED instead of SHMOBJ_ETIMEDOUT when their deadline passes,
- * and waits without a deadline look at the name once a second and return
- * SHMOBJ_EREPLACED when it is gone.
+ * SHMOBJ_EREPLACED instead of SHMOBJ_ETIMEDOUT when their deadline passes.
+ * A wait without a deadline waits for ever, as asked: give long waits a
+ * timeout and look at the flags when it passes.
  * @param[in] seg segment
  * @param[in,out] info struct_size set by the caller, the rest filled (a
  *                caller built against 0.1 passes the shorter struct and

@@ -44,9 +44,6 @@
 
 /* ---- message blocks -------------------------------------------------------- */
 
-/* How often a long wait looks at whether its segment was replaced. */
-#define RENAME_CHECK_NS (UINT64_C(1000) * 1000000)
-
 #define QMSG_MAGIC 0x47534d51u /* "QMSG" */
 enum { QMSG_PENDING = 0, QMSG_DONE = 1, QMSG_ABANDONED = 2, QMSG_FREED = 3 };
 
@@ -331,23 +328,17 @@ int shmobj_queue_msg_wait_done(shmobj_queue *q, shmobj_ref ref,
         if (timeout_ns == 0)
             return SHMOBJ_ETIMEDOUT;
         /* A consumer of a segment replaced under its name will never mark
-         * this done: say so at the deadline, and once a second of a long
-         * wait. */
+         * this done: say so at the deadline. */
         if (now >= deadline)
             return q->sp->ops->live->linked(q->sp) ? SHMOBJ_ETIMEDOUT
                                                    : SHMOBJ_EREPLACED;
-        uint64_t until = deadline - now > RENAME_CHECK_NS ? now + RENAME_CHECK_NS
-                                                          : deadline;
         atomic_fetch_add_explicit(&m->waiters, 1, memory_order_seq_cst);
         atomic_thread_fence(memory_order_seq_cst);
         s = atomic_load_explicit(&m->state, memory_order_acquire);
         if (s == QMSG_PENDING)
-            shmobj__os_futex_wait(&m->state, QMSG_PENDING, until);
+            shmobj__os_futex_wait(&m->state, QMSG_PENDING, deadline);
         atomic_fetch_sub_explicit(&m->waiters, 1, memory_order_relaxed);
         s = atomic_load_explicit(&m->state, memory_order_acquire);
-        if (s == QMSG_PENDING && until != deadline &&
-            shmobj__os_now_ns() >= until && !q->sp->ops->live->linked(q->sp))
-            return SHMOBJ_EREPLACED;
     }
     if (s == QMSG_FREED)
         return SHMOBJ_ESTALE;

@@ -599,8 +599,6 @@ uint64_t shmobj__ring_count(const struct shmobj__ring *r)
 
 enum op { OP_PUT, OP_TAKE, OP_PEEK };
 
-/* How often a long wait looks at whether its segment was replaced. */
-#define RENAME_CHECK_NS (UINT64_C(1000) * 1000000)
 
 /* True when the slot the operation waits for is claimed by a process that
  * has not finished with it (so it may be dead and never wake us). */
@@ -664,6 +662,9 @@ static void spin_watch(const struct shmobj__ring *r, enum op op)
     }
 }
 
+static int sleep_op(struct shmobj__ring *r, enum op op, uint64_t *v,
+                    uint64_t deadline);
+
 static int wait_op(struct shmobj__ring *r, enum op op, uint64_t *v,
                    int64_t spin_ns, uint64_t deadline)
 {
@@ -691,6 +692,17 @@ static int wait_op(struct shmobj__ring *r, enum op op, uint64_t *v,
      * ourselves as a sleeper. */
     if (shmobj__os_now_ns() >= deadline)
         return SHMOBJ_ETIMEDOUT;
+    return sleep_op(r, op, v, deadline);
+}
+
+/* The sleeping part of wait_op(), out of line: the spinning part above is
+ * the hot path of a busy queue. */
+static __attribute__((noinline)) int sleep_op(struct shmobj__ring *r,
+                                              enum op op, uint64_t *v,
+                                              uint64_t deadline)
+{
+    int busy = op == OP_PUT ? SHMOBJ_EFULL : SHMOBJ_EEMPTY;
+    int rc;
     struct shmobj__ring_hdr *h = r->hdr;
     unsigned side = op == OP_PUT ? 1 : 0;
     _Atomic uint32_t *waiters = side ? &h->prod_waiters : &h->cons_waiters;
@@ -709,19 +721,14 @@ static int wait_op(struct shmobj__ring *r, enum op op, uint64_t *v,
         uint32_t ev = atomic_load_explicit(event, memory_order_seq_cst);
         rc = try_op(r, op, v);
         uint64_t now = shmobj__os_now_ns();
-        bool ticked = false;
         if (rc == busy && now < deadline) {
             /* A claimed-but-unfinished slot may belong to a dead process
-             * that will never wake us: wake up in time to judge it. And a
-             * segment replaced under its name has peers that moved on: look
-             * at the name once a second. */
+             * that will never wake us: wake up in time to judge it. (No
+             * other slicing: a futex wait with a timeout arms a kernel
+             * timer, which made every sleep of a busy queue dearer.) */
             uint64_t until = deadline;
             if (r->stall_ns < until - now && slot_in_flight(r, op))
                 until = now + r->stall_ns;
-            if (RENAME_CHECK_NS < until - now) {
-                until = now + RENAME_CHECK_NS;
-                ticked = true;
-            }
             shmobj__os_futex_wait(event, ev, until);
         }
         /* our record first, then the total */
@@ -730,11 +737,10 @@ static int wait_op(struct shmobj__ring *r, enum op op, uint64_t *v,
         atomic_fetch_sub_explicit(waiters, 1, memory_order_relaxed);
         if (rc != busy)
             return rc;
-        if (now >= deadline || (ticked && shmobj__os_now_ns() >= now + RENAME_CHECK_NS))
-            if (!r->sp->ops->live->linked(r->sp))
-                return SHMOBJ_EREPLACED;
         if (now >= deadline)
-            return SHMOBJ_ETIMEDOUT;
+            /* a segment replaced under its name has peers that moved on */
+            return r->sp->ops->live->linked(r->sp) ? SHMOBJ_ETIMEDOUT
+                                                   : SHMOBJ_EREPLACED;
     }
 }
 
