@@ -389,6 +389,18 @@ static void test_segment_open_damaged_header_ecorrupt(void **state)
     shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM);
 }
 
+/* Open by name and close at once: the status alone. */
+static int open_rc(const char *name, int64_t timeout_ns)
+{
+    shmobj_segment *s = NULL;
+    int rc = shmobj_segment_open(name, SHMOBJ_BACKEND_SHM, timeout_ns, &s);
+    if (rc == 0)
+        shmobj_segment_close(s);
+    else
+        assert_null(s);
+    return rc;
+}
+
 /* The creator is killed at one step of shmobj_segment_create(). */
 static int kill_step;
 static void die_at_step(int step)
@@ -463,15 +475,10 @@ static void test_segment_open_unfinished_times_out(void **state)
     assert_true(h != MAP_FAILED);
     h->format_version = SHMOBJ_FORMAT_VERSION;
     h->magic = SHMOBJ__SEG_MAGIC;
-    shmobj_segment *s = NULL;
-    assert_int_equal(
-        shmobj_segment_open(name, SHMOBJ_BACKEND_SHM, 100 * TEST_MS, &s),
-        SHMOBJ_ETIMEDOUT);
+    assert_int_equal(open_rc(name, 100 * TEST_MS), SHMOBJ_ETIMEDOUT);
     /* The same object once its creator is gone: not ready, at once. */
     raw_release(h, fd);
-    assert_int_equal(
-        shmobj_segment_open(name, SHMOBJ_BACKEND_SHM, SHMOBJ_FOREVER, &s),
-        SHMOBJ_ENOTREADY);
+    assert_int_equal(open_rc(name, SHMOBJ_FOREVER), SHMOBJ_ENOTREADY);
     shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM);
 }
 
@@ -485,23 +492,13 @@ static void test_segment_open_foreign_or_empty_object_immediate(void **state)
     test_name(name, sizeof name, "foreign");
     int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
     assert_true(fd >= 0);
-    shmobj_segment *s = NULL;
-    assert_int_equal(
-        shmobj_segment_open(name, SHMOBJ_BACKEND_SHM, SHMOBJ_FOREVER, &s),
-        SHMOBJ_ENOTREADY);
+    assert_int_equal(open_rc(name, SHMOBJ_FOREVER), SHMOBJ_ENOTREADY);
     assert_int_equal(ftruncate(fd, 64 * 1024), 0);
-    assert_int_equal(
-        shmobj_segment_open(name, SHMOBJ_BACKEND_SHM, SHMOBJ_FOREVER, &s),
-        SHMOBJ_ENOTREADY);
+    assert_int_equal(open_rc(name, SHMOBJ_FOREVER), SHMOBJ_ENOTREADY);
     assert_int_equal(pwrite(fd, "PNG junk, not a segment", 23, 0), 23);
-    assert_int_equal(
-        shmobj_segment_open(name, SHMOBJ_BACKEND_SHM, SHMOBJ_FOREVER, &s),
-        SHMOBJ_ENOTSEG);
+    assert_int_equal(open_rc(name, SHMOBJ_FOREVER), SHMOBJ_ENOTSEG);
     assert_int_equal(ftruncate(fd, 100), 0); /* small and not empty */
-    assert_int_equal(
-        shmobj_segment_open(name, SHMOBJ_BACKEND_SHM, SHMOBJ_FOREVER, &s),
-        SHMOBJ_ENOTSEG);
-    assert_null(s);
+    assert_int_equal(open_rc(name, SHMOBJ_FOREVER), SHMOBJ_ENOTSEG);
     close(fd);
     shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM);
 }
