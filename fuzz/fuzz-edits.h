@@ -52,7 +52,7 @@ static void fuzz_die(const char *what)
 static shmobj_segment *fuzz_seg;
 
 /* The segment a target builds its structure in: 2 MiB of memfd, fixed. */
-static shmobj_segment *fuzz_segment(void)
+static inline shmobj_segment *fuzz_segment(void)
 {
     shmobj_segment *seg;
     shmobj_segment_options o;
@@ -126,6 +126,11 @@ static void fuzz_edits_apply(const uint8_t *data, size_t size)
  * its regions and fuzz_save(); run every reader with fuzz_expect(). */
 static void fuzz_setup(void);
 static void fuzz_exercise(void);
+/* With FUZZ_CHECK_RESTORED, the target's fuzz_check_restored() runs after
+ * each input's bytes are put back: the structure must work as before. */
+#ifdef FUZZ_CHECK_RESTORED
+static void fuzz_check_restored(void);
+#endif
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -134,6 +139,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_edits_apply(data, size);
     fuzz_exercise();
     fuzz_restore();
+#ifdef FUZZ_CHECK_RESTORED
+    fuzz_check_restored();
+#endif
     return 0;
 }
 

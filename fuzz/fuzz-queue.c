@@ -13,9 +13,16 @@
  * codes its documentation lists, and the heap's own check still passes (no
  * block was freed twice).
  *
- * Not edited: the notify and sleeper records (they name processes and
- * descriptors that a put acts on with system calls) and the mutexes (a
- * lock word of garbage may legitimately block for ever).
+ * The notify and sleeper records are edited too (a region each, over
+ * every field: state, pid, token, inode, descriptor; owner, token,
+ * counts): a put acts on a notify record with system calls (it opens
+ * /proc/<pid>/fd/<fd> and writes only to the registered pipe), a waker
+ * takes a dead sleeper's count back. The handle the target keeps has a
+ * registration of its own, armed, saved with the bytes; their readers run
+ * after the edits: notify_fd and notify_arm on a fresh handle and on the
+ * kept one, a put (which fires the armed records), a blocking take with a
+ * 1 ms timeout on the drained ring (its sleeper record, its waits) and
+ * shmobj__ring_sleepers_repair(). Not edited: the retire FIFO's lock word.
  *
  * Built with libFuzzer (-fsanitize=fuzzer) and, with -DFUZZ_STANDALONE, as
  * a plain program (fuzz-edits.h). */
@@ -71,8 +78,17 @@ static void fuzz_setup(void)
             fuzz_die("set-up failed");
         add_message(r);
     }
+    int nfd;
+    if (shmobj_queue_notify_fd(queue, &nfd) != 0 || shmobj_queue_notify_arm(queue) != 0)
+        fuzz_die("set-up failed");
     struct shmobj__ring *ring = shmobj__queue_ring(queue);
     fuzz_region_add(ring->hdr, offsetof(struct shmobj__ring_hdr, notify));
+    fuzz_region_add(ring->hdr->notify, sizeof ring->hdr->notify);
+    fuzz_region_add(ring->hdr->sleepers, sizeof ring->hdr->sleepers);
+    /* the waiter totals and armed count, which the records feed */
+    fuzz_region_add(&ring->hdr->cons_waiters,
+                    offsetof(struct shmobj__ring_hdr, take_event) + 4 -
+                        offsetof(struct shmobj__ring_hdr, cons_waiters));
     fuzz_region_add(ring->slots, (size_t)ring->capacity * SHMOBJ__RING_SLOT_BYTES);
     struct shmobj__retire *rt = shmobj__queue_retire(queue);
     fuzz_region_add(rt, offsetof(struct shmobj__retire, lock));
@@ -111,6 +127,50 @@ static void consume(shmobj_ref ref)
         (void)sum;
     }
     fuzz_expect(ref_status_ok(shmobj_queue_msg_done(queue, ref)), "msg_done status");
+}
+
+/* The codes of notify_fd and notify_arm. */
+static int notify_status_ok(int rc)
+{
+    return rc == 0 || rc == SHMOBJ_EFULL || rc == SHMOBJ_ESTALE ||
+           rc == SHMOBJ_ECORRUPT || rc == SHMOBJ_ENOTSUP || rc == SHMOBJ_ESYS;
+}
+
+/* The readers of the notify and sleeper records, on a drained ring. */
+static void notify_readers(void)
+{
+    int fd;
+    shmobj_queue *q2;
+    int rc = shmobj_queue_open(seg, "q", &q2);
+    if (rc == 0) {
+        rc = shmobj_queue_notify_fd(q2, &fd);
+        fuzz_expect(notify_status_ok(rc), "notify_fd status");
+        if (rc == 0) {
+            rc = shmobj_queue_notify_arm(q2);
+            fuzz_expect(rc == 0 || rc == SHMOBJ_ESTALE || rc == SHMOBJ_ECORRUPT,
+                        "notify_arm status");
+        }
+        shmobj_queue_close(q2);
+    }
+    /* the kept handle's registration: already made, so notify_fd answers
+     * from the handle; arm reads its (damaged) record */
+    rc = shmobj_queue_notify_fd(queue, &fd);
+    fuzz_expect(notify_status_ok(rc), "notify_fd (kept) status");
+    rc = shmobj_queue_notify_arm(queue);
+    fuzz_expect(rc == 0 || rc == SHMOBJ_ESTALE || rc == SHMOBJ_ECORRUPT,
+                "notify_arm (kept) status");
+    /* a put fires every armed record, then the take empties the ring */
+    shmobj_ref ref;
+    rc = shmobj_queue_put_copy(queue, "n", 1, 0, 0, NULL);
+    fuzz_expect(ring_status_ok(rc, SHMOBJ_EFULL) || rc == SHMOBJ_ENOMEM,
+                "put_copy (notify) status");
+    while (shmobj_queue_try_take(queue, &ref) == 0)
+        consume(ref);
+    rc = shmobj_queue_take_timed(queue, &ref, 1000000);
+    fuzz_expect(ring_status_ok(rc, SHMOBJ_ETIMEDOUT), "take_timed status");
+    if (rc == 0)
+        consume(ref);
+    (void)shmobj__ring_sleepers_repair(shmobj__queue_ring(queue));
 }
 
 static void fuzz_exercise(void)
@@ -157,6 +217,7 @@ static void fuzz_exercise(void)
     fuzz_expect(ring_status_ok(rc, SHMOBJ_EFULL) || rc == SHMOBJ_ENOMEM, "put_copy status");
     while (shmobj_queue_try_take(queue, &ref) == 0)
         consume(ref);
+    notify_readers();
     rc = shmobj_queue_trim(queue);
     fuzz_expect(rc == 0 || rc == SHMOBJ_ECORRUPT || rc == SHMOBJ_ESTALE, "trim status");
     uint64_t bad = 0;

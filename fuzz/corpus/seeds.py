@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""Writes the hand-made seed inputs of fuzz/corpus/<target>/.
+
+An input is a list of edits (fuzz/fuzz-edits.h): u16 region, u32 offset,
+u8 length - 1, then the bytes. Region numbers are the order in which each
+target's fuzz_setup() registers its regions (see the comments below).
+Run from the repository's top directory: python3 fuzz/corpus/seeds.py"""
+import os
+import struct
+
+
+def edit(region, off, data):
+    out = b""
+    while data:
+        chunk, data = data[:16], data[16:]
+        out += struct.pack("<HIB", region, off, len(chunk) - 1) + chunk
+        off += len(chunk)
+    return out
+
+
+def u32(v):
+    return struct.pack("<I", v)
+
+
+def u64(v):
+    return struct.pack("<Q", v)
+
+
+def write(target, seeds):
+    d = os.path.join("fuzz", "corpus", target)
+    os.makedirs(d, exist_ok=True)
+    for name, data in seeds.items():
+        with open(os.path.join(d, name), "wb") as f:
+            f.write(data)
+
+
+# fuzz-segment: 0 header (256 bytes), 1 state, 2 lock word, 3 size and
+# attach_seq, 4 process table, 5 this handle's slot and the next two,
+# 6 root directory, 7 its first four entries.
+write("fuzz-segment", {
+    "state-2": edit(1, 0, u32(2)),
+    "state-init": edit(1, 0, u32(0)),
+    "magic-swapped": edit(0, 0, u64(0x53484d4f424a0001)),
+    "magic-zero": edit(0, 0, u64(0)),
+    "version-99": edit(0, 12, u32(99)),
+    "checksum": edit(0, 88, u64(0x0123456789abcdef)),
+    "lock-dead": edit(2, 0, u32(5 | 1 << 10)),
+    "lock-dead-contended": edit(2, 0, u32(0x80000000 | 7 | 3 << 10)),
+    "lock-impossible": edit(2, 0, u32(5)),
+    "size-huge": edit(3, 0, u64(0xffffffffffffffff)),
+    "slot-cleared": edit(5, 0, u64(0)),
+    "slots-pids": edit(4, 4, u32(1)) + edit(4, 20, u32(1)) + edit(4, 16, u32(1 | 1 << 10)),
+    "root-unterminated": edit(7, 0, b"A" * 48),
+    "root-ref": edit(7, 48, u64(0x0001000000008040)),
+    "root-dup-name": edit(7, 64, b"m\0"),
+})
+
+# fuzz-queue: 0..2 the waiting messages' headers, 3 ring header up to the
+# notify records, 4 notify records, 5 sleeper records, 6 waiter totals and
+# armed count, 7 slots and claims, 8 retire FIFO before its lock, 9 the
+# FIFO after it, then the retired blocks' headers.
+notify_armed = u32(3) + u32(1) + u64(5 | 1 << 10) + u64(12345) + u32(0) + u32(0)
+sleeper_dead = u64(5 | 1 << 10) + u64(5 | 1 << 10) + u32(3) + u32(2)
+write("fuzz-queue", {
+    "notify-armed-foreign": edit(4, 32, notify_armed),
+    "notify-token-wide": edit(4, 8, u64(0x100000005)),
+    "notify-state-junk": edit(4, 0, u32(0xdeadbeef)),
+    "sleeper-dead": edit(5, 0, sleeper_dead) + edit(6, 0, u32(3)) + edit(6, 64, u32(2)),
+    "sleeper-busy": edit(5, 32, u64(0xffffffffffffffff)),
+    "waiters-huge": edit(6, 0, u32(0xffffffff)) + edit(6, 8, u32(0xffffffff)),
+    "slot-zero": edit(7, 0, u64(0)),
+})
