@@ -251,9 +251,8 @@ static void fuzz_exercise(void)
     expect_rc(rc == SHMOBJ_EEXIST || rc == 0 || rc == SHMOBJ_ESTALE ||
                     rc == SHMOBJ_EFULL || lock_status_ok(rc),
                 "root_add status", rc);
-    /* root_del also returns SHMOBJ_ECORRUPT for an impossible lock word,
-     * which its documentation does not list yet: accepted here so that the
-     * target finds what lies beyond; tests/test-fuzz-regress.c holds it. */
+    /* root_del gives SHMOBJ_ECORRUPT for an impossible lock word, as its
+     * documentation says (tests/test-fuzz-regress.c holds the finding). */
     rc = shmobj_segment_root_del(seg, "fz");
     expect_rc(rc == 0 || rc == SHMOBJ_ENOTFOUND || lock_status_ok(rc),
                 "root_del status", rc);

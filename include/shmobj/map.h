@@ -144,6 +144,8 @@ SHMOBJ_API int shmobj_map_create(shmobj_segment *seg, const char *name,
  *         already (slots of processes that died are taken back first)
  * @retval SHMOBJ_ENOMEM no memory for the handle
  * @retval SHMOBJ_ESYS a system call failed (errno is kept)
+ * @retval SHMOBJ_EBUSY another live process held the segment lock (which
+ *         the root look-up takes) for longer than 10 s
  * @note Thread- and process-safe.
  * @since 0.1
  */

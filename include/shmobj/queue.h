@@ -144,6 +144,8 @@ enum shmobj_queue_msg_flag {
  * @retval SHMOBJ_ENOMEM no room in the segment, or no memory for the handle
  * @retval SHMOBJ_EFULL the segment's root directory is full
  * @retval SHMOBJ_ECORRUPT the segment is damaged
+ * @retval SHMOBJ_EBUSY another live process held the segment lock (which
+ *         the root look-up takes) for longer than 10 s
  * @note Thread- and process-safe. Two processes creating the same name at
  *       once: the name is published create-only, under the segment lock,
  *       so exactly one succeeds and the other gets SHMOBJ_EEXIST.
@@ -168,6 +170,8 @@ SHMOBJ_API int shmobj_queue_create(shmobj_segment *seg, const char *name,
  * @retval SHMOBJ_EVERSION the queue has another format version
  * @retval SHMOBJ_ESTALE the queue was destroyed (or is being destroyed)
  * @retval SHMOBJ_ENOMEM no memory for the handle
+ * @retval SHMOBJ_EBUSY another live process held the segment lock (which
+ *         the root look-up takes) for longer than 10 s
  * @note Thread- and process-safe.
  * @since 0.1
  */
@@ -197,6 +201,8 @@ SHMOBJ_API void shmobj_queue_close(shmobj_queue *q);
  * @retval SHMOBJ_EVERSION the queue has another format version
  * @retval SHMOBJ_ESTALE another call is destroying it
  * @retval SHMOBJ_ENOMEM no memory for a temporary handle
+ * @retval SHMOBJ_EBUSY another live process held the segment lock (which
+ *         the root look-up takes) for longer than 10 s
  * @note Process-safe. Handles still open elsewhere get SHMOBJ_ESTALE from
  *       their next call (see "Destroyed queues" above); a call running at
  *       that moment may still complete on the freed block, so destroy a

@@ -354,6 +354,7 @@ SHMOBJ_API int shmobj_segment_root_get(shmobj_segment *seg, const char *name,
  * @retval SHMOBJ_EBUSY another live process held the segment lock for
  *         longer than 10 s (it is stopped, or the lock word was damaged to
  *         name it)
+ * @retval SHMOBJ_ECORRUPT the root directory or the segment lock is damaged
  * @note Thread- and process-safe (takes the segment lock).
  * @since 0.1
  */
