@@ -18,7 +18,11 @@
 
 /* Tell the sleepers of shmobj_segment_root_wait() the directory changed:
  * the bump under the lock, the wake after the unlock (a woken waiter then
- * finds the lock free). */
+ * finds the lock free). The wake is unconditional: it costs one system
+ * call per change (about 200 ns; an add and a delete together went from
+ * 90 to 490 ns), and a change of roots is rare next to what it publishes,
+ * while a "someone sleeps" mark a damaged or foreign write cleared would
+ * lose a wake-up and leave a waiter without a deadline asleep for ever. */
 static void roots_changed(shmobj_segment *seg)
 {
     atomic_fetch_add_explicit(&seg->hdr->root_seq, 1, memory_order_release);
