@@ -118,8 +118,9 @@ typedef struct shmobj_map_stats {
  *         segment's lock for longer than 10 s (it is stopped, or the lock
  *         word was damaged to name it)
  * @note Thread- and process-safe. Two processes creating the same name at
- *       once: one of them may replace the other's root (create once, open
- *       elsewhere).
+ *       once: the name is published create-only, under the segment lock,
+ *       so exactly one succeeds and the other gets SHMOBJ_EEXIST (see
+ *       shmobj_map_open_or_create()).
  * @since 0.1
  */
 SHMOBJ_API int shmobj_map_create(shmobj_segment *seg, const char *name,
@@ -151,6 +152,72 @@ SHMOBJ_API int shmobj_map_create(shmobj_segment *seg, const char *name,
  */
 SHMOBJ_API int shmobj_map_open(shmobj_segment *seg, const char *name,
                                shmobj_map **out);
+
+/**
+ * @brief Open a map by root name, waiting until it exists.
+ *
+ * For a process that may start before the map's creator: waits with
+ * shmobj_segment_root_wait() (asleep on a futex the root directory's
+ * changes wake, never polling) until a root of that name exists, then
+ * opens it as shmobj_map_open() does.
+ * @param[in] seg segment
+ * @param[in] name root name given to shmobj_map_create()
+ * @param[in] timeout_ns 0 (look once), SHMOBJ_FOREVER, or nanoseconds
+ * @param[out] out the new handle
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument or bad name
+ * @retval SHMOBJ_ETIMEDOUT no root of that name appeared in time
+ * @retval SHMOBJ_ETYPE the root names a block that is not a map
+ * @retval SHMOBJ_ESTALE the root names a freed block
+ * @retval SHMOBJ_EVERSION the map has another format version
+ * @retval SHMOBJ_ECORRUPT the root names a map control block whose bytes
+ *         are inconsistent, or no block; or the segment lock is damaged
+ * @retval SHMOBJ_EFULL SHMOBJ_MAP_HANDLES_MAX handles have the map open
+ *         already, or the segment handle, inherited through fork(), could
+ *         not attach anew
+ * @retval SHMOBJ_ENOMEM no memory for the handle
+ * @retval SHMOBJ_ESYS a system call failed (errno is kept)
+ * @retval SHMOBJ_EBUSY with SHMOBJ_FOREVER only: another live process held
+ *         the segment lock for longer than 10 s
+ * @note Thread- and process-safe.
+ * @since 0.2
+ */
+SHMOBJ_API int shmobj_map_open_timed(shmobj_segment *seg, const char *name,
+                                     int64_t timeout_ns, shmobj_map **out);
+
+/**
+ * @brief Open a map by root name, creating it when it does not exist.
+ *
+ * The way several peer processes start when any of them may be first:
+ * each calls this, and all end up with handles of one map. Creates as
+ * shmobj_map_create(); when a root of that name exists, opens it instead.
+ * When the name goes away between the two steps (a creator that failed
+ * after publishing takes its root back; a destroy), tries again, up to 16
+ * rounds.
+ * @param[in] seg segment
+ * @param[in] name root name (1..SHMOBJ_ROOT_NAME_MAX bytes)
+ * @param[out] out the new handle
+ * @retval 0 success (created or opened)
+ * @retval SHMOBJ_EINVAL NULL argument or bad name
+ * @retval SHMOBJ_ETYPE a root of that name names a block that is not a map
+ * @retval SHMOBJ_ESTALE the root named a freed block in every round
+ * @retval SHMOBJ_ENOTFOUND the name was published and removed again in
+ *         every round
+ * @retval SHMOBJ_EVERSION the existing map has another format version
+ * @retval SHMOBJ_ECORRUPT the existing map's control block is
+ *         inconsistent, or the segment is damaged
+ * @retval SHMOBJ_EFULL the segment's root directory is full, or
+ *         SHMOBJ_MAP_HANDLES_MAX handles have the map open already
+ * @retval SHMOBJ_ENOMEM no room in the segment, or no memory for the handle
+ * @retval SHMOBJ_ESYS a system call failed (errno is kept)
+ * @retval SHMOBJ_EBUSY another live process held the shard's or the
+ *         segment's lock for longer than 10 s
+ * @note Thread- and process-safe: of peers racing, exactly one creates the
+ *       map and every other one opens it.
+ * @since 0.2
+ */
+SHMOBJ_API int shmobj_map_open_or_create(shmobj_segment *seg, const char *name,
+                                         shmobj_map **out);
 
 /**
  * @brief Close a handle (the map stays in the segment).

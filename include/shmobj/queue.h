@@ -179,6 +179,74 @@ SHMOBJ_API int shmobj_queue_open(shmobj_segment *seg, const char *name,
                                  shmobj_queue **out);
 
 /**
+ * @brief Open a queue by name, waiting until it exists.
+ *
+ * For a process that may start before the queue's creator: waits with
+ * shmobj_segment_root_wait() (asleep on a futex the root directory's
+ * changes wake, never polling) until a root of that name exists, then
+ * opens it as shmobj_queue_open() does.
+ * @param[in] seg segment
+ * @param[in] name the queue's name
+ * @param[in] timeout_ns 0 (look once), SHMOBJ_FOREVER, or nanoseconds
+ * @param[out] out the new handle
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument or bad name
+ * @retval SHMOBJ_ETIMEDOUT no root of that name appeared in time
+ * @retval SHMOBJ_ETYPE the root names something else (a map, an object, a
+ *         raw block)
+ * @retval SHMOBJ_ECORRUPT the root names a ring that is not sound, or a
+ *         block that is not a live block of the heap; or the segment lock
+ *         is damaged
+ * @retval SHMOBJ_EVERSION the queue has another format version
+ * @retval SHMOBJ_ESTALE the queue was destroyed (or is being destroyed)
+ * @retval SHMOBJ_ENOMEM no memory for the handle
+ * @retval SHMOBJ_EFULL the segment handle, inherited through fork(), could
+ *         not attach anew
+ * @retval SHMOBJ_EBUSY with SHMOBJ_FOREVER only: another live process held
+ *         the segment lock for longer than 10 s
+ * @note Thread- and process-safe.
+ * @since 0.2
+ */
+SHMOBJ_API int shmobj_queue_open_timed(shmobj_segment *seg, const char *name,
+                                       int64_t timeout_ns, shmobj_queue **out);
+
+/**
+ * @brief Open a queue by name, creating it when it does not exist.
+ *
+ * The way several peer processes start when any of them may be first:
+ * each calls this with the same arguments, and all end up with handles of
+ * one queue. Creates as shmobj_queue_create(); when a root of that name
+ * exists (another process won the race, or created it earlier), opens it
+ * instead. When the name goes away between the two steps (the queue was
+ * destroyed meanwhile), tries again, up to 16 rounds. An existing queue is
+ * opened whatever its capacity: shmobj_queue_capacity() tells it.
+ * @param[in] seg segment
+ * @param[in] name 1..SHMOBJ_QUEUE_NAME_MAX bytes, NUL-terminated
+ * @param[in] capacity capacity of the queue if this call creates it: a
+ *            power of two in 2..SHMOBJ_QUEUE_CAPACITY_MAX (checked always)
+ * @param[in] flags 0 (no flags are defined yet)
+ * @param[out] out the new handle
+ * @retval 0 success (created or opened)
+ * @retval SHMOBJ_EINVAL NULL argument, bad name, capacity or flags
+ * @retval SHMOBJ_ETYPE a root of that name names something else than a
+ *         queue (a map, an object, a raw block)
+ * @retval SHMOBJ_ECORRUPT the root names a ring that is not sound, or the
+ *         segment is damaged
+ * @retval SHMOBJ_EVERSION the existing queue has another format version
+ * @retval SHMOBJ_ESTALE the queue was being destroyed in every round
+ * @retval SHMOBJ_ENOTFOUND the name was published and removed again in
+ *         every round
+ * @retval SHMOBJ_ENOMEM no room in the segment, or no memory for the handle
+ * @retval SHMOBJ_EFULL the segment's root directory is full
+ * @note Thread- and process-safe: of peers racing, exactly one creates the
+ *       queue and every other one opens it.
+ * @since 0.2
+ */
+SHMOBJ_API int shmobj_queue_open_or_create(shmobj_segment *seg,
+                                           const char *name, uint32_t capacity,
+                                           unsigned flags, shmobj_queue **out);
+
+/**
  * @brief Close a handle (unregisters its pollable descriptor and closes it).
  *        The queue stays. Also the way to dispose of a handle whose queue
  *        was destroyed (it then touches nothing in the segment).

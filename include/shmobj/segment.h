@@ -345,6 +345,41 @@ SHMOBJ_API int shmobj_segment_root_get(shmobj_segment *seg, const char *name,
                                        shmobj_ref *ref);
 
 /**
+ * @brief Wait until a named root exists, then return its reference.
+ *
+ * For a process that may start before the one that publishes the root:
+ * returns at once when the root exists, else sleeps until the root
+ * directory changes (every shmobj_segment_root_add(),
+ * shmobj_segment_root_set() and shmobj_segment_root_del(), and so every
+ * queue or map creation, wakes the sleepers through a futex in the
+ * segment's header), looks again, and so on until the root appears or the
+ * timeout passes. It never polls: between changes of the directory it
+ * uses no CPU. shmobj_queue_open_timed() and shmobj_map_open_timed() are
+ * built on it.
+ * @param[in] seg segment
+ * @param[in] name root name, 1..SHMOBJ_ROOT_NAME_MAX bytes
+ * @param[in] timeout_ns 0 to look once, SHMOBJ_FOREVER, or nanoseconds
+ * @param[out] ref the published reference
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument or bad name
+ * @retval SHMOBJ_ETIMEDOUT no root of that name appeared in time (also
+ *         when another process held the segment lock past the deadline)
+ * @retval SHMOBJ_ECORRUPT the segment lock's word or the published size
+ *         of the heap is damaged
+ * @retval SHMOBJ_EFULL the handle, inherited through fork(), could not
+ *         attach anew: the table of attached processes is full
+ * @retval SHMOBJ_EBUSY with SHMOBJ_FOREVER only: another live process
+ *         held the segment lock for longer than 10 s (it is stopped, or
+ *         the lock word was damaged to name it)
+ * @note Thread- and process-safe. Segments written only by builds older
+ *       than 0.2 do not wake the sleepers: their roots are found at the
+ *       first look or at the next change made by a newer build.
+ * @since 0.2
+ */
+SHMOBJ_API int shmobj_segment_root_wait(shmobj_segment *seg, const char *name,
+                                        int64_t timeout_ns, shmobj_ref *ref);
+
+/**
  * @brief Remove a named root (the object it names is not freed).
  * @param[in] seg segment
  * @param[in] name root name

@@ -309,6 +309,41 @@ int shmobj_map_open(shmobj_segment *seg, const char *name, shmobj_map **out)
     return map_attach(seg, ref, out);
 }
 
+int shmobj_map_open_timed(shmobj_segment *seg, const char *name,
+                          int64_t timeout_ns, shmobj_map **out)
+{
+    shmobj_ref ref;
+    if (seg == NULL || name == NULL || out == NULL)
+        return SHMOBJ_EINVAL;
+    int rc = shmobj_segment_root_wait(seg, name, timeout_ns, &ref);
+    if (rc != 0)
+        return rc;
+    return map_attach(seg, ref, out);
+}
+
+/* Rounds of create-then-open before open_or_create gives up: a round is
+ * lost only when the name was published and then taken away again (a
+ * winner that failed after publishing deletes its root and frees the
+ * block, a destroy), which a peer start-up does not do for long. */
+#define OPEN_OR_CREATE_ROUNDS 16
+
+int shmobj_map_open_or_create(shmobj_segment *seg, const char *name,
+                              shmobj_map **out)
+{
+    if (seg == NULL || name == NULL || out == NULL)
+        return SHMOBJ_EINVAL;
+    int rc = SHMOBJ_ENOTFOUND;
+    for (unsigned i = 0; i < OPEN_OR_CREATE_ROUNDS; i++) {
+        rc = shmobj_map_create(seg, name, out);
+        if (rc != SHMOBJ_EEXIST)
+            return rc;
+        rc = shmobj_map_open(seg, name, out);
+        if (rc != SHMOBJ_ENOTFOUND && rc != SHMOBJ_ESTALE)
+            return rc;
+    }
+    return rc;
+}
+
 void shmobj_map_close(shmobj_map *map)
 {
     if (map == NULL)

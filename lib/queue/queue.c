@@ -719,6 +719,45 @@ int shmobj_queue_open(shmobj_segment *seg, const char *name,
     return handle_new(seg, ref, out);
 }
 
+int shmobj_queue_open_timed(shmobj_segment *seg, const char *name,
+                            int64_t timeout_ns, shmobj_queue **out)
+{
+    if (seg == NULL || out == NULL || name_ok(name) != 0)
+        return SHMOBJ_EINVAL;
+    shmobj_ref ref;
+    int rc = shmobj_segment_root_wait(seg, name, timeout_ns, &ref);
+    if (rc != 0)
+        return rc;
+    return handle_new(seg, ref, out);
+}
+
+/* Rounds of create-then-open before open_or_create gives up: each lost
+ * round means another process published the name and took it away again
+ * (a destroy, or a creator that failed after publishing), which a peer
+ * start-up does not do for long. */
+#define OPEN_OR_CREATE_ROUNDS 16
+
+int shmobj_queue_open_or_create(shmobj_segment *seg, const char *name,
+                                uint32_t capacity, unsigned flags,
+                                shmobj_queue **out)
+{
+    if (seg == NULL || out == NULL || flags != 0 || name_ok(name) != 0 ||
+        queue_footprint(capacity) == 0)
+        return SHMOBJ_EINVAL;
+    int rc = SHMOBJ_ENOTFOUND;
+    for (unsigned i = 0; i < OPEN_OR_CREATE_ROUNDS; i++) {
+        rc = shmobj_queue_create(seg, name, capacity, flags, out);
+        if (rc != SHMOBJ_EEXIST)
+            return rc;
+        /* The winner publishes its ring only once it is complete, so an
+         * existing root opens at once, unless it went away meanwhile. */
+        rc = shmobj_queue_open(seg, name, out);
+        if (rc != SHMOBJ_ENOTFOUND && rc != SHMOBJ_ESTALE)
+            return rc;
+    }
+    return rc;
+}
+
 void shmobj_queue_close(shmobj_queue *q)
 {
     if (q == NULL)

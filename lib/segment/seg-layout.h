@@ -103,7 +103,18 @@ struct shmobj__seg_header {
     /* Futex word bumped (release) on every attach and detach so that
      * shmobj_segment_wait_attached() sleeps until the table changes. */
     _Atomic uint32_t attach_seq;
-    uint32_t reserved2;
+    /* Futex word bumped (release) under `lock` by every root add, set and
+     * delete, after the entry is written; each bump is followed by a
+     * FUTEX_WAKE of all sleepers, after the unlock, whether or not anyone
+     * sleeps (roots change a few times in a segment's life, so the one
+     * system call costs nothing worth a waiter count, and no count can
+     * be left wrong by a killed waiter). shmobj_segment_root_wait() reads
+     * it (acquire) before it looks the name up, so a root added after the
+     * look-up changes the word and the futex wait returns at once. Its
+     * value means nothing beyond "changed"; it wraps. Zero in a segment
+     * no root was ever written to (formerly a reserved zero word, so
+     * segments of earlier builds read as "no change yet"). */
+    _Atomic uint32_t root_seq;
     uint8_t pad1[64 - 16];
 
     /* ---- the segment lock, own cache line ---- */
@@ -125,6 +136,7 @@ _Static_assert(offsetof(struct shmobj__seg_header, created_ns) == 80, "layout");
 _Static_assert(offsetof(struct shmobj__seg_header, creator_pid) == 96, "layout");
 _Static_assert(offsetof(struct shmobj__seg_header, attach_seq) == 136, "layout");
 _Static_assert(offsetof(struct shmobj__seg_header, size) == 128, "layout");
+_Static_assert(offsetof(struct shmobj__seg_header, root_seq) == 140, "layout");
 _Static_assert(offsetof(struct shmobj__seg_header, lock) == 192, "layout");
 _Static_assert(sizeof(struct shmobj__seg_header) == 256, "layout");
 _Static_assert(sizeof(struct shmobj__seg_header) <= SHMOBJ__SEG_HEADER_SIZE,
