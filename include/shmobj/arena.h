@@ -57,7 +57,7 @@ typedef struct shmobj_arena_stats {
  * @retval SHMOBJ_EBUSY another live process held the segment lock for
  *         longer than 10 s (it is stopped, or the lock word was damaged to
  *         name it)
- * @note Thread- and process-safe (robust segment lock).
+ * @note Thread- and process-safe (takes the segment lock).
  * @since 0.1
  */
 SHMOBJ_API int shmobj_arena_alloc(shmobj_segment *seg, size_t size,
@@ -74,7 +74,7 @@ SHMOBJ_API int shmobj_arena_alloc(shmobj_segment *seg, size_t size,
  * @retval SHMOBJ_EBUSY another live process held the segment lock for
  *         longer than 10 s (it is stopped, or the lock word was damaged to
  *         name it)
- * @note Thread- and process-safe (robust segment lock).
+ * @note Thread- and process-safe (takes the segment lock).
  * @since 0.1
  */
 SHMOBJ_API int shmobj_arena_free(shmobj_segment *seg, shmobj_ref ref);

@@ -8,7 +8,7 @@
  * sequence counter per shard, retried when a writer raced; a reader that
  * finds its shard in a writer's section for 256 spins queues on that
  * shard's lock, which also repairs the shard if its writer died), writers
- * take one of 64 striped robust locks, and the
+ * take one of 64 striped locks (the library's own, see doc/format.md), and the
  * table of a shard grows by rehashing into a new region that is published
  * with one atomic store. Memory that readers may still see (replaced
  * entries, old tables) is freed only once no reader can be inside it

@@ -54,7 +54,7 @@ struct shmobj__map_reader {
                                     claiming handle's segment handle
                                     (seg-layout.h); 0 while free,
                                     being claimed or being reaped. Stored
-                                    by open after start_time, CAS to 0 by
+                                    by open after token, CAS to 0 by
                                     close and by the reaper of a dead
                                     owner (the claim count in the high
                                     half makes that CAS miss a new owner

@@ -12,7 +12,7 @@
  * (twice the L2) was retired after them.
  *
  * The FIFO sits in the queue's block, behind the ring (format-queue.md),
- * guarded by a robust mutex. Its updates are ordered so that a process
+ * guarded by the library's lock. Its updates are ordered so that a process
  * killed inside can only leak a block, never free one twice: an entry
  * counts once `tail` covers it, and one taken out is uncounted (`head`
  * moved) before the caller frees it. */
