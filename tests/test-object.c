@@ -221,6 +221,24 @@ static void test_obj_put_buffer_roundtrip(void **state)
                                            NULL, &r, NULL), SHMOBJ_EINVAL);
 }
 
+/* shmobj_value.reserved must be 0, at the root and inside containers, so
+ * that a later release can give it a meaning without old callers' garbage
+ * being read as one. */
+static void test_obj_put_reserved_nonzero_einval(void **state)
+{
+    shmobj_ref r;
+    shmobj_value v = SHMOBJ_VAL_INT(5);
+    v.reserved = 1;
+    assert_int_equal(shmobj_obj_put(SEG(*state), &v, &r), SHMOBJ_EINVAL);
+    shmobj_value items[2] = {SHMOBJ_VAL_INT(1), SHMOBJ_VAL_STR("x")};
+    items[1].reserved = 7;
+    shmobj_value list = {.type = SHMOBJ_TYPE_LIST, .v = {.c = {items, 2, NULL}}};
+    assert_int_equal(shmobj_obj_put(SEG(*state), &list, &r), SHMOBJ_EINVAL);
+    items[1].reserved = 0;
+    assert_int_equal(shmobj_obj_put(SEG(*state), &list, &r), 0);
+    assert_int_equal(shmobj_obj_free(SEG(*state), r), 0);
+}
+
 static void test_obj_put_list_roundtrip(void **state)
 {
     shmobj_view v, it, it2;
@@ -2071,6 +2089,7 @@ int main(void)
         T(test_obj_put_str_invalid_utf8),
         T(test_obj_put_bytes_roundtrip),
         T(test_obj_put_buffer_roundtrip),
+        T(test_obj_put_reserved_nonzero_einval),
         T(test_obj_put_list_roundtrip),
         T(test_obj_put_dict_roundtrip),
         T(test_obj_put_dict_duplicate_key),

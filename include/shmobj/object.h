@@ -116,7 +116,8 @@ typedef struct shmobj_buffer_desc {
  */
 typedef struct shmobj_value {
     uint32_t type;     /**< enum shmobj_type */
-    uint32_t reserved; /**< 0 */
+    uint32_t reserved; /**< must be 0 (else SHMOBJ_EINVAL): a later
+                            release may give it a meaning */
     union {
         int b;      /**< BOOL: 0 or 1 */
         int64_t i;  /**< INT */

@@ -29,6 +29,8 @@ static inline int measure_mem(uint64_t n, int depth, uint64_t *cur)
 static inline __attribute__((always_inline)) int
 measure_slot(const shmobj_value *v, int depth, uint64_t *cur, int *need64)
 {
+    if (v->reserved != 0)
+        return SHMOBJ_EINVAL; /* kept 0 so that a later release may use it */
     switch (v->type) {
     case SHMOBJ_TYPE_BOOL:
         return v->v.b == 0 || v->v.b == 1 ? 0 : SHMOBJ_EINVAL;
