@@ -68,8 +68,13 @@ static int claim(shmobj_segment *seg, int fd, bool shared)
                 continue;
             int rc = shmobj__os_live_hold(fd, SHMOBJ__SEG_LIVE_BASE + i);
             if (rc != 0) {
+                /* Give the reservation back, unless the slot's holder (who
+                 * took it meanwhile) has written its own pid there. */
+                uint32_t mine = me;
                 if (pass == 0)
-                    atomic_store_explicit(&t[i].pid, 0, memory_order_relaxed);
+                    atomic_compare_exchange_strong_explicit(
+                        &t[i].pid, &mine, 0, memory_order_relaxed,
+                        memory_order_relaxed);
                 if (rc == SHMOBJ_EBUSY)
                     continue;
                 return rc;
