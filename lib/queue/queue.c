@@ -507,7 +507,7 @@ int shmobj_queue_notify_fd(shmobj_queue *q, int *fd)
                               memory_order_release);
         goto out;
     }
-    atomic_store_explicit(&n->pid, (uint32_t)getpid(), memory_order_relaxed);
+    atomic_store_explicit(&n->pid, shmobj__os_pid(), memory_order_relaxed);
     atomic_store_explicit(&n->token, me, memory_order_relaxed);
     atomic_store_explicit(&n->ino, ino, memory_order_relaxed);
     atomic_store_explicit(&n->fd, q->notify_rfd, memory_order_relaxed);

@@ -56,7 +56,7 @@ static uint64_t realtime_ns(void)
 static int claim(shmobj_segment *seg, int fd, bool shared)
 {
     struct shmobj__seg_proc *t = table(seg);
-    uint32_t me = (uint32_t)getpid();
+    uint32_t me = shmobj__os_pid();
     for (int pass = 0; pass < (shared ? 1 : 2); pass++) {
         for (uint32_t i = 0; i < SHMOBJ__SEG_PROCS; i++) {
             uint32_t zero = 0;

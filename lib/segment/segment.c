@@ -209,7 +209,7 @@ int shmobj_segment_create(const char *name, const shmobj_segment_options *opts,
     h->header_size = sizeof *h;
     __atomic_store_n(&h->magic, SHMOBJ__SEG_MAGIC, __ATOMIC_RELEASE);
     step(SHMOBJ__SEG_STEP_MAGIC);
-    h->creator_pid = (uint32_t)getpid();
+    h->creator_pid = shmobj__os_pid();
     h->layout_sig = shmobj__seg_layout_signature();
     h->max_size = max;
     h->arena_off = SHMOBJ__SEG_ARENA_OFF;
