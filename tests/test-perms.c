@@ -371,6 +371,20 @@ static void test_perms_open_file_symlink_follows(void **state)
     fdir_remove(&d);
 }
 
+/* A path whose links loop names no segment. */
+static void test_perms_open_file_symlink_loop_enotseg(void **state)
+{
+    (void)state;
+    struct fdir d;
+    fdir_make(&d);
+    assert_int_equal(symlink(d.link, d.link), 0);
+    shmobj_segment *seg = NULL;
+    assert_int_equal(shmobj_segment_open(d.link, SHMOBJ_BACKEND_FILE, 0, &seg),
+                     SHMOBJ_ENOTSEG);
+    assert_int_equal(create_file_seg(d.link, 0), SHMOBJ_EEXIST);
+    fdir_remove(&d);
+}
+
 /* A symlink planted under /dev/shm: create refuses the name, open does not
  * follow it, and its target stays as it was. */
 static void test_perms_shm_symlink_not_followed(void **state)
@@ -393,6 +407,10 @@ static void test_perms_shm_symlink_not_followed(void **state)
                      SHMOBJ_ENOTSEG);
     assert_int_equal(as_stranger(OP_OPEN, name, SHMOBJ_BACKEND_SHM),
                      SHMOBJ_ENOTSEG);
+    /* At once, whatever the timeout: waiting would not change the link. */
+    assert_int_equal(
+        shmobj_segment_open(name, SHMOBJ_BACKEND_SHM, 5000 * TEST_MS, &seg),
+        SHMOBJ_ENOTSEG);
     assert_target_untouched(&d);
     assert_int_equal(shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM), 0);
     assert_target_untouched(&d);
@@ -458,6 +476,7 @@ int main(void)
         cmocka_unit_test(test_perms_create_file_symlink_refused),
         cmocka_unit_test(test_perms_create_file_dangling_symlink_refused),
         cmocka_unit_test(test_perms_open_file_symlink_follows),
+        cmocka_unit_test(test_perms_open_file_symlink_loop_enotseg),
         cmocka_unit_test(test_perms_shm_symlink_not_followed),
         cmocka_unit_test(test_perms_names_bad_einval),
         cmocka_unit_test(test_perms_names_longest_ok),
