@@ -48,7 +48,12 @@ typedef struct shmobj_segment_options {
     uint32_t struct_size;  /**< sizeof(shmobj_segment_options) */
     uint32_t backend;      /**< enum shmobj_backend */
     uint32_t flags;        /**< enum shmobj_segment_flag bits */
-    uint32_t mode;         /**< permission bits; default 0600 */
+    /** permission bits of the backing object (not narrowed by the umask);
+     *  default 0600. Opening a segment needs both read and write
+     *  permission, since every process maps it read-write and records its
+     *  attachment in it: 0660 lets the group open it, 0640 does not (the
+     *  group gets SHMOBJ_EACCES, like everyone else under 0600) */
+    uint32_t mode;
     uint64_t initial_size; /**< bytes backed at creation; default 64 MiB */
     /** address space reserved and largest size the segment may grow to;
      *  default (0) equals initial_size: the segment does not grow */

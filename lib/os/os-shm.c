@@ -2,7 +2,11 @@
  *
  * Waiting for another process to create or size an object uses inotify on
  * /dev/shm (where glibc keeps POSIX shm objects) or on the file's
- * directory, so an early opener sleeps in the kernel instead of polling. */
+ * directory, so an early opener sleeps in the kernel instead of polling.
+ *
+ * Names are never taken over: creation is O_CREAT | O_EXCL, which refuses
+ * an existing object of anyone's and a symlink at the path, dangling or
+ * not, so a creator never writes through a link someone else planted. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -102,8 +106,13 @@ int shmobj__os_obj_open(const char *name, unsigned backend, int *fd)
         f = open(name, flags);
     else
         return SHMOBJ_EINVAL;
+    /* shm_open opens with O_NOFOLLOW, so a symlink planted in /dev/shm
+     * (ELOOP) is no segment under that name, and neither is a file path
+     * that loops: the caller is told what the name holds, not that a
+     * system call failed. A file path follows its links otherwise, the
+     * target's permissions and header deciding. */
     if (f < 0)
-        return errno_status(errno);
+        return errno == ELOOP ? SHMOBJ_ENOTSEG : errno_status(errno);
     *fd = f;
     return 0;
 }
