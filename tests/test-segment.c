@@ -210,9 +210,10 @@ static int open_and_report(void *arg)
     if (rc != 0)
         return 10 + (-rc);
     shmobj_ref ref;
-    /* The creator publishes a root before it waits for us: seeing it proves
-     * we attached to the initialised segment. */
-    rc = shmobj_segment_root_get(s, "hello", &ref);
+    /* The creator publishes a root after creating the segment: seeing it
+     * proves we attached to the initialised segment (waited for, since the
+     * segment is ready before the root exists). */
+    rc = shmobj_segment_root_wait(s, "hello", 10000 * TEST_MS, &ref);
     shmobj_segment_close(s);
     return rc == 0 && ref == 42 ? 0 : 2;
 }
