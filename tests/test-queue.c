@@ -847,6 +847,11 @@ static int kill_consumer(void *p)
     struct kill_arg *a = p;
     shmobj__queue_stall_set(a->q, 2 * (uint64_t)TEST_MS);
     shmobj_queue_spin_set(a->q, 200000); /* mostly busy: kills land mid-take */
+    /* A take's window between claim and release is a few instructions:
+     * the consumers that are killed widen it, so kills land there on any
+     * machine (the last, draining consumer does not). */
+    if (a->id != 0)
+        shmobj__queue_take_hold_set(a->q, 100 * (uint64_t)TEST_MS / 1000);
     for (;;) {
         shmobj_ref r;
         int rc = shmobj_queue_take_timed(a->q, &r, 10 * TEST_MS);
@@ -1058,7 +1063,7 @@ static void test_queue_kill_consumers_randomly(void **state)
                                         shmobj__os_now_ns() < give_up);
          i++) {
         kills++;
-        struct kill_arg ca = {q, sh, 0};
+        struct kill_arg ca = {q, sh, 1}; /* 1: widen the take's window */
         uint64_t d0 = atomic_load(&shmobj__queue_ring(q)->hdr->deq_pos);
         pid_t c = test_child_start(kill_consumer, &ca, 60);
         assert_true(c > 0);

@@ -1055,6 +1055,11 @@ void shmobj__queue_stall_set(shmobj_queue *q, uint64_t ns)
     q->ring.stall_ns = ns;
 }
 
+void shmobj__queue_take_hold_set(shmobj_queue *q, uint64_t ns)
+{
+    q->ring.test_hold_ns = ns;
+}
+
 struct shmobj__ring *shmobj__queue_ring(shmobj_queue *q)
 {
     return &q->ring;

@@ -462,6 +462,14 @@ int shmobj__ring_try_put(struct shmobj__ring *r, uint64_t v)
 
 /* Claim position d holding w (a value or SKIPPED(d)) and release the slot.
  * True when claimed. */
+/* Tests only (shmobj__ring.test_hold_ns): stay inside a take's window. */
+static __attribute__((noinline, cold)) void test_hold(uint64_t ns)
+{
+    uint64_t end = shmobj__os_now_ns() + ns;
+    while (shmobj__os_now_ns() < end)
+        shmobj__cpu_relax();
+}
+
 static inline bool claim_and_release(struct shmobj__ring *r,
                                      struct shmobj__ring_slot *s, uint64_t *d,
                                      uint64_t w)
@@ -473,6 +481,8 @@ static inline bool claim_and_release(struct shmobj__ring *r,
                                                memory_order_relaxed))
         return false;
     claim_record(r, 1, pos);
+    if (__builtin_expect(r->test_hold_ns != 0, 0))
+        test_hold(r->test_hold_ns);
     uint64_t expect = w;
     /* fails only if a producer already released it on our behalf */
     atomic_compare_exchange_strong_explicit(&s->word, &expect,

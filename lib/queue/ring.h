@@ -257,6 +257,9 @@ struct shmobj__ring {
      * the next one (doubling while repairs find nothing) */
     _Atomic uint32_t futile;
     _Atomic uint32_t repair_after;
+    /* tests: a take stays this long between its claim and its release, so
+     * a kill test can land inside that window at will; 0 in the library */
+    uint64_t test_hold_ns;
 };
 
 /* Default for shmobj__ring.stall_ns. */
