@@ -95,14 +95,9 @@ static int claim(shmobj_segment *seg, int fd, bool shared)
     return SHMOBJ_EFULL;
 }
 
-static bool live_shared(shmobj_segment *seg)
-{
-    return seg->live_shared;
-}
-
 int shmobj__seg_procs_attach(shmobj_segment *seg)
 {
-    int rc = claim(seg, atomic_load(&seg->live_fd), live_shared(seg));
+    int rc = claim(seg, atomic_load(&seg->live_fd), seg->live_shared);
     if (rc != 0)
         return rc;
     atomic_store_explicit(&seg->attached_gen, shmobj__os_fork_generation(),
@@ -199,7 +194,7 @@ int shmobj__seg_procs_state(shmobj_segment *seg, uint32_t token)
     struct shmobj__seg_proc *e = &table(seg)[slot];
     if (atomic_load_explicit(&e->token, memory_order_acquire) != token)
         return SHMOBJ__OS_OWNER_DEAD; /* the slot has had another occupant */
-    if (live_shared(seg))
+    if (seg->live_shared)
         return SHMOBJ__OS_OWNER_ALIVE;
     return shmobj__os_live_probe(atomic_load(&seg->live_fd),
                                  SHMOBJ__SEG_LIVE_BASE + slot)

@@ -265,6 +265,13 @@ static bool header_page_zero(const struct shmobj__seg_header *h)
     return true;
 }
 
+/* Someone holds the creator's OFD lock: the object is being set up. Asked
+ * only where the answer matters, not for a segment that is READY. */
+static bool creator_alive(int fd)
+{
+    return shmobj__os_live_probe(fd, SHMOBJ__SEG_LIVE_CREATOR) != 0;
+}
+
 /* Wait until the object behind fd is a ready segment of this format, or
  * say why it will not become one. The magic is judged before anything
  * else, and the creator's liveness comes from its OFD lock, so a foreign,
@@ -279,9 +286,9 @@ static int wait_ready(int fd, const char *name, unsigned backend,
         uint64_t file_size;
         if ((rc = shmobj__os_fd_size(fd, &file_size)) != 0)
             break;
-        bool creator = shmobj__os_live_probe(fd, SHMOBJ__SEG_LIVE_CREATOR);
         uint64_t now = shmobj__os_now_ns();
         if (file_size < SHMOBJ__SEG_HEADER_SIZE) {
+            bool creator = creator_alive(fd);
             if (file_size != 0 && !creator) {
                 rc = SHMOBJ_ENOTSEG;
                 break;
@@ -340,7 +347,11 @@ static int wait_ready(int fd, const char *name, unsigned backend,
             break;
         }
         /* A segment being set up (or, with magic 0, about to be). */
-        if (!creator) {
+        if (!creator_alive(fd)) {
+            /* It may have finished and closed since state was read. */
+            if (atomic_load_explicit(&h->state, memory_order_acquire) ==
+                SHMOBJ__SEG_STATE_READY)
+                continue;
             rc = SHMOBJ_ENOTREADY;
             break;
         }
