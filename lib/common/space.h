@@ -101,6 +101,16 @@ struct shmobj__space {
     void *impl;                /* owner's private data */
 };
 
+/* Whether a record's owner word (a token, widened to 64 bits in shared
+ * memory) names a live handle of this space: a word no token can be is
+ * damage, not a live owner (owner_state() is positive only for ALIVE). */
+static inline bool shmobj__space_token_alive(struct shmobj__space *sp,
+                                             uint64_t word)
+{
+    return word != 0 && word <= UINT32_MAX &&
+           sp->ops->live->owner_state(sp, (uint32_t)word) > 0;
+}
+
 /* Bounds-check [off, off + len) and return a pointer to it, extending this
  * process's view first when the range lies beyond it. Use this for every
  * offset read from shared memory. */

@@ -57,9 +57,7 @@ static int owner_self(struct shmobj__space *sp, uint64_t *ident)
 
 static bool owner_alive(struct shmobj__space *sp, uint64_t token)
 {
-    /* A token no live handle can have (damage) is not alive either. */
-    return sp->ops->live->owner_state(sp, (uint32_t)token) ==
-           SHMOBJ__OS_OWNER_ALIVE;
+    return shmobj__space_token_alive(sp, token);
 }
 
 /* Give slot i back: its owner word was taken to 0 by the caller. */

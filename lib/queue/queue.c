@@ -488,10 +488,7 @@ int shmobj_queue_notify_fd(shmobj_queue *q, int *fd)
             if (s != SHMOBJ__NOTIFY_IDLE && s != SHMOBJ__NOTIFY_ARMED)
                 continue;
             uint64_t owner = atomic_load_explicit(&n->token, memory_order_relaxed);
-            if ((owner > UINT32_MAX ||
-                 q->sp->ops->live->owner_state(q->sp, (uint32_t)owner) !=
-                     SHMOBJ__OS_OWNER_ALIVE) &&
-                notify_seize(h, i, s))
+            if (!shmobj__space_token_alive(q->sp, owner) && notify_seize(h, i, s))
                 slot = (int)i;
         }
     }

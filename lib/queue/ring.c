@@ -86,13 +86,6 @@ static inline uint32_t self_token(struct shmobj__ring *r)
     return atomic_load_explicit(&r->self_token, memory_order_relaxed);
 }
 
-static inline bool token_alive(struct shmobj__ring *r, uint64_t token)
-{
-    return token <= UINT32_MAX &&
-           r->sp->ops->live->owner_state(r->sp, (uint32_t)token) ==
-               SHMOBJ__OS_OWNER_ALIVE;
-}
-
 static inline void claim_record(struct shmobj__ring *r, unsigned role,
                                 uint64_t pos)
 {
@@ -116,7 +109,7 @@ static int claim_alive(struct shmobj__ring *r, unsigned role, uint64_t pos)
     uint64_t t2 = atomic_load_explicit(&c->tag, memory_order_relaxed);
     if (t1 != pos || t2 != pos || token == 0)
         return -1;
-    return token_alive(r, token) ? 1 : 0;
+    return shmobj__space_token_alive(r->sp, token) ? 1 : 0;
 }
 
 /* Track how long this view has seen `pos` stuck; true once the claimant
@@ -161,7 +154,7 @@ bool shmobj__ring_sleepers_repair(struct shmobj__ring *r)
         uint64_t t = atomic_load_explicit(&s->token, memory_order_relaxed);
         if (o == 0 || o == SHMOBJ__RING_SLEEPER_BUSY || t != o)
             continue; /* free, busy, or not yet complete */
-        if (token_alive(r, o) ||
+        if (shmobj__space_token_alive(r->sp, o) ||
             !atomic_compare_exchange_strong_explicit(&s->owner, &o,
                                                      SHMOBJ__RING_SLEEPER_BUSY,
                                                      memory_order_acq_rel,
