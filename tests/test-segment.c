@@ -159,6 +159,70 @@ static void test_segment_create_bad_sizes_einval(void **state)
                      SHMOBJ_ENOTFOUND); /* nothing was left behind */
 }
 
+/* The struct_size contract (doc/versioning.md): a caller built against
+ * another release passes a smaller or larger struct. Output structs are
+ * filled as far as the caller has room and read 0 beyond what this release
+ * knows; input structs may be longer only with zero bytes in the unknown
+ * part, since a set byte there asks for something this release cannot do. */
+struct grown_options {
+    shmobj_segment_options o;
+    uint64_t later_field;
+};
+struct grown_info {
+    shmobj_segment_info i;
+    uint64_t later_field;
+};
+struct grown_stats {
+    shmobj_arena_stats a;
+    uint64_t later_field;
+};
+
+static void test_segment_struct_size_grows_at_end(void **state)
+{
+    (void)state;
+    char name[96];
+    test_name(name, sizeof name, "grown");
+    struct grown_options g;
+    memset(&g, 0, sizeof g);
+    shmobj_segment_options_init(&g.o);
+    g.o.struct_size = sizeof g;
+    g.later_field = 1;
+    shmobj_segment *s = NULL;
+    assert_int_equal(shmobj_segment_create(name, &g.o, &s), SHMOBJ_EINVAL);
+    g.later_field = 0;
+    assert_int_equal(shmobj_segment_create(name, &g.o, &s), 0);
+
+    /* Larger output structs: the unknown tail is zeroed. */
+    struct grown_info gi;
+    memset(&gi, 0xAB, sizeof gi);
+    gi.i.struct_size = sizeof gi;
+    assert_int_equal(shmobj_segment_info_get(s, &gi.i), 0);
+    assert_int_equal(gi.i.struct_size, sizeof gi);
+    assert_true(gi.i.size > 0);
+    assert_int_equal(gi.later_field, 0);
+    struct grown_stats ga;
+    memset(&ga, 0xAB, sizeof ga);
+    ga.a.struct_size = sizeof ga;
+    assert_int_equal(shmobj_arena_stats_get(s, &ga.a), 0);
+    assert_true(ga.a.total_bytes > 0);
+    assert_int_equal(ga.later_field, 0);
+
+    /* A caller of the first release: only its prefix is written. */
+    size_t v1 = offsetof(shmobj_segment_info, creator_pid);
+    shmobj_segment_info info;
+    memset(&info, 0xAB, sizeof info);
+    info.struct_size = (uint32_t)v1;
+    assert_int_equal(shmobj_segment_info_get(s, &info), 0);
+    assert_true(info.size > 0);
+    const unsigned char *tail = (const unsigned char *)&info + v1;
+    for (size_t k = 0; k < sizeof info - v1; k++)
+        assert_int_equal(tail[k], 0xAB);
+    info.struct_size = (uint32_t)v1 - 1;
+    assert_int_equal(shmobj_segment_info_get(s, &info), SHMOBJ_EINVAL);
+    shmobj_segment_close(s);
+    assert_int_equal(shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM), 0);
+}
+
 /* A store too small for the segment fails at creation, not with SIGBUS on
  * first touch. 64 TiB exceeds any /dev/shm this suite runs on. */
 static void test_segment_create_store_too_small_enomem(void **state)
@@ -1201,6 +1265,7 @@ int main(void)
         cmocka_unit_test(test_segment_open_missing_notfound),
         cmocka_unit_test(test_segment_create_bad_names_einval),
         cmocka_unit_test(test_segment_create_bad_sizes_einval),
+        cmocka_unit_test(test_segment_struct_size_grows_at_end),
         cmocka_unit_test(test_segment_create_store_too_small_enomem),
         cmocka_unit_test(test_segment_create_mode_0600),
         cmocka_unit_test(test_segment_open_before_create_waits),

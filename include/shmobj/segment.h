@@ -45,7 +45,10 @@ enum shmobj_segment_flag {
 /** @brief Options for shmobj_segment_create(). Set them up with
  *  shmobj_segment_options_init() and change what you need. */
 typedef struct shmobj_segment_options {
-    uint32_t struct_size;  /**< sizeof(shmobj_segment_options) */
+    /** sizeof(shmobj_segment_options), set by shmobj_segment_options_init().
+     *  A program built against a later, longer struct may pass its size if
+     *  the fields this release does not know are 0 (doc/versioning.md) */
+    uint32_t struct_size;
     uint32_t backend;      /**< enum shmobj_backend */
     uint32_t flags;        /**< enum shmobj_segment_flag bits */
     /** permission bits of the backing object (not narrowed by the umask);
@@ -54,7 +57,10 @@ typedef struct shmobj_segment_options {
      *  attachment in it: 0660 lets the group open it, 0640 does not (the
      *  group gets SHMOBJ_EACCES, like everyone else under 0600) */
     uint32_t mode;
-    uint64_t initial_size; /**< bytes backed at creation; default 64 MiB */
+    /** bytes backed at creation, rounded up to the page size; default
+     *  64 MiB. The smallest segment is 32 KiB of header and tables plus
+     *  four pages of heap (48 KiB with 4 KiB pages) */
+    uint64_t initial_size;
     /** address space reserved and largest size the segment may grow to;
      *  default (0) equals initial_size: the segment does not grow */
     uint64_t max_size;
@@ -82,7 +88,11 @@ SHMOBJ_API void shmobj_segment_options_init(shmobj_segment_options *opts);
  * @param[in] opts options, or NULL for the defaults
  * @param[out] out the new handle
  * @retval 0 success
- * @retval SHMOBJ_EINVAL bad name, size or options
+ * @retval SHMOBJ_EINVAL bad name (see above); initial_size below the
+ *         smallest segment or above max_size; unknown flag bits or
+ *         backend; mode bits beyond 07777; REPLACE with a memfd;
+ *         struct_size below the first release's or a non-zero field this
+ *         release does not know
  * @retval SHMOBJ_EEXIST a segment of that name exists
  * @retval SHMOBJ_EACCES the store refused creation
  * @retval SHMOBJ_ENOMEM the store has no room for initial_size, or no memory

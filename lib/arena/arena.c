@@ -71,6 +71,7 @@
 #include <string.h>
 
 #include "bounds.h"
+#include "extstruct.h"
 #include "mix.h"
 #include "shmobj/error.h"
 
@@ -807,7 +808,8 @@ int shmobj__arena_stats(const uint8_t *base, uint64_t mapped,
 {
     struct arena_ctl *c;
     uint64_t hs, he, bad;
-    if (out == NULL || out->struct_size < sizeof(*out))
+    /* Unchanged since the first release. */
+    if (out == NULL || !shmobj__ext_out_ok(out, sizeof *out))
         return SHMOBJ_EINVAL;
     int rc = ctl_get(base, mapped, arena_off, &c, &hs, &he);
     if (rc != 0)
@@ -816,19 +818,18 @@ int shmobj__arena_stats(const uint8_t *base, uint64_t mapped,
     rc = walk_blocks(base, hs, he, false, &wk, &bad);
     if (rc != 0)
         return rc;
-    uint32_t size = out->struct_size;
-    memset(out, 0, sizeof(*out));
-    out->struct_size = size;
-    out->total_bytes = he - HDR - hs;
-    out->used_bytes = wk.used_bytes;
-    out->free_bytes = wk.free_bytes;
-    out->largest_free = wk.largest != 0 ? wk.largest - HDR : 0;
-    out->used_blocks = wk.used_blocks;
-    out->free_blocks = wk.free_blocks;
+    shmobj_arena_stats st = {0};
+    st.total_bytes = he - HDR - hs;
+    st.used_bytes = wk.used_bytes;
+    st.free_bytes = wk.free_bytes;
+    st.largest_free = wk.largest != 0 ? wk.largest - HDR : 0;
+    st.used_blocks = wk.used_blocks;
+    st.free_blocks = wk.free_blocks;
     /* Measured on block sizes, so one free block reads as 0 permille. */
-    out->fragmentation_permille =
+    st.fragmentation_permille =
         wk.free_bytes != 0
             ? (uint32_t)(1000 - (wk.largest * 1000) / wk.free_bytes)
             : 0;
+    shmobj__ext_out(out, &st, sizeof st);
     return 0;
 }

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "extstruct.h"
 #include "map-internal.h"
 #include "shmobj/segment.h"
 
@@ -66,13 +67,12 @@ static uint64_t limbo_bytes(shmobj_map *m, struct shmobj__map_shard *s)
     return n;
 }
 
-int shmobj_map_stats_get(shmobj_map *map, shmobj_map_stats *st)
+int shmobj_map_stats_get(shmobj_map *map, shmobj_map_stats *out)
 {
-    if (map == NULL || st == NULL || st->struct_size < sizeof *st)
+    /* Unchanged since the first release. */
+    if (map == NULL || out == NULL || !shmobj__ext_out_ok(out, sizeof *out))
         return SHMOBJ_EINVAL;
-    uint32_t size = st->struct_size;
-    memset(st, 0, sizeof *st);
-    st->struct_size = size;
+    shmobj_map_stats ours = {0}, *st = &ours;
     st->shards = SHMOBJ__MAP_SHARDS;
     uint64_t probe_total = 0;
     /* Counted as held, not changed: no reclaiming here (it would make two
@@ -110,6 +110,7 @@ int shmobj_map_stats_get(shmobj_map *map, shmobj_map_stats *st)
         st->probe_mean = (double)probe_total / (double)st->count;
         st->bytes_per_item = (double)st->total_bytes / (double)st->count;
     }
+    shmobj__ext_out(out, st, sizeof *st);
     return 0;
 }
 

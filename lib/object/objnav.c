@@ -17,6 +17,7 @@
  *   read again (a buffer's data offset, read again, is checked again). */
 #include <string.h>
 
+#include "extstruct.h"
 #include "objread.h"
 #include "objvalid.h"
 
@@ -219,9 +220,10 @@ const char *shmobj_dtype_name(unsigned dtype)
     return dtype < sizeof names / sizeof names[0] ? names[dtype] : "?";
 }
 
-int shmobj_buffer_get(const shmobj_view *view, shmobj_buffer_info *info)
+int shmobj_buffer_get(const shmobj_view *view, shmobj_buffer_info *out)
 {
-    if (view == NULL || info == NULL || info->struct_size < sizeof *info)
+    /* Unchanged since the first release. */
+    if (view == NULL || out == NULL || !shmobj__ext_out_ok(out, sizeof *out))
         return SHMOBJ_EINVAL;
     if (view->type != SHMOBJ_TYPE_BUFFER)
         return SHMOBJ_ETYPE;
@@ -238,17 +240,17 @@ int shmobj_buffer_get(const shmobj_view *view, shmobj_buffer_info *info)
     uint64_t rel = (uint64_t)(o - shmobj__space_of(view)->base) - view->obj_blk;
     if (dr > view->obj_blen - rel || view->len > view->obj_blen - rel - dr)
         return SHMOBJ_ECORRUPT;
+    shmobj_buffer_info ours = {0}, *info = &ours;
     info->dtype = view->dtype;
     info->ndim = nd;
     info->itemsize = (uint32_t)shmobj__dtype_size(view->dtype);
     info->nbytes = view->len;
     info->data = (void *)(o + dr);
-    memset(info->shape, 0, sizeof info->shape);
-    memset(info->strides, 0, sizeof info->strides);
     memcpy(info->shape, shape, 8u * nd);
     memcpy(info->strides, strides, 8u * nd);
     if (!shmobj__buffer_extent_ok(nd, info->shape, info->strides,
                                   info->itemsize, info->nbytes))
         return SHMOBJ_ECORRUPT;
+    shmobj__ext_out(out, info, sizeof *info);
     return 0;
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "arena.h"
+#include "extstruct.h"
 #include "segment.h"
 
 /* Growth adds at least half the current size, so a run of allocations
@@ -244,7 +245,7 @@ int shmobj_arena_ptr(shmobj_segment *seg, shmobj_ref ref, void **ptr,
 
 int shmobj_arena_stats_get(shmobj_segment *seg, shmobj_arena_stats *stats)
 {
-    if (seg == NULL || stats == NULL || stats->struct_size < sizeof *stats)
+    if (seg == NULL || stats == NULL || !shmobj__ext_out_ok(stats, sizeof *stats))
         return SHMOBJ_EINVAL;
     int rc = shmobj__segment_lock(seg);
     if (rc != 0)

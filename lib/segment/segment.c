@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "extstruct.h"
 #include "segment.h"
 #include "shmobj/version.h"
 
@@ -138,11 +139,9 @@ int shmobj_segment_create(const char *name, const shmobj_segment_options *opts,
     if (out == NULL)
         return SHMOBJ_EINVAL;
     *out = NULL;
-    if (opts != NULL) {
-        if (opts->struct_size < sizeof o)
-            return SHMOBJ_EINVAL;
-        o = *opts;
-    }
+    /* The options have not grown since the first release. */
+    if (opts != NULL && !shmobj__ext_in(&o, sizeof o, opts, sizeof o))
+        return SHMOBJ_EINVAL;
     if (o.backend > SHMOBJ_BACKEND_MEMFD || !name_ok(name, o.backend) ||
         (o.flags & ~(unsigned)(SHMOBJ_SEGMENT_REPLACE | SHMOBJ_SEGMENT_PREFAULT)) != 0 ||
         (o.mode & ~07777u) != 0)
@@ -530,25 +529,24 @@ int shmobj_segment_prefault(shmobj_segment *seg)
 
 int shmobj_segment_info_get(shmobj_segment *seg, shmobj_segment_info *info)
 {
-    /* Callers built against 0.1 pass the shorter struct: fill what fits. */
-    size_t v1 = offsetof(shmobj_segment_info, creator_pid);
-    if (seg == NULL || info == NULL || info->struct_size < v1)
+    /* The first release's struct ended before creator_pid. */
+    if (seg == NULL || info == NULL ||
+        !shmobj__ext_out_ok(info, offsetof(shmobj_segment_info, creator_pid)))
         return SHMOBJ_EINVAL;
-    info->format_version = seg->hdr->format_version;
-    info->size = atomic_load_explicit(&seg->hdr->size, memory_order_acquire);
-    info->max_size = seg->max_size;
-    info->attached = shmobj__seg_procs_count(seg, UINT32_MAX);
-    info->backend = seg->backend;
-    if (info->struct_size < sizeof *info)
-        return 0;
-    info->creator_pid = seg->hdr->creator_pid;
-    info->created_ns = seg->hdr->created_ns;
-    info->flags = 0;
+    shmobj_segment_info i = {0};
+    i.format_version = seg->hdr->format_version;
+    i.size = atomic_load_explicit(&seg->hdr->size, memory_order_acquire);
+    i.max_size = seg->max_size;
+    i.attached = shmobj__seg_procs_count(seg, UINT32_MAX);
+    i.backend = seg->backend;
+    i.creator_pid = seg->hdr->creator_pid;
+    i.created_ns = seg->hdr->created_ns;
     if (shmobj__segment_linked(seg))
-        info->flags |= SHMOBJ_SEGMENT_INFO_LINKED;
+        i.flags |= SHMOBJ_SEGMENT_INFO_LINKED;
     if (seg->creator ||
         shmobj__os_live_probe(atomic_load(&seg->live_fd),
                               SHMOBJ__SEG_LIVE_CREATOR))
-        info->flags |= SHMOBJ_SEGMENT_INFO_CREATOR_ATTACHED;
+        i.flags |= SHMOBJ_SEGMENT_INFO_CREATOR_ATTACHED;
+    shmobj__ext_out(info, &i, sizeof i);
     return 0;
 }
