@@ -290,13 +290,13 @@ static void test_obj_put_dict_roundtrip(void **state)
         SHMOBJ_VAL_STR("data"), SHMOBJ_VAL_BYTES(data, sizeof data)));
     assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
     assert_int_equal(v.type, SHMOBJ_TYPE_DICT);
-    assert_int_equal(shmobj_view_get_str(&v, "employees", &it), 0);
+    assert_int_equal(shmobj_field_get(&v, "employees", &it), 0);
     assert_int_equal(shmobj_int_get(&it, &x), 0);
     assert_int_equal(x, 10);
-    assert_int_equal(shmobj_view_get_str(&v, "avg_salary", &it), 0);
+    assert_int_equal(shmobj_field_get(&v, "avg_salary", &it), 0);
     assert_int_equal(shmobj_double_get(&it, &d), 0);
     assert_true(d == 3000.0);
-    assert_int_equal(shmobj_view_get_str(&v, "nope", &it), SHMOBJ_ENOTFOUND);
+    assert_int_equal(shmobj_field_get(&v, "nope", &it), SHMOBJ_ENOTFOUND);
     shmobj_value key = SHMOBJ_VAL_STR("data");
     assert_int_equal(shmobj_view_index(&v, &key, &i), 0);
     assert_int_equal(i, 4);
@@ -338,7 +338,7 @@ static void test_obj_put_dict_roundtrip(void **state)
     r = put(state, SHMOBJ_VAL_DICT(kv, N));
     assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
     for (int j = 0; j < N; j++) {
-        assert_int_equal(shmobj_view_get_str(&v, names[j], &it), 0);
+        assert_int_equal(shmobj_field_get(&v, names[j], &it), 0);
         assert_int_equal(shmobj_int_get(&it, &x), 0);
         assert_int_equal(x, j);
     }
@@ -391,7 +391,7 @@ static void test_obj_put_struct_roundtrip(void **state)
     assert_int_equal(shmobj_view_item(&v, 2, &it), 0);
     assert_int_equal(shmobj_int_add(&it, 5, &x), 0);
     assert_int_equal(x, 100);
-    assert_int_equal(shmobj_view_get_str(&v, "health", &it), 0);
+    assert_int_equal(shmobj_field_get(&v, "health", &it), 0);
     assert_int_equal(shmobj_int_get(&it, &x), 0);
     assert_int_equal(x, 105);
     assert_int_equal(shmobj_view_key(&v, 1, &k), 0);
@@ -403,7 +403,7 @@ static void test_obj_put_struct_roundtrip(void **state)
     r = put(state, SHMOBJ_VAL_STRUCT(SHMOBJ__VALS(SHMOBJ_VAL_INT(1), SHMOBJ_VAL_INT(2)),
                                      2, NULL));
     assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
-    assert_int_equal(shmobj_view_get_str(&v, "id", &it), SHMOBJ_ETYPE);
+    assert_int_equal(shmobj_field_get(&v, "id", &it), SHMOBJ_ETYPE);
     assert_int_equal(shmobj_view_key(&v, 0, &k), SHMOBJ_ETYPE);
     json_is(&v, "[1,2]");
 
@@ -430,7 +430,7 @@ static void test_view_item_wrong_type(void **state)
     assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
     assert_int_equal(shmobj_view_item(&v, 2, &it), SHMOBJ_ERANGE);
     assert_int_equal(shmobj_view_item(&v, SIZE_MAX, &it), SHMOBJ_ERANGE);
-    assert_int_equal(shmobj_view_get_str(&v, "a", &it), SHMOBJ_ETYPE);
+    assert_int_equal(shmobj_field_get(&v, "a", &it), SHMOBJ_ETYPE);
     assert_int_equal(shmobj_view_key(&v, 0, &it), SHMOBJ_ETYPE);
     assert_int_equal(shmobj_str_get(&v, &s, &n), SHMOBJ_ETYPE);
     assert_int_equal(shmobj_bytes_get(&v, &p, &n), SHMOBJ_ETYPE);
@@ -652,6 +652,47 @@ static shmobj_value stale_tree(int64_t k, shmobj_value *items, float *fdata,
     return SHMOBJ_VAL_DICT(items, n / 2);
 }
 
+/* The typed field reads give what the two calls they replace give: the
+ * value, ETYPE for a field of another type, ENOTFOUND for a missing name,
+ * and ESTALE once the record was freed. The deprecated name still works. */
+static void test_field_typed_get_by_name(void **state)
+{
+    struct shmobj__space *sp = *state;
+    shmobj_value items[18];
+    float fdata[4] = {1, 2, 3, 4};
+    uint64_t shape[1] = {4};
+    shmobj_ref a = put(state, stale_tree(3, items, fdata, shape));
+    shmobj_view root, it;
+    assert_int_equal(shmobj_obj_get(SEG(sp), a, &root), 0);
+    int64_t i = 0;
+    uint64_t u = 0;
+    double d = 0;
+    int b = 0;
+    const char *str = NULL;
+    size_t len = 0;
+    assert_int_equal(shmobj_field_int_get(&root, "int", &i), 0);
+    assert_int_equal(i, 3);
+    assert_int_equal(shmobj_field_uint_get(&root, "uint", &u), 0);
+    assert_int_equal(u, 3);
+    assert_int_equal(shmobj_field_double_get(&root, "double", &d), 0);
+    assert_true(d == 3.0);
+    assert_int_equal(shmobj_field_bool_get(&root, "bool", &b), 0);
+    assert_int_equal(b, 1);
+    assert_int_equal(shmobj_field_str_get(&root, "str", &str, &len), 0);
+    assert_string_equal(str, "other object");
+    assert_int_equal(len, strlen("other object"));
+    assert_int_equal(shmobj_field_int_get(&root, "double", &i), SHMOBJ_ETYPE);
+    assert_int_equal(shmobj_field_str_get(&root, "int", &str, NULL), SHMOBJ_ETYPE);
+    assert_int_equal(shmobj_field_int_get(&root, "nope", &i), SHMOBJ_ENOTFOUND);
+    assert_int_equal(shmobj_field_int_get(&root, "int", NULL), SHMOBJ_EINVAL);
+    assert_int_equal(shmobj_field_int_get(NULL, "int", &i), SHMOBJ_EINVAL);
+    assert_int_equal(shmobj_view_get_str(&root, "int", &it), 0);
+    assert_int_equal(shmobj_int_get(&it, &i), 0);
+    assert_int_equal(i, 3);
+    assert_int_equal(shmobj_obj_free(SEG(sp), a), 0);
+    assert_int_equal(shmobj_field_int_get(&root, "int", &i), SHMOBJ_ESTALE);
+}
+
 /* Views kept over a free: the object is freed and another one is built in
  * the same block (same offset, the next generation). Every write and every
  * read that returns data through a view of the old object gives
@@ -665,16 +706,16 @@ static void test_view_ops_after_free_and_reuse_stale(void **state)
     shmobj_ref a = put(state, stale_tree(1, items, fdata, shape));
     shmobj_view root, vi, vu, vd, vb, vs, vy, vbuf, vl, vnull, vst, key, lkey;
     assert_int_equal(shmobj_obj_get(SEG(sp), a, &root), 0);
-    assert_int_equal(shmobj_view_get_str(&root, "int", &vi), 0);
-    assert_int_equal(shmobj_view_get_str(&root, "uint", &vu), 0);
-    assert_int_equal(shmobj_view_get_str(&root, "double", &vd), 0);
-    assert_int_equal(shmobj_view_get_str(&root, "bool", &vb), 0);
-    assert_int_equal(shmobj_view_get_str(&root, "str", &vs), 0);
-    assert_int_equal(shmobj_view_get_str(&root, "bytes", &vy), 0);
-    assert_int_equal(shmobj_view_get_str(&root, "buffer", &vbuf), 0);
-    assert_int_equal(shmobj_view_get_str(&root, "list", &vl), 0);
+    assert_int_equal(shmobj_field_get(&root, "int", &vi), 0);
+    assert_int_equal(shmobj_field_get(&root, "uint", &vu), 0);
+    assert_int_equal(shmobj_field_get(&root, "double", &vd), 0);
+    assert_int_equal(shmobj_field_get(&root, "bool", &vb), 0);
+    assert_int_equal(shmobj_field_get(&root, "str", &vs), 0);
+    assert_int_equal(shmobj_field_get(&root, "bytes", &vy), 0);
+    assert_int_equal(shmobj_field_get(&root, "buffer", &vbuf), 0);
+    assert_int_equal(shmobj_field_get(&root, "list", &vl), 0);
     assert_int_equal(shmobj_view_item(&vl, 1, &vnull), 0);
-    assert_int_equal(shmobj_view_get_str(&root, "a longer key than seven bytes", &vst), 0);
+    assert_int_equal(shmobj_field_get(&root, "a longer key than seven bytes", &vst), 0);
     assert_int_equal(shmobj_view_key(&root, 0, &key), 0);  /* a short key */
     assert_int_equal(shmobj_view_key(&root, 8, &lkey), 0); /* a str object */
     /* A block after it keeps the freed block whole (not merged into the
@@ -715,7 +756,7 @@ static void test_view_ops_after_free_and_reuse_stale(void **state)
     assert_int_equal(shmobj_view_index(&root, &kd, &i), SHMOBJ_ESTALE);
     assert_int_equal(shmobj_view_index_key(&root, &k, &i), SHMOBJ_ESTALE);
     assert_int_equal(shmobj_view_get(&root, &kd, &it), SHMOBJ_ESTALE);
-    assert_int_equal(shmobj_view_get_str(&root, "int", &it), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_field_get(&root, "int", &it), SHMOBJ_ESTALE);
     assert_int_equal(shmobj_view_get_key(&root, &k, &it), SHMOBJ_ESTALE);
     assert_int_equal(shmobj_view_key_int_add(&root, &k, 1000, NULL), SHMOBJ_ESTALE);
     assert_int_equal(shmobj_item_int_add(&root, 0, 1000, NULL), SHMOBJ_ESTALE);
@@ -755,7 +796,7 @@ static void test_view_ops_after_free_and_reuse_stale(void **state)
     assert_int_equal(shmobj_view_set(&vnull, &nv), SHMOBJ_ESTALE);
     assert_int_equal(shmobj_view_json(&vnull, buf, sizeof buf, NULL), SHMOBJ_ESTALE);
     assert_int_equal(shmobj_item_int_add(&vst, 1, 1000, NULL), SHMOBJ_ESTALE);
-    assert_int_equal(shmobj_view_get_str(&vst, "b", &it), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_field_get(&vst, "b", &it), SHMOBJ_ESTALE);
     FILE *f = tmpfile();
     assert_non_null(f);
     assert_int_equal(shmobj_view_json_write(&root, f), SHMOBJ_ESTALE);
@@ -1066,7 +1107,7 @@ static void test_view_json_shared_string_bounded(void **state)
     shmobj_view v, it;
     assert_int_equal(shmobj_obj_put(SEG(sp), &dict, &r), 0);
     assert_int_equal(shmobj_obj_get(SEG(sp), r, &v), 0);
-    assert_int_equal(shmobj_view_get_str(&v, "big", &it), 0);
+    assert_int_equal(shmobj_field_get(&v, "big", &it), 0);
     /* every null value now names the big string (inline, so its offset and
      * the block's generation) */
     uint64_t target = (uint64_t)((const uint8_t *)it.obj - sp->base) | (r >> 48) << 48;
@@ -1236,24 +1277,24 @@ static int xp_child_mutate(void *arg)
     if (shmobj_view_json(&v, buf, sizeof buf, NULL) != 0 || strcmp(buf, XP_JSON_BEFORE) != 0)
         return 12;
     shmobj_buffer_info info = {.struct_size = sizeof info};
-    if (shmobj_view_get_str(&v, "buffer", &it) != 0 || shmobj_buffer_get(&it, &info) != 0 ||
+    if (shmobj_field_get(&v, "buffer", &it) != 0 || shmobj_buffer_get(&it, &info) != 0 ||
         ((float *)info.data)[3] != 4.0f || (uintptr_t)info.data % 64 != 0)
         return 13;
     ((float *)info.data)[3] = 40.0f;
     shmobj_value nv = SHMOBJ_VAL_STR("from child");
-    if (shmobj_view_get_str(&v, "null", &it) != 0 || shmobj_view_set(&it, &nv) != 0)
+    if (shmobj_field_get(&v, "null", &it) != 0 || shmobj_view_set(&it, &nv) != 0)
         return 14;
-    if (shmobj_view_get_str(&v, "bool", &it) != 0 || shmobj_bool_set(&it, 1) != 0)
+    if (shmobj_field_get(&v, "bool", &it) != 0 || shmobj_bool_set(&it, 1) != 0)
         return 15;
-    if (shmobj_view_get_str(&v, "int", &it) != 0 || shmobj_int_add(&it, 1, NULL) != 0)
+    if (shmobj_field_get(&v, "int", &it) != 0 || shmobj_int_add(&it, 1, NULL) != 0)
         return 16;
-    if (shmobj_view_get_str(&v, "double", &it) != 0 || shmobj_double_add(&it, 0.5, NULL) != 0)
+    if (shmobj_field_get(&v, "double", &it) != 0 || shmobj_double_add(&it, 0.5, NULL) != 0)
         return 17;
-    if (shmobj_view_get_str(&v, "struct", &it) != 0 || shmobj_view_get_str(&it, "health", &f) != 0 ||
+    if (shmobj_field_get(&v, "struct", &it) != 0 || shmobj_field_get(&it, "health", &f) != 0 ||
         shmobj_int_add(&f, 50, NULL) != 0)
         return 18;
     nv = SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_STR("replaced"));
-    if (shmobj_view_get_str(&v, "list", &it) != 0 || shmobj_view_item(&it, 0, &f) != 0 ||
+    if (shmobj_field_get(&v, "list", &it) != 0 || shmobj_view_item(&it, 0, &f) != 0 ||
         shmobj_view_set(&f, &nv) != 0)
         return 19;
     shmobj_segment_close(seg);
@@ -1282,7 +1323,7 @@ static void test_obj_cross_process_build_read_mutate(void **state)
     assert_int_equal(shmobj_view_json(&v, buf, sizeof buf, NULL), 0);
     assert_string_equal(buf, XP_JSON_AFTER);
     shmobj_buffer_info info = {.struct_size = sizeof info};
-    assert_int_equal(shmobj_view_get_str(&v, "buffer", &it), 0);
+    assert_int_equal(shmobj_field_get(&v, "buffer", &it), 0);
     assert_int_equal(shmobj_buffer_get(&it, &info), 0);
     assert_true(((float *)info.data)[3] == 40.0f);
     /* the whole tree, with the child's replacements, frees */
@@ -1594,7 +1635,7 @@ static void test_view_index_short_keys(void **state)
         k = SHMOBJ_VAL_STRN(names[j], SHMOBJ_STRLEN);
         assert_int_equal(shmobj_view_index(&v, &k, &i), 0);
         assert_int_equal(i, j);
-        assert_int_equal(shmobj_view_get_str(&v, names[j], &it), 0);
+        assert_int_equal(shmobj_field_get(&v, names[j], &it), 0);
         assert_int_equal(shmobj_int_get(&it, &x), 0);
         assert_int_equal(x, j);
         assert_int_equal(shmobj_view_get(&v, &k, &it), 0);
@@ -1616,7 +1657,7 @@ static void test_view_index_short_keys(void **state)
     for (size_t j = 0; j < sizeof misses / sizeof misses[0]; j++) {
         k = SHMOBJ_VAL_STR(misses[j]);
         assert_int_equal(shmobj_view_index(&v, &k, &i), SHMOBJ_ENOTFOUND);
-        assert_int_equal(shmobj_view_get_str(&v, misses[j], &it), SHMOBJ_ENOTFOUND);
+        assert_int_equal(shmobj_field_get(&v, misses[j], &it), SHMOBJ_ENOTFOUND);
     }
     k = SHMOBJ_VAL_STRN("a\0c", 3);
     assert_int_equal(shmobj_view_index(&v, &k, &i), SHMOBJ_ENOTFOUND);
@@ -1625,7 +1666,7 @@ static void test_view_index_short_keys(void **state)
     k = SHMOBJ_VAL_BYTES("abc", 3);
     assert_int_equal(shmobj_view_index(&v, &k, &i), SHMOBJ_ENOTFOUND);
     /* a long bytes key is not found as a string, and the reverse */
-    assert_int_equal(shmobj_view_get_str(&v, "abcdefghij", &it), SHMOBJ_ENOTFOUND);
+    assert_int_equal(shmobj_field_get(&v, "abcdefghij", &it), SHMOBJ_ENOTFOUND);
     k = SHMOBJ_VAL_BYTES("abcdefghij", 10);
     assert_int_equal(shmobj_view_index(&v, &k, &i), 0);
     assert_int_equal(i, NS + 3);
@@ -1647,13 +1688,13 @@ static void test_view_index_short_keys(void **state)
     uint8_t *ks = kview.slot;
     assert_int_equal(ks[0], 0x41);
     ks[1] = 9;
-    assert_int_equal(shmobj_view_get_str(&v, "abc", &it), SHMOBJ_ECORRUPT);
+    assert_int_equal(shmobj_field_get(&v, "abc", &it), SHMOBJ_ECORRUPT);
     ks[1] = 3;
-    assert_int_equal(shmobj_view_get_str(&v, "abc", &it), 0);
+    assert_int_equal(shmobj_field_get(&v, "abc", &it), 0);
     /* non-zero padding after a short key (writers NUL-pad): the inline
      * probe misses it, the full one still finds the key by its bytes */
     ks[8 + 6] = 0x7f;
-    assert_int_equal(shmobj_view_get_str(&v, "abc", &it), 0);
+    assert_int_equal(shmobj_field_get(&v, "abc", &it), 0);
     shmobj_key pk;
     shmobj_value pkv = SHMOBJ_VAL_STR("abc");
     assert_int_equal(shmobj_key_init(&pk, &pkv), 0);
@@ -1671,11 +1712,11 @@ static void test_view_index_short_keys(void **state)
         k = SHMOBJ_VAL_STR(fields[j]);
         assert_int_equal(shmobj_view_index(&v, &k, &i), 0);
         assert_int_equal(i, j);
-        assert_int_equal(shmobj_view_get_str(&v, fields[j], &it), 0);
+        assert_int_equal(shmobj_field_get(&v, fields[j], &it), 0);
         assert_int_equal(shmobj_int_get(&it, &x), 0);
         assert_int_equal(x, j);
     }
-    assert_int_equal(shmobj_view_get_str(&v, "ab", &it), SHMOBJ_ENOTFOUND);
+    assert_int_equal(shmobj_field_get(&v, "ab", &it), SHMOBJ_ENOTFOUND);
     r = put(state, SHMOBJ_VAL_SET_OF(SHMOBJ_VAL_STR("abc"), SHMOBJ_VAL_STR("abcdefgh")));
     assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
     k = SHMOBJ_VAL_STR("abc");
@@ -1683,7 +1724,7 @@ static void test_view_index_short_keys(void **state)
     assert_int_equal(i, 0);
     k = SHMOBJ_VAL_STR("abd");
     assert_int_equal(shmobj_view_index(&v, &k, &i), SHMOBJ_ENOTFOUND);
-    assert_int_equal(shmobj_view_get_str(&v, "abc", &it), SHMOBJ_ETYPE);
+    assert_int_equal(shmobj_field_get(&v, "abc", &it), SHMOBJ_ETYPE);
 }
 
 /* A prepared key finds what its description finds, in dicts (short and
@@ -1745,10 +1786,10 @@ static void test_view_prepared_keys(void **state)
     assert_int_equal(shmobj_key_init(&hk, &hd), 0);
     assert_int_equal(shmobj_view_key_int_add(&v, &hk, 10, &before), 0);
     assert_int_equal(before, 3);
-    assert_int_equal(shmobj_view_get_str(&v, "health", &it), 0);
+    assert_int_equal(shmobj_field_get(&v, "health", &it), 0);
     assert_int_equal(shmobj_int_get(&it, &x), 0);
     assert_int_equal(x, 13);
-    assert_int_equal(shmobj_view_get_str(&v, "id", &it), 0);
+    assert_int_equal(shmobj_field_get(&v, "id", &it), 0);
     assert_int_equal(shmobj_int_get(&it, &x), 0);
     assert_int_equal(x, 2);
     hd = SHMOBJ_VAL_STR("nope");
@@ -1954,7 +1995,7 @@ static void expect_keys_found(const shmobj_view *v, const struct ckey *keys, siz
         assert_int_equal(shmobj_int_get(&it, &x), 0);
         assert_int_equal(x, (int64_t)j);
         if (keys[j].type == SHMOBJ_TYPE_STR) {
-            assert_int_equal(shmobj_view_get_str(v, keys[j].s, &it), 0);
+            assert_int_equal(shmobj_field_get(v, keys[j].s, &it), 0);
             assert_int_equal(shmobj_int_get(&it, &x), 0);
             assert_int_equal(x, (int64_t)j);
         }
@@ -1974,7 +2015,7 @@ static void expect_keys_found(const shmobj_view *v, const struct ckey *keys, siz
             continue;
         assert_int_equal(shmobj_view_key_int_add(v, &key, 1, NULL), SHMOBJ_ENOTFOUND);
         if (absent[j].type == SHMOBJ_TYPE_STR)
-            assert_int_equal(shmobj_view_get_str(v, absent[j].s, &it), SHMOBJ_ENOTFOUND);
+            assert_int_equal(shmobj_field_get(v, absent[j].s, &it), SHMOBJ_ENOTFOUND);
     }
 }
 
@@ -2103,6 +2144,7 @@ int main(void)
         T(test_int_add_updates_in_place),
         T(test_view_set_replaces_and_frees),
         T(test_obj_get_stale_ref),
+        T(test_field_typed_get_by_name),
         T(test_view_ops_after_free_and_reuse_stale),
         T(test_obj_get_wrong_kind_or_foreign_ref),
         T(test_obj_put_depth_limit),

@@ -579,9 +579,10 @@ SHMOBJ_API int shmobj_view_get(const shmobj_view *view, const shmobj_value *key,
                                shmobj_view *item);
 
 /**
- * @brief Value of a dict by string key, or field of a struct by name.
+ * @brief A field by name: the value of a dict under a string key, or the
+ *        field of a named struct.
  * @param[in] view dict or named struct
- * @param[in] key NUL-terminated key
+ * @param[in] key NUL-terminated key or field name
  * @param[out] item view of the value
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument
@@ -590,11 +591,127 @@ SHMOBJ_API int shmobj_view_get(const shmobj_view *view, const shmobj_value *key,
  * @retval SHMOBJ_ESTALE the view's block was freed (see ::shmobj_view), or
  *         the value names a freed block
  * @retval SHMOBJ_ECORRUPT the index, a key or the value is damaged
- * @note Thread- and process-safe; lock-free. O(1) expected.
+ * @note Thread- and process-safe; lock-free. O(1) expected. For a field
+ *       read in a loop, shmobj_key_init() once and shmobj_view_get_key()
+ *       skip hashing the name on every call.
+ * @since 0.2
+ */
+SHMOBJ_API int shmobj_field_get(const shmobj_view *view, const char *key,
+                                shmobj_view *item);
+
+/**
+ * @brief The former name of shmobj_field_get(), which it calls: it reads
+ *        as "get the string" but gets by string key.
+ * @deprecated Use shmobj_field_get(); this name stays for the rest of ABI
+ *             version 0 (doc/versioning.md).
+ * @param[in] view dict or named struct
+ * @param[in] key NUL-terminated key
+ * @param[out] item view of the value
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument
+ * @retval SHMOBJ_ETYPE view is not a dict or named struct
+ * @retval SHMOBJ_ENOTFOUND no such key
+ * @retval SHMOBJ_ESTALE the view's block was freed, or the value names a
+ *         freed block
+ * @retval SHMOBJ_ECORRUPT the index, a key or the value is damaged
  * @since 0.1
  */
 SHMOBJ_API int shmobj_view_get_str(const shmobj_view *view, const char *key,
                                    shmobj_view *item);
+
+/**
+ * @brief Read an int64 field by name: shmobj_field_get(), then
+ *        shmobj_int_get().
+ * @param[in] view dict or named struct
+ * @param[in] name NUL-terminated key or field name
+ * @param[out] out the value
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument
+ * @retval SHMOBJ_ETYPE view is not a dict or named struct, or the field is
+ *         not an int
+ * @retval SHMOBJ_ENOTFOUND no such field
+ * @retval SHMOBJ_ESTALE the view's block or the field's was freed
+ * @retval SHMOBJ_ECORRUPT the index, a key or the value is damaged
+ * @note Thread- and process-safe; lock-free (atomic load, acquire).
+ * @since 0.2
+ */
+SHMOBJ_API int shmobj_field_int_get(const shmobj_view *view, const char *name,
+                                    int64_t *out);
+
+/**
+ * @brief Read a uint64 field by name (see shmobj_field_int_get()).
+ * @param[in] view dict or named struct
+ * @param[in] name NUL-terminated key or field name
+ * @param[out] out the value
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument
+ * @retval SHMOBJ_ETYPE view is not a dict or named struct, or the field is
+ *         not a uint
+ * @retval SHMOBJ_ENOTFOUND no such field
+ * @retval SHMOBJ_ESTALE the view's block or the field's was freed
+ * @retval SHMOBJ_ECORRUPT the index, a key or the value is damaged
+ * @note Thread- and process-safe; lock-free.
+ * @since 0.2
+ */
+SHMOBJ_API int shmobj_field_uint_get(const shmobj_view *view, const char *name,
+                                     uint64_t *out);
+
+/**
+ * @brief Read a double field by name (see shmobj_field_int_get()).
+ * @param[in] view dict or named struct
+ * @param[in] name NUL-terminated key or field name
+ * @param[out] out the value
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument
+ * @retval SHMOBJ_ETYPE view is not a dict or named struct, or the field is
+ *         not a double
+ * @retval SHMOBJ_ENOTFOUND no such field
+ * @retval SHMOBJ_ESTALE the view's block or the field's was freed
+ * @retval SHMOBJ_ECORRUPT the index, a key or the value is damaged
+ * @note Thread- and process-safe; lock-free.
+ * @since 0.2
+ */
+SHMOBJ_API int shmobj_field_double_get(const shmobj_view *view, const char *name,
+                                       double *out);
+
+/**
+ * @brief Read a bool field by name (see shmobj_field_int_get()).
+ * @param[in] view dict or named struct
+ * @param[in] name NUL-terminated key or field name
+ * @param[out] out 0 or 1
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument
+ * @retval SHMOBJ_ETYPE view is not a dict or named struct, or the field is
+ *         not a bool
+ * @retval SHMOBJ_ENOTFOUND no such field
+ * @retval SHMOBJ_ESTALE the view's block or the field's was freed
+ * @retval SHMOBJ_ECORRUPT the index, a key or the value is damaged
+ * @note Thread- and process-safe; lock-free.
+ * @since 0.2
+ */
+SHMOBJ_API int shmobj_field_bool_get(const shmobj_view *view, const char *name,
+                                     int *out);
+
+/**
+ * @brief Read a string field by name, in place (see shmobj_field_int_get()
+ *        and shmobj_str_get()).
+ * @param[in] view dict or named struct
+ * @param[in] name NUL-terminated key or field name
+ * @param[out] s the NUL-terminated UTF-8 bytes in the segment
+ * @param[out] len their length without the NUL; may be NULL
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument
+ * @retval SHMOBJ_ETYPE view is not a dict or named struct, or the field is
+ *         not a string
+ * @retval SHMOBJ_ENOTFOUND no such field
+ * @retval SHMOBJ_ESTALE the view's block or the field's was freed
+ * @retval SHMOBJ_ECORRUPT the index, a key or the value is damaged
+ * @note Thread- and process-safe. The bytes stay valid while the string's
+ *       block is not freed (see ::shmobj_view).
+ * @since 0.2
+ */
+SHMOBJ_API int shmobj_field_str_get(const shmobj_view *view, const char *name,
+                                    const char **s, size_t *len);
 
 /**
  * @brief Prepare a key for shmobj_view_index_key() and shmobj_view_get_key().

@@ -146,6 +146,12 @@ static inline int value_view(const shmobj_view *view, size_t i, shmobj_view *ite
 int shmobj_view_get_str(const shmobj_view *view, const char *key,
                         shmobj_view *item)
 {
+    return shmobj_field_get(view, key, item);
+}
+
+int shmobj_field_get(const shmobj_view *view, const char *key,
+                     shmobj_view *item)
+{
     size_t i;
     if (view == NULL || key == NULL || item == NULL)
         return SHMOBJ_EINVAL;
