@@ -22,7 +22,7 @@ int main(int argc, char **argv)
     if (rc == 0)
         rc = shmobj_obj_get(seg, obj, &v);    /* read in place, no decode */
     if (rc == 0)
-        rc = shmobj_view_get_str(&v, "employees", &field);
+        rc = shmobj_field_get(&v, "employees", &field);
     if (rc == 0)
         rc = shmobj_int_add(&field, 1, NULL); /* atomic, seen by every process */
     shmobj_key k;                             /* a key looked up often: prepare it once */
