@@ -72,7 +72,7 @@ static size_t fuzz_saved_len;
 /* Keep a copy of every byte the segment maps. */
 static void fuzz_save(void)
 {
-    struct shmobj__space *sp = (struct shmobj__space *)fuzz_seg;
+    struct shmobj__space *sp = shmobj__space_of_seg(fuzz_seg);
     fuzz_saved_len = (size_t)atomic_load(&sp->mapped);
     fuzz_saved = malloc(fuzz_saved_len);
     if (fuzz_saved == NULL)
@@ -82,7 +82,7 @@ static void fuzz_save(void)
 
 static void fuzz_restore(void)
 {
-    memcpy(((struct shmobj__space *)fuzz_seg)->base, fuzz_saved, fuzz_saved_len);
+    memcpy((shmobj__space_of_seg(fuzz_seg))->base, fuzz_saved, fuzz_saved_len);
 }
 
 struct fuzz_region {

@@ -773,7 +773,7 @@ static void test_queue_take_skips_dead_producer_slot(void **state)
     /* a live producer's slot is not skipped, and a producer that was
      * skipped while alive retries (its CAS fails): simulate the latter */
     e = atomic_fetch_add(&r->hdr->enq_pos, 1);
-    struct shmobj__space *sp = (struct shmobj__space *)f->seg;
+    struct shmobj__space *sp = shmobj__space_of_seg(f->seg);
     atomic_store(&r->claims[0][e & r->mask].pid, (uint32_t)getpid());
     atomic_store(&r->claims[0][e & r->mask].token, sp->ops->live->token(sp));
     atomic_store(&r->claims[0][e & r->mask].tag, e);
@@ -1352,7 +1352,7 @@ static void test_queue_retire_damage_and_dead_owner(void **state)
     /* a process died holding the FIFO's lock: the next one recovers it */
     pid_t pid = fork();
     if (pid == 0) {
-        struct shmobj__space *sp = (struct shmobj__space *)f->seg;
+        struct shmobj__space *sp = shmobj__space_of_seg(f->seg);
         _exit(sp->ops->live->lock(sp, &rt->lock, 0) == 0 ? 0 : 1);
     }
     assert_int_equal(test_child_wait(pid), 0);

@@ -889,7 +889,7 @@ static void test_arena_kill_holder_recovers(void **state)
             ((unsigned char *)p)[i] = pattern(b, i);
     }
     struct shmobj__seg_header *h = (struct shmobj__seg_header *)
-        ((struct shmobj__space *)s)->base;
+        (shmobj__space_of_seg(s))->base;
     const char *env = getenv("SHMOBJ_KILL_ITERATIONS");
     int rounds = env ? atoi(env) : 200;
     int owner_dead = 0;

@@ -24,6 +24,7 @@
 
 #include "bounds.h"
 #include "shmobj/error.h"
+#include "shmobj/types.h"
 
 typedef uint64_t shmobj__ref;
 
@@ -100,6 +101,16 @@ struct shmobj__space {
     const struct shmobj__space_ops *ops;
     void *impl;                /* owner's private data */
 };
+
+/* The one conversion of a segment handle to its space. Every shmobj_segment
+ * begins with its space (lib/segment/segment.h asserts the offset at
+ * compile time; tests/space-heap.c's stand-in is built the same way), and
+ * tests/check-layers.sh refuses the cast written anywhere else, so the
+ * layout the layers above rely on is checked, not assumed. */
+static inline struct shmobj__space *shmobj__space_of_seg(shmobj_segment *seg)
+{
+    return (struct shmobj__space *)(void *)seg;
+}
 
 /* Whether a record's owner word (a token, widened to 64 bits in shared
  * memory) names a live handle of this space: a word no token can be is

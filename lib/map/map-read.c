@@ -15,7 +15,6 @@
  *  - The hot get path (shmobj_map_get for keys of up to 64 bytes) calls
  *    nothing: the hash, htcore's probe pieces and everything of this file
  *    it uses are inlined into it. */
-#include <sched.h>
 #include <string.h>
 
 #include "cpu.h"
@@ -37,7 +36,7 @@ int shmobj__map_wait_writer(shmobj_map *m, struct shmobj__map_shard *s,
     if (rc == 0)
         shard_unlock(m, s);
     else if (rc != SHMOBJ_ECORRUPT && rc != SHMOBJ_ESTALE)
-        sched_yield();
+        shmobj__os_yield();
     return rc == SHMOBJ_ECORRUPT || rc == SHMOBJ_ESTALE ? rc : 0;
 }
 

@@ -15,7 +15,6 @@
  *    nothing, so two reads with no writes between them agree. */
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "extstruct.h"
 #include "map-internal.h"
@@ -173,7 +172,7 @@ static uint64_t ctl_check(const struct shmobj__map_ctl *c)
  * bytes disagree. The header is copied once and only the copy is used. */
 static int map_attach(shmobj_segment *seg, shmobj__ref ref, shmobj_map **out)
 {
-    struct shmobj__space *sp = (struct shmobj__space *)seg;
+    struct shmobj__space *sp = shmobj__space_of_seg(seg);
     struct shmobj__map_ctl hdr;
     uint64_t usable;
     void *q;
@@ -231,7 +230,7 @@ int shmobj_map_create(shmobj_segment *seg, const char *name, shmobj_map **out)
         return SHMOBJ_EEXIST;
     if (rc != SHMOBJ_ENOTFOUND)
         return rc;
-    struct shmobj__space *sp = (struct shmobj__space *)seg;
+    struct shmobj__space *sp = shmobj__space_of_seg(seg);
     rc = sp->ops->alloc(sp, sizeof(struct shmobj__map_ctl), 64, &ref);
     if (rc != 0)
         return rc;
@@ -256,7 +255,7 @@ int shmobj_map_create(shmobj_segment *seg, const char *name, shmobj_map **out)
      * picks the keys; the clock, the pid, the handle's token and the
      * address mixed will do. */
     uint64_t mix[3] = {shmobj__os_now_ns(),
-                       ((uint64_t)getpid() << 32) ^ sp->ops->live->token(sp),
+                       ((uint64_t)shmobj__os_pid() << 32) ^ sp->ops->live->token(sp),
                        (uint64_t)(uintptr_t)c ^ ref};
     c->magic = SHMOBJ__MAP_MAGIC;
     c->version = SHMOBJ__MAP_VERSION;

@@ -189,7 +189,7 @@ static int ck_obj(struct ck *c, const shmobj_view *v, int depth)
 
 int shmobj_obj_check(shmobj_segment *seg, shmobj_ref ref)
 {
-    struct shmobj__space *sp = (struct shmobj__space *)seg;
+    struct shmobj__space *sp = shmobj__space_of_seg(seg);
     shmobj_view root;
     if (sp == NULL || ref == SHMOBJ_REF_NULL)
         return SHMOBJ_EINVAL;

@@ -418,7 +418,7 @@ int shmobj_obj_put(shmobj_segment *seg, const shmobj_value *val, shmobj_ref *ref
 {
     if (seg == NULL || val == NULL || ref == NULL)
         return SHMOBJ_EINVAL;
-    return shmobj__obj_put((struct shmobj__space *)seg, val, ref);
+    return shmobj__obj_put(shmobj__space_of_seg(seg), val, ref);
 }
 
 int shmobj_obj_put_int(shmobj_segment *seg, int64_t x, shmobj_ref *ref)

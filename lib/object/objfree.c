@@ -90,7 +90,7 @@ int shmobj__free_tree(struct shmobj__space *sp, shmobj__ref ref, int from_caller
 
 int shmobj_obj_free(shmobj_segment *seg, shmobj_ref ref)
 {
-    struct shmobj__space *sp = (struct shmobj__space *)seg;
+    struct shmobj__space *sp = shmobj__space_of_seg(seg);
     if (sp == NULL || ref == SHMOBJ_REF_NULL)
         return SHMOBJ_EINVAL;
     /* Fast path: a block that never had a slot replaced holds no reference

@@ -232,7 +232,7 @@ static int dump(struct out *o, const shmobj_view *v, int depth)
     case SHMOBJ_TYPE_NULL:
         /* nothing to read, but a view of a freed slot is stale all the same */
         if (v->slot != NULL &&
-            !shmobj__blk_live((struct shmobj__space *)v->seg, v->slot_blk, v->slot_gen))
+            !shmobj__blk_live(shmobj__space_of_seg(v->seg), v->slot_blk, v->slot_gen))
             return SHMOBJ_ESTALE;
         puts_(o, "null");
         return 0;
@@ -352,7 +352,7 @@ static uint64_t budget_of(const shmobj_view *v)
 {
     /* Every value takes 16 bytes of the segment at least, every string its
      * bytes. */
-    struct shmobj__space *sp = (struct shmobj__space *)v->seg;
+    struct shmobj__space *sp = shmobj__space_of_seg(v->seg);
     return sp == NULL ? 64 : shmobj__work_budget(sp);
 }
 

@@ -83,7 +83,7 @@ int shmobj__view_slot(struct shmobj__space *sp, uint64_t slot_off, uint64_t blk,
 
 int shmobj_obj_get(shmobj_segment *seg, shmobj_ref ref, shmobj_view *view)
 {
-    struct shmobj__space *sp = (struct shmobj__space *)seg;
+    struct shmobj__space *sp = shmobj__space_of_seg(seg);
     uint64_t blk, blen;
     if (sp == NULL || view == NULL || ref == SHMOBJ_REF_NULL)
         return SHMOBJ_EINVAL;

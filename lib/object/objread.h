@@ -25,7 +25,7 @@
 
 static inline struct shmobj__space *shmobj__space_of(const shmobj_view *v)
 {
-    return (struct shmobj__space *)v->seg;
+    return shmobj__space_of_seg(v->seg);
 }
 
 static inline uint64_t shmobj__off_of(struct shmobj__space *sp, const void *p)

@@ -23,7 +23,7 @@ int shmobj_view_set(shmobj_view *view, const shmobj_value *val)
         return SHMOBJ_EINVAL;
     if (view->flags & SHMOBJ__VIEW_RO)
         return SHMOBJ_EACCES;
-    struct shmobj__space *sp = (struct shmobj__space *)view->seg;
+    struct shmobj__space *sp = shmobj__space_of_seg(view->seg);
     struct shmobj__slot *s = view->slot;
     /* A view kept past a free of the slot's block would write into (and
      * free what is reachable from) whatever was built there since. */

@@ -1,12 +1,13 @@
 /* The operating-system interface of libshmobj: the only layer that calls
- * shm_open, mmap, futex, fcntl locks, the monotonic clock and inotify, and
- * the home of the library's lock and of liveness. (Layers above keep a few
- * process-private pthread mutexes in their handles and read the realtime
- * clock for tools' timestamps.) Every function returns 0 or a negative
+ * the system (shm_open, mmap, futex, fcntl locks, clocks, inotify, file
+ * descriptors, threads), and the home of the library's lock and of
+ * liveness. tests/check-layers.sh fails the build's tests when a layer
+ * above calls the system itself. Every function returns 0 or a negative
  * SHMOBJ_E* code; SHMOBJ_ESYS leaves errno set. */
 #ifndef SHMOBJ_OS_H
 #define SHMOBJ_OS_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -169,5 +170,30 @@ uint64_t shmobj__os_page_size(void);
  * process, writable, so that first accesses take no page fault. Leaves the
  * bytes as they are. */
 int shmobj__os_prefault(void *base, uint64_t len);
+
+/* ---- this process only (lib/os/os-local.c) -------------------------------- */
+
+/* Close a descriptor this library opened; errors are of no use here (the
+ * descriptor is gone either way on Linux). */
+void shmobj__os_fd_close(int fd);
+/* A close-on-exec duplicate of fd, or -1 with errno set. */
+int shmobj__os_fd_dup(int fd);
+/* CLOCK_REALTIME in nanoseconds: timestamps shown to people, never a
+ * deadline. */
+uint64_t shmobj__os_realtime_ns(void);
+/* Give the processor to another thread once. */
+void shmobj__os_yield(void);
+/* Sleep for ns nanoseconds (interrupted sleeps end early). */
+void shmobj__os_sleep_ns(uint64_t ns);
+
+/* A mutex between the threads of one process, for handle state that never
+ * lives in shared memory. Never fails once initialised. */
+typedef struct shmobj__os_pmutex {
+    pthread_mutex_t m;
+} shmobj__os_pmutex;
+void shmobj__os_pmutex_init(shmobj__os_pmutex *m);
+void shmobj__os_pmutex_destroy(shmobj__os_pmutex *m);
+void shmobj__os_pmutex_lock(shmobj__os_pmutex *m);
+void shmobj__os_pmutex_unlock(shmobj__os_pmutex *m);
 
 #endif /* SHMOBJ_OS_H */

@@ -2,9 +2,9 @@
 #ifndef SHMOBJ_QUEUE_INTERNAL_H
 #define SHMOBJ_QUEUE_INTERNAL_H
 
-#include <pthread.h>
 #include <stdatomic.h>
 
+#include "os.h"
 #include "retire.h"
 #include "ring.h"
 #include "shmobj/queue.h"
@@ -31,7 +31,7 @@ struct shmobj_queue {
     /* copy-in: larger messages are written with streaming stores */
     uint64_t plain_max;
     /* guards the notify fields and peers (slow path only) */
-    pthread_mutex_t lock;
+    shmobj__os_pmutex lock;
     int notify_slot; /* our registration in ring.hdr->notify, or -1 */
     int notify_rfd;  /* our pipe, or -1 */
     int notify_wfd;

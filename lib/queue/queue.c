@@ -27,10 +27,8 @@
  * - Notify registrations (ring.h, shmobj__ring_notify) change state by CAS;
  *   hdr.armed counts the ARMED ones so that a put reads one word, and writes
  *   to a pipe only when some consumer armed its descriptor. */
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #if defined(__x86_64__)
 #include <emmintrin.h>
 #endif
@@ -168,7 +166,7 @@ static uint64_t ring_ident(shmobj_ref ref)
 {
     static _Atomic uint64_t seq;
     uint64_t x = shmobj__mix64(ref ^ shmobj__mix64(shmobj__os_now_ns() ^
-                                                   ((uint64_t)getpid() << 32) ^
+                                                   ((uint64_t)shmobj__os_pid() << 32) ^
                                                    atomic_fetch_add(&seq, 1)));
     return x != 0 ? x : 1;
 }
@@ -393,10 +391,10 @@ static void notify_signal_entry(shmobj_queue *q, unsigned i)
     uint32_t pid = atomic_load_explicit(&n->pid, memory_order_relaxed);
     int32_t fd = atomic_load_explicit(&n->fd, memory_order_relaxed);
     uint64_t ino = atomic_load_explicit(&n->ino, memory_order_relaxed);
-    pthread_mutex_lock(&q->lock);
+    shmobj__os_pmutex_lock(&q->lock);
     if (q->notify_slot == (int)i && q->notify_wfd >= 0) {
         shmobj__os_notify_signal(q->notify_wfd); /* our own descriptor */
-        pthread_mutex_unlock(&q->lock);
+        shmobj__os_pmutex_unlock(&q->lock);
         return;
     }
     struct shmobj__queue_peer *p = &q->peers[i];
@@ -410,7 +408,7 @@ static void notify_signal_entry(shmobj_queue *q, unsigned i)
             p->wfd = -1;
     }
     shmobj__os_notify_signal(p->wfd);
-    pthread_mutex_unlock(&q->lock);
+    shmobj__os_pmutex_unlock(&q->lock);
 }
 
 /* After a publish: wake every armed listener (one write each per arm). */
@@ -459,10 +457,10 @@ int shmobj_queue_notify_fd(shmobj_queue *q, int *fd)
     int gone = queue_gone(q);
     if (gone != 0)
         return gone; /* its registrations are in the freed block */
-    pthread_mutex_lock(&q->lock);
+    shmobj__os_pmutex_lock(&q->lock);
     if (q->notify_slot >= 0) {
         *fd = q->notify_rfd;
-        pthread_mutex_unlock(&q->lock);
+        shmobj__os_pmutex_unlock(&q->lock);
         return 0;
     }
     int rc = SHMOBJ_ENOTSUP;
@@ -512,7 +510,7 @@ int shmobj_queue_notify_fd(shmobj_queue *q, int *fd)
     q->notify_slot = slot;
     *fd = q->notify_rfd;
 out:
-    pthread_mutex_unlock(&q->lock);
+    shmobj__os_pmutex_unlock(&q->lock);
     return rc;
 }
 
@@ -520,9 +518,9 @@ int shmobj_queue_notify_arm(shmobj_queue *q)
 {
     if (q == NULL)
         return SHMOBJ_EINVAL;
-    pthread_mutex_lock(&q->lock);
+    shmobj__os_pmutex_lock(&q->lock);
     int slot = q->notify_slot;
-    pthread_mutex_unlock(&q->lock);
+    shmobj__os_pmutex_unlock(&q->lock);
     if (slot < 0)
         return SHMOBJ_EINVAL;
     int gone = queue_gone(q);
@@ -618,7 +616,7 @@ static uint64_t queue_footprint(uint32_t capacity)
  * when it says it is a ring but is not a sound one. */
 static int handle_new(shmobj_segment *seg, shmobj_ref ref, shmobj_queue **out)
 {
-    struct shmobj__space *sp = (struct shmobj__space *)seg;
+    struct shmobj__space *sp = shmobj__space_of_seg(seg);
     uint64_t usable = 0;
     int rc = sp->ops->check(sp, ref, &usable);
     if (rc != 0)
@@ -663,7 +661,7 @@ static int handle_new(shmobj_segment *seg, shmobj_ref ref, shmobj_queue **out)
     q->notify_wfd = -1;
     for (unsigned i = 0; i < SHMOBJ__RING_NOTIFY_MAX; i++)
         q->peers[i].wfd = -1;
-    pthread_mutex_init(&q->lock, NULL);
+    shmobj__os_pmutex_init(&q->lock);
     *out = q;
     return 0;
 }
@@ -677,7 +675,7 @@ int shmobj_queue_create(shmobj_segment *seg, const char *name,
     if (size == 0)
         return SHMOBJ_EINVAL;
     shmobj_ref ref;
-    struct shmobj__space *sp = (struct shmobj__space *)seg;
+    struct shmobj__space *sp = shmobj__space_of_seg(seg);
     int rc = sp->ops->alloc(sp, size, 64, &ref);
     if (rc != 0)
         return rc;
@@ -760,7 +758,7 @@ void shmobj_queue_close(shmobj_queue *q)
     if (q == NULL)
         return;
     notify_drop(q);
-    pthread_mutex_destroy(&q->lock);
+    shmobj__os_pmutex_destroy(&q->lock);
     free(q);
 }
 
@@ -788,8 +786,7 @@ static void destroy_wake(shmobj_queue *q)
              atomic_load_explicit(&h->prod_waiters, memory_order_seq_cst) == 0) ||
             shmobj__os_now_ns() >= end)
             return;
-        struct timespec ts = {0, 1000 * 1000};
-        nanosleep(&ts, NULL);
+        shmobj__os_sleep_ns(1000 * 1000);
     }
 }
 
@@ -816,7 +813,7 @@ int shmobj_queue_destroy(shmobj_segment *seg, const char *name)
     rc = shmobj_segment_root_del(seg, name);
     if (rc != 0)
         return rc;
-    struct shmobj__space *sp = (struct shmobj__space *)seg;
+    struct shmobj__space *sp = shmobj__space_of_seg(seg);
     return sp->ops->free(sp, ref);
 }
 

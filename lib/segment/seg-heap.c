@@ -44,7 +44,7 @@ int shmobj__segment_extend(struct shmobj__space *sp, uint64_t end)
     shmobj_segment *seg = sp->impl;
     if (end > seg->max_size)
         return SHMOBJ_ECORRUPT;
-    pthread_mutex_lock(&seg->view_lock);
+    shmobj__os_pmutex_lock(&seg->view_lock);
     uint64_t file_size = 0;
     int rc = shmobj__os_fd_size(seg->fd, &file_size);
     if (rc == 0) {
@@ -57,7 +57,7 @@ int shmobj__segment_extend(struct shmobj__space *sp, uint64_t end)
         if (end > file_size)
             rc = SHMOBJ_ECORRUPT;
     }
-    pthread_mutex_unlock(&seg->view_lock);
+    shmobj__os_pmutex_unlock(&seg->view_lock);
     return rc;
 }
 

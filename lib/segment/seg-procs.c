@@ -20,10 +20,7 @@
  *     fails, or this handle shares its description with others and so
  *     cannot see their locks): nothing is reclaimed on a guess. */
 #include <errno.h>
-#include <sched.h>
 #include <stdlib.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "segment.h"
 
@@ -40,13 +37,6 @@ static uint32_t next_token(uint32_t old, uint32_t slot)
     if (gen == 0)
         gen = 1;
     return slot | gen << SHMOBJ__SEG_SLOT_BITS;
-}
-
-static uint64_t realtime_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 /* Take a free slot through description `fd`. A handle whose description
@@ -82,7 +72,7 @@ static int claim(shmobj_segment *seg, int fd, bool shared)
             uint32_t tok = next_token(
                 atomic_load_explicit(&t[i].token, memory_order_relaxed), i);
             atomic_store_explicit(&t[i].pid, me, memory_order_relaxed);
-            atomic_store_explicit(&t[i].attached_ns, realtime_ns(),
+            atomic_store_explicit(&t[i].attached_ns, shmobj__os_realtime_ns(),
                                   memory_order_relaxed);
             /* Release: a checker that acquires the new token sees the
              * entry complete. */
@@ -137,7 +127,7 @@ static int reattach(shmobj_segment *seg, uint32_t gen, uint32_t *token)
             return 0;
         }
         if (a == (gen | ATTACHING)) {
-            sched_yield();
+            shmobj__os_yield();
             continue;
         }
         /* An ATTACHING of an older generation was inherited half-done
@@ -156,14 +146,14 @@ static int reattach(shmobj_segment *seg, uint32_t gen, uint32_t *token)
         seg->creator = false;
         if (!shared) {
             atomic_store(&seg->live_fd, fd);
-            close(old);
+            shmobj__os_fd_close(old);
         }
         *token = atomic_load_explicit(&seg->token, memory_order_relaxed);
         atomic_store_explicit(&seg->attached_gen, gen, memory_order_release);
         return 0;
     }
     if (!shared)
-        close(fd);
+        shmobj__os_fd_close(fd);
     atomic_store_explicit(&seg->attached_gen, a & ~ATTACHING,
                           memory_order_release);
     return rc;

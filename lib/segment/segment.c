@@ -12,12 +12,9 @@
  * (SHMOBJ_ENOTREADY) instead of waited for. Nothing trusts the header's
  * other fields before READY. */
 #include <errno.h>
-#include <fcntl.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "extstruct.h"
 #include "segment.h"
@@ -90,7 +87,7 @@ static shmobj_segment *handle_new(int fd, unsigned backend, const char *name,
     atomic_init(&seg->live_fd, -1);
     seg->backend = backend;
     seg->proc_slot = UINT32_MAX;
-    pthread_mutex_init(&seg->view_lock, NULL);
+    shmobj__os_pmutex_init(&seg->view_lock);
     return seg;
 }
 
@@ -101,7 +98,7 @@ static int live_open(shmobj_segment *seg)
     if (fd < 0) {
         /* No second description to be had (a memfd without /proc): share
          * the mapping's and give up judging others dead (seg-procs.c). */
-        fd = fcntl(seg->fd, F_DUPFD_CLOEXEC, 0);
+        fd = shmobj__os_fd_dup(seg->fd);
         if (fd < 0)
             return SHMOBJ_ESYS;
         seg->live_shared = true;
@@ -115,20 +112,13 @@ static void handle_free(shmobj_segment *seg)
     if (seg->space.base != NULL)
         shmobj__os_unmap(seg->space.base, seg->max_size);
     if (seg->fd >= 0)
-        close(seg->fd);
+        shmobj__os_fd_close(seg->fd);
     int live = atomic_load(&seg->live_fd);
     if (live >= 0)
-        close(live); /* drops this handle's OFD locks */
-    pthread_mutex_destroy(&seg->view_lock);
+        shmobj__os_fd_close(live); /* drops this handle's OFD locks */
+    shmobj__os_pmutex_destroy(&seg->view_lock);
     free(seg->name);
     free(seg);
-}
-
-static uint64_t realtime_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 int shmobj_segment_create(const char *name, const shmobj_segment_options *opts,
@@ -193,7 +183,7 @@ int shmobj_segment_create(const char *name, const shmobj_segment_options *opts,
         if (seg != NULL)
             handle_free(seg); /* closes fd */
         else
-            close(fd);
+            shmobj__os_fd_close(fd);
         return rc;
     }
     seg->space.base = base;
@@ -217,7 +207,7 @@ int shmobj_segment_create(const char *name, const shmobj_segment_options *opts,
     h->procs_max = SHMOBJ__SEG_PROCS;
     h->roots_max = SHMOBJ__SEG_ROOTS;
     h->backend = o.backend;
-    h->created_ns = realtime_ns();
+    h->created_ns = shmobj__os_realtime_ns();
     rc = shmobj__seg_heap_init(seg, size);
     if (rc == 0 && (o.flags & SHMOBJ_SEGMENT_PREFAULT) != 0)
         rc = shmobj__os_prefault(seg->space.base, size);
@@ -392,13 +382,13 @@ static int open_fd(int fd, const char *name, unsigned backend,
     if (rc == 0)
         rc = shmobj__os_map(fd, max, &base);
     if (rc != 0) {
-        close(fd);
+        shmobj__os_fd_close(fd);
         return rc;
     }
     shmobj_segment *seg = handle_new(fd, backend, name, base, max, file_size);
     if (seg == NULL) {
         shmobj__os_unmap(base, max);
-        close(fd);
+        shmobj__os_fd_close(fd);
         return SHMOBJ_ENOMEM;
     }
     /* Validate again on the real mapping: the header could have been
@@ -447,7 +437,7 @@ int shmobj_segment_open_fd(int fd, int64_t timeout_ns, shmobj_segment **out)
     *out = NULL;
     if (fd < 0)
         return SHMOBJ_EINVAL;
-    int dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    int dup_fd = shmobj__os_fd_dup(fd);
     if (dup_fd < 0)
         return errno == EBADF ? SHMOBJ_EINVAL : SHMOBJ_ESYS;
     /* The backend is the one the header records (any backend's object can

@@ -3,7 +3,6 @@
 #ifndef SHMOBJ_SEGMENT_INTERNAL_H
 #define SHMOBJ_SEGMENT_INTERNAL_H
 
-#include <pthread.h>
 #include <stdbool.h>
 
 #include "os.h"
@@ -35,8 +34,11 @@ struct shmobj_segment {
      * child re-attaches, ATTACHING is or-ed in (seg-procs.c). */
     _Atomic uint32_t attached_gen;
     /* Serialises this process's growth of its view (extend). */
-    pthread_mutex_t view_lock;
+    shmobj__os_pmutex view_lock;
 };
+_Static_assert(offsetof(struct shmobj_segment, space) == 0,
+               "the layers above convert a segment handle to its space "
+               "(shmobj__space_of_seg in space.h)");
 
 
 /* The space of a handle, and back. */
