@@ -5,41 +5,21 @@
 #include "shmobj/error.h"
 #include "shmobj/object.h"
 
-int shmobj_field_int_get(const shmobj_view *view, const char *name, int64_t *out)
-{
-    shmobj_view f;
-    if (out == NULL)
-        return SHMOBJ_EINVAL;
-    int rc = shmobj_field_get(view, name, &f);
-    return rc != 0 ? rc : shmobj_int_get(&f, out);
-}
+/* One reader per scalar type: the field's view, then the type's read. */
+#define FIELD_READER(fn, type, read)                                         \
+    int fn(const shmobj_view *view, const char *name, type *out)            \
+    {                                                                        \
+        shmobj_view f;                                                       \
+        if (out == NULL)                                                     \
+            return SHMOBJ_EINVAL;                                            \
+        int rc = shmobj_field_get(view, name, &f);                           \
+        return rc != 0 ? rc : read(&f, out);                                 \
+    }
 
-int shmobj_field_uint_get(const shmobj_view *view, const char *name, uint64_t *out)
-{
-    shmobj_view f;
-    if (out == NULL)
-        return SHMOBJ_EINVAL;
-    int rc = shmobj_field_get(view, name, &f);
-    return rc != 0 ? rc : shmobj_uint_get(&f, out);
-}
-
-int shmobj_field_double_get(const shmobj_view *view, const char *name, double *out)
-{
-    shmobj_view f;
-    if (out == NULL)
-        return SHMOBJ_EINVAL;
-    int rc = shmobj_field_get(view, name, &f);
-    return rc != 0 ? rc : shmobj_double_get(&f, out);
-}
-
-int shmobj_field_bool_get(const shmobj_view *view, const char *name, int *out)
-{
-    shmobj_view f;
-    if (out == NULL)
-        return SHMOBJ_EINVAL;
-    int rc = shmobj_field_get(view, name, &f);
-    return rc != 0 ? rc : shmobj_bool_get(&f, out);
-}
+FIELD_READER(shmobj_field_int_get, int64_t, shmobj_int_get)
+FIELD_READER(shmobj_field_uint_get, uint64_t, shmobj_uint_get)
+FIELD_READER(shmobj_field_double_get, double, shmobj_double_get)
+FIELD_READER(shmobj_field_bool_get, int, shmobj_bool_get)
 
 int shmobj_field_str_get(const shmobj_view *view, const char *name,
                          const char **s, size_t *len)
