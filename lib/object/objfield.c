@@ -6,14 +6,14 @@
 #include "shmobj/object.h"
 
 /* One reader per scalar type: the field's view, then the type's read. */
-#define FIELD_READER(fn, type, read)                                         \
+#define FIELD_READER(fn, type, reader)                                        \
     int fn(const shmobj_view *view, const char *name, type *out)            \
     {                                                                        \
         shmobj_view f;                                                       \
         if (out == NULL)                                                     \
             return SHMOBJ_EINVAL;                                            \
         int rc = shmobj_field_get(view, name, &f);                           \
-        return rc != 0 ? rc : read(&f, out);                                 \
+        return rc != 0 ? rc : reader(&f, out);                                \
     }
 
 FIELD_READER(shmobj_field_int_get, int64_t, shmobj_int_get)
