@@ -154,11 +154,14 @@ static int grow(shmobj_segment *seg, uint64_t need)
  * through seg-lock.c and seg-procs.c were most. */
 static inline __attribute__((always_inline)) int heap_lock(shmobj_segment *seg)
 {
+    /* attached_gen first, with acquire: it is stored (release) after the
+     * token, so the token read after it is the one of this process. */
+    bool attached = atomic_load_explicit(&seg->attached_gen,
+                                         memory_order_acquire) ==
+                    shmobj__os_forks_seen();
     uint32_t self = atomic_load_explicit(&seg->token, memory_order_relaxed);
     if (__builtin_expect(
-            atomic_load_explicit(&seg->attached_gen, memory_order_acquire) ==
-                    shmobj__os_forks_seen() &&
-                self != 0 && shmobj__os_lock_try(&seg->hdr->lock, self),
+            attached && self != 0 && shmobj__os_lock_try(&seg->hdr->lock, self),
             1)) {
         if (__builtin_expect(
                 atomic_load_explicit(&seg->hdr->size, memory_order_acquire) <=
