@@ -866,6 +866,111 @@ static unsigned char pattern(unsigned block, size_t i)
     return (unsigned char)(block * 31 + i * 7);
 }
 
+/* The allocator takes the segment lock on an inline path that trusts the
+ * handle's cached token only in the process that attached it: a forked
+ * child's first allocation must attach the child (a token of its own)
+ * before it locks, or a death of the child inside the lock would be
+ * blamed on its live parent. */
+struct fork_alloc {
+    shmobj_segment *s;
+    uint32_t parent_token;
+};
+
+static int alloc_in_child(void *arg)
+{
+    struct fork_alloc *f = arg;
+    struct shmobj__seg_header *h = (struct shmobj__seg_header *)
+        ((struct shmobj__space *)f->s)->base;
+    shmobj_ref r;
+    if (shmobj_arena_alloc(f->s, 200, 0, &r, NULL) != 0)
+        return 1;
+    uint32_t mine = atomic_load(&f->s->token);
+    if (mine == 0 || mine == f->parent_token)
+        return 2; /* locked under the parent's name */
+    if (shmobj__os_lock_owner(&h->lock) != 0)
+        return 3;
+    if (shmobj_arena_free(f->s, r) != 0)
+        return 4;
+    return 0;
+}
+
+static void test_arena_alloc_forked_child_attaches_first(void **state)
+{
+    (void)state;
+    char name[96];
+    test_name(name, sizeof name, "forkalloc");
+    shmobj_segment_options o;
+    shmobj_segment_options_init(&o);
+    o.initial_size = 4 * MiB;
+    shmobj_segment *s = NULL;
+    assert_int_equal(shmobj_segment_create(name, &o, &s), 0);
+    shmobj_ref r;
+    assert_int_equal(shmobj_arena_alloc(s, 100, 0, &r, NULL), 0); /* warm */
+    struct fork_alloc f = {s, atomic_load(&s->token)};
+    assert_int_not_equal(f.parent_token, 0);
+    pid_t child = test_child_start(alloc_in_child, &f, 20);
+    assert_int_equal(test_child_wait(child), 0);
+    assert_int_equal(atomic_load(&s->token), f.parent_token);
+    assert_int_equal(shmobj_arena_free(s, r), 0);
+    assert_int_equal(shmobj_arena_check(s, NULL), 0);
+    shmobj_segment_close(s);
+    shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM);
+}
+
+/* A process killed while it holds the segment lock, found first by an
+ * allocation (not by a heap check): the allocation's inline path sees the
+ * word taken, the general path takes it over from the dead owner and
+ * repairs, and the allocation succeeds with the lock free afterwards. */
+static int hold_lock_forever(void *arg)
+{
+    int *fds = arg;
+    shmobj_segment *s = *(shmobj_segment **)(void *)(fds + 2);
+    if (shmobj__segment_lock(s) != 0)
+        return 1;
+    char c = 'L';
+    if (write(fds[1], &c, 1) != 1)
+        return 2;
+    for (;;)
+        pause();
+}
+
+static void test_arena_alloc_after_holder_killed_repairs(void **state)
+{
+    (void)state;
+    char name[96];
+    test_name(name, sizeof name, "allocdead");
+    shmobj_segment_options o;
+    shmobj_segment_options_init(&o);
+    o.initial_size = 4 * MiB;
+    shmobj_segment *s = NULL;
+    assert_int_equal(shmobj_segment_create(name, &o, &s), 0);
+    struct shmobj__seg_header *h = (struct shmobj__seg_header *)
+        ((struct shmobj__space *)s)->base;
+    shmobj_ref keep;
+    assert_int_equal(shmobj_arena_alloc(s, 300, 0, &keep, NULL), 0);
+    /* fds[0..1]: a pipe; then the handle, for the child */
+    int fds[2 + sizeof(shmobj_segment *) / sizeof(int) + 1];
+    assert_int_equal(pipe(fds), 0);
+    memcpy(fds + 2, &s, sizeof s);
+    pid_t child = test_child_start(hold_lock_forever, fds, 30);
+    char c = 0;
+    assert_int_equal(read(fds[0], &c, 1), 1);
+    assert_int_equal(c, 'L');
+    assert_int_not_equal(shmobj__os_lock_owner(&h->lock), 0);
+    kill(child, SIGKILL);
+    assert_int_equal(test_child_wait(child), 128 + SIGKILL);
+    shmobj_ref r;
+    assert_int_equal(shmobj_arena_alloc(s, 500, 0, &r, NULL), 0);
+    assert_int_equal(shmobj__os_lock_owner(&h->lock), 0);
+    assert_int_equal(shmobj_arena_check(s, NULL), 0);
+    assert_int_equal(shmobj_arena_free(s, r), 0);
+    assert_int_equal(shmobj_arena_free(s, keep), 0);
+    close(fds[0]);
+    close(fds[1]);
+    shmobj_segment_close(s);
+    shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM);
+}
+
 static void test_arena_kill_holder_recovers(void **state)
 {
     (void)state;
@@ -1282,6 +1387,8 @@ int main(void)
         cmocka_unit_test(test_segment_grow_across_processes),
         cmocka_unit_test(test_arena_fragmented_fixed_enomem_growable_ok),
         cmocka_unit_test(test_arena_kill_holder_recovers),
+        cmocka_unit_test(test_arena_alloc_forked_child_attaches_first),
+        cmocka_unit_test(test_arena_alloc_after_holder_killed_repairs),
         cmocka_unit_test(test_segment_lock_damaged_word_bounded),
         cmocka_unit_test(test_segment_liveness_other_pid_namespace),
         cmocka_unit_test(test_segment_grow_unreserved_never_adopted),

@@ -155,6 +155,14 @@ static inline unsigned msb64(uint64_t x) /* x != 0 */
     return 63u - (unsigned)__builtin_clzll(x);
 }
 
+/* x rotated right by 4 bits: a multiple of 16 becomes x / 16, anything
+ * else a number of at least 2^60. So "ror4(x) <= lim / 16" is "x is a
+ * multiple of 16 and x <= lim" (lim a multiple of 16) in one compare. */
+static inline uint64_t ror4(uint64_t x)
+{
+    return x >> 4 | x << 60;
+}
+
 /* A header a split makes keeps the generation bits found at its offset. A
  * merge leaves the headers it swallows in place (free headers, holding the
  * generation the next allocation there hands out, as free() bumped it), and
@@ -228,8 +236,10 @@ ctl_get(const uint8_t *base, uint64_t mapped, uint64_t arena_off,
         return SHMOBJ_ECORRUPT;
     uint64_t s = c->heap_start;
     uint64_t e = __atomic_load_n(&c->heap_end, __ATOMIC_ACQUIRE);
-    if (s != heap_start_for(arena_off) || (e & 15) != 0 || e > mapped ||
-        e >= OFF_LIMIT || e < s || e - s < MIN_BLOCK + HDR)
+    /* e must be a multiple of 16 in [s + 48, min(mapped, 2^48 - 16)]. */
+    uint64_t top = mapped < OFF_LIMIT ? mapped & ~UINT64_C(15) : OFF_LIMIT - 16;
+    if (s != heap_start_for(arena_off) || top < s + MIN_BLOCK + HDR ||
+        ror4(e - s - (MIN_BLOCK + HDR)) > (top - s - (MIN_BLOCK + HDR)) >> 4)
         return SHMOBJ_ECORRUPT;
     *out = c;
     *hs = s;
@@ -237,10 +247,11 @@ ctl_get(const uint8_t *base, uint64_t mapped, uint64_t arena_off,
     return 0;
 }
 
-/* Could h be the header of a real (non-sentinel) block? */
+/* Could h be the header of a real (non-sentinel) block? A multiple of 16
+ * in [hs, he - 16 - MIN_BLOCK] (hs is one, and he - hs >= 48: ctl_get). */
 static inline bool hdr_ok(uint64_t h, uint64_t hs, uint64_t he)
 {
-    return (h & 15) == 0 && h >= hs && h - hs <= he - HDR - MIN_BLOCK - hs;
+    return ror4(h - hs) <= (he - hs - HDR - MIN_BLOCK) >> 4;
 }
 
 /* ---- free lists ---------------------------------------------------------- */
@@ -275,7 +286,24 @@ static inline int list_insert(uint8_t *base, struct arena_ctl *c, uint64_t hs,
     }
     st(base, NEXTF(h), first);
     c->heads[fl][sl] = h;
-    bits_set(c, fl, sl);
+    /* A non-empty list has its bits set already: two stores fewer to the
+     * control block's lines, which every process's allocations share. */
+    if (first == 0)
+        bits_set(c, fl, sl);
+    return 0;
+}
+
+/* Take h, the first block of list (fl, sl), off it: its class is known, so
+ * nothing is recomputed. */
+static inline int list_pop(uint8_t *base, struct arena_ctl *c, uint64_t hs,
+                           uint64_t he, uint64_t h, unsigned fl, unsigned sl)
+{
+    uint64_t next = ld(base, NEXTF(h));
+    if (next != 0 && !hdr_ok(next, hs, he))
+        return SHMOBJ_ECORRUPT;
+    c->heads[fl][sl] = next;
+    if (next == 0)
+        bits_clear(c, fl, sl);
     return 0;
 }
 
@@ -410,7 +438,7 @@ int shmobj__arena_alloc(uint8_t *base, uint64_t mapped, uint64_t arena_off,
         bs = rest;
         tail = 0;
     }
-    rc = list_remove(base, c, hs, he, h, s);
+    rc = list_pop(base, c, hs, he, h, fl, sl);
     if (rc != 0)
         return rc;
     uint64_t nx = h + s;       /* next block (perhaps the sentinel) */

@@ -40,12 +40,10 @@ int shmobj__os_lock_acquire(shmobj__os_lock *l, uint32_t self,
 {
     if (self == 0 || (self & CONTENDED) != 0)
         return SHMOBJ_EINVAL;
-    uint32_t w = 0;
+    uint32_t w;
     /* Acquire on success: the critical section sees what the previous
      * owner wrote before its release. */
-    if (atomic_compare_exchange_strong_explicit(&l->word, &w, self,
-                                                memory_order_acquire,
-                                                memory_order_relaxed))
+    if (shmobj__os_lock_try(l, self))
         return 0;
     for (int i = 0; i < SPINS; i++) {
         shmobj__cpu_relax();

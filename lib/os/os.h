@@ -80,6 +80,17 @@ int shmobj__os_lock_acquire(shmobj__os_lock *l, uint32_t self,
                             uint64_t deadline, shmobj__os_owner_fn owner_state,
                             void *ctx);
 void shmobj__os_lock_release(shmobj__os_lock *l);
+/* The uncontended case of shmobj__os_lock_acquire(), inline for the
+ * allocator's hot path: one CAS of a free word to `self` (a valid token),
+ * acquire on success. False when the word was not free: then call
+ * shmobj__os_lock_acquire(), which waits, judges the owner and repairs. */
+static inline bool shmobj__os_lock_try(shmobj__os_lock *l, uint32_t self)
+{
+    uint32_t w = 0;
+    return atomic_compare_exchange_strong_explicit(&l->word, &w, self,
+                                                   memory_order_acquire,
+                                                   memory_order_relaxed);
+}
 /* The token in the word (0 when free), for tests and tools. */
 uint32_t shmobj__os_lock_owner(const shmobj__os_lock *l);
 

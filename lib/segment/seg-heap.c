@@ -144,40 +144,99 @@ static int grow(shmobj_segment *seg, uint64_t need)
     return rc;
 }
 
-static int space_alloc(struct shmobj__space *sp, uint64_t size, uint64_t align,
-                       shmobj__ref *out)
+/* The segment lock around one allocator call. Its uncontended case is
+ * inline: this handle's token is current in this process (the fast path
+ * of shmobj__seg_procs_self()), one CAS takes the free word
+ * (shmobj__os_lock_try()), and the view already covers the heap's
+ * published size (two loads). Anything else (a forked child not attached
+ * yet, a held or dead owner's word, a view to widen) takes the general
+ * shmobj__segment_lock(), which waits, repairs and widens. Of the ~190
+ * instructions an allocation spent around the arena core, the calls
+ * through seg-lock.c and seg-procs.c were most. */
+static inline __attribute__((always_inline)) int heap_lock(shmobj_segment *seg)
 {
-    shmobj_segment *seg = sp->impl;
-    int rc = shmobj__segment_lock(seg);
+    /* attached_gen first, with acquire: it is stored (release) after the
+     * token, so the token read after it is the one of this process. */
+    bool attached = atomic_load_explicit(&seg->attached_gen,
+                                         memory_order_acquire) ==
+                    shmobj__os_forks_seen();
+    uint32_t self = atomic_load_explicit(&seg->token, memory_order_relaxed);
+    if (__builtin_expect(
+            attached && self != 0 && shmobj__os_lock_try(&seg->hdr->lock, self),
+            1)) {
+        if (__builtin_expect(
+                atomic_load_explicit(&seg->hdr->size, memory_order_acquire) <=
+                    mapped_of(seg),
+                1))
+            return 0;
+        /* Held, but the view must widen first: let go and take the
+         * general path, which does that (and its failure) in one place. */
+        shmobj__os_lock_release(&seg->hdr->lock);
+    }
+    return shmobj__segment_lock(seg);
+}
+
+static inline __attribute__((always_inline)) void heap_unlock(shmobj_segment *seg)
+{
+    shmobj__os_lock_release(&seg->hdr->lock); /* = shmobj__segment_unlock */
+}
+
+/* The allocation once the arena said SHMOBJ_ENOMEM: grow, then try again.
+ * Kept out of line so the hot path stays short. */
+static __attribute__((noinline)) int alloc_grown(shmobj_segment *seg,
+                                                 uint64_t size, uint64_t align,
+                                                 uint64_t *off, uint16_t *gen)
+{
+    uint64_t need;
+    if (!shmobj__add_ok(size > align ? size : align, align, &need))
+        need = UINT64_MAX; /* grow() refuses it */
+    int rc = grow(seg, need);
+    if (rc != 0)
+        return SHMOBJ_ENOMEM;
+    return shmobj__arena_alloc(seg->space.base, mapped_of(seg),
+                               SHMOBJ__SEG_ARENA_OFF, size, align, off, gen);
+}
+
+static inline __attribute__((always_inline)) int
+heap_alloc(shmobj_segment *seg, uint64_t size, uint64_t align, shmobj__ref *out)
+{
+    int rc = heap_lock(seg);
     if (rc != 0)
         return rc;
     uint64_t off = 0;
     uint16_t gen = 0;
-    rc = shmobj__arena_alloc(sp->base, mapped_of(seg), SHMOBJ__SEG_ARENA_OFF,
-                             size, align, &off, &gen);
-    uint64_t need;
-    if (!shmobj__add_ok(size > align ? size : align, align, &need))
-        need = UINT64_MAX; /* grow() refuses it */
-    if (rc == SHMOBJ_ENOMEM && grow(seg, need) == 0)
-        rc = shmobj__arena_alloc(sp->base, mapped_of(seg),
-                                 SHMOBJ__SEG_ARENA_OFF, size, align, &off,
-                                 &gen);
-    shmobj__segment_unlock(seg);
+    rc = shmobj__arena_alloc(seg->space.base, mapped_of(seg),
+                             SHMOBJ__SEG_ARENA_OFF, size, align, &off, &gen);
+    if (__builtin_expect(rc == SHMOBJ_ENOMEM, 0))
+        rc = alloc_grown(seg, size, align, &off, &gen);
+    heap_unlock(seg);
     if (rc == 0)
         *out = shmobj__ref_make(off, gen);
     return rc;
 }
 
-static int space_free(struct shmobj__space *sp, shmobj__ref ref)
+static inline __attribute__((always_inline)) int heap_free(shmobj_segment *seg,
+                                                           shmobj__ref ref)
 {
-    shmobj_segment *seg = sp->impl;
-    int rc = shmobj__segment_lock(seg);
+    int rc = heap_lock(seg);
     if (rc != 0)
         return rc;
-    rc = shmobj__arena_free(sp->base, mapped_of(seg), SHMOBJ__SEG_ARENA_OFF,
-                            shmobj__ref_off(ref), shmobj__ref_gen(ref));
-    shmobj__segment_unlock(seg);
+    rc = shmobj__arena_free(seg->space.base, mapped_of(seg),
+                            SHMOBJ__SEG_ARENA_OFF, shmobj__ref_off(ref),
+                            shmobj__ref_gen(ref));
+    heap_unlock(seg);
     return rc;
+}
+
+static int space_alloc(struct shmobj__space *sp, uint64_t size, uint64_t align,
+                       shmobj__ref *out)
+{
+    return heap_alloc(sp->impl, size, align, out);
+}
+
+static int space_free(struct shmobj__space *sp, shmobj__ref ref)
+{
+    return heap_free(sp->impl, ref);
 }
 
 static int space_check(struct shmobj__space *sp, shmobj__ref ref,
@@ -213,7 +272,7 @@ int shmobj_arena_alloc(shmobj_segment *seg, size_t size, size_t align,
 {
     if (seg == NULL || ref == NULL || size == 0 || !align_ok(align))
         return SHMOBJ_EINVAL;
-    int rc = space_alloc(&seg->space, size, align < 16 ? 16 : align, ref);
+    int rc = heap_alloc(seg, size, align < 16 ? 16 : align, ref);
     /* The arena placed the block inside this process's view (the lock
      * synchronised the view first), so its address needs no check. */
     if (rc == 0 && ptr != NULL)
@@ -225,7 +284,7 @@ int shmobj_arena_free(shmobj_segment *seg, shmobj_ref ref)
 {
     if (seg == NULL || ref == SHMOBJ_REF_NULL)
         return SHMOBJ_EINVAL;
-    return space_free(&seg->space, ref);
+    return heap_free(seg, ref);
 }
 
 int shmobj_arena_ptr(shmobj_segment *seg, shmobj_ref ref, void **ptr,
