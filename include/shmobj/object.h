@@ -149,20 +149,15 @@ typedef struct shmobj_value {
  * that own their storage. A string's length is taken in a function, so
  * the argument is evaluated once and the length of a literal is still
  * folded to a constant. */
-static inline shmobj_value shmobj__val_str(const char *cstr)
-{
-    shmobj_value v;
-    memset(&v, 0, sizeof v);
-    v.type = SHMOBJ_TYPE_STR;
-    v.v.s.ptr = cstr;
-    v.v.s.len = strlen(cstr);
-    return v;
-}
 #ifndef __cplusplus
 #define SHMOBJ__VAL(t, field, x) ((shmobj_value){.type = (t), .v = {.field = (x)}})
 #define SHMOBJ__VAL_MEM(t, p, n) ((shmobj_value){.type = (t), .v = {.s = {(p), (n)}}})
 #define SHMOBJ__VAL_C(t, items, n, names)                                      \
     ((shmobj_value){.type = (t), .v = {.c = {(items), (n), (names)}}})
+static inline shmobj_value shmobj__val_str(const char *cstr)
+{
+    return SHMOBJ__VAL_MEM(SHMOBJ_TYPE_STR, cstr, strlen(cstr));
+}
 #else
 static inline shmobj_value shmobj__val0(uint32_t type)
 {
@@ -190,6 +185,10 @@ static inline shmobj_value shmobj__val_c(uint32_t t, const shmobj_value *items, 
     v.v.c.count = n;
     v.v.c.names = names;
     return v;
+}
+static inline shmobj_value shmobj__val_str(const char *cstr)
+{
+    return shmobj__val_mem(SHMOBJ_TYPE_STR, cstr, strlen(cstr));
 }
 #define SHMOBJ__VAL(t, field, x) shmobj__val_##field((t), (x))
 #define SHMOBJ__VAL_MEM(t, p, n) shmobj__val_mem((t), (p), (n))
