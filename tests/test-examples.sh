@@ -20,9 +20,14 @@ completion)
 python)
   peer=$2 src=$3 libdir=$4
   command -v python3 >/dev/null 2>&1 || { echo "no python3"; exit 77; }
+  # a sanitizer build's library needs its runtimes loaded first
+  preload=${SHMOBJ_EXAMPLE_PRELOAD:-}
+  for rt in $preload; do
+    [ -f "$rt" ] || { echo "no sanitizer runtime to preload ($rt)"; exit 77; }
+  done
   trap '"$peer" destroy "$name" >/dev/null 2>&1 || true' EXIT
   "$peer" make "$name"
-  SHMOBJ_LIBRARY="$libdir/libshmobj.so" \
+  LD_PRELOAD="$preload" SHMOBJ_LIBRARY="$libdir/libshmobj.so" \
     python3 "$src/examples/python/record.py" "$name"
   "$peer" check "$name"
   ;;
