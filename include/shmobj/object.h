@@ -102,8 +102,8 @@ typedef struct shmobj_buffer_desc {
 
 /**
  * @brief Description of a value in the caller's memory, input of
- *        shmobj_obj_put(). Fill it with the SHMOBJ_VAL_* macros (C only:
- *        they are compound literals; from C++ set the fields). 32 bytes.
+ *        shmobj_obj_put(). Fill it with the SHMOBJ_VAL_* macros (in C++
+ *        those that build arrays do not compile: use shmobj.hpp). 32 bytes.
  *
  * - NULL, BOOL, INT, UINT, DOUBLE: `v.b`, `v.i`, `v.u`, `v.d`.
  * - STR, BYTES: `v.s.ptr`, `v.s.len` (SHMOBJ_STRLEN: NUL-terminated).
@@ -138,47 +138,117 @@ typedef struct shmobj_value {
     } v; /**< the payload, by type */
 } shmobj_value;
 
+/** @cond INTERNAL */
+/* The value macros below are built on these. In C they are compound
+ * literals, which live until the end of the enclosing block. C++ has no
+ * compound literals (g++ and clang++ accept them as an extension whose
+ * temporaries die at the end of the full expression), so there the
+ * macros that take no array are inline functions returning the
+ * description by value, and those that would build an array or a buffer
+ * description in a temporary refuse to compile: <shmobj.hpp> has builders
+ * that own their storage. A string's length is taken in a function, so
+ * the argument is evaluated once and the length of a literal is still
+ * folded to a constant. */
+#ifndef __cplusplus
+#define SHMOBJ__VAL(t, field, x) ((shmobj_value){.type = (t), .v = {.field = (x)}})
+#define SHMOBJ__VAL_MEM(t, p, n) ((shmobj_value){.type = (t), .v = {.s = {(p), (n)}}})
+#define SHMOBJ__VAL_C(t, items, n, names)                                      \
+    ((shmobj_value){.type = (t), .v = {.c = {(items), (n), (names)}}})
+static inline shmobj_value shmobj__val_str(const char *cstr)
+{
+    return SHMOBJ__VAL_MEM(SHMOBJ_TYPE_STR, cstr, strlen(cstr));
+}
+#else
+static inline shmobj_value shmobj__val0(uint32_t type)
+{
+    shmobj_value v;
+    memset(&v, 0, sizeof v);
+    v.type = type;
+    return v;
+}
+static inline shmobj_value shmobj__val_b(uint32_t t, int x) { shmobj_value v = shmobj__val0(t); v.v.b = x; return v; }
+static inline shmobj_value shmobj__val_i(uint32_t t, int64_t x) { shmobj_value v = shmobj__val0(t); v.v.i = x; return v; }
+static inline shmobj_value shmobj__val_u(uint32_t t, uint64_t x) { shmobj_value v = shmobj__val0(t); v.v.u = x; return v; }
+static inline shmobj_value shmobj__val_d(uint32_t t, double x) { shmobj_value v = shmobj__val0(t); v.v.d = x; return v; }
+static inline shmobj_value shmobj__val_mem(uint32_t t, const void *p, size_t n)
+{
+    shmobj_value v = shmobj__val0(t);
+    v.v.s.ptr = p;
+    v.v.s.len = n;
+    return v;
+}
+static inline shmobj_value shmobj__val_c(uint32_t t, const shmobj_value *items, size_t n,
+                                         const char *const *names)
+{
+    shmobj_value v = shmobj__val0(t);
+    v.v.c.items = items;
+    v.v.c.count = n;
+    v.v.c.names = names;
+    return v;
+}
+static inline shmobj_value shmobj__val_str(const char *cstr)
+{
+    return shmobj__val_mem(SHMOBJ_TYPE_STR, cstr, strlen(cstr));
+}
+#define SHMOBJ__VAL(t, field, x) shmobj__val_##field((t), (x))
+#define SHMOBJ__VAL_MEM(t, p, n) shmobj__val_mem((t), (p), (n))
+#define SHMOBJ__VAL_C(t, items, n, names) shmobj__val_c((t), (items), (n), (names))
+/* A lambda holding a static_assert that always fails: the error, with its
+ * message, appears where the macro is used and nowhere else. */
+#define SHMOBJ__CXX_REFUSED(macro)                                             \
+    ([]() -> shmobj_value {                                                    \
+        static_assert(sizeof(shmobj_value) == 0,                               \
+                      macro " builds its description in a C compound literal, " \
+                      "a temporary that C++ destroys at the end of the full "  \
+                      "expression: in C++ use the builders of <shmobj.hpp> "   \
+                      "(shmobj::list, shmobj::dict, shmobj::buffer, ...)");    \
+        return shmobj_value();                                                 \
+    }())
+#endif
+/** @endcond */
+
 /** @brief Describe null. */
+#ifndef __cplusplus
 #define SHMOBJ_VAL_NULL ((shmobj_value){.type = SHMOBJ_TYPE_NULL})
+#else
+#define SHMOBJ_VAL_NULL (shmobj__val0(SHMOBJ_TYPE_NULL))
+#endif
 /** @brief Describe a bool. */
-#define SHMOBJ_VAL_BOOL(x) ((shmobj_value){.type = SHMOBJ_TYPE_BOOL, .v = {.b = !!(x)}})
+#define SHMOBJ_VAL_BOOL(x) SHMOBJ__VAL(SHMOBJ_TYPE_BOOL, b, !!(x))
 /** @brief Describe an int64. */
-#define SHMOBJ_VAL_INT(x) ((shmobj_value){.type = SHMOBJ_TYPE_INT, .v = {.i = (x)}})
+#define SHMOBJ_VAL_INT(x) SHMOBJ__VAL(SHMOBJ_TYPE_INT, i, (x))
 /** @brief Describe a uint64. */
-#define SHMOBJ_VAL_UINT(x) ((shmobj_value){.type = SHMOBJ_TYPE_UINT, .v = {.u = (x)}})
+#define SHMOBJ_VAL_UINT(x) SHMOBJ__VAL(SHMOBJ_TYPE_UINT, u, (x))
 /** @brief Describe a double. */
-#define SHMOBJ_VAL_DOUBLE(x) ((shmobj_value){.type = SHMOBJ_TYPE_DOUBLE, .v = {.d = (x)}})
+#define SHMOBJ_VAL_DOUBLE(x) SHMOBJ__VAL(SHMOBJ_TYPE_DOUBLE, d, (x))
 /**
  * @brief Describe a string from a NUL-terminated C string (not NULL).
- * @note The argument is evaluated twice (pointer and strlen), so pass no
- *       expression with side effects; the length of a literal is a
- *       compile-time constant.
+ * @note The argument is evaluated once; the description holds the pointer
+ *       and the length strlen() gave (a constant for a literal), so the
+ *       string must stay unchanged until the description was put.
  */
-#define SHMOBJ_VAL_STR(cstr) \
-    ((shmobj_value){.type = SHMOBJ_TYPE_STR, .v = {.s = {(cstr), strlen(cstr)}}})
+#define SHMOBJ_VAL_STR(cstr) (shmobj__val_str(cstr))
 /** @brief Describe a string of n bytes of UTF-8. */
-#define SHMOBJ_VAL_STRN(p, n) \
-    ((shmobj_value){.type = SHMOBJ_TYPE_STR, .v = {.s = {(p), (n)}}})
+#define SHMOBJ_VAL_STRN(p, n) SHMOBJ__VAL_MEM(SHMOBJ_TYPE_STR, (p), (n))
 /** @brief Describe n bytes. */
-#define SHMOBJ_VAL_BYTES(p, n) \
-    ((shmobj_value){.type = SHMOBJ_TYPE_BYTES, .v = {.s = {(p), (n)}}})
+#define SHMOBJ_VAL_BYTES(p, n) SHMOBJ__VAL_MEM(SHMOBJ_TYPE_BYTES, (p), (n))
 /** @brief Describe a list of n items from an array. */
-#define SHMOBJ_VAL_LIST(items, n) \
-    ((shmobj_value){.type = SHMOBJ_TYPE_LIST, .v = {.c = {(items), (n), NULL}}})
+#define SHMOBJ_VAL_LIST(items, n) SHMOBJ__VAL_C(SHMOBJ_TYPE_LIST, (items), (n), NULL)
 /** @brief Describe a tuple of n items from an array. */
-#define SHMOBJ_VAL_TUPLE(items, n) \
-    ((shmobj_value){.type = SHMOBJ_TYPE_TUPLE, .v = {.c = {(items), (n), NULL}}})
+#define SHMOBJ_VAL_TUPLE(items, n) SHMOBJ__VAL_C(SHMOBJ_TYPE_TUPLE, (items), (n), NULL)
 /** @brief Describe a set of n members from an array. */
-#define SHMOBJ_VAL_SET(items, n) \
-    ((shmobj_value){.type = SHMOBJ_TYPE_SET, .v = {.c = {(items), (n), NULL}}})
+#define SHMOBJ_VAL_SET(items, n) SHMOBJ__VAL_C(SHMOBJ_TYPE_SET, (items), (n), NULL)
 /** @brief Describe a dict of n pairs from an array of 2n values (k, v, ...). */
-#define SHMOBJ_VAL_DICT(kv, n) \
-    ((shmobj_value){.type = SHMOBJ_TYPE_DICT, .v = {.c = {(kv), (n), NULL}}})
+#define SHMOBJ_VAL_DICT(kv, n) SHMOBJ__VAL_C(SHMOBJ_TYPE_DICT, (kv), (n), NULL)
 /** @brief Describe a struct of n fields, names an array of n C strings or NULL. */
 #define SHMOBJ_VAL_STRUCT(items, n, names) \
-    ((shmobj_value){.type = SHMOBJ_TYPE_STRUCT, .v = {.c = {(items), (n), (names)}}})
+    SHMOBJ__VAL_C(SHMOBJ_TYPE_STRUCT, (items), (n), (names))
+
+#ifndef __cplusplus
 /** @brief Describe a C-ordered buffer; data NULL leaves it to be filled in
- *         place. (The buffer description is a compound literal too.) */
+ *         place. (The buffer description is a compound literal too.)
+ * @note C only: in C++ it does not compile (use shmobj::buffer() of
+ *       shmobj.hpp, or fill a ::shmobj_buffer_desc that outlives the put). */
 #define SHMOBJ_VAL_BUFFER(dtype_, ndim_, shape_, data_) \
     ((shmobj_value){.type = SHMOBJ_TYPE_BUFFER, \
                     .v = {.buf = &(const shmobj_buffer_desc){(data_), 0, (shape_), \
@@ -194,6 +264,9 @@ typedef struct shmobj_value {
  * @note The *_OF macros build their item arrays as compound literals, which
  *       live until the end of the enclosing block: build and put the
  *       description in the same block (do not return one from a function).
+ *       C only: in C++ they do not compile (a compound literal there dies
+ *       at the end of the full expression); shmobj.hpp has shmobj::list(),
+ *       shmobj::tuple(), shmobj::set() and shmobj::dict().
  */
 #define SHMOBJ_VAL_LIST_OF(...) SHMOBJ_VAL_LIST(SHMOBJ__VALS(__VA_ARGS__), SHMOBJ__NVALS(__VA_ARGS__))
 /** @brief A tuple of the values given. */
@@ -202,6 +275,17 @@ typedef struct shmobj_value {
 #define SHMOBJ_VAL_SET_OF(...) SHMOBJ_VAL_SET(SHMOBJ__VALS(__VA_ARGS__), SHMOBJ__NVALS(__VA_ARGS__))
 /** @brief A dict of the values given as key, value, key, value, ... */
 #define SHMOBJ_VAL_DICT_OF(...) SHMOBJ_VAL_DICT(SHMOBJ__VALS(__VA_ARGS__), SHMOBJ__NVALS(__VA_ARGS__) / 2)
+#else
+/** @cond INTERNAL */
+#define SHMOBJ_VAL_BUFFER(...) SHMOBJ__CXX_REFUSED("SHMOBJ_VAL_BUFFER")
+#define SHMOBJ__VALS(...) SHMOBJ__CXX_REFUSED("SHMOBJ__VALS")
+#define SHMOBJ__NVALS(...) SHMOBJ__CXX_REFUSED("SHMOBJ__NVALS")
+#define SHMOBJ_VAL_LIST_OF(...) SHMOBJ__CXX_REFUSED("SHMOBJ_VAL_LIST_OF")
+#define SHMOBJ_VAL_TUPLE_OF(...) SHMOBJ__CXX_REFUSED("SHMOBJ_VAL_TUPLE_OF")
+#define SHMOBJ_VAL_SET_OF(...) SHMOBJ__CXX_REFUSED("SHMOBJ_VAL_SET_OF")
+#define SHMOBJ_VAL_DICT_OF(...) SHMOBJ__CXX_REFUSED("SHMOBJ_VAL_DICT_OF")
+/** @endcond */
+#endif
 
 /**
  * @brief A view of one value in a segment, filled by shmobj_obj_get(),
@@ -279,6 +363,17 @@ typedef struct shmobj_key {
     uint64_t hash_;     /**< private: the key's hash */
     uint64_t word_;     /**< private: a short string key as a dict holds it */
 } shmobj_key;
+
+/**
+ * @brief Bytes of a ::shmobj_view as this library was built: what a
+ *        binding from another language allocates (as an opaque, 8-byte
+ *        aligned byte array) for each view it passes to the library,
+ *        instead of mirroring the struct's fields.
+ * @return sizeof(shmobj_view) (80 on every platform the format supports)
+ * @note Thread-safe; touches no segment.
+ * @since 0.2
+ */
+SHMOBJ_API size_t shmobj_view_size(void);
 
 /** @brief Description of a buffer's memory, filled by shmobj_buffer_get(). */
 typedef struct shmobj_buffer_info {

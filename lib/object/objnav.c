@@ -26,6 +26,13 @@ _Static_assert(sizeof(shmobj_view) == 80, "shmobj_view is 80 bytes");
 _Static_assert(sizeof(shmobj_value) == 32, "shmobj_value is 32 bytes");
 _Static_assert(sizeof(shmobj_buffer_desc) == 40, "shmobj_buffer_desc is 40 bytes");
 
+/* For bindings that allocate views as opaque bytes: the size they must
+ * give, from the library they load rather than from a header copy. */
+size_t shmobj_view_size(void)
+{
+    return sizeof(shmobj_view);
+}
+
 int shmobj__tree_open(struct shmobj__space *sp, shmobj__ref ref, int from_caller,
                       uint64_t *blk, uint64_t *blen)
 {

@@ -2,7 +2,8 @@
 # Install the build into a scratch destdir, then build C and C++ programs
 # against it with `pkg-config --cflags --libs shmobj` and strict warnings,
 # and run them. Also compiles every public header on its own in both
-# languages, pedantic and warning-free.
+# languages, pedantic and warning-free, shmobj.hpp as C++17, and builds and
+# runs the installed examples with their own Makefile.
 # usage: check-install.sh BUILD_DIR SOURCE_DIR
 set -eu
 build=$1
@@ -30,4 +31,19 @@ for h in $(cd "$incdir" && find . -name '*.h' | sed 's|^\./||'); do
   cp "$tmp/h.c" "$tmp/h.cpp"
   c++ -std=c++11 -Wall -Wextra -Wpedantic -Werror -I"$incdir" -c "$tmp/h.cpp" -o "$tmp/h.o"
 done
+# The C++ header, alone, as C++17.
+printf '#include <shmobj.hpp>\nint main() { return 0; }\n' >"$tmp/hpp.cpp"
+c++ -std=c++17 -Wall -Wextra -Wpedantic -Werror -I"$incdir" -c "$tmp/hpp.cpp" -o "$tmp/h.o"
+# The installed examples, built by their Makefile through the installed
+# shmobj.pc, with warnings as errors, then run.
+exdir=$(find "$tmp/root" -type d -path '*/libshmobj/examples' | head -n 1)
+[ -n "$exdir" ] || { echo "examples not installed"; exit 1; }
+cp -R "$exdir" "$tmp/examples"
+PKG_CONFIG_PATH="$pcdir" make -s -C "$tmp/examples" \
+  PKG_CONFIG="pkg-config --define-variable=prefix=$tmp/root$prefix" \
+  CFLAGS="-O2 -Wall -Wextra -Wpedantic -Werror" \
+  CXXFLAGS="-O2 -Wall -Wextra -Wpedantic -Werror" all
+PKG_CONFIG_PATH="$pcdir" LD_LIBRARY_PATH="$libdir" \
+  SHMOBJ_LIBRARY="$libdir/libshmobj.so.0" make -s -C "$tmp/examples" \
+  PKG_CONFIG="pkg-config --define-variable=prefix=$tmp/root$prefix" check
 echo "install check passed"

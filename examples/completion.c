@@ -1,0 +1,163 @@
+/* Producer and consumer of typed objects, with completion.
+ *
+ *   completion consumer NAME COUNT    (may start first: it waits)
+ *   completion producer NAME COUNT
+ *
+ * The producer creates the segment and the queue "jobs", then sends COUNT
+ * objects. Each object travels inside a tracked message block that holds
+ * its reference: the consumer reads the object in place, writes its answer
+ * into it, and marks the message done; the producer, woken by that, reads
+ * the answer and frees the object and the message. At most WINDOW messages
+ * are in flight. Every wait sleeps (inotify, futexes); nothing polls. */
+#include <shmobj.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define WAIT_NS 10000000000 /* 10 s for each step of the other side */
+#define WINDOW 8
+
+static int fail(const char *who, const char *what, int rc)
+{
+    fprintf(stderr, "%s: %s: %s\n", who, what, shmobj_strerror(rc));
+    return 1;
+}
+
+static int consumer(const char *name, long count)
+{
+    shmobj_segment *seg = NULL;
+    shmobj_queue *q = NULL;
+    /* waits for the segment to be created and set up, then for the queue */
+    int rc = shmobj_segment_open(name, SHMOBJ_BACKEND_SHM, WAIT_NS, &seg);
+    if (rc != 0)
+        return fail("consumer", "open segment", rc);
+    rc = shmobj_queue_open_timed(seg, "jobs", WAIT_NS, &q);
+    if (rc != 0) {
+        shmobj_segment_close(seg);
+        return fail("consumer", "open queue", rc);
+    }
+    shmobj_key k_n, k_square; /* field names prepared once */
+    shmobj_value d_n = SHMOBJ_VAL_STR("n"), d_square = SHMOBJ_VAL_STR("square");
+    shmobj_key_init(&k_n, &d_n);
+    shmobj_key_init(&k_square, &d_square);
+    for (long i = 0; i < count && rc == 0; i++) {
+        shmobj_ref msg, obj;
+        void *data;
+        size_t len;
+        shmobj_view job, field;
+        int64_t n = 0;
+        rc = shmobj_queue_take_timed(q, &msg, WAIT_NS);
+        if (rc == 0)
+            rc = shmobj_queue_msg_data(q, msg, &data, &len);
+        if (rc == 0 && len != sizeof obj)
+            rc = SHMOBJ_ECORRUPT;
+        if (rc == 0) {
+            memcpy(&obj, data, sizeof obj);
+            rc = shmobj_obj_get(seg, obj, &job); /* in place: no copy */
+        }
+        if (rc == 0)
+            rc = shmobj_view_get_key(&job, &k_n, &field);
+        if (rc == 0)
+            rc = shmobj_int_get(&field, &n);
+        if (rc == 0)
+            rc = shmobj_view_get_key(&job, &k_square, &field);
+        if (rc == 0)
+            rc = shmobj_int_set(&field, n * n); /* the answer, in place */
+        if (rc == 0)
+            rc = shmobj_queue_msg_done(q, msg); /* wakes the producer */
+    }
+    if (rc != 0)
+        fail("consumer", "take", rc);
+    else
+        printf("consumer: answered %ld jobs\n", count);
+    shmobj_queue_close(q);
+    shmobj_segment_close(seg);
+    return rc != 0;
+}
+
+struct flight {
+    shmobj_ref msg, obj;
+    int64_t n;
+};
+
+/* Wait for the oldest message in flight, check the answer, free both. */
+static int settle(shmobj_segment *seg, shmobj_queue *q, struct flight *f)
+{
+    shmobj_view job, field;
+    int64_t square = 0;
+    int rc = shmobj_queue_msg_wait_done(q, f->msg, WAIT_NS);
+    if (rc == 0)
+        rc = shmobj_obj_get(seg, f->obj, &job);
+    if (rc == 0)
+        rc = shmobj_view_get_str(&job, "square", &field);
+    if (rc == 0)
+        rc = shmobj_int_get(&field, &square);
+    if (rc == 0 && square != f->n * f->n)
+        rc = SHMOBJ_ECORRUPT;
+    /* done: the consumer no longer reads either block, the sender frees */
+    int rc2 = shmobj_obj_free(seg, f->obj);
+    int rc3 = shmobj_queue_msg_free(q, f->msg);
+    return rc != 0 ? rc : rc2 != 0 ? rc2 : rc3;
+}
+
+static int producer(const char *name, long count)
+{
+    shmobj_segment_options o;
+    shmobj_segment_options_init(&o);
+    o.initial_size = 4u << 20;
+    shmobj_segment *seg = NULL;
+    shmobj_queue *q = NULL;
+    int rc = shmobj_segment_create(name, &o, &seg);
+    if (rc != 0)
+        return fail("producer", "create segment", rc);
+    rc = shmobj_queue_create(seg, "jobs", 64, 0, &q);
+    if (rc != 0) {
+        shmobj_segment_close(seg);
+        shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM);
+        return fail("producer", "create queue", rc);
+    }
+    struct flight ring[WINDOW];
+    long sent = 0, settled = 0;
+    while (rc == 0 && settled < count) {
+        if (sent < count && sent - settled < WINDOW) {
+            struct flight *f = &ring[sent % WINDOW];
+            f->n = sent;
+            shmobj_value job = SHMOBJ_VAL_DICT_OF(
+                SHMOBJ_VAL_STR("n"), SHMOBJ_VAL_INT(f->n),
+                SHMOBJ_VAL_STR("square"), SHMOBJ_VAL_INT(-1),
+                SHMOBJ_VAL_STR("from"), SHMOBJ_VAL_STR("producer"));
+            void *data;
+            rc = shmobj_obj_put(seg, &job, &f->obj);
+            if (rc == 0)
+                rc = shmobj_queue_msg_alloc(q, sizeof f->obj, SHMOBJ_QUEUE_MSG_TRACK,
+                                            &f->msg, &data);
+            if (rc == 0) {
+                memcpy(data, &f->obj, sizeof f->obj);
+                rc = shmobj_queue_put_timed(q, f->msg, WAIT_NS);
+            }
+            sent++;
+        } else {
+            rc = settle(seg, q, &ring[settled % WINDOW]);
+            settled++;
+        }
+    }
+    if (rc != 0)
+        fail("producer", "send", rc);
+    else
+        printf("producer: %ld jobs answered, every object freed by its sender\n", count);
+    shmobj_queue_close(q);
+    shmobj_segment_close(seg);
+    shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM);
+    return rc != 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 4 || (strcmp(argv[1], "producer") != 0 && strcmp(argv[1], "consumer") != 0)) {
+        fprintf(stderr, "usage: %s producer|consumer NAME COUNT\n", argv[0]);
+        return 2;
+    }
+    long count = strtol(argv[3], NULL, 10);
+    return argv[1][0] == 'p' ? producer(argv[2], count) : consumer(argv[2], count);
+}
