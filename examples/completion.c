@@ -90,7 +90,7 @@ static int settle(shmobj_segment *seg, shmobj_queue *q, struct flight *f)
     if (rc == 0)
         rc = shmobj_obj_get(seg, f->obj, &job);
     if (rc == 0)
-        rc = shmobj_view_get_str(&job, "square", &field);
+        rc = shmobj_field_get(&job, "square", &field);
     if (rc == 0)
         rc = shmobj_int_get(&field, &square);
     if (rc == 0 && square != f->n * f->n)

@@ -33,7 +33,7 @@ static int worker(shmobj_segment *seg, int id, long rounds)
     if (rc == 0)
         rc = shmobj_key_init(&k_bytes, &d_bytes);
     if (rc == 0)
-        rc = shmobj_view_get_str(&stats, "busy_time", &busy);
+        rc = shmobj_field_get(&stats, "busy_time", &busy);
     for (long i = 0; i < rounds && rc == 0; i++) {
         rc = shmobj_view_key_int_add(&stats, &k_req, 1, NULL);
         if (rc == 0 && i % 10 == 0)

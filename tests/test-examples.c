@@ -48,7 +48,7 @@ static void test_val_str_put_reads_back(void **state)
     assert_int_equal(shmobj_obj_put(seg, &rec, &ref), 0);
     shmobj_view v, f;
     assert_int_equal(shmobj_obj_get(seg, ref, &v), 0);
-    assert_int_equal(shmobj_view_get_str(&v, "city", &f), 0);
+    assert_int_equal(shmobj_field_get(&v, "city", &f), 0);
     const char *s = NULL;
     size_t len = 0;
     assert_int_equal(shmobj_str_get(&f, &s, &len), 0);

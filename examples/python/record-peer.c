@@ -23,11 +23,11 @@ static int check(const char *name)
     if (rc == 0)
         rc = shmobj_obj_get(seg, ref, &rec);
     if (rc == 0)
-        rc = shmobj_view_get_str(&rec, "reads", &f);
+        rc = shmobj_field_get(&rec, "reads", &f);
     if (rc == 0)
         rc = shmobj_int_get(&f, &reads);
     if (rc == 0)
-        rc = shmobj_view_get_str(&rec, "temperature", &f);
+        rc = shmobj_field_get(&rec, "temperature", &f);
     if (rc == 0)
         rc = shmobj_double_get(&f, &temperature);
     if (rc == 0) {

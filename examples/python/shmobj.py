@@ -57,7 +57,7 @@ _view_type = _fn("shmobj_view_type", ctypes.c_int, _p)
 _view_len = _fn("shmobj_view_len", ctypes.c_int, _p, ctypes.POINTER(_size))
 _view_item = _fn("shmobj_view_item", ctypes.c_int, _p, _size, _p)
 _view_key = _fn("shmobj_view_key", ctypes.c_int, _p, _size, _p)
-_view_get_str = _fn("shmobj_view_get_str", ctypes.c_int, _p, ctypes.c_char_p, _p)
+_view_get_str = _fn("shmobj_field_get", ctypes.c_int, _p, ctypes.c_char_p, _p)
 _view_json = _fn("shmobj_view_json", ctypes.c_int, _p, ctypes.c_char_p, _size,
                  ctypes.POINTER(_size))
 _bool_get = _fn("shmobj_bool_get", ctypes.c_int, _p, ctypes.POINTER(ctypes.c_int))
