@@ -1098,6 +1098,263 @@ static void test_queue_kill_consumers_randomly(void **state)
     shmobj_queue_close(q);
 }
 
+/* ---- completion for any reference ------------------------------------------ */
+
+struct track_arg {
+    shmobj_queue *q;
+    shmobj_segment *seg;
+    unsigned count;
+    int ready; /* write end of a pipe to the parent, or -1 */
+};
+
+/* Take `count` tracked references: add 1 to an object's "n" field, or to
+ * the first word of a raw block, then mark each done. */
+static int track_consumer(void *p)
+{
+    struct track_arg *a = p;
+    for (unsigned i = 0; i < a->count; i++) {
+        shmobj_ref r;
+        if (shmobj_queue_take_timed(a->q, &r, 10 * SEC) != 0)
+            return 1;
+        shmobj_view v, n;
+        if (shmobj_obj_get(a->seg, r, &v) == 0) {
+            if (shmobj_view_get_str(&v, "n", &n) != 0 ||
+                shmobj_int_add(&n, 1, NULL) != 0)
+                return 2;
+        } else {
+            void *raw;
+            if (shmobj_arena_ptr(a->seg, r, &raw, NULL) != 0)
+                return 3;
+            (*(uint64_t *)raw)++;
+        }
+        if (shmobj_queue_done(a->q, r) != 0)
+            return 4;
+        /* done twice: refused (EINVAL), or the sender released the
+         * record in between (ENOTFOUND) */
+        int again = shmobj_queue_done(a->q, r);
+        if (again != SHMOBJ_EINVAL && again != SHMOBJ_ENOTFOUND)
+            return 5;
+    }
+    return 0;
+}
+
+static shmobj_ref put_counter_obj(shmobj_segment *seg, int64_t n)
+{
+    shmobj_value val = SHMOBJ_VAL_DICT_OF(SHMOBJ_VAL_STR("n"), SHMOBJ_VAL_INT(n));
+    shmobj_ref r;
+    assert_int_equal(shmobj_obj_put(seg, &val, &r), 0);
+    return r;
+}
+
+static int64_t counter_of(shmobj_segment *seg, shmobj_ref r)
+{
+    shmobj_view v, n;
+    int64_t x;
+    assert_int_equal(shmobj_obj_get(seg, r, &v), 0);
+    assert_int_equal(shmobj_view_get_str(&v, "n", &n), 0);
+    assert_int_equal(shmobj_int_get(&n, &x), 0);
+    return x;
+}
+
+/* An object and a raw block travel with completion and no envelope: the
+ * consumer updates each in place and marks it done, the sender's wait sees
+ * the update, frees them, and the heap holds exactly what it held before. */
+static void test_queue_tracked_object_done_roundtrip(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(f->seg, "track", 8, 0, &q), 0);
+    uint64_t blocks0 = used_blocks(f->seg);
+    shmobj_ref obj = put_counter_obj(f->seg, 41);
+    shmobj_ref raw;
+    void *rp;
+    assert_int_equal(shmobj_arena_alloc(f->seg, 64, 16, &raw, &rp), 0);
+    memset(rp, 0, 64);
+    assert_int_equal(shmobj_queue_put_tracked(q, obj, SHMOBJ_FOREVER), 0);
+    assert_int_equal(shmobj_queue_put_tracked(q, raw, 0), 0);
+    /* tracked twice before its release: refused, nothing sent */
+    assert_int_equal(shmobj_queue_put_tracked(q, obj, 0), SHMOBJ_EEXIST);
+    uint64_t n;
+    assert_int_equal(shmobj_queue_count(q, &n), 0);
+    assert_int_equal(n, 2);
+    /* nobody consumes yet */
+    assert_int_equal(shmobj_queue_wait_done(q, obj, 0), SHMOBJ_ETIMEDOUT);
+    assert_int_equal(shmobj_queue_wait_done(q, obj, 20 * TEST_MS), SHMOBJ_ETIMEDOUT);
+    /* one block more than before: the object; one for the raw block */
+    assert_int_equal(used_blocks(f->seg), blocks0 + 2);
+    struct track_arg a = {q, f->seg, 2, -1};
+    pid_t c = test_child_start(track_consumer, &a, 20);
+    assert_int_equal(shmobj_queue_wait_done(q, obj, 10 * SEC), 0);
+    assert_int_equal(counter_of(f->seg, obj), 42);
+    assert_int_equal(shmobj_queue_wait_done(q, raw, 10 * SEC), 0);
+    assert_int_equal(*(uint64_t *)rp, 1);
+    assert_int_equal(test_child_wait(c), 0);
+    /* released by the wait: the queue knows them no more */
+    assert_int_equal(shmobj_queue_wait_done(q, obj, 0), SHMOBJ_ENOTFOUND);
+    assert_int_equal(shmobj_queue_done(q, obj), SHMOBJ_ENOTFOUND);
+    assert_int_equal(shmobj_queue_untrack(q, obj), SHMOBJ_ENOTFOUND);
+    /* an untracked put needs no done */
+    assert_int_equal(shmobj_queue_put(q, obj), 0);
+    shmobj_ref got;
+    assert_int_equal(shmobj_queue_take(q, &got), 0);
+    assert_int_equal(got, obj);
+    assert_int_equal(shmobj_queue_done(q, got), SHMOBJ_ENOTFOUND);
+    /* the sender owns them again: free, and the heap is as before */
+    assert_int_equal(shmobj_obj_free(f->seg, obj), 0);
+    assert_int_equal(shmobj_arena_free(f->seg, raw), 0);
+    assert_int_equal(used_blocks(f->seg), blocks0);
+    assert_int_equal(shmobj_queue_put_tracked(q, 0, 0), SHMOBJ_EINVAL);
+    assert_int_equal(shmobj_queue_done(NULL, obj), SHMOBJ_EINVAL);
+    assert_int_equal(shmobj_queue_wait_all(NULL, 0), SHMOBJ_EINVAL);
+    shmobj_queue_close(q);
+}
+
+/* wait_all waits for every reference this handle tracks and releases them
+ * all; another handle's references are not its business; a put that fails
+ * leaves no record behind. */
+static void test_queue_tracked_wait_all_releases_everything(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q, *q2;
+    assert_int_equal(shmobj_queue_create(f->seg, "all", 16, 0, &q), 0);
+    assert_int_equal(shmobj_queue_open(f->seg, "all", &q2), 0);
+    assert_int_equal(shmobj_queue_wait_all(q, 0), 0); /* nothing tracked */
+    /* a full queue: the tracked put fails and records nothing */
+    for (unsigned i = 0; i < 16; i++)
+        assert_int_equal(shmobj_queue_try_put(q, msg_of(9, i + 1)), 0);
+    shmobj_ref extra = put_counter_obj(f->seg, 7);
+    assert_int_equal(shmobj_queue_put_tracked(q, extra, 0), SHMOBJ_EFULL);
+    assert_int_equal(shmobj_queue_wait_done(q, extra, 0), SHMOBJ_ENOTFOUND);
+    for (unsigned i = 0; i < 16; i++) { /* take the fillers back out */
+        shmobj_ref r;
+        assert_int_equal(shmobj_queue_try_take(q, &r), 0);
+    }
+    enum { N = 12 };
+    shmobj_ref objs[N];
+    for (unsigned i = 0; i < N; i++) {
+        objs[i] = put_counter_obj(f->seg, (int64_t)i);
+        assert_int_equal(shmobj_queue_put_tracked(q, objs[i], SHMOBJ_FOREVER), 0);
+    }
+    shmobj_ref other = put_counter_obj(f->seg, 100);
+    assert_int_equal(shmobj_queue_put_tracked(q2, other, SHMOBJ_FOREVER), 0);
+    assert_int_equal(shmobj_queue_wait_all(q, 0), SHMOBJ_ETIMEDOUT);
+    assert_int_equal(shmobj_queue_wait_all(q, 20 * TEST_MS), SHMOBJ_ETIMEDOUT);
+    struct track_arg a = {q, f->seg, N + 1, -1};
+    pid_t c = test_child_start(track_consumer, &a, 20);
+    assert_int_equal(shmobj_queue_wait_all(q, 10 * SEC), 0);
+    for (unsigned i = 0; i < N; i++) {
+        assert_int_equal(counter_of(f->seg, objs[i]), (int64_t)i + 1);
+        assert_int_equal(shmobj_queue_wait_done(q, objs[i], 0), SHMOBJ_ENOTFOUND);
+        assert_int_equal(shmobj_obj_free(f->seg, objs[i]), 0);
+    }
+    assert_int_equal(test_child_wait(c), 0);
+    /* other belongs to q2: still tracked there until its own wait */
+    assert_int_equal(shmobj_queue_wait_done(q, other, 0), SHMOBJ_ENOTFOUND);
+    assert_int_equal(shmobj_queue_wait_all(q2, 10 * SEC), 0);
+    assert_int_equal(counter_of(f->seg, other), 101);
+    assert_int_equal(shmobj_queue_wait_all(q, 0), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, other), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, extra), 0);
+    shmobj_queue_close(q2);
+    shmobj_queue_close(q);
+}
+
+/* Take one tracked reference, tell the parent, and wait to be killed. */
+static int track_take_and_hold(void *p)
+{
+    struct track_arg *a = p;
+    shmobj_ref r;
+    char b = 1;
+    if (shmobj_queue_take_timed(a->q, &r, 10 * SEC) != 0 || write(a->ready, &b, 1) != 1)
+        return 1;
+    for (;;)
+        pause();
+}
+
+/* A consumer killed while it holds a tracked object never marks it done:
+ * the sender's wait times out (the queue's crash rule), untrack says it was
+ * not done, and the sender, which knows the consumer is dead, frees the
+ * object: nothing leaks, and a live consumer's later done of an abandoned
+ * reference is told the sender gave up. */
+static void test_queue_tracked_consumer_killed_holding(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(f->seg, "trackkill", 8, 0, &q), 0);
+    uint64_t blocks0 = used_blocks(f->seg);
+    shmobj_ref obj = put_counter_obj(f->seg, 1);
+    assert_int_equal(shmobj_queue_put_tracked(q, obj, SHMOBJ_FOREVER), 0);
+    int pfd[2];
+    assert_int_equal(pipe(pfd), 0);
+    struct track_arg a = {q, f->seg, 1, pfd[1]};
+    pid_t c = test_child_start(track_take_and_hold, &a, 20);
+    char b;
+    struct pollfd pl = {.fd = pfd[0], .events = POLLIN};
+    assert_int_equal(poll(&pl, 1, 10000), 1);
+    assert_int_equal(read(pfd[0], &b, 1), 1);
+    kill(c, SIGKILL);
+    assert_int_equal(test_child_wait(c), 128 + SIGKILL);
+    assert_int_equal(shmobj_queue_wait_done(q, obj, 50 * TEST_MS), SHMOBJ_ETIMEDOUT);
+    assert_int_equal(shmobj_queue_untrack(q, obj), SHMOBJ_EBUSY);
+    assert_int_equal(shmobj_queue_untrack(q, obj), SHMOBJ_ENOTFOUND);
+    assert_int_equal(shmobj_queue_wait_all(q, 0), 0); /* nothing tracked now */
+    assert_int_equal(counter_of(f->seg, obj), 1);     /* never updated */
+    assert_int_equal(shmobj_obj_free(f->seg, obj), 0);
+    assert_int_equal(used_blocks(f->seg), blocks0);
+
+    /* a live consumer whose sender gave up: its done says so, once */
+    shmobj_ref raw;
+    void *rp;
+    assert_int_equal(shmobj_arena_alloc(f->seg, 64, 16, &raw, &rp), 0);
+    assert_int_equal(shmobj_queue_put_tracked(q, raw, 0), 0);
+    shmobj_ref got;
+    assert_int_equal(shmobj_queue_take(q, &got), 0);
+    assert_int_equal(shmobj_queue_untrack(q, raw), SHMOBJ_EBUSY);
+    assert_int_equal(shmobj_queue_done(q, got), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_queue_done(q, got), SHMOBJ_ENOTFOUND);
+    /* the record is free again: the same block can be tracked anew */
+    assert_int_equal(shmobj_queue_put_tracked(q, raw, 0), 0);
+    assert_int_equal(shmobj_queue_take(q, &got), 0);
+    assert_int_equal(shmobj_queue_done(q, got), 0);
+    assert_int_equal(shmobj_queue_untrack(q, raw), 0); /* done: released */
+    assert_int_equal(shmobj_arena_free(f->seg, raw), 0);
+    close(pfd[0]);
+    close(pfd[1]);
+    shmobj_queue_close(q);
+}
+
+/* A sender asleep in wait_done on a queue that is destroyed wakes and
+ * leaves with SHMOBJ_ESTALE, long before its timeout. */
+static int track_wait_forever(void *p)
+{
+    struct track_arg *a = p;
+    shmobj_ref obj = put_counter_obj(a->seg, 0);
+    char b = 1;
+    if (shmobj_queue_put_tracked(a->q, obj, 0) != 0 || write(a->ready, &b, 1) != 1)
+        return 1;
+    return shmobj_queue_wait_done(a->q, obj, 15 * SEC) == SHMOBJ_ESTALE ? 0 : 2;
+}
+
+static void test_queue_tracked_waiter_woken_by_destroy(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(f->seg, "trackdes", 8, 0, &q), 0);
+    int pfd[2];
+    assert_int_equal(pipe(pfd), 0);
+    struct track_arg a = {q, f->seg, 1, pfd[1]};
+    pid_t c = test_child_start(track_wait_forever, &a, 10);
+    char b;
+    assert_int_equal(read(pfd[0], &b, 1), 1);
+    test_sleep_ms(20); /* let it go to sleep (not needed for correctness) */
+    assert_int_equal(shmobj_queue_destroy(f->seg, "trackdes"), 0);
+    assert_int_equal(test_child_wait(c), 0); /* not 128 + SIGALRM */
+    assert_int_equal(shmobj_queue_wait_all(q, 0), SHMOBJ_ESTALE);
+    close(pfd[0]);
+    close(pfd[1]);
+    shmobj_queue_close(q);
+}
+
 /* ---- pollable descriptor ----------------------------------------------------- */
 
 struct poll_arg {
@@ -1837,6 +2094,10 @@ int main(void)
         T(test_queue_take_sleeps_until_put),
         T(test_queue_killed_sleepers_counts_taken_back),
         T(test_queue_msg_completion_roundtrip),
+        T(test_queue_tracked_object_done_roundtrip),
+        T(test_queue_tracked_wait_all_releases_everything),
+        T(test_queue_tracked_consumer_killed_holding),
+        T(test_queue_tracked_waiter_woken_by_destroy),
         T(test_queue_put_copy_large_sizes_intact),
         T(test_queue_retire_holds_recent_blocks_then_frees),
         T(test_queue_retire_trimmed_when_segment_full),

@@ -86,6 +86,11 @@ static inline uint32_t self_token(struct shmobj__ring *r)
     return atomic_load_explicit(&r->self_token, memory_order_relaxed);
 }
 
+uint32_t shmobj__ring_self_token(struct shmobj__ring *r)
+{
+    return self_token(r);
+}
+
 static inline void claim_record(struct shmobj__ring *r, unsigned role,
                                 uint64_t pos)
 {

@@ -39,8 +39,9 @@
 
 #define SHMOBJ__RING_MAGIC 0x474e5251u /* "QRNG" little-endian */
 /* 3: the queue block carries a retire FIFO behind the ring (retire.h);
- * 4: line 0 carries the block's identity (hdr.ident) */
-#define SHMOBJ__RING_VERSION 5u
+ * 4: line 0 carries the block's identity (hdr.ident); 5: attachment
+ * tokens in records; 6: completion records behind the FIFO (track.h) */
+#define SHMOBJ__RING_VERSION 6u
 #define SHMOBJ__RING_CAP_MIN 2u
 #define SHMOBJ__RING_CAP_MAX (1u << 24)
 #define SHMOBJ__RING_NOTIFY_MAX 8
@@ -326,6 +327,10 @@ int shmobj__ring_peek(struct shmobj__ring *r, uint64_t *v, int64_t spin_ns,
  * some count was taken back. Run by wakers whose wakes keep waking nobody,
  * and by a process that finds every sleeper record taken. */
 bool shmobj__ring_sleepers_repair(struct shmobj__ring *r);
+
+/* This process's attachment token for records it writes (0 unknown),
+ * looked up once per fork generation. */
+uint32_t shmobj__ring_self_token(struct shmobj__ring *r);
 
 /* Messages claimed or waiting (enq_pos - deq_pos, at most capacity). */
 uint64_t shmobj__ring_count(const struct shmobj__ring *r);
