@@ -699,6 +699,153 @@ static void test_queue_mpmc_2x2_exactly_once(void **state)
 }
 
 /* The same with threads sharing one handle, for the thread sanitizer. */
+/* The same with batches: producers put runs of 1..64 with put_many, one
+ * consumer takes runs with take_many, the other one message at a time, so
+ * batches and single calls share the ring. */
+static int mp_batch_producer(void *p)
+{
+    struct mp_arg *a = p;
+    uint64_t rng = 0x9e3779b97f4a7c15ull + a->id;
+    shmobj_ref run[64];
+    for (uint64_t i = 1; i <= MP_PER_PRODUCER;) {
+        size_t n = 1 + test_xorshift(&rng) % 64;
+        if (n > MP_PER_PRODUCER + 1 - i)
+            n = MP_PER_PRODUCER + 1 - i;
+        for (size_t k = 0; k < n; k++)
+            run[k] = msg_of(a->id, i + k);
+        size_t put = 0;
+        if (shmobj_queue_put_many(a->q, run, n, 30 * SEC, &put) != 0 || put != n)
+            return 1;
+        i += n;
+    }
+    return 0;
+}
+
+static int mp_batch_consumer(void *p)
+{
+    struct mp_arg *a = p;
+    uint64_t last[2] = {0, 0}, n = 0;
+    shmobj_ref got[48];
+    for (;;) {
+        size_t k = 0;
+        int rc = a->id == 0 ? shmobj_queue_take_many(a->q, got, 48, 20 * TEST_MS, &k)
+                            : shmobj_queue_take_timed(a->q, &got[0], 20 * TEST_MS);
+        if (a->id != 0 && rc == 0)
+            k = 1;
+        if (rc == SHMOBJ_ETIMEDOUT) {
+            if (atomic_load(&a->sh->stop))
+                break;
+            continue;
+        }
+        if (rc != 0 || k == 0 || k > 48)
+            return 1;
+        for (size_t j = 0; j < k; j++) {
+            shmobj_ref r = got[j];
+            unsigned pr = msg_producer(r);
+            uint64_t s = msg_seq(r);
+            if (pr > 1 || s == 0 || s > MP_PER_PRODUCER)
+                return 2;
+            if (s <= last[pr])
+                return 3;
+            last[pr] = s;
+            if (atomic_exchange(&a->sh->seen[pr][s], 1) != 0)
+                return 4;
+            n++;
+            atomic_fetch_add_explicit(&a->sh->sum, s, memory_order_relaxed);
+        }
+    }
+    atomic_store(&a->sh->received[a->id], n);
+    return 0;
+}
+
+static void test_queue_batch_mpmc_2x2_exactly_once(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(f->seg, "mpmcb", 256, 0, &q), 0);
+    struct mp_shared *sh = shared_alloc(sizeof *sh);
+    struct mp_arg args[4] = {{q, sh, 0}, {q, sh, 1}, {q, sh, 0}, {q, sh, 1}};
+    pid_t cons[2], prod[2];
+    for (unsigned i = 0; i < 2; i++)
+        cons[i] = test_child_start(mp_batch_consumer, &args[2 + i], 280);
+    for (unsigned i = 0; i < 2; i++)
+        prod[i] = test_child_start(mp_batch_producer, &args[i], 280);
+    for (unsigned i = 0; i < 2; i++)
+        assert_int_equal(test_child_wait(prod[i]), 0);
+    atomic_store(&sh->stop, 1);
+    for (unsigned i = 0; i < 2; i++)
+        assert_int_equal(test_child_wait(cons[i]), 0);
+    mp_check(sh, q);
+    munmap(sh, sizeof *sh);
+    shmobj_queue_close(q);
+}
+
+/* Batches stop where a single call would: a full queue puts a prefix, an
+ * empty one takes nothing, a bad reference sends nothing at all, and what
+ * goes in comes out in order. */
+static void test_queue_batch_full_empty_prefix(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(f->seg, "batch", 8, 0, &q), 0);
+    shmobj_ref in[12], out[16];
+    for (unsigned i = 0; i < 12; i++)
+        in[i] = msg_of(3, i + 1);
+    size_t n = 99;
+    assert_int_equal(shmobj_queue_put_many(q, in, 0, 0, &n), 0);
+    assert_int_equal(n, 0);
+    assert_int_equal(shmobj_queue_take_many(q, out, 16, 0, &n), SHMOBJ_EEMPTY);
+    assert_int_equal(n, 0);
+    assert_int_equal(shmobj_queue_take_many(q, out, 16, 20 * TEST_MS, &n),
+                     SHMOBJ_ETIMEDOUT);
+    /* a bad reference anywhere: nothing is sent */
+    shmobj_ref bad[3] = {in[0], 8, in[1]};
+    assert_int_equal(shmobj_queue_put_many(q, bad, 3, 0, &n), SHMOBJ_EINVAL);
+    assert_int_equal(n, 0);
+    uint64_t count;
+    assert_int_equal(shmobj_queue_count(q, &count), 0);
+    assert_int_equal(count, 0);
+    /* one single put first, then a batch that overflows the capacity */
+    assert_int_equal(shmobj_queue_put(q, in[0]), 0);
+    assert_int_equal(shmobj_queue_put_many(q, in + 1, 11, 0, &n), SHMOBJ_EFULL);
+    assert_int_equal(n, 7);
+    assert_int_equal(shmobj_queue_put_many(q, in + 8, 4, 20 * TEST_MS, &n),
+                     SHMOBJ_ETIMEDOUT);
+    assert_int_equal(n, 0);
+    /* take 3, then all that is left (5), in order */
+    assert_int_equal(shmobj_queue_take_many(q, out, 3, 0, &n), 0);
+    assert_int_equal(n, 3);
+    assert_int_equal(shmobj_queue_take_many(q, out + 3, 16, SHMOBJ_FOREVER, &n), 0);
+    assert_int_equal(n, 5);
+    for (unsigned i = 0; i < 8; i++)
+        assert_int_equal(out[i], in[i]);
+    /* wrap around the ring several times with odd run lengths */
+    uint64_t next_in = 1, next_out = 1;
+    for (unsigned round = 0; round < 200; round++) {
+        size_t want = 1 + round % 8, put;
+        shmobj_ref run[8];
+        for (size_t k = 0; k < want; k++)
+            run[k] = msg_of(4, next_in + k);
+        assert_int_equal(shmobj_queue_put_many(q, run, want, 0, &put), 0);
+        assert_int_equal(put, want);
+        next_in += want;
+        size_t got;
+        assert_int_equal(shmobj_queue_take_many(q, out, 1 + round % 5, 0, &got), 0);
+        for (size_t k = 0; k < got; k++)
+            assert_int_equal(out[k], msg_of(4, next_out++));
+        int rc = shmobj_queue_take_many(q, out, 16, 0, &got);
+        assert_true(rc == 0 || (rc == SHMOBJ_EEMPTY && got == 0 &&
+                                next_out == next_in));
+        for (size_t k = 0; k < got; k++)
+            assert_int_equal(out[k], msg_of(4, next_out++));
+        assert_int_equal(next_out, next_in); /* everything came out */
+    }
+    assert_int_equal(next_in, next_out);
+    assert_int_equal(shmobj_queue_take_many(q, out, 0, 0, &n), SHMOBJ_EINVAL);
+    assert_int_equal(shmobj_queue_put_many(NULL, in, 1, 0, &n), SHMOBJ_EINVAL);
+    shmobj_queue_close(q);
+}
+
 static void test_queue_threads_mpmc_exactly_once(void **state)
 {
     struct fixture *f = *state;
@@ -785,6 +932,41 @@ static void test_queue_take_skips_dead_producer_slot(void **state)
                  msg_of(1, 3) | (((e >> r->cap_log2) & 7u) << 1));
     assert_int_equal(shmobj_queue_take_timed(q, &m, SEC), 0);
     assert_int_equal(m, msg_of(1, 3));
+    shmobj_queue_close(q);
+}
+
+/* take_many steps over the slot of a producer that died after its claim
+ * (after the stall period, as a single take does) and delivers the rest. */
+static void test_queue_batch_take_skips_dead_producer_slot(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(f->seg, "deadpb", 8, 0, &q), 0);
+    shmobj__queue_stall_set(q, 5 * (uint64_t)TEST_MS);
+    struct shmobj__ring *r = shmobj__queue_ring(q);
+    assert_int_equal(shmobj_queue_put(q, msg_of(1, 1)), 0);
+    /* a producer claimed position 1, recorded itself, then died */
+    atomic_store(&r->hdr->enq_pos, 2);
+    atomic_store(&r->claims[0][1].pid, dead_pid());
+    atomic_store(&r->claims[0][1].token, DEAD_TOKEN);
+    atomic_store(&r->claims[0][1].tag, 1);
+    shmobj_ref in[3] = {msg_of(1, 2), msg_of(1, 3), msg_of(1, 4)}, out[8];
+    size_t n;
+    assert_int_equal(shmobj_queue_put_many(q, in, 3, 0, &n), 0);
+    assert_int_equal(n, 3);
+    assert_int_equal(shmobj_queue_take_many(q, out, 8, 0, &n), 0);
+    assert_int_equal(n, 1); /* position 1 is not resolved yet */
+    assert_int_equal(out[0], msg_of(1, 1));
+    uint64_t t0 = shmobj__os_now_ns();
+    size_t got = 0;
+    while (got < 3 && shmobj__os_now_ns() - t0 < 5 * (uint64_t)SEC) {
+        assert_int_equal(shmobj_queue_take_many(q, out + got, 8, SEC, &n), 0);
+        got += n;
+    }
+    assert_int_equal(got, 3);
+    for (unsigned i = 0; i < 3; i++)
+        assert_int_equal(out[i], in[i]);
+    assert_int_equal(atomic_load(&r->hdr->skipped), 1);
     shmobj_queue_close(q);
 }
 
@@ -2108,6 +2290,9 @@ int main(void)
         T(test_queue_notify_fd_wakes_poll),
         T(test_queue_notify_dead_listener_no_sigpipe),
         T(test_queue_mpmc_2x2_exactly_once),
+        T(test_queue_batch_mpmc_2x2_exactly_once),
+        T(test_queue_batch_full_empty_prefix),
+        T(test_queue_batch_take_skips_dead_producer_slot),
         T(test_queue_threads_mpmc_exactly_once),
         T(test_queue_threads_retire_shared),
         T(test_queue_kill_producers_randomly),

@@ -439,6 +439,68 @@ SHMOBJ_API int shmobj_queue_take_timed(shmobj_queue *q, shmobj_ref *ref,
                                        int64_t timeout_ns);
 
 /**
+ * @brief Put several messages in one call, in order: each exactly as
+ *        shmobj_queue_put_timed() would put it, with one claim of the
+ *        ring's position for a run of free slots instead of one per
+ *        message.
+ *
+ * Waits (up to one deadline for the whole call) while the queue is full;
+ * stops at the first message that could not be put, with the ones before
+ * it put. Another producer's messages may come between two runs of a
+ * batch; a batch's own order is kept.
+ * @param[in] q handle
+ * @param[in] refs the messages, each as for shmobj_queue_put()
+ * @param[in] n how many (0 allowed)
+ * @param[in] timeout_ns 0 (do not wait), SHMOBJ_FOREVER, or nanoseconds
+ * @param[out] put how many were put (a prefix of refs), also on error
+ * @retval 0 all n were put
+ * @retval SHMOBJ_EINVAL q or put is NULL, refs is NULL with n > 0, or some
+ *         ref is null or not 16-byte aligned (nothing was put)
+ * @retval SHMOBJ_EFULL the queue was full and timeout_ns is 0 (*put were
+ *         put)
+ * @retval SHMOBJ_ETIMEDOUT still full when the timeout passed (*put were
+ *         put)
+ * @retval SHMOBJ_EREPLACED the deadline passed and the segment's name was
+ *         removed or now names another segment (*put were put)
+ * @retval SHMOBJ_ECORRUPT as for shmobj_queue_put() (*put were put)
+ * @retval SHMOBJ_ESTALE the queue was destroyed (*put were put)
+ * @note Thread- and process-safe, lock-free while there is room.
+ * @since 0.2
+ */
+SHMOBJ_API int shmobj_queue_put_many(shmobj_queue *q, const shmobj_ref *refs,
+                                     size_t n, int64_t timeout_ns, size_t *put);
+
+/**
+ * @brief Take up to `max` messages in one call, oldest first: each exactly
+ *        as shmobj_queue_take_timed() would take it, with one claim of the
+ *        ring's position for a run of waiting messages.
+ *
+ * Waits (up to timeout_ns) only while no message is there; then takes
+ * every message waiting, up to max, without waiting for more.
+ * @param[in] q handle
+ * @param[out] refs room for max messages
+ * @param[in] max at least 1
+ * @param[in] timeout_ns 0 (do not wait), SHMOBJ_FOREVER, or nanoseconds
+ * @param[out] taken how many were taken (at least 1 on success; 0 on error)
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument, or max is 0
+ * @retval SHMOBJ_EEMPTY no message and timeout_ns is 0
+ * @retval SHMOBJ_ETIMEDOUT none came before the timeout
+ * @retval SHMOBJ_EREPLACED the deadline passed and the segment's name was
+ *         removed or now names another segment: its peers moved on
+ * @retval SHMOBJ_ECORRUPT as for shmobj_queue_take() (nothing was taken)
+ * @retval SHMOBJ_ESTALE the queue was destroyed, also while the caller
+ *         waited (nothing was taken)
+ * @note Thread- and process-safe, lock-free while messages wait. A message
+ *       that a damaged slot follows is delivered; the damage is reported by
+ *       the next call.
+ * @since 0.2
+ */
+SHMOBJ_API int shmobj_queue_take_many(shmobj_queue *q, shmobj_ref *refs,
+                                      size_t max, int64_t timeout_ns,
+                                      size_t *taken);
+
+/**
  * @brief Read the oldest message without removing it, waiting for one.
  * @param[in] q handle
  * @param[out] ref the message at the head

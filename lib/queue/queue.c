@@ -952,6 +952,80 @@ int shmobj_queue_peek_timed(shmobj_queue *q, shmobj_ref *ref,
     return take_timed(q, ref, timeout_ns, true);
 }
 
+int shmobj_queue_put_many(shmobj_queue *q, const shmobj_ref *refs, size_t n,
+                          int64_t timeout_ns, size_t *put)
+{
+    if (put != NULL)
+        *put = 0;
+    if (q == NULL || put == NULL || (refs == NULL && n > 0))
+        return SHMOBJ_EINVAL;
+    for (size_t i = 0; i < n; i++)
+        if (!shmobj__ring_value_ok(refs[i]))
+            return SHMOBJ_EINVAL; /* nothing sent */
+    uint64_t deadline = 0;
+    int rc = 0;
+    size_t done = 0;
+    while (done < n) {
+        uint32_t chunk = n - done > UINT32_MAX ? UINT32_MAX : (uint32_t)(n - done);
+        uint32_t k = 0;
+        rc = shmobj__ring_try_put_many(&q->ring, refs + done, chunk, &k);
+        done += k;
+        if (k > 0)
+            after_put(q);
+        if (rc != SHMOBJ_EFULL || timeout_ns == 0)
+            break;
+        /* full: wait for room for the next one as put_timed() does, then
+         * go on in batches */
+        if (deadline == 0)
+            deadline = shmobj__os_deadline(timeout_ns);
+        rc = shmobj__ring_put(&q->ring, refs[done],
+                              atomic_load_explicit(&q->spin_ns, memory_order_relaxed),
+                              deadline);
+        if (rc != 0)
+            break;
+        done++;
+        after_put(q);
+    }
+    *put = done;
+    if (rc != 0)
+        return op_status(q, rc);
+    return 0;
+}
+
+int shmobj_queue_take_many(shmobj_queue *q, shmobj_ref *refs, size_t max,
+                           int64_t timeout_ns, size_t *taken)
+{
+    if (taken != NULL)
+        *taken = 0;
+    if (q == NULL || refs == NULL || taken == NULL || max == 0)
+        return SHMOBJ_EINVAL;
+    uint32_t chunk = max > UINT32_MAX ? UINT32_MAX : (uint32_t)max;
+    uint32_t k = 0;
+    _Static_assert(sizeof(shmobj_ref) == sizeof(uint64_t), "refs are words");
+    int rc = shmobj__ring_try_take_many(&q->ring, (uint64_t *)refs, chunk, &k);
+    if (rc == SHMOBJ_EEMPTY && timeout_ns != 0) {
+        /* none yet: wait for one as take_timed() does, then take what
+         * else is there */
+        uint64_t v;
+        rc = shmobj__ring_take(&q->ring, &v,
+                               atomic_load_explicit(&q->spin_ns, memory_order_relaxed),
+                               shmobj__os_deadline(timeout_ns));
+        if (rc == 0) {
+            refs[0] = v;
+            k = 1;
+            uint32_t more = 0;
+            if (chunk > 1 &&
+                shmobj__ring_try_take_many(&q->ring, (uint64_t *)refs + 1,
+                                           chunk - 1, &more) == 0)
+                k += more;
+        }
+    }
+    if (rc != 0)
+        return op_status(q, rc);
+    *taken = k;
+    return 0;
+}
+
 bool shmobj_queue_has_messages(shmobj_queue *q)
 {
     uint64_t v;

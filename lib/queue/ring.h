@@ -311,6 +311,16 @@ int shmobj__ring_try_put(struct shmobj__ring *r, uint64_t v);
 int shmobj__ring_try_take(struct shmobj__ring *r, uint64_t *v);
 int shmobj__ring_try_peek(struct shmobj__ring *r, uint64_t *v);
 
+/* Batches: put v[0 .. n) in order, or take up to n, each message exactly
+ * as the single operation would; *done / *got says how many. put_many
+ * returns what the single try_put returned for the first message that did
+ * not fit (SHMOBJ_EFULL, ...), with the ones before it put; take_many
+ * returns 0 once it took at least one, else what try_take returned. */
+int shmobj__ring_try_put_many(struct shmobj__ring *r, const uint64_t *v,
+                              uint32_t n, uint32_t *done);
+int shmobj__ring_try_take_many(struct shmobj__ring *r, uint64_t *v,
+                               uint32_t n, uint32_t *got);
+
 /* Blocking operations: spin up to spin_ns (negative: spin without limit,
  * never sleep), then sleep on a futex until the absolute monotonic deadline
  * (UINT64_MAX: forever). 0, SHMOBJ_ETIMEDOUT, or what a non-blocking try
