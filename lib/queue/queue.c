@@ -179,7 +179,10 @@ static uint64_t ring_ident(shmobj_ref ref)
  * heap. */
 static int msg_release(shmobj_queue *q, shmobj_ref ref, uint64_t usable)
 {
-    if (usable < q->retire_min || usable >= q->retire_max || queue_gone(q) != 0)
+    /* the identity word tells a destroyed queue (as for put and take): the
+     * heap's check of the queue's block cost as much again as the push */
+    if (usable < q->retire_min || usable >= q->retire_max ||
+        !shmobj__ring_live(&q->ring))
         return q->sp->ops->free(q->sp, ref);
     uint64_t out[SHMOBJ__RETIRE_OUT_MAX];
     unsigned n = 0;
@@ -869,10 +872,10 @@ static int put_timed(shmobj_queue *q, shmobj_ref ref, int64_t timeout_ns)
 {
     if (q == NULL || !shmobj__ring_value_ok(ref))
         return SHMOBJ_EINVAL;
-    int rc;
-    if (timeout_ns == 0)
-        rc = shmobj__ring_try_put(&q->ring, ref);
-    else
+    /* one try first: a queue with room needs no deadline and no wait
+     * loop (the blocking path tries again before it waits) */
+    int rc = shmobj__ring_try_put(&q->ring, ref);
+    if (rc == SHMOBJ_EFULL && timeout_ns != 0)
         rc = shmobj__ring_put(
             &q->ring, ref,
             atomic_load_explicit(&q->spin_ns, memory_order_relaxed),
@@ -904,11 +907,10 @@ static int take_timed(shmobj_queue *q, shmobj_ref *ref, int64_t timeout_ns,
     if (q == NULL || ref == NULL)
         return SHMOBJ_EINVAL;
     uint64_t v;
-    int rc;
-    if (timeout_ns == 0)
-        rc = peek ? shmobj__ring_try_peek(&q->ring, &v)
+    /* as put_timed(): one try before any deadline or wait loop */
+    int rc = peek ? shmobj__ring_try_peek(&q->ring, &v)
                   : shmobj__ring_try_take(&q->ring, &v);
-    else {
+    if (rc == SHMOBJ_EEMPTY && timeout_ns != 0) {
         int64_t spin = atomic_load_explicit(&q->spin_ns, memory_order_relaxed);
         uint64_t deadline = shmobj__os_deadline(timeout_ns);
         rc = peek ? shmobj__ring_peek(&q->ring, &v, spin, deadline)
