@@ -1754,6 +1754,43 @@ static void test_queue_retire_holds_recent_blocks_then_frees(void **state)
     assert_int_equal(used_blocks(f->seg), b0 - 1);
 }
 
+/* Over its budget, the FIFO gives back a quarter of the budget at once, so
+ * that the heap's lock and lists move to the consumer's core once per
+ * burst rather than once per message: with a budget of 16 blocks the
+ * count falls to at most 12 each time it overflows, and never exceeds the
+ * budget. */
+static void test_queue_retire_frees_in_bursts(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(f->seg, "burst", 8, 0, &q), 0);
+    retire_fix(q);
+    send_done(q, 64u << 10);
+    uint64_t usable, blocks, bytes;
+    shmobj__retire_count(shmobj__queue_retire(q), &blocks, &usable);
+    q->retire_budget = 16 * usable;
+    uint64_t b0 = used_blocks(f->seg) - 1, lowest = UINT64_MAX, bursts = 0, last = 1;
+    for (int i = 0; i < 200; i++) {
+        send_done(q, 64u << 10);
+        shmobj__retire_count(shmobj__queue_retire(q), &blocks, &bytes);
+        assert_true(blocks >= 1 && blocks <= 16);
+        assert_true(bytes <= q->retire_budget);
+        assert_int_equal(used_blocks(f->seg), b0 + blocks);
+        if (blocks < last) {
+            bursts++;
+            if (blocks < lowest)
+                lowest = blocks;
+            assert_true(last - blocks >= 4); /* a burst, not one block */
+        }
+        last = blocks;
+    }
+    assert_true(bursts >= 10);
+    assert_true(lowest <= 12);
+    assert_int_equal(shmobj_queue_trim(q), 0);
+    assert_int_equal(used_blocks(f->seg), b0);
+    shmobj_queue_close(q);
+}
+
 static void test_queue_retire_trimmed_when_segment_full(void **state)
 {
     struct fixture *f = *state;
@@ -2283,6 +2320,7 @@ int main(void)
         T(test_queue_put_copy_large_sizes_intact),
         T(test_queue_retire_holds_recent_blocks_then_frees),
         T(test_queue_retire_trimmed_when_segment_full),
+        T(test_queue_retire_frees_in_bursts),
         T(test_queue_retire_damage_and_dead_owner),
         T(test_queue_retire_survives_kills),
         T(test_queue_take_skips_dead_producer_slot),
