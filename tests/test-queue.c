@@ -846,6 +846,59 @@ static void test_queue_batch_full_empty_prefix(void **state)
     shmobj_queue_close(q);
 }
 
+/* A batch put whose positions consumers skipped while it was stalled
+ * after its claim (alive, but it never recorded itself in time) finds its
+ * first publish refused, steps over the rest of its run itself and puts
+ * the whole batch again: every message arrives once, in order. */
+struct batch_stall_arg {
+    shmobj_queue *q;
+    shmobj_ref in[4];
+};
+
+static int batch_stall_producer(void *p)
+{
+    struct batch_stall_arg *a = p;
+    size_t n = 0;
+    int rc = shmobj_queue_put_many(a->q, a->in, 4, 5 * SEC, &n);
+    return rc == 0 && n == 4 ? 0 : 1;
+}
+
+static void test_queue_batch_put_skipped_while_stalled_puts_again(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q, *qp;
+    assert_int_equal(shmobj_queue_create(f->seg, "bstall", 16, 0, &q), 0);
+    assert_int_equal(shmobj_queue_open(f->seg, "bstall", &qp), 0);
+    shmobj__queue_stall_set(q, 2 * (uint64_t)TEST_MS);
+    /* the first batch of qp stays 300 ms between its claim and its first
+     * claim record: consumers resolve an unrecorded claim after 10 stall
+     * periods (20 ms) */
+    shmobj__queue_put_hold_set(qp, 300 * (uint64_t)TEST_MS);
+    struct batch_stall_arg a = {qp, {msg_of(2, 1), msg_of(2, 2), msg_of(2, 3), msg_of(2, 4)}};
+    struct test_thread t;
+    assert_int_equal(test_thread_start(&t, batch_stall_producer, &a), 0);
+    /* take once the run is claimed: a consumer asleep on an empty ring
+     * would only wake at the publish */
+    struct shmobj__ring *ring = shmobj__queue_ring(q);
+    uint64_t give_up = shmobj__os_now_ns() + 5 * (uint64_t)SEC;
+    while (atomic_load(&ring->hdr->enq_pos) < 4 && shmobj__os_now_ns() < give_up)
+        sched_yield();
+    for (unsigned i = 0; i < 4; i++) {
+        shmobj_ref r;
+        assert_int_equal(shmobj_queue_take_timed(q, &r, 5 * SEC), 0);
+        assert_int_equal(r, a.in[i]);
+    }
+    assert_int_equal(test_thread_wait(&t), 0);
+    assert_true(atomic_load(&ring->hdr->skipped) >= 1); /* it was skipped */
+    uint64_t n;
+    assert_int_equal(shmobj_queue_count(q, &n), 0);
+    assert_int_equal(n, 0);
+    shmobj_ref r;
+    assert_int_equal(shmobj_queue_try_take(q, &r), SHMOBJ_EEMPTY);
+    shmobj_queue_close(qp);
+    shmobj_queue_close(q);
+}
+
 static void test_queue_threads_mpmc_exactly_once(void **state)
 {
     struct fixture *f = *state;
@@ -2330,6 +2383,7 @@ int main(void)
         T(test_queue_mpmc_2x2_exactly_once),
         T(test_queue_batch_mpmc_2x2_exactly_once),
         T(test_queue_batch_full_empty_prefix),
+        T(test_queue_batch_put_skipped_while_stalled_puts_again),
         T(test_queue_batch_take_skips_dead_producer_slot),
         T(test_queue_threads_mpmc_exactly_once),
         T(test_queue_threads_retire_shared),

@@ -50,6 +50,9 @@ void shmobj__queue_stall_set(shmobj_queue *q, uint64_t ns);
 /* Make this handle's takes stay `ns` between claim and release (kill tests
  * aim there). */
 void shmobj__queue_take_hold_set(shmobj_queue *q, uint64_t ns);
+/* Make this handle's next batch put stay `ns` between its claim and its
+ * first claim record, once (tests of a batch skipped while stalled). */
+void shmobj__queue_put_hold_set(shmobj_queue *q, uint64_t ns);
 struct shmobj__ring *shmobj__queue_ring(shmobj_queue *q);
 struct shmobj__retire *shmobj__queue_retire(shmobj_queue *q);
 

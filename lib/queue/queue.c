@@ -1348,6 +1348,11 @@ void shmobj__queue_take_hold_set(shmobj_queue *q, uint64_t ns)
     q->ring.test_hold_ns = ns;
 }
 
+void shmobj__queue_put_hold_set(shmobj_queue *q, uint64_t ns)
+{
+    q->ring.test_put_hold_ns = ns;
+}
+
 struct shmobj__ring *shmobj__queue_ring(shmobj_queue *q)
 {
     return &q->ring;

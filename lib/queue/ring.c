@@ -598,6 +598,10 @@ int shmobj__ring_try_put_many(struct shmobj__ring *r, const uint64_t *v,
                                                    memory_order_relaxed,
                                                    memory_order_relaxed))
             continue;
+        if (__builtin_expect(r->test_put_hold_ns != 0, 0)) {
+            test_hold(r->test_put_hold_ns);
+            r->test_put_hold_ns = 0;
+        }
         const uint64_t *src = v + *done;
         uint32_t i = 0;
         for (; i < k; i++) {
@@ -610,8 +614,9 @@ int shmobj__ring_try_put_many(struct shmobj__ring *r, const uint64_t *v,
                 break; /* judged dead and skipped: the rest goes anew */
         }
         /* positions claimed but not published after a skip: step them
-         * over ourselves (EMPTY(p) -> SKIPPED(p)), so that the messages
-         * put again later keep their order */
+         * over ourselves (EMPTY(p) -> SKIPPED(p)) rather than leave
+         * consumers to wait 10 stall periods for each (order holds either
+         * way: the messages go again at later positions) */
         for (uint32_t j = i + 1; j < k; j++) {
             uint64_t p = e + j;
             uint64_t expect = m_empty(p);

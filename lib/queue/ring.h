@@ -261,6 +261,9 @@ struct shmobj__ring {
     /* tests: a take stays this long between its claim and its release, so
      * a kill test can land inside that window at will; 0 in the library */
     uint64_t test_hold_ns;
+    /* tests: the next batch put stays this long between its claim and its
+     * first claim record, once; 0 in the library */
+    uint64_t test_put_hold_ns;
 };
 
 /* Default for shmobj__ring.stall_ns. */
