@@ -1494,6 +1494,39 @@ static void test_queue_tracked_wait_all_releases_everything(void **state)
     shmobj_queue_close(q);
 }
 
+/* Closing a handle stops tracking what it still tracks, as untrack would:
+ * a done record is released at once, a pending one is handed to the
+ * consumer's done. Nothing stays held by a handle that is gone. */
+static void test_queue_tracked_close_untracks(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q, *q2;
+    assert_int_equal(shmobj_queue_create(f->seg, "trackclose", 8, 0, &q), 0);
+    assert_int_equal(shmobj_queue_open(f->seg, "trackclose", &q2), 0);
+    shmobj_ref a = put_counter_obj(f->seg, 0), b = put_counter_obj(f->seg, 0);
+    assert_int_equal(shmobj_queue_put_tracked(q2, a, 0), 0);
+    assert_int_equal(shmobj_queue_put_tracked(q2, b, 0), 0);
+    shmobj_ref got;
+    assert_int_equal(shmobj_queue_take(q, &got), 0);
+    assert_int_equal(got, a);
+    assert_int_equal(shmobj_queue_done(q, got), 0); /* a: done, b: pending */
+    shmobj_queue_close(q2);
+    /* a's record is free: it can be tracked again at once */
+    assert_int_equal(shmobj_queue_put_tracked(q, a, 0), 0);
+    /* b's is the consumer's now: its done is told the sender gave up */
+    assert_int_equal(shmobj_queue_put_tracked(q, b, 0), SHMOBJ_EEXIST);
+    assert_int_equal(shmobj_queue_take(q, &got), 0);
+    assert_int_equal(got, b);
+    assert_int_equal(shmobj_queue_done(q, got), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_queue_take(q, &got), 0);
+    assert_int_equal(got, a);
+    assert_int_equal(shmobj_queue_done(q, got), 0);
+    assert_int_equal(shmobj_queue_wait_all(q, 0), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, a), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, b), 0);
+    shmobj_queue_close(q);
+}
+
 /* Take one tracked reference, tell the parent, and wait to be killed. */
 static int track_take_and_hold(void *p)
 {
@@ -2369,6 +2402,7 @@ int main(void)
         T(test_queue_tracked_object_done_roundtrip),
         T(test_queue_tracked_wait_all_releases_everything),
         T(test_queue_tracked_consumer_killed_holding),
+        T(test_queue_tracked_close_untracks),
         T(test_queue_tracked_waiter_woken_by_destroy),
         T(test_queue_put_copy_large_sizes_intact),
         T(test_queue_retire_holds_recent_blocks_then_frees),

@@ -253,7 +253,10 @@ SHMOBJ_API int shmobj_queue_open_or_create(shmobj_segment *seg,
 /**
  * @brief Close a handle (unregisters its pollable descriptor and closes it).
  *        The queue stays. Also the way to dispose of a handle whose queue
- *        was destroyed (it then touches nothing in the segment).
+ *        was destroyed (it then touches nothing in the segment). References
+ *        the handle still tracks (shmobj_queue_put_tracked()) are untracked
+ *        as by shmobj_queue_untrack(): done ones are released, pending ones
+ *        handed to the consumer's shmobj_queue_done().
  * @param[in] q handle, or NULL (nothing happens)
  * @note Not thread-safe with other uses of the same handle.
  * @since 0.1

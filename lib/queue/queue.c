@@ -775,10 +775,39 @@ int shmobj_queue_open_or_create(shmobj_segment *seg, const char *name,
     return rc;
 }
 
+/* Untrack what this handle still tracks (see shmobj_queue_close()). Only
+ * in the process that made the records: a forked child's copy of the
+ * handle names no record of its own. */
+static void track_drop_all(shmobj_queue *q)
+{
+    if (atomic_load_explicit(&q->tracked, memory_order_relaxed) == 0 ||
+        atomic_load_explicit(&q->ring.self_forks, memory_order_acquire) !=
+            (uint64_t)shmobj__os_forks_seen() + 1 ||
+        !shmobj__ring_live(&q->ring))
+        return;
+    uint32_t me = atomic_load_explicit(&q->ring.self_token, memory_order_relaxed);
+    for (uint32_t i = 0; i < q->track_count; i++) {
+        struct shmobj__track_rec *r = &q->track->rec[i];
+        uint32_t s = atomic_load_explicit(&r->state, memory_order_acquire);
+        if ((s != SHMOBJ__TRACK_PENDING && s != SHMOBJ__TRACK_DONE) ||
+            atomic_load_explicit(&r->token, memory_order_relaxed) != me ||
+            atomic_load_explicit(&r->handle, memory_order_relaxed) != q->serial)
+            continue;
+        if (s == SHMOBJ__TRACK_DONE ||
+            !atomic_compare_exchange_strong_explicit(&r->state, &s,
+                                                     SHMOBJ__TRACK_ABANDONED,
+                                                     memory_order_acq_rel,
+                                                     memory_order_acquire))
+            /* done (also just now, when the CAS lost to the consumer) */
+            (void)shmobj__track_release(q->track, i, SHMOBJ__TRACK_DONE);
+    }
+}
+
 void shmobj_queue_close(shmobj_queue *q)
 {
     if (q == NULL)
         return;
+    track_drop_all(q);
     notify_drop(q);
     pthread_mutex_destroy(&q->lock);
     free(q);
