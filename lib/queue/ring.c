@@ -91,15 +91,22 @@ uint32_t shmobj__ring_self_token(struct shmobj__ring *r)
     return self_token(r);
 }
 
+/* Record (token, pid) as the claimant of (role, pos). */
+static inline void claim_record_as(struct shmobj__ring *r, unsigned role,
+                                   uint64_t pos, uint32_t token, uint32_t pid)
+{
+    struct shmobj__ring_claim *c = &r->claims[role][pos & r->mask];
+    atomic_store_explicit(&c->token, token, memory_order_relaxed);
+    atomic_store_explicit(&c->pid, pid, memory_order_relaxed);
+    atomic_store_explicit(&c->tag, pos, memory_order_release);
+}
+
 static inline void claim_record(struct shmobj__ring *r, unsigned role,
                                 uint64_t pos)
 {
-    struct shmobj__ring_claim *c = &r->claims[role][pos & r->mask];
-    atomic_store_explicit(&c->token, self_token(r), memory_order_relaxed);
-    atomic_store_explicit(&c->pid,
-                          atomic_load_explicit(&r->self_pid, memory_order_relaxed),
-                          memory_order_relaxed);
-    atomic_store_explicit(&c->tag, pos, memory_order_release);
+    uint32_t token = self_token(r);
+    claim_record_as(r, role, pos, token,
+                    atomic_load_explicit(&r->self_pid, memory_order_relaxed));
 }
 
 /* 1: the claimant of (role, pos) is recorded and alive; 0: recorded and
@@ -603,10 +610,12 @@ int shmobj__ring_try_put_many(struct shmobj__ring *r, const uint64_t *v,
             r->test_put_hold_ns = 0;
         }
         const uint64_t *src = v + *done;
+        uint32_t token = self_token(r); /* once per run */
+        uint32_t pid = atomic_load_explicit(&r->self_pid, memory_order_relaxed);
         uint32_t i = 0;
         for (; i < k; i++) {
             uint64_t p = e + i;
-            claim_record(r, 0, p);
+            claim_record_as(r, 0, p, token, pid);
             uint64_t expect = m_empty(p);
             if (!atomic_compare_exchange_strong_explicit(
                     &r->slots[p & r->mask].word, &expect, src[i] | lap_tag(r, p),
@@ -667,9 +676,11 @@ int shmobj__ring_try_take_many(struct shmobj__ring *r, uint64_t *v,
                                                    memory_order_relaxed,
                                                    memory_order_relaxed))
             continue;
+        uint32_t token = self_token(r); /* once per run */
+        uint32_t pid = atomic_load_explicit(&r->self_pid, memory_order_relaxed);
         for (uint32_t i = 0; i < k; i++) {
             uint64_t p = d + i;
-            claim_record(r, 1, p);
+            claim_record_as(r, 1, p, token, pid);
             uint64_t expect = seen[i];
             /* fails only if a producer already released it on our behalf */
             atomic_compare_exchange_strong_explicit(
