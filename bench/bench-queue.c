@@ -27,6 +27,10 @@
  *                    sides spin up to 20 us while waiting, then sleep
  *                    (shmobj_queue_spin_set(), see W2_SPIN_NS).
  *   shmobj-sleep     W2: the same, both sides sleep on the queue's futex.
+ *   shmobj-batch     W2: as shmobj-spin, with every take and put of the
+ *                    stream a batch of up to W2_BATCH references
+ *                    (shmobj_queue_take_many(), shmobj_queue_put_many());
+ *                    ping-pong with batches of one.
  *
  * Tuning (environment): BENCH_QUEUE_CAP (W1 queue capacity),
  * BENCH_QUEUE_CHUNK (bytes the zero-copy producer writes per step).
@@ -326,8 +330,12 @@ static int w1_run(const bench_ctx *ctx)
  * writing, which makes the stream faster than unbounded spinning. */
 #define W2_SPIN_NS 20000
 
+/* shmobj-batch: references per take_many / put_many of the stream */
+#define W2_BATCH 32
+
 struct w2_job {
     int spin;
+    int batch;
     uint64_t stream_count, ping_count;
     struct ctl *ctl;
     shmobj_queue *work, *back; /* stream: producer -> consumer, and return */
@@ -354,7 +362,25 @@ static int w2_child(void *arg)
     w2_spin(j, j->pong);
     ctl_barrier(j->ctl);
     j->ctl->t0_ns = bench_now_ns();
-    for (uint64_t i = 0; i < j->stream_count; i++) {
+    for (uint64_t i = 0; j->batch && i < j->stream_count;) {
+        shmobj_ref refs[W2_BATCH];
+        size_t n, put;
+        size_t want = j->stream_count - i < W2_BATCH ? (size_t)(j->stream_count - i)
+                                                     : W2_BATCH;
+        if (shmobj_queue_take_many(j->back, refs, want, SHMOBJ_FOREVER, &n) != 0)
+            return 4;
+        for (size_t k = 0; k < n; k++, i++) {
+            void *data;
+            if (shmobj_queue_msg_data(j->work, refs[k], &data, NULL) != 0)
+                return 4;
+            msg[0] = i;
+            sent += rest + i;
+            memcpy(data, msg, BENCH_W2_MSG);
+        }
+        if (shmobj_queue_put_many(j->work, refs, n, SHMOBJ_FOREVER, &put) != 0)
+            return 5;
+    }
+    for (uint64_t i = 0; !j->batch && i < j->stream_count; i++) {
         shmobj_ref ref;
         void *data;
         if (shmobj_queue_take(j->back, &ref) != 0 ||
@@ -372,11 +398,14 @@ static int w2_child(void *arg)
     for (uint64_t i = 0; i < total; i++) {
         shmobj_ref ref;
         void *data;
-        if (shmobj_queue_take(j->ping, &ref) != 0 ||
+        size_t n;
+        if ((j->batch ? shmobj_queue_take_many(j->ping, &ref, 1, SHMOBJ_FOREVER, &n)
+                      : shmobj_queue_take(j->ping, &ref)) != 0 ||
             shmobj_queue_msg_data(j->ping, ref, &data, NULL) != 0)
             return 6;
         bench_keep(bench_sum64(data, BENCH_W2_MSG));
-        if (shmobj_queue_put(j->pong, ref) != 0)
+        if ((j->batch ? shmobj_queue_put_many(j->pong, &ref, 1, SHMOBJ_FOREVER, &n)
+                      : shmobj_queue_put(j->pong, ref)) != 0)
             return 7;
     }
     return 0;
@@ -395,7 +424,22 @@ static int w2_consume(struct w2_job *j, uint64_t *sum_out)
     size_t batch = env_size("BENCH_QUEUE_W2_RETURN", W2_RETURN);
     if (batch == 0 || batch > W2_RETURN)
         batch = W2_RETURN;
-    for (uint64_t i = 0; i < j->stream_count; i++) {
+    for (uint64_t i = 0; j->batch && i < j->stream_count;) {
+        shmobj_ref refs[W2_BATCH];
+        size_t n, put;
+        if (shmobj_queue_take_many(j->work, refs, W2_BATCH, SHMOBJ_FOREVER, &n) != 0)
+            return -1;
+        for (size_t k = 0; k < n; k++) {
+            void *data;
+            if (shmobj_queue_msg_data(j->work, refs[k], &data, NULL) != 0)
+                return -1;
+            sum += bench_sum64(data, BENCH_W2_MSG);
+        }
+        i += n;
+        if (shmobj_queue_put_many(j->back, refs, n, SHMOBJ_FOREVER, &put) != 0)
+            return -1;
+    }
+    for (uint64_t i = 0; !j->batch && i < j->stream_count; i++) {
         shmobj_ref ref;
         void *data;
         if (shmobj_queue_take(j->work, &ref) != 0 ||
@@ -429,8 +473,14 @@ static int w2_pingpong(struct w2_job *j, uint64_t *samples, uint64_t *bad)
         uint64_t t0 = bench_now_ns();
         memcpy(data, msg, BENCH_W2_MSG);
         shmobj_ref ref;
-        if (shmobj_queue_put(j->ping, j->ping_msg) != 0 ||
-            shmobj_queue_take(j->pong, &ref) != 0 || ref != j->ping_msg)
+        size_t n;
+        if (j->batch) {
+            if (shmobj_queue_put_many(j->ping, &j->ping_msg, 1, SHMOBJ_FOREVER, &n) != 0 ||
+                shmobj_queue_take_many(j->pong, &ref, 1, SHMOBJ_FOREVER, &n) != 0 ||
+                ref != j->ping_msg)
+                return -1;
+        } else if (shmobj_queue_put(j->ping, j->ping_msg) != 0 ||
+                   shmobj_queue_take(j->pong, &ref) != 0 || ref != j->ping_msg)
             return -1;
         uint64_t got = bench_sum64(data, BENCH_W2_MSG);
         uint64_t t1 = bench_now_ns();
@@ -446,7 +496,8 @@ static int w2_run(const bench_ctx *ctx)
 {
     struct w2_job j;
     memset(&j, 0, sizeof j);
-    j.spin = strcmp(ctx->subject, "shmobj-spin") == 0;
+    j.batch = strcmp(ctx->subject, "shmobj-batch") == 0;
+    j.spin = j.batch || strcmp(ctx->subject, "shmobj-spin") == 0;
     j.stream_count = ctx->quick ? W2_STREAM_QUICK : W2_STREAM;
     j.ping_count = ctx->quick ? BENCH_W2_PING_QUICK : BENCH_W2_PING;
     j.ctl = (struct ctl *)bench_shared_alloc(sizeof(struct ctl));
@@ -528,6 +579,7 @@ static const bench_entry table[] = {
     {"W1-16MiB", "shmobj-zerocopy", w1_run, 0},
     {"W2", "shmobj-spin", w2_run, 0},
     {"W2", "shmobj-sleep", w2_run, 0},
+    {"W2", "shmobj-batch", w2_run, 0},
     {NULL, NULL, NULL, 0},
 };
 

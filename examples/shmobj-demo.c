@@ -2,10 +2,11 @@
  * segment and its default queue.
  *
  * 1. The producer sends a stream of typed objects (the seed's company
- *    record: a dict with a list of URLs, a double, an int and a bool). The
- *    consumer reads each in place, increments its "employees" field
- *    atomically and marks the message done; the producer waits for the
- *    completion, sees the update, and frees the object.
+ *    record: a dict with a list of URLs, a double, an int and a bool), each
+ *    put with completion (shmobj_queue_put_tracked(): the object itself
+ *    travels, no envelope). The consumer reads each in place, increments
+ *    its "employees" field atomically and marks it done; the producer waits
+ *    for the completion, sees the update, and frees the object.
  * 2. The producer builds a large tensor-like buffer (a float32 matrix in a
  *    dict) directly in the segment and sends it several times; the
  *    consumer reads every element in place (no copy), stores the sum in the
@@ -42,13 +43,6 @@ static double now_s(void)
         }                                                                      \
     } while (0)
 
-/* The message carries one reference (the object) in a tracked message
- * block, which holds the completion word. */
-struct envelope {
-    shmobj_ref obj;
-    uint64_t kind; /* 1: company record, 2: tensor, 3: stop */
-};
-
 /* ---- consumer ------------------------------------------------------------ */
 
 static int consumer(const char *name)
@@ -62,17 +56,17 @@ static int consumer(const char *name)
     shmobj_queue_spin_set(q, 50000); /* 50 us before sleeping */
     unsigned long objects = 0, tensors = 0;
     for (;;) {
-        shmobj_ref msg;
-        struct envelope *env;
-        CHECK("take", shmobj_queue_take_timed(q, &msg, 10 * SECOND));
-        CHECK("message", shmobj_queue_msg_data(q, msg, (void **)&env, NULL));
-        if (env->kind == 3) {
-            CHECK("done", shmobj_queue_msg_done(q, msg));
+        /* the message is the object: a company record, a tensor, or the
+         * int that says stop; the consumer borrows it until its done */
+        shmobj_ref obj;
+        CHECK("take", shmobj_queue_take_timed(q, &obj, 10 * SECOND));
+        shmobj_view v, item;
+        CHECK("object", shmobj_obj_get(seg, obj, &v));
+        if (shmobj_view_type(&v) == SHMOBJ_TYPE_INT) {
+            CHECK("done", shmobj_queue_done(q, obj));
             break;
         }
-        shmobj_view v, item;
-        CHECK("object", shmobj_obj_get(seg, env->obj, &v));
-        if (env->kind == 1) {
+        if (shmobj_view_get_str(&v, "websites", &item) == 0) {
             /* read in place, update a field atomically */
             const char *url;
             size_t len;
@@ -106,7 +100,7 @@ static int consumer(const char *name)
             CHECK("set sum", shmobj_double_set(&item, s0 + s1 + s2 + s3));
             tensors++;
         }
-        CHECK("done", shmobj_queue_msg_done(q, msg));
+        CHECK("done", shmobj_queue_done(q, obj));
     }
     printf("consumer %d: %lu objects updated, %lu tensors summed, in place\n",
            (int)getpid(), objects, tensors);
@@ -119,29 +113,15 @@ static int consumer(const char *name)
 /* ---- producer ------------------------------------------------------------ */
 
 struct pending {
-    shmobj_ref msg, obj;
+    shmobj_ref obj;
     int64_t employees;
 };
 
-static int send_tracked(shmobj_queue *q, shmobj_ref obj, uint64_t kind,
-                        shmobj_ref *msg)
-{
-    struct envelope *env;
-    int rc = shmobj_queue_msg_alloc(q, sizeof *env, SHMOBJ_QUEUE_MSG_TRACK, msg,
-                                    (void **)&env);
-    if (rc != 0)
-        return rc;
-    env->obj = obj;
-    env->kind = kind;
-    return shmobj_queue_put_timed(q, *msg, 10 * SECOND);
-}
-
-/* Wait for one record's completion, check the consumer's update, free. */
-static int finish_record(shmobj_segment *seg, shmobj_queue *q,
-                         const struct pending *p)
+/* Check the consumer's update of a record that is done, and free it (the
+ * object is the producer's again once its completion came). */
+static int check_record(shmobj_segment *seg, const struct pending *p)
 {
     const char *role = "producer";
-    CHECK("wait done", shmobj_queue_msg_wait_done(q, p->msg, 10 * SECOND));
     shmobj_view v, item;
     int64_t employees;
     CHECK("object", shmobj_obj_get(seg, p->obj, &v));
@@ -152,8 +132,16 @@ static int finish_record(shmobj_segment *seg, shmobj_queue *q,
         return 1;
     }
     CHECK("free", shmobj_obj_free(seg, p->obj));
-    CHECK("free", shmobj_queue_msg_free(q, p->msg));
     return 0;
+}
+
+/* Wait for one record's completion, then check and free it. */
+static int finish_record(shmobj_segment *seg, shmobj_queue *q,
+                         const struct pending *p)
+{
+    const char *role = "producer";
+    CHECK("wait done", shmobj_queue_wait_done(q, p->obj, 10 * SECOND));
+    return check_record(seg, p);
 }
 
 static int producer(const char *name, shmobj_segment *seg, shmobj_queue *q,
@@ -180,10 +168,12 @@ static int producer(const char *name, shmobj_segment *seg, shmobj_queue *q,
             SHMOBJ_VAL_STR("in_a_good_state"), SHMOBJ_VAL_BOOL(1));
         p->employees = (int64_t)i;
         CHECK("put object", shmobj_obj_put(seg, &rec, &p->obj));
-        CHECK("send", send_tracked(q, p->obj, 1, &p->msg));
+        CHECK("send", shmobj_queue_put_tracked(q, p->obj, 10 * SECOND));
     }
+    /* the last window: everything this handle sent, in one wait */
+    CHECK("wait all", shmobj_queue_wait_all(q, 10 * SECOND));
     for (unsigned long i = nobj > WINDOW ? nobj - WINDOW : 0; i < nobj; i++)
-        if (finish_record(seg, q, &win[i % WINDOW]) != 0)
+        if (check_record(seg, &win[i % WINDOW]) != 0)
             return 1;
     double t1 = now_s();
     printf("objects: %lu dicts sent, updated in place by the consumer and "
@@ -215,10 +205,8 @@ static int producer(const char *name, shmobj_segment *seg, shmobj_queue *q,
     expect *= (double)(n / 1024);
     t0 = now_s();
     for (unsigned r = 0; r < rounds; r++) {
-        shmobj_ref msg;
-        CHECK("send tensor", send_tracked(q, tensor, 2, &msg));
-        CHECK("wait done", shmobj_queue_msg_wait_done(q, msg, 30 * SECOND));
-        CHECK("free", shmobj_queue_msg_free(q, msg));
+        CHECK("send tensor", shmobj_queue_put_tracked(q, tensor, 10 * SECOND));
+        CHECK("wait done", shmobj_queue_wait_done(q, tensor, 30 * SECOND));
         double sum;
         CHECK("sum", shmobj_view_get_str(&v, "sum", &item));
         CHECK("read sum", shmobj_double_get(&item, &sum));
@@ -238,9 +226,10 @@ static int producer(const char *name, shmobj_segment *seg, shmobj_queue *q,
     CHECK("free tensor", shmobj_obj_free(seg, tensor));
 
     shmobj_ref stop;
-    CHECK("stop", send_tracked(q, SHMOBJ_REF_NULL, 3, &stop));
-    CHECK("wait stop", shmobj_queue_msg_wait_done(q, stop, 10 * SECOND));
-    CHECK("free", shmobj_queue_msg_free(q, stop));
+    CHECK("stop", shmobj_obj_put_int(seg, 0, &stop));
+    CHECK("send stop", shmobj_queue_put_tracked(q, stop, 10 * SECOND));
+    CHECK("wait stop", shmobj_queue_wait_done(q, stop, 10 * SECOND));
+    CHECK("free", shmobj_obj_free(seg, stop));
     return 0;
 }
 

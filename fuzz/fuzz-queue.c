@@ -1,6 +1,7 @@
 /* Fuzz target for the queue's readers of untrusted segment bytes: open,
- * the non-blocking put, take and peek, message data, done, copy-in and the
- * retire FIFO.
+ * the non-blocking put, take and peek, their batches, message data, done,
+ * copy-in, the retire FIFO and the completion records of tracked
+ * references.
  *
  * A queue is built once in a memfd segment: a few message blocks retired
  * (so the FIFO has entries) and a few messages left waiting; its bytes are
@@ -41,6 +42,10 @@
 
 static shmobj_segment *seg;
 static shmobj_queue *queue;
+/* raw blocks put with completion, waiting in the ring behind the messages:
+ * the exercise's takes mark them done, its sender side waits and
+ * untracks */
+static shmobj_ref tracked[2];
 
 /* A message block's header as a region. */
 static void add_message(shmobj_ref ref)
@@ -78,6 +83,10 @@ static void fuzz_setup(void)
             fuzz_die("set-up failed");
         add_message(r);
     }
+    for (int i = 0; i < 2; i++)
+        if (shmobj_arena_alloc(seg, 64, 16, &tracked[i], NULL) != 0 ||
+            shmobj_queue_put_tracked(queue, tracked[i], 0) != 0)
+            fuzz_die("set-up failed");
     int nfd;
     if (shmobj_queue_notify_fd(queue, &nfd) != 0 || shmobj_queue_notify_arm(queue) != 0)
         fuzz_die("set-up failed");
@@ -95,6 +104,8 @@ static void fuzz_setup(void)
     fuzz_region_add(&rt->head, sizeof *rt - offsetof(struct shmobj__retire, head));
     for (uint64_t p = rt->head; p != rt->tail; p++)
         add_message(rt->e[p % SHMOBJ__RETIRE_CAP].ref);
+    /* the completion records: header and every record */
+    fuzz_region_add(queue->track, shmobj__track_bytes(queue->track_count));
     fuzz_save();
 }
 
@@ -127,6 +138,44 @@ static void consume(shmobj_ref ref)
         (void)sum;
     }
     fuzz_expect(ref_status_ok(shmobj_queue_msg_done(queue, ref)), "msg_done status");
+    rc = shmobj_queue_done(queue, ref);
+    fuzz_expect(rc == 0 || rc == SHMOBJ_EINVAL || rc == SHMOBJ_ENOTFOUND ||
+                    rc == SHMOBJ_ESTALE || rc == SHMOBJ_ECORRUPT,
+                "done status");
+}
+
+/* The sender's side of completion records, then batches, on whatever the
+ * edits left. */
+static void tracked_readers(void)
+{
+    for (int i = 0; i < 2; i++) {
+        int rc = shmobj_queue_wait_done(queue, tracked[i], 0);
+        fuzz_expect(rc == 0 || rc == SHMOBJ_ETIMEDOUT || rc == SHMOBJ_ENOTFOUND ||
+                        rc == SHMOBJ_ESTALE || rc == SHMOBJ_ECORRUPT,
+                    "wait_done status");
+        rc = shmobj_queue_untrack(queue, tracked[i]);
+        fuzz_expect(rc == 0 || rc == SHMOBJ_EBUSY || rc == SHMOBJ_ENOTFOUND ||
+                        rc == SHMOBJ_ESTALE || rc == SHMOBJ_ECORRUPT,
+                    "untrack status");
+    }
+    int rc = shmobj_queue_wait_all(queue, 0);
+    fuzz_expect(rc == 0 || rc == SHMOBJ_ETIMEDOUT || rc == SHMOBJ_ESTALE ||
+                    rc == SHMOBJ_ECORRUPT,
+                "wait_all status");
+    rc = shmobj_queue_put_tracked(queue, tracked[1], 0);
+    fuzz_expect(ring_status_ok(rc, SHMOBJ_EFULL) || rc == SHMOBJ_EEXIST ||
+                    rc == SHMOBJ_EBUSY,
+                "put_tracked status");
+    shmobj_ref in[3] = {tracked[0], tracked[1], tracked[0]}, out[8];
+    size_t n = 0;
+    rc = shmobj_queue_put_many(queue, in, 3, 0, &n);
+    fuzz_expect(ring_status_ok(rc, SHMOBJ_EFULL) && n <= 3 && (rc != 0 || n == 3),
+                "put_many status");
+    rc = shmobj_queue_take_many(queue, out, 8, 0, &n);
+    fuzz_expect(ring_status_ok(rc, SHMOBJ_EEMPTY) && n <= 8 && (rc != 0 || n >= 1),
+                "take_many status");
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        fuzz_expect(out[i] != 0, "take_many of a null reference");
 }
 
 /* The codes of notify_fd and notify_arm. */
@@ -215,6 +264,9 @@ static void fuzz_exercise(void)
     static uint8_t big[40u << 10];
     rc = shmobj_queue_put_copy(queue, big, sizeof big, 0, 0, NULL);
     fuzz_expect(ring_status_ok(rc, SHMOBJ_EFULL) || rc == SHMOBJ_ENOMEM, "put_copy status");
+    while (shmobj_queue_try_take(queue, &ref) == 0)
+        consume(ref);
+    tracked_readers();
     while (shmobj_queue_try_take(queue, &ref) == 0)
         consume(ref);
     notify_readers();

@@ -699,6 +699,206 @@ static void test_queue_mpmc_2x2_exactly_once(void **state)
 }
 
 /* The same with threads sharing one handle, for the thread sanitizer. */
+/* The same with batches: producers put runs of 1..64 with put_many, one
+ * consumer takes runs with take_many, the other one message at a time, so
+ * batches and single calls share the ring. */
+static int mp_batch_producer(void *p)
+{
+    struct mp_arg *a = p;
+    uint64_t rng = 0x9e3779b97f4a7c15ull + a->id;
+    shmobj_ref run[64];
+    for (uint64_t i = 1; i <= MP_PER_PRODUCER;) {
+        size_t n = 1 + test_xorshift(&rng) % 64;
+        if (n > MP_PER_PRODUCER + 1 - i)
+            n = MP_PER_PRODUCER + 1 - i;
+        for (size_t k = 0; k < n; k++)
+            run[k] = msg_of(a->id, i + k);
+        size_t put = 0;
+        if (shmobj_queue_put_many(a->q, run, n, 30 * SEC, &put) != 0 || put != n)
+            return 1;
+        i += n;
+    }
+    return 0;
+}
+
+static int mp_batch_consumer(void *p)
+{
+    struct mp_arg *a = p;
+    uint64_t last[2] = {0, 0}, n = 0;
+    shmobj_ref got[48];
+    for (;;) {
+        size_t k = 0;
+        int rc = a->id == 0 ? shmobj_queue_take_many(a->q, got, 48, 20 * TEST_MS, &k)
+                            : shmobj_queue_take_timed(a->q, &got[0], 20 * TEST_MS);
+        if (a->id != 0 && rc == 0)
+            k = 1;
+        if (rc == SHMOBJ_ETIMEDOUT) {
+            if (atomic_load(&a->sh->stop))
+                break;
+            continue;
+        }
+        if (rc != 0 || k == 0 || k > 48)
+            return 1;
+        for (size_t j = 0; j < k; j++) {
+            shmobj_ref r = got[j];
+            unsigned pr = msg_producer(r);
+            uint64_t s = msg_seq(r);
+            if (pr > 1 || s == 0 || s > MP_PER_PRODUCER)
+                return 2;
+            if (s <= last[pr])
+                return 3;
+            last[pr] = s;
+            if (atomic_exchange(&a->sh->seen[pr][s], 1) != 0)
+                return 4;
+            n++;
+            atomic_fetch_add_explicit(&a->sh->sum, s, memory_order_relaxed);
+        }
+    }
+    atomic_store(&a->sh->received[a->id], n);
+    return 0;
+}
+
+static void test_queue_batch_mpmc_2x2_exactly_once(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(f->seg, "mpmcb", 256, 0, &q), 0);
+    struct mp_shared *sh = shared_alloc(sizeof *sh);
+    struct mp_arg args[4] = {{q, sh, 0}, {q, sh, 1}, {q, sh, 0}, {q, sh, 1}};
+    pid_t cons[2], prod[2];
+    for (unsigned i = 0; i < 2; i++)
+        cons[i] = test_child_start(mp_batch_consumer, &args[2 + i], 280);
+    for (unsigned i = 0; i < 2; i++)
+        prod[i] = test_child_start(mp_batch_producer, &args[i], 280);
+    for (unsigned i = 0; i < 2; i++)
+        assert_int_equal(test_child_wait(prod[i]), 0);
+    atomic_store(&sh->stop, 1);
+    for (unsigned i = 0; i < 2; i++)
+        assert_int_equal(test_child_wait(cons[i]), 0);
+    mp_check(sh, q);
+    munmap(sh, sizeof *sh);
+    shmobj_queue_close(q);
+}
+
+/* Batches stop where a single call would: a full queue puts a prefix, an
+ * empty one takes nothing, a bad reference sends nothing at all, and what
+ * goes in comes out in order. */
+static void test_queue_batch_full_empty_prefix(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(f->seg, "batch", 8, 0, &q), 0);
+    shmobj_ref in[12], out[16];
+    for (unsigned i = 0; i < 12; i++)
+        in[i] = msg_of(3, i + 1);
+    size_t n = 99;
+    assert_int_equal(shmobj_queue_put_many(q, in, 0, 0, &n), 0);
+    assert_int_equal(n, 0);
+    assert_int_equal(shmobj_queue_take_many(q, out, 16, 0, &n), SHMOBJ_EEMPTY);
+    assert_int_equal(n, 0);
+    assert_int_equal(shmobj_queue_take_many(q, out, 16, 20 * TEST_MS, &n),
+                     SHMOBJ_ETIMEDOUT);
+    /* a bad reference anywhere: nothing is sent */
+    shmobj_ref bad[3] = {in[0], 8, in[1]};
+    assert_int_equal(shmobj_queue_put_many(q, bad, 3, 0, &n), SHMOBJ_EINVAL);
+    assert_int_equal(n, 0);
+    uint64_t count;
+    assert_int_equal(shmobj_queue_count(q, &count), 0);
+    assert_int_equal(count, 0);
+    /* one single put first, then a batch that overflows the capacity */
+    assert_int_equal(shmobj_queue_put(q, in[0]), 0);
+    assert_int_equal(shmobj_queue_put_many(q, in + 1, 11, 0, &n), SHMOBJ_EFULL);
+    assert_int_equal(n, 7);
+    assert_int_equal(shmobj_queue_put_many(q, in + 8, 4, 20 * TEST_MS, &n),
+                     SHMOBJ_ETIMEDOUT);
+    assert_int_equal(n, 0);
+    /* take 3, then all that is left (5), in order */
+    assert_int_equal(shmobj_queue_take_many(q, out, 3, 0, &n), 0);
+    assert_int_equal(n, 3);
+    assert_int_equal(shmobj_queue_take_many(q, out + 3, 16, SHMOBJ_FOREVER, &n), 0);
+    assert_int_equal(n, 5);
+    for (unsigned i = 0; i < 8; i++)
+        assert_int_equal(out[i], in[i]);
+    /* wrap around the ring several times with odd run lengths */
+    uint64_t next_in = 1, next_out = 1;
+    for (unsigned round = 0; round < 200; round++) {
+        size_t want = 1 + round % 8, put;
+        shmobj_ref run[8];
+        for (size_t k = 0; k < want; k++)
+            run[k] = msg_of(4, next_in + k);
+        assert_int_equal(shmobj_queue_put_many(q, run, want, 0, &put), 0);
+        assert_int_equal(put, want);
+        next_in += want;
+        size_t got;
+        assert_int_equal(shmobj_queue_take_many(q, out, 1 + round % 5, 0, &got), 0);
+        for (size_t k = 0; k < got; k++)
+            assert_int_equal(out[k], msg_of(4, next_out++));
+        int rc = shmobj_queue_take_many(q, out, 16, 0, &got);
+        assert_true(rc == 0 || (rc == SHMOBJ_EEMPTY && got == 0 &&
+                                next_out == next_in));
+        for (size_t k = 0; k < got; k++)
+            assert_int_equal(out[k], msg_of(4, next_out++));
+        assert_int_equal(next_out, next_in); /* everything came out */
+    }
+    assert_int_equal(next_in, next_out);
+    assert_int_equal(shmobj_queue_take_many(q, out, 0, 0, &n), SHMOBJ_EINVAL);
+    assert_int_equal(shmobj_queue_put_many(NULL, in, 1, 0, &n), SHMOBJ_EINVAL);
+    shmobj_queue_close(q);
+}
+
+/* A batch put whose positions consumers skipped while it was stalled
+ * after its claim (alive, but it never recorded itself in time) finds its
+ * first publish refused, steps over the rest of its run itself and puts
+ * the whole batch again: every message arrives once, in order. */
+struct batch_stall_arg {
+    shmobj_queue *q;
+    shmobj_ref in[4];
+};
+
+static int batch_stall_producer(void *p)
+{
+    struct batch_stall_arg *a = p;
+    size_t n = 0;
+    int rc = shmobj_queue_put_many(a->q, a->in, 4, 5 * SEC, &n);
+    return rc == 0 && n == 4 ? 0 : 1;
+}
+
+static void test_queue_batch_put_skipped_while_stalled_puts_again(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q, *qp;
+    assert_int_equal(shmobj_queue_create(f->seg, "bstall", 16, 0, &q), 0);
+    assert_int_equal(shmobj_queue_open(f->seg, "bstall", &qp), 0);
+    shmobj__queue_stall_set(q, 2 * (uint64_t)TEST_MS);
+    /* the first batch of qp stays 300 ms between its claim and its first
+     * claim record: consumers resolve an unrecorded claim after 10 stall
+     * periods (20 ms) */
+    shmobj__queue_put_hold_set(qp, 300 * (uint64_t)TEST_MS);
+    struct batch_stall_arg a = {qp, {msg_of(2, 1), msg_of(2, 2), msg_of(2, 3), msg_of(2, 4)}};
+    struct test_thread t;
+    assert_int_equal(test_thread_start(&t, batch_stall_producer, &a), 0);
+    /* take once the run is claimed: a consumer asleep on an empty ring
+     * would only wake at the publish */
+    struct shmobj__ring *ring = shmobj__queue_ring(q);
+    uint64_t give_up = shmobj__os_now_ns() + 5 * (uint64_t)SEC;
+    while (atomic_load(&ring->hdr->enq_pos) < 4 && shmobj__os_now_ns() < give_up)
+        sched_yield();
+    for (unsigned i = 0; i < 4; i++) {
+        shmobj_ref r;
+        assert_int_equal(shmobj_queue_take_timed(q, &r, 5 * SEC), 0);
+        assert_int_equal(r, a.in[i]);
+    }
+    assert_int_equal(test_thread_wait(&t), 0);
+    assert_true(atomic_load(&ring->hdr->skipped) >= 1); /* it was skipped */
+    uint64_t n;
+    assert_int_equal(shmobj_queue_count(q, &n), 0);
+    assert_int_equal(n, 0);
+    shmobj_ref r;
+    assert_int_equal(shmobj_queue_try_take(q, &r), SHMOBJ_EEMPTY);
+    shmobj_queue_close(qp);
+    shmobj_queue_close(q);
+}
+
 static void test_queue_threads_mpmc_exactly_once(void **state)
 {
     struct fixture *f = *state;
@@ -785,6 +985,41 @@ static void test_queue_take_skips_dead_producer_slot(void **state)
                  msg_of(1, 3) | (((e >> r->cap_log2) & 7u) << 1));
     assert_int_equal(shmobj_queue_take_timed(q, &m, SEC), 0);
     assert_int_equal(m, msg_of(1, 3));
+    shmobj_queue_close(q);
+}
+
+/* take_many steps over the slot of a producer that died after its claim
+ * (after the stall period, as a single take does) and delivers the rest. */
+static void test_queue_batch_take_skips_dead_producer_slot(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(f->seg, "deadpb", 8, 0, &q), 0);
+    shmobj__queue_stall_set(q, 5 * (uint64_t)TEST_MS);
+    struct shmobj__ring *r = shmobj__queue_ring(q);
+    assert_int_equal(shmobj_queue_put(q, msg_of(1, 1)), 0);
+    /* a producer claimed position 1, recorded itself, then died */
+    atomic_store(&r->hdr->enq_pos, 2);
+    atomic_store(&r->claims[0][1].pid, dead_pid());
+    atomic_store(&r->claims[0][1].token, DEAD_TOKEN);
+    atomic_store(&r->claims[0][1].tag, 1);
+    shmobj_ref in[3] = {msg_of(1, 2), msg_of(1, 3), msg_of(1, 4)}, out[8];
+    size_t n;
+    assert_int_equal(shmobj_queue_put_many(q, in, 3, 0, &n), 0);
+    assert_int_equal(n, 3);
+    assert_int_equal(shmobj_queue_take_many(q, out, 8, 0, &n), 0);
+    assert_int_equal(n, 1); /* position 1 is not resolved yet */
+    assert_int_equal(out[0], msg_of(1, 1));
+    uint64_t t0 = shmobj__os_now_ns();
+    size_t got = 0;
+    while (got < 3 && shmobj__os_now_ns() - t0 < 5 * (uint64_t)SEC) {
+        assert_int_equal(shmobj_queue_take_many(q, out + got, 8, SEC, &n), 0);
+        got += n;
+    }
+    assert_int_equal(got, 3);
+    for (unsigned i = 0; i < 3; i++)
+        assert_int_equal(out[i], in[i]);
+    assert_int_equal(atomic_load(&r->hdr->skipped), 1);
     shmobj_queue_close(q);
 }
 
@@ -1098,6 +1333,296 @@ static void test_queue_kill_consumers_randomly(void **state)
     shmobj_queue_close(q);
 }
 
+/* ---- completion for any reference ------------------------------------------ */
+
+struct track_arg {
+    shmobj_queue *q;
+    shmobj_segment *seg;
+    unsigned count;
+    int ready; /* write end of a pipe to the parent, or -1 */
+};
+
+/* Take `count` tracked references: add 1 to an object's "n" field, or to
+ * the first word of a raw block, then mark each done. */
+static int track_consumer(void *p)
+{
+    struct track_arg *a = p;
+    for (unsigned i = 0; i < a->count; i++) {
+        shmobj_ref r;
+        if (shmobj_queue_take_timed(a->q, &r, 10 * SEC) != 0)
+            return 1;
+        shmobj_view v, n;
+        if (shmobj_obj_get(a->seg, r, &v) == 0) {
+            if (shmobj_view_get_str(&v, "n", &n) != 0 ||
+                shmobj_int_add(&n, 1, NULL) != 0)
+                return 2;
+        } else {
+            void *raw;
+            if (shmobj_arena_ptr(a->seg, r, &raw, NULL) != 0)
+                return 3;
+            (*(uint64_t *)raw)++;
+        }
+        if (shmobj_queue_done(a->q, r) != 0)
+            return 4;
+        /* done twice: refused (EINVAL), or the sender released the
+         * record in between (ENOTFOUND) */
+        int again = shmobj_queue_done(a->q, r);
+        if (again != SHMOBJ_EINVAL && again != SHMOBJ_ENOTFOUND)
+            return 5;
+    }
+    return 0;
+}
+
+static shmobj_ref put_counter_obj(shmobj_segment *seg, int64_t n)
+{
+    shmobj_value val = SHMOBJ_VAL_DICT_OF(SHMOBJ_VAL_STR("n"), SHMOBJ_VAL_INT(n));
+    shmobj_ref r;
+    assert_int_equal(shmobj_obj_put(seg, &val, &r), 0);
+    return r;
+}
+
+static int64_t counter_of(shmobj_segment *seg, shmobj_ref r)
+{
+    shmobj_view v, n;
+    int64_t x;
+    assert_int_equal(shmobj_obj_get(seg, r, &v), 0);
+    assert_int_equal(shmobj_view_get_str(&v, "n", &n), 0);
+    assert_int_equal(shmobj_int_get(&n, &x), 0);
+    return x;
+}
+
+/* An object and a raw block travel with completion and no envelope: the
+ * consumer updates each in place and marks it done, the sender's wait sees
+ * the update, frees them, and the heap holds exactly what it held before. */
+static void test_queue_tracked_object_done_roundtrip(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(f->seg, "track", 8, 0, &q), 0);
+    uint64_t blocks0 = used_blocks(f->seg);
+    shmobj_ref obj = put_counter_obj(f->seg, 41);
+    shmobj_ref raw;
+    void *rp;
+    assert_int_equal(shmobj_arena_alloc(f->seg, 64, 16, &raw, &rp), 0);
+    memset(rp, 0, 64);
+    assert_int_equal(shmobj_queue_put_tracked(q, obj, SHMOBJ_FOREVER), 0);
+    assert_int_equal(shmobj_queue_put_tracked(q, raw, 0), 0);
+    /* tracked twice before its release: refused, nothing sent */
+    assert_int_equal(shmobj_queue_put_tracked(q, obj, 0), SHMOBJ_EEXIST);
+    uint64_t n;
+    assert_int_equal(shmobj_queue_count(q, &n), 0);
+    assert_int_equal(n, 2);
+    /* nobody consumes yet */
+    assert_int_equal(shmobj_queue_wait_done(q, obj, 0), SHMOBJ_ETIMEDOUT);
+    assert_int_equal(shmobj_queue_wait_done(q, obj, 20 * TEST_MS), SHMOBJ_ETIMEDOUT);
+    /* one block more than before: the object; one for the raw block */
+    assert_int_equal(used_blocks(f->seg), blocks0 + 2);
+    struct track_arg a = {q, f->seg, 2, -1};
+    pid_t c = test_child_start(track_consumer, &a, 20);
+    assert_int_equal(shmobj_queue_wait_done(q, obj, 10 * SEC), 0);
+    assert_int_equal(counter_of(f->seg, obj), 42);
+    assert_int_equal(shmobj_queue_wait_done(q, raw, 10 * SEC), 0);
+    assert_int_equal(*(uint64_t *)rp, 1);
+    assert_int_equal(test_child_wait(c), 0);
+    /* released by the wait: the queue knows them no more */
+    assert_int_equal(shmobj_queue_wait_done(q, obj, 0), SHMOBJ_ENOTFOUND);
+    assert_int_equal(shmobj_queue_done(q, obj), SHMOBJ_ENOTFOUND);
+    assert_int_equal(shmobj_queue_untrack(q, obj), SHMOBJ_ENOTFOUND);
+    /* an untracked put needs no done */
+    assert_int_equal(shmobj_queue_put(q, obj), 0);
+    shmobj_ref got;
+    assert_int_equal(shmobj_queue_take(q, &got), 0);
+    assert_int_equal(got, obj);
+    assert_int_equal(shmobj_queue_done(q, got), SHMOBJ_ENOTFOUND);
+    /* the sender owns them again: free, and the heap is as before */
+    assert_int_equal(shmobj_obj_free(f->seg, obj), 0);
+    assert_int_equal(shmobj_arena_free(f->seg, raw), 0);
+    assert_int_equal(used_blocks(f->seg), blocks0);
+    assert_int_equal(shmobj_queue_put_tracked(q, 0, 0), SHMOBJ_EINVAL);
+    assert_int_equal(shmobj_queue_done(NULL, obj), SHMOBJ_EINVAL);
+    assert_int_equal(shmobj_queue_wait_all(NULL, 0), SHMOBJ_EINVAL);
+    shmobj_queue_close(q);
+}
+
+/* wait_all waits for every reference this handle tracks and releases them
+ * all; another handle's references are not its business; a put that fails
+ * leaves no record behind. */
+static void test_queue_tracked_wait_all_releases_everything(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q, *q2;
+    assert_int_equal(shmobj_queue_create(f->seg, "all", 16, 0, &q), 0);
+    assert_int_equal(shmobj_queue_open(f->seg, "all", &q2), 0);
+    assert_int_equal(shmobj_queue_wait_all(q, 0), 0); /* nothing tracked */
+    /* a full queue: the tracked put fails and records nothing */
+    for (unsigned i = 0; i < 16; i++)
+        assert_int_equal(shmobj_queue_try_put(q, msg_of(9, i + 1)), 0);
+    shmobj_ref extra = put_counter_obj(f->seg, 7);
+    assert_int_equal(shmobj_queue_put_tracked(q, extra, 0), SHMOBJ_EFULL);
+    assert_int_equal(shmobj_queue_wait_done(q, extra, 0), SHMOBJ_ENOTFOUND);
+    for (unsigned i = 0; i < 16; i++) { /* take the fillers back out */
+        shmobj_ref r;
+        assert_int_equal(shmobj_queue_try_take(q, &r), 0);
+    }
+    enum { N = 12 };
+    shmobj_ref objs[N];
+    for (unsigned i = 0; i < N; i++) {
+        objs[i] = put_counter_obj(f->seg, (int64_t)i);
+        assert_int_equal(shmobj_queue_put_tracked(q, objs[i], SHMOBJ_FOREVER), 0);
+    }
+    shmobj_ref other = put_counter_obj(f->seg, 100);
+    assert_int_equal(shmobj_queue_put_tracked(q2, other, SHMOBJ_FOREVER), 0);
+    assert_int_equal(shmobj_queue_wait_all(q, 0), SHMOBJ_ETIMEDOUT);
+    assert_int_equal(shmobj_queue_wait_all(q, 20 * TEST_MS), SHMOBJ_ETIMEDOUT);
+    struct track_arg a = {q, f->seg, N + 1, -1};
+    pid_t c = test_child_start(track_consumer, &a, 20);
+    assert_int_equal(shmobj_queue_wait_all(q, 10 * SEC), 0);
+    for (unsigned i = 0; i < N; i++) {
+        assert_int_equal(counter_of(f->seg, objs[i]), (int64_t)i + 1);
+        assert_int_equal(shmobj_queue_wait_done(q, objs[i], 0), SHMOBJ_ENOTFOUND);
+        assert_int_equal(shmobj_obj_free(f->seg, objs[i]), 0);
+    }
+    assert_int_equal(test_child_wait(c), 0);
+    /* other belongs to q2: still tracked there until its own wait */
+    assert_int_equal(shmobj_queue_wait_done(q, other, 0), SHMOBJ_ENOTFOUND);
+    assert_int_equal(shmobj_queue_wait_all(q2, 10 * SEC), 0);
+    assert_int_equal(counter_of(f->seg, other), 101);
+    assert_int_equal(shmobj_queue_wait_all(q, 0), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, other), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, extra), 0);
+    shmobj_queue_close(q2);
+    shmobj_queue_close(q);
+}
+
+/* Closing a handle stops tracking what it still tracks, as untrack would:
+ * a done record is released at once, a pending one is handed to the
+ * consumer's done. Nothing stays held by a handle that is gone. */
+static void test_queue_tracked_close_untracks(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q, *q2;
+    assert_int_equal(shmobj_queue_create(f->seg, "trackclose", 8, 0, &q), 0);
+    assert_int_equal(shmobj_queue_open(f->seg, "trackclose", &q2), 0);
+    shmobj_ref a = put_counter_obj(f->seg, 0), b = put_counter_obj(f->seg, 0);
+    assert_int_equal(shmobj_queue_put_tracked(q2, a, 0), 0);
+    assert_int_equal(shmobj_queue_put_tracked(q2, b, 0), 0);
+    shmobj_ref got;
+    assert_int_equal(shmobj_queue_take(q, &got), 0);
+    assert_int_equal(got, a);
+    assert_int_equal(shmobj_queue_done(q, got), 0); /* a: done, b: pending */
+    shmobj_queue_close(q2);
+    /* a's record is free: it can be tracked again at once */
+    assert_int_equal(shmobj_queue_put_tracked(q, a, 0), 0);
+    /* b's is the consumer's now: its done is told the sender gave up */
+    assert_int_equal(shmobj_queue_put_tracked(q, b, 0), SHMOBJ_EEXIST);
+    assert_int_equal(shmobj_queue_take(q, &got), 0);
+    assert_int_equal(got, b);
+    assert_int_equal(shmobj_queue_done(q, got), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_queue_take(q, &got), 0);
+    assert_int_equal(got, a);
+    assert_int_equal(shmobj_queue_done(q, got), 0);
+    assert_int_equal(shmobj_queue_wait_all(q, 0), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, a), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, b), 0);
+    shmobj_queue_close(q);
+}
+
+/* Take one tracked reference, tell the parent, and wait to be killed. */
+static int track_take_and_hold(void *p)
+{
+    struct track_arg *a = p;
+    shmobj_ref r;
+    char b = 1;
+    if (shmobj_queue_take_timed(a->q, &r, 10 * SEC) != 0 || write(a->ready, &b, 1) != 1)
+        return 1;
+    for (;;)
+        pause();
+}
+
+/* A consumer killed while it holds a tracked object never marks it done:
+ * the sender's wait times out (the queue's crash rule), untrack says it was
+ * not done, and the sender, which knows the consumer is dead, frees the
+ * object: nothing leaks, and a live consumer's later done of an abandoned
+ * reference is told the sender gave up. */
+static void test_queue_tracked_consumer_killed_holding(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(f->seg, "trackkill", 8, 0, &q), 0);
+    uint64_t blocks0 = used_blocks(f->seg);
+    shmobj_ref obj = put_counter_obj(f->seg, 1);
+    assert_int_equal(shmobj_queue_put_tracked(q, obj, SHMOBJ_FOREVER), 0);
+    int pfd[2];
+    assert_int_equal(pipe(pfd), 0);
+    struct track_arg a = {q, f->seg, 1, pfd[1]};
+    pid_t c = test_child_start(track_take_and_hold, &a, 20);
+    char b;
+    struct pollfd pl = {.fd = pfd[0], .events = POLLIN};
+    assert_int_equal(poll(&pl, 1, 10000), 1);
+    assert_int_equal(read(pfd[0], &b, 1), 1);
+    kill(c, SIGKILL);
+    assert_int_equal(test_child_wait(c), 128 + SIGKILL);
+    assert_int_equal(shmobj_queue_wait_done(q, obj, 50 * TEST_MS), SHMOBJ_ETIMEDOUT);
+    assert_int_equal(shmobj_queue_untrack(q, obj), SHMOBJ_EBUSY);
+    assert_int_equal(shmobj_queue_untrack(q, obj), SHMOBJ_ENOTFOUND);
+    assert_int_equal(shmobj_queue_wait_all(q, 0), 0); /* nothing tracked now */
+    assert_int_equal(counter_of(f->seg, obj), 1);     /* never updated */
+    assert_int_equal(shmobj_obj_free(f->seg, obj), 0);
+    assert_int_equal(used_blocks(f->seg), blocks0);
+
+    /* a live consumer whose sender gave up: its done says so, once */
+    shmobj_ref raw;
+    void *rp;
+    assert_int_equal(shmobj_arena_alloc(f->seg, 64, 16, &raw, &rp), 0);
+    assert_int_equal(shmobj_queue_put_tracked(q, raw, 0), 0);
+    shmobj_ref got;
+    assert_int_equal(shmobj_queue_take(q, &got), 0);
+    assert_int_equal(shmobj_queue_untrack(q, raw), SHMOBJ_EBUSY);
+    assert_int_equal(shmobj_queue_done(q, got), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_queue_done(q, got), SHMOBJ_ENOTFOUND);
+    /* the record is free again: the same block can be tracked anew */
+    assert_int_equal(shmobj_queue_put_tracked(q, raw, 0), 0);
+    assert_int_equal(shmobj_queue_take(q, &got), 0);
+    assert_int_equal(shmobj_queue_done(q, got), 0);
+    assert_int_equal(shmobj_queue_untrack(q, raw), 0); /* done: released */
+    assert_int_equal(shmobj_arena_free(f->seg, raw), 0);
+    close(pfd[0]);
+    close(pfd[1]);
+    shmobj_queue_close(q);
+}
+
+/* A sender asleep in wait_done on a queue that is destroyed wakes and
+ * leaves with SHMOBJ_ESTALE, long before its timeout. */
+static int track_wait_forever(void *p)
+{
+    struct track_arg *a = p;
+    shmobj_ref obj = put_counter_obj(a->seg, 0);
+    char b = 1;
+    if (shmobj_queue_put_tracked(a->q, obj, 0) != 0 || write(a->ready, &b, 1) != 1)
+        return 1;
+    return shmobj_queue_wait_done(a->q, obj, 15 * SEC) == SHMOBJ_ESTALE ? 0 : 2;
+}
+
+static void test_queue_tracked_waiter_woken_by_destroy(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(f->seg, "trackdes", 8, 0, &q), 0);
+    int pfd[2];
+    assert_int_equal(pipe(pfd), 0);
+    struct track_arg a = {q, f->seg, 1, pfd[1]};
+    pid_t c = test_child_start(track_wait_forever, &a, 10);
+    char b;
+    assert_int_equal(read(pfd[0], &b, 1), 1);
+    test_sleep_ms(20); /* let it go to sleep (not needed for correctness) */
+    assert_int_equal(shmobj_queue_destroy(f->seg, "trackdes"), 0);
+    assert_int_equal(test_child_wait(c), 0); /* not 128 + SIGALRM */
+    assert_int_equal(shmobj_queue_wait_all(q, 0), SHMOBJ_ESTALE);
+    close(pfd[0]);
+    close(pfd[1]);
+    shmobj_queue_close(q);
+}
+
 /* ---- pollable descriptor ----------------------------------------------------- */
 
 struct poll_arg {
@@ -1313,6 +1838,43 @@ static void test_queue_retire_holds_recent_blocks_then_frees(void **state)
     /* destroy gives every retired block back */
     assert_int_equal(shmobj_queue_destroy(f->seg, "ret"), 0);
     assert_int_equal(used_blocks(f->seg), b0 - 1);
+}
+
+/* Over its budget, the FIFO gives back a quarter of the budget at once, so
+ * that the heap's lock and lists move to the consumer's core once per
+ * burst rather than once per message: with a budget of 16 blocks the
+ * count falls to at most 12 each time it overflows, and never exceeds the
+ * budget. */
+static void test_queue_retire_frees_in_bursts(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(f->seg, "burst", 8, 0, &q), 0);
+    retire_fix(q);
+    send_done(q, 64u << 10);
+    uint64_t usable, blocks, bytes;
+    shmobj__retire_count(shmobj__queue_retire(q), &blocks, &usable);
+    q->retire_budget = 16 * usable;
+    uint64_t b0 = used_blocks(f->seg) - 1, lowest = UINT64_MAX, bursts = 0, last = 1;
+    for (int i = 0; i < 200; i++) {
+        send_done(q, 64u << 10);
+        shmobj__retire_count(shmobj__queue_retire(q), &blocks, &bytes);
+        assert_true(blocks >= 1 && blocks <= 16);
+        assert_true(bytes <= q->retire_budget);
+        assert_int_equal(used_blocks(f->seg), b0 + blocks);
+        if (blocks < last) {
+            bursts++;
+            if (blocks < lowest)
+                lowest = blocks;
+            assert_true(last - blocks >= 4); /* a burst, not one block */
+        }
+        last = blocks;
+    }
+    assert_true(bursts >= 10);
+    assert_true(lowest <= 12);
+    assert_int_equal(shmobj_queue_trim(q), 0);
+    assert_int_equal(used_blocks(f->seg), b0);
+    shmobj_queue_close(q);
 }
 
 static void test_queue_retire_trimmed_when_segment_full(void **state)
@@ -1837,9 +2399,15 @@ int main(void)
         T(test_queue_take_sleeps_until_put),
         T(test_queue_killed_sleepers_counts_taken_back),
         T(test_queue_msg_completion_roundtrip),
+        T(test_queue_tracked_object_done_roundtrip),
+        T(test_queue_tracked_wait_all_releases_everything),
+        T(test_queue_tracked_consumer_killed_holding),
+        T(test_queue_tracked_close_untracks),
+        T(test_queue_tracked_waiter_woken_by_destroy),
         T(test_queue_put_copy_large_sizes_intact),
         T(test_queue_retire_holds_recent_blocks_then_frees),
         T(test_queue_retire_trimmed_when_segment_full),
+        T(test_queue_retire_frees_in_bursts),
         T(test_queue_retire_damage_and_dead_owner),
         T(test_queue_retire_survives_kills),
         T(test_queue_take_skips_dead_producer_slot),
@@ -1847,6 +2415,10 @@ int main(void)
         T(test_queue_notify_fd_wakes_poll),
         T(test_queue_notify_dead_listener_no_sigpipe),
         T(test_queue_mpmc_2x2_exactly_once),
+        T(test_queue_batch_mpmc_2x2_exactly_once),
+        T(test_queue_batch_full_empty_prefix),
+        T(test_queue_batch_put_skipped_while_stalled_puts_again),
+        T(test_queue_batch_take_skips_dead_producer_slot),
         T(test_queue_threads_mpmc_exactly_once),
         T(test_queue_threads_retire_shared),
         T(test_queue_kill_producers_randomly),

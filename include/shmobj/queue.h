@@ -39,7 +39,11 @@
  * - a message block that was never put: its allocator, with
  *   shmobj_arena_free();
  * - any other reference (raw block, object): whatever the application
- *   agrees; the queue never frees what it carries.
+ *   agrees; the queue never frees what it carries. Put with
+ *   shmobj_queue_put_tracked(), any reference has completion of its own,
+ *   without a message block around it: the consumer calls
+ *   shmobj_queue_done(), the sender waits with shmobj_queue_wait_done() or
+ *   shmobj_queue_wait_all() and then frees it.
  * "Frees" means: gives back to the queue, which returns blocks of 32 KiB
  * up to half the L2 cache to the heap a little later (shmobj_queue_trim()).
  *
@@ -249,7 +253,10 @@ SHMOBJ_API int shmobj_queue_open_or_create(shmobj_segment *seg,
 /**
  * @brief Close a handle (unregisters its pollable descriptor and closes it).
  *        The queue stays. Also the way to dispose of a handle whose queue
- *        was destroyed (it then touches nothing in the segment).
+ *        was destroyed (it then touches nothing in the segment). References
+ *        the handle still tracks (shmobj_queue_put_tracked()) are untracked
+ *        as by shmobj_queue_untrack(): done ones are released, pending ones
+ *        handed to the consumer's shmobj_queue_done().
  * @param[in] q handle, or NULL (nothing happens)
  * @note Not thread-safe with other uses of the same handle.
  * @since 0.1
@@ -433,6 +440,68 @@ SHMOBJ_API int shmobj_queue_try_take(shmobj_queue *q, shmobj_ref *ref);
  */
 SHMOBJ_API int shmobj_queue_take_timed(shmobj_queue *q, shmobj_ref *ref,
                                        int64_t timeout_ns);
+
+/**
+ * @brief Put several messages in one call, in order: each exactly as
+ *        shmobj_queue_put_timed() would put it, with one claim of the
+ *        ring's position for a run of free slots instead of one per
+ *        message.
+ *
+ * Waits (up to one deadline for the whole call) while the queue is full;
+ * stops at the first message that could not be put, with the ones before
+ * it put. Another producer's messages may come between two runs of a
+ * batch; a batch's own order is kept.
+ * @param[in] q handle
+ * @param[in] refs the messages, each as for shmobj_queue_put()
+ * @param[in] n how many (0 allowed)
+ * @param[in] timeout_ns 0 (do not wait), SHMOBJ_FOREVER, or nanoseconds
+ * @param[out] put how many were put (a prefix of refs), also on error
+ * @retval 0 all n were put
+ * @retval SHMOBJ_EINVAL q or put is NULL, refs is NULL with n > 0, or some
+ *         ref is null or not 16-byte aligned (nothing was put)
+ * @retval SHMOBJ_EFULL the queue was full and timeout_ns is 0 (*put were
+ *         put)
+ * @retval SHMOBJ_ETIMEDOUT still full when the timeout passed (*put were
+ *         put)
+ * @retval SHMOBJ_EREPLACED the deadline passed and the segment's name was
+ *         removed or now names another segment (*put were put)
+ * @retval SHMOBJ_ECORRUPT as for shmobj_queue_put() (*put were put)
+ * @retval SHMOBJ_ESTALE the queue was destroyed (*put were put)
+ * @note Thread- and process-safe, lock-free while there is room.
+ * @since 0.2
+ */
+SHMOBJ_API int shmobj_queue_put_many(shmobj_queue *q, const shmobj_ref *refs,
+                                     size_t n, int64_t timeout_ns, size_t *put);
+
+/**
+ * @brief Take up to `max` messages in one call, oldest first: each exactly
+ *        as shmobj_queue_take_timed() would take it, with one claim of the
+ *        ring's position for a run of waiting messages.
+ *
+ * Waits (up to timeout_ns) only while no message is there; then takes
+ * every message waiting, up to max, without waiting for more.
+ * @param[in] q handle
+ * @param[out] refs room for max messages
+ * @param[in] max at least 1
+ * @param[in] timeout_ns 0 (do not wait), SHMOBJ_FOREVER, or nanoseconds
+ * @param[out] taken how many were taken (at least 1 on success; 0 on error)
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument, or max is 0
+ * @retval SHMOBJ_EEMPTY no message and timeout_ns is 0
+ * @retval SHMOBJ_ETIMEDOUT none came before the timeout
+ * @retval SHMOBJ_EREPLACED the deadline passed and the segment's name was
+ *         removed or now names another segment: its peers moved on
+ * @retval SHMOBJ_ECORRUPT as for shmobj_queue_take() (nothing was taken)
+ * @retval SHMOBJ_ESTALE the queue was destroyed, also while the caller
+ *         waited (nothing was taken)
+ * @note Thread- and process-safe, lock-free while messages wait. A message
+ *       that a damaged slot follows is delivered; the damage is reported by
+ *       the next call.
+ * @since 0.2
+ */
+SHMOBJ_API int shmobj_queue_take_many(shmobj_queue *q, shmobj_ref *refs,
+                                      size_t max, int64_t timeout_ns,
+                                      size_t *taken);
 
 /**
  * @brief Read the oldest message without removing it, waiting for one.
@@ -692,6 +761,143 @@ SHMOBJ_API int shmobj_queue_msg_free(shmobj_queue *q, shmobj_ref ref);
 SHMOBJ_API int shmobj_queue_put_copy(shmobj_queue *q, const void *data,
                                      size_t len, unsigned flags,
                                      int64_t timeout_ns, shmobj_ref *ref);
+
+/* ---- completion for any reference ------------------------------------------ */
+
+/**
+ * @brief Put any reference (an object from shmobj_obj_put(), a raw block
+ *        from shmobj_arena_alloc(), a message block) with completion: the
+ *        consumer marks it done with shmobj_queue_done(), this handle waits
+ *        with shmobj_queue_wait_done() or shmobj_queue_wait_all(). No
+ *        envelope is allocated.
+ *
+ * The queue records the reference in one of its completion records (twice
+ * its capacity of them, 64 to 8,192), owned by this handle, then puts it as
+ * shmobj_queue_put_timed() does; a put that fails leaves no record.
+ *
+ * Ownership: the reference stays the sender's. The consumer borrows it
+ * from its take to its shmobj_queue_done() and frees nothing; after
+ * shmobj_queue_wait_done() (or shmobj_queue_wait_all()) returned 0 the
+ * sender may free it (shmobj_obj_free(), shmobj_arena_free()) or put it
+ * again. A sender that stops waiting calls shmobj_queue_untrack(). The
+ * queue never frees a tracked reference.
+ *
+ * Crashes: the rules of the queue apply ("Crashes" above). A consumer
+ * killed after its take never marks the reference done: the sender's wait
+ * times out, and the sender decides (a consumer that died no longer uses
+ * the reference; shmobj_queue_untrack() then returns SHMOBJ_EBUSY and the
+ * sender may free it). A sender killed with references tracked leaves
+ * their records, which a later tracked put reclaims when it needs them.
+ * @param[in] q handle
+ * @param[in] ref as for shmobj_queue_put()
+ * @param[in] timeout_ns 0 (do not wait), SHMOBJ_FOREVER, or nanoseconds
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL q is NULL, ref is null or not 16-byte aligned
+ * @retval SHMOBJ_EEXIST ref is tracked on this queue already (not yet
+ *         released by its sender's wait or untrack)
+ * @retval SHMOBJ_EBUSY the completion records ref may use are all held by
+ *         live senders (too many tracked references outstanding), or this
+ *         process has no attachment token (nothing sent)
+ * @retval SHMOBJ_EFULL the queue is full and timeout_ns is 0 (nothing sent)
+ * @retval SHMOBJ_ETIMEDOUT still full when the timeout passed (nothing sent)
+ * @retval SHMOBJ_EREPLACED the deadline passed and the segment's name was
+ *         removed or now names another segment (nothing sent)
+ * @retval SHMOBJ_ECORRUPT as for shmobj_queue_put()
+ * @retval SHMOBJ_ESTALE the queue was destroyed (nothing sent)
+ * @note Thread- and process-safe. Lock-free while there is room.
+ * @since 0.2
+ */
+SHMOBJ_API int shmobj_queue_put_tracked(shmobj_queue *q, shmobj_ref ref,
+                                        int64_t timeout_ns);
+
+/**
+ * @brief Mark a reference put with shmobj_queue_put_tracked() done
+ *        (consumer side) and wake its sender. Frees nothing: after this the
+ *        consumer must not use the reference any more.
+ * @param[in] q handle of the queue it came from
+ * @param[in] ref the reference taken
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL q is NULL, ref is null or not 16-byte aligned, or
+ *         ref was marked done already
+ * @retval SHMOBJ_ENOTFOUND ref is not tracked on this queue (put with
+ *         shmobj_queue_put(), or released by its sender)
+ * @retval SHMOBJ_ESTALE its sender stopped tracking it
+ *         (shmobj_queue_untrack()) before this call; this call emptied the
+ *         record; or the queue was destroyed
+ * @retval SHMOBJ_ECORRUPT the queue's block no longer checks out
+ * @note Thread- and process-safe, lock-free.
+ * @since 0.2
+ */
+SHMOBJ_API int shmobj_queue_done(shmobj_queue *q, shmobj_ref ref);
+
+/**
+ * @brief Wait until the consumer marked a reference this handle put with
+ *        shmobj_queue_put_tracked() done (sender side); then release its
+ *        record: the reference is the sender's again.
+ * @param[in] q the handle that put it
+ * @param[in] ref the reference
+ * @param[in] timeout_ns 0 (just check), SHMOBJ_FOREVER, or nanoseconds
+ * @retval 0 done; the record is released, ref may be freed or put again
+ * @retval SHMOBJ_EINVAL q is NULL, ref is null or not 16-byte aligned
+ * @retval SHMOBJ_ENOTFOUND this handle tracks no such reference (never
+ *         put tracked, released already, or untracked)
+ * @retval SHMOBJ_ETIMEDOUT not done in time (also with timeout_ns 0); the
+ *         record stays: wait again, or shmobj_queue_untrack()
+ * @retval SHMOBJ_EREPLACED the deadline passed and the segment's name was
+ *         removed or now names another segment: its peers moved on
+ * @retval SHMOBJ_ESTALE the queue was destroyed, also while the caller
+ *         waited
+ * @retval SHMOBJ_ECORRUPT the queue's block no longer checks out
+ * @note Thread- and process-safe. Sleeps on a futex after the handle's spin
+ *       (shmobj_queue_spin_set()).
+ * @since 0.2
+ */
+SHMOBJ_API int shmobj_queue_wait_done(shmobj_queue *q, shmobj_ref ref,
+                                      int64_t timeout_ns);
+
+/**
+ * @brief Wait until every reference this handle put with
+ *        shmobj_queue_put_tracked() and has not released yet is done, and
+ *        release their records.
+ * @param[in] q handle
+ * @param[in] timeout_ns 0 (just check), SHMOBJ_FOREVER, or nanoseconds: a
+ *            deadline for the whole call
+ * @retval 0 everything is done (or nothing was tracked); every record is
+ *         released
+ * @retval SHMOBJ_EINVAL q is NULL
+ * @retval SHMOBJ_ETIMEDOUT some were not done in time; those that were are
+ *         released, the others stay tracked
+ * @retval SHMOBJ_EREPLACED the deadline passed and the segment's name was
+ *         removed or now names another segment: its peers moved on
+ * @retval SHMOBJ_ESTALE the queue was destroyed, also while the caller
+ *         waited
+ * @retval SHMOBJ_ECORRUPT the queue's block no longer checks out
+ * @note Thread-safe with the handle's other calls. Looks through every
+ *       completion record of the queue once, unless the handle holds none.
+ * @since 0.2
+ */
+SHMOBJ_API int shmobj_queue_wait_all(shmobj_queue *q, int64_t timeout_ns);
+
+/**
+ * @brief Stop tracking a reference this handle put with
+ *        shmobj_queue_put_tracked() (sender side), e.g. after a wait timed
+ *        out.
+ * @param[in] q the handle that put it
+ * @param[in] ref the reference
+ * @retval 0 it was done: the record is released, ref is the sender's
+ * @retval SHMOBJ_EBUSY it was not done: the record is handed to the
+ *         consumer's shmobj_queue_done(), which releases it (and gets
+ *         SHMOBJ_ESTALE). A consumer may still be using ref; the sender
+ *         frees it only when it knows none does (the consumer died, or the
+ *         application says so)
+ * @retval SHMOBJ_EINVAL q is NULL, ref is null or not 16-byte aligned
+ * @retval SHMOBJ_ENOTFOUND this handle tracks no such reference
+ * @retval SHMOBJ_ESTALE the queue was destroyed
+ * @retval SHMOBJ_ECORRUPT the queue's block no longer checks out
+ * @note Thread- and process-safe, lock-free.
+ * @since 0.2
+ */
+SHMOBJ_API int shmobj_queue_untrack(shmobj_queue *q, shmobj_ref ref);
 
 /* ---- event loops -------------------------------------------------------- */
 

@@ -9,6 +9,7 @@
 #include "ring.h"
 #include "shmobj/queue.h"
 #include "space.h"
+#include "track.h"
 
 /* A producer's cached write end of one listener's pipe (notify entry i). */
 struct shmobj__queue_peer {
@@ -24,6 +25,12 @@ struct shmobj_queue {
     struct shmobj__ring ring; /* validated view of the shared ring */
     shmobj_ref ref;           /* the ring's block */
     struct shmobj__retire *retire; /* in the same block, behind the ring */
+    /* completion records of tracked references (track.h), behind the
+     * FIFO; track_count validated at open */
+    struct shmobj__track *track;
+    uint32_t track_count;
+    uint32_t serial; /* this handle's name in the records it makes */
+    _Atomic uint64_t tracked; /* records this handle holds (a hint) */
     _Atomic int64_t spin_ns;  /* see shmobj_queue_spin_set() */
     /* message blocks retired (retire.h) from retire_min to below
      * retire_max bytes, retire_budget bytes of them kept */
@@ -43,6 +50,9 @@ void shmobj__queue_stall_set(shmobj_queue *q, uint64_t ns);
 /* Make this handle's takes stay `ns` between claim and release (kill tests
  * aim there). */
 void shmobj__queue_take_hold_set(shmobj_queue *q, uint64_t ns);
+/* Make this handle's next batch put stay `ns` between its claim and its
+ * first claim record, once (tests of a batch skipped while stalled). */
+void shmobj__queue_put_hold_set(shmobj_queue *q, uint64_t ns);
 struct shmobj__ring *shmobj__queue_ring(shmobj_queue *q);
 struct shmobj__retire *shmobj__queue_retire(shmobj_queue *q);
 

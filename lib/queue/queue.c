@@ -177,7 +177,10 @@ static uint64_t ring_ident(shmobj_ref ref)
  * heap. */
 static int msg_release(shmobj_queue *q, shmobj_ref ref, uint64_t usable)
 {
-    if (usable < q->retire_min || usable >= q->retire_max || queue_gone(q) != 0)
+    /* the identity word tells a destroyed queue (as for put and take): the
+     * heap's check of the queue's block cost as much again as the push */
+    if (usable < q->retire_min || usable >= q->retire_max ||
+        !shmobj__ring_live(&q->ring))
         return q->sp->ops->free(q->sp, ref);
     uint64_t out[SHMOBJ__RETIRE_OUT_MAX];
     unsigned n = 0;
@@ -594,13 +597,21 @@ static uint64_t retire_offset(uint32_t capacity)
     return (shmobj__ring_footprint(capacity) + 63u) & ~UINT64_C(63);
 }
 
-/* Bytes of a queue's block: its ring, then its retire FIFO (0 when
- * capacity is invalid). */
+/* Where its completion records start: behind the FIFO (which ends on a
+ * cache line: 192 + 16 * 64 bytes from a line). */
+static uint64_t track_offset(uint32_t capacity)
+{
+    return retire_offset(capacity) + sizeof(struct shmobj__retire);
+}
+
+/* Bytes of a queue's block: its ring, its retire FIFO, then its completion
+ * records (0 when capacity is invalid). */
 static uint64_t queue_footprint(uint32_t capacity)
 {
     if (shmobj__ring_footprint(capacity) == 0)
         return 0;
-    return retire_offset(capacity) + sizeof(struct shmobj__retire);
+    return track_offset(capacity) +
+           shmobj__track_bytes(shmobj__track_count(capacity));
 }
 
 /* Which message blocks go through the retire FIFO, and how many bytes of
@@ -641,8 +652,12 @@ static int handle_new(shmobj_segment *seg, shmobj_ref ref, shmobj_queue **out)
     if (rc == 0) {
         uint32_t cap = (uint32_t)q->ring.capacity;
         q->retire = (struct shmobj__retire *)((uint8_t *)mem + retire_offset(cap));
+        q->track = (struct shmobj__track *)((uint8_t *)mem + track_offset(cap));
+        q->track_count = shmobj__track_count(cap);
         rc = usable < queue_footprint(cap) ? SHMOBJ_ECORRUPT
                                            : shmobj__retire_check(q->retire);
+        if (rc == 0)
+            rc = shmobj__track_check(q->track, cap);
     }
     if (rc != 0) {
         free(q);
@@ -656,6 +671,7 @@ static int handle_new(shmobj_segment *seg, shmobj_ref ref, shmobj_queue **out)
     q->retire_max = l2 / 2;
     q->retire_budget = 2 * l2;
     q->plain_max = 4 * l2;
+    q->serial = (uint32_t)ring_ident(ref ^ (uint64_t)(uintptr_t)q);
     q->notify_slot = -1;
     q->notify_rfd = -1;
     q->notify_wfd = -1;
@@ -683,9 +699,13 @@ int shmobj_queue_create(shmobj_segment *seg, const char *name,
     rc = shmobj__space_at(sp, shmobj__ref_off(ref), size, &mem);
     if (rc == 0)
         rc = shmobj__ring_init(mem, size, capacity, flags, ring_ident(ref));
-    if (rc == 0)
+    if (rc == 0) {
         shmobj__retire_init(
             (struct shmobj__retire *)((uint8_t *)mem + retire_offset(capacity)));
+        shmobj__track_init(
+            (struct shmobj__track *)((uint8_t *)mem + track_offset(capacity)),
+            shmobj__track_count(capacity));
+    }
     shmobj_queue *q = NULL;
     if (rc == 0)
         rc = handle_new(seg, ref, &q);
@@ -753,10 +773,39 @@ int shmobj_queue_open_or_create(shmobj_segment *seg, const char *name,
     return rc;
 }
 
+/* Untrack what this handle still tracks (see shmobj_queue_close()). Only
+ * in the process that made the records: a forked child's copy of the
+ * handle names no record of its own. */
+static void track_drop_all(shmobj_queue *q)
+{
+    if (atomic_load_explicit(&q->tracked, memory_order_relaxed) == 0 ||
+        atomic_load_explicit(&q->ring.self_forks, memory_order_acquire) !=
+            (uint64_t)shmobj__os_forks_seen() + 1 ||
+        !shmobj__ring_live(&q->ring))
+        return;
+    uint32_t me = atomic_load_explicit(&q->ring.self_token, memory_order_relaxed);
+    for (uint32_t i = 0; i < q->track_count; i++) {
+        struct shmobj__track_rec *r = &q->track->rec[i];
+        uint32_t s = atomic_load_explicit(&r->state, memory_order_acquire);
+        if ((s != SHMOBJ__TRACK_PENDING && s != SHMOBJ__TRACK_DONE) ||
+            atomic_load_explicit(&r->token, memory_order_relaxed) != me ||
+            atomic_load_explicit(&r->handle, memory_order_relaxed) != q->serial)
+            continue;
+        if (s == SHMOBJ__TRACK_DONE ||
+            !atomic_compare_exchange_strong_explicit(&r->state, &s,
+                                                     SHMOBJ__TRACK_ABANDONED,
+                                                     memory_order_acq_rel,
+                                                     memory_order_acquire))
+            /* done (also just now, when the CAS lost to the consumer) */
+            (void)shmobj__track_release(q->track, i, SHMOBJ__TRACK_DONE);
+    }
+}
+
 void shmobj_queue_close(shmobj_queue *q)
 {
     if (q == NULL)
         return;
+    track_drop_all(q);
     notify_drop(q);
     shmobj__os_pmutex_destroy(&q->lock);
     free(q);
@@ -778,11 +827,21 @@ static void destroy_wake(shmobj_queue *q)
     notify_fire(q);
     (void)shmobj__ring_sleepers_repair(&q->ring);
     for (;;) {
+        /* senders waiting for a tracked reference: each wakes, finds the
+         * identity cleared and leaves */
+        bool senders = false;
+        for (uint32_t i = 0; i < q->track_count; i++)
+            if (atomic_load_explicit(&q->track->rec[i].waiters,
+                                     memory_order_seq_cst) != 0) {
+                senders = true;
+                shmobj__os_futex_wake(&q->track->rec[i].state, INT32_MAX);
+            }
         atomic_fetch_add_explicit(&h->put_event, 1, memory_order_seq_cst);
         atomic_fetch_add_explicit(&h->take_event, 1, memory_order_seq_cst);
         shmobj__os_futex_wake(&h->put_event, INT32_MAX);
         shmobj__os_futex_wake(&h->take_event, INT32_MAX);
-        if ((atomic_load_explicit(&h->cons_waiters, memory_order_seq_cst) == 0 &&
+        if ((!senders &&
+             atomic_load_explicit(&h->cons_waiters, memory_order_seq_cst) == 0 &&
              atomic_load_explicit(&h->prod_waiters, memory_order_seq_cst) == 0) ||
             shmobj__os_now_ns() >= end)
             return;
@@ -839,10 +898,10 @@ static int put_timed(shmobj_queue *q, shmobj_ref ref, int64_t timeout_ns)
 {
     if (q == NULL || !shmobj__ring_value_ok(ref))
         return SHMOBJ_EINVAL;
-    int rc;
-    if (timeout_ns == 0)
-        rc = shmobj__ring_try_put(&q->ring, ref);
-    else
+    /* one try first: a queue with room needs no deadline and no wait
+     * loop (the blocking path tries again before it waits) */
+    int rc = shmobj__ring_try_put(&q->ring, ref);
+    if (rc == SHMOBJ_EFULL && timeout_ns != 0)
         rc = shmobj__ring_put(
             &q->ring, ref,
             atomic_load_explicit(&q->spin_ns, memory_order_relaxed),
@@ -874,11 +933,10 @@ static int take_timed(shmobj_queue *q, shmobj_ref *ref, int64_t timeout_ns,
     if (q == NULL || ref == NULL)
         return SHMOBJ_EINVAL;
     uint64_t v;
-    int rc;
-    if (timeout_ns == 0)
-        rc = peek ? shmobj__ring_try_peek(&q->ring, &v)
+    /* as put_timed(): one try before any deadline or wait loop */
+    int rc = peek ? shmobj__ring_try_peek(&q->ring, &v)
                   : shmobj__ring_try_take(&q->ring, &v);
-    else {
+    if (rc == SHMOBJ_EEMPTY && timeout_ns != 0) {
         int64_t spin = atomic_load_explicit(&q->spin_ns, memory_order_relaxed);
         uint64_t deadline = shmobj__os_deadline(timeout_ns);
         rc = peek ? shmobj__ring_peek(&q->ring, &v, spin, deadline)
@@ -920,6 +978,80 @@ int shmobj_queue_peek_timed(shmobj_queue *q, shmobj_ref *ref,
                             int64_t timeout_ns)
 {
     return take_timed(q, ref, timeout_ns, true);
+}
+
+int shmobj_queue_put_many(shmobj_queue *q, const shmobj_ref *refs, size_t n,
+                          int64_t timeout_ns, size_t *put)
+{
+    if (put != NULL)
+        *put = 0;
+    if (q == NULL || put == NULL || (refs == NULL && n > 0))
+        return SHMOBJ_EINVAL;
+    for (size_t i = 0; i < n; i++)
+        if (!shmobj__ring_value_ok(refs[i]))
+            return SHMOBJ_EINVAL; /* nothing sent */
+    uint64_t deadline = 0;
+    int rc = 0;
+    size_t done = 0;
+    while (done < n) {
+        uint32_t chunk = n - done > UINT32_MAX ? UINT32_MAX : (uint32_t)(n - done);
+        uint32_t k = 0;
+        rc = shmobj__ring_try_put_many(&q->ring, refs + done, chunk, &k);
+        done += k;
+        if (k > 0)
+            after_put(q);
+        if (rc != SHMOBJ_EFULL || timeout_ns == 0)
+            break;
+        /* full: wait for room for the next one as put_timed() does, then
+         * go on in batches */
+        if (deadline == 0)
+            deadline = shmobj__os_deadline(timeout_ns);
+        rc = shmobj__ring_put(&q->ring, refs[done],
+                              atomic_load_explicit(&q->spin_ns, memory_order_relaxed),
+                              deadline);
+        if (rc != 0)
+            break;
+        done++;
+        after_put(q);
+    }
+    *put = done;
+    if (rc != 0)
+        return op_status(q, rc);
+    return 0;
+}
+
+int shmobj_queue_take_many(shmobj_queue *q, shmobj_ref *refs, size_t max,
+                           int64_t timeout_ns, size_t *taken)
+{
+    if (taken != NULL)
+        *taken = 0;
+    if (q == NULL || refs == NULL || taken == NULL || max == 0)
+        return SHMOBJ_EINVAL;
+    uint32_t chunk = max > UINT32_MAX ? UINT32_MAX : (uint32_t)max;
+    uint32_t k = 0;
+    _Static_assert(sizeof(shmobj_ref) == sizeof(uint64_t), "refs are words");
+    int rc = shmobj__ring_try_take_many(&q->ring, (uint64_t *)refs, chunk, &k);
+    if (rc == SHMOBJ_EEMPTY && timeout_ns != 0) {
+        /* none yet: wait for one as take_timed() does, then take what
+         * else is there */
+        uint64_t v;
+        rc = shmobj__ring_take(&q->ring, &v,
+                               atomic_load_explicit(&q->spin_ns, memory_order_relaxed),
+                               shmobj__os_deadline(timeout_ns));
+        if (rc == 0) {
+            refs[0] = v;
+            k = 1;
+            uint32_t more = 0;
+            if (chunk > 1 &&
+                shmobj__ring_try_take_many(&q->ring, (uint64_t *)refs + 1,
+                                           chunk - 1, &more) == 0)
+                k += more;
+        }
+    }
+    if (rc != 0)
+        return op_status(q, rc);
+    *taken = k;
+    return 0;
 }
 
 bool shmobj_queue_has_messages(shmobj_queue *q)
@@ -1042,6 +1174,194 @@ int shmobj_queue_put_copy(shmobj_queue *q, const void *data, size_t len,
     return 0;
 }
 
+/* ---- tracked references --------------------------------------------------- */
+
+/* Sleep (after the handle's spin) while *state is `pending`, up to the
+ * deadline: the state seen, or SHMOBJ_ETIMEDOUT / SHMOBJ_EREPLACED, or
+ * SHMOBJ_ESTALE once the queue was destroyed (its destroy wakes us). */
+static int track_wait(shmobj_queue *q, struct shmobj__track_rec *r,
+                      int64_t timeout_ns, uint64_t deadline, uint32_t *seen)
+{
+    uint32_t s = atomic_load_explicit(&r->state, memory_order_acquire);
+    int64_t spin = atomic_load_explicit(&q->spin_ns, memory_order_relaxed);
+    if (s == SHMOBJ__TRACK_PENDING && spin != 0 && timeout_ns != 0) {
+        uint64_t end = spin < 0 ? deadline
+                                : shmobj__os_now_ns() + (uint64_t)spin;
+        for (unsigned i = 1; s == SHMOBJ__TRACK_PENDING; i++) {
+            s = atomic_load_explicit(&r->state, memory_order_acquire);
+            if ((i & 255u) == 0 && shmobj__os_now_ns() >= end)
+                break;
+        }
+    }
+    while (s == SHMOBJ__TRACK_PENDING) {
+        if (!shmobj__ring_live(&q->ring))
+            return SHMOBJ_ESTALE;
+        if (timeout_ns == 0)
+            return SHMOBJ_ETIMEDOUT;
+        if (shmobj__os_now_ns() >= deadline)
+            return q->sp->ops->live->linked(q->sp) ? SHMOBJ_ETIMEDOUT
+                                                   : SHMOBJ_EREPLACED;
+        atomic_fetch_add_explicit(&r->waiters, 1, memory_order_seq_cst);
+        atomic_thread_fence(memory_order_seq_cst);
+        s = atomic_load_explicit(&r->state, memory_order_acquire);
+        if (s == SHMOBJ__TRACK_PENDING && shmobj__ring_live(&q->ring))
+            shmobj__os_futex_wait(&r->state, SHMOBJ__TRACK_PENDING, deadline);
+        atomic_fetch_sub_explicit(&r->waiters, 1, memory_order_relaxed);
+        s = atomic_load_explicit(&r->state, memory_order_acquire);
+    }
+    *seen = s;
+    return 0;
+}
+
+/* The record of ref that this handle made, or SHMOBJ_ENOTFOUND. */
+static int track_mine(shmobj_queue *q, shmobj_ref ref, uint32_t *idx)
+{
+    uint32_t me = shmobj__ring_self_token(&q->ring);
+    int64_t k = me == 0 ? -1
+                        : shmobj__track_find(q->track, q->track_count, ref, me,
+                                             q->serial);
+    if (k < 0)
+        return SHMOBJ_ENOTFOUND;
+    *idx = (uint32_t)k;
+    return 0;
+}
+
+/* The sender is done with record idx, last seen DONE: empty it. */
+static void track_drop(shmobj_queue *q, uint32_t idx, uint32_t from)
+{
+    if (shmobj__track_release(q->track, idx, from))
+        atomic_fetch_sub_explicit(&q->tracked, 1, memory_order_relaxed);
+}
+
+int shmobj_queue_put_tracked(shmobj_queue *q, shmobj_ref ref,
+                             int64_t timeout_ns)
+{
+    if (q == NULL || !shmobj__ring_value_ok(ref))
+        return SHMOBJ_EINVAL;
+    if (!shmobj__ring_live(&q->ring))
+        return op_status(q, SHMOBJ_ESTALE);
+    uint32_t me = shmobj__ring_self_token(&q->ring);
+    if (me == 0)
+        return SHMOBJ_EBUSY; /* no attachment token: nothing could judge us */
+    uint32_t idx;
+    int rc = shmobj__track_add(q->sp, q->track, q->track_count, ref, me,
+                               q->serial, &idx);
+    if (rc != 0)
+        return rc == SHMOBJ_EFULL ? SHMOBJ_EBUSY : rc;
+    /* visible before the reference can be taken: a consumer's done finds it */
+    atomic_store_explicit(&q->track->rec[idx].state, SHMOBJ__TRACK_PENDING,
+                          memory_order_release);
+    atomic_fetch_add_explicit(&q->tracked, 1, memory_order_relaxed);
+    rc = put_timed(q, ref, timeout_ns);
+    if (rc != 0) /* never in the queue: nobody else saw the record */
+        track_drop(q, idx, SHMOBJ__TRACK_PENDING);
+    return rc;
+}
+
+int shmobj_queue_done(shmobj_queue *q, shmobj_ref ref)
+{
+    if (q == NULL || !shmobj__ring_value_ok(ref))
+        return SHMOBJ_EINVAL;
+    if (!shmobj__ring_live(&q->ring))
+        return op_status(q, SHMOBJ_ESTALE);
+    int64_t k = shmobj__track_find(q->track, q->track_count, ref, 0, 0);
+    if (k < 0)
+        return SHMOBJ_ENOTFOUND;
+    struct shmobj__track_rec *r = &q->track->rec[k];
+    uint32_t expect = SHMOBJ__TRACK_PENDING;
+    if (atomic_compare_exchange_strong_explicit(&r->state, &expect,
+                                                SHMOBJ__TRACK_DONE,
+                                                memory_order_seq_cst,
+                                                memory_order_acquire)) {
+        if (atomic_load_explicit(&r->waiters, memory_order_seq_cst) != 0)
+            shmobj__os_futex_wake(&r->state, INT32_MAX);
+        return 0;
+    }
+    /* the sender stopped tracking it: the record is ours to empty */
+    if (expect == SHMOBJ__TRACK_ABANDONED &&
+        shmobj__track_release(q->track, (uint32_t)k, SHMOBJ__TRACK_ABANDONED))
+        return SHMOBJ_ESTALE;
+    return expect == SHMOBJ__TRACK_DONE ? SHMOBJ_EINVAL : SHMOBJ_ENOTFOUND;
+}
+
+int shmobj_queue_wait_done(shmobj_queue *q, shmobj_ref ref, int64_t timeout_ns)
+{
+    if (q == NULL || !shmobj__ring_value_ok(ref))
+        return SHMOBJ_EINVAL;
+    if (!shmobj__ring_live(&q->ring))
+        return op_status(q, SHMOBJ_ESTALE);
+    uint32_t idx;
+    int rc = track_mine(q, ref, &idx);
+    if (rc != 0)
+        return rc;
+    uint32_t s;
+    rc = track_wait(q, &q->track->rec[idx], timeout_ns,
+                    shmobj__os_deadline(timeout_ns), &s);
+    if (rc != 0)
+        return rc;
+    if (s != SHMOBJ__TRACK_DONE)
+        return SHMOBJ_ENOTFOUND; /* released meanwhile by another thread */
+    track_drop(q, idx, SHMOBJ__TRACK_DONE);
+    return 0;
+}
+
+int shmobj_queue_untrack(shmobj_queue *q, shmobj_ref ref)
+{
+    if (q == NULL || !shmobj__ring_value_ok(ref))
+        return SHMOBJ_EINVAL;
+    if (!shmobj__ring_live(&q->ring))
+        return op_status(q, SHMOBJ_ESTALE);
+    uint32_t idx;
+    int rc = track_mine(q, ref, &idx);
+    if (rc != 0)
+        return rc;
+    struct shmobj__track_rec *r = &q->track->rec[idx];
+    uint32_t expect = SHMOBJ__TRACK_PENDING;
+    if (atomic_compare_exchange_strong_explicit(&r->state, &expect,
+                                                SHMOBJ__TRACK_ABANDONED,
+                                                memory_order_acq_rel,
+                                                memory_order_acquire)) {
+        atomic_fetch_sub_explicit(&q->tracked, 1, memory_order_relaxed);
+        return SHMOBJ_EBUSY; /* the consumer's done empties the record */
+    }
+    if (expect == SHMOBJ__TRACK_DONE) {
+        track_drop(q, idx, SHMOBJ__TRACK_DONE);
+        return 0;
+    }
+    return SHMOBJ_ENOTFOUND; /* abandoned already */
+}
+
+int shmobj_queue_wait_all(shmobj_queue *q, int64_t timeout_ns)
+{
+    if (q == NULL)
+        return SHMOBJ_EINVAL;
+    if (!shmobj__ring_live(&q->ring))
+        return op_status(q, SHMOBJ_ESTALE);
+    if (atomic_load_explicit(&q->tracked, memory_order_relaxed) == 0)
+        return 0;
+    uint32_t me = shmobj__ring_self_token(&q->ring);
+    uint64_t deadline = shmobj__os_deadline(timeout_ns);
+    int rc = 0;
+    for (uint32_t i = 0; i < q->track_count; i++) {
+        struct shmobj__track_rec *r = &q->track->rec[i];
+        uint32_t s = atomic_load_explicit(&r->state, memory_order_acquire);
+        if ((s != SHMOBJ__TRACK_PENDING && s != SHMOBJ__TRACK_DONE) ||
+            atomic_load_explicit(&r->token, memory_order_relaxed) != me ||
+            atomic_load_explicit(&r->handle, memory_order_relaxed) != q->serial)
+            continue;
+        if (rc == 0) {
+            int w = track_wait(q, r, timeout_ns, deadline, &s);
+            if (w != 0)
+                rc = w; /* keep releasing what is done already */
+        }
+        if (s == SHMOBJ__TRACK_DONE)
+            track_drop(q, i, SHMOBJ__TRACK_DONE);
+        else if (rc == 0 && s == SHMOBJ__TRACK_PENDING)
+            rc = SHMOBJ_ETIMEDOUT;
+    }
+    return rc == SHMOBJ_ESTALE ? op_status(q, rc) : rc;
+}
+
 /* ---- internals for tests ------------------------------------------------- */
 
 void shmobj__queue_stall_set(shmobj_queue *q, uint64_t ns)
@@ -1052,6 +1372,11 @@ void shmobj__queue_stall_set(shmobj_queue *q, uint64_t ns)
 void shmobj__queue_take_hold_set(shmobj_queue *q, uint64_t ns)
 {
     q->ring.test_hold_ns = ns;
+}
+
+void shmobj__queue_put_hold_set(shmobj_queue *q, uint64_t ns)
+{
+    q->ring.test_put_hold_ns = ns;
 }
 
 struct shmobj__ring *shmobj__queue_ring(shmobj_queue *q)

@@ -75,8 +75,9 @@ void shmobj__retire_init(struct shmobj__retire *r);
 /* 0 when the header is one this code wrote, else SHMOBJ_ECORRUPT. */
 int shmobj__retire_check(const struct shmobj__retire *r);
 
-/* Retire block ref of `bytes`, then take out the oldest blocks while more
- * than `budget` bytes (or a full FIFO) stay retired. The blocks taken out
+/* Retire block ref of `bytes` (a full FIFO first gives out its oldest
+ * quarter); then, when more than `budget` bytes are retired, take out the
+ * oldest blocks until three quarters of the budget stay. The blocks taken out
  * are in out[0 .. *n): the caller frees them. Lock errors
  * (SHMOBJ_ECORRUPT) leave ref with the caller. */
 int shmobj__retire_push(struct shmobj__space *sp, struct shmobj__retire *r,

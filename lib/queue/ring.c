@@ -86,15 +86,27 @@ static inline uint32_t self_token(struct shmobj__ring *r)
     return atomic_load_explicit(&r->self_token, memory_order_relaxed);
 }
 
+uint32_t shmobj__ring_self_token(struct shmobj__ring *r)
+{
+    return self_token(r);
+}
+
+/* Record (token, pid) as the claimant of (role, pos). */
+static inline void claim_record_as(struct shmobj__ring *r, unsigned role,
+                                   uint64_t pos, uint32_t token, uint32_t pid)
+{
+    struct shmobj__ring_claim *c = &r->claims[role][pos & r->mask];
+    atomic_store_explicit(&c->token, token, memory_order_relaxed);
+    atomic_store_explicit(&c->pid, pid, memory_order_relaxed);
+    atomic_store_explicit(&c->tag, pos, memory_order_release);
+}
+
 static inline void claim_record(struct shmobj__ring *r, unsigned role,
                                 uint64_t pos)
 {
-    struct shmobj__ring_claim *c = &r->claims[role][pos & r->mask];
-    atomic_store_explicit(&c->token, self_token(r), memory_order_relaxed);
-    atomic_store_explicit(&c->pid,
-                          atomic_load_explicit(&r->self_pid, memory_order_relaxed),
-                          memory_order_relaxed);
-    atomic_store_explicit(&c->tag, pos, memory_order_release);
+    uint32_t token = self_token(r);
+    claim_record_as(r, role, pos, token,
+                    atomic_load_explicit(&r->self_pid, memory_order_relaxed));
 }
 
 /* 1: the claimant of (role, pos) is recorded and alive; 0: recorded and
@@ -547,6 +559,139 @@ int shmobj__ring_try_take(struct shmobj__ring *r, uint64_t *v)
             return head_may_wait(r, w, d) ? SHMOBJ_EEMPTY : SHMOBJ_ECORRUPT;
         d = d2;
     }
+}
+
+/* ---- batches ----------------------------------------------------------------- */
+
+/* A batch claims a run of positions with one CAS on its side's position
+ * and then does, per position, what the single operation does after its
+ * claim: record the claim, then one CAS on the slot naming the position.
+ * A run is only what was seen ready before the claim (EMPTY(p) for a put;
+ * a value of p or SKIPPED(p) for a take); the words of claimed positions
+ * cannot change meanwhile except by the recovery of a claimant judged
+ * dead, which the slot CAS detects. Whatever is not the plain case (the
+ * first slot not ready, damage, a stalled claimant) goes through the
+ * single operation, so its answers are the single call's. */
+
+#define RING_BATCH_MAX 64u /* positions claimed at once */
+
+int shmobj__ring_try_put_many(struct shmobj__ring *r, const uint64_t *v,
+                              uint32_t n, uint32_t *done)
+{
+    struct shmobj__ring_hdr *h = r->hdr;
+    *done = 0;
+    if (!shmobj__ring_live(r))
+        return SHMOBJ_ESTALE;
+    while (*done < n) {
+        uint64_t e = atomic_load_explicit(&h->enq_pos, memory_order_relaxed);
+        uint32_t want = n - *done;
+        if (want > RING_BATCH_MAX)
+            want = RING_BATCH_MAX;
+        if (want > r->capacity)
+            want = (uint32_t)r->capacity;
+        uint32_t k = 0;
+        while (k < want &&
+               atomic_load_explicit(&r->slots[(e + k) & r->mask].word,
+                                    memory_order_acquire) == m_empty(e + k))
+            k++;
+        if (k <= 1) {
+            int rc = shmobj__ring_try_put(r, v[*done]);
+            if (rc != 0)
+                return rc;
+            ++*done;
+            continue;
+        }
+        if (!atomic_compare_exchange_weak_explicit(&h->enq_pos, &e, e + k,
+                                                   memory_order_relaxed,
+                                                   memory_order_relaxed))
+            continue;
+        if (__builtin_expect(r->test_put_hold_ns != 0, 0)) {
+            test_hold(r->test_put_hold_ns);
+            r->test_put_hold_ns = 0;
+        }
+        const uint64_t *src = v + *done;
+        uint32_t token = self_token(r); /* once per run */
+        uint32_t pid = atomic_load_explicit(&r->self_pid, memory_order_relaxed);
+        uint32_t i = 0;
+        for (; i < k; i++) {
+            uint64_t p = e + i;
+            claim_record_as(r, 0, p, token, pid);
+            uint64_t expect = m_empty(p);
+            if (!atomic_compare_exchange_strong_explicit(
+                    &r->slots[p & r->mask].word, &expect, src[i] | lap_tag(r, p),
+                    memory_order_seq_cst, memory_order_relaxed))
+                break; /* judged dead and skipped: the rest goes anew */
+        }
+        /* positions claimed but not published after a skip: step them
+         * over ourselves (EMPTY(p) -> SKIPPED(p)) rather than leave
+         * consumers to wait 10 stall periods for each (order holds either
+         * way: the messages go again at later positions) */
+        for (uint32_t j = i + 1; j < k; j++) {
+            uint64_t p = e + j;
+            uint64_t expect = m_empty(p);
+            atomic_compare_exchange_strong_explicit(
+                &r->slots[p & r->mask].word, &expect, m_skipped(p),
+                memory_order_seq_cst, memory_order_relaxed);
+        }
+        *done += i;
+        wake_consumers(r);
+    }
+    return 0;
+}
+
+int shmobj__ring_try_take_many(struct shmobj__ring *r, uint64_t *v,
+                               uint32_t n, uint32_t *got)
+{
+    struct shmobj__ring_hdr *h = r->hdr;
+    *got = 0;
+    if (!shmobj__ring_live(r))
+        return SHMOBJ_ESTALE;
+    uint64_t seen[RING_BATCH_MAX];
+    while (*got < n) {
+        uint64_t d = atomic_load_explicit(&h->deq_pos, memory_order_relaxed);
+        uint32_t want = n - *got;
+        if (want > RING_BATCH_MAX)
+            want = RING_BATCH_MAX;
+        if (want > r->capacity)
+            want = (uint32_t)r->capacity;
+        uint32_t k = 0;
+        for (; k < want; k++) {
+            uint64_t p = d + k;
+            uint64_t w = atomic_load_explicit(&r->slots[p & r->mask].word,
+                                              memory_order_acquire);
+            if (!is_value_at(r, w, p) && w != m_skipped(p))
+                break;
+            seen[k] = w;
+        }
+        if (k <= 1) {
+            if (k == 0 && *got > 0)
+                return 0;
+            int rc = shmobj__ring_try_take(r, &v[*got]);
+            if (rc != 0)
+                return *got > 0 ? 0 : rc; /* the next call sees it again */
+            ++*got;
+            continue;
+        }
+        if (!atomic_compare_exchange_weak_explicit(&h->deq_pos, &d, d + k,
+                                                   memory_order_relaxed,
+                                                   memory_order_relaxed))
+            continue;
+        uint32_t token = self_token(r); /* once per run */
+        uint32_t pid = atomic_load_explicit(&r->self_pid, memory_order_relaxed);
+        for (uint32_t i = 0; i < k; i++) {
+            uint64_t p = d + i;
+            claim_record_as(r, 1, p, token, pid);
+            uint64_t expect = seen[i];
+            /* fails only if a producer already released it on our behalf */
+            atomic_compare_exchange_strong_explicit(
+                &r->slots[p & r->mask].word, &expect, m_empty(p + r->capacity),
+                memory_order_seq_cst, memory_order_relaxed);
+            if (is_value(seen[i]))
+                v[(*got)++] = value_ref(seen[i]);
+        }
+        wake_producers(r);
+    }
+    return 0;
 }
 
 int shmobj__ring_try_peek(struct shmobj__ring *r, uint64_t *v)

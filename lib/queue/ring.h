@@ -39,8 +39,9 @@
 
 #define SHMOBJ__RING_MAGIC 0x474e5251u /* "QRNG" little-endian */
 /* 3: the queue block carries a retire FIFO behind the ring (retire.h);
- * 4: line 0 carries the block's identity (hdr.ident) */
-#define SHMOBJ__RING_VERSION 5u
+ * 4: line 0 carries the block's identity (hdr.ident); 5: attachment
+ * tokens in records; 6: completion records behind the FIFO (track.h) */
+#define SHMOBJ__RING_VERSION 6u
 #define SHMOBJ__RING_CAP_MIN 2u
 #define SHMOBJ__RING_CAP_MAX (1u << 24)
 #define SHMOBJ__RING_NOTIFY_MAX 8
@@ -260,6 +261,9 @@ struct shmobj__ring {
     /* tests: a take stays this long between its claim and its release, so
      * a kill test can land inside that window at will; 0 in the library */
     uint64_t test_hold_ns;
+    /* tests: the next batch put stays this long between its claim and its
+     * first claim record, once; 0 in the library */
+    uint64_t test_put_hold_ns;
 };
 
 /* Default for shmobj__ring.stall_ns. */
@@ -310,6 +314,16 @@ int shmobj__ring_try_put(struct shmobj__ring *r, uint64_t v);
 int shmobj__ring_try_take(struct shmobj__ring *r, uint64_t *v);
 int shmobj__ring_try_peek(struct shmobj__ring *r, uint64_t *v);
 
+/* Batches: put v[0 .. n) in order, or take up to n, each message exactly
+ * as the single operation would; *done / *got says how many. put_many
+ * returns what the single try_put returned for the first message that did
+ * not fit (SHMOBJ_EFULL, ...), with the ones before it put; take_many
+ * returns 0 once it took at least one, else what try_take returned. */
+int shmobj__ring_try_put_many(struct shmobj__ring *r, const uint64_t *v,
+                              uint32_t n, uint32_t *done);
+int shmobj__ring_try_take_many(struct shmobj__ring *r, uint64_t *v,
+                               uint32_t n, uint32_t *got);
+
 /* Blocking operations: spin up to spin_ns (negative: spin without limit,
  * never sleep), then sleep on a futex until the absolute monotonic deadline
  * (UINT64_MAX: forever). 0, SHMOBJ_ETIMEDOUT, or what a non-blocking try
@@ -326,6 +340,10 @@ int shmobj__ring_peek(struct shmobj__ring *r, uint64_t *v, int64_t spin_ns,
  * some count was taken back. Run by wakers whose wakes keep waking nobody,
  * and by a process that finds every sleeper record taken. */
 bool shmobj__ring_sleepers_repair(struct shmobj__ring *r);
+
+/* This process's attachment token for records it writes (0 unknown),
+ * looked up once per fork generation. */
+uint32_t shmobj__ring_self_token(struct shmobj__ring *r);
 
 /* Messages claimed or waiting (enq_pos - deq_pos, at most capacity). */
 uint64_t shmobj__ring_count(const struct shmobj__ring *r);
