@@ -36,7 +36,26 @@ enum shmobj_segment_flag {
     SHMOBJ_SEGMENT_REPLACE = 1u << 0,
     /** map all the pages of the new segment into the creating process at
      *  once (see shmobj_segment_prefault()) */
-    SHMOBJ_SEGMENT_PREFAULT = 1u << 1
+    SHMOBJ_SEGMENT_PREFAULT = 1u << 1,
+    /** back the segment with huge pages where the system offers them, and
+     *  fall back to normal pages where it does not: a memfd takes them
+     *  from the huge-page pool (MFD_HUGETLB), or else transparent huge
+     *  pages; shm and files on tmpfs take transparent huge pages where
+     *  shmem_enabled or the mount's huge= option allows them (every
+     *  process that opens the segment advises its mapping too). A file on
+     *  hugetlbfs has huge pages with or without this flag. Sizes are
+     *  rounded up to the page size; shmobj_segment_info.page_size tells
+     *  what was obtained. Pool pages are reserved at creation and growth
+     *  like any others: a short pool is SHMOBJ_ENOMEM, never a SIGBUS
+     *  @since 0.2 */
+    SHMOBJ_SEGMENT_HUGE = 1u << 2,
+    /** SHMOBJ_SEGMENT_HUGE without the fall-back: a memfd must get its
+     *  pages from the pool (SHMOBJ_ENOMEM when the pool is short,
+     *  SHMOBJ_ENOTSUP without hugetlbfs), shm and tmpfs files must be
+     *  allowed transparent huge pages (SHMOBJ_ENOTSUP otherwise), other
+     *  files must be on hugetlbfs (SHMOBJ_ENOTSUP). Implies
+     *  SHMOBJ_SEGMENT_HUGE @since 0.2 */
+    SHMOBJ_SEGMENT_HUGE_REQUIRE = 1u << 3
 };
 
 /** @brief Longest segment name, in bytes, without the terminating NUL. */
@@ -85,8 +104,11 @@ SHMOBJ_API void shmobj_segment_options_init(shmobj_segment_options *opts);
  * @retval SHMOBJ_EINVAL bad name, size or options
  * @retval SHMOBJ_EEXIST a segment of that name exists
  * @retval SHMOBJ_EACCES the store refused creation
- * @retval SHMOBJ_ENOMEM the store has no room for initial_size, or no memory
- *         for the handle
+ * @retval SHMOBJ_ENOMEM the store has no room for initial_size (with
+ *         SHMOBJ_SEGMENT_HUGE_REQUIRE: the huge-page pool is short), or no
+ *         memory for the handle
+ * @retval SHMOBJ_ENOTSUP SHMOBJ_SEGMENT_HUGE_REQUIRE, and the system gives
+ *         this backend no huge pages
  * @retval SHMOBJ_ESYS another system call failed (errno is kept)
  * @note Thread-safe. The handle itself may be used from several threads where
  *       each function says so.
@@ -235,6 +257,12 @@ typedef struct shmobj_segment_info {
     /** creation time, CLOCK_REALTIME nanoseconds since the epoch
      *  @since 0.2 */
     uint64_t created_ns;
+    /** bytes of one page of the segment's memory: the system page (4096),
+     *  a huge-page pool's page (hugetlbfs, memfd with
+     *  SHMOBJ_SEGMENT_HUGE), or the transparent huge page size where
+     *  those were asked for and allowed (the kernel then gives them where
+     *  it finds free 2 MiB ranges, and small pages elsewhere) @since 0.2 */
+    uint64_t page_size;
 } shmobj_segment_info;
 
 /**
