@@ -357,6 +357,78 @@ static void test_huge_file_on_hugetlbfs(void **state)
     rmdir(dir);
 }
 
+/* Transparent huge pages on a memfd, where shmem_enabled allows them (the
+ * test sets it to "advise" as root and puts it back): with the pool empty
+ * the segment falls back to them, reports their size, reserves its pages
+ * through the advised mapping, and the kernel maps some of them whole
+ * (ShmemPmdMapped grows), also the pages growth added. */
+#define SHMEM_ENABLED "/sys/kernel/mm/transparent_hugepage/shmem_enabled"
+
+static long pmd_mapped_kb(void)
+{
+    FILE *f = fopen("/proc/self/smaps_rollup", "re");
+    char line[256];
+    long v = -1;
+    while (f != NULL && fgets(line, sizeof line, f) != NULL)
+        if (strncmp(line, "ShmemPmdMapped:", 15) == 0)
+            v = strtol(line + 15, NULL, 10);
+    if (f != NULL)
+        fclose(f);
+    return v;
+}
+
+static bool policy_set(const char *path, const char *word, char *old, size_t len)
+{
+    FILE *f = fopen(path, "re");
+    char line[256];
+    if (f == NULL || fgets(line, sizeof line, f) == NULL) {
+        if (f != NULL)
+            fclose(f);
+        return false;
+    }
+    fclose(f);
+    char *a = strchr(line, '['), *b = a ? strchr(a, ']') : NULL;
+    if (old != NULL) {
+        if (a == NULL || b == NULL || (size_t)(b - a) >= len)
+            return false;
+        memcpy(old, a + 1, (size_t)(b - a - 1));
+        old[b - a - 1] = '\0';
+    }
+    f = fopen(path, "we");
+    if (f == NULL)
+        return false;
+    bool ok = fputs(word, f) >= 0;
+    return fclose(f) == 0 && ok;
+}
+
+static void test_huge_memfd_thp_fallback_when_allowed(void **state)
+{
+    (void)state;
+    uint64_t thp = shmobj__os_thp_size();
+    char old[32];
+    if (thp == 0 || !policy_set(SHMEM_ENABLED, "advise", old, sizeof old))
+        skip();
+    assert_true(pool_free_exactly(0));
+    int rc;
+    shmobj_segment *seg = create_huge(SHMOBJ_BACKEND_MEMFD, "huge-thp",
+                                      3 * MiB, 32 * MiB, SHMOBJ_SEGMENT_HUGE, &rc);
+    bool restored = policy_set(SHMEM_ENABLED, old, NULL, 0);
+    assert_true(restored);
+    assert_int_equal(rc, 0);
+    shmobj_segment_info info = info_of(seg);
+    assert_int_equal(info.page_size, thp);
+    assert_int_equal(info.size % thp, 0);
+    assert_int_equal(info.max_size % thp, 0);
+    shmobj_ref ref;
+    void *ptr;
+    assert_int_equal(shmobj_arena_alloc(seg, 6 * MiB, 0, &ref, &ptr), 0);
+    memset(ptr, 3, 6 * MiB);
+    assert_int_equal(info_of(seg).size % thp, 0);
+    assert_int_equal(shmobj_segment_prefault(seg), 0);
+    assert_true(pmd_mapped_kb() >= (long)(thp >> 10));
+    shmobj_segment_close(seg);
+}
+
 /* A caller built before page_size existed passes the shorter struct:
  * nothing is written past its end. */
 static void test_huge_info_short_struct_untouched(void **state)
@@ -401,6 +473,7 @@ int main(void)
         cmocka_unit_test(test_huge_pool_runs_out_enomem_not_sigbus),
         cmocka_unit_test(test_huge_shm_thp_or_fallback),
         cmocka_unit_test(test_huge_file_on_hugetlbfs),
+        cmocka_unit_test(test_huge_memfd_thp_fallback_when_allowed),
         cmocka_unit_test(test_huge_info_short_struct_untouched),
     };
     test_filter_from_env();
