@@ -94,8 +94,10 @@ SHMOBJ_API void shmobj_segment_options_init(shmobj_segment_options *opts);
  * Names of the shared-memory backend are 1..SHMOBJ_NAME_MAX bytes of
  * `[A-Za-z0-9._-]`, not starting with a dot; the file backend takes a path;
  * the memfd backend takes a description of the same form as a shm name.
- * The backing memory is reserved at once (posix_fallocate), so a store that
- * is too small fails here with SHMOBJ_ENOMEM instead of a SIGBUS later.
+ * The backing memory is reserved at once (fallocate, or a populating write
+ * through the mapping for transparent huge pages), so a store that is too
+ * small, or a huge-page pool that is short, fails here with SHMOBJ_ENOMEM
+ * instead of a SIGBUS later.
  *
  * @param[in] name segment name (see above)
  * @param[in] opts options, or NULL for the defaults
@@ -293,7 +295,8 @@ SHMOBJ_API int shmobj_segment_info_get(shmobj_segment *seg, shmobj_segment_info 
  *        now, so that first touches later take no page fault.
  *
  * A process maps the pages of a segment lazily: the first access to each
- * 4 KiB page costs a fault (about a microsecond), which a latency-sensitive
+ * 4 KiB page (each huge page, in a segment of huge pages: far fewer) costs
+ * a fault (about a microsecond), which a latency-sensitive
  * producer or consumer may rather pay up front, e.g. right after
  * shmobj_segment_open(). Touches no byte's value and is safe while other
  * processes use the segment. Pages added by later growth are not included:
