@@ -101,6 +101,13 @@ static void pool_restore(void)
     pool_saved = -1;
 }
 
+static void pool_signal(int sig)
+{
+    pool_restore();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
 static int pool_ensure(uint64_t bytes)
 {
     long kb = read_long("/proc/meminfo", "Hugepagesize");
@@ -117,6 +124,11 @@ static int pool_ensure(uint64_t bytes)
     if (pool_saved < 0) {
         pool_saved = total;
         atexit(pool_restore);
+        /* the alarm of bench_main and the timeout of bench/run end the
+         * run with a signal: give the pages back then too */
+        signal(SIGALRM, pool_signal);
+        signal(SIGTERM, pool_signal);
+        signal(SIGINT, pool_signal);
     }
     fprintf(f, "%ld\n", total + need - free_);
     fclose(f);
