@@ -4,8 +4,9 @@
  * and a pool that runs out giving SHMOBJ_ENOMEM instead of a SIGBUS.
  *
  * The pool is the machine's: as root the program sets
- * /proc/sys/vm/nr_hugepages to what each test needs and puts the old value
- * back before it exits. Without huge pages (no hugetlbfs, or not root and
+ * /proc/sys/vm/nr_hugepages to what each test needs (and shmem_enabled to
+ * "advise" for the transparent huge pages of a memfd) and puts the old
+ * values back before it exits. Without huge pages (no hugetlbfs, or not root and
  * too few free pages) it exits 77, which meson counts as skipped. */
 #include <errno.h>
 #include <fcntl.h>
@@ -73,10 +74,14 @@ static int nr_write(long v)
     return fclose(f) == 0 && ok ? 0 : -1;
 }
 
+static void shmem_restore(void);
+
+/* Put back what the tests changed of the machine. */
 static void nr_restore(void)
 {
     if (nr_saved >= 0 && getpid() == main_pid)
         (void)nr_write(nr_saved);
+    shmem_restore();
 }
 
 /* Make exactly `pages` pool pages free (other users' pages stay theirs).
@@ -401,19 +406,45 @@ static bool policy_set(const char *path, const char *word, char *old, size_t len
     return fclose(f) == 0 && ok;
 }
 
+static char shmem_saved[32]; /* shmem_enabled before the test, or "" */
+
+static void shmem_restore(void)
+{
+    if (shmem_saved[0] != '\0' && getpid() == main_pid &&
+        policy_set(SHMEM_ENABLED, shmem_saved, NULL, 0))
+        shmem_saved[0] = '\0';
+}
+
+/* An opener by descriptor advises its mapping as the creator did and
+ * reports the same pages. */
+static int thp_child(void *p)
+{
+    const int *fd = p;
+    shmobj_segment *seg = NULL;
+    if (shmobj_segment_open_fd(*fd, 5000 * TEST_MS, &seg) != 0)
+        return 10;
+    shmobj_segment_info info;
+    memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
+    if (shmobj_segment_info_get(seg, &info) != 0 ||
+        info.page_size != shmobj__os_thp_size())
+        return 11;
+    if (shmobj_segment_prefault(seg) != 0 || pmd_mapped_kb() <= 0)
+        return 12;
+    shmobj_segment_close(seg);
+    return 0;
+}
+
 static void test_huge_memfd_thp_fallback_when_allowed(void **state)
 {
     (void)state;
     uint64_t thp = shmobj__os_thp_size();
-    char old[32];
-    if (thp == 0 || !policy_set(SHMEM_ENABLED, "advise", old, sizeof old))
+    if (thp == 0 || !policy_set(SHMEM_ENABLED, "advise", shmem_saved, sizeof shmem_saved))
         skip();
     assert_true(pool_free_exactly(0));
     int rc;
     shmobj_segment *seg = create_huge(SHMOBJ_BACKEND_MEMFD, "huge-thp",
                                       3 * MiB, 32 * MiB, SHMOBJ_SEGMENT_HUGE, &rc);
-    bool restored = policy_set(SHMEM_ENABLED, old, NULL, 0);
-    assert_true(restored);
     assert_int_equal(rc, 0);
     shmobj_segment_info info = info_of(seg);
     assert_int_equal(info.page_size, thp);
@@ -426,7 +457,11 @@ static void test_huge_memfd_thp_fallback_when_allowed(void **state)
     assert_int_equal(info_of(seg).size % thp, 0);
     assert_int_equal(shmobj_segment_prefault(seg), 0);
     assert_true(pmd_mapped_kb() >= (long)(thp >> 10));
+    int fd;
+    assert_int_equal(shmobj_segment_fd(seg, &fd), 0);
+    assert_int_equal(test_child_wait(test_child_start(thp_child, &fd, 30)), 0);
     shmobj_segment_close(seg);
+    shmem_restore();
 }
 
 /* A caller built before page_size existed passes the shorter struct:
