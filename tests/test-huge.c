@@ -76,10 +76,37 @@ static int nr_write(long v)
 
 static void shmem_restore(void);
 
+/* The file system a test mounted, to unmount when a failed assertion
+ * left it mounted. */
+static char mounted[64];
+
+static bool mount_at(char *dir, const char *type, const char *opts)
+{
+    if (mount("none", dir, type, 0, opts) != 0)
+        return false;
+    snprintf(mounted, sizeof mounted, "%s", dir);
+    return true;
+}
+
+static int unmount_at(const char *dir)
+{
+    int rc = umount(dir);
+    if (rc == 0)
+        mounted[0] = '\0';
+    return rc;
+}
+
 /* Put back what the tests changed of the machine. */
 static void nr_restore(void)
 {
-    if (nr_saved >= 0 && getpid() == main_pid)
+    if (getpid() != main_pid)
+        return;
+    if (mounted[0] != '\0') {
+        (void)umount2(mounted, MNT_DETACH);
+        (void)rmdir(mounted);
+        mounted[0] = '\0';
+    }
+    if (nr_saved >= 0)
         (void)nr_write(nr_saved);
     shmem_restore();
 }
@@ -332,7 +359,7 @@ static void test_huge_file_on_hugetlbfs(void **state)
     assert_true(pool_free_exactly(16));
     char dir[] = "/tmp/shmobj-test-hugetlbfs-XXXXXX";
     assert_non_null(mkdtemp(dir));
-    if (mount("none", dir, "hugetlbfs", 0, NULL) != 0) {
+    if (!mount_at(dir, "hugetlbfs", NULL)) {
         rmdir(dir);
         skip();
     }
@@ -358,7 +385,7 @@ static void test_huge_file_on_hugetlbfs(void **state)
     assert_int_equal(info_of(seg).size % hpage, 0);
     shmobj_segment_close(seg);
     assert_int_equal(shmobj_segment_destroy(path, SHMOBJ_BACKEND_FILE), 0);
-    assert_int_equal(umount(dir), 0);
+    assert_int_equal(unmount_at(dir), 0);
     rmdir(dir);
 }
 
@@ -464,6 +491,49 @@ static void test_huge_memfd_thp_fallback_when_allowed(void **state)
     shmem_restore();
 }
 
+/* A file segment on a tmpfs mounted with huge=advise gets transparent huge
+ * pages when asked (the mount's option, read from mountinfo, allows them),
+ * and so does an opener by path; on a tmpfs without the option, insisting
+ * is SHMOBJ_ENOTSUP and the file is removed. Mounts two small tmpfs of its
+ * own (root only). */
+static void test_huge_file_tmpfs_mount_option(void **state)
+{
+    (void)state;
+    uint64_t thp = shmobj__os_thp_size();
+    char dir[] = "/tmp/shmobj-test-tmpfs-huge-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    if (thp == 0 || !mount_at(dir, "tmpfs", "huge=advise,size=64m")) {
+        rmdir(dir);
+        skip();
+    }
+    char path[128];
+    snprintf(path, sizeof path, "%s/seg", dir);
+    int rc;
+    shmobj_segment *seg = create_huge(SHMOBJ_BACKEND_FILE, path, 3 * MiB, 16 * MiB,
+                                      SHMOBJ_SEGMENT_HUGE_REQUIRE, &rc);
+    assert_int_equal(rc, 0);
+    assert_int_equal(info_of(seg).page_size, thp);
+    assert_int_equal(info_of(seg).size % thp, 0);
+    shmobj_segment *other = NULL;
+    assert_int_equal(shmobj_segment_open(path, SHMOBJ_BACKEND_FILE, 0, &other), 0);
+    assert_int_equal(info_of(other).page_size, thp);
+    assert_int_equal(shmobj_segment_prefault(other), 0);
+    assert_true(pmd_mapped_kb() >= (long)(thp >> 10));
+    shmobj_segment_close(other);
+    shmobj_segment_close(seg);
+    assert_int_equal(shmobj_segment_destroy(path, SHMOBJ_BACKEND_FILE), 0);
+    assert_int_equal(unmount_at(dir), 0);
+
+    assert_true(mount_at(dir, "tmpfs", "size=64m"));
+    seg = create_huge(SHMOBJ_BACKEND_FILE, path, 3 * MiB, 16 * MiB,
+                      SHMOBJ_SEGMENT_HUGE_REQUIRE, &rc);
+    assert_int_equal(rc, SHMOBJ_ENOTSUP);
+    assert_null(seg);
+    assert_int_equal(access(path, F_OK), -1);
+    assert_int_equal(unmount_at(dir), 0);
+    rmdir(dir);
+}
+
 /* A caller built before page_size existed passes the shorter struct:
  * nothing is written past its end. */
 static void test_huge_info_short_struct_untouched(void **state)
@@ -509,6 +579,7 @@ int main(void)
         cmocka_unit_test(test_huge_shm_thp_or_fallback),
         cmocka_unit_test(test_huge_file_on_hugetlbfs),
         cmocka_unit_test(test_huge_memfd_thp_fallback_when_allowed),
+        cmocka_unit_test(test_huge_file_tmpfs_mount_option),
         cmocka_unit_test(test_huge_info_short_struct_untouched),
     };
     test_filter_from_env();
