@@ -36,7 +36,26 @@ enum shmobj_segment_flag {
     SHMOBJ_SEGMENT_REPLACE = 1u << 0,
     /** map all the pages of the new segment into the creating process at
      *  once (see shmobj_segment_prefault()) */
-    SHMOBJ_SEGMENT_PREFAULT = 1u << 1
+    SHMOBJ_SEGMENT_PREFAULT = 1u << 1,
+    /** back the segment with huge pages where the system offers them, and
+     *  fall back to normal pages where it does not: a memfd takes them
+     *  from the huge-page pool (MFD_HUGETLB), or else transparent huge
+     *  pages; shm and files on tmpfs take transparent huge pages where
+     *  shmem_enabled or the mount's huge= option allows them (every
+     *  process that opens the segment advises its mapping too). A file on
+     *  hugetlbfs has huge pages with or without this flag. Sizes are
+     *  rounded up to the page size; shmobj_segment_info.page_size tells
+     *  what was obtained. Pool pages are reserved at creation and growth
+     *  like any others: a short pool is SHMOBJ_ENOMEM, never a SIGBUS
+     *  @since 0.2 */
+    SHMOBJ_SEGMENT_HUGE = 1u << 2,
+    /** SHMOBJ_SEGMENT_HUGE without the fall-back: a memfd must get its
+     *  pages from the pool (SHMOBJ_ENOMEM when the pool is short,
+     *  SHMOBJ_ENOTSUP without hugetlbfs), shm and tmpfs files must be
+     *  allowed transparent huge pages (SHMOBJ_ENOTSUP otherwise), other
+     *  files must be on hugetlbfs (SHMOBJ_ENOTSUP). Implies
+     *  SHMOBJ_SEGMENT_HUGE @since 0.2 */
+    SHMOBJ_SEGMENT_HUGE_REQUIRE = 1u << 3
 };
 
 /** @brief Longest segment name, in bytes, without the terminating NUL. */
@@ -81,8 +100,10 @@ SHMOBJ_API void shmobj_segment_options_init(shmobj_segment_options *opts);
  * Names of the shared-memory backend are 1..SHMOBJ_NAME_MAX bytes of
  * `[A-Za-z0-9._-]`, not starting with a dot; the file backend takes a path;
  * the memfd backend takes a description of the same form as a shm name.
- * The backing memory is reserved at once (posix_fallocate), so a store that
- * is too small fails here with SHMOBJ_ENOMEM instead of a SIGBUS later.
+ * The backing memory is reserved at once (fallocate, or a populating write
+ * through the mapping for transparent huge pages), so a store that is too
+ * small, or a huge-page pool that is short, fails here with SHMOBJ_ENOMEM
+ * instead of a SIGBUS later.
  *
  * @param[in] name segment name (see above)
  * @param[in] opts options, or NULL for the defaults
@@ -95,8 +116,11 @@ SHMOBJ_API void shmobj_segment_options_init(shmobj_segment_options *opts);
  *         release does not know
  * @retval SHMOBJ_EEXIST a segment of that name exists
  * @retval SHMOBJ_EACCES the store refused creation
- * @retval SHMOBJ_ENOMEM the store has no room for initial_size, or no memory
- *         for the handle
+ * @retval SHMOBJ_ENOMEM the store has no room for initial_size (with
+ *         SHMOBJ_SEGMENT_HUGE_REQUIRE: the huge-page pool is short), or no
+ *         memory for the handle
+ * @retval SHMOBJ_ENOTSUP SHMOBJ_SEGMENT_HUGE_REQUIRE, and the system gives
+ *         this backend no huge pages
  * @retval SHMOBJ_ESYS another system call failed (errno is kept)
  * @note Thread-safe. The handle itself may be used from several threads where
  *       each function says so.
@@ -245,6 +269,12 @@ typedef struct shmobj_segment_info {
     /** creation time, CLOCK_REALTIME nanoseconds since the epoch
      *  @since 0.2 */
     uint64_t created_ns;
+    /** bytes of one page of the segment's memory: the system page (4096),
+     *  a huge-page pool's page (hugetlbfs, memfd with
+     *  SHMOBJ_SEGMENT_HUGE), or the transparent huge page size where
+     *  those were asked for and allowed (the kernel then gives them where
+     *  it finds free 2 MiB ranges, and small pages elsewhere) @since 0.2 */
+    uint64_t page_size;
 } shmobj_segment_info;
 
 /**
@@ -275,7 +305,8 @@ SHMOBJ_API int shmobj_segment_info_get(shmobj_segment *seg, shmobj_segment_info 
  *        now, so that first touches later take no page fault.
  *
  * A process maps the pages of a segment lazily: the first access to each
- * 4 KiB page costs a fault (about a microsecond), which a latency-sensitive
+ * 4 KiB page (each huge page, in a segment of huge pages: far fewer) costs
+ * a fault (about a microsecond), which a latency-sensitive
  * producer or consumer may rather pay up front, e.g. right after
  * shmobj_segment_open(). Touches no byte's value and is safe while other
  * processes use the segment. Pages added by later growth are not included:

@@ -6,7 +6,16 @@
  *
  * Names are never taken over: creation is O_CREAT | O_EXCL, which refuses
  * an existing object of anyone's and a symlink at the path, dangling or
- * not, so a creator never writes through a link someone else planted. */
+ * not, so a creator never writes through a link someone else planted.
+ *
+ * Reservation. An object grows only by as much as could be reserved: the
+ * kernel extends it at the end of a successful fallocate, and undoes a
+ * partial one, so a failure leaves the old size and no page a first touch
+ * would have to find (a SIGBUS on hugetlbfs when its pool is empty, on
+ * tmpfs when it is full). Objects meant for transparent huge pages are
+ * reserved through their mapping instead (fallocate would fill them with
+ * small pages), by a populating madvise that reports what would have been
+ * a SIGBUS as an error. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -16,12 +25,17 @@
 #include <sys/inotify.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "os.h"
 #include "shmobj/error.h"
 
 #define SHM_DIR "/dev/shm"
+#define THP_DIR "/sys/kernel/mm/transparent_hugepage"
+#define HUGETLBFS_MAGIC_ 0x958458f6UL
+#define TMPFS_MAGIC_ 0x01021994UL
 
 static int errno_status(int e)
 {
@@ -59,22 +73,50 @@ static int object_path(const char *name, unsigned backend, char *buf,
     return n < 0 || (size_t)n >= len ? SHMOBJ_EINVAL : 0;
 }
 
+/* A memfd sealed against shrinking: a process holding the descriptor can
+ * grow the object but never cut pages from under another's mapping (which
+ * would SIGBUS it). */
+static int memfd_make(const char *name, unsigned mode, unsigned extra, int *fd)
+{
+    int f = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING | extra);
+    if (f < 0)
+        return -1;
+    if (fcntl(f, F_ADD_SEALS, F_SEAL_SHRINK) != 0 ||
+        fchmod(f, (mode_t)mode) != 0) {
+        int e = errno;
+        close(f);
+        errno = e;
+        return -1;
+    }
+    *fd = f;
+    return 0;
+}
+
+int shmobj__os_memfd_create_huge(const char *name, unsigned mode, int *fd)
+{
+#ifdef MFD_HUGETLB
+    if (memfd_make(name, mode, MFD_HUGETLB, fd) == 0)
+        return 0;
+    /* No hugetlbfs in this kernel, or none for the default page size. */
+    if (errno == EINVAL || errno == ENOENT || errno == ENODEV ||
+        errno == EOPNOTSUPP)
+        return SHMOBJ_ENOTSUP;
+    return errno_status(errno);
+#else
+    (void)name;
+    (void)mode;
+    (void)fd;
+    return SHMOBJ_ENOTSUP;
+#endif
+}
+
 int shmobj__os_obj_create(const char *name, unsigned backend, unsigned mode,
                           bool replace, int *fd)
 {
-    int f;
+    int f = -1;
     if (backend == SHMOBJ__OS_MEMFD) {
-        /* Sealed against shrinking: a process holding the descriptor can
-         * grow the object but never cut pages from under another's
-         * mapping (which would SIGBUS it). */
-        f = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
-        if (f >= 0 && (fcntl(f, F_ADD_SEALS, F_SEAL_SHRINK) != 0 ||
-                       fchmod(f, (mode_t)mode) != 0)) {
-            int e = errno;
-            close(f);
-            errno = e;
-            return errno_status(e);
-        }
+        if (memfd_make(name, mode, 0, &f) != 0)
+            return errno_status(errno);
     } else {
         if (replace)
             (void)shmobj__os_obj_unlink(name, backend);
@@ -276,13 +318,24 @@ int shmobj__os_fd_grow(int fd, uint64_t size)
     int rc = shmobj__os_fd_size(fd, &old);
     if (rc != 0)
         return rc;
+    /* Reserve first: the object takes its new size only once every page
+     * of it is reserved (see the top of this file). Also reserves pages a
+     * dead grower truncated in but never reserved. */
+    int e = 0;
+    do
+        e = fallocate(fd, 0, 0, (off_t)size) == 0 ? 0 : errno;
+    while (e == EINTR);
+    if (e == 0)
+        return 0;
+    if (e != EOPNOTSUPP && e != ENOSYS)
+        return errno_status(e);
+    /* A store without fallocate: size it, then let posix_fallocate
+     * emulate the reservation by writing. */
     if (size > old && ftruncate(fd, (off_t)size) != 0)
         return errno_status(errno);
-    /* posix_fallocate returns the error instead of setting errno. It also
-     * reserves pages a dead grower truncated in but never reserved. */
-    int e = posix_fallocate(fd, 0, (off_t)size);
+    e = posix_fallocate(fd, 0, (off_t)size);
     if (e == EOPNOTSUPP || e == ENOSYS)
-        return 0; /* store cannot reserve (e.g. some hugetlbfs): keep going */
+        return 0; /* store cannot reserve at all: keep going */
     if (e != 0) {
         /* Give back the unreserved tail so nobody adopts pages that would
          * SIGBUS on first touch. A memfd sealed against shrinking keeps
@@ -296,14 +349,202 @@ int shmobj__os_fd_grow(int fd, uint64_t size)
     return 0;
 }
 
+int shmobj__os_fd_grow_mapped(int fd, void *base, uint64_t size)
+{
+    if (size > (uint64_t)INT64_MAX)
+        return SHMOBJ_EINVAL;
+    uint64_t old;
+    int rc = shmobj__os_fd_size(fd, &old);
+    if (rc != 0)
+        return rc;
+    if (size <= old)
+        return shmobj__os_fd_grow(fd, size);
+#if defined(MADV_POPULATE_WRITE)
+    if (ftruncate(fd, (off_t)size) != 0)
+        return errno_status(errno);
+    /* Page-aligned: base is, and sizes are multiples of the page. */
+    if (madvise((char *)base + old, (size_t)(size - old),
+                MADV_POPULATE_WRITE) == 0)
+        return 0;
+    int e = errno;
+    if (e != EINVAL) {
+        /* EFAULT: a SIGBUS it spared us, the store is full; the pages
+         * populated so far go with the tail (a sealed memfd keeps them,
+         * reserved). */
+        (void)ftruncate(fd, (off_t)old);
+        return e == EFAULT || e == ENOMEM || e == ENOSPC ? SHMOBJ_ENOMEM
+                                                         : errno_status(e);
+    }
+#else
+    (void)base;
+#endif
+    return shmobj__os_fd_grow(fd, size); /* a kernel older than 5.14 */
+}
+
+int shmobj__os_fd_page_size(int fd, uint64_t *page)
+{
+    struct statfs s;
+    if (fstatfs(fd, &s) != 0)
+        return errno_status(errno);
+    /* hugetlbfs pages are its block size; every other store pages as the
+     * system does (transparent huge pages are the kernel's choice, page
+     * by page, and impose no granule). */
+    if ((unsigned long)s.f_type == HUGETLBFS_MAGIC_ && s.f_bsize > 0)
+        *page = (uint64_t)s.f_bsize;
+    else
+        *page = shmobj__os_page_size();
+    return 0;
+}
+
+/* The bracketed word of a sysfs policy file ("always [advise] never"), or
+ * the whole first word when none is bracketed. */
+static bool read_policy(const char *path, char *out, size_t len)
+{
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return false;
+    char line[256];
+    bool ok = fgets(line, sizeof line, f) != NULL;
+    fclose(f);
+    if (!ok)
+        return false;
+    char *a = strchr(line, '['), *b = a ? strchr(a, ']') : NULL;
+    if (a == NULL || b == NULL) {
+        a = line - 1;
+        b = line + strcspn(line, " \n");
+    }
+    size_t n = (size_t)(b - a - 1);
+    if (n == 0 || n >= len)
+        return false;
+    memcpy(out, a + 1, n);
+    out[n] = '\0';
+    return true;
+}
+
+static bool huge_word(const char *w)
+{
+    return strcmp(w, "always") == 0 || strcmp(w, "within_size") == 0 ||
+           strcmp(w, "advise") == 0 || strcmp(w, "force") == 0;
+}
+
+/* The huge= option of the tmpfs mount holding st_dev (never when absent). */
+static bool mount_allows_huge(dev_t dev)
+{
+    FILE *f = fopen("/proc/self/mountinfo", "re");
+    if (f == NULL)
+        return false;
+    char line[4096];
+    bool yes = false;
+    while (fgets(line, sizeof line, f) != NULL) {
+        unsigned maj, min;
+        if (sscanf(line, "%*u %*u %u:%u", &maj, &min) != 2 ||
+            maj != major(dev) || min != minor(dev))
+            continue;
+        /* "... - tmpfs <source> <super options>" */
+        char *sep = strstr(line, " - ");
+        char *h = sep ? strstr(sep, "huge=") : NULL;
+        if (h != NULL) {
+            char w[32];
+            size_t n = strcspn(h + 5, ", \n");
+            if (n < sizeof w) {
+                memcpy(w, h + 5, n);
+                w[n] = '\0';
+                yes = huge_word(w);
+            }
+        }
+        break;
+    }
+    fclose(f);
+    return yes;
+}
+
+uint64_t shmobj__os_thp_size(void)
+{
+    FILE *f = fopen(THP_DIR "/hpage_pmd_size", "re");
+    unsigned long long v = 0;
+    if (f != NULL) {
+        if (fscanf(f, "%llu", &v) != 1)
+            v = 0;
+        fclose(f);
+    }
+    return v > shmobj__os_page_size() && (v & (v - 1)) == 0 ? (uint64_t)v : 0;
+}
+
+bool shmobj__os_thp_allowed(int fd, unsigned backend)
+{
+    struct statfs s;
+    struct stat st;
+    char w[32];
+    if (shmobj__os_thp_size() == 0 || fstatfs(fd, &s) != 0 ||
+        (unsigned long)s.f_type != TMPFS_MAGIC_ || fstat(fd, &st) != 0)
+        return false;
+    if (read_policy(THP_DIR "/shmem_enabled", w, sizeof w)) {
+        if (strcmp(w, "deny") == 0)
+            return false;
+        if (strcmp(w, "force") == 0)
+            return true;
+    } else {
+        return false;
+    }
+    if (backend == SHMOBJ__OS_MEMFD) {
+        /* The kernel's own mount: the sysfs policy, where the PMD size
+         * may have one of its own. */
+        char pmd[32];
+        char path[128];
+        snprintf(path, sizeof path, THP_DIR "/hugepages-%llukB/shmem_enabled",
+                 (unsigned long long)(shmobj__os_thp_size() >> 10));
+        if (read_policy(path, pmd, sizeof pmd) && strcmp(pmd, "inherit") != 0)
+            return huge_word(pmd);
+        return huge_word(w);
+    }
+    return mount_allows_huge(st.st_dev);
+}
+
 int shmobj__os_map(int fd, uint64_t max_size, void **base)
 {
-    if (max_size == 0 || max_size > (uint64_t)SIZE_MAX)
+    return shmobj__os_map_aligned(fd, max_size, 0, false, base);
+}
+
+int shmobj__os_map_aligned(int fd, uint64_t len, uint64_t align, bool thp,
+                           void **base)
+{
+    if (len == 0 || len > (uint64_t)SIZE_MAX ||
+        (align != 0 && ((align & (align - 1)) != 0 || align > len)))
         return SHMOBJ_EINVAL;
-    void *p = mmap(NULL, (size_t)max_size, PROT_READ | PROT_WRITE,
-                   MAP_SHARED | MAP_NORESERVE, fd, 0);
-    if (p == MAP_FAILED)
-        return errno_status(errno);
+    uint64_t page = shmobj__os_page_size();
+    void *p;
+    if (align <= page) {
+        p = mmap(NULL, (size_t)len, PROT_READ | PROT_WRITE,
+                 MAP_SHARED | MAP_NORESERVE, fd, 0);
+        if (p == MAP_FAILED)
+            return errno_status(errno);
+    } else {
+        /* Reserve room for an aligned start, map the object over it, give
+         * the slack back: a huge page maps only at an address of its own
+         * alignment. */
+        size_t room = (size_t)(len + align);
+        char *r = mmap(NULL, room, PROT_NONE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (r == MAP_FAILED)
+            return errno_status(errno);
+        uintptr_t a = ((uintptr_t)r + (uintptr_t)align - 1) &
+                      ~((uintptr_t)align - 1);
+        p = mmap((void *)a, (size_t)len, PROT_READ | PROT_WRITE,
+                 MAP_SHARED | MAP_NORESERVE | MAP_FIXED, fd, 0);
+        if (p == MAP_FAILED) {
+            int e = errno;
+            munmap(r, room);
+            return errno_status(e);
+        }
+        if ((char *)p > r)
+            munmap(r, (size_t)((char *)p - r));
+        char *end = (char *)p + len;
+        if (end < r + room)
+            munmap(end, (size_t)(r + room - end));
+    }
+    /* Advice only: the kernel gives huge pages where it finds them. */
+    if (thp)
+        (void)madvise(p, (size_t)len, MADV_HUGEPAGE);
     *base = p;
     return 0;
 }

@@ -164,8 +164,8 @@ int shmobj__os_fd_named(int fd, const char *name, unsigned backend);
 int shmobj__os_fd_size(int fd, uint64_t *size);
 
 /* Grow the object to `size` bytes and reserve its backing store
- * (posix_fallocate), so a full /dev/shm fails here with SHMOBJ_ENOMEM
- * instead of a SIGBUS on first touch. */
+ * (fallocate), so a full /dev/shm or an empty huge-page pool fails here
+ * with SHMOBJ_ENOMEM instead of a SIGBUS on first touch. */
 int shmobj__os_fd_grow(int fd, uint64_t size);
 
 /* Map `max_size` bytes of fd shared and read-write. Pages beyond the
@@ -176,6 +176,41 @@ void shmobj__os_unmap(void *base, uint64_t max_size);
 
 /* Size of a page. */
 uint64_t shmobj__os_page_size(void);
+
+/* ---- huge pages ---------------------------------------------------------- */
+
+/* A memfd backed by the huge-page pool (MFD_HUGETLB), sealed against
+ * shrinking like every memfd. SHMOBJ_ENOTSUP when the kernel has no
+ * hugetlbfs; an empty pool shows only when the object is reserved
+ * (shmobj__os_fd_grow gives SHMOBJ_ENOMEM). */
+int shmobj__os_memfd_create_huge(const char *name, unsigned mode, int *fd);
+
+/* The page size of the object behind fd: a hugetlbfs file's huge page
+ * size, else the system's. Sizes and mapping lengths of the object must be
+ * multiples of it. */
+int shmobj__os_fd_page_size(int fd, uint64_t *page);
+
+/* Bytes of a transparent huge page (2 MiB on x86-64), 0 without them. */
+uint64_t shmobj__os_thp_size(void);
+
+/* True when the kernel gives the tmpfs object behind fd transparent huge
+ * pages in a mapping advised with MADV_HUGEPAGE: shmem_enabled (and its
+ * PMD-size entry) for memfd, the mount's huge= option for shm and files,
+ * overridden by "force" and "deny". */
+bool shmobj__os_thp_allowed(int fd, unsigned backend);
+
+/* Map `len` bytes of fd shared and read-write as shmobj__os_map, at an
+ * address aligned to `align` (a power of two; 0 for any page), advised
+ * for transparent huge pages when `thp`. */
+int shmobj__os_map_aligned(int fd, uint64_t len, uint64_t align, bool thp,
+                           void **base);
+
+/* Grow the object to `size` bytes as shmobj__os_fd_grow, reserving the new
+ * pages through the caller's mapping at `base` (which covers `size`) with
+ * a populating write, so that a mapping advised for transparent huge pages
+ * gets them: fallocate would reserve small pages. SHMOBJ_ENOMEM when the
+ * store is full (the object keeps its old size). */
+int shmobj__os_fd_grow_mapped(int fd, void *base, uint64_t size);
 
 /* Map every page of [base, base + len) of a shared mapping into this
  * process, writable, so that first accesses take no page fault. Leaves the

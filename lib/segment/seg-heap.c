@@ -122,10 +122,13 @@ static int grow(shmobj_segment *seg, uint64_t need)
     uint64_t page = shmobj__os_page_size();
     uint64_t want = size / GROWTH_DEN * GROWTH_NUM;
     uint64_t min;
-    /* Room for the block plus its header, alignment slack and a page. */
+    /* Room for the block plus its header, alignment slack and a page;
+     * whole pages of the segment's own size (a hugetlbfs object grows
+     * only by huge pages, and a partial transparent one would be small). */
     if (!shmobj__add_ok(size, need, &min) ||
         !shmobj__add_ok(min, 2 * page + 4096, &min) ||
-        !shmobj__align_up(min, page, &min))
+        !shmobj__align_up(min, seg->page, &min) ||
+        !shmobj__align_up(want, seg->page, &want))
         return SHMOBJ_ENOMEM;
     if (want < min)
         want = min;
@@ -133,7 +136,8 @@ static int grow(shmobj_segment *seg, uint64_t need)
         want = seg->max_size;
     if (want < min)
         return SHMOBJ_ENOMEM; /* even the maximum would not hold it */
-    int rc = shmobj__os_fd_grow(seg->fd, want);
+    int rc = seg->thp ? shmobj__os_fd_grow_mapped(seg->fd, seg->space.base, want)
+                      : shmobj__os_fd_grow(seg->fd, want);
     if (rc == 0)
         rc = shmobj__segment_extend(&seg->space, want);
     if (rc == 0)

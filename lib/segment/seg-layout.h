@@ -36,6 +36,9 @@
 #define SHMOBJ__SEG_ROOTS 128
 #define SHMOBJ__SEG_ROOT_NAME 48
 #define SHMOBJ__SEG_ARENA_OFF 32768
+/* Bits of the header's `pages` word. */
+#define SHMOBJ__SEG_PAGES_SHIFT_MASK 0xffu
+#define SHMOBJ__SEG_PAGES_THP 0x100u
 
 /* Attachment tokens: slot | generation << SLOT_BITS, 31 bits, never 0 (the
  * generation is never 0). They name a handle in lock words and in every
@@ -90,7 +93,13 @@ struct shmobj__seg_header {
      * learn whether the creator is alive from its OFD lock on
      * SHMOBJ__SEG_LIVE_CREATOR, never from this number. */
     uint32_t creator_pid;
-    uint32_t reserved3; /* zero */
+    /* The pages the creator obtained, for tools and openers: bits 0-7 the
+     * log2 of their size (12, 21, 30; 0 in segments of builds that did not
+     * record it: system pages), bit 8 (SHMOBJ__SEG_PAGES_THP) set when the
+     * segment asks for transparent huge pages, so every opener advises its
+     * mapping (MADV_HUGEPAGE) as the creator did. An opener takes the
+     * granule of sizes from its own fstatfs, never from this word. */
+    uint32_t pages;
     uint64_t reserved4; /* zero */
 
     uint8_t pad0[128 - 112];
@@ -134,6 +143,7 @@ _Static_assert(offsetof(struct shmobj__seg_header, max_size) == 32, "layout");
 _Static_assert(offsetof(struct shmobj__seg_header, backend) == 72, "layout");
 _Static_assert(offsetof(struct shmobj__seg_header, created_ns) == 80, "layout");
 _Static_assert(offsetof(struct shmobj__seg_header, creator_pid) == 96, "layout");
+_Static_assert(offsetof(struct shmobj__seg_header, pages) == 100, "layout");
 _Static_assert(offsetof(struct shmobj__seg_header, attach_seq) == 136, "layout");
 _Static_assert(offsetof(struct shmobj__seg_header, size) == 128, "layout");
 _Static_assert(offsetof(struct shmobj__seg_header, root_seq) == 140, "layout");

@@ -10,7 +10,15 @@
  * judges the magic, then waits for READY (futex) in slices that look at
  * the creator's lock, so a creator that died at any step is reported
  * (SHMOBJ_ENOTREADY) instead of waited for. Nothing trusts the header's
- * other fields before READY. */
+ * other fields before READY.
+ *
+ * Pages. A segment asked for huge pages gets them from the hugetlb pool
+ * (memfd, or any file on hugetlbfs: then every size and mapping length is
+ * a multiple of the huge page, which the kernel demands), or as
+ * transparent huge pages (tmpfs, where its policy allows: the mapping is
+ * aligned and advised, the pages reserved through it), or falls back to
+ * system pages. Either way every page of `size` is reserved before the
+ * heap may hand it out. */
 #include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -121,6 +129,53 @@ static void handle_free(shmobj_segment *seg)
     free(seg);
 }
 
+static unsigned log2_u64(uint64_t v)
+{
+    unsigned n = 0;
+    while (v > 1) {
+        v >>= 1;
+        n++;
+    }
+    return n;
+}
+
+/* A memfd from the huge-page pool with *size bytes reserved, *size and
+ * *max rounded up to its page. SHMOBJ_ENOMEM when the pool is short,
+ * SHMOBJ_ENOTSUP without hugetlbfs. */
+static int memfd_huge(const char *name, unsigned mode, uint64_t *size,
+                      uint64_t *max, int *out)
+{
+    int fd;
+    int rc = shmobj__os_memfd_create_huge(name, mode, &fd);
+    if (rc != 0)
+        return rc;
+    uint64_t gran = 0;
+    rc = shmobj__os_fd_page_size(fd, &gran);
+    if (rc == 0 && (!shmobj__align_up(*size, gran, size) ||
+                    !shmobj__align_up(*max, gran, max) ||
+                    *max > SHMOBJ__SEG_MAX_SIZE))
+        rc = SHMOBJ_EINVAL;
+    if (rc == 0)
+        rc = shmobj__os_fd_grow(fd, *size);
+    if (rc != 0) {
+        shmobj__os_fd_close(fd); /* gives the pool back what was reserved */
+        return rc;
+    }
+    *out = fd;
+    return 0;
+}
+
+/* Bytes to map to read the header of the object behind fd: a hugetlbfs
+ * object maps and unmaps only in whole huge pages. */
+static uint64_t header_map_len(int fd)
+{
+    uint64_t gran = SHMOBJ__SEG_HEADER_SIZE;
+    if (shmobj__os_fd_page_size(fd, &gran) != 0 ||
+        gran < SHMOBJ__SEG_HEADER_SIZE)
+        gran = SHMOBJ__SEG_HEADER_SIZE;
+    return gran;
+}
+
 int shmobj_segment_create(const char *name, const shmobj_segment_options *opts,
                           shmobj_segment **out)
 {
@@ -133,7 +188,9 @@ int shmobj_segment_create(const char *name, const shmobj_segment_options *opts,
     if (opts != NULL && !shmobj__ext_in(&o, sizeof o, opts, sizeof o))
         return SHMOBJ_EINVAL;
     if (o.backend > SHMOBJ_BACKEND_MEMFD || !name_ok(name, o.backend) ||
-        (o.flags & ~(unsigned)(SHMOBJ_SEGMENT_REPLACE | SHMOBJ_SEGMENT_PREFAULT)) != 0 ||
+        (o.flags & ~(unsigned)(SHMOBJ_SEGMENT_REPLACE | SHMOBJ_SEGMENT_PREFAULT |
+                               SHMOBJ_SEGMENT_HUGE |
+                               SHMOBJ_SEGMENT_HUGE_REQUIRE)) != 0 ||
         (o.mode & ~07777u) != 0)
         return SHMOBJ_EINVAL;
     /* A memfd has no name that another segment could hold. */
@@ -150,11 +207,44 @@ int shmobj_segment_create(const char *name, const shmobj_segment_options *opts,
         max > SHMOBJ__SEG_MAX_SIZE)
         return SHMOBJ_EINVAL;
 
-    int fd;
-    int rc = shmobj__os_obj_create(name, o.backend, o.mode,
+    bool huge = (o.flags & (SHMOBJ_SEGMENT_HUGE | SHMOBJ_SEGMENT_HUGE_REQUIRE)) != 0;
+    bool require = (o.flags & SHMOBJ_SEGMENT_HUGE_REQUIRE) != 0;
+    int fd = -1;
+    int rc = SHMOBJ_ENOTSUP;
+    if (huge && o.backend == SHMOBJ_BACKEND_MEMFD) {
+        rc = memfd_huge(name, o.mode, &size, &max, &fd);
+        /* An empty pool or no hugetlbfs: fall back unless insisted on. */
+        if (rc != 0 && (require || (rc != SHMOBJ_ENOMEM && rc != SHMOBJ_ENOTSUP)))
+            return rc;
+    }
+    if (rc != 0) {
+        rc = shmobj__os_obj_create(name, o.backend, o.mode,
                                    (o.flags & SHMOBJ_SEGMENT_REPLACE) != 0, &fd);
-    if (rc != 0)
+        if (rc != 0)
+            return rc;
+    }
+    uint64_t gran = page, thp = 0;
+    rc = shmobj__os_fd_page_size(fd, &gran);
+    if (rc == 0 && gran > page &&
+        (!shmobj__align_up(size, gran, &size) ||
+         !shmobj__align_up(max, gran, &max) || max > SHMOBJ__SEG_MAX_SIZE))
+        rc = SHMOBJ_EINVAL;
+    if (rc == 0 && huge && gran == page) {
+        thp = shmobj__os_thp_allowed(fd, o.backend) ? shmobj__os_thp_size() : 0;
+        /* Whole huge pages: a partial one at the end would be small. */
+        if (thp != 0 && (!shmobj__align_up(size, thp, &size) ||
+                         !shmobj__align_up(max, thp, &max) ||
+                         max > SHMOBJ__SEG_MAX_SIZE))
+            rc = SHMOBJ_EINVAL;
+        if (thp == 0 && require)
+            rc = SHMOBJ_ENOTSUP;
+    }
+    if (rc != 0) {
+        shmobj__os_fd_close(fd);
+        if (o.backend != SHMOBJ_BACKEND_MEMFD)
+            (void)shmobj__os_obj_unlink(name, o.backend);
         return rc;
+    }
     /* From the first instant the name exists, the creator's OFD lock tells
      * openers that someone is setting the object up: a creator killed from
      * here on (during the long reservation of a large segment, say) is
@@ -164,6 +254,9 @@ int shmobj_segment_create(const char *name, const shmobj_segment_options *opts,
     if (seg == NULL) {
         rc = SHMOBJ_ENOMEM;
     } else {
+        seg->page = thp != 0 ? thp : gran;
+        seg->page_size = seg->page;
+        seg->thp = thp != 0;
         rc = live_open(seg);
         if (rc == 0)
             rc = shmobj__os_live_hold(atomic_load(&seg->live_fd),
@@ -173,10 +266,20 @@ int shmobj_segment_create(const char *name, const shmobj_segment_options *opts,
     void *base = NULL;
     if (rc == 0) {
         step(SHMOBJ__SEG_STEP_LOCKED);
-        rc = shmobj__os_fd_grow(fd, size);
+        if (thp != 0) {
+            /* Reserved through the advised mapping, so the pages are huge. */
+            rc = shmobj__os_map_aligned(fd, max, thp, true, &base);
+            if (rc == 0) {
+                seg->space.base = base;
+                rc = shmobj__os_fd_grow_mapped(fd, base, size);
+            }
+        } else {
+            rc = shmobj__os_fd_grow(fd, size);
+            if (rc == 0)
+                rc = shmobj__os_map_aligned(fd, max, gran > page ? gran : 0,
+                                            false, &base);
+        }
     }
-    if (rc == 0)
-        rc = shmobj__os_map(fd, max, &base);
     if (rc != 0) {
         if (o.backend != SHMOBJ_BACKEND_MEMFD)
             (void)shmobj__os_obj_unlink(name, o.backend);
@@ -199,6 +302,8 @@ int shmobj_segment_create(const char *name, const shmobj_segment_options *opts,
     __atomic_store_n(&h->magic, SHMOBJ__SEG_MAGIC, __ATOMIC_RELEASE);
     step(SHMOBJ__SEG_STEP_MAGIC);
     h->creator_pid = shmobj__os_pid();
+    h->pages = (uint32_t)log2_u64(seg->page_size) |
+               (seg->thp ? SHMOBJ__SEG_PAGES_THP : 0);
     h->layout_sig = shmobj__seg_layout_signature();
     h->max_size = max;
     h->arena_off = SHMOBJ__SEG_ARENA_OFF;
@@ -270,6 +375,7 @@ static int wait_ready(int fd, const char *name, unsigned backend,
 {
     void *base = NULL;
     uint64_t grace = 0;
+    uint64_t hdr_len = header_map_len(fd);
     int rc;
     for (;;) {
         uint64_t file_size;
@@ -307,8 +413,7 @@ static int wait_ready(int fd, const char *name, unsigned backend,
                 break;
             continue;
         }
-        if (base == NULL && (rc = shmobj__os_map(fd, SHMOBJ__SEG_HEADER_SIZE,
-                                                 &base)) != 0)
+        if (base == NULL && (rc = shmobj__os_map(fd, hdr_len, &base)) != 0)
             break;
         struct shmobj__seg_header *h = base;
         uint64_t magic = __atomic_load_n(&h->magic, __ATOMIC_ACQUIRE);
@@ -356,7 +461,7 @@ static int wait_ready(int fd, const char *name, unsigned backend,
             break;
     }
     if (base != NULL)
-        shmobj__os_unmap(base, SHMOBJ__SEG_HEADER_SIZE);
+        shmobj__os_unmap(base, hdr_len);
     return rc;
 }
 
@@ -365,22 +470,37 @@ static int open_fd(int fd, const char *name, unsigned backend,
                    uint64_t deadline, shmobj_segment **out)
 {
     int rc = wait_ready(fd, name, backend, deadline);
-    uint64_t file_size = 0, max = 0;
+    uint64_t file_size = 0, max = 0, gran = 0, thp = 0;
+    uint64_t hdr_len = header_map_len(fd);
+    uint32_t pages = 0;
     void *base = NULL;
     if (rc == 0)
         rc = shmobj__os_fd_size(fd, &file_size);
     if (rc == 0)
-        rc = shmobj__os_map(fd, SHMOBJ__SEG_HEADER_SIZE, &base);
+        rc = shmobj__os_fd_page_size(fd, &gran);
+    if (rc == 0)
+        rc = shmobj__os_map(fd, hdr_len, &base);
     if (rc == 0) {
         struct shmobj__seg_header *h = base;
         rc = shmobj__seg_header_validate(h, file_size);
         max = h->max_size;
+        pages = h->pages;
         if (rc == 0 && name == NULL)
             backend = h->backend; /* an inherited or passed descriptor */
-        shmobj__os_unmap(base, SHMOBJ__SEG_HEADER_SIZE);
+        shmobj__os_unmap(base, hdr_len);
+    }
+    /* The kernel's granule, not the header's word, decides the lengths. */
+    if (rc == 0 && max % gran != 0)
+        rc = SHMOBJ_ECORRUPT;
+    if (rc == 0 && (pages & SHMOBJ__SEG_PAGES_THP) != 0 &&
+        gran == shmobj__os_page_size()) {
+        thp = shmobj__os_thp_size();
+        if (thp > max || max % thp != 0)
+            thp = 0;
     }
     if (rc == 0)
-        rc = shmobj__os_map(fd, max, &base);
+        rc = shmobj__os_map_aligned(fd, max, thp != 0 ? thp : (gran > shmobj__os_page_size() ? gran : 0),
+                                    thp != 0, &base);
     if (rc != 0) {
         shmobj__os_fd_close(fd);
         return rc;
@@ -391,6 +511,9 @@ static int open_fd(int fd, const char *name, unsigned backend,
         shmobj__os_fd_close(fd);
         return SHMOBJ_ENOMEM;
     }
+    seg->page = thp != 0 ? thp : gran;
+    seg->thp = thp != 0;
+    seg->page_size = thp != 0 && !shmobj__os_thp_allowed(fd, backend) ? gran : seg->page;
     /* Validate again on the real mapping: the header could have been
      * rewritten between the two mappings. */
     rc = shmobj__seg_header_validate(seg->hdr, file_size);
@@ -537,6 +660,7 @@ int shmobj_segment_info_get(shmobj_segment *seg, shmobj_segment_info *info)
         shmobj__os_live_probe(atomic_load(&seg->live_fd),
                               SHMOBJ__SEG_LIVE_CREATOR))
         i.flags |= SHMOBJ_SEGMENT_INFO_CREATOR_ATTACHED;
+    i.page_size = seg->page_size;
     shmobj__ext_out(info, &i, sizeof i);
     return 0;
 }

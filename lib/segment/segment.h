@@ -16,6 +16,15 @@ struct shmobj_segment {
     struct shmobj__space space;
     struct shmobj__seg_header *hdr; /* == space.base */
     uint64_t max_size;              /* bytes of address space mapped */
+    /* Granule of the object's sizes and mappings: the hugetlbfs page, or
+     * the system page (os fd_page_size). */
+    uint64_t page;
+    /* What shmobj_segment_info reports: `page`, or the transparent huge
+     * page size when the mapping was advised for them and allowed. */
+    uint64_t page_size;
+    /* Transparent huge pages asked for: growth reserves through the
+     * mapping (os fd_grow_mapped) so the new pages can be huge. */
+    bool thp;
     int fd;                         /* backing object, owned */
     unsigned backend;
     char *name;                     /* copy of the name; NULL for memfd */
