@@ -125,6 +125,11 @@ int shmobj__os_obj_create(const char *name, unsigned backend, unsigned mode,
 /* Open an existing backing object read-write. SHMOBJ_ENOTFOUND if absent. */
 int shmobj__os_obj_open(const char *name, unsigned backend, int *fd);
 
+/* Open an existing backing object read-only, for tools that look at a
+ * segment without attaching to it (shmobj_segment_peek). As
+ * shmobj__os_obj_open otherwise. */
+int shmobj__os_obj_open_ro(const char *name, unsigned backend, int *fd);
+
 /* Remove a backing object's name. */
 int shmobj__os_obj_unlink(const char *name, unsigned backend);
 
@@ -161,6 +166,9 @@ int shmobj__os_fd_grow(int fd, uint64_t size);
  * touches them before it has grown the object. */
 int shmobj__os_map(int fd, uint64_t max_size, void **base);
 void shmobj__os_unmap(void *base, uint64_t max_size);
+/* Map `len` bytes of fd shared and read-only (a peek that must not be
+ * able to change what it looks at). */
+int shmobj__os_map_ro(int fd, uint64_t len, void **base);
 
 /* Size of a page. */
 uint64_t shmobj__os_page_size(void);
