@@ -577,7 +577,7 @@ static uint32_t peek_attached(int fd, const uint8_t *base)
 
 /* Judge the object behind fd as wait_ready() and open_fd() do, without
  * waiting: every branch reads, none writes or sleeps. */
-static int peek_fd(int fd, shmobj_segment_peek_info *info)
+static int peek_fd(int fd, unsigned backend, shmobj_segment_peek_info *info)
 {
     uint64_t file_size;
     int rc = shmobj__os_fd_size(fd, &file_size);
@@ -609,6 +609,10 @@ static int peek_fd(int fd, shmobj_segment_peek_info *info)
         else if (state == SHMOBJ__SEG_STATE_READY)
             rc = shmobj__seg_header_validate(h, file_size);
         else if (state != SHMOBJ__SEG_STATE_INIT)
+            rc = SHMOBJ_ECORRUPT;
+        /* as open_fd(): a segment is opened through the backend it was
+         * made for (a copy of a shm segment in a file is not one) */
+        if (rc == 0 && state == SHMOBJ__SEG_STATE_READY && h->backend != backend)
             rc = SHMOBJ_ECORRUPT;
         if (rc == 0 && state == SHMOBJ__SEG_STATE_READY) {
             info->flags |= SHMOBJ_SEGMENT_PEEK_READY;
@@ -666,7 +670,7 @@ int shmobj_segment_peek(const char *name, unsigned backend,
     int rc = shmobj__os_obj_open_ro(name, backend, &fd);
     if (rc != 0)
         return rc;
-    rc = peek_fd(fd, info);
+    rc = peek_fd(fd, backend, info);
     close(fd);
     return rc;
 }
