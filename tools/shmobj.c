@@ -5,7 +5,8 @@
  * only peeks (shmobj_segment_peek: a read-only descriptor and mapping, no
  * attachment, no lock, no wait), `stat`, `dump`, `check` and `top` attach
  * as a reader (an attachment slot, the segment lock for the root
- * directory and heap walks, a map's reader slot) and change no data, and
+ * directory and heap walks, a map's reader slot) and change none of the
+ * application's data, and
  * `rm` removes a name only after the peek found a segment behind it.
  * Exit status: 0 success, 1 the segment (or what was asked of it) is
  * damaged, 2 it could not be looked at (missing, foreign, unreadable, not
