@@ -263,6 +263,59 @@ static void test_segment_peek_creator_died_stale(void **state)
     assert_int_equal(shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM), 0);
 }
 
+/* A creator held at one step of set-up: it says so through `held` and
+ * waits until `release` closes. */
+static int held[2], release_fd[2];
+static void hold_hook(int step)
+{
+    if (step != SHMOBJ__SEG_STEP_HEAP)
+        return;
+    char c = 'h';
+    if (write(held[1], &c, 1) != 1)
+        _exit(3);
+    (void)read(release_fd[0], &c, 1);
+}
+
+static int create_held(void *arg)
+{
+    close(held[0]);
+    close(release_fd[1]);
+    shmobj__seg_create_hook = hold_hook;
+    shmobj_segment *seg;
+    if (shmobj_segment_create(arg, NULL, &seg) != 0)
+        return 1;
+    shmobj_segment_close(seg);
+    return 0;
+}
+
+/* A creator still at work: not ready, its creator alive, not stale, and
+ * the peek returns at once instead of waiting for it. */
+static void test_segment_peek_being_set_up_not_stale(void **state)
+{
+    (void)state;
+    char name[96];
+    test_name(name, sizeof name, "peek-setup");
+    assert_int_equal(pipe(held), 0);
+    assert_int_equal(pipe(release_fd), 0);
+    pid_t pid = test_child_start(create_held, name, 30);
+    close(held[1]);
+    close(release_fd[0]);
+    char c;
+    assert_int_equal(read(held[0], &c, 1), 1);
+    shmobj_segment_peek_info pi;
+    assert_int_equal(peek(name, &pi), 0);
+    assert_false(pi.flags & SHMOBJ_SEGMENT_PEEK_READY);
+    assert_true(pi.flags & SHMOBJ_SEGMENT_PEEK_CREATOR_ALIVE);
+    assert_false(pi.flags & SHMOBJ_SEGMENT_PEEK_STALE);
+    assert_int_equal(pi.attached, 0);
+    close(release_fd[1]);
+    close(held[0]);
+    assert_int_equal(test_child_wait(pid), 0);
+    assert_int_equal(peek(name, &pi), 0);
+    assert_true(pi.flags & SHMOBJ_SEGMENT_PEEK_ORPHANED);
+    assert_int_equal(shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM), 0);
+}
+
 static int peek_as_nobody(void *arg)
 {
     struct passwd *pw = getpwnam("nobody");
@@ -581,6 +634,7 @@ int main(void)
         cmocka_unit_test(test_segment_peek_foreign_enotseg_empty_enotready),
         cmocka_unit_test(test_segment_peek_damaged_header_ecorrupt),
         cmocka_unit_test(test_segment_peek_creator_died_stale),
+        cmocka_unit_test(test_segment_peek_being_set_up_not_stale),
         cmocka_unit_test(test_segment_peek_other_user_eacces),
         cmocka_unit_test(test_segment_procs_get_self_and_child),
         cmocka_unit_test(test_segment_root_next_every_kind),

@@ -675,10 +675,18 @@ static int cmd_dump(int argc, char **argv)
         rc = shmobj_segment_root_get(seg, args[1], &ref);
         shmobj_root_info ri = {.struct_size = sizeof ri};
         uint32_t cur = 0;
-        /* the kind of that root, from the directory */
-        while (rc == 0 && (rc = shmobj_segment_root_next(seg, &cur, &ri)) == 0 &&
-               strcmp(ri.name, args[1]) != 0)
-            ;
+        /* the kind of that root, from the directory (past damaged entries) */
+        while (rc == 0) {
+            int r = shmobj_segment_root_next(seg, &cur, &ri);
+            if (r == SHMOBJ_ECORRUPT)
+                continue;
+            if (r != 0) {
+                rc = r;
+                break;
+            }
+            if (strcmp(ri.name, args[1]) == 0)
+                break;
+        }
         if (rc == 0)
             rc = dump_root(seg, &ri, f);
         if (rc == SHMOBJ_ENOTFOUND || rc == SHMOBJ_EINVAL)
