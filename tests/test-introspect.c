@@ -608,6 +608,107 @@ static void test_queue_check_threads_live_queue_consistent(void **state)
     drop(seg, name);
 }
 
+/* Random bytes written over the ring header, slots, claims and retire
+ * FIFO: the check and the figures answer with their documented codes and
+ * never read outside the block (the sanitizer build would tell). */
+static void test_queue_check_random_damage_documented_codes(void **state)
+{
+    (void)state;
+    char name[96];
+    test_name(name, sizeof name, "qcheck-fuzz");
+    shmobj_segment *seg = create_small(name);
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(seg, "q", 8, 0, &q), 0);
+    shmobj_ref qref;
+    assert_int_equal(shmobj_segment_root_get(seg, "q", &qref), 0);
+    uint8_t *blk;
+    size_t usable;
+    assert_int_equal(shmobj_arena_ptr(seg, qref, (void **)&blk, &usable), 0);
+    static uint8_t saved[1 << 16];
+    assert_true(usable <= sizeof saved);
+    memcpy(saved, blk, usable);
+    uint64_t rng = 0x1234567;
+    int corrupt = 0;
+    for (int round = 0; round < 3000; round++) {
+        unsigned n = 1 + (unsigned)(test_xorshift(&rng) % 4);
+        for (unsigned k = 0; k < n; k++) {
+            size_t at = (size_t)(test_xorshift(&rng) % usable);
+            blk[at] = (uint8_t)test_xorshift(&rng);
+        }
+        uint64_t bad = UINT64_MAX;
+        int rc = shmobj_queue_check(q, &bad);
+        assert_true(rc == 0 || rc == SHMOBJ_ECORRUPT || rc == SHMOBJ_ESTALE);
+        if (rc == SHMOBJ_ECORRUPT) {
+            corrupt++;
+            assert_true(bad >= shmobj__ref_off(qref) &&
+                        bad < shmobj__ref_off(qref) + usable);
+        }
+        shmobj_queue_stats st = {.struct_size = sizeof st};
+        rc = shmobj_queue_stats_get(q, &st);
+        assert_true(rc == 0 || rc == SHMOBJ_ESTALE);
+        if (rc == 0)
+            assert_true(st.depth <= st.capacity);
+        memcpy(blk, saved, usable);
+    }
+    assert_true(corrupt > 0);
+    assert_int_equal(shmobj_queue_check(q, NULL), 0);
+    shmobj_queue_close(q);
+    drop(seg, name);
+}
+
+/* Random bytes over the header page, process table and root directory of
+ * a copy of a segment: a peek answers with a documented code, and
+ * changes none of the bytes it looked at. */
+static void test_segment_peek_random_damage_documented_codes(void **state)
+{
+    (void)state;
+    char name[96], copy[112];
+    test_name(name, sizeof name, "peek-fuzz");
+    snprintf(copy, sizeof copy, "%s-copy", name);
+    shmobj_segment *seg = create_small(name);
+    shmobj_ref ref;
+    assert_int_equal(shmobj_obj_put_int(seg, 5, &ref), 0);
+    assert_int_equal(shmobj_segment_root_set(seg, "five", ref), 0);
+    shmobj_segment_close(seg);
+    char path[160];
+    snprintf(path, sizeof path, "/dev/shm/%s", name);
+    int src = open(path, O_RDONLY);
+    assert_true(src >= 0);
+    static uint8_t img[SHMOBJ__SEG_ARENA_OFF + 16384];
+    assert_int_equal(read(src, img, sizeof img), (ssize_t)sizeof img);
+    close(src);
+    int fd = shm_open(copy, O_RDWR | O_CREAT | O_EXCL, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, 4 * MiB), 0);
+    uint8_t *m = mmap(NULL, 4 * MiB, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    assert_true(m != MAP_FAILED);
+    static uint8_t before[sizeof img];
+    uint64_t rng = 0x9e3779b9;
+    for (int round = 0; round < 2000; round++) {
+        memcpy(m, img, sizeof img);
+        unsigned n = 1 + (unsigned)(test_xorshift(&rng) % 3);
+        for (unsigned k = 0; k < n; k++) {
+            /* mostly the header's first 256 bytes, else anywhere up to the
+             * heap's first blocks */
+            uint64_t r = test_xorshift(&rng);
+            size_t at = (r & 1) ? (size_t)(r >> 8) % 256
+                                : (size_t)(r >> 8) % sizeof img;
+            m[at] = (uint8_t)test_xorshift(&rng);
+        }
+        memcpy(before, m, sizeof before);
+        shmobj_segment_peek_info pi;
+        int rc = peek(copy, &pi);
+        assert_true(rc == 0 || rc == SHMOBJ_ECORRUPT || rc == SHMOBJ_EVERSION ||
+                    rc == SHMOBJ_ELAYOUT || rc == SHMOBJ_ENOTSEG ||
+                    rc == SHMOBJ_ENOTREADY);
+        assert_memory_equal(before, m, sizeof before);
+    }
+    munmap(m, 4 * MiB);
+    close(fd);
+    shm_unlink(copy);
+    assert_int_equal(shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM), 0);
+}
+
 /* A destroyed queue: stats and check say ESTALE. */
 static void test_queue_stats_destroyed_estale(void **state)
 {
@@ -643,6 +744,8 @@ int main(void)
         cmocka_unit_test(test_queue_check_damaged_slot_offset),
         cmocka_unit_test(test_queue_check_threads_live_queue_consistent),
         cmocka_unit_test(test_queue_stats_destroyed_estale),
+        cmocka_unit_test(test_queue_check_random_damage_documented_codes),
+        cmocka_unit_test(test_segment_peek_random_damage_documented_codes),
     };
     test_filter_from_env();
     return cmocka_run_group_tests(tests, NULL, NULL);
