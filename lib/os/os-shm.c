@@ -103,9 +103,16 @@ int shmobj__os_obj_open(const char *name, unsigned backend, int *fd)
     return obj_open(name, backend, O_RDWR | O_CLOEXEC, fd);
 }
 
-int shmobj__os_obj_open_ro(const char *name, unsigned backend, int *fd)
+int shmobj__os_obj_with_ro(const char *name, unsigned backend,
+                           int (*fn)(int fd, void *ctx), void *ctx)
 {
-    return obj_open(name, backend, O_RDONLY | O_CLOEXEC, fd);
+    int fd;
+    int rc = obj_open(name, backend, O_RDONLY | O_CLOEXEC, &fd);
+    if (rc != 0)
+        return rc;
+    rc = fn(fd, ctx);
+    close(fd);
+    return rc;
 }
 
 static int obj_open(const char *name, unsigned backend, int flags, int *fd)

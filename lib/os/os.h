@@ -125,10 +125,13 @@ int shmobj__os_obj_create(const char *name, unsigned backend, unsigned mode,
 /* Open an existing backing object read-write. SHMOBJ_ENOTFOUND if absent. */
 int shmobj__os_obj_open(const char *name, unsigned backend, int *fd);
 
-/* Open an existing backing object read-only, for tools that look at a
- * segment without attaching to it (shmobj_segment_peek). As
- * shmobj__os_obj_open otherwise. */
-int shmobj__os_obj_open_ro(const char *name, unsigned backend, int *fd);
+/* Open an existing backing object read-only, call fn(fd, ctx) and close
+ * it again; fn's result, or the open's error as shmobj__os_obj_open gives
+ * it. For tools that look at a segment without attaching to it
+ * (shmobj_segment_peek): the descriptor cannot write, and is gone when
+ * the call returns. */
+int shmobj__os_obj_with_ro(const char *name, unsigned backend,
+                           int (*fn)(int fd, void *ctx), void *ctx);
 
 /* Remove a backing object's name. */
 int shmobj__os_obj_unlink(const char *name, unsigned backend);

@@ -10,11 +10,7 @@
  * judges the magic, then waits for READY (futex) in slices that look at
  * the creator's lock, so a creator that died at any step is reported
  * (SHMOBJ_ENOTREADY) instead of waited for. Nothing trusts the header's
- * other fields before READY.
- *
- * Peek. Tools look at a segment through a read-only descriptor and a
- * read-only mapping, judged by the same rules as an open but without any
- * wait: a look can neither change the segment nor be held up by it. */
+ * other fields before READY. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stddef.h>
@@ -23,7 +19,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "arena.h"
 #include "segment.h"
 #include "shmobj/version.h"
 
@@ -558,105 +553,8 @@ int shmobj_segment_info_get(shmobj_segment *seg, shmobj_segment_info *info)
     return 0;
 }
 
-/* ---- peek: a read-only look for tools ---- */
-
-/* The process table of a ready segment mapped read-only at base: handles
- * whose slot byte is locked, seen through the peeker's own description
- * (which holds no lock, so every lock it sees is someone else's). */
-static uint32_t peek_attached(int fd, const uint8_t *base)
-{
-    const struct shmobj__seg_proc *t =
-        (const struct shmobj__seg_proc *)(base + SHMOBJ__SEG_PROCS_OFF);
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < SHMOBJ__SEG_PROCS; i++)
-        if (__atomic_load_n(&t[i].pid, __ATOMIC_RELAXED) != 0 &&
-            shmobj__os_live_probe(fd, SHMOBJ__SEG_LIVE_BASE + i))
-            n++;
-    return n;
-}
-
-/* Judge the object behind fd as wait_ready() and open_fd() do, without
- * waiting: every branch reads, none writes or sleeps. */
-static int peek_fd(int fd, unsigned backend, shmobj_segment_peek_info *info)
-{
-    uint64_t file_size;
-    int rc = shmobj__os_fd_size(fd, &file_size);
-    if (rc != 0)
-        return rc;
-    info->file_size = file_size;
-    bool creator = creator_alive(fd);
-    if (creator)
-        info->flags |= SHMOBJ_SEGMENT_PEEK_CREATOR_ALIVE;
-    if (file_size < SHMOBJ__SEG_HEADER_SIZE) {
-        if (creator)
-            return 0; /* being set up */
-        return file_size == 0 ? SHMOBJ_ENOTREADY : SHMOBJ_ENOTSEG;
-    }
-    void *hp;
-    if ((rc = shmobj__os_map_ro(fd, SHMOBJ__SEG_HEADER_SIZE, &hp)) != 0)
-        return rc;
-    const struct shmobj__seg_header *h = hp;
-    uint64_t magic = __atomic_load_n(&h->magic, __ATOMIC_ACQUIRE);
-    uint32_t state = atomic_load_explicit(&h->state, memory_order_acquire);
-    uint64_t size = 0;
-    if (magic == SHMOBJ__SEG_MAGIC_SWAPPED) {
-        rc = SHMOBJ_ELAYOUT;
-    } else if (magic == SHMOBJ__SEG_MAGIC) {
-        info->format_version =
-            __atomic_load_n(&h->format_version, __ATOMIC_RELAXED);
-        if (info->format_version != SHMOBJ_FORMAT_VERSION)
-            rc = SHMOBJ_EVERSION;
-        else if (state == SHMOBJ__SEG_STATE_READY)
-            rc = shmobj__seg_header_validate(h, file_size);
-        else if (state != SHMOBJ__SEG_STATE_INIT)
-            rc = SHMOBJ_ECORRUPT;
-        /* as open_fd(): a segment is opened through the backend it was
-         * made for (a copy of a shm segment in a file is not one) */
-        if (rc == 0 && state == SHMOBJ__SEG_STATE_READY && h->backend != backend)
-            rc = SHMOBJ_ECORRUPT;
-        if (rc == 0 && state == SHMOBJ__SEG_STATE_READY) {
-            info->flags |= SHMOBJ_SEGMENT_PEEK_READY;
-            info->max_size = h->max_size;
-            info->backend = h->backend;
-            info->creator_pid = h->creator_pid;
-            info->created_ns = h->created_ns;
-            size = atomic_load_explicit(&h->size, memory_order_acquire);
-            info->size = size;
-        }
-    } else if (magic != 0 || !header_page_zero(h)) {
-        rc = SHMOBJ_ENOTSEG;
-    } else if (!creator) {
-        rc = SHMOBJ_ENOTREADY; /* all zero, nobody writing it */
-    }
-    shmobj__os_unmap(hp, SHMOBJ__SEG_HEADER_SIZE);
-    if (rc != 0)
-        return rc;
-    if (!(info->flags & SHMOBJ_SEGMENT_PEEK_READY)) {
-        if (!creator)
-            info->flags |= SHMOBJ_SEGMENT_PEEK_STALE;
-        return 0;
-    }
-    /* Validated: size is within the object and past the arena's control
-     * block. Map just that much, read-only, for the table and the heap. */
-    void *base;
-    if ((rc = shmobj__os_map_ro(fd, size, &base)) != 0)
-        return rc;
-    info->attached = peek_attached(fd, base);
-    if (info->attached == 0)
-        info->flags |= SHMOBJ_SEGMENT_PEEK_ORPHANED;
-    /* The walk is bounds-checked against the mapping, so a heap another
-     * process changes meanwhile can only make it fail, not stray. */
-    shmobj_arena_stats st;
-    memset(&st, 0, sizeof st);
-    st.struct_size = sizeof st;
-    if (shmobj__arena_stats(base, size, SHMOBJ__SEG_ARENA_OFF, &st) == 0) {
-        info->heap_used = st.used_bytes;
-        info->flags |= SHMOBJ_SEGMENT_PEEK_USED_KNOWN;
-    }
-    shmobj__os_unmap(base, size);
-    return 0;
-}
-
+/* A look for tools (seg-peek.c): the name checked as an open checks it,
+ * the object opened read-only by the os layer for the call's duration. */
 int shmobj_segment_peek(const char *name, unsigned backend,
                         shmobj_segment_peek_info *info)
 {
@@ -666,11 +564,6 @@ int shmobj_segment_peek(const char *name, unsigned backend,
     uint32_t struct_size = info->struct_size;
     memset(info, 0, sizeof *info);
     info->struct_size = struct_size;
-    int fd;
-    int rc = shmobj__os_obj_open_ro(name, backend, &fd);
-    if (rc != 0)
-        return rc;
-    rc = peek_fd(fd, backend, info);
-    close(fd);
-    return rc;
+    struct shmobj__seg_peek p = {.backend = backend, .info = info};
+    return shmobj__os_obj_with_ro(name, backend, shmobj__seg_peek_fd, &p);
 }
