@@ -221,6 +221,19 @@ has err "damaged: its header does not check out" "check damaged header message"
 run "stat damaged header" 1 stat "$tag-hdr"
 run "rm damaged header" 0 rm "$tag-hdr"
 
+# a root's name that fills its field (the directory is at offset 20480,
+# 64 bytes an entry, doc/format.md; the first root is the queue "jobs")
+cp "/dev/shm/$live" "/dev/shm/$tag-names"
+head -c 48 /dev/zero | tr '\0' 'z' |
+    dd of="/dev/shm/$tag-names" bs=1 seek=20480 conv=notrunc 2>/dev/null
+run "check damaged root name" 1 check "$tag-names"
+has out "^root directory: entry 0 damaged" "check damaged root name"
+run "stat damaged root name" 1 stat "$tag-names"
+has out "config  *object" "stat goes on past a damaged root name"
+run "dump ROOT past a damaged root name" 0 dump "$tag-names" config
+has out '"workers":4' "dump ROOT past a damaged root name"
+run "rm damaged root name" 0 rm "$tag-names"
+
 heap="$tag-heap"
 serve "$heap" 4
 off=$("$helper" damage-heap "$heap" blob) || fail "damage-heap"
