@@ -469,7 +469,9 @@ typedef struct shmobj_segment_peek_info {
  *         an empty file of someone else's
  * @retval SHMOBJ_EVERSION the segment has another format version
  * @retval SHMOBJ_ELAYOUT it was made by a differently built process
- * @retval SHMOBJ_ECORRUPT its header is damaged
+ * @retval SHMOBJ_ECORRUPT its header is damaged, or names another
+ *         backend than the one given (a copy of a segment made for another)
+ * @retval SHMOBJ_ENOMEM no address space to map it
  * @retval SHMOBJ_ESYS another system call failed (errno is kept)
  * @note Thread- and process-safe. The figures are a snapshot: the heap
  *       walk takes no lock, so heap_used is left out (flag clear) when
@@ -558,7 +560,8 @@ typedef struct shmobj_root_info {
  * @retval SHMOBJ_ECORRUPT the entry at the cursor has a name that is
  *         empty or not terminated within its field (the cursor moved past
  *         it), or the
- *         segment lock's word is damaged
+ *         segment lock's word or the published size of the heap is
+ *         damaged
  * @retval SHMOBJ_EFULL the handle, inherited through fork(), could not
  *         attach anew: the table of attached processes is full
  * @retval SHMOBJ_EBUSY another live process held the segment lock for
