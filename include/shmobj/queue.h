@@ -945,6 +945,73 @@ SHMOBJ_API int shmobj_queue_notify_fd(shmobj_queue *q, int *fd);
  */
 SHMOBJ_API int shmobj_queue_notify_arm(shmobj_queue *q);
 
+/* ---- statistics and checks (tools) ---------------------------------------- */
+
+/** @brief Figures of a queue, see shmobj_queue_stats_get(). */
+typedef struct shmobj_queue_stats {
+    uint32_t struct_size; /**< sizeof(shmobj_queue_stats), set by the caller */
+    uint32_t capacity;    /**< messages it holds */
+    uint64_t depth;       /**< messages waiting or being put or taken now */
+    /** positions producers claimed since creation: every put, including
+     *  one under way and one whose producer died before publishing */
+    uint64_t puts;
+    /** positions consumers claimed since creation: every take, including
+     *  the skipped slots */
+    uint64_t takes;
+    uint64_t skipped;  /**< slots consumers skipped: their producer died or
+                            stalled before publishing */
+    uint64_t rescued;  /**< slots producers released for a consumer that
+                            died holding them */
+    uint32_t consumers_waiting; /**< consumer threads asleep or about to be */
+    uint32_t producers_waiting; /**< producer threads asleep or about to be */
+    uint32_t listeners;  /**< pollable descriptors registered */
+    uint32_t armed;      /**< of them, armed (waiting for a message) */
+    uint64_t retired_blocks; /**< done message blocks held back from the
+                                  heap (shmobj_queue_trim()) */
+    uint64_t retired_bytes;  /**< their usable bytes */
+} shmobj_queue_stats;
+
+/**
+ * @brief Figures of a queue: depth, capacity, totals, crash counters.
+ *
+ * Each figure is one relaxed load of the queue's own counters (no counter
+ * is kept for this call: puts and takes are the ring's positions), so
+ * they are a snapshot of moving values: two calls a second apart give the
+ * messages per second as the difference of `takes`.
+ * @param[in] q queue
+ * @param[in,out] stats struct_size set by the caller, the rest filled
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument or struct_size too small
+ * @retval SHMOBJ_ESTALE the queue was destroyed
+ * @note Thread- and process-safe; lock-free, writes nothing.
+ * @since 0.2
+ */
+SHMOBJ_API int shmobj_queue_stats_get(shmobj_queue *q, shmobj_queue_stats *stats);
+
+/**
+ * @brief Check a queue's bytes: its ring header against the handle's
+ *        validated copy, every slot word, the claim positions and the
+ *        retire FIFO.
+ *
+ * A slot must hold a marker of a position it can hold (EMPTY or SKIPPED
+ * of a position equal to its index modulo the capacity) or a message (a
+ * reference of the segment's size, its low bits the lap tag); the
+ * consumers' position may not pass the producers'; the retire FIFO's
+ * header and positions must be ones the library writes.
+ * @param[in] q queue
+ * @param[out] bad_off on SHMOBJ_ECORRUPT, the segment offset of the first
+ *             bad word; may be NULL
+ * @retval 0 consistent
+ * @retval SHMOBJ_EINVAL NULL q
+ * @retval SHMOBJ_ESTALE the queue was destroyed
+ * @retval SHMOBJ_ECORRUPT something is damaged (see bad_off)
+ * @note Thread- and process-safe; lock-free, writes nothing. Reads what
+ *       producers and consumers change meanwhile: each word is judged
+ *       alone, so a live queue never reads as damaged.
+ * @since 0.2
+ */
+SHMOBJ_API int shmobj_queue_check(shmobj_queue *q, uint64_t *bad_off);
+
 #ifdef __cplusplus
 }
 #endif

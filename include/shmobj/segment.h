@@ -441,6 +441,181 @@ SHMOBJ_API int shmobj_segment_root_wait(shmobj_segment *seg, const char *name,
  */
 SHMOBJ_API int shmobj_segment_root_del(shmobj_segment *seg, const char *name);
 
+/* ---- looking into a segment (tools) -------------------------------------- */
+
+/** @brief Bits of shmobj_segment_peek_info.flags. */
+enum shmobj_segment_peek_flag {
+    /** the creator finished setting the segment up: the header is
+     *  complete and was validated */
+    SHMOBJ_SEGMENT_PEEK_READY = 1u << 0,
+    /** the creating process still has its handle open (or is still
+     *  setting the segment up), as its OFD lock says */
+    SHMOBJ_SEGMENT_PEEK_CREATOR_ALIVE = 1u << 1,
+    /** stale: not ready and its creator is gone, so nobody will make it
+     *  ready (shmobj_segment_open() gives SHMOBJ_ENOTREADY); remove it
+     *  with shmobj_segment_destroy() */
+    SHMOBJ_SEGMENT_PEEK_STALE = 1u << 2,
+    /** orphaned: ready, but no handle is attached to it any more (its
+     *  name and memory stay until someone destroys it) */
+    SHMOBJ_SEGMENT_PEEK_ORPHANED = 1u << 3,
+    /** heap_used holds a figure (clear when the heap changed under the
+     *  walk or is damaged, see shmobj_segment_peek()) */
+    SHMOBJ_SEGMENT_PEEK_USED_KNOWN = 1u << 4
+};
+
+/** @brief What shmobj_segment_peek() finds. */
+typedef struct shmobj_segment_peek_info {
+    uint32_t struct_size;    /**< sizeof(shmobj_segment_peek_info), set by
+                                  the caller */
+    uint32_t flags;          /**< enum shmobj_segment_peek_flag bits */
+    uint64_t file_size;      /**< bytes of the backing object */
+    uint64_t size;           /**< bytes the heap uses (0 when not ready) */
+    uint64_t max_size;       /**< largest size it may grow to (0 when not
+                                  ready) */
+    uint64_t heap_used;      /**< bytes in live heap blocks, headers
+                                  included (with
+                                  SHMOBJ_SEGMENT_PEEK_USED_KNOWN) */
+    uint64_t created_ns;     /**< creation time, CLOCK_REALTIME ns (0 when
+                                  not ready) */
+    uint32_t format_version; /**< SHMOBJ_FORMAT_VERSION of the segment */
+    uint32_t backend;        /**< enum shmobj_backend the creator recorded */
+    /** pid of the creating process in its own PID namespace (0 when not
+     *  ready); informational, liveness comes from OFD locks */
+    uint32_t creator_pid;
+    uint32_t attached;       /**< handles attached now */
+} shmobj_segment_peek_info;
+
+/**
+ * @brief Look at a segment by name without attaching to it.
+ *
+ * For tools that list segments: opens the backing object read-only, maps
+ * it read-only, judges the header as shmobj_segment_open() would, counts
+ * the attached handles by their OFD locks and walks the heap for its use,
+ * and never waits, writes or takes a lock: what it looks at is left
+ * exactly as it was. A segment that is still being set up, or whose
+ * creator died during set-up, is reported with 0 and its flags, not
+ * waited for.
+ * @param[in] name name as given to shmobj_segment_create()
+ * @param[in] backend SHMOBJ_BACKEND_SHM or SHMOBJ_BACKEND_FILE
+ * @param[in,out] info struct_size set by the caller, the rest filled
+ * @retval 0 a libshmobj segment, ready or not (see info->flags)
+ * @retval SHMOBJ_EINVAL NULL info, struct_size too small, bad name or
+ *         backend
+ * @retval SHMOBJ_ENOTFOUND no such name
+ * @retval SHMOBJ_EACCES the caller may not read it
+ * @retval SHMOBJ_ENOTSEG the object is not a libshmobj segment (another
+ *         program's file, or a symlink under /dev/shm)
+ * @retval SHMOBJ_ENOTREADY the object is empty or all zero and nobody is
+ *         setting it up: a creator that died before writing anything, or
+ *         an empty file of someone else's
+ * @retval SHMOBJ_EVERSION the segment has another format version
+ * @retval SHMOBJ_ELAYOUT it was made by a differently built process
+ * @retval SHMOBJ_ECORRUPT its header is damaged, or names another
+ *         backend than the one given (a copy of a segment made for another)
+ * @retval SHMOBJ_ENOMEM no address space to map it
+ * @retval SHMOBJ_ESYS another system call failed (errno is kept)
+ * @note Thread- and process-safe. The figures are a snapshot: the heap
+ *       walk takes no lock, so heap_used is left out (flag clear) when
+ *       another process changed the heap during the walk.
+ * @since 0.2
+ */
+SHMOBJ_API int shmobj_segment_peek(const char *name, unsigned backend,
+                                   shmobj_segment_peek_info *info);
+
+/** @brief Bits of shmobj_segment_proc.flags. */
+enum shmobj_segment_proc_flag {
+    /** this is the caller's own handle */
+    SHMOBJ_SEGMENT_PROC_SELF = 1u << 0,
+    /** this handle created the segment and still has it open (for other
+     *  processes' handles told by the creator's pid, so informational) */
+    SHMOBJ_SEGMENT_PROC_CREATOR = 1u << 1
+};
+
+/** @brief One attached handle, see shmobj_segment_procs_get(). */
+typedef struct shmobj_segment_proc {
+    /** pid of its process, as that process's PID namespace numbers it
+     *  (informational) */
+    uint32_t pid;
+    /** its attachment token: the word that names it in lock words and
+     *  in the records it owns (doc/format.md, "Process table") */
+    uint32_t token;
+    uint64_t attached_ns; /**< when it attached, CLOCK_REALTIME ns */
+    uint32_t slot;        /**< its index in the process table */
+    uint32_t flags;       /**< enum shmobj_segment_proc_flag bits */
+} shmobj_segment_proc;
+
+/**
+ * @brief The handles attached to a segment now.
+ *
+ * Lists every slot of the process table whose handle is alive by its OFD
+ * lock (the caller's own handle included, flagged), in slot order.
+ * @param[in] seg segment
+ * @param[out] procs where the entries go (may be NULL when cap is 0)
+ * @param[in] cap entries available at procs
+ * @param[out] count handles attached (also on SHMOBJ_ENOBUFS)
+ * @retval 0 success: procs[0 .. *count) filled
+ * @retval SHMOBJ_EINVAL NULL seg or count, or NULL procs with cap > 0
+ * @retval SHMOBJ_ENOBUFS more than cap are attached: the first cap are
+ *         filled, *count says how many there are
+ * @note Thread- and process-safe; lock-free (one fcntl per occupied
+ *       slot). A snapshot: handles come and go meanwhile.
+ * @since 0.2
+ */
+SHMOBJ_API int shmobj_segment_procs_get(shmobj_segment *seg,
+                                        shmobj_segment_proc *procs,
+                                        size_t cap, size_t *count);
+
+/** @brief What a root names, as told by the first bytes of its block. */
+enum shmobj_root_kind {
+    SHMOBJ_ROOT_RAW = 0,    /**< a live block that is none of the others */
+    SHMOBJ_ROOT_QUEUE = 1,  /**< a queue (shmobj/queue.h) */
+    SHMOBJ_ROOT_MAP = 2,    /**< a map (shmobj/map.h) */
+    SHMOBJ_ROOT_OBJECT = 3, /**< a typed object (shmobj/object.h) */
+    SHMOBJ_ROOT_STALE = 4,  /**< the block it names was freed */
+    SHMOBJ_ROOT_BAD = 5     /**< the reference names no block of the heap */
+};
+
+/** @brief One named root, see shmobj_segment_root_next(). */
+typedef struct shmobj_root_info {
+    uint32_t struct_size; /**< sizeof(shmobj_root_info), set by the caller */
+    uint32_t kind;        /**< enum shmobj_root_kind */
+    shmobj_ref ref;       /**< the published reference */
+    uint64_t bytes;       /**< usable bytes of its block (0 unless live) */
+    char name[SHMOBJ_ROOT_NAME_MAX + 1]; /**< NUL-terminated */
+} shmobj_root_info;
+
+/**
+ * @brief The next named root of the segment's directory.
+ *
+ * Start with *cursor = 0 and call until SHMOBJ_ENOTFOUND. The kind comes
+ * from the block's magic (a queue's ring, a map's control block, an
+ * object's header); whether the root is sound is what opening or checking
+ * it as that kind says.
+ * @param[in] seg segment
+ * @param[in,out] cursor position in the directory: 0 at first, moved past
+ *                the entry returned (or past a damaged one)
+ * @param[in,out] info struct_size set by the caller, the rest filled
+ * @retval 0 success
+ * @retval SHMOBJ_ENOTFOUND no more roots
+ * @retval SHMOBJ_EINVAL NULL argument or struct_size too small
+ * @retval SHMOBJ_ECORRUPT the entry at the cursor has a name that is
+ *         empty or not terminated within its field (the cursor moved past
+ *         it), or the
+ *         segment lock's word or the published size of the heap is
+ *         damaged
+ * @retval SHMOBJ_EFULL the handle, inherited through fork(), could not
+ *         attach anew: the table of attached processes is full
+ * @retval SHMOBJ_EBUSY another live process held the segment lock for
+ *         longer than 10 s (it is stopped, or the lock word was damaged to
+ *         name it)
+ * @note Thread- and process-safe (takes the segment lock for each entry).
+ *       Roots added or removed during a walk may or may not be seen; the
+ *       others are seen once each.
+ * @since 0.2
+ */
+SHMOBJ_API int shmobj_segment_root_next(shmobj_segment *seg, uint32_t *cursor,
+                                        shmobj_root_info *info);
+
 #ifdef __cplusplus
 }
 #endif

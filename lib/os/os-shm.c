@@ -138,9 +138,27 @@ int shmobj__os_obj_create(const char *name, unsigned backend, unsigned mode,
     return 0;
 }
 
+static int obj_open(const char *name, unsigned backend, int flags, int *fd);
+
 int shmobj__os_obj_open(const char *name, unsigned backend, int *fd)
 {
-    int flags = O_RDWR | O_CLOEXEC;
+    return obj_open(name, backend, O_RDWR | O_CLOEXEC, fd);
+}
+
+int shmobj__os_obj_with_ro(const char *name, unsigned backend,
+                           int (*fn)(int fd, void *ctx), void *ctx)
+{
+    int fd;
+    int rc = obj_open(name, backend, O_RDONLY | O_CLOEXEC, &fd);
+    if (rc != 0)
+        return rc;
+    rc = fn(fd, ctx);
+    close(fd);
+    return rc;
+}
+
+static int obj_open(const char *name, unsigned backend, int flags, int *fd)
+{
     int f;
     if (backend == SHMOBJ__OS_SHM)
         f = shm_open(name, flags, 0);
@@ -564,6 +582,17 @@ int shmobj__os_prefault(void *base, uint64_t len)
     uint64_t page = shmobj__os_page_size();
     for (uint64_t off = 0; off < len; off += page)
         __atomic_fetch_or((unsigned char *)base + off, 0, __ATOMIC_RELAXED);
+    return 0;
+}
+
+int shmobj__os_map_ro(int fd, uint64_t len, void **base)
+{
+    if (len == 0 || len > (uint64_t)SIZE_MAX)
+        return SHMOBJ_EINVAL;
+    void *p = mmap(NULL, (size_t)len, PROT_READ, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED)
+        return errno_status(errno);
+    *base = p;
     return 0;
 }
 

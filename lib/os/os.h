@@ -137,6 +137,14 @@ int shmobj__os_obj_create(const char *name, unsigned backend, unsigned mode,
 /* Open an existing backing object read-write. SHMOBJ_ENOTFOUND if absent. */
 int shmobj__os_obj_open(const char *name, unsigned backend, int *fd);
 
+/* Open an existing backing object read-only, call fn(fd, ctx) and close
+ * it again; fn's result, or the open's error as shmobj__os_obj_open gives
+ * it. For tools that look at a segment without attaching to it
+ * (shmobj_segment_peek): the descriptor cannot write, and is gone when
+ * the call returns. */
+int shmobj__os_obj_with_ro(const char *name, unsigned backend,
+                           int (*fn)(int fd, void *ctx), void *ctx);
+
 /* Remove a backing object's name. */
 int shmobj__os_obj_unlink(const char *name, unsigned backend);
 
@@ -173,6 +181,9 @@ int shmobj__os_fd_grow(int fd, uint64_t size);
  * touches them before it has grown the object. */
 int shmobj__os_map(int fd, uint64_t max_size, void **base);
 void shmobj__os_unmap(void *base, uint64_t max_size);
+/* Map `len` bytes of fd shared and read-only (a peek that must not be
+ * able to change what it looks at). */
+int shmobj__os_map_ro(int fd, uint64_t len, void **base);
 
 /* Size of a page. */
 uint64_t shmobj__os_page_size(void);

@@ -218,3 +218,55 @@ int shmobj__seg_reopen(shmobj_segment *seg)
         return -1;
     return fd;
 }
+
+/* For tools: the slots whose handle is alive now. Nothing is written; a
+ * slot is listed when its pid is set (a clean detach clears it) and its
+ * token's byte is locked, the same test as shmobj__seg_procs_count(). */
+/* The creator's handle is open: its OFD lock on SHMOBJ__SEG_LIVE_CREATOR
+ * is held (by this handle, or seen through this handle's description). */
+static bool creator_open(shmobj_segment *seg)
+{
+    return seg->creator ||
+           (!seg->live_shared &&
+            shmobj__os_live_probe(atomic_load(&seg->live_fd),
+                                  SHMOBJ__SEG_LIVE_CREATOR) != 0);
+}
+
+int shmobj_segment_procs_get(shmobj_segment *seg, shmobj_segment_proc *procs,
+                             size_t cap, size_t *count)
+{
+    if (seg == NULL || count == NULL || (procs == NULL && cap > 0))
+        return SHMOBJ_EINVAL;
+    struct shmobj__seg_proc *t = table(seg);
+    uint32_t self = 0;
+    (void)shmobj__seg_procs_self(seg, &self);
+    size_t n = 0;
+    for (uint32_t i = 0; i < SHMOBJ__SEG_PROCS; i++) {
+        uint32_t pid = atomic_load_explicit(&t[i].pid, memory_order_relaxed);
+        if (pid == 0)
+            continue;
+        uint32_t tok = atomic_load_explicit(&t[i].token, memory_order_acquire);
+        if (tok == 0 ||
+            shmobj__seg_procs_state(seg, tok) != SHMOBJ__OS_OWNER_ALIVE)
+            continue;
+        if (n < cap) {
+            shmobj_segment_proc *p = &procs[n];
+            p->pid = pid;
+            p->token = tok;
+            p->attached_ns =
+                atomic_load_explicit(&t[i].attached_ns, memory_order_relaxed);
+            p->slot = i;
+            p->flags = 0;
+            if (tok == self && self != 0) {
+                p->flags |= SHMOBJ_SEGMENT_PROC_SELF;
+                if (seg->creator)
+                    p->flags |= SHMOBJ_SEGMENT_PROC_CREATOR;
+            } else if (pid == seg->hdr->creator_pid && creator_open(seg)) {
+                p->flags |= SHMOBJ_SEGMENT_PROC_CREATOR;
+            }
+        }
+        n++;
+    }
+    *count = n;
+    return n > cap ? SHMOBJ_ENOBUFS : 0;
+}

@@ -181,3 +181,79 @@ int shmobj_segment_root_del(shmobj_segment *seg, const char *name)
     roots_wake(seg);
     return 0;
 }
+
+/* ---- walking the directory (tools) ---- */
+
+/* The first bytes of each kind's block, as doc/format-queue.md,
+ * format-map.md and format-object.md give them. The segment layer cannot
+ * see those layers' headers (the direction of dependence), so the values
+ * are repeated here; tests/test-introspect.c pins each against its home
+ * at compile time and by creating one root of every kind. */
+#define KIND_QUEUE_MAGIC UINT32_C(0x474e5251)        /* "QRNG", u32 at 0 */
+#define KIND_MAP_MAGIC UINT64_C(0x31304d4a424f4d53)  /* "SMOBJM01", u64 at 0 */
+#define KIND_OBJECT_MAGIC UINT32_C(0x4a424f53)       /* "SOBJ", u32 at 0 */
+
+/* What ref names, judged after the lock is given back: the check is
+ * lock-free and the first word is only compared, so a block freed
+ * meanwhile costs at most a wrong kind for that entry. */
+static void root_kind(shmobj_segment *seg, shmobj_ref ref,
+                      shmobj_root_info *info)
+{
+    uint64_t usable = 0;
+    int rc = seg->space.ops->check(&seg->space, ref, &usable);
+    info->bytes = rc == 0 ? usable : 0;
+    if (rc == SHMOBJ_ESTALE) {
+        info->kind = SHMOBJ_ROOT_STALE;
+        return;
+    }
+    void *p;
+    if (rc != 0 ||
+        shmobj__space_at(&seg->space, shmobj__ref_off(ref), 8, &p) != 0) {
+        info->kind = SHMOBJ_ROOT_BAD;
+        return;
+    }
+    info->kind = SHMOBJ_ROOT_RAW;
+    if (usable < 8)
+        return;
+    uint64_t w = __atomic_load_n((const uint64_t *)p, __ATOMIC_RELAXED);
+    if (w == KIND_MAP_MAGIC)
+        info->kind = SHMOBJ_ROOT_MAP;
+    else if ((uint32_t)w == KIND_QUEUE_MAGIC)
+        info->kind = SHMOBJ_ROOT_QUEUE;
+    else if ((uint32_t)w == KIND_OBJECT_MAGIC)
+        info->kind = SHMOBJ_ROOT_OBJECT;
+}
+
+int shmobj_segment_root_next(shmobj_segment *seg, uint32_t *cursor,
+                             shmobj_root_info *info)
+{
+    if (seg == NULL || cursor == NULL || info == NULL ||
+        info->struct_size < sizeof *info)
+        return SHMOBJ_EINVAL;
+    int rc = shmobj__segment_lock(seg);
+    if (rc != 0)
+        return rc;
+    struct shmobj__seg_root *r = roots(seg);
+    uint32_t i = *cursor;
+    while (i < SHMOBJ__SEG_ROOTS &&
+           __atomic_load_n(&r[i].ref, __ATOMIC_ACQUIRE) == 0)
+        i++;
+    if (i >= SHMOBJ__SEG_ROOTS) {
+        shmobj__segment_unlock(seg);
+        *cursor = SHMOBJ__SEG_ROOTS;
+        return SHMOBJ_ENOTFOUND;
+    }
+    shmobj_ref ref = r[i].ref;
+    size_t n = strnlen(r[i].name, SHMOBJ__SEG_ROOT_NAME);
+    if (n < SHMOBJ__SEG_ROOT_NAME) {
+        memset(info->name, 0, sizeof info->name);
+        memcpy(info->name, r[i].name, n);
+    }
+    shmobj__segment_unlock(seg);
+    *cursor = i + 1;
+    if (n == 0 || n >= SHMOBJ__SEG_ROOT_NAME)
+        return SHMOBJ_ECORRUPT;
+    info->ref = ref;
+    root_kind(seg, ref, info);
+    return 0;
+}

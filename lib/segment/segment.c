@@ -664,3 +664,18 @@ int shmobj_segment_info_get(shmobj_segment *seg, shmobj_segment_info *info)
     shmobj__ext_out(info, &i, sizeof i);
     return 0;
 }
+
+/* A look for tools (seg-peek.c): the name checked as an open checks it,
+ * the object opened read-only by the os layer for the call's duration. */
+int shmobj_segment_peek(const char *name, unsigned backend,
+                        shmobj_segment_peek_info *info)
+{
+    if (info == NULL || info->struct_size < sizeof *info ||
+        backend > SHMOBJ_BACKEND_FILE || !name_ok(name, backend))
+        return SHMOBJ_EINVAL;
+    uint32_t struct_size = info->struct_size;
+    memset(info, 0, sizeof *info);
+    info->struct_size = struct_size;
+    struct shmobj__seg_peek p = {.backend = backend, .info = info};
+    return shmobj__os_obj_with_ro(name, backend, shmobj__seg_peek_fd, &p);
+}

@@ -123,6 +123,15 @@ int shmobj__seg_header_validate(const struct shmobj__seg_header *h,
 void shmobj__seg_header_seal(struct shmobj__seg_header *h);
 uint64_t shmobj__seg_layout_signature(void);
 
+/* A look without attaching (seg-peek.c): shmobj_segment_peek() checks the
+ * arguments and has the os layer call this with a read-only descriptor
+ * of the object and a struct shmobj__seg_peek as ctx. */
+struct shmobj__seg_peek {
+    unsigned backend;               /* the backend the name was given for */
+    shmobj_segment_peek_info *info; /* zeroed but for struct_size */
+};
+int shmobj__seg_peek_fd(int fd, void *ctx);
+
 /* The space operations of a segment (seg-heap.c). */
 extern const struct shmobj__space_ops shmobj__segment_space_ops;
 

@@ -1,0 +1,172 @@
+/* The live segment the tests of the shmobj tool look into, and the damage
+ * they make it suffer.
+ *
+ *   test-cli-helper serve NAME SECONDS
+ *       creates segment NAME with a queue "jobs", a map "cache", objects
+ *       "config" (a dict), "weights" (a buffer) and "answer" (an int), and
+ *       a raw block "blob" (NAME with a slash: a file-backed segment at
+ *       that path); prints "ready PID" and keeps putting and
+ *       taking messages and adding to the map until SECONDS passed or its
+ *       standard input closes; then removes the segment.
+ *   test-cli-helper damage-heap NAME ROOT
+ *       sets bit 2 (always zero, doc/format-arena.md) of the header word of
+ *       ROOT's block and prints the offset of that block's header.
+ *   test-cli-helper damage-map NAME ROOT
+ *       adds one to the count field of the table of shard 0 of map ROOT
+ *       (doc/format-map.md) and prints the map's offset.
+ * Exit status 0, or 1 with a message. */
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <shmobj.h>
+
+#define SECOND INT64_C(1000000000)
+
+static int fail(const char *what, int rc)
+{
+    fprintf(stderr, "test-cli-helper: %s: %s\n", what, shmobj_strerror(rc));
+    return 1;
+}
+
+#define TRY(what, expr)                                                        \
+    do {                                                                       \
+        int rc_ = (expr);                                                      \
+        if (rc_ != 0)                                                          \
+            return fail(what, rc_);                                            \
+    } while (0)
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int populate(shmobj_segment *seg, shmobj_queue **q, shmobj_map **m)
+{
+    TRY("queue", shmobj_queue_create(seg, "jobs", 64, 0, q));
+    TRY("map", shmobj_map_create(seg, "cache", m));
+    for (int i = 0; i < 100; i++) {
+        char k[16];
+        int n = snprintf(k, sizeof k, "key%d", i);
+        TRY("map set", shmobj_map_set(*m, k, (size_t)n, "value", 5));
+    }
+    shmobj_value cfg = SHMOBJ_VAL_DICT_OF(
+        SHMOBJ_VAL_STR("name"), SHMOBJ_VAL_STR("cli"),
+        SHMOBJ_VAL_STR("workers"), SHMOBJ_VAL_INT(4),
+        SHMOBJ_VAL_STR("ratio"), SHMOBJ_VAL_DOUBLE(0.5),
+        SHMOBJ_VAL_STR("tags"),
+        SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_STR("a"), SHMOBJ_VAL_STR("b")));
+    shmobj_ref ref;
+    TRY("config", shmobj_obj_put(seg, &cfg, &ref));
+    TRY("config root", shmobj_segment_root_set(seg, "config", ref));
+    uint64_t shape[2] = {4, 8};
+    TRY("weights", shmobj_obj_put_buffer(seg, SHMOBJ_DTYPE_F32, 2, shape, NULL,
+                                         &ref, NULL));
+    TRY("weights root", shmobj_segment_root_set(seg, "weights", ref));
+    TRY("answer", shmobj_obj_put_int(seg, 42, &ref));
+    TRY("answer root", shmobj_segment_root_set(seg, "answer", ref));
+    TRY("blob", shmobj_arena_alloc(seg, 256, 0, &ref, NULL));
+    TRY("blob root", shmobj_segment_root_set(seg, "blob", ref));
+    return 0;
+}
+
+static int serve(const char *name, double seconds)
+{
+    shmobj_segment_options o;
+    shmobj_segment_options_init(&o);
+    o.initial_size = 8u << 20;
+    o.max_size = 64u << 20;
+    /* a path names a file-backed segment */
+    unsigned backend = strchr(name, '/') ? SHMOBJ_BACKEND_FILE : SHMOBJ_BACKEND_SHM;
+    o.backend = backend;
+    shmobj_segment *seg;
+    TRY("create", shmobj_segment_create(name, &o, &seg));
+    shmobj_queue *q = NULL;
+    shmobj_map *m = NULL;
+    if (populate(seg, &q, &m) != 0) {
+        shmobj_segment_close(seg);
+        shmobj_segment_destroy(name, backend);
+        return 1;
+    }
+    shmobj_ref msg;
+    TRY("message", shmobj_obj_put_int(seg, 7, &msg));
+    printf("ready %d\n", (int)getpid());
+    fflush(stdout);
+    double end = now_s() + seconds;
+    int rc = 0;
+    while (rc == 0 && now_s() < end) {
+        /* a little work every 10 ms: rates for `top`, little CPU */
+        for (int i = 0; i < 100 && rc == 0; i++) {
+            shmobj_ref got;
+            rc = shmobj_queue_put(q, msg);
+            if (rc == 0)
+                rc = shmobj_queue_take(q, &got);
+            if (rc == 0)
+                rc = shmobj_map_add(m, "counter", 7, 1, NULL);
+        }
+        /* one message left waiting, so the depth is not always 0 */
+        if (rc == 0)
+            (void)shmobj_queue_try_put(q, msg);
+        struct pollfd p = {.fd = 0, .events = POLLIN};
+        if (poll(&p, 1, 10) > 0) {
+            char c;
+            if (read(0, &c, 1) <= 0)
+                break; /* stdin closed: the test is done */
+        }
+        shmobj_ref got;
+        (void)shmobj_queue_try_take(q, &got);
+    }
+    if (rc != 0)
+        fail("work", rc);
+    shmobj_queue_close(q);
+    shmobj_map_close(m);
+    shmobj_segment_close(seg);
+    shmobj_segment_destroy(name, backend);
+    return rc != 0;
+}
+
+static int damage(const char *name, const char *root, int map)
+{
+    shmobj_segment *seg;
+    TRY("open", shmobj_segment_open(name, SHMOBJ_BACKEND_SHM, 5 * SECOND, &seg));
+    shmobj_ref ref;
+    TRY("root", shmobj_segment_root_get(seg, root, &ref));
+    uint8_t *p;
+    TRY("ptr", shmobj_arena_ptr(seg, ref, (void **)&p, NULL));
+    uint64_t off = ref & ((UINT64_C(1) << 48) - 1);
+    if (!map) {
+        p[-8] |= 4; /* header word, bits 2-3 must be zero */
+        printf("%llu\n", (unsigned long long)(off - 16));
+    } else {
+        /* shard 0 at 65,792, its table reference at +72 */
+        shmobj_ref table;
+        memcpy(&table, p + 65792 + 72, sizeof table);
+        uint8_t *t;
+        TRY("table", shmobj_arena_ptr(seg, table, (void **)&t, NULL));
+        uint64_t count;
+        memcpy(&count, t + 64 + 32, sizeof count); /* after the 64-byte prefix */
+        count++;
+        memcpy(t + 64 + 32, &count, sizeof count);
+        printf("%llu\n", (unsigned long long)off);
+    }
+    shmobj_segment_close(seg);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 4 && strcmp(argv[1], "serve") == 0)
+        return serve(argv[2], atof(argv[3]));
+    if (argc == 4 && strcmp(argv[1], "damage-heap") == 0)
+        return damage(argv[2], argv[3], 0);
+    if (argc == 4 && strcmp(argv[1], "damage-map") == 0)
+        return damage(argv[2], argv[3], 1);
+    fprintf(stderr, "usage: test-cli-helper serve NAME SECONDS | "
+                    "damage-heap NAME ROOT | damage-map NAME ROOT\n");
+    return 2;
+}

@@ -1,0 +1,334 @@
+#!/bin/sh
+# The shmobj tool against live, damaged, missing, foreign, stale,
+# orphaned and unreadable segments, and while examples/shmobj-demo runs.
+#   test-cli.sh SHMOBJ TEST-CLI-HELPER SHMOBJ-DEMO
+# Every wait is bounded; each check says what it expected and what came.
+set -u
+tool=$1
+helper=$2
+demo=$3
+tag="clitest-$$"
+tmp=$(mktemp -d)
+failures=0
+helpers=""
+demo_pid=""
+
+cleanup() {
+    for fd in $helpers; do eval "exec $fd>&-"; done
+    [ -n "$demo_pid" ] && kill -TERM "-$demo_pid" 2>/dev/null
+    wait 2>/dev/null
+    for f in /dev/shm/"$tag"*; do [ -e "$f" ] && rm -f "$f"; done
+    [ -n "$demo_pid" ] && rm -f /dev/shm/shmobj-demo-"$demo_pid"
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+fail() {
+    echo "FAIL: $*" >&2
+    failures=$((failures + 1))
+}
+
+# run NAME EXPECTED_STATUS ARGS...: run the tool, keep stdout and stderr
+run() {
+    what=$1
+    want=$2
+    shift 2
+    "$tool" "$@" >"$tmp/out" 2>"$tmp/err"
+    got=$?
+    if [ "$got" -ne "$want" ]; then
+        fail "$what: exit $got, expected $want (shmobj $*)"
+        sed 's/^/  out: /' "$tmp/out" >&2
+        sed 's/^/  err: /' "$tmp/err" >&2
+    fi
+}
+
+# has FILE PATTERN WHAT: the output holds a line matching PATTERN
+has() {
+    grep -q -e "$2" "$tmp/$1" || {
+        fail "$3: no line matching '$2' in $1"
+        sed 's/^/  | /' "$tmp/$1" >&2
+    }
+}
+
+hasnt() {
+    if grep -q -e "$2" "$tmp/$1"; then
+        fail "$3: a line matches '$2' in $1"
+        sed 's/^/  | /' "$tmp/$1" >&2
+    fi
+}
+
+# wait_line FILE PATTERN: until FILE holds a line matching PATTERN, 10 s
+wait_line() {
+    i=0
+    while ! grep -q -e "$2" "$1" 2>/dev/null; do
+        i=$((i + 1))
+        [ $i -gt 200 ] && return 1
+        sleep 0.05
+    done
+}
+
+# serve NAME FD: a helper keeps segment NAME alive while descriptor FD
+# (a fifo into its standard input) stays open
+serve() {
+    mkfifo "$tmp/fifo-$2"
+    "$helper" serve "$1" 100 <"$tmp/fifo-$2" >"$tmp/ready-$2" &
+    eval "exec $2>\"$tmp/fifo-$2\""
+    helpers="$helpers $2"
+    wait_line "$tmp/ready-$2" '^ready' || fail "helper for $1 never got ready"
+}
+
+# ---- help ------------------------------------------------------------------
+run "help" 0 --help
+has out "^usage: shmobj COMMAND" "help"
+for c in ls stat dump check rm top; do
+    run "$c --help" 0 "$c" --help
+    has out "^usage: shmobj $c" "$c --help"
+done
+run "no command" 2
+run "unknown command" 2 frobnicate
+has err "unknown command" "unknown command"
+run "version" 0 --version
+has out "^shmobj [0-9]" "version"
+
+# ---- a live segment -----------------------------------------------------------
+live="$tag-live"
+serve "$live" 3
+hpid=$(sed -n 's/^ready //p' "$tmp/ready-3")
+
+run "ls" 0 ls
+awk -v n="$live" '$1 == n { print $7, $8 }' "$tmp/out" >"$tmp/row"
+[ "$(cat "$tmp/row")" = "1 ready" ] ||
+    fail "ls: row of $live says '$(cat "$tmp/row")', expected '1 ready' (one attached, ready)"
+awk -v n="$live" '$1 == n { print $6 }' "$tmp/out" >"$tmp/row"
+[ "$(cat "$tmp/row")" = "$hpid" ] || fail "ls: creator pid '$(cat "$tmp/row")', expected $hpid"
+run "ls NAME" 0 ls "$live"
+has out "^$live .* ready" "ls NAME"
+run "ls /dev/shm/NAME" 0 ls "/dev/shm/$live"
+has out "ready" "ls /dev/shm/NAME"
+
+run "stat" 0 stat "$live"
+has out "^segment $live" "stat"
+has out "by pid $hpid (attached)" "stat: creator"
+has out "fragmentation" "stat: heap"
+has out "^processes (1 attached besides this tool)" "stat: processes"
+has out "pid $hpid .* creator" "stat: the helper's handle"
+has out "jobs  *queue .*depth [0-9]*/64, puts [0-9]*, takes [0-9]*, skipped 0, rescued 0" "stat: queue"
+has out "cache  *map .*count 10[01], load [0-9.]*, [0-9.]* bytes/item" "stat: map"
+has out "config  *object .*type dict len 4" "stat: dict object"
+has out "weights  *object .*type buffer f32\[4,8\]" "stat: buffer object"
+has out "answer  *object .*type int" "stat: int object"
+has out "blob  *raw" "stat: raw block"
+# ls only peeks: after ls and stat, still just the helper attached
+run "ls again" 0 ls "$live"
+awk -v n="$live" '$1 == n { print $7 }' "$tmp/out" >"$tmp/row"
+[ "$(cat "$tmp/row")" = "1" ] || fail "ls after stat: $(cat "$tmp/row") attached, expected 1"
+
+run "dump ROOT" 0 dump "$live" config
+[ "$(cat "$tmp/out")" = '{"name":"cli","workers":4,"ratio":0.5,"tags":["a","b"]}' ] ||
+    fail "dump config: got $(cat "$tmp/out")"
+run "dump --pretty ROOT" 0 dump --pretty "$live" config
+cat >"$tmp/want" <<'EOF'
+{
+  "name": "cli",
+  "workers": 4,
+  "ratio": 0.5,
+  "tags": [
+    "a",
+    "b"
+  ]
+}
+EOF
+cmp -s "$tmp/out" "$tmp/want" || { fail "dump --pretty config differs:"; diff "$tmp/want" "$tmp/out" >&2; }
+run "dump" 0 dump "$live"
+has out '"answer":42' "dump: every root"
+has out '"jobs":{"\$queue":{"capacity":64' "dump: queue"
+has out '"blob":{"\$raw":256}' "dump: raw"
+run "dump missing root" 2 dump "$live" nosuchroot
+has err "no root named 'nosuchroot'" "dump missing root"
+
+run "check" 0 check "$live"
+has out "^$live: ok: heap, 6 roots (1 queues, 1 maps, 3 objects, 1 others)" "check"
+
+run "top" 0 top -n 3 -i 0.3 "$live"
+has out "frame 3" "top: three frames"
+hasnt out "frame 4" "top: -n 3"
+if grep -q "$(printf '\033')" "$tmp/out"; then fail "top: ANSI escapes when stdout is not a terminal"; fi
+# the first frame has no rates yet; later ones do, and the helper puts
+# and takes all the time (a positive rate in one of them at least, so a
+# helper starved for one interval on a loaded machine does not count)
+awk '$1 == "jobs" { print $4 }' "$tmp/out" >"$tmp/rates"
+[ "$(head -n 1 "$tmp/rates")" = "-" ] || fail "top: frame 1 has a rate: $(head -n 1 "$tmp/rates")"
+tail -n +2 "$tmp/rates" | grep -q '^[1-9][0-9]*$' ||
+    fail "top: no later frame has a positive puts/s: $(tr '\n' ' ' <"$tmp/rates")"
+run "top bad interval" 2 top -i 0 "$live"
+
+# ---- missing -----------------------------------------------------------------
+for c in stat check dump top ls rm; do
+    run "$c missing" 2 "$c" "$tag-missing"
+    has err "$tag-missing: no such segment" "$c missing"
+done
+
+# ---- foreign: a /dev/shm file that is not ours ---------------------------------
+foreign="$tag-foreign"
+head -c 8192 /dev/zero | tr '\0' 'x' >"/dev/shm/$foreign"
+run "ls with a foreign file" 0 ls
+hasnt out "^$foreign " "ls lists a foreign file"
+for c in ls stat check dump; do
+    run "$c foreign" 2 "$c" "$foreign"
+    has err "not a libshmobj segment" "$c foreign"
+done
+run "rm foreign" 2 rm "$foreign"
+has err "not a libshmobj segment" "rm foreign"
+[ -e "/dev/shm/$foreign" ] || fail "rm removed a foreign file"
+: >"/dev/shm/$tag-empty"
+run "ls without -a" 0 ls
+hasnt out "^$tag-empty " "ls lists an empty file without -a"
+run "ls -a" 0 ls -a
+has out "^$tag-empty .* empty" "ls -a lists an empty file"
+hasnt out "^$foreign " "ls -a lists a foreign file"
+run "rm empty" 2 rm "$tag-empty"
+[ -e "/dev/shm/$tag-empty" ] || fail "rm removed an empty file without -f"
+run "rm -f empty" 0 rm -f "$tag-empty"
+[ -e "/dev/shm/$tag-empty" ] && fail "rm -f kept an empty file"
+run "rm -f foreign" 2 rm -f "$foreign"
+[ -e "/dev/shm/$foreign" ] || fail "rm -f removed a foreign file"
+
+# ---- orphaned and stale: copies of the live segment hold no locks --------------
+cp "/dev/shm/$live" "/dev/shm/$tag-orphan"
+run "ls orphaned" 0 ls "$tag-orphan"
+has out "^$tag-orphan .* 0 orphaned" "ls orphaned"
+cp "/dev/shm/$live" "/dev/shm/$tag-stale"
+# state (offset 8) back to 0: set up and never finished, nobody holds it
+printf '\000\000\000\000' | dd of="/dev/shm/$tag-stale" bs=1 seek=8 conv=notrunc 2>/dev/null
+run "ls stale" 0 ls "$tag-stale"
+has out "^$tag-stale .* stale" "ls stale"
+run "stat stale" 2 stat "$tag-stale"
+has err "stale: its creator died during set-up" "stat stale"
+run "rm stale and orphaned" 0 rm "$tag-stale" "$tag-orphan"
+[ -e "/dev/shm/$tag-stale" ] && fail "rm kept the stale segment"
+[ -e "/dev/shm/$tag-orphan" ] && fail "rm kept the orphaned segment"
+
+# ---- damaged -------------------------------------------------------------------
+cp "/dev/shm/$live" "/dev/shm/$tag-hdr"
+# a byte of max_size (offset 32), which the header checksum covers
+printf '\001' | dd of="/dev/shm/$tag-hdr" bs=1 seek=33 conv=notrunc 2>/dev/null
+run "ls damaged header" 1 ls "$tag-hdr"
+has out "^$tag-hdr .* damaged" "ls damaged header"
+run "check damaged header" 1 check "$tag-hdr"
+has out "header: damaged at offset 0" "check damaged header"
+has err "damaged: its header does not check out" "check damaged header message"
+run "stat damaged header" 1 stat "$tag-hdr"
+run "rm damaged header" 0 rm "$tag-hdr"
+
+# a root's name that fills its field (the directory is at offset 20480,
+# 64 bytes an entry, doc/format.md; the first root is the queue "jobs")
+cp "/dev/shm/$live" "/dev/shm/$tag-names"
+head -c 48 /dev/zero | tr '\0' 'z' |
+    dd of="/dev/shm/$tag-names" bs=1 seek=20480 conv=notrunc 2>/dev/null
+run "check damaged root name" 1 check "$tag-names"
+has out "^root directory: entry 0 damaged" "check damaged root name"
+run "stat damaged root name" 1 stat "$tag-names"
+has out "config  *object" "stat goes on past a damaged root name"
+run "dump ROOT past a damaged root name" 0 dump "$tag-names" config
+has out '"workers":4' "dump ROOT past a damaged root name"
+run "rm damaged root name" 0 rm "$tag-names"
+
+heap="$tag-heap"
+serve "$heap" 4
+off=$("$helper" damage-heap "$heap" blob) || fail "damage-heap"
+run "check damaged heap" 1 check "$heap"
+has out "^heap: damaged at offset $off " "check damaged heap: the offset of the block"
+has out "^$heap: damaged (1 problem)" "check damaged heap: summary"
+
+map="$tag-map"
+serve "$map" 5
+off=$("$helper" damage-map "$map" cache) || fail "damage-map"
+run "check damaged map" 1 check "$map"
+has out "^map 'cache': damaged at offset $off " "check damaged map: the map's offset"
+
+# ---- unreadable: another user ---------------------------------------------------
+if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null 2>&1 &&
+    setpriv --reuid=nobody --regid=nogroup --clear-groups "$tool" --help >/dev/null 2>&1; then
+    for c in ls check stat; do
+        setpriv --reuid=nobody --regid=nogroup --clear-groups "$tool" "$c" "$live" \
+            >"$tmp/out" 2>"$tmp/err"
+        got=$?
+        [ $got -eq 2 ] || fail "$c as nobody: exit $got, expected 2"
+        has err "$live: permission denied" "$c as nobody"
+    done
+    setpriv --reuid=nobody --regid=nogroup --clear-groups "$tool" rm "$live" \
+        >"$tmp/out" 2>"$tmp/err"
+    [ -e "/dev/shm/$live" ] || fail "rm as nobody removed the segment"
+else
+    echo "skipped: unreadable segments (needs root and setpriv)"
+fi
+
+# ---- file-backed segments by path ------------------------------------------------
+serve "$tmp/seg.file" 6
+run "ls PATH" 0 ls "$tmp/seg.file"
+has out "^$tmp/seg.file  *file .* 1 ready" "ls PATH"
+run "check PATH" 0 check "$tmp/seg.file"
+has out "ok: heap, 6 roots" "check PATH"
+run "stat PATH" 0 stat "$tmp/seg.file"
+has out "backend file" "stat PATH"
+# a copy of a shm segment in a file is not a file-backed segment
+cp "/dev/shm/$live" "$tmp/copy.file"
+run "check a copied shm segment as a file" 1 check "$tmp/copy.file"
+run "ls a copied shm segment as a file" 1 ls "$tmp/copy.file"
+has out "damaged" "ls a copied shm segment as a file"
+run "rm PATH" 0 rm "$tmp/seg.file" "$tmp/copy.file"
+[ -e "$tmp/seg.file" ] && fail "rm PATH kept the file"
+echo hello >"$tmp/text.file"
+run "rm a text file" 2 rm "$tmp/text.file"
+[ -e "$tmp/text.file" ] || fail "rm removed a text file"
+
+# ---- while the demo runs ----------------------------------------------------------
+# in a session of its own, so that its producer and consumer go together;
+# its pid (that session's and group's number) is in its first line
+setsid "$demo" 100000000 1 1 >"$tmp/demo.out" 2>&1 &
+demo_job=$!
+if wait_line "$tmp/demo.out" 'consumer attached'; then
+    demo_pid=$(sed -n 's/^producer \([0-9]*\): created.*/\1/p' "$tmp/demo.out")
+    dname="shmobj-demo-$demo_pid"
+    run "ls demo" 0 ls "$dname"
+    has out "^$dname .* 2 ready" "ls demo: producer and consumer attached"
+    run "stat demo" 0 stat "$dname"
+    has out "^processes (2 attached besides this tool)" "stat demo"
+    has out "default  *queue .*depth [0-9]*/256" "stat demo: its queue"
+    run "dump demo" 0 dump "$dname"
+    has out '"default":{"\$queue":{"capacity":256' "dump demo"
+    run "check demo" 0 check "$dname"
+    has out "ok: heap, 1 roots (1 queues" "check demo"
+    run "top demo" 0 top -n 2 -i 0.2 "$dname"
+    has out "frame 2" "top demo"
+    kill -TERM "-$demo_pid"
+    wait "$demo_job" 2>/dev/null
+    demo_pid_done=$demo_pid
+    demo_pid=""
+    # killed: its name stays, nobody attached
+    i=0
+    while :; do
+        "$tool" ls "$dname" >"$tmp/out" 2>"$tmp/err"
+        grep -q " orphaned" "$tmp/out" && break
+        i=$((i + 1))
+        [ $i -gt 200 ] && { fail "killed demo's segment never orphaned"; break; }
+        sleep 0.05
+    done
+    run "rm killed demo" 0 rm "$dname"
+    [ -e "/dev/shm/shmobj-demo-$demo_pid_done" ] && fail "rm kept the demo's segment"
+else
+    fail "demo never attached its consumer"
+    cat "$tmp/demo.out" >&2
+fi
+
+# ---- rm of a live segment: its users go on, the name goes --------------------------
+run "rm live" 0 rm "$live"
+[ -e "/dev/shm/$live" ] && fail "rm kept the live segment"
+run "ls removed" 2 ls "$live"
+
+if [ $failures -ne 0 ]; then
+    echo "$failures checks failed" >&2
+    exit 1
+fi
+echo "all checks passed"
