@@ -25,7 +25,15 @@ struct shmobj__wr {
     uint64_t cur;     /* next free byte, relative to the block */
     uint64_t lim;     /* bytes the cursor may reach (the block's size) */
     int need64;       /* holds a buffer: allocate 64-aligned */
+    struct shmobj__space *sp; /* the space records' shapes, adopted and
+                               * linked objects are checked in; NULL:
+                               * measure */
 };
+
+/* The bits of shmobj__measure()'s *need64: what the block will hold. */
+#define SHMOBJ__M_ALIGN64 0x1 /* a buffer: allocate 64-aligned */
+#define SHMOBJ__M_RECORDS 0x2 /* records: shape uses to take once written */
+#define SHMOBJ__M_ADOPTS 0x4  /* adopted objects: marks to take once written */
 
 /* Key i of the keyed description v (a dict's key, a set's member, a named
  * struct's field name, which is a str of SHMOBJ_STRLEN bytes) described
@@ -52,8 +60,31 @@ shmobj__desc_key_at(const shmobj_value *v, size_t i, shmobj_key *key)
 int shmobj__emit_buffer(struct shmobj__wr *w, const shmobj_value *v, uint64_t pos,
                         struct shmobj__obj *h);
 
-/* objmeasure.c: the bytes of the block a description needs, and whether
- * it must be 64-aligned (it holds a buffer). */
+/* objmeasure.c: the bytes of the block a description needs, and in
+ * *need64 the SHMOBJ__M_* bits of what it holds. */
 int shmobj__measure(const shmobj_value *val, uint64_t *size, int *need64);
+
+/* objemit.c: write (or measure) the value v into the slot at the
+ * block-relative slot_rel (the builder's common path, records' fields
+ * among its callers). */
+int shmobj__emit_value(struct shmobj__wr *w, const shmobj_value *v, uint64_t slot_rel,
+                       int depth);
+
+/* objshape.c: write the record description v at the next 16-aligned
+ * position; *rel
+ * receives it. Checks every value against the shape. */
+int shmobj__emit_record(struct shmobj__wr *w, const shmobj_value *v, int depth,
+                        uint64_t *rel);
+
+/* objref.c: check the reference an ADOPT (adopt 1) or LINK description
+ * gives: a live object block of the space; an adopted one must hold an
+ * object (not a scalar, null or a shape) and be owned by nobody yet. */
+int shmobj__ref_check(struct shmobj__space *sp, shmobj__ref ref, int adopt);
+
+/* objref.c: after a block was written, take what its records and adopted
+ * objects need (a use of each record's shape, the ADOPTED mark of each
+ * adopted block); on failure give back what was taken and return the
+ * error. */
+int shmobj__claim(struct shmobj__space *sp, uint64_t blk, uint64_t blen, uint16_t gen);
 
 #endif /* SHMOBJ_OBJBUILD_H */

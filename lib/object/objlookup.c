@@ -36,6 +36,16 @@ int shmobj__index_find(const shmobj_view *v, const shmobj_key *k, size_t *out,
 {
     uint64_t keys, stride, index;
     struct shmobj__space *sp = shmobj__space_of(v);
+    shmobj_view sv;
+    if (v->type == SHMOBJ_TYPE_RECORD) {
+        /* A record's names are found in its shape's index (the shape
+         * cannot be freed while the record uses it; a damaged record's
+         * shape is checked live all the same). */
+        shmobj__record_shape_view(v, &sv);
+        if (!shmobj__obj_live(&sv))
+            return SHMOBJ_ESTALE;
+        v = &sv;
+    }
     int rc = shmobj__keyed_layout(v, &keys, &stride, &index);
     if (rc != 0)
         return rc;

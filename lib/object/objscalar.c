@@ -153,7 +153,8 @@ static inline int item_int_slot(const shmobj_view *v, size_t i, _Atomic uint64_t
     /* the containers with value slots, as one bit test (this runs once
      * per counter increment) */
     const uint32_t with_items = 1u << SHMOBJ_TYPE_LIST | 1u << SHMOBJ_TYPE_TUPLE |
-                                1u << SHMOBJ_TYPE_DICT | 1u << SHMOBJ_TYPE_STRUCT;
+                                1u << SHMOBJ_TYPE_DICT | 1u << SHMOBJ_TYPE_STRUCT |
+                                1u << SHMOBJ_TYPE_RECORD;
     if (v == NULL)
         return SHMOBJ_EINVAL;
     /* the view's fields once, before the header load (which the compiler
@@ -172,7 +173,8 @@ static inline int item_int_slot(const shmobj_view *v, size_t i, _Atomic uint64_t
     uint8_t tag = s->tag;
     if (tag != SHMOBJ__SLOT_INT)
         return tag == SHMOBJ__SLOT_OBJ || tag == SHMOBJ__SLOT_BOOL ||
-                       tag == SHMOBJ__SLOT_UINT || tag == SHMOBJ__SLOT_DOUBLE
+                       tag == SHMOBJ__SLOT_UINT || tag == SHMOBJ__SLOT_DOUBLE ||
+                       tag == SHMOBJ__SLOT_LINK || tag == SHMOBJ__SLOT_ISTR
                    ? SHMOBJ_ETYPE
                    : SHMOBJ_ECORRUPT;
     *out = &s->payload;
@@ -201,7 +203,8 @@ int shmobj_view_key_int_add(const shmobj_view *view, const shmobj_key *key,
     _Atomic uint64_t *p;
     if (view == NULL || key == NULL || !shmobj__key_ready(key))
         return SHMOBJ_EINVAL;
-    if (view->type != SHMOBJ_TYPE_DICT && view->type != SHMOBJ_TYPE_STRUCT)
+    if (view->type != SHMOBJ_TYPE_DICT && view->type != SHMOBJ_TYPE_STRUCT &&
+        view->type != SHMOBJ_TYPE_RECORD)
         return SHMOBJ_ETYPE;
     if (!shmobj__obj_live(view))
         return SHMOBJ_ESTALE;
