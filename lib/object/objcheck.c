@@ -285,7 +285,7 @@ int shmobj_obj_check(shmobj_segment *seg, shmobj_ref ref)
     uint16_t flags = atomic_load_explicit(
         &((struct shmobj__tree *)(sp->base + root.slot_blk))->flags, memory_order_acquire);
     if ((flags & ~(SHMOBJ__TREE_SEPARATE | SHMOBJ__TREE_RECORDS | SHMOBJ__TREE_ADOPTED |
-                   SHMOBJ__TREE_SHAPE)) != 0 ||
+                   SHMOBJ__TREE_SHAPE | SHMOBJ__TREE_ROOTREC)) != 0 ||
         !(flags & SHMOBJ__TREE_SHAPE) != (root.type != SHMOBJ_TYPE_SHAPE))
         return SHMOBJ_ECORRUPT;
     if (root.slot_tag == SHMOBJ__SLOT_BOOL &&

@@ -372,6 +372,8 @@ emit_slot(struct shmobj__wr *w, const shmobj_value *v, uint64_t slot_rel, int de
          * separate block of this one (the put sets SEPARATE), a link a
          * weak reference */
         int rc = shmobj__ref_check(w->sp, v->v.ref, v->type == SHMOBJ_TYPE_ADOPT);
+        if (rc == 0 && v->type == SHMOBJ_TYPE_ADOPT)
+            rc = shmobj__claim_now(w, 0, v->v.ref, NULL);
         if (rc != 0)
             return rc;
         tag = v->type == SHMOBJ_TYPE_ADOPT ? SHMOBJ__SLOT_OBJ : SHMOBJ__SLOT_LINK;
@@ -422,10 +424,15 @@ int shmobj__obj_put(struct shmobj__space *sp, const shmobj_value *val,
      * adopted objects (separate blocks); nobody sees the block yet. */
     atomic_store_explicit(&t->flags,
                           (uint16_t)((need64 & SHMOBJ__M_RECORDS ? SHMOBJ__TREE_RECORDS : 0) |
+                                     (need64 & SHMOBJ__M_ROOTREC ? SHMOBJ__TREE_ROOTREC : 0) |
                                      (need64 & SHMOBJ__M_ADOPTS ? SHMOBJ__TREE_SEPARATE : 0)),
                           memory_order_relaxed);
     t->size = size;
-    struct shmobj__wr w = {p, shmobj__ref_off(r), shmobj__ref_gen(r), SHMOBJ__PREFIX, size, 0, sp};
+    struct shmobj__claims cl;
+    cl.n = 0;
+    cl.after = 0;
+    struct shmobj__wr w = {p, shmobj__ref_off(r), shmobj__ref_gen(r), SHMOBJ__PREFIX, size, 0,
+                           sp, &cl};
     if (val->type == SHMOBJ_TYPE_RECORD) {
         /* in the root slot's place (shmobj__measure() counted so) */
         uint64_t rel;
@@ -440,10 +447,13 @@ int shmobj__obj_put(struct shmobj__space *sp, const shmobj_value *val,
      * the second pass disagree with the first: refuse it. */
     if (rc == 0 && w.cur != size)
         rc = SHMOBJ_EINVAL;
-    /* Records take their shapes' uses and adopted objects their marks
-     * once everything is written (a failure takes them back). */
-    if (rc == 0 && (need64 & (SHMOBJ__M_RECORDS | SHMOBJ__M_ADOPTS)))
+    /* Records took their shapes' uses and adopted objects their marks as
+     * they were written (a failure gives them back); past the log's size
+     * they are taken now, by a walk of the block. */
+    if (rc == 0 && cl.after)
         rc = shmobj__claim(sp, shmobj__ref_off(r), size, shmobj__ref_gen(r));
+    else if (rc != 0)
+        shmobj__claims_undo(sp, &cl);
     if (rc != 0) {
         (void)sp->ops->free(sp, r);
         return rc;

@@ -175,6 +175,9 @@ static inline uint64_t shmobj__index_entry(uint64_t item, uint64_t hash)
 #define SHMOBJ__TREE_ADOPTED 0x0004 /* owned by the container that adopted
                                      * it (set by an atomic OR) */
 #define SHMOBJ__TREE_SHAPE 0x0008   /* the block's value is a shape */
+#define SHMOBJ__TREE_ROOTREC 0x0010 /* the block's value is a record (a free
+                                     * gives its use back without a walk
+                                     * when no other flag asks for one) */
 
 /* Most fields of a shape. */
 #define SHMOBJ__SHAPE_MAX 65535

@@ -12,6 +12,8 @@
  *   graph is refused, never followed in a cycle.
  * - The first error met is returned, but the walk goes on to the other
  *   items: what can be freed is freed. */
+#include <string.h>
+
 #include "objint.h"
 
 static int free_slot(struct shmobj__space *sp, struct shmobj__slot *s,
@@ -49,7 +51,7 @@ int shmobj__free_children(struct shmobj__space *sp, const shmobj_view *v,
     /* A record gone (its block freed, or replaced) gives its shape's use
      * back, after what it reached was freed. */
     if (v->type == SHMOBJ_TYPE_RECORD)
-        shmobj__shape_unuse(sp, v->len);
+        shmobj__shape_unuse_view(sp, v);
     return first;
 }
 
@@ -102,7 +104,15 @@ int shmobj__free_tree(struct shmobj__space *sp, shmobj__ref ref, int from_caller
     /* A block none of whose slots was ever given a block of its own holds
      * no reference out, and one without records no shape's use: nothing to
      * walk. */
-    if (flags & (SHMOBJ__TREE_SEPARATE | SHMOBJ__TREE_RECORDS))
+    const struct shmobj__slot *root = (const void *)(t + 1);
+    if (!(flags & (SHMOBJ__TREE_SEPARATE | SHMOBJ__TREE_RECORDS)) &&
+        (flags & SHMOBJ__TREE_ROOTREC) && root->tag == SHMOBJ__SLOT_RECORD) {
+        /* a record alone whose fields reach no other block: its use
+         * back, without a walk (the header is the root slot's bytes) */
+        shmobj__ref shape;
+        memcpy(&shape, (const uint8_t *)root + 8, sizeof shape);
+        shmobj__shape_unuse(sp, shape);
+    } else if (flags & (SHMOBJ__TREE_SEPARATE | SHMOBJ__TREE_RECORDS | SHMOBJ__TREE_ROOTREC))
         rc = free_slot(sp, (void *)(sp->base + blk + sizeof(struct shmobj__tree)),
                        blk, blen, shmobj__ref_gen(ref), depth, budget);
     int rc2 = sp->ops->free(sp, ref);

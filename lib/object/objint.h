@@ -213,8 +213,9 @@ static inline void shmobj__record_shape_view(const shmobj_view *rec, shmobj_view
 {
     struct shmobj__space *sp = (struct shmobj__space *)rec->seg;
     uint64_t blk = shmobj__ref_off(rec->len);
-    memset(sv, 0, sizeof *sv);
+    /* every field a lookup or a key's view reads; the rest unset */
     sv->seg = rec->seg;
+    sv->slot = NULL;
     sv->obj = sp->base + blk + SHMOBJ__PREFIX;
     sv->obj_blk = sv->slot_blk = blk;
     sv->obj_blen = sv->slot_blen = shmobj__rec_extent(rec);
@@ -250,6 +251,8 @@ int shmobj__record_view(struct shmobj__space *sp, const struct shmobj__obj *h,
  * back (never below 0: a damaged count is left alone). */
 int shmobj__shape_use(struct shmobj__space *sp, shmobj__ref shape);
 void shmobj__shape_unuse(struct shmobj__space *sp, shmobj__ref shape);
+/* The same for the shape of the record view rec, from its checked copy. */
+void shmobj__shape_unuse_view(struct shmobj__space *sp, const shmobj_view *rec);
 
 /* Free the shape block at ref (already opened as a tree at blk): refused
  * with SHMOBJ_EBUSY while records use it. */

@@ -55,6 +55,11 @@ int shmobj__index_find(const shmobj_view *v, const shmobj_key *k, size_t *out,
         return k->len <= SHMOBJ__SSTR_MAX
                    ? shmobj__lookup(v, ix, ks, 32, k, SHMOBJ__LOOKUP_SHORT, out, probes)
                    : shmobj__lookup(v, ix, ks, 32, k, SHMOBJ__LOOKUP_LONG, out, probes);
+    /* a record's field names, in its shape */
+    if (v->type == SHMOBJ_TYPE_SHAPE && k->type == SHMOBJ_TYPE_STR)
+        return k->len <= SHMOBJ__SSTR_MAX
+                   ? shmobj__lookup(v, ix, ks, 16, k, SHMOBJ__LOOKUP_SHORT, out, probes)
+                   : shmobj__lookup(v, ix, ks, 16, k, SHMOBJ__LOOKUP_LONG, out, probes);
     return shmobj__lookup(v, ix, ks, stride, k, SHMOBJ__LOOKUP_ANY, out, probes);
 }
 
@@ -111,6 +116,8 @@ int shmobj_key_init(shmobj_key *key, const shmobj_value *value)
 static inline __attribute__((always_inline)) int
 find_key(const shmobj_view *view, const shmobj_key *k, size_t *i)
 {
+    if (view->type == SHMOBJ_TYPE_RECORD)
+        return shmobj__record_find(view, k, i);
     if (view->type == SHMOBJ_TYPE_DICT && k->type == SHMOBJ_TYPE_STR &&
         k->len <= SHMOBJ__SSTR_MAX &&
         shmobj__dict_hit_short(view, k->len, k->word_, k->hash_, i))
@@ -193,7 +200,9 @@ int shmobj_view_get_str(const shmobj_view *view, const char *key,
     k.hash_ = shmobj__hash_mem(SHMOBJ_TYPE_STR, key, n);
     if (n <= SHMOBJ__SSTR_MAX)
         k.word_ = shmobj__pack_short((const uint8_t *)key, n);
-    if (view->type != SHMOBJ_TYPE_DICT)
+    if (view->type == SHMOBJ_TYPE_RECORD)
+        rc = shmobj__record_find(view, &k, &i);
+    else if (view->type != SHMOBJ_TYPE_DICT)
         rc = shmobj__index_find(view, &k, &i, NULL);
     else if (n > SHMOBJ__SSTR_MAX)
         rc = shmobj__dict_lookup(view, &k, SHMOBJ__LOOKUP_LONG, &i);

@@ -73,7 +73,8 @@ static int measure_record(const shmobj_value *v, int depth, uint64_t pos, uint64
         !shmobj__add_ok(pos, 16 + 16 * n, &end) || end > SHMOBJ__MAX_BLOCK)
         return SHMOBJ_EINVAL;
     *cur = end;
-    *need64 |= SHMOBJ__M_RECORDS;
+    /* (depth 0: the block's value; a free need not walk for it) */
+    *need64 |= depth == 0 ? SHMOBJ__M_ROOTREC : SHMOBJ__M_RECORDS;
     for (uint64_t i = 0; i < n; i++) {
         const shmobj_value *it = &items[i];
         int rc;
@@ -109,7 +110,7 @@ static int measure_obj(const shmobj_value *v, int depth, uint64_t *cur, int *nee
     }
     case SHMOBJ_TYPE_BUFFER: {
         /* Rare and shape-heavy: the writer's own code, without a block. */
-        struct shmobj__wr w = {NULL, 0, 0, pos, SHMOBJ__MAX_BLOCK, 0, NULL};
+        struct shmobj__wr w = {NULL, 0, 0, pos, SHMOBJ__MAX_BLOCK, 0, NULL, NULL};
         struct shmobj__obj h;
         rc = shmobj__emit_buffer(&w, v, pos, &h);
         if (rc != 0)

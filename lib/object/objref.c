@@ -127,6 +127,48 @@ static int claim_walk(struct claim *c, const shmobj_view *v, int depth)
     return 0;
 }
 
+int shmobj__claim_now(struct shmobj__wr *w, int record, shmobj__ref ref,
+                      _Atomic uint64_t *uses)
+{
+    struct shmobj__claims *cl = w->cl;
+    if (cl == NULL || cl->after)
+        return 0;
+    if (cl->n == SHMOBJ__CLAIM_LOG) {
+        /* many: give the log back and take everything once written */
+        shmobj__claims_undo(w->sp, cl);
+        cl->after = 1;
+        return 0;
+    }
+    int rc;
+    if (record) {
+        uint64_t old = atomic_fetch_add_explicit(uses, 1, memory_order_acq_rel);
+        rc = 0;
+        if (old & SHMOBJ__SHAPE_CLOSING) {
+            atomic_fetch_sub_explicit(uses, 1, memory_order_acq_rel);
+            rc = SHMOBJ_ESTALE;
+        }
+    } else {
+        rc = mark(w->sp, ref, 0);
+    }
+    if (rc == 0) {
+        cl->ref[cl->n] = ref;
+        cl->record[cl->n] = (uint8_t)record;
+        cl->n++;
+    }
+    return rc;
+}
+
+void shmobj__claims_undo(struct shmobj__space *sp, struct shmobj__claims *cl)
+{
+    while (cl->n > 0) {
+        cl->n--;
+        if (cl->record[cl->n])
+            shmobj__shape_unuse(sp, cl->ref[cl->n]);
+        else
+            (void)mark(sp, cl->ref[cl->n], 1);
+    }
+}
+
 int shmobj__claim(struct shmobj__space *sp, uint64_t blk, uint64_t blen, uint16_t gen)
 {
     shmobj_view root;

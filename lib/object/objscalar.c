@@ -221,6 +221,16 @@ int shmobj_view_key_int_add(const shmobj_view *view, const shmobj_key *key,
         if (s->tag == SHMOBJ__SLOT_INT)
             p = &s->payload;
     }
+    if (view->type == SHMOBJ_TYPE_RECORD) {
+        /* a field by name: the shape's index, then the record's slot
+         * (i < count: the record's body was checked to hold it) */
+        int rc = shmobj__record_find(view, key, &i);
+        if (rc != 0)
+            return rc;
+        struct shmobj__slot *s = (struct shmobj__slot *)((uint8_t *)view->obj + 16 + 16 * i);
+        if (s->tag == SHMOBJ__SLOT_INT)
+            p = &s->payload;
+    }
     if (p == NULL) {
         int rc = shmobj__index_find(view, key, &i, NULL);
         if (rc == 0)

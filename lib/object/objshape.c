@@ -205,18 +205,32 @@ int shmobj__shape_use(struct shmobj__space *sp, shmobj__ref shape)
     return 0;
 }
 
-void shmobj__shape_unuse(struct shmobj__space *sp, shmobj__ref shape)
+static void unuse_at(_Atomic uint64_t *u)
 {
-    struct shmobj__shape_info si;
-    if (shmobj__shape_open(sp, shape, 0, &si) != 0)
-        return; /* gone already (damage, or a free that a dead process began) */
-    _Atomic uint64_t *u = uses_of(sp, &si);
     uint64_t cur = atomic_load_explicit(u, memory_order_relaxed);
     /* never below 0: a count damaged to 0 stays there */
     while ((cur & ~SHMOBJ__SHAPE_CLOSING) != 0 &&
            !atomic_compare_exchange_weak_explicit(u, &cur, cur - 1, memory_order_acq_rel,
                                                   memory_order_relaxed))
         ;
+}
+
+void shmobj__shape_unuse(struct shmobj__space *sp, shmobj__ref shape)
+{
+    struct shmobj__shape_info si;
+    if (shmobj__shape_open(sp, shape, 0, &si) != 0)
+        return; /* gone already (damage, or a free that a dead process began) */
+    unuse_at(uses_of(sp, &si));
+}
+
+void shmobj__shape_unuse_view(struct shmobj__space *sp, const shmobj_view *rec)
+{
+    /* the view checked the shape's layout when it was made */
+    uint64_t blk = shmobj__ref_off(rec->len);
+    if (!shmobj__blk_live(sp, blk, shmobj__ref_gen(rec->len)))
+        return;
+    unuse_at(&((struct shmobj__shape_meta *)(sp->base + blk + SHMOBJ__PREFIX +
+                                             SHMOBJ__SHAPE_META))->uses);
 }
 
 int shmobj__shape_free(struct shmobj__space *sp, shmobj__ref ref, uint64_t blk)
@@ -265,6 +279,10 @@ int shmobj__emit_record(struct shmobj__wr *w, const shmobj_value *v, int depth,
         return rc;
     if (n != si.count || items == NULL)
         return SHMOBJ_EINVAL;
+    /* the record's use, before its reference can leave the put */
+    rc = shmobj__claim_now(w, 1, v->v.r.shape, uses_of(w->sp, &si));
+    if (rc != 0)
+        return rc;
     pos = (w->cur + 15) & ~UINT64_C(15);
     if (!shmobj__add_ok(pos, 16 + 16 * n, &end) || end > w->lim)
         return SHMOBJ_EINVAL;
