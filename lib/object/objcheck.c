@@ -167,6 +167,11 @@ static int ck_shape(struct ck *c, const shmobj_view *v, int depth)
 static int ck_record(struct ck *c, const shmobj_view *v, int depth)
 {
     shmobj_view sv, f;
+    struct shmobj__shape_info si;
+    /* the shape's block in full (views check it lighter, objshape.c) */
+    int src = shmobj__shape_open(c->sp, v->len, 0, &si);
+    if (src != 0)
+        return src;
     shmobj__record_shape_view(v, &sv);
     uint64_t o = (uint64_t)((const uint8_t *)v->obj - c->sp->base);
     for (uint64_t i = 0; i < v->count; i++) {

@@ -181,6 +181,9 @@ static inline uint64_t shmobj__index_entry(uint64_t item, uint64_t hash)
 
 /* Most fields of a shape. */
 #define SHMOBJ__SHAPE_MAX 65535
+/* A shape's index capacity is a power of two from shmobj__index_cap(count)
+ * to this many times it (grown by the writer to spread the names). */
+#define SHMOBJ__SHAPE_CAP_GROWTH 16
 
 /* The word after a shape's header. */
 struct shmobj__shape_meta {

@@ -193,6 +193,31 @@ shmobj__dict_hit_short(const shmobj_view *v, uint64_t kn, uint64_t word,
     return NULL;
 }
 
+/* The common case of a record's lookups, without calls: the value slot of
+ * field *out when the first index entry the probe of the short string key
+ * k (at most SHMOBJ__SSTR_MAX bytes) reads names it (a shape spreads its
+ * names so that it does), else NULL and the caller runs
+ * shmobj__record_find(), which decides everything else. The record's block
+ * and its shape's are checked live by the caller. */
+static inline __attribute__((always_inline)) struct shmobj__slot *
+shmobj__record_hit_short(const shmobj_view *rec, const shmobj_key *k, size_t *out)
+{
+    struct shmobj__space *sp = shmobj__space_of(rec);
+    uint64_t n = rec->count, mask = (UINT64_C(1) << rec->ndim) - 1;
+    const uint8_t *so = sp->base + shmobj__ref_off(rec->len) + SHMOBJ__PREFIX;
+    uint64_t e = ((const uint64_t *)(so + shmobj__shape_index(n)))[k->hash_ & mask];
+    uint64_t it = (e & UINT32_MAX) - 1;
+    if ((uint32_t)(e >> 32) != (uint32_t)(k->hash_ >> 32) || it >= n)
+        return NULL; /* empty, another name, or damage: the full lookup says */
+    const struct shmobj__slot *ks = (const void *)(so + shmobj__shape_names(n) + 16 * it);
+    /* writers NUL-pad short keys, as the prepared word is */
+    if (ks->tag != SHMOBJ__SLOT_SSTR || ks->reserved0 != k->len ||
+        shmobj__key_payload(ks) != k->word_)
+        return NULL;
+    *out = (size_t)it;
+    return (struct shmobj__slot *)((uint8_t *)rec->obj + 16 + 16 * it);
+}
+
 /* The position of prepared key k among the fields of the record view rec,
  * in its shape's index (the layout the view checked and copied when it was
  * made): the lookup of every name on a record. The names are short key

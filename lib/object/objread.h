@@ -76,7 +76,8 @@ shmobj__body_size(const struct shmobj__obj *h, uint64_t rem, uint64_t *out)
         *out = 16 * n;
         break;
     case SHMOBJ_TYPE_SHAPE:
-        if (n == 0 || n > SHMOBJ__SHAPE_MAX || cap != shmobj__index_cap(n))
+        if (n == 0 || n > SHMOBJ__SHAPE_MAX || cap < shmobj__index_cap(n) ||
+            cap > SHMOBJ__SHAPE_CAP_GROWTH * shmobj__index_cap(n) || (cap & (cap - 1)) != 0)
             return SHMOBJ_ECORRUPT;
         *out = 16 + 32 * n + 8 * cap;
         break;

@@ -196,8 +196,9 @@ shmobj_item_int_add(const shmobj_view *view, size_t i, int64_t delta, int64_t *o
     return 0;
 }
 
-int shmobj_view_key_int_add(const shmobj_view *view, const shmobj_key *key,
-                            int64_t delta, int64_t *old)
+/* shmobj_view_key_int_add() but for its record fast path. */
+static __attribute__((noinline)) int
+key_int_add_full(const shmobj_view *view, const shmobj_key *key, int64_t delta, int64_t *old)
 {
     size_t i;
     _Atomic uint64_t *p;
@@ -224,10 +225,18 @@ int shmobj_view_key_int_add(const shmobj_view *view, const shmobj_key *key,
     if (view->type == SHMOBJ_TYPE_RECORD) {
         /* a field by name: the shape's index, then the record's slot
          * (i < count: the record's body was checked to hold it) */
-        int rc = shmobj__record_find(view, key, &i);
-        if (rc != 0)
-            return rc;
-        struct shmobj__slot *s = (struct shmobj__slot *)((uint8_t *)view->obj + 16 + 16 * i);
+        struct shmobj__slot *s;
+        if (key->type == SHMOBJ_TYPE_STR && key->len <= SHMOBJ__SSTR_MAX &&
+            shmobj__blk_live(shmobj__space_of(view), shmobj__ref_off(view->len),
+                             shmobj__ref_gen(view->len)) &&
+            (s = shmobj__record_hit_short(view, key, &i)) != NULL) {
+            /* the common case: one index entry, one name */
+        } else {
+            int rc = shmobj__record_find(view, key, &i);
+            if (rc != 0)
+                return rc;
+            s = (struct shmobj__slot *)((uint8_t *)view->obj + 16 + 16 * i);
+        }
         if (s->tag == SHMOBJ__SLOT_INT)
             p = &s->payload;
     }
@@ -242,6 +251,31 @@ int shmobj_view_key_int_add(const shmobj_view *view, const shmobj_key *key,
     if (old != NULL)
         *old = (int64_t)o;
     return 0;
+}
+
+/* The record's field by a short name, the hot call of counters by name on
+ * records: kept apart from the full lookup (out of line above) so it
+ * saves few registers. Everything it does not decide the full call does,
+ * from the start. */
+int shmobj_view_key_int_add(const shmobj_view *view, const shmobj_key *key,
+                            int64_t delta, int64_t *old)
+{
+    size_t i;
+    struct shmobj__slot *s;
+    if (view != NULL && key != NULL && view->type == SHMOBJ_TYPE_RECORD &&
+        key->type == SHMOBJ_TYPE_STR && key->len <= SHMOBJ__SSTR_MAX &&
+        (key->ptr != NULL || key->len == 0) && shmobj__obj_live(view) &&
+        shmobj__blk_live(shmobj__space_of(view), shmobj__ref_off(view->len),
+                         shmobj__ref_gen(view->len)) &&
+        (s = shmobj__record_hit_short(view, key, &i)) != NULL &&
+        s->tag == SHMOBJ__SLOT_INT) {
+        uint64_t o = atomic_fetch_add_explicit(&s->payload, (uint64_t)delta,
+                                               memory_order_acq_rel);
+        if (old != NULL)
+            *old = (int64_t)o;
+        return 0;
+    }
+    return key_int_add_full(view, key, delta, old);
 }
 
 int shmobj_item_int_get(const shmobj_view *view, size_t i, int64_t *out)

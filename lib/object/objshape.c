@@ -38,7 +38,27 @@ int shmobj_shape_put(shmobj_segment *seg, const shmobj_field *fields, size_t n,
     struct shmobj__space *sp = (struct shmobj__space *)seg;
     if (sp == NULL || fields == NULL || shape == NULL || n == 0 || n > SHMOBJ__SHAPE_MAX)
         return SHMOBJ_EINVAL;
-    uint64_t cap = shmobj__index_cap(n), body = 16 + 32 * (uint64_t)n + 8 * cap;
+    /* Names are few and a shape is built once: the index grows (up to 16
+     * times the smallest, 8 KiB at most) until no two names start their
+     * probe at the same entry, so a lookup by name reads one entry and one
+     * name (shmobj__record_hit_short). */
+    uint64_t base_cap = shmobj__index_cap(n), cap = base_cap;
+    while (cap * 2 <= SHMOBJ__SHAPE_CAP_GROWTH * base_cap && cap * 2 * 8 <= 8192) {
+        uint64_t seen[8192 / 8 / 64] = {0};
+        int clash = 0;
+        for (size_t i = 0; i < n && !clash; i++) {
+            const char *nm = fields[i].name;
+            if (nm == NULL)
+                break; /* refused below */
+            uint64_t at = shmobj__hash_mem(SHMOBJ_TYPE_STR, nm, strlen(nm)) & (cap - 1);
+            clash = (seen[at / 64] >> (at % 64)) & 1;
+            seen[at / 64] |= UINT64_C(1) << (at % 64);
+        }
+        if (!clash)
+            break;
+        cap *= 2;
+    }
+    uint64_t body = 16 + 32 * (uint64_t)n + 8 * cap;
     uint64_t size = SHMOBJ__PREFIX + 16 + body;
     /* the names longer than a short key are str objects after the index */
     for (size_t i = 0; i < n; i++) {
@@ -168,18 +188,54 @@ int shmobj__shape_open(struct shmobj__space *sp, shmobj__ref ref, int from_calle
     return 0;
 }
 
+/* The shape a record view reads through, checked without the arena's
+ * walk of the block's boundary tags (the hot half of every record view:
+ * C1 takes one per record): the shape's block must lie in the mapped
+ * segment, carry the reference's generation (one load: a freed shape
+ * fails it), and hold a whole shape in the extent its own tree header
+ * gives, itself bounded by the mapped segment. So every later read
+ * through the view stays inside the mapping, and a freed shape is
+ * SHMOBJ_ESTALE; what only the arena's walk sees (a forged reference into
+ * another block's bytes that look like a shape) is left to
+ * shmobj_obj_check(), which opens shapes fully. */
+static int shape_open_view(struct shmobj__space *sp, shmobj__ref ref, uint32_t count,
+                           uint64_t *blen_out, uint64_t *cap_out)
+{
+    uint64_t blk = shmobj__ref_off(ref), body;
+    uint64_t mapped = atomic_load_explicit(&sp->mapped, memory_order_acquire);
+    if (blk < 16 || !shmobj__aligned(blk, 16) ||
+        !shmobj__range_ok(blk, SHMOBJ__PREFIX + 16, mapped))
+        return SHMOBJ_ECORRUPT;
+    if (!shmobj__blk_live(sp, blk, shmobj__ref_gen(ref)))
+        return SHMOBJ_ESTALE;
+    const struct shmobj__tree *t = (const void *)(sp->base + blk);
+    const struct shmobj__slot *root = (const void *)(t + 1);
+    uint64_t size = t->size;
+    struct shmobj__obj h;
+    memcpy(&h, sp->base + blk + SHMOBJ__PREFIX, sizeof h);
+    if (t->magic != SHMOBJ__TREE_MAGIC || t->version != SHMOBJ__TREE_VERSION ||
+        !(atomic_load_explicit(&((struct shmobj__tree *)t)->flags, memory_order_relaxed) &
+          SHMOBJ__TREE_SHAPE) ||
+        size % 16 != 0 || size / 16 > UINT32_MAX || size < SHMOBJ__PREFIX + 16 ||
+        !shmobj__range_ok(blk, size, mapped) || root->tag != SHMOBJ__SLOT_OBJ ||
+        h.tag != SHMOBJ_TYPE_SHAPE || h.count != count ||
+        shmobj__body_size(&h, size - SHMOBJ__PREFIX - 16, &body) != 0)
+        return SHMOBJ_ECORRUPT;
+    *blen_out = size;
+    *cap_out = h.len;
+    return 0;
+}
+
 int shmobj__record_view(struct shmobj__space *sp, const struct shmobj__obj *h,
                         shmobj_view *out)
 {
-    struct shmobj__shape_info si;
-    int rc = shmobj__shape_open(sp, h->len, 0, &si);
+    uint64_t blen, cap;
+    int rc = shape_open_view(sp, h->len, h->count, &blen, &cap);
     if (rc != 0)
         return rc;
-    if (si.count != h->count)
-        return SHMOBJ_ECORRUPT;
     out->len = h->len;
-    out->ndim = (uint8_t)__builtin_ctzll(si.cap);
-    shmobj__rec_set_extent(out, si.blen);
+    out->ndim = (uint8_t)__builtin_ctzll(cap);
+    shmobj__rec_set_extent(out, blen);
     return 0;
 }
 
