@@ -354,9 +354,16 @@ SHMOBJ_API int shmobj_obj_size(const shmobj_value *val, size_t *bytes);
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument or bad description (see
  *         shmobj_obj_size()), or duplicate dict keys, set members or field
- *         names
+ *         names, or a reference or record that does not fit (see
+ *         "References" and "Shapes and records")
+ * @retval SHMOBJ_ETYPE an adopted or linked reference, or a record's
+ *         shape, names a block of the wrong kind
+ * @retval SHMOBJ_ESTALE an adopted or linked object, or a record's shape,
+ *         was freed (or the shape is being freed)
+ * @retval SHMOBJ_EBUSY an adopted object is owned by a container already
  * @retval SHMOBJ_ENOMEM the segment has no block that large
- * @retval SHMOBJ_ECORRUPT the segment's heap is damaged
+ * @retval SHMOBJ_ECORRUPT the segment's heap, or a shape the description
+ *         names, is damaged
  * @note Thread- and process-safe (allocation takes the segment lock). The
  *       object is private to the caller until it publishes the reference.
  * @since 0.1
@@ -459,6 +466,10 @@ SHMOBJ_API int shmobj_obj_put_buffer(shmobj_segment *seg, unsigned dtype,
  * @retval SHMOBJ_ETYPE ref names a live block that is not an object (left
  *         alone)
  * @retval SHMOBJ_ESTALE the object was already freed (perhaps reused)
+ * @retval SHMOBJ_EACCES the object was adopted by a container, which owns
+ *         it (left alone)
+ * @retval SHMOBJ_EBUSY ref names a shape that records still use (left
+ *         alone; see shmobj_shape_free())
  * @retval SHMOBJ_ECORRUPT the object's header or tree is damaged (the blocks
  *         that could be reached are freed)
  * @note Thread- and process-safe against other allocations. Nobody may use
@@ -690,7 +701,10 @@ SHMOBJ_API int shmobj_view_get_key(const shmobj_view *view, const shmobj_key *ke
  * value is written into a block of its own, published with one atomic
  * exchange, and the old value is freed if it had a block of its own (an
  * old value written with its parent stays, unused, until the parent is
- * freed).
+ * freed; a record among it gives its shape's use back at once). A link
+ * slot takes another link (SHMOBJ_VAL_LINK(), one atomic store), and no
+ * other slot does; an adopted object is named inside the new value's
+ * description (SHMOBJ_VAL_ADOPT() as the value itself is SHMOBJ_EINVAL).
  *
  * @param[in,out] view the item; afterwards it shows the new value
  * @param[in] val description of the new value
@@ -699,8 +713,11 @@ SHMOBJ_API int shmobj_view_get_key(const shmobj_view *view, const shmobj_key *ke
  * @retval SHMOBJ_ETYPE the value's kind does not fit the slot
  * @retval SHMOBJ_EACCES the item is immutable (tuple item, key, member)
  * @retval SHMOBJ_ENOMEM the segment is full (nothing changed)
+ * @retval SHMOBJ_EBUSY the new value adopts an object owned already
+ *         (nothing changed)
  * @retval SHMOBJ_ESTALE the block holding the slot was freed (see
- *         ::shmobj_view): nothing changed; or the new value is in place but
+ *         ::shmobj_view), or an object or shape the new value refers to
+ *         was freed: nothing changed; or the new value is in place but
  *         the view could not be refreshed, because other processes replaced
  *         the value again each of the 64 times it tried
  * @retval SHMOBJ_ECORRUPT the slot is damaged (nothing changed), or the new
@@ -1120,9 +1137,11 @@ SHMOBJ_API int shmobj_link_get(const shmobj_view *view, shmobj_ref *ref);
  * A *shape* is a list of field names and kinds built once in the segment
  * (shmobj_shape_put()); a *record* of that shape holds only its values,
  * one 16-byte slot per field, and names its shape: no names, no index per
- * record. A record standing alone takes 16 x fields + 32 bytes plus its
- * strings (and the arena's 16-byte block header); inside a container, 16
- * x fields + 16.
+ * record. A record standing alone takes 16 x fields + 32 bytes, plus its
+ * strings' and bytes' own bytes and a NUL each (written in the record,
+ * after its slots, without a header of their own), plus what its object
+ * fields hold; inside a container, 16 x fields + 16 plus the same. (The
+ * arena adds its 16-byte block header to every block.)
  *
  * Records are read like named structs: by position (shmobj_view_item(),
  * shmobj_item_int_add(), shmobj_item_int_get()) and by name through the
@@ -1134,12 +1153,29 @@ SHMOBJ_API int shmobj_link_get(const shmobj_view *view, shmobj_ref *ref);
  * like struct fields.
  *
  * Field kinds (::shmobj_field.kind): SHMOBJ_TYPE_BOOL, _INT, _UINT,
- * _DOUBLE (a scalar slot), _STR and _BYTES (a string or bytes, at most
- * `capacity` bytes when capacity is not 0: every record then reserves
- * that many bytes for it, so records of a shape are all the same size),
- * SHMOBJ_TYPE_LINK (a link), and SHMOBJ_TYPE_NULL (any object or null:
- * a container, a nested record, an adopted object; replaceable with
- * shmobj_view_set()).
+ * _DOUBLE (a scalar slot, updated in place like a struct field's),
+ * _STR and _BYTES (a string or bytes inline in the record, immutable
+ * like every string: shmobj_view_set() of it gives SHMOBJ_EACCES; at most
+ * `capacity` bytes when capacity is not 0, which is also the size of the
+ * char array shmobj_record_put_struct() reads), SHMOBJ_TYPE_LINK (a link),
+ * and SHMOBJ_TYPE_NULL (null or any object but a string or bytes: a
+ * container, a nested record, an adopted object; replaceable with
+ * shmobj_view_set()). A record's description (SHMOBJ_VAL_RECORD()) gives
+ * one value per field in the shape's order, each of the field's kind;
+ * shmobj_obj_put() refuses anything else with SHMOBJ_EINVAL (also a string
+ * longer than its capacity, a count other than the shape's), a shape
+ * reference that names no shape with SHMOBJ_ETYPE (or SHMOBJ_EINVAL when
+ * it names no block), and a shape freed or being freed with
+ * SHMOBJ_ESTALE.
+ *
+ * Reading a record checks its shape: the shape's block must lie in the
+ * segment, carry the reference's generation and hold a whole shape of the
+ * record's number of fields (SHMOBJ_ECORRUPT otherwise, SHMOBJ_ESTALE for
+ * a freed shape); shmobj_obj_check() also checks the shape's block with
+ * the allocator and every field's kind and capacity. A shape's own
+ * top-level view (shmobj_obj_get() of a shape) has type SHMOBJ_TYPE_SHAPE:
+ * shmobj_view_len() gives its fields, shmobj_view_key() their names, and
+ * JSON prints `{"$shape":{"name":"kind",...}}`.
  *
  * **Lifetime.** A shape is immutable and shared by its records. Every
  * record holds a use of its shape, taken (an atomic add on the shape's
@@ -1165,8 +1201,8 @@ typedef struct shmobj_field {
     const char *name;  /**< NUL-terminated UTF-8, distinct within the shape */
     uint32_t kind;     /**< enum shmobj_type: BOOL, INT, UINT, DOUBLE, STR,
                             BYTES, LINK, or NULL for any object */
-    uint32_t capacity; /**< STR, BYTES: most bytes (0: any length, not
-                            reserved); other kinds: 0 */
+    uint32_t capacity; /**< STR, BYTES: most bytes (0: any length); other
+                            kinds: 0 */
     uint64_t offset;   /**< where shmobj_record_put_struct() reads the field
                             in the caller's C struct (offsetof) */
 } shmobj_field;

@@ -117,10 +117,10 @@ static inline __attribute__((always_inline)) int
 find_key(const shmobj_view *view, const shmobj_key *k, size_t *i)
 {
     if (view->type == SHMOBJ_TYPE_RECORD) {
-        if (k->type == SHMOBJ_TYPE_STR && k->len <= SHMOBJ__SSTR_MAX &&
+        if (k->type == SHMOBJ_TYPE_STR &&
             shmobj__blk_live(shmobj__space_of(view), shmobj__ref_off(view->len),
                              shmobj__ref_gen(view->len)) &&
-            shmobj__record_hit_short(view, k, i) != NULL)
+            shmobj__record_hit(view, k, i) != NULL)
             return 0;
         return shmobj__record_find(view, k, i);
     }

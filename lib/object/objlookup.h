@@ -194,13 +194,13 @@ shmobj__dict_hit_short(const shmobj_view *v, uint64_t kn, uint64_t word,
 }
 
 /* The common case of a record's lookups, without calls: the value slot of
- * field *out when the first index entry the probe of the short string key
- * k (at most SHMOBJ__SSTR_MAX bytes) reads names it (a shape spreads its
+ * field *out when the first index entry the probe of the string key k
+ * reads names it (a shape spreads its
  * names so that it does), else NULL and the caller runs
  * shmobj__record_find(), which decides everything else. The record's block
  * and its shape's are checked live by the caller. */
 static inline __attribute__((always_inline)) struct shmobj__slot *
-shmobj__record_hit_short(const shmobj_view *rec, const shmobj_key *k, size_t *out)
+shmobj__record_hit(const shmobj_view *rec, const shmobj_key *k, size_t *out)
 {
     struct shmobj__space *sp = shmobj__space_of(rec);
     uint64_t n = rec->count, mask = (UINT64_C(1) << rec->ndim) - 1;
@@ -210,10 +210,18 @@ shmobj__record_hit_short(const shmobj_view *rec, const shmobj_key *k, size_t *ou
     if ((uint32_t)(e >> 32) != (uint32_t)(k->hash_ >> 32) || it >= n)
         return NULL; /* empty, another name, or damage: the full lookup says */
     const struct shmobj__slot *ks = (const void *)(so + shmobj__shape_names(n) + 16 * it);
-    /* writers NUL-pad short keys, as the prepared word is */
-    if (ks->tag != SHMOBJ__SLOT_SSTR || ks->reserved0 != k->len ||
-        shmobj__key_payload(ks) != k->word_)
+    uint8_t kt = ks->tag; /* once */
+    if (k->len <= SHMOBJ__SSTR_MAX) {
+        /* writers NUL-pad short keys, as the prepared word is */
+        if (kt != SHMOBJ__SLOT_SSTR || ks->reserved0 != k->len ||
+            shmobj__key_payload(ks) != k->word_)
+            return NULL;
+    } else if (kt != SHMOBJ__SLOT_OBJ ||
+               shmobj__key_obj_equal_at(sp, shmobj__ref_off(rec->len), shmobj__rec_extent(rec),
+                                        shmobj__ref_gen(rec->len), shmobj__key_payload(ks),
+                                        k) != 1) {
         return NULL;
+    }
     *out = (size_t)it;
     return (struct shmobj__slot *)((uint8_t *)rec->obj + 16 + 16 * it);
 }

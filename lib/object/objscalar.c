@@ -226,10 +226,10 @@ key_int_add_full(const shmobj_view *view, const shmobj_key *key, int64_t delta, 
         /* a field by name: the shape's index, then the record's slot
          * (i < count: the record's body was checked to hold it) */
         struct shmobj__slot *s;
-        if (key->type == SHMOBJ_TYPE_STR && key->len <= SHMOBJ__SSTR_MAX &&
+        if (key->type == SHMOBJ_TYPE_STR &&
             shmobj__blk_live(shmobj__space_of(view), shmobj__ref_off(view->len),
                              shmobj__ref_gen(view->len)) &&
-            (s = shmobj__record_hit_short(view, key, &i)) != NULL) {
+            (s = shmobj__record_hit(view, key, &i)) != NULL) {
             /* the common case: one index entry, one name */
         } else {
             int rc = shmobj__record_find(view, key, &i);
@@ -263,11 +263,11 @@ int shmobj_view_key_int_add(const shmobj_view *view, const shmobj_key *key,
     size_t i;
     struct shmobj__slot *s;
     if (view != NULL && key != NULL && view->type == SHMOBJ_TYPE_RECORD &&
-        key->type == SHMOBJ_TYPE_STR && key->len <= SHMOBJ__SSTR_MAX &&
-        (key->ptr != NULL || key->len == 0) && shmobj__obj_live(view) &&
+        key->type == SHMOBJ_TYPE_STR && (key->ptr != NULL || key->len == 0) &&
+        shmobj__obj_live(view) &&
         shmobj__blk_live(shmobj__space_of(view), shmobj__ref_off(view->len),
                          shmobj__ref_gen(view->len)) &&
-        (s = shmobj__record_hit_short(view, key, &i)) != NULL &&
+        (s = shmobj__record_hit(view, key, &i)) != NULL &&
         s->tag == SHMOBJ__SLOT_INT) {
         uint64_t o = atomic_fetch_add_explicit(&s->payload, (uint64_t)delta,
                                                memory_order_acq_rel);

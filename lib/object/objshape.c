@@ -188,9 +188,10 @@ int shmobj__shape_open(struct shmobj__space *sp, shmobj__ref ref, int from_calle
     return 0;
 }
 
-/* The shape a record view reads through, checked without the arena's
- * walk of the block's boundary tags (the hot half of every record view:
- * C1 takes one per record): the shape's block must lie in the mapped
+/* A shape checked without the arena's walk of the block's boundary tags,
+ * for the hot paths (every record view: C1 takes one per record; a
+ * record's put and free, which add to and take from its use count): the
+ * shape's block must lie in the mapped
  * segment, carry the reference's generation (one load: a freed shape
  * fails it), and hold a whole shape in the extent its own tree header
  * gives, itself bounded by the mapped segment. So every later read
@@ -198,8 +199,8 @@ int shmobj__shape_open(struct shmobj__space *sp, shmobj__ref ref, int from_calle
  * SHMOBJ_ESTALE; what only the arena's walk sees (a forged reference into
  * another block's bytes that look like a shape) is left to
  * shmobj_obj_check(), which opens shapes fully. */
-static int shape_open_view(struct shmobj__space *sp, shmobj__ref ref, uint32_t count,
-                           uint64_t *blen_out, uint64_t *cap_out)
+static int shape_open_light(struct shmobj__space *sp, shmobj__ref ref,
+                            struct shmobj__shape_info *out)
 {
     uint64_t blk = shmobj__ref_off(ref), body;
     uint64_t mapped = atomic_load_explicit(&sp->mapped, memory_order_acquire);
@@ -218,24 +219,30 @@ static int shape_open_view(struct shmobj__space *sp, shmobj__ref ref, uint32_t c
           SHMOBJ__TREE_SHAPE) ||
         size % 16 != 0 || size / 16 > UINT32_MAX || size < SHMOBJ__PREFIX + 16 ||
         !shmobj__range_ok(blk, size, mapped) || root->tag != SHMOBJ__SLOT_OBJ ||
-        h.tag != SHMOBJ_TYPE_SHAPE || h.count != count ||
+        h.tag != SHMOBJ_TYPE_SHAPE ||
         shmobj__body_size(&h, size - SHMOBJ__PREFIX - 16, &body) != 0)
         return SHMOBJ_ECORRUPT;
-    *blen_out = size;
-    *cap_out = h.len;
+    out->blk = blk;
+    out->blen = size;
+    out->gen = shmobj__ref_gen(ref);
+    out->count = h.count;
+    out->cap = h.len;
+    out->obj = (const void *)(sp->base + blk + SHMOBJ__PREFIX);
     return 0;
 }
 
 int shmobj__record_view(struct shmobj__space *sp, const struct shmobj__obj *h,
                         shmobj_view *out)
 {
-    uint64_t blen, cap;
-    int rc = shape_open_view(sp, h->len, h->count, &blen, &cap);
+    struct shmobj__shape_info si;
+    int rc = shape_open_light(sp, h->len, &si);
     if (rc != 0)
         return rc;
+    if (si.count != h->count)
+        return SHMOBJ_ECORRUPT;
     out->len = h->len;
-    out->ndim = (uint8_t)__builtin_ctzll(cap);
-    shmobj__rec_set_extent(out, blen);
+    out->ndim = (uint8_t)__builtin_ctzll(si.cap);
+    shmobj__rec_set_extent(out, si.blen);
     return 0;
 }
 
@@ -274,7 +281,7 @@ static void unuse_at(_Atomic uint64_t *u)
 void shmobj__shape_unuse(struct shmobj__space *sp, shmobj__ref shape)
 {
     struct shmobj__shape_info si;
-    if (shmobj__shape_open(sp, shape, 0, &si) != 0)
+    if (shape_open_light(sp, shape, &si) != 0)
         return; /* gone already (damage, or a free that a dead process began) */
     unuse_at(uses_of(sp, &si));
 }
@@ -330,9 +337,15 @@ int shmobj__emit_record(struct shmobj__wr *w, const shmobj_value *v, int depth,
     const shmobj_value *items = v->v.r.items;
     if (depth >= SHMOBJ_OBJ_MAXDEPTH || w->sp == NULL)
         return SHMOBJ_EINVAL;
-    int rc = shmobj__shape_open(w->sp, v->v.r.shape, 1, &si);
-    if (rc != 0)
-        return rc;
+    /* The caller's shape: the light check of views suffices to write
+     * through it (the use count is the shape's own word), and when it
+     * fails the full one gives the precise error. */
+    int rc = shape_open_light(w->sp, v->v.r.shape, &si);
+    if (rc != 0) {
+        rc = shmobj__shape_open(w->sp, v->v.r.shape, 1, &si);
+        if (rc != 0)
+            return rc;
+    }
     if (n != si.count || items == NULL)
         return SHMOBJ_EINVAL;
     /* the record's use, before its reference can leave the put */
