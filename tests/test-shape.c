@@ -6,6 +6,7 @@
  * segment. */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -519,6 +520,134 @@ static void test_record_check_damage_ecorrupt(void **state)
     assert_int_equal(shmobj_shape_free(SEG(sp), shape), 0);
 }
 
+/* Many records in one put (past the log of uses a put keeps) and records
+ * nested in records: every use is taken, and given back by the free; a put
+ * that fails late (an adopted object owned already) takes none. */
+static void test_shape_uses_many_records_counted(void **state)
+{
+    struct shmobj__space *sp = *state;
+    enum { N = 40 };
+    shmobj_ref shape = player_shape(state), r;
+    static shmobj_value items[N][PLAYER_N], inner[PLAYER_N], recs[N + 1];
+    for (int i = 0; i < N; i++)
+        recs[i] = player(shape, items[i], i, "p");
+    /* the last one holds another record in its object field */
+    items[N - 1][6] = player(shape, inner, 99, "inner");
+    shmobj_ref list = put(state, SHMOBJ_VAL_LIST(recs, N));
+    shmobj_view v, it, f;
+    int64_t x;
+    assert_int_equal(shmobj_obj_get(SEG(sp), list, &v), 0);
+    assert_int_equal(shmobj_view_item(&v, N - 1, &it), 0);
+    assert_int_equal(shmobj_view_get_str(&it, "inventory", &f), 0);
+    assert_int_equal(shmobj_view_type(&f), SHMOBJ_TYPE_RECORD);
+    assert_int_equal(shmobj_item_int_get(&f, 0, &x), 0);
+    assert_int_equal(x, 99);
+    /* a put that fails after its records were written takes no use */
+    shmobj_ref owned = put(state, SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_INT(1)));
+    shmobj_ref owner = put(state, SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_ADOPT(owned)));
+    recs[N] = SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_ADOPT(owned));
+    uint64_t live = space_heap_live(sp);
+    assert_int_equal(shmobj_obj_put(SEG(sp), &SHMOBJ_VAL_LIST(recs, N + 1), &r), SHMOBJ_EBUSY);
+    assert_int_equal(space_heap_live(sp), live);
+    assert_int_equal(shmobj_obj_free(SEG(sp), owner), 0);
+    assert_int_equal(shmobj_shape_free(SEG(sp), shape), SHMOBJ_EBUSY);
+    assert_int_equal(shmobj_obj_free(SEG(sp), list), 0);
+    assert_int_equal(shmobj_shape_free(SEG(sp), shape), 0);
+}
+
+/* A shape prints its names and kinds. */
+static void test_shape_json_names_kinds(void **state)
+{
+    struct shmobj__space *sp = *state;
+    shmobj_field f[] = {{"id", SHMOBJ_TYPE_INT, 0, 0},
+                        {"a_longer_name", SHMOBJ_TYPE_STR, 4, 0},
+                        {"next", SHMOBJ_TYPE_LINK, 0, 0}};
+    shmobj_ref s;
+    shmobj_view v, k;
+    size_t n;
+    assert_int_equal(shmobj_shape_put(SEG(sp), f, 3, &s), 0);
+    assert_int_equal(shmobj_obj_get(SEG(sp), s, &v), 0);
+    assert_int_equal(shmobj_view_type(&v), SHMOBJ_TYPE_SHAPE);
+    assert_int_equal(shmobj_view_len(&v, &n), 0);
+    assert_int_equal(n, 3);
+    assert_int_equal(shmobj_view_key(&v, 1, &k), 0);
+    json_is(&k, "\"a_longer_name\"");
+    json_is(&v, "{\"$shape\":{\"id\":\"int\",\"a_longer_name\":\"str\",\"next\":\"link\"}}");
+    assert_int_equal(shmobj_shape_free(SEG(sp), s), 0);
+}
+
+struct race {
+    struct shmobj__space *sp;
+    shmobj_ref shape;
+    _Atomic int freed;   /* the shape's free succeeded */
+    int after_free_ok;   /* puts that succeeded after the free was seen */
+};
+
+static int race_putter(void *p)
+{
+    struct race *r = p;
+    shmobj_value items[PLAYER_N];
+    shmobj_value rec = player(r->shape, items, 1, "racer");
+    for (int i = 0; i < 20000; i++) {
+        int seen = atomic_load(&r->freed);
+        shmobj_ref ref;
+        int rc = shmobj_obj_put(SEG(r->sp), &rec, &ref);
+        if (rc == SHMOBJ_ESTALE || rc == SHMOBJ_EINVAL)
+            return 0; /* the shape is gone (or its block reused) */
+        if (rc != 0)
+            return 1;
+        if (seen)
+            r->after_free_ok++;
+        if (shmobj_obj_check(SEG(r->sp), ref) != 0 || shmobj_obj_free(SEG(r->sp), ref) != 0)
+            return 2;
+    }
+    return 0;
+}
+
+static int race_freer(void *p)
+{
+    struct race *r = p;
+    for (int i = 0; i < 1000000; i++) {
+        int rc = shmobj_shape_free(SEG(r->sp), r->shape);
+        if (rc == 0) {
+            atomic_store(&r->freed, 1);
+            return 0;
+        }
+        if (rc != SHMOBJ_EBUSY)
+            return 1;
+    }
+    return 3; /* the putter never let go: impossible, it frees each record */
+}
+
+/* A shape freed while another thread puts and frees records of it: the
+ * free waits for a moment without records, and from then on every put is
+ * refused; no record ever names a freed shape. */
+static void test_shape_free_threads_racing_put(void **state)
+{
+    (void)state;
+    char name[96];
+    shmobj_segment_options o;
+    shmobj_segment *seg = NULL;
+    shmobj_view v;
+    /* a segment: the test space has no lock for two threads */
+    test_name(name, sizeof name, "race");
+    shmobj_segment_options_init(&o);
+    o.initial_size = 4u << 20;
+    assert_int_equal(shmobj_segment_create(name, &o, &seg), 0);
+    struct race r = {(struct shmobj__space *)seg, 0, 0, 0};
+    assert_int_equal(shmobj_shape_put(seg, player_fields, PLAYER_N, &r.shape), 0);
+    struct test_thread t[2];
+    assert_int_equal(test_thread_start(&t[0], race_putter, &r), 0);
+    assert_int_equal(test_thread_start(&t[1], race_freer, &r), 0);
+    assert_int_equal(test_thread_wait(&t[0]), 0);
+    assert_int_equal(test_thread_wait(&t[1]), 0);
+    assert_int_equal(atomic_load(&r.freed), 1);
+    assert_int_equal(r.after_free_ok, 0);
+    assert_int_not_equal(shmobj_obj_get(seg, r.shape, &v), 0);
+    shmobj_segment_close(seg);
+    assert_int_equal(shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM), 0);
+}
+
 /* ---- across processes ------------------------------------------------------ */
 
 struct xp_arg {
@@ -600,6 +729,9 @@ int main(void)
         T(test_shape_put_bad_fields_einval),
         T(test_shape_free_in_use_ebusy),
         T(test_record_check_damage_ecorrupt),
+        T(test_shape_uses_many_records_counted),
+        T(test_shape_json_names_kinds),
+        cmocka_unit_test(test_shape_free_threads_racing_put),
         cmocka_unit_test(test_record_key_int_add_two_processes),
     };
     test_filter_from_env();
