@@ -449,9 +449,10 @@ int shmobj_record_put_struct(shmobj_segment *seg, shmobj_ref shape, const void *
         shmobj_ref r;
         switch (d.kind) {
         case SHMOBJ_TYPE_BOOL: {
-            _Bool b;
-            memcpy(&b, at, sizeof b);
-            items[i] = SHMOBJ_VAL_BOOL(b);
+            /* a C bool's byte, read as a byte (any non-zero is true) */
+            uint8_t b;
+            memcpy(&b, at, 1);
+            items[i] = SHMOBJ_VAL_BOOL(b != 0);
             break;
         }
         case SHMOBJ_TYPE_INT: {
