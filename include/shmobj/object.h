@@ -1064,8 +1064,9 @@ SHMOBJ_API const char *shmobj_dtype_name(unsigned dtype);
  * shmobj_obj_free() of it is refused with SHMOBJ_EACCES, and adopting it a
  * second time (in another put, or twice in one description) with
  * SHMOBJ_EBUSY. An object is marked as adopted in its block's header by one
- * atomic operation after the container is written and before its
- * reference is returned; a put that fails takes its marks back. A shape
+ * atomic operation while the container is written (past 16 marks and
+ * shape uses in one put, once it is written), always before its reference
+ * is returned; a put that fails takes its marks back. A shape
  * (SHMOBJ_TYPE_SHAPE) cannot be adopted (SHMOBJ_ETYPE: its records would
  * lose it), nor an object whose value is a scalar or null (SHMOBJ_ETYPE:
  * put it inside a container instead). The library cannot tell a named

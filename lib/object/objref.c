@@ -7,9 +7,12 @@
  *   the ADOPTED bit of its block's tree header, taken by one atomic OR
  *   whose previous value must not have it (SHMOBJ_EBUSY otherwise).
  * - What a put takes beyond its own block (the ADOPTED marks, its records'
- *   shape uses) is taken after the block is fully written, by one walk of
- *   that block in a fixed order; a step that fails is followed by a second
- *   walk that gives back exactly the steps taken before it, so a failed put
+ *   shape uses) is taken as the writer meets it and logged
+ *   (shmobj__claim_now); a put that fails gives the log back. Past the
+ *   log's size the log is given back at once and everything is taken after
+ *   the block is fully written, by one walk of that block in a fixed order
+ *   (shmobj__claim), where a step that fails is followed by a second walk
+ *   that gives back exactly the steps taken before it. So a failed put
  *   leaves no mark and no use behind (a process killed in between leaves
  *   them, and the blocks they name leak: never a freed block in use).
  * - A link is never followed by the library's own walks (free, check,

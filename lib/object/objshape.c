@@ -8,14 +8,17 @@
  *   shmobj_shape_put() and never changes afterwards, but for its use
  *   count: the names, descriptors and index are read by every process
  *   without a lock.
- * - A record is read only through a shape shmobj__shape_open() found
- *   whole (a live block whose root names a shape object whose body fits
- *   the block) with exactly the record's number of fields; what a view
- *   needs of the shape is copied into the view then, so later lookups
- *   never use a length or capacity read again.
+ * - A record is read only through a shape found whole with exactly the
+ *   record's number of fields: within the mapped segment, of the
+ *   reference's generation, its header and body within its own extent
+ *   (shape_open_light; shmobj__shape_open() adds the arena's check of the
+ *   block, for the checker and for errors); what a view needs of the
+ *   shape is copied into the view then, so later lookups never use a
+ *   length or capacity read again.
  * - A record holds one use of its shape from before its block is returned
- *   by a put (shmobj__claim in objref.c) to the moment it is unreachable
- *   (its block freed, or its slot replaced: shmobj__free_children); the
+ *   by a put (taken as it is written, objref.c) to the moment it is
+ *   unreachable (its block freed, or its slot replaced:
+ *   shmobj__free_children); the
  *   free of a shape succeeds only by the compare-and-swap of a count of 0
  *   to CLOSING, after which no use is taken, so no live record names a
  *   freed shape unless a process died between the two steps of a free of
