@@ -110,6 +110,14 @@ int shmobj_key_init(shmobj_key *key, const shmobj_value *value)
     return 0;
 }
 
+/* shmobj__record_find() out of line, for the calls whose dict paths must
+ * stay small (inlined, it would push the value's view out of line). */
+static __attribute__((noinline)) int record_find(const shmobj_view *view,
+                                                 const shmobj_key *k, size_t *i)
+{
+    return shmobj__record_find(view, k, i);
+}
+
 /* The position of a prepared key. A short string key of a dict (a field
  * name, the common case) is found inline; everything else takes the full
  * lookup, out of line. */
@@ -157,7 +165,8 @@ int shmobj_view_get(const shmobj_view *view, const shmobj_value *key,
 /* The view of value i of a dict or named struct whose index gave i (the
  * lookups refuse other kinds): values are mutable, i < count, and
  * shmobj__body_size() checked the body fits. */
-static inline int value_view(const shmobj_view *view, size_t i, shmobj_view *item)
+static inline __attribute__((always_inline)) int
+value_view(const shmobj_view *view, size_t i, shmobj_view *item)
 {
     struct shmobj__space *sp = shmobj__space_of(view);
     uint64_t slot = shmobj__off_of(sp, view->obj) +
@@ -207,7 +216,7 @@ int shmobj_view_get_str(const shmobj_view *view, const char *key,
     if (n <= SHMOBJ__SSTR_MAX)
         k.word_ = shmobj__pack_short((const uint8_t *)key, n);
     if (view->type == SHMOBJ_TYPE_RECORD)
-        rc = shmobj__record_find(view, &k, &i);
+        rc = record_find(view, &k, &i);
     else if (view->type != SHMOBJ_TYPE_DICT)
         rc = shmobj__index_find(view, &k, &i, NULL);
     else if (n > SHMOBJ__SSTR_MAX)

@@ -254,8 +254,9 @@ shmobj__view_slot_inline(struct shmobj__space *sp, uint64_t slot_off, uint64_t b
         if (slot_off != blk + sizeof(struct shmobj__tree))
             return SHMOBJ_ECORRUPT;
         out->flags |= SHMOBJ__VIEW_RO; /* the slot is the record's header */
-        return shmobj__view_follow_inline(sp, shmobj__ref_make(slot_off, bgen), blk, blen,
-                                          bgen, out);
+        /* out of line: a second inline copy of the follow would push the
+         * callers of this function (the lookups' value views) out of line */
+        return shmobj__view_follow(sp, shmobj__ref_make(slot_off, bgen), blk, blen, bgen, out);
     default:
         return SHMOBJ_ECORRUPT;
     }

@@ -196,16 +196,64 @@ shmobj_item_int_add(const shmobj_view *view, size_t i, int64_t delta, int64_t *o
     return 0;
 }
 
-/* shmobj_view_key_int_add() but for its record fast path. */
+/* shmobj_view_key_int_add() on a record, everything but its common case:
+ * every check, the full lookup of the name in the shape's index, the
+ * record's slot (i < count: the record's body was checked to hold it when
+ * the view was made). */
 static __attribute__((noinline)) int
-key_int_add_full(const shmobj_view *view, const shmobj_key *key, int64_t delta, int64_t *old)
+record_key_int_add_full(const shmobj_view *view, const shmobj_key *key, int64_t delta,
+                        int64_t *old)
+{
+    size_t i;
+    _Atomic uint64_t *p;
+    if (key == NULL || !shmobj__key_ready(key))
+        return SHMOBJ_EINVAL;
+    if (!shmobj__obj_live(view))
+        return SHMOBJ_ESTALE;
+    int rc = shmobj__record_find(view, key, &i);
+    if (rc == 0)
+        rc = item_int_slot(view, i, &p, 1);
+    if (rc != 0)
+        return rc;
+    uint64_t o = atomic_fetch_add_explicit(p, (uint64_t)delta, memory_order_acq_rel);
+    if (old != NULL)
+        *old = (int64_t)o;
+    return 0;
+}
+
+/* The common case of counters by name on records, without calls (so it
+ * keeps few registers): a prepared string key whose first index entry in
+ * the shape names the field, an int slot. Anything else, from the start,
+ * is the full call's. */
+static __attribute__((noinline)) int
+record_key_int_add(const shmobj_view *view, const shmobj_key *key, int64_t delta,
+                   int64_t *old)
+{
+    size_t i;
+    struct shmobj__slot *s;
+    if (key != NULL && key->type == SHMOBJ_TYPE_STR && (key->ptr != NULL || key->len == 0) &&
+        shmobj__obj_live(view) &&
+        shmobj__blk_live(shmobj__space_of(view), shmobj__ref_off(view->len),
+                         shmobj__ref_gen(view->len)) &&
+        (s = shmobj__record_hit(view, key, &i)) != NULL && s->tag == SHMOBJ__SLOT_INT) {
+        uint64_t o = atomic_fetch_add_explicit(&s->payload, (uint64_t)delta,
+                                               memory_order_acq_rel);
+        if (old != NULL)
+            *old = (int64_t)o;
+        return 0;
+    }
+    return record_key_int_add_full(view, key, delta, old);
+}
+
+/* shmobj_view_key_int_add() on anything but a record. */
+static __attribute__((noinline)) int
+key_int_add_keyed(const shmobj_view *view, const shmobj_key *key, int64_t delta, int64_t *old)
 {
     size_t i;
     _Atomic uint64_t *p;
     if (view == NULL || key == NULL || !shmobj__key_ready(key))
         return SHMOBJ_EINVAL;
-    if (view->type != SHMOBJ_TYPE_DICT && view->type != SHMOBJ_TYPE_STRUCT &&
-        view->type != SHMOBJ_TYPE_RECORD)
+    if (view->type != SHMOBJ_TYPE_DICT && view->type != SHMOBJ_TYPE_STRUCT)
         return SHMOBJ_ETYPE;
     if (!shmobj__obj_live(view))
         return SHMOBJ_ESTALE;
@@ -222,24 +270,6 @@ key_int_add_full(const shmobj_view *view, const shmobj_key *key, int64_t delta, 
         if (s->tag == SHMOBJ__SLOT_INT)
             p = &s->payload;
     }
-    if (view->type == SHMOBJ_TYPE_RECORD) {
-        /* a field by name: the shape's index, then the record's slot
-         * (i < count: the record's body was checked to hold it) */
-        struct shmobj__slot *s;
-        if (key->type == SHMOBJ_TYPE_STR &&
-            shmobj__blk_live(shmobj__space_of(view), shmobj__ref_off(view->len),
-                             shmobj__ref_gen(view->len)) &&
-            (s = shmobj__record_hit(view, key, &i)) != NULL) {
-            /* the common case: one index entry, one name */
-        } else {
-            int rc = shmobj__record_find(view, key, &i);
-            if (rc != 0)
-                return rc;
-            s = (struct shmobj__slot *)((uint8_t *)view->obj + 16 + 16 * i);
-        }
-        if (s->tag == SHMOBJ__SLOT_INT)
-            p = &s->payload;
-    }
     if (p == NULL) {
         int rc = shmobj__index_find(view, key, &i, NULL);
         if (rc == 0)
@@ -253,29 +283,14 @@ key_int_add_full(const shmobj_view *view, const shmobj_key *key, int64_t delta, 
     return 0;
 }
 
-/* The record's field by a short name, the hot call of counters by name on
- * records: kept apart from the full lookup (out of line above) so it
- * saves few registers. Everything it does not decide the full call does,
- * from the start. */
+/* Records and the other keyed kinds go separate ways at once (two tail
+ * calls), so that neither pays for the other's registers. */
 int shmobj_view_key_int_add(const shmobj_view *view, const shmobj_key *key,
                             int64_t delta, int64_t *old)
 {
-    size_t i;
-    struct shmobj__slot *s;
-    if (view != NULL && key != NULL && view->type == SHMOBJ_TYPE_RECORD &&
-        key->type == SHMOBJ_TYPE_STR && (key->ptr != NULL || key->len == 0) &&
-        shmobj__obj_live(view) &&
-        shmobj__blk_live(shmobj__space_of(view), shmobj__ref_off(view->len),
-                         shmobj__ref_gen(view->len)) &&
-        (s = shmobj__record_hit(view, key, &i)) != NULL &&
-        s->tag == SHMOBJ__SLOT_INT) {
-        uint64_t o = atomic_fetch_add_explicit(&s->payload, (uint64_t)delta,
-                                               memory_order_acq_rel);
-        if (old != NULL)
-            *old = (int64_t)o;
-        return 0;
-    }
-    return key_int_add_full(view, key, delta, old);
+    if (view != NULL && view->type == SHMOBJ_TYPE_RECORD)
+        return record_key_int_add(view, key, delta, old);
+    return key_int_add_keyed(view, key, delta, old);
 }
 
 int shmobj_item_int_get(const shmobj_view *view, size_t i, int64_t *out)
