@@ -202,7 +202,8 @@ int shmobj__shape_open(struct shmobj__space *sp, shmobj__ref ref, int from_calle
  * SHMOBJ_ESTALE; what only the arena's walk sees (a forged reference into
  * another block's bytes that look like a shape) is left to
  * shmobj_obj_check(), which opens shapes fully. */
-static int shape_open_light(struct shmobj__space *sp, shmobj__ref ref,
+static inline __attribute__((always_inline)) int
+shape_open_light(struct shmobj__space *sp, shmobj__ref ref,
                             struct shmobj__shape_info *out)
 {
     uint64_t blk = shmobj__ref_off(ref), body;
