@@ -1283,7 +1283,11 @@ SHMOBJ_API int shmobj_shape_free(shmobj_segment *seg, shmobj_ref shape);
  * @retval SHMOBJ_ENOMEM the segment is full
  * @retval SHMOBJ_ECORRUPT the shape or the segment's heap is damaged
  * @note Thread- and process-safe. The record is private to the caller
- *       until it publishes the reference.
+ *       until it publishes the reference. The offsets, kinds and
+ *       capacities are read from the shape in the segment, and `c` is read
+ *       where they say: give it only a shape made from this C struct's own
+ *       field table (a shape another program made, or a damaged one, may
+ *       name offsets beyond the struct).
  * @since 0.2
  */
 SHMOBJ_API int shmobj_record_put_struct(shmobj_segment *seg, shmobj_ref shape,
