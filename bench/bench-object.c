@@ -7,6 +7,11 @@
  *   numbers and flag checked, the 4 KiB summed with bench_sum64(), the loop
  *   every E1 subject uses) and the object freed. Metrics: Kobj/s over ~1 s
  *   (0.2 s with --quick) and bytes/obj (the block, arena header included).
+ * E1 shmobj-shape: the same record as a record of a shape made once per
+ *   run (websites any object: the list inline; avg_salary double;
+ *   employees int; in_a_good_state bool; data bytes of capacity 4 KiB,
+ *   inline): put, opened, every field read by a key prepared once
+ *   (shmobj_view_get_key, the names found in the shape's index), freed.
  * E1 arena-floor: a reference line, not a peer: the same block allocated,
  *   zeroed, the 4 KiB copied in, summed and freed, with no encoding and no
  *   lookup: the speed no encoding on this heap can pass.
@@ -35,6 +40,10 @@
  *                    compare, atomic add)
  *     shmobj-list    records are lists, fields by index
  *     shmobj-2proc   structs by index, both processes adding at once
+ *     shmobj-shape   records of one shape (made once), fields by key
+ *                    string prepared once, each increment one
+ *                    shmobj_view_key_int_add (the shape's index probe, its
+ *                    name compare, the record's slot)
  *   Metrics: Mincr/s, lost-increments. */
 #include "bench-util.h"
 
@@ -180,6 +189,114 @@ static int run_e1(const bench_ctx *ctx)
     return 0;
 }
 
+/* ---- E1 shmobj-shape ------------------------------------------------------ */
+
+enum { E1S_WEBSITES, E1S_SALARY, E1S_EMPLOYEES, E1S_GOOD, E1S_DATA, E1S_N };
+
+static const shmobj_field e1_fields[E1S_N] = {
+    {"websites", SHMOBJ_TYPE_NULL, 0, 0},
+    {"avg_salary", SHMOBJ_TYPE_DOUBLE, 0, 0},
+    {"employees", SHMOBJ_TYPE_INT, 0, 0},
+    {"in_a_good_state", SHMOBJ_TYPE_BOOL, 0, 0},
+    {"data", SHMOBJ_TYPE_BYTES, E1_DATA, 0},
+};
+
+static int e1s_put(shmobj_segment *seg, shmobj_ref shape, const uint8_t *data, shmobj_ref *ref,
+                   size_t *size)
+{
+    const shmobj_value items[E1S_N] = {
+        SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_STR(e1_sites[0]), SHMOBJ_VAL_STR(e1_sites[1])),
+        SHMOBJ_VAL_DOUBLE(3000.0),
+        SHMOBJ_VAL_INT(10),
+        SHMOBJ_VAL_BOOL(1),
+        SHMOBJ_VAL_BYTES(data, E1_DATA),
+    };
+    shmobj_value rec = SHMOBJ_VAL_RECORD(shape, items, E1S_N);
+    if (size != NULL && shmobj_obj_size(&rec, size) != 0)
+        return -1;
+    return shmobj_obj_put(seg, &rec, ref);
+}
+
+/* Read every field by its prepared key; the number found correct. */
+static int e1s_walk(shmobj_segment *seg, shmobj_ref ref, const shmobj_key *keys, uint64_t *sum)
+{
+    shmobj_view v, it, s;
+    int good = 0;
+    size_t n;
+    if (shmobj_obj_get(seg, ref, &v) != 0 || v.type != SHMOBJ_TYPE_RECORD)
+        return 0;
+    if (shmobj_view_get_key(&v, &keys[E1S_WEBSITES], &it) == 0 && shmobj_view_len(&it, &n) == 0 &&
+        n == 2 && shmobj_view_item(&it, 0, &s) == 0 && str_is(&s, e1_sites[0]) &&
+        shmobj_view_item(&it, 1, &s) == 0 && str_is(&s, e1_sites[1]))
+        good++;
+    double d;
+    if (shmobj_view_get_key(&v, &keys[E1S_SALARY], &it) == 0 && shmobj_double_get(&it, &d) == 0 &&
+        d == 3000.0)
+        good++;
+    int64_t x;
+    if (shmobj_view_get_key(&v, &keys[E1S_EMPLOYEES], &it) == 0 && shmobj_int_get(&it, &x) == 0 &&
+        x == 10)
+        good++;
+    int b;
+    if (shmobj_view_get_key(&v, &keys[E1S_GOOD], &it) == 0 && shmobj_bool_get(&it, &b) == 0 &&
+        b == 1)
+        good++;
+    const void *p;
+    if (shmobj_view_get_key(&v, &keys[E1S_DATA], &it) == 0 && shmobj_bytes_get(&it, &p, &n) == 0 &&
+        n == E1_DATA) {
+        *sum += bench_sum64(p, E1_DATA);
+        good++;
+    }
+    return good;
+}
+
+static int run_e1_shape(const bench_ctx *ctx)
+{
+    char name[96];
+    uint8_t data[E1_DATA];
+    uint64_t want, sum = 0, objs = 0, bad = 0;
+    size_t size = 0;
+    shmobj_key keys[E1S_N];
+    for (size_t j = 0; j < E1_DATA; j++)
+        data[j] = (uint8_t)(j * 31 + 7);
+    want = bench_sum64(data, E1_DATA);
+    for (int f = 0; f < E1S_N; f++) {
+        shmobj_value kd = SHMOBJ_VAL_STR(e1_fields[f].name);
+        if (shmobj_key_init(&keys[f], &kd) != 0)
+            return bench_fail("E1 shape: key");
+    }
+    shmobj_segment *seg = bench_segment(name, sizeof name, 64u << 20);
+    shmobj_ref shape, ref;
+    if (seg == NULL || shmobj_shape_put(seg, e1_fields, E1S_N, &shape) != 0)
+        return bench_fail("E1 shape: no segment or shape");
+    if (e1s_put(seg, shape, data, &ref, &size) != 0 || shmobj_obj_free(seg, ref) != 0)
+        return bench_fail("E1 shape: put failed");
+    double t0 = now_s(), t, target = target_s(ctx);
+    do {
+        for (int i = 0; i < 256; i++) {
+            if (e1s_put(seg, shape, data, &ref, NULL) != 0) {
+                bad++;
+                continue;
+            }
+            if (e1s_walk(seg, ref, keys, &sum) != 5)
+                bad++;
+            if (shmobj_obj_free(seg, ref) != 0)
+                bad++;
+        }
+        objs += 256;
+        t = now_s();
+    } while (t - t0 < target);
+    if (shmobj_shape_free(seg, shape) != 0)
+        bad++;
+    shmobj_segment_close(seg);
+    shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM);
+    if (bad != 0 || sum != want * objs)
+        return bench_fail("E1 shape: %llu objects read back wrong", (unsigned long long)bad);
+    bench_report(ctx, "Kobj/s", (double)objs / (t - t0) / 1e3);
+    bench_report(ctx, "bytes/obj", (double)size + 16);
+    return 0;
+}
+
 /* E1 arena-floor: what put + full read cannot go below on this heap. Per
  * object: one block of the E1 object's size from the arena, its bytes
  * other than the data zeroed (standing in for the encoding), the 4 KiB
@@ -266,7 +383,7 @@ static int run_access(const bench_ctx *ctx)
 
 /* ---- C1 ------------------------------------------------------------------ */
 
-enum c1_kind { C1_STRUCT = 1, C1_DICT = 2, C1_LIST = 3, C1_2PROC = 4 };
+enum c1_kind { C1_STRUCT = 1, C1_DICT = 2, C1_LIST = 3, C1_2PROC = 4, C1_SHAPE = 5 };
 
 static int64_t c1_init(int r, int f)
 {
@@ -298,7 +415,7 @@ struct c1_arg {
 /* The view of field f (0..8) of record view rec. */
 static inline int c1_field(int kind, const shmobj_view *rec, int f, shmobj_view *out)
 {
-    if (kind == C1_DICT)
+    if (kind == C1_DICT || kind == C1_SHAPE)
         return shmobj_view_get_str(rec, c1_names[c1_num[f]], out);
     return shmobj_view_item(rec, c1_num[f], out);
 }
@@ -323,7 +440,7 @@ static int c1_increment(int kind, const shmobj_view *list, double target,
             shmobj_view rec;
             if (shmobj_view_item(list, r, &rec) != 0)
                 return -1;
-            if (kind == C1_DICT) {
+            if (kind == C1_DICT || kind == C1_SHAPE) {
                 /* By key: probe the record's index, compare the key, add
                  * to the value found, for every increment. */
                 for (int f = 0; f < C1_FIELDS; f++) {
@@ -387,6 +504,18 @@ static int run_c1(const bench_ctx *ctx)
     shmobj_segment *seg = bench_segment(name, sizeof name, 64u << 20);
     if (seg == NULL)
         return bench_fail("C1: no segment");
+    /* C1 shmobj-shape: one shape for every record, made once */
+    shmobj_ref shape = SHMOBJ_REF_NULL;
+    if (access == C1_SHAPE) {
+        shmobj_field sf[C1_ALL];
+        for (int j = 0; j < C1_ALL; j++)
+            sf[j] = (shmobj_field){c1_names[j], SHMOBJ_TYPE_INT, 0, 0};
+        sf[1].kind = SHMOBJ_TYPE_STR;
+        sf[1].capacity = 16;
+        sf[10].kind = SHMOBJ_TYPE_NULL;
+        if (shmobj_shape_put(seg, sf, C1_ALL, &shape) != 0)
+            return bench_fail("C1: shape");
+    }
     for (int r = 0; r < C1_RECORDS; r++) {
         shmobj_value f[C1_ALL];
         snprintf(pname[r], sizeof pname[r], "player-%d", r);
@@ -394,7 +523,10 @@ static int run_c1(const bench_ctx *ctx)
             f[c1_num[j]] = SHMOBJ_VAL_INT(c1_init(r, j));
         f[1] = SHMOBJ_VAL_STR(pname[r]);
         f[10] = SHMOBJ_VAL_LIST(inv, 3);
-        if (access == C1_DICT) {
+        if (access == C1_SHAPE) {
+            memcpy(vals[r], f, sizeof f);
+            recs[r] = SHMOBJ_VAL_RECORD(shape, vals[r], C1_ALL);
+        } else if (access == C1_DICT) {
             for (int j = 0; j < C1_ALL; j++) {
                 vals[r][2 * j] = SHMOBJ_VAL_STR(c1_names[j]);
                 vals[r][2 * j + 1] = f[j];
@@ -460,6 +592,8 @@ static int run_c1(const bench_ctx *ctx)
     bench_report(ctx, "lost-increments", (double)lost);
     munmap(sh, sizeof *sh);
     shmobj_obj_free(seg, ref);
+    if (shape != SHMOBJ_REF_NULL && shmobj_shape_free(seg, shape) != 0)
+        return bench_fail("C1: shape still in use after the records went");
     shmobj_segment_close(seg);
     shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM);
     return 0;
@@ -470,12 +604,14 @@ int main(int argc, char **argv)
     static const bench_entry table[] = {
         {"E1", "shmobj", run_e1, 0},
         {"E1", "arena-floor", run_e1_floor, 0},
+        {"E1", "shmobj-shape", run_e1_shape, 0},
         {"E1-access", "shmobj-1", run_access, 1},
         {"E1-access", "shmobj-100000", run_access, 100000},
         {"C1", "shmobj-struct", run_c1, C1_STRUCT},
         {"C1", "shmobj-dict", run_c1, C1_DICT},
         {"C1", "shmobj-list", run_c1, C1_LIST},
         {"C1", "shmobj-2proc", run_c1, C1_2PROC},
+        {"C1", "shmobj-shape", run_c1, C1_SHAPE},
         {NULL, NULL, NULL, 0},
     };
     return bench_main(argc, argv, table);

@@ -16,6 +16,7 @@
 #include "space-heap.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+static void fuzz_shapes(const uint8_t *data, size_t size);
 
 static uint64_t walk_budget;
 
@@ -120,10 +121,121 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort(); /* readers changed nothing that matters */
     }
     int fr = shmobj_obj_free(seg, r);
-    if (checked == 0 && fr != 0)
+    /* (a well-formed block marked as adopted belongs to its container) */
+    if (checked == 0 && fr != 0 && fr != SHMOBJ_EACCES)
         abort();
     space_heap_destroy(sp);
+    fuzz_shapes(data, size);
     return 0;
+}
+
+/* ---- shapes, records and reference slots ----------------------------------
+ * The input again, as a block put after a shape and a link target that
+ * every fresh space holds at the same offsets, so a record in the input
+ * (or a link) can name them: records are read, checked and printed against
+ * a real shape, links followed. A graph the checker accepts must print and
+ * free cleanly and leave the shape's use count as it found it. */
+
+static const shmobj_field fuzz_fields[] = {
+    {"id", SHMOBJ_TYPE_INT, 0, 0},         {"name", SHMOBJ_TYPE_STR, 16, 0},
+    {"score", SHMOBJ_TYPE_DOUBLE, 0, 0},   {"ok", SHMOBJ_TYPE_BOOL, 0, 0},
+    {"blob", SHMOBJ_TYPE_BYTES, 8, 0},     {"friend", SHMOBJ_TYPE_LINK, 0, 0},
+    {"a_long_field_name", SHMOBJ_TYPE_NULL, 0, 0},
+};
+#define FUZZ_NFIELDS (sizeof fuzz_fields / sizeof fuzz_fields[0])
+
+/* The fresh space every shape input runs in: the shape, then the target. */
+static struct shmobj__space *shapes_space(shmobj_ref *shape, shmobj_ref *target)
+{
+    struct shmobj__space *sp = space_heap_create(256u << 10);
+    shmobj_value t = SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_INT(1), SHMOBJ_VAL_STR("target"));
+    if (sp == NULL)
+        return NULL;
+    if (shmobj_shape_put((shmobj_segment *)sp, fuzz_fields, FUZZ_NFIELDS, shape) != 0 ||
+        shmobj_obj_put((shmobj_segment *)sp, &t, target) != 0)
+        abort(); /* a fresh space always holds them */
+    return sp;
+}
+
+/* Read everything through the new kinds' calls: follow links, keys and
+ * names of records, the shape of a record. */
+static void walk_refs(const shmobj_view *v, int depth)
+{
+    shmobj_view it, f;
+    shmobj_ref r;
+    size_t n, i;
+    if (depth > 8)
+        return;
+    if (shmobj_view_type(v) == SHMOBJ_TYPE_LINK) {
+        (void)shmobj_link_get(v, &r);
+        if (shmobj_view_follow(v, &f) == 0 && shmobj_view_type(&f) == SHMOBJ_TYPE_LINK)
+            abort(); /* a block's value is never followed further */
+        return;
+    }
+    if (shmobj_view_type(v) == SHMOBJ_TYPE_RECORD) {
+        shmobj_key k;
+        shmobj_value kd = SHMOBJ_VAL_STR("a_long_field_name"), ks = SHMOBJ_VAL_STR("id");
+        (void)shmobj_record_shape(v, &r);
+        if (shmobj_key_init(&k, &kd) == 0)
+            (void)shmobj_view_get_key(v, &k, &f);
+        if (shmobj_key_init(&k, &ks) == 0)
+            (void)shmobj_view_key_int_add(v, &k, 0, NULL);
+        (void)shmobj_view_get_str(v, "name", &f);
+        (void)shmobj_view_index(v, &ks, &i);
+    }
+    if (shmobj_view_len(v, &n) != 0 || shmobj_view_type(v) == SHMOBJ_TYPE_STR ||
+        shmobj_view_type(v) == SHMOBJ_TYPE_BYTES || shmobj_view_type(v) == SHMOBJ_TYPE_BUFFER)
+        return;
+    for (i = 0; i < n && i < 64; i++) {
+        if (shmobj_view_key(v, i, &f) == 0)
+            (void)shmobj_view_json(&f, NULL, 0, NULL);
+        if (shmobj_view_item(v, i, &it) == 0) {
+            (void)shmobj_item_int_add(v, i, 0, NULL);
+            walk_refs(&it, depth + 1);
+        }
+    }
+}
+
+static uint64_t shape_uses(struct shmobj__space *sp, shmobj_ref shape)
+{
+    uint64_t u;
+    memcpy(&u, sp->base + (shape & ((UINT64_C(1) << 48) - 1)) + 48, sizeof u);
+    return u;
+}
+
+static void fuzz_shapes(const uint8_t *data, size_t size)
+{
+    shmobj_ref shape, target, r;
+    if (size > (1u << 16))
+        return;
+    struct shmobj__space *sp = shapes_space(&shape, &target);
+    if (sp == NULL)
+        return;
+    shmobj_segment *seg = (shmobj_segment *)sp;
+    if (sp->ops->alloc(sp, size < 32 ? 32 : size, 16, &r) != 0) {
+        space_heap_destroy(sp);
+        return;
+    }
+    memcpy(sp->base + (r & ((UINT64_C(1) << 48) - 1)), data, size);
+    /* a record in the input holds a use the input's bytes do not show */
+    uint64_t uses0 = shape_uses(sp, shape);
+    int checked = shmobj_obj_check(seg, r);
+    shmobj_view v;
+    if (shmobj_obj_get(seg, r, &v) == 0) {
+        char buf[512];
+        walk_refs(&v, 0);
+        int rc = shmobj_view_json(&v, buf, sizeof buf, NULL);
+        if (checked == 0 && rc != 0 && rc != SHMOBJ_ENOBUFS)
+            abort(); /* check accepted what the printer refused */
+    }
+    (void)shmobj_obj_check(seg, shape);
+    int fr = shmobj_obj_free(seg, r);
+    if (checked == 0 && fr != 0 && fr != SHMOBJ_EACCES)
+        abort();
+    if (shape_uses(sp, shape) > uses0)
+        abort(); /* reading or freeing never takes a use */
+    (void)shmobj_shape_free(seg, shape);
+    space_heap_destroy(sp);
 }
 
 #ifdef FUZZ_STANDALONE
@@ -153,6 +265,98 @@ static size_t seed(const shmobj_value *val, uint8_t *out, size_t cap)
     memcpy(out, b, n);
     space_heap_destroy(sp);
     return n;
+}
+
+/* The shape inputs' seeds: put in the fresh space fuzz_shapes() runs in,
+ * so the block lands where inputs are put and names the same shape and
+ * target; returns its bytes. */
+static size_t shapes_seed(int which, uint8_t *out, size_t cap)
+{
+    shmobj_ref shape, target, r, adopted;
+    struct shmobj__space *sp = shapes_space(&shape, &target);
+    shmobj_segment *seg = (shmobj_segment *)sp;
+    size_t n = 0;
+    if (sp == NULL)
+        abort();
+    shmobj_value items[FUZZ_NFIELDS] = {
+        SHMOBJ_VAL_INT(7),         SHMOBJ_VAL_STR("bob"),
+        SHMOBJ_VAL_DOUBLE(1.5),    SHMOBJ_VAL_BOOL(1),
+        SHMOBJ_VAL_BYTES("\1\2", 2), SHMOBJ_VAL_LINK(target),
+        SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_STR("sword"), SHMOBJ_VAL_LINK(target)),
+    };
+    shmobj_value rec = SHMOBJ_VAL_RECORD(shape, items, FUZZ_NFIELDS), v, list[4];
+    shmobj_value three = SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_INT(3));
+    switch (which) {
+    case 0: /* a record alone, in its root slot's place */
+        v = rec;
+        break;
+    case 1: /* records in a list, and an adopted object */
+        if (shmobj_obj_put(seg, &three, &adopted) != 0)
+            abort();
+        list[0] = rec;
+        list[1] = SHMOBJ_VAL_LINK(target);
+        list[2] = SHMOBJ_VAL_ADOPT(adopted);
+        list[3] = rec;
+        v = SHMOBJ_VAL_LIST(list, 4);
+        break;
+    default: /* a link alone */
+        v = SHMOBJ_VAL_LINK(target);
+        break;
+    }
+    if (shmobj_obj_put(seg, &v, &r) != 0)
+        abort();
+    const uint8_t *b = sp->base + (r & ((UINT64_C(1) << 48) - 1));
+    memcpy(&n, b + 8, sizeof n); /* tree header: size */
+    if (n > cap)
+        abort();
+    memcpy(out, b, n);
+    space_heap_destroy(sp);
+    return n;
+}
+
+static uint64_t next(void);
+
+/* Mutated shape inputs, as main() does for the others. */
+static size_t shapes_rounds(int rounds)
+{
+    static uint8_t base[4096], input[4096];
+    size_t inputs = 0;
+    for (int round = 0; round < rounds; round++) {
+        size_t n = shapes_seed(round % 3, base, sizeof base);
+        fuzz_shapes(base, n); /* the seed itself must pass */
+        memcpy(input, base, n);
+        int flips = 1 + (int)(next() % 6);
+        for (int f = 0; f < flips; f++) {
+            size_t at = (size_t)(next() % n);
+            switch (next() % 4) {
+            case 0: input[at] ^= (uint8_t)(1u << (next() % 8)); break;
+            case 1: input[at] = (uint8_t)next(); break;
+            case 2: input[at] = 0; break;
+            default: input[at] = 0xff; break;
+            }
+        }
+        if (round % 53 == 0)
+            n = (size_t)(next() % n);
+        fuzz_shapes(input, n);
+        inputs += 2;
+    }
+    return inputs;
+}
+
+/* --seeds DIR: the shape inputs' seeds too. */
+static int shapes_write_seeds(const char *dir)
+{
+    static uint8_t base[4096];
+    for (int i = 0; i < 3; i++) {
+        char path[4096];
+        size_t n = shapes_seed(i, base, sizeof base);
+        snprintf(path, sizeof path, "%s/shape-seed-%d", dir, i);
+        FILE *f = fopen(path, "wb");
+        if (f == NULL || fwrite(base, 1, n, f) != n)
+            return 1;
+        fclose(f);
+    }
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -201,7 +405,7 @@ int main(int argc, char **argv)
                 return 1;
             fclose(f);
         }
-        return 0;
+        return shapes_write_seeds(argv[2]);
     }
     for (int round = 0; round < rounds; round++) {
         const shmobj_value *sv = &seeds[(size_t)round % (sizeof seeds / sizeof seeds[0])];
@@ -227,6 +431,7 @@ int main(int argc, char **argv)
         LLVMFuzzerTestOneInput(input, n);
         inputs += 2;
     }
+    inputs += shapes_rounds(rounds / 4);
     printf("fuzz-object: %zu inputs, no crash\n", inputs);
     return 0;
 }

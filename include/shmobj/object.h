@@ -64,6 +64,20 @@ enum shmobj_type {
     SHMOBJ_TYPE_STRUCT = 13  /**< fields by index, optional names */
 };
 
+/**
+ * @brief Kinds of references and shapes (the numbers continue enum
+ *        shmobj_type and are part of the format; shmobj_view_type() returns
+ *        them like the others).
+ */
+enum shmobj_type_ref {
+    SHMOBJ_TYPE_SHAPE = 17,  /**< a shared, immutable list of field names and
+                                  kinds (shmobj_shape_put()) */
+    SHMOBJ_TYPE_RECORD = 18, /**< fields by index or by name through a shape */
+    SHMOBJ_TYPE_LINK = 19,   /**< a weak reference to another object */
+    SHMOBJ_TYPE_ADOPT = 20   /**< description only: an object already put,
+                                  taken over by the new container */
+};
+
 /** @brief Element types of a buffer. The numbers are part of the format. */
 enum shmobj_dtype {
     SHMOBJ_DTYPE_I8 = 1,   /**< int8 */
@@ -113,6 +127,9 @@ typedef struct shmobj_buffer_desc {
  * - STRUCT: `v.c.items[0 .. v.c.count)`, `v.c.names` NULL or count distinct
  *   NUL-terminated field names.
  * - BUFFER: `v.buf` points to a ::shmobj_buffer_desc.
+ * - ADOPT, LINK: `v.ref` (see "References" below).
+ * - RECORD: `v.r.shape`, `v.r.items[0 .. v.r.count)` (see "Shapes and
+ *   records" below).
  */
 typedef struct shmobj_value {
     uint32_t type;     /**< enum shmobj_type */
@@ -135,6 +152,14 @@ typedef struct shmobj_value {
             const char *const *names;         /**< STRUCT: field names or NULL */
         } c;
         const shmobj_buffer_desc *buf; /**< BUFFER */
+        /** ADOPT, LINK: the object referred to */
+        shmobj_ref ref;
+        /** RECORD */
+        struct {
+            const struct shmobj_value *items; /**< one value per field of the shape */
+            size_t count;                     /**< fields (the shape's count) */
+            shmobj_ref shape;                 /**< the shape (shmobj_shape_put()) */
+        } r;
     } v; /**< the payload, by type */
 } shmobj_value;
 
@@ -253,6 +278,17 @@ static inline shmobj_value shmobj__val_str(const char *cstr)
     ((shmobj_value){.type = SHMOBJ_TYPE_BUFFER, \
                     .v = {.buf = &(const shmobj_buffer_desc){(data_), 0, (shape_), \
                                                              NULL, (dtype_), (ndim_)}}})
+
+/** @brief Describe an object already put that the new container takes
+ *         over (see "References"). */
+#define SHMOBJ_VAL_ADOPT(ref_) ((shmobj_value){.type = SHMOBJ_TYPE_ADOPT, .v = {.ref = (ref_)}})
+/** @brief Describe a weak reference to an object already put (see
+ *         "References"). */
+#define SHMOBJ_VAL_LINK(ref_) ((shmobj_value){.type = SHMOBJ_TYPE_LINK, .v = {.ref = (ref_)}})
+/** @brief Describe a record of a shape: n values, one per field in the
+ *         shape's order (see "Shapes and records"). */
+#define SHMOBJ_VAL_RECORD(shape_, items_, n_) \
+    ((shmobj_value){.type = SHMOBJ_TYPE_RECORD, .v = {.r = {(items_), (n_), (shape_)}}})
 
 /** @cond INTERNAL */
 #define SHMOBJ__VALS(...) ((const shmobj_value[]){__VA_ARGS__})
@@ -413,9 +449,16 @@ SHMOBJ_API int shmobj_obj_size(const shmobj_value *val, size_t *bytes);
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument or bad description (see
  *         shmobj_obj_size()), or duplicate dict keys, set members or field
- *         names
+ *         names, or a reference or record that does not fit (see
+ *         "References" and "Shapes and records")
+ * @retval SHMOBJ_ETYPE an adopted or linked reference, or a record's
+ *         shape, names a block of the wrong kind
+ * @retval SHMOBJ_ESTALE an adopted or linked object, or a record's shape,
+ *         was freed (or the shape is being freed)
+ * @retval SHMOBJ_EBUSY an adopted object is owned by a container already
  * @retval SHMOBJ_ENOMEM the segment has no block that large
- * @retval SHMOBJ_ECORRUPT the segment's heap is damaged
+ * @retval SHMOBJ_ECORRUPT the segment's heap, or a shape the description
+ *         names, is damaged
  * @note Thread- and process-safe (allocation takes the segment lock). The
  *       object is private to the caller until it publishes the reference.
  * @since 0.1
@@ -518,6 +561,10 @@ SHMOBJ_API int shmobj_obj_put_buffer(shmobj_segment *seg, unsigned dtype,
  * @retval SHMOBJ_ETYPE ref names a live block that is not an object (left
  *         alone)
  * @retval SHMOBJ_ESTALE the object was already freed (perhaps reused)
+ * @retval SHMOBJ_EACCES the object was adopted by a container, which owns
+ *         it (left alone)
+ * @retval SHMOBJ_EBUSY ref names a shape that records still use (left
+ *         alone; see shmobj_shape_free())
  * @retval SHMOBJ_ECORRUPT the object's header or tree is damaged (the blocks
  *         that could be reached are freed)
  * @note Thread- and process-safe against other allocations. Nobody may use
@@ -866,7 +913,10 @@ SHMOBJ_API int shmobj_view_get_key(const shmobj_view *view, const shmobj_key *ke
  * value is written into a block of its own, published with one atomic
  * exchange, and the old value is freed if it had a block of its own (an
  * old value written with its parent stays, unused, until the parent is
- * freed).
+ * freed; a record among it gives its shape's use back at once). A link
+ * slot takes another link (SHMOBJ_VAL_LINK(), one atomic store), and no
+ * other slot does; an adopted object is named inside the new value's
+ * description (SHMOBJ_VAL_ADOPT() as the value itself is SHMOBJ_EINVAL).
  *
  * @param[in,out] view the item; afterwards it shows the new value
  * @param[in] val description of the new value
@@ -875,8 +925,11 @@ SHMOBJ_API int shmobj_view_get_key(const shmobj_view *view, const shmobj_key *ke
  * @retval SHMOBJ_ETYPE the value's kind does not fit the slot
  * @retval SHMOBJ_EACCES the item is immutable (tuple item, key, member)
  * @retval SHMOBJ_ENOMEM the segment is full (nothing changed)
+ * @retval SHMOBJ_EBUSY the new value adopts an object owned already
+ *         (nothing changed)
  * @retval SHMOBJ_ESTALE the block holding the slot was freed (see
- *         ::shmobj_view): nothing changed; or the new value is in place but
+ *         ::shmobj_view), or an object or shape the new value refers to
+ *         was freed: nothing changed; or the new value is in place but
  *         the view could not be refreshed, because other processes replaced
  *         the value again each of the 64 times it tried
  * @retval SHMOBJ_ECORRUPT the slot is damaged (nothing changed), or the new
@@ -1208,6 +1261,264 @@ SHMOBJ_API size_t shmobj_dtype_size(unsigned dtype);
  * @since 0.1
  */
 SHMOBJ_API const char *shmobj_dtype_name(unsigned dtype);
+
+/* ---- References --------------------------------------------------------- */
+
+/**
+ * @name References
+ * A value may refer to an object already put, in two ways.
+ *
+ * **Adopt** (SHMOBJ_VAL_ADOPT(ref)): the new container takes ownership of
+ * the object `ref` names, without copying it. Its slot holds the reference
+ * (like an item replaced by shmobj_view_set()), views reach the object as
+ * if it had been written inline, and freeing the container (or replacing
+ * that item) frees it. From then on the object belongs to the container:
+ * shmobj_obj_free() of it is refused with SHMOBJ_EACCES, and adopting it a
+ * second time (in another put, or twice in one description) with
+ * SHMOBJ_EBUSY. An object is marked as adopted in its block's header by one
+ * atomic operation while the container is written (past 16 marks and
+ * shape uses in one put, once it is written), always before its reference
+ * is returned; a put that fails takes its marks back. A shape
+ * (SHMOBJ_TYPE_SHAPE) cannot be adopted (SHMOBJ_ETYPE: its records would
+ * lose it), nor an object whose value is a scalar or null (SHMOBJ_ETYPE:
+ * put it inside a container instead). The library cannot tell a named
+ * root (shmobj_segment_root_set()) from any other object: adopting one
+ * is allowed, and once the container is freed the root's reference names
+ * a freed block, so shmobj_obj_get() of it gives SHMOBJ_ESTALE, never
+ * another object. A process killed inside the put may leave the objects it
+ * adopted marked and owned by nobody (at most those blocks leak).
+ *
+ * **Link** (SHMOBJ_VAL_LINK(ref)): a weak reference. The slot holds the
+ * target's reference, whose 16-bit generation the arena bumps when the
+ * target is freed; the link owns nothing (freeing the container leaves
+ * the target alone, freeing the target leaves the link dangling). A view
+ * of the slot has type SHMOBJ_TYPE_LINK; shmobj_view_follow() opens the
+ * target and gives SHMOBJ_ESTALE once it was freed, never another object
+ * (within the generation's reach, see ::shmobj_view). Links may form
+ * cycles: shmobj_obj_check() and the JSON printer do not follow them (JSON
+ * prints `{"$link":offset}`), so both stay bounded. A link slot may be
+ * given another link with shmobj_view_set() (one atomic store).
+ *
+ * Both kinds are values of the builder's common path: they may stand
+ * wherever a value of a container, a record field or the top-level value
+ * may (not as keys), and shmobj_obj_size() counts a reference's slot only.
+ * shmobj_obj_put() gives, besides its other errors, SHMOBJ_EINVAL for a
+ * null reference, a reference that names no block of the segment or an
+ * object freed (SHMOBJ_ESTALE), a block that is not an object
+ * (SHMOBJ_ETYPE), and for adopt the errors above.
+ * @{
+ */
+
+/**
+ * @brief Follow a link: a view of the object a link names. Any other view
+ *        is copied unchanged, so code may call it on every view it meets.
+ * @param[in] view a view (of a link or of anything else)
+ * @param[out] target view of the target's value (its top-level value, as
+ *             shmobj_obj_get() gives it); may be the same memory as view
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument
+ * @retval SHMOBJ_ESTALE the target was freed (or the view's own block was)
+ * @retval SHMOBJ_ECORRUPT the link names a live block that is not an
+ *         object, or the target's header or root is damaged
+ * @note Thread- and process-safe; lock-free. O(1). Following a link to an
+ *       object that another process may free at any moment has the limits
+ *       of any view (::shmobj_view): coordinate frees with readers.
+ * @since 0.2
+ */
+SHMOBJ_API int shmobj_view_follow(const shmobj_view *view, shmobj_view *target);
+
+/**
+ * @brief The reference a link holds (not checked: it may name an object
+ *        freed since).
+ * @param[in] view view of a link
+ * @param[out] ref the target's reference
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument
+ * @retval SHMOBJ_ETYPE the view is not a link
+ * @retval SHMOBJ_ESTALE the view's block was freed (see ::shmobj_view)
+ * @note Thread- and process-safe (atomic load, acquire).
+ * @since 0.2
+ */
+SHMOBJ_API int shmobj_link_get(const shmobj_view *view, shmobj_ref *ref);
+
+/** @} */
+
+/* ---- Shapes and records -------------------------------------------------- */
+
+/**
+ * @name Shapes and records
+ * A *shape* is a list of field names and kinds built once in the segment
+ * (shmobj_shape_put()); a *record* of that shape holds only its values,
+ * one 16-byte slot per field, and names its shape: no names, no index per
+ * record. A record standing alone takes 16 x fields + 32 bytes, plus its
+ * strings' and bytes' own bytes and a NUL each (written in the record,
+ * after its slots, without a header of their own), plus what its object
+ * fields hold; inside a container, 16 x fields + 16 plus the same. (The
+ * arena adds its 16-byte block header to every block.)
+ *
+ * Records are read like named structs: by position (shmobj_view_item(),
+ * shmobj_item_int_add(), shmobj_item_int_get()) and by name through the
+ * shape's index (shmobj_view_get_str(), shmobj_view_get(),
+ * shmobj_view_index(), and with keys prepared once shmobj_view_get_key(),
+ * shmobj_view_index_key(), shmobj_view_key_int_add()); shmobj_view_key()
+ * gives a field's name and shmobj_view_len() the number of fields. JSON
+ * prints a record as an object with its field names. Fields are mutable
+ * like struct fields.
+ *
+ * Field kinds (::shmobj_field.kind): SHMOBJ_TYPE_BOOL, _INT, _UINT,
+ * _DOUBLE (a scalar slot, updated in place like a struct field's),
+ * _STR and _BYTES (a string or bytes inline in the record, immutable
+ * like every string: shmobj_view_set() of it gives SHMOBJ_EACCES; at most
+ * `capacity` bytes when capacity is not 0, which is also the size of the
+ * char array shmobj_record_put_struct() reads), SHMOBJ_TYPE_LINK (a link),
+ * and SHMOBJ_TYPE_NULL (null or any object but a string or bytes: a
+ * container, a nested record, an adopted object; replaceable with
+ * shmobj_view_set()). A record's description (SHMOBJ_VAL_RECORD()) gives
+ * one value per field in the shape's order, each of the field's kind;
+ * shmobj_obj_put() refuses anything else with SHMOBJ_EINVAL (also a string
+ * longer than its capacity, a count other than the shape's), a shape
+ * reference that names no shape with SHMOBJ_ETYPE (or SHMOBJ_EINVAL when
+ * it names no block), and a shape freed or being freed with
+ * SHMOBJ_ESTALE.
+ *
+ * Reading a record checks its shape: the shape's block must lie in the
+ * segment, carry the reference's generation and hold a whole shape of the
+ * record's number of fields (SHMOBJ_ECORRUPT otherwise, SHMOBJ_ESTALE for
+ * a freed shape); shmobj_obj_check() also checks the shape's block with
+ * the allocator and every field's kind and capacity. A shape's own
+ * top-level view (shmobj_obj_get() of a shape) has type SHMOBJ_TYPE_SHAPE:
+ * shmobj_view_len() gives its fields, shmobj_view_key() their names, and
+ * JSON prints `{"$shape":{"name":"kind",...}}`.
+ *
+ * **Lifetime.** A shape is immutable and shared by its records. Every
+ * record holds a use of its shape, taken (an atomic add on the shape's
+ * use count) before the record is written and given back when the record
+ * goes (its block freed, or the item holding it replaced); freeing a shape
+ * still in use is refused with SHMOBJ_EBUSY. A shape being freed is
+ * marked first (one compare-and-swap from a count of 0), so a record put
+ * racing the free either takes its use first (and the free is refused) or
+ * is refused itself with SHMOBJ_ESTALE. A process killed between two
+ * steps errs on the side of a count too high: the shape then stays
+ * allocated for good (a leak of one block), and no record is left naming
+ * a freed shape; a process killed while freeing a block of records may
+ * have given some of their uses back before the block's own free, and a
+ * record whose shape was freed all the same reads as SHMOBJ_ESTALE (the
+ * shape's generation), never another shape.
+ * @{
+ */
+
+/**
+ * @brief One field of a shape: input of shmobj_shape_put().
+ */
+typedef struct shmobj_field {
+    const char *name;  /**< NUL-terminated UTF-8, distinct within the shape */
+    uint32_t kind;     /**< enum shmobj_type: BOOL, INT, UINT, DOUBLE, STR,
+                            BYTES, LINK, or NULL for any object */
+    uint32_t capacity; /**< STR, BYTES: most bytes (0: any length); other
+                            kinds: 0 */
+    uint64_t offset;   /**< where shmobj_record_put_struct() reads the field
+                            in the caller's C struct (offsetof) */
+} shmobj_field;
+
+/** @brief A field of a C struct: SHMOBJ_FIELD_OF(struct pos, x, SHMOBJ_TYPE_DOUBLE). */
+#define SHMOBJ_FIELD_OF(ctype, member, kind_) \
+    ((shmobj_field){#member, (kind_), 0, offsetof(ctype, member)})
+/** @brief A char array of a C struct as a string field of that capacity. */
+#define SHMOBJ_FIELD_STR_OF(ctype, member) \
+    ((shmobj_field){#member, SHMOBJ_TYPE_STR, sizeof(((ctype *)0)->member), \
+                    offsetof(ctype, member)})
+
+/**
+ * @brief Build a shape in the segment.
+ * @param[in] seg segment
+ * @param[in] fields n field descriptions (caller memory, read during the
+ *            call only)
+ * @param[in] n fields, 1 to 65535
+ * @param[out] shape reference to the shape, owned by the caller (free it
+ *             with shmobj_shape_free() once no record uses it)
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument, n out of range, a NULL or invalid
+ *         UTF-8 name, two equal names, a bad kind, or a capacity given for
+ *         a kind other than STR and BYTES
+ * @retval SHMOBJ_ENOMEM the segment is full
+ * @retval SHMOBJ_ECORRUPT the segment's heap is damaged
+ * @note Thread- and process-safe (allocation takes the segment lock).
+ * @since 0.2
+ */
+SHMOBJ_API int shmobj_shape_put(shmobj_segment *seg, const shmobj_field *fields, size_t n,
+                                shmobj_ref *shape);
+
+/**
+ * @brief Free a shape no record uses any more. shmobj_obj_free() of a
+ *        shape does the same.
+ * @param[in] seg segment
+ * @param[in] shape reference from shmobj_shape_put()
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL seg or null ref, or ref names no block of this
+ *         segment
+ * @retval SHMOBJ_ETYPE ref names something other than a shape
+ * @retval SHMOBJ_EBUSY records of the shape still exist (nothing freed)
+ * @retval SHMOBJ_ESTALE the shape was already freed, or another process is
+ *         freeing it
+ * @retval SHMOBJ_ECORRUPT the shape's block is damaged
+ * @note Thread- and process-safe (a compare-and-swap on the use count,
+ *       then the allocator's lock).
+ * @since 0.2
+ */
+SHMOBJ_API int shmobj_shape_free(shmobj_segment *seg, shmobj_ref shape);
+
+/**
+ * @brief Put a record of a shape from a C struct, in one call: each field
+ *        is read at its ::shmobj_field.offset in `c`.
+ *
+ * What is read at the offset, by kind: BOOL a `bool` (one byte), INT an
+ * `int64_t`, UINT a `uint64_t`, DOUBLE a `double`, STR with a capacity a
+ * `char[capacity]` (up to its first NUL, or all of it), STR without one a
+ * `const char *` (NUL-terminated, not NULL), BYTES (capacity required) a
+ * `uint8_t[capacity]` (all of it), LINK a ::shmobj_ref (not null), and
+ * NULL (any object) a ::shmobj_ref that the record adopts, or
+ * SHMOBJ_REF_NULL for null.
+ *
+ * @param[in] seg segment
+ * @param[in] shape the shape
+ * @param[in] c the caller's struct laid out as the shape's offsets say
+ * @param[out] ref reference to the new record, owned by the caller
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument, invalid UTF-8, a NULL string
+ *         pointer, a BYTES field without a capacity, a null link, or a
+ *         reference that names no block of this segment
+ * @retval SHMOBJ_ETYPE shape is not a shape, or a link, an adopted object
+ *         is not an object (or cannot be adopted, see "References")
+ * @retval SHMOBJ_ESTALE the shape (or a referred object) was freed or is
+ *         being freed
+ * @retval SHMOBJ_EBUSY an adopted object is owned already
+ * @retval SHMOBJ_ENOMEM the segment is full
+ * @retval SHMOBJ_ECORRUPT the shape or the segment's heap is damaged
+ * @note Thread- and process-safe. The record is private to the caller
+ *       until it publishes the reference. The offsets, kinds and
+ *       capacities are read from the shape in the segment, and `c` is read
+ *       where they say: give it only a shape made from this C struct's own
+ *       field table (a shape another program made, or a damaged one, may
+ *       name offsets beyond the struct).
+ * @since 0.2
+ */
+SHMOBJ_API int shmobj_record_put_struct(shmobj_segment *seg, shmobj_ref shape,
+                                        const void *c, shmobj_ref *ref);
+
+/**
+ * @brief The shape of a record.
+ * @param[in] view record
+ * @param[out] shape the shape's reference
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument
+ * @retval SHMOBJ_ETYPE the view is not a record
+ * @retval SHMOBJ_ESTALE the view's block was freed (see ::shmobj_view)
+ * @note Thread- and process-safe. O(1).
+ * @since 0.2
+ */
+SHMOBJ_API int shmobj_record_shape(const shmobj_view *view, shmobj_ref *shape);
+
+/** @} */
 
 /* ---- JSON ------------------------------------------------------------- */
 

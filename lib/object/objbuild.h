@@ -17,6 +17,20 @@
 /* Largest block the builder writes: references carry 48-bit offsets. */
 #define SHMOBJ__MAX_BLOCK (UINT64_C(1) << 46)
 
+/* What a put has taken beyond its block while writing it (a use of each
+ * record's shape, the ADOPTED mark of each adopted block), to give back if
+ * it fails. Past SHMOBJ__CLAIM_LOG entries the log is given back at once
+ * and the put takes everything by a walk of the block once written
+ * (shmobj__claim): a block of many records pays one walk, a record one
+ * atomic add. */
+#define SHMOBJ__CLAIM_LOG 16
+struct shmobj__claims {
+    shmobj__ref ref[SHMOBJ__CLAIM_LOG]; /* the shape or the adopted block */
+    uint8_t record[SHMOBJ__CLAIM_LOG];  /* 1: a shape's use; 0: a mark */
+    unsigned n;                         /* entries */
+    int after;                          /* overflowed: claim by a walk */
+};
+
 /* A writing (or, with blk NULL, measuring) pass over one block. */
 struct shmobj__wr {
     uint8_t *blk;     /* this process's address of the block; NULL: measure */
@@ -25,7 +39,17 @@ struct shmobj__wr {
     uint64_t cur;     /* next free byte, relative to the block */
     uint64_t lim;     /* bytes the cursor may reach (the block's size) */
     int need64;       /* holds a buffer: allocate 64-aligned */
+    struct shmobj__space *sp; /* the space records' shapes, adopted and
+                               * linked objects are checked in; NULL:
+                               * measure */
+    struct shmobj__claims *cl; /* what the put took; NULL: measure */
 };
+
+/* The bits of shmobj__measure()'s *need64: what the block will hold. */
+#define SHMOBJ__M_ALIGN64 0x1 /* a buffer: allocate 64-aligned */
+#define SHMOBJ__M_RECORDS 0x2 /* records below the top: shape uses to take */
+#define SHMOBJ__M_ADOPTS 0x4  /* adopted objects: marks to take */
+#define SHMOBJ__M_ROOTREC 0x8 /* the block's value is a record */
 
 /* Key i of the keyed description v (a dict's key, a set's member, a named
  * struct's field name, which is a str of SHMOBJ_STRLEN bytes) described
@@ -52,8 +76,40 @@ shmobj__desc_key_at(const shmobj_value *v, size_t i, shmobj_key *key)
 int shmobj__emit_buffer(struct shmobj__wr *w, const shmobj_value *v, uint64_t pos,
                         struct shmobj__obj *h);
 
-/* objmeasure.c: the bytes of the block a description needs, and whether
- * it must be 64-aligned (it holds a buffer). */
+/* objmeasure.c: the bytes of the block a description needs, and in
+ * *need64 the SHMOBJ__M_* bits of what it holds. */
 int shmobj__measure(const shmobj_value *val, uint64_t *size, int *need64);
+
+/* objemit.c: write (or measure) the value v into the slot at the
+ * block-relative slot_rel (the builder's common path, records' fields
+ * among its callers). */
+int shmobj__emit_value(struct shmobj__wr *w, const shmobj_value *v, uint64_t slot_rel,
+                       int depth);
+
+/* objshape.c: write the record description v at the next 16-aligned
+ * position; *rel
+ * receives it. Checks every value against the shape. */
+int shmobj__emit_record(struct shmobj__wr *w, const shmobj_value *v, int depth,
+                        uint64_t *rel);
+
+/* objref.c: check the reference an ADOPT (adopt 1) or LINK description
+ * gives: a live object block of the space; an adopted one must hold an
+ * object (not a scalar, null or a shape) and be owned by nobody yet. */
+int shmobj__ref_check(struct shmobj__space *sp, shmobj__ref ref, int adopt);
+
+/* objref.c: take a use of a shape (record 1; `uses` its count) or the
+ * ADOPTED mark of the block `ref` names, and log it in w->cl; past the
+ * log's size, nothing (shmobj__claim will). */
+int shmobj__claim_now(struct shmobj__wr *w, int record, shmobj__ref ref,
+                      _Atomic uint64_t *uses);
+
+/* objref.c: give back what the log holds (a put that failed). */
+void shmobj__claims_undo(struct shmobj__space *sp, struct shmobj__claims *cl);
+
+/* objref.c: after a block was written, take what its records and adopted
+ * objects need (a use of each record's shape, the ADOPTED mark of each
+ * adopted block); on failure give back what was taken and return the
+ * error. */
+int shmobj__claim(struct shmobj__space *sp, uint64_t blk, uint64_t blen, uint16_t gen);
 
 #endif /* SHMOBJ_OBJBUILD_H */

@@ -10,6 +10,8 @@
  *   (shmobj__view_slot / shmobj__view_follow), and adds what views skip for
  *   O(1) access: UTF-8 of strings, buffer extents, bool payloads, key kinds
  *   and the consistency of every index with its keys. */
+#include <string.h>
+
 #include "objint.h"
 #include "objvalid.h"
 
@@ -55,6 +57,19 @@ static int ck_slot(struct ck *c, uint64_t slot_off, const shmobj_view *parent,
             return SHMOBJ_ECORRUPT;
         return 0;
     }
+    if (v.slot_tag == SHMOBJ__SLOT_LINK) {
+        /* a link is not followed (links may form cycles): it is well
+         * formed when it is a value and names something */
+        return kind == 0 && atomic_load_explicit(&((struct shmobj__slot *)v.slot)->payload,
+                                                 memory_order_relaxed) != 0
+                   ? 0
+                   : SHMOBJ_ECORRUPT;
+    }
+    if (v.slot_tag == SHMOBJ__SLOT_ISTR)
+        return kind == 0 && (v.type == SHMOBJ_TYPE_BYTES ||
+                             shmobj__utf8_ok((const uint8_t *)v.obj + 16, v.len))
+                   ? 0
+                   : SHMOBJ_ECORRUPT;
     if (kind != 0) {
         int ok = v.type == SHMOBJ_TYPE_STR ||
                  (kind == 1 && (v.type == SHMOBJ_TYPE_BYTES || v.type == SHMOBJ_TYPE_INT));
@@ -123,6 +138,75 @@ static int ck_index(struct ck *c, const shmobj_view *v, uint64_t index_off)
     return 0;
 }
 
+/* The descriptor of field i of the shape whose header is at `o`, checked. */
+static int ck_desc(const uint8_t *o, uint64_t i, struct shmobj__field *d)
+{
+    memcpy(d, o + shmobj__shape_descs() + 16 * i, sizeof *d);
+    return shmobj__field_ok(d->kind, d->cap) && d->reserved0 == 0 && d->reserved1 == 0
+               ? 0
+               : SHMOBJ_ECORRUPT;
+}
+
+/* A shape: its descriptors, its names (strings, keys of its block) and
+ * their index. */
+static int ck_shape(struct ck *c, const shmobj_view *v, int depth)
+{
+    uint64_t o = (uint64_t)((const uint8_t *)v->obj - c->sp->base), n = v->count;
+    struct shmobj__field d;
+    int rc = spend(c, n);
+    for (uint64_t i = 0; i < n && rc == 0; i++) {
+        rc = ck_desc(v->obj, i, &d);
+        if (rc == 0)
+            rc = ck_slot(c, o + shmobj__shape_names(n) + 16 * i, v, 1, 2, depth);
+    }
+    return rc != 0 ? rc : ck_index(c, v, o + shmobj__shape_index(n));
+}
+
+/* A record against its shape: as many slots as fields (the view checked
+ * that), each of its field's kind, strings within their capacity. */
+static int ck_record(struct ck *c, const shmobj_view *v, int depth)
+{
+    shmobj_view sv, f;
+    struct shmobj__shape_info si;
+    /* the shape's block in full (views check it lighter, objshape.c) */
+    int src = shmobj__shape_open(c->sp, v->len, 0, &si);
+    if (src != 0)
+        return src;
+    shmobj__record_shape_view(v, &sv);
+    uint64_t o = (uint64_t)((const uint8_t *)v->obj - c->sp->base);
+    for (uint64_t i = 0; i < v->count; i++) {
+        struct shmobj__field d;
+        uint64_t slot = o + 16 + 16 * i;
+        int rc = ck_desc(sv.obj, i, &d);
+        if (rc == 0)
+            rc = shmobj__view_slot(c->sp, slot, v->obj_blk, v->obj_blen, v->obj_gen, 0, &f);
+        if (rc != 0)
+            return rc;
+        int ok;
+        switch (d.kind) {
+        case SHMOBJ_TYPE_STR:
+        case SHMOBJ_TYPE_BYTES:
+            ok = f.slot_tag == SHMOBJ__SLOT_ISTR && f.type == d.kind &&
+                 (d.cap == 0 || f.len <= d.cap);
+            break;
+        case SHMOBJ_TYPE_LINK:
+            ok = f.slot_tag == SHMOBJ__SLOT_LINK;
+            break;
+        case SHMOBJ_TYPE_NULL:
+            ok = f.slot_tag == SHMOBJ__SLOT_OBJ;
+            break;
+        default:
+            ok = f.slot_tag == d.kind; /* the scalars' tags are their kinds */
+        }
+        if (!ok)
+            return SHMOBJ_ECORRUPT;
+        rc = ck_slot(c, slot, v, 0, 0, depth);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
 static int ck_obj(struct ck *c, const shmobj_view *v, int depth)
 {
     uint64_t o = (uint64_t)((const uint8_t *)v->obj - c->sp->base);
@@ -182,6 +266,10 @@ static int ck_obj(struct ck *c, const shmobj_view *v, int depth)
         }
         return keyed ? ck_index(c, v, o + 16 + 32 * n) : 0;
     }
+    case SHMOBJ_TYPE_RECORD:
+        return ck_record(c, v, depth);
+    case SHMOBJ_TYPE_SHAPE:
+        return ck_shape(c, v, depth);
     default:
         return SHMOBJ_ECORRUPT;
     }
@@ -197,6 +285,14 @@ int shmobj_obj_check(shmobj_segment *seg, shmobj_ref ref)
     int rc = shmobj_obj_get(seg, ref, &root);
     if (rc != 0)
         return rc;
+    /* flags this format has, and a shape's block flagged as one (a free
+     * takes a shape's protocol by the flag) */
+    uint16_t flags = atomic_load_explicit(
+        &((struct shmobj__tree *)(sp->base + root.slot_blk))->flags, memory_order_acquire);
+    if ((flags & ~(SHMOBJ__TREE_SEPARATE | SHMOBJ__TREE_RECORDS | SHMOBJ__TREE_ADOPTED |
+                   SHMOBJ__TREE_SHAPE | SHMOBJ__TREE_ROOTREC)) != 0 ||
+        !(flags & SHMOBJ__TREE_SHAPE) != (root.type != SHMOBJ_TYPE_SHAPE))
+        return SHMOBJ_ECORRUPT;
     if (root.slot_tag == SHMOBJ__SLOT_BOOL &&
         atomic_load_explicit(&((struct shmobj__slot *)root.slot)->payload,
                              memory_order_relaxed) > 1)

@@ -224,6 +224,8 @@ static int emit_obj(struct shmobj__wr *w, const shmobj_value *v, int depth, uint
         if (rc != 0)
             return rc;
         break;
+    case SHMOBJ_TYPE_RECORD:
+        return shmobj__emit_record(w, v, depth, rel);
     case SHMOBJ_TYPE_LIST:
     case SHMOBJ_TYPE_TUPLE:
     case SHMOBJ_TYPE_STRUCT:
@@ -364,6 +366,20 @@ emit_slot(struct shmobj__wr *w, const shmobj_value *v, uint64_t slot_rel, int de
     case SHMOBJ_TYPE_NULL:
         tag = SHMOBJ__SLOT_OBJ;
         break;
+    case SHMOBJ_TYPE_ADOPT:
+    case SHMOBJ_TYPE_LINK: {
+        /* a reference to a block of its own: an adopted object is a
+         * separate block of this one (the put sets SEPARATE), a link a
+         * weak reference */
+        int rc = shmobj__ref_check(w->sp, v->v.ref, v->type == SHMOBJ_TYPE_ADOPT);
+        if (rc == 0 && v->type == SHMOBJ_TYPE_ADOPT)
+            rc = shmobj__claim_now(w, 0, v->v.ref, NULL);
+        if (rc != 0)
+            return rc;
+        tag = v->type == SHMOBJ_TYPE_ADOPT ? SHMOBJ__SLOT_OBJ : SHMOBJ__SLOT_LINK;
+        pl = v->v.ref;
+        break;
+    }
     default: {
         int rc = emit_obj(w, v, depth, &rel);
         if (rc != 0)
@@ -377,6 +393,12 @@ emit_slot(struct shmobj__wr *w, const shmobj_value *v, uint64_t slot_rel, int de
     return 0;
 }
 
+int shmobj__emit_value(struct shmobj__wr *w, const shmobj_value *v, uint64_t slot_rel,
+                       int depth)
+{
+    return emit_slot(w, v, slot_rel, depth);
+}
+
 int shmobj__obj_put(struct shmobj__space *sp, const shmobj_value *val,
                     shmobj__ref *out)
 {
@@ -387,7 +409,7 @@ int shmobj__obj_put(struct shmobj__space *sp, const shmobj_value *val,
     int rc = shmobj__measure(val, &size, &need64);
     if (rc != 0)
         return rc;
-    rc = sp->ops->alloc(sp, size, need64 ? SHMOBJ__DATA_ALIGN : 16, &r);
+    rc = sp->ops->alloc(sp, size, need64 & SHMOBJ__M_ALIGN64 ? SHMOBJ__DATA_ALIGN : 16, &r);
     if (rc != 0)
         return rc;
     rc = shmobj__space_at(sp, shmobj__ref_off(r), size, &p);
@@ -398,14 +420,40 @@ int shmobj__obj_put(struct shmobj__space *sp, const shmobj_value *val,
     struct shmobj__tree *t = p;
     t->magic = SHMOBJ__TREE_MAGIC;
     t->version = SHMOBJ__TREE_VERSION;
-    atomic_store_explicit(&t->flags, 0, memory_order_relaxed);
+    /* A free walks blocks that hold records (their shapes' uses) or
+     * adopted objects (separate blocks); nobody sees the block yet. */
+    atomic_store_explicit(&t->flags,
+                          (uint16_t)((need64 & SHMOBJ__M_RECORDS ? SHMOBJ__TREE_RECORDS : 0) |
+                                     (need64 & SHMOBJ__M_ROOTREC ? SHMOBJ__TREE_ROOTREC : 0) |
+                                     (need64 & SHMOBJ__M_ADOPTS ? SHMOBJ__TREE_SEPARATE : 0)),
+                          memory_order_relaxed);
     t->size = size;
-    struct shmobj__wr w = {p, shmobj__ref_off(r), shmobj__ref_gen(r), SHMOBJ__PREFIX, size, 0};
-    rc = emit_slot(&w, val, sizeof(struct shmobj__tree), 0);
+    struct shmobj__claims cl;
+    cl.n = 0;
+    cl.after = 0;
+    struct shmobj__wr w = {p, shmobj__ref_off(r), shmobj__ref_gen(r), SHMOBJ__PREFIX, size, 0,
+                           sp, &cl};
+    if (val->type == SHMOBJ_TYPE_RECORD) {
+        /* in the root slot's place (shmobj__measure() counted so) */
+        uint64_t rel;
+        w.cur = sizeof(struct shmobj__tree);
+        rc = shmobj__emit_record(&w, val, 0, &rel);
+        if (rc == 0 && rel != sizeof(struct shmobj__tree))
+            rc = SHMOBJ_EINVAL;
+    } else {
+        rc = emit_slot(&w, val, sizeof(struct shmobj__tree), 0);
+    }
     /* A description changed by another thread during the call could make
      * the second pass disagree with the first: refuse it. */
     if (rc == 0 && w.cur != size)
         rc = SHMOBJ_EINVAL;
+    /* Records took their shapes' uses and adopted objects their marks as
+     * they were written (a failure gives them back); past the log's size
+     * they are taken now, by a walk of the block. */
+    if (rc == 0 && cl.after)
+        rc = shmobj__claim(sp, shmobj__ref_off(r), size, shmobj__ref_gen(r));
+    else if (rc != 0)
+        shmobj__claims_undo(sp, &cl);
     if (rc != 0) {
         (void)sp->ops->free(sp, r);
         return rc;

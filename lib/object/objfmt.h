@@ -147,6 +147,94 @@ static inline uint64_t shmobj__index_entry(uint64_t item, uint64_t hash)
     return (item + 1) | (hash >> 32 << 32);
 }
 
+/* ---- references, shapes and records (doc/format-object.md, "Shapes,
+ * records and reference slots") ------------------------------------------
+ *
+ * A LINK slot holds the reference of another object block (a weak
+ * reference: its generation tells a reader the target was freed); an
+ * adopted object is an OBJ slot naming a separate block, as a replaced
+ * item is. A record is a heap object (tag SHMOBJ_TYPE_RECORD) whose header
+ * names its shape block in `len` and whose body is count slots; its
+ * strings and bytes are ISTR slots whose bytes follow in the same block.
+ * A record that is the value of its block is written in place of the
+ * root slot (tag SHMOBJ_TYPE_RECORD at block offset 16), saving 16 bytes.
+ * A shape is the object of a block of its own: header (count fields, len
+ * the index capacity), the use count, count field descriptors, count
+ * names (key slots) and the index of the names. */
+#define SHMOBJ__SLOT_LINK 0x42   /* payload: a reference, never 0 */
+#define SHMOBJ__SLOT_ISTR 0x43   /* reserved0: STR or BYTES, reserved2: the
+                                  * length, payload: the block-relative offset
+                                  * of the bytes, which a NUL follows */
+#define SHMOBJ__SLOT_RECORD SHMOBJ_TYPE_RECORD /* root slot only: the record
+                                                * header itself */
+
+/* More tree header flags (set before the block's reference is published,
+ * never cleared, except ADOPTED by a put that failed). */
+#define SHMOBJ__TREE_RECORDS 0x0002 /* holds records: a free walks it to give
+                                     * their shapes' uses back */
+#define SHMOBJ__TREE_ADOPTED 0x0004 /* owned by the container that adopted
+                                     * it (set by an atomic OR) */
+#define SHMOBJ__TREE_SHAPE 0x0008   /* the block's value is a shape */
+#define SHMOBJ__TREE_ROOTREC 0x0010 /* the block's value is a record (a free
+                                     * gives its use back without a walk
+                                     * when no other flag asks for one) */
+
+/* Most fields of a shape. */
+#define SHMOBJ__SHAPE_MAX 65535
+/* A shape's index capacity is a power of two from shmobj__index_cap(count)
+ * to this many times it (grown by the writer to spread the names). */
+#define SHMOBJ__SHAPE_CAP_GROWTH 16
+
+/* The word after a shape's header. */
+struct shmobj__shape_meta {
+    /* Records that name the shape: +1 (acq_rel) before a record is
+     * written, -1 when it goes; CLOSING set by the one compare-and-swap
+     * from 0 that starts the shape's free, after which no use is taken. */
+    _Atomic uint64_t uses;
+    uint64_t reserved; /* 0 */
+};
+_Static_assert(sizeof(struct shmobj__shape_meta) == 16, "shape meta is 16 bytes");
+#define SHMOBJ__SHAPE_CLOSING (UINT64_C(1) << 63)
+
+/* A field descriptor of a shape, 16 bytes. Written once. */
+struct shmobj__field {
+    uint8_t kind;       /* BOOL, INT, UINT, DOUBLE, STR, BYTES, LINK, or
+                         * NULL for an OBJ slot (any object or null) */
+    uint8_t reserved0;  /* 0 */
+    uint16_t reserved1; /* 0 */
+    uint32_t cap;       /* STR, BYTES: most bytes, 0 for any; else 0 */
+    uint64_t c_off;     /* offset in the publisher's C struct
+                         * (shmobj_record_put_struct); not read by readers */
+};
+_Static_assert(sizeof(struct shmobj__field) == 16, "field descriptor is 16 bytes");
+_Static_assert(offsetof(struct shmobj__field, cap) == 4, "field cap at 4");
+
+/* Is kind (with capacity cap) a kind a shape's field may have? */
+static inline int shmobj__field_ok(unsigned kind, uint64_t cap)
+{
+    switch (kind) {
+    case SHMOBJ_TYPE_STR:
+    case SHMOBJ_TYPE_BYTES:
+        return cap < UINT32_MAX;
+    case SHMOBJ_TYPE_NULL:
+    case SHMOBJ_TYPE_BOOL:
+    case SHMOBJ_TYPE_INT:
+    case SHMOBJ_TYPE_UINT:
+    case SHMOBJ_TYPE_DOUBLE:
+    case SHMOBJ_TYPE_LINK:
+        return cap == 0;
+    default:
+        return 0;
+    }
+}
+
+/* Offsets from a shape's header: the use count, descriptors, names,
+ * index (n fields). */
+#define SHMOBJ__SHAPE_META 16
+static inline uint64_t shmobj__shape_descs(void) { return 32; }
+static inline uint64_t shmobj__shape_names(uint64_t n) { return 32 + 16 * n; }
+static inline uint64_t shmobj__shape_index(uint64_t n) { return 32 + 32 * n; }
+
 /* ---- the format's hashes ------------------------------------------------
  * Deterministic (the same in every process: no seed), because every
  * reader probes an index another process laid out. The kinds of key hash

@@ -12,6 +12,8 @@
  *   graph is refused, never followed in a cycle.
  * - The first error met is returned, but the walk goes on to the other
  *   items: what can be freed is freed. */
+#include <string.h>
+
 #include "objint.h"
 
 static int free_slot(struct shmobj__space *sp, struct shmobj__slot *s,
@@ -27,6 +29,7 @@ int shmobj__free_children(struct shmobj__space *sp, const shmobj_view *v,
     case SHMOBJ_TYPE_TUPLE:
     case SHMOBJ_TYPE_STRUCT:
     case SHMOBJ_TYPE_DICT:
+    case SHMOBJ_TYPE_RECORD:
         break;
     default:
         return 0; /* sets, strings, bytes, buffers hold no references out */
@@ -45,6 +48,10 @@ int shmobj__free_children(struct shmobj__space *sp, const shmobj_view *v,
         if (rc != 0 && first == 0)
             first = rc;
     }
+    /* A record gone (its block freed, or replaced) gives its shape's use
+     * back, after what it reached was freed. */
+    if (v->type == SHMOBJ_TYPE_RECORD)
+        shmobj__shape_unuse_view(sp, v);
     return first;
 }
 
@@ -52,8 +59,15 @@ static int free_slot(struct shmobj__space *sp, struct shmobj__slot *s,
                      uint64_t blk, uint64_t blen, uint16_t gen, int depth,
                      uint64_t *budget)
 {
+    if (s->tag == SHMOBJ__SLOT_RECORD) {
+        /* a record in its block's root slot's place */
+        shmobj_view v = {0};
+        int rc = shmobj__view_slot(sp, (uint64_t)((uint8_t *)s - sp->base), blk, blen, gen,
+                                   0, &v);
+        return rc != 0 ? rc : shmobj__free_children(sp, &v, depth, budget);
+    }
     if (s->tag != SHMOBJ__SLOT_OBJ)
-        return 0;
+        return 0; /* scalars, links (weak) and a record's inline strings */
     uint64_t p = atomic_load_explicit(&s->payload, memory_order_acquire);
     if (p == 0)
         return 0;
@@ -79,9 +93,26 @@ int shmobj__free_tree(struct shmobj__space *sp, shmobj__ref ref, int from_caller
     if (rc != 0)
         return rc;
     struct shmobj__tree *t = (void *)(sp->base + blk);
+    uint16_t flags = atomic_load_explicit(&t->flags, memory_order_acquire);
+    /* An adopted object belongs to its container, which frees it; a shape
+     * is freed only when no record uses it (and never from a slot: shapes
+     * are not adopted). */
+    if (flags & SHMOBJ__TREE_SHAPE)
+        return from_caller ? shmobj__shape_free(sp, ref, blk) : SHMOBJ_ECORRUPT;
+    if (from_caller && (flags & SHMOBJ__TREE_ADOPTED))
+        return SHMOBJ_EACCES;
     /* A block none of whose slots was ever given a block of its own holds
-     * no reference out: nothing to walk. */
-    if (atomic_load_explicit(&t->flags, memory_order_acquire) & SHMOBJ__TREE_SEPARATE)
+     * no reference out, and one without records no shape's use: nothing to
+     * walk. */
+    const struct shmobj__slot *root = (const void *)(t + 1);
+    if (!(flags & (SHMOBJ__TREE_SEPARATE | SHMOBJ__TREE_RECORDS)) &&
+        (flags & SHMOBJ__TREE_ROOTREC) && root->tag == SHMOBJ__SLOT_RECORD) {
+        /* a record alone whose fields reach no other block: its use
+         * back, without a walk (the header is the root slot's bytes) */
+        shmobj__ref shape;
+        memcpy(&shape, (const uint8_t *)root + 8, sizeof shape);
+        shmobj__shape_unuse(sp, shape);
+    } else if (flags & (SHMOBJ__TREE_SEPARATE | SHMOBJ__TREE_RECORDS | SHMOBJ__TREE_ROOTREC))
         rc = free_slot(sp, (void *)(sp->base + blk + sizeof(struct shmobj__tree)),
                        blk, blen, shmobj__ref_gen(ref), depth, budget);
     int rc2 = sp->ops->free(sp, ref);
@@ -102,9 +133,11 @@ int shmobj_obj_free(shmobj_segment *seg, shmobj_ref ref)
     uint64_t mapped = atomic_load_explicit(&sp->mapped, memory_order_acquire);
     if (shmobj__aligned(off, 16) && shmobj__range_ok(off, SHMOBJ__PREFIX, mapped)) {
         const struct shmobj__tree *t = (const void *)(sp->base + off);
+        /* any flag (separate blocks, records, adopted, a shape) takes the
+         * full path */
         if (t->magic == SHMOBJ__TREE_MAGIC && t->version == SHMOBJ__TREE_VERSION &&
-            !(atomic_load_explicit(&((struct shmobj__tree *)t)->flags,
-                                   memory_order_acquire) & SHMOBJ__TREE_SEPARATE)) {
+            atomic_load_explicit(&((struct shmobj__tree *)t)->flags,
+                                 memory_order_acquire) == 0) {
             int rc = sp->ops->free(sp, ref);
             if (rc != SHMOBJ_ESTALE && rc != SHMOBJ_ECORRUPT)
                 return rc;

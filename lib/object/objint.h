@@ -186,4 +186,76 @@ int shmobj__free_tree(struct shmobj__space *sp, shmobj__ref ref, int from_caller
 int shmobj__free_children(struct shmobj__space *sp, const shmobj_view *v,
                           int depth, uint64_t *budget);
 
+/* ---- shapes and records (objshape.c) ---------------------------------- */
+
+/* A record view keeps what its shape's view needs, copied when it was made
+ * (checked then): `len` the shape block's reference, `ndim` log2 of the
+ * index capacity, and the shape block's extent in 16-byte units in the
+ * four bytes `dtype` and `reserved` (a shape block is at most 64 GiB). */
+static inline void shmobj__rec_set_extent(shmobj_view *v, uint64_t blen)
+{
+    uint32_t u = (uint32_t)(blen / 16);
+    v->dtype = (uint8_t)u;
+    v->reserved[0] = (uint8_t)(u >> 8);
+    v->reserved[1] = (uint8_t)(u >> 16);
+    v->reserved[2] = (uint8_t)(u >> 24);
+}
+
+static inline uint64_t shmobj__rec_extent(const shmobj_view *v)
+{
+    return 16 * (uint64_t)((uint32_t)v->dtype | (uint32_t)v->reserved[0] << 8 |
+                           (uint32_t)v->reserved[1] << 16 | (uint32_t)v->reserved[2] << 24);
+}
+
+/* The view of the shape of record view rec (a view of type SHAPE: its
+ * names and index are the record's keys), from rec's copies alone. */
+static inline void shmobj__record_shape_view(const shmobj_view *rec, shmobj_view *sv)
+{
+    struct shmobj__space *sp = (struct shmobj__space *)rec->seg;
+    uint64_t blk = shmobj__ref_off(rec->len);
+    /* every field a lookup or a key's view reads; the rest unset */
+    sv->seg = rec->seg;
+    sv->slot = NULL;
+    sv->obj = sp->base + blk + SHMOBJ__PREFIX;
+    sv->obj_blk = sv->slot_blk = blk;
+    sv->obj_blen = sv->slot_blen = shmobj__rec_extent(rec);
+    sv->obj_gen = sv->slot_gen = shmobj__ref_gen(rec->len);
+    sv->len = UINT64_C(1) << rec->ndim;
+    sv->count = rec->count;
+    sv->type = SHMOBJ_TYPE_SHAPE;
+    sv->flags = SHMOBJ__VIEW_RO;
+    sv->slot_tag = SHMOBJ__SLOT_OBJ;
+}
+
+/* What shmobj__shape_open() found: a shape block and its checked layout. */
+struct shmobj__shape_info {
+    uint64_t blk, blen;                /* the block */
+    uint16_t gen;                      /* its generation */
+    uint32_t count;                    /* fields */
+    uint64_t cap;                      /* index capacity */
+    const struct shmobj__obj *obj;     /* the shape's header */
+};
+
+/* Check that `ref` names a shape block and its layout fits it; from_caller
+ * as for shmobj__tree_open() (a block that is not a shape: ETYPE for the
+ * caller's reference, ECORRUPT for one read from a record). */
+int shmobj__shape_open(struct shmobj__space *sp, shmobj__ref ref, int from_caller,
+                       struct shmobj__shape_info *out);
+
+/* Fill the record part of a view from the record header h (copied and
+ * checked by the caller): its shape, checked to hold h->count fields. */
+int shmobj__record_view(struct shmobj__space *sp, const struct shmobj__obj *h,
+                        shmobj_view *out);
+
+/* Take a use of a shape (SHMOBJ_ESTALE when it is being freed), give one
+ * back (never below 0: a damaged count is left alone). */
+int shmobj__shape_use(struct shmobj__space *sp, shmobj__ref shape);
+void shmobj__shape_unuse(struct shmobj__space *sp, shmobj__ref shape);
+/* The same for the shape of the record view rec, from its checked copy. */
+void shmobj__shape_unuse_view(struct shmobj__space *sp, const shmobj_view *rec);
+
+/* Free the shape block at ref (already opened as a tree at blk): refused
+ * with SHMOBJ_EBUSY while records use it. */
+int shmobj__shape_free(struct shmobj__space *sp, shmobj__ref ref, uint64_t blk);
+
 #endif /* SHMOBJ_OBJINT_H */

@@ -169,6 +169,7 @@ static void put_double(struct out *o, double d)
 }
 
 static int dump(struct out *o, const shmobj_view *v, int depth);
+static int dump_key(struct out *o, const shmobj_view *k);
 
 /* Charge n units; SHMOBJ_ECORRUPT when the budget is spent. */
 static int spend(struct out *o, uint64_t n)
@@ -217,6 +218,36 @@ static int dump_key(struct out *o, const shmobj_view *k)
     default:
         return SHMOBJ_ECORRUPT;
     }
+}
+
+/* A shape: {"$shape":{"name":"kind",...}}. */
+static int dump_shape(struct out *o, const shmobj_view *v)
+{
+    static const char *const kinds[] = {
+        [SHMOBJ_TYPE_NULL] = "any", [SHMOBJ_TYPE_BOOL] = "bool", [SHMOBJ_TYPE_INT] = "int",
+        [SHMOBJ_TYPE_UINT] = "uint", [SHMOBJ_TYPE_DOUBLE] = "double",
+        [SHMOBJ_TYPE_STR] = "str", [SHMOBJ_TYPE_BYTES] = "bytes", [SHMOBJ_TYPE_LINK] = "link"};
+    size_t n;
+    int rc = shmobj_view_len(v, &n);
+    if (rc != 0)
+        return rc;
+    puts_(o, "{\"$shape\":{");
+    for (uint32_t i = 0; i < v->count; i++) {
+        shmobj_view k;
+        uint8_t kind = ((const uint8_t *)v->obj)[shmobj__shape_descs() + 16 * i];
+        if (i > 0)
+            puts_(o, ",");
+        rc = shmobj_view_key(v, i, &k);
+        if (rc == 0)
+            rc = dump_key(o, &k);
+        if (rc != 0)
+            return rc;
+        puts_(o, ":\"");
+        puts_(o, kind < sizeof kinds / sizeof kinds[0] && kinds[kind] != NULL ? kinds[kind] : "?");
+        puts_(o, "\"");
+    }
+    puts_(o, "}}");
+    return 0;
 }
 
 static int dump(struct out *o, const shmobj_view *v, int depth)
@@ -308,12 +339,25 @@ static int dump(struct out *o, const shmobj_view *v, int depth)
         puts_(o, "]}");
         return 0;
     }
+    case SHMOBJ_TYPE_LINK: {
+        /* a link is marked, never followed: links may form cycles */
+        shmobj_ref r;
+        rc = shmobj_link_get(v, &r);
+        if (rc != 0)
+            return rc;
+        snprintf(tmp, sizeof tmp, "{\"$link\":%" PRIu64 "}", r & ((UINT64_C(1) << 48) - 1));
+        puts_(o, tmp);
+        return 0;
+    }
+    case SHMOBJ_TYPE_SHAPE:
+        return dump_shape(o, v);
     case SHMOBJ_TYPE_LIST:
     case SHMOBJ_TYPE_TUPLE:
     case SHMOBJ_TYPE_SET:
     case SHMOBJ_TYPE_DICT:
+    case SHMOBJ_TYPE_RECORD:
     case SHMOBJ_TYPE_STRUCT: {
-        int obj = v->type == SHMOBJ_TYPE_DICT ||
+        int obj = v->type == SHMOBJ_TYPE_DICT || v->type == SHMOBJ_TYPE_RECORD ||
                   (v->type == SHMOBJ_TYPE_STRUCT && (v->flags & SHMOBJ__VIEW_NAMES));
         /* an empty container reads no item: check its block here */
         size_t n;

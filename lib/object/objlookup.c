@@ -36,6 +36,16 @@ int shmobj__index_find(const shmobj_view *v, const shmobj_key *k, size_t *out,
 {
     uint64_t keys, stride, index;
     struct shmobj__space *sp = shmobj__space_of(v);
+    shmobj_view sv;
+    if (v->type == SHMOBJ_TYPE_RECORD) {
+        /* A record's names are found in its shape's index (the shape
+         * cannot be freed while the record uses it; a damaged record's
+         * shape is checked live all the same). */
+        shmobj__record_shape_view(v, &sv);
+        if (!shmobj__obj_live(&sv))
+            return SHMOBJ_ESTALE;
+        v = &sv;
+    }
     int rc = shmobj__keyed_layout(v, &keys, &stride, &index);
     if (rc != 0)
         return rc;
@@ -45,6 +55,11 @@ int shmobj__index_find(const shmobj_view *v, const shmobj_key *k, size_t *out,
         return k->len <= SHMOBJ__SSTR_MAX
                    ? shmobj__lookup(v, ix, ks, 32, k, SHMOBJ__LOOKUP_SHORT, out, probes)
                    : shmobj__lookup(v, ix, ks, 32, k, SHMOBJ__LOOKUP_LONG, out, probes);
+    /* a record's field names, in its shape */
+    if (v->type == SHMOBJ_TYPE_SHAPE && k->type == SHMOBJ_TYPE_STR)
+        return k->len <= SHMOBJ__SSTR_MAX
+                   ? shmobj__lookup(v, ix, ks, 16, k, SHMOBJ__LOOKUP_SHORT, out, probes)
+                   : shmobj__lookup(v, ix, ks, 16, k, SHMOBJ__LOOKUP_LONG, out, probes);
     return shmobj__lookup(v, ix, ks, stride, k, SHMOBJ__LOOKUP_ANY, out, probes);
 }
 
@@ -95,12 +110,28 @@ int shmobj_key_init(shmobj_key *key, const shmobj_value *value)
     return 0;
 }
 
+/* shmobj__record_find() out of line, for the calls whose dict paths must
+ * stay small (inlined, it would push the value's view out of line). */
+static __attribute__((noinline)) int record_find(const shmobj_view *view,
+                                                 const shmobj_key *k, size_t *i)
+{
+    return shmobj__record_find(view, k, i);
+}
+
 /* The position of a prepared key. A short string key of a dict (a field
  * name, the common case) is found inline; everything else takes the full
  * lookup, out of line. */
 static inline __attribute__((always_inline)) int
 find_key(const shmobj_view *view, const shmobj_key *k, size_t *i)
 {
+    if (view->type == SHMOBJ_TYPE_RECORD) {
+        if (k->type == SHMOBJ_TYPE_STR &&
+            shmobj__blk_live(shmobj__space_of(view), shmobj__ref_off(view->len),
+                             shmobj__ref_gen(view->len)) &&
+            shmobj__record_hit(view, k, i) != NULL)
+            return 0;
+        return shmobj__record_find(view, k, i);
+    }
     if (view->type == SHMOBJ_TYPE_DICT && k->type == SHMOBJ_TYPE_STR &&
         k->len <= SHMOBJ__SSTR_MAX &&
         shmobj__dict_hit_short(view, k->len, k->word_, k->hash_, i))
@@ -134,7 +165,8 @@ int shmobj_view_get(const shmobj_view *view, const shmobj_value *key,
 /* The view of value i of a dict or named struct whose index gave i (the
  * lookups refuse other kinds): values are mutable, i < count, and
  * shmobj__body_size() checked the body fits. */
-static inline int value_view(const shmobj_view *view, size_t i, shmobj_view *item)
+static inline __attribute__((always_inline)) int
+value_view(const shmobj_view *view, size_t i, shmobj_view *item)
 {
     struct shmobj__space *sp = shmobj__space_of(view);
     uint64_t slot = shmobj__off_of(sp, view->obj) +
@@ -189,7 +221,9 @@ int shmobj_field_get(const shmobj_view *view, const char *key,
     k.hash_ = shmobj__hash_mem(SHMOBJ_TYPE_STR, key, n);
     if (n <= SHMOBJ__SSTR_MAX)
         k.word_ = shmobj__pack_short((const uint8_t *)key, n);
-    if (view->type != SHMOBJ_TYPE_DICT)
+    if (view->type == SHMOBJ_TYPE_RECORD)
+        rc = record_find(view, &k, &i);
+    else if (view->type != SHMOBJ_TYPE_DICT)
         rc = shmobj__index_find(view, &k, &i, NULL);
     else if (n > SHMOBJ__SSTR_MAX)
         rc = shmobj__dict_lookup(view, &k, SHMOBJ__LOOKUP_LONG, &i);

@@ -40,15 +40,14 @@ shmobj__key_sstr_equal(uint8_t kn, uint64_t pl, const shmobj_key *k)
  * str or bytes object of the view's block that holds k? Keys are always
  * inline: the same block, its generation. */
 static inline __attribute__((always_inline)) int
-shmobj__key_obj_equal(const shmobj_view *v, uint64_t pl, const shmobj_key *k)
+shmobj__key_obj_equal_at(const struct shmobj__space *sp, uint64_t blk, uint64_t blen,
+                         uint16_t gen, uint64_t pl, const shmobj_key *k)
 {
-    uint64_t blk = v->obj_blk, blen = v->obj_blen;
     uint64_t off = shmobj__ref_off(pl), rel = off - blk;
-    if (off < blk || rel >= blen || shmobj__ref_gen(pl) != v->obj_gen ||
+    if (off < blk || rel >= blen || shmobj__ref_gen(pl) != gen ||
         !shmobj__aligned(off, 16) || blen - rel < 16)
         return SHMOBJ_ECORRUPT;
-    const struct shmobj__obj *h =
-        (const void *)(shmobj__space_of(v)->base + off);
+    const struct shmobj__obj *h = (const void *)(sp->base + off);
     uint8_t tag = h->tag;
     uint64_t len = h->len;
     if (tag != SHMOBJ_TYPE_STR && tag != SHMOBJ_TYPE_BYTES)
@@ -58,6 +57,14 @@ shmobj__key_obj_equal(const shmobj_view *v, uint64_t pl, const shmobj_key *k)
     if (len > blen - rel - 16)
         return SHMOBJ_ECORRUPT;
     return shmobj__mem_equal((const uint8_t *)(h + 1), k->ptr, len);
+}
+
+/* The same for a key slot of the view's block. */
+static inline __attribute__((always_inline)) int
+shmobj__key_obj_equal(const shmobj_view *v, uint64_t pl, const shmobj_key *k)
+{
+    return shmobj__key_obj_equal_at(shmobj__space_of(v), v->obj_blk, v->obj_blen, v->obj_gen,
+                                    pl, k);
 }
 
 static inline uint64_t shmobj__key_payload(const struct shmobj__slot *ks)
@@ -184,6 +191,82 @@ shmobj__dict_hit_short(const shmobj_view *v, uint64_t kn, uint64_t word,
         }
     }
     return NULL;
+}
+
+/* The common case of a record's lookups, without calls: the value slot of
+ * field *out when the first index entry the probe of the string key k
+ * reads names it (a shape spreads its
+ * names so that it does), else NULL and the caller runs
+ * shmobj__record_find(), which decides everything else. The record's block
+ * and its shape's are checked live by the caller. */
+static inline __attribute__((always_inline)) struct shmobj__slot *
+shmobj__record_hit(const shmobj_view *rec, const shmobj_key *k, size_t *out)
+{
+    struct shmobj__space *sp = shmobj__space_of(rec);
+    uint64_t n = rec->count, mask = (UINT64_C(1) << rec->ndim) - 1;
+    const uint8_t *so = sp->base + shmobj__ref_off(rec->len) + SHMOBJ__PREFIX;
+    uint64_t e = ((const uint64_t *)(so + shmobj__shape_index(n)))[k->hash_ & mask];
+    uint64_t it = (e & UINT32_MAX) - 1;
+    if ((uint32_t)(e >> 32) != (uint32_t)(k->hash_ >> 32) || it >= n)
+        return NULL; /* empty, another name, or damage: the full lookup says */
+    const struct shmobj__slot *ks = (const void *)(so + shmobj__shape_names(n) + 16 * it);
+    uint8_t kt = ks->tag; /* once */
+    if (k->len <= SHMOBJ__SSTR_MAX) {
+        /* writers NUL-pad short keys, as the prepared word is */
+        if (kt != SHMOBJ__SLOT_SSTR || ks->reserved0 != k->len ||
+            shmobj__key_payload(ks) != k->word_)
+            return NULL;
+    } else if (kt != SHMOBJ__SLOT_OBJ ||
+               shmobj__key_obj_equal_at(sp, shmobj__ref_off(rec->len), shmobj__rec_extent(rec),
+                                        shmobj__ref_gen(rec->len), shmobj__key_payload(ks),
+                                        k) != 1) {
+        return NULL;
+    }
+    *out = (size_t)it;
+    return (struct shmobj__slot *)((uint8_t *)rec->obj + 16 + 16 * it);
+}
+
+/* The position of prepared key k among the fields of the record view rec,
+ * in its shape's index (the layout the view checked and copied when it was
+ * made): the lookup of every name on a record. The names are short key
+ * slots or str objects of the shape's block; an INT or BYTES key is no
+ * field name (ENOTFOUND after the probe, as in a named struct). The shape
+ * is checked live first (it cannot be freed while the record uses it; a
+ * damaged record may name one freed). */
+static inline __attribute__((always_inline)) int
+shmobj__record_find(const shmobj_view *rec, const shmobj_key *k, size_t *out)
+{
+    struct shmobj__space *sp = shmobj__space_of(rec);
+    uint64_t sblk = shmobj__ref_off(rec->len), n = rec->count, item;
+    uint16_t sgen = shmobj__ref_gen(rec->len);
+    if (!shmobj__blk_live(sp, sblk, sgen))
+        return SHMOBJ_ESTALE;
+    const uint8_t *so = sp->base + sblk + SHMOBJ__PREFIX;
+    const uint8_t *names = so + shmobj__shape_names(n);
+    struct shmobj__probe p;
+    int step, rc;
+    shmobj__probe_start(&p, (const uint64_t *)(so + shmobj__shape_index(n)),
+                        UINT64_C(1) << rec->ndim, k->hash_);
+    while ((step = shmobj__probe_next(&p, n, &item)) == SHMOBJ__PROBE_HIT) {
+        const struct shmobj__slot *ks = (const void *)(names + 16 * item);
+        uint8_t kt = ks->tag; /* once */
+        if (kt == SHMOBJ__SLOT_SSTR)
+            rc = shmobj__key_sstr_equal(ks->reserved0, shmobj__key_payload(ks), k);
+        else if (kt == SHMOBJ__SLOT_OBJ)
+            rc = k->type == SHMOBJ_TYPE_INT
+                     ? 0
+                     : shmobj__key_obj_equal_at(sp, sblk, shmobj__rec_extent(rec), sgen,
+                                                shmobj__key_payload(ks), k);
+        else
+            rc = SHMOBJ_ECORRUPT;
+        if (rc == 1) {
+            *out = (size_t)item;
+            return 0;
+        }
+        if (rc < 0)
+            return rc;
+    }
+    return step == SHMOBJ__PROBE_BAD ? SHMOBJ_ECORRUPT : SHMOBJ_ENOTFOUND;
 }
 
 #endif /* SHMOBJ_OBJLOOKUP_H */

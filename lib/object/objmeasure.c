@@ -14,6 +14,8 @@
 #include "objbuild.h"
 
 static int measure_obj(const shmobj_value *v, int depth, uint64_t *cur, int *need64);
+static inline __attribute__((always_inline)) int
+measure_slot(const shmobj_value *v, int depth, uint64_t *cur, int *need64);
 
 /* Bytes of a str/bytes object of n bytes at the 16-aligned *cur. */
 static inline int measure_mem(uint64_t n, int depth, uint64_t *cur)
@@ -39,6 +41,12 @@ measure_slot(const shmobj_value *v, int depth, uint64_t *cur, int *need64)
     case SHMOBJ_TYPE_DOUBLE:
     case SHMOBJ_TYPE_NULL:
         return 0;
+    case SHMOBJ_TYPE_ADOPT:
+        /* the slot only: the object is in its own block already */
+        *need64 |= SHMOBJ__M_ADOPTS;
+        /* fall through */
+    case SHMOBJ_TYPE_LINK:
+        return v->v.ref != 0 ? 0 : SHMOBJ_EINVAL;
     case SHMOBJ_TYPE_STR:
     case SHMOBJ_TYPE_BYTES: {
         /* inline: the leaves are most of a tree */
@@ -49,6 +57,41 @@ measure_slot(const shmobj_value *v, int depth, uint64_t *cur, int *need64)
     default:
         return measure_obj(v, depth, cur, need64);
     }
+}
+
+/* A record: its header and slots, then each field's bytes in field
+ * order: a string's or bytes' inline (no header, no alignment, a NUL
+ * after), any other value's as a slot's (objshape.c writes the same). The
+ * kinds are checked against the shape by the writer, which has the
+ * segment. */
+static int measure_record(const shmobj_value *v, int depth, uint64_t pos, uint64_t *cur,
+                          int *need64)
+{
+    uint64_t n = v->v.r.count, end;
+    const shmobj_value *items = v->v.r.items;
+    if (n == 0 || n > SHMOBJ__SHAPE_MAX || items == NULL || v->v.r.shape == 0 ||
+        !shmobj__add_ok(pos, 16 + 16 * n, &end) || end > SHMOBJ__MAX_BLOCK)
+        return SHMOBJ_EINVAL;
+    *cur = end;
+    /* (depth 0: the block's value; a free need not walk for it) */
+    *need64 |= depth == 0 ? SHMOBJ__M_ROOTREC : SHMOBJ__M_RECORDS;
+    for (uint64_t i = 0; i < n; i++) {
+        const shmobj_value *it = &items[i];
+        int rc;
+        if (it->type == SHMOBJ_TYPE_STR || it->type == SHMOBJ_TYPE_BYTES) {
+            uint64_t len;
+            rc = it->reserved != 0 ? SHMOBJ_EINVAL
+                                   : shmobj__desc_mem(it->type, it->v.s.ptr, it->v.s.len, &len);
+            if (rc == 0 && (len >= SHMOBJ__MAX_BLOCK || !shmobj__add_ok(*cur, len + 1, cur) ||
+                            *cur > SHMOBJ__MAX_BLOCK))
+                rc = SHMOBJ_EINVAL;
+        } else {
+            rc = measure_slot(it, depth + 1, cur, need64);
+        }
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
 }
 
 static int measure_obj(const shmobj_value *v, int depth, uint64_t *cur, int *need64)
@@ -67,15 +110,17 @@ static int measure_obj(const shmobj_value *v, int depth, uint64_t *cur, int *nee
     }
     case SHMOBJ_TYPE_BUFFER: {
         /* Rare and shape-heavy: the writer's own code, without a block. */
-        struct shmobj__wr w = {NULL, 0, 0, pos, SHMOBJ__MAX_BLOCK, 0};
+        struct shmobj__wr w = {NULL, 0, 0, pos, SHMOBJ__MAX_BLOCK, 0, NULL, NULL};
         struct shmobj__obj h;
         rc = shmobj__emit_buffer(&w, v, pos, &h);
         if (rc != 0)
             return rc;
         *cur = w.cur;
-        *need64 = 1;
+        *need64 |= SHMOBJ__M_ALIGN64;
         return 0;
     }
+    case SHMOBJ_TYPE_RECORD:
+        return measure_record(v, depth, pos, cur, need64);
     case SHMOBJ_TYPE_LIST:
     case SHMOBJ_TYPE_TUPLE:
     case SHMOBJ_TYPE_STRUCT:
@@ -133,8 +178,12 @@ static int measure_obj(const shmobj_value *v, int depth, uint64_t *cur, int *nee
 
 int shmobj__measure(const shmobj_value *val, uint64_t *size, int *need64)
 {
-    uint64_t cur = SHMOBJ__PREFIX;
+    /* A record that is the block's value takes the root slot's place. */
+    uint64_t cur = val->type == SHMOBJ_TYPE_RECORD ? sizeof(struct shmobj__tree)
+                                                   : SHMOBJ__PREFIX;
     *need64 = 0;
+    if (val->type == SHMOBJ_TYPE_ADOPT)
+        return SHMOBJ_EINVAL; /* nothing to put: the object is there */
     int rc = measure_slot(val, 0, &cur, need64);
     if (rc != 0)
         return rc;

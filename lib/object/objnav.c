@@ -122,6 +122,8 @@ int shmobj_view_len(const shmobj_view *view, size_t *len)
     case SHMOBJ_TYPE_DICT:
     case SHMOBJ_TYPE_SET:
     case SHMOBJ_TYPE_STRUCT:
+    case SHMOBJ_TYPE_RECORD:
+    case SHMOBJ_TYPE_SHAPE:
         n = view->count;
         break;
     default:
@@ -147,6 +149,7 @@ int shmobj_view_item(const shmobj_view *view, size_t i, shmobj_view *item)
     case SHMOBJ_TYPE_LIST:
     case SHMOBJ_TYPE_DICT:
     case SHMOBJ_TYPE_STRUCT:
+    case SHMOBJ_TYPE_RECORD: /* slots at 16 + 16 i, like a list's */
         break;
     default:
         return SHMOBJ_ETYPE;
@@ -165,8 +168,18 @@ int shmobj_view_item(const shmobj_view *view, size_t i, shmobj_view *item)
 int shmobj_view_key(const shmobj_view *view, size_t i, shmobj_view *key)
 {
     uint64_t keys, stride, index;
+    shmobj_view sv;
     if (view == NULL || key == NULL)
         return SHMOBJ_EINVAL;
+    if (view->type == SHMOBJ_TYPE_RECORD) {
+        /* a record's names are its shape's */
+        if (i >= view->count)
+            return SHMOBJ_ERANGE;
+        if (!shmobj__obj_live(view))
+            return SHMOBJ_ESTALE;
+        shmobj__record_shape_view(view, &sv);
+        view = &sv;
+    }
     int rc = shmobj__keyed_layout(view, &keys, &stride, &index);
     if (rc != 0)
         return rc;

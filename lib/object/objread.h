@@ -69,6 +69,18 @@ shmobj__body_size(const struct shmobj__obj *h, uint64_t rem, uint64_t *out)
     case SHMOBJ_TYPE_TUPLE:
         *out = 16 * n;
         break;
+    case SHMOBJ_TYPE_RECORD:
+        /* len names the shape, checked by shmobj__record_view() */
+        if (h->flags != 0 || h->dtype != 0 || h->ndim != 0)
+            return SHMOBJ_ECORRUPT;
+        *out = 16 * n;
+        break;
+    case SHMOBJ_TYPE_SHAPE:
+        if (n == 0 || n > SHMOBJ__SHAPE_MAX || cap < shmobj__index_cap(n) ||
+            cap > SHMOBJ__SHAPE_CAP_GROWTH * shmobj__index_cap(n) || (cap & (cap - 1)) != 0)
+            return SHMOBJ_ECORRUPT;
+        *out = 16 + 32 * n + 8 * cap;
+        break;
     case SHMOBJ_TYPE_STRUCT:
         if (!(h->flags & SHMOBJ__OBJ_NAMES)) {
             *out = 16 * n;
@@ -107,12 +119,18 @@ shmobj__view_follow_inline(struct shmobj__space *sp, uint64_t p, uint64_t blk,
             return rc;
         const struct shmobj__slot *root =
             (const void *)(sp->base + ob + sizeof(struct shmobj__tree));
-        uint64_t q = atomic_load_explicit(
-            &((struct shmobj__slot *)root)->payload, memory_order_acquire);
-        off = shmobj__ref_off(q);
-        if (root->tag != SHMOBJ__SLOT_OBJ || shmobj__ref_gen(q) != gen ||
-            off < ob || off - ob >= oblen)
-            return SHMOBJ_ECORRUPT;
+        uint8_t rtag = root->tag;
+        if (rtag == SHMOBJ__SLOT_RECORD) {
+            /* an adopted record put alone: in its root slot's place */
+            off = ob + sizeof(struct shmobj__tree);
+        } else {
+            uint64_t q = atomic_load_explicit(
+                &((struct shmobj__slot *)root)->payload, memory_order_acquire);
+            off = shmobj__ref_off(q);
+            if (rtag != SHMOBJ__SLOT_OBJ || shmobj__ref_gen(q) != gen ||
+                off < ob || off - ob >= oblen)
+                return SHMOBJ_ECORRUPT;
+        }
     }
     /* off lies in [ob, ob + oblen). */
     uint64_t rel = off - ob, body;
@@ -144,6 +162,8 @@ shmobj__view_follow_inline(struct shmobj__space *sp, uint64_t p, uint64_t blk,
     out->dtype = h.dtype;
     out->ndim = h.ndim;
     out->flags |= (uint8_t)(h.flags & SHMOBJ__OBJ_NAMES ? SHMOBJ__VIEW_NAMES : 0);
+    if (h.tag == SHMOBJ_TYPE_RECORD)
+        return shmobj__record_view(sp, &h, out); /* its shape, out of line */
     return 0;
 }
 
@@ -206,6 +226,37 @@ shmobj__view_slot_inline(struct shmobj__space *sp, uint64_t slot_off, uint64_t b
         out->flags |= SHMOBJ__VIEW_RO;
         return 0;
     }
+    case SHMOBJ__SLOT_LINK:
+        /* not followed here: shmobj_view_follow() does, on request */
+        out->type = SHMOBJ_TYPE_LINK;
+        return 0;
+    case SHMOBJ__SLOT_ISTR: {
+        /* A record's string or bytes in its block: the view's object is
+         * the 16 bytes before them, as if they had a header (the view's
+         * readers take the bytes at obj + 16). */
+        uint8_t kind = s->reserved0;
+        uint64_t n = s->reserved2, at = atomic_load_explicit(&s->payload, memory_order_relaxed);
+        if ((kind != SHMOBJ_TYPE_STR && kind != SHMOBJ_TYPE_BYTES) || at < SHMOBJ__PREFIX ||
+            at >= blen || n >= blen - at || sp->base[blk + at + n] != 0)
+            return SHMOBJ_ECORRUPT;
+        out->obj = sp->base + blk + at - 16;
+        out->obj_blk = blk;
+        out->obj_blen = blen;
+        out->obj_gen = bgen;
+        out->type = kind;
+        out->len = n;
+        out->flags |= SHMOBJ__VIEW_RO;
+        return 0;
+    }
+    case SHMOBJ__SLOT_RECORD:
+        /* A record that is its block's value sits in the root slot's
+         * place: follow it there, and nowhere else. */
+        if (slot_off != blk + sizeof(struct shmobj__tree))
+            return SHMOBJ_ECORRUPT;
+        out->flags |= SHMOBJ__VIEW_RO; /* the slot is the record's header */
+        /* out of line: a second inline copy of the follow would push the
+         * callers of this function (the lookups' value views) out of line */
+        return shmobj__view_follow(sp, shmobj__ref_make(slot_off, bgen), blk, blen, bgen, out);
     default:
         return SHMOBJ_ECORRUPT;
     }
@@ -225,6 +276,9 @@ static inline int shmobj__keyed_layout(const shmobj_view *v, uint64_t *keys,
         return 0;
     case SHMOBJ_TYPE_SET:
         *keys = o;
+        break;
+    case SHMOBJ_TYPE_SHAPE:
+        *keys = o + 16 + 16 * n; /* after the use count and the descriptors */
         break;
     case SHMOBJ_TYPE_STRUCT:
         if (!(v->flags & SHMOBJ__VIEW_NAMES))

@@ -15,7 +15,7 @@
  *   (SHMOBJ_ESTALE) before anything is written or freed. */
 #include <string.h>
 
-#include "objint.h"
+#include "objbuild.h"
 
 int shmobj_view_set(shmobj_view *view, const shmobj_value *val)
 {
@@ -45,6 +45,19 @@ int shmobj_view_set(shmobj_view *view, const shmobj_value *val)
         return 0;
     case SHMOBJ__SLOT_OBJ:
         break;
+    case SHMOBJ__SLOT_LINK: {
+        /* a link takes another link: one store, nothing owned or freed */
+        if (val->type != SHMOBJ_TYPE_LINK)
+            return SHMOBJ_ETYPE;
+        int rc = shmobj__ref_check(sp, val->v.ref, 0);
+        if (rc != 0)
+            return rc;
+        atomic_store_explicit(&s->payload, val->v.ref, memory_order_release);
+        return 0;
+    }
+    case SHMOBJ__SLOT_ISTR:
+    case SHMOBJ__SLOT_RECORD:
+        return SHMOBJ_EACCES; /* a record's inline string; a record's header */
     default:
         return SHMOBJ_ECORRUPT;
     }
@@ -53,6 +66,7 @@ int shmobj_view_set(shmobj_view *view, const shmobj_value *val)
     case SHMOBJ_TYPE_INT:
     case SHMOBJ_TYPE_UINT:
     case SHMOBJ_TYPE_DOUBLE:
+    case SHMOBJ_TYPE_LINK: /* an object's slot never becomes a link */
         return SHMOBJ_ETYPE;
     case SHMOBJ_TYPE_NULL:
         break;

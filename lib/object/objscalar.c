@@ -153,7 +153,8 @@ static inline int item_int_slot(const shmobj_view *v, size_t i, _Atomic uint64_t
     /* the containers with value slots, as one bit test (this runs once
      * per counter increment) */
     const uint32_t with_items = 1u << SHMOBJ_TYPE_LIST | 1u << SHMOBJ_TYPE_TUPLE |
-                                1u << SHMOBJ_TYPE_DICT | 1u << SHMOBJ_TYPE_STRUCT;
+                                1u << SHMOBJ_TYPE_DICT | 1u << SHMOBJ_TYPE_STRUCT |
+                                1u << SHMOBJ_TYPE_RECORD;
     if (v == NULL)
         return SHMOBJ_EINVAL;
     /* the view's fields once, before the header load (which the compiler
@@ -172,7 +173,8 @@ static inline int item_int_slot(const shmobj_view *v, size_t i, _Atomic uint64_t
     uint8_t tag = s->tag;
     if (tag != SHMOBJ__SLOT_INT)
         return tag == SHMOBJ__SLOT_OBJ || tag == SHMOBJ__SLOT_BOOL ||
-                       tag == SHMOBJ__SLOT_UINT || tag == SHMOBJ__SLOT_DOUBLE
+                       tag == SHMOBJ__SLOT_UINT || tag == SHMOBJ__SLOT_DOUBLE ||
+                       tag == SHMOBJ__SLOT_LINK || tag == SHMOBJ__SLOT_ISTR
                    ? SHMOBJ_ETYPE
                    : SHMOBJ_ECORRUPT;
     *out = &s->payload;
@@ -194,8 +196,58 @@ shmobj_item_int_add(const shmobj_view *view, size_t i, int64_t delta, int64_t *o
     return 0;
 }
 
-int shmobj_view_key_int_add(const shmobj_view *view, const shmobj_key *key,
-                            int64_t delta, int64_t *old)
+/* shmobj_view_key_int_add() on a record, everything but its common case:
+ * every check, the full lookup of the name in the shape's index, the
+ * record's slot (i < count: the record's body was checked to hold it when
+ * the view was made). */
+static __attribute__((noinline)) int
+record_key_int_add_full(const shmobj_view *view, const shmobj_key *key, int64_t delta,
+                        int64_t *old)
+{
+    size_t i;
+    _Atomic uint64_t *p;
+    if (key == NULL || !shmobj__key_ready(key))
+        return SHMOBJ_EINVAL;
+    if (!shmobj__obj_live(view))
+        return SHMOBJ_ESTALE;
+    int rc = shmobj__record_find(view, key, &i);
+    if (rc == 0)
+        rc = item_int_slot(view, i, &p, 1);
+    if (rc != 0)
+        return rc;
+    uint64_t o = atomic_fetch_add_explicit(p, (uint64_t)delta, memory_order_acq_rel);
+    if (old != NULL)
+        *old = (int64_t)o;
+    return 0;
+}
+
+/* The common case of counters by name on records, without calls (so it
+ * keeps few registers): a prepared string key whose first index entry in
+ * the shape names the field, an int slot. Anything else, from the start,
+ * is the full call's. */
+static __attribute__((noinline)) int
+record_key_int_add(const shmobj_view *view, const shmobj_key *key, int64_t delta,
+                   int64_t *old)
+{
+    size_t i;
+    struct shmobj__slot *s;
+    if (key != NULL && key->type == SHMOBJ_TYPE_STR && (key->ptr != NULL || key->len == 0) &&
+        shmobj__obj_live(view) &&
+        shmobj__blk_live(shmobj__space_of(view), shmobj__ref_off(view->len),
+                         shmobj__ref_gen(view->len)) &&
+        (s = shmobj__record_hit(view, key, &i)) != NULL && s->tag == SHMOBJ__SLOT_INT) {
+        uint64_t o = atomic_fetch_add_explicit(&s->payload, (uint64_t)delta,
+                                               memory_order_acq_rel);
+        if (old != NULL)
+            *old = (int64_t)o;
+        return 0;
+    }
+    return record_key_int_add_full(view, key, delta, old);
+}
+
+/* shmobj_view_key_int_add() on anything but a record. */
+static __attribute__((noinline)) int
+key_int_add_keyed(const shmobj_view *view, const shmobj_key *key, int64_t delta, int64_t *old)
 {
     size_t i;
     _Atomic uint64_t *p;
@@ -229,6 +281,16 @@ int shmobj_view_key_int_add(const shmobj_view *view, const shmobj_key *key,
     if (old != NULL)
         *old = (int64_t)o;
     return 0;
+}
+
+/* Records and the other keyed kinds go separate ways at once (two tail
+ * calls), so that neither pays for the other's registers. */
+int shmobj_view_key_int_add(const shmobj_view *view, const shmobj_key *key,
+                            int64_t delta, int64_t *old)
+{
+    if (view != NULL && view->type == SHMOBJ_TYPE_RECORD)
+        return record_key_int_add(view, key, delta, old);
+    return key_int_add_keyed(view, key, delta, old);
 }
 
 int shmobj_item_int_get(const shmobj_view *view, size_t i, int64_t *out)

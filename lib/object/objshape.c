@@ -1,0 +1,534 @@
+/* Shapes and records: a shape (field names, kinds and string capacities)
+ * built once in a block of its own, records that hold only their slots and
+ * name their shape, and the use count that keeps a shape from being freed
+ * while records name it.
+ *
+ * Invariants kept here:
+ * - A shape is written whole before its reference leaves
+ *   shmobj_shape_put() and never changes afterwards, but for its use
+ *   count: the names, descriptors and index are read by every process
+ *   without a lock.
+ * - A record is read only through a shape found whole with exactly the
+ *   record's number of fields: within the mapped segment, of the
+ *   reference's generation, its header and body within its own extent
+ *   (shape_open_light; shmobj__shape_open() adds the arena's check of the
+ *   block, for the checker and for errors); what a view needs of the
+ *   shape is copied into the view then, so later lookups never use a
+ *   length or capacity read again.
+ * - A record holds one use of its shape from before its block is returned
+ *   by a put (taken as it is written, objref.c) to the moment it is
+ *   unreachable (its block freed, or its slot replaced:
+ *   shmobj__free_children); the
+ *   free of a shape succeeds only by the compare-and-swap of a count of 0
+ *   to CLOSING, after which no use is taken, so no live record names a
+ *   freed shape unless a process died between the two steps of a free of
+ *   its block (then its reads give SHMOBJ_ESTALE).
+ * - A record's strings and bytes are checked against the shape's kinds
+ *   and capacities on the caller's bytes while they are copied, and a
+ *   record's fields are written in field order, as the measure
+ *   (objmeasure.c) counted them. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "objbuild.h"
+#include "objindex.h"
+#include "objread.h"
+#include "objvalid.h"
+
+int shmobj_shape_put(shmobj_segment *seg, const shmobj_field *fields, size_t n,
+                     shmobj_ref *shape)
+{
+    struct shmobj__space *sp = (struct shmobj__space *)seg;
+    if (sp == NULL || fields == NULL || shape == NULL || n == 0 || n > SHMOBJ__SHAPE_MAX)
+        return SHMOBJ_EINVAL;
+    /* Names are few and a shape is built once: the index grows (up to 16
+     * times the smallest, 8 KiB at most) until no two names start their
+     * probe at the same entry, so a lookup by name reads one entry and one
+     * name (shmobj__record_hit_short). */
+    uint64_t base_cap = shmobj__index_cap(n), cap = base_cap;
+    while (cap * 2 <= SHMOBJ__SHAPE_CAP_GROWTH * base_cap && cap * 2 * 8 <= 8192) {
+        uint64_t seen[8192 / 8 / 64] = {0};
+        int clash = 0;
+        for (size_t i = 0; i < n && !clash; i++) {
+            const char *nm = fields[i].name;
+            if (nm == NULL)
+                break; /* refused below */
+            uint64_t at = shmobj__hash_mem(SHMOBJ_TYPE_STR, nm, strlen(nm)) & (cap - 1);
+            clash = (seen[at / 64] >> (at % 64)) & 1;
+            seen[at / 64] |= UINT64_C(1) << (at % 64);
+        }
+        if (!clash)
+            break;
+        cap *= 2;
+    }
+    uint64_t body = 16 + 32 * (uint64_t)n + 8 * cap;
+    uint64_t size = SHMOBJ__PREFIX + 16 + body;
+    /* the names longer than a short key are str objects after the index */
+    for (size_t i = 0; i < n; i++) {
+        const char *nm = fields[i].name;
+        if (nm == NULL || !shmobj__field_ok(fields[i].kind, fields[i].capacity))
+            return SHMOBJ_EINVAL;
+        uint64_t len = strlen(nm);
+        if (!shmobj__utf8_ok((const uint8_t *)nm, len) || len >= SHMOBJ__MAX_BLOCK)
+            return SHMOBJ_EINVAL;
+        if (len > SHMOBJ__SSTR_MAX)
+            size = ((size + 15) & ~UINT64_C(15)) + 17 + len;
+        if (size > SHMOBJ__MAX_BLOCK)
+            return SHMOBJ_EINVAL;
+    }
+    /* a multiple of 16: record views keep the extent in 16-byte units */
+    size = (size + 15) & ~UINT64_C(15);
+    if (size / 16 > UINT32_MAX)
+        return SHMOBJ_EINVAL;
+    shmobj__ref r;
+    void *p;
+    int rc = sp->ops->alloc(sp, size, 16, &r);
+    if (rc != 0)
+        return rc;
+    rc = shmobj__space_at(sp, shmobj__ref_off(r), size, &p);
+    if (rc != 0) {
+        (void)sp->ops->free(sp, r);
+        return rc;
+    }
+    uint8_t *b = p;
+    uint64_t blk = shmobj__ref_off(r);
+    uint16_t gen = shmobj__ref_gen(r);
+    memset(b, 0, (size_t)(SHMOBJ__PREFIX + 16 + body));
+    struct shmobj__tree *t = p;
+    t->magic = SHMOBJ__TREE_MAGIC;
+    t->version = SHMOBJ__TREE_VERSION;
+    atomic_store_explicit(&t->flags, SHMOBJ__TREE_SHAPE, memory_order_relaxed);
+    t->size = size;
+    struct shmobj__slot *root = (void *)(b + sizeof *t);
+    root->tag = SHMOBJ__SLOT_OBJ;
+    atomic_store_explicit(&root->payload, shmobj__ref_make(blk + SHMOBJ__PREFIX, gen),
+                          memory_order_relaxed);
+    uint8_t *o = b + SHMOBJ__PREFIX;
+    struct shmobj__obj h = {.tag = SHMOBJ_TYPE_SHAPE, .count = (uint32_t)n, .len = cap};
+    memcpy(o, &h, sizeof h);
+    uint64_t *ix = (uint64_t *)(o + shmobj__shape_index(n));
+    uint64_t cur = SHMOBJ__PREFIX + 16 + body;
+    for (size_t i = 0; i < n; i++) {
+        const char *nm = fields[i].name;
+        uint64_t len = strlen(nm), hash = shmobj__hash_mem(SHMOBJ_TYPE_STR, nm, len);
+        struct shmobj__field d = {.kind = (uint8_t)fields[i].kind, .cap = fields[i].capacity,
+                                  .c_off = fields[i].offset};
+        memcpy(o + shmobj__shape_descs() + 16 * i, &d, sizeof d);
+        struct shmobj__slot *ns = (void *)(o + shmobj__shape_names(n) + 16 * i);
+        if (len <= SHMOBJ__SSTR_MAX) {
+            ns->tag = SHMOBJ__SLOT_SSTR;
+            ns->reserved0 = (uint8_t)len;
+            atomic_store_explicit(&ns->payload, shmobj__pack_short((const uint8_t *)nm, len),
+                                  memory_order_relaxed);
+        } else {
+            cur = (cur + 15) & ~UINT64_C(15);
+            struct shmobj__obj sh = {.tag = SHMOBJ_TYPE_STR, .len = len};
+            memcpy(b + cur, &sh, sizeof sh);
+            memcpy(b + cur + 16, nm, (size_t)len);
+            b[cur + 16 + len] = 0;
+            ns->tag = SHMOBJ__SLOT_OBJ;
+            atomic_store_explicit(&ns->payload, shmobj__ref_make(blk + cur, gen),
+                                  memory_order_relaxed);
+            cur += 17 + len;
+        }
+        /* enter the name with the probe every lookup walks; an equal
+         * name met on the way refuses the shape */
+        struct shmobj__probe pr;
+        uint64_t item;
+        shmobj__probe_start(&pr, ix, cap, hash);
+        for (;;) {
+            int step = shmobj__probe_next(&pr, i, &item);
+            if (step == SHMOBJ__PROBE_EMPTY) {
+                ix[shmobj__probe_pos(&pr)] = shmobj__index_entry(i, hash);
+                break;
+            }
+            if (step != SHMOBJ__PROBE_HIT || strcmp(fields[item].name, nm) == 0) {
+                (void)sp->ops->free(sp, r);
+                return SHMOBJ_EINVAL;
+            }
+        }
+    }
+    if (cur < size)
+        memset(b + cur, 0, (size_t)(size - cur));
+    *shape = r;
+    return 0;
+}
+
+int shmobj__shape_open(struct shmobj__space *sp, shmobj__ref ref, int from_caller,
+                       struct shmobj__shape_info *out)
+{
+    uint64_t blk, blen, body;
+    int rc = shmobj__tree_open(sp, ref, from_caller, &blk, &blen);
+    if (rc != 0)
+        return rc;
+    int wrong = from_caller ? SHMOBJ_ETYPE : SHMOBJ_ECORRUPT;
+    const struct shmobj__slot *root = (const void *)(sp->base + blk + sizeof(struct shmobj__tree));
+    uint64_t p = atomic_load_explicit(&((struct shmobj__slot *)root)->payload,
+                                      memory_order_acquire);
+    /* a shape's block holds the shape right after its root slot */
+    if (root->tag != SHMOBJ__SLOT_OBJ ||
+        p != shmobj__ref_make(blk + SHMOBJ__PREFIX, shmobj__ref_gen(ref)) ||
+        blen < SHMOBJ__PREFIX + 16)
+        return root->tag == SHMOBJ__SLOT_OBJ || root->tag == SHMOBJ__SLOT_RECORD ||
+                       (root->tag >= SHMOBJ__SLOT_BOOL && root->tag <= SHMOBJ__SLOT_DOUBLE) ||
+                       root->tag == SHMOBJ__SLOT_LINK
+                   ? wrong
+                   : SHMOBJ_ECORRUPT;
+    const struct shmobj__obj *hp = (const void *)(sp->base + blk + SHMOBJ__PREFIX);
+    struct shmobj__obj h;
+    memcpy(&h, hp, sizeof h);
+    if (h.tag != SHMOBJ_TYPE_SHAPE)
+        return wrong;
+    if (shmobj__body_size(&h, blen - SHMOBJ__PREFIX - 16, &body) != 0 || blen % 16 != 0 ||
+        blen / 16 > UINT32_MAX)
+        return SHMOBJ_ECORRUPT;
+    out->blk = blk;
+    out->blen = blen;
+    out->gen = shmobj__ref_gen(ref);
+    out->count = h.count;
+    out->cap = h.len;
+    out->obj = hp;
+    return 0;
+}
+
+/* A shape checked without the arena's walk of the block's boundary tags,
+ * for the hot paths (every record view: C1 takes one per record; a
+ * record's put and free, which add to and take from its use count): the
+ * shape's block must lie in the mapped
+ * segment, carry the reference's generation (one load: a freed shape
+ * fails it), and hold a whole shape in the extent its own tree header
+ * gives, itself bounded by the mapped segment. So every later read
+ * through the view stays inside the mapping, and a freed shape is
+ * SHMOBJ_ESTALE; what only the arena's walk sees (a forged reference into
+ * another block's bytes that look like a shape) is left to
+ * shmobj_obj_check(), which opens shapes fully. */
+static inline __attribute__((always_inline)) int
+shape_open_light(struct shmobj__space *sp, shmobj__ref ref,
+                            struct shmobj__shape_info *out)
+{
+    uint64_t blk = shmobj__ref_off(ref), body;
+    uint64_t mapped = atomic_load_explicit(&sp->mapped, memory_order_acquire);
+    if (blk < 16 || !shmobj__aligned(blk, 16) ||
+        !shmobj__range_ok(blk, SHMOBJ__PREFIX + 16, mapped))
+        return SHMOBJ_ECORRUPT;
+    if (!shmobj__blk_live(sp, blk, shmobj__ref_gen(ref)))
+        return SHMOBJ_ESTALE;
+    const struct shmobj__tree *t = (const void *)(sp->base + blk);
+    const struct shmobj__slot *root = (const void *)(t + 1);
+    uint64_t size = t->size;
+    struct shmobj__obj h;
+    memcpy(&h, sp->base + blk + SHMOBJ__PREFIX, sizeof h);
+    if (t->magic != SHMOBJ__TREE_MAGIC || t->version != SHMOBJ__TREE_VERSION ||
+        !(atomic_load_explicit(&((struct shmobj__tree *)t)->flags, memory_order_relaxed) &
+          SHMOBJ__TREE_SHAPE) ||
+        size % 16 != 0 || size / 16 > UINT32_MAX || size < SHMOBJ__PREFIX + 16 ||
+        !shmobj__range_ok(blk, size, mapped) || root->tag != SHMOBJ__SLOT_OBJ ||
+        h.tag != SHMOBJ_TYPE_SHAPE ||
+        shmobj__body_size(&h, size - SHMOBJ__PREFIX - 16, &body) != 0)
+        return SHMOBJ_ECORRUPT;
+    out->blk = blk;
+    out->blen = size;
+    out->gen = shmobj__ref_gen(ref);
+    out->count = h.count;
+    out->cap = h.len;
+    out->obj = (const void *)(sp->base + blk + SHMOBJ__PREFIX);
+    return 0;
+}
+
+int shmobj__record_view(struct shmobj__space *sp, const struct shmobj__obj *h,
+                        shmobj_view *out)
+{
+    struct shmobj__shape_info si;
+    int rc = shape_open_light(sp, h->len, &si);
+    if (rc != 0)
+        return rc;
+    if (si.count != h->count)
+        return SHMOBJ_ECORRUPT;
+    out->len = h->len;
+    out->ndim = (uint8_t)__builtin_ctzll(si.cap);
+    shmobj__rec_set_extent(out, si.blen);
+    return 0;
+}
+
+static _Atomic uint64_t *uses_of(struct shmobj__space *sp, const struct shmobj__shape_info *si)
+{
+    return &((struct shmobj__shape_meta *)(sp->base + si->blk + SHMOBJ__PREFIX +
+                                           SHMOBJ__SHAPE_META))->uses;
+}
+
+int shmobj__shape_use(struct shmobj__space *sp, shmobj__ref shape)
+{
+    struct shmobj__shape_info si;
+    int rc = shmobj__shape_open(sp, shape, 0, &si);
+    if (rc != 0)
+        return rc;
+    _Atomic uint64_t *u = uses_of(sp, &si);
+    uint64_t old = atomic_fetch_add_explicit(u, 1, memory_order_acq_rel);
+    if (old & SHMOBJ__SHAPE_CLOSING) {
+        /* its free began first: the record may not name it */
+        atomic_fetch_sub_explicit(u, 1, memory_order_acq_rel);
+        return SHMOBJ_ESTALE;
+    }
+    return 0;
+}
+
+static void unuse_at(_Atomic uint64_t *u)
+{
+    uint64_t cur = atomic_load_explicit(u, memory_order_relaxed);
+    /* never below 0: a count damaged to 0 stays there */
+    while ((cur & ~SHMOBJ__SHAPE_CLOSING) != 0 &&
+           !atomic_compare_exchange_weak_explicit(u, &cur, cur - 1, memory_order_acq_rel,
+                                                  memory_order_relaxed))
+        ;
+}
+
+void shmobj__shape_unuse(struct shmobj__space *sp, shmobj__ref shape)
+{
+    struct shmobj__shape_info si;
+    if (shape_open_light(sp, shape, &si) != 0)
+        return; /* gone already (damage, or a free that a dead process began) */
+    unuse_at(uses_of(sp, &si));
+}
+
+void shmobj__shape_unuse_view(struct shmobj__space *sp, const shmobj_view *rec)
+{
+    /* the view checked the shape's layout when it was made */
+    uint64_t blk = shmobj__ref_off(rec->len);
+    if (!shmobj__blk_live(sp, blk, shmobj__ref_gen(rec->len)))
+        return;
+    unuse_at(&((struct shmobj__shape_meta *)(sp->base + blk + SHMOBJ__PREFIX +
+                                             SHMOBJ__SHAPE_META))->uses);
+}
+
+int shmobj__shape_free(struct shmobj__space *sp, shmobj__ref ref, uint64_t blk)
+{
+    struct shmobj__shape_info si;
+    (void)blk;
+    int rc = shmobj__shape_open(sp, ref, 1, &si);
+    if (rc != 0)
+        return rc;
+    uint64_t expect = 0;
+    if (!atomic_compare_exchange_strong_explicit(uses_of(sp, &si), &expect,
+                                                 SHMOBJ__SHAPE_CLOSING, memory_order_acq_rel,
+                                                 memory_order_acquire))
+        return expect & SHMOBJ__SHAPE_CLOSING ? SHMOBJ_ESTALE : SHMOBJ_EBUSY;
+    return sp->ops->free(sp, ref);
+}
+
+int shmobj_shape_free(shmobj_segment *seg, shmobj_ref shape)
+{
+    struct shmobj__space *sp = (struct shmobj__space *)seg;
+    if (sp == NULL || shape == SHMOBJ_REF_NULL)
+        return SHMOBJ_EINVAL;
+    return shmobj__shape_free(sp, shape, shmobj__ref_off(shape));
+}
+
+static inline void put_istr(uint8_t *at, unsigned kind, uint64_t len, uint64_t rel)
+{
+    struct shmobj__slot *s = (void *)at;
+    s->tag = SHMOBJ__SLOT_ISTR;
+    s->reserved0 = (uint8_t)kind;
+    s->reserved1 = 0;
+    s->reserved2 = (uint32_t)len;
+    atomic_store_explicit(&s->payload, rel, memory_order_relaxed);
+}
+
+int shmobj__emit_record(struct shmobj__wr *w, const shmobj_value *v, int depth,
+                        uint64_t *rel)
+{
+    struct shmobj__shape_info si;
+    uint64_t n = v->v.r.count, pos, end;
+    const shmobj_value *items = v->v.r.items;
+    if (depth >= SHMOBJ_OBJ_MAXDEPTH || w->sp == NULL)
+        return SHMOBJ_EINVAL;
+    /* The caller's shape: the light check of views suffices to write
+     * through it (the use count is the shape's own word), and when it
+     * fails the full one gives the precise error. */
+    int rc = shape_open_light(w->sp, v->v.r.shape, &si);
+    if (rc != 0) {
+        rc = shmobj__shape_open(w->sp, v->v.r.shape, 1, &si);
+        if (rc != 0)
+            return rc;
+    }
+    if (n != si.count || items == NULL)
+        return SHMOBJ_EINVAL;
+    /* the record's use, before its reference can leave the put */
+    rc = shmobj__claim_now(w, 1, v->v.r.shape, uses_of(w->sp, &si));
+    if (rc != 0)
+        return rc;
+    pos = (w->cur + 15) & ~UINT64_C(15);
+    if (!shmobj__add_ok(pos, 16 + 16 * n, &end) || end > w->lim)
+        return SHMOBJ_EINVAL;
+    w->cur = end;
+    const uint8_t *descs = (const uint8_t *)si.obj + shmobj__shape_descs();
+    for (uint64_t i = 0; i < n; i++) {
+        const shmobj_value *it = &items[i];
+        struct shmobj__field d;
+        uint64_t slot = pos + 16 + 16 * i;
+        memcpy(&d, descs + 16 * i, sizeof d); /* once: judged and used as read */
+        if (it->reserved != 0)
+            return SHMOBJ_EINVAL;
+        switch (d.kind) {
+        case SHMOBJ_TYPE_STR:
+        case SHMOBJ_TYPE_BYTES: {
+            /* inline after the slots: no header, a NUL after */
+            uint64_t len;
+            if (it->type != d.kind)
+                return SHMOBJ_EINVAL;
+            rc = shmobj__desc_mem(it->type, it->v.s.ptr, it->v.s.len, &len);
+            if (rc != 0)
+                return rc;
+            if ((d.cap != 0 && len > d.cap) || len >= UINT32_MAX || len >= w->lim ||
+                w->cur > w->lim - len - 1)
+                return SHMOBJ_EINVAL;
+            if (d.kind == SHMOBJ_TYPE_STR && !shmobj__utf8_ok_inline(it->v.s.ptr, len))
+                return SHMOBJ_EINVAL;
+            if (len > 0)
+                memcpy(w->blk + w->cur, it->v.s.ptr, (size_t)len);
+            w->blk[w->cur + len] = 0;
+            put_istr(w->blk + slot, d.kind, len, w->cur);
+            w->cur += len + 1;
+            continue;
+        }
+        case SHMOBJ_TYPE_BOOL:
+        case SHMOBJ_TYPE_INT:
+        case SHMOBJ_TYPE_UINT:
+        case SHMOBJ_TYPE_DOUBLE:
+        case SHMOBJ_TYPE_LINK:
+            if (it->type != d.kind)
+                return SHMOBJ_EINVAL;
+            break;
+        case SHMOBJ_TYPE_NULL:
+            /* an OBJ slot: null or any object but a string (strings go in
+             * STR fields, inline) */
+            switch (it->type) {
+            case SHMOBJ_TYPE_BOOL:
+            case SHMOBJ_TYPE_INT:
+            case SHMOBJ_TYPE_UINT:
+            case SHMOBJ_TYPE_DOUBLE:
+            case SHMOBJ_TYPE_LINK:
+            case SHMOBJ_TYPE_STR:
+            case SHMOBJ_TYPE_BYTES:
+                return SHMOBJ_EINVAL;
+            default:
+                break;
+            }
+            break;
+        default:
+            return SHMOBJ_ECORRUPT; /* a kind no shape is written with */
+        }
+        rc = shmobj__emit_value(w, it, slot, depth + 1);
+        if (rc != 0)
+            return rc;
+    }
+    struct shmobj__obj h = {.tag = SHMOBJ_TYPE_RECORD, .count = (uint32_t)n,
+                            .len = v->v.r.shape};
+    memcpy(w->blk + pos, &h, sizeof h);
+    *rel = pos;
+    return 0;
+}
+
+int shmobj_record_put_struct(shmobj_segment *seg, shmobj_ref shape, const void *c,
+                             shmobj_ref *ref)
+{
+    struct shmobj__space *sp = (struct shmobj__space *)seg;
+    struct shmobj__shape_info si;
+    shmobj_value local[32], *items = local;
+    if (sp == NULL || c == NULL || ref == NULL || shape == SHMOBJ_REF_NULL)
+        return SHMOBJ_EINVAL;
+    int rc = shmobj__shape_open(sp, shape, 1, &si);
+    if (rc != 0)
+        return rc;
+    if (si.count > sizeof local / sizeof local[0]) {
+        items = malloc(si.count * sizeof *items);
+        if (items == NULL)
+            return SHMOBJ_ENOMEM;
+    }
+    const uint8_t *descs = (const uint8_t *)si.obj + shmobj__shape_descs();
+    const uint8_t *src = c;
+    for (uint32_t i = 0; i < si.count && rc == 0; i++) {
+        struct shmobj__field d;
+        memcpy(&d, descs + 16 * i, sizeof d);
+        const uint8_t *at = src + d.c_off;
+        shmobj_ref r;
+        switch (d.kind) {
+        case SHMOBJ_TYPE_BOOL: {
+            /* a C bool's byte, read as a byte (any non-zero is true) */
+            uint8_t b;
+            memcpy(&b, at, 1);
+            items[i] = SHMOBJ_VAL_BOOL(b != 0);
+            break;
+        }
+        case SHMOBJ_TYPE_INT: {
+            int64_t x;
+            memcpy(&x, at, sizeof x);
+            items[i] = SHMOBJ_VAL_INT(x);
+            break;
+        }
+        case SHMOBJ_TYPE_UINT: {
+            uint64_t x;
+            memcpy(&x, at, sizeof x);
+            items[i] = SHMOBJ_VAL_UINT(x);
+            break;
+        }
+        case SHMOBJ_TYPE_DOUBLE: {
+            double x;
+            memcpy(&x, at, sizeof x);
+            items[i] = SHMOBJ_VAL_DOUBLE(x);
+            break;
+        }
+        case SHMOBJ_TYPE_STR:
+            if (d.cap != 0) {
+                const void *z = memchr(at, 0, d.cap);
+                items[i] = SHMOBJ_VAL_STRN(at, z != NULL ? (size_t)((const uint8_t *)z - at)
+                                                         : (size_t)d.cap);
+            } else {
+                const char *s;
+                memcpy(&s, at, sizeof s);
+                if (s == NULL)
+                    rc = SHMOBJ_EINVAL;
+                else
+                    items[i] = SHMOBJ_VAL_STRN(s, strlen(s));
+            }
+            break;
+        case SHMOBJ_TYPE_BYTES:
+            if (d.cap == 0)
+                rc = SHMOBJ_EINVAL;
+            else
+                items[i] = SHMOBJ_VAL_BYTES(at, d.cap);
+            break;
+        case SHMOBJ_TYPE_LINK:
+            memcpy(&r, at, sizeof r);
+            if (r == SHMOBJ_REF_NULL)
+                rc = SHMOBJ_EINVAL;
+            else
+                items[i] = SHMOBJ_VAL_LINK(r);
+            break;
+        case SHMOBJ_TYPE_NULL:
+            memcpy(&r, at, sizeof r);
+            items[i] = r == SHMOBJ_REF_NULL ? SHMOBJ_VAL_NULL : SHMOBJ_VAL_ADOPT(r);
+            break;
+        default:
+            rc = SHMOBJ_ECORRUPT;
+        }
+    }
+    if (rc == 0) {
+        shmobj_value rec = SHMOBJ_VAL_RECORD(shape, items, si.count);
+        rc = shmobj__obj_put(sp, &rec, ref);
+    }
+    if (items != local)
+        free(items);
+    return rc;
+}
+
+int shmobj_record_shape(const shmobj_view *view, shmobj_ref *shape)
+{
+    if (view == NULL || shape == NULL)
+        return SHMOBJ_EINVAL;
+    if (view->type != SHMOBJ_TYPE_RECORD)
+        return SHMOBJ_ETYPE;
+    if (!shmobj__obj_live(view))
+        return SHMOBJ_ESTALE;
+    *shape = view->len;
+    return 0;
+}
