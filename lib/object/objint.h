@@ -211,7 +211,7 @@ static inline uint64_t shmobj__rec_extent(const shmobj_view *v)
  * names and index are the record's keys), from rec's copies alone. */
 static inline void shmobj__record_shape_view(const shmobj_view *rec, shmobj_view *sv)
 {
-    struct shmobj__space *sp = (struct shmobj__space *)rec->seg;
+    struct shmobj__space *sp = shmobj__space_of_seg(rec->seg);
     uint64_t blk = shmobj__ref_off(rec->len);
     /* every field a lookup or a key's view reads; the rest unset */
     sv->seg = rec->seg;

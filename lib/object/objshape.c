@@ -38,7 +38,7 @@
 int shmobj_shape_put(shmobj_segment *seg, const shmobj_field *fields, size_t n,
                      shmobj_ref *shape)
 {
-    struct shmobj__space *sp = (struct shmobj__space *)seg;
+    struct shmobj__space *sp = shmobj__space_of_seg(seg);
     if (sp == NULL || fields == NULL || shape == NULL || n == 0 || n > SHMOBJ__SHAPE_MAX)
         return SHMOBJ_EINVAL;
     /* Names are few and a shape is built once: the index grows (up to 16
@@ -317,7 +317,7 @@ int shmobj__shape_free(struct shmobj__space *sp, shmobj__ref ref, uint64_t blk)
 
 int shmobj_shape_free(shmobj_segment *seg, shmobj_ref shape)
 {
-    struct shmobj__space *sp = (struct shmobj__space *)seg;
+    struct shmobj__space *sp = shmobj__space_of_seg(seg);
     if (sp == NULL || shape == SHMOBJ_REF_NULL)
         return SHMOBJ_EINVAL;
     return shmobj__shape_free(sp, shape, shmobj__ref_off(shape));
@@ -431,7 +431,7 @@ int shmobj__emit_record(struct shmobj__wr *w, const shmobj_value *v, int depth,
 int shmobj_record_put_struct(shmobj_segment *seg, shmobj_ref shape, const void *c,
                              shmobj_ref *ref)
 {
-    struct shmobj__space *sp = (struct shmobj__space *)seg;
+    struct shmobj__space *sp = shmobj__space_of_seg(seg);
     struct shmobj__shape_info si;
     shmobj_value local[32], *items = local;
     if (sp == NULL || c == NULL || ref == NULL || shape == SHMOBJ_REF_NULL)
