@@ -1200,9 +1200,49 @@ static void test_chaos_kill_workers_state_holds(void **state)
     assert_true(kills > 0);
 }
 
+/* A finding of the chaos test (its map reader ran shmobj_map_check()
+ * while others grew the segment): growth hands the new bytes to the heap
+ * (heap_end) before it publishes the segment's size, so a process whose
+ * view still ends at the old size, checking a reference without the lock,
+ * met a heap end beyond its view and said SHMOBJ_ECORRUPT about a live
+ * block. Here a second handle (a view of its own) checks a block while the
+ * header shows exactly that moment of another handle's growth: heap grown,
+ * size not yet published. */
+static void test_chaos_arena_ptr_mid_growth_not_corrupt(void **state)
+{
+    (void)state;
+    char name[96];
+    shmobj_segment_options o;
+    shmobj_segment_options_init(&o);
+    o.initial_size = 4 * MiB;
+    o.max_size = 64 * MiB;
+    test_name(name, sizeof name, "chaos-grow");
+    shmobj_segment *grower, *reader;
+    assert_int_equal(shmobj_segment_create(name, &o, &grower), 0);
+    assert_int_equal(shmobj_segment_open(name, SHMOBJ_BACKEND_SHM, SEC, &reader), 0);
+    shmobj_ref small, big;
+    void *p;
+    assert_int_equal(shmobj_arena_alloc(grower, 64, 16, &small, &p), 0);
+    assert_int_equal(shmobj_arena_ptr(reader, small, &p, NULL), 0); /* the reader's view: 4 MiB */
+    uint64_t size0 = atomic_load(&grower->hdr->size);
+    assert_int_equal(shmobj_arena_alloc(grower, 8 * MiB, 16, &big, &p), 0); /* grows */
+    uint64_t size1 = atomic_load(&grower->hdr->size);
+    assert_true(size1 > size0);
+    /* the moment between the grower's two steps: heap grown, size old */
+    atomic_store(&grower->hdr->size, size0);
+    int rc = shmobj_arena_ptr(reader, small, &p, NULL);
+    atomic_store(&grower->hdr->size, size1);
+    assert_int_equal(rc, 0);
+    assert_int_equal(shmobj_arena_ptr(reader, big, &p, NULL), 0);
+    shmobj_segment_close(reader);
+    shmobj_segment_close(grower);
+    shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_chaos_arena_ptr_mid_growth_not_corrupt),
         cmocka_unit_test(test_chaos_kill_workers_state_holds),
     };
     test_filter_from_env();
