@@ -42,9 +42,7 @@
  *
  * CHAOS_SECONDS sets the length (default 4 s); CHAOS_CHECKS the number of
  * checkpoints (default: one per 10 s, at least one); CHAOS_SEED the
- * controller's generator (default the pid, printed); CHAOS_LIVE_MAP_CHECK
- * makes the map reader run shmobj_map_check() while others write. The
- * figures are printed at the end; any violation fails the test. */
+ * controller's generator (default the pid, printed). The figures are printed at the end; any violation fails the test. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -142,7 +140,6 @@ struct wctx {
     uint64_t seq;
     uint64_t rng;
     uint64_t max_inst; /* instances started before this one */
-    bool live_map_check; /* CHAOS_LIVE_MAP_CHECK */
     struct wstatus *st;
 };
 
@@ -413,11 +410,8 @@ static int run_map_reader(struct wctx *w)
                 check_rc(w, OP_ITER, rc);
             shmobj_map_iter_close(it);
         }
-        /* the whole map checked while the others write: off unless
-         * CHAOS_LIVE_MAP_CHECK is set (it finds a shard slot naming a
-         * block that is not a live entry, about once a minute: see
-         * doc/reliability.md, "Open findings") */
-        if (w->live_map_check && n % 256 == 255)
+        /* the whole map checked while the others write, grow and die */
+        if (n % 256 == 255)
             check_rc(w, OP_CHECK, shmobj_map_check(w->map));
     }
     return 0; /* not reached: workers end by SIGKILL */
@@ -732,7 +726,6 @@ static int worker_main(void *p)
     w.slot = slot;
     w.inst = c->w[slot].inst;
     w.max_inst = c->insts;
-    w.live_map_check = getenv("CHAOS_LIVE_MAP_CHECK") != NULL;
     w.rng = c->rng ^ (w.inst * UINT64_C(0x9e3779b97f4a7c15));
     w.fd = c->wfd;
     w.st = &c->sh->w[slot];
