@@ -3,7 +3,7 @@
  *
  * A map with a few hundred keys is built once in a memfd segment and its
  * bytes are saved. Each input is a list of edits, each one naming a region
- * of the map (the control block except its mutexes, a shard's table, an
+ * of the map (the control block, a shard's lock word, a shard's table, an
  * entry), an offset in it and up to 16 bytes to write there. After the
  * edits every reader runs; then the saved bytes are put back. Properties
  * (abort on violation): nothing crashes or reads outside the mapping, and
@@ -11,8 +11,13 @@
  * (SHMOBJ_ENOTFOUND, SHMOBJ_ECORRUPT); a key read back whole has the value
  * that was stored, or a damaged one of a length inside its block.
  *
- * The mutexes are not edited: a lock word of garbage may legitimately block
- * for ever, which no reader takes but check() does.
+ * The shard lock words are edited too (a region each): check() takes every
+ * shard's lock, and the library's lock must refuse a word of garbage
+ * (SHMOBJ_ECORRUPT) or take it over from a dead owner and repair the shard,
+ * at once: the whole exercise must end within EXERCISE_MAX_NS. A word that
+ * names a live handle of this process is set to 0 first: it is
+ * indistinguishable from a lock held by that handle, which a locker rightly
+ * waits for (10 s, then SHMOBJ_EBUSY).
  *
  * Built with libFuzzer (-fsanitize=fuzzer) and, with -DFUZZ_STANDALONE, as
  * a plain program (fuzz-edits.h). */
@@ -29,8 +34,21 @@
 
 #define KEYS 300
 #define FUZZ_NAME "fuzz-map"
-#define FUZZ_REGIONS_MAX (4 * KEYS + 64 * 3 + 8)
+#define FUZZ_REGIONS_MAX (4 * KEYS + 64 * 4 + 8)
 #include "fuzz-edits.h"
+
+#include <time.h>
+
+/* Far above what the readers take, far below the 10 s a live holder is
+ * waited for. */
+#define EXERCISE_MAX_NS (3 * 1000000000ll)
+
+static long long now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
 
 struct shmobj__map_ctl *shmobj__map_control(shmobj_map *map);
 
@@ -75,10 +93,12 @@ static void fuzz_setup(void)
         if (shmobj_map_del(map, key, (size_t)kl) != 0)
             fuzz_die("set-up failed");
     }
-    /* Regions: control block header and reader slots, each shard's fields
-     * after its mutex, each table, each entry. */
+    /* Regions: control block header and reader slots, each shard's lock
+     * word, each shard's fields after its lock, each table, each entry. */
     struct shmobj__map_ctl *c = shmobj__map_control(map);
     fuzz_region_add(c, offsetof(struct shmobj__map_ctl, shards_));
+    for (unsigned s = 0; s < SHMOBJ__MAP_SHARDS; s++)
+        fuzz_region_add(&c->shards_[s].lock, 8);
     for (unsigned s = 0; s < SHMOBJ__MAP_SHARDS; s++) {
         struct shmobj__map_shard *sh = &c->shards_[s];
         void *p;
@@ -107,8 +127,23 @@ static int status_ok(int rc)
     return rc == 0 || rc == SHMOBJ_ENOTFOUND || rc == SHMOBJ_ECORRUPT;
 }
 
+/* Clear every shard lock word that names a live handle (see above). */
+static void keep_locks_off_live(void)
+{
+    struct shmobj__space *sp = (struct shmobj__space *)seg;
+    struct shmobj__map_ctl *c = shmobj__map_control(map);
+    for (unsigned s = 0; s < SHMOBJ__MAP_SHARDS; s++) {
+        _Atomic uint32_t *w = &c->shards_[s].lock.word;
+        uint32_t owner = atomic_load(w) & UINT32_C(0x7fffffff);
+        if (owner != 0 && sp->ops->live->owner_state(sp, owner) > 0)
+            atomic_store(w, 0);
+    }
+}
+
 static void fuzz_exercise(void)
 {
+    keep_locks_off_live();
+    long long t0 = now_ns();
     for (int i = 0; i < KEYS; i++) {
         char key[KEY_MAX];
         uint64_t buf[VALUE_WORDS];
@@ -166,4 +201,5 @@ static void fuzz_exercise(void)
     fuzz_expect(shmobj_map_count(map, &n) == 0, "count");
     int rc = shmobj_map_check(map);
     fuzz_expect(rc == 0 || rc == SHMOBJ_ECORRUPT, "check status");
+    fuzz_expect(now_ns() - t0 < EXERCISE_MAX_NS, "bounded: no lock word waited on");
 }

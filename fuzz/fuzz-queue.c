@@ -7,7 +7,7 @@
  * (so the FIFO has entries) and a few messages left waiting; its bytes are
  * saved. Each input is a list of edits, each one naming a region (the ring
  * header's positions and counters, the slots and claim records, the retire
- * FIFO except its mutex, a message block's header), an offset in it and up
+ * FIFO and its lock word, a message block's header), an offset in it and up
  * to 16 bytes to write there. After the edits every operation runs; then
  * the saved bytes are put back. Properties (abort on violation): nothing
  * crashes or reads outside the mapping, every call returns 0 or one of the
@@ -23,7 +23,15 @@
  * after the edits: notify_fd and notify_arm on a fresh handle and on the
  * kept one, a put (which fires the armed records), a blocking take with a
  * 1 ms timeout on the drained ring (its sleeper record, its waits) and
- * shmobj__ring_sleepers_repair(). Not edited: the retire FIFO's lock word.
+ * shmobj__ring_sleepers_repair().
+ *
+ * The retire FIFO's lock word is a region too: retiring a block, trimming
+ * and draining take that lock, and the library's lock must refuse a word
+ * of garbage (SHMOBJ_ECORRUPT) or take it over from a dead owner and
+ * repair the FIFO, at once: the whole exercise must end within
+ * EXERCISE_MAX_NS. A word that names a live handle of this process is set
+ * to 0 first: it is indistinguishable from a lock that handle holds, which
+ * a locker rightly waits for (10 s, then SHMOBJ_EBUSY).
  *
  * Built with libFuzzer (-fsanitize=fuzzer) and, with -DFUZZ_STANDALONE, as
  * a plain program (fuzz-edits.h). */
@@ -39,6 +47,19 @@
 
 #define FUZZ_NAME "fuzz-queue"
 #include "fuzz-edits.h"
+
+#include <time.h>
+
+/* Far above what the exercise takes, far below the 10 s a live holder is
+ * waited for. */
+#define EXERCISE_MAX_NS (3 * 1000000000ll)
+
+static long long now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
 
 static shmobj_segment *seg;
 static shmobj_queue *queue;
@@ -102,6 +123,7 @@ static void fuzz_setup(void)
     struct shmobj__retire *rt = shmobj__queue_retire(queue);
     fuzz_region_add(rt, offsetof(struct shmobj__retire, lock));
     fuzz_region_add(&rt->head, sizeof *rt - offsetof(struct shmobj__retire, head));
+    fuzz_region_add(&rt->lock, 8);
     for (uint64_t p = rt->head; p != rt->tail; p++)
         add_message(rt->e[p % SHMOBJ__RETIRE_CAP].ref);
     /* the completion records: header and every record */
@@ -222,8 +244,20 @@ static void notify_readers(void)
     (void)shmobj__ring_sleepers_repair(shmobj__queue_ring(queue));
 }
 
+/* Clear the retire lock word when it names a live handle (see above). */
+static void keep_lock_off_live(void)
+{
+    struct shmobj__space *sp = (struct shmobj__space *)seg;
+    _Atomic uint32_t *w = &shmobj__queue_retire(queue)->lock.word;
+    uint32_t owner = atomic_load(w) & UINT32_C(0x7fffffff);
+    if (owner != 0 && sp->ops->live->owner_state(sp, owner) > 0)
+        atomic_store(w, 0);
+}
+
 static void fuzz_exercise(void)
 {
+    keep_lock_off_live();
+    long long t0 = now_ns();
     shmobj_queue *q2;
     int rc = shmobj_queue_open(seg, "q", &q2);
     fuzz_expect(rc == 0 || rc == SHMOBJ_ECORRUPT || rc == SHMOBJ_EVERSION ||
@@ -274,4 +308,5 @@ static void fuzz_exercise(void)
     fuzz_expect(rc == 0 || rc == SHMOBJ_ECORRUPT || rc == SHMOBJ_ESTALE, "trim status");
     uint64_t bad = 0;
     fuzz_expect(shmobj_arena_check(seg, &bad) == 0, "heap intact");
+    fuzz_expect(now_ns() - t0 < EXERCISE_MAX_NS, "bounded: no lock word waited on");
 }

@@ -6,7 +6,20 @@
  * live lock can hold (a token of generation 0) makes the lock return
  * SHMOBJ_ECORRUPT, and shmobj_segment_root_del() passes it on; its
  * documentation (include/shmobj/segment.h) did not list that code. The
- * test holds the call to the codes it documents now. */
+ * test holds the call to the codes it documents now.
+ *
+ * test_queue_trim_retire_lock_live_documented: fuzz-queue, its retire
+ * FIFO lock word set to a live handle's token (the target clears such a
+ * word now, as a live holder is rightly waited for). shmobj_queue_trim()
+ * waits the default 10 s bound for it and returns SHMOBJ_EBUSY, which its
+ * documentation (include/shmobj/queue.h) did not list.
+ *
+ * test_queue_trim_retire_lock_impossible_ecorrupt and
+ * test_queue_trim_retire_lock_dead_taken_over: fuzz-queue, inputs
+ * fuzz/corpus/fuzz-queue/retire-lock-impossible and retire-lock-dead. A
+ * word no lock can hold is refused at once; a dead owner's word is taken
+ * over and the FIFO repaired, so trim succeeds and the lock is free
+ * again. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +27,7 @@
 
 #include <cmocka.h>
 
+#include "queue-internal.h"
 #include "segment.h"
 #include "shmobj.h"
 
@@ -54,10 +68,86 @@ static void test_segment_root_del_lock_impossible(void **state)
                  rc, shmobj_errname(rc));
 }
 
+/* The codes shmobj_queue_trim() documents. */
+static int trim_documented(int rc)
+{
+    return rc == 0 || rc == SHMOBJ_EINVAL || rc == SHMOBJ_ESTALE ||
+           rc == SHMOBJ_ECORRUPT || rc == SHMOBJ_EBUSY;
+}
+
+/* A queue whose retire FIFO holds one 40 KiB block, and the FIFO's lock
+ * word. */
+static _Atomic uint32_t *queue_with_retired(shmobj_segment *seg, shmobj_queue **q)
+{
+    assert_int_equal(shmobj_queue_create(seg, "q", 8, 0, q), 0);
+    (*q)->retire_min = 32u << 10;
+    (*q)->retire_max = 64u << 10;
+    (*q)->retire_budget = 4 * (40u << 10);
+    shmobj_ref r, t;
+    assert_int_equal(shmobj_queue_msg_alloc(*q, 40u << 10, 0, &r, NULL), 0);
+    assert_int_equal(shmobj_queue_put(*q, r), 0);
+    assert_int_equal(shmobj_queue_try_take(*q, &t), 0);
+    assert_int_equal(shmobj_queue_msg_done(*q, t), 0);
+    uint64_t blocks, bytes;
+    shmobj__retire_count(shmobj__queue_retire(*q), &blocks, &bytes);
+    assert_int_equal(blocks, 1);
+    return &shmobj__queue_retire(*q)->lock.word;
+}
+
+static void test_queue_trim_retire_lock_live_documented(void **state)
+{
+    (void)state;
+    shmobj_segment *seg = create_small();
+    shmobj_queue *q;
+    _Atomic uint32_t *w = queue_with_retired(seg, &q);
+    struct shmobj__space *sp = (struct shmobj__space *)seg;
+    atomic_store(w, sp->ops->live->token(sp)); /* held, says the word, by us */
+    int rc = shmobj_queue_trim(q); /* waits the default bound: 10 s */
+    atomic_store(w, 0);
+    shmobj_queue_close(q);
+    shmobj_segment_close(seg);
+    if (!trim_documented(rc))
+        fail_msg("trim returned %d (%s), which its documentation does not list",
+                 rc, shmobj_errname(rc));
+    assert_int_equal(rc, SHMOBJ_EBUSY);
+}
+
+static void test_queue_trim_retire_lock_impossible_ecorrupt(void **state)
+{
+    (void)state;
+    shmobj_segment *seg = create_small();
+    shmobj_queue *q;
+    _Atomic uint32_t *w = queue_with_retired(seg, &q);
+    atomic_store(w, 5); /* slot 5, generation 0: no token has it */
+    assert_int_equal(shmobj_queue_trim(q), SHMOBJ_ECORRUPT);
+    atomic_store(w, 0);
+    shmobj_queue_close(q);
+    shmobj_segment_close(seg);
+}
+
+static void test_queue_trim_retire_lock_dead_taken_over(void **state)
+{
+    (void)state;
+    shmobj_segment *seg = create_small();
+    shmobj_queue *q;
+    _Atomic uint32_t *w = queue_with_retired(seg, &q);
+    atomic_store(w, 5 | 1u << 10); /* slot 5, generation 1: nobody attached */
+    assert_int_equal(shmobj_queue_trim(q), 0);
+    assert_int_equal(atomic_load(w), 0); /* taken over, then released */
+    uint64_t blocks, bytes;
+    shmobj__retire_count(shmobj__queue_retire(q), &blocks, &bytes);
+    assert_int_equal(blocks, 0);
+    shmobj_queue_close(q);
+    shmobj_segment_close(seg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_segment_root_del_lock_impossible),
+        cmocka_unit_test(test_queue_trim_retire_lock_live_documented),
+        cmocka_unit_test(test_queue_trim_retire_lock_impossible_ecorrupt),
+        cmocka_unit_test(test_queue_trim_retire_lock_dead_taken_over),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

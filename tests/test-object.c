@@ -643,8 +643,7 @@ static shmobj_value stale_tree(int64_t k, shmobj_value *items, float *fdata,
     items[n++] = SHMOBJ_VAL_STR("bytes");
     items[n++] = SHMOBJ_VAL_BYTES(k == 1 ? "abcd" : "wxyz", 4);
     items[n++] = SHMOBJ_VAL_STR("buffer");
-    items[n].type = SHMOBJ_TYPE_BUFFER;
-    items[n++].v.buf = &bd;
+    items[n++] = (shmobj_value){.type = SHMOBJ_TYPE_BUFFER, .v = {.buf = &bd}};
     items[n++] = SHMOBJ_VAL_STR("list");
     items[n++] = SHMOBJ_VAL_LIST(list, 2);
     items[n++] = SHMOBJ_VAL_STR("a longer key than seven bytes");
@@ -1223,8 +1222,7 @@ static shmobj_value xp_tree(float *fdata, const uint64_t *shape, const uint8_t *
     items[n++] = SHMOBJ_VAL_STR("buffer");
     static shmobj_buffer_desc bd;
     bd = (shmobj_buffer_desc){fdata, 0, shape, NULL, SHMOBJ_DTYPE_F32, 2};
-    items[n].type = SHMOBJ_TYPE_BUFFER;
-    items[n++].v.buf = &bd;
+    items[n++] = (shmobj_value){.type = SHMOBJ_TYPE_BUFFER, .v = {.buf = &bd}};
     items[n++] = SHMOBJ_VAL_INT(42);
     items[n++] = SHMOBJ_VAL_SET(set, 2);
     items[n++] = SHMOBJ_VAL_STR("struct");

@@ -58,7 +58,7 @@ write("fuzz-segment", {
 # fuzz-queue: 0..2 the waiting messages' headers, 3 ring header up to the
 # notify records, 4 notify records, 5 sleeper records, 6 waiter totals and
 # armed count, 7 slots and claims, 8 retire FIFO before its lock, 9 the
-# FIFO after it, then the retired blocks' headers.
+# FIFO after it, 10 its lock word, then the retired blocks' headers.
 notify_armed = u32(3) + u32(1) + u64(5 | 1 << 10) + u64(12345) + u32(0) + u32(0)
 sleeper_dead = u64(5 | 1 << 10) + u64(5 | 1 << 10) + u32(3) + u32(2)
 write("fuzz-queue", {
@@ -69,4 +69,20 @@ write("fuzz-queue", {
     "sleeper-busy": edit(5, 32, u64(0xffffffffffffffff)),
     "waiters-huge": edit(6, 0, u32(0xffffffff)) + edit(6, 8, u32(0xffffffff)),
     "slot-zero": edit(7, 0, u64(0)),
+    # the retire lock: a dead owner (slot 5, generation 1), one no lock can
+    # hold (generation 0), garbage with the contended bit
+    "retire-lock-dead": edit(10, 0, u32(5 | 1 << 10)),
+    "retire-lock-impossible": edit(10, 0, u32(5)),
+    "retire-lock-junk": edit(10, 0, u32(0xdeadbeef)),
+})
+
+# fuzz-map: 0 control block header and reader slots, 1..64 the shards'
+# lock words, then each shard's fields after its lock and its table, then
+# the entries.
+write("fuzz-map", {
+    "shard-lock-dead": edit(1, 0, u32(5 | 1 << 10)),
+    "shard-lock-dead-contended": edit(2, 0, u32(0x80000000 | 7 | 3 << 10)),
+    "shard-lock-impossible": edit(3, 0, u32(5)),
+    "shard-lock-junk": edit(64, 0, u32(0xdeadbeef)),
+    "every-lock-dead": b"".join(edit(1 + i, 0, u32(9 | 2 << 10)) for i in range(64)),
 })

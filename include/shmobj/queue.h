@@ -306,6 +306,9 @@ SHMOBJ_API int shmobj_queue_destroy(shmobj_segment *seg, const char *name);
  * @retval SHMOBJ_ESTALE the queue was destroyed
  * @retval SHMOBJ_ECORRUPT the queue's lock was left unrecoverable, or its
  *         block no longer checks out in the heap
+ * @retval SHMOBJ_EBUSY another live process held the queue's retire lock
+ *         for longer than 10 s (it is stopped, or the lock word was damaged
+ *         to name it)
  * @note Process-safe and thread-safe.
  * @since 0.1
  */

@@ -20,6 +20,19 @@
 #include "cpu.h"
 #include "map-internal.h"
 
+/* ThreadSanitizer: the reads of an optimistic section (between the two
+ * loads of a shard's seq) race with writers by design and are kept only
+ * when seq held, which the sanitizer cannot follow. Its builds ignore the
+ * reads of those sections alone (writes, atomics and everything outside a
+ * section stay tracked); other builds compile these to nothing. */
+#if defined(MAP_TSAN)
+#define MAP_SECTION_BEGIN() AnnotateIgnoreReadsBegin(__FILE__, __LINE__)
+#define MAP_SECTION_END() AnnotateIgnoreReadsEnd(__FILE__, __LINE__)
+#else
+#define MAP_SECTION_BEGIN() ((void)0)
+#define MAP_SECTION_END() ((void)0)
+#endif
+
 /* Wait out a writer section: spin briefly, then queue on the lock (which
  * also repairs the shard when its writer died inside the section). An
  * error means the shard cannot be repaired, or the map is gone: the reader
@@ -85,6 +98,7 @@ static int lookup(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
             continue;
         }
         shmobj_htcore ht;
+        MAP_SECTION_BEGIN();
         int rc = shmobj__map_table_get(m, (unsigned)(s - m->ctl->shards_),
                                         atomic_load_explicit(&s->table, memory_order_acquire),
                                         &ht);
@@ -92,6 +106,7 @@ static int lookup(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
             rc = table_find(m, &ht, hash, key, klen, e);
         if (rc == 0 && buf != NULL && e->vlen <= buf_len)
             copy_value(buf, ent_value(e), e->vlen);
+        MAP_SECTION_END();
         atomic_thread_fence(memory_order_acquire);
         if (atomic_load_explicit(&s->seq, memory_order_relaxed) == q1)
             return rc;
@@ -161,8 +176,8 @@ static inline void copy_value_short(uint8_t *dst, const uint8_t *v, uint32_t n)
  * checks run. */
 #define MAP_FAST_NO 1
 static inline __attribute__((always_inline)) int
-lookup_fast(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
-            void *buf, size_t buf_len, uint32_t *vlen, int hot)
+lookup_fast_section(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
+                    void *buf, size_t buf_len, uint32_t *vlen, int hot)
 {
     unsigned idx = (unsigned)(hash >> SHMOBJ__MAP_SHARD_SHIFT);
     uint64_t shape = atomic_load_explicit(&m->shape[idx], memory_order_relaxed);
@@ -249,6 +264,18 @@ done:
     return rc;
 }
 
+/* The section above, its reads ignored by ThreadSanitizer (the same code
+ * in other builds). */
+static inline __attribute__((always_inline)) int
+lookup_fast(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
+            void *buf, size_t buf_len, uint32_t *vlen, int hot)
+{
+    MAP_SECTION_BEGIN();
+    int rc = lookup_fast_section(m, hash, key, klen, buf, buf_len, vlen, hot);
+    MAP_SECTION_END();
+    return rc;
+}
+
 /* lookup() under a guard, out of line: the fast path that is inlined into
  * every copy-out lookup stays short. */
 static __attribute__((noinline)) int
@@ -296,7 +323,7 @@ get_general(shmobj_map *map, const void *key, size_t key_len, void *buf,
 #if defined(__GNUC__)
 __attribute__((flatten))
 #endif
-MAP_READS_LINKAGE int MAP_READS_NAME(shmobj_map_get)(shmobj_map *map, const void *key, size_t key_len,
+int shmobj_map_get(shmobj_map *map, const void *key, size_t key_len,
                    void *buf, size_t buf_len, size_t *value_len)
 {
     if (map != NULL && key != NULL && buf != NULL && key_len <= MAP_HOT_MAX &&
@@ -310,17 +337,7 @@ MAP_READS_LINKAGE int MAP_READS_NAME(shmobj_map_get)(shmobj_map *map, const void
     return get_general(map, key, key_len, buf, buf_len, value_len);
 }
 
-#if defined(MAP_TSAN)
-int shmobj_map_get(shmobj_map *map, const void *key, size_t key_len, void *buf, size_t buf_len, size_t *value_len)
-{
-    AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
-    int rc = shmobj_map_get_reads(map, key, key_len, buf, buf_len, value_len);
-    AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
-    return rc;
-}
-#endif
-
-MAP_READS_LINKAGE int MAP_READS_NAME(shmobj_map_get_view)(shmobj_map *map, const void *key, size_t key_len,
+int shmobj_map_get_view(shmobj_map *map, const void *key, size_t key_len,
                         shmobj_map_view *view)
 {
     if (!key_ok(map, key, key_len) || view == NULL)
@@ -347,16 +364,6 @@ MAP_READS_LINKAGE int MAP_READS_NAME(shmobj_map_get_view)(shmobj_map *map, const
     return 0;
 }
 
-#if defined(MAP_TSAN)
-int shmobj_map_get_view(shmobj_map *map, const void *key, size_t key_len, shmobj_map_view *view)
-{
-    AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
-    int rc = shmobj_map_get_view_reads(map, key, key_len, view);
-    AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
-    return rc;
-}
-#endif
-
 void shmobj_map_view_release(shmobj_map_view *view)
 {
     if (view == NULL || view->map_ == NULL || view->guard_ == 0)
@@ -365,7 +372,7 @@ void shmobj_map_view_release(shmobj_map_view *view)
     memset(view, 0, sizeof *view);
 }
 
-MAP_READS_LINKAGE int MAP_READS_NAME(shmobj_map_contains)(shmobj_map *map, const void *key, size_t key_len)
+int shmobj_map_contains(shmobj_map *map, const void *key, size_t key_len)
 {
     if (!key_ok(map, key, key_len))
         return SHMOBJ_EINVAL;
@@ -373,16 +380,6 @@ MAP_READS_LINKAGE int MAP_READS_NAME(shmobj_map_contains)(shmobj_map *map, const
     return shmobj__map_lookup_copy(map, map_hash(map, key, key_len), key,
                                    key_len, NULL, 0, &vlen);
 }
-
-#if defined(MAP_TSAN)
-int shmobj_map_contains(shmobj_map *map, const void *key, size_t key_len)
-{
-    AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
-    int rc = shmobj_map_contains_reads(map, key, key_len);
-    AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
-    return rc;
-}
-#endif
 
 int shmobj_map_count(shmobj_map *map, uint64_t *count)
 {

@@ -253,9 +253,18 @@ static int space_check(struct shmobj__space *sp, shmobj__ref ref,
     if (sync_view(seg) != 0 ||
         (off >= mapped_of(seg) && shmobj__segment_extend(sp, off + 1) != 0))
         return SHMOBJ_ECORRUPT;
-    return shmobj__arena_check_ref(sp->base, mapped_of(seg),
-                                   SHMOBJ__SEG_ARENA_OFF, off,
-                                   shmobj__ref_gen(ref), usable);
+    int rc = shmobj__arena_check_ref(sp->base, mapped_of(seg),
+                                     SHMOBJ__SEG_ARENA_OFF, off,
+                                     shmobj__ref_gen(ref), usable);
+    /* Growth hands the heap its new bytes before it publishes the size
+     * (see grow()), so a heap end beyond this view may be that moment of
+     * another process's growth, not damage: widen the view to the
+     * object's real size and judge once more (the failing path only). */
+    if (rc == SHMOBJ_ECORRUPT && shmobj__segment_extend(sp, 0) == 0)
+        rc = shmobj__arena_check_ref(sp->base, mapped_of(seg),
+                                     SHMOBJ__SEG_ARENA_OFF, off,
+                                     shmobj__ref_gen(ref), usable);
+    return rc;
 }
 
 const struct shmobj__space_ops shmobj__segment_space_ops = {

@@ -89,6 +89,17 @@ enum {
 };
 extern void (*shmobj__seg_create_hook)(int step);
 
+/* Tests only: called, when set, by every lock of a segment (the segment
+ * lock, the map's shard locks, the queue's retire lock) once it is taken
+ * and again just before it is released, so a kill test can stop the
+ * holder inside its critical section. Never set by the library. */
+enum {
+    SHMOBJ__SEG_LOCK_TAKEN = 1,     /* taken (0 or SHMOBJ_EOWNERDEAD) */
+    SHMOBJ__SEG_LOCK_RELEASING = 2, /* its changes made, not released */
+};
+extern void (*shmobj__seg_lock_hook)(shmobj_segment *seg, shmobj__os_lock *l,
+                                     int phase);
+
 /* False when the segment's name has been removed or now names another
  * object (a replaced segment): waits that time out on such a segment
  * return SHMOBJ_EREPLACED instead of SHMOBJ_ETIMEDOUT. */
