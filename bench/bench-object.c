@@ -108,24 +108,24 @@ static int e1_walk(shmobj_segment *seg, shmobj_ref ref, uint64_t *sum)
     size_t n;
     if (shmobj_obj_get(seg, ref, &v) != 0 || v.type != SHMOBJ_TYPE_DICT)
         return 0;
-    if (shmobj_view_get_str(&v, "websites", &it) == 0 && shmobj_view_len(&it, &n) == 0 &&
+    if (shmobj_field_get(&v, "websites", &it) == 0 && shmobj_view_len(&it, &n) == 0 &&
         n == 2 && shmobj_view_item(&it, 0, &s) == 0 && str_is(&s, e1_sites[0]) &&
         shmobj_view_item(&it, 1, &s) == 0 && str_is(&s, e1_sites[1]))
         good++;
     double d;
-    if (shmobj_view_get_str(&v, "avg_salary", &it) == 0 && shmobj_double_get(&it, &d) == 0 &&
+    if (shmobj_field_get(&v, "avg_salary", &it) == 0 && shmobj_double_get(&it, &d) == 0 &&
         d == 3000.0)
         good++;
     int64_t x;
-    if (shmobj_view_get_str(&v, "employees", &it) == 0 && shmobj_int_get(&it, &x) == 0 &&
+    if (shmobj_field_get(&v, "employees", &it) == 0 && shmobj_int_get(&it, &x) == 0 &&
         x == 10)
         good++;
     int b;
-    if (shmobj_view_get_str(&v, "in_a_good_state", &it) == 0 && shmobj_bool_get(&it, &b) == 0 &&
+    if (shmobj_field_get(&v, "in_a_good_state", &it) == 0 && shmobj_bool_get(&it, &b) == 0 &&
         b == 1)
         good++;
     const void *p;
-    if (shmobj_view_get_str(&v, "data", &it) == 0 && shmobj_bytes_get(&it, &p, &n) == 0 &&
+    if (shmobj_field_get(&v, "data", &it) == 0 && shmobj_bytes_get(&it, &p, &n) == 0 &&
         n == E1_DATA) {
         /* bench_sum64: the loop every E1 subject reads the data with. */
         *sum += bench_sum64(p, E1_DATA);
@@ -416,7 +416,7 @@ struct c1_arg {
 static inline int c1_field(int kind, const shmobj_view *rec, int f, shmobj_view *out)
 {
     if (kind == C1_DICT || kind == C1_SHAPE)
-        return shmobj_view_get_str(rec, c1_names[c1_num[f]], out);
+        return shmobj_field_get(rec, c1_names[c1_num[f]], out);
     return shmobj_view_item(rec, c1_num[f], out);
 }
 

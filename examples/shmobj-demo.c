@@ -66,23 +66,23 @@ static int consumer(const char *name)
             CHECK("done", shmobj_queue_done(q, obj));
             break;
         }
-        if (shmobj_view_get_str(&v, "websites", &item) == 0) {
+        if (shmobj_field_get(&v, "websites", &item) == 0) {
             /* read in place, update a field atomically */
             const char *url;
             size_t len;
             shmobj_view urls, first;
-            CHECK("websites", shmobj_view_get_str(&v, "websites", &urls));
+            CHECK("websites", shmobj_field_get(&v, "websites", &urls));
             CHECK("url", shmobj_view_item(&urls, 0, &first));
             CHECK("url", shmobj_str_get(&first, &url, &len));
             if (len == 0)
                 return 1;
-            CHECK("employees", shmobj_view_get_str(&v, "employees", &item));
+            CHECK("employees", shmobj_field_get(&v, "employees", &item));
             CHECK("add", shmobj_int_add(&item, 1, NULL));
             objects++;
         } else {
             /* the tensor: read every element where it lies */
             shmobj_buffer_info bi = {.struct_size = sizeof bi};
-            CHECK("data", shmobj_view_get_str(&v, "data", &item));
+            CHECK("data", shmobj_field_get(&v, "data", &item));
             CHECK("buffer", shmobj_buffer_get(&item, &bi));
             const float *x = bi.data;
             size_t n = (size_t)(bi.nbytes / sizeof(float));
@@ -96,7 +96,7 @@ static int consumer(const char *name)
             }
             for (; i < n; i++)
                 s0 += x[i];
-            CHECK("sum", shmobj_view_get_str(&v, "sum", &item));
+            CHECK("sum", shmobj_field_get(&v, "sum", &item));
             CHECK("set sum", shmobj_double_set(&item, s0 + s1 + s2 + s3));
             tensors++;
         }
@@ -125,7 +125,7 @@ static int check_record(shmobj_segment *seg, const struct pending *p)
     shmobj_view v, item;
     int64_t employees;
     CHECK("object", shmobj_obj_get(seg, p->obj, &v));
-    CHECK("employees", shmobj_view_get_str(&v, "employees", &item));
+    CHECK("employees", shmobj_field_get(&v, "employees", &item));
     CHECK("read", shmobj_int_get(&item, &employees));
     if (employees != p->employees + 1) {
         fprintf(stderr, "producer: update not seen\n");
@@ -193,7 +193,7 @@ static int producer(const char *name, shmobj_segment *seg, shmobj_queue *q,
     shmobj_view v, item;
     shmobj_buffer_info bi = {.struct_size = sizeof bi};
     CHECK("tensor", shmobj_obj_get(seg, tensor, &v));
-    CHECK("data", shmobj_view_get_str(&v, "data", &item));
+    CHECK("data", shmobj_field_get(&v, "data", &item));
     CHECK("buffer", shmobj_buffer_get(&item, &bi));
     float *x = bi.data;
     size_t n = (size_t)(bi.nbytes / sizeof(float));
@@ -208,7 +208,7 @@ static int producer(const char *name, shmobj_segment *seg, shmobj_queue *q,
         CHECK("send tensor", shmobj_queue_put_tracked(q, tensor, 10 * SECOND));
         CHECK("wait done", shmobj_queue_wait_done(q, tensor, 30 * SECOND));
         double sum;
-        CHECK("sum", shmobj_view_get_str(&v, "sum", &item));
+        CHECK("sum", shmobj_field_get(&v, "sum", &item));
         CHECK("read sum", shmobj_double_get(&item, &sum));
         if (sum != expect) {
             fprintf(stderr, "producer: consumer's sum %.1f, expected %.1f\n", sum,

@@ -180,7 +180,7 @@ static void walk_refs(const shmobj_view *v, int depth)
             (void)shmobj_view_get_key(v, &k, &f);
         if (shmobj_key_init(&k, &ks) == 0)
             (void)shmobj_view_key_int_add(v, &k, 0, NULL);
-        (void)shmobj_view_get_str(v, "name", &f);
+        (void)shmobj_field_get(v, "name", &f);
         (void)shmobj_view_index(v, &ks, &i);
     }
     if (shmobj_view_len(v, &n) != 0 || shmobj_view_type(v) == SHMOBJ_TYPE_STR ||

@@ -1353,7 +1353,7 @@ static int track_consumer(void *p)
             return 1;
         shmobj_view v, n;
         if (shmobj_obj_get(a->seg, r, &v) == 0) {
-            if (shmobj_view_get_str(&v, "n", &n) != 0 ||
+            if (shmobj_field_get(&v, "n", &n) != 0 ||
                 shmobj_int_add(&n, 1, NULL) != 0)
                 return 2;
         } else {
@@ -1386,7 +1386,7 @@ static int64_t counter_of(shmobj_segment *seg, shmobj_ref r)
     shmobj_view v, n;
     int64_t x;
     assert_int_equal(shmobj_obj_get(seg, r, &v), 0);
-    assert_int_equal(shmobj_view_get_str(&v, "n", &n), 0);
+    assert_int_equal(shmobj_field_get(&v, "n", &n), 0);
     assert_int_equal(shmobj_int_get(&n, &x), 0);
     return x;
 }

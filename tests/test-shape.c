@@ -68,7 +68,7 @@ static void test_adopt_put_container_owns_object(void **state)
     shmobj_view v, it, x;
     int64_t i;
     assert_int_equal(shmobj_obj_get(SEG(sp), outer, &v), 0);
-    assert_int_equal(shmobj_view_get_str(&v, "inner", &it), 0);
+    assert_int_equal(shmobj_field_get(&v, "inner", &it), 0);
     assert_int_equal(shmobj_view_type(&it), SHMOBJ_TYPE_LIST);
     assert_int_equal(shmobj_view_item(&it, 0, &x), 0);
     assert_int_equal(shmobj_int_get(&x, &i), 0);
@@ -259,17 +259,17 @@ static void test_record_get_by_name_and_index(void **state)
     assert_int_equal(shmobj_view_type(&v), SHMOBJ_TYPE_RECORD);
     assert_int_equal(shmobj_view_len(&v, &n), 0);
     assert_int_equal(n, PLAYER_N);
-    assert_int_equal(shmobj_view_get_str(&v, "name", &f), 0);
+    assert_int_equal(shmobj_field_get(&v, "name", &f), 0);
     assert_int_equal(shmobj_str_get(&f, &s, &n), 0);
     assert_string_equal(s, "bob");
     assert_int_equal(n, 3);
-    assert_int_equal(shmobj_view_get_str(&v, "a_rather_long_field_name", &f), 0);
+    assert_int_equal(shmobj_field_get(&v, "a_rather_long_field_name", &f), 0);
     assert_int_equal(shmobj_uint_get(&f, &u), 0);
     assert_int_equal(u, 9);
     assert_int_equal(shmobj_view_get(&v, &kl, &f), 0);
     assert_int_equal(shmobj_view_index(&v, &kd, &i), 0);
     assert_int_equal(i, 2);
-    assert_int_equal(shmobj_view_get_str(&v, "nope", &f), SHMOBJ_ENOTFOUND);
+    assert_int_equal(shmobj_field_get(&v, "nope", &f), SHMOBJ_ENOTFOUND);
     assert_int_equal(shmobj_key_init(&key, &kd), 0);
     assert_int_equal(shmobj_view_index_key(&v, &key, &i), 0);
     assert_int_equal(i, 2);
@@ -365,7 +365,7 @@ static void test_record_put_struct_reads_c_struct(void **state)
              "\"inventory\":[\"sword\"],\"friend_\":{\"$link\":%llu}}",
              (unsigned long long)OFF(pal));
     json_is(&v, want);
-    assert_int_equal(shmobj_view_get_str(&v, "friend_", &fv), 0);
+    assert_int_equal(shmobj_field_get(&v, "friend_", &fv), 0);
     assert_int_equal(shmobj_view_follow(&fv, &fv), 0);
     assert_int_equal(shmobj_view_type(&fv), SHMOBJ_TYPE_STR);
     /* the inventory is the record's now */
@@ -540,7 +540,7 @@ static void test_shape_uses_many_records_counted(void **state)
     int64_t x;
     assert_int_equal(shmobj_obj_get(SEG(sp), list, &v), 0);
     assert_int_equal(shmobj_view_item(&v, N - 1, &it), 0);
-    assert_int_equal(shmobj_view_get_str(&it, "inventory", &f), 0);
+    assert_int_equal(shmobj_field_get(&it, "inventory", &f), 0);
     assert_int_equal(shmobj_view_type(&f), SHMOBJ_TYPE_RECORD);
     assert_int_equal(shmobj_item_int_get(&f, 0, &x), 0);
     assert_int_equal(x, 99);

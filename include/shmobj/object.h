@@ -1358,7 +1358,7 @@ SHMOBJ_API int shmobj_link_get(const shmobj_view *view, shmobj_ref *ref);
  *
  * Records are read like named structs: by position (shmobj_view_item(),
  * shmobj_item_int_add(), shmobj_item_int_get()) and by name through the
- * shape's index (shmobj_view_get_str(), shmobj_view_get(),
+ * shape's index (shmobj_field_get(), shmobj_view_get(),
  * shmobj_view_index(), and with keys prepared once shmobj_view_get_key(),
  * shmobj_view_index_key(), shmobj_view_key_int_add()); shmobj_view_key()
  * gives a field's name and shmobj_view_len() the number of fields. JSON
