@@ -176,6 +176,10 @@ struct grown_stats {
     shmobj_arena_stats a;
     uint64_t later_field;
 };
+struct grown_root {
+    shmobj_root_info r;
+    uint64_t later_field;
+};
 
 static void test_segment_struct_size_grows_at_end(void **state)
 {
@@ -206,6 +210,16 @@ static void test_segment_struct_size_grows_at_end(void **state)
     assert_int_equal(shmobj_arena_stats_get(s, &ga.a), 0);
     assert_true(ga.a.total_bytes > 0);
     assert_int_equal(ga.later_field, 0);
+    shmobj_ref blk;
+    assert_int_equal(shmobj_arena_alloc(s, 64, 0, &blk, NULL), 0);
+    assert_int_equal(shmobj_segment_root_set(s, "r", blk), 0);
+    struct grown_root gr;
+    memset(&gr, 0xAB, sizeof gr);
+    gr.r.struct_size = sizeof gr;
+    uint32_t cursor = 0;
+    assert_int_equal(shmobj_segment_root_next(s, &cursor, &gr.r), 0);
+    assert_string_equal(gr.r.name, "r");
+    assert_int_equal(gr.later_field, 0);
 
     /* A caller of the first release: only its prefix is written. */
     size_t v1 = offsetof(shmobj_segment_info, creator_pid);

@@ -12,12 +12,14 @@
  * reference with its low four bits replaced by the lap tag. */
 #include <stddef.h>
 
+#include "extstruct.h"
 #include "queue-internal.h"
 
-int shmobj_queue_stats_get(shmobj_queue *q, shmobj_queue_stats *stats)
+int shmobj_queue_stats_get(shmobj_queue *q, shmobj_queue_stats *out)
 {
-    if (q == NULL || stats == NULL || stats->struct_size < sizeof *stats)
+    if (q == NULL || out == NULL || !shmobj__ext_out_ok(out, sizeof *out))
         return SHMOBJ_EINVAL;
+    shmobj_queue_stats ours = {.struct_size = sizeof ours}, *stats = &ours;
     struct shmobj__ring *r = &q->ring;
     if (!shmobj__ring_live(r))
         return SHMOBJ_ESTALE;
@@ -41,7 +43,10 @@ int shmobj_queue_stats_get(shmobj_queue *q, shmobj_queue_stats *stats)
     shmobj__retire_count(q->retire, &stats->retired_blocks,
                          &stats->retired_bytes);
     /* a destroy that raced with the loads: the figures may be another's */
-    return shmobj__ring_live(r) ? 0 : SHMOBJ_ESTALE;
+    if (!shmobj__ring_live(r))
+        return SHMOBJ_ESTALE;
+    shmobj__ext_out(out, stats, sizeof *stats);
+    return 0;
 }
 
 static uint64_t off_of(shmobj_queue *q, const volatile void *p)

@@ -14,6 +14,7 @@
  * word costs at most a spurious wake-up, each bounded by the deadline. */
 #include <string.h>
 
+#include "extstruct.h"
 #include "segment.h"
 
 /* Tell the sleepers of shmobj_segment_root_wait() the directory changed:
@@ -225,11 +226,12 @@ static void root_kind(shmobj_segment *seg, shmobj_ref ref,
 }
 
 int shmobj_segment_root_next(shmobj_segment *seg, uint32_t *cursor,
-                             shmobj_root_info *info)
+                             shmobj_root_info *out)
 {
-    if (seg == NULL || cursor == NULL || info == NULL ||
-        info->struct_size < sizeof *info)
+    if (seg == NULL || cursor == NULL || out == NULL ||
+        !shmobj__ext_out_ok(out, sizeof *out))
         return SHMOBJ_EINVAL;
+    shmobj_root_info ours = {.struct_size = sizeof ours}, *info = &ours;
     int rc = shmobj__segment_lock(seg);
     if (rc != 0)
         return rc;
@@ -255,5 +257,6 @@ int shmobj_segment_root_next(shmobj_segment *seg, uint32_t *cursor,
         return SHMOBJ_ECORRUPT;
     info->ref = ref;
     root_kind(seg, ref, info);
+    shmobj__ext_out(out, info, sizeof *info);
     return 0;
 }

@@ -670,12 +670,12 @@ int shmobj_segment_info_get(shmobj_segment *seg, shmobj_segment_info *info)
 int shmobj_segment_peek(const char *name, unsigned backend,
                         shmobj_segment_peek_info *info)
 {
-    if (info == NULL || info->struct_size < sizeof *info ||
+    if (info == NULL || !shmobj__ext_out_ok(info, sizeof *info) ||
         backend > SHMOBJ_BACKEND_FILE || !name_ok(name, backend))
         return SHMOBJ_EINVAL;
-    uint32_t struct_size = info->struct_size;
-    memset(info, 0, sizeof *info);
-    info->struct_size = struct_size;
-    struct shmobj__seg_peek p = {.backend = backend, .info = info};
-    return shmobj__os_obj_with_ro(name, backend, shmobj__seg_peek_fd, &p);
+    shmobj_segment_peek_info ours = {.struct_size = sizeof ours};
+    struct shmobj__seg_peek p = {.backend = backend, .info = &ours};
+    int rc = shmobj__os_obj_with_ro(name, backend, shmobj__seg_peek_fd, &p);
+    shmobj__ext_out(info, &ours, sizeof ours);
+    return rc;
 }
