@@ -4,11 +4,12 @@
  *   completion producer NAME COUNT
  *
  * The producer creates the segment and the queue "jobs", then sends COUNT
- * objects. Each object travels inside a tracked message block that holds
- * its reference: the consumer reads the object in place, writes its answer
- * into it, and marks the message done; the producer, woken by that, reads
- * the answer and frees the object and the message. At most WINDOW messages
- * are in flight. Every wait sleeps (inotify, futexes); nothing polls. */
+ * objects, each put tracked (shmobj_queue_put_tracked: no envelope): the
+ * consumer reads the object in place, writes its answer into it, and marks
+ * it done; the producer, woken by that, reads the answer and frees the
+ * object. At most WINDOW objects are in flight; at the end the producer
+ * waits for everything it sent with shmobj_queue_wait_all(). Every wait
+ * sleeps (inotify, futexes); nothing polls. */
 #include <shmobj.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -42,20 +43,12 @@ static int consumer(const char *name, long count)
     shmobj_key_init(&k_n, &d_n);
     shmobj_key_init(&k_square, &d_square);
     for (long i = 0; i < count && rc == 0; i++) {
-        shmobj_ref msg, obj;
-        void *data;
-        size_t len;
+        shmobj_ref obj;
         shmobj_view job, field;
         int64_t n = 0;
-        rc = shmobj_queue_take_timed(q, &msg, WAIT_NS);
+        rc = shmobj_queue_take_timed(q, &obj, WAIT_NS);
         if (rc == 0)
-            rc = shmobj_queue_msg_data(q, msg, &data, &len);
-        if (rc == 0 && len != sizeof obj)
-            rc = SHMOBJ_ECORRUPT;
-        if (rc == 0) {
-            memcpy(&obj, data, sizeof obj);
             rc = shmobj_obj_get(seg, obj, &job); /* in place: no copy */
-        }
         if (rc == 0)
             rc = shmobj_view_get_key(&job, &k_n, &field);
         if (rc == 0)
@@ -65,7 +58,7 @@ static int consumer(const char *name, long count)
         if (rc == 0)
             rc = shmobj_int_set(&field, n * n); /* the answer, in place */
         if (rc == 0)
-            rc = shmobj_queue_msg_done(q, msg); /* wakes the producer */
+            rc = shmobj_queue_done(q, obj); /* wakes the producer */
     }
     if (rc != 0)
         fail("consumer", "take", rc);
@@ -77,28 +70,32 @@ static int consumer(const char *name, long count)
 }
 
 struct flight {
-    shmobj_ref msg, obj;
+    shmobj_ref obj;
     int64_t n;
 };
 
-/* Wait for the oldest message in flight, check the answer, free both. */
-static int settle(shmobj_segment *seg, shmobj_queue *q, struct flight *f)
+/* Check the answer of an object the consumer is done with, and free it. */
+static int settle_done(shmobj_segment *seg, struct flight *f)
 {
     shmobj_view job, field;
     int64_t square = 0;
-    int rc = shmobj_queue_msg_wait_done(q, f->msg, WAIT_NS);
-    if (rc == 0)
-        rc = shmobj_obj_get(seg, f->obj, &job);
+    int rc = shmobj_obj_get(seg, f->obj, &job);
     if (rc == 0)
         rc = shmobj_field_get(&job, "square", &field);
     if (rc == 0)
         rc = shmobj_int_get(&field, &square);
     if (rc == 0 && square != f->n * f->n)
         rc = SHMOBJ_ECORRUPT;
-    /* done: the consumer no longer reads either block, the sender frees */
+    /* done: the consumer no longer reads it, the sender frees it */
     int rc2 = shmobj_obj_free(seg, f->obj);
-    int rc3 = shmobj_queue_msg_free(q, f->msg);
-    return rc != 0 ? rc : rc2 != 0 ? rc2 : rc3;
+    return rc != 0 ? rc : rc2;
+}
+
+/* Wait for the oldest object in flight, then settle it. */
+static int settle(shmobj_segment *seg, shmobj_queue *q, struct flight *f)
+{
+    int rc = shmobj_queue_wait_done(q, f->obj, WAIT_NS);
+    return rc != 0 ? rc : settle_done(seg, f);
 }
 
 static int producer(const char *name, long count)
@@ -119,28 +116,32 @@ static int producer(const char *name, long count)
     }
     struct flight ring[WINDOW];
     long sent = 0, settled = 0;
-    while (rc == 0 && settled < count) {
-        if (sent < count && sent - settled < WINDOW) {
-            struct flight *f = &ring[sent % WINDOW];
-            f->n = sent;
-            shmobj_value job = SHMOBJ_VAL_DICT_OF(
-                SHMOBJ_VAL_STR("n"), SHMOBJ_VAL_INT(f->n),
-                SHMOBJ_VAL_STR("square"), SHMOBJ_VAL_INT(-1),
-                SHMOBJ_VAL_STR("from"), SHMOBJ_VAL_STR("producer"));
-            void *data;
-            rc = shmobj_obj_put(seg, &job, &f->obj);
-            if (rc == 0)
-                rc = shmobj_queue_msg_alloc(q, sizeof f->obj, SHMOBJ_QUEUE_MSG_TRACK,
-                                            &f->msg, &data);
-            if (rc == 0) {
-                memcpy(data, &f->obj, sizeof f->obj);
-                rc = shmobj_queue_put_timed(q, f->msg, WAIT_NS);
-            }
-            sent++;
-        } else {
+    while (rc == 0 && sent < count) {
+        if (sent - settled == WINDOW) { /* the window is full: oldest first */
             rc = settle(seg, q, &ring[settled % WINDOW]);
             settled++;
+            continue;
         }
+        struct flight *f = &ring[sent % WINDOW];
+        f->n = sent;
+        shmobj_value job = SHMOBJ_VAL_DICT_OF(
+            SHMOBJ_VAL_STR("n"), SHMOBJ_VAL_INT(f->n),
+            SHMOBJ_VAL_STR("square"), SHMOBJ_VAL_INT(-1),
+            SHMOBJ_VAL_STR("from"), SHMOBJ_VAL_STR("producer"));
+        rc = shmobj_obj_put(seg, &job, &f->obj);
+        if (rc == 0)
+            rc = shmobj_queue_put_tracked(q, f->obj, WAIT_NS);
+        if (rc != 0)
+            shmobj_obj_free(seg, f->obj); /* not sent: still ours alone */
+        else
+            sent++;
+    }
+    /* The rest in one wait: everything this handle sent is done. */
+    if (rc == 0)
+        rc = shmobj_queue_wait_all(q, WAIT_NS);
+    while (rc == 0 && settled < sent) {
+        rc = settle_done(seg, &ring[settled % WINDOW]);
+        settled++;
     }
     if (rc != 0)
         fail("producer", "send", rc);
