@@ -17,6 +17,7 @@
  *   read again (a buffer's data offset, read again, is checked again). */
 #include <string.h>
 
+#include "objmut.h"
 #include "objread.h"
 #include "objvalid.h"
 
@@ -116,6 +117,10 @@ int shmobj_view_len(const shmobj_view *view, size_t *len)
     case SHMOBJ_TYPE_STRUCT:
         n = view->count;
         break;
+    case SHMOBJ_TYPE_MLIST:
+    case SHMOBJ_TYPE_MDICT:
+    case SHMOBJ_TYPE_MSET:
+        return shmobj__mut_len(view, len);
     default:
         return SHMOBJ_ETYPE;
     }
@@ -140,6 +145,10 @@ int shmobj_view_item(const shmobj_view *view, size_t i, shmobj_view *item)
     case SHMOBJ_TYPE_DICT:
     case SHMOBJ_TYPE_STRUCT:
         break;
+    case SHMOBJ_TYPE_MLIST:
+    case SHMOBJ_TYPE_MDICT:
+    case SHMOBJ_TYPE_MSET:
+        return shmobj__mut_item(view, i, item);
     default:
         return SHMOBJ_ETYPE;
     }
@@ -159,6 +168,8 @@ int shmobj_view_key(const shmobj_view *view, size_t i, shmobj_view *key)
     uint64_t keys, stride, index;
     if (view == NULL || key == NULL)
         return SHMOBJ_EINVAL;
+    if (view->type == SHMOBJ_TYPE_MDICT || view->type == SHMOBJ_TYPE_MSET)
+        return shmobj__mut_key(view, i, key);
     int rc = shmobj__keyed_layout(view, &keys, &stride, &index);
     if (rc != 0)
         return rc;

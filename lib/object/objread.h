@@ -84,6 +84,14 @@ shmobj__body_size(const struct shmobj__obj *h, uint64_t rem, uint64_t *out)
         if (!shmobj__mul_ok(cap, 8, &b) || !shmobj__add_ok(a, b, out))
             return SHMOBJ_ECORRUPT;
         break;
+    case SHMOBJ_TYPE_MLIST:
+    case SHMOBJ_TYPE_MDICT:
+    case SHMOBJ_TYPE_MSET:
+        /* the control block (objfmt.h, "mutable containers") */
+        if (n != 0 || cap != 0)
+            return SHMOBJ_ECORRUPT;
+        *out = shmobj__mut_body_bytes(h->tag);
+        break;
     default:
         return SHMOBJ_ECORRUPT;
     }
