@@ -802,11 +802,14 @@ int shmobj__mut_free(struct shmobj__space *sp, const shmobj_view *v, int depth,
     struct shmobj__mc c;
     if (depth >= SHMOBJ_OBJ_MAXDEPTH)
         return SHMOBJ_ECORRUPT;
-    int rc = shmobj__mut_open(v, MUT_ALL, &c);
+    /* the walk's views name no segment (shmobj__view_follow) */
+    shmobj_view vv = *v;
+    vv.seg = (shmobj_segment *)sp;
+    int rc = shmobj__mut_open(&vv, MUT_ALL, &c);
     if (rc != 0)
         return rc;
     if (c.type != SHMOBJ_TYPE_MLIST)
-        return shmobj__mdict_free(sp, v, depth, budget);
+        return shmobj__mdict_free(sp, &vv, depth, budget);
     /* Nobody may use a container being freed (shmobj_obj_free()): no lock.
      * Children first, then the chunks; what is damaged is skipped. */
     uint64_t n = atomic_load_explicit(&c.m->len, memory_order_relaxed);
@@ -840,10 +843,11 @@ int shmobj__mut_check(struct shmobj__space *sp, const shmobj_view *v, uint64_t *
                       shmobj__mut_child_fn child, void *ctx)
 {
     struct shmobj__mc c;
-    int rc = shmobj__mut_open(v, MUT_ALL, &c);
+    shmobj_view vv = *v;
+    vv.seg = (shmobj_segment *)sp;
+    int rc = shmobj__mut_open(&vv, MUT_ALL, &c);
     if (rc != 0)
         return rc;
-    (void)sp;
     if (c.type != SHMOBJ_TYPE_MLIST)
         return shmobj__mdict_check(&c, budget, child, ctx);
     struct shmobj__mut *m = c.m;
