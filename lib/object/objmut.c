@@ -769,17 +769,34 @@ int shmobj_mlist_get_int(const shmobj_view *list, size_t i, int64_t *out)
 
 #define MUT_ALL (1u << SHMOBJ_TYPE_MLIST | 1u << SHMOBJ_TYPE_MDICT | 1u << SHMOBJ_TYPE_MSET)
 
+/* The length, checked: a list's last item lies in a chunk, a dict's or
+ * set's count is at most its places in use. */
+static int len_read(struct shmobj__mc *c, void *arg)
+{
+    uint64_t n = atomic_load_explicit(&c->m->count, memory_order_acquire);
+    struct lslot ls;
+    if (c->type != SHMOBJ_TYPE_MLIST) {
+        int rc = shmobj__mdict_places(c, &n);
+        if (rc != 0)
+            return rc;
+    } else if (n != atomic_load_explicit(&c->m->len, memory_order_relaxed) ||
+               (n > 0 && list_slot(c, n - 1, &ls) != 0)) {
+        return SHMOBJ_ECORRUPT;
+    }
+    *(uint64_t *)arg = n;
+    return 0;
+}
+
 int shmobj__mut_len(const shmobj_view *v, size_t *len)
 {
     struct shmobj__mc c;
+    uint64_t n;
     int rc = shmobj__mut_open(v, MUT_ALL, &c);
-    if (rc != 0)
-        return rc;
-    uint64_t n = atomic_load_explicit(&c.m->count, memory_order_acquire);
-    if (!shmobj__obj_live(v))
-        return SHMOBJ_ESTALE;
-    *len = (size_t)n;
-    return 0;
+    if (rc == 0)
+        rc = shmobj__mut_read(&c, len_read, &n);
+    if (rc == 0)
+        *len = (size_t)n;
+    return rc;
 }
 
 int shmobj__mut_item(const shmobj_view *v, size_t i, shmobj_view *item)
@@ -848,6 +865,16 @@ int shmobj__mut_check(struct shmobj__space *sp, const shmobj_view *v, uint64_t *
     int rc = shmobj__mut_open(&vv, MUT_ALL, &c);
     if (rc != 0)
         return rc;
+    /* A change under way, or left by a dead writer: what readers would
+     * meet is the container after the lock's repair, so check that (a
+     * repair that fails is damage). */
+    if ((atomic_load_explicit(&c.m->seq, memory_order_acquire) & 1) ||
+        atomic_load_explicit(&c.m->op, memory_order_relaxed) != SHMOBJ__MUT_OP_NONE) {
+        rc = shmobj__mut_lock(&c);
+        if (rc != 0)
+            return rc == SHMOBJ_EBUSY || rc == SHMOBJ_ETIMEDOUT ? rc : SHMOBJ_ECORRUPT;
+        shmobj__mut_unlock(&c);
+    }
     if (c.type != SHMOBJ_TYPE_MLIST)
         return shmobj__mdict_check(&c, budget, child, ctx);
     struct shmobj__mut *m = c.m;

@@ -106,6 +106,8 @@ int shmobj__mut_block(struct shmobj__space *sp, shmobj__ref ref, uint64_t need,
 
 /* The repair of a dict or set whose lock holder died (lock held). */
 int shmobj__mdict_repair(struct shmobj__mc *c);
+/* The count of a dict or set, checked against its body (inside a read). */
+int shmobj__mdict_places(struct shmobj__mc *c, uint64_t *count);
 /* Lookup of a prepared key: a view of its value (dict) or member (set). */
 int shmobj__mdict_lookup(const shmobj_view *v, const shmobj_key *k, shmobj_view *item);
 /* Free every child and the body (the container's own block stays). */

@@ -92,6 +92,19 @@ static inline uint64_t ld(const uint64_t *p)
     return atomic_load_explicit((_Atomic uint64_t *)(uintptr_t)p, memory_order_relaxed);
 }
 
+int shmobj__mdict_places(struct shmobj__mc *c, uint64_t *count)
+{
+    struct body b;
+    uint64_t len = 0, n = atomic_load_explicit(&c->m->count, memory_order_acquire);
+    int rc = body_now(c, &b, &len);
+    if (rc < 0)
+        return rc;
+    if (n > len)
+        return SHMOBJ_ECORRUPT;
+    *count = n;
+    return 0;
+}
+
 /* Does the key slot of pair p hold the prepared key k? 1, 0, or an error. */
 static int key_eq(struct shmobj__mc *c, const struct body *b, uint64_t p, const shmobj_key *k)
 {
@@ -918,7 +931,9 @@ int shmobj__mdict_check(struct shmobj__mc *c, uint64_t *budget, shmobj__mut_chil
             k.i = (int64_t)pl;
             break;
         case SHMOBJ__SLOT_SSTR: {
-            if (ks->reserved0 > SHMOBJ__SSTR_MAX)
+            /* its bytes, NUL-padded: the views read it as a C string */
+            if (ks->reserved0 > SHMOBJ__SSTR_MAX ||
+                (pl >> (8 * ks->reserved0)) != 0)
                 return SHMOBJ_ECORRUPT;
             k.type = SHMOBJ_TYPE_STR;
             k.ptr = &ks->payload;
