@@ -790,7 +790,7 @@ static int len_read(struct shmobj__mc *c, void *arg)
 int shmobj__mut_len(const shmobj_view *v, size_t *len)
 {
     struct shmobj__mc c;
-    uint64_t n;
+    uint64_t n = 0;
     int rc = shmobj__mut_open(v, MUT_ALL, &c);
     if (rc == 0)
         rc = shmobj__mut_read(&c, len_read, &n);
