@@ -146,18 +146,26 @@ static inline int value_view(const shmobj_view *view, size_t i, shmobj_view *ite
                                     view->obj_gen, 0, item);
 }
 
+/* The mutable kinds, out of line: the fixed dicts' path stays as it was. */
+static __attribute__((noinline, cold)) int get_str_mut(const shmobj_view *view,
+                                                       const char *key, shmobj_view *item)
+{
+    if (view->type != SHMOBJ_TYPE_MDICT)
+        return SHMOBJ_ETYPE;
+    shmobj_value kv = SHMOBJ_VAL_STR(key);
+    return shmobj_mdict_get(view, &kv, item);
+}
+
 int shmobj_view_get_str(const shmobj_view *view, const char *key,
                         shmobj_view *item)
 {
     size_t i;
     if (view == NULL || key == NULL || item == NULL)
         return SHMOBJ_EINVAL;
-    if (view->type == SHMOBJ_TYPE_SET || view->type == SHMOBJ_TYPE_MSET)
+    if (view->type == SHMOBJ_TYPE_SET)
         return SHMOBJ_ETYPE;
-    if (view->type == SHMOBJ_TYPE_MDICT) {
-        shmobj_value kv = SHMOBJ_VAL_STR(key);
-        return shmobj_mdict_get(view, &kv, item);
-    }
+    if ((unsigned)view->type - SHMOBJ_TYPE_MLIST <= SHMOBJ_TYPE_MSET - SHMOBJ_TYPE_MLIST)
+        return get_str_mut(view, key, item);
     if (view->obj != NULL && !shmobj__obj_live(view))
         return SHMOBJ_ESTALE;
     /* Keys are short: a byte loop beats a call to strlen. Four bytes per

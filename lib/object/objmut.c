@@ -45,8 +45,12 @@ int shmobj__mut_open(const shmobj_view *v, unsigned kinds, struct shmobj__mc *c)
     if (!shmobj__obj_live(v))
         return SHMOBJ_ESTALE;
     c->sp = shmobj__space_of(v);
-    /* the view checked the body (shmobj__body_size): the control block
-     * lies in the object's block */
+    /* the view checked the header lies in its block (shmobj__body_size):
+     * the control block must follow it there */
+    uint64_t rel = shmobj__off_of(c->sp, v->obj) - v->obj_blk;
+    if (v->count != 0 || v->len != 0 || rel > v->obj_blen ||
+        v->obj_blen - rel < 16 + shmobj__mut_body_bytes(v->type))
+        return SHMOBJ_ECORRUPT;
     c->m = (struct shmobj__mut *)((uint8_t *)v->obj + sizeof(struct shmobj__obj));
     c->v = v;
     c->type = v->type;
