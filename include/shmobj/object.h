@@ -1392,8 +1392,11 @@ SHMOBJ_API int shmobj_miter_init(const shmobj_view *c, shmobj_miter *it);
  * @retval SHMOBJ_EBUSY a live process held the container's lock for 10 s
  *         while this reader waited for it
  * @note Thread- and process-safe; lock-free as shmobj_mdict_get(). O(log n)
- *       per call (a search of the insertion orders), O(1) amortised while
- *       nothing is deleted.
+ *       per call (a search of the insertion orders). The views returned
+ *       follow "Views of items": a scalar key or value lies in the body,
+ *       so a rebuild by another process makes a view of it SHMOBJ_ESTALE.
+ *       The cursor is plain caller memory: copy it before the call, and
+ *       call again from the copy to read the same key anew.
  * @since 0.2
  */
 SHMOBJ_API int shmobj_miter_next(shmobj_miter *it, shmobj_view *key, shmobj_view *val);
