@@ -463,10 +463,16 @@ static void test_mut_damaged_ecorrupt(void **state)
     }
     struct shmobj__mut *ml = control_of(&l), *md = control_of(&d);
     _Atomic uint64_t *dir = (_Atomic uint64_t *)(void *)(ml + 1);
-    /* a chunk reference into nowhere */
+    /* a chunk reference into the middle of its block: the check proves
+     * every chunk with the arena */
     uint64_t keep = atomic_load(&dir[1]);
     atomic_store(&dir[1], keep + 16);
     assert_int_equal(shmobj_obj_check(f->seg, rl), SHMOBJ_ECORRUPT);
+    /* one beyond the segment, or with another generation: readers too */
+    atomic_store(&dir[1], keep + (UINT64_C(1) << 40));
+    assert_int_equal(shmobj_obj_check(f->seg, rl), SHMOBJ_ECORRUPT);
+    assert_int_equal(shmobj_mlist_get_int(&l, 20, &x), SHMOBJ_ECORRUPT);
+    atomic_store(&dir[1], keep ^ (UINT64_C(1) << 50));
     assert_int_equal(shmobj_mlist_get_int(&l, 20, &x), SHMOBJ_ECORRUPT);
     atomic_store(&dir[1], keep);
     /* a length past the chunks */

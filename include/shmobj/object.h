@@ -1040,7 +1040,11 @@ SHMOBJ_API const char *shmobj_dtype_name(unsigned dtype);
  * container whose writer died). So a reader sees every container either
  * as it was before a change or as it is after, never half changed, and
  * every read is bounds-checked: a damaged container gives
- * SHMOBJ_ECORRUPT. Memory a change frees (an old dict body, a child) stays
+ * SHMOBJ_ECORRUPT (readers check each offset against the segment and each
+ * block's generation, one load; shmobj_obj_check() also proves every
+ * chunk and body with the arena, so a reference moved inside its own
+ * block is found by the check, and may be read by a reader as other
+ * in-bounds bytes). Memory a change frees (an old dict body, a child) stays
  * mapped, and nothing read from it is used unless the sequence counter
  * says it was not freed before the read ended.
  *

@@ -167,6 +167,22 @@ int shmobj__mut_block(struct shmobj__space *sp, shmobj__ref ref, uint64_t need,
     return 0;
 }
 
+int shmobj__mut_block_fast(struct shmobj__space *sp, shmobj__ref ref, uint64_t need,
+                           uint64_t *off)
+{
+    void *p;
+    uint64_t o = shmobj__ref_off(ref), end;
+    if (!shmobj__aligned(o, 16) || o < 16 || !shmobj__add_ok(need, 16, &end))
+        return SHMOBJ_ECORRUPT;
+    int rc = shmobj__space_at(sp, o - 16, end, &p);
+    if (rc != 0)
+        return rc;
+    if (!shmobj__arena_gen_is(sp->base, o, shmobj__ref_gen(ref)))
+        return SHMOBJ_ECORRUPT; /* a published block is never freed */
+    *off = o;
+    return 0;
+}
+
 int shmobj__mut_item_make(struct shmobj__space *sp, const shmobj_value *val,
                           struct shmobj__mitem *it)
 {
@@ -254,14 +270,14 @@ struct lslot {
 
 static int list_slot(struct shmobj__mc *c, uint64_t p, struct lslot *out)
 {
-    uint64_t w, off, usable;
+    uint64_t w, off;
     unsigned k = chunk_of(p, &w);
     if (k >= SHMOBJ__MLIST_CHUNKS)
         return SHMOBJ_ECORRUPT;
     uint64_t ref = atomic_load_explicit(&list_dir(c->m)[k], memory_order_acquire);
     if (ref == 0)
         return SHMOBJ_ECORRUPT;
-    int rc = shmobj__mut_block(c->sp, ref, chunk_bytes(k), &off, &usable);
+    int rc = shmobj__mut_block_fast(c->sp, ref, chunk_bytes(k), &off);
     if (rc != 0)
         return SHMOBJ_ECORRUPT; /* a published chunk is never freed */
     out->s = (struct shmobj__slot *)(void *)(c->sp->base + off + 16 * w);
@@ -886,6 +902,13 @@ int shmobj__mut_check(struct shmobj__space *sp, const shmobj_view *v, uint64_t *
     if (atomic_load_explicit(&m->count, memory_order_relaxed) != n ||
         atomic_load_explicit(&m->body, memory_order_relaxed) != 0)
         return SHMOBJ_ECORRUPT;
+    /* chunks are live blocks of their size (past the items: allocated
+     * capacity), or none */
+    for (unsigned k = 0; k < SHMOBJ__MLIST_CHUNKS; k++) {
+        uint64_t ref = atomic_load_explicit(&list_dir(m)[k], memory_order_relaxed), off, u;
+        if (ref != 0 && shmobj__mut_block(c.sp, ref, chunk_bytes(k), &off, &u) != 0)
+            return SHMOBJ_ECORRUPT;
+    }
     for (uint64_t p = 0; p < n; p++) {
         struct lslot ls;
         if (*budget == 0)
@@ -896,13 +919,6 @@ int shmobj__mut_check(struct shmobj__space *sp, const shmobj_view *v, uint64_t *
             rc = child(ctx, shmobj__off_of(c.sp, ls.s), ls.blk, ls.blen, ls.gen, 0);
         if (rc != 0)
             return rc;
-    }
-    /* chunks past the items are allocated capacity: live blocks of their
-     * size, or none */
-    for (unsigned k = 0; k < SHMOBJ__MLIST_CHUNKS; k++) {
-        uint64_t ref = atomic_load_explicit(&list_dir(m)[k], memory_order_relaxed), off, u;
-        if (ref != 0 && shmobj__mut_block(c.sp, ref, chunk_bytes(k), &off, &u) != 0)
-            return SHMOBJ_ECORRUPT;
     }
     return 0;
 }

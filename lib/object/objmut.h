@@ -102,6 +102,13 @@ static inline void shmobj__mut_slot_put(struct shmobj__slot *s, uint8_t tag, uin
 int shmobj__mut_block(struct shmobj__space *sp, shmobj__ref ref, uint64_t need,
                       uint64_t *off, uint64_t *usable);
 
+/* The same on the hot paths: the range checked against the mapped
+ * segment and the block's generation compared (one load), without the
+ * arena's walk of its header; the check (shmobj__mut_check) proves each
+ * block with shmobj__mut_block(). */
+int shmobj__mut_block_fast(struct shmobj__space *sp, shmobj__ref ref, uint64_t need,
+                           uint64_t *off);
+
 /* ---- dict and set (objmutdict.c) ----------------------------------------- */
 
 /* The repair of a dict or set whose lock holder died (lock held). */

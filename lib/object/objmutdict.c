@@ -42,10 +42,14 @@ static uint64_t body_bytes(uint64_t cap, uint64_t pcap)
     return sizeof(struct shmobj__mbody) + 8 * cap + 40 * pcap;
 }
 
-static int body_open(struct shmobj__mc *c, shmobj__ref ref, struct body *b)
+/* strong: the arena proves the block and its size (the check, rebuilds,
+ * repairs, frees); else the hot paths' checks (shmobj__mut_block_fast). */
+static int body_open_how(struct shmobj__mc *c, shmobj__ref ref, struct body *b, int strong)
 {
-    uint64_t usable;
-    int rc = shmobj__mut_block(c->sp, ref, sizeof(struct shmobj__mbody), &b->off, &usable);
+    uint64_t usable = UINT64_MAX;
+    int rc = strong ? shmobj__mut_block(c->sp, ref, sizeof(struct shmobj__mbody), &b->off,
+                                        &usable)
+                    : shmobj__mut_block_fast(c->sp, ref, sizeof(struct shmobj__mbody), &b->off);
     if (rc != 0)
         return SHMOBJ_ECORRUPT; /* a published body is never freed */
     struct shmobj__mbody h;
@@ -70,21 +74,32 @@ static int body_open(struct shmobj__mc *c, shmobj__ref ref, struct body *b)
     return 0;
 }
 
+static int body_open(struct shmobj__mc *c, shmobj__ref ref, struct body *b)
+{
+    return body_open_how(c, ref, b, 1);
+}
+
 /* The body and len, read once: 0 with b filled, 1 for no body, or an
  * error. len is checked against the body's places. */
-static int body_now(struct shmobj__mc *c, struct body *b, uint64_t *len)
+static int body_now_how(struct shmobj__mc *c, struct body *b, uint64_t *len, int strong)
 {
     shmobj__ref ref = atomic_load_explicit(&c->m->body, memory_order_acquire);
     uint64_t n = atomic_load_explicit(&c->m->len, memory_order_acquire);
     if (ref == 0)
         return n == 0 ? 1 : SHMOBJ_ECORRUPT;
-    int rc = body_open(c, ref, b);
+    int rc = body_open_how(c, ref, b, strong);
     if (rc != 0)
         return rc;
     if (n > b->pcap)
         return SHMOBJ_ECORRUPT;
     *len = n;
     return 0;
+}
+
+/* The hot paths' body: lookups, sets, deletes, adds, iteration. */
+static int body_now(struct shmobj__mc *c, struct body *b, uint64_t *len)
+{
+    return body_now_how(c, b, len, 0);
 }
 
 static inline uint64_t ld(const uint64_t *p)
@@ -318,7 +333,7 @@ int shmobj__mdict_repair(struct shmobj__mc *c)
         atomic_store_explicit(&m->spare, 0, memory_order_relaxed);
         atomic_store_explicit(&m->retired, 0, memory_order_relaxed);
     }
-    int rc = body_now(c, &b, &len);
+    int rc = body_now_how(c, &b, &len, 1);
     if (rc < 0)
         return rc;
     int have = rc == 0;
@@ -869,7 +884,7 @@ int shmobj__mdict_free(struct shmobj__space *sp, const shmobj_view *v, int depth
     int rc = shmobj__mut_open(v, MD_KINDS, &c);
     if (rc != 0)
         return rc;
-    rc = body_now(&c, &b, &len);
+    rc = body_now_how(&c, &b, &len, 1);
     if (rc == 1)
         return 0;
     if (rc != 0)
@@ -894,7 +909,7 @@ int shmobj__mdict_check(struct shmobj__mc *c, uint64_t *budget, shmobj__mut_chil
 {
     struct body b;
     uint64_t len = 0, live = 0;
-    int rc = body_now(c, &b, &len);
+    int rc = body_now_how(c, &b, &len, 1);
     if (rc == 1)
         return atomic_load_explicit(&c->m->count, memory_order_relaxed) == 0 ? 0
                                                                               : SHMOBJ_ECORRUPT;
