@@ -799,9 +799,12 @@ static int len_read(struct shmobj__mc *c, void *arg)
         int rc = shmobj__mdict_places(c, &n);
         if (rc != 0)
             return rc;
-    } else if (n != atomic_load_explicit(&c->m->len, memory_order_relaxed) ||
-               (n > 0 && list_slot(c, n - 1, &ls) != 0)) {
-        return SHMOBJ_ECORRUPT;
+    } else {
+        /* len is what an append publishes (count follows it, outside any
+         * section) */
+        n = atomic_load_explicit(&c->m->len, memory_order_acquire);
+        if (n > 0 && list_slot(c, n - 1, &ls) != 0)
+            return SHMOBJ_ECORRUPT;
     }
     *(uint64_t *)arg = n;
     return 0;
