@@ -6,7 +6,17 @@
  * with -DFUZZ_STANDALONE as a plain program (registered in suite 'fuzz')
  * that mutates a few thousand valid objects deterministically, so CI
  * without clang runs it under ASan; `fuzz-object-standalone --seeds DIR`
- * writes its seed objects as a starting corpus for libFuzzer. */
+ * writes its seed objects as a starting corpus for libFuzzer.
+ *
+ * Mutable containers live in several blocks (the object block, list
+ * chunks, dict and set bodies, children), so an input beginning with
+ * "MUT:" is not an object block but a list of byte edits (u32 offset, u8
+ * value; its top byte picks the block, the rest the byte in it) applied
+ * to a graph of a growable list, a mutable dict and a
+ * mutable set built afresh in a private space; then the validator, every
+ * reader and the writers run over it (fuzz/corpus/fuzz-object/ holds such
+ * inputs). */
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,10 +100,150 @@ static void walk(const shmobj_view *v, int depth)
     }
 }
 
+/* A fixed graph with every mutable kind: {"l": mlist, "d": mdict, "s":
+ * mset}, items of several kinds, a few deletions (holes), children. */
+/* The blocks of the graph an edit may land in: the object block, the
+ * list's chunks, the dict's and the set's bodies (not the arena's own
+ * headers, which fuzz-arena covers). */
+struct region {
+    uint64_t off, len;
+};
+static struct region regions[48];
+static unsigned nregions;
+
+static void region_add(struct shmobj__space *sp, uint64_t ref, uint64_t len)
+{
+    uint64_t usable;
+    if (ref != 0 && nregions < 48 && sp->ops->check(sp, ref, &usable) == 0)
+        regions[nregions++] = (struct region){ref & ((UINT64_C(1) << 48) - 1),
+                                              len != 0 && len < usable ? len : usable};
+}
+
+static void mut_regions(struct shmobj__space *sp, shmobj_ref r, const shmobj_view *l,
+                        const shmobj_view *d, const shmobj_view *s)
+{
+    nregions = 0;
+    region_add(sp, r, 0);
+    /* the control block follows the object header (doc/format-object.md):
+     * body at 88, the list's chunk directory after its 192 bytes */
+    const uint8_t *lc = (const uint8_t *)l->obj + 16;
+    for (unsigned k = 0; k < 40; k++) {
+        uint64_t ref;
+        memcpy(&ref, lc + 192 + 8 * k, 8);
+        region_add(sp, ref, 0);
+    }
+    uint64_t body;
+    memcpy(&body, (const uint8_t *)d->obj + 16 + 88, 8);
+    region_add(sp, body, 0);
+    memcpy(&body, (const uint8_t *)s->obj + 16 + 88, 8);
+    region_add(sp, body, 0);
+}
+
+static int mut_build(shmobj_segment *seg, shmobj_ref *r, uint64_t *end)
+{
+    shmobj_value top = SHMOBJ_VAL_DICT_OF(SHMOBJ_VAL_STR("l"), SHMOBJ_VAL_MLIST(),
+                                          SHMOBJ_VAL_STR("d"), SHMOBJ_VAL_MDICT(),
+                                          SHMOBJ_VAL_STR("s"), SHMOBJ_VAL_MSET());
+    shmobj_view v, l, d, s;
+    if (shmobj_obj_put(seg, &top, r) != 0 || shmobj_obj_get(seg, *r, &v) != 0 ||
+        shmobj_view_get_str(&v, "l", &l) != 0 || shmobj_view_get_str(&v, "d", &d) != 0 ||
+        shmobj_view_get_str(&v, "s", &s) != 0)
+        return -1;
+    for (int i = 0; i < 40; i++) {
+        char k[24];
+        snprintf(k, sizeof k, i % 2 ? "key-%d" : "k%d", i);
+        shmobj_value item = i % 3 == 0 ? SHMOBJ_VAL_INT(i)
+                            : i % 3 == 1 ? SHMOBJ_VAL_STR(k)
+                                         : SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_DOUBLE(i));
+        if (shmobj_mlist_append(&l, &item) != 0 ||
+            shmobj_mdict_set(&d, &SHMOBJ_VAL_STR(k), &item) != 0 ||
+            shmobj_mset_add(&s, i % 2 ? &SHMOBJ_VAL_INT(i) : &SHMOBJ_VAL_BYTES(k, strlen(k))) != 0)
+            return -1;
+    }
+    if (shmobj_mut_delete(&d, &SHMOBJ_VAL_STR("k4")) != 0 ||
+        shmobj_mut_delete(&s, &SHMOBJ_VAL_INT(7)) != 0 || shmobj_mlist_delete(&l, 3) != 0)
+        return -1;
+    *end = atomic_load(&((struct shmobj__space *)seg)->mapped);
+    mut_regions((struct shmobj__space *)seg, *r, &l, &d, &s);
+    return 0;
+}
+
+/* The writers over a (perhaps damaged) graph: each may fail, none may
+ * crash. Returns how many failed. */
+static int mut_write(const shmobj_view *v)
+{
+    shmobj_view l, d, s, it;
+    shmobj_ref out = 0;
+    int bad = 0;
+    if (shmobj_view_get_str(v, "l", &l) != 0 || shmobj_view_get_str(v, "d", &d) != 0 ||
+        shmobj_view_get_str(v, "s", &s) != 0)
+        return 1;
+    bad += shmobj_mlist_append(&l, &SHMOBJ_VAL_STR("appended")) != 0;
+    bad += shmobj_mlist_insert(&l, 1, &SHMOBJ_VAL_INT(5)) != 0;
+    bad += shmobj_mlist_pop(&l, 0, &out) != 0;
+    if (out != 0)
+        bad += shmobj_obj_free(v->seg, out) != 0;
+    bad += shmobj_mlist_set(&l, 2, &SHMOBJ_VAL_NULL) != 0;
+    bad += shmobj_mdict_set(&d, &SHMOBJ_VAL_STR("key-1"), &SHMOBJ_VAL_INT(1)) != 0;
+    bad += shmobj_mdict_set(&d, &SHMOBJ_VAL_STR("new key"), &SHMOBJ_VAL_STR("x")) != 0;
+    bad += shmobj_mut_delete(&d, &SHMOBJ_VAL_STR("k0")) != 0;
+    bad += shmobj_mset_add(&s, &SHMOBJ_VAL_INT(1000)) != 0;
+    bad += shmobj_mut_delete(&s, &SHMOBJ_VAL_INT(1)) != 0;
+    shmobj_miter mi;
+    if (shmobj_miter_init(&d, &mi) == 0)
+        for (int n = 0; n < 100 && shmobj_miter_next(&mi, &it, &it) == 0; n++)
+            ;
+    return bad;
+}
+
+static int mut_input(const uint8_t *data, size_t size)
+{
+    struct shmobj__space *sp = space_heap_create(1u << 20);
+    shmobj_segment *seg = (shmobj_segment *)sp;
+    shmobj_ref r;
+    uint64_t end;
+    if (sp == NULL)
+        return 0;
+    if (mut_build(seg, &r, &end) != 0)
+        abort(); /* the graph itself must build */
+    for (size_t i = 4; i + 5 <= size; i += 5) {
+        uint32_t off;
+        memcpy(&off, data + i, 4);
+        const struct region *g = &regions[(off >> 24) % nregions];
+        uint64_t at = g->off + (off & 0xffffff) % g->len;
+        if (at < end)
+            sp->base[at] = data[i + 4];
+    }
+    int checked = shmobj_obj_check(seg, r);
+    shmobj_view v;
+    if (shmobj_obj_get(seg, r, &v) == 0) {
+        char buf[4096];
+        size_t len;
+        walk_budget = 4096;
+        walk(&v, 0);
+        int rc = shmobj_view_json(&v, buf, sizeof buf, &len);
+        if (checked == 0 && rc != 0 && rc != SHMOBJ_ENOBUFS)
+            abort(); /* check accepted what the printer refused */
+        int bad = mut_write(&v);
+        if (checked == 0 && bad == 0 && shmobj_obj_check(seg, r) != 0)
+            abort(); /* writers that succeeded left a graph the check refuses */
+    }
+    /* Children are blocks of their own: an edit can make two slots name
+     * one child, which the check accepts (a shared subtree) and the free
+     * frees once, the second naming being stale by then. */
+    int fr = shmobj_obj_free(seg, r);
+    if (checked == 0 && fr != 0 && fr != SHMOBJ_ESTALE)
+        abort();
+    space_heap_destroy(sp);
+    return 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size > (1u << 20))
         return 0;
+    if (size >= 4 && memcmp(data, "MUT:", 4) == 0)
+        return mut_input(data, size);
     struct shmobj__space *sp = space_heap_create(size + 65536);
     if (sp == NULL)
         return 0;
@@ -394,6 +544,20 @@ int main(int argc, char **argv)
     }
     static uint8_t base[8192], input[8192];
     size_t inputs = 0;
+    /* --corpus FILE...: run each file as one input (the seed corpus, and
+     * findings kept as regressions) */
+    if (argc > 2 && strcmp(argv[1], "--corpus") == 0) {
+        for (int a = 2; a < argc; a++) {
+            FILE *f = fopen(argv[a], "rb");
+            size_t n = f != NULL ? fread(input, 1, sizeof input, f) : 0;
+            if (f == NULL)
+                return 1;
+            fclose(f);
+            LLVMFuzzerTestOneInput(input, n);
+        }
+        printf("fuzz-object: %d corpus inputs, no crash\n", argc - 2);
+        return 0;
+    }
     /* --seeds DIR: write the seed blocks as a corpus for libFuzzer. */
     if (argc > 2 && strcmp(argv[1], "--seeds") == 0) {
         for (size_t i = 0; i < sizeof seeds / sizeof seeds[0]; i++) {
@@ -432,6 +596,15 @@ int main(int argc, char **argv)
         inputs += 2;
     }
     inputs += shapes_rounds(rounds / 4);
+    /* mutable containers: random edits of their blocks */
+    for (int round = 0; round < rounds / 4; round++) {
+        uint8_t edits[4 + 5 * 8] = {'M', 'U', 'T', ':'};
+        size_t n = 4 + 5 * (1 + (size_t)(next() % 8));
+        for (size_t i = 4; i < n; i++)
+            edits[i] = (uint8_t)next();
+        LLVMFuzzerTestOneInput(edits, round == 0 ? 4 : n);
+        inputs++;
+    }
     printf("fuzz-object: %zu inputs, no crash\n", inputs);
     return 0;
 }

@@ -86,3 +86,24 @@ write("fuzz-map", {
     "shard-lock-junk": edit(64, 0, u32(0xdeadbeef)),
     "every-lock-dead": b"".join(edit(1 + i, 0, u32(9 | 2 << 10)) for i in range(64)),
 })
+
+
+# fuzz-object, mutable containers: "MUT:" then edits of 5 bytes (u32: top
+# byte the block, 0 the object block, then the list's chunks, the dict's
+# body, the set's body; low 24 bits the byte in it; u8 the value), applied
+# to the graph fuzz/fuzz-object.c builds (mut_build).
+def mut(*edits):
+    return b"MUT:" + b"".join(struct.pack("<IB", (blk << 24) | off, v) for blk, off, v in edits)
+
+
+write("fuzz-object", {
+    "mutable-intact": mut(),
+    # the list's seq odd and an unknown intent (its control block is at 192
+    # in the object block): readers fall back to the
+    # lock, whose repair refuses the intent
+    "mutable-seq-odd": mut((0, 192 + 64, 1), (0, 192 + 104, 99)),
+    # a short key's NUL padding overwritten in the dict's body
+    "mutable-sstr-pad": mut((3, 1056 + 32 * 38 + 11, 183)),
+    # the dict's body magic
+    "mutable-body-magic": mut((3, 0, 0)),
+})

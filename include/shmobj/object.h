@@ -61,7 +61,10 @@ enum shmobj_type {
     SHMOBJ_TYPE_TUPLE = 10,  /**< fixed length, immutable items */
     SHMOBJ_TYPE_DICT = 11,   /**< keys fixed at creation, mutable values */
     SHMOBJ_TYPE_SET = 12,    /**< fixed set of keys */
-    SHMOBJ_TYPE_STRUCT = 13  /**< fields by index, optional names */
+    SHMOBJ_TYPE_STRUCT = 13, /**< fields by index, optional names */
+    SHMOBJ_TYPE_MLIST = 14,  /**< growable list (see "Mutable containers") */
+    SHMOBJ_TYPE_MDICT = 15,  /**< mutable dict (see "Mutable containers") */
+    SHMOBJ_TYPE_MSET = 16    /**< mutable set (see "Mutable containers") */
 };
 
 /**
@@ -252,7 +255,13 @@ static inline shmobj_value shmobj__val_str(const char *cstr)
  *       and the length strlen() gave (a constant for a literal), so the
  *       string must stay unchanged until the description was put.
  */
+#ifndef __cplusplus
+/* An lvalue like the other macros' compound literals, so that
+ * &SHMOBJ_VAL_STR("k") may be passed where a description is wanted. */
+#define SHMOBJ_VAL_STR(cstr) (*(shmobj_value[1]){shmobj__val_str(cstr)})
+#else
 #define SHMOBJ_VAL_STR(cstr) (shmobj__val_str(cstr))
+#endif
 /** @brief Describe a string of n bytes of UTF-8. */
 #define SHMOBJ_VAL_STRN(p, n) SHMOBJ__VAL_MEM(SHMOBJ_TYPE_STR, (p), (n))
 /** @brief Describe n bytes. */
@@ -1517,6 +1526,413 @@ SHMOBJ_API int shmobj_record_put_struct(shmobj_segment *seg, shmobj_ref shape,
  * @since 0.2
  */
 SHMOBJ_API int shmobj_record_shape(const shmobj_view *view, shmobj_ref *shape);
+
+/** @} */
+
+/* ---- mutable containers ------------------------------------------------ */
+
+/**
+ * @name Mutable containers
+ *
+ * A growable list (::SHMOBJ_TYPE_MLIST), a mutable dict
+ * (::SHMOBJ_TYPE_MDICT) and a mutable set (::SHMOBJ_TYPE_MSET), next to
+ * the fixed kinds (which stay the fast read-only form). A mutable
+ * container is a value like any other: describe an empty one with
+ * SHMOBJ_VAL_MLIST(), SHMOBJ_VAL_MDICT() or SHMOBJ_VAL_MSET() and put it
+ * alone (its reference may be a named root, shmobj_segment_root_set()) or
+ * nested anywhere in a description; then change it through a view of it
+ * with the calls below, from any number of processes at once.
+ *
+ * **Items.** Scalar items (bool, int, uint, double) and null are held in
+ * the container's slots; any other value (string, bytes, buffer, fixed or
+ * mutable container, ...) is built by the same builder as shmobj_obj_put()
+ * into a block of its own, a *child* that the container owns: replacing,
+ * deleting or clearing an item frees its child, and freeing the container
+ * (shmobj_obj_free() of its tree) frees every child. Dict keys and set
+ * members are INT, STR or BYTES values; a string key of more than 7 bytes
+ * is a child too.
+ *
+ * **Writers** are serialised per container by the library's lock (the
+ * same lock as the segment's and the map's: bounded waits, a dead holder
+ * detected by the next locker, which repairs the container from the
+ * holder's intent record). A writer killed at any instruction leaves the
+ * container consistent: a change whose call returned is kept, a change
+ * under way is either done or not done, and at most the blocks it had
+ * allocated and not yet published are leaked when the kill falls between
+ * their allocation and their record (a child, a list chunk or a dict
+ * body).
+ *
+ * **Readers** take no lock: they read under the container's sequence
+ * counter and keep what they read only when no writer changed the
+ * container meanwhile (else they read again; after many tries, or when a
+ * writer seems stuck, they take the lock once, which also repairs a
+ * container whose writer died). So a reader sees every container either
+ * as it was before a change or as it is after, never half changed, and
+ * every read is bounds-checked: a damaged container gives
+ * SHMOBJ_ECORRUPT (readers check each offset against the segment and each
+ * block's generation, one load; shmobj_obj_check() also proves every
+ * chunk and body with the arena, so a reference moved inside its own
+ * block is found by the check, and may be read by a reader as other
+ * in-bounds bytes). Memory a change frees (an old dict body, a child) stays
+ * mapped, and nothing read from it is used unless the sequence counter
+ * says it was not freed before the read ended.
+ *
+ * **Views of items.** A view returned by these calls (or by
+ * shmobj_view_item() and the lookups) is read-only (writes go through the
+ * container) and is a view of what the container held when the call
+ * returned:
+ * - a view of a child follows the child's block: once the item is deleted
+ *   or replaced by any process, calls through it give SHMOBJ_ESTALE (the
+ *   child's block was freed), never another object's bytes;
+ * - a view of a scalar item reads its slot: a dict value or set member
+ *   keeps its slot until its key is deleted (the old value stays readable
+ *   there) or the body is rebuilt (then SHMOBJ_ESTALE); a list item view
+ *   names a position, which after an insert or delete before it shows the
+ *   item moved there; a slot given an item of another kind gives
+ *   SHMOBJ_ETYPE or SHMOBJ_ESTALE, never the bits of another kind.
+ *
+ * **Iteration** of a dict or set (shmobj_miter_next()) follows insertion
+ * order and promises what the shared map promises: every key present for
+ * the whole iteration is returned exactly once, whatever other processes
+ * insert, delete or set meanwhile; a key inserted or deleted during the
+ * iteration may or may not be returned. A list is iterated by index
+ * (shmobj_mlist_get()).
+ *
+ * @{
+ */
+
+/** @brief Describe an empty growable list. */
+#define SHMOBJ_VAL_MLIST() ((shmobj_value){.type = SHMOBJ_TYPE_MLIST})
+/** @brief Describe an empty mutable dict. */
+#define SHMOBJ_VAL_MDICT() ((shmobj_value){.type = SHMOBJ_TYPE_MDICT})
+/** @brief Describe an empty mutable set. */
+#define SHMOBJ_VAL_MSET() ((shmobj_value){.type = SHMOBJ_TYPE_MSET})
+
+/**
+ * @brief Append an item to a growable list. Amortised O(1): items live in
+ *        chunks that double in size and never move when the list grows.
+ * @param[in] list view of a list
+ * @param[in] val the item (scalars held inline, anything else built as a
+ *            child)
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument or bad description
+ * @retval SHMOBJ_ETYPE list is not a growable list
+ * @retval SHMOBJ_ENOMEM the segment is full (nothing changed)
+ * @retval SHMOBJ_ESTALE the list's block was freed
+ * @retval SHMOBJ_ECORRUPT the list is damaged
+ * @retval SHMOBJ_EBUSY a live process held the list's lock for 10 s
+ * @note Thread- and process-safe (the list's lock).
+ * @since 0.2
+ */
+SHMOBJ_API int shmobj_mlist_append(const shmobj_view *list, const shmobj_value *val);
+
+/**
+ * @brief Insert an item before position i (i == length appends). O(n - i).
+ * @param[in] list view of a list
+ * @param[in] i position, 0..length
+ * @param[in] val the item
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument or bad description
+ * @retval SHMOBJ_ETYPE list is not a growable list
+ * @retval SHMOBJ_ERANGE i > length
+ * @retval SHMOBJ_ENOMEM the segment is full (nothing changed)
+ * @retval SHMOBJ_ESTALE the list's block was freed
+ * @retval SHMOBJ_ECORRUPT the list is damaged
+ * @retval SHMOBJ_EBUSY a live process held the list's lock for 10 s
+ * @note Thread- and process-safe (the list's lock).
+ * @since 0.2
+ */
+SHMOBJ_API int shmobj_mlist_insert(const shmobj_view *list, size_t i,
+                                   const shmobj_value *val);
+
+/**
+ * @brief Remove the item at position i (negative: from the end, -1 the
+ *        last) and hand it to the caller. O(1) at the end, O(n - i)
+ *        elsewhere.
+ * @param[in] list view of a list
+ * @param[in] i position; -length..length-1
+ * @param[out] out the item as an object of its own, owned by the caller
+ *             (a child is handed over as it is; a scalar or null is written
+ *             into a new block); free it with shmobj_obj_free(). NULL: the
+ *             item is freed.
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL list
+ * @retval SHMOBJ_ETYPE list is not a growable list
+ * @retval SHMOBJ_ERANGE no item at i (an empty list included)
+ * @retval SHMOBJ_ENOMEM no room for the block of a scalar item (nothing
+ *         changed)
+ * @retval SHMOBJ_ESTALE the list's block was freed
+ * @retval SHMOBJ_ECORRUPT the list is damaged
+ * @retval SHMOBJ_EBUSY a live process held the list's lock for 10 s
+ * @note Thread- and process-safe (the list's lock).
+ * @since 0.2
+ */
+SHMOBJ_API int shmobj_mlist_pop(const shmobj_view *list, int64_t i, shmobj_ref *out);
+
+/**
+ * @brief Delete the item at position i (its child is freed). O(n - i).
+ * @param[in] list view of a list
+ * @param[in] i position
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL list
+ * @retval SHMOBJ_ETYPE list is not a growable list
+ * @retval SHMOBJ_ERANGE i >= length
+ * @retval SHMOBJ_ESTALE the list's block was freed
+ * @retval SHMOBJ_ECORRUPT the list is damaged
+ * @retval SHMOBJ_EBUSY a live process held the list's lock for 10 s
+ * @note Thread- and process-safe (the list's lock).
+ * @since 0.2
+ */
+SHMOBJ_API int shmobj_mlist_delete(const shmobj_view *list, size_t i);
+
+/**
+ * @brief Replace the item at position i (the old item's child is freed).
+ * @param[in] list view of a list
+ * @param[in] i position
+ * @param[in] val the new item, of any kind
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument or bad description
+ * @retval SHMOBJ_ETYPE list is not a growable list
+ * @retval SHMOBJ_ERANGE i >= length
+ * @retval SHMOBJ_ENOMEM the segment is full (nothing changed)
+ * @retval SHMOBJ_ESTALE the list's block was freed
+ * @retval SHMOBJ_ECORRUPT the list is damaged
+ * @retval SHMOBJ_EBUSY a live process held the list's lock for 10 s
+ * @note Thread- and process-safe (the list's lock).
+ * @since 0.2
+ */
+SHMOBJ_API int shmobj_mlist_set(const shmobj_view *list, size_t i,
+                                const shmobj_value *val);
+
+/**
+ * @brief Remove every item of a list, dict or set (children freed); the
+ *        list keeps its chunks, the dict or set drops its body.
+ * @param[in] c view of a growable list, mutable dict or mutable set
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument
+ * @retval SHMOBJ_ETYPE c is not a mutable container
+ * @retval SHMOBJ_ESTALE the container's block was freed
+ * @retval SHMOBJ_ECORRUPT the container is damaged
+ * @retval SHMOBJ_EBUSY a live process held the container's lock for 10 s
+ * @note Thread- and process-safe (the container's lock).
+ * @since 0.2
+ */
+SHMOBJ_API int shmobj_mut_clear(const shmobj_view *c);
+
+/**
+ * @brief View of the item at position i of a list (see "Views of items").
+ * @param[in] list view of a list
+ * @param[in] i position
+ * @param[out] item view of the item
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument
+ * @retval SHMOBJ_ETYPE list is not a growable list
+ * @retval SHMOBJ_ERANGE i >= length
+ * @retval SHMOBJ_ESTALE the list's block was freed
+ * @retval SHMOBJ_ECORRUPT the list is damaged
+ * @retval SHMOBJ_EBUSY a live process held the list's lock for 10 s while
+ *         this reader waited for it
+ * @note Thread- and process-safe; lock-free unless writers keep the list
+ *       changing for many tries. O(1).
+ * @since 0.2
+ */
+SHMOBJ_API int shmobj_mlist_get(const shmobj_view *list, size_t i, shmobj_view *item);
+
+/**
+ * @brief The int64 item at position i of a list, without a view.
+ * @param[in] list view of a list
+ * @param[in] i position
+ * @param[out] out the value
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument
+ * @retval SHMOBJ_ETYPE list is not a growable list, or the item is not an int
+ * @retval SHMOBJ_ERANGE i >= length
+ * @retval SHMOBJ_ESTALE the list's block was freed
+ * @retval SHMOBJ_ECORRUPT the list is damaged
+ * @retval SHMOBJ_EBUSY a live process held the list's lock for 10 s while
+ *         this reader waited for it
+ * @note Thread- and process-safe; lock-free as shmobj_mlist_get(). O(1).
+ * @since 0.2
+ */
+SHMOBJ_API int shmobj_mlist_get_int(const shmobj_view *list, size_t i, int64_t *out);
+
+/**
+ * @brief Set the value of a key of a mutable dict (insert or replace; the
+ *        old value's child is freed). O(1) expected.
+ * @param[in] dict view of a dict
+ * @param[in] key an INT, STR or BYTES value
+ * @param[in] val the value, of any kind
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument, a key of another kind, invalid UTF-8
+ *         or a bad description
+ * @retval SHMOBJ_ETYPE dict is not a mutable dict
+ * @retval SHMOBJ_ENOMEM the segment is full (nothing changed)
+ * @retval SHMOBJ_ERANGE the dict holds 2^31 pair places
+ * @retval SHMOBJ_ESTALE the dict's block was freed
+ * @retval SHMOBJ_ECORRUPT the dict is damaged
+ * @retval SHMOBJ_EBUSY a live process held the dict's lock for 10 s
+ * @note Thread- and process-safe (the dict's lock).
+ * @since 0.2
+ */
+SHMOBJ_API int shmobj_mdict_set(const shmobj_view *dict, const shmobj_value *key,
+                                const shmobj_value *val);
+
+/**
+ * @brief View of the value of a key of a mutable dict. O(1) expected.
+ * @param[in] dict view of a dict
+ * @param[in] key an INT, STR or BYTES value
+ * @param[out] val view of the value (see "Views of items")
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument or a key of another kind
+ * @retval SHMOBJ_ETYPE dict is not a mutable dict
+ * @retval SHMOBJ_ENOTFOUND no such key
+ * @retval SHMOBJ_ESTALE the dict's block was freed
+ * @retval SHMOBJ_ECORRUPT the dict is damaged
+ * @retval SHMOBJ_EBUSY a live process held the dict's lock for 10 s while
+ *         this reader waited for it
+ * @note Thread- and process-safe; lock-free unless writers keep the dict
+ *       changing for many tries.
+ * @since 0.2
+ */
+SHMOBJ_API int shmobj_mdict_get(const shmobj_view *dict, const shmobj_value *key,
+                                shmobj_view *val);
+
+/**
+ * @brief The int64 value of a key of a mutable dict, without a view.
+ * @param[in] dict view of a dict
+ * @param[in] key a key prepared by shmobj_key_init()
+ * @param[out] out the value
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument or a key not prepared
+ * @retval SHMOBJ_ETYPE dict is not a mutable dict, or the value is not an int
+ * @retval SHMOBJ_ENOTFOUND no such key
+ * @retval SHMOBJ_ESTALE the dict's block was freed
+ * @retval SHMOBJ_ECORRUPT the dict is damaged
+ * @retval SHMOBJ_EBUSY a live process held the dict's lock for 10 s while
+ *         this reader waited for it
+ * @note Thread- and process-safe; lock-free as shmobj_mdict_get().
+ * @since 0.2
+ */
+SHMOBJ_API int shmobj_mdict_get_int(const shmobj_view *dict, const shmobj_key *key,
+                                    int64_t *out);
+
+/**
+ * @brief Add to the int64 value of a key of a mutable dict
+ *        (`d[key] += delta`) in one call.
+ * @param[in] dict view of a dict
+ * @param[in] key a key prepared by shmobj_key_init()
+ * @param[in] delta amount (wraps around like two's complement)
+ * @param[out] old the value before; may be NULL
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL dict or key, or a key not prepared
+ * @retval SHMOBJ_ETYPE dict is not a mutable dict, or the value is not an int
+ * @retval SHMOBJ_ENOTFOUND no such key
+ * @retval SHMOBJ_ESTALE the dict's block was freed
+ * @retval SHMOBJ_ECORRUPT the dict is damaged
+ * @retval SHMOBJ_EBUSY a live process held the dict's lock for 10 s
+ * @note Thread- and process-safe (the dict's lock): concurrent adds lose
+ *       nothing.
+ * @since 0.2
+ */
+SHMOBJ_API int shmobj_mdict_int_add(const shmobj_view *dict, const shmobj_key *key,
+                                    int64_t delta, int64_t *old);
+
+/**
+ * @brief Delete a key of a mutable dict or a member of a mutable set (a
+ *        child of the key or value is freed). O(1) expected.
+ * @param[in] c view of a dict or set
+ * @param[in] key an INT, STR or BYTES value
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument or a key of another kind
+ * @retval SHMOBJ_ETYPE c is not a mutable dict or set
+ * @retval SHMOBJ_ENOTFOUND no such key
+ * @retval SHMOBJ_ESTALE the container's block was freed
+ * @retval SHMOBJ_ECORRUPT the container is damaged
+ * @retval SHMOBJ_EBUSY a live process held the container's lock for 10 s
+ * @note Thread- and process-safe (the container's lock).
+ * @since 0.2
+ */
+SHMOBJ_API int shmobj_mut_delete(const shmobj_view *c, const shmobj_value *key);
+
+/**
+ * @brief Is a key in a mutable dict, or a member in a mutable set?
+ * @param[in] c view of a dict or set
+ * @param[in] key an INT, STR or BYTES value
+ * @retval 0 present
+ * @retval SHMOBJ_ENOTFOUND absent
+ * @retval SHMOBJ_EINVAL NULL argument or a key of another kind
+ * @retval SHMOBJ_ETYPE c is not a mutable dict or set
+ * @retval SHMOBJ_ESTALE the container's block was freed
+ * @retval SHMOBJ_ECORRUPT the container is damaged
+ * @retval SHMOBJ_EBUSY a live process held the container's lock for 10 s
+ *         while this reader waited for it
+ * @note Thread- and process-safe; lock-free as shmobj_mdict_get().
+ * @since 0.2
+ */
+SHMOBJ_API int shmobj_mut_contains(const shmobj_view *c, const shmobj_value *key);
+
+/**
+ * @brief Add a member to a mutable set. O(1) expected.
+ * @param[in] set view of a set
+ * @param[in] key an INT, STR or BYTES value
+ * @retval 0 added
+ * @retval SHMOBJ_EEXIST already a member (nothing changed)
+ * @retval SHMOBJ_EINVAL NULL argument, a key of another kind or invalid UTF-8
+ * @retval SHMOBJ_ETYPE set is not a mutable set
+ * @retval SHMOBJ_ENOMEM the segment is full (nothing changed)
+ * @retval SHMOBJ_ERANGE the set holds 2^31 member places
+ * @retval SHMOBJ_ESTALE the set's block was freed
+ * @retval SHMOBJ_ECORRUPT the set is damaged
+ * @retval SHMOBJ_EBUSY a live process held the set's lock for 10 s
+ * @note Thread- and process-safe (the set's lock).
+ * @since 0.2
+ */
+SHMOBJ_API int shmobj_mset_add(const shmobj_view *set, const shmobj_value *key);
+
+/**
+ * @brief A cursor over a mutable dict or set, in the caller's memory (see
+ *        "Iteration"). Private fields; no resource is held, so nothing needs
+ *        closing.
+ */
+typedef struct shmobj_miter {
+    shmobj_view c;       /**< private: the container */
+    uint64_t next_order; /**< private: the smallest insertion order not yet returned */
+    uint64_t reserved;   /**< private */
+} shmobj_miter;
+
+/**
+ * @brief Start iterating a mutable dict or set.
+ * @param[in] c view of a dict or set
+ * @param[out] it the cursor
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument
+ * @retval SHMOBJ_ETYPE c is not a mutable dict or set
+ * @note Thread-safe; touches no segment.
+ * @since 0.2
+ */
+SHMOBJ_API int shmobj_miter_init(const shmobj_view *c, shmobj_miter *it);
+
+/**
+ * @brief The next key (and its value) of an iteration.
+ * @param[in,out] it the cursor
+ * @param[out] key view of the key or member (read-only); may be NULL
+ * @param[out] val view of a dict's value (a set's is null); may be NULL
+ * @retval 0 success
+ * @retval SHMOBJ_ENOTFOUND no more keys
+ * @retval SHMOBJ_EINVAL NULL cursor
+ * @retval SHMOBJ_ESTALE the container's block was freed
+ * @retval SHMOBJ_ECORRUPT the container is damaged
+ * @retval SHMOBJ_EBUSY a live process held the container's lock for 10 s
+ *         while this reader waited for it
+ * @note Thread- and process-safe; lock-free as shmobj_mdict_get(). O(log n)
+ *       per call (a search of the insertion orders). The views returned
+ *       follow "Views of items": a scalar key or value lies in the body,
+ *       so a rebuild by another process makes a view of it SHMOBJ_ESTALE.
+ *       The cursor is plain caller memory: copy it before the call, and
+ *       call again from the copy to read the same key anew.
+ * @since 0.2
+ */
+SHMOBJ_API int shmobj_miter_next(shmobj_miter *it, shmobj_view *key, shmobj_view *val);
 
 /** @} */
 

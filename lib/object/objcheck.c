@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "objint.h"
+#include "objmut.h"
 #include "objvalid.h"
 
 struct ck {
@@ -29,6 +30,23 @@ static int spend(struct ck *c, uint64_t n)
 }
 
 static int ck_obj(struct ck *c, const shmobj_view *v, int depth);
+static int ck_slot(struct ck *c, uint64_t slot_off, const shmobj_view *parent,
+                   int ro, int kind, int depth);
+
+/* An item slot of a mutable container (objmut.c's walk), in the block
+ * [blk, blk + blen) of generation gen. */
+struct ck_mut {
+    struct ck *c;
+    int depth;
+};
+
+static int ck_mut_child(void *ctx, uint64_t slot_off, uint64_t blk, uint64_t blen,
+                        uint16_t gen, int kind)
+{
+    struct ck_mut *m = ctx;
+    shmobj_view parent = {.obj_blk = blk, .obj_blen = blen, .obj_gen = gen};
+    return ck_slot(m->c, slot_off, &parent, 1, kind, m->depth);
+}
 
 /* kind: 0 any value, 1 a key (INT or STR/BYTES inline), 2 a field name (STR
  * inline). */
@@ -270,6 +288,12 @@ static int ck_obj(struct ck *c, const shmobj_view *v, int depth)
         return ck_record(c, v, depth);
     case SHMOBJ_TYPE_SHAPE:
         return ck_shape(c, v, depth);
+    case SHMOBJ_TYPE_MLIST:
+    case SHMOBJ_TYPE_MDICT:
+    case SHMOBJ_TYPE_MSET: {
+        struct ck_mut m = {c, depth};
+        return shmobj__mut_check(c->sp, v, &c->budget, ck_mut_child, &m);
+    }
     default:
         return SHMOBJ_ECORRUPT;
     }

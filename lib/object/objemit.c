@@ -268,6 +268,21 @@ static int emit_obj(struct shmobj__wr *w, const shmobj_value *v, int depth, uint
         }
         break;
     }
+    case SHMOBJ_TYPE_MLIST:
+    case SHMOBJ_TYPE_MDICT:
+    case SHMOBJ_TYPE_MSET:
+        /* empty, its control block zeroed (objfmt.h, "mutable containers");
+         * its items will live in blocks of their own, so a free must walk
+         * this block: SEPARATE from the start */
+        if (v->v.c.count != 0)
+            return SHMOBJ_EINVAL;
+        rc = advance(w, pos, 16, shmobj__mut_body_bytes(v->type));
+        if (rc != 0)
+            return rc;
+        memset(w->blk + pos + 16, 0, (size_t)shmobj__mut_body_bytes(v->type));
+        atomic_fetch_or_explicit(&((struct shmobj__tree *)(void *)w->blk)->flags,
+                                 SHMOBJ__TREE_SEPARATE, memory_order_relaxed);
+        break;
     default:
         return SHMOBJ_EINVAL;
     }

@@ -337,4 +337,125 @@ static inline uint64_t shmobj__index_cap(uint64_t n)
     return need <= 2 ? 2 : UINT64_C(1) << (64 - __builtin_clzll(need - 1));
 }
 
+/* ---- mutable containers (MLIST, MDICT, MSET) ----------------------------
+ * doc/format-object.md, "Mutable containers". The heap object of a
+ * mutable container is written by the builder like any other (a 16-byte
+ * header with count and len 0) and followed by a control block that never
+ * moves: the lock writers take, the sequence counter readers validate,
+ * the counts, an intent record for the repair after a writer's death, and
+ * (list) the directory of item chunks. Items live in blocks of their own
+ * (list chunks, dict and set bodies), reached from the control block. */
+
+/* Bytes of the library's lock (lib/os/os.h, SHMOBJ__OS_LOCK_SIZE; the
+ * segment's layout signature records it, and tests/test-mutable.c pins
+ * the two equal). */
+#define SHMOBJ__MUT_LOCK_BYTES 64
+/* List chunks: chunk k holds SHMOBJ__MLIST_CHUNK0 << k slots, so item p
+ * lies in chunk log2(p / CHUNK0 + 1); 40 chunks hold 2^44 items. */
+#define SHMOBJ__MLIST_CHUNK0 16
+#define SHMOBJ__MLIST_CHUNKS 40
+
+/* Intent codes (shmobj__mut.op): what the lock holder is doing. */
+enum shmobj__mut_op {
+    SHMOBJ__MUT_OP_NONE = 0,
+    SHMOBJ__MUT_OP_CHUNK = 1,   /* list: spare is a chunk for directory entry `at` */
+    SHMOBJ__MUT_OP_PUT = 2,     /* list append/set, dict/set new key or value set
+                                 * at place `at` */
+    SHMOBJ__MUT_OP_INSERT = 3,  /* list: items [at, old_len) move up by one */
+    SHMOBJ__MUT_OP_REMOVE = 4,  /* list: items (at, old_len) move down by one;
+                                 * dict/set: pair `at` becomes a hole */
+    SHMOBJ__MUT_OP_REBUILD = 5, /* dict/set: spare is the new body */
+    SHMOBJ__MUT_OP_CLEAR = 6    /* children of places [0, progress) of
+                                 * `retired` (dict/set: the old body) are freed */
+};
+
+/* The control block: right after the container's object header (so
+ * 16-aligned). Written only by the holder of `lock`; read by anyone. */
+struct shmobj__mut {
+    /* The library's lock (os-lock.c), taken through the space's live
+     * operations; its word at offset 0 is 0 when free, else the owner's
+     * token. */
+    _Alignas(16) uint8_t lock[SHMOBJ__MUT_LOCK_BYTES];
+    /* Even when stable, odd while the lock holder changes what readers
+     * see. Writer: relaxed store of odd, release fence, changes, release
+     * store of even. Reader: acquire load, reads, acquire fence, relaxed
+     * load: what it read counts only if both loads agree and are even. */
+    _Atomic uint64_t seq;
+    /* List: items. Dict/set: pair places in use in the body, holes (deleted
+     * pairs) included. Stored inside a writer section. */
+    _Atomic uint64_t len;
+    /* Live items (list: len; dict/set: pairs that are not holes). */
+    _Atomic uint64_t count;
+    /* Dict/set: reference of the body block, 0 while there is none. List:
+     * 0. Changed inside a writer section only. */
+    _Atomic uint64_t body;
+    /* Dict/set: the insertion order the next new key takes; orders only
+     * grow (iteration resumes after the last order it returned). */
+    _Atomic uint64_t order;
+    /* The intent record (enum shmobj__mut_op, and its arguments), written
+     * by the lock holder before it changes anything else and cleared after;
+     * the next locker after the holder's death repairs from it. */
+    _Atomic uint64_t op;
+    _Atomic uint64_t at;       /* the place (list item, dict pair) */
+    _Atomic uint64_t progress; /* how far a move or a clear got */
+    _Atomic uint64_t old_len;  /* len when the change began */
+    /* Blocks allocated by the lock holder and not yet published (the value
+     * child, a dict key child, a chunk, a new body): freed by the repair
+     * unless the place they were for holds them. */
+    _Atomic uint64_t spare;
+    _Atomic uint64_t spare2;
+    /* Blocks unpublished by the change (the old value's child, a deleted
+     * key's child, an old body): freed once nothing the container shows
+     * refers to them. */
+    _Atomic uint64_t retired;
+    _Atomic uint64_t retired2;
+    /* The item (tag, payload) a list insert puts at `at`, so that the
+     * repair can finish the insert. */
+    _Atomic uint64_t item_tag;
+    _Atomic uint64_t item_payload;
+    uint64_t reserved; /* 0 */
+};
+_Static_assert(sizeof(struct shmobj__mut) == 192, "mutable control block is 192 bytes");
+_Static_assert(offsetof(struct shmobj__mut, seq) == 64, "seq at 64");
+_Static_assert(offsetof(struct shmobj__mut, len) == 72, "len at 72");
+_Static_assert(offsetof(struct shmobj__mut, count) == 80, "count at 80");
+_Static_assert(offsetof(struct shmobj__mut, body) == 88, "body at 88");
+_Static_assert(offsetof(struct shmobj__mut, op) == 104, "op at 104");
+_Static_assert(offsetof(struct shmobj__mut, spare) == 136, "spare at 136");
+
+/* Bytes after a mutable container's object header: the control block, and
+ * for a list its chunk directory (SHMOBJ__MLIST_CHUNKS references, stored
+ * inside a writer section; 0 for a chunk not allocated yet). */
+static inline uint64_t shmobj__mut_body_bytes(unsigned type)
+{
+    return sizeof(struct shmobj__mut) +
+           (type == SHMOBJ_TYPE_MLIST ? 8u * SHMOBJ__MLIST_CHUNKS : 0);
+}
+
+#define SHMOBJ__MBODY_MAGIC UINT32_C(0x42444d53) /* "SMDB" read little-endian */
+
+/* Start of a dict or set body block (a raw arena block):
+ *     [this 32 B][index: cap x 8 B][pairs: pcap x 32 B][orders: pcap x 8 B]
+ * Written whole before it is published (body); afterwards the lock holder
+ * appends pairs past len, adds index entries, marks holes and replaces
+ * values, inside writer sections. A pair is a key slot and a value slot
+ * (a set's value slot is null); a hole's key slot has tag
+ * SHMOBJ__SLOT_HOLE. Index entries are those of the fixed dicts
+ * (shmobj__index_entry, probed by objindex.h) and name pair places; a
+ * hole's entry stays until the next rebuild, so no probe is ever cut
+ * short. orders[p] is pair p's insertion order, ascending in p. */
+struct shmobj__mbody {
+    uint32_t magic;    /* SHMOBJ__MBODY_MAGIC */
+    uint8_t kind;      /* SHMOBJ_TYPE_MDICT or SHMOBJ_TYPE_MSET */
+    uint8_t reserved0; /* 0 */
+    uint16_t reserved1; /* 0 */
+    uint64_t cap;      /* index entries: a power of two, 4 * pcap <= 3 * cap */
+    uint64_t pcap;     /* pair places */
+    uint64_t reserved2; /* 0 */
+};
+_Static_assert(sizeof(struct shmobj__mbody) == 32, "body header is 32 bytes");
+
+/* The key slot tag of a deleted pair (a hole): never a key. */
+#define SHMOBJ__SLOT_HOLE 0x42
+
 #endif /* SHMOBJ_OBJFMT_H */

@@ -39,6 +39,9 @@
 /* shmobj_view.flags */
 #define SHMOBJ__VIEW_RO 0x01    /* the slot is immutable (tuple item, key) */
 #define SHMOBJ__VIEW_NAMES 0x02 /* a struct with field names */
+/* An item of a mutable container (objmut.c): its slot may be given an
+ * item of another kind, so a scalar read compares the tag again. */
+#define SHMOBJ__VIEW_MUT 0x04
 
 /* Is the block whose payload starts at `blk` still the one a view saw,
  * with generation `gen`? One load of the arena's block header word (the 8

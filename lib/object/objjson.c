@@ -387,6 +387,56 @@ static int dump(struct out *o, const shmobj_view *v, int depth)
         puts_(o, obj ? "}" : "]");
         return 0;
     }
+    case SHMOBJ_TYPE_MLIST: {
+        /* by index: each item as it is when printed */
+        puts_(o, "[");
+        for (size_t i = 0;; i++) {
+            shmobj_view item;
+            rc = shmobj_mlist_get(v, i, &item);
+            if (rc == SHMOBJ_ERANGE)
+                break;
+            if (rc == 0 && i > 0)
+                puts_(o, ",");
+            if (rc == 0)
+                rc = dump(o, &item, depth + 1);
+            if (rc == 0)
+                rc = spend(o, 1);
+            if (rc != 0)
+                return rc;
+        }
+        puts_(o, "]");
+        return 0;
+    }
+    case SHMOBJ_TYPE_MDICT:
+    case SHMOBJ_TYPE_MSET: {
+        /* in insertion order, every key present throughout printed once */
+        int obj = v->type == SHMOBJ_TYPE_MDICT;
+        shmobj_miter it;
+        rc = shmobj_miter_init(v, &it);
+        if (rc != 0)
+            return rc;
+        puts_(o, obj ? "{" : "[");
+        for (int first = 1;; first = 0) {
+            shmobj_view k, item;
+            rc = shmobj_miter_next(&it, &k, &item);
+            if (rc == SHMOBJ_ENOTFOUND)
+                break;
+            if (rc == 0 && !first)
+                puts_(o, ",");
+            if (rc == 0)
+                rc = spend(o, 1);
+            if (rc == 0)
+                rc = obj ? dump_key(o, &k) : dump(o, &k, depth + 1);
+            if (rc == 0 && obj) {
+                puts_(o, ":");
+                rc = dump(o, &item, depth + 1);
+            }
+            if (rc != 0)
+                return rc;
+        }
+        puts_(o, obj ? "}" : "]");
+        return 0;
+    }
     default:
         return SHMOBJ_ECORRUPT;
     }

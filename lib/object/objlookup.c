@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "objlookup.h"
+#include "objmut.h"
 
 int shmobj__key_equal(const shmobj_view *v, const struct shmobj__slot *ks,
                       const shmobj_key *k)
@@ -154,8 +155,10 @@ int shmobj_view_get(const shmobj_view *view, const shmobj_value *key,
     size_t i;
     if (item == NULL)
         return SHMOBJ_EINVAL;
-    if (view != NULL && view->type == SHMOBJ_TYPE_SET)
+    if (view != NULL && (view->type == SHMOBJ_TYPE_SET || view->type == SHMOBJ_TYPE_MSET))
         return SHMOBJ_ETYPE;
+    if (view != NULL && view->type == SHMOBJ_TYPE_MDICT)
+        return shmobj_mdict_get(view, key, item);
     int rc = shmobj_view_index(view, key, &i);
     if (rc != 0)
         return rc;
@@ -175,6 +178,16 @@ value_view(const shmobj_view *view, size_t i, shmobj_view *item)
                                     view->obj_gen, 0, item);
 }
 
+/* The mutable kinds, out of line: the fixed dicts' path stays as it was. */
+static __attribute__((noinline, cold)) int get_str_mut(const shmobj_view *view,
+                                                       const char *key, shmobj_view *item)
+{
+    if (view->type != SHMOBJ_TYPE_MDICT)
+        return SHMOBJ_ETYPE;
+    shmobj_value kv = SHMOBJ_VAL_STR(key);
+    return shmobj_mdict_get(view, &kv, item);
+}
+
 int shmobj_view_get_str(const shmobj_view *view, const char *key,
                         shmobj_view *item)
 {
@@ -189,6 +202,8 @@ int shmobj_field_get(const shmobj_view *view, const char *key,
         return SHMOBJ_EINVAL;
     if (view->type == SHMOBJ_TYPE_SET)
         return SHMOBJ_ETYPE;
+    if ((unsigned)view->type - SHMOBJ_TYPE_MLIST <= SHMOBJ_TYPE_MSET - SHMOBJ_TYPE_MLIST)
+        return get_str_mut(view, key, item);
     if (view->obj != NULL && !shmobj__obj_live(view))
         return SHMOBJ_ESTALE;
     /* Keys are short: a byte loop beats a call to strlen. Four bytes per
@@ -242,8 +257,10 @@ int shmobj_view_get_key(const shmobj_view *view, const shmobj_key *key,
     size_t i;
     if (view == NULL || key == NULL || item == NULL || !shmobj__key_ready(key))
         return SHMOBJ_EINVAL;
-    if (view->type == SHMOBJ_TYPE_SET)
+    if (view->type == SHMOBJ_TYPE_SET || view->type == SHMOBJ_TYPE_MSET)
         return SHMOBJ_ETYPE;
+    if (view->type == SHMOBJ_TYPE_MDICT)
+        return shmobj__mdict_lookup(view, key, item);
     if (view->obj != NULL && !shmobj__obj_live(view))
         return SHMOBJ_ESTALE;
     int rc = find_key(view, key, &i);

@@ -127,6 +127,14 @@ static int measure_obj(const shmobj_value *v, int depth, uint64_t *cur, int *nee
     case SHMOBJ_TYPE_DICT:
     case SHMOBJ_TYPE_SET:
         break;
+    case SHMOBJ_TYPE_MLIST:
+    case SHMOBJ_TYPE_MDICT:
+    case SHMOBJ_TYPE_MSET:
+        /* created empty: the header and the control block (objfmt.h) */
+        if (v->v.c.count != 0)
+            return SHMOBJ_EINVAL;
+        *cur = pos + 16 + shmobj__mut_body_bytes(v->type);
+        return 0;
     default:
         return SHMOBJ_EINVAL;
     }

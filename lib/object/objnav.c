@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "extstruct.h"
+#include "objmut.h"
 #include "objread.h"
 #include "objvalid.h"
 
@@ -126,6 +127,10 @@ int shmobj_view_len(const shmobj_view *view, size_t *len)
     case SHMOBJ_TYPE_SHAPE:
         n = view->count;
         break;
+    case SHMOBJ_TYPE_MLIST:
+    case SHMOBJ_TYPE_MDICT:
+    case SHMOBJ_TYPE_MSET:
+        return shmobj__mut_len(view, len);
     default:
         return SHMOBJ_ETYPE;
     }
@@ -151,6 +156,10 @@ int shmobj_view_item(const shmobj_view *view, size_t i, shmobj_view *item)
     case SHMOBJ_TYPE_STRUCT:
     case SHMOBJ_TYPE_RECORD: /* slots at 16 + 16 i, like a list's */
         break;
+    case SHMOBJ_TYPE_MLIST:
+    case SHMOBJ_TYPE_MDICT:
+    case SHMOBJ_TYPE_MSET:
+        return shmobj__mut_item(view, i, item);
     default:
         return SHMOBJ_ETYPE;
     }
@@ -180,6 +189,8 @@ int shmobj_view_key(const shmobj_view *view, size_t i, shmobj_view *key)
         shmobj__record_shape_view(view, &sv);
         view = &sv;
     }
+    if (view->type == SHMOBJ_TYPE_MDICT || view->type == SHMOBJ_TYPE_MSET)
+        return shmobj__mut_key(view, i, key);
     int rc = shmobj__keyed_layout(view, &keys, &stride, &index);
     if (rc != 0)
         return rc;

@@ -67,6 +67,12 @@ shmobj__body_size(const struct shmobj__obj *h, uint64_t rem, uint64_t *out)
         break;
     case SHMOBJ_TYPE_LIST:
     case SHMOBJ_TYPE_TUPLE:
+    /* The mutable kinds' count is 0 and their control block is checked
+     * where it is used (shmobj__mut_open), so that this inline stays the
+     * size it was on every view's path. */
+    case SHMOBJ_TYPE_MLIST:
+    case SHMOBJ_TYPE_MDICT:
+    case SHMOBJ_TYPE_MSET:
         *out = 16 * n;
         break;
     case SHMOBJ_TYPE_RECORD:

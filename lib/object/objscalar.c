@@ -62,7 +62,9 @@ static inline double bits_double(uint64_t u)
  * the value loaded is returned only if the block was not freed before the
  * load (the acquire load of the value orders the check after it). */
 #define LIVE_OR_FAIL(v)                                                      \
-    if (!shmobj__slot_live(v))                                               \
+    if (!shmobj__slot_live(v) ||                                             \
+        ((v)->flags & SHMOBJ__VIEW_MUT &&                                    \
+         ((struct shmobj__slot *)(v)->slot)->tag != (v)->slot_tag))          \
         return SHMOBJ_ESTALE
 
 /* shmobj_<kind>_get and shmobj_<kind>_set. */

@@ -1,0 +1,151 @@
+/* What the mutable containers' files share (objmut.c: the control block,
+ * the lock, writer sections, optimistic reads, items and the list;
+ * objmutdict.c: dict and set bodies, lookups, iteration) and what they
+ * offer the rest of the layer (the views, the checker, the free, JSON).
+ *
+ * Invariants kept by what this header defines:
+ * - Everything a reader takes from a container is read inside
+ *   shmobj__mut_read(): between an even sequence value and the same value
+ *   read again, so a reader never keeps what a writer changed under it.
+ *   Memory freed by a writer stays mapped, and every offset is
+ *   bounds-checked before it is read, so reading an old body costs a
+ *   retry, never a fault.
+ * - Every change is made by the lock holder (shmobj__mut_lock), inside a
+ *   writer section for anything a reader could see half done, and after
+ *   its intent is recorded (struct shmobj__mut, objfmt.h), so the next
+ *   locker after its death can finish or undo it (shmobj__mut_repair). */
+#ifndef SHMOBJ_OBJMUT_H
+#define SHMOBJ_OBJMUT_H
+
+#include "objread.h"
+
+/* A checked handle on a container, made from its view: the control block
+ * and the space. */
+struct shmobj__mc {
+    struct shmobj__space *sp;
+    struct shmobj__mut *m;
+    const shmobj_view *v;
+    unsigned type;
+};
+
+/* Check the view names a live mutable container of one of the kinds in
+ * the mask (1 << type) and fill c. */
+int shmobj__mut_open(const shmobj_view *v, unsigned kinds, struct shmobj__mc *c);
+
+/* Take the container's lock, repairing it when its holder died (or left
+ * an intent behind). 0, or the lock's error. */
+int shmobj__mut_lock(struct shmobj__mc *c);
+void shmobj__mut_unlock(struct shmobj__mc *c);
+
+/* Writer section: readers retry what they read across it. */
+static inline void shmobj__mut_wbegin(struct shmobj__mut *m)
+{
+    uint64_t s = atomic_load_explicit(&m->seq, memory_order_relaxed);
+    atomic_store_explicit(&m->seq, s | 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+}
+
+static inline void shmobj__mut_wend(struct shmobj__mut *m)
+{
+    uint64_t s = atomic_load_explicit(&m->seq, memory_order_relaxed);
+    atomic_store_explicit(&m->seq, (s | 1) + 1, memory_order_release);
+}
+
+/* Run read(c, arg) optimistically until it ran with no writer in between
+ * (then its result stands), falling back to running it under the lock
+ * after many tries. The function must only read, check every offset, and
+ * return 0 or an error; what it wrote to arg counts only when this
+ * returns its result. */
+int shmobj__mut_read(struct shmobj__mc *c, int (*read)(struct shmobj__mc *, void *),
+                     void *arg);
+
+/* An item as a slot holds it: a tag and a payload; child is the block
+ * the payload names when the item has one (else 0). */
+struct shmobj__mitem {
+    uint8_t tag;
+    uint64_t payload;
+    shmobj__ref child;
+};
+
+/* Make the item of a description: scalars and null inline, anything else
+ * built into a child by the builder (shmobj__obj_put). */
+int shmobj__mut_item_make(struct shmobj__space *sp, const shmobj_value *val,
+                          struct shmobj__mitem *it);
+
+/* Free a child block (a whole object tree); 0 for none. Errors of a block
+ * freed already (a repair repeating a free) are ignored. */
+void shmobj__mut_child_free(struct shmobj__space *sp, shmobj__ref child);
+/* The same inside a walk: its depth and budget. */
+int shmobj__mut_child_free_in(struct shmobj__space *sp, shmobj__ref child, int depth,
+                              uint64_t *budget);
+
+/* Is this payload of a slot of this tag a child (a block of its own)? */
+static inline shmobj__ref shmobj__mut_child_of(uint8_t tag, uint64_t payload)
+{
+    return tag == SHMOBJ__SLOT_OBJ ? payload : 0;
+}
+
+/* Store a slot's tag and payload (inside a writer section: a reader may
+ * see the two change apart, and the section makes it retry). */
+static inline void shmobj__mut_slot_put(struct shmobj__slot *s, uint8_t tag, uint8_t r0,
+                                        uint64_t payload)
+{
+    s->tag = tag;
+    s->reserved0 = r0;
+    s->reserved1 = 0;
+    s->reserved2 = 0;
+    atomic_store_explicit(&s->payload, payload, memory_order_release);
+}
+
+/* A checked reference to a raw block of at least `need` bytes: its
+ * offset, or SHMOBJ_ECORRUPT / SHMOBJ_ESTALE. */
+int shmobj__mut_block(struct shmobj__space *sp, shmobj__ref ref, uint64_t need,
+                      uint64_t *off, uint64_t *usable);
+
+/* The same on the hot paths: the range checked against the mapped
+ * segment and the block's generation compared (one load), without the
+ * arena's walk of its header; the check (shmobj__mut_check) proves each
+ * block with shmobj__mut_block(). */
+int shmobj__mut_block_fast(struct shmobj__space *sp, shmobj__ref ref, uint64_t need,
+                           uint64_t *off);
+
+/* ---- dict and set (objmutdict.c) ----------------------------------------- */
+
+/* The repair of a dict or set whose lock holder died (lock held). */
+int shmobj__mdict_repair(struct shmobj__mc *c);
+/* The count of a dict or set, checked against its body (inside a read). */
+int shmobj__mdict_places(struct shmobj__mc *c, uint64_t *count);
+/* Lookup of a prepared key: a view of its value (dict) or member (set). */
+int shmobj__mdict_lookup(const shmobj_view *v, const shmobj_key *k, shmobj_view *item);
+/* Free every child and the body (the container's own block stays). */
+int shmobj__mdict_free(struct shmobj__space *sp, const shmobj_view *v, int depth,
+                       uint64_t *budget);
+
+/* ---- what the rest of the layer calls ---------------------------------- */
+
+/* Live items of a mutable container view. */
+int shmobj__mut_len(const shmobj_view *v, size_t *len);
+/* Item i (list: position; dict: value of the i-th pair in order; set:
+ * the i-th member), and key i (dict, set). */
+int shmobj__mut_item(const shmobj_view *v, size_t i, shmobj_view *item);
+int shmobj__mut_key(const shmobj_view *v, size_t i, shmobj_view *key);
+/* Free what the container owns (objfree.c's walk, whose depth and budget
+ * the children's frees go on charging). */
+int shmobj__mut_free(struct shmobj__space *sp, const shmobj_view *v, int depth,
+                     uint64_t *budget);
+
+/* The checker's walk: every place of the container is checked, and each
+ * item slot is handed to child(ctx, slot_off, blk, blen, gen, kind) (kind
+ * 0 a value, 1 a key) with the block holding the slot; budget is charged
+ * one unit per place and index entry. */
+typedef int (*shmobj__mut_child_fn)(void *ctx, uint64_t slot_off, uint64_t blk,
+                                    uint64_t blen, uint16_t gen, int kind);
+int shmobj__mut_check(struct shmobj__space *sp, const shmobj_view *v, uint64_t *budget,
+                      shmobj__mut_child_fn child, void *ctx);
+int shmobj__mdict_check(struct shmobj__mc *c, uint64_t *budget, shmobj__mut_child_fn child,
+                        void *ctx);
+
+/* Item and key views of a dict or set by rank (the i-th live pair). */
+int shmobj__mdict_nth(const shmobj_view *v, size_t i, int want_key, shmobj_view *out);
+
+#endif /* SHMOBJ_OBJMUT_H */

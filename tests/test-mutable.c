@@ -1,0 +1,1117 @@
+/* Mutable containers (growable list, mutable dict and set): the API on one
+ * process against a plain model, nesting, views, JSON, ownership of
+ * children, readers racing writers in other processes (never a torn
+ * state), iteration exactly once under concurrent writes, writers killed
+ * at random points, damaged bytes and stale views. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
+
+#include <cmocka.h>
+
+#include "objfmt.h"
+#include "os.h"
+#include "shmobj.h"
+#include "space.h"
+#include "test-util.h"
+
+_Static_assert(SHMOBJ__MUT_LOCK_BYTES == SHMOBJ__OS_LOCK_SIZE,
+               "the control block holds one library lock");
+
+#define MiB (UINT64_C(1) << 20)
+
+static unsigned kill_rounds = 200;
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
+static uint64_t rnd(void)
+{
+    return test_xorshift(&rng_state);
+}
+
+struct fixture {
+    char name[96];
+    shmobj_segment *seg;
+};
+
+static int setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof *f);
+    shmobj_segment_options o;
+    shmobj_segment_options_init(&o);
+    o.initial_size = 64 * MiB;
+    o.max_size = 1024 * MiB;
+    test_name(f->name, sizeof f->name, "mut");
+    assert_int_equal(shmobj_segment_create(f->name, &o, &f->seg), 0);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_segment_close(f->seg);
+    shmobj_segment_destroy(f->name, SHMOBJ_BACKEND_SHM);
+    free(f);
+    return 0;
+}
+
+static void *shared_page(size_t n)
+{
+    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    assert_true(p != MAP_FAILED);
+    memset(p, 0, n);
+    return p;
+}
+
+static uint64_t heap_used(shmobj_segment *seg)
+{
+    shmobj_arena_stats a = {.struct_size = sizeof a};
+    assert_int_equal(shmobj_arena_stats_get(seg, &a), 0);
+    return a.used_bytes;
+}
+
+/* A new empty container of this description, and a view of it. */
+static shmobj_ref make(shmobj_segment *seg, shmobj_value d, shmobj_view *v)
+{
+    shmobj_ref r;
+    assert_int_equal(shmobj_obj_put(seg, &d, &r), 0);
+    assert_int_equal(shmobj_obj_get(seg, r, v), 0);
+    return r;
+}
+
+static int64_t item_int(const shmobj_view *list, size_t i)
+{
+    int64_t x = 0;
+    assert_int_equal(shmobj_mlist_get_int(list, i, &x), 0);
+    return x;
+}
+
+static size_t len_of(const shmobj_view *v)
+{
+    size_t n = 0;
+    assert_int_equal(shmobj_view_len(v, &n), 0);
+    return n;
+}
+
+/* ---- one process ----------------------------------------------------------- */
+
+/* Append, insert, pop at both ends and inside, delete, set and clear agree
+ * with a plain array over random operations, across chunk boundaries. */
+static void test_mlist_ops_match_model(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_view l;
+    shmobj_ref r = make(f->seg, SHMOBJ_VAL_MLIST(), &l);
+    assert_int_equal(shmobj_view_type(&l), SHMOBJ_TYPE_MLIST);
+    static int64_t model[5000];
+    size_t n = 0;
+    for (int step = 0; step < 20000; step++) {
+        uint64_t op = rnd() % 10;
+        int64_t x = (int64_t)(rnd() % 1000000);
+        shmobj_value v = SHMOBJ_VAL_INT(x);
+        if (op < 4 && n < 5000) {
+            assert_int_equal(shmobj_mlist_append(&l, &v), 0);
+            model[n++] = x;
+        } else if (op < 6 && n < 5000) {
+            size_t at = (size_t)(rnd() % (n + 1));
+            assert_int_equal(shmobj_mlist_insert(&l, at, &v), 0);
+            memmove(&model[at + 1], &model[at], (n - at) * sizeof model[0]);
+            model[at] = x;
+            n++;
+        } else if (op == 6 && n > 0) {
+            shmobj_ref got;
+            shmobj_view gv;
+            int64_t gi;
+            int64_t at = rnd() % 2 ? -1 : 0;
+            size_t pos = at < 0 ? n - 1 : 0;
+            assert_int_equal(shmobj_mlist_pop(&l, at, &got), 0);
+            assert_int_equal(shmobj_obj_get(f->seg, got, &gv), 0);
+            assert_int_equal(shmobj_int_get(&gv, &gi), 0);
+            assert_int_equal(gi, model[pos]);
+            assert_int_equal(shmobj_obj_free(f->seg, got), 0);
+            memmove(&model[pos], &model[pos + 1], (n - pos - 1) * sizeof model[0]);
+            n--;
+        } else if (op == 7 && n > 0) {
+            size_t at = (size_t)(rnd() % n);
+            assert_int_equal(shmobj_mlist_delete(&l, at), 0);
+            memmove(&model[at], &model[at + 1], (n - at - 1) * sizeof model[0]);
+            n--;
+        } else if (op == 8 && n > 0) {
+            size_t at = (size_t)(rnd() % n);
+            assert_int_equal(shmobj_mlist_set(&l, at, &v), 0);
+            model[at] = x;
+        } else if (step % 5000 == 4999) {
+            assert_int_equal(shmobj_mut_clear(&l), 0);
+            n = 0;
+        }
+        if (step % 997 == 0) {
+            assert_int_equal(len_of(&l), n);
+            for (size_t i = 0; i < n; i++)
+                assert_int_equal(item_int(&l, i), model[i]);
+            assert_int_equal(shmobj_obj_check(f->seg, r), 0);
+        }
+    }
+    assert_int_equal(len_of(&l), n);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(item_int(&l, i), model[i]);
+    int64_t dummy;
+    assert_int_equal(shmobj_mlist_get_int(&l, n, &dummy), SHMOBJ_ERANGE);
+    assert_int_equal(shmobj_mlist_insert(&l, n + 1, &SHMOBJ_VAL_INT(1)), SHMOBJ_ERANGE);
+    assert_int_equal(shmobj_mlist_pop(&l, (int64_t)n, NULL), SHMOBJ_ERANGE);
+    assert_int_equal(shmobj_mlist_pop(&l, -(int64_t)n - 1, NULL), SHMOBJ_ERANGE);
+    assert_int_equal(shmobj_obj_check(f->seg, r), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, r), 0);
+}
+
+/* Items of every kind: scalars inline, strings and containers as
+ * children; a popped child is handed over; freeing the list frees every
+ * child and chunk (the heap returns to where it was). */
+static void test_mlist_children_owned_and_freed(void **state)
+{
+    struct fixture *f = *state;
+    uint64_t before = heap_used(f->seg);
+    shmobj_view l, it;
+    shmobj_ref r = make(f->seg, SHMOBJ_VAL_MLIST(), &l);
+    for (int i = 0; i < 300; i++) {
+        char s[32];
+        snprintf(s, sizeof s, "item number %d", i);
+        shmobj_value v = i % 3 == 0   ? SHMOBJ_VAL_STR(s)
+                         : i % 3 == 1 ? SHMOBJ_VAL_DOUBLE(i + 0.5)
+                                      : SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_INT(i), SHMOBJ_VAL_NULL);
+        assert_int_equal(shmobj_mlist_append(&l, &v), 0);
+    }
+    assert_int_equal(shmobj_mlist_get(&l, 3, &it), 0);
+    const char *s;
+    assert_int_equal(shmobj_str_get(&it, &s, NULL), 0);
+    assert_string_equal(s, "item number 3");
+    /* views of items are read-only: writes go through the list */
+    assert_int_equal(shmobj_mlist_get(&l, 4, &it), 0);
+    assert_int_equal(shmobj_double_set(&it, 1.0), SHMOBJ_EACCES);
+    assert_int_equal(shmobj_view_set(&it, &SHMOBJ_VAL_NULL), SHMOBJ_EACCES);
+    /* replace a string by a string, delete a child, pop one and keep it */
+    assert_int_equal(shmobj_mlist_set(&l, 0, &SHMOBJ_VAL_STR("replaced")), 0);
+    assert_int_equal(shmobj_mlist_delete(&l, 2), 0);
+    shmobj_ref popped;
+    assert_int_equal(shmobj_mlist_pop(&l, 0, &popped), 0);
+    shmobj_view pv;
+    assert_int_equal(shmobj_obj_get(f->seg, popped, &pv), 0);
+    assert_int_equal(shmobj_str_get(&pv, &s, NULL), 0);
+    assert_string_equal(s, "replaced");
+    assert_int_equal(shmobj_obj_check(f->seg, r), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, r), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, popped), 0);
+    assert_int_equal(heap_used(f->seg), before);
+}
+
+/* Set, get, delete, contains and length agree with a model over INT, short
+ * and long STR and BYTES keys, with values of several kinds; the dict
+ * grows and rebuilds; freeing it frees everything. */
+static void test_mdict_ops_match_model(void **state)
+{
+    struct fixture *f = *state;
+    uint64_t before = heap_used(f->seg);
+    shmobj_view d, v;
+    shmobj_ref r = make(f->seg, SHMOBJ_VAL_MDICT(), &d);
+    enum { N = 3000 };
+    static int64_t model[N];
+    static char present[N];
+    size_t live = 0;
+    for (int step = 0; step < 40000; step++) {
+        int k = (int)(rnd() % N);
+        char ks[32];
+        snprintf(ks, sizeof ks, k % 2 ? "long-key-%d" : "k%d", k);
+        shmobj_value key = k % 3 == 0 ? SHMOBJ_VAL_INT(k)
+                           : k % 3 == 1 ? SHMOBJ_VAL_STR(ks)
+                                        : SHMOBJ_VAL_BYTES(ks, strlen(ks));
+        uint64_t op = rnd() % 4;
+        if (op < 2) {
+            int64_t x = (int64_t)rnd();
+            char vs[32];
+            snprintf(vs, sizeof vs, "value %lld", (long long)x);
+            shmobj_value val = x % 2 ? SHMOBJ_VAL_INT(x) : SHMOBJ_VAL_STR(vs);
+            assert_int_equal(shmobj_mdict_set(&d, &key, &val), 0);
+            live += !present[k];
+            present[k] = 1;
+            model[k] = x;
+        } else if (op == 2) {
+            int rc = shmobj_mut_delete(&d, &key);
+            assert_int_equal(rc, present[k] ? 0 : SHMOBJ_ENOTFOUND);
+            live -= present[k];
+            present[k] = 0;
+        } else {
+            int rc = shmobj_mdict_get(&d, &key, &v);
+            assert_int_equal(rc, present[k] ? 0 : SHMOBJ_ENOTFOUND);
+            assert_int_equal(shmobj_mut_contains(&d, &key), present[k] ? 0 : SHMOBJ_ENOTFOUND);
+            if (rc == 0 && model[k] % 2) {
+                int64_t x;
+                assert_int_equal(shmobj_int_get(&v, &x), 0);
+                assert_int_equal(x, model[k]);
+            } else if (rc == 0) {
+                const char *s;
+                char vs[32];
+                snprintf(vs, sizeof vs, "value %lld", (long long)model[k]);
+                assert_int_equal(shmobj_str_get(&v, &s, NULL), 0);
+                assert_string_equal(s, vs);
+            }
+        }
+        if (step % 4999 == 0) {
+            assert_int_equal(len_of(&d), live);
+            assert_int_equal(shmobj_obj_check(f->seg, r), 0);
+        }
+    }
+    /* the views and lookups of the fixed dicts work on it too */
+    shmobj_value k7 = SHMOBJ_VAL_STR("k7");
+    present[7] = 0;
+    assert_int_equal(shmobj_mdict_set(&d, &SHMOBJ_VAL_STR("k7"), &SHMOBJ_VAL_INT(77)), 0);
+    assert_int_equal(shmobj_view_get(&d, &k7, &v), 0);
+    int64_t x;
+    assert_int_equal(shmobj_int_get(&v, &x), 0);
+    assert_int_equal(x, 77);
+    assert_int_equal(shmobj_view_get_str(&d, "k7", &v), 0);
+    shmobj_key pk;
+    assert_int_equal(shmobj_key_init(&pk, &k7), 0);
+    assert_int_equal(shmobj_mdict_int_add(&d, &pk, 3, &x), 0);
+    assert_int_equal(x, 77);
+    assert_int_equal(shmobj_mdict_get_int(&d, &pk, &x), 0);
+    assert_int_equal(x, 80);
+    assert_int_equal(shmobj_view_get_key(&d, &pk, &v), 0);
+    assert_int_equal(shmobj_int_get(&v, &x), 0);
+    assert_int_equal(x, 80);
+    assert_int_equal(shmobj_mdict_set(&d, &SHMOBJ_VAL_DOUBLE(1.0), &SHMOBJ_VAL_INT(1)),
+                     SHMOBJ_EINVAL);
+    assert_int_equal(shmobj_mdict_set(&d, &SHMOBJ_VAL_STRN("\xff", 1), &SHMOBJ_VAL_INT(1)),
+                     SHMOBJ_EINVAL);
+    assert_int_equal(shmobj_obj_check(f->seg, r), 0);
+    assert_int_equal(shmobj_mut_clear(&d), 0);
+    assert_int_equal(len_of(&d), 0);
+    assert_int_equal(shmobj_mdict_get(&d, &k7, &v), SHMOBJ_ENOTFOUND);
+    assert_int_equal(shmobj_obj_check(f->seg, r), 0);
+    assert_int_equal(shmobj_mdict_set(&d, &k7, &SHMOBJ_VAL_STR("again")), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, r), 0);
+    assert_int_equal(heap_used(f->seg), before);
+}
+
+/* Add, remove, contains, length and iteration of a set. */
+static void test_mset_ops_match_model(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_view s, k;
+    shmobj_ref r = make(f->seg, SHMOBJ_VAL_MSET(), &s);
+    static char present[2000];
+    size_t live = 0;
+    for (int step = 0; step < 20000; step++) {
+        int m = (int)(rnd() % 2000);
+        shmobj_value key = SHMOBJ_VAL_INT(m);
+        if (rnd() % 2) {
+            assert_int_equal(shmobj_mset_add(&s, &key), present[m] ? SHMOBJ_EEXIST : 0);
+            live += !present[m];
+            present[m] = 1;
+        } else {
+            assert_int_equal(shmobj_mut_delete(&s, &key), present[m] ? 0 : SHMOBJ_ENOTFOUND);
+            live -= present[m];
+            present[m] = 0;
+        }
+    }
+    assert_int_equal(len_of(&s), live);
+    static char seen[2000];
+    shmobj_miter it;
+    size_t n = 0;
+    assert_int_equal(shmobj_miter_init(&s, &it), 0);
+    while (shmobj_miter_next(&it, &k, NULL) == 0) {
+        int64_t x;
+        assert_int_equal(shmobj_int_get(&k, &x), 0);
+        assert_true(x >= 0 && x < 2000 && present[x] && !seen[x]);
+        seen[x] = 1;
+        n++;
+    }
+    assert_int_equal(n, live);
+    assert_int_equal(shmobj_view_get(&s, &SHMOBJ_VAL_INT(1), &k), SHMOBJ_ETYPE);
+    assert_int_equal(shmobj_obj_check(f->seg, r), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, r), 0);
+}
+
+/* Mutable containers nest anywhere: inside a fixed dict, inside each
+ * other, as a named root; JSON prints them; the fixed views navigate. */
+static void test_mut_nested_root_json(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_value d = SHMOBJ_VAL_DICT_OF(SHMOBJ_VAL_STR("log"), SHMOBJ_VAL_MLIST(),
+                                        SHMOBJ_VAL_STR("tags"), SHMOBJ_VAL_MSET(),
+                                        SHMOBJ_VAL_STR("n"), SHMOBJ_VAL_INT(1));
+    shmobj_ref r, r2;
+    shmobj_view top, log, tags, inner, item;
+    assert_int_equal(shmobj_obj_put(f->seg, &d, &r), 0);
+    assert_int_equal(shmobj_segment_root_set(f->seg, "doc", r), 0);
+    assert_int_equal(shmobj_segment_root_get(f->seg, "doc", &r2), 0);
+    assert_int_equal(shmobj_obj_get(f->seg, r2, &top), 0);
+    assert_int_equal(shmobj_view_get_str(&top, "log", &log), 0);
+    assert_int_equal(shmobj_view_get_str(&top, "tags", &tags), 0);
+    assert_int_equal(shmobj_view_type(&log), SHMOBJ_TYPE_MLIST);
+    assert_int_equal(shmobj_mlist_append(&log, &SHMOBJ_VAL_INT(5)), 0);
+    assert_int_equal(shmobj_mlist_append(&log, &SHMOBJ_VAL_MDICT()), 0);
+    assert_int_equal(shmobj_view_item(&log, 1, &inner), 0);
+    assert_int_equal(shmobj_view_type(&inner), SHMOBJ_TYPE_MDICT);
+    assert_int_equal(shmobj_mdict_set(&inner, &SHMOBJ_VAL_STR("a"), &SHMOBJ_VAL_BOOL(1)), 0);
+    assert_int_equal(shmobj_mdict_set(&inner, &SHMOBJ_VAL_INT(2), &SHMOBJ_VAL_NULL), 0);
+    assert_int_equal(shmobj_mset_add(&tags, &SHMOBJ_VAL_STR("x")), 0);
+    assert_int_equal(shmobj_view_key(&inner, 0, &item), 0);
+    const char *s;
+    assert_int_equal(shmobj_str_get(&item, &s, NULL), 0);
+    assert_string_equal(s, "a");
+    assert_int_equal(shmobj_view_item(&inner, 1, &item), 0);
+    assert_int_equal(shmobj_view_type(&item), SHMOBJ_TYPE_NULL);
+    assert_int_equal(shmobj_view_item(&tags, 0, &item), 0);
+    assert_int_equal(shmobj_str_get(&item, &s, NULL), 0);
+    assert_string_equal(s, "x");
+    char buf[256];
+    assert_int_equal(shmobj_view_json(&top, buf, sizeof buf, NULL), 0);
+    assert_string_equal(buf, "{\"log\":[5,{\"a\":true,\"2\":null}],\"tags\":[\"x\"],\"n\":1}");
+    assert_int_equal(shmobj_obj_check(f->seg, r), 0);
+    assert_int_equal(shmobj_segment_root_del(f->seg, "doc"), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, r), 0);
+    /* a mutable container is created empty */
+    shmobj_value bad = SHMOBJ_VAL_MLIST();
+    bad.v.c.count = 1;
+    assert_int_equal(shmobj_obj_put(f->seg, &bad, &r), SHMOBJ_EINVAL);
+}
+
+/* ---- stale views --------------------------------------------------------- */
+
+/* A view of a child deleted or replaced gives SHMOBJ_ESTALE; a view of a
+ * deleted dict value's scalar keeps the old value; a list slot given an
+ * item of another kind is not read as the old kind; a freed container's
+ * view gives SHMOBJ_ESTALE to every call. */
+static void test_mut_stale_views_estale(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_view d, l, v, w;
+    const char *s;
+    int64_t x;
+    double dd;
+    shmobj_ref rd = make(f->seg, SHMOBJ_VAL_MDICT(), &d);
+    shmobj_ref rl = make(f->seg, SHMOBJ_VAL_MLIST(), &l);
+    assert_int_equal(shmobj_mdict_set(&d, &SHMOBJ_VAL_STR("s"), &SHMOBJ_VAL_STR("child")), 0);
+    assert_int_equal(shmobj_mdict_set(&d, &SHMOBJ_VAL_STR("i"), &SHMOBJ_VAL_INT(9)), 0);
+    assert_int_equal(shmobj_mdict_get(&d, &SHMOBJ_VAL_STR("s"), &v), 0);
+    assert_int_equal(shmobj_mdict_get(&d, &SHMOBJ_VAL_STR("i"), &w), 0);
+    /* another process deletes both */
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(shmobj_mut_delete(&d, &SHMOBJ_VAL_STR("s")) != 0 ||
+              shmobj_mut_delete(&d, &SHMOBJ_VAL_STR("i")) != 0);
+    assert_int_equal(test_child_wait(pid), 0);
+    assert_int_equal(shmobj_str_get(&v, &s, NULL), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_int_get(&w, &x), 0);
+    assert_int_equal(x, 9); /* the old value, still in its slot */
+    /* replaced child: stale too */
+    assert_int_equal(shmobj_mdict_set(&d, &SHMOBJ_VAL_STR("s"), &SHMOBJ_VAL_STR("one")), 0);
+    assert_int_equal(shmobj_mdict_get(&d, &SHMOBJ_VAL_STR("s"), &v), 0);
+    assert_int_equal(shmobj_mdict_set(&d, &SHMOBJ_VAL_STR("s"), &SHMOBJ_VAL_STR("two")), 0);
+    assert_int_equal(shmobj_str_get(&v, &s, NULL), SHMOBJ_ESTALE);
+    /* a list slot re-tagged under a scalar view */
+    assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_DOUBLE(2.5)), 0);
+    assert_int_equal(shmobj_mlist_get(&l, 0, &v), 0);
+    assert_int_equal(shmobj_mlist_set(&l, 0, &SHMOBJ_VAL_INT(7)), 0);
+    assert_int_equal(shmobj_double_get(&v, &dd), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_mlist_set(&l, 0, &SHMOBJ_VAL_DOUBLE(3.5)), 0);
+    assert_int_equal(shmobj_double_get(&v, &dd), 0);
+    assert_true(dd == 3.5);
+    /* the containers freed */
+    assert_int_equal(shmobj_obj_free(f->seg, rd), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, rl), 0);
+    size_t n;
+    shmobj_miter it;
+    assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_INT(1)), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_mlist_get(&l, 0, &v), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_mdict_set(&d, &SHMOBJ_VAL_INT(1), &SHMOBJ_VAL_INT(1)), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_mdict_get(&d, &SHMOBJ_VAL_STR("s"), &v), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_view_len(&d, &n), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_miter_init(&d, &it), 0);
+    assert_int_equal(shmobj_miter_next(&it, NULL, NULL), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_mut_clear(&d), SHMOBJ_ESTALE);
+}
+
+/* ---- damage ---------------------------------------------------------------- */
+
+static struct shmobj__mut *control_of(const shmobj_view *v)
+{
+    return (struct shmobj__mut *)(void *)((uint8_t *)(uintptr_t)v->obj + 16);
+}
+
+/* Damaged control blocks, chunks and bodies give SHMOBJ_ECORRUPT to the
+ * checker and to readers, never a crash; each is restored after. */
+static void test_mut_damaged_ecorrupt(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_view l, d, v;
+    int64_t x;
+    shmobj_ref rl = make(f->seg, SHMOBJ_VAL_MLIST(), &l);
+    shmobj_ref rd = make(f->seg, SHMOBJ_VAL_MDICT(), &d);
+    for (int i = 0; i < 100; i++) {
+        assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_INT(i)), 0);
+        char k[32];
+        snprintf(k, sizeof k, "key number %d", i);
+        assert_int_equal(shmobj_mdict_set(&d, &SHMOBJ_VAL_STR(k), &SHMOBJ_VAL_INT(i)), 0);
+    }
+    struct shmobj__mut *ml = control_of(&l), *md = control_of(&d);
+    _Atomic uint64_t *dir = (_Atomic uint64_t *)(void *)(ml + 1);
+    /* a chunk reference into the middle of its block: the check proves
+     * every chunk with the arena */
+    uint64_t keep = atomic_load(&dir[1]);
+    atomic_store(&dir[1], keep + 16);
+    assert_int_equal(shmobj_obj_check(f->seg, rl), SHMOBJ_ECORRUPT);
+    /* one beyond the segment, or with another generation: readers too */
+    atomic_store(&dir[1], keep + (UINT64_C(1) << 40));
+    assert_int_equal(shmobj_obj_check(f->seg, rl), SHMOBJ_ECORRUPT);
+    assert_int_equal(shmobj_mlist_get_int(&l, 20, &x), SHMOBJ_ECORRUPT);
+    atomic_store(&dir[1], keep ^ (UINT64_C(1) << 50));
+    assert_int_equal(shmobj_mlist_get_int(&l, 20, &x), SHMOBJ_ECORRUPT);
+    atomic_store(&dir[1], keep);
+    /* a length past the chunks */
+    atomic_store(&ml->len, 1u << 20);
+    atomic_store(&ml->count, 1u << 20);
+    assert_int_equal(shmobj_obj_check(f->seg, rl), SHMOBJ_ECORRUPT);
+    assert_int_equal(shmobj_mlist_get_int(&l, 5000, &x), SHMOBJ_ECORRUPT);
+    atomic_store(&ml->len, 100);
+    atomic_store(&ml->count, 100);
+    assert_int_equal(shmobj_obj_check(f->seg, rl), 0);
+    /* a dict body with a bad magic, then with a damaged index */
+    void *bp;
+    size_t bn;
+    shmobj_ref body = atomic_load(&md->body);
+    assert_int_equal(shmobj_arena_ptr(f->seg, body, &bp, &bn), 0);
+    uint32_t *magic = bp;
+    *magic ^= 1;
+    assert_int_equal(shmobj_obj_check(f->seg, rd), SHMOBJ_ECORRUPT);
+    assert_int_equal(shmobj_mdict_get(&d, &SHMOBJ_VAL_STR("key number 3"), &v), SHMOBJ_ECORRUPT);
+    *magic ^= 1;
+    struct shmobj__mbody *hb = bp;
+    uint64_t *ix = (uint64_t *)(hb + 1);
+    for (uint64_t e = 0; e < hb->cap; e++)
+        if (ix[e] != 0)
+            ix[e] = (ix[e] & ~UINT64_C(0xffffffff)) | 0xfffffff0u; /* a pair past len */
+    assert_int_equal(shmobj_obj_check(f->seg, rd), SHMOBJ_ECORRUPT);
+    assert_int_equal(shmobj_mdict_get(&d, &SHMOBJ_VAL_STR("key number 3"), &v), SHMOBJ_ECORRUPT);
+    /* an intent no writer leaves: the next locker refuses to repair it */
+    atomic_store(&ml->op, 99);
+    assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_INT(1)), SHMOBJ_ECORRUPT);
+    atomic_store(&ml->op, 0);
+    assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_INT(100)), 0);
+    /* a repair (a stuck intent of no effect) rebuilds the dict's index */
+    atomic_store(&md->op, SHMOBJ__MUT_OP_PUT);
+    atomic_store(&md->at, UINT64_MAX);
+    assert_int_equal(shmobj_mdict_set(&d, &SHMOBJ_VAL_STR("key number 3"), &SHMOBJ_VAL_INT(3)),
+                     0);
+    assert_int_equal(shmobj_obj_check(f->seg, rd), 0);
+    for (int i = 0; i < 100; i++) {
+        char k[32];
+        snprintf(k, sizeof k, "key number %d", i);
+        assert_int_equal(shmobj_mdict_get(&d, &SHMOBJ_VAL_STR(k), &v), 0);
+        assert_int_equal(shmobj_int_get(&v, &x), 0);
+        assert_int_equal(x, i);
+    }
+    assert_int_equal(shmobj_obj_check(f->seg, rl), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, rl), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, rd), 0);
+}
+
+/* ---- processes at once ------------------------------------------------- */
+
+struct race {
+    shmobj_view c;
+    _Atomic int *stop;
+    int seconds;
+};
+
+/* Item k of the list: k itself, an int when k is even, a double when
+ * odd, so that a slot whose tag and payload were read from two different
+ * items shows. */
+static shmobj_value list_val(int64_t k)
+{
+    return k % 2 == 0 ? SHMOBJ_VAL_INT(k) : SHMOBJ_VAL_DOUBLE((double)k);
+}
+
+/* Between calls the list holds 0, 1, ..., n-1, with at most one -1 marker
+ * somewhere: the writer appends the next index, inserts a marker at a
+ * random place and deletes it again, pops the last item and appends it
+ * back, and grows across chunks. */
+static int list_writer(void *p)
+{
+    struct race *r = p;
+    int64_t n = 0;
+    while (!atomic_load(r->stop) && n < 30000) {
+        shmobj_value v = list_val(n);
+        if (shmobj_mlist_append(&r->c, &v) != 0)
+            return 1;
+        n++;
+        if (n % 7 == 0) {
+            size_t at = (size_t)(rnd() % (uint64_t)n);
+            if (shmobj_mlist_insert(&r->c, at, &SHMOBJ_VAL_INT(-1)) != 0 ||
+                shmobj_mlist_delete(&r->c, at) != 0)
+                return 2;
+        }
+        if (n % 5 == 0) {
+            v = list_val(n - 1);
+            if (shmobj_mlist_pop(&r->c, -1, NULL) != 0 || shmobj_mlist_append(&r->c, &v) != 0)
+                return 3;
+        }
+    }
+    atomic_store(r->stop, 1);
+    return 0;
+}
+
+static int list_reader(void *p)
+{
+    struct race *r = p;
+    uint64_t reads = 0;
+    while (!atomic_load(r->stop)) {
+        size_t n;
+        if (shmobj_view_len(&r->c, &n) != 0)
+            return 1;
+        for (int k = 0; k < 64 && n > 0; k++) {
+            size_t i = (size_t)(rnd() % n);
+            shmobj_view v;
+            int64_t x;
+            double d;
+            int rc = shmobj_mlist_get(&r->c, i, &v);
+            if (rc == SHMOBJ_ERANGE)
+                continue; /* the last item was being popped */
+            if (rc != 0)
+                return 2;
+            if (shmobj_view_type(&v) == SHMOBJ_TYPE_INT) {
+                rc = shmobj_int_get(&v, &x);
+                if (rc == 0 && x >= 0 && x % 2 != 0)
+                    return 3; /* an odd item's bits under an int's tag */
+            } else if (shmobj_view_type(&v) == SHMOBJ_TYPE_DOUBLE) {
+                rc = shmobj_double_get(&v, &d);
+                x = (int64_t)d;
+                if (rc == 0 && ((double)x != d || x % 2 == 0))
+                    return 4; /* an even item's bits under a double's tag */
+            } else {
+                return 5;
+            }
+            if (rc == SHMOBJ_ESTALE)
+                continue; /* the slot was given another kind since */
+            if (rc != 0)
+                return 6;
+            /* what the position holds in a state between calls: its own
+             * item, the marker, or the item before it (a marker sits
+             * before it) */
+            if (x != (int64_t)i && x != -1 && x != (int64_t)i - 1)
+                return 7;
+            reads++;
+        }
+    }
+    return reads > 0 ? 0 : 4;
+}
+
+/* Readers in two processes never see a list half changed: every item read
+ * equals its index while a third process appends, inserts and deletes in
+ * the middle, pops and grows. */
+static void test_mlist_concurrent_readers_never_torn(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_view l;
+    shmobj_ref r = make(f->seg, SHMOBJ_VAL_MLIST(), &l);
+    _Atomic int *stop = shared_page(4096);
+    struct race a = {l, stop, 0};
+    pid_t w = test_child_start(list_writer, &a, 120);
+    pid_t r1 = test_child_start(list_reader, &a, 120);
+    pid_t r2 = test_child_start(list_reader, &a, 120);
+    assert_int_equal(test_child_wait(w), 0);
+    assert_int_equal(test_child_wait(r1), 0);
+    assert_int_equal(test_child_wait(r2), 0);
+    size_t n = len_of(&l);
+    assert_int_equal(n, 30000);
+    for (size_t i = 0; i < n; i += 2)
+        assert_int_equal(item_int(&l, i), (int64_t)i);
+    assert_int_equal(shmobj_obj_check(f->seg, r), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, r), 0);
+    munmap((void *)stop, 4096);
+}
+
+#define RACE_KEYS 4000
+
+static void race_key(int k, char *buf)
+{
+    snprintf(buf, 32, "race-key-%d", k);
+}
+
+/* Sets random keys to a string derived from the key (children), deletes
+ * random keys, so that the body is rebuilt again and again. */
+static int dict_writer(void *p)
+{
+    struct race *r = p;
+    for (int step = 0; step < 150000 && !atomic_load(r->stop); step++) {
+        int k = (int)(rnd() % RACE_KEYS);
+        char ks[32], vs[48];
+        race_key(k, ks);
+        snprintf(vs, sizeof vs, "value of %s", ks);
+        int rc = rnd() % 3 ? shmobj_mdict_set(&r->c, &SHMOBJ_VAL_STR(ks), &SHMOBJ_VAL_STR(vs))
+                           : shmobj_mut_delete(&r->c, &SHMOBJ_VAL_STR(ks));
+        if (rc != 0 && rc != SHMOBJ_ENOTFOUND)
+            return 1;
+    }
+    atomic_store(r->stop, 1);
+    return 0;
+}
+
+static int dict_reader(void *p)
+{
+    struct race *r = p;
+    uint64_t hits = 0;
+    while (!atomic_load(r->stop)) {
+        int k = (int)(rnd() % RACE_KEYS);
+        char ks[32], vs[48];
+        race_key(k, ks);
+        snprintf(vs, sizeof vs, "value of %s", ks);
+        shmobj_view v;
+        const char *s;
+        int rc = shmobj_mdict_get(&r->c, &SHMOBJ_VAL_STR(ks), &v);
+        if (rc == SHMOBJ_ENOTFOUND)
+            continue;
+        if (rc != 0)
+            return 2;
+        rc = shmobj_str_get(&v, &s, NULL);
+        if (rc == SHMOBJ_ESTALE)
+            continue; /* replaced or deleted since: its child was freed */
+        if (rc != 0)
+            return 3;
+        /* the bytes behind s are read after the check: a free may have
+         * landed since (shmobj_view), so a mismatch counts only if the
+         * child is still live after it */
+        size_t n;
+        if (strcmp(s, vs) != 0 && shmobj_view_len(&v, &n) != SHMOBJ_ESTALE)
+            return 4; /* another key's value */
+        hits++;
+    }
+    return hits > 0 ? 0 : 5;
+}
+
+/* Readers in two processes always find a key's own value (or no value)
+ * while a third process sets, deletes and rebuilds. */
+static void test_mdict_concurrent_readers_values_match_keys(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_view d;
+    shmobj_ref r = make(f->seg, SHMOBJ_VAL_MDICT(), &d);
+    _Atomic int *stop = shared_page(4096);
+    struct race a = {d, stop, 0};
+    pid_t w = test_child_start(dict_writer, &a, 120);
+    pid_t r1 = test_child_start(dict_reader, &a, 120);
+    pid_t r2 = test_child_start(dict_reader, &a, 120);
+    assert_int_equal(test_child_wait(w), 0);
+    assert_int_equal(test_child_wait(r1), 0);
+    assert_int_equal(test_child_wait(r2), 0);
+    assert_int_equal(shmobj_obj_check(f->seg, r), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, r), 0);
+    munmap((void *)stop, 4096);
+}
+
+#define STABLE 1000
+
+/* Inserts and deletes keys 1,000,000 and up, never the stable ones, so
+ * the body is rebuilt (and moves) many times. */
+static int churn_writer(void *p)
+{
+    struct race *r = p;
+    for (int64_t k = 1000000; !atomic_load(r->stop); k++) {
+        if (shmobj_mdict_set(&r->c, &SHMOBJ_VAL_INT(k), &SHMOBJ_VAL_INT(k)) != 0)
+            return 1;
+        if (k % 3 != 0 && shmobj_mut_delete(&r->c, &SHMOBJ_VAL_INT(k)) != 0)
+            return 2;
+        if (k % 1000 == 0) {
+            /* drop the survivors now and then: holes, then rebuilds */
+            for (int64_t j = k - 999; j <= k; j++)
+                if (j % 3 == 0)
+                    (void)shmobj_mut_delete(&r->c, &SHMOBJ_VAL_INT(j));
+        }
+    }
+    return 0;
+}
+
+/* Every key present for the whole iteration is seen exactly once while
+ * another process inserts, deletes and rebuilds the body under the
+ * iteration (the iterator pauses between steps to let it). */
+static void test_mdict_iter_exactly_once_under_writes(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_view d, k, v;
+    shmobj_ref r = make(f->seg, SHMOBJ_VAL_MDICT(), &d);
+    for (int64_t i = 0; i < STABLE; i++)
+        assert_int_equal(shmobj_mdict_set(&d, &SHMOBJ_VAL_INT(i), &SHMOBJ_VAL_INT(-i)), 0);
+    _Atomic int *stop = shared_page(4096);
+    struct race a = {d, stop, 0};
+    pid_t w = test_child_start(churn_writer, &a, 120);
+    for (int pass = 0; pass < 6; pass++) {
+        static int seen[STABLE];
+        memset(seen, 0, sizeof seen);
+        shmobj_miter it;
+        assert_int_equal(shmobj_miter_init(&d, &it), 0);
+        int rc;
+        uint64_t steps = 0;
+        shmobj_miter before = it;
+        while ((rc = shmobj_miter_next(&it, &k, &v)) == 0) {
+            int64_t x, y;
+            if (shmobj_int_get(&k, &x) == SHMOBJ_ESTALE) {
+                /* the body was rebuilt since the step: take it again from
+                 * a copy of the cursor made before it */
+                it = before;
+                continue;
+            }
+            before = it;
+            int vr = shmobj_int_get(&v, &y);
+            if (x < STABLE) {
+                seen[x]++;
+                /* the value slot may have moved on with a rebuild since */
+                assert_true(vr == SHMOBJ_ESTALE || (vr == 0 && y == -x));
+            }
+            if (++steps % 16 == 0)
+                sched_yield();
+        }
+        assert_int_equal(rc, SHMOBJ_ENOTFOUND);
+        for (int i = 0; i < STABLE; i++)
+            assert_int_equal(seen[i], 1);
+    }
+    atomic_store(stop, 1);
+    assert_int_equal(test_child_wait(w), 0);
+    assert_int_equal(shmobj_obj_check(f->seg, r), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, r), 0);
+    munmap((void *)stop, 4096);
+}
+
+/* Two processes adding to the same keys lose nothing. */
+static int adder(void *p)
+{
+    struct race *r = p;
+    shmobj_key keys[8];
+    char names[8][8];
+    for (int i = 0; i < 8; i++) {
+        snprintf(names[i], sizeof names[i], "c%d", i);
+        shmobj_value kv = SHMOBJ_VAL_STR(names[i]);
+        if (shmobj_key_init(&keys[i], &kv) != 0)
+            return 1;
+    }
+    for (int n = 0; n < 50000; n++)
+        if (shmobj_mdict_int_add(&r->c, &keys[n % 8], 1, NULL) != 0)
+            return 2;
+    return 0;
+}
+
+static void test_mdict_int_add_two_procs_no_lost_increment(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_view d;
+    shmobj_ref r = make(f->seg, SHMOBJ_VAL_MDICT(), &d);
+    for (int i = 0; i < 8; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "c%d", i);
+        assert_int_equal(shmobj_mdict_set(&d, &SHMOBJ_VAL_STR(name), &SHMOBJ_VAL_INT(0)), 0);
+    }
+    struct race a = {d, NULL, 0};
+    pid_t p1 = test_child_start(adder, &a, 120);
+    pid_t p2 = test_child_start(adder, &a, 120);
+    assert_int_equal(test_child_wait(p1), 0);
+    assert_int_equal(test_child_wait(p2), 0);
+    for (int i = 0; i < 8; i++) {
+        char name[8];
+        shmobj_key k;
+        int64_t x;
+        snprintf(name, sizeof name, "c%d", i);
+        shmobj_value kv = SHMOBJ_VAL_STR(name);
+        assert_int_equal(shmobj_key_init(&k, &kv), 0);
+        assert_int_equal(shmobj_mdict_get_int(&d, &k, &x), 0);
+        assert_int_equal(x, 2 * 50000 / 8);
+    }
+    assert_int_equal(shmobj_obj_free(f->seg, r), 0);
+}
+
+/* ---- writers killed ------------------------------------------------------ */
+
+struct kill_arg {
+    shmobj_view c;
+    _Atomic uint64_t *committed; /* ops finished */
+    uint64_t start;
+};
+
+/* Wait until the child has committed a random number of ops, then kill it
+ * at a random instant; return the ops committed. */
+static uint64_t run_and_kill(int (*fn)(void *), struct kill_arg *a, uint64_t next,
+                             uint64_t most)
+{
+    pid_t pid = test_child_start(fn, a, 60);
+    uint64_t until = next + 1 + rnd() % most;
+    while (atomic_load(a->committed) < until) {
+        int st;
+        assert_int_equal(waitpid(pid, &st, WNOHANG), 0);
+        sched_yield();
+    }
+    for (unsigned spin = (unsigned)(rnd() % 20000); spin > 0; spin--)
+        __asm__ __volatile__("" ::: "memory");
+    kill(pid, SIGKILL);
+    assert_int_equal(test_child_wait(pid), 128 + SIGKILL);
+    return atomic_load(a->committed);
+}
+
+/* List op i: append i (a string child every third op), and every fourth
+ * op also insert a marker in the middle and delete it, every fifth pop the
+ * last and append it back. */
+static int list_kill_op(const shmobj_view *l, uint64_t i)
+{
+    char s[32];
+    snprintf(s, sizeof s, "s%llu", (unsigned long long)i);
+    shmobj_value v = i % 3 == 0 ? SHMOBJ_VAL_STR(s) : SHMOBJ_VAL_INT((int64_t)i);
+    if (shmobj_mlist_append(l, &v) != 0)
+        return 11;
+    if (i % 4 == 0) {
+        size_t at = (size_t)(i * 7919 % (i + 1));
+        if (shmobj_mlist_insert(l, at, &SHMOBJ_VAL_INT(-1)) != 0 ||
+            shmobj_mlist_delete(l, at) != 0)
+            return 12;
+    }
+    if (i % 5 == 0) {
+        if (shmobj_mlist_pop(l, -1, NULL) != 0 || shmobj_mlist_append(l, &v) != 0)
+            return 13;
+    }
+    return 0;
+}
+
+static int list_killed_main(void *p)
+{
+    struct kill_arg *a = p;
+    for (uint64_t i = a->start;; i++) {
+        int rc = list_kill_op(&a->c, i);
+        if (rc != 0)
+            return rc;
+        atomic_store(a->committed, i + 1);
+    }
+}
+
+/* Is item i what op i appended? */
+static int list_item_is(const shmobj_view *l, size_t i)
+{
+    shmobj_view v;
+    if (shmobj_mlist_get(l, i, &v) != 0)
+        return 0;
+    if (i % 3 == 0) {
+        const char *s;
+        char want[32];
+        snprintf(want, sizeof want, "s%zu", i);
+        return shmobj_str_get(&v, &s, NULL) == 0 && strcmp(s, want) == 0;
+    }
+    int64_t x;
+    return shmobj_int_get(&v, &x) == 0 && x == (int64_t)i;
+}
+
+/* A writer SIGKILLed anywhere in append, insert, delete, pop or a chunk's
+ * allocation leaves the list consistent: the next locker repairs it, every
+ * committed item is there, in order, and at most the op under way is
+ * half done (its marker, or its item, are there or not). */
+static void test_mlist_kill_writer_loop(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_view l;
+    shmobj_ref r = make(f->seg, SHMOBJ_VAL_MLIST(), &l);
+    _Atomic uint64_t *committed = shared_page(4096);
+    uint64_t next = 0;
+    for (unsigned round = 0; round < kill_rounds; round++) {
+        struct kill_arg a = {l, committed, next};
+        uint64_t c = run_and_kill(list_killed_main, &a, next, 2000);
+        /* any call repairs; then the marker of a half-done op may be left
+         * (once), and the item of op c may be there */
+        size_t n = len_of(&l);
+        int64_t x;
+        for (size_t i = 0; i < n; i++) {
+            if (shmobj_mlist_get_int(&l, i, &x) == 0 && x == -1) {
+                assert_int_equal(shmobj_mlist_delete(&l, i), 0);
+                break;
+            }
+        }
+        n = len_of(&l);
+        assert_true(n == c || n == c + 1);
+        for (size_t i = 0; i < n; i++)
+            assert_true(list_item_is(&l, i));
+        if (n == c + 1)
+            assert_int_equal(shmobj_mlist_pop(&l, -1, NULL), 0);
+        if (round % 10 == 0 || round + 1 == kill_rounds)
+            assert_int_equal(shmobj_obj_check(f->seg, r), 0);
+        next = c;
+        atomic_store(committed, next);
+    }
+    assert_int_equal(shmobj_obj_check(f->seg, r), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, r), 0);
+    munmap((void *)committed, 4096);
+}
+
+#define DICT_HOT 16
+
+/* Dict op i: set "k<i>" to the string "v<i>", a hot key to i, and delete
+ * "k<i - 500>". */
+static int dict_kill_op(const shmobj_view *d, uint64_t i)
+{
+    char k[32], v[32];
+    snprintf(k, sizeof k, "k%llu", (unsigned long long)i);
+    snprintf(v, sizeof v, "v%llu", (unsigned long long)i);
+    if (shmobj_mdict_set(d, &SHMOBJ_VAL_STR(k), &SHMOBJ_VAL_STR(v)) != 0)
+        return 11;
+    snprintf(k, sizeof k, "hot%llu", (unsigned long long)(i % DICT_HOT));
+    if (shmobj_mdict_set(d, &SHMOBJ_VAL_STR(k), &SHMOBJ_VAL_INT((int64_t)i)) != 0)
+        return 12;
+    if (i >= 500) {
+        snprintf(k, sizeof k, "k%llu", (unsigned long long)(i - 500));
+        int rc = shmobj_mut_delete(d, &SHMOBJ_VAL_STR(k));
+        if (rc != 0 && rc != SHMOBJ_ENOTFOUND)
+            return 13;
+    }
+    return 0;
+}
+
+static int dict_killed_main(void *p)
+{
+    struct kill_arg *a = p;
+    for (uint64_t i = a->start;; i++) {
+        int rc = dict_kill_op(&a->c, i);
+        if (rc != 0)
+            return rc;
+        atomic_store(a->committed, i + 1);
+    }
+}
+
+/* A writer SIGKILLed anywhere in set, replace, delete or a rebuild leaves
+ * the dict consistent and every committed change readable; what the kills
+ * leak is bounded. */
+static void test_mdict_kill_writer_loop(void **state)
+{
+    struct fixture *f = *state;
+    uint64_t before = heap_used(f->seg);
+    shmobj_view d, v;
+    shmobj_ref r = make(f->seg, SHMOBJ_VAL_MDICT(), &d);
+    _Atomic uint64_t *committed = shared_page(4096);
+    uint64_t next = 0;
+    for (unsigned round = 0; round < kill_rounds; round++) {
+        struct kill_arg a = {d, committed, next};
+        uint64_t c = run_and_kill(dict_killed_main, &a, next, 1500);
+        for (uint64_t i = c > 500 ? c - 499 : 0; i < c; i++) {
+            char k[32], want[32];
+            const char *s;
+            snprintf(k, sizeof k, "k%llu", (unsigned long long)i);
+            snprintf(want, sizeof want, "v%llu", (unsigned long long)i);
+            if (i + 500 == c)
+                continue; /* op c may have deleted it */
+            assert_int_equal(shmobj_mdict_get(&d, &SHMOBJ_VAL_STR(k), &v), 0);
+            assert_int_equal(shmobj_str_get(&v, &s, NULL), 0);
+            assert_string_equal(s, want);
+        }
+        for (uint64_t h = 0; h < DICT_HOT && c > DICT_HOT; h++) {
+            char k[32];
+            int64_t x;
+            uint64_t last = c - 1 - ((c - 1 - h) % DICT_HOT);
+            snprintf(k, sizeof k, "hot%llu", (unsigned long long)h);
+            assert_int_equal(shmobj_mdict_get(&d, &SHMOBJ_VAL_STR(k), &v), 0);
+            assert_int_equal(shmobj_int_get(&v, &x), 0);
+            assert_true((uint64_t)x == last || ((uint64_t)x == c && c % DICT_HOT == h));
+        }
+        if (round % 10 == 0 || round + 1 == kill_rounds)
+            assert_int_equal(shmobj_obj_check(f->seg, r), 0);
+        assert_int_equal(dict_kill_op(&d, c), 0); /* finish op c */
+        next = c + 1;
+        atomic_store(committed, next);
+    }
+    assert_int_equal(shmobj_obj_check(f->seg, r), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, r), 0);
+    /* each kill leaks at most one block: a child, or a body (about 40 KB
+     * for the ~1,000 keys held) */
+    uint64_t leaked = heap_used(f->seg) - before;
+    assert_true(leaked <= (uint64_t)kill_rounds * 64 * 1024);
+    munmap((void *)committed, 4096);
+}
+
+/* Set op i: add i, remove i - 300. */
+static int set_kill_op(const shmobj_view *s, uint64_t i)
+{
+    int rc = shmobj_mset_add(s, &SHMOBJ_VAL_INT((int64_t)i));
+    if (rc != 0 && rc != SHMOBJ_EEXIST)
+        return 11;
+    if (i >= 300) {
+        rc = shmobj_mut_delete(s, &SHMOBJ_VAL_INT((int64_t)(i - 300)));
+        if (rc != 0 && rc != SHMOBJ_ENOTFOUND)
+            return 12;
+    }
+    return 0;
+}
+
+static int set_killed_main(void *p)
+{
+    struct kill_arg *a = p;
+    for (uint64_t i = a->start;; i++) {
+        int rc = set_kill_op(&a->c, i);
+        if (rc != 0)
+            return rc;
+        atomic_store(a->committed, i + 1);
+    }
+}
+
+/* A writer SIGKILLed anywhere in add, remove or a rebuild leaves the set
+ * consistent with every committed member in it and no removed one. */
+static void test_mset_kill_writer_loop(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_view s;
+    shmobj_ref r = make(f->seg, SHMOBJ_VAL_MSET(), &s);
+    _Atomic uint64_t *committed = shared_page(4096);
+    uint64_t next = 0;
+    for (unsigned round = 0; round < kill_rounds; round++) {
+        struct kill_arg a = {s, committed, next};
+        uint64_t c = run_and_kill(set_killed_main, &a, next, 1500);
+        for (uint64_t i = c > 300 ? c - 299 : 0; i < c; i++)
+            assert_int_equal(shmobj_mut_contains(&s, &SHMOBJ_VAL_INT((int64_t)i)), 0);
+        for (uint64_t i = c > 600 ? c - 600 : 0; i + 300 < c; i++)
+            assert_int_equal(shmobj_mut_contains(&s, &SHMOBJ_VAL_INT((int64_t)i)),
+                             SHMOBJ_ENOTFOUND);
+        if (round % 10 == 0 || round + 1 == kill_rounds)
+            assert_int_equal(shmobj_obj_check(f->seg, r), 0);
+        assert_int_equal(set_kill_op(&s, c), 0);
+        next = c + 1;
+        atomic_store(committed, next);
+    }
+    size_t n = len_of(&s);
+    assert_true(n <= 301);
+    assert_int_equal(shmobj_obj_check(f->seg, r), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, r), 0);
+    munmap((void *)committed, 4096);
+}
+
+int main(void)
+{
+    const char *env = getenv("SHMOBJ_KILL_ITERATIONS");
+    if (env != NULL)
+        kill_rounds = (unsigned)strtoul(env, NULL, 10);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_mlist_ops_match_model, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mlist_children_owned_and_freed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mdict_ops_match_model, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mset_ops_match_model, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mut_nested_root_json, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mut_stale_views_estale, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mut_damaged_ecorrupt, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mlist_concurrent_readers_never_torn, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mdict_concurrent_readers_values_match_keys, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_mdict_iter_exactly_once_under_writes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mdict_int_add_two_procs_no_lost_increment, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_mlist_kill_writer_loop, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mdict_kill_writer_loop, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mset_kill_writer_loop, setup, teardown),
+    };
+    test_filter_from_env();
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
