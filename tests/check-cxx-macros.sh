@@ -27,6 +27,13 @@ int main()
     shmobj_value s = SHMOBJ_VAL_SET(items, 1);
     shmobj_value d = SHMOBJ_VAL_DICT(items, 4);
     shmobj_value st = SHMOBJ_VAL_STRUCT(items, 2, names);
+    shmobj_value ml = SHMOBJ_VAL_MLIST(), md = SHMOBJ_VAL_MDICT(), ms = SHMOBJ_VAL_MSET();
+    shmobj_value ad = SHMOBJ_VAL_ADOPT(16), ln = SHMOBJ_VAL_LINK(32);
+    shmobj_value rec = SHMOBJ_VAL_RECORD(48, items, 2);
+    if (ml.type != SHMOBJ_TYPE_MLIST || md.type != SHMOBJ_TYPE_MDICT ||
+        ms.type != SHMOBJ_TYPE_MSET || ad.v.ref != 16 || ln.type != SHMOBJ_TYPE_LINK ||
+        rec.v.r.shape != 48 || rec.v.r.count != 2)
+        return 1;
     size_t n = 0;
     return shmobj_obj_size(&l, &n) != 0 || shmobj_obj_size(&t, &n) != 0 ||
            shmobj_obj_size(&s, &n) != 0 || shmobj_obj_size(&st, &n) != 0 ||

@@ -186,6 +186,7 @@ static inline shmobj_value shmobj__val_str(const char *cstr)
 {
     return SHMOBJ__VAL_MEM(SHMOBJ_TYPE_STR, cstr, strlen(cstr));
 }
+#define SHMOBJ__VAL0(t) ((shmobj_value){.type = (t)})
 #else
 static inline shmobj_value shmobj__val0(uint32_t type)
 {
@@ -218,6 +219,22 @@ static inline shmobj_value shmobj__val_str(const char *cstr)
 {
     return shmobj__val_mem(SHMOBJ_TYPE_STR, cstr, strlen(cstr));
 }
+static inline shmobj_value shmobj__val_ref(uint32_t t, shmobj_ref r)
+{
+    shmobj_value v = shmobj__val0(t);
+    v.v.ref = r;
+    return v;
+}
+static inline shmobj_value shmobj__val_rec(shmobj_ref shape, const shmobj_value *items,
+                                           size_t n)
+{
+    shmobj_value v = shmobj__val0(SHMOBJ_TYPE_RECORD);
+    v.v.r.items = items;
+    v.v.r.count = n;
+    v.v.r.shape = shape;
+    return v;
+}
+#define SHMOBJ__VAL0(t) (shmobj__val0(t))
 #define SHMOBJ__VAL(t, field, x) shmobj__val_##field((t), (x))
 #define SHMOBJ__VAL_MEM(t, p, n) shmobj__val_mem((t), (p), (n))
 #define SHMOBJ__VAL_C(t, items, n, names) shmobj__val_c((t), (items), (n), (names))
@@ -328,6 +345,9 @@ static inline shmobj_value shmobj__val_str(const char *cstr)
 #define SHMOBJ_VAL_LIST_OF(...) SHMOBJ__CXX_REFUSED("SHMOBJ_VAL_LIST_OF")
 #define SHMOBJ_VAL_TUPLE_OF(...) SHMOBJ__CXX_REFUSED("SHMOBJ_VAL_TUPLE_OF")
 #define SHMOBJ_VAL_SET_OF(...) SHMOBJ__CXX_REFUSED("SHMOBJ_VAL_SET_OF")
+#define SHMOBJ_VAL_ADOPT(ref_) (shmobj__val_ref(SHMOBJ_TYPE_ADOPT, (ref_)))
+#define SHMOBJ_VAL_LINK(ref_) (shmobj__val_ref(SHMOBJ_TYPE_LINK, (ref_)))
+#define SHMOBJ_VAL_RECORD(shape_, items_, n_) (shmobj__val_rec((shape_), (items_), (n_)))
 #define SHMOBJ_VAL_DICT_OF(...) SHMOBJ__CXX_REFUSED("SHMOBJ_VAL_DICT_OF")
 /** @endcond */
 #endif
@@ -1602,11 +1622,11 @@ SHMOBJ_API int shmobj_record_shape(const shmobj_view *view, shmobj_ref *shape);
  */
 
 /** @brief Describe an empty growable list. */
-#define SHMOBJ_VAL_MLIST() ((shmobj_value){.type = SHMOBJ_TYPE_MLIST})
+#define SHMOBJ_VAL_MLIST() SHMOBJ__VAL0(SHMOBJ_TYPE_MLIST)
 /** @brief Describe an empty mutable dict. */
-#define SHMOBJ_VAL_MDICT() ((shmobj_value){.type = SHMOBJ_TYPE_MDICT})
+#define SHMOBJ_VAL_MDICT() SHMOBJ__VAL0(SHMOBJ_TYPE_MDICT)
 /** @brief Describe an empty mutable set. */
-#define SHMOBJ_VAL_MSET() ((shmobj_value){.type = SHMOBJ_TYPE_MSET})
+#define SHMOBJ_VAL_MSET() SHMOBJ__VAL0(SHMOBJ_TYPE_MSET)
 
 /**
  * @brief Append an item to a growable list. Amortised O(1): items live in
