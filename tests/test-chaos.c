@@ -22,10 +22,22 @@
  *     producer;
  *   - each counter is at least the sum of its acknowledged adds, and all
  *     of them together exceed that sum by at most one per killed adder;
+ *   - the mutable list (appended to by several workers): the library's
+ *     check passes; it holds every acknowledged append exactly once, in
+ *     each instance's order, and at most one more per killed appender;
+ *   - the mutable dict (its writers add to counters of their own, set and
+ *     delete keys of their own): the library's check passes; each counter
+ *     is its acknowledged adds, or one more when its writer was killed in
+ *     an add; every acknowledged key not deleted since is there with its
+ *     value, no deleted key is, and no key nobody set (but the one a
+ *     killed writer was setting);
  *   - heap bytes neither the map nor the controller's books account for
  *     are at most what the kills may leak: per kill, the largest block its
  *     kind of worker had in hand (doc/format-arena.md, format-map.md,
- *     format-queue.md).
+ *     format-queue.md; a list chunk, or a dict body and two children,
+ *     doc/format-object.md). The mutable containers are freed at each
+ *     checkpoint, after their checks and before this count, and made
+ *     anew for the next round.
  *
  * Kills are aimed, too: a hook of the segment's locks
  * (shmobj__seg_lock_hook) lets a worker stay a while in a critical section
@@ -72,6 +84,12 @@
 
 #define MAP_NAME "chaos-map"
 #define COUNTERS_NAME "chaos-counters"
+#define MLIST_NAME "chaos-mlist"
+#define MDICT_NAME "chaos-mdict"
+/* counters of a dict writer; keys it keeps: it deletes seq - MKEEP after
+ * setting seq */
+#define MCTRS 4
+#define MKEEP 16
 #define NCOUNTERS 8
 #define QCAP 64
 /* keys a map writer keeps: it deletes its key seq - KEEP after setting seq */
@@ -94,6 +112,10 @@ enum rec_kind {
     R_ADD,       /* a: counter index */
     R_ALLOC,     /* a: ref, b: size, c: pattern */
     R_FREE,      /* a: ref */
+    R_APPEND,    /* a: the int appended to the mutable list */
+    R_MSET,      /* a: key id, b: 0 a string key, 1 a counter (set to 0) */
+    R_MDEL,      /* a: key id (string key) */
+    R_MADD,      /* a: counter key */
     R_VIOLATION, /* a: what (enum viol), b, c: details */
 };
 
@@ -110,6 +132,7 @@ enum viol {
     V_PATTERN,     /* a raw block's bytes changed under its owner */
     V_MSG,         /* a message's bytes are not what its producer wrote */
     V_OWNKEY,      /* a writer's own acknowledged key was gone */
+    V_MITEM,       /* a mutable container's item is not what its writer made */
 };
 
 /* ---- what every worker shares with the controller (MAP_SHARED) ---------- */
@@ -134,6 +157,7 @@ struct wctx {
     shmobj_map *map;
     shmobj_queue *q[2];
     shmobj_view counters;
+    shmobj_view mlist, mdict;
     int fd;
     uint32_t slot;
     uint64_t inst; /* unique over the run; ids are inst << 24 | seq */
@@ -260,7 +284,8 @@ static bool pattern_ok(const void *p, uint64_t size, uint64_t pat)
 
 enum op_code { OP_PUT = 1, OP_TAKE_C, OP_DATA, OP_DONE, OP_WAIT, OP_FREE_MSG,
                OP_SET, OP_GET, OP_DEL, OP_ITER, OP_CHECK, OP_ADD, OP_ALLOC,
-               OP_FREE, OP_PTR };
+               OP_FREE, OP_PTR, OP_APPEND, OP_MGET, OP_MSET, OP_MDEL, OP_MADD,
+               OP_MITER };
 
 static void produce(struct wctx *w, int qi)
 {
@@ -430,6 +455,231 @@ static int run_adder(struct wctx *w)
     return 0; /* not reached: workers end by SIGKILL */
 }
 
+/* The mutable list: items inst << 24 | seq, each instance's in order. Now
+ * and then an item anyone appended is read back, lock-free, while the
+ * others append and die. */
+static int run_mlist_appender(struct wctx *w)
+{
+    for (;;) {
+        maybe_hold(w);
+        uint64_t id = w->inst << 24 | (w->seq + 1);
+        int rc = shmobj_mlist_append(&w->mlist, &SHMOBJ_VAL_INT((int64_t)id));
+        if (rc != 0) {
+            check_rc(w, OP_APPEND, rc);
+            sleep_ns(MS);
+            continue;
+        }
+        w->seq++;
+        send_rec(w, R_APPEND, id, 0, 0);
+        if (w->seq % 16 != 0)
+            continue;
+        size_t n = 0;
+        rc = shmobj_view_len(&w->mlist, &n);
+        if (rc != 0 || n == 0) {
+            check_rc(w, OP_MGET, rc);
+            violation(w, V_MITEM, n, 0); /* it holds our own append at least */
+            continue;
+        }
+        int64_t v = 0;
+        rc = shmobj_mlist_get_int(&w->mlist, (size_t)(wrnd(w) % n), &v);
+        if (rc != 0)
+            check_rc(w, OP_MGET, rc);
+        else if ((uint64_t)v >> 24 == 0 || (v & 0xffffff) == 0)
+            violation(w, V_MITEM, (uint64_t)v, n);
+    }
+    return 0; /* not reached: workers end by SIGKILL */
+}
+
+/* A dict writer's string key for id (19 bytes: a child, not inline) and
+ * its value: an int for an even id, a string (a child) for an odd one. */
+static void mkey_of(uint64_t id, char buf[24])
+{
+    snprintf(buf, 24, "mk-%016llx", (unsigned long long)id);
+}
+
+static void mval_str(uint64_t id, char buf[24])
+{
+    snprintf(buf, 24, "mv-%016llx", (unsigned long long)(id * UINT64_C(0x9e3779b97f4a7c15)));
+}
+
+static int64_t mval_int(uint64_t id)
+{
+    return (int64_t)(id * UINT64_C(0x9e3779b97f4a7c15) ^ UINT64_C(0x5bd1e995));
+}
+
+static int mdict_set_key(const shmobj_view *d, uint64_t id)
+{
+    char k[24], v[24];
+    mkey_of(id, k);
+    if (id % 2 == 0)
+        return shmobj_mdict_set(d, &SHMOBJ_VAL_STR(k), &SHMOBJ_VAL_INT(mval_int(id)));
+    mval_str(id, v);
+    return shmobj_mdict_set(d, &SHMOBJ_VAL_STR(k), &SHMOBJ_VAL_STR(v));
+}
+
+/* Is an item of the dict one its writers made: a counter (an int key,
+ * *ctr, its value in *val) or a string key with its value? 0, -1 when not,
+ * or the error of a read (SHMOBJ_ESTALE: deleted or moved by a rebuild
+ * meanwhile, so a string's bytes read may be another block's). */
+static int mitem_check(const shmobj_view *kv, const shmobj_view *vv, uint64_t *id,
+                       bool *ctr, int64_t *val)
+{
+    *ctr = false;
+    *id = 0;
+    if (shmobj_view_type(kv) == SHMOBJ_TYPE_INT) {
+        int64_t k = 0;
+        int rc = shmobj_int_get(kv, &k);
+        if (rc == 0)
+            rc = shmobj_int_get(vv, val);
+        *id = (uint64_t)k;
+        *ctr = true;
+        return rc;
+    }
+    const char *s;
+    size_t n;
+    int rc = shmobj_str_get(kv, &s, &n);
+    if (rc != 0)
+        return rc;
+    char want[24], hex[17] = {0};
+    if (n != 19 || memcmp(s, "mk-", 3) != 0)
+        goto bad;
+    memcpy(hex, s + 3, 16);
+    *id = strtoull(hex, NULL, 16);
+    mkey_of(*id, want);
+    if (memcmp(want, s, 19) != 0)
+        goto bad;
+    if (*id % 2 == 0) {
+        int64_t v = 0;
+        rc = shmobj_int_get(vv, &v);
+        return rc != 0 ? rc : v == mval_int(*id) ? 0 : -1;
+    }
+    rc = shmobj_str_get(vv, &s, &n);
+    if (rc != 0)
+        return rc;
+    mval_str(*id, want);
+    if (n == 19 && memcmp(s, want, 19) == 0)
+        return 0;
+bad:
+    /* bytes of a block freed meanwhile are not the item's */
+    if (shmobj_str_get(kv, &s, &n) == SHMOBJ_ESTALE ||
+        (shmobj_view_type(vv) == SHMOBJ_TYPE_STR && shmobj_str_get(vv, &s, &n) == SHMOBJ_ESTALE))
+        return SHMOBJ_ESTALE;
+    return -1;
+}
+
+/* Up to 128 items of the dict checked, lock-free, while others write:
+ * a view made stale by a delete or a rebuild is read again from a copy of
+ * the cursor (object.h, shmobj_miter_next). */
+static void mdict_scan(struct wctx *w)
+{
+    shmobj_miter it, again;
+    int rc = shmobj_miter_init(&w->mdict, &it);
+    if (rc != 0) {
+        check_rc(w, OP_MITER, rc);
+        return;
+    }
+    for (unsigned i = 0, tries = 0; i < 128;) {
+        again = it;
+        shmobj_view k, v;
+        rc = shmobj_miter_next(&it, &k, &v);
+        if (rc == SHMOBJ_ENOTFOUND)
+            return;
+        uint64_t id = 0;
+        bool ctr;
+        int64_t val = 0;
+        if (rc == 0)
+            rc = mitem_check(&k, &v, &id, &ctr, &val);
+        if (rc == 0 && (!ctr || val >= 0)) {
+            i++;
+            tries = 0;
+            continue;
+        }
+        if (rc == 0 || rc == -1) {
+            violation(w, V_MITEM, id, (uint64_t)val);
+            return;
+        }
+        if (rc == SHMOBJ_ESTALE && ++tries < 64) {
+            it = again;
+            continue;
+        }
+        check_rc(w, OP_MITER, rc);
+        return;
+    }
+}
+
+/* The mutable dict: counters of its own (int keys inst << 8 | j, set to
+ * 0 first), string keys of its own set and deleted, now and then one of
+ * its live keys set again (its old children freed) and a scan. */
+static int run_mdict_writer(struct wctx *w)
+{
+    shmobj_key ck[MCTRS];
+    uint64_t cid[MCTRS];
+    for (unsigned j = 0; j < MCTRS; j++) {
+        cid[j] = w->inst << 8 | j;
+        for (;;) {
+            maybe_hold(w);
+            int rc = shmobj_mdict_set(&w->mdict, &SHMOBJ_VAL_INT((int64_t)cid[j]),
+                                      &SHMOBJ_VAL_INT(0));
+            if (rc == 0)
+                break;
+            check_rc(w, OP_MSET, rc);
+            sleep_ns(MS);
+        }
+        send_rec(w, R_MSET, cid[j], 1, 0);
+        if (shmobj_key_init(&ck[j], &SHMOBJ_VAL_INT((int64_t)cid[j])) != 0)
+            violation(w, V_RC, OP_MADD, 0);
+    }
+    for (unsigned n = 0;; n++) {
+        maybe_hold(w);
+        uint64_t r = wrnd(w) % 8;
+        int rc;
+        if (r < 4) {
+            unsigned j = (unsigned)(wrnd(w) % MCTRS);
+            rc = shmobj_mdict_int_add(&w->mdict, &ck[j], 1, NULL);
+            if (rc == 0)
+                send_rec(w, R_MADD, cid[j], 0, 0);
+            else if (rc == SHMOBJ_ENOTFOUND)
+                violation(w, V_OWNKEY, cid[j], 0);
+            else
+                check_rc(w, OP_MADD, rc);
+        } else if (r == 4 && w->seq > 0) {
+            uint64_t back = wrnd(w) % (w->seq < MKEEP ? w->seq : MKEEP);
+            uint64_t id = w->inst << 24 | (w->seq - back);
+            rc = mdict_set_key(&w->mdict, id);
+            if (rc == 0)
+                send_rec(w, R_MSET, id, 0, 0);
+            else
+                check_rc(w, OP_MSET, rc);
+        } else {
+            uint64_t id = w->inst << 24 | (w->seq + 1);
+            rc = mdict_set_key(&w->mdict, id);
+            if (rc != 0) {
+                check_rc(w, OP_MSET, rc);
+                sleep_ns(MS);
+                continue;
+            }
+            w->seq++;
+            send_rec(w, R_MSET, id, 0, 0);
+            if (w->seq > MKEEP) {
+                char k[24];
+                uint64_t old = w->inst << 24 | (w->seq - MKEEP);
+                mkey_of(old, k);
+                maybe_hold(w);
+                rc = shmobj_mut_delete(&w->mdict, &SHMOBJ_VAL_STR(k));
+                if (rc == 0)
+                    send_rec(w, R_MDEL, old, 0, 0);
+                else if (rc == SHMOBJ_ENOTFOUND)
+                    violation(w, V_OWNKEY, old, 0);
+                else
+                    check_rc(w, OP_MDEL, rc);
+            }
+        }
+        if (n % 256 == 255)
+            mdict_scan(w);
+    }
+    return 0; /* not reached: workers end by SIGKILL */
+}
+
 /* Raw blocks (and, with big sizes, growth of the segment): keeps up to
  * `keep` blocks, each with a pattern it checks before freeing. */
 static void blocks(struct wctx *w, uint64_t min, uint64_t max, unsigned keep)
@@ -484,6 +734,12 @@ static int run_grower(struct wctx *w) { blocks(w, GROW_MIN, GROW_MAX, 6); return
 /* A kill of a worker of this kind leaks at most one block of this many
  * bytes (its header included); LEAK_MAP_TABLE: the map's largest table. */
 #define LEAK_MAP_TABLE UINT64_MAX
+/* LEAK_MLIST_CHUNK: the chunk for the list's next item (the longest list
+ * seen); LEAK_MDICT: a value's child and a key's child or a new body, as
+ * big as the dict's writers' keys make it (mdict_leak()) */
+#define LEAK_MLIST_CHUNK (UINT64_MAX - 1)
+#define LEAK_MDICT (UINT64_MAX - 2)
+#define LEAK_MCHILD 256 /* a dict writer's key or string value, as a block */
 #define BLOCK_HDR 64 /* a block's header and alignment, at most */
 #define LEAK_MSG (SHMOBJ_QUEUE_MSG_HEADER + 16 + 2 * BLOCK_HDR)
 
@@ -508,6 +764,8 @@ static const struct kind kinds[] = {
     {"adder", run_adder, 1, 0, -1, -1, true},
     {"raw-blocks", run_raw, 1, RAW_MAX + BLOCK_HDR, -1, -1, false},
     {"grower", run_grower, 1, GROW_MAX + BLOCK_HDR, -1, -1, false},
+    {"mlist-appender", run_mlist_appender, 2, LEAK_MLIST_CHUNK, -1, -1, false},
+    {"mdict-writer", run_mdict_writer, 2, LEAK_MDICT, -1, -1, false},
 };
 #define NKINDS (sizeof kinds / sizeof kinds[0])
 
@@ -576,6 +834,7 @@ struct chaos {
     shmobj_map *map;
     shmobj_queue *q[2];
     shmobj_ref counters_ref;
+    shmobj_ref mlist_ref, mdict_ref; /* made anew at each checkpoint */
     struct shared *sh;
     int rfd, wfd;
     uint64_t rng;
@@ -591,11 +850,19 @@ struct chaos {
      * acknowledged set */
     struct idset lastset;
     int64_t acked_add[NCOUNTERS];
+    /* this round's mutable containers: per appender instance its last
+     * acknowledged sequence number; the dict's string keys (K_SET, K_DEL)
+     * and counter keys (1 + acknowledged adds) */
+    struct idset app_acked, mkeys, mctr;
+    uint64_t mlist_len_max;  /* the longest list seen at a checkpoint */
+    uint64_t md_live_max;    /* most live dict keys a round can have had */
+    uint64_t md_kills0;      /* dict writers killed before this round */
+    uint64_t mlist_items, mdict_items; /* checked at checkpoints */
     struct block *blocks;
     size_t nblocks, blocks_cap;
     uint64_t base_other; /* heap bytes outside the map at the start */
     /* figures */
-    uint64_t kills, kills_lock, kills_take, kills_kind[NKINDS];
+    uint64_t kills, kills_lock, kills_take, kills_kind[NKINDS], kills_lock_kind[NKINDS];
     uint64_t ops, violations, checkpoints;
     uint64_t inflight_ops, dup, lost, unacked_got, peak_size, leak_peak, leak_bound_min;
 };
@@ -694,6 +961,29 @@ static void take_rec(struct chaos *c, const struct rec *r)
     case R_FREE:
         block_del(c, r->a);
         break;
+    case R_APPEND: {
+        uint32_t *last = idset_at(&c->app_acked, r->a >> 24);
+        if ((r->a & 0xffffff) != *last + 1u)
+            report(c, "append %#llx acknowledged after %u", (unsigned long long)r->a, *last);
+        *last = (uint32_t)(r->a & 0xffffff);
+        break;
+    }
+    case R_MSET:
+        if (r->b == 1) {
+            *idset_at(&c->mctr, r->a) = 1;
+        } else {
+            *idset_at(&c->mkeys, r->a) = K_SET;
+            uint32_t *last = idset_at(&c->lastset, r->a >> 24);
+            if (*last < (uint32_t)(r->a & 0xffffff))
+                *last = (uint32_t)(r->a & 0xffffff);
+        }
+        break;
+    case R_MDEL:
+        *idset_at(&c->mkeys, r->a) = K_DEL;
+        break;
+    case R_MADD:
+        (*idset_at(&c->mctr, r->a))++;
+        break;
     case R_VIOLATION:
         c->ops--;
         report(c, "worker %u (%s): what %llu, %#llx, %lld", r->worker,
@@ -744,6 +1034,15 @@ static int worker_main(void *p)
         rc = shmobj_segment_root_get(w.seg, COUNTERS_NAME, &cref);
     if (rc == 0 && ++step)
         rc = shmobj_obj_get(w.seg, cref, &w.counters);
+    shmobj_ref lref = 0, dref = 0;
+    if (rc == 0 && ++step)
+        rc = shmobj_segment_root_get(w.seg, MLIST_NAME, &lref);
+    if (rc == 0 && ++step)
+        rc = shmobj_obj_get(w.seg, lref, &w.mlist);
+    if (rc == 0 && ++step)
+        rc = shmobj_segment_root_get(w.seg, MDICT_NAME, &dref);
+    if (rc == 0 && ++step)
+        rc = shmobj_obj_get(w.seg, dref, &w.mdict);
     if (rc != 0) {
         violation(&w, V_RC, step, (uint64_t)(int64_t)rc);
         return 1;
@@ -814,8 +1113,10 @@ static void worker_kill(struct chaos *c, unsigned slot, bool aim)
         uint8_t *base = ((struct shmobj__space *)c->seg)->base;
         uint64_t mapped = atomic_load(&((struct shmobj__space *)c->seg)->mapped);
         if (token != 0 && off != 0 && off + sizeof(shmobj__os_lock) <= mapped &&
-            shmobj__os_lock_owner((shmobj__os_lock *)(base + off)) == token)
+            shmobj__os_lock_owner((shmobj__os_lock *)(base + off)) == token) {
             c->kills_lock++;
+            c->kills_lock_kind[w->kind]++;
+        }
         const struct kind *k = &kinds[w->kind];
         if (token != 0 && k->cons_q >= 0 && atomic_load(&st->op) == OP_TAKE &&
             take_held_by(shmobj__queue_ring(c->q[k->cons_q]), token))
@@ -830,12 +1131,39 @@ static void worker_kill(struct chaos *c, unsigned slot, bool aim)
     w->pid = 0;
 }
 
+/* The list chunk that holds item n (format-object.md: chunk k holds
+ * 16 << k slots of 16 bytes, from item 16 * (2^k - 1)). */
+static uint64_t mlist_chunk_bytes(uint64_t n)
+{
+    unsigned k = 0;
+    while (16 * ((UINT64_C(2) << k) - 1) <= n)
+        k++;
+    return UINT64_C(256) << k;
+}
+
+/* A dict writer's kill: a value's child, and a key's child or a new body
+ * of pcap = 2 * live places (8 at least) and an index of at most 3 * pcap
+ * entries (format-object.md). */
+static uint64_t mdict_leak(struct chaos *c)
+{
+    uint64_t pcap = 2 * c->md_live_max < 8 ? 8 : 2 * c->md_live_max;
+    uint64_t body = 32 + 8 * 3 * pcap + 40 * pcap;
+    return LEAK_MCHILD + BLOCK_HDR + (body > LEAK_MCHILD ? body : LEAK_MCHILD) + BLOCK_HDR;
+}
+
 static uint64_t leak_bound(struct chaos *c, uint64_t map_table_bytes)
 {
     uint64_t b = 0;
-    for (unsigned k = 0; k < NKINDS; k++)
-        b += c->kills_kind[k] *
-             (kinds[k].leak == LEAK_MAP_TABLE ? map_table_bytes + BLOCK_HDR : kinds[k].leak);
+    for (unsigned k = 0; k < NKINDS; k++) {
+        uint64_t per = kinds[k].leak;
+        if (per == LEAK_MAP_TABLE)
+            per = map_table_bytes + BLOCK_HDR;
+        else if (per == LEAK_MLIST_CHUNK)
+            per = mlist_chunk_bytes(c->mlist_len_max) + BLOCK_HDR;
+        else if (per == LEAK_MDICT)
+            per = mdict_leak(c);
+        b += c->kills_kind[k] * per;
+    }
     return b;
 }
 
@@ -924,6 +1252,208 @@ static void release_blocks(struct chaos *c, uint64_t inst)
                    shmobj_errname(rc));
         *b = c->blocks[--c->nblocks];
     }
+}
+
+/* A round's mutable containers: an empty list and dict under their root
+ * names (the workers started after this open them). */
+static void mutables_make(struct chaos *c)
+{
+    shmobj_value l = SHMOBJ_VAL_MLIST(), d = SHMOBJ_VAL_MDICT();
+    int rc = shmobj_obj_put(c->seg, &l, &c->mlist_ref);
+    if (rc == 0)
+        rc = shmobj_segment_root_set(c->seg, MLIST_NAME, c->mlist_ref);
+    if (rc == 0)
+        rc = shmobj_obj_put(c->seg, &d, &c->mdict_ref);
+    if (rc == 0)
+        rc = shmobj_segment_root_set(c->seg, MDICT_NAME, c->mdict_ref);
+    assert_int_equal(rc, 0);
+}
+
+static void idset_reset(struct idset *s)
+{
+    idset_free(s);
+    memset(s, 0, sizeof *s);
+}
+
+/* The list: each instance's items in its order, 1, 2, ..., up to its last
+ * acknowledged append or one more (its in-flight one). */
+static void mlist_check(struct chaos *c)
+{
+    int rc = shmobj_obj_check(c->seg, c->mlist_ref);
+    if (rc != 0)
+        report(c, "mutable list check: %s", shmobj_errname(rc));
+    shmobj_view l;
+    size_t n = 0;
+    rc = shmobj_obj_get(c->seg, c->mlist_ref, &l);
+    if (rc == 0)
+        rc = shmobj_view_len(&l, &n);
+    if (rc != 0) {
+        report(c, "mutable list: %s", shmobj_errname(rc));
+        return;
+    }
+    if (n > c->mlist_len_max)
+        c->mlist_len_max = n;
+    c->mlist_items += n;
+    struct idset seen = {0};
+    for (size_t i = 0; i < n; i++) {
+        int64_t v = 0;
+        rc = shmobj_mlist_get_int(&l, i, &v);
+        uint64_t inst = (uint64_t)v >> 24, seq = (uint64_t)v & 0xffffff;
+        if (rc != 0 || inst == 0 || inst > c->insts || seq == 0) {
+            report(c, "mutable list: item %zu: %s %#llx", i,
+                   rc != 0 ? shmobj_errname(rc) : "bad", (unsigned long long)v);
+            continue;
+        }
+        uint32_t *s = idset_at(&seen, inst);
+        if (seq != *s + 1u)
+            report(c, "mutable list: item %zu is append %llu of instance %llu, after its %u",
+                   i, (unsigned long long)seq, (unsigned long long)inst, *s);
+        *s = (uint32_t)seq;
+    }
+    for (uint64_t i = 0; i < c->app_acked.cap; i++) {
+        uint64_t inst = c->app_acked.keys[i];
+        if (inst == 0)
+            continue;
+        uint32_t got = *idset_at(&seen, inst);
+        if (got < c->app_acked.flags[i])
+            report(c, "mutable list: instance %llu has %u items, %u appends acknowledged",
+                   (unsigned long long)inst, got, c->app_acked.flags[i]);
+    }
+    for (uint64_t i = 0; i < seen.cap; i++) {
+        uint64_t inst = seen.keys[i];
+        if (inst == 0)
+            continue;
+        uint32_t acked = *idset_at(&c->app_acked, inst);
+        if (seen.flags[i] == acked + 1u)
+            inflight(c, inst, "mutable list append");
+        else if (seen.flags[i] > acked + 1u)
+            report(c, "mutable list: instance %llu has %u items, %u appends acknowledged",
+                   (unsigned long long)inst, seen.flags[i], acked);
+    }
+    idset_free(&seen);
+}
+
+#define MSEEN (UINT32_C(1) << 31)
+
+/* The dict: every item one its writers made and the books explain (with
+ * at most one in-flight change per killed writer), every acknowledged key
+ * there, no deleted one. */
+static void mdict_check(struct chaos *c)
+{
+    int rc = shmobj_obj_check(c->seg, c->mdict_ref);
+    if (rc != 0)
+        report(c, "mutable dict check: %s", shmobj_errname(rc));
+    shmobj_view d;
+    shmobj_miter it;
+    rc = shmobj_obj_get(c->seg, c->mdict_ref, &d);
+    if (rc == 0)
+        rc = shmobj_miter_init(&d, &it);
+    if (rc != 0) {
+        report(c, "mutable dict: %s", shmobj_errname(rc));
+        return;
+    }
+    uint64_t items = 0;
+    for (;;) {
+        shmobj_view k, v;
+        rc = shmobj_miter_next(&it, &k, &v);
+        if (rc == SHMOBJ_ENOTFOUND)
+            break;
+        if (rc != 0) {
+            report(c, "mutable dict: iteration: %s", shmobj_errname(rc));
+            break;
+        }
+        items++;
+        uint64_t id = 0;
+        bool ctr = false;
+        int64_t val = 0;
+        rc = mitem_check(&k, &v, &id, &ctr, &val);
+        if (rc != 0) {
+            report(c, "mutable dict: item %llu (key %#llx): %s", (unsigned long long)items,
+                   (unsigned long long)id, rc == -1 ? "not what its key says" : shmobj_errname(rc));
+            continue;
+        }
+        uint32_t *f = idset_at(ctr ? &c->mctr : &c->mkeys, id);
+        uint64_t inst = ctr ? id >> 8 : id >> 24;
+        if (*f & MSEEN) {
+            report(c, "mutable dict: key %#llx twice", (unsigned long long)id);
+        } else if (ctr && *f == 0) {
+            if (val != 0)
+                report(c, "mutable dict: counter %#llx never set is %lld",
+                       (unsigned long long)id, (long long)val);
+            else
+                inflight(c, inst, "mutable dict counter set");
+        } else if (ctr) {
+            int64_t acked = (int64_t)*f - 1;
+            if (val == acked + 1)
+                inflight(c, inst, "mutable dict add");
+            else if (val != acked)
+                report(c, "mutable dict: counter %#llx is %lld, %lld adds acknowledged",
+                       (unsigned long long)id, (long long)val, (long long)acked);
+        } else if (*f == K_DEL) {
+            report(c, "mutable dict: key %#llx deleted, then present", (unsigned long long)id);
+        } else if (*f == 0) {
+            if ((id & 0xffffff) == *idset_at(&c->lastset, inst) + 1u)
+                inflight(c, inst, "mutable dict set");
+            else
+                report(c, "mutable dict: key %#llx never acknowledged", (unsigned long long)id);
+        }
+        *f |= MSEEN;
+    }
+    c->mdict_items += items;
+    size_t len = 0;
+    rc = shmobj_view_len(&d, &len);
+    if (rc != 0 || len != items)
+        report(c, "mutable dict: %llu items iterated, its length %zu (%s)",
+               (unsigned long long)items, len, shmobj_errname(rc));
+    for (uint64_t i = 0; i < c->mkeys.cap; i++) {
+        uint64_t id = c->mkeys.keys[i];
+        uint32_t f = c->mkeys.flags[i];
+        if (id == 0 || (f & MSEEN))
+            continue;
+        char k[24];
+        mkey_of(id, k);
+        if (f == K_SET && (id & 0xffffff) + MKEEP == *idset_at(&c->lastset, id >> 24))
+            /* the one key its writer deletes after its last acknowledged
+             * set: deleted, and the writer killed before it said so */
+            inflight(c, id >> 24, "mutable dict delete");
+        else if (f == K_SET)
+            report(c, "mutable dict: key %#llx acknowledged, then missing",
+                   (unsigned long long)id);
+        else if ((rc = shmobj_mut_contains(&d, &SHMOBJ_VAL_STR(k))) != SHMOBJ_ENOTFOUND)
+            report(c, "mutable dict: key %#llx deleted, then %s", (unsigned long long)id,
+                   rc == 0 ? "found" : shmobj_errname(rc));
+    }
+    for (uint64_t i = 0; i < c->mctr.cap; i++)
+        if (c->mctr.keys[i] != 0 && !(c->mctr.flags[i] & MSEEN))
+            report(c, "mutable dict: counter %#llx acknowledged, then missing",
+                   (unsigned long long)c->mctr.keys[i]);
+}
+
+/* The containers checked, their live-key bound for the leak count, then
+ * freed with their books: what is left of them in the heap is leaked. */
+static void mutables_check(struct chaos *c)
+{
+    mlist_check(c);
+    mdict_check(c);
+    uint64_t md_kills = 0;
+    for (unsigned k = 0; k < NKINDS; k++)
+        if (kinds[k].leak == LEAK_MDICT)
+            md_kills += c->kills_kind[k];
+    /* every instance of the round was killed; each had at most its
+     * counters, MKEEP + 1 keys and one more in flight */
+    uint64_t live = (md_kills - c->md_kills0) * (MCTRS + MKEEP + 2);
+    if (live > c->md_live_max)
+        c->md_live_max = live;
+    c->md_kills0 = md_kills;
+    int rc = shmobj_obj_free(c->seg, c->mlist_ref);
+    if (rc != 0)
+        report(c, "mutable list: free: %s", shmobj_errname(rc));
+    rc = shmobj_obj_free(c->seg, c->mdict_ref);
+    if (rc != 0)
+        report(c, "mutable dict: free: %s", shmobj_errname(rc));
+    idset_reset(&c->app_acked);
+    idset_reset(&c->mkeys);
+    idset_reset(&c->mctr);
 }
 
 /* Every worker killed; everything checked; blocks the dead held freed. */
@@ -1038,6 +1568,9 @@ static void checkpoint(struct chaos *c, bool last)
     /* the blocks the dead held: their bytes unchanged, then freed */
     release_blocks(c, 0);
 
+    /* the mutable containers, then freed */
+    mutables_check(c);
+
     /* what the kills leaked */
     shmobj_arena_stats as = {.struct_size = sizeof as};
     shmobj_map_stats ms = {.struct_size = sizeof ms};
@@ -1061,6 +1594,7 @@ static void checkpoint(struct chaos *c, bool last)
     shmobj_segment_info info = {.struct_size = sizeof info};
     if (shmobj_segment_info_get(c->seg, &info) == 0 && info.size > c->peak_size)
         c->peak_size = info.size;
+    mutables_make(c);
     (void)last;
 }
 
@@ -1105,6 +1639,7 @@ static void test_chaos_kill_workers_state_holds(void **state)
     assert_int_equal(shmobj_map_stats_get(c->map, &ms), 0);
     c->base_other = as.used_bytes - ms.total_bytes;
     c->peak_size = o.initial_size;
+    mutables_make(c); /* after the count: they are freed before each leak count */
 
     c->sh = mmap(NULL, sizeof *c->sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     assert_true(c->sh != MAP_FAILED);
@@ -1168,9 +1703,14 @@ static void test_chaos_kill_workers_state_holds(void **state)
                   (unsigned long long)c->dup, (unsigned long long)c->leak_peak,
                   (unsigned long long)c->leak_bound_min,
                   (unsigned long long)(c->peak_size / MiB));
+    print_message("chaos: mutable containers: %llu list items and %llu dict items "
+                  "checked; longest list %llu\n",
+                  (unsigned long long)c->mlist_items, (unsigned long long)c->mdict_items,
+                  (unsigned long long)c->mlist_len_max);
     for (unsigned k = 0; k < NKINDS; k++)
-        print_message("chaos:   %-17s %llu kills\n", kinds[k].name,
-                      (unsigned long long)c->kills_kind[k]);
+        print_message("chaos:   %-17s %llu kills, %llu holding a lock\n", kinds[k].name,
+                      (unsigned long long)c->kills_kind[k],
+                      (unsigned long long)c->kills_lock_kind[k]);
     print_message("chaos: %llu violations\n", (unsigned long long)c->violations);
 
     for (int i = 0; i < 2; i++)
@@ -1185,6 +1725,9 @@ static void test_chaos_kill_workers_state_holds(void **state)
     idset_free(&c->keys);
     idset_free(&c->inflight);
     idset_free(&c->lastset);
+    idset_free(&c->app_acked);
+    idset_free(&c->mkeys);
+    idset_free(&c->mctr);
     free(c->blocks);
     uint64_t violations = c->violations, kills = c->kills;
     free(c);
