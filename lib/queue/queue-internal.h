@@ -1,4 +1,20 @@
-/* The queue handle, and internals the tests reach. */
+/* The queue handle, what the queue's sources share, and internals the
+ * tests reach. The shared bytes are described in ring.h, retire.h and
+ * track.h; each source keeps one job:
+ *
+ *   queue.c          create, open, close, destroy; the block's layout and
+ *                    the handle; whether a queue went away
+ *   queue-io.c       put, take and peek, their waits and batches (the hot
+ *                    paths)
+ *   queue-msg.c      message blocks and their completion, the retire path,
+ *                    put_copy's copy-in
+ *   queue-notify.c   the pollable descriptor and the producers' peer pipes
+ *   queue-tracked.c  the calls for tracked references (over track.c)
+ *   queue-stats.c    figures and a consistency check, for tools
+ *   ring.c, retire.c, track.c: the ring, the retire FIFO, the records
+ *
+ * What the put and take paths call across files is out of line here and
+ * was out of line before (the failure status, a listener's wake-up). */
 #ifndef SHMOBJ_QUEUE_INTERNAL_H
 #define SHMOBJ_QUEUE_INTERNAL_H
 
@@ -55,5 +71,26 @@ void shmobj__queue_take_hold_set(shmobj_queue *q, uint64_t ns);
 void shmobj__queue_put_hold_set(shmobj_queue *q, uint64_t ns);
 struct shmobj__ring *shmobj__queue_ring(shmobj_queue *q);
 struct shmobj__retire *shmobj__queue_retire(shmobj_queue *q);
+
+/* Between the queue's sources. */
+
+/* queue.c: 0 while the queue of q exists, else SHMOBJ_ESTALE (destroyed,
+ * re-created or its block freed) or SHMOBJ_ECORRUPT; judged the slow way. */
+int shmobj__queue_gone(shmobj_queue *q);
+/* queue.c: the status of a ring operation that failed with rc: that of a
+ * queue gone, else rc. */
+__attribute__((cold)) int shmobj__queue_op_status(shmobj_queue *q, int rc);
+/* queue-io.c: put ref, waiting up to timeout_ns for room (0: try once). */
+int shmobj__queue_put_timed(shmobj_queue *q, shmobj_ref ref, int64_t timeout_ns);
+/* queue-msg.c: give every retired message block back to the heap; how
+ * many there were in *n. */
+int shmobj__queue_retire_drain(shmobj_queue *q, unsigned *n);
+/* queue-notify.c: wake every armed listener (one write each per arm). */
+void shmobj__queue_notify_fire(shmobj_queue *q);
+/* queue-notify.c: give up the handle's registration (unless the queue is
+ * gone) and close its pipe and its peers' write ends. */
+void shmobj__queue_notify_drop(shmobj_queue *q);
+/* queue-tracked.c: untrack what the handle still tracks (at close). */
+void shmobj__queue_track_drop_all(shmobj_queue *q);
 
 #endif /* SHMOBJ_QUEUE_INTERNAL_H */

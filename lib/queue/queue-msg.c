@@ -1,0 +1,439 @@
+/* Message blocks: allocation, completion, and the way back to the heap
+ * through the retire FIFO; the copy-in of put_copy.
+ *
+ * Invariants kept here:
+ * - A message block is a heap block that starts with struct shmobj__qmsg.
+ *   Every access goes through msg_get(), which checks the reference's
+ *   generation and size and the header's magic, length and state before
+ *   use, reading each field once and handing out those copies.
+ * - A message block's `state` moves PENDING -> DONE (consumer) or
+ *   PENDING -> ABANDONED (sender gave up) exactly once, by CAS; whoever
+ *   arrives second gives the block back, moving it to FREED by CAS first,
+ *   so it is given back exactly once and refused ever after, also while
+ *   it waits, still allocated, in the retire FIFO.
+ * - Freeing a message block means msg_release(): blocks of the sizes that
+ *   gain from it wait in the queue's retire FIFO (retire.h, behind the
+ *   ring in the same block) and reach the heap later, the others at once.
+ *   The FIFO is pushed to only while the ring's identity is the one the
+ *   handle opened, so a destroyed queue's block is not written. */
+#include <string.h>
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
+
+#include "os.h"
+#include "queue-internal.h"
+
+#define QMSG_MAGIC 0x47534d51u /* "QMSG" */
+enum { QMSG_PENDING = 0, QMSG_DONE = 1, QMSG_ABANDONED = 2, QMSG_FREED = 3 };
+
+struct shmobj__qmsg {
+    uint32_t magic;          /* QMSG_MAGIC, written once by the allocator */
+    /* futex word: QMSG_PENDING -> QMSG_DONE (consumer, CAS, release) or
+     * -> QMSG_ABANDONED (sender, CAS); DONE -> PENDING by msg_reset; any
+     * of them -> QMSG_FREED (CAS) by whoever gives the block back, before
+     * it goes to the retire FIFO or the heap: a block in the FIFO is still
+     * allocated, and FREED is what refuses every later use of it */
+    _Atomic uint32_t state;
+    /* senders sleeping (or about to) on state; seq_cst, paired with the
+     * consumer's CAS as for the ring's waiter counts */
+    _Atomic uint32_t waiters;
+    uint32_t flags;          /* SHMOBJ_QUEUE_MSG_* given at allocation */
+    uint64_t len;            /* bytes of data after the header */
+    uint64_t reserved[5];    /* zero */
+};
+_Static_assert(sizeof(struct shmobj__qmsg) == SHMOBJ_QUEUE_MSG_HEADER,
+               "message header");
+_Static_assert(offsetof(struct shmobj__qmsg, magic) == 0, "qmsg magic");
+_Static_assert(offsetof(struct shmobj__qmsg, state) == 4, "qmsg state");
+_Static_assert(offsetof(struct shmobj__qmsg, waiters) == 8, "qmsg waiters");
+_Static_assert(offsetof(struct shmobj__qmsg, flags) == 12, "qmsg flags");
+_Static_assert(offsetof(struct shmobj__qmsg, len) == 16, "qmsg len");
+_Static_assert(offsetof(struct shmobj__qmsg, reserved) == 24, "qmsg reserved");
+
+/* A message block, checked: its header, and copies of the fields that
+ * were validated (each read once from shared memory, so a writer racing
+ * the check cannot change what the caller uses afterwards). */
+struct msg {
+    struct shmobj__qmsg *m;
+    uint64_t len;    /* validated: fits the block */
+    uint64_t usable; /* the block's usable size */
+    uint32_t flags;
+};
+
+/* Whether off lies inside the segment's bytes (asking the kernel when it
+ * lies beyond this process's view). */
+static __attribute__((noinline, cold)) bool in_segment(struct shmobj__space *sp,
+                                                       uint64_t off)
+{
+    void *p;
+    return shmobj__space_at(sp, off, 1, &p) == 0;
+}
+
+/* Check message block ref: SHMOBJ_EINVAL when it names no block of this
+ * segment (unaligned, or beyond its bytes), SHMOBJ_ESTALE when the block
+ * was freed (generation) or given back (state FREED), SHMOBJ_ETYPE when
+ * it is a live block but not a message block, SHMOBJ_ECORRUPT when its
+ * header is inconsistent. */
+static inline __attribute__((always_inline)) int msg_get(shmobj_queue *q,
+                                                         shmobj_ref ref,
+                                                         struct msg *out)
+{
+    struct shmobj__space *sp = q->sp;
+    uint64_t off = shmobj__ref_off(ref);
+    if ((off & 15u) != 0) /* no heap block starts there */
+        return SHMOBJ_EINVAL;
+    uint64_t usable = 0;
+    int rc = sp->ops->check(sp, ref, &usable);
+    if (rc == SHMOBJ_ECORRUPT && !in_segment(sp, off))
+        return SHMOBJ_EINVAL;
+    if (rc != 0)
+        return rc;
+    /* message blocks are 64-byte aligned and hold their header */
+    if ((off & (SHMOBJ_QUEUE_MSG_ALIGN - 1)) != 0 ||
+        usable < sizeof(struct shmobj__qmsg))
+        return SHMOBJ_ETYPE;
+    void *p;
+    rc = shmobj__space_at(sp, off, usable, &p);
+    if (rc != 0)
+        return rc;
+    struct shmobj__qmsg *m = p;
+    if (__atomic_load_n(&m->magic, __ATOMIC_RELAXED) != QMSG_MAGIC)
+        return SHMOBJ_ETYPE;
+    uint64_t len = __atomic_load_n(&m->len, __ATOMIC_RELAXED);
+    uint32_t flags = __atomic_load_n(&m->flags, __ATOMIC_RELAXED);
+    uint32_t state = atomic_load_explicit(&m->state, memory_order_acquire);
+    if (len > usable - sizeof(struct shmobj__qmsg))
+        return SHMOBJ_ECORRUPT;
+    if (state >= QMSG_FREED) /* given back, or no state at all */
+        return state == QMSG_FREED ? SHMOBJ_ESTALE : SHMOBJ_ECORRUPT;
+    *out = (struct msg){m, len, usable, flags};
+    return 0;
+}
+
+/* Free the blocks a retire FIFO gave out. One that no longer checks out
+ * (a damaged FIFO) is dropped: the heap's own check reports the damage. */
+static void free_retired(shmobj_queue *q, const uint64_t *refs, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++)
+        (void)q->sp->ops->free(q->sp, refs[i]);
+}
+
+/* Give back a message block whose work is done (its state is FREED
+ * already): through the queue's retire FIFO when it is of the sizes that
+ * gain from it (retire.h) and the queue still exists, else straight to the
+ * heap. */
+static int msg_release(shmobj_queue *q, shmobj_ref ref, uint64_t usable)
+{
+    /* the identity word tells a destroyed queue (as for put and take): the
+     * heap's check of the queue's block cost as much again as the push */
+    if (usable < q->retire_min || usable >= q->retire_max ||
+        !shmobj__ring_live(&q->ring))
+        return q->sp->ops->free(q->sp, ref);
+    uint64_t out[SHMOBJ__RETIRE_OUT_MAX];
+    unsigned n = 0;
+    if (shmobj__retire_push(q->sp, q->retire, ref, usable, q->retire_budget, out,
+                            &n) != 0)
+        return q->sp->ops->free(q->sp, ref);
+    free_retired(q, out, n);
+    return 0;
+}
+
+/* Mark a block given back (from state `from`) and release it. The CAS
+ * settles two racing callers: the second gets SHMOBJ_ESTALE. */
+static int msg_give_back(shmobj_queue *q, shmobj_ref ref, const struct msg *g,
+                         uint32_t from)
+{
+    uint32_t expect = from;
+    if (!atomic_compare_exchange_strong_explicit(&g->m->state, &expect,
+                                                 QMSG_FREED, memory_order_acq_rel,
+                                                 memory_order_acquire))
+        return expect == QMSG_FREED ? SHMOBJ_ESTALE : SHMOBJ_EINVAL;
+    return msg_release(q, ref, g->usable);
+}
+
+/* Give every retired block back to the heap; how many there were in *n. */
+int shmobj__queue_retire_drain(shmobj_queue *q, unsigned *n)
+{
+    uint64_t out[SHMOBJ__RETIRE_OUT_MAX];
+    int rc = shmobj__retire_drain(q->sp, q->retire, out, n);
+    free_retired(q, out, *n);
+    return rc;
+}
+
+int shmobj_queue_trim(shmobj_queue *q)
+{
+    if (q == NULL)
+        return SHMOBJ_EINVAL;
+    int rc = shmobj__queue_gone(q);
+    unsigned n;
+    return rc != 0 ? rc : shmobj__queue_retire_drain(q, &n);
+}
+
+int shmobj_queue_msg_alloc(shmobj_queue *q, size_t len, unsigned flags,
+                           shmobj_ref *ref, void **data)
+{
+    if (q == NULL || ref == NULL || (flags & ~SHMOBJ_QUEUE_MSG_TRACK) != 0 ||
+        len > UINT64_MAX / 2)
+        return SHMOBJ_EINVAL;
+    struct shmobj__space *sp = q->sp;
+    shmobj_ref r;
+    uint64_t size = sizeof(struct shmobj__qmsg) + (uint64_t)len;
+    int rc = sp->ops->alloc(sp, size, SHMOBJ_QUEUE_MSG_ALIGN, &r);
+    unsigned freed = 0;
+    if (rc == SHMOBJ_ENOMEM && shmobj__queue_gone(q) == 0 &&
+        shmobj__queue_retire_drain(q, &freed) == 0 && freed > 0)
+        rc = sp->ops->alloc(sp, size, SHMOBJ_QUEUE_MSG_ALIGN, &r); /* room now? */
+    if (rc != 0)
+        return rc;
+    void *p;
+    rc = shmobj__space_at(sp, shmobj__ref_off(r),
+                          sizeof(struct shmobj__qmsg) + (uint64_t)len, &p);
+    if (rc != 0) {
+        sp->ops->free(sp, r);
+        return rc;
+    }
+    struct shmobj__qmsg *m = p;
+    memset(m, 0, sizeof *m);
+    m->flags = flags;
+    m->len = len;
+    atomic_store_explicit(&m->state, QMSG_PENDING, memory_order_relaxed);
+    m->magic = QMSG_MAGIC; /* published by the put that hands it over */
+    *ref = r;
+    if (data != NULL)
+        *data = m + 1;
+    return 0;
+}
+
+int shmobj_queue_msg_data(shmobj_queue *q, shmobj_ref ref, void **data,
+                          size_t *len)
+{
+    if (q == NULL || data == NULL || ref == SHMOBJ_REF_NULL)
+        return SHMOBJ_EINVAL;
+    struct msg g;
+    int rc = msg_get(q, ref, &g);
+    if (rc != 0)
+        return rc;
+    *data = g.m + 1;
+    if (len != NULL)
+        *len = (size_t)g.len; /* the length that was checked, not a re-read */
+    return 0;
+}
+
+static void msg_wake(struct shmobj__qmsg *m)
+{
+    if (atomic_load_explicit(&m->waiters, memory_order_seq_cst) != 0)
+        shmobj__os_futex_wake(&m->state, INT32_MAX);
+}
+
+int shmobj_queue_msg_done(shmobj_queue *q, shmobj_ref ref)
+{
+    if (q == NULL || ref == SHMOBJ_REF_NULL)
+        return SHMOBJ_EINVAL;
+    struct msg g;
+    int rc = msg_get(q, ref, &g);
+    if (rc != 0)
+        return rc;
+    if ((g.flags & SHMOBJ_QUEUE_MSG_TRACK) == 0)
+        return msg_give_back(q, ref, &g, QMSG_PENDING);
+    uint32_t expect = QMSG_PENDING;
+    if (atomic_compare_exchange_strong_explicit(&g.m->state, &expect, QMSG_DONE,
+                                                memory_order_seq_cst,
+                                                memory_order_acquire)) {
+        msg_wake(g.m);
+        return 0;
+    }
+    if (expect == QMSG_ABANDONED) /* the sender gave up: ours to give back */
+        return msg_give_back(q, ref, &g, QMSG_ABANDONED);
+    return expect == QMSG_FREED ? SHMOBJ_ESTALE : SHMOBJ_EINVAL; /* done already */
+}
+
+int shmobj_queue_msg_wait_done(shmobj_queue *q, shmobj_ref ref,
+                               int64_t timeout_ns)
+{
+    if (q == NULL || ref == SHMOBJ_REF_NULL)
+        return SHMOBJ_EINVAL;
+    struct msg g;
+    int rc = msg_get(q, ref, &g);
+    if (rc != 0)
+        return rc;
+    struct shmobj__qmsg *m = g.m;
+    if ((g.flags & SHMOBJ_QUEUE_MSG_TRACK) == 0)
+        return SHMOBJ_EINVAL;
+    uint64_t deadline = shmobj__os_deadline(timeout_ns);
+    uint32_t s = atomic_load_explicit(&m->state, memory_order_acquire);
+    int64_t spin = atomic_load_explicit(&q->spin_ns, memory_order_relaxed);
+    if (s == QMSG_PENDING && spin != 0 && timeout_ns != 0) {
+        uint64_t end = spin < 0 ? deadline
+                                : shmobj__os_now_ns() + (uint64_t)spin;
+        for (unsigned i = 1; s == QMSG_PENDING; i++) {
+            s = atomic_load_explicit(&m->state, memory_order_acquire);
+            if ((i & 255u) == 0 && shmobj__os_now_ns() >= end)
+                break;
+        }
+    }
+    while (s == QMSG_PENDING) {
+        uint64_t now = shmobj__os_now_ns();
+        if (timeout_ns == 0)
+            return SHMOBJ_ETIMEDOUT;
+        /* A consumer of a segment replaced under its name will never mark
+         * this done: say so at the deadline. */
+        if (now >= deadline)
+            return q->sp->ops->live->linked(q->sp) ? SHMOBJ_ETIMEDOUT
+                                                   : SHMOBJ_EREPLACED;
+        atomic_fetch_add_explicit(&m->waiters, 1, memory_order_seq_cst);
+        atomic_thread_fence(memory_order_seq_cst);
+        s = atomic_load_explicit(&m->state, memory_order_acquire);
+        if (s == QMSG_PENDING)
+            shmobj__os_futex_wait(&m->state, QMSG_PENDING, deadline);
+        atomic_fetch_sub_explicit(&m->waiters, 1, memory_order_relaxed);
+        s = atomic_load_explicit(&m->state, memory_order_acquire);
+    }
+    if (s == QMSG_FREED)
+        return SHMOBJ_ESTALE;
+    return s == QMSG_DONE ? 0 : SHMOBJ_EINVAL;
+}
+
+int shmobj_queue_msg_reset(shmobj_queue *q, shmobj_ref ref)
+{
+    if (q == NULL || ref == SHMOBJ_REF_NULL)
+        return SHMOBJ_EINVAL;
+    struct msg g;
+    int rc = msg_get(q, ref, &g);
+    if (rc != 0)
+        return rc;
+    if ((g.flags & SHMOBJ_QUEUE_MSG_TRACK) == 0)
+        return SHMOBJ_EINVAL;
+    uint32_t expect = QMSG_DONE;
+    if (!atomic_compare_exchange_strong_explicit(&g.m->state, &expect,
+                                                 QMSG_PENDING,
+                                                 memory_order_acq_rel,
+                                                 memory_order_relaxed))
+        return expect == QMSG_FREED ? SHMOBJ_ESTALE : SHMOBJ_EINVAL;
+    return 0;
+}
+
+int shmobj_queue_msg_free(shmobj_queue *q, shmobj_ref ref)
+{
+    if (q == NULL || ref == SHMOBJ_REF_NULL)
+        return SHMOBJ_EINVAL;
+    struct msg g;
+    int rc = msg_get(q, ref, &g);
+    if (rc != 0)
+        return rc;
+    if ((g.flags & SHMOBJ_QUEUE_MSG_TRACK) == 0)
+        return msg_give_back(q, ref, &g, QMSG_PENDING);
+    uint32_t expect = QMSG_PENDING;
+    if (atomic_compare_exchange_strong_explicit(
+            &g.m->state, &expect, QMSG_ABANDONED, memory_order_acq_rel,
+            memory_order_acquire))
+        return 0; /* the consumer's done will give it back */
+    if (expect == QMSG_DONE)
+        return msg_give_back(q, ref, &g, QMSG_DONE);
+    /* abandoned (handed over) or given back already */
+    return SHMOBJ_ESTALE;
+}
+
+/* Copy a message into the segment. The stores are chosen by where the
+ * message will be when the consumer, on another core, reads it:
+ *   - up to 4 times this core's L2: plain stores. The message passes
+ *     through our L2 to the shared L3 as it is written, where the consumer
+ *     finds it. Below half the L2 this pays only because such blocks come
+ *     back through the retire FIFO (retire.h) cold in the consumer's caches:
+ *     into the block the consumer freed last, plain stores have to take
+ *     every line back from its core, and streaming ones were faster;
+ *   - beyond: streaming stores. The messages in flight overflow the L3, and
+ *     plain stores would read every line from memory before writing it.
+ * Measured on one 1 MiB-L2 machine, copy-in GiB/s, streaming / plain into
+ * the block freed last: 64 KiB 16.5/7.8, 400 KB 18/11, 512 KiB 17.4/19,
+ * 1 MiB 19.5/31.5, 2 MiB 15.3/22.4, 4 MiB 14.7/18.8, 8 MiB 12.2/10,
+ * 16 MiB 12/9; plain into retired blocks: 64 KiB 26.7, 400 KB 33.8 (the
+ * spinning shared-memory ring of W1, doc/benchmarks.md: 22-30). Both are vector
+ * loops: the C library's memcpy of this size ("rep movsb") measured as slow
+ * as the slow choice above. dst is 64-byte aligned (message data). */
+#define COPY_VECTOR_MIN (32u << 10)
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+__attribute__((target("avx2"))) static void copy_avx2(void *dst, const void *src,
+                                                      size_t n64, int stream)
+{
+    __m256i *d = dst;
+    const __m256i *s = src;
+    for (size_t i = 0; i < n64; i++, d += 2, s += 2) {
+        __m256i a = _mm256_loadu_si256(s), b = _mm256_loadu_si256(s + 1);
+        if (stream) {
+            _mm256_stream_si256(d, a);
+            _mm256_stream_si256(d + 1, b);
+        } else {
+            _mm256_store_si256(d, a);
+            _mm256_store_si256(d + 1, b);
+        }
+    }
+}
+
+static void copy_sse2(void *dst, const void *src, size_t n64, int stream)
+{
+    __m128i *d = dst;
+    const __m128i *s = src;
+    for (size_t i = 0; i < n64; i++, d += 4, s += 4) {
+        __m128i a = _mm_loadu_si128(s), b = _mm_loadu_si128(s + 1);
+        __m128i c = _mm_loadu_si128(s + 2), e = _mm_loadu_si128(s + 3);
+        if (stream) {
+            _mm_stream_si128(d, a);
+            _mm_stream_si128(d + 1, b);
+            _mm_stream_si128(d + 2, c);
+            _mm_stream_si128(d + 3, e);
+        } else {
+            _mm_store_si128(d, a);
+            _mm_store_si128(d + 1, b);
+            _mm_store_si128(d + 2, c);
+            _mm_store_si128(d + 3, e);
+        }
+    }
+}
+#define HAVE_COPY_VECTOR 1
+#endif
+
+static void copy_in(const shmobj_queue *q, void *dst, const void *src, size_t len)
+{
+#if defined(HAVE_COPY_VECTOR)
+    if (len >= COPY_VECTOR_MIN) {
+        int stream = len > q->plain_max;
+        size_t n = len / 64;
+        if (__builtin_cpu_supports("avx2"))
+            copy_avx2(dst, src, n, stream);
+        else
+            copy_sse2(dst, src, n, stream);
+        _mm_sfence(); /* order any streaming stores before the publish */
+        if (n * 64 < len)
+            memcpy((char *)dst + n * 64, (const char *)src + n * 64,
+                   len - n * 64);
+        return;
+    }
+#endif
+    (void)q;
+    memcpy(dst, src, len);
+}
+
+int shmobj_queue_put_copy(shmobj_queue *q, const void *data, size_t len,
+                          unsigned flags, int64_t timeout_ns, shmobj_ref *ref)
+{
+    if (q == NULL || (data == NULL && len > 0) ||
+        ((flags & SHMOBJ_QUEUE_MSG_TRACK) != 0 && ref == NULL))
+        return SHMOBJ_EINVAL;
+    shmobj_ref r;
+    void *p;
+    int rc = shmobj_queue_msg_alloc(q, len, flags, &r, &p);
+    if (rc != 0)
+        return rc;
+    if (len > 0)
+        copy_in(q, p, data, len);
+    rc = shmobj__queue_put_timed(q, r, timeout_ns);
+    if (rc != 0) {
+        q->sp->ops->free(q->sp, r);
+        return rc;
+    }
+    if (ref != NULL)
+        *ref = r;
+    return 0;
+}
