@@ -94,8 +94,8 @@ static void fuzz_setup(void)
     o.backend = SHMOBJ_BACKEND_MEMFD;
     o.initial_size = 1u << 20;
     o.max_size = 1u << 20;
-    shmobj_map *m;
-    shmobj_queue *q;
+    shmobj_map *m = NULL;
+    shmobj_queue *q = NULL;
     int fd;
     if (shmobj_segment_create(FUZZ_NAME, &o, &creator) != 0 ||
         shmobj_map_create(creator, "m", &m) != 0 ||

@@ -36,7 +36,7 @@ static uint32_t attached(int fd, const uint8_t *base)
         (const struct shmobj__seg_proc *)(base + SHMOBJ__SEG_PROCS_OFF);
     uint32_t n = 0;
     for (uint32_t i = 0; i < SHMOBJ__SEG_PROCS; i++)
-        if (__atomic_load_n(&t[i].pid, __ATOMIC_RELAXED) != 0 &&
+        if (atomic_load_explicit(&t[i].pid, memory_order_relaxed) != 0 &&
             shmobj__os_live_probe(fd, SHMOBJ__SEG_LIVE_BASE + i))
             n++;
     return n;
