@@ -41,6 +41,7 @@
  *
  * Processes are not pinned: with more processes than CPUs the scheduler
  * shares them out, which is what the sweep is meant to show. */
+#include "bench-pool.h"
 #include "bench-util.h"
 
 #include "shmobj.h"
@@ -61,78 +62,6 @@ static double cpu_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* ---- the huge-page pool (as bench-map.c) -------------------------------- */
-
-#define NR_HUGEPAGES "/proc/sys/vm/nr_hugepages"
-static long pool_saved = -1;
-
-static long read_long(const char *path, const char *key)
-{
-    FILE *f = fopen(path, "r");
-    char line[256];
-    long v = -1;
-    size_t n = key ? strlen(key) : 0;
-    while (f && fgets(line, sizeof line, f)) {
-        if (key == NULL) {
-            v = strtol(line, NULL, 10);
-            break;
-        }
-        if (strncmp(line, key, n) == 0 && line[n] == ':') {
-            v = strtol(line + n + 1, NULL, 10);
-            break;
-        }
-    }
-    if (f)
-        fclose(f);
-    return v;
-}
-
-static void pool_restore(void)
-{
-    if (pool_saved < 0)
-        return;
-    FILE *f = fopen(NR_HUGEPAGES, "w");
-    if (f) {
-        fprintf(f, "%ld\n", pool_saved);
-        fclose(f);
-    }
-    pool_saved = -1;
-}
-
-static void pool_signal(int sig)
-{
-    pool_restore();
-    signal(sig, SIG_DFL);
-    raise(sig);
-}
-
-static int pool_ensure(uint64_t bytes)
-{
-    long kb = read_long("/proc/meminfo", "Hugepagesize");
-    long free_ = read_long("/proc/meminfo", "HugePages_Free");
-    long total = read_long(NR_HUGEPAGES, NULL);
-    if (kb <= 0 || free_ < 0 || total < 0)
-        return 0;
-    long need = (long)(bytes / ((uint64_t)kb * 1024)) + 1;
-    if (free_ >= need)
-        return 1;
-    FILE *f = fopen(NR_HUGEPAGES, "w");
-    if (f == NULL)
-        return 0;
-    if (pool_saved < 0) {
-        pool_saved = total;
-        atexit(pool_restore);
-        /* the alarm of bench_main and the timeout of bench/run end the
-         * run with a signal: give the pages back then too */
-        signal(SIGALRM, pool_signal);
-        signal(SIGTERM, pool_signal);
-        signal(SIGINT, pool_signal);
-    }
-    fprintf(f, "%ld\n", total + need - free_);
-    fclose(f);
-    return read_long("/proc/meminfo", "HugePages_Free") >= need;
 }
 
 /* A segment of `size` bytes (growth to 4x): shm by name, or with `huge` a
