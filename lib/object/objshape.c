@@ -34,6 +34,7 @@
 #include "objindex.h"
 #include "objread.h"
 #include "objvalid.h"
+#include "racy.h"
 
 int shmobj_shape_put(shmobj_segment *seg, const shmobj_field *fields, size_t n,
                      shmobj_ref *shape)
@@ -215,16 +216,23 @@ shape_open_light(struct shmobj__space *sp, shmobj__ref ref,
         return SHMOBJ_ESTALE;
     const struct shmobj__tree *t = (const void *)(sp->base + blk);
     const struct shmobj__slot *root = (const void *)(t + 1);
+    /* A record put may race the shape's free: what is read here is kept
+     * only if the use count taken afterwards says the shape was not being
+     * freed (a racing free makes the put SHMOBJ_ESTALE). */
+    SHMOBJ__RACY_BEGIN();
     uint64_t size = t->size;
     struct shmobj__obj h;
     memcpy(&h, sp->base + blk + SHMOBJ__PREFIX, sizeof h);
-    if (t->magic != SHMOBJ__TREE_MAGIC || t->version != SHMOBJ__TREE_VERSION ||
-        !(atomic_load_explicit(&((struct shmobj__tree *)t)->flags, memory_order_relaxed) &
-          SHMOBJ__TREE_SHAPE) ||
-        size % 16 != 0 || size / 16 > UINT32_MAX || size < SHMOBJ__PREFIX + 16 ||
-        !shmobj__range_ok(blk, size, mapped) || root->tag != SHMOBJ__SLOT_OBJ ||
-        h.tag != SHMOBJ_TYPE_SHAPE ||
-        shmobj__body_size(&h, size - SHMOBJ__PREFIX - 16, &body) != 0)
+    bool bad = t->magic != SHMOBJ__TREE_MAGIC || t->version != SHMOBJ__TREE_VERSION ||
+               !(atomic_load_explicit(&((struct shmobj__tree *)t)->flags,
+                                      memory_order_relaxed) &
+                 SHMOBJ__TREE_SHAPE) ||
+               size % 16 != 0 || size / 16 > UINT32_MAX || size < SHMOBJ__PREFIX + 16 ||
+               !shmobj__range_ok(blk, size, mapped) || root->tag != SHMOBJ__SLOT_OBJ ||
+               h.tag != SHMOBJ_TYPE_SHAPE ||
+               shmobj__body_size(&h, size - SHMOBJ__PREFIX - 16, &body) != 0;
+    SHMOBJ__RACY_END();
+    if (bad)
         return SHMOBJ_ECORRUPT;
     out->blk = blk;
     out->blen = size;
