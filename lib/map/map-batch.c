@@ -83,9 +83,9 @@ MAP_READS_LINKAGE int MAP_READS_NAME(shmobj_map_get_many)(shmobj_map *map, shmob
 #if defined(MAP_TSAN)
 int shmobj_map_get_many(shmobj_map *map, shmobj_map_get_req *reqs, size_t n)
 {
-    AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
+    SHMOBJ__RACY_BEGIN();
     int rc = shmobj_map_get_many_reads(map, reqs, n);
-    AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
+    SHMOBJ__RACY_END();
     return rc;
 }
 #endif

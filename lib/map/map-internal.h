@@ -48,16 +48,9 @@
  * sanitizer cannot follow. In its builds the public read calls run with
  * its reads ignored (writes, atomics and locks are still tracked); other
  * builds compile the calls unchanged. */
-#if defined(__SANITIZE_THREAD__)
+#include "racy.h"
+#if defined(SHMOBJ__TSAN)
 #define MAP_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define MAP_TSAN 1
-#endif
-#endif
-#if defined(MAP_TSAN)
-void AnnotateIgnoreReadsBegin(const char *file, int line);
-void AnnotateIgnoreReadsEnd(const char *file, int line);
 #define MAP_READS_LINKAGE static
 #define MAP_READS_NAME(name) name##_reads
 #else

@@ -144,9 +144,9 @@ MAP_READS_LINKAGE int MAP_READS_NAME(shmobj_map_iter_next)(shmobj_map_iter *it, 
 #if defined(MAP_TSAN)
 int shmobj_map_iter_next(shmobj_map_iter *it, const void **key, size_t *key_len, const void **value, size_t *value_len)
 {
-    AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
+    SHMOBJ__RACY_BEGIN();
     int rc = shmobj_map_iter_next_reads(it, key, key_len, value, value_len);
-    AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
+    SHMOBJ__RACY_END();
     return rc;
 }
 #endif

@@ -26,8 +26,8 @@
  * reads of those sections alone (writes, atomics and everything outside a
  * section stay tracked); other builds compile these to nothing. */
 #if defined(MAP_TSAN)
-#define MAP_SECTION_BEGIN() AnnotateIgnoreReadsBegin(__FILE__, __LINE__)
-#define MAP_SECTION_END() AnnotateIgnoreReadsEnd(__FILE__, __LINE__)
+#define MAP_SECTION_BEGIN() SHMOBJ__RACY_BEGIN()
+#define MAP_SECTION_END() SHMOBJ__RACY_END()
 #else
 #define MAP_SECTION_BEGIN() ((void)0)
 #define MAP_SECTION_END() ((void)0)
