@@ -87,20 +87,6 @@ static void reader_reap(shmobj_map *m, unsigned i)
         shmobj__map_reader_release(c, i);
 }
 
-static inline unsigned ctz64(uint64_t x) /* x != 0 */
-{
-#if defined(__GNUC__)
-    return (unsigned)__builtin_ctzll(x);
-#else
-    unsigned n = 0;
-    while (!(x & 1u)) {
-        x >>= 1;
-        n++;
-    }
-    return n;
-#endif
-}
-
 /* Move the epoch from e to e + 1 when no reader of epoch e - 1 remains.
  * Only claimed slots are looked at (a slot is claimed before its first
  * guard, so a reader the bitmap load missed entered at epoch e or later). */
@@ -110,7 +96,7 @@ void shmobj__map_epoch_advance(shmobj_map *m, int check_liveness)
     uint64_t e = atomic_load(&c->epoch);
     for (unsigned w = 0; w < SHMOBJ__MAP_CLAIM_WORDS; w++) {
         for (uint64_t bits = atomic_load(&c->claimed[w]); bits != 0; bits &= bits - 1) {
-            unsigned i = w * 64 + ctz64(bits);
+            unsigned i = w * 64 + (unsigned)__builtin_ctzll(bits);
             struct shmobj__map_reader *r = &c->readers_[i];
             if (atomic_load(&r->active[(e + 1) & 1]) != 0) {
                 if (!check_liveness)
@@ -139,11 +125,11 @@ int shmobj__map_reader_claim(shmobj_map *m)
             uint64_t bits = atomic_load(&c->claimed[w]);
             if (pass == 1) {
                 for (uint64_t b = bits; b != 0; b &= b - 1)
-                    reader_reap(m, w * 64 + ctz64(b));
+                    reader_reap(m, w * 64 + (unsigned)__builtin_ctzll(b));
                 bits = atomic_load(&c->claimed[w]);
             }
             while (bits != UINT64_MAX) {
-                unsigned j = ctz64(~bits);
+                unsigned j = (unsigned)__builtin_ctzll(~bits);
                 if (!atomic_compare_exchange_strong(&c->claimed[w], &bits,
                                                     bits | (UINT64_C(1) << j)))
                     continue; /* bits reloaded */
