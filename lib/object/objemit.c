@@ -231,13 +231,10 @@ static int emit_obj(struct shmobj__wr *w, const shmobj_value *v, int depth, uint
     case SHMOBJ_TYPE_STRUCT:
     case SHMOBJ_TYPE_DICT:
     case SHMOBJ_TYPE_SET: {
-        n = v->v.c.count;
-        if (n >= UINT32_MAX || (n > 0 && v->v.c.items == NULL))
-            return SHMOBJ_EINVAL;
-        int keyed = v->type == SHMOBJ_TYPE_DICT || v->type == SHMOBJ_TYPE_SET ||
-                    (v->type == SHMOBJ_TYPE_STRUCT && v->v.c.names != NULL);
-        int values = v->type != SHMOBJ_TYPE_SET;
-        cap = keyed ? shmobj__index_cap(n) : 0;
+        int keyed, values;
+        rc = shmobj__desc_container(v, &n, &keyed, &values, &cap);
+        if (rc != 0)
+            return rc;
         body = 16 * n * (uint64_t)(values + keyed) + 8 * cap;
         rc = advance(w, pos, 16, body);
         if (rc != 0)
@@ -274,12 +271,12 @@ static int emit_obj(struct shmobj__wr *w, const shmobj_value *v, int depth, uint
         /* empty, its control block zeroed (objfmt.h, "mutable containers");
          * its items will live in blocks of their own, so a free must walk
          * this block: SEPARATE from the start */
-        if (v->v.c.count != 0)
-            return SHMOBJ_EINVAL;
-        rc = advance(w, pos, 16, shmobj__mut_body_bytes(v->type));
+        rc = shmobj__desc_mut_bytes(v, &body);
+        if (rc == 0)
+            rc = advance(w, pos, 16, body);
         if (rc != 0)
             return rc;
-        memset(w->blk + pos + 16, 0, (size_t)shmobj__mut_body_bytes(v->type));
+        memset(w->blk + pos + 16, 0, (size_t)body);
         atomic_fetch_or_explicit(&((struct shmobj__tree *)(void *)w->blk)->flags,
                                  SHMOBJ__TREE_SEPARATE, memory_order_relaxed);
         break;
@@ -351,15 +348,6 @@ emit_slot(struct shmobj__wr *w, const shmobj_value *v, uint64_t slot_rel, int de
     uint8_t tag;
     uint64_t pl = 0, rel;
     switch (v->type) {
-    case SHMOBJ_TYPE_STR:
-    case SHMOBJ_TYPE_BYTES: {
-        int rc = emit_mem(w, v, depth, &rel);
-        if (rc != 0)
-            return rc;
-        tag = SHMOBJ__SLOT_OBJ;
-        pl = shmobj__ref_make(w->blk_off + rel, w->gen);
-        break;
-    }
     case SHMOBJ_TYPE_BOOL:
         if (v->v.b != 0 && v->v.b != 1)
             return SHMOBJ_EINVAL;
@@ -396,7 +384,10 @@ emit_slot(struct shmobj__wr *w, const shmobj_value *v, uint64_t slot_rel, int de
         break;
     }
     default: {
-        int rc = emit_obj(w, v, depth, &rel);
+        /* strings and bytes inline: the leaves are most of a tree */
+        int rc = v->type == SHMOBJ_TYPE_STR || v->type == SHMOBJ_TYPE_BYTES
+                     ? emit_mem(w, v, depth, &rel)
+                     : emit_obj(w, v, depth, &rel);
         if (rc != 0)
             return rc;
         tag = SHMOBJ__SLOT_OBJ;
@@ -414,6 +405,26 @@ int shmobj__emit_value(struct shmobj__wr *w, const shmobj_value *v, uint64_t slo
     return emit_slot(w, v, slot_rel, depth);
 }
 
+int shmobj__tree_new(struct shmobj__space *sp, uint64_t size, uint64_t align, uint16_t flags,
+                     shmobj__ref *r, void **p)
+{
+    int rc = sp->ops->alloc(sp, size, align, r);
+    if (rc != 0)
+        return rc;
+    rc = shmobj__space_at(sp, shmobj__ref_off(*r), size, p);
+    if (rc != 0) {
+        (void)sp->ops->free(sp, *r);
+        return rc;
+    }
+    struct shmobj__tree *t = *p;
+    t->magic = SHMOBJ__TREE_MAGIC;
+    t->version = SHMOBJ__TREE_VERSION;
+    /* nobody sees the block yet */
+    atomic_store_explicit(&t->flags, flags, memory_order_relaxed);
+    t->size = size;
+    return 0;
+}
+
 int shmobj__obj_put(struct shmobj__space *sp, const shmobj_value *val,
                     shmobj__ref *out)
 {
@@ -424,25 +435,15 @@ int shmobj__obj_put(struct shmobj__space *sp, const shmobj_value *val,
     int rc = shmobj__measure(val, &size, &need64);
     if (rc != 0)
         return rc;
-    rc = sp->ops->alloc(sp, size, need64 & SHMOBJ__M_ALIGN64 ? SHMOBJ__DATA_ALIGN : 16, &r);
-    if (rc != 0)
-        return rc;
-    rc = shmobj__space_at(sp, shmobj__ref_off(r), size, &p);
-    if (rc != 0) {
-        (void)sp->ops->free(sp, r);
-        return rc;
-    }
-    struct shmobj__tree *t = p;
-    t->magic = SHMOBJ__TREE_MAGIC;
-    t->version = SHMOBJ__TREE_VERSION;
     /* A free walks blocks that hold records (their shapes' uses) or
-     * adopted objects (separate blocks); nobody sees the block yet. */
-    atomic_store_explicit(&t->flags,
+     * adopted objects (separate blocks). */
+    rc = shmobj__tree_new(sp, size, need64 & SHMOBJ__M_ALIGN64 ? SHMOBJ__DATA_ALIGN : 16,
                           (uint16_t)((need64 & SHMOBJ__M_RECORDS ? SHMOBJ__TREE_RECORDS : 0) |
                                      (need64 & SHMOBJ__M_ROOTREC ? SHMOBJ__TREE_ROOTREC : 0) |
                                      (need64 & SHMOBJ__M_ADOPTS ? SHMOBJ__TREE_SEPARATE : 0)),
-                          memory_order_relaxed);
-    t->size = size;
+                          &r, &p);
+    if (rc != 0)
+        return rc;
     struct shmobj__claims cl;
     cl.n = 0;
     cl.after = 0;

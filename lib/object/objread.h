@@ -40,6 +40,18 @@ static inline int shmobj__obj_live(const shmobj_view *v)
     return shmobj__blk_live(shmobj__space_of(v), v->obj_blk, v->obj_gen);
 }
 
+/* The checks a call reading the object of a view of one kind opens
+ * with, in this order: a NULL view or out-parameter SHMOBJ_EINVAL, a view
+ * of another kind SHMOBJ_ETYPE, a freed block SHMOBJ_ESTALE. */
+static inline int shmobj__obj_of_kind(const shmobj_view *v, const void *out, unsigned type)
+{
+    if (v == NULL || out == NULL)
+        return SHMOBJ_EINVAL;
+    if (v->type != type)
+        return SHMOBJ_ETYPE;
+    return shmobj__obj_live(v) ? 0 : SHMOBJ_ESTALE;
+}
+
 /* The same for the block holding the view's slot (scalars, short keys,
  * the slot a replacement writes). */
 static inline int shmobj__slot_live(const shmobj_view *v)
