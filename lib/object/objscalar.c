@@ -228,20 +228,24 @@ record_key_int_add_full(const shmobj_view *view, const shmobj_key *key, int64_t 
 }
 
 /* The common case of counters by name on records, without calls (so it
- * keeps few registers): a prepared string key whose first index entry in
- * the shape names the field, an int slot. Anything else, from the start,
- * is the full call's. */
+ * keeps few registers): a prepared string key of at most 7 bytes (a short
+ * key slot of the shape: no compare of a str object, whose call would make
+ * this path save five registers) whose first index entry in the shape
+ * names the field, an int slot. Anything else, from the start, is the
+ * full call's. */
 static __attribute__((noinline)) int
 record_key_int_add(const shmobj_view *view, const shmobj_key *key, int64_t delta,
                    int64_t *old)
 {
     size_t i;
     struct shmobj__slot *s;
-    if (key != NULL && key->type == SHMOBJ_TYPE_STR && (key->ptr != NULL || key->len == 0) &&
-        shmobj__obj_live(view) &&
+    uint64_t kn;
+    if (key != NULL && key->type == SHMOBJ_TYPE_STR && (kn = key->len) <= SHMOBJ__SSTR_MAX &&
+        (key->ptr != NULL || kn == 0) && shmobj__obj_live(view) &&
         shmobj__blk_live(shmobj__space_of(view), shmobj__ref_off(view->len),
                          shmobj__ref_gen(view->len)) &&
-        (s = shmobj__record_hit(view, key, &i)) != NULL && s->tag == SHMOBJ__SLOT_INT) {
+        (s = shmobj__record_hit_short(view, kn, key->word_, key->hash_, &i)) != NULL &&
+        s->tag == SHMOBJ__SLOT_INT) {
         return int_add_at(&s->payload, delta, old);
     }
     return record_key_int_add_full(view, key, delta, old);
