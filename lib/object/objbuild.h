@@ -114,11 +114,29 @@ int shmobj__measure(const shmobj_value *val, uint64_t *size, int *need64);
 int shmobj__emit_value(struct shmobj__wr *w, const shmobj_value *v, uint64_t slot_rel,
                        int depth);
 
-/* objemit.c: allocate an object block of size bytes (align: 16, or 64
- * for buffers) and write its tree header with flags; *r and *p receive
- * its reference and this process's address of it. */
-int shmobj__tree_new(struct shmobj__space *sp, uint64_t size, uint64_t align, uint16_t flags,
-                     shmobj__ref *r, void **p);
+/* Allocate an object block of size bytes (align: 16, or 64 for buffers)
+ * and write its tree header with flags; *r and *p receive its reference
+ * and this process's address of it (a put's and a shape's). */
+static inline __attribute__((always_inline)) int
+shmobj__tree_new(struct shmobj__space *sp, uint64_t size, uint64_t align, uint16_t flags,
+                 shmobj__ref *r, void **p)
+{
+    int rc = sp->ops->alloc(sp, size, align, r);
+    if (rc != 0)
+        return rc;
+    rc = shmobj__space_at(sp, shmobj__ref_off(*r), size, p);
+    if (rc != 0) {
+        (void)sp->ops->free(sp, *r);
+        return rc;
+    }
+    struct shmobj__tree *t = *p;
+    t->magic = SHMOBJ__TREE_MAGIC;
+    t->version = SHMOBJ__TREE_VERSION;
+    /* nobody sees the block yet */
+    atomic_store_explicit(&t->flags, flags, memory_order_relaxed);
+    t->size = size;
+    return 0;
+}
 
 /* objshape.c: write the record description v at the next 16-aligned
  * position; *rel

@@ -117,7 +117,13 @@ static int emit_keys(struct shmobj__wr *w, const shmobj_value *v, size_t n,
                      uint64_t keys_rel, uint64_t stride, uint64_t *ix, uint64_t cap,
                      int depth)
 {
-    memset(ix, 0, (size_t)(cap * 8));
+    /* most indexes are a few words: stores, not a call */
+    if (cap <= 16) {
+        for (uint64_t e = 0; e < cap; e++)
+            ix[e] = 0;
+    } else {
+        memset(ix, 0, (size_t)(cap * 8));
+    }
     for (size_t i = 0; i < n; i++) {
         shmobj_key dk;
         uint8_t *at = w->blk + keys_rel + stride * (uint64_t)i;
@@ -256,9 +262,12 @@ static int emit_obj(struct shmobj__wr *w, const shmobj_value *v, int depth, uint
                 return rc;
         }
         if (values) {
-            for (size_t i = 0; i < n; i++) {
-                rc = emit_slot(w, &v->v.c.items[i * step + step - 1],
-                               pos + shmobj__value_rel(v->type, cap, i), depth + 1);
+            /* value i at at0 + i * vstride (shmobj__value_rel) */
+            uint64_t at0 = pos + shmobj__value_rel(v->type, cap, 0);
+            uint64_t vstride = shmobj__value_rel(v->type, cap, 1) - shmobj__value_rel(v->type, cap, 0);
+            const shmobj_value *it = &v->v.c.items[step - 1];
+            for (size_t i = 0; i < n; i++, it += step) {
+                rc = emit_slot(w, it, at0 + vstride * i, depth + 1);
                 if (rc != 0)
                     return rc;
             }
@@ -345,9 +354,17 @@ static inline void put_slot(uint8_t *at, uint8_t tag, uint8_t r0, uint64_t pl)
 static inline __attribute__((always_inline)) int
 emit_slot(struct shmobj__wr *w, const shmobj_value *v, uint64_t slot_rel, int depth)
 {
-    uint8_t tag;
+    uint8_t tag = SHMOBJ__SLOT_OBJ;
     uint64_t pl = 0, rel;
+    /* an object written inline sets rc (0 or an error); the other kinds
+     * leave it 1 */
+    int rc = 1;
     switch (v->type) {
+    case SHMOBJ_TYPE_STR:
+    case SHMOBJ_TYPE_BYTES:
+        /* inline here: the leaves are most of a tree */
+        rc = emit_mem(w, v, depth, &rel);
+        break;
     case SHMOBJ_TYPE_BOOL:
         if (v->v.b != 0 && v->v.b != 1)
             return SHMOBJ_EINVAL;
@@ -367,33 +384,29 @@ emit_slot(struct shmobj__wr *w, const shmobj_value *v, uint64_t slot_rel, int de
         memcpy(&pl, &v->v.d, sizeof pl);
         break;
     case SHMOBJ_TYPE_NULL:
-        tag = SHMOBJ__SLOT_OBJ;
         break;
     case SHMOBJ_TYPE_ADOPT:
     case SHMOBJ_TYPE_LINK: {
         /* a reference to a block of its own: an adopted object is a
          * separate block of this one (the put sets SEPARATE), a link a
          * weak reference */
-        int rc = shmobj__ref_check(w->sp, v->v.ref, v->type == SHMOBJ_TYPE_ADOPT);
-        if (rc == 0 && v->type == SHMOBJ_TYPE_ADOPT)
-            rc = shmobj__claim_now(w, 0, v->v.ref, NULL);
-        if (rc != 0)
-            return rc;
+        int rr = shmobj__ref_check(w->sp, v->v.ref, v->type == SHMOBJ_TYPE_ADOPT);
+        if (rr == 0 && v->type == SHMOBJ_TYPE_ADOPT)
+            rr = shmobj__claim_now(w, 0, v->v.ref, NULL);
+        if (rr != 0)
+            return rr;
         tag = v->type == SHMOBJ_TYPE_ADOPT ? SHMOBJ__SLOT_OBJ : SHMOBJ__SLOT_LINK;
         pl = v->v.ref;
         break;
     }
-    default: {
-        /* strings and bytes inline: the leaves are most of a tree */
-        int rc = v->type == SHMOBJ_TYPE_STR || v->type == SHMOBJ_TYPE_BYTES
-                     ? emit_mem(w, v, depth, &rel)
-                     : emit_obj(w, v, depth, &rel);
-        if (rc != 0)
-            return rc;
-        tag = SHMOBJ__SLOT_OBJ;
-        pl = shmobj__ref_make(w->blk_off + rel, w->gen);
+    default:
+        rc = emit_obj(w, v, depth, &rel);
         break;
     }
+    if (rc <= 0) {
+        if (rc != 0)
+            return rc;
+        pl = shmobj__ref_make(w->blk_off + rel, w->gen);
     }
     put_slot(w->blk + slot_rel, tag, 0, pl);
     return 0;
@@ -403,26 +416,6 @@ int shmobj__emit_value(struct shmobj__wr *w, const shmobj_value *v, uint64_t slo
                        int depth)
 {
     return emit_slot(w, v, slot_rel, depth);
-}
-
-int shmobj__tree_new(struct shmobj__space *sp, uint64_t size, uint64_t align, uint16_t flags,
-                     shmobj__ref *r, void **p)
-{
-    int rc = sp->ops->alloc(sp, size, align, r);
-    if (rc != 0)
-        return rc;
-    rc = shmobj__space_at(sp, shmobj__ref_off(*r), size, p);
-    if (rc != 0) {
-        (void)sp->ops->free(sp, *r);
-        return rc;
-    }
-    struct shmobj__tree *t = *p;
-    t->magic = SHMOBJ__TREE_MAGIC;
-    t->version = SHMOBJ__TREE_VERSION;
-    /* nobody sees the block yet */
-    atomic_store_explicit(&t->flags, flags, memory_order_relaxed);
-    t->size = size;
-    return 0;
 }
 
 int shmobj__obj_put(struct shmobj__space *sp, const shmobj_value *val,
