@@ -180,6 +180,17 @@ static int spend(struct out *o, uint64_t n)
     return 0;
 }
 
+/* A string, as a value or as a key. */
+static int dump_str(struct out *o, const shmobj_view *v)
+{
+    const char *s;
+    int rc = shmobj_str_get(v, &s, NULL);
+    if (rc != 0)
+        return rc;
+    put_str(o, (const uint8_t *)s, (size_t)v->len);
+    return 0;
+}
+
 /* A key printed as a JSON object key. */
 static int dump_key(struct out *o, const shmobj_view *k)
 {
@@ -188,14 +199,8 @@ static int dump_key(struct out *o, const shmobj_view *k)
     if (rc != 0)
         return rc;
     switch (k->type) {
-    case SHMOBJ_TYPE_STR: {
-        const char *s;
-        rc = shmobj_str_get(k, &s, NULL);
-        if (rc != 0)
-            return rc;
-        put_str(o, (const uint8_t *)s, (size_t)k->len);
-        return 0;
-    }
+    case SHMOBJ_TYPE_STR:
+        return dump_str(o, k);
     case SHMOBJ_TYPE_INT: {
         int64_t x;
         rc = shmobj_int_get(k, &x);
@@ -303,14 +308,8 @@ static int dump(struct out *o, const shmobj_view *v, int depth)
     case SHMOBJ_TYPE_UINT:
     case SHMOBJ_TYPE_DOUBLE:
         return dump_scalar(o, v);
-    case SHMOBJ_TYPE_STR: {
-        const char *s;
-        rc = shmobj_str_get(v, &s, NULL);
-        if (rc != 0)
-            return rc;
-        put_str(o, (const uint8_t *)s, (size_t)v->len);
-        return 0;
-    }
+    case SHMOBJ_TYPE_STR:
+        return dump_str(o, v);
     case SHMOBJ_TYPE_BYTES: {
         const void *p;
         rc = shmobj_bytes_get(v, &p, NULL);
