@@ -303,6 +303,62 @@ static void test_record_get_by_name_and_index(void **state)
     assert_int_equal(shmobj_shape_free(SEG(sp), shape), 0);
 }
 
+/* A counter by prepared name on a record takes the same answers whatever
+ * the name's length (a short key slot or a str object of the shape) and
+ * however it misses: an int field adds, a field of another kind is
+ * ETYPE, an unknown name ENOTFOUND, a freed record ESTALE. */
+static void test_record_key_int_add_names_long_and_short(void **state)
+{
+    struct shmobj__space *sp = *state;
+    shmobj_ref shape = player_shape(state);
+    shmobj_value items[PLAYER_N];
+    shmobj_value rec = player(shape, items, 7, "bob");
+    shmobj_ref r = put(state, rec);
+    static const char *const names[] = {"id", "health", "alive", "a_rather_long_field_name",
+                                        "nope", "a_rather_long_name_not_there"};
+    static const int want[] = {0, 0, SHMOBJ_ETYPE, SHMOBJ_ETYPE, SHMOBJ_ENOTFOUND,
+                               SHMOBJ_ENOTFOUND};
+    shmobj_view v;
+    assert_int_equal(shmobj_obj_get(SEG(sp), r, &v), 0);
+    for (size_t n = 0; n < sizeof names / sizeof names[0]; n++) {
+        shmobj_key k;
+        shmobj_value d = SHMOBJ_VAL_STR(names[n]);
+        int64_t old = -1;
+        assert_int_equal(shmobj_key_init(&k, &d), 0);
+        assert_int_equal(shmobj_view_key_int_add(&v, &k, 2, &old), want[n]);
+        if (want[n] == 0)
+            assert_int_equal(old, n == 0 ? 7 : 100);
+    }
+    int64_t x;
+    assert_int_equal(shmobj_field_int_get(&v, "health", &x), 0);
+    assert_int_equal(x, 102);
+    /* the long name of an int field: a shape of one, so the field is int */
+    shmobj_field lf[] = {{"a_rather_long_counter_name", SHMOBJ_TYPE_INT, 0, 0}};
+    shmobj_ref ls, lr;
+    assert_int_equal(shmobj_shape_put(SEG(sp), lf, 1, &ls), 0);
+    shmobj_value li[] = {SHMOBJ_VAL_INT(40)};
+    shmobj_value lrec = SHMOBJ_VAL_RECORD(ls, li, 1);
+    assert_int_equal(shmobj_obj_put(SEG(sp), &lrec, &lr), 0);
+    shmobj_view lv;
+    shmobj_key lk;
+    shmobj_value ld = SHMOBJ_VAL_STR("a_rather_long_counter_name");
+    int64_t old = 0;
+    assert_int_equal(shmobj_obj_get(SEG(sp), lr, &lv), 0);
+    assert_int_equal(shmobj_key_init(&lk, &ld), 0);
+    assert_int_equal(shmobj_view_key_int_add(&lv, &lk, 2, &old), 0);
+    assert_int_equal(old, 40);
+    assert_int_equal(shmobj_field_int_get(&lv, "a_rather_long_counter_name", &x), 0);
+    assert_int_equal(x, 42);
+    assert_int_equal(shmobj_obj_free(SEG(sp), lr), 0);
+    assert_int_equal(shmobj_view_key_int_add(&lv, &lk, 2, NULL), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_obj_free(SEG(sp), r), 0);
+    shmobj_value idd = SHMOBJ_VAL_STR("id");
+    assert_int_equal(shmobj_key_init(&lk, &idd), 0);
+    assert_int_equal(shmobj_view_key_int_add(&v, &lk, 2, NULL), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_shape_free(SEG(sp), ls), 0);
+    assert_int_equal(shmobj_shape_free(SEG(sp), shape), 0);
+}
+
 /* A record costs its slots, its header and its strings' capacity; the
  * named struct of the same fields pays names and an index on top. */
 static void test_record_size_within_bound(void **state)
@@ -814,6 +870,7 @@ int main(void)
         T(test_link_follow_freed_target_estale),
         T(test_link_cycle_json_check_bounded),
         T(test_record_get_by_name_and_index),
+        T(test_record_key_int_add_names_long_and_short),
         T(test_record_size_within_bound),
         T(test_record_put_struct_reads_c_struct),
         T(test_record_put_mismatch_einval),

@@ -775,17 +775,7 @@ SHMOBJ_API int shmobj_field_get(const shmobj_view *view, const char *key,
  *        as "get the string" but gets by string key.
  * @deprecated Use shmobj_field_get(); this name stays for the rest of ABI
  *             version 0 (doc/versioning.md).
- * @param[in] view dict or named struct
- * @param[in] key NUL-terminated key
- * @param[out] item view of the value
- * @retval 0 success
- * @retval SHMOBJ_EINVAL NULL argument
- * @retval SHMOBJ_ETYPE view is not a dict or named struct
- * @retval SHMOBJ_ENOTFOUND no such key
- * @retval SHMOBJ_ESTALE the view's block was freed, or the value names a
- *         freed block
- * @retval SHMOBJ_ECORRUPT the index, a key or the value is damaged
- * @since 0.1
+ * @copydetails shmobj_field_get
  */
 SHMOBJ_API int shmobj_view_get_str(const shmobj_view *view, const char *key,
                                    shmobj_view *item);
@@ -793,13 +783,17 @@ SHMOBJ_API int shmobj_view_get_str(const shmobj_view *view, const char *key,
 /**
  * @brief Read an int64 field by name: shmobj_field_get(), then
  *        shmobj_int_get().
+ *
+ * shmobj_field_uint_get(), shmobj_field_double_get() and
+ * shmobj_field_bool_get() do the same for their kinds, with this
+ * description.
  * @param[in] view dict or named struct
  * @param[in] name NUL-terminated key or field name
- * @param[out] out the value
+ * @param[out] out the value (a bool's: 0 or 1)
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_ETYPE view is not a dict or named struct, or the field is
- *         not an int
+ *         not of the kind the call reads
  * @retval SHMOBJ_ENOTFOUND no such field
  * @retval SHMOBJ_ESTALE the view's block or the field's was freed
  * @retval SHMOBJ_ECORRUPT the index, a key or the value is damaged
@@ -810,55 +804,22 @@ SHMOBJ_API int shmobj_field_int_get(const shmobj_view *view, const char *name,
                                     int64_t *out);
 
 /**
- * @brief Read a uint64 field by name (see shmobj_field_int_get()).
- * @param[in] view dict or named struct
- * @param[in] name NUL-terminated key or field name
- * @param[out] out the value
- * @retval 0 success
- * @retval SHMOBJ_EINVAL NULL argument
- * @retval SHMOBJ_ETYPE view is not a dict or named struct, or the field is
- *         not a uint
- * @retval SHMOBJ_ENOTFOUND no such field
- * @retval SHMOBJ_ESTALE the view's block or the field's was freed
- * @retval SHMOBJ_ECORRUPT the index, a key or the value is damaged
- * @note Thread- and process-safe; lock-free.
- * @since 0.2
+ * @brief Read a uint64 field by name.
+ * @copydetails shmobj_field_int_get
  */
 SHMOBJ_API int shmobj_field_uint_get(const shmobj_view *view, const char *name,
                                      uint64_t *out);
 
 /**
- * @brief Read a double field by name (see shmobj_field_int_get()).
- * @param[in] view dict or named struct
- * @param[in] name NUL-terminated key or field name
- * @param[out] out the value
- * @retval 0 success
- * @retval SHMOBJ_EINVAL NULL argument
- * @retval SHMOBJ_ETYPE view is not a dict or named struct, or the field is
- *         not a double
- * @retval SHMOBJ_ENOTFOUND no such field
- * @retval SHMOBJ_ESTALE the view's block or the field's was freed
- * @retval SHMOBJ_ECORRUPT the index, a key or the value is damaged
- * @note Thread- and process-safe; lock-free.
- * @since 0.2
+ * @brief Read a double field by name.
+ * @copydetails shmobj_field_int_get
  */
 SHMOBJ_API int shmobj_field_double_get(const shmobj_view *view, const char *name,
                                        double *out);
 
 /**
- * @brief Read a bool field by name (see shmobj_field_int_get()).
- * @param[in] view dict or named struct
- * @param[in] name NUL-terminated key or field name
- * @param[out] out 0 or 1
- * @retval 0 success
- * @retval SHMOBJ_EINVAL NULL argument
- * @retval SHMOBJ_ETYPE view is not a dict or named struct, or the field is
- *         not a bool
- * @retval SHMOBJ_ENOTFOUND no such field
- * @retval SHMOBJ_ESTALE the view's block or the field's was freed
- * @retval SHMOBJ_ECORRUPT the index, a key or the value is damaged
- * @note Thread- and process-safe; lock-free.
- * @since 0.2
+ * @brief Read a bool field by name.
+ * @copydetails shmobj_field_int_get
  */
 SHMOBJ_API int shmobj_field_bool_get(const shmobj_view *view, const char *name,
                                      int *out);

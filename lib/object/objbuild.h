@@ -71,6 +71,34 @@ shmobj__desc_key_at(const shmobj_value *v, size_t i, shmobj_key *key)
     }
 }
 
+/* The layout of the fixed container description v (list, tuple, struct,
+ * dict, set) that both passes use: its count n (< 2^32), whether it has
+ * keys and an index of *cap entries, and whether it has values. */
+static inline __attribute__((always_inline)) int
+shmobj__desc_container(const shmobj_value *v, uint64_t *n, int *keyed, int *values,
+                       uint64_t *cap)
+{
+    *n = v->v.c.count;
+    if (*n >= UINT32_MAX || (*n > 0 && v->v.c.items == NULL))
+        return SHMOBJ_EINVAL;
+    *keyed = v->type == SHMOBJ_TYPE_DICT || v->type == SHMOBJ_TYPE_SET ||
+             (v->type == SHMOBJ_TYPE_STRUCT && v->v.c.names != NULL);
+    *values = v->type != SHMOBJ_TYPE_SET;
+    *cap = *keyed ? shmobj__index_cap(*n) : 0;
+    return 0;
+}
+
+/* The bytes after the header of the mutable container description v
+ * (list, dict, set: created empty, their control block), or
+ * SHMOBJ_EINVAL when it describes items. */
+static inline int shmobj__desc_mut_bytes(const shmobj_value *v, uint64_t *bytes)
+{
+    if (v->v.c.count != 0)
+        return SHMOBJ_EINVAL;
+    *bytes = shmobj__mut_body_bytes(v->type);
+    return 0;
+}
+
 /* objemit.c: write (or measure) the buffer description v at the 16-aligned
  * block-relative pos, filling the header fields h a buffer sets. */
 int shmobj__emit_buffer(struct shmobj__wr *w, const shmobj_value *v, uint64_t pos,
@@ -85,6 +113,30 @@ int shmobj__measure(const shmobj_value *val, uint64_t *size, int *need64);
  * among its callers). */
 int shmobj__emit_value(struct shmobj__wr *w, const shmobj_value *v, uint64_t slot_rel,
                        int depth);
+
+/* Allocate an object block of size bytes (align: 16, or 64 for buffers)
+ * and write its tree header with flags; *r and *p receive its reference
+ * and this process's address of it (a put's and a shape's). */
+static inline __attribute__((always_inline)) int
+shmobj__tree_new(struct shmobj__space *sp, uint64_t size, uint64_t align, uint16_t flags,
+                 shmobj__ref *r, void **p)
+{
+    int rc = sp->ops->alloc(sp, size, align, r);
+    if (rc != 0)
+        return rc;
+    rc = shmobj__space_at(sp, shmobj__ref_off(*r), size, p);
+    if (rc != 0) {
+        (void)sp->ops->free(sp, *r);
+        return rc;
+    }
+    struct shmobj__tree *t = *p;
+    t->magic = SHMOBJ__TREE_MAGIC;
+    t->version = SHMOBJ__TREE_VERSION;
+    /* nobody sees the block yet */
+    atomic_store_explicit(&t->flags, flags, memory_order_relaxed);
+    t->size = size;
+    return 0;
+}
 
 /* objshape.c: write the record description v at the next 16-aligned
  * position; *rel

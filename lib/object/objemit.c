@@ -117,7 +117,13 @@ static int emit_keys(struct shmobj__wr *w, const shmobj_value *v, size_t n,
                      uint64_t keys_rel, uint64_t stride, uint64_t *ix, uint64_t cap,
                      int depth)
 {
-    memset(ix, 0, (size_t)(cap * 8));
+    /* most indexes are a few words: stores, not a call */
+    if (cap <= 16) {
+        for (uint64_t e = 0; e < cap; e++)
+            ix[e] = 0;
+    } else {
+        memset(ix, 0, (size_t)(cap * 8));
+    }
     for (size_t i = 0; i < n; i++) {
         shmobj_key dk;
         uint8_t *at = w->blk + keys_rel + stride * (uint64_t)i;
@@ -231,13 +237,10 @@ static int emit_obj(struct shmobj__wr *w, const shmobj_value *v, int depth, uint
     case SHMOBJ_TYPE_STRUCT:
     case SHMOBJ_TYPE_DICT:
     case SHMOBJ_TYPE_SET: {
-        n = v->v.c.count;
-        if (n >= UINT32_MAX || (n > 0 && v->v.c.items == NULL))
-            return SHMOBJ_EINVAL;
-        int keyed = v->type == SHMOBJ_TYPE_DICT || v->type == SHMOBJ_TYPE_SET ||
-                    (v->type == SHMOBJ_TYPE_STRUCT && v->v.c.names != NULL);
-        int values = v->type != SHMOBJ_TYPE_SET;
-        cap = keyed ? shmobj__index_cap(n) : 0;
+        int keyed, values;
+        rc = shmobj__desc_container(v, &n, &keyed, &values, &cap);
+        if (rc != 0)
+            return rc;
         body = 16 * n * (uint64_t)(values + keyed) + 8 * cap;
         rc = advance(w, pos, 16, body);
         if (rc != 0)
@@ -259,9 +262,12 @@ static int emit_obj(struct shmobj__wr *w, const shmobj_value *v, int depth, uint
                 return rc;
         }
         if (values) {
-            for (size_t i = 0; i < n; i++) {
-                rc = emit_slot(w, &v->v.c.items[i * step + step - 1],
-                               pos + shmobj__value_rel(v->type, cap, i), depth + 1);
+            /* value i at at0 + i * vstride (shmobj__value_rel) */
+            uint64_t at0 = pos + shmobj__value_rel(v->type, cap, 0);
+            uint64_t vstride = shmobj__value_rel(v->type, cap, 1) - shmobj__value_rel(v->type, cap, 0);
+            const shmobj_value *it = &v->v.c.items[step - 1];
+            for (size_t i = 0; i < n; i++, it += step) {
+                rc = emit_slot(w, it, at0 + vstride * i, depth + 1);
                 if (rc != 0)
                     return rc;
             }
@@ -274,12 +280,12 @@ static int emit_obj(struct shmobj__wr *w, const shmobj_value *v, int depth, uint
         /* empty, its control block zeroed (objfmt.h, "mutable containers");
          * its items will live in blocks of their own, so a free must walk
          * this block: SEPARATE from the start */
-        if (v->v.c.count != 0)
-            return SHMOBJ_EINVAL;
-        rc = advance(w, pos, 16, shmobj__mut_body_bytes(v->type));
+        rc = shmobj__desc_mut_bytes(v, &body);
+        if (rc == 0)
+            rc = advance(w, pos, 16, body);
         if (rc != 0)
             return rc;
-        memset(w->blk + pos + 16, 0, (size_t)shmobj__mut_body_bytes(v->type));
+        memset(w->blk + pos + 16, 0, (size_t)body);
         atomic_fetch_or_explicit(&((struct shmobj__tree *)(void *)w->blk)->flags,
                                  SHMOBJ__TREE_SEPARATE, memory_order_relaxed);
         break;
@@ -348,18 +354,17 @@ static inline void put_slot(uint8_t *at, uint8_t tag, uint8_t r0, uint64_t pl)
 static inline __attribute__((always_inline)) int
 emit_slot(struct shmobj__wr *w, const shmobj_value *v, uint64_t slot_rel, int depth)
 {
-    uint8_t tag;
+    uint8_t tag = SHMOBJ__SLOT_OBJ;
     uint64_t pl = 0, rel;
+    /* an object written inline sets rc (0 or an error); the other kinds
+     * leave it 1 */
+    int rc = 1;
     switch (v->type) {
     case SHMOBJ_TYPE_STR:
-    case SHMOBJ_TYPE_BYTES: {
-        int rc = emit_mem(w, v, depth, &rel);
-        if (rc != 0)
-            return rc;
-        tag = SHMOBJ__SLOT_OBJ;
-        pl = shmobj__ref_make(w->blk_off + rel, w->gen);
+    case SHMOBJ_TYPE_BYTES:
+        /* inline here: the leaves are most of a tree */
+        rc = emit_mem(w, v, depth, &rel);
         break;
-    }
     case SHMOBJ_TYPE_BOOL:
         if (v->v.b != 0 && v->v.b != 1)
             return SHMOBJ_EINVAL;
@@ -379,30 +384,29 @@ emit_slot(struct shmobj__wr *w, const shmobj_value *v, uint64_t slot_rel, int de
         memcpy(&pl, &v->v.d, sizeof pl);
         break;
     case SHMOBJ_TYPE_NULL:
-        tag = SHMOBJ__SLOT_OBJ;
         break;
     case SHMOBJ_TYPE_ADOPT:
     case SHMOBJ_TYPE_LINK: {
         /* a reference to a block of its own: an adopted object is a
          * separate block of this one (the put sets SEPARATE), a link a
          * weak reference */
-        int rc = shmobj__ref_check(w->sp, v->v.ref, v->type == SHMOBJ_TYPE_ADOPT);
-        if (rc == 0 && v->type == SHMOBJ_TYPE_ADOPT)
-            rc = shmobj__claim_now(w, 0, v->v.ref, NULL);
-        if (rc != 0)
-            return rc;
+        int rr = shmobj__ref_check(w->sp, v->v.ref, v->type == SHMOBJ_TYPE_ADOPT);
+        if (rr == 0 && v->type == SHMOBJ_TYPE_ADOPT)
+            rr = shmobj__claim_now(w, 0, v->v.ref, NULL);
+        if (rr != 0)
+            return rr;
         tag = v->type == SHMOBJ_TYPE_ADOPT ? SHMOBJ__SLOT_OBJ : SHMOBJ__SLOT_LINK;
         pl = v->v.ref;
         break;
     }
-    default: {
-        int rc = emit_obj(w, v, depth, &rel);
-        if (rc != 0)
-            return rc;
-        tag = SHMOBJ__SLOT_OBJ;
-        pl = shmobj__ref_make(w->blk_off + rel, w->gen);
+    default:
+        rc = emit_obj(w, v, depth, &rel);
         break;
     }
+    if (rc <= 0) {
+        if (rc != 0)
+            return rc;
+        pl = shmobj__ref_make(w->blk_off + rel, w->gen);
     }
     put_slot(w->blk + slot_rel, tag, 0, pl);
     return 0;
@@ -424,25 +428,15 @@ int shmobj__obj_put(struct shmobj__space *sp, const shmobj_value *val,
     int rc = shmobj__measure(val, &size, &need64);
     if (rc != 0)
         return rc;
-    rc = sp->ops->alloc(sp, size, need64 & SHMOBJ__M_ALIGN64 ? SHMOBJ__DATA_ALIGN : 16, &r);
-    if (rc != 0)
-        return rc;
-    rc = shmobj__space_at(sp, shmobj__ref_off(r), size, &p);
-    if (rc != 0) {
-        (void)sp->ops->free(sp, r);
-        return rc;
-    }
-    struct shmobj__tree *t = p;
-    t->magic = SHMOBJ__TREE_MAGIC;
-    t->version = SHMOBJ__TREE_VERSION;
     /* A free walks blocks that hold records (their shapes' uses) or
-     * adopted objects (separate blocks); nobody sees the block yet. */
-    atomic_store_explicit(&t->flags,
+     * adopted objects (separate blocks). */
+    rc = shmobj__tree_new(sp, size, need64 & SHMOBJ__M_ALIGN64 ? SHMOBJ__DATA_ALIGN : 16,
                           (uint16_t)((need64 & SHMOBJ__M_RECORDS ? SHMOBJ__TREE_RECORDS : 0) |
                                      (need64 & SHMOBJ__M_ROOTREC ? SHMOBJ__TREE_ROOTREC : 0) |
                                      (need64 & SHMOBJ__M_ADOPTS ? SHMOBJ__TREE_SEPARATE : 0)),
-                          memory_order_relaxed);
-    t->size = size;
+                          &r, &p);
+    if (rc != 0)
+        return rc;
     struct shmobj__claims cl;
     cl.n = 0;
     cl.after = 0;

@@ -180,6 +180,17 @@ static int spend(struct out *o, uint64_t n)
     return 0;
 }
 
+/* A string, as a value or as a key. */
+static int dump_str(struct out *o, const shmobj_view *v)
+{
+    const char *s;
+    int rc = shmobj_str_get(v, &s, NULL);
+    if (rc != 0)
+        return rc;
+    put_str(o, (const uint8_t *)s, (size_t)v->len);
+    return 0;
+}
+
 /* A key printed as a JSON object key. */
 static int dump_key(struct out *o, const shmobj_view *k)
 {
@@ -188,14 +199,8 @@ static int dump_key(struct out *o, const shmobj_view *k)
     if (rc != 0)
         return rc;
     switch (k->type) {
-    case SHMOBJ_TYPE_STR: {
-        const char *s;
-        rc = shmobj_str_get(k, &s, NULL);
-        if (rc != 0)
-            return rc;
-        put_str(o, (const uint8_t *)s, (size_t)k->len);
-        return 0;
-    }
+    case SHMOBJ_TYPE_STR:
+        return dump_str(o, k);
     case SHMOBJ_TYPE_INT: {
         int64_t x;
         rc = shmobj_int_get(k, &x);
@@ -250,6 +255,37 @@ static int dump_shape(struct out *o, const shmobj_view *v)
     return 0;
 }
 
+/* A scalar, read by its kind's accessor (so with its checks) into the
+ * union member of that kind, then printed. */
+static int dump_scalar(struct out *o, const shmobj_view *v)
+{
+    char tmp[48];
+    union {
+        int b;
+        int64_t i;
+        uint64_t u;
+        double d;
+    } x;
+    int rc = v->type == SHMOBJ_TYPE_BOOL   ? shmobj_bool_get(v, &x.b)
+             : v->type == SHMOBJ_TYPE_INT  ? shmobj_int_get(v, &x.i)
+             : v->type == SHMOBJ_TYPE_UINT ? shmobj_uint_get(v, &x.u)
+                                           : shmobj_double_get(v, &x.d);
+    if (rc != 0)
+        return rc;
+    if (v->type == SHMOBJ_TYPE_DOUBLE) {
+        put_double(o, x.d);
+        return 0;
+    }
+    if (v->type == SHMOBJ_TYPE_BOOL)
+        snprintf(tmp, sizeof tmp, "%s", x.b ? "true" : "false");
+    else if (v->type == SHMOBJ_TYPE_INT)
+        snprintf(tmp, sizeof tmp, "%" PRId64, x.i);
+    else
+        snprintf(tmp, sizeof tmp, "%" PRIu64, x.u);
+    puts_(o, tmp);
+    return 0;
+}
+
 static int dump(struct out *o, const shmobj_view *v, int depth)
 {
     char tmp[48];
@@ -267,48 +303,13 @@ static int dump(struct out *o, const shmobj_view *v, int depth)
             return SHMOBJ_ESTALE;
         puts_(o, "null");
         return 0;
-    case SHMOBJ_TYPE_BOOL: {
-        int b;
-        rc = shmobj_bool_get(v, &b);
-        if (rc != 0)
-            return rc;
-        puts_(o, b ? "true" : "false");
-        return 0;
-    }
-    case SHMOBJ_TYPE_INT: {
-        int64_t x;
-        rc = shmobj_int_get(v, &x);
-        if (rc != 0)
-            return rc;
-        snprintf(tmp, sizeof tmp, "%" PRId64, x);
-        puts_(o, tmp);
-        return 0;
-    }
-    case SHMOBJ_TYPE_UINT: {
-        uint64_t x;
-        rc = shmobj_uint_get(v, &x);
-        if (rc != 0)
-            return rc;
-        snprintf(tmp, sizeof tmp, "%" PRIu64, x);
-        puts_(o, tmp);
-        return 0;
-    }
-    case SHMOBJ_TYPE_DOUBLE: {
-        double d;
-        rc = shmobj_double_get(v, &d);
-        if (rc != 0)
-            return rc;
-        put_double(o, d);
-        return 0;
-    }
-    case SHMOBJ_TYPE_STR: {
-        const char *s;
-        rc = shmobj_str_get(v, &s, NULL);
-        if (rc != 0)
-            return rc;
-        put_str(o, (const uint8_t *)s, (size_t)v->len);
-        return 0;
-    }
+    case SHMOBJ_TYPE_BOOL:
+    case SHMOBJ_TYPE_INT:
+    case SHMOBJ_TYPE_UINT:
+    case SHMOBJ_TYPE_DOUBLE:
+        return dump_scalar(o, v);
+    case SHMOBJ_TYPE_STR:
+        return dump_str(o, v);
     case SHMOBJ_TYPE_BYTES: {
         const void *p;
         rc = shmobj_bytes_get(v, &p, NULL);

@@ -193,35 +193,58 @@ shmobj__dict_hit_short(const shmobj_view *v, uint64_t kn, uint64_t word,
     return NULL;
 }
 
-/* The common case of a record's lookups, without calls: the value slot of
- * field *out when the first index entry the probe of the string key k
- * reads names it (a shape spreads its
- * names so that it does), else NULL and the caller runs
- * shmobj__record_find(), which decides everything else. The record's block
- * and its shape's are checked live by the caller. */
-static inline __attribute__((always_inline)) struct shmobj__slot *
-shmobj__record_hit(const shmobj_view *rec, const shmobj_key *k, size_t *out)
+/* The name slot in the shape of record view rec that the first index
+ * entry the probe of hash reads names (field *it), or NULL when that entry
+ * is empty, holds another hash or names no field (the full lookup says). */
+static inline __attribute__((always_inline)) const struct shmobj__slot *
+shmobj__record_probe1(const shmobj_view *rec, uint64_t hash, uint64_t *it)
 {
     struct shmobj__space *sp = shmobj__space_of(rec);
     uint64_t n = rec->count, mask = (UINT64_C(1) << rec->ndim) - 1;
     const uint8_t *so = sp->base + shmobj__ref_off(rec->len) + SHMOBJ__PREFIX;
-    uint64_t e = ((const uint64_t *)(so + shmobj__shape_index(n)))[k->hash_ & mask];
-    uint64_t it = (e & UINT32_MAX) - 1;
-    if ((uint32_t)(e >> 32) != (uint32_t)(k->hash_ >> 32) || it >= n)
-        return NULL; /* empty, another name, or damage: the full lookup says */
-    const struct shmobj__slot *ks = (const void *)(so + shmobj__shape_names(n) + 16 * it);
-    uint8_t kt = ks->tag; /* once */
-    if (k->len <= SHMOBJ__SSTR_MAX) {
-        /* writers NUL-pad short keys, as the prepared word is */
-        if (kt != SHMOBJ__SLOT_SSTR || ks->reserved0 != k->len ||
-            shmobj__key_payload(ks) != k->word_)
-            return NULL;
-    } else if (kt != SHMOBJ__SLOT_OBJ ||
-               shmobj__key_obj_equal_at(sp, shmobj__ref_off(rec->len), shmobj__rec_extent(rec),
-                                        shmobj__ref_gen(rec->len), shmobj__key_payload(ks),
-                                        k) != 1) {
+    uint64_t e = ((const uint64_t *)(so + shmobj__shape_index(n)))[hash & mask];
+    *it = (e & UINT32_MAX) - 1;
+    if ((uint32_t)(e >> 32) != (uint32_t)(hash >> 32) || *it >= n)
         return NULL;
-    }
+    return (const void *)(so + shmobj__shape_names(n) + 16 * *it);
+}
+
+/* The common case of a record's lookups, without calls: the value slot of
+ * field *out when the first index entry the probe of the string key k
+ * reads names it (a shape spreads its names so that it does), else NULL
+ * and the caller runs shmobj__record_find(), which decides everything
+ * else. The record's block and its shape's are checked live by the
+ * caller. This one is for a name of at most 7 bytes given by its prepared
+ * word and hash (kn <= 7, a short key slot of the shape): no call
+ * anywhere, so its callers keep few registers. */
+static inline __attribute__((always_inline)) struct shmobj__slot *
+shmobj__record_hit_short(const shmobj_view *rec, uint64_t kn, uint64_t word, uint64_t hash,
+                         size_t *out)
+{
+    uint64_t it;
+    const struct shmobj__slot *ks = shmobj__record_probe1(rec, hash, &it);
+    /* writers NUL-pad short keys, as the prepared word is */
+    if (ks == NULL || ks->tag != SHMOBJ__SLOT_SSTR || ks->reserved0 != kn ||
+        shmobj__key_payload(ks) != word)
+        return NULL;
+    *out = (size_t)it;
+    return (struct shmobj__slot *)((uint8_t *)rec->obj + 16 + 16 * it);
+}
+
+/* The same for any prepared string key k (a longer name is a str object
+ * of the shape's block, compared by a call). */
+static inline __attribute__((always_inline)) struct shmobj__slot *
+shmobj__record_hit(const shmobj_view *rec, const shmobj_key *k, size_t *out)
+{
+    if (k->len <= SHMOBJ__SSTR_MAX)
+        return shmobj__record_hit_short(rec, k->len, k->word_, k->hash_, out);
+    uint64_t it;
+    const struct shmobj__slot *ks = shmobj__record_probe1(rec, k->hash_, &it);
+    if (ks == NULL || ks->tag != SHMOBJ__SLOT_OBJ ||
+        shmobj__key_obj_equal_at(shmobj__space_of(rec), shmobj__ref_off(rec->len),
+                                 shmobj__rec_extent(rec), shmobj__ref_gen(rec->len),
+                                 shmobj__key_payload(ks), k) != 1)
+        return NULL;
     *out = (size_t)it;
     return (struct shmobj__slot *)((uint8_t *)rec->obj + 16 + 16 * it);
 }

@@ -131,20 +131,18 @@ static int measure_obj(const shmobj_value *v, int depth, uint64_t *cur, int *nee
     case SHMOBJ_TYPE_MDICT:
     case SHMOBJ_TYPE_MSET:
         /* created empty: the header and the control block (objfmt.h) */
-        if (v->v.c.count != 0)
-            return SHMOBJ_EINVAL;
-        *cur = pos + 16 + shmobj__mut_body_bytes(v->type);
+        rc = shmobj__desc_mut_bytes(v, &n);
+        if (rc != 0)
+            return rc;
+        *cur = pos + 16 + n;
         return 0;
     default:
         return SHMOBJ_EINVAL;
     }
-    n = v->v.c.count;
-    if (n >= UINT32_MAX || (n > 0 && v->v.c.items == NULL))
-        return SHMOBJ_EINVAL;
-    int keyed = v->type == SHMOBJ_TYPE_DICT || v->type == SHMOBJ_TYPE_SET ||
-                (v->type == SHMOBJ_TYPE_STRUCT && v->v.c.names != NULL);
-    int values = v->type != SHMOBJ_TYPE_SET;
-    cap = keyed ? shmobj__index_cap(n) : 0;
+    int keyed, values;
+    rc = shmobj__desc_container(v, &n, &keyed, &values, &cap);
+    if (rc != 0)
+        return rc;
     /* n < 2^32: no overflow in 16 * n * 2 + 8 * cap */
     if (!shmobj__add_ok(pos, 16 + 16 * n * (uint64_t)(values + keyed) + 8 * cap, &end) ||
         end > SHMOBJ__MAX_BLOCK)

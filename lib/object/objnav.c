@@ -225,12 +225,9 @@ int shmobj_str_get(const shmobj_view *view, const char **s, size_t *len)
 
 int shmobj_bytes_get(const shmobj_view *view, const void **p, size_t *len)
 {
-    if (view == NULL || p == NULL)
-        return SHMOBJ_EINVAL;
-    if (view->type != SHMOBJ_TYPE_BYTES)
-        return SHMOBJ_ETYPE;
-    if (!shmobj__obj_live(view))
-        return SHMOBJ_ESTALE;
+    int rc = shmobj__obj_of_kind(view, p, SHMOBJ_TYPE_BYTES);
+    if (rc != 0)
+        return rc;
     *p = (const uint8_t *)view->obj + 16;
     if (len != NULL)
         *len = (size_t)view->len;

@@ -40,6 +40,18 @@ static inline int shmobj__obj_live(const shmobj_view *v)
     return shmobj__blk_live(shmobj__space_of(v), v->obj_blk, v->obj_gen);
 }
 
+/* The checks a call reading the object of a view of one kind opens
+ * with, in this order: a NULL view or out-parameter SHMOBJ_EINVAL, a view
+ * of another kind SHMOBJ_ETYPE, a freed block SHMOBJ_ESTALE. */
+static inline int shmobj__obj_of_kind(const shmobj_view *v, const void *out, unsigned type)
+{
+    if (v == NULL || out == NULL)
+        return SHMOBJ_EINVAL;
+    if (v->type != type)
+        return SHMOBJ_ETYPE;
+    return shmobj__obj_live(v) ? 0 : SHMOBJ_ESTALE;
+}
+
 /* The same for the block holding the view's slot (scalars, short keys,
  * the slot a replacement writes). */
 static inline int shmobj__slot_live(const shmobj_view *v)
@@ -82,8 +94,14 @@ shmobj__body_size(const struct shmobj__obj *h, uint64_t rem, uint64_t *out)
         *out = 16 * n;
         break;
     case SHMOBJ_TYPE_SHAPE:
-        if (n == 0 || n > SHMOBJ__SHAPE_MAX || cap < shmobj__index_cap(n) ||
-            cap > SHMOBJ__SHAPE_CAP_GROWTH * shmobj__index_cap(n) || (cap & (cap - 1)) != 0)
+        /* cap a power of two from shmobj__index_cap(n) to GROWTH times it,
+         * without computing it (every record view checks its shape): for a
+         * power of two, cap >= index_cap(n) is cap >= 2 and 3 cap >= 4 n,
+         * and cap <= GROWTH index_cap(n) is 3 cap < 8 GROWTH n (cap / (2
+         * GROWTH) below index_cap(n)); 2^32 keeps the products exact */
+        if (n == 0 || n > SHMOBJ__SHAPE_MAX || (cap & (cap - 1)) != 0 || cap < 2 ||
+            cap > (UINT64_C(1) << 32) || 3 * cap < 4 * n ||
+            3 * cap >= 8 * SHMOBJ__SHAPE_CAP_GROWTH * n)
             return SHMOBJ_ECORRUPT;
         *out = 16 + 32 * n + 8 * cap;
         break;

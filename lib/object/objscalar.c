@@ -147,6 +147,16 @@ int shmobj_double_add(const shmobj_view *view, double delta, double *old)
 
 /* ---- int items of containers, by position or by key -------------------- */
 
+/* The add every counter call ends with, once its slot is found. */
+static inline __attribute__((always_inline)) int
+int_add_at(_Atomic uint64_t *p, int64_t delta, int64_t *old)
+{
+    uint64_t o = atomic_fetch_add_explicit(p, (uint64_t)delta, memory_order_acq_rel);
+    if (old != NULL)
+        *old = (int64_t)o;
+    return 0;
+}
+
 /* The int slot of item i of a mutable container, or an error. Shares the
  * checks of shmobj_view_item() without filling a view. */
 static inline int item_int_slot(const shmobj_view *v, size_t i, _Atomic uint64_t **out,
@@ -183,19 +193,21 @@ static inline int item_int_slot(const shmobj_view *v, size_t i, _Atomic uint64_t
     return 0;
 }
 
+/* Add to int item i of the container v (its checks, then the add). */
+static inline __attribute__((always_inline)) int
+item_add(const shmobj_view *v, size_t i, int64_t delta, int64_t *old)
+{
+    _Atomic uint64_t *p;
+    int rc = item_int_slot(v, i, &p, 1);
+    return rc != 0 ? rc : int_add_at(p, delta, old);
+}
+
 /* The hot call of counter workloads: on a cache line of its own, so its
  * speed does not depend on where the linker put it. */
 __attribute__((aligned(64))) int
 shmobj_item_int_add(const shmobj_view *view, size_t i, int64_t delta, int64_t *old)
 {
-    _Atomic uint64_t *p;
-    int rc = item_int_slot(view, i, &p, 1);
-    if (rc != 0)
-        return rc;
-    uint64_t o = atomic_fetch_add_explicit(p, (uint64_t)delta, memory_order_acq_rel);
-    if (old != NULL)
-        *old = (int64_t)o;
-    return 0;
+    return item_add(view, i, delta, old);
 }
 
 /* shmobj_view_key_int_add() on a record, everything but its common case:
@@ -207,42 +219,34 @@ record_key_int_add_full(const shmobj_view *view, const shmobj_key *key, int64_t 
                         int64_t *old)
 {
     size_t i;
-    _Atomic uint64_t *p;
     if (key == NULL || !shmobj__key_ready(key))
         return SHMOBJ_EINVAL;
     if (!shmobj__obj_live(view))
         return SHMOBJ_ESTALE;
     int rc = shmobj__record_find(view, key, &i);
-    if (rc == 0)
-        rc = item_int_slot(view, i, &p, 1);
-    if (rc != 0)
-        return rc;
-    uint64_t o = atomic_fetch_add_explicit(p, (uint64_t)delta, memory_order_acq_rel);
-    if (old != NULL)
-        *old = (int64_t)o;
-    return 0;
+    return rc != 0 ? rc : item_add(view, i, delta, old);
 }
 
 /* The common case of counters by name on records, without calls (so it
- * keeps few registers): a prepared string key whose first index entry in
- * the shape names the field, an int slot. Anything else, from the start,
- * is the full call's. */
+ * keeps few registers): a prepared string key of at most 7 bytes (a short
+ * key slot of the shape: no compare of a str object, whose call would make
+ * this path save five registers) whose first index entry in the shape
+ * names the field, an int slot. Anything else, from the start, is the
+ * full call's. */
 static __attribute__((noinline)) int
 record_key_int_add(const shmobj_view *view, const shmobj_key *key, int64_t delta,
                    int64_t *old)
 {
     size_t i;
     struct shmobj__slot *s;
-    if (key != NULL && key->type == SHMOBJ_TYPE_STR && (key->ptr != NULL || key->len == 0) &&
-        shmobj__obj_live(view) &&
+    uint64_t kn;
+    if (key != NULL && key->type == SHMOBJ_TYPE_STR && (kn = key->len) <= SHMOBJ__SSTR_MAX &&
+        (key->ptr != NULL || kn == 0) && shmobj__obj_live(view) &&
         shmobj__blk_live(shmobj__space_of(view), shmobj__ref_off(view->len),
                          shmobj__ref_gen(view->len)) &&
-        (s = shmobj__record_hit(view, key, &i)) != NULL && s->tag == SHMOBJ__SLOT_INT) {
-        uint64_t o = atomic_fetch_add_explicit(&s->payload, (uint64_t)delta,
-                                               memory_order_acq_rel);
-        if (old != NULL)
-            *old = (int64_t)o;
-        return 0;
+        (s = shmobj__record_hit_short(view, kn, key->word_, key->hash_, &i)) != NULL &&
+        s->tag == SHMOBJ__SLOT_INT) {
+        return int_add_at(&s->payload, delta, old);
     }
     return record_key_int_add_full(view, key, delta, old);
 }
@@ -252,14 +256,12 @@ static __attribute__((noinline)) int
 key_int_add_keyed(const shmobj_view *view, const shmobj_key *key, int64_t delta, int64_t *old)
 {
     size_t i;
-    _Atomic uint64_t *p;
     if (view == NULL || key == NULL || !shmobj__key_ready(key))
         return SHMOBJ_EINVAL;
     if (view->type != SHMOBJ_TYPE_DICT && view->type != SHMOBJ_TYPE_STRUCT)
         return SHMOBJ_ETYPE;
     if (!shmobj__obj_live(view))
         return SHMOBJ_ESTALE;
-    p = NULL;
     const struct shmobj__slot *ks;
     if (view->type == SHMOBJ_TYPE_DICT && key->type == SHMOBJ_TYPE_STR &&
         key->len <= SHMOBJ__SSTR_MAX &&
@@ -270,19 +272,10 @@ key_int_add_keyed(const shmobj_view *view, const shmobj_key *key, int64_t delta,
          * checked when the view was made. */
         struct shmobj__slot *s = (struct shmobj__slot *)ks + 1;
         if (s->tag == SHMOBJ__SLOT_INT)
-            p = &s->payload;
+            return int_add_at(&s->payload, delta, old);
     }
-    if (p == NULL) {
-        int rc = shmobj__index_find(view, key, &i, NULL);
-        if (rc == 0)
-            rc = item_int_slot(view, i, &p, 1);
-        if (rc != 0)
-            return rc;
-    }
-    uint64_t o = atomic_fetch_add_explicit(p, (uint64_t)delta, memory_order_acq_rel);
-    if (old != NULL)
-        *old = (int64_t)o;
-    return 0;
+    int rc = shmobj__index_find(view, key, &i, NULL);
+    return rc != 0 ? rc : item_add(view, i, delta, old);
 }
 
 /* Records and the other keyed kinds go separate ways at once (two tail

@@ -83,23 +83,14 @@ int shmobj_shape_put(shmobj_segment *seg, const shmobj_field *fields, size_t n,
         return SHMOBJ_EINVAL;
     shmobj__ref r;
     void *p;
-    int rc = sp->ops->alloc(sp, size, 16, &r);
+    int rc = shmobj__tree_new(sp, size, 16, SHMOBJ__TREE_SHAPE, &r, &p);
     if (rc != 0)
         return rc;
-    rc = shmobj__space_at(sp, shmobj__ref_off(r), size, &p);
-    if (rc != 0) {
-        (void)sp->ops->free(sp, r);
-        return rc;
-    }
     uint8_t *b = p;
     uint64_t blk = shmobj__ref_off(r);
     uint16_t gen = shmobj__ref_gen(r);
-    memset(b, 0, (size_t)(SHMOBJ__PREFIX + 16 + body));
     struct shmobj__tree *t = p;
-    t->magic = SHMOBJ__TREE_MAGIC;
-    t->version = SHMOBJ__TREE_VERSION;
-    atomic_store_explicit(&t->flags, SHMOBJ__TREE_SHAPE, memory_order_relaxed);
-    t->size = size;
+    memset(b + sizeof *t, 0, (size_t)(SHMOBJ__PREFIX + 16 + body - sizeof *t));
     struct shmobj__slot *root = (void *)(b + sizeof *t);
     root->tag = SHMOBJ__SLOT_OBJ;
     atomic_store_explicit(&root->payload, shmobj__ref_make(blk + SHMOBJ__PREFIX, gen),
@@ -183,12 +174,8 @@ int shmobj__shape_open(struct shmobj__space *sp, shmobj__ref ref, int from_calle
     if (shmobj__body_size(&h, blen - SHMOBJ__PREFIX - 16, &body) != 0 || blen % 16 != 0 ||
         blen / 16 > UINT32_MAX)
         return SHMOBJ_ECORRUPT;
-    out->blk = blk;
-    out->blen = blen;
-    out->gen = shmobj__ref_gen(ref);
-    out->count = h.count;
-    out->cap = h.len;
-    out->obj = hp;
+    *out = (struct shmobj__shape_info){.blk = blk, .blen = blen, .gen = shmobj__ref_gen(ref),
+                                       .count = h.count, .cap = h.len, .obj = hp};
     return 0;
 }
 
@@ -234,12 +221,9 @@ shape_open_light(struct shmobj__space *sp, shmobj__ref ref,
     SHMOBJ__RACY_END();
     if (bad)
         return SHMOBJ_ECORRUPT;
-    out->blk = blk;
-    out->blen = size;
-    out->gen = shmobj__ref_gen(ref);
-    out->count = h.count;
-    out->cap = h.len;
-    out->obj = (const void *)(sp->base + blk + SHMOBJ__PREFIX);
+    *out = (struct shmobj__shape_info){.blk = blk, .blen = size, .gen = shmobj__ref_gen(ref),
+                                       .count = h.count, .cap = h.len,
+                                       .obj = (const void *)(sp->base + blk + SHMOBJ__PREFIX)};
     return 0;
 }
 
@@ -467,24 +451,15 @@ int shmobj_record_put_struct(shmobj_segment *seg, shmobj_ref shape, const void *
             items[i] = SHMOBJ_VAL_BOOL(b != 0);
             break;
         }
-        case SHMOBJ_TYPE_INT: {
-            int64_t x;
-            memcpy(&x, at, sizeof x);
-            items[i] = SHMOBJ_VAL_INT(x);
+        case SHMOBJ_TYPE_INT:
+        case SHMOBJ_TYPE_UINT:
+        case SHMOBJ_TYPE_DOUBLE:
+            /* the C member's 8 bytes are the description's, whichever of
+             * the three it is */
+            items[i] = SHMOBJ_VAL_UINT(0);
+            items[i].type = d.kind;
+            memcpy(&items[i].v, at, 8);
             break;
-        }
-        case SHMOBJ_TYPE_UINT: {
-            uint64_t x;
-            memcpy(&x, at, sizeof x);
-            items[i] = SHMOBJ_VAL_UINT(x);
-            break;
-        }
-        case SHMOBJ_TYPE_DOUBLE: {
-            double x;
-            memcpy(&x, at, sizeof x);
-            items[i] = SHMOBJ_VAL_DOUBLE(x);
-            break;
-        }
         case SHMOBJ_TYPE_STR:
             if (d.cap != 0) {
                 const void *z = memchr(at, 0, d.cap);
@@ -531,12 +506,9 @@ int shmobj_record_put_struct(shmobj_segment *seg, shmobj_ref shape, const void *
 
 int shmobj_record_shape(const shmobj_view *view, shmobj_ref *shape)
 {
-    if (view == NULL || shape == NULL)
-        return SHMOBJ_EINVAL;
-    if (view->type != SHMOBJ_TYPE_RECORD)
-        return SHMOBJ_ETYPE;
-    if (!shmobj__obj_live(view))
-        return SHMOBJ_ESTALE;
+    int rc = shmobj__obj_of_kind(view, shape, SHMOBJ_TYPE_RECORD);
+    if (rc != 0)
+        return rc;
     *shape = view->len;
     return 0;
 }
