@@ -12,6 +12,8 @@
  *   queue-tracked.c  the calls for tracked references (over track.c)
  *   queue-stats.c    figures and a consistency check, for tools
  *   ring.c, retire.c, track.c: the ring, the retire FIFO, the records
+ *                    (the ring's own sources share ring-int.h: ring.c,
+ *                    ring-claim.c, ring-sleep.c)
  *
  * What the put and take paths call across files is out of line here and
  * was out of line before (the failure status, a listener's wake-up). */
