@@ -21,6 +21,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "arena.h" /* shmobj__arena_usable_if */
 #include "os.h"
 #include "queue-internal.h"
 
@@ -85,6 +86,27 @@ static inline __attribute__((always_inline)) int msg_get(shmobj_queue *q,
     uint64_t off = shmobj__ref_off(ref);
     if ((off & 15u) != 0) /* no heap block starts there */
         return SHMOBJ_EINVAL;
+    void *p;
+    /* A reference whose block is in use with its generation: the heap's
+     * header word (one load) gives the block's size, and the message
+     * header read once says the rest. What does not fit goes the slow way
+     * below (the heap's whole check), which gives every answer. */
+    uint64_t fast = 0;
+    if ((off & (SHMOBJ_QUEUE_MSG_ALIGN - 1)) == 0 && off != 0 &&
+        shmobj__space_at(sp, off, sizeof(struct shmobj__qmsg), &p) == 0)
+        fast = shmobj__arena_usable_if(sp->base, off, shmobj__ref_gen(ref));
+    if (fast >= sizeof(struct shmobj__qmsg) &&
+        shmobj__space_at(sp, off, fast, &p) == 0) {
+        struct shmobj__qmsg *m = p;
+        uint64_t len = __atomic_load_n(&m->len, __ATOMIC_RELAXED);
+        uint32_t flags = __atomic_load_n(&m->flags, __ATOMIC_RELAXED);
+        uint32_t state = atomic_load_explicit(&m->state, memory_order_acquire);
+        if (__atomic_load_n(&m->magic, __ATOMIC_RELAXED) == QMSG_MAGIC &&
+            len <= fast - sizeof(struct shmobj__qmsg) && state < QMSG_FREED) {
+            *out = (struct msg){m, len, fast, flags};
+            return 0;
+        }
+    }
     uint64_t usable = 0;
     int rc = sp->ops->check(sp, ref, &usable);
     if (rc == SHMOBJ_ECORRUPT && !in_segment(sp, off))
@@ -95,7 +117,6 @@ static inline __attribute__((always_inline)) int msg_get(shmobj_queue *q,
     if ((off & (SHMOBJ_QUEUE_MSG_ALIGN - 1)) != 0 ||
         usable < sizeof(struct shmobj__qmsg))
         return SHMOBJ_ETYPE;
-    void *p;
     rc = shmobj__space_at(sp, off, usable, &p);
     if (rc != 0)
         return rc;
