@@ -91,13 +91,14 @@ static inline __attribute__((always_inline)) int msg_get(shmobj_queue *q,
      * header word (one load) gives the block's size, and the message
      * header read once says the rest. What does not fit goes the slow way
      * below (the heap's whole check), which gives every answer. */
+    uint64_t mapped = atomic_load_explicit(&sp->mapped, memory_order_acquire);
     uint64_t fast = 0;
     if ((off & (SHMOBJ_QUEUE_MSG_ALIGN - 1)) == 0 && off != 0 &&
-        shmobj__space_at(sp, off, sizeof(struct shmobj__qmsg), &p) == 0)
+        shmobj__range_ok(off, sizeof(struct shmobj__qmsg), mapped))
         fast = shmobj__arena_usable_if(sp->base, off, shmobj__ref_gen(ref));
     if (fast >= sizeof(struct shmobj__qmsg) &&
-        shmobj__space_at(sp, off, fast, &p) == 0) {
-        struct shmobj__qmsg *m = p;
+        shmobj__range_ok(off, fast, mapped)) {
+        struct shmobj__qmsg *m = (struct shmobj__qmsg *)(void *)(sp->base + off);
         uint64_t len = __atomic_load_n(&m->len, __ATOMIC_RELAXED);
         uint32_t flags = __atomic_load_n(&m->flags, __ATOMIC_RELAXED);
         uint32_t state = atomic_load_explicit(&m->state, memory_order_acquire);
