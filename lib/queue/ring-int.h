@@ -64,13 +64,18 @@ static inline uint32_t self_token(struct shmobj__ring *r)
 }
 
 /* Record (token, pid) as the claimant of (role, pos). */
-static inline void claim_record_as(struct shmobj__ring *r, unsigned role,
-                                   uint64_t pos, uint32_t token, uint32_t pid)
+static inline void claim_record_in(struct shmobj__ring_claim *c, uint64_t pos,
+                                   uint32_t token, uint32_t pid)
 {
-    struct shmobj__ring_claim *c = &r->claims[role][pos & r->mask];
     atomic_store_explicit(&c->token, token, memory_order_relaxed);
     atomic_store_explicit(&c->pid, pid, memory_order_relaxed);
     atomic_store_explicit(&c->tag, pos, memory_order_release);
+}
+
+static inline void claim_record_as(struct shmobj__ring *r, unsigned role,
+                                   uint64_t pos, uint32_t token, uint32_t pid)
+{
+    claim_record_in(&r->claims[role][pos & r->mask], pos, token, pid);
 }
 
 static inline void claim_record(struct shmobj__ring *r, unsigned role,

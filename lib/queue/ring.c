@@ -307,14 +307,21 @@ int shmobj__ring_try_put_many(struct shmobj__ring *r, const uint64_t *v,
         const uint64_t *src = v + *done;
         uint32_t token = self_token(r); /* once per run */
         uint32_t pid = atomic_load_explicit(&r->self_pid, memory_order_relaxed);
+        /* the view's geometry in registers: the seq_cst CAS below would
+         * make the compiler load it again for every message */
+        struct shmobj__ring_slot *slots = r->slots;
+        struct shmobj__ring_claim *claims = r->claims[0];
+        uint64_t mask = r->mask;
+        uint32_t log2 = r->cap_log2;
         uint32_t i = 0;
         for (; i < k; i++) {
             uint64_t p = e + i;
-            claim_record_as(r, 0, p, token, pid);
+            claim_record_in(&claims[p & mask], p, token, pid);
             uint64_t expect = m_empty(p);
             if (!atomic_compare_exchange_strong_explicit(
-                    &r->slots[p & r->mask].word, &expect, src[i] | lap_tag(r, p),
-                    memory_order_seq_cst, memory_order_relaxed))
+                    &slots[p & mask].word, &expect,
+                    src[i] | ((p >> log2) & 7u) << 1, memory_order_seq_cst,
+                    memory_order_relaxed))
                 break; /* judged dead and skipped: the rest goes anew */
         }
         /* positions claimed but not published after a skip: step them
@@ -373,17 +380,23 @@ int shmobj__ring_try_take_many(struct shmobj__ring *r, uint64_t *v,
             continue;
         uint32_t token = self_token(r); /* once per run */
         uint32_t pid = atomic_load_explicit(&r->self_pid, memory_order_relaxed);
+        /* the view's geometry in registers, as in put_many */
+        struct shmobj__ring_slot *slots = r->slots;
+        struct shmobj__ring_claim *claims = r->claims[1];
+        uint64_t mask = r->mask, cap = r->capacity;
+        uint32_t out = *got;
         for (uint32_t i = 0; i < k; i++) {
             uint64_t p = d + i;
-            claim_record_as(r, 1, p, token, pid);
+            claim_record_in(&claims[p & mask], p, token, pid);
             uint64_t expect = seen[i];
             /* fails only if a producer already released it on our behalf */
             atomic_compare_exchange_strong_explicit(
-                &r->slots[p & r->mask].word, &expect, m_empty(p + r->capacity),
+                &slots[p & mask].word, &expect, m_empty(p + cap),
                 memory_order_seq_cst, memory_order_relaxed);
             if (is_value(seen[i]))
-                v[(*got)++] = value_ref(seen[i]);
+                v[out++] = value_ref(seen[i]);
         }
+        *got = out;
         wake_producers(r);
     }
     return 0;
