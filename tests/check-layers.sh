@@ -22,7 +22,7 @@ arena    arena common                     | arena
 object   object arena common              | object
 os       os common                        | -
 segment  segment os arena common          | segment arena version
-queue    queue os common                  | queue segment arena
+queue    queue os arena common            | queue segment arena
 map      map os arena htcore common       | map segment
 '
 

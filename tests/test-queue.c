@@ -2328,6 +2328,32 @@ static void test_queue_msg_not_a_message_etype(void **state)
     shmobj_queue_close(q);
 }
 
+/* A reference whose block was given back and allocated again at the same
+ * offset (another generation) is stale for every message call, also on
+ * the path that checks a block by its heap header word alone. */
+static void test_queue_msg_stale_after_block_reused(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(f->seg, "reuse", 4, 0, &q), 0);
+    shmobj_ref old, now;
+    void *d;
+    size_t len;
+    assert_int_equal(shmobj_queue_msg_alloc(q, 4000, 0, &old, NULL), 0);
+    assert_int_equal(shmobj_queue_msg_free(q, old), 0); /* not retired: < 32 KiB */
+    assert_int_equal(shmobj_queue_msg_alloc(q, 4000, 0, &now, NULL), 0);
+    assert_int_equal(shmobj__ref_off(now), shmobj__ref_off(old));
+    assert_true(now != old);
+    assert_int_equal(shmobj_queue_msg_data(q, old, &d, &len), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_queue_msg_done(q, old), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_queue_msg_free(q, old), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_queue_msg_data(q, now, &d, &len), 0);
+    assert_int_equal(len, 4000);
+    assert_int_equal(shmobj_queue_msg_free(q, now), 0);
+    assert_int_equal(shmobj_queue_msg_data(q, now, &d, &len), SHMOBJ_ESTALE);
+    shmobj_queue_close(q);
+}
+
 /* Queues and maps share one namespace of root names, the names their
  * users gave: a map and a queue of one name cannot both exist, opening one
  * as the other is the wrong kind, and a map named "q:x" is no queue "x". */
@@ -2408,6 +2434,7 @@ int main(void)
         T(test_queue_retire_holds_recent_blocks_then_frees),
         T(test_queue_retire_trimmed_when_segment_full),
         T(test_queue_retire_frees_in_bursts),
+        T(test_queue_msg_stale_after_block_reused),
         T(test_queue_retire_damage_and_dead_owner),
         T(test_queue_retire_survives_kills),
         T(test_queue_take_skips_dead_producer_slot),

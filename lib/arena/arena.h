@@ -34,6 +34,24 @@ static inline bool shmobj__arena_gen_is(const uint8_t *base, uint64_t off,
     return (uint16_t)(__atomic_load_n(w, __ATOMIC_RELAXED) >> 48) == gen;
 }
 
+/* The usable size of the block whose payload starts at `off` when it is in
+ * use with generation `gen`, else 0: the header word shmobj__arena_gen_is()
+ * reads, whose USED bit and size come with it (bits 0 and 4-47, see
+ * doc/format-arena.md). For hot paths that then read at most that many
+ * bytes, bounds-checked in the segment; unlike shmobj__arena_check_ref()
+ * it does not compare the block's boundary tag, so a damaged header is
+ * caught by the full check only. */
+static inline uint64_t shmobj__arena_usable_if(const uint8_t *base,
+                                               uint64_t off, uint16_t gen)
+{
+    const uint64_t *w = (const void *)(base + off - 8);
+    uint64_t v = __atomic_load_n(w, __ATOMIC_ACQUIRE);
+    uint64_t size = v & UINT64_C(0x0000fffffffffff0);
+    if ((v & 1u) == 0 || (uint16_t)(v >> 48) != gen || size < 32)
+        return 0;
+    return size - 16;
+}
+
 /* Bytes the control block needs at arena_off (a constant). */
 uint64_t shmobj__arena_control_size(void);
 

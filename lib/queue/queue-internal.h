@@ -11,7 +11,11 @@
  *   queue-notify.c   the pollable descriptor and the producers' peer pipes
  *   queue-tracked.c  the calls for tracked references (over track.c)
  *   queue-stats.c    figures and a consistency check, for tools
+ *   queue-wait.c     the bounded wait on a completion word (a message's
+ *                    state, a tracked reference's record)
  *   ring.c, retire.c, track.c: the ring, the retire FIFO, the records
+ *                    (the ring's own sources share ring-int.h: ring.c,
+ *                    ring-claim.c, ring-sleep.c)
  *
  * What the put and take paths call across files is out of line here and
  * was out of line before (the failure status, a listener's wake-up). */
@@ -92,5 +96,15 @@ void shmobj__queue_notify_fire(shmobj_queue *q);
 void shmobj__queue_notify_drop(shmobj_queue *q);
 /* queue-tracked.c: untrack what the handle still tracks (at close). */
 void shmobj__queue_track_drop_all(shmobj_queue *q);
+/* queue-wait.c: wait (the handle's spin, then a futex) while *word is
+ * `pending`, counted in *waiters while asleep, up to the absolute deadline
+ * (timeout_ns 0: do not wait). 0 with the word seen in *seen, else
+ * SHMOBJ_ETIMEDOUT, SHMOBJ_EREPLACED (the segment was replaced under its
+ * name), or SHMOBJ_ESTALE when in_ring (the word is in the queue's block)
+ * and the queue was destroyed. */
+int shmobj__queue_wait_while(shmobj_queue *q, _Atomic uint32_t *word,
+                             _Atomic uint32_t *waiters, uint32_t pending,
+                             bool in_ring, int64_t timeout_ns,
+                             uint64_t deadline, uint32_t *seen);
 
 #endif /* SHMOBJ_QUEUE_INTERNAL_H */

@@ -21,6 +21,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "arena.h" /* shmobj__arena_usable_if */
 #include "os.h"
 #include "queue-internal.h"
 
@@ -70,8 +71,8 @@ static __attribute__((noinline, cold)) bool in_segment(struct shmobj__space *sp,
     return shmobj__space_at(sp, off, 1, &p) == 0;
 }
 
-/* Check message block ref: SHMOBJ_EINVAL when it names no block of this
- * segment (unaligned, or beyond its bytes), SHMOBJ_ESTALE when the block
+/* Check message block ref: SHMOBJ_EINVAL when there is no queue or it
+ * names no block of this segment (unaligned, or beyond its bytes), SHMOBJ_ESTALE when the block
  * was freed (generation) or given back (state FREED), SHMOBJ_ETYPE when
  * it is a live block but not a message block, SHMOBJ_ECORRUPT when its
  * header is inconsistent. */
@@ -79,10 +80,34 @@ static inline __attribute__((always_inline)) int msg_get(shmobj_queue *q,
                                                          shmobj_ref ref,
                                                          struct msg *out)
 {
+    if (q == NULL || ref == SHMOBJ_REF_NULL)
+        return SHMOBJ_EINVAL;
     struct shmobj__space *sp = q->sp;
     uint64_t off = shmobj__ref_off(ref);
     if ((off & 15u) != 0) /* no heap block starts there */
         return SHMOBJ_EINVAL;
+    void *p;
+    /* A reference whose block is in use with its generation: the heap's
+     * header word (one load) gives the block's size, and the message
+     * header read once says the rest. What does not fit goes the slow way
+     * below (the heap's whole check), which gives every answer. */
+    uint64_t mapped = atomic_load_explicit(&sp->mapped, memory_order_acquire);
+    uint64_t fast = 0;
+    if ((off & (SHMOBJ_QUEUE_MSG_ALIGN - 1)) == 0 && off != 0 &&
+        shmobj__range_ok(off, sizeof(struct shmobj__qmsg), mapped))
+        fast = shmobj__arena_usable_if(sp->base, off, shmobj__ref_gen(ref));
+    if (fast >= sizeof(struct shmobj__qmsg) &&
+        shmobj__range_ok(off, fast, mapped)) {
+        struct shmobj__qmsg *m = (struct shmobj__qmsg *)(void *)(sp->base + off);
+        uint64_t len = __atomic_load_n(&m->len, __ATOMIC_RELAXED);
+        uint32_t flags = __atomic_load_n(&m->flags, __ATOMIC_RELAXED);
+        uint32_t state = atomic_load_explicit(&m->state, memory_order_acquire);
+        if (__atomic_load_n(&m->magic, __ATOMIC_RELAXED) == QMSG_MAGIC &&
+            len <= fast - sizeof(struct shmobj__qmsg) && state < QMSG_FREED) {
+            *out = (struct msg){m, len, fast, flags};
+            return 0;
+        }
+    }
     uint64_t usable = 0;
     int rc = sp->ops->check(sp, ref, &usable);
     if (rc == SHMOBJ_ECORRUPT && !in_segment(sp, off))
@@ -93,7 +118,6 @@ static inline __attribute__((always_inline)) int msg_get(shmobj_queue *q,
     if ((off & (SHMOBJ_QUEUE_MSG_ALIGN - 1)) != 0 ||
         usable < sizeof(struct shmobj__qmsg))
         return SHMOBJ_ETYPE;
-    void *p;
     rc = shmobj__space_at(sp, off, usable, &p);
     if (rc != 0)
         return rc;
@@ -208,7 +232,7 @@ int shmobj_queue_msg_alloc(shmobj_queue *q, size_t len, unsigned flags,
 int shmobj_queue_msg_data(shmobj_queue *q, shmobj_ref ref, void **data,
                           size_t *len)
 {
-    if (q == NULL || data == NULL || ref == SHMOBJ_REF_NULL)
+    if (data == NULL)
         return SHMOBJ_EINVAL;
     struct msg g;
     int rc = msg_get(q, ref, &g);
@@ -228,8 +252,6 @@ static void msg_wake(struct shmobj__qmsg *m)
 
 int shmobj_queue_msg_done(shmobj_queue *q, shmobj_ref ref)
 {
-    if (q == NULL || ref == SHMOBJ_REF_NULL)
-        return SHMOBJ_EINVAL;
     struct msg g;
     int rc = msg_get(q, ref, &g);
     if (rc != 0)
@@ -251,8 +273,6 @@ int shmobj_queue_msg_done(shmobj_queue *q, shmobj_ref ref)
 int shmobj_queue_msg_wait_done(shmobj_queue *q, shmobj_ref ref,
                                int64_t timeout_ns)
 {
-    if (q == NULL || ref == SHMOBJ_REF_NULL)
-        return SHMOBJ_EINVAL;
     struct msg g;
     int rc = msg_get(q, ref, &g);
     if (rc != 0)
@@ -260,35 +280,14 @@ int shmobj_queue_msg_wait_done(shmobj_queue *q, shmobj_ref ref,
     struct shmobj__qmsg *m = g.m;
     if ((g.flags & SHMOBJ_QUEUE_MSG_TRACK) == 0)
         return SHMOBJ_EINVAL;
-    uint64_t deadline = shmobj__os_deadline(timeout_ns);
-    uint32_t s = atomic_load_explicit(&m->state, memory_order_acquire);
-    int64_t spin = atomic_load_explicit(&q->spin_ns, memory_order_relaxed);
-    if (s == QMSG_PENDING && spin != 0 && timeout_ns != 0) {
-        uint64_t end = spin < 0 ? deadline
-                                : shmobj__os_now_ns() + (uint64_t)spin;
-        for (unsigned i = 1; s == QMSG_PENDING; i++) {
-            s = atomic_load_explicit(&m->state, memory_order_acquire);
-            if ((i & 255u) == 0 && shmobj__os_now_ns() >= end)
-                break;
-        }
-    }
-    while (s == QMSG_PENDING) {
-        uint64_t now = shmobj__os_now_ns();
-        if (timeout_ns == 0)
-            return SHMOBJ_ETIMEDOUT;
-        /* A consumer of a segment replaced under its name will never mark
-         * this done: say so at the deadline. */
-        if (now >= deadline)
-            return q->sp->ops->live->linked(q->sp) ? SHMOBJ_ETIMEDOUT
-                                                   : SHMOBJ_EREPLACED;
-        atomic_fetch_add_explicit(&m->waiters, 1, memory_order_seq_cst);
-        atomic_thread_fence(memory_order_seq_cst);
-        s = atomic_load_explicit(&m->state, memory_order_acquire);
-        if (s == QMSG_PENDING)
-            shmobj__os_futex_wait(&m->state, QMSG_PENDING, deadline);
-        atomic_fetch_sub_explicit(&m->waiters, 1, memory_order_relaxed);
-        s = atomic_load_explicit(&m->state, memory_order_acquire);
-    }
+    /* a message block is not in the queue's block: its wait outlives a
+     * destroy of the queue */
+    uint32_t s;
+    rc = shmobj__queue_wait_while(q, &m->state, &m->waiters, QMSG_PENDING,
+                                  false, timeout_ns,
+                                  shmobj__os_deadline(timeout_ns), &s);
+    if (rc != 0)
+        return rc;
     if (s == QMSG_FREED)
         return SHMOBJ_ESTALE;
     return s == QMSG_DONE ? 0 : SHMOBJ_EINVAL;
@@ -296,8 +295,6 @@ int shmobj_queue_msg_wait_done(shmobj_queue *q, shmobj_ref ref,
 
 int shmobj_queue_msg_reset(shmobj_queue *q, shmobj_ref ref)
 {
-    if (q == NULL || ref == SHMOBJ_REF_NULL)
-        return SHMOBJ_EINVAL;
     struct msg g;
     int rc = msg_get(q, ref, &g);
     if (rc != 0)
@@ -315,8 +312,6 @@ int shmobj_queue_msg_reset(shmobj_queue *q, shmobj_ref ref)
 
 int shmobj_queue_msg_free(shmobj_queue *q, shmobj_ref ref)
 {
-    if (q == NULL || ref == SHMOBJ_REF_NULL)
-        return SHMOBJ_EINVAL;
     struct msg g;
     int rc = msg_get(q, ref, &g);
     if (rc != 0)

@@ -16,46 +16,35 @@
 #include "os.h"
 #include "queue-internal.h"
 
-/* Sleep (after the handle's spin) while *state is `pending`, up to the
+/* Sleep (after the handle's spin) while the record is pending, up to the
  * deadline: the state seen, or SHMOBJ_ETIMEDOUT / SHMOBJ_EREPLACED, or
  * SHMOBJ_ESTALE once the queue was destroyed (its destroy wakes us). */
 static int track_wait(shmobj_queue *q, struct shmobj__track_rec *r,
                       int64_t timeout_ns, uint64_t deadline, uint32_t *seen)
 {
-    uint32_t s = atomic_load_explicit(&r->state, memory_order_acquire);
-    int64_t spin = atomic_load_explicit(&q->spin_ns, memory_order_relaxed);
-    if (s == SHMOBJ__TRACK_PENDING && spin != 0 && timeout_ns != 0) {
-        uint64_t end = spin < 0 ? deadline
-                                : shmobj__os_now_ns() + (uint64_t)spin;
-        for (unsigned i = 1; s == SHMOBJ__TRACK_PENDING; i++) {
-            s = atomic_load_explicit(&r->state, memory_order_acquire);
-            if ((i & 255u) == 0 && shmobj__os_now_ns() >= end)
-                break;
-        }
-    }
-    while (s == SHMOBJ__TRACK_PENDING) {
-        if (!shmobj__ring_live(&q->ring))
-            return SHMOBJ_ESTALE;
-        if (timeout_ns == 0)
-            return SHMOBJ_ETIMEDOUT;
-        if (shmobj__os_now_ns() >= deadline)
-            return q->sp->ops->live->linked(q->sp) ? SHMOBJ_ETIMEDOUT
-                                                   : SHMOBJ_EREPLACED;
-        atomic_fetch_add_explicit(&r->waiters, 1, memory_order_seq_cst);
-        atomic_thread_fence(memory_order_seq_cst);
-        s = atomic_load_explicit(&r->state, memory_order_acquire);
-        if (s == SHMOBJ__TRACK_PENDING && shmobj__ring_live(&q->ring))
-            shmobj__os_futex_wait(&r->state, SHMOBJ__TRACK_PENDING, deadline);
-        atomic_fetch_sub_explicit(&r->waiters, 1, memory_order_relaxed);
-        s = atomic_load_explicit(&r->state, memory_order_acquire);
-    }
-    *seen = s;
+    return shmobj__queue_wait_while(q, &r->state, &r->waiters,
+                                    SHMOBJ__TRACK_PENDING, true, timeout_ns,
+                                    deadline, seen);
+}
+
+/* Every call on a tracked reference first: SHMOBJ_EINVAL for no queue or
+ * a reference no ring carries, the queue's status once it is gone. */
+static int track_enter(shmobj_queue *q, shmobj_ref ref)
+{
+    if (q == NULL || !shmobj__ring_value_ok(ref))
+        return SHMOBJ_EINVAL;
+    if (!shmobj__ring_live(&q->ring))
+        return shmobj__queue_op_status(q, SHMOBJ_ESTALE);
     return 0;
 }
 
-/* The record of ref that this handle made, or SHMOBJ_ENOTFOUND. */
+/* The record of ref that this handle made (after track_enter()'s checks),
+ * or SHMOBJ_ENOTFOUND. */
 static int track_mine(shmobj_queue *q, shmobj_ref ref, uint32_t *idx)
 {
+    int rc = track_enter(q, ref);
+    if (rc != 0)
+        return rc;
     uint32_t me = shmobj__ring_self_token(&q->ring);
     int64_t k = me == 0 ? -1
                         : shmobj__track_find(q->track, q->track_count, ref, me,
@@ -76,15 +65,14 @@ static void track_drop(shmobj_queue *q, uint32_t idx, uint32_t from)
 int shmobj_queue_put_tracked(shmobj_queue *q, shmobj_ref ref,
                              int64_t timeout_ns)
 {
-    if (q == NULL || !shmobj__ring_value_ok(ref))
-        return SHMOBJ_EINVAL;
-    if (!shmobj__ring_live(&q->ring))
-        return shmobj__queue_op_status(q, SHMOBJ_ESTALE);
+    int rc = track_enter(q, ref);
+    if (rc != 0)
+        return rc;
     uint32_t me = shmobj__ring_self_token(&q->ring);
     if (me == 0)
         return SHMOBJ_EBUSY; /* no attachment token: nothing could judge us */
     uint32_t idx;
-    int rc = shmobj__track_add(q->sp, q->track, q->track_count, ref, me,
+    rc = shmobj__track_add(q->sp, q->track, q->track_count, ref, me,
                                q->serial, &idx);
     if (rc != 0)
         return rc == SHMOBJ_EFULL ? SHMOBJ_EBUSY : rc;
@@ -100,10 +88,9 @@ int shmobj_queue_put_tracked(shmobj_queue *q, shmobj_ref ref,
 
 int shmobj_queue_done(shmobj_queue *q, shmobj_ref ref)
 {
-    if (q == NULL || !shmobj__ring_value_ok(ref))
-        return SHMOBJ_EINVAL;
-    if (!shmobj__ring_live(&q->ring))
-        return shmobj__queue_op_status(q, SHMOBJ_ESTALE);
+    int rc = track_enter(q, ref);
+    if (rc != 0)
+        return rc;
     int64_t k = shmobj__track_find(q->track, q->track_count, ref, 0, 0);
     if (k < 0)
         return SHMOBJ_ENOTFOUND;
@@ -126,10 +113,6 @@ int shmobj_queue_done(shmobj_queue *q, shmobj_ref ref)
 
 int shmobj_queue_wait_done(shmobj_queue *q, shmobj_ref ref, int64_t timeout_ns)
 {
-    if (q == NULL || !shmobj__ring_value_ok(ref))
-        return SHMOBJ_EINVAL;
-    if (!shmobj__ring_live(&q->ring))
-        return shmobj__queue_op_status(q, SHMOBJ_ESTALE);
     uint32_t idx;
     int rc = track_mine(q, ref, &idx);
     if (rc != 0)
@@ -147,10 +130,6 @@ int shmobj_queue_wait_done(shmobj_queue *q, shmobj_ref ref, int64_t timeout_ns)
 
 int shmobj_queue_untrack(shmobj_queue *q, shmobj_ref ref)
 {
-    if (q == NULL || !shmobj__ring_value_ok(ref))
-        return SHMOBJ_EINVAL;
-    if (!shmobj__ring_live(&q->ring))
-        return shmobj__queue_op_status(q, SHMOBJ_ESTALE);
     uint32_t idx;
     int rc = track_mine(q, ref, &idx);
     if (rc != 0)

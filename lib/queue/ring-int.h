@@ -1,0 +1,132 @@
+/* What the ring's sources share (ring.c, ring-claim.c, ring-sleep.c): the
+ * slot words, this process's claim records and the wake-ups, inline where
+ * the put and take paths use them, and the calls one source makes into
+ * another. Nothing here is part of the bytes (ring.h holds those); only the
+ * ring's sources include it.
+ *
+ *   ring.c        set-up, the non-blocking put, take, peek and batches
+ *   ring-claim.c  the readers of claim records: who is alive, stall
+ *                 tracking, the recovery of slots whose claimant died
+ *   ring-sleep.c  sleeper records and their repair, futile wakes, and the
+ *                 blocking put, take and peek (spin, then sleep) */
+#ifndef SHMOBJ_QUEUE_RING_INT_H
+#define SHMOBJ_QUEUE_RING_INT_H
+
+#include <stdint.h>
+
+#include "cpu.h"
+#include "os.h"
+#include "ring.h"
+
+
+/* We are about to CAS this line: ask for it in exclusive state at once
+ * (one cross-core transfer instead of a shared copy and then an upgrade),
+ * and early, so the transfer overlaps the stores still draining before our
+ * locked instructions. PREFETCHW is a no-op on x86 CPUs that lack it; the
+ * compiler's __builtin_prefetch emits it only when told the CPU has it. */
+static inline void prefetch_for_write(const volatile void *p)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __asm__ __volatile__("prefetchw %0" : : "m"(*(const volatile char *)p));
+#else
+    __builtin_prefetch((const void *)p, 1, 3);
+#endif
+}
+
+/* ---- slot words ----------------------------------------------------------- */
+
+static inline uint64_t m_empty(uint64_t p) { return (p << 2) | 1u; }
+static inline uint64_t m_skipped(uint64_t p) { return (p << 2) | 3u; }
+static inline bool is_value(uint64_t w) { return (w & 1u) == 0; }
+static inline uint64_t value_ref(uint64_t w) { return w & ~(uint64_t)15; }
+static inline uint64_t lap_tag(const struct shmobj__ring *r, uint64_t p)
+{
+    return ((p >> r->cap_log2) & 7u) << 1;
+}
+/* A message published at p: bit 0 clear, p's lap tag, and a reference
+ * that is not null (a word of 0 is damage: put never accepts 0). */
+static inline bool is_value_at(const struct shmobj__ring *r, uint64_t w,
+                               uint64_t p)
+{
+    return w > 15u && (w & 15u) == lap_tag(r, p);
+}
+/* ---- who am I: the segment's attachment tokens ---------------------------- */
+
+/* Looks this process's token and pid up for fork count `forks` (ring-claim.c). */
+void shmobj__ring_self_lookup(struct shmobj__ring *r, uint64_t forks);
+
+static inline uint32_t self_token(struct shmobj__ring *r)
+{
+    uint64_t forks = (uint64_t)shmobj__os_forks_seen() + 1;
+    if (atomic_load_explicit(&r->self_forks, memory_order_acquire) != forks)
+        shmobj__ring_self_lookup(r, forks);
+    return atomic_load_explicit(&r->self_token, memory_order_relaxed);
+}
+
+/* Record (token, pid) as the claimant of (role, pos). */
+static inline void claim_record_in(struct shmobj__ring_claim *c, uint64_t pos,
+                                   uint32_t token, uint32_t pid)
+{
+    atomic_store_explicit(&c->token, token, memory_order_relaxed);
+    atomic_store_explicit(&c->pid, pid, memory_order_relaxed);
+    atomic_store_explicit(&c->tag, pos, memory_order_release);
+}
+
+static inline void claim_record_as(struct shmobj__ring *r, unsigned role,
+                                   uint64_t pos, uint32_t token, uint32_t pid)
+{
+    claim_record_in(&r->claims[role][pos & r->mask], pos, token, pid);
+}
+
+static inline void claim_record(struct shmobj__ring *r, unsigned role,
+                                uint64_t pos)
+{
+    uint32_t token = self_token(r);
+    claim_record_as(r, role, pos, token,
+                    atomic_load_explicit(&r->self_pid, memory_order_relaxed));
+}
+
+/* ---- wake-ups ---------------------------------------------------------------- */
+
+#define SLEEPER_REPAIR_MIN 64u        /* futile wakes before a first repair */
+#define SLEEPER_REPAIR_MAX (1u << 20) /* ... and at most, while repairs find nothing */
+
+/* Bump the event and wake its sleepers, counting a wake that woke nobody
+ * (ring-sleep.c); out of line: a busy queue's put and take only read the
+ * waiter count. */
+void shmobj__ring_wake(struct shmobj__ring *r, _Atomic uint32_t *event);
+
+static inline void wake_side(struct shmobj__ring *r, _Atomic uint32_t *waiters,
+                             _Atomic uint32_t *event)
+{
+    if (atomic_load_explicit(waiters, memory_order_seq_cst) != 0)
+        shmobj__ring_wake(r, event);
+}
+
+static inline void wake_consumers(struct shmobj__ring *r)
+{
+    wake_side(r, &r->hdr->cons_waiters, &r->hdr->put_event);
+}
+
+static inline void wake_producers(struct shmobj__ring *r)
+{
+    wake_side(r, &r->hdr->prod_waiters, &r->hdr->take_event);
+}
+
+/* ---- recovery from dead claimants (ring-claim.c) -------------------------- */
+
+/* True when the slot of head position d changed (its dead producer's slot
+ * was skipped): retry. */
+bool shmobj__ring_resolve_producer(struct shmobj__ring *r,
+                                   struct shmobj__ring_slot *s, uint64_t d);
+
+/* True when the slot of e (holding w, position e - capacity taken by a
+ * dead consumer) was released for it: retry. */
+bool shmobj__ring_resolve_consumer(struct shmobj__ring *r,
+                                   struct shmobj__ring_slot *s, uint64_t w,
+                                   uint64_t e);
+
+/* Tests only (shmobj__ring.test_hold_ns): stay inside a window ns long. */
+void shmobj__ring_test_hold(uint64_t ns);
+
+#endif /* SHMOBJ_QUEUE_RING_INT_H */
