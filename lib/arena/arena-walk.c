@@ -23,38 +23,70 @@ struct walk {
     uint64_t sum, mix; /* order-free fingerprint of the free blocks' offsets */
 };
 
+/* What the rebuild's walk writes through: the caller's writable view of
+ * the region and its control block, whose lists the caller has emptied. */
+struct fix {
+    uint8_t *base;
+    struct arena_ctl *c;
+};
 
-/* Walk the block chain. strict: also verify boundary tags, flags and
- * coalescing (the check); otherwise only the size chain (stats, rebuild).
+/* Walk the block chain: the one loop of the check, the statistics and the
+ * rebuild. strict: also verify boundary tags, flags and coalescing (the
+ * check); otherwise only the size chain. fix (the rebuild; NULL for the
+ * others): rewrite every boundary tag and PREV_FREE flag, merge free
+ * neighbours and put each free block on its list. Every size is checked
+ * before it moves h, in every mode: a rebuild reads each word again after
+ * its read-only pass, and bytes changed in between (by a process ignoring
+ * the lock) must not send it outside the heap or keep it from ending.
  * Work is bounded: every step advances by at least MIN_BLOCK bytes. */
 static int walk_blocks(const uint8_t *base, uint64_t hs, uint64_t he,
-                       bool strict, struct walk *wk, uint64_t *bad)
+                       bool strict, const struct fix *fix, struct walk *wk,
+                       uint64_t *bad)
 {
     memset(wk, 0, sizeof(*wk));
-    uint64_t h = hs, prev_size = 0;
+    uint64_t h = hs, prev_size = 0, run = 0, run_size = 0;
     bool prev_free = false;
     for (;;) {
         uint64_t w = ld(base, WORD(h));
         uint64_t s = w_size(w);
         bool is_free = (w & F_USED) == 0;
-        if (strict && (ld(base, PREV(h)) != prev_size ||
-                       ((w & F_PREV_FREE) != 0) != prev_free ||
-                       (w & F_RESERVED) != 0)) {
+        bool end = h == he - HDR;
+        if ((strict && (ld(base, PREV(h)) != prev_size ||
+                        ((w & F_PREV_FREE) != 0) != prev_free ||
+                        (w & F_RESERVED) != 0)) ||
+            (end ? s != 0 || is_free
+                 : s < MIN_BLOCK || s > he - HDR - h ||
+                       (strict && is_free && prev_free))) {
             *bad = h;
             return SHMOBJ_ECORRUPT;
         }
-        if (h == he - HDR) {
-            if (s != 0 || is_free) {
-                *bad = h;
-                return SHMOBJ_ECORRUPT;
+        if (fix != NULL) {
+            if (is_free && prev_free) {
+                /* A free not yet merged: fold this block into the run. */
+                run_size += s;
+                uint64_t wr = ld(base, WORD(run));
+                st_commit(fix->base, WORD(run),
+                          w_make(run_size, wr & F_PREV_FREE, w_gen(wr)));
+                prev_size = run_size;
+                h += s;
+                continue;
             }
+            if (prev_free) {
+                int rc = list_insert(fix->base, fix->c, hs, he, run, run_size);
+                if (rc != 0) {
+                    *bad = run;
+                    return rc;
+                }
+            }
+            st(fix->base, PREV(h), prev_size);
+            st(fix->base, WORD(h), (w & ~(F_PREV_FREE | F_RESERVED)) |
+                                       (prev_free ? F_PREV_FREE : 0));
+        }
+        if (end)
             return 0;
-        }
-        if (s < MIN_BLOCK || s > he - HDR - h || (strict && is_free && prev_free)) {
-            *bad = h;
-            return SHMOBJ_ECORRUPT;
-        }
         if (is_free) {
+            run = h;
+            run_size = s;
             wk->free_bytes += s;
             wk->free_blocks++;
             if (s > wk->largest)
@@ -71,16 +103,25 @@ static int walk_blocks(const uint8_t *base, uint64_t hs, uint64_t he,
     }
 }
 
+/* The control block's check, then a read-only walk of the chain it bounds
+ * (the check's and the statistics'). */
+static int walk_heap(const uint8_t *base, uint64_t mapped, uint64_t arena_off,
+                     bool strict, struct arena_ctl **c, uint64_t *hs,
+                     uint64_t *he, struct walk *wk, uint64_t *bad)
+{
+    int rc = ctl_get(base, mapped, arena_off, c, hs, he);
+    if (rc != 0)
+        return rc;
+    return walk_blocks(base, *hs, *he, strict, NULL, wk, bad);
+}
+
 int shmobj__arena_check(const uint8_t *base, uint64_t mapped,
                         uint64_t arena_off, uint64_t *bad_off)
 {
     struct arena_ctl *c;
     uint64_t hs, he, bad = arena_off;
-    int rc = ctl_get(base, mapped, arena_off, &c, &hs, &he);
-    if (rc != 0)
-        goto fail;
     struct walk wk;
-    rc = walk_blocks(base, hs, he, true, &wk, &bad);
+    int rc = walk_heap(base, mapped, arena_off, true, &c, &hs, &he, &wk, &bad);
     if (rc != 0)
         goto fail;
 
@@ -168,52 +209,15 @@ int shmobj__arena_rebuild(uint8_t *base, uint64_t mapped, uint64_t arena_off)
 
     /* Read-only pass first: write nothing unless the size chain holds. */
     struct walk wk;
-    rc = walk_blocks(base, hs, he, false, &wk, &bad);
+    rc = walk_blocks(base, hs, he, false, NULL, &wk, &bad);
     if (rc != 0)
         return rc;
 
     c->fl_bitmap = 0;
     memset(c->sl_bitmap, 0, sizeof(c->sl_bitmap));
     memset(c->heads, 0, sizeof(c->heads));
-    uint64_t h = hs, prev_size = 0, run = 0, run_size = 0;
-    bool prev_free = false;
-    for (;;) {
-        uint64_t w = ld(base, WORD(h));
-        uint64_t s = w_size(w);
-        /* The walk above checked this size, but it is read again here, so
-         * it is checked again before it moves h: bytes changed in between
-         * (by a process ignoring the lock) must not send the walk outside
-         * the heap or keep it from ending. */
-        if (h != he - HDR && (s < MIN_BLOCK || s > he - HDR - h))
-            return SHMOBJ_ECORRUPT;
-        bool is_free = (w & F_USED) == 0 && h != he - HDR;
-        if (is_free && prev_free) {
-            /* A free not yet merged: fold this block into the run. */
-            run_size += s;
-            uint64_t wr = ld(base, WORD(run));
-            st_commit(base, WORD(run), w_make(run_size, wr & F_PREV_FREE, w_gen(wr)));
-            prev_size = run_size;
-            h += s;
-            continue;
-        }
-        if (prev_free) {
-            rc = list_insert(base, c, hs, he, run, run_size);
-            if (rc != 0)
-                return rc;
-        }
-        st(base, PREV(h), prev_size);
-        st(base, WORD(h), (w & ~(F_PREV_FREE | F_RESERVED)) |
-                              (prev_free ? F_PREV_FREE : 0));
-        if (h == he - HDR)
-            return 0;
-        if (is_free) {
-            run = h;
-            run_size = s;
-        }
-        prev_size = s;
-        prev_free = is_free;
-        h += s;
-    }
+    const struct fix fix = {base, c};
+    return walk_blocks(base, hs, he, false, &fix, &wk, &bad);
 }
 
 int shmobj__arena_stats(const uint8_t *base, uint64_t mapped,
@@ -224,11 +228,8 @@ int shmobj__arena_stats(const uint8_t *base, uint64_t mapped,
     /* Unchanged since the first release. */
     if (out == NULL || !shmobj__ext_out_ok(out, sizeof *out))
         return SHMOBJ_EINVAL;
-    int rc = ctl_get(base, mapped, arena_off, &c, &hs, &he);
-    if (rc != 0)
-        return rc;
     struct walk wk;
-    rc = walk_blocks(base, hs, he, false, &wk, &bad);
+    int rc = walk_heap(base, mapped, arena_off, false, &c, &hs, &he, &wk, &bad);
     if (rc != 0)
         return rc;
     shmobj_arena_stats st = {0};

@@ -254,6 +254,29 @@ int shmobj__arena_alloc(uint8_t *base, uint64_t mapped, uint64_t arena_off,
     return 0;
 }
 
+/* The used block whose payload starts at off and whose generation is gen,
+ * in an arena whose control block checks: its header h and header word w
+ * (loaded with `order`: the lock-free reference check pairs an acquire
+ * with a free's commit). SHMOBJ_ECORRUPT when off cannot be a block,
+ * SHMOBJ_ESTALE when the block is free or has another generation. */
+static inline __attribute__((always_inline)) int
+used_block(const uint8_t *base, uint64_t mapped, uint64_t arena_off,
+           uint64_t off, uint16_t gen, int order, struct arena_ctl **c,
+           uint64_t *hs, uint64_t *he, uint64_t *h, uint64_t *w)
+{
+    int rc = ctl_get(base, mapped, arena_off, c, hs, he);
+    if (rc != 0)
+        return rc;
+    *h = off - HDR;
+    if (off < HDR || !hdr_ok(*h, *hs, *he))
+        return SHMOBJ_ECORRUPT;
+    *w = __atomic_load_n((const uint64_t *)(const void *)(base + WORD(*h)),
+                         order);
+    if ((*w & F_USED) == 0 || w_gen(*w) != gen)
+        return SHMOBJ_ESTALE;
+    return 0;
+}
+
 /* The free block that ends where block h starts, found through h's
  * boundary tag and confirmed by its own header: its offset, size and header
  * word, or SHMOBJ_ECORRUPT when the two disagree. Reads only. */
@@ -276,16 +299,11 @@ int shmobj__arena_free(uint8_t *base, uint64_t mapped, uint64_t arena_off,
                        uint64_t off, uint16_t gen)
 {
     struct arena_ctl *c;
-    uint64_t hs, he;
-    int rc = ctl_get(base, mapped, arena_off, &c, &hs, &he);
+    uint64_t hs, he, h, w;
+    int rc = used_block(base, mapped, arena_off, off, gen, __ATOMIC_RELAXED,
+                        &c, &hs, &he, &h, &w);
     if (rc != 0)
         return rc;
-    uint64_t h = off - HDR;
-    if (off < HDR || !hdr_ok(h, hs, he))
-        return SHMOBJ_ECORRUPT;
-    uint64_t w = ld(base, WORD(h));
-    if ((w & F_USED) == 0 || w_gen(w) != gen)
-        return SHMOBJ_ESTALE;
 
     /* Validate everything this free will touch before the first store, so
      * that a bad offset can never damage the heap. */
@@ -343,17 +361,11 @@ int shmobj__arena_check_ref(const uint8_t *base, uint64_t mapped,
                             uint64_t *usable)
 {
     struct arena_ctl *c;
-    uint64_t hs, he;
-    int rc = ctl_get(base, mapped, arena_off, &c, &hs, &he);
+    uint64_t hs, he, h, w;
+    int rc = used_block(base, mapped, arena_off, off, gen, __ATOMIC_ACQUIRE,
+                        &c, &hs, &he, &h, &w);
     if (rc != 0)
         return rc;
-    uint64_t h = off - HDR;
-    if (off < HDR || !hdr_ok(h, hs, he))
-        return SHMOBJ_ECORRUPT;
-    uint64_t w = __atomic_load_n((const uint64_t *)(const void *)(base + WORD(h)),
-                                 __ATOMIC_ACQUIRE);
-    if ((w & F_USED) == 0 || w_gen(w) != gen)
-        return SHMOBJ_ESTALE;
     uint64_t s = w_size(w);
     if (s >= MIN_BLOCK && s <= he - HDR - h &&
         __atomic_load_n((const uint64_t *)(const void *)(base + PREV(h + s)),
