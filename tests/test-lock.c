@@ -85,6 +85,15 @@ static bool someone_sleeps(struct shared *sh)
     return atomic_load(&sh->lock.sleepers) != 0;
 }
 
+/* Start a child running fn and wait (bounded) until some process has
+ * announced itself in `sleepers`. */
+static pid_t start_sleeper(struct shared *sh, int (*fn)(void *))
+{
+    pid_t child = test_child_start(fn, sh, 30);
+    assert_true(wait_until(someone_sleeps, sh, 5000));
+    return child;
+}
+
 /* ---- the release wakes an announced sleeper ---------------------------- */
 
 /* A waiter's half written out: announce in `sleepers`, sleep on it for at
@@ -107,8 +116,7 @@ static void test_lock_release_wakes_announced_sleeper(void **state)
     (void)state;
     struct shared *sh = shared_new();
     assert_int_equal(lock_for(sh, TOK_PARENT, 1000), 0);
-    pid_t child = test_child_start(sleep_announced, sh, 30);
-    assert_true(wait_until(someone_sleeps, sh, 5000));
+    pid_t child = start_sleeper(sh, sleep_announced);
     test_sleep_ms(20); /* let it reach the futex; if not, it sees 0 */
     shmobj__os_lock_release(&sh->lock);
     assert_int_equal(test_child_wait(child), 0);
@@ -136,8 +144,7 @@ static void test_lock_sleeping_waiter_gets_lock(void **state)
     (void)state;
     struct shared *sh = shared_new();
     assert_int_equal(lock_for(sh, TOK_PARENT, 1000), 0);
-    pid_t child = test_child_start(take_and_count, sh, 30);
-    assert_true(wait_until(someone_sleeps, sh, 5000));
+    pid_t child = start_sleeper(sh, take_and_count);
     sh->counter = 41;
     shmobj__os_lock_release(&sh->lock);
     assert_int_equal(test_child_wait(child), 0);
@@ -224,8 +231,7 @@ static void test_lock_holder_killed_sleeper_takes_over(void **state)
     for (int i = 0; i < 5000 && atomic_load(&sh->step) == 0; i++)
         test_sleep_ms(1);
     assert_int_equal(atomic_load(&sh->step), 1);
-    pid_t waiter = test_child_start(wait_for_dead_holder, sh, 30);
-    assert_true(wait_until(someone_sleeps, sh, 5000));
+    pid_t waiter = start_sleeper(sh, wait_for_dead_holder);
     kill(holder, SIGKILL);
     assert_int_equal(test_child_wait(holder), 128 + SIGKILL);
     atomic_store(&sh->alive[TOK_CHILD], SHMOBJ__OS_OWNER_DEAD);
@@ -250,8 +256,7 @@ static void test_lock_killed_sleeper_leaves_lock_usable(void **state)
     (void)state;
     struct shared *sh = shared_new();
     assert_int_equal(lock_for(sh, TOK_PARENT, 1000), 0);
-    pid_t child = test_child_start(announce_and_sleep, sh, 30);
-    assert_true(wait_until(someone_sleeps, sh, 5000));
+    pid_t child = start_sleeper(sh, announce_and_sleep);
     kill(child, SIGKILL);
     assert_int_equal(test_child_wait(child), 128 + SIGKILL);
     assert_int_not_equal(atomic_load(&sh->lock.sleepers), 0);

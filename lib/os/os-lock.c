@@ -27,9 +27,13 @@
  * before its load in program order (a compiler barrier). A process takes
  * the plain release only once it is registered (the first release of a
  * process registers it; until then, and for ever when the kernel refuses,
- * the release has a fence of its own). A waiter whose barrier the kernel
- * refuses sleeps in short slices instead, so a missed wake costs at most
- * one of them.
+ * the release has a fence of its own). The barrier on every CPU costs a
+ * few interrupts, so a waiter makes it only for a long sleep: its first
+ * sleeps (100 us) follow this CPU's fence alone, where a release that
+ * missed `sleepers` (its store still buffered while the waiter looked)
+ * costs at most that slice; once one ran out, it makes the barrier and
+ * sleeps the liveness slice. A waiter whose barrier the kernel refuses
+ * sleeps in 1 ms slices instead.
  *
  * The release that finds `sleepers` set clears it and wakes one sleeper; a
  * waiter that has slept sets `sleepers` again before it takes the lock
@@ -66,6 +70,10 @@
 /* The slice of a waiter whose barrier the kernel refused: what a release
  * that missed its `sleepers` can cost. */
 #define UNFENCED_SLICE_NS (UINT64_C(1) * 1000000)
+/* A waiter's first sleeps, made without the barrier on every CPU (see
+ * shmobj__os_lock_acquire()): long enough for most hand-overs under
+ * contention, short enough that a missed wake costs little. */
+#define SHORT_SLICE_NS (UINT64_C(100) * 1000)
 
 _Atomic bool shmobj__os_lock_plain_release;
 
@@ -143,7 +151,7 @@ int shmobj__os_lock_acquire(shmobj__os_lock *l, uint32_t self,
     bool bounded = deadline == 0;
     if (bounded)
         deadline = shmobj__os_deadline((int64_t)SHMOBJ__OS_LOCK_DEFAULT_NS);
-    bool slept = false;
+    bool slept = false, short_ran_out = false;
     for (;;) {
         w = atomic_load_explicit(&l->word, memory_order_relaxed);
         if (w == 0) {
@@ -177,15 +185,28 @@ int shmobj__os_lock_acquire(shmobj__os_lock *l, uint32_t self,
                          bounded ? SHMOBJ_EBUSY : SHMOBJ_ETIMEDOUT);
         /* Announce, make the barrier of both parties, and sleep only if
          * the word still names the owner judged above: its release then
-         * sees `sleepers` (or a later release cleared it and woke one). */
+         * sees `sleepers` (or a later release cleared it and woke one).
+         * Under contention the lock changes hands within microseconds, so
+         * a sleep is first a short one behind this CPU's fence alone (a
+         * release that missed `sleepers` costs at most that slice); only
+         * after such a sleep ran out does the waiter pay for the barrier
+         * on every CPU, and then it sleeps the liveness slice. */
         atomic_store_explicit(&l->sleepers, 1, memory_order_relaxed);
-        uint64_t slice = barrier_everywhere() ? LIVENESS_SLICE_NS
-                                              : UNFENCED_SLICE_NS;
+        uint64_t slice;
+        if (!short_ran_out) {
+            atomic_thread_fence(memory_order_seq_cst);
+            slice = SHORT_SLICE_NS;
+        } else {
+            slice = barrier_everywhere() ? LIVENESS_SLICE_NS
+                                         : UNFENCED_SLICE_NS;
+        }
         if (atomic_load_explicit(&l->word, memory_order_relaxed) != w)
             continue;
         uint64_t until = deadline - now > slice ? now + slice : deadline;
         int rc = shmobj__os_futex_wait(&l->sleepers, 1, until);
         slept = true;
+        if (rc == SHMOBJ_ETIMEDOUT)
+            short_ran_out = true;
         if (rc != 0 && rc != SHMOBJ_ETIMEDOUT) {
             /* A futex that cannot sleep (never expected on Linux) must
              * not turn into a busy loop that ignores the deadline. */
