@@ -328,12 +328,19 @@ int shmobj__os_fd_size(int fd, uint64_t *size)
     return 0;
 }
 
-int shmobj__os_fd_grow(int fd, uint64_t size)
+/* The size of the object behind fd before it grows to `size` (which must
+ * fit an off_t). */
+static int size_before_grow(int fd, uint64_t size, uint64_t *old)
 {
     if (size > (uint64_t)INT64_MAX)
         return SHMOBJ_EINVAL;
+    return shmobj__os_fd_size(fd, old);
+}
+
+int shmobj__os_fd_grow(int fd, uint64_t size)
+{
     uint64_t old;
-    int rc = shmobj__os_fd_size(fd, &old);
+    int rc = size_before_grow(fd, size, &old);
     if (rc != 0)
         return rc;
     /* Reserve first: the object takes its new size only once every page
@@ -369,10 +376,8 @@ int shmobj__os_fd_grow(int fd, uint64_t size)
 
 int shmobj__os_fd_grow_mapped(int fd, void *base, uint64_t size)
 {
-    if (size > (uint64_t)INT64_MAX)
-        return SHMOBJ_EINVAL;
     uint64_t old;
-    int rc = shmobj__os_fd_size(fd, &old);
+    int rc = size_before_grow(fd, size, &old);
     if (rc != 0)
         return rc;
     if (size <= old)

@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* ---- clocks and deadlines ------------------------------------------------ */
@@ -42,18 +43,29 @@ int shmobj__os_futex_wake(_Atomic uint32_t *word, int count);
 /* ---- the library's lock (os-lock.c) ------------------------------------- */
 
 /* A lock in shared memory whose bytes the library validates. The word is 0
- * when free, else the owner's token (31 bits, non-zero) with bit 31 set
- * while others may sleep. Padded to 64 bytes so it has a line of its own
- * in the structures that embed it. */
+ * when free, else the owner's token (31 bits, non-zero; bit 31 is not
+ * written and is ignored when the word is judged). Waiters that sleep
+ * announce it in `sleepers` and sleep on that word, so that the release
+ * can be one plain store (see os-lock.c). Padded to 64 bytes so it has a
+ * line of its own in the structures that embed it. */
 #define SHMOBJ__OS_LOCK_SIZE 64
 /* Recorded by structures that embed locks: bumped when the meaning of the
- * word changes, so a build of another lock format refuses them. */
-#define SHMOBJ__OS_LOCK_FORMAT UINT64_C(2)
+ * word changes, so a build of another lock format refuses them. 3: waiters
+ * sleep on `sleepers`, the release is a store (2: bit 31 of the word said
+ * "contended" and the release was an exchange). */
+#define SHMOBJ__OS_LOCK_FORMAT UINT64_C(3)
 typedef struct shmobj__os_lock {
-    _Alignas(16) _Atomic uint32_t word; /* see above; CAS/exchange */
-    uint32_t reserved;                  /* zero */
+    _Alignas(16) _Atomic uint32_t word; /* owner's token or 0; taken by CAS
+                                           (acquire), given back by a store
+                                           (release) */
+    _Atomic uint32_t sleepers; /* 1 while a waiter may sleep on it (futex):
+                                  set by waiters before they sleep, cleared
+                                  by the release that wakes one; relaxed,
+                                  ordered by the barriers of os-lock.c */
     uint8_t pad[SHMOBJ__OS_LOCK_SIZE - 8];
 } shmobj__os_lock;
+_Static_assert(offsetof(shmobj__os_lock, sleepers) == 4, "lock layout");
+_Static_assert(sizeof(shmobj__os_lock) == SHMOBJ__OS_LOCK_SIZE, "lock layout");
 
 /* What a liveness callback says of a lock owner's token. */
 enum {
@@ -79,7 +91,6 @@ typedef int (*shmobj__os_owner_fn)(void *ctx, uint32_t owner);
 int shmobj__os_lock_acquire(shmobj__os_lock *l, uint32_t self,
                             uint64_t deadline, shmobj__os_owner_fn owner_state,
                             void *ctx);
-void shmobj__os_lock_release(shmobj__os_lock *l);
 /* The uncontended case of shmobj__os_lock_acquire(), inline for the
  * allocator's hot path: one CAS of a free word to `self` (a valid token),
  * acquire on success. False when the word was not free: then call
@@ -90,6 +101,33 @@ static inline bool shmobj__os_lock_try(shmobj__os_lock *l, uint32_t self)
     return atomic_compare_exchange_strong_explicit(&l->word, &w, self,
                                                    memory_order_acquire,
                                                    memory_order_relaxed);
+}
+/* Process fact, set once by os-lock.c: this process is registered for the
+ * waiters' cross-process memory barrier (membarrier(2), global expedited),
+ * so its release needs no fence of its own. */
+extern _Atomic bool shmobj__os_lock_plain_release;
+/* Out of line: the release of a process not (yet) registered (a fence
+ * between the store and the look at `sleepers`; registers on first use),
+ * and the wake of sleepers (clears `sleepers`, wakes `count` of them). */
+void shmobj__os_lock_release_fenced(shmobj__os_lock *l);
+void shmobj__os_lock_wake(shmobj__os_lock *l, int count);
+/* Give the lock back: one release store of 0, then a look at `sleepers`
+ * (a load of the line the store just wrote), and a wake only when someone
+ * may sleep. No fence: a waiter makes one for both sides (os-lock.c). */
+static inline void shmobj__os_lock_release(shmobj__os_lock *l)
+{
+    if (__builtin_expect(!atomic_load_explicit(&shmobj__os_lock_plain_release,
+                                               memory_order_relaxed), 0)) {
+        shmobj__os_lock_release_fenced(l);
+        return;
+    }
+    atomic_store_explicit(&l->word, 0, memory_order_release);
+    /* The compiler must not read `sleepers` before the store: the waiters'
+     * barrier relies on program order here. */
+    atomic_signal_fence(memory_order_seq_cst);
+    if (__builtin_expect(atomic_load_explicit(&l->sleepers,
+                                              memory_order_relaxed) != 0, 0))
+        shmobj__os_lock_wake(l, 1);
 }
 /* The token in the word (0 when free), for tests and tools. */
 uint32_t shmobj__os_lock_owner(const shmobj__os_lock *l);

@@ -49,9 +49,12 @@ void shmobj__seg_unlock_broken(shmobj_segment *seg, shmobj__os_lock *l)
     if (gen == 0)
         gen = SHMOBJ__SEG_GEN_MAX;
     uint32_t dead = (self & (SHMOBJ__SEG_PROCS - 1)) | gen << SHMOBJ__SEG_SLOT_BITS;
-    uint32_t w = atomic_exchange_explicit(&l->word, dead, memory_order_release);
-    if ((w & UINT32_C(0x80000000)) != 0)
-        shmobj__os_futex_wake(&l->word, INT32_MAX);
+    /* An exchange, a full barrier: `sleepers` is read after the word is
+     * seen, as the plain release's waiters' barrier would order it. Every
+     * sleeper wakes to judge the dead token. */
+    atomic_exchange_explicit(&l->word, dead, memory_order_seq_cst);
+    if (atomic_load_explicit(&l->sleepers, memory_order_relaxed) != 0)
+        shmobj__os_lock_wake(l, INT32_MAX);
 }
 
 /* ---- the space operations of the layers above ---- */
