@@ -1113,6 +1113,75 @@ static void test_map_damaged_table_ecorrupt(void **state)
     free(save);
 }
 
+/* A slot damaged to name a payload in the last bytes of the mapping, whose
+ * header claims the key and a 64-byte value: the part of the entry past
+ * the mapping is never read (the bytes after it are not backed, so a read
+ * there faults), a get answers ECORRUPT, and the get of a fake entry that
+ * fits answers its bytes or ECORRUPT; put back, the key reads again. */
+static void test_map_get_entry_at_mapping_end_bounded(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_map *m = f->map;
+    assert_int_equal(shmobj_map_set(m, "d7", 2, "value", 5), 0);
+    shmobj_segment_info info = {.struct_size = sizeof info};
+    assert_int_equal(shmobj_segment_info_get(f->seg, &info), 0);
+    struct shmobj__map_ctl *c = shmobj__map_control(m);
+    uint64_t h = shmobj_htcore_hash64("d7", 2, c->seed);
+    shmobj_ref tref = atomic_load(&c->shards_[h >> SHMOBJ__MAP_SHARD_SHIFT].table);
+    uint64_t usable;
+    uint8_t *t = table_of(f, "d7", &usable);
+    uint8_t *base = t - shmobj__ref_off(tref);
+    shmobj_htcore ht;
+    assert_int_equal(shmobj_htcore_attach(&ht, t + SHMOBJ__MAP_TABLE_PREFIX,
+                                          usable - SHMOBJ__MAP_TABLE_PREFIX), 0);
+    /* the slot of "d7": the one whose entry holds that key */
+    uint8_t *slot = NULL;
+    uint64_t word = 0;
+    for (uint64_t i = 0; i <= ht.mask && slot == NULL; i++) {
+        uint8_t *s = ht.groups + (i / 16) * ht.group_bytes + 16 + (i % 16) * ht.stride;
+        uint64_t v, off;
+        memcpy(&v, s, 8);
+        off = (v >> 20) << SHMOBJ__MAP_SLOT_SHIFT;
+        if (v == 0 || off < 16 || off + 32 > info.size)
+            continue;
+        struct shmobj__map_entry e;
+        memcpy(&e, base + off, sizeof e);
+        if (e.key_len == 2 && memcmp(base + off + SHMOBJ__MAP_ENTRY_HEADER, "d7", 2) == 0) {
+            slot = s;
+            word = v;
+        }
+    }
+    assert_non_null(slot);
+    uint8_t save[160], value[64], buf[64];
+    memcpy(save, base + info.size - sizeof save, sizeof save);
+    memset(value, 'v', sizeof value);
+    for (uint64_t back = 16; back <= sizeof save; back += 16) {
+        uint64_t off = info.size - back;
+        struct shmobj__map_entry e = {.key_len = 2, .value_len = 64, .hash_gen = 0};
+        uint64_t room = back - SHMOBJ__MAP_ENTRY_HEADER;
+        memcpy(base + off, &e, sizeof e);
+        if (room >= 2)
+            memcpy(base + off + SHMOBJ__MAP_ENTRY_HEADER, "d7", 2);
+        if (back >= SHMOBJ__MAP_ENTRY_HEADER + 16 + 64)
+            memcpy(base + off + SHMOBJ__MAP_ENTRY_HEADER + 16, value, 64);
+        uint64_t w = ((off >> SHMOBJ__MAP_SLOT_SHIFT) << 20) | (word & 0xfffff);
+        memcpy(slot, &w, 8);
+        size_t len = 0;
+        int rc = shmobj_map_get(m, "d7", 2, buf, sizeof buf, &len);
+        if (back < SHMOBJ__MAP_ENTRY_HEADER + 16 + 64)
+            assert_int_equal(rc, SHMOBJ_ECORRUPT);
+        else
+            assert_true(rc == SHMOBJ_ECORRUPT ||
+                        (rc == 0 && len == 64 && memcmp(buf, value, 64) == 0));
+        memcpy(base + info.size - sizeof save, save, sizeof save);
+    }
+    memcpy(slot, &word, 8);
+    size_t len = 0;
+    assert_int_equal(shmobj_map_get(m, "d7", 2, buf, sizeof buf, &len), 0);
+    assert_memory_equal(buf, "value", 5);
+    assert_int_equal(shmobj_map_check(m), 0);
+}
+
 /* ---- stale handles, wrong kinds, many handles ------------------------------------- */
 
 /* A child destroys map "s": takes the root away and frees the control
@@ -1581,6 +1650,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_map_kill_writer_loop, setup_big, teardown),
         cmocka_unit_test(test_map_too_large_enomem),
         cmocka_unit_test_setup_teardown(test_map_damaged_table_ecorrupt, setup_small, teardown),
+        cmocka_unit_test_setup_teardown(test_map_get_entry_at_mapping_end_bounded, setup_small,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_map_calls_on_destroyed_map_estale, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_map_iter_moves_past_damaged_shard, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_map_limbo_cycle_walks_bounded, setup_small, teardown),

@@ -126,6 +126,14 @@ static __attribute__((noinline, cold)) void read_delay(uint64_t ns)
  * copies inline: longer ones go to the general instance (memcmp, memcpy). */
 #define MAP_HOT_MAX 64u
 
+/* The largest entry payload the hot instance reads: the header, a key and
+ * a value of MAP_HOT_MAX bytes each. Every mapping that holds a map is
+ * larger than that plus 16 (its control block alone is), which the hot
+ * instance's single bounds compare relies on. */
+#define MAP_HOT_ENTRY (SHMOBJ__MAP_ENTRY_HEADER + 2u * MAP_HOT_MAX)
+_Static_assert(sizeof(struct shmobj__map_ctl) >= 16 + MAP_HOT_ENTRY,
+               "the hot bounds compare cannot wrap");
+
 /* Copy a value of at most MAP_HOT_MAX bytes without a call; an 8-byte
  * value is read atomically (it may be added to). */
 static inline void copy_value_short(uint8_t *dst, const uint8_t *v, uint32_t n)
@@ -218,8 +226,13 @@ lookup_fast_section(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
                 continue;
             uint64_t off = shmobj_htcore_ref_word_value(w) << SHMOBJ__MAP_SLOT_SHIFT;
             struct shmobj__map_entry h;
-            /* off and mapped are multiples of 16: the header is inside */
-            if (off < 16 || off >= mapped)
+            /* off and mapped are multiples of 16: the header is inside.
+             * The hot instance reads at most MAP_HOT_ENTRY bytes (its key
+             * and value lengths are checked against MAP_HOT_MAX before
+             * use), so one compare bounds everything it reads: an entry
+             * that ends closer to the mapping's end goes the general way */
+            if (hot ? off - 16 > mapped - (16 + MAP_HOT_ENTRY)
+                    : off < 16 || off >= mapped)
                 return MAP_FAST_NO;
             const uint8_t *p = base + off;
 #if defined(__GNUC__)
@@ -229,7 +242,7 @@ lookup_fast_section(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
             memcpy(&h, p, sizeof h);
             if (h.key_len != klen)
                 continue;
-            if (shmobj__map_entry_size(h.key_len, h.value_len) > mapped - off)
+            if (!hot && shmobj__map_entry_size(h.key_len, h.value_len) > mapped - off)
                 return MAP_FAST_NO;
             if (hot ? !shmobj__mem_equal(p + SHMOBJ__MAP_ENTRY_HEADER, key, klen)
                     : klen != 0 && memcmp(p + SHMOBJ__MAP_ENTRY_HEADER, key, klen) != 0)
