@@ -85,8 +85,14 @@ static inline void bench_vmsg(const char *fmt, va_list ap)
     fputc('\n', stderr);
 }
 
+#if defined(__GNUC__)
+#define BENCH_PRINTF __attribute__((format(printf, 1, 2)))
+#else
+#define BENCH_PRINTF
+#endif
+
 /** Print a reason on stderr and return BENCH_SKIP; use as `return bench_skip(...)`. */
-static inline int bench_skip(const char *fmt, ...)
+BENCH_PRINTF static inline int bench_skip(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -96,7 +102,7 @@ static inline int bench_skip(const char *fmt, ...)
 }
 
 /** Print an error on stderr and return 1; use as `return bench_fail(...)`. */
-static inline int bench_fail(const char *fmt, ...)
+BENCH_PRINTF static inline int bench_fail(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);

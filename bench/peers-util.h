@@ -71,50 +71,17 @@ PEERS_UNUSED static void peers_report(const char *workload, const char *subject,
     bench_report(&ctx, metric, value);
 }
 
-#if defined(__GNUC__)
-__attribute__((noreturn, format(printf, 1, 2)))
-#endif
-PEERS_UNUSED static void peers_skip(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    bench_vmsg(fmt, ap);
-    va_end(ap);
-    exit(PEERS_SKIP);
-}
-
-#if defined(__GNUC__)
-__attribute__((noreturn, format(printf, 1, 2)))
-#endif
-PEERS_UNUSED static void peers_die(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    bench_vmsg(fmt, ap);
-    va_end(ap);
-    exit(1);
-}
+/* Print the reason on stderr and exit 77 (skipped) or 1 (failed), from
+ * however deep inside a run: bench-util.h's messages, then exit(). */
+#define peers_skip(...) exit(bench_skip(__VA_ARGS__))
+#define peers_die(...) exit(bench_fail(__VA_ARGS__))
 
 /* Wait for a child with a deadline (seconds); kill it when it overruns.
  * Returns its exit status, or -1 when it did not exit normally. */
 PEERS_UNUSED static int peers_wait_child(pid_t pid, double timeout_s)
 {
-    double end = peers_now() + timeout_s;
-    int st = 0;
-    for (;;) {
-        pid_t r = waitpid(pid, &st, WNOHANG);
-        if (r == pid)
-            break;
-        if (r < 0 && errno != EINTR)
-            return -1;
-        if (peers_now() > end) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &st, 0);
-            return -1;
-        }
-        usleep(1000);
-    }
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    int st = bench_wait(pid, (int)(timeout_s * 1000));
+    return st >= 0 && st < 128 ? st : -1;
 }
 
 /* xorshift64*: deterministic shuffles for the random-order phases. */
@@ -137,6 +104,17 @@ PEERS_UNUSED static void peers_shuffle_u32(uint32_t *a, size_t n, uint64_t seed)
         a[i - 1] = a[j];
         a[j] = t;
     }
+}
+
+/* The command line, kept by peers_main() for peers_exec_sibling(). */
+PEERS_UNUSED static char **peers_argv;
+
+/* bench_main() of a peer program that may exec a sibling with its own
+ * arguments. */
+PEERS_UNUSED static int peers_main(int argc, char **argv, const bench_entry *table)
+{
+    peers_argv = argv;
+    return bench_main(argc, argv, table);
 }
 
 /* Replace this process by the program `name` in the same directory, with
