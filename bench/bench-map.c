@@ -86,19 +86,9 @@ static void prepare(struct data *d, int wide, size_t n)
     d->order = malloc(n * sizeof *d->order);
     if (!d->keys || !d->vals || !d->order)
         die("out of memory", 0);
-    for (size_t i = 0; i < n; i++) {
-        char tmp[80];
-        uint64_t v = (uint64_t)i * 7 + 3;
-        snprintf(tmp, sizeof tmp, wide ? "%064zu" : "%016zu", i);
-        memcpy(d->keys + i * d->klen, tmp, d->klen);
-        if (wide) {
-            snprintf(tmp, sizeof tmp, "%064llu", (unsigned long long)v);
-            memcpy(d->vals + i * d->vlen, tmp, d->vlen);
-        } else {
-            memcpy(d->vals + i * d->vlen, &v, 8);
-        }
+    bench_h1_fill(d->keys, d->vals, n, d->klen, d->vlen);
+    for (size_t i = 0; i < n; i++)
         d->order[i] = (uint32_t)i;
-    }
     shuffle(d->order, n, 0x5eed1234abcdULL);
 }
 

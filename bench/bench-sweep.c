@@ -105,11 +105,8 @@ static char *keys_make(size_t n)
     char *k = malloc(n * 16);
     if (!k)
         die("out of memory", 0);
-    for (size_t i = 0; i < n; i++) {
-        char tmp[32];
-        snprintf(tmp, sizeof tmp, "%016zu", i);
-        memcpy(k + i * 16, tmp, 16);
-    }
+    for (size_t i = 0; i < n; i++)
+        bench_decimal(k + i * 16, 16, i);
     return k;
 }
 

@@ -70,19 +70,9 @@ void prepare(Data &d, const char *workload, size_t n)
     d.keys.resize(n * d.klen);
     d.vals.resize(n * d.vlen);
     d.order.resize(n);
-    for (size_t i = 0; i < n; i++) {
-        char tmp[80];
-        snprintf(tmp, sizeof tmp, big ? "%064zu" : "%016zu", i);
-        memcpy(&d.keys[i * d.klen], tmp, d.klen);
-        uint64_t v = (uint64_t)i * 7 + 3;
-        if (big) {
-            snprintf(tmp, sizeof tmp, "%064llu", (unsigned long long)v);
-            memcpy(&d.vals[i * d.vlen], tmp, d.vlen);
-        } else {
-            memcpy(&d.vals[i * d.vlen], &v, 8);
-        }
+    bench_h1_fill(d.keys.data(), d.vals.data(), n, d.klen, d.vlen);
+    for (size_t i = 0; i < n; i++)
         d.order[i] = (uint32_t)i;
-    }
     peers_shuffle_u32(d.order.data(), n, 0x5eed1234abcdULL);
 }
 

@@ -54,18 +54,6 @@ struct h1_data {
     uint32_t *order; /* random permutation of 0..n-1 for the gets */
 };
 
-static void h1_value(const struct h1_data *d, size_t i, char *out)
-{
-    uint64_t v = (uint64_t)i * 7 + 3;
-    if (d->vlen == 8) {
-        memcpy(out, &v, 8);
-    } else {
-        char tmp[80];
-        snprintf(tmp, sizeof tmp, "%064llu", (unsigned long long)v);
-        memcpy(out, tmp, d->vlen);
-    }
-}
-
 static void h1_prepare(struct h1_data *d, const char *workload, size_t n)
 {
     d->workload = workload;
@@ -82,13 +70,9 @@ static void h1_prepare(struct h1_data *d, const char *workload, size_t n)
     d->order = malloc(n * sizeof *d->order);
     if (!d->keys || !d->vals || !d->order)
         peers_die("out of memory");
-    for (size_t i = 0; i < n; i++) {
-        char tmp[80];
-        snprintf(tmp, sizeof tmp, d->klen == 64 ? "%064zu" : "%016zu", i);
-        memcpy(d->keys + i * d->klen, tmp, d->klen);
-        h1_value(d, i, d->vals + i * d->vlen);
+    bench_h1_fill(d->keys, d->vals, n, d->klen, d->vlen);
+    for (size_t i = 0; i < n; i++)
         d->order[i] = (uint32_t)i;
-    }
     peers_shuffle_u32(d->order, n, 0x5eed1234abcdULL);
 }
 
