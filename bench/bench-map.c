@@ -317,6 +317,14 @@ static shmobj_map *child_map(struct env *e, shmobj_segment **seg)
     return m;
 }
 
+/* The first steps of an H2 child: its bound, its CPU, its own mapping. */
+static shmobj_map *child_begin(struct env *e, int k, shmobj_segment **seg)
+{
+    alarm(300);
+    pin(k);
+    return child_map(e, seg);
+}
+
 /* The start line of an H2 run in its shared page: every child says it is
  * ready and spins until the parent, once all are, lets them go together. */
 static struct shared *shared_make(void)
@@ -379,10 +387,8 @@ static int run_h2_readers(const bench_ctx *ctx)
     for (int r = 0; r < readers; r++) {
         pids[r] = fork();
         if (pids[r] == 0) {
-            alarm(300);
-            pin(r);
             shmobj_segment *seg;
-            shmobj_map *m = child_map(&e, &seg);
+            shmobj_map *m = child_begin(&e, r, &seg);
             uint32_t *order = malloc(n * sizeof *order);
             memcpy(order, d.order, n * sizeof *order);
             shuffle(order, n, 0x1234 + (uint64_t)r);
@@ -432,10 +438,8 @@ static int run_h2_writers(const bench_ctx *ctx)
     for (int w = 0; w < writers; w++) {
         pids[w] = fork();
         if (pids[w] == 0) {
-            alarm(300);
-            pin(w);
             shmobj_segment *seg;
-            shmobj_map *m = child_map(&e, &seg);
+            shmobj_map *m = child_begin(&e, w, &seg);
             child_start(sh);
             sh->t_start[w] = now_s();
             set_range(m, &d, n * (size_t)w / (size_t)writers,

@@ -196,16 +196,15 @@ static int h1_boost_run(const bench_ctx *ctx)
     return run(ctx->workload, ctx->quick ? 200000 : 1000000);
 }
 
+// Listed by bench-peers-h1, which execs this program for `--run H1-*
+// boost`.
+static const bench_entry h1_boost_table[] = {
+    {"H1-64", "boost", h1_boost_run, 0},
+    {"H1-16", "boost", h1_boost_run, 0},
+    {NULL, NULL, NULL, 0},
+};
+
 int main(int argc, char **argv)
 {
-    // Listed by bench-peers-h1, which execs this program for `--run H1-*
-    // boost`; an empty --list keeps the subject from being listed twice.
-    if (argc == 2 && strcmp(argv[1], "--list") == 0)
-        return 0;
-    static const bench_entry table[] = {
-        {"H1-64", "boost", h1_boost_run, 0},
-        {"H1-16", "boost", h1_boost_run, 0},
-        {NULL, NULL, NULL, 0},
-    };
-    return bench_main(argc, argv, table);
+    return peers_helper_main(argc, argv, h1_boost_table);
 }

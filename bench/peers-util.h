@@ -128,6 +128,16 @@ PEERS_UNUSED static int peers_main(int argc, char **argv, const bench_entry *tab
     return bench_main(argc, argv, table);
 }
 
+/* bench_main() of a helper that a listed program execs for some of its
+ * subjects (the Boost peers): its own --list is empty, so no subject is
+ * listed twice. */
+PEERS_UNUSED static int peers_helper_main(int argc, char **argv, const bench_entry *table)
+{
+    if (argc == 2 && strcmp(argv[1], "--list") == 0)
+        return 0;
+    return bench_main(argc, argv, table);
+}
+
 /* Replace this process by the program `name` in the same directory, with
  * the same arguments (the Boost peers are separate C++ programs); exits 77
  * when it was not built. */
@@ -434,6 +444,28 @@ PEERS_UNUSED static int peers_in_path(const char *name)
     return 0;
 }
 
+struct peers_redis_args {
+    const char *port, *sock;
+    int cpu;
+};
+
+/* The server's process: pinned, quiet, no persistence. */
+PEERS_UNUSED static int peers_redis_exec(void *arg)
+{
+    const struct peers_redis_args *a = (const struct peers_redis_args *)arg;
+    peers_pin(a->cpu);
+    int devnull = open("/dev/null", O_RDWR);
+    if (devnull >= 0) {
+        dup2(devnull, 0);
+        dup2(devnull, 1);
+    }
+    execlp("redis-server", "redis-server", "--port", a->port, "--bind", "127.0.0.1",
+           "--unixsocket", a->sock, "--unixsocketperm", "700", "--save", "",
+           "--appendonly", "no", "--daemonize", "no", "--protected-mode", "yes",
+           "--logfile", "", "--loglevel", "warning", (char *)NULL);
+    return 127;
+}
+
 /* Start a private redis-server, without any persistence, pinned to `cpu`,
  * listening on a unix-domain socket (and on 127.0.0.1 at a free port, the
  * server's name: see the top); wait until it answers PING. Exits 77 when
@@ -452,25 +484,12 @@ PEERS_UNUSED static void peers_redis_start(struct peers_redis_server *s, int cpu
         /* a server killed before it could remove its socket left the path;
          * the port was free, so no live server holds it */
         unlink(sock);
-        pid_t pid = fork();
+        /* bench_fork: the server never outlives the benchmark, even when
+         * the benchmark is killed */
+        struct peers_redis_args args = {portstr, sock, cpu};
+        pid_t pid = bench_fork(peers_redis_exec, &args);
         if (pid < 0)
             peers_skip("redis: fork: %s", strerror(errno));
-        if (pid == 0) {
-            /* Never outlive the benchmark, even when it is killed. */
-            prctl(PR_SET_PDEATHSIG, SIGKILL);
-            peers_pin(cpu);
-            int devnull = open("/dev/null", O_RDWR);
-            if (devnull >= 0) {
-                dup2(devnull, 0);
-                dup2(devnull, 1);
-            }
-            execlp("redis-server", "redis-server", "--port", portstr, "--bind",
-                   "127.0.0.1", "--unixsocket", sock, "--unixsocketperm", "700",
-                   "--save", "", "--appendonly", "no", "--daemonize",
-                   "no", "--protected-mode", "yes", "--logfile", "",
-                   "--loglevel", "warning", (char *)NULL);
-            _exit(127);
-        }
         double end = peers_now() + 5.0;
         while (peers_now() < end) {
             int st;
