@@ -409,7 +409,7 @@ static inline uint64_t bench_percentile(uint64_t *samples, size_t n, double p)
  * took ~9.5 s a repetition for each sleeping subject (95 us a round trip
  * on the 2-CPU machine), most of a full bench/run. */
 #define BENCH_W2_PING 20000u       /* timed round trips per repetition */
-#define BENCH_W2_PING_QUICK 10000u /* the same with --quick */
+#define BENCH_W2_PING_QUICK 5000u  /* the same with --quick */
 #define BENCH_W2_PING_WARMUP 1000u /* untimed round trips first */
 /* W2 messages streamed per repetition: spinning transports move ~10x more
  * per second than those that sleep or enter the kernel per message. */
