@@ -22,9 +22,9 @@
  *   boost          Boost.Interprocess unordered_map in managed_shared_memory;
  *                  lives in bench-peers-h1-boost (C++), which this execs.
  *   redis          SET / GET one round trip each, SCAN for the iteration,
- *                  against a private redis-server; far fewer items (20,000,
+ *                  against a private redis-server; far fewer items (10,000,
  *                  5,000 with --quick; said on stderr) since each operation
- *                  costs a loopback round trip.
+ *                  costs a round trip to the server.
  *   redis-P64      the same with 64 commands per round trip, all n items.
  *
  * Metrics: set-Mops/s, get-Mops/s, iter-Mops/s, bytes/item (memory the
@@ -620,7 +620,7 @@ static int h1_run(const bench_ctx *ctx)
     case 2:
         peers_exec_sibling("bench-peers-h1-boost", peers_argv);
     case 3: {
-        size_t rn = ctx->quick ? 5000 : 20000;
+        size_t rn = ctx->quick ? 5000 : 10000;
         fprintf(stderr, "redis: %zu items instead of %zu (one round trip per operation)\n",
                 rn, n);
         h1_prepare(&d, w, rn);
