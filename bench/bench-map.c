@@ -92,6 +92,13 @@ static void prepare(struct data *d, int wide, size_t n)
     shuffle(d->order, n, 0x5eed1234abcdULL);
 }
 
+static void data_free(struct data *d)
+{
+    free(d->keys);
+    free(d->vals);
+    free(d->order);
+}
+
 static const char *key_at(const struct data *d, size_t i) { return d->keys + i * d->klen; }
 static const char *val_at(const struct data *d, size_t i) { return d->vals + i * d->vlen; }
 
@@ -290,6 +297,7 @@ static int run_h1(const bench_ctx *ctx)
     fprintf(stderr, "bench-map: %s load %.3f probe mean %.3f max %llu, %.1f B/item by map stats\n",
             ctx->workload, st.load_factor, st.probe_mean, (unsigned long long)st.probe_max, st.bytes_per_item);
     env_close(&e);
+    data_free(&d);
     return 0;
 }
 
@@ -422,6 +430,7 @@ static int run_h2_readers(const bench_ctx *ctx)
     report(ctx, "get-Mops/s", (double)n * readers / children_span(sh, readers) / 1e6);
     bench_shared_free(sh, sizeof *sh);
     env_close(&e);
+    data_free(&d);
     return 0;
 }
 
@@ -466,6 +475,7 @@ static int run_h2_writers(const bench_ctx *ctx)
         die("check", rc);
     bench_shared_free(sh, sizeof *sh);
     env_close(&e);
+    data_free(&d);
     return 0;
 }
 
