@@ -404,10 +404,13 @@ static inline uint64_t bench_percentile(uint64_t *samples, size_t n, double p)
 #define BENCH_W1_SEED 0x5eed0001u
 #define BENCH_W2_SEED 0x5eed0002u
 #define BENCH_W2_MSG 64
-/* 20,000 timed round trips give the median and the 99th percentile (200
- * samples above it) to within the spread between repetitions; 100,000
- * took ~9.5 s a repetition for each sleeping subject (95 us a round trip
- * on the 2-CPU machine), most of a full bench/run. */
+/* 20,000 timed round trips (200 samples above the 99th percentile);
+ * 100,000 took ~9.5 s a repetition for each sleeping subject (95 us a
+ * round trip on the 2-CPU machine), most of a full bench/run. Alternated
+ * 3 times on a loaded machine, shm-ring-futex's medians of 20,000 and of
+ * 100,000 fell within each other's spread; shmobj-sleep's of 20,000 came
+ * out 15-27% lower, so compare W2 sleeping figures across this change
+ * with care. */
 #define BENCH_W2_PING 20000u       /* timed round trips per repetition */
 #define BENCH_W2_PING_QUICK 5000u  /* the same with --quick */
 #define BENCH_W2_PING_WARMUP 1000u /* untimed round trips first */
