@@ -30,6 +30,7 @@
  * way as the private-table peer (bench/peers-h1.c) so the figures compare.
  *
  * Protocol (bench/README.md) through bench_main() of bench-util.h. */
+#include "bench-heap.h"
 #include "bench-pool.h"
 #include "bench-util.h"
 
@@ -85,20 +86,17 @@ static void prepare(struct data *d, int wide, size_t n)
     d->order = malloc(n * sizeof *d->order);
     if (!d->keys || !d->vals || !d->order)
         die("out of memory", 0);
-    for (size_t i = 0; i < n; i++) {
-        char tmp[80];
-        uint64_t v = (uint64_t)i * 7 + 3;
-        snprintf(tmp, sizeof tmp, wide ? "%064zu" : "%016zu", i);
-        memcpy(d->keys + i * d->klen, tmp, d->klen);
-        if (wide) {
-            snprintf(tmp, sizeof tmp, "%064llu", (unsigned long long)v);
-            memcpy(d->vals + i * d->vlen, tmp, d->vlen);
-        } else {
-            memcpy(d->vals + i * d->vlen, &v, 8);
-        }
+    bench_h1_fill(d->keys, d->vals, n, d->klen, d->vlen);
+    for (size_t i = 0; i < n; i++)
         d->order[i] = (uint32_t)i;
-    }
     shuffle(d->order, n, 0x5eed1234abcdULL);
+}
+
+static void data_free(struct data *d)
+{
+    free(d->keys);
+    free(d->vals);
+    free(d->order);
 }
 
 static const char *key_at(const struct data *d, size_t i) { return d->keys + i * d->klen; }
@@ -113,16 +111,9 @@ struct env {
     uint64_t used0; /* heap bytes in use before the map */
 };
 
-/* the huge-page pool, for shmobj-huge: bench-pool.h */
+/* the huge-page pool, for shmobj-huge: bench-pool.h; the heap account:
+ * bench-heap.h */
 
-static uint64_t heap_used(shmobj_segment *seg)
-{
-    shmobj_arena_stats st = {.struct_size = sizeof st};
-    int rc = shmobj_arena_stats_get(seg, &st);
-    if (rc != 0)
-        die("arena stats", rc);
-    return st.used_bytes;
-}
 
 /* The segment of a run: shared memory by name, or with `huge` a memfd of
  * pool pages (single-process runs only). 0, or BENCH_SKIP when huge pages
@@ -156,7 +147,7 @@ static int env_open_pages(struct env *e, const struct data *d, int huge)
             fprintf(stderr, "bench-map: segment of %llu-byte pages\n",
                     (unsigned long long)info.page_size);
     }
-    e->used0 = heap_used(e->seg);
+    e->used0 = bench_heap_used(e->seg);
     rc = shmobj_map_create(e->seg, "bench", &e->map);
     if (rc != 0)
         die("map create", rc);
@@ -297,7 +288,7 @@ static int run_h1(const bench_ctx *ctx)
     rc = shmobj_map_stats_get(e.map, &st);
     if (rc != 0)
         die("stats", rc);
-    uint64_t used = heap_used(e.seg) - e.used0;
+    uint64_t used = bench_heap_used(e.seg) - e.used0;
     report(ctx, "set-Mops/s", (double)n / (t1 - t0) / 1e6);
     report(ctx, "get-Mops/s", (double)n / (t2 - t1) / 1e6);
     report(ctx, "iter-Mops/s", (double)n / (t3 - t2) / 1e6);
@@ -306,6 +297,7 @@ static int run_h1(const bench_ctx *ctx)
     fprintf(stderr, "bench-map: %s load %.3f probe mean %.3f max %llu, %.1f B/item by map stats\n",
             ctx->workload, st.load_factor, st.probe_mean, (unsigned long long)st.probe_max, st.bytes_per_item);
     env_close(&e);
+    data_free(&d);
     return 0;
 }
 
@@ -333,6 +325,51 @@ static shmobj_map *child_map(struct env *e, shmobj_segment **seg)
     return m;
 }
 
+/* The first steps of an H2 child: its bound, its CPU, its own mapping. */
+static shmobj_map *child_begin(struct env *e, int k, shmobj_segment **seg)
+{
+    alarm(300);
+    pin(k);
+    return child_map(e, seg);
+}
+
+/* The start line of an H2 run in its shared page: every child says it is
+ * ready and spins until the parent, once all are, lets them go together. */
+static struct shared *shared_make(void)
+{
+    struct shared *sh = bench_shared_alloc(sizeof *sh);
+    if (sh == NULL)
+        die("mmap", 0);
+    return sh;
+}
+
+static void child_start(struct shared *sh)
+{
+    __atomic_fetch_add(&sh->ready, 1, __ATOMIC_SEQ_CST);
+    while (!__atomic_load_n(&sh->go, __ATOMIC_ACQUIRE))
+        ;
+}
+
+static void children_go(struct shared *sh, int n)
+{
+    while (__atomic_load_n(&sh->ready, __ATOMIC_ACQUIRE) < n)
+        usleep(1000);
+    __atomic_store_n(&sh->go, 1, __ATOMIC_RELEASE);
+}
+
+/* From the first child's start to the last one's end. */
+static double children_span(const struct shared *sh, int n)
+{
+    double t0 = sh->t_start[0], t1 = sh->t_end[0];
+    for (int i = 1; i < n; i++) {
+        if (sh->t_start[i] < t0)
+            t0 = sh->t_start[i];
+        if (sh->t_end[i] > t1)
+            t1 = sh->t_end[i];
+    }
+    return t1 - t0;
+}
+
 static int wait_children(pid_t *pids, int n)
 {
     int ok = 1;
@@ -353,25 +390,17 @@ static int run_h2_readers(const bench_ctx *ctx)
     prepare(&d, 1, n);
     env_open(&e, &d);
     set_range(e.map, &d, 0, n);
-    struct shared *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE,
-                             MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (sh == MAP_FAILED)
-        die("mmap", 0);
-    memset((void *)sh, 0, sizeof *sh);
+    struct shared *sh = shared_make();
     pid_t pids[2];
     for (int r = 0; r < readers; r++) {
         pids[r] = fork();
         if (pids[r] == 0) {
-            alarm(300);
-            pin(r);
             shmobj_segment *seg;
-            shmobj_map *m = child_map(&e, &seg);
+            shmobj_map *m = child_begin(&e, r, &seg);
             uint32_t *order = malloc(n * sizeof *order);
             memcpy(order, d.order, n * sizeof *order);
             shuffle(order, n, 0x1234 + (uint64_t)r);
-            __atomic_fetch_add(&sh->ready, 1, __ATOMIC_SEQ_CST);
-            while (!__atomic_load_n(&sh->go, __ATOMIC_ACQUIRE))
-                ;
+            child_start(sh);
             struct timespec c0, c1;
             clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
             sh->t_start[r] = now_s();
@@ -388,27 +417,20 @@ static int run_h2_readers(const bench_ctx *ctx)
             _exit(0);
         }
     }
-    while (__atomic_load_n(&sh->ready, __ATOMIC_ACQUIRE) < readers)
-        usleep(1000);
-    __atomic_store_n(&sh->go, 1, __ATOMIC_RELEASE);
+    children_go(sh, readers);
     if (!wait_children(pids, readers))
         die("reader process", 0);
-    double t0 = sh->t_start[0], t1 = sh->t_end[0];
     size_t bad = 0;
-    for (int r = 0; r < readers; r++) {
-        if (sh->t_start[r] < t0)
-            t0 = sh->t_start[r];
-        if (sh->t_end[r] > t1)
-            t1 = sh->t_end[r];
+    for (int r = 0; r < readers; r++)
         bad += sh->bad[r];
-    }
     if (bad != 0) {
         fprintf(stderr, "bench-map: %zu wrong values\n", bad);
         return 1;
     }
-    report(ctx, "get-Mops/s", (double)n * readers / (t1 - t0) / 1e6);
-    munmap((void *)sh, sizeof *sh);
+    report(ctx, "get-Mops/s", (double)n * readers / children_span(sh, readers) / 1e6);
+    bench_shared_free(sh, sizeof *sh);
     env_close(&e);
+    data_free(&d);
     return 0;
 }
 
@@ -420,22 +442,14 @@ static int run_h2_writers(const bench_ctx *ctx)
     struct env e;
     prepare(&d, 1, n);
     env_open(&e, &d);
-    struct shared *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE,
-                             MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (sh == MAP_FAILED)
-        die("mmap", 0);
-    memset((void *)sh, 0, sizeof *sh);
+    struct shared *sh = shared_make();
     pid_t pids[8];
     for (int w = 0; w < writers; w++) {
         pids[w] = fork();
         if (pids[w] == 0) {
-            alarm(300);
-            pin(w);
             shmobj_segment *seg;
-            shmobj_map *m = child_map(&e, &seg);
-            __atomic_fetch_add(&sh->ready, 1, __ATOMIC_SEQ_CST);
-            while (!__atomic_load_n(&sh->go, __ATOMIC_ACQUIRE))
-                ;
+            shmobj_map *m = child_begin(&e, w, &seg);
+            child_start(sh);
             sh->t_start[w] = now_s();
             set_range(m, &d, n * (size_t)w / (size_t)writers,
                       n * (size_t)(w + 1) / (size_t)writers);
@@ -445,30 +459,23 @@ static int run_h2_writers(const bench_ctx *ctx)
             _exit(0);
         }
     }
-    while (__atomic_load_n(&sh->ready, __ATOMIC_ACQUIRE) < writers)
-        usleep(1000);
-    __atomic_store_n(&sh->go, 1, __ATOMIC_RELEASE);
+    children_go(sh, writers);
     if (!wait_children(pids, writers))
         die("writer process", 0);
-    double t0 = sh->t_start[0], t1 = sh->t_end[0];
-    for (int w = 0; w < writers; w++) {
-        if (sh->t_start[w] < t0)
-            t0 = sh->t_start[w];
-        if (sh->t_end[w] > t1)
-            t1 = sh->t_end[w];
-    }
+    double span = children_span(sh, writers);
     uint64_t count = 0;
     shmobj_map_count(e.map, &count);
     size_t missing = get_all(e.map, &d, d.order);
     if (count != n && missing == 0)
         missing = n > count ? n - count : count - n;
-    report(ctx, "set-Mops/s", (double)n / (t1 - t0) / 1e6);
+    report(ctx, "set-Mops/s", (double)n / span / 1e6);
     report(ctx, "keys-missing", (double)missing);
     int rc = shmobj_map_check(e.map);
     if (rc != 0)
         die("check", rc);
-    munmap((void *)sh, sizeof *sh);
+    bench_shared_free(sh, sizeof *sh);
     env_close(&e);
+    data_free(&d);
     return 0;
 }
 

@@ -41,6 +41,7 @@
  *
  * Processes are not pinned: with more processes than CPUs the scheduler
  * shares them out, which is what the sweep is meant to show. */
+#include "bench-heap.h"
 #include "bench-pool.h"
 #include "bench-util.h"
 
@@ -104,26 +105,14 @@ static char *keys_make(size_t n)
     char *k = malloc(n * 16);
     if (!k)
         die("out of memory", 0);
-    for (size_t i = 0; i < n; i++) {
-        char tmp[32];
-        snprintf(tmp, sizeof tmp, "%016zu", i);
-        memcpy(k + i * 16, tmp, 16);
-    }
+    for (size_t i = 0; i < n; i++)
+        bench_decimal(k + i * 16, 16, i);
     return k;
 }
 
 static uint64_t value_of(size_t i)
 {
     return (uint64_t)i * 7 + 3;
-}
-
-static uint64_t heap_used(shmobj_segment *seg)
-{
-    shmobj_arena_stats st = {.struct_size = sizeof st};
-    int rc = shmobj_arena_stats_get(seg, &st);
-    if (rc != 0)
-        die("arena stats", rc);
-    return st.used_bytes;
 }
 
 /* ---- S1: the map's size curve --------------------------------------------- */
@@ -147,7 +136,7 @@ static int run_s1(const bench_ctx *ctx)
                           sizeof name, &seg);
     if (rc != 0)
         return rc;
-    uint64_t used0 = heap_used(seg);
+    uint64_t used0 = bench_heap_used(seg);
     shmobj_map *m;
     if ((rc = shmobj_map_create(seg, "sweep", &m)) != 0)
         die("map create", rc);
@@ -178,7 +167,7 @@ static int run_s1(const bench_ctx *ctx)
     bench_report(ctx, "set-cpu-ns", (c1 - c0) * 1e9 / (double)n);
     bench_report(ctx, "get-cpu-ns", (c2 - c1) * 1e9 / (double)gets);
     bench_report(ctx, "bytes/item",
-                 (double)(long long)((double)(heap_used(seg) - used0) / (double)n + 0.5));
+                 (double)(long long)((double)(bench_heap_used(seg) - used0) / (double)n + 0.5));
     shmobj_map_close(m);
     segment_drop(seg, name);
     free(keys);

@@ -85,8 +85,14 @@ static inline void bench_vmsg(const char *fmt, va_list ap)
     fputc('\n', stderr);
 }
 
+#if defined(__GNUC__)
+#define BENCH_PRINTF __attribute__((format(printf, 1, 2)))
+#else
+#define BENCH_PRINTF
+#endif
+
 /** Print a reason on stderr and return BENCH_SKIP; use as `return bench_skip(...)`. */
-static inline int bench_skip(const char *fmt, ...)
+BENCH_PRINTF static inline int bench_skip(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -96,7 +102,7 @@ static inline int bench_skip(const char *fmt, ...)
 }
 
 /** Print an error on stderr and return 1; use as `return bench_fail(...)`. */
-static inline int bench_fail(const char *fmt, ...)
+BENCH_PRINTF static inline int bench_fail(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -398,8 +404,15 @@ static inline uint64_t bench_percentile(uint64_t *samples, size_t n, double p)
 #define BENCH_W1_SEED 0x5eed0001u
 #define BENCH_W2_SEED 0x5eed0002u
 #define BENCH_W2_MSG 64
-#define BENCH_W2_PING 100000u      /* timed round trips per repetition */
-#define BENCH_W2_PING_QUICK 10000u /* the same with --quick */
+/* 20,000 timed round trips (200 samples above the 99th percentile);
+ * 100,000 took ~9.5 s a repetition for each sleeping subject (95 us a
+ * round trip on the 2-CPU machine), most of a full bench/run. Alternated
+ * 3 times on a loaded machine, shm-ring-futex's medians of 20,000 and of
+ * 100,000 fell within each other's spread; shmobj-sleep's of 20,000 came
+ * out 15-27% lower, so compare W2 sleeping figures across this change
+ * with care. */
+#define BENCH_W2_PING 20000u       /* timed round trips per repetition */
+#define BENCH_W2_PING_QUICK 5000u  /* the same with --quick */
 #define BENCH_W2_PING_WARMUP 1000u /* untimed round trips first */
 /* W2 messages streamed per repetition: spinning transports move ~10x more
  * per second than those that sleep or enter the kernel per message. */
@@ -411,7 +424,7 @@ static inline uint64_t bench_percentile(uint64_t *samples, size_t n, double p)
 typedef struct bench_w1_param {
     const char *workload;
     size_t size;          /* message bytes (a multiple of 8) */
-    uint64_t count;       /* messages per repetition, ~2 GiB (seed: 1,000) */
+    uint64_t count;       /* messages per repetition, 1 GiB (seed: 1,000) */
     uint64_t quick_count; /* the same with --quick, ~256 MiB */
 } bench_w1_param;
 
@@ -420,9 +433,9 @@ static inline const bench_w1_param *bench_w1_params(void)
 {
     static const bench_w1_param p[] = {
         {"W1-400K", 400000, 1000, 640},
-        {"W1-64K", 64u << 10, 32768, 4096},
-        {"W1-1MiB", 1u << 20, 2048, 256},
-        {"W1-16MiB", 16u << 20, 128, 16},
+        {"W1-64K", 64u << 10, 16384, 4096},
+        {"W1-1MiB", 1u << 20, 1024, 256},
+        {"W1-16MiB", 16u << 20, 64, 16},
         {NULL, 0, 0, 0},
     };
     return p;
@@ -462,6 +475,34 @@ static inline void bench_w2_message(uint64_t *msg, uint64_t *rest_sum)
 }
 
 /* ---- the protocol ----------------------------------------------------- */
+
+/** `v` in decimal, zero-padded to exactly `width` bytes (no terminator):
+ *  what snprintf("%0<width>llu") writes for a v of at most width digits,
+ *  at a small fraction of its cost (the H1 data sets format 2,000,000 of
+ *  these per run, untimed but not free). */
+static inline void bench_decimal(char *out, size_t width, uint64_t v)
+{
+    size_t j = width;
+    for (; j > 0 && v != 0; v /= 10)
+        out[--j] = (char)('0' + v % 10);
+    memset(out, '0', j);
+}
+
+/** H1 items i = 0..n-1: key i is i in decimal zero-padded to klen bytes
+ *  (16 or 64); value i is i * 7 + 3, as 8 little-endian bytes when vlen
+ *  is 8, else in decimal zero-padded to vlen bytes. keys holds n * klen
+ *  bytes, vals n * vlen. Every H1 program builds its data set with this. */
+static inline void bench_h1_fill(char *keys, char *vals, size_t n, size_t klen, size_t vlen)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint64_t v = (uint64_t)i * 7 + 3;
+        bench_decimal(keys + i * klen, klen, i);
+        if (vlen == 8)
+            memcpy(vals + i * vlen, &v, 8);
+        else
+            bench_decimal(vals + i * vlen, vlen, v);
+    }
+}
 
 /** H1: the index i back from a key, whose bytes are i in decimal,
  *  zero-padded; SIZE_MAX for anything else. */

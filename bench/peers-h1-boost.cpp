@@ -70,19 +70,9 @@ void prepare(Data &d, const char *workload, size_t n)
     d.keys.resize(n * d.klen);
     d.vals.resize(n * d.vlen);
     d.order.resize(n);
-    for (size_t i = 0; i < n; i++) {
-        char tmp[80];
-        snprintf(tmp, sizeof tmp, big ? "%064zu" : "%016zu", i);
-        memcpy(&d.keys[i * d.klen], tmp, d.klen);
-        uint64_t v = (uint64_t)i * 7 + 3;
-        if (big) {
-            snprintf(tmp, sizeof tmp, "%064llu", (unsigned long long)v);
-            memcpy(&d.vals[i * d.vlen], tmp, d.vlen);
-        } else {
-            memcpy(&d.vals[i * d.vlen], &v, 8);
-        }
+    bench_h1_fill(d.keys.data(), d.vals.data(), n, d.klen, d.vlen);
+    for (size_t i = 0; i < n; i++)
         d.order[i] = (uint32_t)i;
-    }
     peers_shuffle_u32(d.order.data(), n, 0x5eed1234abcdULL);
 }
 
@@ -206,16 +196,15 @@ static int h1_boost_run(const bench_ctx *ctx)
     return run(ctx->workload, ctx->quick ? 200000 : 1000000);
 }
 
+// Listed by bench-peers-h1, which execs this program for `--run H1-*
+// boost`.
+static const bench_entry h1_boost_table[] = {
+    {"H1-64", "boost", h1_boost_run, 0},
+    {"H1-16", "boost", h1_boost_run, 0},
+    {NULL, NULL, NULL, 0},
+};
+
 int main(int argc, char **argv)
 {
-    // Listed by bench-peers-h1, which execs this program for `--run H1-*
-    // boost`; an empty --list keeps the subject from being listed twice.
-    if (argc == 2 && strcmp(argv[1], "--list") == 0)
-        return 0;
-    static const bench_entry table[] = {
-        {"H1-64", "boost", h1_boost_run, 0},
-        {"H1-16", "boost", h1_boost_run, 0},
-        {NULL, NULL, NULL, 0},
-    };
-    return bench_main(argc, argv, table);
+    return peers_helper_main(argc, argv, h1_boost_table);
 }

@@ -4,6 +4,16 @@
  * deterministic shuffle, exec of the C++ Boost helper next to the program,
  * and a minimal RESP client plus a private redis-server launcher.
  *
+ * Redis transport: the private server listens on a unix-domain socket (and
+ * on a loopback TCP port, which only names the server: the socket's path
+ * is made from the port, so two servers alive at once never share a
+ * path, and a client forked or exec'd with nothing but the port finds the
+ * socket). Clients connect through the socket, which is what Redis
+ * advises for clients on the same host and what the other local subjects
+ * are compared with; BENCH_REDIS_TRANSPORT=tcp in the environment makes
+ * them use the TCP port instead (for comparing the two; bench/run never
+ * sets it).
+ *
  * Header-only (static functions); compiles as C11 and as C++ (the Boost
  * peers include it). Nothing here is part of the library: these programs
  * measure other software, and must not depend on libshmobj.
@@ -33,6 +43,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 
 #if defined(__GNUC__)
@@ -71,50 +82,17 @@ PEERS_UNUSED static void peers_report(const char *workload, const char *subject,
     bench_report(&ctx, metric, value);
 }
 
-#if defined(__GNUC__)
-__attribute__((noreturn, format(printf, 1, 2)))
-#endif
-PEERS_UNUSED static void peers_skip(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    bench_vmsg(fmt, ap);
-    va_end(ap);
-    exit(PEERS_SKIP);
-}
-
-#if defined(__GNUC__)
-__attribute__((noreturn, format(printf, 1, 2)))
-#endif
-PEERS_UNUSED static void peers_die(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    bench_vmsg(fmt, ap);
-    va_end(ap);
-    exit(1);
-}
+/* Print the reason on stderr and exit 77 (skipped) or 1 (failed), from
+ * however deep inside a run: bench-util.h's messages, then exit(). */
+#define peers_skip(...) exit(bench_skip(__VA_ARGS__))
+#define peers_die(...) exit(bench_fail(__VA_ARGS__))
 
 /* Wait for a child with a deadline (seconds); kill it when it overruns.
  * Returns its exit status, or -1 when it did not exit normally. */
 PEERS_UNUSED static int peers_wait_child(pid_t pid, double timeout_s)
 {
-    double end = peers_now() + timeout_s;
-    int st = 0;
-    for (;;) {
-        pid_t r = waitpid(pid, &st, WNOHANG);
-        if (r == pid)
-            break;
-        if (r < 0 && errno != EINTR)
-            return -1;
-        if (peers_now() > end) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &st, 0);
-            return -1;
-        }
-        usleep(1000);
-    }
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    int st = bench_wait(pid, (int)(timeout_s * 1000));
+    return st >= 0 && st < 128 ? st : -1;
 }
 
 /* xorshift64*: deterministic shuffles for the random-order phases. */
@@ -137,6 +115,27 @@ PEERS_UNUSED static void peers_shuffle_u32(uint32_t *a, size_t n, uint64_t seed)
         a[i - 1] = a[j];
         a[j] = t;
     }
+}
+
+/* The command line, kept by peers_main() for peers_exec_sibling(). */
+PEERS_UNUSED static char **peers_argv;
+
+/* bench_main() of a peer program that may exec a sibling with its own
+ * arguments. */
+PEERS_UNUSED static int peers_main(int argc, char **argv, const bench_entry *table)
+{
+    peers_argv = argv;
+    return bench_main(argc, argv, table);
+}
+
+/* bench_main() of a helper that a listed program execs for some of its
+ * subjects (the Boost peers): its own --list is empty, so no subject is
+ * listed twice. */
+PEERS_UNUSED static int peers_helper_main(int argc, char **argv, const bench_entry *table)
+{
+    if (argc == 2 && strcmp(argv[1], "--list") == 0)
+        return 0;
+    return bench_main(argc, argv, table);
 }
 
 /* Replace this process by the program `name` in the same directory, with
@@ -197,24 +196,57 @@ PEERS_UNUSED static int peers_free_port(void)
     return ntohs(a.sin_port);
 }
 
+/* The unix-domain socket of the private server that holds `port`:
+ * $TMPDIR (or /tmp when unset or too long for a socket address). */
+PEERS_UNUSED static void peers_redis_sock_path(int port, char *buf, size_t cap)
+{
+    const char *dir = getenv("TMPDIR");
+    struct sockaddr_un a;
+    if (!dir || !*dir || strlen(dir) + 40 > sizeof a.sun_path)
+        dir = "/tmp";
+    snprintf(buf, cap, "%s/shmobj-bench-redis-%d.sock", dir, port);
+}
+
+/* Whether clients use the TCP port instead of the socket (see the top). */
+PEERS_UNUSED static int peers_redis_tcp(void)
+{
+    const char *t = getenv("BENCH_REDIS_TRANSPORT");
+    return t && strcmp(t, "tcp") == 0;
+}
+
+/* Connect to the private server of `port`: through its unix-domain
+ * socket, or its TCP port with BENCH_REDIS_TRANSPORT=tcp. */
 PEERS_UNUSED static int peers_redis_connect(struct peers_redis *c, int port)
 {
     memset(c, 0, sizeof *c);
-    c->fd = socket(AF_INET, SOCK_STREAM, 0);
+    int tcp = peers_redis_tcp();
+    c->fd = socket(tcp ? AF_INET : AF_UNIX, SOCK_STREAM, 0);
     if (c->fd < 0)
         return -1;
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons((uint16_t)port);
-    if (connect(c->fd, (struct sockaddr *)&a, sizeof a) != 0) {
+    int rc;
+    if (tcp) {
+        struct sockaddr_in a;
+        memset(&a, 0, sizeof a);
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        a.sin_port = htons((uint16_t)port);
+        rc = connect(c->fd, (struct sockaddr *)&a, sizeof a);
+    } else {
+        struct sockaddr_un a;
+        memset(&a, 0, sizeof a);
+        a.sun_family = AF_UNIX;
+        peers_redis_sock_path(port, a.sun_path, sizeof a.sun_path);
+        rc = connect(c->fd, (struct sockaddr *)&a, sizeof a);
+    }
+    if (rc != 0) {
         close(c->fd);
         c->fd = -1;
         return -1;
     }
-    int one = 1;
-    setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (tcp) {
+        int one = 1;
+        setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    }
     c->rcap = 1 << 20;
     c->rbuf = (char *)malloc(c->rcap);
     c->wcap = 1 << 16;
@@ -412,8 +444,31 @@ PEERS_UNUSED static int peers_in_path(const char *name)
     return 0;
 }
 
-/* Start a private redis-server on 127.0.0.1 on a free port, without any
- * persistence, pinned to `cpu`; wait until it answers PING. Exits 77 when
+struct peers_redis_args {
+    const char *port, *sock;
+    int cpu;
+};
+
+/* The server's process: pinned, quiet, no persistence. */
+PEERS_UNUSED static int peers_redis_exec(void *arg)
+{
+    const struct peers_redis_args *a = (const struct peers_redis_args *)arg;
+    peers_pin(a->cpu);
+    int devnull = open("/dev/null", O_RDWR);
+    if (devnull >= 0) {
+        dup2(devnull, 0);
+        dup2(devnull, 1);
+    }
+    execlp("redis-server", "redis-server", "--port", a->port, "--bind", "127.0.0.1",
+           "--unixsocket", a->sock, "--unixsocketperm", "700", "--save", "",
+           "--appendonly", "no", "--daemonize", "no", "--protected-mode", "yes",
+           "--logfile", "", "--loglevel", "warning", (char *)NULL);
+    return 127;
+}
+
+/* Start a private redis-server, without any persistence, pinned to `cpu`,
+ * listening on a unix-domain socket (and on 127.0.0.1 at a free port, the
+ * server's name: see the top); wait until it answers PING. Exits 77 when
  * redis-server is not installed or does not come up. */
 PEERS_UNUSED static void peers_redis_start(struct peers_redis_server *s, int cpu)
 {
@@ -423,26 +478,18 @@ PEERS_UNUSED static void peers_redis_start(struct peers_redis_server *s, int cpu
         int port = peers_free_port();
         if (port <= 0)
             peers_skip("redis: cannot find a free port");
-        char portstr[16];
+        char portstr[16], sock[108];
         snprintf(portstr, sizeof portstr, "%d", port);
-        pid_t pid = fork();
+        peers_redis_sock_path(port, sock, sizeof sock);
+        /* a server killed before it could remove its socket left the path;
+         * the port was free, so no live server holds it */
+        unlink(sock);
+        /* bench_fork: the server never outlives the benchmark, even when
+         * the benchmark is killed */
+        struct peers_redis_args args = {portstr, sock, cpu};
+        pid_t pid = bench_fork(peers_redis_exec, &args);
         if (pid < 0)
             peers_skip("redis: fork: %s", strerror(errno));
-        if (pid == 0) {
-            /* Never outlive the benchmark, even when it is killed. */
-            prctl(PR_SET_PDEATHSIG, SIGKILL);
-            peers_pin(cpu);
-            int devnull = open("/dev/null", O_RDWR);
-            if (devnull >= 0) {
-                dup2(devnull, 0);
-                dup2(devnull, 1);
-            }
-            execlp("redis-server", "redis-server", "--port", portstr, "--bind",
-                   "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize",
-                   "no", "--protected-mode", "yes", "--logfile", "",
-                   "--loglevel", "warning", (char *)NULL);
-            _exit(127);
-        }
         double end = peers_now() + 5.0;
         while (peers_now() < end) {
             int st;
@@ -460,21 +507,26 @@ PEERS_UNUSED static void peers_redis_start(struct peers_redis_server *s, int cpu
                     return;
                 }
             }
-            usleep(10000);
+            usleep(5000);
         }
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);
+        unlink(sock);
     }
     peers_skip("redis: redis-server did not start");
 }
 
+/* SIGKILL, not SIGTERM: the server keeps nothing on disk, and a SIGTERM
+ * waits for its next 10 Hz housekeeping tick (about 100 ms a run). */
 PEERS_UNUSED static void peers_redis_stop(struct peers_redis_server *s)
 {
     if (s->pid <= 0)
         return;
-    kill(s->pid, SIGTERM);
-    if (peers_wait_child(s->pid, 5.0) < 0)
-        kill(s->pid, SIGKILL);
+    char sock[108];
+    peers_redis_sock_path(s->port, sock, sizeof sock);
+    kill(s->pid, SIGKILL);
+    (void)peers_wait_child(s->pid, 5.0);
+    unlink(sock);
     s->pid = 0;
 }
 
