@@ -1,6 +1,8 @@
 /* What the mutable containers' files share (objmut.c: the control block,
- * the lock, writer sections, optimistic reads, items and the list;
- * objmutdict.c: dict and set bodies, lookups, iteration) and what they
+ * the lock, writer sections, optimistic reads, items, and the entry points
+ * of the rest of the layer; objmutlist.c: the list; objmutdict.c: the
+ * dict and set table core and repair; objmutdwrite.c: their changes;
+ * objmutdread.c: their reads, iteration, free and check) and what they
  * offer the rest of the layer (the views, the checker, the free, JSON).
  *
  * Invariants kept by what this header defines:
@@ -109,7 +111,79 @@ int shmobj__mut_block(struct shmobj__space *sp, shmobj__ref ref, uint64_t need,
 int shmobj__mut_block_fast(struct shmobj__space *sp, shmobj__ref ref, uint64_t need,
                            uint64_t *off);
 
-/* ---- dict and set (objmutdict.c) ----------------------------------------- */
+/* ---- the list (objmutlist.c) ---------------------------------------------- */
+
+/* The repair of a list whose lock holder died (lock held). */
+int shmobj__mlist_repair(struct shmobj__mc *c);
+/* Clear a list (lock held). */
+int shmobj__mlist_clear(struct shmobj__mc *c);
+/* The length of a list, checked against its chunks (inside a read). */
+int shmobj__mlist_places(struct shmobj__mc *c, uint64_t *count);
+/* Free every child and chunk (the container's own block stays). */
+int shmobj__mlist_free(struct shmobj__mc *c, int depth, uint64_t *budget);
+
+/* ---- dict and set (objmutdict.c, objmutdwrite.c, objmutdread.c) ------------ */
+
+#define SHMOBJ__MD_KINDS (1u << SHMOBJ_TYPE_MDICT | 1u << SHMOBJ_TYPE_MSET)
+
+/* A checked body: its header copied, its parts' addresses. */
+struct shmobj__mdbody {
+    uint64_t off, size;
+    uint16_t gen;
+    uint64_t cap, pcap;
+    uint64_t *ix;
+    struct shmobj__slot *pairs; /* key slot 2p, value slot 2p + 1 */
+    uint64_t *orders;
+};
+
+/* The body and len, read once: 0 with b filled, 1 for no body, or an
+ * error. len is checked against the body's places. strong: the arena
+ * proves the block and its size (the check, rebuilds, repairs, frees);
+ * else the hot paths' checks (shmobj__mut_block_fast). */
+int shmobj__mdict_body_how(struct shmobj__mc *c, struct shmobj__mdbody *b, uint64_t *len,
+                           int strong);
+
+/* The hot paths' body: lookups, sets, deletes, adds, iteration. */
+static inline int shmobj__mdict_body_now(struct shmobj__mc *c, struct shmobj__mdbody *b,
+                                         uint64_t *len)
+{
+    return shmobj__mdict_body_how(c, b, len, 0);
+}
+
+/* A relaxed load of a word of a body that a writer may change. */
+static inline uint64_t shmobj__mut_ld(const uint64_t *p)
+{
+    return atomic_load_explicit((_Atomic uint64_t *)(uintptr_t)p, memory_order_relaxed);
+}
+
+/* The child held by the key (value 0) or value slot of pair p. */
+static inline shmobj__ref shmobj__mdict_pair_child(const struct shmobj__mdbody *b, uint64_t p,
+                                                   int value)
+{
+    struct shmobj__slot *s = &b->pairs[2 * p + (value ? 1 : 0)];
+    return shmobj__mut_child_of(s->tag, atomic_load_explicit(&s->payload, memory_order_relaxed));
+}
+
+/* Find a key: its pair (0), or SHMOBJ_ENOTFOUND with the empty index
+ * entry a new key takes in *free_at; *probes (when asked) counts the
+ * index reads. */
+int shmobj__mdict_find(struct shmobj__mc *c, const struct shmobj__mdbody *b, uint64_t len,
+                       const shmobj_key *k, uint64_t *pair, uint64_t *free_at,
+                       uint64_t *probes);
+/* A body with room for one more pair: a new body of the live pairs when
+ * there is none or its places are used up (lock held). */
+int shmobj__mdict_rebuild(struct shmobj__mc *c, struct shmobj__mdbody *b, uint64_t *len,
+                          int have);
+/* Open a dict or set of one of kinds for a call naming key kv: c filled,
+ * the key made ready in k (kind, UTF-8, hash). */
+int shmobj__mdict_begin(const shmobj_view *v, unsigned kinds, const shmobj_value *kv,
+                        struct shmobj__mc *c, shmobj_key *k);
+/* Free the children of the pairs of a cleared body (the intent's retired
+ * and progress), then the body (lock held). */
+int shmobj__mdict_clear_finish(struct shmobj__mc *c);
+/* Clear a dict or set (lock held). */
+int shmobj__mdict_clear(struct shmobj__mc *c);
+
 
 /* The repair of a dict or set whose lock holder died (lock held). */
 int shmobj__mdict_repair(struct shmobj__mc *c);
@@ -143,6 +217,8 @@ typedef int (*shmobj__mut_child_fn)(void *ctx, uint64_t slot_off, uint64_t blk,
 int shmobj__mut_check(struct shmobj__space *sp, const shmobj_view *v, uint64_t *budget,
                       shmobj__mut_child_fn child, void *ctx);
 int shmobj__mdict_check(struct shmobj__mc *c, uint64_t *budget, shmobj__mut_child_fn child,
+                        void *ctx);
+int shmobj__mlist_check(struct shmobj__mc *c, uint64_t *budget, shmobj__mut_child_fn child,
                         void *ctx);
 
 /* Item and key views of a dict or set by rank (the i-th live pair). */
