@@ -154,11 +154,8 @@ int shmobj__mut_block(struct shmobj__space *sp, shmobj__ref ref, uint64_t need,
     uint64_t o = shmobj__ref_off(ref);
     if (!shmobj__aligned(o, 16) || *usable < need)
         return SHMOBJ_ECORRUPT;
-    rc = shmobj__space_at(sp, o, need, &p);
-    if (rc != 0)
-        return rc;
-    *off = o;
-    return 0;
+    *off = o; /* meaningful only on success, like every out-parameter */
+    return shmobj__space_at(sp, o, need, &p);
 }
 
 int shmobj__mut_block_fast(struct shmobj__space *sp, shmobj__ref ref, uint64_t need,

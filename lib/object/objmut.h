@@ -170,6 +170,10 @@ static inline shmobj__ref shmobj__mdict_pair_child(const struct shmobj__mdbody *
 int shmobj__mdict_find(struct shmobj__mc *c, const struct shmobj__mdbody *b, uint64_t len,
                        const shmobj_key *k, uint64_t *pair, uint64_t *free_at,
                        uint64_t *probes);
+/* A key's pair in the body as it is now: 0 with b, len and pair filled,
+ * SHMOBJ_ENOTFOUND (no body, or no such key), or an error. */
+int shmobj__mdict_locate(struct shmobj__mc *c, const shmobj_key *k, struct shmobj__mdbody *b,
+                         uint64_t *len, uint64_t *pair);
 /* A body with room for one more pair: a new body of the live pairs when
  * there is none or its places are used up (lock held). */
 int shmobj__mdict_rebuild(struct shmobj__mc *c, struct shmobj__mdbody *b, uint64_t *len,
@@ -178,6 +182,8 @@ int shmobj__mdict_rebuild(struct shmobj__mc *c, struct shmobj__mdbody *b, uint64
  * the key made ready in k (kind, UTF-8, hash). */
 int shmobj__mdict_begin(const shmobj_view *v, unsigned kinds, const shmobj_value *kv,
                         struct shmobj__mc *c, shmobj_key *k);
+/* Open a dict for a call naming a prepared key (shmobj_key_init()). */
+int shmobj__mdict_open_key(const shmobj_view *v, const shmobj_key *k, struct shmobj__mc *c);
 /* Free the children of the pairs of a cleared body (the intent's retired
  * and progress), then the body (lock held). */
 int shmobj__mdict_clear_finish(struct shmobj__mc *c);

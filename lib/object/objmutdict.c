@@ -98,6 +98,16 @@ int shmobj__mdict_places(struct shmobj__mc *c, uint64_t *count)
     return 0;
 }
 
+/* The view of a key held in a child of body b: a str or a bytes. */
+static int key_child(struct shmobj__mc *c, const struct shmobj__mdbody *b, uint64_t pl,
+                     shmobj_view *v)
+{
+    int rc = shmobj__view_follow(c->sp, pl, b->off, b->size, b->gen, v);
+    if (rc != 0)
+        return rc;
+    return v->type != SHMOBJ_TYPE_STR && v->type != SHMOBJ_TYPE_BYTES ? SHMOBJ_ECORRUPT : 0;
+}
+
 /* Does the key slot of pair p hold the prepared key k? 1, 0, or an error. */
 static int key_eq(struct shmobj__mc *c, const struct shmobj__mdbody *b, uint64_t p,
                   const shmobj_key *k)
@@ -117,11 +127,9 @@ static int key_eq(struct shmobj__mc *c, const struct shmobj__mdbody *b, uint64_t
             (k->type == SHMOBJ_TYPE_STR && k->len <= SHMOBJ__SSTR_MAX))
             return 0; /* such keys are never held in a child */
         shmobj_view v;
-        int rc = shmobj__view_follow(c->sp, pl, b->off, b->size, b->gen, &v);
+        int rc = key_child(c, b, pl, &v);
         if (rc != 0)
             return rc;
-        if (v.type != SHMOBJ_TYPE_STR && v.type != SHMOBJ_TYPE_BYTES)
-            return SHMOBJ_ECORRUPT;
         return v.type == k->type && v.len == k->len &&
                shmobj__mem_equal((const uint8_t *)v.obj + 16, k->ptr, k->len);
     }
@@ -164,9 +172,18 @@ int shmobj__mdict_find(struct shmobj__mc *c, const struct shmobj__mdbody *b, uin
     }
 }
 
+int shmobj__mdict_locate(struct shmobj__mc *c, const shmobj_key *k, struct shmobj__mdbody *b,
+                         uint64_t *len, uint64_t *pair)
+{
+    int rc = shmobj__mdict_body_now(c, b, len);
+    if (rc == 1)
+        return SHMOBJ_ENOTFOUND;
+    return rc != 0 ? rc : shmobj__mdict_find(c, b, *len, k, pair, NULL, NULL);
+}
+
 /* The hash of the key held by key slot ks of body b (a live pair). */
-static int slot_hash(struct shmobj__mc *c, const struct shmobj__mdbody *b, struct shmobj__slot *ks,
-                     uint64_t *h)
+static int slot_hash(struct shmobj__mc *c, const struct shmobj__mdbody *b,
+                     struct shmobj__slot *ks, uint64_t *h)
 {
     uint64_t pl = atomic_load_explicit(&ks->payload, memory_order_relaxed);
     switch (ks->tag) {
@@ -182,11 +199,9 @@ static int slot_hash(struct shmobj__mc *c, const struct shmobj__mdbody *b, struc
     }
     case SHMOBJ__SLOT_OBJ: {
         shmobj_view v;
-        int rc = shmobj__view_follow(c->sp, pl, b->off, b->size, b->gen, &v);
+        int rc = key_child(c, b, pl, &v);
         if (rc != 0)
             return rc;
-        if (v.type != SHMOBJ_TYPE_STR && v.type != SHMOBJ_TYPE_BYTES)
-            return SHMOBJ_ECORRUPT;
         *h = shmobj__hash_mem(v.type, (const uint8_t *)v.obj + 16, v.len);
         return 0;
     }
@@ -415,7 +430,7 @@ static int key_desc(const shmobj_value *kv, shmobj_key *k)
 }
 
 int shmobj__mdict_begin(const shmobj_view *v, unsigned kinds, const shmobj_value *kv,
-                    struct shmobj__mc *c, shmobj_key *k)
+                        struct shmobj__mc *c, shmobj_key *k)
 {
     if (v == NULL || kv == NULL)
         return SHMOBJ_EINVAL;
@@ -423,5 +438,15 @@ int shmobj__mdict_begin(const shmobj_view *v, unsigned kinds, const shmobj_value
     if (rc != 0)
         return rc;
     return key_desc(kv, k);
+}
+
+int shmobj__mdict_open_key(const shmobj_view *v, const shmobj_key *k, struct shmobj__mc *c)
+{
+    if (v == NULL || k == NULL)
+        return SHMOBJ_EINVAL;
+    int rc = shmobj__mut_open(v, 1u << SHMOBJ_TYPE_MDICT, c);
+    if (rc != 0)
+        return rc;
+    return shmobj__key_ready(k) ? 0 : SHMOBJ_EINVAL;
 }
 

@@ -24,8 +24,8 @@ struct mget {
     int want_key;
 };
 
-static int slot_view(struct shmobj__mc *c, const struct shmobj__mdbody *b, struct shmobj__slot *s,
-                     shmobj_view *out)
+static int slot_view(struct shmobj__mc *c, const struct shmobj__mdbody *b,
+                     struct shmobj__slot *s, shmobj_view *out)
 {
     int rc = shmobj__view_slot(c->sp, shmobj__off_of(c->sp, s), b->off, b->size, b->gen, 1, out);
     out->flags |= SHMOBJ__VIEW_MUT;
@@ -37,11 +37,7 @@ static int get_read(struct shmobj__mc *c, void *arg)
     struct mget *g = arg;
     struct shmobj__mdbody b;
     uint64_t len = 0, pair;
-    int rc = shmobj__mdict_body_now(c, &b, &len);
-    if (rc == 1)
-        return SHMOBJ_ENOTFOUND;
-    if (rc == 0)
-        rc = shmobj__mdict_find(c, &b, len, g->k, &pair, NULL, NULL);
+    int rc = shmobj__mdict_locate(c, g->k, &b, &len, &pair);
     if (rc != 0)
         return rc;
     struct shmobj__slot *s = &b.pairs[2 * pair + (g->want_key ? 0 : 1)];
@@ -83,13 +79,11 @@ int shmobj_mdict_get_int(const shmobj_view *dict, const shmobj_key *key, int64_t
 {
     struct shmobj__mc c;
     int64_t x;
-    if (dict == NULL || key == NULL || out == NULL)
+    if (out == NULL)
         return SHMOBJ_EINVAL;
-    int rc = shmobj__mut_open(dict, 1u << SHMOBJ_TYPE_MDICT, &c);
+    int rc = shmobj__mdict_open_key(dict, key, &c);
     if (rc != 0)
         return rc;
-    if (!shmobj__key_ready(key))
-        return SHMOBJ_EINVAL;
     struct mget g = {key, NULL, &x, 0};
     rc = shmobj__mut_read(&c, get_read, &g);
     if (rc == 0)

@@ -163,11 +163,7 @@ int shmobj_mut_delete(const shmobj_view *cv, const shmobj_value *key)
     if (rc != 0)
         return rc;
     struct shmobj__mut *m = c.m;
-    rc = shmobj__mdict_body_now(&c, &b, &len);
-    if (rc == 1)
-        rc = SHMOBJ_ENOTFOUND;
-    else if (rc == 0)
-        rc = shmobj__mdict_find(&c, &b, len, &k, &pair, NULL, NULL);
+    rc = shmobj__mdict_locate(&c, &k, &b, &len, &pair);
     if (rc == 0) {
         shmobj__ref kc = shmobj__mdict_pair_child(&b, pair, 0);
         shmobj__ref vc = shmobj__mdict_pair_child(&b, pair, 1);
@@ -215,21 +211,13 @@ int shmobj_mdict_int_add(const shmobj_view *dict, const shmobj_key *key, int64_t
     struct shmobj__mc c;
     struct shmobj__mdbody b;
     uint64_t len = 0, pair;
-    if (dict == NULL || key == NULL)
-        return SHMOBJ_EINVAL;
-    int rc = shmobj__mut_open(dict, 1u << SHMOBJ_TYPE_MDICT, &c);
+    int rc = shmobj__mdict_open_key(dict, key, &c);
     if (rc != 0)
         return rc;
-    if (!shmobj__key_ready(key))
-        return SHMOBJ_EINVAL;
     rc = shmobj__mut_lock(&c);
     if (rc != 0)
         return rc;
-    rc = shmobj__mdict_body_now(&c, &b, &len);
-    if (rc == 1)
-        rc = SHMOBJ_ENOTFOUND;
-    else if (rc == 0)
-        rc = shmobj__mdict_find(&c, &b, len, key, &pair, NULL, NULL);
+    rc = shmobj__mdict_locate(&c, key, &b, &len, &pair);
     if (rc == 0) {
         struct shmobj__slot *vs = &b.pairs[2 * pair + 1];
         if (vs->tag != SHMOBJ__SLOT_INT) {

@@ -99,60 +99,52 @@ static void list_settle(struct shmobj__mc *c, uint64_t at)
     atomic_store_explicit(&m->retired, 0, memory_order_relaxed);
 }
 
-/* Roll an insert forward from its progress: items [at, old_len) move up
- * by one (from the top, each step a slot copied and then progress moved
- * down), the new item goes to at, len becomes old_len + 1. */
-static int list_insert_finish(struct shmobj__mc *c)
+/* Move items by one place towards end, from progress p: each step copies
+ * item p - 1 (up) or p + 1 (down) to p and then moves progress there, so a
+ * step repeated after a death is the same step. */
+static int list_shift(struct shmobj__mc *c, uint64_t p, uint64_t end, int up)
 {
-    struct shmobj__mut *m = c->m;
-    uint64_t at = atomic_load_explicit(&m->at, memory_order_relaxed);
-    uint64_t n = atomic_load_explicit(&m->old_len, memory_order_relaxed);
-    uint64_t p = atomic_load_explicit(&m->progress, memory_order_relaxed);
     struct lslot to, from;
-    if (at > n || p > n || p < at)
-        return SHMOBJ_ECORRUPT;
-    for (; p > at; p--) {
+    while (p != end) {
+        uint64_t src = up ? p - 1 : p + 1;
         int rc = list_slot(c, p, &to);
         if (rc == 0)
-            rc = list_slot(c, p - 1, &from);
+            rc = list_slot(c, src, &from);
         if (rc != 0)
             return rc;
         slot_copy(to.s, from.s);
-        atomic_store_explicit(&m->progress, p - 1, memory_order_relaxed);
+        p = src;
+        atomic_store_explicit(&c->m->progress, p, memory_order_relaxed);
     }
-    int rc = list_slot(c, at, &to);
-    if (rc != 0)
-        return rc;
-    shmobj__mut_slot_put(to.s,
-                         (uint8_t)atomic_load_explicit(&m->item_tag, memory_order_relaxed), 0,
-                         atomic_load_explicit(&m->item_payload, memory_order_relaxed));
-    atomic_store_explicit(&m->len, n + 1, memory_order_relaxed);
-    atomic_store_explicit(&m->count, n + 1, memory_order_relaxed);
     return 0;
 }
 
-/* Roll a removal forward: items (at, old_len) move down by one, len
- * becomes old_len - 1. */
-static int list_remove_finish(struct shmobj__mc *c)
+/* Roll an insert or a removal forward from its progress: for an insert,
+ * items [at, old_len) move up by one and the new item goes to at; for a
+ * removal, items (at, old_len) move down by one; len becomes old_len + 1
+ * or old_len - 1. */
+static int list_move_finish(struct shmobj__mc *c, int insert)
 {
     struct shmobj__mut *m = c->m;
     uint64_t at = atomic_load_explicit(&m->at, memory_order_relaxed);
     uint64_t n = atomic_load_explicit(&m->old_len, memory_order_relaxed);
     uint64_t p = atomic_load_explicit(&m->progress, memory_order_relaxed);
-    struct lslot to, from;
-    if (at >= n || p < at || p >= n)
+    struct lslot to;
+    if (insert ? at > n || p > n || p < at : at >= n || p < at || p >= n)
         return SHMOBJ_ECORRUPT;
-    for (; p + 1 < n; p++) {
-        int rc = list_slot(c, p, &to);
+    int rc = list_shift(c, p, insert ? at : n - 1, insert);
+    if (rc == 0 && insert) {
+        rc = list_slot(c, at, &to);
         if (rc == 0)
-            rc = list_slot(c, p + 1, &from);
-        if (rc != 0)
-            return rc;
-        slot_copy(to.s, from.s);
-        atomic_store_explicit(&m->progress, p + 1, memory_order_relaxed);
+            shmobj__mut_slot_put(
+                to.s, (uint8_t)atomic_load_explicit(&m->item_tag, memory_order_relaxed), 0,
+                atomic_load_explicit(&m->item_payload, memory_order_relaxed));
     }
-    atomic_store_explicit(&m->len, n - 1, memory_order_relaxed);
-    atomic_store_explicit(&m->count, n - 1, memory_order_relaxed);
+    if (rc != 0)
+        return rc;
+    n = insert ? n + 1 : n - 1;
+    atomic_store_explicit(&m->len, n, memory_order_relaxed);
+    atomic_store_explicit(&m->count, n, memory_order_relaxed);
     return 0;
 }
 
@@ -197,13 +189,13 @@ int shmobj__mlist_repair(struct shmobj__mc *c)
         break;
     case SHMOBJ__MUT_OP_INSERT:
         if (len == atomic_load_explicit(&m->old_len, memory_order_relaxed))
-            rc = list_insert_finish(c);
+            rc = list_move_finish(c, 1);
         if (rc == 0)
             list_settle(c, at);
         break;
     case SHMOBJ__MUT_OP_REMOVE: {
         if (len == atomic_load_explicit(&m->old_len, memory_order_relaxed))
-            rc = list_remove_finish(c);
+            rc = list_move_finish(c, 0);
         if (rc != 0)
             return rc;
         /* the item removed is nowhere now: its child goes (a pop's caller
@@ -302,7 +294,7 @@ static int list_put_new(struct shmobj__mc *c, uint64_t i, const struct shmobj__m
         atomic_store_explicit(&m->item_payload, it->payload, memory_order_relaxed);
         atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_INSERT, memory_order_relaxed);
         shmobj__mut_wbegin(m);
-        rc = list_insert_finish(c);
+        rc = list_move_finish(c, 1);
         shmobj__mut_wend(m);
         if (rc != 0)
             return rc;
@@ -397,7 +389,7 @@ static int list_remove(struct shmobj__mc *c, uint64_t i, shmobj__ref *child,
     atomic_store_explicit(&m->retired, was->child, memory_order_relaxed);
     atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_REMOVE, memory_order_relaxed);
     shmobj__mut_wbegin(m);
-    rc = list_remove_finish(c);
+    rc = list_move_finish(c, 0);
     shmobj__mut_wend(m);
     return rc;
 }
