@@ -32,27 +32,6 @@
 /* Optimistic tries of a read before it takes the lock. */
 #define MUT_READ_TRIES 512
 
-int shmobj__mut_open(const shmobj_view *v, unsigned kinds, struct shmobj__mc *c)
-{
-    if (v == NULL)
-        return SHMOBJ_EINVAL;
-    if (v->type >= 32 || !(kinds & (1u << v->type)) || v->obj == NULL)
-        return SHMOBJ_ETYPE;
-    if (!shmobj__obj_live(v))
-        return SHMOBJ_ESTALE;
-    c->sp = shmobj__space_of(v);
-    /* the view checked the header lies in its block (shmobj__body_size):
-     * the control block must follow it there */
-    uint64_t rel = shmobj__off_of(c->sp, v->obj) - v->obj_blk;
-    if (v->count != 0 || v->len != 0 || rel > v->obj_blen ||
-        v->obj_blen - rel < 16 + shmobj__mut_body_bytes(v->type))
-        return SHMOBJ_ECORRUPT;
-    c->m = (struct shmobj__mut *)((uint8_t *)v->obj + sizeof(struct shmobj__obj));
-    c->v = v;
-    c->type = v->type;
-    return 0;
-}
-
 static int repair(struct shmobj__mc *c)
 {
     int rc = c->type == SHMOBJ_TYPE_MLIST ? shmobj__mlist_repair(c) : shmobj__mdict_repair(c);
@@ -156,22 +135,6 @@ int shmobj__mut_block(struct shmobj__space *sp, shmobj__ref ref, uint64_t need,
         return SHMOBJ_ECORRUPT;
     *off = o; /* meaningful only on success, like every out-parameter */
     return shmobj__space_at(sp, o, need, &p);
-}
-
-int shmobj__mut_block_fast(struct shmobj__space *sp, shmobj__ref ref, uint64_t need,
-                           uint64_t *off)
-{
-    void *p;
-    uint64_t o = shmobj__ref_off(ref), end;
-    if (!shmobj__aligned(o, 16) || o < 16 || !shmobj__add_ok(need, 16, &end))
-        return SHMOBJ_ECORRUPT;
-    int rc = shmobj__space_at(sp, o - 16, end, &p);
-    if (rc != 0)
-        return rc;
-    if (!shmobj__arena_gen_is(sp->base, o, shmobj__ref_gen(ref)))
-        return SHMOBJ_ECORRUPT; /* a published block is never freed */
-    *off = o;
-    return 0;
 }
 
 int shmobj__mut_item_make(struct shmobj__space *sp, const shmobj_value *val,

@@ -19,7 +19,7 @@
 #ifndef SHMOBJ_OBJMUT_H
 #define SHMOBJ_OBJMUT_H
 
-#include "objread.h"
+#include "objlookup.h"
 
 /* A checked handle on a container, made from its view: the control block
  * and the space. */
@@ -32,7 +32,27 @@ struct shmobj__mc {
 
 /* Check the view names a live mutable container of one of the kinds in
  * the mask (1 << type) and fill c. */
-int shmobj__mut_open(const shmobj_view *v, unsigned kinds, struct shmobj__mc *c);
+static inline int shmobj__mut_open(const shmobj_view *v, unsigned kinds,
+                                   struct shmobj__mc *c)
+{
+    if (v == NULL)
+        return SHMOBJ_EINVAL;
+    if (v->type >= 32 || !(kinds & (1u << v->type)) || v->obj == NULL)
+        return SHMOBJ_ETYPE;
+    if (!shmobj__obj_live(v))
+        return SHMOBJ_ESTALE;
+    c->sp = shmobj__space_of(v);
+    /* the view checked the header lies in its block (shmobj__body_size):
+     * the control block must follow it there */
+    uint64_t rel = shmobj__off_of(c->sp, v->obj) - v->obj_blk;
+    if (v->count != 0 || v->len != 0 || rel > v->obj_blen ||
+        v->obj_blen - rel < 16 + shmobj__mut_body_bytes(v->type))
+        return SHMOBJ_ECORRUPT;
+    c->m = (struct shmobj__mut *)((uint8_t *)v->obj + sizeof(struct shmobj__obj));
+    c->v = v;
+    c->type = v->type;
+    return 0;
+}
 
 /* Take the container's lock, repairing it when its holder died (or left
  * an intent behind). 0, or the lock's error. */
@@ -108,8 +128,21 @@ int shmobj__mut_block(struct shmobj__space *sp, shmobj__ref ref, uint64_t need,
  * segment and the block's generation compared (one load), without the
  * arena's walk of its header; the check (shmobj__mut_check) proves each
  * block with shmobj__mut_block(). */
-int shmobj__mut_block_fast(struct shmobj__space *sp, shmobj__ref ref, uint64_t need,
-                           uint64_t *off);
+static inline int shmobj__mut_block_fast(struct shmobj__space *sp, shmobj__ref ref,
+                                         uint64_t need, uint64_t *off)
+{
+    void *p;
+    uint64_t o = shmobj__ref_off(ref), end;
+    if (!shmobj__aligned(o, 16) || o < 16 || !shmobj__add_ok(need, 16, &end))
+        return SHMOBJ_ECORRUPT;
+    int rc = shmobj__space_at(sp, o - 16, end, &p);
+    if (rc != 0)
+        return rc;
+    if (!shmobj__arena_gen_is(sp->base, o, shmobj__ref_gen(ref)))
+        return SHMOBJ_ECORRUPT; /* a published block is never freed */
+    *off = o;
+    return 0;
+}
 
 /* ---- the list (objmutlist.c) ---------------------------------------------- */
 
@@ -136,6 +169,51 @@ struct shmobj__mdbody {
     uint64_t *orders;
 };
 
+#define SHMOBJ__MD_MAX_PLACES (UINT64_C(1) << 31)
+
+static inline uint64_t shmobj__mdict_body_bytes(uint64_t cap, uint64_t pcap)
+{
+    return sizeof(struct shmobj__mbody) + 8 * cap + 40 * pcap;
+}
+
+/* Fill b from the header of the body block at b->off (its first 32 bytes
+ * mapped, at most `usable` bytes long): the header is copied once and
+ * checked, the whole body mapped. */
+static inline __attribute__((always_inline)) int
+shmobj__mdict_body_fill(struct shmobj__mc *c, shmobj__ref ref, uint64_t usable,
+                        struct shmobj__mdbody *b)
+{
+    struct shmobj__mbody h;
+    void *p;
+    memcpy(&h, c->sp->base + b->off, sizeof h);
+    if (h.magic != SHMOBJ__MBODY_MAGIC || h.kind != c->type || h.cap < 2 ||
+        (h.cap & (h.cap - 1)) != 0 || h.pcap == 0 || h.pcap > SHMOBJ__MD_MAX_PLACES ||
+        4 * h.pcap > 3 * h.cap || h.cap > (UINT64_C(1) << 33))
+        return SHMOBJ_ECORRUPT;
+    b->size = shmobj__mdict_body_bytes(h.cap, h.pcap);
+    if (b->size > usable)
+        return SHMOBJ_ECORRUPT;
+    int rc = shmobj__space_at(c->sp, b->off, b->size, &p);
+    if (rc != 0)
+        return rc;
+    b->gen = shmobj__ref_gen(ref);
+    b->cap = h.cap;
+    b->pcap = h.pcap;
+    b->ix = (uint64_t *)(void *)((uint8_t *)p + sizeof h);
+    b->pairs = (struct shmobj__slot *)(void *)(b->ix + h.cap);
+    b->orders = (uint64_t *)(void *)(b->pairs + 2 * h.pcap);
+    return 0;
+}
+
+/* The hot paths' open of a body (shmobj__mut_block_fast's checks). */
+static inline __attribute__((always_inline)) int
+shmobj__mdict_body_open_fast(struct shmobj__mc *c, shmobj__ref ref, struct shmobj__mdbody *b)
+{
+    if (shmobj__mut_block_fast(c->sp, ref, sizeof(struct shmobj__mbody), &b->off) != 0)
+        return SHMOBJ_ECORRUPT; /* a published body is never freed */
+    return shmobj__mdict_body_fill(c, ref, UINT64_MAX, b);
+}
+
 /* The body and len, read once: 0 with b filled, 1 for no body, or an
  * error. len is checked against the body's places. strong: the arena
  * proves the block and its size (the check, rebuilds, repairs, frees);
@@ -144,10 +222,20 @@ int shmobj__mdict_body_how(struct shmobj__mc *c, struct shmobj__mdbody *b, uint6
                            int strong);
 
 /* The hot paths' body: lookups, sets, deletes, adds, iteration. */
-static inline int shmobj__mdict_body_now(struct shmobj__mc *c, struct shmobj__mdbody *b,
-                                         uint64_t *len)
+static inline __attribute__((always_inline)) int
+shmobj__mdict_body_now(struct shmobj__mc *c, struct shmobj__mdbody *b, uint64_t *len)
 {
-    return shmobj__mdict_body_how(c, b, len, 0);
+    shmobj__ref ref = atomic_load_explicit(&c->m->body, memory_order_acquire);
+    uint64_t n = atomic_load_explicit(&c->m->len, memory_order_acquire);
+    if (ref == 0)
+        return n == 0 ? 1 : SHMOBJ_ECORRUPT;
+    int rc = shmobj__mdict_body_open_fast(c, ref, b);
+    if (rc != 0)
+        return rc;
+    if (n > b->pcap)
+        return SHMOBJ_ECORRUPT;
+    *len = n;
+    return 0;
 }
 
 /* A relaxed load of a word of a body that a writer may change. */
@@ -164,16 +252,80 @@ static inline shmobj__ref shmobj__mdict_pair_child(const struct shmobj__mdbody *
     return shmobj__mut_child_of(s->tag, atomic_load_explicit(&s->payload, memory_order_relaxed));
 }
 
+/* Does a key held in a child (payload pl of a key slot of b) equal the
+ * prepared key k? 1, 0, or an error. */
+int shmobj__mdict_key_obj_eq(struct shmobj__mc *c, const struct shmobj__mdbody *b, uint64_t pl,
+                             const shmobj_key *k);
+
+/* Does the key slot of pair p hold the prepared key k? 1, 0, or an error. */
+static inline __attribute__((always_inline)) int
+shmobj__mdict_key_eq(struct shmobj__mc *c, const struct shmobj__mdbody *b, uint64_t p,
+                     const shmobj_key *k)
+{
+    struct shmobj__slot *ks = &b->pairs[2 * p];
+    uint8_t tag = ks->tag;
+    uint64_t pl = atomic_load_explicit(&ks->payload, memory_order_relaxed);
+    switch (tag) {
+    case SHMOBJ__SLOT_HOLE:
+        return 0;
+    case SHMOBJ__SLOT_INT:
+        return k->type == SHMOBJ_TYPE_INT && (int64_t)pl == k->i;
+    case SHMOBJ__SLOT_SSTR:
+        return shmobj__key_sstr_equal(ks->reserved0, pl, k);
+    case SHMOBJ__SLOT_OBJ:
+        return shmobj__mdict_key_obj_eq(c, b, pl, k);
+    default:
+        return SHMOBJ_ECORRUPT;
+    }
+}
+
 /* Find a key: its pair (0), or SHMOBJ_ENOTFOUND with the empty index
  * entry a new key takes in *free_at; *probes (when asked) counts the
  * index reads. */
-int shmobj__mdict_find(struct shmobj__mc *c, const struct shmobj__mdbody *b, uint64_t len,
-                       const shmobj_key *k, uint64_t *pair, uint64_t *free_at,
-                       uint64_t *probes);
+static inline __attribute__((always_inline)) int
+shmobj__mdict_find(struct shmobj__mc *c, const struct shmobj__mdbody *b, uint64_t len,
+                   const shmobj_key *k, uint64_t *pair, uint64_t *free_at, uint64_t *probes)
+{
+    struct shmobj__probe p;
+    uint64_t item;
+    shmobj__probe_start(&p, b->ix, b->cap, k->hash_);
+    for (;;) {
+        int step = shmobj__probe_next(&p, len, &item);
+        if (probes != NULL)
+            *probes = shmobj__probe_reads(&p, step);
+        switch (step) {
+        case SHMOBJ__PROBE_HIT: {
+            int eq = shmobj__mdict_key_eq(c, b, item, k);
+            if (eq < 0)
+                return eq;
+            if (eq) {
+                *pair = item;
+                return 0;
+            }
+            break;
+        }
+        case SHMOBJ__PROBE_EMPTY:
+            if (free_at != NULL)
+                *free_at = shmobj__probe_pos(&p);
+            return SHMOBJ_ENOTFOUND;
+        default:
+            return SHMOBJ_ECORRUPT;
+        }
+    }
+}
+
 /* A key's pair in the body as it is now: 0 with b, len and pair filled,
  * SHMOBJ_ENOTFOUND (no body, or no such key), or an error. */
-int shmobj__mdict_locate(struct shmobj__mc *c, const shmobj_key *k, struct shmobj__mdbody *b,
-                         uint64_t *len, uint64_t *pair);
+static inline __attribute__((always_inline)) int
+shmobj__mdict_locate(struct shmobj__mc *c, const shmobj_key *k, struct shmobj__mdbody *b,
+                     uint64_t *len, uint64_t *pair)
+{
+    int rc = shmobj__mdict_body_now(c, b, len);
+    if (rc == 1)
+        return SHMOBJ_ENOTFOUND;
+    return rc != 0 ? rc : shmobj__mdict_find(c, b, *len, k, pair, NULL, NULL);
+}
+
 /* A body with room for one more pair: a new body of the live pairs when
  * there is none or its places are used up (lock held). */
 int shmobj__mdict_rebuild(struct shmobj__mc *c, struct shmobj__mdbody *b, uint64_t *len,

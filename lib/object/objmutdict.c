@@ -22,49 +22,17 @@
 #include "objmut.h"
 #include "objvalid.h"
 
-#define MD_MAX_PLACES (UINT64_C(1) << 31)
 
-static uint64_t body_bytes(uint64_t cap, uint64_t pcap)
-{
-    return sizeof(struct shmobj__mbody) + 8 * cap + 40 * pcap;
-}
 
-/* strong: the arena proves the block and its size (the check, rebuilds,
- * repairs, frees); else the hot paths' checks (shmobj__mut_block_fast). */
-static int body_open_how(struct shmobj__mc *c, shmobj__ref ref, struct shmobj__mdbody *b,
-                         int strong)
-{
-    uint64_t usable = UINT64_MAX;
-    int rc = strong ? shmobj__mut_block(c->sp, ref, sizeof(struct shmobj__mbody), &b->off,
-                                        &usable)
-                    : shmobj__mut_block_fast(c->sp, ref, sizeof(struct shmobj__mbody), &b->off);
-    if (rc != 0)
-        return SHMOBJ_ECORRUPT; /* a published body is never freed */
-    struct shmobj__mbody h;
-    memcpy(&h, c->sp->base + b->off, sizeof h);
-    if (h.magic != SHMOBJ__MBODY_MAGIC || h.kind != c->type || h.cap < 2 ||
-        (h.cap & (h.cap - 1)) != 0 || h.pcap == 0 || h.pcap > MD_MAX_PLACES ||
-        4 * h.pcap > 3 * h.cap || h.cap > (UINT64_C(1) << 33))
-        return SHMOBJ_ECORRUPT;
-    b->size = body_bytes(h.cap, h.pcap);
-    if (b->size > usable)
-        return SHMOBJ_ECORRUPT;
-    void *p;
-    rc = shmobj__space_at(c->sp, b->off, b->size, &p);
-    if (rc != 0)
-        return rc;
-    b->gen = shmobj__ref_gen(ref);
-    b->cap = h.cap;
-    b->pcap = h.pcap;
-    b->ix = (uint64_t *)(void *)((uint8_t *)p + sizeof h);
-    b->pairs = (struct shmobj__slot *)(void *)(b->ix + h.cap);
-    b->orders = (uint64_t *)(void *)(b->pairs + 2 * h.pcap);
-    return 0;
-}
 
+/* The arena proves the block and its size (the check, rebuilds, repairs,
+ * frees). */
 static int body_open(struct shmobj__mc *c, shmobj__ref ref, struct shmobj__mdbody *b)
 {
-    return body_open_how(c, ref, b, 1);
+    uint64_t usable = 0;
+    if (shmobj__mut_block(c->sp, ref, sizeof(struct shmobj__mbody), &b->off, &usable) != 0)
+        return SHMOBJ_ECORRUPT; /* a published body is never freed */
+    return shmobj__mdict_body_fill(c, ref, usable, b);
 }
 
 /* The body and len, read once: 0 with b filled, 1 for no body, or an
@@ -76,7 +44,7 @@ int shmobj__mdict_body_how(struct shmobj__mc *c, struct shmobj__mdbody *b, uint6
     uint64_t n = atomic_load_explicit(&c->m->len, memory_order_acquire);
     if (ref == 0)
         return n == 0 ? 1 : SHMOBJ_ECORRUPT;
-    int rc = body_open_how(c, ref, b, strong);
+    int rc = strong ? body_open(c, ref, b) : shmobj__mdict_body_open_fast(c, ref, b);
     if (rc != 0)
         return rc;
     if (n > b->pcap)
@@ -108,77 +76,19 @@ static int key_child(struct shmobj__mc *c, const struct shmobj__mdbody *b, uint6
     return v->type != SHMOBJ_TYPE_STR && v->type != SHMOBJ_TYPE_BYTES ? SHMOBJ_ECORRUPT : 0;
 }
 
-/* Does the key slot of pair p hold the prepared key k? 1, 0, or an error. */
-static int key_eq(struct shmobj__mc *c, const struct shmobj__mdbody *b, uint64_t p,
-                  const shmobj_key *k)
-{
-    struct shmobj__slot *ks = &b->pairs[2 * p];
-    uint8_t tag = ks->tag;
-    uint64_t pl = atomic_load_explicit(&ks->payload, memory_order_relaxed);
-    switch (tag) {
-    case SHMOBJ__SLOT_HOLE:
-        return 0;
-    case SHMOBJ__SLOT_INT:
-        return k->type == SHMOBJ_TYPE_INT && (int64_t)pl == k->i;
-    case SHMOBJ__SLOT_SSTR:
-        return shmobj__key_sstr_equal(ks->reserved0, pl, k);
-    case SHMOBJ__SLOT_OBJ: {
-        if (k->type == SHMOBJ_TYPE_INT ||
-            (k->type == SHMOBJ_TYPE_STR && k->len <= SHMOBJ__SSTR_MAX))
-            return 0; /* such keys are never held in a child */
-        shmobj_view v;
-        int rc = key_child(c, b, pl, &v);
-        if (rc != 0)
-            return rc;
-        return v.type == k->type && v.len == k->len &&
-               shmobj__mem_equal((const uint8_t *)v.obj + 16, k->ptr, k->len);
-    }
-    default:
-        return SHMOBJ_ECORRUPT;
-    }
-}
 
-/* Find a key: its pair (0), or SHMOBJ_ENOTFOUND with the empty index
- * entry a new key takes in *free_at. */
-int shmobj__mdict_find(struct shmobj__mc *c, const struct shmobj__mdbody *b, uint64_t len,
-                       const shmobj_key *k, uint64_t *pair, uint64_t *free_at,
-                       uint64_t *probes)
-{
-    struct shmobj__probe p;
-    uint64_t item;
-    shmobj__probe_start(&p, b->ix, b->cap, k->hash_);
-    for (;;) {
-        int step = shmobj__probe_next(&p, len, &item);
-        if (probes != NULL)
-            *probes = shmobj__probe_reads(&p, step);
-        switch (step) {
-        case SHMOBJ__PROBE_HIT: {
-            int eq = key_eq(c, b, item, k);
-            if (eq < 0)
-                return eq;
-            if (eq) {
-                *pair = item;
-                return 0;
-            }
-            break;
-        }
-        case SHMOBJ__PROBE_EMPTY:
-            if (free_at != NULL)
-                *free_at = shmobj__probe_pos(&p);
-            return SHMOBJ_ENOTFOUND;
-        default:
-            return SHMOBJ_ECORRUPT;
-        }
-    }
-}
 
-int shmobj__mdict_locate(struct shmobj__mc *c, const shmobj_key *k, struct shmobj__mdbody *b,
-                         uint64_t *len, uint64_t *pair)
+int shmobj__mdict_key_obj_eq(struct shmobj__mc *c, const struct shmobj__mdbody *b, uint64_t pl,
+                             const shmobj_key *k)
 {
-    int rc = shmobj__mdict_body_now(c, b, len);
-    if (rc == 1)
-        return SHMOBJ_ENOTFOUND;
-    return rc != 0 ? rc : shmobj__mdict_find(c, b, *len, k, pair, NULL, NULL);
+    if (k->type == SHMOBJ_TYPE_INT || (k->type == SHMOBJ_TYPE_STR && k->len <= SHMOBJ__SSTR_MAX))
+        return 0; /* such keys are never held in a child */
+    shmobj_view v;
+    int rc = key_child(c, b, pl, &v);
+    if (rc != 0)
+        return rc;
+    return v.type == k->type && v.len == k->len &&
+           shmobj__mem_equal((const uint8_t *)v.obj + 16, k->ptr, k->len);
 }
 
 /* The hash of the key held by key slot ks of body b (a live pair). */
@@ -359,15 +269,15 @@ int shmobj__mdict_rebuild(struct shmobj__mc *c, struct shmobj__mdbody *b, uint64
     struct shmobj__mut *m = c->m;
     uint64_t live = have ? atomic_load_explicit(&m->count, memory_order_relaxed) : 0;
     uint64_t pcap = live < 4 ? 8 : 2 * live, cap;
-    if (pcap > MD_MAX_PLACES)
-        pcap = MD_MAX_PLACES;
+    if (pcap > SHMOBJ__MD_MAX_PLACES)
+        pcap = SHMOBJ__MD_MAX_PLACES;
     if (live >= pcap)
         return SHMOBJ_ERANGE;
     cap = shmobj__index_cap(pcap);
     shmobj__ref nr, old = have ? atomic_load_explicit(&m->body, memory_order_relaxed) : 0;
     atomic_store_explicit(&m->retired, old, memory_order_relaxed);
     atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_REBUILD, memory_order_relaxed);
-    int rc = c->sp->ops->alloc(c->sp, body_bytes(cap, pcap), 16, &nr);
+    int rc = c->sp->ops->alloc(c->sp, shmobj__mdict_body_bytes(cap, pcap), 16, &nr);
     if (rc != 0) {
         atomic_store_explicit(&m->retired, 0, memory_order_relaxed);
         atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_NONE, memory_order_relaxed);
@@ -375,7 +285,7 @@ int shmobj__mdict_rebuild(struct shmobj__mc *c, struct shmobj__mdbody *b, uint64
     }
     atomic_store_explicit(&m->spare, nr, memory_order_relaxed);
     void *p;
-    rc = shmobj__space_at(c->sp, shmobj__ref_off(nr), body_bytes(cap, pcap), &p);
+    rc = shmobj__space_at(c->sp, shmobj__ref_off(nr), shmobj__mdict_body_bytes(cap, pcap), &p);
     if (rc != 0)
         return rc; /* the intent frees it */
     struct shmobj__mbody h = {SHMOBJ__MBODY_MAGIC, (uint8_t)c->type, 0, 0, cap, pcap, 0};

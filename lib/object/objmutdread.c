@@ -266,7 +266,7 @@ int shmobj__mdict_check(struct shmobj__mc *c, uint64_t *budget, shmobj__mut_chil
         live++;
         /* the key: its kind, and that the index finds it at its place */
         shmobj_key k = {.type = 0};
-        uint64_t pl = atomic_load_explicit(&ks->payload, memory_order_relaxed), at, probes = 0;
+        uint64_t pl = atomic_load_explicit(&ks->payload, memory_order_relaxed), at = UINT64_MAX, probes = 0;
         switch (ks->tag) {
         case SHMOBJ__SLOT_INT:
             k.type = SHMOBJ_TYPE_INT;
