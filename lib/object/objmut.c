@@ -31,10 +31,25 @@
 
 /* Optimistic tries of a read before it takes the lock. */
 #define MUT_READ_TRIES 512
+/* A lock holder waiting for a lock-free add asks the adder's liveness
+ * every MUT_DRAIN_LIVENESS spins, and gives up (SHMOBJ_EBUSY, its
+ * section left to the next locker's repair) after MUT_DRAIN_SPINS, some
+ * seconds: an add takes well under a microsecond unless its process is
+ * descheduled. */
+#define MUT_DRAIN_LIVENESS 1024
+#define MUT_DRAIN_SPINS (UINT64_C(1) << 26)
 
 static int repair(struct shmobj__mc *c)
 {
-    int rc = c->type == SHMOBJ_TYPE_MLIST ? shmobj__mlist_repair(c) : shmobj__mdict_repair(c);
+    /* Inside a section (the dead holder's, or a new one): readers retry
+     * across the repair's moves and its rebuilt index, and a dict's adds
+     * without the lock are over before it frees or moves anything. */
+    if (!(atomic_load_explicit(&c->m->seq, memory_order_relaxed) & 1))
+        shmobj__mut_wbegin(c->m);
+    int rc = shmobj__mut_adders_drain(c);
+    if (rc != 0)
+        return rc;
+    rc = c->type == SHMOBJ_TYPE_MLIST ? shmobj__mlist_repair(c) : shmobj__mdict_repair(c);
     if (rc != 0)
         return rc;
     atomic_store_explicit(&c->m->op, SHMOBJ__MUT_OP_NONE, memory_order_relaxed);
@@ -89,6 +104,35 @@ int shmobj__mut_lock(struct shmobj__mc *c)
         }
     }
     return 0;
+}
+
+void shmobj__mut_adder_reap(struct shmobj__mc *c)
+{
+    uint64_t w = atomic_load_explicit(&c->m->adder, memory_order_relaxed);
+    /* a dead handle's add did or did not happen; its word goes */
+    if (w != 0 && c->sp->ops->live != NULL && !shmobj__space_token_alive(c->sp, w))
+        (void)atomic_compare_exchange_strong_explicit(&c->m->adder, &w, 0, memory_order_relaxed,
+                                                      memory_order_relaxed);
+}
+
+int shmobj__mut_adders_drain(struct shmobj__mc *c)
+{
+    if (c->type != SHMOBJ_TYPE_MDICT || c->sp->ops->live == NULL)
+        return 0;
+    /* seq is odd: an adder that owns the word now read seq before this
+     * fence and may be about to add; any later one sees seq odd */
+    atomic_thread_fence(memory_order_seq_cst);
+    for (uint64_t i = 0;; i++) {
+        uint64_t w = atomic_load_explicit(&c->m->adder, memory_order_acquire);
+        if (w == 0)
+            return 0;
+        if (i % MUT_DRAIN_LIVENESS == MUT_DRAIN_LIVENESS - 1) {
+            shmobj__mut_adder_reap(c);
+            if (i >= MUT_DRAIN_SPINS)
+                return SHMOBJ_EBUSY;
+        }
+        shmobj__cpu_relax();
+    }
 }
 
 void shmobj__mut_unlock(struct shmobj__mc *c)

@@ -59,6 +59,14 @@ static inline int shmobj__mut_open(const shmobj_view *v, unsigned kinds,
 int shmobj__mut_lock(struct shmobj__mc *c);
 void shmobj__mut_unlock(struct shmobj__mc *c);
 
+/* Clear the adder word of a dict (struct shmobj__mut) when it names a
+ * dead handle (lock held). */
+void shmobj__mut_adder_reap(struct shmobj__mc *c);
+/* Wait, inside a writer section (lock held), until no lock-free int add
+ * of a dict is under way, so that value slots may move, be freed or be
+ * replaced: 0, or SHMOBJ_EBUSY after some seconds of a live adder. */
+int shmobj__mut_adders_drain(struct shmobj__mc *c);
+
 /* Writer section: readers retry what they read across it. */
 static inline void shmobj__mut_wbegin(struct shmobj__mut *m)
 {
@@ -186,9 +194,11 @@ shmobj__mdict_body_fill(struct shmobj__mc *c, shmobj__ref ref, uint64_t usable,
     struct shmobj__mbody h;
     void *p;
     memcpy(&h, c->sp->base + b->off, sizeof h);
-    if (h.magic != SHMOBJ__MBODY_MAGIC || h.kind != c->type || h.cap < 2 ||
-        (h.cap & (h.cap - 1)) != 0 || h.pcap == 0 || h.pcap > SHMOBJ__MD_MAX_PLACES ||
-        4 * h.pcap > 3 * h.cap || h.cap > (UINT64_C(1) << 33))
+    /* cap a power of two in [2, 2^33], pcap in [1, 2^31] and at most 3/4 of
+     * cap (the unsigned differences wrap for 0) */
+    if (h.magic != SHMOBJ__MBODY_MAGIC || h.kind != c->type ||
+        h.cap - 2 > (UINT64_C(1) << 33) - 2 || (h.cap & (h.cap - 1)) != 0 ||
+        h.pcap - 1 > SHMOBJ__MD_MAX_PLACES - 1 || 4 * h.pcap > 3 * h.cap)
         return SHMOBJ_ECORRUPT;
     b->size = shmobj__mdict_body_bytes(h.cap, h.pcap);
     if (b->size > usable)
@@ -335,7 +345,16 @@ int shmobj__mdict_rebuild(struct shmobj__mc *c, struct shmobj__mdbody *b, uint64
 int shmobj__mdict_begin(const shmobj_view *v, unsigned kinds, const shmobj_value *kv,
                         struct shmobj__mc *c, shmobj_key *k);
 /* Open a dict for a call naming a prepared key (shmobj_key_init()). */
-int shmobj__mdict_open_key(const shmobj_view *v, const shmobj_key *k, struct shmobj__mc *c);
+static inline __attribute__((always_inline)) int
+shmobj__mdict_open_key(const shmobj_view *v, const shmobj_key *k, struct shmobj__mc *c)
+{
+    if (v == NULL || k == NULL)
+        return SHMOBJ_EINVAL;
+    int rc = shmobj__mut_open(v, 1u << SHMOBJ_TYPE_MDICT, c);
+    if (rc != 0)
+        return rc;
+    return shmobj__key_ready(k) ? 0 : SHMOBJ_EINVAL;
+}
 /* Free the children of the pairs of a cleared body (the intent's retired
  * and progress), then the body (lock held). */
 int shmobj__mdict_clear_finish(struct shmobj__mc *c);

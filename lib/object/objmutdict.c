@@ -295,6 +295,18 @@ int shmobj__mdict_rebuild(struct shmobj__mc *c, struct shmobj__mdbody *b, uint64
     if (rc != 0)
         return rc;
     memset(nb.ix, 0, 8 * cap);
+    /* The copy is made inside the section, once no add without the lock
+     * is under way: one after it would land in the old body. */
+    shmobj__mut_wbegin(m);
+    rc = shmobj__mut_adders_drain(c);
+    if (rc != 0) {
+        shmobj__mut_wend(m);
+        (void)c->sp->ops->free(c->sp, nr);
+        atomic_store_explicit(&m->spare, 0, memory_order_relaxed);
+        atomic_store_explicit(&m->retired, 0, memory_order_relaxed);
+        atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_NONE, memory_order_relaxed);
+        return rc;
+    }
     uint64_t j = 0;
     for (uint64_t q = 0; have && q < *len; q++) {
         if (b->pairs[2 * q].tag == SHMOBJ__SLOT_HOLE)
@@ -310,7 +322,6 @@ int shmobj__mdict_rebuild(struct shmobj__mc *c, struct shmobj__mdbody *b, uint64
         if (rc != 0)
             return rc;
     }
-    shmobj__mut_wbegin(m);
     atomic_store_explicit(&m->body, nr, memory_order_relaxed);
     atomic_store_explicit(&m->len, j, memory_order_relaxed);
     atomic_store_explicit(&m->count, j, memory_order_relaxed);
@@ -349,14 +360,3 @@ int shmobj__mdict_begin(const shmobj_view *v, unsigned kinds, const shmobj_value
         return rc;
     return key_desc(kv, k);
 }
-
-int shmobj__mdict_open_key(const shmobj_view *v, const shmobj_key *k, struct shmobj__mc *c)
-{
-    if (v == NULL || k == NULL)
-        return SHMOBJ_EINVAL;
-    int rc = shmobj__mut_open(v, 1u << SHMOBJ_TYPE_MDICT, c);
-    if (rc != 0)
-        return rc;
-    return shmobj__key_ready(k) ? 0 : SHMOBJ_EINVAL;
-}
-

@@ -97,6 +97,15 @@ static int put_locked(struct shmobj__mc *c, const shmobj_value *kv, const shmobj
             atomic_store_explicit(&m->retired, old, memory_order_relaxed);
             atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_PUT, memory_order_relaxed);
             shmobj__mut_wbegin(m);
+            /* an add without the lock must not land in the new value */
+            rc = shmobj__mut_adders_drain(c);
+            if (rc != 0) {
+                shmobj__mut_wend(m);
+                atomic_store_explicit(&m->spare, 0, memory_order_relaxed);
+                atomic_store_explicit(&m->retired, 0, memory_order_relaxed);
+                atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_NONE, memory_order_relaxed);
+                return rc;
+            }
             shmobj__mut_slot_put(vs, it->tag, 0, it->payload);
             shmobj__mut_wend(m);
             atomic_store_explicit(&m->spare, 0, memory_order_relaxed);
@@ -196,13 +205,60 @@ int shmobj__mdict_clear(struct shmobj__mc *c)
                           memory_order_relaxed);
     atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_CLEAR, memory_order_relaxed);
     shmobj__mut_wbegin(m);
+    /* the old body is freed below: no add without the lock may be in it */
+    int rc = shmobj__mut_adders_drain(c);
+    if (rc != 0) {
+        shmobj__mut_wend(m);
+        atomic_store_explicit(&m->retired, 0, memory_order_relaxed);
+        atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_NONE, memory_order_relaxed);
+        return rc;
+    }
     atomic_store_explicit(&m->body, 0, memory_order_relaxed);
     atomic_store_explicit(&m->len, 0, memory_order_relaxed);
     atomic_store_explicit(&m->count, 0, memory_order_relaxed);
     shmobj__mut_wend(m);
-    int rc = shmobj__mdict_clear_finish(c);
+    rc = shmobj__mdict_clear_finish(c);
     atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_NONE, memory_order_relaxed);
     return rc;
+}
+
+/* The add of an int value, the lock held or the adder word owned: the
+ * value slot of the key's pair, an atomic fetch-add. */
+static int add_found(struct shmobj__slot *vs, int64_t delta, int64_t *old)
+{
+    if (vs->tag != SHMOBJ__SLOT_INT)
+        return SHMOBJ_ETYPE;
+    /* one atomic add: a reader sees the value before or after it, so no
+     * writer section is needed */
+    uint64_t o = atomic_fetch_add_explicit(&vs->payload, (uint64_t)delta, memory_order_acq_rel);
+    if (old != NULL)
+        *old = (int64_t)o;
+    return 0;
+}
+
+/* The add without the lock, the adder word owned (objfmt.h): 1 when it
+ * cannot be made so (a writer section open or begun meanwhile), else its
+ * result. The pair and its tag are kept only if seq held across their
+ * read, like any reader's; from then until the fetch-add a lock holder
+ * may only append pairs or make this one a hole (the add then comes
+ * before the delete), since whatever would move, free or replace the
+ * value slot waits for the adder word to clear first. */
+static int add_unlocked(struct shmobj__mc *c, const shmobj_key *key, int64_t delta,
+                        int64_t *old)
+{
+    struct shmobj__mdbody b;
+    uint64_t len = 0, pair = 0;
+    uint64_t s = atomic_load_explicit(&c->m->seq, memory_order_seq_cst);
+    if (s & 1)
+        return 1;
+    int rc = shmobj__mdict_locate(c, key, &b, &len, &pair);
+    uint8_t tag = rc == 0 ? b.pairs[2 * pair + 1].tag : 0;
+    atomic_thread_fence(memory_order_acquire);
+    if (atomic_load_explicit(&c->m->seq, memory_order_relaxed) != s)
+        return 1;
+    if (rc != 0)
+        return rc;
+    return tag != SHMOBJ__SLOT_INT ? SHMOBJ_ETYPE : add_found(&b.pairs[2 * pair + 1], delta, old);
 }
 
 int shmobj_mdict_int_add(const shmobj_view *dict, const shmobj_key *key, int64_t delta,
@@ -214,24 +270,24 @@ int shmobj_mdict_int_add(const shmobj_view *dict, const shmobj_key *key, int64_t
     int rc = shmobj__mdict_open_key(dict, key, &c);
     if (rc != 0)
         return rc;
+    const struct shmobj__space_live_ops *live = c.sp->ops->live;
+    uint64_t tok = live != NULL ? live->token(c.sp) : 0, z = 0;
+    if (tok != 0 && atomic_compare_exchange_strong_explicit(&c.m->adder, &z, tok,
+                                                            memory_order_seq_cst,
+                                                            memory_order_relaxed)) {
+        rc = add_unlocked(&c, key, delta, old);
+        atomic_store_explicit(&c.m->adder, 0, memory_order_release);
+        if (rc != 1)
+            return rc;
+    }
+    /* another adder, a writer, or a space without tokens: the lock */
     rc = shmobj__mut_lock(&c);
     if (rc != 0)
         return rc;
+    shmobj__mut_adder_reap(&c);
     rc = shmobj__mdict_locate(&c, key, &b, &len, &pair);
-    if (rc == 0) {
-        struct shmobj__slot *vs = &b.pairs[2 * pair + 1];
-        if (vs->tag != SHMOBJ__SLOT_INT) {
-            rc = SHMOBJ_ETYPE;
-        } else {
-            /* one atomic add: a reader sees the value before or after it,
-             * so no writer section is needed */
-            uint64_t o = atomic_fetch_add_explicit(&vs->payload, (uint64_t)delta,
-                                                   memory_order_acq_rel);
-            if (old != NULL)
-                *old = (int64_t)o;
-        }
-    }
+    if (rc == 0)
+        rc = add_found(&b.pairs[2 * pair + 1], delta, old);
     shmobj__mut_unlock(&c);
     return rc;
 }
-
