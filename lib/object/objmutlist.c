@@ -43,7 +43,8 @@ struct lslot {
     uint16_t gen;
 };
 
-static int list_slot(struct shmobj__mc *c, uint64_t p, struct lslot *out)
+static inline __attribute__((always_inline)) int list_slot(struct shmobj__mc *c, uint64_t p,
+                                                         struct lslot *out)
 {
     uint64_t w, off;
     unsigned k = chunk_of(p, &w);
@@ -279,6 +280,15 @@ static int list_put_new(struct shmobj__mc *c, uint64_t i, const struct shmobj__m
         rc = list_slot(c, n, &ls);
     if (rc != 0)
         return rc;
+    if (i == n && it->child == 0) {
+        /* append of an item with no child: a holder that dies before len's
+         * store leaves nothing to free or finish, so no intent (the
+         * control block's intent line stays in its cache) */
+        shmobj__mut_slot_put(ls.s, it->tag, 0, it->payload);
+        atomic_store_explicit(&m->len, n + 1, memory_order_release);
+        atomic_store_explicit(&m->count, n + 1, memory_order_relaxed);
+        return 0;
+    }
     atomic_store_explicit(&m->at, i, memory_order_relaxed);
     atomic_store_explicit(&m->spare, it->child, memory_order_relaxed);
     if (i == n) {
