@@ -78,17 +78,52 @@ static int key_child(struct shmobj__mc *c, const struct shmobj__mdbody *b, uint6
 
 
 
+/* A key held in a child, read on the hot paths: the child's block checked
+ * as bodies are (its range mapped, its generation, one load: a key child
+ * is freed only after the section that made its pair a hole, so a reader
+ * that met a freed one retries), its tree header and root slot checked,
+ * then the str or bytes object the root names, in the block: its kind,
+ * its length and its bytes. The checker follows it with the arena's proof
+ * (key_child). */
+static int key_child_fast(struct shmobj__mc *c, uint64_t pl, struct shmobj__obj *h,
+                          const uint8_t **bytes)
+{
+    uint64_t ob, size, off;
+    void *p;
+    if (shmobj__mut_block_fast(c->sp, pl, SHMOBJ__PREFIX + sizeof *h, &ob) != 0)
+        return SHMOBJ_ECORRUPT;
+    const struct shmobj__tree *t = (const void *)(c->sp->base + ob);
+    const struct shmobj__slot *root = (const void *)(t + 1);
+    size = t->size;
+    uint64_t q = atomic_load_explicit(&((struct shmobj__slot *)root)->payload, memory_order_acquire);
+    off = shmobj__ref_off(q);
+    if (t->magic != SHMOBJ__TREE_MAGIC || t->version != SHMOBJ__TREE_VERSION ||
+        root->tag != SHMOBJ__SLOT_OBJ || shmobj__ref_gen(q) != shmobj__ref_gen(pl) ||
+        size < SHMOBJ__PREFIX + sizeof *h || off < ob + SHMOBJ__PREFIX ||
+        !shmobj__aligned(off, 16) || off - ob > size - sizeof *h ||
+        shmobj__space_at(c->sp, ob, size, &p) != 0)
+        return SHMOBJ_ECORRUPT;
+    memcpy(h, c->sp->base + off, sizeof *h);
+    /* the bytes and their NUL lie in the block */
+    if ((h->tag != SHMOBJ_TYPE_STR && h->tag != SHMOBJ_TYPE_BYTES) ||
+        h->len >= size - (off - ob) - sizeof *h)
+        return SHMOBJ_ECORRUPT;
+    *bytes = c->sp->base + off + sizeof *h;
+    return 0;
+}
+
 int shmobj__mdict_key_obj_eq(struct shmobj__mc *c, const struct shmobj__mdbody *b, uint64_t pl,
                              const shmobj_key *k)
 {
+    (void)b;
     if (k->type == SHMOBJ_TYPE_INT || (k->type == SHMOBJ_TYPE_STR && k->len <= SHMOBJ__SSTR_MAX))
         return 0; /* such keys are never held in a child */
-    shmobj_view v;
-    int rc = key_child(c, b, pl, &v);
+    struct shmobj__obj h;
+    const uint8_t *bytes;
+    int rc = key_child_fast(c, pl, &h, &bytes);
     if (rc != 0)
         return rc;
-    return v.type == k->type && v.len == k->len &&
-           shmobj__mem_equal((const uint8_t *)v.obj + 16, k->ptr, k->len);
+    return h.tag == k->type && h.len == k->len && shmobj__mem_equal(bytes, k->ptr, k->len);
 }
 
 /* The hash of the key held by key slot ks of body b (a live pair). */
