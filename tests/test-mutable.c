@@ -849,9 +849,20 @@ static int race_adder(void *p)
         if (shmobj_key_init(&keys[i], &kv) != 0)
             return 1;
     }
+    /* this adder's own key, set to n and read back at once */
+    char own[16];
+    snprintf(own, sizeof own, "own%d", (int)getpid());
+    shmobj_key ok;
+    shmobj_value okv = SHMOBJ_VAL_STR(own);
+    if (shmobj_key_init(&ok, &okv) != 0)
+        return 1;
     for (int n = 0; n < RACE_ADDS; n++) {
         if (shmobj_mdict_int_add(&r->c, &keys[n % 8], 1, NULL) != 0)
             return 2;
+        int64_t x = -1;
+        if (n % 4 == 0 && (shmobj_mdict_set(&r->c, &okv, &SHMOBJ_VAL_INT(n)) != 0 ||
+                           shmobj_mdict_get_int(&r->c, &ok, &x) != 0 || x != n))
+            return 4;
         /* the victim: an int or a string, whichever the writer left */
         int rc = shmobj_mdict_int_add(&r->c, &keys[8], 1, NULL);
         if (rc != 0 && rc != SHMOBJ_ETYPE)
@@ -896,9 +907,11 @@ static int race_grower(void *p)
 /* Adds without the lock, from two processes, race a third process that
  * grows the dict through rebuilds, deletes and re-inserts keys, and
  * replaces a value the adders add to by a string and back: no increment
- * of a counter is lost or counted twice, and the dict checks clean (an add
- * that landed in a moved, freed or replaced slot would show as a count
- * off, a damaged string or a damaged heap). */
+ * of a counter is lost or counted twice, an int each adder stores over its
+ * own key's int is what it reads back at once, and the dict checks clean
+ * (an add or a store that landed in a moved, freed or replaced slot would
+ * show as a count off, a value read back older, a damaged string or a
+ * damaged heap). */
 static void test_mdict_int_add_races_rebuild_delete_replace(void **state)
 {
     struct fixture *f = *state;
@@ -938,6 +951,74 @@ static void test_mdict_int_add_races_rebuild_delete_replace(void **state)
     assert_int_equal(shmobj_obj_check(f->seg, r), 0);
     assert_int_equal(shmobj_obj_free(f->seg, r), 0);
     munmap((void *)done, 4096);
+}
+
+/* Stands for an add without the lock caught between its find and its
+ * atomic: owns the dict's adder word (its own live token), says so, waits
+ * a little, says it lets go, and lets go. */
+struct held_adder {
+    shmobj_segment *seg;
+    struct shmobj__mut *m;
+    _Atomic int *state; /* 1 holding, 2 letting go */
+};
+
+static int held_adder_main(void *p)
+{
+    struct held_adder *h = p;
+    struct shmobj__space *sp = shmobj__space_of_seg(h->seg);
+    uint64_t tok = sp->ops->live->token(sp), z = 0;
+    if (tok == 0 || !atomic_compare_exchange_strong(&h->m->adder, &z, tok))
+        return 1;
+    atomic_store(h->state, 1);
+    test_sleep_ms(100);
+    atomic_store(h->state, 2);
+    atomic_store(&h->m->adder, 0);
+    return 0;
+}
+
+/* A replacement of a value, a rebuild and a clear each wait for an add
+ * without the lock that is under way (a live owner of the adder word)
+ * before they change anything: each returns only after the adder let go. */
+static void test_mdict_writers_wait_for_unlocked_adder(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_view d;
+    shmobj_ref r = make(f->seg, SHMOBJ_VAL_MDICT(), &d);
+    _Atomic int *st = shared_page(4096);
+    struct held_adder h = {f->seg,
+                           (struct shmobj__mut *)((uint8_t *)d.obj + sizeof(struct shmobj__obj)),
+                           st};
+    assert_int_equal(shmobj_mdict_set(&d, &SHMOBJ_VAL_STR("c"), &SHMOBJ_VAL_INT(1)), 0);
+    for (int what = 0; what < 3; what++) {
+        atomic_store(st, 0);
+        pid_t pid = test_child_start(held_adder_main, &h, 30);
+        while (atomic_load(st) == 0)
+            sched_yield();
+        if (what == 0) {
+            /* int -> string: an add landing after it would damage the
+             * string's reference */
+            assert_int_equal(
+                shmobj_mdict_set(&d, &SHMOBJ_VAL_STR("c"), &SHMOBJ_VAL_STR("a string now")), 0);
+        } else if (what == 1) {
+            /* new keys until the body is rebuilt (its places used up) */
+            size_t n0 = len_of(&d);
+            for (int i = 0; i < 64; i++) {
+                char k[16];
+                snprintf(k, sizeof k, "k%d", i);
+                assert_int_equal(shmobj_mdict_set(&d, &SHMOBJ_VAL_STR(k), &SHMOBJ_VAL_INT(i)), 0);
+                if (atomic_load(st) == 2)
+                    break;
+            }
+            assert_true(len_of(&d) > n0);
+        } else {
+            assert_int_equal(shmobj_mut_clear(&d), 0);
+        }
+        assert_int_equal(atomic_load(st), 2);
+        assert_int_equal(test_child_wait(pid), 0);
+    }
+    assert_int_equal(shmobj_obj_check(f->seg, r), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, r), 0);
+    munmap((void *)st, 4096);
 }
 
 /* ---- writers killed ------------------------------------------------------ */
@@ -1269,6 +1350,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_mdict_int_add_two_procs_no_lost_increment, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_mdict_int_add_races_rebuild_delete_replace, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_mdict_writers_wait_for_unlocked_adder, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_mlist_kill_writer_loop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mdict_kill_writer_loop, setup, teardown),

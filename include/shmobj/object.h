@@ -1795,7 +1795,9 @@ SHMOBJ_API int shmobj_mlist_get_int(const shmobj_view *list, size_t i, int64_t *
  * @retval SHMOBJ_EBUSY a live process held the dict's lock for 10 s, or was
  *         in the middle of an add without the lock (shmobj_mdict_int_add())
  *         for some seconds (nothing changed)
- * @note Thread- and process-safe (the dict's lock).
+ * @note Thread- and process-safe (the dict's lock). An int set over an int
+ *       takes no lock when no other process is adding to or setting the
+ *       same dict that way and no writer is changing it (one atomic store).
  * @since 0.2
  */
 SHMOBJ_API int shmobj_mdict_set(const shmobj_view *dict, const shmobj_value *key,

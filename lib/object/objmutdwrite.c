@@ -1,5 +1,7 @@
 /* Mutable dicts and sets: the changes (set, add, delete, clear, the
- * atomic add of an int value), each made by the lock holder.
+ * atomic add of an int value), each made by the lock holder, except an
+ * add to an int value and the store of an int over an int, which the
+ * owner of the control block's adder word may make without the lock.
  *
  * Invariants kept here (with those of objmut.c and objmutdict.c):
  * - Before a change the holder records its intent (op, at, the blocks it
@@ -10,9 +12,78 @@
  *   (the container's next) and its index entry; a replaced value's child
  *   is freed after the section that replaced it, a deleted pair's after
  *   the section that made it a hole.
- * - An int value's add is one atomic read-modify-write of its slot: a
- *   reader sees the value before or after it, so it needs no section. */
+ * - An int value's add is one atomic read-modify-write of its slot, and
+ *   an int stored over an int one atomic store: a reader sees the value
+ *   before or after it, so neither needs a section; without the lock they
+ *   are made only by the adder word's owner, in a slot found while seq
+ *   held, which nothing moves, frees or replaces until the word is clear. */
 #include "objmut.h"
+
+/* The add of an int value, the lock held or the adder word owned: the
+ * value slot of the key's pair, an atomic fetch-add. */
+static int add_found(struct shmobj__slot *vs, int64_t delta, int64_t *old)
+{
+    if (vs->tag != SHMOBJ__SLOT_INT)
+        return SHMOBJ_ETYPE;
+    /* one atomic add: a reader sees the value before or after it, so no
+     * writer section is needed */
+    uint64_t o = atomic_fetch_add_explicit(&vs->payload, (uint64_t)delta, memory_order_acq_rel);
+    if (old != NULL)
+        *old = (int64_t)o;
+    return 0;
+}
+
+/* A change of an int value without the lock, the adder word owned
+ * (objfmt.h): the fetch-add of delta, or with store the store of delta
+ * over an int. 1 when it cannot be made so (a writer section open or begun
+ * meanwhile; for a store, no such key or a value that is not an int: the
+ * lock's path inserts or replaces), else its result. The pair and its tag
+ * are kept only if seq held across their read, like any reader's; from
+ * then until the atomic a lock holder may only append pairs or make this
+ * one a hole (the change then comes before the delete), since whatever
+ * would move, free or replace the value slot waits for the adder word to
+ * clear first. */
+static int int_unlocked(struct shmobj__mc *c, const shmobj_key *key, int64_t delta, int store,
+                        int64_t *old)
+{
+    struct shmobj__mdbody b;
+    uint64_t len = 0, pair = 0;
+    uint64_t s = atomic_load_explicit(&c->m->seq, memory_order_seq_cst);
+    if (s & 1)
+        return 1;
+    int rc = shmobj__mdict_locate(c, key, &b, &len, &pair);
+    uint8_t tag = rc == 0 ? b.pairs[2 * pair + 1].tag : 0;
+    atomic_thread_fence(memory_order_acquire);
+    if (atomic_load_explicit(&c->m->seq, memory_order_relaxed) != s)
+        return 1;
+    if (store && (rc == SHMOBJ_ENOTFOUND || (rc == 0 && tag != SHMOBJ__SLOT_INT)))
+        return 1;
+    if (rc != 0)
+        return rc;
+    if (tag != SHMOBJ__SLOT_INT)
+        return SHMOBJ_ETYPE;
+    if (!store)
+        return add_found(&b.pairs[2 * pair + 1], delta, old);
+    atomic_store_explicit(&b.pairs[2 * pair + 1].payload, (uint64_t)delta, memory_order_release);
+    return 0;
+}
+
+/* int_unlocked() with the adder word taken (from 0) and given back; 1
+ * when the word could not be had (another adder, a space without tokens)
+ * or the change cannot be made without the lock. */
+static int int_try_unlocked(struct shmobj__mc *c, const shmobj_key *key, int64_t v, int store,
+                            int64_t *old)
+{
+    const struct shmobj__space_live_ops *live = c->sp->ops->live;
+    uint64_t tok = live != NULL ? live->token(c->sp) : 0, z = 0;
+    if (tok == 0 || !atomic_compare_exchange_strong_explicit(&c->m->adder, &z, tok,
+                                                             memory_order_seq_cst,
+                                                             memory_order_relaxed))
+        return 1;
+    int rc = int_unlocked(c, key, v, store, old);
+    atomic_store_explicit(&c->m->adder, 0, memory_order_release);
+    return rc;
+}
 
 /* Insert key k (absent; its empty entry free_at) with the value item it. */
 static int insert_new(struct shmobj__mc *c, const shmobj_value *kv, const shmobj_key *k,
@@ -130,6 +201,10 @@ int shmobj_mdict_set(const shmobj_view *dict, const shmobj_value *key, const shm
     int rc = shmobj__mdict_begin(dict, 1u << SHMOBJ_TYPE_MDICT, key, &c, &k);
     if (rc != 0)
         return rc;
+    /* an int over an int: one atomic store, without the lock when it can */
+    if (val->type == SHMOBJ_TYPE_INT && val->reserved == 0 &&
+        int_try_unlocked(&c, &k, val->v.i, 1, NULL) == 0)
+        return 0;
     rc = shmobj__mut_item_make(c.sp, val, &it);
     if (rc != 0)
         return rc;
@@ -222,45 +297,6 @@ int shmobj__mdict_clear(struct shmobj__mc *c)
     return rc;
 }
 
-/* The add of an int value, the lock held or the adder word owned: the
- * value slot of the key's pair, an atomic fetch-add. */
-static int add_found(struct shmobj__slot *vs, int64_t delta, int64_t *old)
-{
-    if (vs->tag != SHMOBJ__SLOT_INT)
-        return SHMOBJ_ETYPE;
-    /* one atomic add: a reader sees the value before or after it, so no
-     * writer section is needed */
-    uint64_t o = atomic_fetch_add_explicit(&vs->payload, (uint64_t)delta, memory_order_acq_rel);
-    if (old != NULL)
-        *old = (int64_t)o;
-    return 0;
-}
-
-/* The add without the lock, the adder word owned (objfmt.h): 1 when it
- * cannot be made so (a writer section open or begun meanwhile), else its
- * result. The pair and its tag are kept only if seq held across their
- * read, like any reader's; from then until the fetch-add a lock holder
- * may only append pairs or make this one a hole (the add then comes
- * before the delete), since whatever would move, free or replace the
- * value slot waits for the adder word to clear first. */
-static int add_unlocked(struct shmobj__mc *c, const shmobj_key *key, int64_t delta,
-                        int64_t *old)
-{
-    struct shmobj__mdbody b;
-    uint64_t len = 0, pair = 0;
-    uint64_t s = atomic_load_explicit(&c->m->seq, memory_order_seq_cst);
-    if (s & 1)
-        return 1;
-    int rc = shmobj__mdict_locate(c, key, &b, &len, &pair);
-    uint8_t tag = rc == 0 ? b.pairs[2 * pair + 1].tag : 0;
-    atomic_thread_fence(memory_order_acquire);
-    if (atomic_load_explicit(&c->m->seq, memory_order_relaxed) != s)
-        return 1;
-    if (rc != 0)
-        return rc;
-    return tag != SHMOBJ__SLOT_INT ? SHMOBJ_ETYPE : add_found(&b.pairs[2 * pair + 1], delta, old);
-}
-
 int shmobj_mdict_int_add(const shmobj_view *dict, const shmobj_key *key, int64_t delta,
                          int64_t *old)
 {
@@ -270,16 +306,9 @@ int shmobj_mdict_int_add(const shmobj_view *dict, const shmobj_key *key, int64_t
     int rc = shmobj__mdict_open_key(dict, key, &c);
     if (rc != 0)
         return rc;
-    const struct shmobj__space_live_ops *live = c.sp->ops->live;
-    uint64_t tok = live != NULL ? live->token(c.sp) : 0, z = 0;
-    if (tok != 0 && atomic_compare_exchange_strong_explicit(&c.m->adder, &z, tok,
-                                                            memory_order_seq_cst,
-                                                            memory_order_relaxed)) {
-        rc = add_unlocked(&c, key, delta, old);
-        atomic_store_explicit(&c.m->adder, 0, memory_order_release);
-        if (rc != 1)
-            return rc;
-    }
+    rc = int_try_unlocked(&c, key, delta, 0, old);
+    if (rc != 1)
+        return rc;
     /* another adder, a writer, or a space without tokens: the lock */
     rc = shmobj__mut_lock(&c);
     if (rc != 0)
