@@ -834,6 +834,193 @@ static void test_mdict_int_add_two_procs_no_lost_increment(void **state)
     assert_int_equal(shmobj_obj_free(f->seg, r), 0);
 }
 
+/* The counters c0..c7 of race_dict, their adds, and a victim key "v"
+ * whose value a writer flips between an int and a string. */
+#define RACE_ADDS 160000
+
+static int race_adder(void *p)
+{
+    struct race *r = p;
+    shmobj_key keys[9];
+    char names[9][8];
+    for (int i = 0; i < 9; i++) {
+        snprintf(names[i], sizeof names[i], i < 8 ? "c%d" : "v", i);
+        shmobj_value kv = SHMOBJ_VAL_STR(names[i]);
+        if (shmobj_key_init(&keys[i], &kv) != 0)
+            return 1;
+    }
+    /* this adder's own key, set to n and read back at once */
+    char own[16];
+    snprintf(own, sizeof own, "own%d", (int)getpid());
+    shmobj_key ok;
+    shmobj_value okv = SHMOBJ_VAL_STR(own);
+    if (shmobj_key_init(&ok, &okv) != 0)
+        return 1;
+    for (int n = 0; n < RACE_ADDS; n++) {
+        if (shmobj_mdict_int_add(&r->c, &keys[n % 8], 1, NULL) != 0)
+            return 2;
+        int64_t x = -1;
+        if (n % 4 == 0 && (shmobj_mdict_set(&r->c, &okv, &SHMOBJ_VAL_INT(n)) != 0 ||
+                           shmobj_mdict_get_int(&r->c, &ok, &x) != 0 || x != n))
+            return 4;
+        /* the victim: an int or a string, whichever the writer left */
+        int rc = shmobj_mdict_int_add(&r->c, &keys[8], 1, NULL);
+        if (rc != 0 && rc != SHMOBJ_ETYPE)
+            return 3;
+    }
+    atomic_fetch_add(r->stop, 1);
+    return 0;
+}
+
+/* Rebuilds the dict as often as it can: 64 keys of which a sliding half
+ * is deleted and re-inserted (each insert appends a pair, so a body of
+ * the same size is rebuilt every few dozen), every 256th step 512 more keys
+ * inserted and deleted again (bodies twice the size and back), and the
+ * victim flipped between an int and a string, until both adders are
+ * done. */
+static int race_grower(void *p)
+{
+    struct race *r = p;
+    for (int64_t n = 0; atomic_load(r->stop) < 2; n++) {
+        char k[32];
+        snprintf(k, sizeof k, "g%lld", (long long)(n % 64));
+        if (shmobj_mdict_set(&r->c, &SHMOBJ_VAL_STR(k), &SHMOBJ_VAL_INT(n)) != 0)
+            return 1;
+        snprintf(k, sizeof k, "g%lld", (long long)((n + 32) % 64));
+        int rc = shmobj_mut_delete(&r->c, &SHMOBJ_VAL_STR(k));
+        if (rc != 0 && rc != SHMOBJ_ENOTFOUND)
+            return 2;
+        for (int j = 0; n % 256 == 0 && j < 1024; j++) {
+            snprintf(k, sizeof k, "h%d", j % 512);
+            rc = j < 512 ? shmobj_mdict_set(&r->c, &SHMOBJ_VAL_STR(k), &SHMOBJ_VAL_INT(j))
+                         : shmobj_mut_delete(&r->c, &SHMOBJ_VAL_STR(k));
+            if (rc != 0)
+                return 3;
+        }
+        shmobj_value v = n % 2 == 0 ? SHMOBJ_VAL_INT(0) : SHMOBJ_VAL_STR("victim's string value");
+        if (shmobj_mdict_set(&r->c, &SHMOBJ_VAL_STR("v"), &v) != 0)
+            return 4;
+    }
+    return 0;
+}
+
+/* Adds without the lock, from two processes, race a third process that
+ * grows the dict through rebuilds, deletes and re-inserts keys, and
+ * replaces a value the adders add to by a string and back: no increment
+ * of a counter is lost or counted twice, an int each adder stores over its
+ * own key's int is what it reads back at once, and the dict checks clean
+ * (an add or a store that landed in a moved, freed or replaced slot would
+ * show as a count off, a value read back older, a damaged string or a
+ * damaged heap). */
+static void test_mdict_int_add_races_rebuild_delete_replace(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_view d;
+    shmobj_ref r = make(f->seg, SHMOBJ_VAL_MDICT(), &d);
+    _Atomic int *done = shared_page(4096);
+    for (int i = 0; i < 8; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "c%d", i);
+        assert_int_equal(shmobj_mdict_set(&d, &SHMOBJ_VAL_STR(name), &SHMOBJ_VAL_INT(0)), 0);
+    }
+    assert_int_equal(shmobj_mdict_set(&d, &SHMOBJ_VAL_STR("v"), &SHMOBJ_VAL_INT(0)), 0);
+    struct race a = {d, done, 0};
+    pid_t g = test_child_start(race_grower, &a, 120);
+    pid_t p1 = test_child_start(race_adder, &a, 120);
+    pid_t p2 = test_child_start(race_adder, &a, 120);
+    assert_int_equal(test_child_wait(p1), 0);
+    assert_int_equal(test_child_wait(p2), 0);
+    assert_int_equal(test_child_wait(g), 0);
+    for (int i = 0; i < 8; i++) {
+        char name[8];
+        shmobj_key k;
+        int64_t x = -1;
+        snprintf(name, sizeof name, "c%d", i);
+        shmobj_value kv = SHMOBJ_VAL_STR(name);
+        assert_int_equal(shmobj_key_init(&k, &kv), 0);
+        assert_int_equal(shmobj_mdict_get_int(&d, &k, &x), 0);
+        assert_int_equal(x, 2 * RACE_ADDS / 8);
+    }
+    shmobj_view v;
+    assert_int_equal(shmobj_mdict_get(&d, &SHMOBJ_VAL_STR("v"), &v), 0);
+    if (shmobj_view_type(&v) == SHMOBJ_TYPE_STR) {
+        const char *str = NULL;
+        assert_int_equal(shmobj_str_get(&v, &str, NULL), 0);
+        assert_string_equal(str, "victim's string value");
+    }
+    assert_int_equal(shmobj_obj_check(f->seg, r), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, r), 0);
+    munmap((void *)done, 4096);
+}
+
+/* Stands for an add without the lock caught between its find and its
+ * atomic: owns the dict's adder word (its own live token), says so, waits
+ * a little, says it lets go, and lets go. */
+struct held_adder {
+    shmobj_segment *seg;
+    struct shmobj__mut *m;
+    _Atomic int *state; /* 1 holding, 2 letting go */
+};
+
+static int held_adder_main(void *p)
+{
+    struct held_adder *h = p;
+    struct shmobj__space *sp = shmobj__space_of_seg(h->seg);
+    uint64_t tok = sp->ops->live->token(sp), z = 0;
+    if (tok == 0 || !atomic_compare_exchange_strong(&h->m->adder, &z, tok))
+        return 1;
+    atomic_store(h->state, 1);
+    test_sleep_ms(100);
+    atomic_store(h->state, 2);
+    atomic_store(&h->m->adder, 0);
+    return 0;
+}
+
+/* A replacement of a value, a rebuild and a clear each wait for an add
+ * without the lock that is under way (a live owner of the adder word)
+ * before they change anything: each returns only after the adder let go. */
+static void test_mdict_writers_wait_for_unlocked_adder(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_view d;
+    shmobj_ref r = make(f->seg, SHMOBJ_VAL_MDICT(), &d);
+    _Atomic int *st = shared_page(4096);
+    struct held_adder h = {f->seg,
+                           (struct shmobj__mut *)((uint8_t *)d.obj + sizeof(struct shmobj__obj)),
+                           st};
+    assert_int_equal(shmobj_mdict_set(&d, &SHMOBJ_VAL_STR("c"), &SHMOBJ_VAL_INT(1)), 0);
+    for (int what = 0; what < 3; what++) {
+        atomic_store(st, 0);
+        pid_t pid = test_child_start(held_adder_main, &h, 30);
+        while (atomic_load(st) == 0)
+            sched_yield();
+        if (what == 0) {
+            /* int -> string: an add landing after it would damage the
+             * string's reference */
+            assert_int_equal(
+                shmobj_mdict_set(&d, &SHMOBJ_VAL_STR("c"), &SHMOBJ_VAL_STR("a string now")), 0);
+        } else if (what == 1) {
+            /* new keys until the body is rebuilt (its places used up) */
+            size_t n0 = len_of(&d);
+            for (int i = 0; i < 64; i++) {
+                char k[16];
+                snprintf(k, sizeof k, "k%d", i);
+                assert_int_equal(shmobj_mdict_set(&d, &SHMOBJ_VAL_STR(k), &SHMOBJ_VAL_INT(i)), 0);
+                if (atomic_load(st) == 2)
+                    break;
+            }
+            assert_true(len_of(&d) > n0);
+        } else {
+            assert_int_equal(shmobj_mut_clear(&d), 0);
+        }
+        assert_int_equal(atomic_load(st), 2);
+        assert_int_equal(test_child_wait(pid), 0);
+    }
+    assert_int_equal(shmobj_obj_check(f->seg, r), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, r), 0);
+    munmap((void *)st, 4096);
+}
+
 /* ---- writers killed ------------------------------------------------------ */
 
 struct kill_arg {
@@ -1089,6 +1276,60 @@ static void test_mset_kill_writer_loop(void **state)
     munmap((void *)committed, 4096);
 }
 
+/* Adds to "c" without end, each one counted once it returned. */
+static int adder_killed_main(void *p)
+{
+    struct kill_arg *a = p;
+    shmobj_key k;
+    shmobj_value kv = SHMOBJ_VAL_STR("c");
+    if (shmobj_key_init(&k, &kv) != 0)
+        return 1;
+    for (uint64_t i = a->start;; i++) {
+        if (shmobj_mdict_int_add(&a->c, &k, 1, NULL) != 0)
+            return 2;
+        atomic_store(a->committed, i + 1);
+    }
+}
+
+/* An adder SIGKILLed anywhere, its token possibly left in the dict's
+ * adder word: the next replacement of a value (which waits for adds
+ * without the lock) and the next adds go on at once, the counter holds
+ * every add that returned and at most the one under way, and the dict
+ * checks clean. */
+static void test_mdict_int_add_killed_adder_never_blocks(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_view d;
+    shmobj_ref r = make(f->seg, SHMOBJ_VAL_MDICT(), &d);
+    _Atomic uint64_t *committed = shared_page(4096);
+    struct shmobj__mut *m = (struct shmobj__mut *)((uint8_t *)d.obj + sizeof(struct shmobj__obj));
+    shmobj_key k;
+    shmobj_value kv = SHMOBJ_VAL_STR("c");
+    assert_int_equal(shmobj_key_init(&k, &kv), 0);
+    assert_int_equal(shmobj_mdict_set(&d, &kv, &SHMOBJ_VAL_INT(0)), 0);
+    unsigned held = 0;
+    uint64_t done = 0;
+    for (unsigned round = 0; round < kill_rounds / 4 + 1; round++) {
+        struct kill_arg a = {d, committed, done};
+        done = run_and_kill(adder_killed_main, &a, done, 2000);
+        held += atomic_load(&m->adder) != 0;
+        int64_t x = -1;
+        /* the replacement drains the dead adder's word, then the value is
+         * what the adds that returned made it, plus maybe the one killed */
+        assert_int_equal(shmobj_mdict_set(&d, &SHMOBJ_VAL_STR("other"), &SHMOBJ_VAL_INT(1)), 0);
+        assert_int_equal(shmobj_mdict_set(&d, &SHMOBJ_VAL_STR("other"), &SHMOBJ_VAL_INT(2)), 0);
+        assert_int_equal(shmobj_mdict_get_int(&d, &k, &x), 0);
+        assert_true(x == (int64_t)done || x == (int64_t)done + 1);
+        done = (uint64_t)x;
+        atomic_store(committed, done);
+        assert_int_equal(shmobj_mdict_int_add(&d, &k, 0, NULL), 0);
+    }
+    print_message("  %u of %u kills left the adder word held\n", held, kill_rounds / 4 + 1);
+    assert_int_equal(shmobj_obj_check(f->seg, r), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, r), 0);
+    munmap((void *)committed, 4096);
+}
+
 int main(void)
 {
     const char *env = getenv("SHMOBJ_KILL_ITERATIONS");
@@ -1108,9 +1349,15 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_mdict_iter_exactly_once_under_writes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mdict_int_add_two_procs_no_lost_increment, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_mdict_int_add_races_rebuild_delete_replace, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_mdict_writers_wait_for_unlocked_adder, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_mlist_kill_writer_loop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mdict_kill_writer_loop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mset_kill_writer_loop, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mdict_int_add_killed_adder_never_blocks, setup,
+                                        teardown),
     };
     test_filter_from_env();
     return cmocka_run_group_tests(tests, NULL, NULL);

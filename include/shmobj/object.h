@@ -1694,7 +1694,9 @@ SHMOBJ_API int shmobj_mlist_set(const shmobj_view *list, size_t i,
  * @retval SHMOBJ_ETYPE c is not a mutable container
  * @retval SHMOBJ_ESTALE the container's block was freed
  * @retval SHMOBJ_ECORRUPT the container is damaged
- * @retval SHMOBJ_EBUSY a live process held the container's lock for 10 s
+ * @retval SHMOBJ_EBUSY a live process held the container's lock for 10 s,
+ *         or (a dict) was in the middle of an add without the lock
+ *         (shmobj_mdict_int_add()) for some seconds (nothing changed)
  * @note Thread- and process-safe (the container's lock).
  * @since 0.2
  */
@@ -1751,8 +1753,12 @@ SHMOBJ_API int shmobj_mlist_get_int(const shmobj_view *list, size_t i, int64_t *
  * @retval SHMOBJ_ERANGE the dict holds 2^31 pair places
  * @retval SHMOBJ_ESTALE the dict's block was freed
  * @retval SHMOBJ_ECORRUPT the dict is damaged
- * @retval SHMOBJ_EBUSY a live process held the dict's lock for 10 s
- * @note Thread- and process-safe (the dict's lock).
+ * @retval SHMOBJ_EBUSY a live process held the dict's lock for 10 s, or was
+ *         in the middle of an add without the lock (shmobj_mdict_int_add())
+ *         for some seconds (nothing changed)
+ * @note Thread- and process-safe (the dict's lock). An int set over an int
+ *       takes no lock when no other process is adding to or setting the
+ *       same dict that way and no writer is changing it (one atomic store).
  * @since 0.2
  */
 SHMOBJ_API int shmobj_mdict_set(const shmobj_view *dict, const shmobj_value *key,
@@ -1811,8 +1817,10 @@ SHMOBJ_API int shmobj_mdict_get_int(const shmobj_view *dict, const shmobj_key *k
  * @retval SHMOBJ_ESTALE the dict's block was freed
  * @retval SHMOBJ_ECORRUPT the dict is damaged
  * @retval SHMOBJ_EBUSY a live process held the dict's lock for 10 s
- * @note Thread- and process-safe (the dict's lock): concurrent adds lose
- *       nothing.
+ * @note Thread- and process-safe: concurrent adds lose nothing. An add
+ *       takes no lock when no other process is adding to the same dict
+ *       and no writer is changing it (one atomic fetch-add on the value,
+ *       done the moment it completes); otherwise it takes the dict's lock.
  * @since 0.2
  */
 SHMOBJ_API int shmobj_mdict_int_add(const shmobj_view *dict, const shmobj_key *key,

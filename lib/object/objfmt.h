@@ -413,9 +413,16 @@ struct shmobj__mut {
      * repair can finish the insert. */
     _Atomic uint64_t item_tag;
     _Atomic uint64_t item_payload;
-    uint64_t reserved; /* 0 */
+    /* Dict: 0, or the token (widened) of the one handle making an int add
+     * without the lock (objmutdwrite.c). Its owner: CAS from 0 before it
+     * reads seq, store of 0 (release) after its fetch-add; a lock holder
+     * that moves or frees value slots (rebuild, clear, a value's
+     * replacement, a repair) waits inside its section until it is 0 or
+     * names a dead handle, which it clears with a CAS. List, set: 0. */
+    _Atomic uint64_t adder;
 };
 _Static_assert(sizeof(struct shmobj__mut) == 192, "mutable control block is 192 bytes");
+_Static_assert(offsetof(struct shmobj__mut, adder) == 184, "adder at 184");
 _Static_assert(offsetof(struct shmobj__mut, seq) == 64, "seq at 64");
 _Static_assert(offsetof(struct shmobj__mut, len) == 72, "len at 72");
 _Static_assert(offsetof(struct shmobj__mut, count) == 80, "count at 80");
@@ -432,7 +439,11 @@ static inline uint64_t shmobj__mut_body_bytes(unsigned type)
            (type == SHMOBJ_TYPE_MLIST ? 8u * SHMOBJ__MLIST_CHUNKS : 0);
 }
 
-#define SHMOBJ__MBODY_MAGIC UINT32_C(0x42444d53) /* "SMDB" read little-endian */
+/* "SMD2" read little-endian: version 2 of the body, whose dict values may
+ * be added to without the lock (the control block's adder); version 1
+ * ("SMDB") was written by writers that do not wait for such adds, so the
+ * two are never mixed. */
+#define SHMOBJ__MBODY_MAGIC UINT32_C(0x32444d53)
 
 /* Start of a dict or set body block (a raw arena block):
  *     [this 32 B][index: cap x 8 B][pairs: pcap x 32 B][orders: pcap x 8 B]

@@ -1,6 +1,8 @@
 /* What the mutable containers' files share (objmut.c: the control block,
- * the lock, writer sections, optimistic reads, items and the list;
- * objmutdict.c: dict and set bodies, lookups, iteration) and what they
+ * the lock, writer sections, optimistic reads, items, and the entry points
+ * of the rest of the layer; objmutlist.c: the list; objmutdict.c: the
+ * dict and set table core and repair; objmutdwrite.c: their changes;
+ * objmutdread.c: their reads, iteration, free and check) and what they
  * offer the rest of the layer (the views, the checker, the free, JSON).
  *
  * Invariants kept by what this header defines:
@@ -17,7 +19,7 @@
 #ifndef SHMOBJ_OBJMUT_H
 #define SHMOBJ_OBJMUT_H
 
-#include "objread.h"
+#include "objlookup.h"
 
 /* A checked handle on a container, made from its view: the control block
  * and the space. */
@@ -30,12 +32,40 @@ struct shmobj__mc {
 
 /* Check the view names a live mutable container of one of the kinds in
  * the mask (1 << type) and fill c. */
-int shmobj__mut_open(const shmobj_view *v, unsigned kinds, struct shmobj__mc *c);
+static inline int shmobj__mut_open(const shmobj_view *v, unsigned kinds,
+                                   struct shmobj__mc *c)
+{
+    if (v == NULL)
+        return SHMOBJ_EINVAL;
+    if (v->type >= 32 || !(kinds & (1u << v->type)) || v->obj == NULL)
+        return SHMOBJ_ETYPE;
+    if (!shmobj__obj_live(v))
+        return SHMOBJ_ESTALE;
+    c->sp = shmobj__space_of(v);
+    /* the view checked the header lies in its block (shmobj__body_size):
+     * the control block must follow it there */
+    uint64_t rel = shmobj__off_of(c->sp, v->obj) - v->obj_blk;
+    if (v->count != 0 || v->len != 0 || rel > v->obj_blen ||
+        v->obj_blen - rel < 16 + shmobj__mut_body_bytes(v->type))
+        return SHMOBJ_ECORRUPT;
+    c->m = (struct shmobj__mut *)((uint8_t *)v->obj + sizeof(struct shmobj__obj));
+    c->v = v;
+    c->type = v->type;
+    return 0;
+}
 
 /* Take the container's lock, repairing it when its holder died (or left
  * an intent behind). 0, or the lock's error. */
 int shmobj__mut_lock(struct shmobj__mc *c);
 void shmobj__mut_unlock(struct shmobj__mc *c);
+
+/* Clear the adder word of a dict (struct shmobj__mut) when it names a
+ * dead handle (lock held). */
+void shmobj__mut_adder_reap(struct shmobj__mc *c);
+/* Wait, inside a writer section (lock held), until no lock-free int add
+ * of a dict is under way, so that value slots may move, be freed or be
+ * replaced: 0, or SHMOBJ_EBUSY after some seconds of a live adder. */
+int shmobj__mut_adders_drain(struct shmobj__mc *c);
 
 /* Writer section: readers retry what they read across it. */
 static inline void shmobj__mut_wbegin(struct shmobj__mut *m)
@@ -106,10 +136,231 @@ int shmobj__mut_block(struct shmobj__space *sp, shmobj__ref ref, uint64_t need,
  * segment and the block's generation compared (one load), without the
  * arena's walk of its header; the check (shmobj__mut_check) proves each
  * block with shmobj__mut_block(). */
-int shmobj__mut_block_fast(struct shmobj__space *sp, shmobj__ref ref, uint64_t need,
-                           uint64_t *off);
+static inline int shmobj__mut_block_fast(struct shmobj__space *sp, shmobj__ref ref,
+                                         uint64_t need, uint64_t *off)
+{
+    void *p;
+    uint64_t o = shmobj__ref_off(ref), end;
+    if (!shmobj__aligned(o, 16) || o < 16 || !shmobj__add_ok(need, 16, &end))
+        return SHMOBJ_ECORRUPT;
+    int rc = shmobj__space_at(sp, o - 16, end, &p);
+    if (rc != 0)
+        return rc;
+    if (!shmobj__arena_gen_is(sp->base, o, shmobj__ref_gen(ref)))
+        return SHMOBJ_ECORRUPT; /* a published block is never freed */
+    *off = o;
+    return 0;
+}
 
-/* ---- dict and set (objmutdict.c) ----------------------------------------- */
+/* ---- the list (objmutlist.c) ---------------------------------------------- */
+
+/* The repair of a list whose lock holder died (lock held). */
+int shmobj__mlist_repair(struct shmobj__mc *c);
+/* Clear a list (lock held). */
+int shmobj__mlist_clear(struct shmobj__mc *c);
+/* The length of a list, checked against its chunks (inside a read). */
+int shmobj__mlist_places(struct shmobj__mc *c, uint64_t *count);
+/* Free every child and chunk (the container's own block stays). */
+int shmobj__mlist_free(struct shmobj__mc *c, int depth, uint64_t *budget);
+
+/* ---- dict and set (objmutdict.c, objmutdwrite.c, objmutdread.c) ------------ */
+
+#define SHMOBJ__MD_KINDS (1u << SHMOBJ_TYPE_MDICT | 1u << SHMOBJ_TYPE_MSET)
+
+/* A checked body: its header copied, its parts' addresses. */
+struct shmobj__mdbody {
+    uint64_t off, size;
+    uint16_t gen;
+    uint64_t cap, pcap;
+    uint64_t *ix;
+    struct shmobj__slot *pairs; /* key slot 2p, value slot 2p + 1 */
+    uint64_t *orders;
+};
+
+#define SHMOBJ__MD_MAX_PLACES (UINT64_C(1) << 31)
+
+static inline uint64_t shmobj__mdict_body_bytes(uint64_t cap, uint64_t pcap)
+{
+    return sizeof(struct shmobj__mbody) + 8 * cap + 40 * pcap;
+}
+
+/* Fill b from the header of the body block at b->off (its first 32 bytes
+ * mapped, at most `usable` bytes long): the header is copied once and
+ * checked, the whole body mapped. */
+static inline __attribute__((always_inline)) int
+shmobj__mdict_body_fill(struct shmobj__mc *c, shmobj__ref ref, uint64_t usable,
+                        struct shmobj__mdbody *b)
+{
+    struct shmobj__mbody h;
+    void *p;
+    memcpy(&h, c->sp->base + b->off, sizeof h);
+    /* cap a power of two in [2, 2^33], pcap in [1, 2^31] and at most 3/4 of
+     * cap (the unsigned differences wrap for 0) */
+    if (h.magic != SHMOBJ__MBODY_MAGIC || h.kind != c->type ||
+        h.cap - 2 > (UINT64_C(1) << 33) - 2 || (h.cap & (h.cap - 1)) != 0 ||
+        h.pcap - 1 > SHMOBJ__MD_MAX_PLACES - 1 || 4 * h.pcap > 3 * h.cap)
+        return SHMOBJ_ECORRUPT;
+    b->size = shmobj__mdict_body_bytes(h.cap, h.pcap);
+    if (b->size > usable)
+        return SHMOBJ_ECORRUPT;
+    int rc = shmobj__space_at(c->sp, b->off, b->size, &p);
+    if (rc != 0)
+        return rc;
+    b->gen = shmobj__ref_gen(ref);
+    b->cap = h.cap;
+    b->pcap = h.pcap;
+    b->ix = (uint64_t *)(void *)((uint8_t *)p + sizeof h);
+    b->pairs = (struct shmobj__slot *)(void *)(b->ix + h.cap);
+    b->orders = (uint64_t *)(void *)(b->pairs + 2 * h.pcap);
+    return 0;
+}
+
+/* The hot paths' open of a body (shmobj__mut_block_fast's checks). */
+static inline __attribute__((always_inline)) int
+shmobj__mdict_body_open_fast(struct shmobj__mc *c, shmobj__ref ref, struct shmobj__mdbody *b)
+{
+    if (shmobj__mut_block_fast(c->sp, ref, sizeof(struct shmobj__mbody), &b->off) != 0)
+        return SHMOBJ_ECORRUPT; /* a published body is never freed */
+    return shmobj__mdict_body_fill(c, ref, UINT64_MAX, b);
+}
+
+/* The body and len, read once: 0 with b filled, 1 for no body, or an
+ * error. len is checked against the body's places. strong: the arena
+ * proves the block and its size (the check, rebuilds, repairs, frees);
+ * else the hot paths' checks (shmobj__mut_block_fast). */
+int shmobj__mdict_body_how(struct shmobj__mc *c, struct shmobj__mdbody *b, uint64_t *len,
+                           int strong);
+
+/* The hot paths' body: lookups, sets, deletes, adds, iteration. */
+static inline __attribute__((always_inline)) int
+shmobj__mdict_body_now(struct shmobj__mc *c, struct shmobj__mdbody *b, uint64_t *len)
+{
+    shmobj__ref ref = atomic_load_explicit(&c->m->body, memory_order_acquire);
+    uint64_t n = atomic_load_explicit(&c->m->len, memory_order_acquire);
+    if (ref == 0)
+        return n == 0 ? 1 : SHMOBJ_ECORRUPT;
+    int rc = shmobj__mdict_body_open_fast(c, ref, b);
+    if (rc != 0)
+        return rc;
+    if (n > b->pcap)
+        return SHMOBJ_ECORRUPT;
+    *len = n;
+    return 0;
+}
+
+/* A relaxed load of a word of a body that a writer may change. */
+static inline uint64_t shmobj__mut_ld(const uint64_t *p)
+{
+    return atomic_load_explicit((_Atomic uint64_t *)(uintptr_t)p, memory_order_relaxed);
+}
+
+/* The child held by the key (value 0) or value slot of pair p. */
+static inline shmobj__ref shmobj__mdict_pair_child(const struct shmobj__mdbody *b, uint64_t p,
+                                                   int value)
+{
+    struct shmobj__slot *s = &b->pairs[2 * p + (value ? 1 : 0)];
+    return shmobj__mut_child_of(s->tag, atomic_load_explicit(&s->payload, memory_order_relaxed));
+}
+
+/* Does a key held in a child (payload pl of a key slot of b) equal the
+ * prepared key k? 1, 0, or an error. */
+int shmobj__mdict_key_obj_eq(struct shmobj__mc *c, const struct shmobj__mdbody *b, uint64_t pl,
+                             const shmobj_key *k);
+
+/* Does the key slot of pair p hold the prepared key k? 1, 0, or an error. */
+static inline __attribute__((always_inline)) int
+shmobj__mdict_key_eq(struct shmobj__mc *c, const struct shmobj__mdbody *b, uint64_t p,
+                     const shmobj_key *k)
+{
+    struct shmobj__slot *ks = &b->pairs[2 * p];
+    uint8_t tag = ks->tag;
+    uint64_t pl = atomic_load_explicit(&ks->payload, memory_order_relaxed);
+    switch (tag) {
+    case SHMOBJ__SLOT_HOLE:
+        return 0;
+    case SHMOBJ__SLOT_INT:
+        return k->type == SHMOBJ_TYPE_INT && (int64_t)pl == k->i;
+    case SHMOBJ__SLOT_SSTR:
+        return shmobj__key_sstr_equal(ks->reserved0, pl, k);
+    case SHMOBJ__SLOT_OBJ:
+        return shmobj__mdict_key_obj_eq(c, b, pl, k);
+    default:
+        return SHMOBJ_ECORRUPT;
+    }
+}
+
+/* Find a key: its pair (0), or SHMOBJ_ENOTFOUND with the empty index
+ * entry a new key takes in *free_at; *probes (when asked) counts the
+ * index reads. */
+static inline __attribute__((always_inline)) int
+shmobj__mdict_find(struct shmobj__mc *c, const struct shmobj__mdbody *b, uint64_t len,
+                   const shmobj_key *k, uint64_t *pair, uint64_t *free_at, uint64_t *probes)
+{
+    struct shmobj__probe p;
+    uint64_t item;
+    shmobj__probe_start(&p, b->ix, b->cap, k->hash_);
+    for (;;) {
+        int step = shmobj__probe_next(&p, len, &item);
+        if (probes != NULL)
+            *probes = shmobj__probe_reads(&p, step);
+        switch (step) {
+        case SHMOBJ__PROBE_HIT: {
+            int eq = shmobj__mdict_key_eq(c, b, item, k);
+            if (eq < 0)
+                return eq;
+            if (eq) {
+                *pair = item;
+                return 0;
+            }
+            break;
+        }
+        case SHMOBJ__PROBE_EMPTY:
+            if (free_at != NULL)
+                *free_at = shmobj__probe_pos(&p);
+            return SHMOBJ_ENOTFOUND;
+        default:
+            return SHMOBJ_ECORRUPT;
+        }
+    }
+}
+
+/* A key's pair in the body as it is now: 0 with b, len and pair filled,
+ * SHMOBJ_ENOTFOUND (no body, or no such key), or an error. */
+static inline __attribute__((always_inline)) int
+shmobj__mdict_locate(struct shmobj__mc *c, const shmobj_key *k, struct shmobj__mdbody *b,
+                     uint64_t *len, uint64_t *pair)
+{
+    int rc = shmobj__mdict_body_now(c, b, len);
+    if (rc == 1)
+        return SHMOBJ_ENOTFOUND;
+    return rc != 0 ? rc : shmobj__mdict_find(c, b, *len, k, pair, NULL, NULL);
+}
+
+/* A body with room for one more pair: a new body of the live pairs when
+ * there is none or its places are used up (lock held). */
+int shmobj__mdict_rebuild(struct shmobj__mc *c, struct shmobj__mdbody *b, uint64_t *len,
+                          int have);
+/* Open a dict or set of one of kinds for a call naming key kv: c filled,
+ * the key made ready in k (kind, UTF-8, hash). */
+int shmobj__mdict_begin(const shmobj_view *v, unsigned kinds, const shmobj_value *kv,
+                        struct shmobj__mc *c, shmobj_key *k);
+/* Open a dict for a call naming a prepared key (shmobj_key_init()). */
+static inline __attribute__((always_inline)) int
+shmobj__mdict_open_key(const shmobj_view *v, const shmobj_key *k, struct shmobj__mc *c)
+{
+    if (v == NULL || k == NULL)
+        return SHMOBJ_EINVAL;
+    int rc = shmobj__mut_open(v, 1u << SHMOBJ_TYPE_MDICT, c);
+    if (rc != 0)
+        return rc;
+    return shmobj__key_ready(k) ? 0 : SHMOBJ_EINVAL;
+}
+/* Free the children of the pairs of a cleared body (the intent's retired
+ * and progress), then the body (lock held). */
+int shmobj__mdict_clear_finish(struct shmobj__mc *c);
+/* Clear a dict or set (lock held). */
+int shmobj__mdict_clear(struct shmobj__mc *c);
+
 
 /* The repair of a dict or set whose lock holder died (lock held). */
 int shmobj__mdict_repair(struct shmobj__mc *c);
@@ -143,6 +394,8 @@ typedef int (*shmobj__mut_child_fn)(void *ctx, uint64_t slot_off, uint64_t blk,
 int shmobj__mut_check(struct shmobj__space *sp, const shmobj_view *v, uint64_t *budget,
                       shmobj__mut_child_fn child, void *ctx);
 int shmobj__mdict_check(struct shmobj__mc *c, uint64_t *budget, shmobj__mut_child_fn child,
+                        void *ctx);
+int shmobj__mlist_check(struct shmobj__mc *c, uint64_t *budget, shmobj__mut_child_fn child,
                         void *ctx);
 
 /* Item and key views of a dict or set by rank (the i-th live pair). */

@@ -1,0 +1,322 @@
+/* Mutable dicts and sets: the changes (set, add, delete, clear, the
+ * atomic add of an int value), each made by the lock holder, except an
+ * add to an int value and the store of an int over an int, which the
+ * owner of the control block's adder word may make without the lock.
+ *
+ * Invariants kept here (with those of objmut.c and objmutdict.c):
+ * - Before a change the holder records its intent (op, at, the blocks it
+ *   brings in spare and spare2, those it takes out in retired and
+ *   retired2) and clears it last, so the repair (objmutdict.c) frees what
+ *   no pair holds and keeps what one does.
+ * - A new pair is written at len inside a writer section, with its order
+ *   (the container's next) and its index entry; a replaced value's child
+ *   is freed after the section that replaced it, a deleted pair's after
+ *   the section that made it a hole.
+ * - An int value's add is one atomic read-modify-write of its slot, and
+ *   an int stored over an int one atomic store: a reader sees the value
+ *   before or after it, so neither needs a section; without the lock they
+ *   are made only by the adder word's owner, in a slot found while seq
+ *   held, which nothing moves, frees or replaces until the word is clear. */
+#include "objmut.h"
+
+/* The add of an int value, the lock held or the adder word owned: the
+ * value slot of the key's pair, an atomic fetch-add. */
+static int add_found(struct shmobj__slot *vs, int64_t delta, int64_t *old)
+{
+    if (vs->tag != SHMOBJ__SLOT_INT)
+        return SHMOBJ_ETYPE;
+    /* one atomic add: a reader sees the value before or after it, so no
+     * writer section is needed */
+    uint64_t o = atomic_fetch_add_explicit(&vs->payload, (uint64_t)delta, memory_order_acq_rel);
+    if (old != NULL)
+        *old = (int64_t)o;
+    return 0;
+}
+
+/* A change of an int value without the lock, the adder word owned
+ * (objfmt.h): the fetch-add of delta, or with store the store of delta
+ * over an int. 1 when it cannot be made so (a writer section open or begun
+ * meanwhile; for a store, no such key or a value that is not an int: the
+ * lock's path inserts or replaces), else its result. The pair and its tag
+ * are kept only if seq held across their read, like any reader's; from
+ * then until the atomic a lock holder may only append pairs or make this
+ * one a hole (the change then comes before the delete), since whatever
+ * would move, free or replace the value slot waits for the adder word to
+ * clear first. */
+static int int_unlocked(struct shmobj__mc *c, const shmobj_key *key, int64_t delta, int store,
+                        int64_t *old)
+{
+    struct shmobj__mdbody b;
+    uint64_t len = 0, pair = 0;
+    uint64_t s = atomic_load_explicit(&c->m->seq, memory_order_seq_cst);
+    if (s & 1)
+        return 1;
+    int rc = shmobj__mdict_locate(c, key, &b, &len, &pair);
+    uint8_t tag = rc == 0 ? b.pairs[2 * pair + 1].tag : 0;
+    atomic_thread_fence(memory_order_acquire);
+    if (atomic_load_explicit(&c->m->seq, memory_order_relaxed) != s)
+        return 1;
+    if (store && (rc == SHMOBJ_ENOTFOUND || (rc == 0 && tag != SHMOBJ__SLOT_INT)))
+        return 1;
+    if (rc != 0)
+        return rc;
+    if (tag != SHMOBJ__SLOT_INT)
+        return SHMOBJ_ETYPE;
+    if (!store)
+        return add_found(&b.pairs[2 * pair + 1], delta, old);
+    atomic_store_explicit(&b.pairs[2 * pair + 1].payload, (uint64_t)delta, memory_order_release);
+    return 0;
+}
+
+/* int_unlocked() with the adder word taken (from 0) and given back; 1
+ * when the word could not be had (another adder, a space without tokens)
+ * or the change cannot be made without the lock. */
+static int int_try_unlocked(struct shmobj__mc *c, const shmobj_key *key, int64_t v, int store,
+                            int64_t *old)
+{
+    const struct shmobj__space_live_ops *live = c->sp->ops->live;
+    uint64_t tok = live != NULL ? live->token(c->sp) : 0, z = 0;
+    if (tok == 0 || !atomic_compare_exchange_strong_explicit(&c->m->adder, &z, tok,
+                                                             memory_order_seq_cst,
+                                                             memory_order_relaxed))
+        return 1;
+    int rc = int_unlocked(c, key, v, store, old);
+    atomic_store_explicit(&c->m->adder, 0, memory_order_release);
+    return rc;
+}
+
+/* Insert key k (absent; its empty entry free_at) with the value item it. */
+static int insert_new(struct shmobj__mc *c, const shmobj_value *kv, const shmobj_key *k,
+                      const struct shmobj__mitem *it)
+{
+    struct shmobj__mut *m = c->m;
+    struct shmobj__mdbody b;
+    uint64_t len = 0, pair, free_at = 0;
+    int rc = shmobj__mdict_body_now(c, &b, &len);
+    if (rc < 0)
+        return rc;
+    int have = rc == 0;
+    if (!have || len == b.pcap) {
+        rc = shmobj__mdict_rebuild(c, &b, &len, have);
+        if (rc != 0)
+            return rc;
+    }
+    rc = shmobj__mdict_find(c, &b, len, k, &pair, &free_at, NULL);
+    if (rc != SHMOBJ_ENOTFOUND)
+        return rc == 0 ? SHMOBJ_ECORRUPT : rc;
+    /* the key's slot: inline when it fits, else a child */
+    uint8_t ktag, r0 = 0;
+    uint64_t kpl;
+    shmobj__ref kchild = 0;
+    if (k->type == SHMOBJ_TYPE_INT) {
+        ktag = SHMOBJ__SLOT_INT;
+        kpl = (uint64_t)k->i;
+    } else if (k->type == SHMOBJ_TYPE_STR && k->len <= SHMOBJ__SSTR_MAX) {
+        ktag = SHMOBJ__SLOT_SSTR;
+        r0 = (uint8_t)k->len;
+        kpl = k->word_;
+    } else {
+        shmobj_value d = {.type = k->type, .v = {.s = {k->ptr, (size_t)k->len}}};
+        (void)kv;
+        rc = shmobj__obj_put(c->sp, &d, &kchild);
+        if (rc != 0)
+            return rc;
+        ktag = SHMOBJ__SLOT_OBJ;
+        kpl = kchild;
+    }
+    atomic_store_explicit(&m->at, len, memory_order_relaxed);
+    atomic_store_explicit(&m->spare, it->child, memory_order_relaxed);
+    atomic_store_explicit(&m->spare2, kchild, memory_order_relaxed);
+    atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_PUT, memory_order_relaxed);
+    uint64_t o = atomic_load_explicit(&m->order, memory_order_relaxed);
+    shmobj__mut_wbegin(m);
+    shmobj__mut_slot_put(&b.pairs[2 * len], ktag, r0, kpl);
+    shmobj__mut_slot_put(&b.pairs[2 * len + 1], it->tag, 0, it->payload);
+    atomic_store_explicit((_Atomic uint64_t *)(void *)&b.orders[len], o, memory_order_relaxed);
+    atomic_store_explicit(&m->order, o + 1, memory_order_relaxed);
+    atomic_store_explicit(&m->len, len + 1, memory_order_relaxed);
+    atomic_store_explicit(&m->count, atomic_load_explicit(&m->count, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+    atomic_store_explicit((_Atomic uint64_t *)(void *)&b.ix[free_at],
+                          shmobj__index_entry(len, k->hash_), memory_order_relaxed);
+    shmobj__mut_wend(m);
+    atomic_store_explicit(&m->spare, 0, memory_order_relaxed);
+    atomic_store_explicit(&m->spare2, 0, memory_order_relaxed);
+    atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_NONE, memory_order_relaxed);
+    return 0;
+}
+
+/* Set (or add, with exist_err) key kv to item it (lock held). */
+static int put_locked(struct shmobj__mc *c, const shmobj_value *kv, const shmobj_key *k,
+                      const struct shmobj__mitem *it, int exist_err)
+{
+    struct shmobj__mut *m = c->m;
+    struct shmobj__mdbody b;
+    uint64_t len = 0, pair;
+    int rc = shmobj__mdict_body_now(c, &b, &len);
+    if (rc < 0)
+        return rc;
+    if (rc == 0) {
+        rc = shmobj__mdict_find(c, &b, len, k, &pair, NULL, NULL);
+        if (rc == 0) {
+            if (exist_err)
+                return SHMOBJ_EEXIST;
+            struct shmobj__slot *vs = &b.pairs[2 * pair + 1];
+            shmobj__ref old = shmobj__mdict_pair_child(&b, pair, 1);
+            atomic_store_explicit(&m->at, pair, memory_order_relaxed);
+            atomic_store_explicit(&m->spare, it->child, memory_order_relaxed);
+            atomic_store_explicit(&m->retired, old, memory_order_relaxed);
+            atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_PUT, memory_order_relaxed);
+            shmobj__mut_wbegin(m);
+            /* an add without the lock must not land in the new value */
+            rc = shmobj__mut_adders_drain(c);
+            if (rc != 0) {
+                shmobj__mut_wend(m);
+                atomic_store_explicit(&m->spare, 0, memory_order_relaxed);
+                atomic_store_explicit(&m->retired, 0, memory_order_relaxed);
+                atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_NONE, memory_order_relaxed);
+                return rc;
+            }
+            shmobj__mut_slot_put(vs, it->tag, 0, it->payload);
+            shmobj__mut_wend(m);
+            atomic_store_explicit(&m->spare, 0, memory_order_relaxed);
+            shmobj__mut_child_free(c->sp, old);
+            atomic_store_explicit(&m->retired, 0, memory_order_relaxed);
+            atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_NONE, memory_order_relaxed);
+            return 0;
+        }
+        if (rc != SHMOBJ_ENOTFOUND)
+            return rc;
+    }
+    return insert_new(c, kv, k, it);
+}
+
+int shmobj_mdict_set(const shmobj_view *dict, const shmobj_value *key, const shmobj_value *val)
+{
+    struct shmobj__mc c;
+    shmobj_key k;
+    struct shmobj__mitem it;
+    if (val == NULL)
+        return SHMOBJ_EINVAL;
+    int rc = shmobj__mdict_begin(dict, 1u << SHMOBJ_TYPE_MDICT, key, &c, &k);
+    if (rc != 0)
+        return rc;
+    /* an int over an int: one atomic store, without the lock when it can */
+    if (val->type == SHMOBJ_TYPE_INT && val->reserved == 0 &&
+        int_try_unlocked(&c, &k, val->v.i, 1, NULL) == 0)
+        return 0;
+    rc = shmobj__mut_item_make(c.sp, val, &it);
+    if (rc != 0)
+        return rc;
+    rc = shmobj__mut_lock(&c);
+    if (rc == 0) {
+        rc = put_locked(&c, key, &k, &it, 0);
+        shmobj__mut_unlock(&c);
+    }
+    if (rc != 0)
+        shmobj__mut_child_free(c.sp, it.child);
+    return rc;
+}
+
+int shmobj_mset_add(const shmobj_view *set, const shmobj_value *key)
+{
+    struct shmobj__mc c;
+    shmobj_key k;
+    struct shmobj__mitem it = {SHMOBJ__SLOT_OBJ, 0, 0};
+    int rc = shmobj__mdict_begin(set, 1u << SHMOBJ_TYPE_MSET, key, &c, &k);
+    if (rc != 0)
+        return rc;
+    rc = shmobj__mut_lock(&c);
+    if (rc != 0)
+        return rc;
+    rc = put_locked(&c, key, &k, &it, 1);
+    shmobj__mut_unlock(&c);
+    return rc;
+}
+
+int shmobj_mut_delete(const shmobj_view *cv, const shmobj_value *key)
+{
+    struct shmobj__mc c;
+    shmobj_key k;
+    struct shmobj__mdbody b;
+    uint64_t len = 0, pair;
+    int rc = shmobj__mdict_begin(cv, SHMOBJ__MD_KINDS, key, &c, &k);
+    if (rc != 0)
+        return rc;
+    rc = shmobj__mut_lock(&c);
+    if (rc != 0)
+        return rc;
+    struct shmobj__mut *m = c.m;
+    rc = shmobj__mdict_locate(&c, &k, &b, &len, &pair);
+    if (rc == 0) {
+        shmobj__ref kc = shmobj__mdict_pair_child(&b, pair, 0);
+        shmobj__ref vc = shmobj__mdict_pair_child(&b, pair, 1);
+        atomic_store_explicit(&m->at, pair, memory_order_relaxed);
+        atomic_store_explicit(&m->retired, kc, memory_order_relaxed);
+        atomic_store_explicit(&m->retired2, vc, memory_order_relaxed);
+        atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_REMOVE, memory_order_relaxed);
+        shmobj__mut_wbegin(m);
+        /* the commit: one store makes the pair a hole */
+        b.pairs[2 * pair].tag = SHMOBJ__SLOT_HOLE;
+        atomic_store_explicit(&m->count, atomic_load_explicit(&m->count, memory_order_relaxed) - 1,
+                              memory_order_relaxed);
+        shmobj__mut_wend(m);
+        shmobj__mut_child_free(c.sp, kc);
+        shmobj__mut_child_free(c.sp, vc);
+        atomic_store_explicit(&m->retired, 0, memory_order_relaxed);
+        atomic_store_explicit(&m->retired2, 0, memory_order_relaxed);
+        atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_NONE, memory_order_relaxed);
+    }
+    shmobj__mut_unlock(&c);
+    return rc;
+}
+
+int shmobj__mdict_clear(struct shmobj__mc *c)
+{
+    struct shmobj__mut *m = c->m;
+    shmobj__ref old = atomic_load_explicit(&m->body, memory_order_relaxed);
+    atomic_store_explicit(&m->retired, old, memory_order_relaxed);
+    atomic_store_explicit(&m->progress, atomic_load_explicit(&m->len, memory_order_relaxed),
+                          memory_order_relaxed);
+    atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_CLEAR, memory_order_relaxed);
+    shmobj__mut_wbegin(m);
+    /* the old body is freed below: no add without the lock may be in it */
+    int rc = shmobj__mut_adders_drain(c);
+    if (rc != 0) {
+        shmobj__mut_wend(m);
+        atomic_store_explicit(&m->retired, 0, memory_order_relaxed);
+        atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_NONE, memory_order_relaxed);
+        return rc;
+    }
+    atomic_store_explicit(&m->body, 0, memory_order_relaxed);
+    atomic_store_explicit(&m->len, 0, memory_order_relaxed);
+    atomic_store_explicit(&m->count, 0, memory_order_relaxed);
+    shmobj__mut_wend(m);
+    rc = shmobj__mdict_clear_finish(c);
+    atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_NONE, memory_order_relaxed);
+    return rc;
+}
+
+int shmobj_mdict_int_add(const shmobj_view *dict, const shmobj_key *key, int64_t delta,
+                         int64_t *old)
+{
+    struct shmobj__mc c;
+    struct shmobj__mdbody b;
+    uint64_t len = 0, pair;
+    int rc = shmobj__mdict_open_key(dict, key, &c);
+    if (rc != 0)
+        return rc;
+    rc = int_try_unlocked(&c, key, delta, 0, old);
+    if (rc != 1)
+        return rc;
+    /* another adder, a writer, or a space without tokens: the lock */
+    rc = shmobj__mut_lock(&c);
+    if (rc != 0)
+        return rc;
+    shmobj__mut_adder_reap(&c);
+    rc = shmobj__mdict_locate(&c, key, &b, &len, &pair);
+    if (rc == 0)
+        rc = add_found(&b.pairs[2 * pair + 1], delta, old);
+    shmobj__mut_unlock(&c);
+    return rc;
+}
