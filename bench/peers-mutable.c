@@ -1,7 +1,7 @@
 /* Peers of the mutable containers' workloads (doc/benchmarks.md, L1, D1;
  * bench/bench-mutable.c has the workload definitions):
- *   D1 redis-P64  a private redis-server (peers-util.h: loopback TCP on a
- *                 free port, no persistence); two client processes, each on
+ *   D1 redis-P64  a private redis-server (peers-util.h: its unix-domain
+ *                 socket, no persistence); two client processes, each on
  *                 its own half of the 100,000 keys, send SET, GET, INCRBY 1
  *                 and DEL drawn at random in pipelines of 64, check every
  *                 GET reply against their model, and at the end every key
