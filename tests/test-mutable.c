@@ -806,31 +806,43 @@ static int adder(void *p)
     return 0;
 }
 
+/* The counters c0..c7 of the adder tests: each set to 0, and each
+ * checked to hold `expect`. */
+static void counters_zero(const shmobj_view *d)
+{
+    for (int i = 0; i < 8; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "c%d", i);
+        assert_int_equal(shmobj_mdict_set(d, &SHMOBJ_VAL_STR(name), &SHMOBJ_VAL_INT(0)), 0);
+    }
+}
+
+static void counters_expect(const shmobj_view *d, int64_t expect)
+{
+    for (int i = 0; i < 8; i++) {
+        char name[8];
+        shmobj_key k;
+        int64_t x = -1;
+        snprintf(name, sizeof name, "c%d", i);
+        shmobj_value kv = SHMOBJ_VAL_STR(name);
+        assert_int_equal(shmobj_key_init(&k, &kv), 0);
+        assert_int_equal(shmobj_mdict_get_int(d, &k, &x), 0);
+        assert_int_equal(x, expect);
+    }
+}
+
 static void test_mdict_int_add_two_procs_no_lost_increment(void **state)
 {
     struct fixture *f = *state;
     shmobj_view d;
     shmobj_ref r = make(f->seg, SHMOBJ_VAL_MDICT(), &d);
-    for (int i = 0; i < 8; i++) {
-        char name[8];
-        snprintf(name, sizeof name, "c%d", i);
-        assert_int_equal(shmobj_mdict_set(&d, &SHMOBJ_VAL_STR(name), &SHMOBJ_VAL_INT(0)), 0);
-    }
+    counters_zero(&d);
     struct race a = {d, NULL, 0};
     pid_t p1 = test_child_start(adder, &a, 120);
     pid_t p2 = test_child_start(adder, &a, 120);
     assert_int_equal(test_child_wait(p1), 0);
     assert_int_equal(test_child_wait(p2), 0);
-    for (int i = 0; i < 8; i++) {
-        char name[8];
-        shmobj_key k;
-        int64_t x;
-        snprintf(name, sizeof name, "c%d", i);
-        shmobj_value kv = SHMOBJ_VAL_STR(name);
-        assert_int_equal(shmobj_key_init(&k, &kv), 0);
-        assert_int_equal(shmobj_mdict_get_int(&d, &k, &x), 0);
-        assert_int_equal(x, 2 * 50000 / 8);
-    }
+    counters_expect(&d, 2 * 50000 / 8);
     assert_int_equal(shmobj_obj_free(f->seg, r), 0);
 }
 
@@ -918,11 +930,7 @@ static void test_mdict_int_add_races_rebuild_delete_replace(void **state)
     shmobj_view d;
     shmobj_ref r = make(f->seg, SHMOBJ_VAL_MDICT(), &d);
     _Atomic int *done = shared_page(4096);
-    for (int i = 0; i < 8; i++) {
-        char name[8];
-        snprintf(name, sizeof name, "c%d", i);
-        assert_int_equal(shmobj_mdict_set(&d, &SHMOBJ_VAL_STR(name), &SHMOBJ_VAL_INT(0)), 0);
-    }
+    counters_zero(&d);
     assert_int_equal(shmobj_mdict_set(&d, &SHMOBJ_VAL_STR("v"), &SHMOBJ_VAL_INT(0)), 0);
     struct race a = {d, done, 0};
     pid_t g = test_child_start(race_grower, &a, 120);
@@ -931,16 +939,7 @@ static void test_mdict_int_add_races_rebuild_delete_replace(void **state)
     assert_int_equal(test_child_wait(p1), 0);
     assert_int_equal(test_child_wait(p2), 0);
     assert_int_equal(test_child_wait(g), 0);
-    for (int i = 0; i < 8; i++) {
-        char name[8];
-        shmobj_key k;
-        int64_t x = -1;
-        snprintf(name, sizeof name, "c%d", i);
-        shmobj_value kv = SHMOBJ_VAL_STR(name);
-        assert_int_equal(shmobj_key_init(&k, &kv), 0);
-        assert_int_equal(shmobj_mdict_get_int(&d, &k, &x), 0);
-        assert_int_equal(x, 2 * RACE_ADDS / 8);
-    }
+    counters_expect(&d, 2 * RACE_ADDS / 8);
     shmobj_view v;
     assert_int_equal(shmobj_mdict_get(&d, &SHMOBJ_VAL_STR("v"), &v), 0);
     if (shmobj_view_type(&v) == SHMOBJ_TYPE_STR) {
