@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "objfmt.h"
+#include "objlookup.h"
 #include "os.h"
 #include "shmobj.h"
 #include "space.h"
@@ -831,6 +832,33 @@ static void counters_expect(const shmobj_view *d, int64_t expect)
     }
 }
 
+/* The comparison of a prepared key with a short string key slot (every
+ * dict, set and record lookup makes it): a key of 8 bytes or more is never
+ * equal to a short slot (at most 7 bytes), whatever the slot's bytes, and
+ * a key of 1..7 bytes only to its own. The mask of an 8-byte key was once
+ * a shift by 64 (undefined; the sanitizer build stops on it), which gave
+ * the right answer on x86 by luck. */
+static void test_key_sstr_equal_any_key_length(void **state)
+{
+    (void)state;
+    const char *keys[] = {"", "a", "abcdefg", "abcdefgh", "abcdefghi", "abcdefghijklmnop"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        shmobj_key k;
+        shmobj_value kv = SHMOBJ_VAL_STR(keys[i]);
+        assert_int_equal(shmobj_key_init(&k, &kv), 0);
+        size_t n = strlen(keys[i]);
+        for (uint8_t kn = 0; kn <= SHMOBJ__SSTR_MAX; kn++) {
+            uint64_t pl = 0;
+            memcpy(&pl, keys[i], kn < n ? kn : n);
+            int want = n <= SHMOBJ__SSTR_MAX && kn == n;
+            assert_int_equal(shmobj__key_sstr_equal(kn, pl, &k), want);
+            assert_int_equal(shmobj__key_sstr_equal(kn, ~UINT64_C(0), &k),
+                             want && n == 0);
+        }
+        assert_int_equal(shmobj__key_sstr_equal(SHMOBJ__SSTR_MAX + 1, 0, &k), SHMOBJ_ECORRUPT);
+    }
+}
+
 static void test_mdict_int_add_two_procs_no_lost_increment(void **state)
 {
     struct fixture *f = *state;
@@ -1346,6 +1374,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_mdict_concurrent_readers_values_match_keys, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_mdict_iter_exactly_once_under_writes, setup, teardown),
+        cmocka_unit_test(test_key_sstr_equal_any_key_length),
         cmocka_unit_test_setup_teardown(test_mdict_int_add_two_procs_no_lost_increment, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_mdict_int_add_races_rebuild_delete_replace, setup,

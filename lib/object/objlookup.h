@@ -30,10 +30,14 @@ shmobj__key_sstr_equal(uint8_t kn, uint64_t pl, const shmobj_key *k)
 {
     if (kn > SHMOBJ__SSTR_MAX)
         return SHMOBJ_ECORRUPT;
-    /* the mask of the key's length, which the slot's must equal: the same
-     * for every slot a lookup compares */
-    uint64_t n = k->len, mask = n == 0 ? 0 : ~UINT64_C(0) >> (64 - 8 * (n & 7));
-    return k->type == SHMOBJ_TYPE_STR && kn == n && (pl & mask) == k->word_;
+    /* the mask of the key's length, which the slot's must equal (so 0..7
+     * bytes when it is used: a longer key is never a short slot's, and its
+     * mask is never computed) */
+    uint64_t n = k->len;
+    if (k->type != SHMOBJ_TYPE_STR || kn != n)
+        return 0;
+    uint64_t mask = n == 0 ? 0 : ~UINT64_C(0) >> (64 - 8 * n);
+    return (pl & mask) == k->word_;
 }
 
 /* Does the OBJ key slot with payload pl (read once by the caller) name a
