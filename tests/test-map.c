@@ -22,6 +22,7 @@
 #include "shmobj_htcore.h"
 #include "space.h"
 #include "test-util.h"
+#include "test-shared.h"
 
 #define MiB (UINT64_C(1) << 20)
 
@@ -91,23 +92,6 @@ static shmobj_map *child_open(struct fixture *f, shmobj_segment **seg)
     if (shmobj_map_open(*seg, "m", &m) != 0)
         return NULL;
     return m;
-}
-
-/* Anonymous shared memory for counters between parent and children. */
-static void *shared_page(size_t n)
-{
-    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    assert_true(p != MAP_FAILED);
-    memset(p, 0, n);
-    return p;
-}
-
-/* Heap bytes in live blocks, headers included. */
-static uint64_t heap_used(shmobj_segment *seg)
-{
-    shmobj_arena_stats a = {.struct_size = sizeof a};
-    assert_int_equal(shmobj_arena_stats_get(seg, &a), 0);
-    return a.used_bytes;
 }
 
 /* Heap bytes a fresh segment of the fixture's sizes holds before any map:

@@ -23,6 +23,7 @@
 #include "shmobj.h"
 #include "space.h"
 #include "test-util.h"
+#include "test-shared.h"
 
 _Static_assert(SHMOBJ__MUT_LOCK_BYTES == SHMOBJ__OS_LOCK_SIZE,
                "the control block holds one library lock");
@@ -62,21 +63,6 @@ static int teardown(void **state)
     shmobj_segment_destroy(f->name, SHMOBJ_BACKEND_SHM);
     free(f);
     return 0;
-}
-
-static void *shared_page(size_t n)
-{
-    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    assert_true(p != MAP_FAILED);
-    memset(p, 0, n);
-    return p;
-}
-
-static uint64_t heap_used(shmobj_segment *seg)
-{
-    shmobj_arena_stats a = {.struct_size = sizeof a};
-    assert_int_equal(shmobj_arena_stats_get(seg, &a), 0);
-    return a.used_bytes;
 }
 
 /* A new empty container of this description, and a view of it. */
