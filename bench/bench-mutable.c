@@ -29,6 +29,7 @@
 #include <stdatomic.h>
 
 #include "shmobj.h"
+#include "bench-segment.h"
 
 static double secs(const bench_ctx *ctx, double full, double quick)
 {
@@ -37,19 +38,7 @@ static double secs(const bench_ctx *ctx, double full, double quick)
 
 static shmobj_segment *bench_segment(char *name, size_t len, uint64_t size)
 {
-    shmobj_segment_options o;
-    shmobj_segment *seg = NULL;
-    shmobj_segment_options_init(&o);
-    o.initial_size = size;
-    o.max_size = size;
-    snprintf(name, len, "shmobj-bench-mutable-%ld", (long)getpid());
-    (void)shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM);
-    int rc = shmobj_segment_create(name, &o, &seg);
-    if (rc != 0) {
-        fprintf(stderr, "segment create: %s\n", shmobj_strerror(rc));
-        return NULL;
-    }
-    return seg;
+    return bench_segment_new(name, len, "mutable", size, size);
 }
 
 struct sync {

@@ -50,6 +50,7 @@
 #include <stdatomic.h>
 
 #include "shmobj.h"
+#include "bench-segment.h"
 
 #define E1_DATA 4096
 #define C1_RECORDS 3000
@@ -77,18 +78,7 @@ static double now_s(void)
 
 static shmobj_segment *bench_segment(char *name, size_t len, uint64_t size)
 {
-    shmobj_segment_options o;
-    shmobj_segment *seg = NULL;
-    shmobj_segment_options_init(&o);
-    o.initial_size = size;
-    snprintf(name, len, "shmobj-bench-object-%ld", (long)getpid());
-    (void)shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM);
-    int rc = shmobj_segment_create(name, &o, &seg);
-    if (rc != 0) {
-        fprintf(stderr, "segment create: %s\n", shmobj_strerror(rc));
-        return NULL;
-    }
-    return seg;
+    return bench_segment_new(name, len, "object", size, 0);
 }
 
 /* ---- E1 ---------------------------------------------------------------- */
