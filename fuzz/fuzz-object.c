@@ -196,6 +196,19 @@ static int mut_write(const shmobj_view *v)
     return bad;
 }
 
+/* Every read of a view the fuzzer makes: the walk of its graph and its
+ * JSON into buf, which must not fail where the check (its result in
+ * `checked`) accepted the graph. */
+static void read_all(const shmobj_view *v, int checked, char *buf, size_t n)
+{
+    size_t len;
+    walk_budget = 4096;
+    walk(v, 0);
+    int rc = shmobj_view_json(v, buf, n, &len);
+    if (checked == 0 && rc != 0 && rc != SHMOBJ_ENOBUFS)
+        abort(); /* check accepted what the printer refused */
+}
+
 static int mut_input(const uint8_t *data, size_t size)
 {
     struct shmobj__space *sp = space_heap_create(1u << 20);
@@ -218,12 +231,7 @@ static int mut_input(const uint8_t *data, size_t size)
     shmobj_view v;
     if (shmobj_obj_get(seg, r, &v) == 0) {
         char buf[4096];
-        size_t len;
-        walk_budget = 4096;
-        walk(&v, 0);
-        int rc = shmobj_view_json(&v, buf, sizeof buf, &len);
-        if (checked == 0 && rc != 0 && rc != SHMOBJ_ENOBUFS)
-            abort(); /* check accepted what the printer refused */
+        read_all(&v, checked, buf, sizeof buf);
         int bad = mut_write(&v);
         if (checked == 0 && bad == 0 && shmobj_obj_check(seg, r) != 0)
             abort(); /* writers that succeeded left a graph the check refuses */
@@ -261,12 +269,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     shmobj_view v;
     if (shmobj_obj_get(seg, r, &v) == 0) {
         char buf[512];
-        size_t len;
-        walk_budget = 4096;
-        walk(&v, 0);
-        int rc = shmobj_view_json(&v, buf, sizeof buf, &len);
-        if (checked == 0 && rc != 0 && rc != SHMOBJ_ENOBUFS)
-            abort(); /* check accepted what the printer refused */
+        read_all(&v, checked, buf, sizeof buf);
         if (checked == 0 && shmobj_obj_check(seg, r) != 0)
             abort(); /* readers changed nothing that matters */
     }
