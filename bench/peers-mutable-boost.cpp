@@ -65,10 +65,10 @@ int l1_boost(const bench_ctx *ctx)
                                    (size_t)(2 * n * 8 * 3 + (64u << 20)));
     ShmVec *v = seg.construct<ShmVec>("l1")(seg.get_segment_manager());
     bip::interprocess_mutex *mu = seg.construct<bip::interprocess_mutex>("mu")();
-    auto *sh = static_cast<Shared *>(mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE,
-                                          MAP_SHARED | MAP_ANONYMOUS, -1, 0));
-    auto *go = static_cast<std::atomic<int> *>(mmap(nullptr, 64, PROT_READ | PROT_WRITE,
-                                                    MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+    auto *sh = static_cast<Shared *>(bench_shared_alloc(sizeof(Shared)));
+    auto *go = static_cast<std::atomic<int> *>(bench_shared_alloc(64));
+    if (sh == nullptr || go == nullptr)
+        peers_die("boost: no shared memory for the figures");
     go->store(0);
     pid_t pid[2];
     for (int w = 0; w < 2; w++) {
@@ -132,10 +132,10 @@ int d1_boost(const bench_ctx *ctx)
     bip::managed_shared_memory seg(bip::create_only, name.c_str(), 256u << 20);
     ShmMap *m = seg.construct<ShmMap>("d1")(std::less<ShmString>(), seg.get_segment_manager());
     bip::interprocess_mutex *mu = seg.construct<bip::interprocess_mutex>("mu")();
-    auto *sh = static_cast<Shared *>(mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE,
-                                          MAP_SHARED | MAP_ANONYMOUS, -1, 0));
-    auto *go = static_cast<std::atomic<int> *>(mmap(nullptr, 64, PROT_READ | PROT_WRITE,
-                                                    MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+    auto *sh = static_cast<Shared *>(bench_shared_alloc(sizeof(Shared)));
+    auto *go = static_cast<std::atomic<int> *>(bench_shared_alloc(64));
+    if (sh == nullptr || go == nullptr)
+        peers_die("boost: no shared memory for the figures");
     go->store(0);
     for (int k = 0; k < kKeys; k++) {
         char kb[16];
