@@ -71,6 +71,10 @@ struct shmobj__space_live_ops {
      * a blocking wait on it would wait for a peer that moved on, so it
      * ends with SHMOBJ_EREPLACED. A few system calls: for wait slices. */
     bool (*linked)(struct shmobj__space *sp);
+    /* Give the CPU to another thread or process (sched_yield): for a wait
+     * on a peer that may be descheduled mid-step, which spinning alone
+     * would keep off a busy CPU. */
+    void (*pause)(struct shmobj__space *sp);
 };
 
 struct shmobj__space_ops {

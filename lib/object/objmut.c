@@ -130,6 +130,9 @@ int shmobj__mut_adders_drain(struct shmobj__mc *c)
             shmobj__mut_adder_reap(c);
             if (i >= MUT_DRAIN_SPINS)
                 return SHMOBJ_EBUSY;
+            /* a live adder this slow was descheduled between its find and
+             * its atomic: let it run */
+            c->sp->ops->live->pause(c->sp);
         }
         shmobj__cpu_relax();
     }

@@ -92,6 +92,12 @@ static bool space_linked(struct shmobj__space *sp)
     return shmobj__segment_linked(sp->impl);
 }
 
+static void space_pause(struct shmobj__space *sp)
+{
+    (void)sp;
+    shmobj__os_yield();
+}
+
 const struct shmobj__space_live_ops shmobj__segment_live_ops = {
     .token = space_token,
     .owner_state = space_owner_state,
@@ -99,4 +105,5 @@ const struct shmobj__space_live_ops shmobj__segment_live_ops = {
     .unlock = space_unlock,
     .unlock_broken = space_unlock_broken,
     .linked = space_linked,
+    .pause = space_pause,
 };
