@@ -96,6 +96,13 @@ static void walk(const shmobj_view *v, int depth)
                 continue;
             (void)shmobj_view_index(v, &kd, &idx);
             (void)shmobj_view_get(v, &kd, &it);
+            /* by name and by a prepared key too: each kind of key slot
+             * (short, medium, an object) has its inline comparison there */
+            shmobj_key pk;
+            if (k.type == SHMOBJ_TYPE_STR)
+                (void)shmobj_field_get(v, p, &it);
+            if (shmobj_key_init(&pk, &kd) == 0)
+                (void)shmobj_view_get_key(v, &pk, &it);
         }
     }
 }
@@ -514,7 +521,7 @@ static int shapes_write_seeds(const char *dir)
 
 int main(int argc, char **argv)
 {
-    static const char *const names[] = {"id", "name", "pos"};
+    static const char *const names[] = {"id", "name", "position_"};
     uint64_t shape[2] = {3, 4};
     float fdata[12] = {0};
     uint8_t bytes[100] = {1, 2, 3};
@@ -525,6 +532,7 @@ int main(int argc, char **argv)
             SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_STR("https://a"), SHMOBJ_VAL_STR("https://b")),
             SHMOBJ_VAL_STR("avg_salary"), SHMOBJ_VAL_DOUBLE(3000.0),
             SHMOBJ_VAL_STR("employees"), SHMOBJ_VAL_INT(10),
+            SHMOBJ_VAL_STR("in_a_good_stat"), SHMOBJ_VAL_BOOL(0),
             SHMOBJ_VAL_INT(7), SHMOBJ_VAL_BOOL(1),
             SHMOBJ_VAL_BYTES("k", 1), SHMOBJ_VAL_BYTES(bytes, sizeof bytes),
             SHMOBJ_VAL_STR("t"), SHMOBJ_VAL_BUFFER(SHMOBJ_DTYPE_F32, 2, shape, fdata)),
@@ -532,7 +540,8 @@ int main(int argc, char **argv)
                                        SHMOBJ_VAL_TUPLE_OF(SHMOBJ_VAL_DOUBLE(1),
                                                            SHMOBJ_VAL_NULL)),
                           3, names),
-        SHMOBJ_VAL_SET_OF(SHMOBJ_VAL_INT(1), SHMOBJ_VAL_STR("x"), SHMOBJ_VAL_BYTES("y", 1)),
+        SHMOBJ_VAL_SET_OF(SHMOBJ_VAL_INT(1), SHMOBJ_VAL_STR("x"), SHMOBJ_VAL_BYTES("y", 1),
+                          SHMOBJ_VAL_STR("medium_member")),
         SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_UINT(3))),
                            SHMOBJ_VAL_STR("\xc3\xa9t\xc3\xa9")),
     };

@@ -853,8 +853,12 @@ static void test_obj_get_wrong_kind_or_foreign_ref(void **state)
     uint8_t *blk = sp->base + (r & ((UINT64_C(1) << 48) - 1));
     uint8_t saved[16];
     memcpy(saved, blk, 16);
-    blk[4] = 2; /* version */
+    blk[4] = 3; /* a version after this library's */
     expect_ref_refused(sp, r, SHMOBJ_ECORRUPT);
+    blk[4] = 0; /* no version */
+    expect_ref_refused(sp, r, SHMOBJ_ECORRUPT);
+    blk[4] = 1; /* version 1 (no medium keys) is read as it was */
+    assert_int_equal(shmobj_obj_check(SEG(sp), r), 0);
     memcpy(blk, saved, 16);
     /* (a free of a block with a bad size and no replaced items need not
      * read the size: it is not asked here) */
@@ -2120,6 +2124,114 @@ static void test_obj_index_colliding_keys_build_lookup_check_agree(void **state)
     }
 }
 
+/* Medium string keys (format version 2): a str key of 8..14 bytes whose
+ * last byte is not NUL is held in its slot, so it takes no bytes after the
+ * slots; every lookup finds it, its view reads it as a NUL-terminated
+ * string, the checker and the JSON printer take it, and a damaged one is
+ * SHMOBJ_ECORRUPT. Keys of 7 and 15 bytes, and one of 9 ending in NUL,
+ * keep their old forms beside them. */
+static void test_dict_key_medium_roundtrip_and_damage(void **state)
+{
+    static const char *const names[] = {"abcdefgh", "avg_salary", "employees",
+                                        "in_a_good_sta", "in_a_good_stat", "abcdefg",
+                                        "in_a_good_state"};
+    enum { NS = sizeof names / sizeof names[0] };
+    shmobj_value kv[2 * (NS + 1)];
+    names_to_positions(kv, names, NS);
+    kv[2 * NS] = SHMOBJ_VAL_STRN("abcdefgh\0", 9);
+    kv[2 * NS + 1] = SHMOBJ_VAL_INT(100);
+    /* the medium keys take no bytes: the dict's size is that of the same
+     * dict with 1-byte keys but for one pair more and the two str objects
+     * of the 15-byte key and of the key ending in NUL */
+    static const char *const tiny[] = {"a", "b", "c", "d", "e", "f", "g"};
+    shmobj_value tv[2 * NS];
+    names_to_positions(tv, tiny, NS);
+    shmobj_value d = SHMOBJ_VAL_DICT(kv, NS + 1), td = SHMOBJ_VAL_DICT(tv, NS);
+    size_t dsize, tsize;
+    assert_int_equal(shmobj_obj_size(&d, &dsize), 0);
+    assert_int_equal(shmobj_obj_size(&td, &tsize), 0);
+    /* NS + 1 pairs against NS: the index is 16 entries for both, one pair
+     * more (32), two str objects (16 + 15 + 1, then 16 + 9 + 1) */
+    assert_int_equal(dsize, tsize + 32 + 32 + 26);
+    shmobj_ref r = put(state, d);
+    assert_int_equal(shmobj_obj_check(SEG(*state), r), 0);
+    shmobj_view v, it, kview;
+    size_t i;
+    int64_t x;
+    assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
+    for (int j = 0; j < NS; j++) {
+        shmobj_value k = SHMOBJ_VAL_STR(names[j]);
+        shmobj_key pk;
+        assert_int_equal(shmobj_view_index(&v, &k, &i), 0);
+        assert_int_equal(i, j);
+        assert_int_equal(shmobj_field_get(&v, names[j], &it), 0);
+        assert_int_equal(shmobj_int_get(&it, &x), 0);
+        assert_int_equal(x, j);
+        assert_int_equal(shmobj_key_init(&pk, &k), 0);
+        assert_int_equal(shmobj_view_get_key(&v, &pk, &it), 0);
+        assert_int_equal(shmobj_int_get(&it, &x), 0);
+        assert_int_equal(x, j);
+        /* the key's view: its bytes, a NUL after them */
+        const char *ks;
+        size_t kn;
+        assert_int_equal(shmobj_view_key(&v, (size_t)j, &kview), 0);
+        assert_int_equal(shmobj_str_get(&kview, &ks, &kn), 0);
+        assert_int_equal(kn, strlen(names[j]));
+        assert_string_equal(ks, names[j]);
+    }
+    shmobj_value k = SHMOBJ_VAL_STRN("abcdefgh\0", 9);
+    assert_int_equal(shmobj_view_index(&v, &k, &i), 0);
+    assert_int_equal(i, NS);
+    /* the forms: medium for 8..14 bytes, short for 7, an object for 15
+     * and for the key ending in NUL */
+    static const uint8_t tags[NS + 1] = {0x44, 0x44, 0x44, 0x44, 0x44, 0x41, 0x40, 0x40};
+    for (int j = 0; j <= NS; j++) {
+        assert_int_equal(shmobj_view_key(&v, (size_t)j, &kview), 0);
+        assert_int_equal(((const uint8_t *)kview.slot)[0], tags[j]);
+    }
+    /* near misses of medium keys: a byte off, one shorter or longer, a
+     * trailing NUL, the same bytes as bytes */
+    static const char *const misses[] = {"abcdefgi", "bbcdefgh", "abcdefghi", "avg_salar",
+                                         "avg_salaryy", "in_a_good_st"};
+    for (size_t j = 0; j < sizeof misses / sizeof misses[0]; j++) {
+        k = SHMOBJ_VAL_STR(misses[j]);
+        assert_int_equal(shmobj_view_index(&v, &k, &i), SHMOBJ_ENOTFOUND);
+        assert_int_equal(shmobj_field_get(&v, misses[j], &it), SHMOBJ_ENOTFOUND);
+    }
+    k = SHMOBJ_VAL_STRN("avg_salary\0", 11);
+    assert_int_equal(shmobj_view_index(&v, &k, &i), SHMOBJ_ENOTFOUND);
+    k = SHMOBJ_VAL_BYTES("avg_salary", 10);
+    assert_int_equal(shmobj_view_index(&v, &k, &i), SHMOBJ_ENOTFOUND);
+    char json[512];
+    size_t jn;
+    assert_int_equal(shmobj_view_json(&v, json, sizeof json, &jn), 0);
+    assert_non_null(strstr(json, "\"avg_salary\":1"));
+    assert_non_null(strstr(json, "\"in_a_good_stat\":4"));
+    /* damage: second word all zero, byte 15 set */
+    assert_int_equal(shmobj_view_key(&v, 1, &kview), 0);
+    uint8_t *ks = kview.slot, saved[16];
+    memcpy(saved, ks, 16);
+    memset(ks + 8, 0, 8);
+    assert_int_equal(shmobj_view_key(&v, 1, &kview), SHMOBJ_ECORRUPT);
+    assert_int_equal(shmobj_obj_check(SEG(*state), r), SHMOBJ_ECORRUPT);
+    memcpy(ks, saved, 16);
+    ks[15] = 'x';
+    assert_int_equal(shmobj_view_key(&v, 1, &kview), SHMOBJ_ECORRUPT);
+    assert_int_equal(shmobj_obj_check(SEG(*state), r), SHMOBJ_ECORRUPT);
+    /* a lookup that meets it is refused, not read past */
+    assert_int_equal(shmobj_field_get(&v, "avg_salary", &it), SHMOBJ_ECORRUPT);
+    memcpy(ks, saved, 16);
+    /* invalid UTF-8 in a medium key's bytes: the checker refuses it */
+    ks[3] = 0xff;
+    assert_int_equal(shmobj_obj_check(SEG(*state), r), SHMOBJ_ECORRUPT);
+    memcpy(ks, saved, 16);
+    assert_int_equal(shmobj_obj_check(SEG(*state), r), 0);
+    /* invalid UTF-8 in a described medium key is refused by the put */
+    kv[0] = SHMOBJ_VAL_STRN("abc\xff" "defgh", 8);
+    shmobj_ref bad;
+    assert_int_equal(shmobj_obj_put(SEG(*state), &d, &bad), SHMOBJ_EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2133,6 +2245,7 @@ int main(void)
         T(test_obj_put_dict_roundtrip),
         T(test_obj_put_dict_duplicate_key),
         T(test_view_index_short_keys),
+        T(test_dict_key_medium_roundtrip_and_damage),
         T(test_view_prepared_keys),
         T(test_obj_index_colliding_keys_build_lookup_check_agree),
         T(test_obj_free_paths),

@@ -71,6 +71,16 @@ shmobj__desc_key_at(const shmobj_value *v, size_t i, shmobj_key *key)
     }
 }
 
+/* Is the described key dk one a writer holds in its slot (an int, a short
+ * or a medium string key), so that it takes no bytes after the slots? The
+ * measure and the writer ask this one question. */
+static inline __attribute__((always_inline)) int shmobj__key_in_slot(const shmobj_key *dk)
+{
+    return dk->type == SHMOBJ_TYPE_INT ||
+           (dk->type == SHMOBJ_TYPE_STR &&
+            (dk->len <= SHMOBJ__SSTR_MAX || shmobj__mstr_fits(dk->ptr, dk->len)));
+}
+
 /* The layout of the fixed container description v (list, tuple, struct,
  * dict, set) that both passes use: its count n (< 2^32), whether it has
  * keys and an index of *cap entries, and whether it has values. */

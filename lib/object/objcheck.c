@@ -67,8 +67,9 @@ static int ck_slot(struct ck *c, uint64_t slot_off, const shmobj_view *parent,
         atomic_load_explicit(&((struct shmobj__slot *)v.slot)->payload,
                              memory_order_relaxed) > 1)
         return SHMOBJ_ECORRUPT;
-    if (v.slot_tag == SHMOBJ__SLOT_SSTR) {
-        /* short strings only as keys, and valid UTF-8 like any string */
+    if (v.slot_tag == SHMOBJ__SLOT_SSTR || v.slot_tag == SHMOBJ__SLOT_MSTR) {
+        /* short and medium strings only as keys, and valid UTF-8 like any
+         * string */
         const char *sp;
         if (kind == 0 || shmobj_str_get(&v, &sp, NULL) != 0 ||
             !shmobj__utf8_ok((const uint8_t *)sp, v.len))

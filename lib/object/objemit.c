@@ -82,6 +82,15 @@ static inline int emit_mem(struct shmobj__wr *w, const shmobj_value *v, int dept
                            uint64_t *rel);
 static inline void put_slot(uint8_t *at, uint8_t tag, uint8_t r0, uint64_t pl);
 
+/* Write the 16 bytes of a slot as two words (little-endian, as the format
+ * reads them). */
+static inline void put_words(uint8_t *at, uint64_t w0, uint64_t w1)
+{
+    struct shmobj__slot *s = (void *)at;
+    memcpy(s, &w0, sizeof w0);
+    atomic_store_explicit(&s->payload, w1, memory_order_relaxed);
+}
+
 /* Enter key i (described as k) of the keyed description v into the index
  * ix of cap entries, with the probe every reader will walk to find it;
  * SHMOBJ_EINVAL when an earlier key equals it. */
@@ -139,6 +148,11 @@ static int emit_keys(struct shmobj__wr *w, const shmobj_value *v, size_t n,
             /* packed in registers: bytes stored to a local and read back
              * as a word would stall on store forwarding */
             put_slot(at, SHMOBJ__SLOT_SSTR, (uint8_t)dk.len, shmobj__pack_short(dk.ptr, dk.len));
+        } else if (shmobj__key_in_slot(&dk)) {
+            /* a medium key: in its slot too, as two words */
+            if (!shmobj__utf8_ok_inline(dk.ptr, dk.len))
+                return SHMOBJ_EINVAL;
+            put_words(at, shmobj__mstr_w0(dk.ptr), shmobj__mstr_w1(dk.ptr, dk.len));
         } else {
             uint64_t rel;
             rc = emit_mem_raw(w, dk.type, dk.ptr, dk.len, depth, &rel);

@@ -30,13 +30,24 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "bytes.h"
 #include "mix.h"
 #include "shmobj/object.h"
 
 #define SHMOBJ__TREE_MAGIC UINT32_C(0x4a424f53) /* "SOBJ" read little-endian */
-#define SHMOBJ__TREE_VERSION 1
+/* Version 2 added medium string keys (SHMOBJ__SLOT_MSTR); a version 1
+ * object is a version 2 object that holds none, so readers take both and
+ * writers write 2. */
+#define SHMOBJ__TREE_VERSION 2
+#define SHMOBJ__TREE_VERSION_MIN 1
+
+/* Is v a version of the tree header readers take? */
+static inline int shmobj__tree_version_ok(uint16_t v)
+{
+    return v >= SHMOBJ__TREE_VERSION_MIN && v <= SHMOBJ__TREE_VERSION;
+}
 
 /* Start of every object block. Written once by the builder before the
  * block's reference is published; never changed afterwards. */
@@ -74,6 +85,49 @@ enum shmobj__slot_tag {
 };
 
 #define SHMOBJ__SSTR_MAX 7
+
+/* A medium string key (format version 2): a str key of 8..14 bytes whose
+ * last byte is not NUL, held in the slot itself: the tag at byte 0, the
+ * key's bytes from byte 1, NUL-padded, so byte 15 is always 0 and a NUL
+ * follows the bytes inside the slot. Its length is where its last
+ * non-zero byte lies (payload != 0, its top byte 0). Like a short key: key
+ * positions of fixed containers and shapes only, never changed. A lookup
+ * compares two words, and the builder writes no str object for it. */
+#define SHMOBJ__SLOT_MSTR 0x44
+#define SHMOBJ__MSTR_MIN 8
+#define SHMOBJ__MSTR_MAX 14
+
+/* Is the str of n bytes at s one a writer holds as a medium key? */
+static inline int shmobj__mstr_fits(const uint8_t *s, uint64_t n)
+{
+    return n >= SHMOBJ__MSTR_MIN && n <= SHMOBJ__MSTR_MAX && s[n - 1] != 0;
+}
+
+/* The two words of the medium key slot of the n bytes at s (n 8..14):
+ * bytes 0..7 (the tag and s[0..6]) and bytes 8..15 (s[7..n-1], then
+ * zeros), as little-endian loads of the slot read them. */
+static inline uint64_t shmobj__mstr_w0(const uint8_t *s)
+{
+    uint64_t w;
+    memcpy(&w, s, 8);
+    return SHMOBJ__SLOT_MSTR | w << 8;
+}
+
+static inline uint64_t shmobj__mstr_w1(const uint8_t *s, uint64_t n)
+{
+    uint64_t w;
+    memcpy(&w, s + n - 8, 8);
+    return w >> (8 * (15 - n));
+}
+
+/* The length of the medium key whose slot's payload (bytes 8..15) is w1,
+ * or 0 when w1 is no medium key's (all zero, or byte 15 set). */
+static inline uint64_t shmobj__mstr_len(uint64_t w1)
+{
+    if (w1 == 0 || (w1 >> 56) != 0)
+        return 0;
+    return SHMOBJ__MSTR_MIN + (uint64_t)(63 - __builtin_clzll(w1)) / 8;
+}
 
 /* A value slot, 16 bytes, 16-aligned. */
 struct shmobj__slot {
@@ -126,8 +180,8 @@ _Static_assert(sizeof(struct shmobj__bufhdr) == 16, "buffer header");
  *   set:          keys[count], index[len]
  *   struct:       values[count] (+ names[count], index[len] if NAMES)
  * Index entry: 0 empty, else (item + 1) | (hash >> 32) << 32. Keys are INT
- * slots, SSTR slots (strings of up to 7 bytes), or OBJ slots naming STR or
- * BYTES objects in the same block. */
+ * slots, SSTR slots (strings of up to 7 bytes), MSTR slots (8..14 bytes,
+ * version 2), or OBJ slots naming STR or BYTES objects in the same block. */
 
 #define SHMOBJ__PREFIX (sizeof(struct shmobj__tree) + sizeof(struct shmobj__slot))
 

@@ -141,7 +141,7 @@ int shmobj_obj_free(shmobj_segment *seg, shmobj_ref ref)
         const struct shmobj__tree *t = (const void *)(sp->base + off);
         /* any flag (separate blocks, records, adopted, a shape) takes the
          * full path */
-        if (t->magic == SHMOBJ__TREE_MAGIC && t->version == SHMOBJ__TREE_VERSION &&
+        if (t->magic == SHMOBJ__TREE_MAGIC && shmobj__tree_version_ok(t->version) &&
             atomic_load_explicit(&((struct shmobj__tree *)t)->flags,
                                  memory_order_acquire) == 0) {
             int rc = sp->ops->free(sp, ref);

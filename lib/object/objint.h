@@ -118,16 +118,25 @@ static inline uint64_t shmobj__key_hash(const shmobj_key *key)
                                         : shmobj__hash_mem(key->type, key->ptr, key->len);
 }
 
-/* Fill the private fields of a described key: its hash, and for a str of
- * at most SHMOBJ__SSTR_MAX bytes the word its short key slot holds (0
- * otherwise; such a key never equals a short key slot). */
+/* The word_ of a prepared str key of n bytes at p: for at most
+ * SHMOBJ__SSTR_MAX bytes the word its short key slot holds, for a medium
+ * key (shmobj__mstr_fits) the second word of its slot, else 0 (such a key
+ * equals no key held in a slot: a short slot's length differs, and a
+ * medium slot's second word is never 0). */
+static inline uint64_t shmobj__key_word(const uint8_t *p, uint64_t n)
+{
+    if (n <= SHMOBJ__SSTR_MAX)
+        return shmobj__pack_short(p, n);
+    return shmobj__mstr_fits(p, n) ? shmobj__mstr_w1(p, n) : 0;
+}
+
+/* Fill the private fields of a described key: its hash, and the word_ of
+ * shmobj__key_word() for a str (0 otherwise). */
 static inline void shmobj__key_prepare(shmobj_key *key)
 {
     key->reserved_ = 0;
     key->hash_ = shmobj__key_hash(key);
-    key->word_ = key->type == SHMOBJ_TYPE_STR && key->len <= SHMOBJ__SSTR_MAX
-                     ? shmobj__pack_short(key->ptr, key->len)
-                     : 0;
+    key->word_ = key->type == SHMOBJ_TYPE_STR ? shmobj__key_word(key->ptr, key->len) : 0;
 }
 
 /* Is this a key shmobj_key_init() prepared? (Its kind says so; the rest is

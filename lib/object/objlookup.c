@@ -52,15 +52,15 @@ int shmobj__index_find(const shmobj_view *v, const shmobj_key *k, size_t *out,
         return rc;
     const uint64_t *ix = (const void *)(sp->base + index);
     const uint8_t *ks = sp->base + keys;
-    if (v->type == SHMOBJ_TYPE_DICT && k->type == SHMOBJ_TYPE_STR)
-        return k->len <= SHMOBJ__SSTR_MAX
-                   ? shmobj__lookup(v, ix, ks, 32, k, SHMOBJ__LOOKUP_SHORT, out, probes)
-                   : shmobj__lookup(v, ix, ks, 32, k, SHMOBJ__LOOKUP_LONG, out, probes);
-    /* a record's field names, in its shape */
-    if (v->type == SHMOBJ_TYPE_SHAPE && k->type == SHMOBJ_TYPE_STR)
-        return k->len <= SHMOBJ__SSTR_MAX
-                   ? shmobj__lookup(v, ix, ks, 16, k, SHMOBJ__LOOKUP_SHORT, out, probes)
-                   : shmobj__lookup(v, ix, ks, 16, k, SHMOBJ__LOOKUP_LONG, out, probes);
+    /* a dict's keys, or a record's field names in its shape */
+    if ((v->type == SHMOBJ_TYPE_DICT || v->type == SHMOBJ_TYPE_SHAPE) &&
+        k->type == SHMOBJ_TYPE_STR) {
+        if (k->len <= SHMOBJ__SSTR_MAX)
+            return shmobj__lookup(v, ix, ks, stride, k, SHMOBJ__LOOKUP_SHORT, out, probes);
+        if (k->len <= SHMOBJ__MSTR_MAX)
+            return shmobj__lookup(v, ix, ks, stride, k, SHMOBJ__LOOKUP_MEDIUM, out, probes);
+        return shmobj__lookup(v, ix, ks, stride, k, SHMOBJ__LOOKUP_LONG, out, probes);
+    }
     return shmobj__lookup(v, ix, ks, stride, k, SHMOBJ__LOOKUP_ANY, out, probes);
 }
 
@@ -234,14 +234,15 @@ int shmobj_field_get(const shmobj_view *view, const char *key,
     /* shmobj__key_prepare() by hand: the kind is known */
     shmobj_key k = {.type = SHMOBJ_TYPE_STR, .ptr = key, .len = n};
     k.hash_ = shmobj__hash_mem(SHMOBJ_TYPE_STR, key, n);
-    if (n <= SHMOBJ__SSTR_MAX)
-        k.word_ = shmobj__pack_short((const uint8_t *)key, n);
+    k.word_ = shmobj__key_word((const uint8_t *)key, n);
     if (view->type == SHMOBJ_TYPE_RECORD)
         rc = record_find(view, &k, &i);
     else if (view->type != SHMOBJ_TYPE_DICT)
         rc = shmobj__index_find(view, &k, &i, NULL);
-    else if (n > SHMOBJ__SSTR_MAX)
+    else if (n > SHMOBJ__MSTR_MAX)
         rc = shmobj__dict_lookup(view, &k, SHMOBJ__LOOKUP_LONG, &i);
+    else if (n > SHMOBJ__SSTR_MAX)
+        rc = shmobj__dict_lookup(view, &k, SHMOBJ__LOOKUP_MEDIUM, &i);
     else if (shmobj__dict_hit_short(view, n, k.word_, k.hash_, &i) != NULL)
         rc = 0;
     else

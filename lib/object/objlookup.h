@@ -8,6 +8,7 @@
  *   by every reader and a probe reads at most cap entries.
  * - Each kind of key slot is compared in one place: an INT slot by its
  *   payload, a short string slot by its length and word (shmobj__key_sstr_equal),
+ *   a medium string slot by its two words (shmobj__key_mstr_equal),
  *   an OBJ slot by the str or bytes object it names, after checking that
  *   object lies in the view's block (shmobj__key_obj_equal). The specialised
  *   lookups of string keys only choose which comparison runs inline; on
@@ -38,6 +39,23 @@ shmobj__key_sstr_equal(uint8_t kn, uint64_t pl, const shmobj_key *k)
         return 0;
     uint64_t mask = n == 0 ? 0 : ~UINT64_C(0) >> (64 - 8 * n);
     return (pl & mask) == k->word_;
+}
+
+/* Does the medium string key slot ks, whose payload pl the caller read
+ * once, hold the prepared key k? Its first word holds the tag and the
+ * key's first 7 bytes, pl the rest (k->word_ for a key that can be held
+ * so). 1 yes, 0 no, SHMOBJ_ECORRUPT for a payload no medium key has. */
+static inline __attribute__((always_inline)) int
+shmobj__key_mstr_equal(const struct shmobj__slot *ks, uint64_t pl, const shmobj_key *k)
+{
+    if (shmobj__mstr_len(pl) == 0)
+        return SHMOBJ_ECORRUPT;
+    if (k->type != SHMOBJ_TYPE_STR || pl != k->word_ || k->len < SHMOBJ__MSTR_MIN ||
+        k->len > SHMOBJ__MSTR_MAX)
+        return 0;
+    /* equal second words and lengths in 8..14: the lengths are equal
+     * (each is where its last non-zero byte lies) */
+    return shmobj__load64((const uint8_t *)ks) == shmobj__mstr_w0(k->ptr);
 }
 
 /* Does the OBJ key slot with payload pl (read once by the caller) name a
@@ -89,6 +107,8 @@ shmobj__key_equal_inline(const shmobj_view *v, const struct shmobj__slot *ks, co
         return k->type == SHMOBJ_TYPE_INT && (int64_t)pl == k->i;
     case SHMOBJ__SLOT_SSTR:
         return shmobj__key_sstr_equal(ks->reserved0, pl, k);
+    case SHMOBJ__SLOT_MSTR:
+        return shmobj__key_mstr_equal(ks, pl, k);
     case SHMOBJ__SLOT_OBJ:
         return shmobj__key_obj_equal(v, pl, k);
     default:
@@ -105,6 +125,7 @@ int shmobj__key_equal(const shmobj_view *v, const struct shmobj__slot *ks,
 enum shmobj__lookup_how {
     SHMOBJ__LOOKUP_ANY,   /* shmobj__key_equal_inline(): any key */
     SHMOBJ__LOOKUP_SHORT, /* a str of at most SHMOBJ__SSTR_MAX bytes: short key slots */
+    SHMOBJ__LOOKUP_MEDIUM, /* a str of 8..14 bytes: medium key slots */
     SHMOBJ__LOOKUP_LONG   /* a longer str: the str objects such keys are written as */
 };
 
@@ -135,6 +156,8 @@ shmobj__lookup(const shmobj_view *v, const uint64_t *ix, const uint8_t *keys,
             uint8_t kt = ks->tag;
             if (how == SHMOBJ__LOOKUP_SHORT && kt == SHMOBJ__SLOT_SSTR)
                 rc = shmobj__key_sstr_equal(ks->reserved0, shmobj__key_payload(ks), k);
+            else if (how == SHMOBJ__LOOKUP_MEDIUM && kt == SHMOBJ__SLOT_MSTR)
+                rc = shmobj__key_mstr_equal(ks, shmobj__key_payload(ks), k);
             else if (how == SHMOBJ__LOOKUP_LONG && kt == SHMOBJ__SLOT_OBJ)
                 rc = shmobj__key_obj_equal(v, shmobj__key_payload(ks), k);
             else
@@ -235,8 +258,9 @@ shmobj__record_hit_short(const shmobj_view *rec, uint64_t kn, uint64_t word, uin
     return (struct shmobj__slot *)((uint8_t *)rec->obj + 16 + 16 * it);
 }
 
-/* The same for any prepared string key k (a longer name is a str object
- * of the shape's block, compared by a call). */
+/* The same for any prepared string key k (a medium name is compared by
+ * its two words, a longer one is a str object of the shape's block,
+ * compared by a call). */
 static inline __attribute__((always_inline)) struct shmobj__slot *
 shmobj__record_hit(const shmobj_view *rec, const shmobj_key *k, size_t *out)
 {
@@ -244,6 +268,15 @@ shmobj__record_hit(const shmobj_view *rec, const shmobj_key *k, size_t *out)
         return shmobj__record_hit_short(rec, k->len, k->word_, k->hash_, out);
     uint64_t it;
     const struct shmobj__slot *ks = shmobj__record_probe1(rec, k->hash_, &it);
+    if (ks != NULL && k->len <= SHMOBJ__MSTR_MAX) {
+        /* an equal second word is never 0 (k->word_ of a key held so) */
+        if (ks->tag != SHMOBJ__SLOT_MSTR || k->word_ == 0 ||
+            shmobj__key_payload(ks) != k->word_ ||
+            shmobj__load64((const uint8_t *)ks) != shmobj__mstr_w0(k->ptr))
+            return NULL;
+        *out = (size_t)it;
+        return (struct shmobj__slot *)((uint8_t *)rec->obj + 16 + 16 * it);
+    }
     if (ks == NULL || ks->tag != SHMOBJ__SLOT_OBJ ||
         shmobj__key_obj_equal_at(shmobj__space_of(rec), shmobj__ref_off(rec->len),
                                  shmobj__rec_extent(rec), shmobj__ref_gen(rec->len),
@@ -279,6 +312,8 @@ shmobj__record_find(const shmobj_view *rec, const shmobj_key *k, size_t *out)
         uint8_t kt = ks->tag; /* once */
         if (kt == SHMOBJ__SLOT_SSTR)
             rc = shmobj__key_sstr_equal(ks->reserved0, shmobj__key_payload(ks), k);
+        else if (kt == SHMOBJ__SLOT_MSTR)
+            rc = shmobj__key_mstr_equal(ks, shmobj__key_payload(ks), k);
         else if (kt == SHMOBJ__SLOT_OBJ)
             rc = k->type == SHMOBJ_TYPE_INT
                      ? 0

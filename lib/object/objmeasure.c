@@ -155,8 +155,10 @@ static int measure_obj(const shmobj_value *v, int depth, uint64_t *cur, int *nee
             /* shmobj__desc_key_at() by kind: ints take no bytes, and short
              * string keys live in their slots */
             if (v->type == SHMOBJ_TYPE_STRUCT) {
-                rc = shmobj__desc_mem(SHMOBJ_TYPE_STR, v->v.c.names[i], SHMOBJ_STRLEN, &kn);
-                if (rc == 0 && kn > SHMOBJ__SSTR_MAX)
+                const char *nm = v->v.c.names[i];
+                rc = shmobj__desc_mem(SHMOBJ_TYPE_STR, nm, SHMOBJ_STRLEN, &kn);
+                if (rc == 0 && kn > SHMOBJ__SSTR_MAX &&
+                    !shmobj__mstr_fits((const uint8_t *)nm, kn))
                     rc = measure_mem(kn, depth, cur);
             } else {
                 const shmobj_value *k = &v->v.c.items[v->type == SHMOBJ_TYPE_SET ? i : 2 * i];
@@ -164,7 +166,7 @@ static int measure_obj(const shmobj_value *v, int depth, uint64_t *cur, int *nee
                     continue;
                 shmobj_key dk;
                 rc = shmobj__desc_key(k, &dk);
-                if (rc == 0 && !(dk.type == SHMOBJ_TYPE_STR && dk.len <= SHMOBJ__SSTR_MAX))
+                if (rc == 0 && !shmobj__key_in_slot(&dk))
                     rc = measure_mem(dk.len, depth, cur);
             }
             if (rc != 0)

@@ -67,7 +67,7 @@ int shmobj__tree_open(struct shmobj__space *sp, shmobj__ref ref, int from_caller
     uint64_t size = t->size;
     if (magic != SHMOBJ__TREE_MAGIC)
         return from_caller ? SHMOBJ_ETYPE : SHMOBJ_ECORRUPT;
-    if (version != SHMOBJ__TREE_VERSION || size < SHMOBJ__PREFIX || size > usable)
+    if (!shmobj__tree_version_ok(version) || size < SHMOBJ__PREFIX || size > usable)
         return SHMOBJ_ECORRUPT;
     rc = shmobj__space_at(sp, off, size, &p);
     if (rc != 0)
@@ -213,6 +213,10 @@ int shmobj_str_get(const shmobj_view *view, const char **s, size_t *len)
         if (!shmobj__slot_live(view))
             return SHMOBJ_ESTALE;
         *s = (const char *)&((struct shmobj__slot *)view->slot)->payload;
+    } else if (view->slot_tag == SHMOBJ__SLOT_MSTR) {
+        if (!shmobj__slot_live(view))
+            return SHMOBJ_ESTALE;
+        *s = (const char *)view->slot + 1;
     } else {
         if (!shmobj__obj_live(view))
             return SHMOBJ_ESTALE;

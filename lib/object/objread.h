@@ -250,6 +250,16 @@ shmobj__view_slot_inline(struct shmobj__space *sp, uint64_t slot_off, uint64_t b
         out->flags |= SHMOBJ__VIEW_RO;
         return 0;
     }
+    case SHMOBJ__SLOT_MSTR: {
+        /* the bytes from slot byte 1, a NUL after them in the slot */
+        uint64_t n = shmobj__mstr_len(atomic_load_explicit(&s->payload, memory_order_relaxed));
+        if (n == 0)
+            return SHMOBJ_ECORRUPT;
+        out->type = SHMOBJ_TYPE_STR;
+        out->len = n;
+        out->flags |= SHMOBJ__VIEW_RO;
+        return 0;
+    }
     case SHMOBJ__SLOT_LINK:
         /* not followed here: shmobj_view_follow() does, on request */
         out->type = SHMOBJ_TYPE_LINK;

@@ -64,7 +64,8 @@ int shmobj_shape_put(shmobj_segment *seg, const shmobj_field *fields, size_t n,
     }
     uint64_t body = 16 + 32 * (uint64_t)n + 8 * cap;
     uint64_t size = SHMOBJ__PREFIX + 16 + body;
-    /* the names longer than a short key are str objects after the index */
+    /* the names longer than a short or medium key are str objects after the
+     * index */
     for (size_t i = 0; i < n; i++) {
         const char *nm = fields[i].name;
         if (nm == NULL || !shmobj__field_ok(fields[i].kind, fields[i].capacity))
@@ -72,7 +73,7 @@ int shmobj_shape_put(shmobj_segment *seg, const shmobj_field *fields, size_t n,
         uint64_t len = strlen(nm);
         if (!shmobj__utf8_ok((const uint8_t *)nm, len) || len >= SHMOBJ__MAX_BLOCK)
             return SHMOBJ_EINVAL;
-        if (len > SHMOBJ__SSTR_MAX)
+        if (len > SHMOBJ__SSTR_MAX && !shmobj__mstr_fits((const uint8_t *)nm, len))
             size = ((size + 15) & ~UINT64_C(15)) + 17 + len;
         if (size > SHMOBJ__MAX_BLOCK)
             return SHMOBJ_EINVAL;
@@ -111,6 +112,12 @@ int shmobj_shape_put(shmobj_segment *seg, const shmobj_field *fields, size_t n,
             ns->tag = SHMOBJ__SLOT_SSTR;
             ns->reserved0 = (uint8_t)len;
             atomic_store_explicit(&ns->payload, shmobj__pack_short((const uint8_t *)nm, len),
+                                  memory_order_relaxed);
+        } else if (shmobj__mstr_fits((const uint8_t *)nm, len)) {
+            /* a medium name: in its slot too */
+            uint64_t w0 = shmobj__mstr_w0((const uint8_t *)nm);
+            memcpy(ns, &w0, sizeof w0);
+            atomic_store_explicit(&ns->payload, shmobj__mstr_w1((const uint8_t *)nm, len),
                                   memory_order_relaxed);
         } else {
             cur = (cur + 15) & ~UINT64_C(15);
@@ -210,7 +217,7 @@ shape_open_light(struct shmobj__space *sp, shmobj__ref ref,
     uint64_t size = t->size;
     struct shmobj__obj h;
     memcpy(&h, sp->base + blk + SHMOBJ__PREFIX, sizeof h);
-    bool bad = t->magic != SHMOBJ__TREE_MAGIC || t->version != SHMOBJ__TREE_VERSION ||
+    bool bad = t->magic != SHMOBJ__TREE_MAGIC || !shmobj__tree_version_ok(t->version) ||
                !(atomic_load_explicit(&((struct shmobj__tree *)t)->flags,
                                       memory_order_relaxed) &
                  SHMOBJ__TREE_SHAPE) ||
