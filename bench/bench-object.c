@@ -8,7 +8,8 @@
  *   every E1 subject uses) and the object freed. Metrics: Kobj/s over ~1 s
  *   (0.2 s with --quick) and bytes/obj (the block, arena header included).
  * E1 shmobj-shape: the same record as a record of a shape made once per
- *   run (websites any object: the list inline; avg_salary double;
+ *   run (websites any object: a tuple of the two URLs inline, which the
+ *   builder packs; avg_salary double;
  *   employees int; in_a_good_state bool; data bytes of capacity 4 KiB,
  *   inline): put, opened, every field read by a key prepared once
  *   (shmobj_view_get_key, the names found in the shape's index), freed.
@@ -194,8 +195,10 @@ static const shmobj_field e1_fields[E1S_N] = {
 static int e1s_put(shmobj_segment *seg, shmobj_ref shape, const uint8_t *data, shmobj_ref *ref,
                    size_t *size)
 {
+    /* the websites are read, never replaced: a tuple, which the builder
+     * packs (its strings back to back, no slot per item) */
     const shmobj_value items[E1S_N] = {
-        SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_STR(e1_sites[0]), SHMOBJ_VAL_STR(e1_sites[1])),
+        SHMOBJ_VAL_TUPLE_OF(SHMOBJ_VAL_STR(e1_sites[0]), SHMOBJ_VAL_STR(e1_sites[1])),
         SHMOBJ_VAL_DOUBLE(3000.0),
         SHMOBJ_VAL_INT(10),
         SHMOBJ_VAL_BOOL(1),

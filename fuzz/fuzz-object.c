@@ -533,6 +533,9 @@ int main(int argc, char **argv)
             SHMOBJ_VAL_STR("avg_salary"), SHMOBJ_VAL_DOUBLE(3000.0),
             SHMOBJ_VAL_STR("employees"), SHMOBJ_VAL_INT(10),
             SHMOBJ_VAL_STR("in_a_good_stat"), SHMOBJ_VAL_BOOL(0),
+            SHMOBJ_VAL_STR("tags"), /* a packed tuple of strings */
+            SHMOBJ_VAL_TUPLE_OF(SHMOBJ_VAL_STR("red"), SHMOBJ_VAL_STR(""),
+                                SHMOBJ_VAL_STR("\xc3\xa9t\xc3\xa9")),
             SHMOBJ_VAL_INT(7), SHMOBJ_VAL_BOOL(1),
             SHMOBJ_VAL_BYTES("k", 1), SHMOBJ_VAL_BYTES(bytes, sizeof bytes),
             SHMOBJ_VAL_STR("t"), SHMOBJ_VAL_BUFFER(SHMOBJ_DTYPE_F32, 2, shape, fdata)),

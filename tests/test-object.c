@@ -2232,6 +2232,94 @@ static void test_dict_key_medium_roundtrip_and_damage(void **state)
     assert_int_equal(shmobj_obj_put(SEG(*state), &d, &bad), SHMOBJ_EINVAL);
 }
 
+/* A tuple whose items are all strings without a NUL inside is written
+ * packed (format version 2): a header and the strings back to back, each
+ * with its NUL, no slot per item. It reads as any tuple (its length, its
+ * items as NUL-terminated strings, immutable), prints and checks; other
+ * tuples keep their slots; damaged bytes are SHMOBJ_ECORRUPT. */
+static void test_tuple_of_str_packed_roundtrip_and_damage(void **state)
+{
+    shmobj_value t = SHMOBJ_VAL_TUPLE_OF(SHMOBJ_VAL_STR("https://a.example.com"),
+                                         SHMOBJ_VAL_STR(""), SHMOBJ_VAL_STRN("xyz", 2));
+    size_t size;
+    assert_int_equal(shmobj_obj_size(&t, &size), 0);
+    /* tree header and root, the tuple's header, 21 + 1, 0 + 1, 2 + 1 bytes */
+    assert_int_equal(size, 32 + 16 + 22 + 1 + 3);
+    /* a NUL inside an item, or an item not a string: slots as before */
+    shmobj_value nul = SHMOBJ_VAL_TUPLE_OF(SHMOBJ_VAL_STR("ab"), SHMOBJ_VAL_STRN("a\0b", 3));
+    shmobj_value mixed = SHMOBJ_VAL_TUPLE_OF(SHMOBJ_VAL_STR("ab"), SHMOBJ_VAL_INT(1));
+    assert_int_equal(shmobj_obj_size(&nul, &size), 0);
+    assert_int_equal(size, 32 + 16 + 32 + 19 + 13 + 20); /* (13: to 16-align) */
+    assert_int_equal(shmobj_obj_size(&mixed, &size), 0);
+    assert_int_equal(size, 32 + 16 + 32 + 19);
+    shmobj_ref rn = put(state, nul);
+    shmobj_view nv, it;
+    const char *s;
+    size_t n;
+    assert_int_equal(shmobj_obj_get(SEG(*state), rn, &nv), 0);
+    assert_int_equal(shmobj_view_item(&nv, 1, &it), 0);
+    assert_int_equal(shmobj_str_get(&it, &s, &n), 0);
+    assert_int_equal(n, 3);
+    assert_memory_equal(s, "a\0b", 4);
+
+    shmobj_ref r = put(state, t);
+    shmobj_view v;
+    assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
+    assert_int_equal(v.type, SHMOBJ_TYPE_TUPLE);
+    assert_int_equal(shmobj_view_len(&v, &n), 0);
+    assert_int_equal(n, 3);
+    static const char *const want[] = {"https://a.example.com", "", "xy"};
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(shmobj_view_item(&v, i, &it), 0);
+        assert_int_equal(shmobj_str_get(&it, &s, &n), 0);
+        assert_int_equal(n, strlen(want[i]));
+        assert_string_equal(s, want[i]);
+        /* immutable, and no int */
+        shmobj_value nv2 = SHMOBJ_VAL_STR("x");
+        assert_int_equal(shmobj_view_set(&it, &nv2), SHMOBJ_EACCES);
+        int64_t x;
+        assert_int_equal(shmobj_item_int_get(&v, i, &x), SHMOBJ_ETYPE);
+    }
+    assert_int_equal(shmobj_view_item(&v, 3, &it), SHMOBJ_ERANGE);
+    char json[128];
+    size_t jn;
+    assert_int_equal(shmobj_view_json(&v, json, sizeof json, &jn), 0);
+    assert_string_equal(json, "[\"https://a.example.com\",\"\",\"xy\"]");
+    /* damage: the header's count past the strings there are, the last NUL
+     * gone, a NUL count of 0, a list marked packed, bad UTF-8 */
+    uint8_t *h = (uint8_t *)v.obj, saved[64];
+    memcpy(saved, h, sizeof saved);
+    h[4] = 4; /* count */
+    assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
+    assert_int_equal(shmobj_view_item(&v, 3, &it), SHMOBJ_ECORRUPT);
+    assert_int_equal(shmobj_obj_check(SEG(*state), r), SHMOBJ_ECORRUPT);
+    memcpy(h, saved, sizeof saved);
+    h[16 + 21 + 1 + 1 + 2] = 'z'; /* the last NUL */
+    assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), SHMOBJ_ECORRUPT);
+    memcpy(h, saved, sizeof saved);
+    h[16 + 21] = 'z'; /* the first NUL: two strings where three were */
+    assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
+    assert_int_equal(shmobj_view_item(&v, 2, &it), SHMOBJ_ECORRUPT);
+    assert_int_equal(shmobj_obj_check(SEG(*state), r), SHMOBJ_ECORRUPT);
+    memcpy(h, saved, sizeof saved);
+    h[4] = 0; /* no items */
+    assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), SHMOBJ_ECORRUPT);
+    memcpy(h, saved, sizeof saved);
+    h[0] = SHMOBJ_TYPE_LIST;
+    assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), SHMOBJ_ECORRUPT);
+    memcpy(h, saved, sizeof saved);
+    h[16 + 3] = 0xff;
+    assert_int_equal(shmobj_obj_check(SEG(*state), r), SHMOBJ_ECORRUPT);
+    memcpy(h, saved, sizeof saved);
+    assert_int_equal(shmobj_obj_check(SEG(*state), r), 0);
+    /* bad UTF-8 in a described item is refused by the put */
+    shmobj_value bad = SHMOBJ_VAL_TUPLE_OF(SHMOBJ_VAL_STRN("a\xff", 2));
+    shmobj_ref rb;
+    assert_int_equal(shmobj_obj_put(SEG(*state), &bad, &rb), SHMOBJ_EINVAL);
+    assert_int_equal(shmobj_obj_free(SEG(*state), r), 0);
+    assert_int_equal(shmobj_obj_free(SEG(*state), rn), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2246,6 +2334,7 @@ int main(void)
         T(test_obj_put_dict_duplicate_key),
         T(test_view_index_short_keys),
         T(test_dict_key_medium_roundtrip_and_damage),
+        T(test_tuple_of_str_packed_roundtrip_and_damage),
         T(test_view_prepared_keys),
         T(test_obj_index_colliding_keys_build_lookup_check_agree),
         T(test_obj_free_paths),

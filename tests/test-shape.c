@@ -860,10 +860,48 @@ static void test_shape_uses_process_killed_anywhere(void **state)
 
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
+/* A record's any-object field given a tuple of strings holds it packed
+ * (a header and the strings' bytes), so the record costs 16 per field +
+ * 32 + 16 + the strings' bytes and NULs; its items read back, and the
+ * field stays replaceable like any object field. */
+static void test_record_tuple_of_str_packed_replaceable(void **state)
+{
+    shmobj_ref shape = player_shape(state);
+    shmobj_value items[PLAYER_N];
+    shmobj_value rec = player(shape, items, 1, "alice");
+    items[6] = SHMOBJ_VAL_TUPLE_OF(SHMOBJ_VAL_STR("https://a.example.com"),
+                                   SHMOBJ_VAL_STR("https://b.example.com"));
+    size_t bytes;
+    assert_int_equal(shmobj_obj_size(&rec, &bytes), 0);
+    /* 16 per field + 32, the name "alice" and its NUL, the tuple's header
+     * 16-aligned after it, 21 + 1 bytes twice */
+    assert_int_equal(bytes, ((16 * PLAYER_N + 32 + 6 + 15) & ~(size_t)15) + 16 + 44);
+    shmobj_ref r = put(state, rec);
+    shmobj_view v, f, it;
+    const char *s;
+    size_t n;
+    assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
+    assert_int_equal(shmobj_field_get(&v, "inventory", &f), 0);
+    assert_int_equal(f.type, SHMOBJ_TYPE_TUPLE);
+    assert_int_equal(shmobj_view_len(&f, &n), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(shmobj_view_item(&f, 1, &it), 0);
+    assert_int_equal(shmobj_str_get(&it, &s, &n), 0);
+    assert_string_equal(s, "https://b.example.com");
+    shmobj_value list = SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_INT(5));
+    assert_int_equal(shmobj_view_set(&f, &list), 0);
+    assert_int_equal(shmobj_field_get(&v, "inventory", &f), 0);
+    assert_int_equal(f.type, SHMOBJ_TYPE_LIST);
+    assert_int_equal(shmobj_obj_check(SEG(*state), r), 0);
+    assert_int_equal(shmobj_obj_free(SEG(*state), r), 0);
+    assert_int_equal(shmobj_shape_free(SEG(*state), shape), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         T(test_adopt_put_container_owns_object),
+        T(test_record_tuple_of_str_packed_replaceable),
         T(test_adopt_put_owned_twice_ebusy),
         T(test_adopt_put_shape_or_scalar_refused),
         T(test_adopt_view_set_frees_adopted),

@@ -1363,7 +1363,8 @@ SHMOBJ_API int shmobj_link_get(const shmobj_view *view, shmobj_ref *ref);
  * char array shmobj_record_put_struct() reads), SHMOBJ_TYPE_LINK (a link),
  * and SHMOBJ_TYPE_NULL (null or any object but a string or bytes: a
  * container, a nested record, an adopted object; replaceable with
- * shmobj_view_set()). A record's description (SHMOBJ_VAL_RECORD()) gives
+ * shmobj_view_set(); a tuple of strings is held packed, each string's
+ * bytes and its NUL after the next 16-aligned header, no slot per item). A record's description (SHMOBJ_VAL_RECORD()) gives
  * one value per field in the shape's order, each of the field's kind;
  * shmobj_obj_put() refuses anything else with SHMOBJ_EINVAL (also a string
  * longer than its capacity, a count other than the shape's), a shape

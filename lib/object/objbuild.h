@@ -81,6 +81,34 @@ static inline __attribute__((always_inline)) int shmobj__key_in_slot(const shmob
             (dk->len <= SHMOBJ__SSTR_MAX || shmobj__mstr_fits(dk->ptr, dk->len)));
 }
 
+/* Is the description v a tuple the builder writes packed
+ * (SHMOBJ__OBJ_PACKED): 1 to 2^32 - 2 str items, each well described and
+ * without a NUL inside? 1 with *bytes the body's size (each item and its
+ * NUL), or 0: written with slots (which also reports a bad item). The
+ * measure and the writer ask this one question. */
+static inline int shmobj__desc_packed(const shmobj_value *v, uint64_t *bytes)
+{
+    uint64_t n = v->v.c.count, total = 0;
+    if (v->type != SHMOBJ_TYPE_TUPLE || n == 0 || n >= UINT32_MAX || v->v.c.items == NULL)
+        return 0;
+    for (uint64_t i = 0; i < n; i++) {
+        const shmobj_value *it = &v->v.c.items[i];
+        uint64_t len;
+        if (it->type != SHMOBJ_TYPE_STR || it->reserved != 0 ||
+            shmobj__desc_mem(SHMOBJ_TYPE_STR, it->v.s.ptr, it->v.s.len, &len) != 0 ||
+            len >= SHMOBJ__MAX_BLOCK)
+            return 0;
+        /* (a length found by strlen has no NUL inside) */
+        if (it->v.s.len != SHMOBJ_STRLEN && len > 0 && memchr(it->v.s.ptr, 0, len) != NULL)
+            return 0;
+        total += len + 1;
+        if (total >= SHMOBJ__MAX_BLOCK)
+            return 0;
+    }
+    *bytes = total;
+    return 1;
+}
+
 /* The layout of the fixed container description v (list, tuple, struct,
  * dict, set) that both passes use: its count n (< 2^32), whether it has
  * keys and an index of *cap entries, and whether it has values. */

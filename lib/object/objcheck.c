@@ -101,6 +101,25 @@ static int ck_slot(struct ck *c, uint64_t slot_off, const shmobj_view *parent,
     return ck_obj(c, &v, depth + 1);
 }
 
+/* A packed tuple of strings: exactly count NUL-terminated strings of
+ * valid UTF-8 fill its len bytes (a string costs one unit more per 64
+ * bytes, as a string value does). */
+static int ck_packed(struct ck *c, const shmobj_view *v)
+{
+    const uint8_t *b = (const uint8_t *)v->obj + 16;
+    uint64_t at = 0, n = v->len;
+    int rc = spend(c, v->count + n / 64);
+    if (rc != 0)
+        return rc;
+    for (uint64_t i = 0; i < v->count; i++) {
+        const uint8_t *z = at < n ? memchr(b + at, 0, (size_t)(n - at)) : NULL;
+        if (z == NULL || !shmobj__utf8_ok(b + at, (uint64_t)(z - (b + at))))
+            return SHMOBJ_ECORRUPT;
+        at = (uint64_t)(z - b) + 1;
+    }
+    return at == n ? 0 : SHMOBJ_ECORRUPT;
+}
+
 static int ck_index(struct ck *c, const shmobj_view *v, uint64_t index_off)
 {
     uint64_t n = v->count, cap = v->len, used = 0;
@@ -248,6 +267,8 @@ static int ck_obj(struct ck *c, const shmobj_view *v, int depth)
     }
     case SHMOBJ_TYPE_LIST:
     case SHMOBJ_TYPE_TUPLE:
+        if (v->flags & SHMOBJ__VIEW_PACKED)
+            return ck_packed(c, v);
         for (uint64_t i = 0; i < n; i++) {
             rc = ck_slot(c, o + 16 + 16 * i, v, v->type == SHMOBJ_TYPE_TUPLE, 0, depth);
             if (rc != 0)

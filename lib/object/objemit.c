@@ -224,6 +224,34 @@ int shmobj__emit_buffer(struct shmobj__wr *w, const shmobj_value *v, uint64_t po
     return 0;
 }
 
+/* Write the strings of the packed tuple v (shmobj__desc_packed gave its
+ * body's size, body) after its header at pos. Each length is checked
+ * against what is left of the body, so a description changed since it was
+ * measured gives SHMOBJ_EINVAL, never a write past it. */
+static int emit_packed(struct shmobj__wr *w, const shmobj_value *v, uint64_t pos,
+                       uint64_t body)
+{
+    int rc = advance(w, pos, 16, body);
+    if (rc != 0)
+        return rc;
+    uint8_t *o = w->blk + pos + 16;
+    uint64_t at = 0;
+    for (uint64_t i = 0; i < v->v.c.count; i++) {
+        const shmobj_value *it = &v->v.c.items[i];
+        uint64_t len;
+        rc = shmobj__desc_mem(SHMOBJ_TYPE_STR, it->v.s.ptr, it->v.s.len, &len);
+        if (rc != 0)
+            return rc;
+        if (it->type != SHMOBJ_TYPE_STR || len >= body - at ||
+            !shmobj__utf8_ok_inline(it->v.s.ptr, len))
+            return SHMOBJ_EINVAL;
+        copy_bytes(o + at, it->v.s.ptr, len);
+        o[at + len] = 0;
+        at += len + 1;
+    }
+    return at == body ? 0 : SHMOBJ_EINVAL;
+}
+
 /* Write the heap object v at the next 16-aligned position;
  * *rel receives that position. */
 static int emit_obj(struct shmobj__wr *w, const shmobj_value *v, int depth, uint64_t *rel)
@@ -252,6 +280,15 @@ static int emit_obj(struct shmobj__wr *w, const shmobj_value *v, int depth, uint
     case SHMOBJ_TYPE_DICT:
     case SHMOBJ_TYPE_SET: {
         int keyed, values;
+        if (shmobj__desc_packed(v, &body)) {
+            rc = emit_packed(w, v, pos, body);
+            if (rc != 0)
+                return rc;
+            h.flags = SHMOBJ__OBJ_PACKED;
+            h.count = (uint32_t)v->v.c.count;
+            h.len = body;
+            break;
+        }
         rc = shmobj__desc_container(v, &n, &keyed, &values, &cap);
         if (rc != 0)
             return rc;

@@ -160,6 +160,12 @@ struct shmobj__obj {
 _Static_assert(sizeof(struct shmobj__obj) == 16, "object header is 16 bytes");
 
 #define SHMOBJ__OBJ_NAMES 0x01
+/* A tuple of strings packed (format version 2): no slots, the body is
+ * each item's bytes and a NUL after them, back to back (len bytes in all,
+ * count items, count >= 1). Written for every tuple whose items are all
+ * strings without a NUL inside; tuples are immutable, so nothing but the
+ * bytes is lost: an item is found by walking the NULs before it. */
+#define SHMOBJ__OBJ_PACKED 0x02
 
 /* Alignment of buffer data in the segment (a cache line). */
 #define SHMOBJ__DATA_ALIGN 64

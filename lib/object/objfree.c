@@ -31,6 +31,8 @@ int shmobj__free_children(struct shmobj__space *sp, const shmobj_view *v,
     case SHMOBJ_TYPE_STRUCT:
     case SHMOBJ_TYPE_DICT:
     case SHMOBJ_TYPE_RECORD:
+        if (v->flags & SHMOBJ__VIEW_PACKED)
+            return 0; /* a packed tuple holds strings only */
         break;
     case SHMOBJ_TYPE_MLIST:
     case SHMOBJ_TYPE_MDICT:

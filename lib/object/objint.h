@@ -42,6 +42,9 @@
 /* An item of a mutable container (objmut.c): its slot may be given an
  * item of another kind, so a scalar read compares the tag again. */
 #define SHMOBJ__VIEW_MUT 0x04
+/* A packed tuple of strings (SHMOBJ__OBJ_PACKED): its items are found in
+ * its bytes, not in slots. */
+#define SHMOBJ__VIEW_PACKED 0x08
 
 /* Is the block whose payload starts at `blk` still the one a view saw,
  * with generation `gen`? One load of the arena's block header word (the 8

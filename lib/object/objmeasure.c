@@ -139,6 +139,13 @@ static int measure_obj(const shmobj_value *v, int depth, uint64_t *cur, int *nee
     default:
         return SHMOBJ_EINVAL;
     }
+    if (shmobj__desc_packed(v, &n)) {
+        /* a tuple of strings: its header and their bytes */
+        if (!shmobj__add_ok(pos, 16 + n, &end) || end > SHMOBJ__MAX_BLOCK)
+            return SHMOBJ_EINVAL;
+        *cur = end;
+        return 0;
+    }
     int keyed, values;
     rc = shmobj__desc_container(v, &n, &keyed, &values, &cap);
     if (rc != 0)

@@ -141,6 +141,34 @@ int shmobj_view_len(const shmobj_view *view, size_t *len)
     return 0;
 }
 
+/* The view of item i (< count, checked) of the packed tuple of strings
+ * view: the i-th NUL-terminated string of its bytes, found by walking the
+ * NULs before it, each within the len bytes the view was made with. */
+static __attribute__((noinline)) int packed_item(const shmobj_view *view, size_t i,
+                                                 shmobj_view *item)
+{
+    const uint8_t *b = (const uint8_t *)view->obj + 16;
+    uint64_t n = view->len, at = 0;
+    for (size_t j = 0;; j++) {
+        const uint8_t *z = at < n ? memchr(b + at, 0, (size_t)(n - at)) : NULL;
+        if (z == NULL)
+            return SHMOBJ_ECORRUPT; /* fewer strings than items */
+        uint64_t len = (uint64_t)(z - (b + at));
+        if (j == i) {
+            *item = *view;
+            item->obj = b + at - 16; /* the views' readers take obj + 16 */
+            item->type = SHMOBJ_TYPE_STR;
+            item->count = 0;
+            item->len = len;
+            item->flags = SHMOBJ__VIEW_RO;
+            item->dtype = 0;
+            item->ndim = 0;
+            return 0;
+        }
+        at += len + 1;
+    }
+}
+
 int shmobj_view_item(const shmobj_view *view, size_t i, shmobj_view *item)
 {
     if (view == NULL || item == NULL)
@@ -167,6 +195,8 @@ int shmobj_view_item(const shmobj_view *view, size_t i, shmobj_view *item)
         return SHMOBJ_ERANGE;
     if (!shmobj__obj_live(view))
         return SHMOBJ_ESTALE;
+    if (view->flags & SHMOBJ__VIEW_PACKED)
+        return packed_item(view, i, item);
     struct shmobj__space *sp = shmobj__space_of(view);
     /* shmobj__body_size() checked that the body fits in the block. */
     uint64_t slot = shmobj__off_of(sp, view->obj) + shmobj__value_rel(view->type, view->len, i);

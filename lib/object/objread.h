@@ -86,6 +86,14 @@ shmobj__body_size(const struct shmobj__obj *h, uint64_t rem, uint64_t *out)
     case SHMOBJ_TYPE_MDICT:
     case SHMOBJ_TYPE_MSET:
         *out = 16 * n;
+        if (h->flags & SHMOBJ__OBJ_PACKED) {
+            /* a packed tuple of strings: len bytes, at least a NUL per
+             * item (the follow checks the last byte is one) */
+            if (h->tag != SHMOBJ_TYPE_TUPLE || h->flags != SHMOBJ__OBJ_PACKED || n == 0 ||
+                cap < n)
+                return SHMOBJ_ECORRUPT;
+            *out = cap;
+        }
         break;
     case SHMOBJ_TYPE_RECORD:
         /* len names the shape, checked by shmobj__record_view() */
@@ -175,6 +183,11 @@ shmobj__view_follow_inline(struct shmobj__space *sp, uint64_t p, uint64_t blk,
     } else if ((h.tag == SHMOBJ_TYPE_STR || h.tag == SHMOBJ_TYPE_BYTES) &&
                ((const uint8_t *)(hp + 1))[h.len] != 0) {
         return SHMOBJ_ECORRUPT;
+    } else if (h.tag == SHMOBJ_TYPE_TUPLE && (h.flags & SHMOBJ__OBJ_PACKED)) {
+        /* its last item's NUL (body_size: len >= count >= 1) */
+        if (((const uint8_t *)(hp + 1))[h.len - 1] != 0)
+            return SHMOBJ_ECORRUPT;
+        out->flags |= SHMOBJ__VIEW_PACKED;
     }
     out->obj = hp;
     out->obj_blk = ob;

@@ -178,6 +178,8 @@ static inline int item_int_slot(const shmobj_view *v, size_t i, _Atomic uint64_t
         return SHMOBJ_EACCES;
     if (i >= v->count)
         return SHMOBJ_ERANGE;
+    if (v->flags & SHMOBJ__VIEW_PACKED)
+        return SHMOBJ_ETYPE; /* a packed tuple's items are strings */
     struct shmobj__slot *s =
         (void *)((uint8_t *)v->obj + shmobj__value_rel(type, v->len, i));
     if (!shmobj__obj_live(v))
