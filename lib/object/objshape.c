@@ -392,7 +392,27 @@ int shmobj__emit_record(struct shmobj__wr *w, const shmobj_value *v, int depth,
         case SHMOBJ_TYPE_BOOL:
         case SHMOBJ_TYPE_INT:
         case SHMOBJ_TYPE_UINT:
-        case SHMOBJ_TYPE_DOUBLE:
+        case SHMOBJ_TYPE_DOUBLE: {
+            /* the scalar slot here, the kind known: no call (a scalar
+             * slot's tag is its kind) */
+            uint64_t pl;
+            if (it->type != d.kind)
+                return SHMOBJ_EINVAL;
+            if (d.kind == SHMOBJ_TYPE_BOOL) {
+                if (it->v.b != 0 && it->v.b != 1)
+                    return SHMOBJ_EINVAL;
+                pl = (uint64_t)it->v.b;
+            } else {
+                memcpy(&pl, &it->v, sizeof pl); /* i, u and d share the bytes */
+            }
+            struct shmobj__slot *s = (void *)(w->blk + slot);
+            s->tag = d.kind;
+            s->reserved0 = 0;
+            s->reserved1 = 0;
+            s->reserved2 = 0;
+            atomic_store_explicit(&s->payload, pl, memory_order_relaxed);
+            continue;
+        }
         case SHMOBJ_TYPE_LINK:
             if (it->type != d.kind)
                 return SHMOBJ_EINVAL;
