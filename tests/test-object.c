@@ -2195,8 +2195,11 @@ static void test_dict_key_medium_roundtrip_and_damage(void **state)
                                          "avg_salaryy", "in_a_good_st"};
     for (size_t j = 0; j < sizeof misses / sizeof misses[0]; j++) {
         k = SHMOBJ_VAL_STR(misses[j]);
+        shmobj_key pk;
         assert_int_equal(shmobj_view_index(&v, &k, &i), SHMOBJ_ENOTFOUND);
         assert_int_equal(shmobj_field_get(&v, misses[j], &it), SHMOBJ_ENOTFOUND);
+        assert_int_equal(shmobj_key_init(&pk, &k), 0);
+        assert_int_equal(shmobj_view_get_key(&v, &pk, &it), SHMOBJ_ENOTFOUND);
     }
     k = SHMOBJ_VAL_STRN("avg_salary\0", 11);
     assert_int_equal(shmobj_view_index(&v, &k, &i), SHMOBJ_ENOTFOUND);
@@ -2220,6 +2223,10 @@ static void test_dict_key_medium_roundtrip_and_damage(void **state)
     assert_int_equal(shmobj_obj_check(SEG(*state), r), SHMOBJ_ECORRUPT);
     /* a lookup that meets it is refused, not read past */
     assert_int_equal(shmobj_field_get(&v, "avg_salary", &it), SHMOBJ_ECORRUPT);
+    shmobj_key dk;
+    k = SHMOBJ_VAL_STR("avg_salary");
+    assert_int_equal(shmobj_key_init(&dk, &k), 0);
+    assert_int_equal(shmobj_view_get_key(&v, &dk, &it), SHMOBJ_ECORRUPT);
     memcpy(ks, saved, 16);
     /* invalid UTF-8 in a medium key's bytes: the checker refuses it */
     ks[3] = 0xff;

@@ -133,10 +133,14 @@ find_key(const shmobj_view *view, const shmobj_key *k, size_t *i)
             return 0;
         return shmobj__record_find(view, k, i);
     }
-    if (view->type == SHMOBJ_TYPE_DICT && k->type == SHMOBJ_TYPE_STR &&
-        k->len <= SHMOBJ__SSTR_MAX &&
-        shmobj__dict_hit_short(view, k->len, k->word_, k->hash_, i))
-        return 0;
+    if (view->type == SHMOBJ_TYPE_DICT && k->type == SHMOBJ_TYPE_STR) {
+        if (k->len <= SHMOBJ__SSTR_MAX) {
+            if (shmobj__dict_hit_short(view, k->len, k->word_, k->hash_, i))
+                return 0;
+        } else if (k->len <= SHMOBJ__MSTR_MAX && shmobj__dict_hit_medium(view, k, i)) {
+            return 0;
+        }
+    }
     return shmobj__index_find(view, k, i, NULL);
 }
 
@@ -242,7 +246,9 @@ int shmobj_field_get(const shmobj_view *view, const char *key,
     else if (n > SHMOBJ__MSTR_MAX)
         rc = shmobj__dict_lookup(view, &k, SHMOBJ__LOOKUP_LONG, &i);
     else if (n > SHMOBJ__SSTR_MAX)
-        rc = shmobj__dict_lookup(view, &k, SHMOBJ__LOOKUP_MEDIUM, &i);
+        rc = shmobj__dict_hit_medium(view, &k, &i) != NULL
+                 ? 0
+                 : shmobj__dict_lookup(view, &k, SHMOBJ__LOOKUP_MEDIUM, &i);
     else if (shmobj__dict_hit_short(view, n, k.word_, k.hash_, &i) != NULL)
         rc = 0;
     else

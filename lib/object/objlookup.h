@@ -220,6 +220,34 @@ shmobj__dict_hit_short(const shmobj_view *v, uint64_t kn, uint64_t word,
     return NULL;
 }
 
+/* The same for a medium string key k (8..14 bytes, k->word_ its slot's
+ * second word, not 0) among medium string key slots: two word compares
+ * per slot met, and anything else left to the full lookup. */
+static inline __attribute__((always_inline)) const struct shmobj__slot *
+shmobj__dict_hit_medium(const shmobj_view *v, const shmobj_key *k, size_t *out)
+{
+    const uint64_t *ix = (const uint64_t *)((const uint8_t *)v->obj + 16);
+    struct shmobj__probe p;
+    uint64_t item, w1 = k->word_, w0;
+    if (w1 == 0)
+        return NULL; /* not a key held in a slot */
+    w0 = shmobj__mstr_w0(k->ptr);
+    shmobj__probe_start(&p, ix, v->len, k->hash_);
+    while (shmobj__probe_next(&p, v->count, &item) == SHMOBJ__PROBE_HIT) {
+        const struct shmobj__slot *ks =
+            (const void *)((const uint8_t *)(p.ix + p.mask + 1) + 32 * item);
+        /* a word equal to w0 carries the medium tag; an equal second word
+         * is a medium key's (never 0, top byte 0) */
+        if (shmobj__load64((const uint8_t *)ks) != w0)
+            return NULL;
+        if (shmobj__key_payload(ks) == w1) {
+            *out = (size_t)item;
+            return ks;
+        }
+    }
+    return NULL;
+}
+
 /* The name slot in the shape of record view rec that the first index
  * entry the probe of hash reads names (field *it), or NULL when that entry
  * is empty, holds another hash or names no field (the full lookup says). */
