@@ -224,13 +224,20 @@ int shmobj__emit_buffer(struct shmobj__wr *w, const shmobj_value *v, uint64_t po
     return 0;
 }
 
-/* Write the strings of the packed tuple v (shmobj__desc_packed gave its
- * body's size, body) after its header at pos. Each length is checked
- * against what is left of the body, so a description changed since it was
- * measured gives SHMOBJ_EINVAL, never a write past it. */
-static int emit_packed(struct shmobj__wr *w, const shmobj_value *v, uint64_t pos,
-                       uint64_t body)
+/* Write the tuple v packed (shmobj__desc_packed) at pos, its header's
+ * fields into h; 1 when v is not one. Each length is checked against what
+ * is left of the body, so a description changed since it was measured
+ * gives SHMOBJ_EINVAL, never a write past it. Out of line: the other
+ * containers' path keeps its registers. */
+static __attribute__((noinline)) int emit_packed(struct shmobj__wr *w, const shmobj_value *v,
+                                                 uint64_t pos, struct shmobj__obj *h)
 {
+    uint64_t body;
+    if (!shmobj__desc_packed(v, &body))
+        return 1;
+    h->flags = SHMOBJ__OBJ_PACKED;
+    h->count = (uint32_t)v->v.c.count;
+    h->len = body;
     int rc = advance(w, pos, 16, body);
     if (rc != 0)
         return rc;
@@ -280,13 +287,9 @@ static int emit_obj(struct shmobj__wr *w, const shmobj_value *v, int depth, uint
     case SHMOBJ_TYPE_DICT:
     case SHMOBJ_TYPE_SET: {
         int keyed, values;
-        if (shmobj__desc_packed(v, &body)) {
-            rc = emit_packed(w, v, pos, body);
+        if (v->type == SHMOBJ_TYPE_TUPLE && (rc = emit_packed(w, v, pos, &h)) <= 0) {
             if (rc != 0)
                 return rc;
-            h.flags = SHMOBJ__OBJ_PACKED;
-            h.count = (uint32_t)v->v.c.count;
-            h.len = body;
             break;
         }
         rc = shmobj__desc_container(v, &n, &keyed, &values, &cap);

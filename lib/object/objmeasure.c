@@ -94,6 +94,21 @@ static int measure_record(const shmobj_value *v, int depth, uint64_t pos, uint64
     return 0;
 }
 
+/* A tuple written packed (shmobj__desc_packed): its header and its
+ * strings' bytes from the 16-aligned pos; 1 when v is not one. Out of
+ * line: the other containers' walk keeps its registers. */
+static __attribute__((noinline)) int measure_packed(const shmobj_value *v, uint64_t pos,
+                                                    uint64_t *cur)
+{
+    uint64_t n, end;
+    if (!shmobj__desc_packed(v, &n))
+        return 1;
+    if (!shmobj__add_ok(pos, 16 + n, &end) || end > SHMOBJ__MAX_BLOCK)
+        return SHMOBJ_EINVAL;
+    *cur = end;
+    return 0;
+}
+
 static int measure_obj(const shmobj_value *v, int depth, uint64_t *cur, int *need64)
 {
     uint64_t pos, n, cap, end;
@@ -139,13 +154,8 @@ static int measure_obj(const shmobj_value *v, int depth, uint64_t *cur, int *nee
     default:
         return SHMOBJ_EINVAL;
     }
-    if (shmobj__desc_packed(v, &n)) {
-        /* a tuple of strings: its header and their bytes */
-        if (!shmobj__add_ok(pos, 16 + n, &end) || end > SHMOBJ__MAX_BLOCK)
-            return SHMOBJ_EINVAL;
-        *cur = end;
-        return 0;
-    }
+    if (v->type == SHMOBJ_TYPE_TUPLE && (rc = measure_packed(v, pos, cur)) <= 0)
+        return rc;
     int keyed, values;
     rc = shmobj__desc_container(v, &n, &keyed, &values, &cap);
     if (rc != 0)
