@@ -2325,6 +2325,19 @@ static void test_tuple_of_str_packed_roundtrip_and_damage(void **state)
     assert_int_equal(shmobj_obj_put(SEG(*state), &bad, &rb), SHMOBJ_EINVAL);
     assert_int_equal(shmobj_obj_free(SEG(*state), r), 0);
     assert_int_equal(shmobj_obj_free(SEG(*state), rn), 0);
+    /* a free that walks its block (an item replaced) passes over a packed
+     * tuple's bytes: they name nothing */
+    shmobj_value outer = SHMOBJ_VAL_LIST_OF(
+        SHMOBJ_VAL_TUPLE_OF(SHMOBJ_VAL_STR("\x40\x40\x40\x40\x40\x40\x40\x40\x40\x40"
+                                           "\x40\x40\x40\x40\x40\x40\x40\x40\x40\x40")),
+        SHMOBJ_VAL_NULL);
+    shmobj_ref ro = put(state, outer);
+    shmobj_value repl = SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_INT(1));
+    assert_int_equal(shmobj_obj_get(SEG(*state), ro, &v), 0);
+    assert_int_equal(shmobj_view_item(&v, 1, &it), 0);
+    assert_int_equal(shmobj_view_set(&it, &repl), 0);
+    assert_int_equal(shmobj_obj_check(SEG(*state), ro), 0);
+    assert_int_equal(shmobj_obj_free(SEG(*state), ro), 0);
 }
 
 int main(void)
