@@ -239,14 +239,14 @@ int shmobj_str_get(const shmobj_view *view, const char **s, size_t *len)
         return SHMOBJ_EINVAL;
     if (view->type != SHMOBJ_TYPE_STR)
         return SHMOBJ_ETYPE;
-    if (view->slot_tag == SHMOBJ__SLOT_SSTR) {
+    if (view->obj == NULL) {
+        /* a short or a medium key, held in its slot: its bytes from
+         * payload byte 0 or slot byte 1 */
         if (!shmobj__slot_live(view))
             return SHMOBJ_ESTALE;
-        *s = (const char *)&((struct shmobj__slot *)view->slot)->payload;
-    } else if (view->slot_tag == SHMOBJ__SLOT_MSTR) {
-        if (!shmobj__slot_live(view))
-            return SHMOBJ_ESTALE;
-        *s = (const char *)view->slot + 1;
+        *s = view->slot_tag == SHMOBJ__SLOT_SSTR
+                 ? (const char *)&((struct shmobj__slot *)view->slot)->payload
+                 : (const char *)view->slot + 1;
     } else {
         if (!shmobj__obj_live(view))
             return SHMOBJ_ESTALE;
