@@ -426,7 +426,7 @@ typedef struct shmobj_key {
     const void *ptr;    /**< a STR or BYTES key's bytes */
     uint64_t len;       /**< their length */
     uint64_t hash_;     /**< private: the key's hash */
-    uint64_t word_;     /**< private: a short string key as a dict holds it */
+    uint64_t word_;     /**< private: a short or medium string key as its slot holds it */
 } shmobj_key;
 
 /**
