@@ -264,6 +264,9 @@ struct shmobj__ring {
     /* tests: the next batch put stays this long between its claim and its
      * first claim record, once; 0 in the library */
     uint64_t test_put_hold_ns;
+    /* tests: the next batch take stays this long between its claim and its
+     * claim records, once; 0 in the library */
+    uint64_t test_take_many_hold_ns;
 };
 
 /* Default for shmobj__ring.stall_ns. */
