@@ -1297,6 +1297,61 @@ static void test_ring_batch_wakes_sleepers(void **state)
     shmobj_queue_close(q);
 }
 
+/* An empty or full try answers from the slot word for a while after the
+ * other side's position said empty (full), but reads it again often
+ * enough for recovery: a consumer that only polls try_take still skips
+ * the slot of a producer that died after its claim, and a producer that
+ * only polls try_put still releases the slot of a consumer that died
+ * holding it. */
+static void test_ring_polling_tries_still_resolve_dead_claimants(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(f->seg, "rbpoll", 2, 0, &q), 0);
+    shmobj__queue_stall_set(q, 2 * (uint64_t)TEST_MS);
+    struct shmobj__ring *r = shmobj__queue_ring(q);
+    shmobj_ref m;
+    /* found empty first, so the next tries are answered from the slot */
+    for (unsigned i = 0; i < 3; i++)
+        assert_int_equal(shmobj_queue_try_take(q, &m), SHMOBJ_EEMPTY);
+    /* then a producer claims position 0, records itself and dies */
+    atomic_store(&r->claims[0][0].token, DEAD_TOKEN);
+    atomic_store(&r->claims[0][0].tag, 0);
+    atomic_store(&r->hdr->enq_pos, 1);
+    assert_int_equal(shmobj_queue_try_put(q, msg_of(9, 1)), 0);
+    int rc = SHMOBJ_EEMPTY;
+    uint64_t give_up = shmobj__os_now_ns() + 5 * (uint64_t)SEC;
+    while (rc == SHMOBJ_EEMPTY && shmobj__os_now_ns() < give_up)
+        if ((rc = shmobj_queue_try_take(q, &m)) == SHMOBJ_EEMPTY)
+            test_sleep_ms(1);
+    assert_int_equal(rc, 0);
+    assert_int_equal(m, msg_of(9, 1));
+    assert_int_equal(atomic_load(&r->hdr->skipped), 1);
+
+    /* full: found full first, then the consumer of position 2 (slot 0)
+     * claims it and dies before releasing */
+    assert_int_equal(shmobj_queue_try_put(q, msg_of(9, 2)), 0);
+    assert_int_equal(shmobj_queue_try_put(q, msg_of(9, 3)), 0);
+    for (unsigned i = 0; i < 3; i++)
+        assert_int_equal(shmobj_queue_try_put(q, msg_of(9, 4)), SHMOBJ_EFULL);
+    atomic_store(&r->claims[1][0].token, DEAD_TOKEN);
+    atomic_store(&r->claims[1][0].tag, 2);
+    atomic_store(&r->hdr->deq_pos, 3);
+    rc = SHMOBJ_EFULL;
+    give_up = shmobj__os_now_ns() + 5 * (uint64_t)SEC;
+    while (rc == SHMOBJ_EFULL && shmobj__os_now_ns() < give_up)
+        if ((rc = shmobj_queue_try_put(q, msg_of(9, 4))) == SHMOBJ_EFULL)
+            test_sleep_ms(1);
+    assert_int_equal(rc, 0);
+    assert_int_equal(atomic_load(&r->hdr->rescued), 1);
+    assert_int_equal(shmobj_queue_try_take(q, &m), 0);
+    assert_int_equal(m, msg_of(9, 3));
+    assert_int_equal(shmobj_queue_try_take(q, &m), 0);
+    assert_int_equal(m, msg_of(9, 4));
+    assert_int_equal(shmobj_queue_try_take(q, &m), SHMOBJ_EEMPTY);
+    shmobj_queue_close(q);
+}
+
 /* ---- SIGKILL at random moments ---------------------------------------------- */
 
 #define KILL_MAX_SEQ (1u << 20)
@@ -2699,6 +2754,7 @@ int main(void)
         T(test_ring_batch_take_died_mid_run_rescued),
         T(test_ring_batch_wraps_at_every_offset),
         T(test_ring_batch_wakes_sleepers),
+        T(test_ring_polling_tries_still_resolve_dead_claimants),
         T(test_queue_threads_mpmc_exactly_once),
         T(test_queue_threads_retire_shared),
         T(test_queue_kill_producers_randomly),

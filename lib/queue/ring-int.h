@@ -113,6 +113,39 @@ static inline void wake_producers(struct shmobj__ring *r)
     wake_side(r, &r->hdr->prod_waiters, &r->hdr->take_event);
 }
 
+/* ---- empty and full without the other side's line ------------------------ */
+
+/* True when this view found the ring empty (full) at position p on a
+ * recent try and may answer so again from the slot word alone
+ * (shmobj__ring.empty_pos); counts the try. */
+static inline bool quiet_try(_Atomic uint64_t *pos, _Atomic uint32_t *tries,
+                             uint64_t p)
+{
+    if (atomic_load_explicit(pos, memory_order_relaxed) != p + 1)
+        return false;
+    uint32_t n = atomic_load_explicit(tries, memory_order_relaxed);
+    if (n >= SHMOBJ__RING_RECHECK)
+        return false;
+    atomic_store_explicit(tries, n + 1, memory_order_relaxed);
+    return true;
+}
+
+/* The other side's position said empty (full) at p. */
+static inline void quiet_mark(_Atomic uint64_t *pos, _Atomic uint32_t *tries,
+                              uint64_t p)
+{
+    atomic_store_explicit(tries, 0, memory_order_relaxed);
+    atomic_store_explicit(pos, p + 1, memory_order_relaxed);
+}
+
+/* The next tries read the other side's position (a wait about to sleep:
+ * its tries are far apart, and the stall timer must run). */
+static inline void quiet_clear(struct shmobj__ring *r)
+{
+    atomic_store_explicit(&r->empty_pos, 0, memory_order_relaxed);
+    atomic_store_explicit(&r->full_pos, 0, memory_order_relaxed);
+}
+
 /* ---- recovery from dead claimants (ring-claim.c) -------------------------- */
 
 /* True when the slot of head position d changed (its dead producer's slot

@@ -4,7 +4,13 @@
  * - deq_pos <= enq_pos <= deq_pos + capacity at every instant; both only grow.
  * - A slot's word moves forward only: EMPTY(p) -> value(p) | SKIPPED(p) ->
  *   EMPTY(p + capacity), each step one CAS whose expected value names p, so a
- *   process acting on an old view of the slot fails instead of corrupting it.
+ *   process acting on an old view of the slot fails instead of corrupting it;
+ *   only a batch's claimant, recorded and alive, hands the slots after the
+ *   first of its run over with plain stores (see "batches" below).
+ * - An empty or full try reads the other side's position (the line that
+ *   side writes on every claim) once per SHMOBJ__RING_RECHECK tries of one
+ *   position, and on every try of a wait about to sleep; in between it
+ *   answers from the slot word, which says no message (no room) as well.
  * - Indices come from `pos & mask` with the mask of the local view; nothing
  *   read from the ring is used to compute an address.
  * - Every operation compares the header's identity word with the view's
@@ -113,11 +119,12 @@ int shmobj__ring_attach(struct shmobj__ring *r, struct shmobj__space *sp,
 
 /* ---- non-blocking operations --------------------------------------------- */
 
-int shmobj__ring_try_put(struct shmobj__ring *r, uint64_t v)
+/* Everything of a put but the plain case (below): a full ring, a lost
+ * race, a stale position, a slot skipped under us, damage. */
+static __attribute__((noinline)) int put_slow(struct shmobj__ring *r,
+                                              uint64_t v)
 {
     struct shmobj__ring_hdr *h = r->hdr;
-    if (!shmobj__ring_live(r))
-        return SHMOBJ_ESTALE; /* destroyed: the block may be another's now */
     uint64_t e = atomic_load_explicit(&h->enq_pos, memory_order_relaxed);
     for (;;) {
         struct shmobj__ring_slot *s = &r->slots[e & r->mask];
@@ -149,9 +156,15 @@ int shmobj__ring_try_put(struct shmobj__ring *r, uint64_t v)
             bool prev_marker = !is_value(w) && (w >> 2) == p;
             bool prev_value = is_value_at(r, w, p);
             if (prev_marker || prev_value) {
+                if (quiet_try(&r->full_pos, &r->full_tries, e))
+                    return SHMOBJ_EFULL; /* as it was a moment ago */
                 uint64_t d = atomic_load_explicit(&h->deq_pos,
                                                   memory_order_acquire);
-                if (d > p && w != m_empty(p) &&
+                if (d <= p) {
+                    quiet_mark(&r->full_pos, &r->full_tries, e);
+                    return SHMOBJ_EFULL; /* p not taken yet */
+                }
+                if (w != m_empty(p) &&
                     shmobj__ring_resolve_consumer(r, s, w, e))
                     continue;
                 return SHMOBJ_EFULL;
@@ -166,6 +179,37 @@ int shmobj__ring_try_put(struct shmobj__ring *r, uint64_t v)
             return SHMOBJ_ECORRUPT;
         e = now;
     }
+}
+
+/* The plain case in as few instructions as it takes (no loop, no spills
+ * for the slow cases): the slot of enq_pos is EMPTY, our claim wins, our
+ * publish wins. Anything else starts over in put_slow(). */
+int shmobj__ring_try_put(struct shmobj__ring *r, uint64_t v)
+{
+    struct shmobj__ring_hdr *h = r->hdr;
+    if (!shmobj__ring_live(r))
+        return SHMOBJ_ESTALE; /* destroyed: the block may be another's now */
+    uint64_t e = atomic_load_explicit(&h->enq_pos, memory_order_relaxed);
+    struct shmobj__ring_slot *s = &r->slots[e & r->mask];
+    prefetch_for_write(&s->word);
+    if (__builtin_expect(
+            atomic_load_explicit(&s->word, memory_order_acquire) == m_empty(e) &&
+                atomic_compare_exchange_strong_explicit(
+                    &h->enq_pos, &e, e + 1, memory_order_relaxed,
+                    memory_order_relaxed),
+            1)) {
+        claim_record(r, 0, e);
+        uint64_t expect = m_empty(e);
+        if (__builtin_expect(atomic_compare_exchange_strong_explicit(
+                                 &s->word, &expect, v | lap_tag(r, e),
+                                 memory_order_seq_cst, memory_order_relaxed),
+                             1)) {
+            wake_consumers(r);
+            return 0;
+        }
+        /* a consumer judged us dead and skipped the slot: claim anew */
+    }
+    return put_slow(r, v);
 }
 
 /* Claim position d holding w (a value or SKIPPED(d)) and release the slot.
@@ -209,11 +253,11 @@ static inline bool head_may_wait(const struct shmobj__ring *r, uint64_t w,
     return is_value_at(r, w, p) || w == m_skipped(p);
 }
 
-int shmobj__ring_try_take(struct shmobj__ring *r, uint64_t *v)
+/* Everything of a take but the plain case (below). */
+static __attribute__((noinline)) int take_slow(struct shmobj__ring *r,
+                                               uint64_t *v)
 {
     struct shmobj__ring_hdr *h = r->hdr;
-    if (!shmobj__ring_live(r))
-        return SHMOBJ_ESTALE;
     uint64_t d = atomic_load_explicit(&h->deq_pos, memory_order_relaxed);
     for (;;) {
         struct shmobj__ring_slot *s = &r->slots[d & r->mask];
@@ -232,13 +276,19 @@ int shmobj__ring_try_take(struct shmobj__ring *r, uint64_t *v)
             continue;
         }
         if (w == m_empty(d)) {
+            /* d is not published yet: empty, or claimed by a producer
+             * that has not published; only recovery tells them apart */
+            if (quiet_try(&r->empty_pos, &r->empty_tries, d))
+                return SHMOBJ_EEMPTY;
             uint64_t e = atomic_load_explicit(&h->enq_pos,
                                               memory_order_acquire);
             if (e <= d) {
                 uint64_t d2 = atomic_load_explicit(&h->deq_pos,
                                                    memory_order_relaxed);
-                if (d2 == d)
+                if (d2 == d) {
+                    quiet_mark(&r->empty_pos, &r->empty_tries, d);
                     return SHMOBJ_EEMPTY;
+                }
                 d = d2;
                 continue;
             }
@@ -254,6 +304,26 @@ int shmobj__ring_try_take(struct shmobj__ring *r, uint64_t *v)
             return head_may_wait(r, w, d) ? SHMOBJ_EEMPTY : SHMOBJ_ECORRUPT;
         d = d2;
     }
+}
+
+/* The plain case: the head slot holds its message and our claim wins.
+ * Anything else (empty, a lost race, a skipped slot, a stalled or dead
+ * producer, damage) starts over in take_slow(). */
+int shmobj__ring_try_take(struct shmobj__ring *r, uint64_t *v)
+{
+    struct shmobj__ring_hdr *h = r->hdr;
+    if (!shmobj__ring_live(r))
+        return SHMOBJ_ESTALE;
+    uint64_t d = atomic_load_explicit(&h->deq_pos, memory_order_relaxed);
+    struct shmobj__ring_slot *s = &r->slots[d & r->mask];
+    prefetch_for_write(&s->word);
+    uint64_t w = atomic_load_explicit(&s->word, memory_order_acquire);
+    if (__builtin_expect(is_value_at(r, w, d) && claim_and_release(r, s, &d, w),
+                         1)) {
+        *v = value_ref(w);
+        return 0;
+    }
+    return take_slow(r, v);
 }
 
 /* ---- batches ----------------------------------------------------------------- */

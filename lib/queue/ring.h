@@ -114,7 +114,8 @@ _Static_assert(offsetof(struct shmobj__ring_sleeper, count) == 16, "sleeper coun
  * message, besides the message itself. */
 struct shmobj__ring_slot {
     /* value or marker; every change is a CAS (seq_cst) except the initial
-     * EMPTY(i) written by init */
+     * EMPTY(i) written by init and the hand-over of the slots after the
+     * first of a batch's run (release stores, then a fence: ring.c) */
     _Atomic uint64_t word;
     uint64_t reserved; /* zero */
 };
@@ -250,6 +251,20 @@ struct shmobj__ring {
     _Atomic uint64_t stall_since;
     _Atomic uint64_t pstall_pos;
     _Atomic uint64_t pstall_since;
+    /* where this view last found the ring empty (a take: enq_pos <= the
+     * head) or full (a put: the slot's previous lap not claimed by any
+     * consumer), as position + 1 (0: nowhere), and how many tries since
+     * answered from the slot word alone. The other side's position line
+     * is what that side writes on every claim: reading it on every empty
+     * or full try moved it between the cores once per message of a
+     * ring that runs near empty or full. It is read again every
+     * SHMOBJ__RING_RECHECK tries, and by every try of a wait that sleeps
+     * (which clears these), so the stall timer of recovery starts at most
+     * that many tries late. (relaxed: hints, threads may race) */
+    _Atomic uint64_t empty_pos;
+    _Atomic uint32_t empty_tries;
+    _Atomic uint64_t full_pos;
+    _Atomic uint32_t full_tries;
     /* this view's sleeper record: (token << 32) | (index + 1) of the
      * handle that found it, 0 none yet (a forked child, whose token
      * differs, finds its own) */
@@ -268,6 +283,10 @@ struct shmobj__ring {
      * claim records, once; 0 in the library */
     uint64_t test_take_many_hold_ns;
 };
+
+/* Tries of an empty (full) ring at one position answered from the slot
+ * word alone before the other side's position is read again. */
+#define SHMOBJ__RING_RECHECK 64u
 
 /* Default for shmobj__ring.stall_ns. */
 #define SHMOBJ__RING_STALL_NS (20 * 1000 * 1000ull)
