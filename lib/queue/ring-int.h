@@ -162,4 +162,13 @@ bool shmobj__ring_resolve_consumer(struct shmobj__ring *r,
 /* Tests only (shmobj__ring.test_hold_ns): stay inside a window ns long. */
 void shmobj__ring_test_hold(uint64_t ns);
 
+/* Tests only: stay *ns inside a batch's window once, then never again. */
+static inline void test_hold_once(uint64_t *ns)
+{
+    if (__builtin_expect(*ns != 0, 0)) {
+        shmobj__ring_test_hold(*ns);
+        *ns = 0;
+    }
+}
+
 #endif /* SHMOBJ_QUEUE_RING_INT_H */

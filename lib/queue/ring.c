@@ -382,10 +382,7 @@ int shmobj__ring_try_put_many(struct shmobj__ring *r, const uint64_t *v,
                                                    memory_order_relaxed,
                                                    memory_order_relaxed))
             continue;
-        if (__builtin_expect(r->test_put_hold_ns != 0, 0)) {
-            shmobj__ring_test_hold(r->test_put_hold_ns);
-            r->test_put_hold_ns = 0;
-        }
+        test_hold_once(&r->test_put_hold_ns);
         const uint64_t *src = v + *done;
         uint32_t token = self_token(r); /* once per run */
         uint32_t pid = atomic_load_explicit(&r->self_pid, memory_order_relaxed);
@@ -485,10 +482,7 @@ int shmobj__ring_try_take_many(struct shmobj__ring *r, uint64_t *v,
                                                    memory_order_relaxed,
                                                    memory_order_relaxed))
             continue;
-        if (__builtin_expect(r->test_take_many_hold_ns != 0, 0)) {
-            shmobj__ring_test_hold(r->test_take_many_hold_ns);
-            r->test_take_many_hold_ns = 0;
-        }
+        test_hold_once(&r->test_take_many_hold_ns);
         uint32_t token = self_token(r); /* once per run */
         uint32_t pid = atomic_load_explicit(&r->self_pid, memory_order_relaxed);
         struct shmobj__ring_claim *claims = r->claims[1];
