@@ -115,15 +115,21 @@ static inline void wake_producers(struct shmobj__ring *r)
 
 /* ---- empty and full without the other side's line ------------------------ */
 
-/* True when this view found the ring empty (full) at position p on a
- * recent try and may answer so again from the slot word alone
- * (shmobj__ring.empty_pos); counts the try. */
+/* True when this try of an empty (full) ring at position p may be
+ * answered from the slot word alone (shmobj__ring.empty_pos): the first
+ * SHMOBJ__RING_RECHECK tries at a position, and as many after each look at
+ * the other side's position that said empty (full); counts the try. */
 static inline bool quiet_try(_Atomic uint64_t *pos, _Atomic uint32_t *tries,
                              uint64_t p)
 {
-    if (atomic_load_explicit(pos, memory_order_relaxed) != p + 1)
-        return false;
     uint32_t n = atomic_load_explicit(tries, memory_order_relaxed);
+    if (n == UINT32_MAX)
+        return false; /* quiet_clear(): look */
+    if (atomic_load_explicit(pos, memory_order_relaxed) != p + 1) {
+        atomic_store_explicit(tries, 1, memory_order_relaxed);
+        atomic_store_explicit(pos, p + 1, memory_order_relaxed);
+        return true;
+    }
     if (n >= SHMOBJ__RING_RECHECK)
         return false;
     atomic_store_explicit(tries, n + 1, memory_order_relaxed);
@@ -138,12 +144,13 @@ static inline void quiet_mark(_Atomic uint64_t *pos, _Atomic uint32_t *tries,
     atomic_store_explicit(pos, p + 1, memory_order_relaxed);
 }
 
-/* The next tries read the other side's position (a wait about to sleep:
- * its tries are far apart, and the stall timer must run). */
+/* The next tries read the other side's position until one finds it
+ * saying empty (full) again (a wait about to sleep: its tries are far
+ * apart, and the stall timer must run). */
 static inline void quiet_clear(struct shmobj__ring *r)
 {
-    atomic_store_explicit(&r->empty_pos, 0, memory_order_relaxed);
-    atomic_store_explicit(&r->full_pos, 0, memory_order_relaxed);
+    atomic_store_explicit(&r->empty_tries, UINT32_MAX, memory_order_relaxed);
+    atomic_store_explicit(&r->full_tries, UINT32_MAX, memory_order_relaxed);
 }
 
 /* ---- recovery from dead claimants (ring-claim.c) -------------------------- */

@@ -8,9 +8,11 @@
  *   only a batch's claimant, recorded and alive, hands the slots after the
  *   first of its run over with plain stores (see "batches" below).
  * - An empty or full try reads the other side's position (the line that
- *   side writes on every claim) once per SHMOBJ__RING_RECHECK tries of one
- *   position, and on every try of a wait about to sleep; in between it
- *   answers from the slot word, which says no message (no room) as well.
+ *   side writes on every claim) only on the SHMOBJ__RING_RECHECK-th try at
+ *   one position (again that many tries after a look that said empty or
+ *   full; on every try once one said a claimant is in the way) and on
+ *   every try of a wait about to sleep; otherwise it answers from the slot
+ *   word, which says no message (no room) as well.
  * - Indices come from `pos & mask` with the mask of the local view; nothing
  *   read from the ring is used to compute an address.
  * - Every operation compares the header's identity word with the view's

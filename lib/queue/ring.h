@@ -251,16 +251,18 @@ struct shmobj__ring {
     _Atomic uint64_t stall_since;
     _Atomic uint64_t pstall_pos;
     _Atomic uint64_t pstall_since;
-    /* where this view last found the ring empty (a take: enq_pos <= the
-     * head) or full (a put: the slot's previous lap not claimed by any
-     * consumer), as position + 1 (0: nowhere), and how many tries since
-     * answered from the slot word alone. The other side's position line
-     * is what that side writes on every claim: reading it on every empty
-     * or full try moved it between the cores once per message of a
-     * ring that runs near empty or full. It is read again every
-     * SHMOBJ__RING_RECHECK tries, and by every try of a wait that sleeps
-     * (which clears these), so the stall timer of recovery starts at most
-     * that many tries late. (relaxed: hints, threads may race) */
+    /* the position (+ 1; 0: none yet) of this view's last empty try (a
+     * take whose head slot holds EMPTY(head)) and last full try (a put
+     * whose slot holds the previous lap), and how many tries there were
+     * answered from the slot word alone (UINT32_MAX: the next tries look,
+     * see quiet_try()). The other side's position line is what that side
+     * writes on every claim: reading it on every empty or full try moved
+     * it between the cores once per message of a ring that runs near empty
+     * or full, and only recovery needs it (is the slot claimed by someone
+     * who may be dead?). It is read on the SHMOBJ__RING_RECHECK-th try at
+     * a position and on every try of a wait that sleeps, so the stall
+     * timer of recovery starts at most that many tries late. (relaxed:
+     * hints, threads may race) */
     _Atomic uint64_t empty_pos;
     _Atomic uint32_t empty_tries;
     _Atomic uint64_t full_pos;
