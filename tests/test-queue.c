@@ -1076,7 +1076,7 @@ static int ring_batch_taker(void *p)
  * fails, so it hands the rest over by CAS too, and those fail: plain
  * stores would overwrite the new messages with EMPTY markers and lose
  * them. It still returns the four it claimed. */
-static void test_ring_batch_take_rescued_while_stalled_keeps_new_puts(void **state)
+static void test_ring_threads_batch_take_rescued_while_stalled(void **state)
 {
     struct fixture *f = *state;
     shmobj_queue *q, *qp;
@@ -1250,7 +1250,7 @@ static int ring_batch_sleeper(void *p)
     return 0;
 }
 
-static void test_ring_batch_wakes_sleepers(void **state)
+static void test_ring_threads_batch_wakes_sleepers(void **state)
 {
     struct fixture *f = *state;
     shmobj_queue *q;
@@ -2749,11 +2749,11 @@ int main(void)
         T(test_queue_batch_full_empty_prefix),
         T(test_queue_batch_put_skipped_while_stalled_puts_again),
         T(test_queue_batch_take_skips_dead_producer_slot),
-        T(test_ring_batch_take_rescued_while_stalled_keeps_new_puts),
+        T(test_ring_threads_batch_take_rescued_while_stalled),
         T(test_ring_batch_put_died_mid_run_skipped),
         T(test_ring_batch_take_died_mid_run_rescued),
         T(test_ring_batch_wraps_at_every_offset),
-        T(test_ring_batch_wakes_sleepers),
+        T(test_ring_threads_batch_wakes_sleepers),
         T(test_ring_polling_tries_still_resolve_dead_claimants),
         T(test_queue_threads_mpmc_exactly_once),
         T(test_queue_threads_retire_shared),
