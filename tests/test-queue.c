@@ -1049,6 +1049,309 @@ static void test_queue_put_rescues_dead_consumer_slot(void **state)
     shmobj_queue_close(q);
 }
 
+/* ---- batches that hand slots over with plain stores ------------------------ */
+
+/* A batch (put_many, take_many) records itself for its whole run, hands
+ * the first slot over by CAS and the others with plain stores: the other
+ * side reaches them only through the first, so it finds them recorded by
+ * a live claimant and leaves them alone. These tests cover the cases where
+ * that is not so (the run was resolved before its records, the claimant
+ * died mid-run) and the edges (wrap-around, a consumer asleep). */
+
+struct ring_batch_take_arg {
+    shmobj_queue *q;
+    shmobj_ref out[4];
+    size_t n;
+};
+
+static int ring_batch_taker(void *p)
+{
+    struct ring_batch_take_arg *a = p;
+    return shmobj_queue_take_many(a->q, a->out, 4, 0, &a->n);
+}
+
+/* A batch take that stalls between its claim and its records (alive, but
+ * unrecorded for 10 stall periods) has its slots released for it by a
+ * producer, which then puts new messages there. Its first release CAS
+ * fails, so it hands the rest over by CAS too, and those fail: plain
+ * stores would overwrite the new messages with EMPTY markers and lose
+ * them. It still returns the four it claimed. */
+static void test_ring_threads_batch_take_rescued_while_stalled(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q, *qp;
+    assert_int_equal(shmobj_queue_create(f->seg, "rbtake", 4, 0, &q), 0);
+    assert_int_equal(shmobj_queue_open(f->seg, "rbtake", &qp), 0);
+    shmobj__queue_stall_set(qp, 2 * (uint64_t)TEST_MS);
+    struct shmobj__ring *ring = shmobj__queue_ring(q);
+    for (unsigned i = 0; i < 4; i++)
+        assert_int_equal(shmobj_queue_try_put(q, msg_of(1, i + 1)), 0);
+    /* the producer resolves each unrecorded slot after 20 ms: four of them
+     * fit in the hold with room to spare */
+    ring->test_take_many_hold_ns = 2 * (uint64_t)SEC;
+    struct ring_batch_take_arg a = {q, {0}, 0};
+    struct test_thread t;
+    assert_int_equal(test_thread_start(&t, ring_batch_taker, &a), 0);
+    uint64_t give_up = shmobj__os_now_ns() + 5 * (uint64_t)SEC;
+    while (atomic_load(&ring->hdr->deq_pos) < 4 && shmobj__os_now_ns() < give_up)
+        sched_yield();
+    assert_int_equal(atomic_load(&ring->hdr->deq_pos), 4);
+    for (unsigned i = 0; i < 4; i++)
+        assert_int_equal(shmobj_queue_put_timed(qp, msg_of(2, i + 1), 5 * SEC), 0);
+    assert_int_equal(atomic_load(&ring->hdr->rescued), 4);
+    assert_int_equal(test_thread_wait(&t), 0);
+    assert_int_equal(a.n, 4);
+    for (unsigned i = 0; i < 4; i++)
+        assert_int_equal(a.out[i], msg_of(1, i + 1));
+    shmobj_ref r;
+    for (unsigned i = 0; i < 4; i++) {
+        assert_int_equal(shmobj_queue_try_take(q, &r), 0);
+        assert_int_equal(r, msg_of(2, i + 1));
+    }
+    assert_int_equal(shmobj_queue_try_take(q, &r), SHMOBJ_EEMPTY);
+    shmobj_queue_close(qp);
+    shmobj_queue_close(q);
+}
+
+/* A batch put that died mid-run: it claimed positions 0..3, recorded
+ * itself for all of them, published 0 and died before the plain stores of
+ * 1..3. A consumer takes 0, skips the three dead positions one stall
+ * period each, and delivers what comes after. */
+static void test_ring_batch_put_died_mid_run_skipped(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(f->seg, "rbputd", 8, 0, &q), 0);
+    shmobj__queue_stall_set(q, 2 * (uint64_t)TEST_MS);
+    struct shmobj__ring *r = shmobj__queue_ring(q);
+    atomic_store(&r->hdr->enq_pos, 4);
+    for (uint64_t p = 0; p < 4; p++) {
+        atomic_store(&r->claims[0][p].token, DEAD_TOKEN);
+        atomic_store(&r->claims[0][p].tag, p);
+    }
+    atomic_store(&r->slots[0].word, msg_of(3, 1));
+    assert_int_equal(shmobj_queue_put(q, msg_of(3, 2)), 0);
+    shmobj_ref m;
+    assert_int_equal(shmobj_queue_take_timed(q, &m, 5 * SEC), 0);
+    assert_int_equal(m, msg_of(3, 1));
+    assert_int_equal(shmobj_queue_take_timed(q, &m, 5 * SEC), 0);
+    assert_int_equal(m, msg_of(3, 2));
+    assert_int_equal(atomic_load(&r->hdr->skipped), 3);
+    assert_int_equal(shmobj_queue_try_take(q, &m), SHMOBJ_EEMPTY);
+    shmobj_queue_close(q);
+}
+
+/* A batch take that died mid-run: it claimed positions 0..3 of a full
+ * ring, recorded itself, released slot 0 and died before the plain stores
+ * of 1..3. Producers put into slot 0 at once and release 1..3 for it one
+ * stall period each (their messages are lost with the dead consumer). */
+static void test_ring_batch_take_died_mid_run_rescued(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(f->seg, "rbtaked", 4, 0, &q), 0);
+    shmobj__queue_stall_set(q, 2 * (uint64_t)TEST_MS);
+    struct shmobj__ring *r = shmobj__queue_ring(q);
+    for (unsigned i = 0; i < 4; i++)
+        assert_int_equal(shmobj_queue_try_put(q, msg_of(4, i + 1)), 0);
+    atomic_store(&r->hdr->deq_pos, 4);
+    for (uint64_t p = 0; p < 4; p++) {
+        atomic_store(&r->claims[1][p].token, DEAD_TOKEN);
+        atomic_store(&r->claims[1][p].tag, p);
+    }
+    atomic_store(&r->slots[0].word, (uint64_t)4 << 2 | 1); /* EMPTY(4) */
+    assert_int_equal(shmobj_queue_try_put(q, msg_of(5, 1)), 0);
+    assert_int_equal(shmobj_queue_try_put(q, msg_of(5, 2)), SHMOBJ_EFULL);
+    for (unsigned i = 1; i < 4; i++)
+        assert_int_equal(shmobj_queue_put_timed(q, msg_of(5, i + 1), 5 * SEC), 0);
+    assert_int_equal(atomic_load(&r->hdr->rescued), 3);
+    shmobj_ref out[8];
+    size_t n;
+    assert_int_equal(shmobj_queue_take_many(q, out, 8, 0, &n), 0);
+    assert_int_equal(n, 4);
+    for (unsigned i = 0; i < 4; i++)
+        assert_int_equal(out[i], msg_of(5, i + 1));
+    shmobj_queue_close(q);
+}
+
+/* Runs of 1..7 through a ring of 8, so runs cross the end of the slot
+ * array and the lap boundary at every offset, and runs as long as the
+ * ring: every message comes out once, in order, and full and empty are
+ * where the counts say. */
+static void test_ring_batch_wraps_at_every_offset(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(f->seg, "rbwrap", 8, 0, &q), 0);
+    shmobj_ref in[8], out[8];
+    uint64_t next_in = 1, next_out = 1;
+    for (unsigned round = 0; round < 200; round++) {
+        size_t want = 1 + round % 7, n;
+        for (size_t i = 0; i < want; i++)
+            in[i] = msg_of(6, next_in + i);
+        assert_int_equal(shmobj_queue_put_many(q, in, want, 0, &n), 0);
+        assert_int_equal(n, want);
+        next_in += want;
+        size_t k = 1 + (round * 5) % 8;
+        assert_int_equal(shmobj_queue_take_many(q, out, k, 0, &n), 0);
+        assert_true(n >= 1 && n <= k);
+        for (size_t i = 0; i < n; i++)
+            assert_int_equal(out[i], msg_of(6, next_out + i));
+        next_out += n;
+        uint64_t c;
+        assert_int_equal(shmobj_queue_count(q, &c), 0);
+        assert_int_equal(c, next_in - next_out);
+        if (c > 1) { /* drain: keep room for the next run (up to 7) */
+            assert_int_equal(shmobj_queue_take_many(q, out, 8, 0, &n), 0);
+            assert_int_equal(n, c);
+            for (size_t i = 0; i < n; i++)
+                assert_int_equal(out[i], msg_of(6, next_out + i));
+            next_out += n;
+        }
+    }
+    /* a run as long as the ring, then one more: full exactly there */
+    size_t n;
+    for (size_t i = 0; i < 8; i++)
+        in[i] = msg_of(7, i + 1);
+    assert_int_equal(shmobj_queue_put_many(q, in, 8, 0, &n), next_in == next_out ? 0 : SHMOBJ_EFULL);
+    if (next_in == next_out) {
+        assert_int_equal(shmobj_queue_try_put(q, msg_of(7, 9)), SHMOBJ_EFULL);
+        assert_int_equal(shmobj_queue_take_many(q, out, 8, 0, &n), 0);
+        assert_int_equal(n, 8);
+        for (size_t i = 0; i < 8; i++)
+            assert_int_equal(out[i], msg_of(7, i + 1));
+    }
+    shmobj_ref r;
+    assert_int_equal(shmobj_queue_try_take(q, &r), SHMOBJ_EEMPTY);
+    shmobj_queue_close(q);
+}
+
+/* A consumer asleep in take_many (no spin) is woken by a batch put whose
+ * later slots go by plain stores, and a producer asleep on a full ring by
+ * a batch take: each wait ends with what the other side handed over, not
+ * at its timeout. */
+struct ring_sleep_arg {
+    shmobj_queue *q;
+    int put;
+    shmobj_ref out[8];
+    size_t n;
+    int rc;
+};
+
+static int ring_batch_sleeper(void *p)
+{
+    struct ring_sleep_arg *a = p;
+    if (a->put) {
+        a->rc = shmobj_queue_put_timed(a->q, msg_of(8, 99), 10 * SEC);
+        a->n = 1;
+    } else {
+        a->rc = shmobj_queue_take_many(a->q, a->out, 8, 10 * SEC, &a->n);
+    }
+    return 0;
+}
+
+static void test_ring_threads_batch_wakes_sleepers(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(f->seg, "rbsleep", 8, 0, &q), 0);
+    assert_int_equal(shmobj_queue_spin_set(q, 0), 0);
+    struct shmobj__ring_hdr *h = shmobj__queue_ring(q)->hdr;
+    shmobj_ref in[8];
+    size_t n;
+    for (unsigned i = 0; i < 8; i++)
+        in[i] = msg_of(8, i + 1);
+    for (unsigned round = 0; round < 20; round++) {
+        /* a consumer asleep on the empty ring, woken by a batch put */
+        struct ring_sleep_arg a = {q, 0, {0}, 0, -1};
+        struct test_thread t;
+        assert_int_equal(test_thread_start(&t, ring_batch_sleeper, &a), 0);
+        wait_sleepers(h, 0, 1);
+        uint64_t t0 = shmobj__os_now_ns();
+        assert_int_equal(shmobj_queue_put_many(q, in, 6, 0, &n), 0);
+        assert_int_equal(n, 6);
+        assert_int_equal(test_thread_wait(&t), 0);
+        assert_int_equal(a.rc, 0);
+        assert_true(shmobj__os_now_ns() - t0 < 5 * (uint64_t)SEC);
+        assert_true(a.n >= 1);
+        shmobj_ref out[8];
+        size_t more = 0;
+        if (a.n < 6)
+            assert_int_equal(shmobj_queue_take_many(q, out, 8, 0, &more), 0);
+        assert_int_equal(a.n + more, 6);
+        /* a producer asleep on the full ring, woken by a batch take */
+        assert_int_equal(shmobj_queue_put_many(q, in, 8, 0, &n), 0);
+        struct ring_sleep_arg b = {q, 1, {0}, 0, -1};
+        assert_int_equal(test_thread_start(&t, ring_batch_sleeper, &b), 0);
+        wait_sleepers(h, 1, 1);
+        t0 = shmobj__os_now_ns();
+        assert_int_equal(shmobj_queue_take_many(q, out, 8, 0, &n), 0);
+        assert_int_equal(n, 8);
+        assert_int_equal(test_thread_wait(&t), 0);
+        assert_int_equal(b.rc, 0);
+        assert_true(shmobj__os_now_ns() - t0 < 5 * (uint64_t)SEC);
+        shmobj_ref r;
+        assert_int_equal(shmobj_queue_try_take(q, &r), 0);
+        assert_int_equal(r, msg_of(8, 99));
+    }
+    shmobj_queue_close(q);
+}
+
+/* An empty or full try answers from the slot word for a while after the
+ * other side's position said empty (full), but reads it again often
+ * enough for recovery: a consumer that only polls try_take still skips
+ * the slot of a producer that died after its claim, and a producer that
+ * only polls try_put still releases the slot of a consumer that died
+ * holding it. */
+static void test_ring_polling_tries_still_resolve_dead_claimants(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(f->seg, "rbpoll", 2, 0, &q), 0);
+    shmobj__queue_stall_set(q, 2 * (uint64_t)TEST_MS);
+    struct shmobj__ring *r = shmobj__queue_ring(q);
+    shmobj_ref m;
+    /* found empty first, so the next tries are answered from the slot */
+    for (unsigned i = 0; i < 3; i++)
+        assert_int_equal(shmobj_queue_try_take(q, &m), SHMOBJ_EEMPTY);
+    /* then a producer claims position 0, records itself and dies */
+    atomic_store(&r->claims[0][0].token, DEAD_TOKEN);
+    atomic_store(&r->claims[0][0].tag, 0);
+    atomic_store(&r->hdr->enq_pos, 1);
+    assert_int_equal(shmobj_queue_try_put(q, msg_of(9, 1)), 0);
+    int rc = SHMOBJ_EEMPTY;
+    uint64_t give_up = shmobj__os_now_ns() + 5 * (uint64_t)SEC;
+    while (rc == SHMOBJ_EEMPTY && shmobj__os_now_ns() < give_up)
+        if ((rc = shmobj_queue_try_take(q, &m)) == SHMOBJ_EEMPTY)
+            test_sleep_ms(1);
+    assert_int_equal(rc, 0);
+    assert_int_equal(m, msg_of(9, 1));
+    assert_int_equal(atomic_load(&r->hdr->skipped), 1);
+
+    /* full: found full first, then the consumer of position 2 (slot 0)
+     * claims it and dies before releasing */
+    assert_int_equal(shmobj_queue_try_put(q, msg_of(9, 2)), 0);
+    assert_int_equal(shmobj_queue_try_put(q, msg_of(9, 3)), 0);
+    for (unsigned i = 0; i < 3; i++)
+        assert_int_equal(shmobj_queue_try_put(q, msg_of(9, 4)), SHMOBJ_EFULL);
+    atomic_store(&r->claims[1][0].token, DEAD_TOKEN);
+    atomic_store(&r->claims[1][0].tag, 2);
+    atomic_store(&r->hdr->deq_pos, 3);
+    rc = SHMOBJ_EFULL;
+    give_up = shmobj__os_now_ns() + 5 * (uint64_t)SEC;
+    while (rc == SHMOBJ_EFULL && shmobj__os_now_ns() < give_up)
+        if ((rc = shmobj_queue_try_put(q, msg_of(9, 4))) == SHMOBJ_EFULL)
+            test_sleep_ms(1);
+    assert_int_equal(rc, 0);
+    assert_int_equal(atomic_load(&r->hdr->rescued), 1);
+    assert_int_equal(shmobj_queue_try_take(q, &m), 0);
+    assert_int_equal(m, msg_of(9, 3));
+    assert_int_equal(shmobj_queue_try_take(q, &m), 0);
+    assert_int_equal(m, msg_of(9, 4));
+    assert_int_equal(shmobj_queue_try_take(q, &m), SHMOBJ_EEMPTY);
+    shmobj_queue_close(q);
+}
+
 /* ---- SIGKILL at random moments ---------------------------------------------- */
 
 #define KILL_MAX_SEQ (1u << 20)
@@ -2446,6 +2749,12 @@ int main(void)
         T(test_queue_batch_full_empty_prefix),
         T(test_queue_batch_put_skipped_while_stalled_puts_again),
         T(test_queue_batch_take_skips_dead_producer_slot),
+        T(test_ring_threads_batch_take_rescued_while_stalled),
+        T(test_ring_batch_put_died_mid_run_skipped),
+        T(test_ring_batch_take_died_mid_run_rescued),
+        T(test_ring_batch_wraps_at_every_offset),
+        T(test_ring_threads_batch_wakes_sleepers),
+        T(test_ring_polling_tries_still_resolve_dead_claimants),
         T(test_queue_threads_mpmc_exactly_once),
         T(test_queue_threads_retire_shared),
         T(test_queue_kill_producers_randomly),

@@ -113,6 +113,46 @@ static inline void wake_producers(struct shmobj__ring *r)
     wake_side(r, &r->hdr->prod_waiters, &r->hdr->take_event);
 }
 
+/* ---- empty and full without the other side's line ------------------------ */
+
+/* True when this try of an empty (full) ring at position p may be
+ * answered from the slot word alone (shmobj__ring.empty_pos): the first
+ * SHMOBJ__RING_RECHECK tries at a position, and as many after each look at
+ * the other side's position that said empty (full); counts the try. */
+static inline bool quiet_try(_Atomic uint64_t *pos, _Atomic uint32_t *tries,
+                             uint64_t p)
+{
+    uint32_t n = atomic_load_explicit(tries, memory_order_relaxed);
+    if (n == UINT32_MAX)
+        return false; /* quiet_clear(): look */
+    if (atomic_load_explicit(pos, memory_order_relaxed) != p + 1) {
+        atomic_store_explicit(tries, 1, memory_order_relaxed);
+        atomic_store_explicit(pos, p + 1, memory_order_relaxed);
+        return true;
+    }
+    if (n >= SHMOBJ__RING_RECHECK)
+        return false;
+    atomic_store_explicit(tries, n + 1, memory_order_relaxed);
+    return true;
+}
+
+/* The other side's position said empty (full) at p. */
+static inline void quiet_mark(_Atomic uint64_t *pos, _Atomic uint32_t *tries,
+                              uint64_t p)
+{
+    atomic_store_explicit(tries, 0, memory_order_relaxed);
+    atomic_store_explicit(pos, p + 1, memory_order_relaxed);
+}
+
+/* The next tries read the other side's position until one finds it
+ * saying empty (full) again (a wait about to sleep: its tries are far
+ * apart, and the stall timer must run). */
+static inline void quiet_clear(struct shmobj__ring *r)
+{
+    atomic_store_explicit(&r->empty_tries, UINT32_MAX, memory_order_relaxed);
+    atomic_store_explicit(&r->full_tries, UINT32_MAX, memory_order_relaxed);
+}
+
 /* ---- recovery from dead claimants (ring-claim.c) -------------------------- */
 
 /* True when the slot of head position d changed (its dead producer's slot
@@ -128,5 +168,14 @@ bool shmobj__ring_resolve_consumer(struct shmobj__ring *r,
 
 /* Tests only (shmobj__ring.test_hold_ns): stay inside a window ns long. */
 void shmobj__ring_test_hold(uint64_t ns);
+
+/* Tests only: stay *ns inside a batch's window once, then never again. */
+static inline void test_hold_once(uint64_t *ns)
+{
+    if (__builtin_expect(*ns != 0, 0)) {
+        shmobj__ring_test_hold(*ns);
+        *ns = 0;
+    }
+}
 
 #endif /* SHMOBJ_QUEUE_RING_INT_H */

@@ -258,6 +258,7 @@ static __attribute__((noinline)) int sleep_op(struct shmobj__ring *r,
             atomic_fetch_add_explicit(&me->count[side], 1, memory_order_relaxed);
         atomic_thread_fence(memory_order_seq_cst);
         uint32_t ev = atomic_load_explicit(event, memory_order_seq_cst);
+        quiet_clear(r); /* this try judges a stalled claimant */
         rc = try_op(r, op, v);
         uint64_t now = shmobj__os_now_ns();
         if (rc == busy && now < deadline) {

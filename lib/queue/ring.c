@@ -4,7 +4,15 @@
  * - deq_pos <= enq_pos <= deq_pos + capacity at every instant; both only grow.
  * - A slot's word moves forward only: EMPTY(p) -> value(p) | SKIPPED(p) ->
  *   EMPTY(p + capacity), each step one CAS whose expected value names p, so a
- *   process acting on an old view of the slot fails instead of corrupting it.
+ *   process acting on an old view of the slot fails instead of corrupting it;
+ *   only a batch's claimant, recorded and alive, hands the slots after the
+ *   first of its run over with plain stores (see "batches" below).
+ * - An empty or full try reads the other side's position (the line that
+ *   side writes on every claim) only on the SHMOBJ__RING_RECHECK-th try at
+ *   one position (again that many tries after a look that said empty or
+ *   full; on every try once one said a claimant is in the way) and on
+ *   every try of a wait about to sleep; otherwise it answers from the slot
+ *   word, which says no message (no room) as well.
  * - Indices come from `pos & mask` with the mask of the local view; nothing
  *   read from the ring is used to compute an address.
  * - Every operation compares the header's identity word with the view's
@@ -113,11 +121,12 @@ int shmobj__ring_attach(struct shmobj__ring *r, struct shmobj__space *sp,
 
 /* ---- non-blocking operations --------------------------------------------- */
 
-int shmobj__ring_try_put(struct shmobj__ring *r, uint64_t v)
+/* Everything of a put but the plain case (below): a full ring, a lost
+ * race, a stale position, a slot skipped under us, damage. */
+static __attribute__((noinline)) int put_slow(struct shmobj__ring *r,
+                                              uint64_t v)
 {
     struct shmobj__ring_hdr *h = r->hdr;
-    if (!shmobj__ring_live(r))
-        return SHMOBJ_ESTALE; /* destroyed: the block may be another's now */
     uint64_t e = atomic_load_explicit(&h->enq_pos, memory_order_relaxed);
     for (;;) {
         struct shmobj__ring_slot *s = &r->slots[e & r->mask];
@@ -149,9 +158,15 @@ int shmobj__ring_try_put(struct shmobj__ring *r, uint64_t v)
             bool prev_marker = !is_value(w) && (w >> 2) == p;
             bool prev_value = is_value_at(r, w, p);
             if (prev_marker || prev_value) {
+                if (quiet_try(&r->full_pos, &r->full_tries, e))
+                    return SHMOBJ_EFULL; /* as it was a moment ago */
                 uint64_t d = atomic_load_explicit(&h->deq_pos,
                                                   memory_order_acquire);
-                if (d > p && w != m_empty(p) &&
+                if (d <= p) {
+                    quiet_mark(&r->full_pos, &r->full_tries, e);
+                    return SHMOBJ_EFULL; /* p not taken yet */
+                }
+                if (w != m_empty(p) &&
                     shmobj__ring_resolve_consumer(r, s, w, e))
                     continue;
                 return SHMOBJ_EFULL;
@@ -166,6 +181,37 @@ int shmobj__ring_try_put(struct shmobj__ring *r, uint64_t v)
             return SHMOBJ_ECORRUPT;
         e = now;
     }
+}
+
+/* The plain case in as few instructions as it takes (no loop, no spills
+ * for the slow cases): the slot of enq_pos is EMPTY, our claim wins, our
+ * publish wins. Anything else starts over in put_slow(). */
+int shmobj__ring_try_put(struct shmobj__ring *r, uint64_t v)
+{
+    struct shmobj__ring_hdr *h = r->hdr;
+    if (!shmobj__ring_live(r))
+        return SHMOBJ_ESTALE; /* destroyed: the block may be another's now */
+    uint64_t e = atomic_load_explicit(&h->enq_pos, memory_order_relaxed);
+    struct shmobj__ring_slot *s = &r->slots[e & r->mask];
+    prefetch_for_write(&s->word);
+    if (__builtin_expect(
+            atomic_load_explicit(&s->word, memory_order_acquire) == m_empty(e) &&
+                atomic_compare_exchange_strong_explicit(
+                    &h->enq_pos, &e, e + 1, memory_order_relaxed,
+                    memory_order_relaxed),
+            1)) {
+        claim_record(r, 0, e);
+        uint64_t expect = m_empty(e);
+        if (__builtin_expect(atomic_compare_exchange_strong_explicit(
+                                 &s->word, &expect, v | lap_tag(r, e),
+                                 memory_order_seq_cst, memory_order_relaxed),
+                             1)) {
+            wake_consumers(r);
+            return 0;
+        }
+        /* a consumer judged us dead and skipped the slot: claim anew */
+    }
+    return put_slow(r, v);
 }
 
 /* Claim position d holding w (a value or SKIPPED(d)) and release the slot.
@@ -209,11 +255,11 @@ static inline bool head_may_wait(const struct shmobj__ring *r, uint64_t w,
     return is_value_at(r, w, p) || w == m_skipped(p);
 }
 
-int shmobj__ring_try_take(struct shmobj__ring *r, uint64_t *v)
+/* Everything of a take but the plain case (below). */
+static __attribute__((noinline)) int take_slow(struct shmobj__ring *r,
+                                               uint64_t *v)
 {
     struct shmobj__ring_hdr *h = r->hdr;
-    if (!shmobj__ring_live(r))
-        return SHMOBJ_ESTALE;
     uint64_t d = atomic_load_explicit(&h->deq_pos, memory_order_relaxed);
     for (;;) {
         struct shmobj__ring_slot *s = &r->slots[d & r->mask];
@@ -232,13 +278,19 @@ int shmobj__ring_try_take(struct shmobj__ring *r, uint64_t *v)
             continue;
         }
         if (w == m_empty(d)) {
+            /* d is not published yet: empty, or claimed by a producer
+             * that has not published; only recovery tells them apart */
+            if (quiet_try(&r->empty_pos, &r->empty_tries, d))
+                return SHMOBJ_EEMPTY;
             uint64_t e = atomic_load_explicit(&h->enq_pos,
                                               memory_order_acquire);
             if (e <= d) {
                 uint64_t d2 = atomic_load_explicit(&h->deq_pos,
                                                    memory_order_relaxed);
-                if (d2 == d)
+                if (d2 == d) {
+                    quiet_mark(&r->empty_pos, &r->empty_tries, d);
                     return SHMOBJ_EEMPTY;
+                }
                 d = d2;
                 continue;
             }
@@ -256,17 +308,49 @@ int shmobj__ring_try_take(struct shmobj__ring *r, uint64_t *v)
     }
 }
 
+/* The plain case: the head slot holds its message and our claim wins.
+ * Anything else (empty, a lost race, a skipped slot, a stalled or dead
+ * producer, damage) starts over in take_slow(). */
+int shmobj__ring_try_take(struct shmobj__ring *r, uint64_t *v)
+{
+    struct shmobj__ring_hdr *h = r->hdr;
+    if (!shmobj__ring_live(r))
+        return SHMOBJ_ESTALE;
+    uint64_t d = atomic_load_explicit(&h->deq_pos, memory_order_relaxed);
+    struct shmobj__ring_slot *s = &r->slots[d & r->mask];
+    prefetch_for_write(&s->word);
+    uint64_t w = atomic_load_explicit(&s->word, memory_order_acquire);
+    if (__builtin_expect(is_value_at(r, w, d) && claim_and_release(r, s, &d, w),
+                         1)) {
+        *v = value_ref(w);
+        return 0;
+    }
+    return take_slow(r, v);
+}
+
 /* ---- batches ----------------------------------------------------------------- */
 
-/* A batch claims a run of positions with one CAS on its side's position
- * and then does, per position, what the single operation does after its
- * claim: record the claim, then one CAS on the slot naming the position.
- * A run is only what was seen ready before the claim (EMPTY(p) for a put;
- * a value of p or SKIPPED(p) for a take); the words of claimed positions
- * cannot change meanwhile except by the recovery of a claimant judged
- * dead, which the slot CAS detects. Whatever is not the plain case (the
- * first slot not ready, damage, a stalled claimant) goes through the
- * single operation, so its answers are the single call's. */
+/* A batch claims a run of positions with one CAS on its side's position,
+ * records itself as the claimant of every position of the run, and then
+ * hands the slots over: the first with one CAS naming its position, the
+ * others with plain (release) stores, and one fence before the wake-up
+ * check. A run is only what was seen ready before the claim (EMPTY(p) for
+ * a put; a value of p or SKIPPED(p) for a take).
+ *
+ * Why the stores are safe: the other side changes a slot claimed by
+ * somebody else only after it judged that claimant dead, or unrecorded for
+ * SHMOBJ__RING_UNKNOWN_STALLS periods (ring-claim.c). It reaches the slot
+ * of position p + 1 of the run only after the slot of p was handed over,
+ * so only after the first CAS, which comes after the records: from then on
+ * it finds every position of the run recorded by a live claimant and
+ * leaves the slots alone. If the first CAS fails, the run was resolved
+ * while this process stalled before its records, and every other slot of
+ * it goes by CAS as the single operation's would; so do all of them when
+ * this process has no token (records that name nobody are resolved after
+ * the unknown-claimant stalls even if their claimant lives). Whatever is
+ * not the plain case (the first slot not ready, damage, a stalled
+ * claimant) goes through the single operation, so its answers are the
+ * single call's. */
 
 #define RING_BATCH_MAX 64u /* positions claimed at once */
 
@@ -300,10 +384,7 @@ int shmobj__ring_try_put_many(struct shmobj__ring *r, const uint64_t *v,
                                                    memory_order_relaxed,
                                                    memory_order_relaxed))
             continue;
-        if (__builtin_expect(r->test_put_hold_ns != 0, 0)) {
-            shmobj__ring_test_hold(r->test_put_hold_ns);
-            r->test_put_hold_ns = 0;
-        }
+        test_hold_once(&r->test_put_hold_ns);
         const uint64_t *src = v + *done;
         uint32_t token = self_token(r); /* once per run */
         uint32_t pid = atomic_load_explicit(&r->self_pid, memory_order_relaxed);
@@ -313,16 +394,34 @@ int shmobj__ring_try_put_many(struct shmobj__ring *r, const uint64_t *v,
         struct shmobj__ring_claim *claims = r->claims[0];
         uint64_t mask = r->mask;
         uint32_t log2 = r->cap_log2;
+        for (uint32_t j = 0; j < k; j++)
+            claim_record_in(&claims[(e + j) & mask], e + j, token, pid);
         uint32_t i = 0;
-        for (; i < k; i++) {
-            uint64_t p = e + i;
-            claim_record_in(&claims[p & mask], p, token, pid);
-            uint64_t expect = m_empty(p);
-            if (!atomic_compare_exchange_strong_explicit(
-                    &slots[p & mask].word, &expect,
-                    src[i] | ((p >> log2) & 7u) << 1, memory_order_seq_cst,
-                    memory_order_relaxed))
-                break; /* judged dead and skipped: the rest goes anew */
+        uint64_t expect = m_empty(e);
+        if (atomic_compare_exchange_strong_explicit(
+                &slots[e & mask].word, &expect, src[0] | ((e >> log2) & 7u) << 1,
+                memory_order_seq_cst, memory_order_relaxed)) {
+            i = 1;
+            if (__builtin_expect(token != 0, 1)) {
+                for (; i < k; i++) {
+                    uint64_t p = e + i;
+                    atomic_store_explicit(&slots[p & mask].word,
+                                          src[i] | ((p >> log2) & 7u) << 1,
+                                          memory_order_release);
+                }
+                /* the stores before the waiter load (Dekker, see
+                 * wake_side()) */
+                atomic_thread_fence(memory_order_seq_cst);
+            }
+            for (; i < k; i++) {
+                uint64_t p = e + i;
+                expect = m_empty(p);
+                if (!atomic_compare_exchange_strong_explicit(
+                        &slots[p & mask].word, &expect,
+                        src[i] | ((p >> log2) & 7u) << 1, memory_order_seq_cst,
+                        memory_order_relaxed))
+                    break; /* judged dead and skipped: the rest goes anew */
+            }
         }
         /* positions claimed but not published after a skip: step them
          * over ourselves (EMPTY(p) -> SKIPPED(p)) rather than leave
@@ -330,9 +429,9 @@ int shmobj__ring_try_put_many(struct shmobj__ring *r, const uint64_t *v,
          * way: the messages go again at later positions) */
         for (uint32_t j = i + 1; j < k; j++) {
             uint64_t p = e + j;
-            uint64_t expect = m_empty(p);
+            expect = m_empty(p);
             atomic_compare_exchange_strong_explicit(
-                &r->slots[p & r->mask].word, &expect, m_skipped(p),
+                &slots[p & mask].word, &expect, m_skipped(p),
                 memory_order_seq_cst, memory_order_relaxed);
         }
         *done += i;
@@ -349,19 +448,26 @@ int shmobj__ring_try_take_many(struct shmobj__ring *r, uint64_t *v,
     if (!shmobj__ring_live(r))
         return SHMOBJ_ESTALE;
     uint64_t seen[RING_BATCH_MAX];
+    /* the view's geometry in registers, as in put_many (the acquire loads
+     * of the scan would make the compiler load it again for every slot) */
+    struct shmobj__ring_slot *slots = r->slots;
+    uint64_t mask = r->mask, cap = r->capacity;
+    uint32_t log2 = r->cap_log2;
     while (*got < n) {
         uint64_t d = atomic_load_explicit(&h->deq_pos, memory_order_relaxed);
         uint32_t want = n - *got;
         if (want > RING_BATCH_MAX)
             want = RING_BATCH_MAX;
-        if (want > r->capacity)
-            want = (uint32_t)r->capacity;
+        if (want > cap)
+            want = (uint32_t)cap;
         uint32_t k = 0;
         for (; k < want; k++) {
             uint64_t p = d + k;
-            uint64_t w = atomic_load_explicit(&r->slots[p & r->mask].word,
+            uint64_t w = atomic_load_explicit(&slots[p & mask].word,
                                               memory_order_acquire);
-            if (!is_value_at(r, w, p) && w != m_skipped(p))
+            /* is_value_at() with the geometry above */
+            if (!(w > 15u && (w & 15u) == (((p >> log2) & 7u) << 1)) &&
+                w != m_skipped(p))
                 break;
             seen[k] = w;
         }
@@ -378,23 +484,42 @@ int shmobj__ring_try_take_many(struct shmobj__ring *r, uint64_t *v,
                                                    memory_order_relaxed,
                                                    memory_order_relaxed))
             continue;
+        test_hold_once(&r->test_take_many_hold_ns);
         uint32_t token = self_token(r); /* once per run */
         uint32_t pid = atomic_load_explicit(&r->self_pid, memory_order_relaxed);
-        /* the view's geometry in registers, as in put_many */
-        struct shmobj__ring_slot *slots = r->slots;
         struct shmobj__ring_claim *claims = r->claims[1];
-        uint64_t mask = r->mask, cap = r->capacity;
+        for (uint32_t i = 0; i < k; i++)
+            claim_record_in(&claims[(d + i) & mask], d + i, token, pid);
+        if (__builtin_expect(r->test_hold_ns != 0, 0))
+            shmobj__ring_test_hold(r->test_hold_ns);
+        uint64_t expect = seen[0];
+        /* fails only if a producer already released it on our behalf;
+         * then so may it have the others: they go by CAS too */
+        bool plain = atomic_compare_exchange_strong_explicit(
+                         &slots[d & mask].word, &expect, m_empty(d + cap),
+                         memory_order_seq_cst, memory_order_relaxed) &&
+                     token != 0;
         uint32_t out = *got;
-        for (uint32_t i = 0; i < k; i++) {
-            uint64_t p = d + i;
-            claim_record_in(&claims[p & mask], p, token, pid);
-            uint64_t expect = seen[i];
-            /* fails only if a producer already released it on our behalf */
-            atomic_compare_exchange_strong_explicit(
-                &slots[p & mask].word, &expect, m_empty(p + cap),
-                memory_order_seq_cst, memory_order_relaxed);
-            if (is_value(seen[i]))
-                v[out++] = value_ref(seen[i]);
+        if (is_value(seen[0]))
+            v[out++] = value_ref(seen[0]);
+        if (plain) {
+            for (uint32_t i = 1; i < k; i++) {
+                atomic_store_explicit(&slots[(d + i) & mask].word,
+                                      m_empty(d + i + cap), memory_order_release);
+                if (is_value(seen[i]))
+                    v[out++] = value_ref(seen[i]);
+            }
+            /* the stores before the waiter load (see wake_side()) */
+            atomic_thread_fence(memory_order_seq_cst);
+        } else {
+            for (uint32_t i = 1; i < k; i++) {
+                expect = seen[i];
+                atomic_compare_exchange_strong_explicit(
+                    &slots[(d + i) & mask].word, &expect, m_empty(d + i + cap),
+                    memory_order_seq_cst, memory_order_relaxed);
+                if (is_value(seen[i]))
+                    v[out++] = value_ref(seen[i]);
+            }
         }
         *got = out;
         wake_producers(r);

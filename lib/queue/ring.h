@@ -114,7 +114,8 @@ _Static_assert(offsetof(struct shmobj__ring_sleeper, count) == 16, "sleeper coun
  * message, besides the message itself. */
 struct shmobj__ring_slot {
     /* value or marker; every change is a CAS (seq_cst) except the initial
-     * EMPTY(i) written by init */
+     * EMPTY(i) written by init and the hand-over of the slots after the
+     * first of a batch's run (release stores, then a fence: ring.c) */
     _Atomic uint64_t word;
     uint64_t reserved; /* zero */
 };
@@ -250,6 +251,22 @@ struct shmobj__ring {
     _Atomic uint64_t stall_since;
     _Atomic uint64_t pstall_pos;
     _Atomic uint64_t pstall_since;
+    /* the position (+ 1; 0: none yet) of this view's last empty try (a
+     * take whose head slot holds EMPTY(head)) and last full try (a put
+     * whose slot holds the previous lap), and how many tries there were
+     * answered from the slot word alone (UINT32_MAX: the next tries look,
+     * see quiet_try()). The other side's position line is what that side
+     * writes on every claim: reading it on every empty or full try moved
+     * it between the cores once per message of a ring that runs near empty
+     * or full, and only recovery needs it (is the slot claimed by someone
+     * who may be dead?). It is read on the SHMOBJ__RING_RECHECK-th try at
+     * a position and on every try of a wait that sleeps, so the stall
+     * timer of recovery starts at most that many tries late. (relaxed:
+     * hints, threads may race) */
+    _Atomic uint64_t empty_pos;
+    _Atomic uint32_t empty_tries;
+    _Atomic uint64_t full_pos;
+    _Atomic uint32_t full_tries;
     /* this view's sleeper record: (token << 32) | (index + 1) of the
      * handle that found it, 0 none yet (a forked child, whose token
      * differs, finds its own) */
@@ -264,7 +281,14 @@ struct shmobj__ring {
     /* tests: the next batch put stays this long between its claim and its
      * first claim record, once; 0 in the library */
     uint64_t test_put_hold_ns;
+    /* tests: the next batch take stays this long between its claim and its
+     * claim records, once; 0 in the library */
+    uint64_t test_take_many_hold_ns;
 };
+
+/* Tries of an empty (full) ring at one position answered from the slot
+ * word alone before the other side's position is read again. */
+#define SHMOBJ__RING_RECHECK 64u
 
 /* Default for shmobj__ring.stall_ns. */
 #define SHMOBJ__RING_STALL_NS (20 * 1000 * 1000ull)
