@@ -262,10 +262,10 @@ static inline shmobj__ref shmobj__mdict_pair_child(const struct shmobj__mdbody *
     return shmobj__mut_child_of(s->tag, atomic_load_explicit(&s->payload, memory_order_relaxed));
 }
 
-/* Does a key held in a child (payload pl of a key slot of b) equal the
- * prepared key k? 1, 0, or an error. */
-int shmobj__mdict_key_obj_eq(struct shmobj__mc *c, const struct shmobj__mdbody *b, uint64_t pl,
-                             const shmobj_key *k);
+/* Does a key held in a child (payload pl of a key slot) equal the
+ * prepared key k? 1, 0, or an error. It takes no body, so that a caller's
+ * body stays in registers (the hot paths use only a few of its fields). */
+int shmobj__mdict_key_obj_eq(struct shmobj__mc *c, uint64_t pl, const shmobj_key *k);
 
 /* Does the key slot of pair p hold the prepared key k? 1, 0, or an error. */
 static inline __attribute__((always_inline)) int
@@ -283,7 +283,7 @@ shmobj__mdict_key_eq(struct shmobj__mc *c, const struct shmobj__mdbody *b, uint6
     case SHMOBJ__SLOT_SSTR:
         return shmobj__key_sstr_equal(ks->reserved0, pl, k);
     case SHMOBJ__SLOT_OBJ:
-        return shmobj__mdict_key_obj_eq(c, b, pl, k);
+        return shmobj__mdict_key_obj_eq(c, pl, k);
     default:
         return SHMOBJ_ECORRUPT;
     }

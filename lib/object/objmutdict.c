@@ -112,10 +112,8 @@ static int key_child_fast(struct shmobj__mc *c, uint64_t pl, struct shmobj__obj 
     return 0;
 }
 
-int shmobj__mdict_key_obj_eq(struct shmobj__mc *c, const struct shmobj__mdbody *b, uint64_t pl,
-                             const shmobj_key *k)
+int shmobj__mdict_key_obj_eq(struct shmobj__mc *c, uint64_t pl, const shmobj_key *k)
 {
-    (void)b;
     if (k->type == SHMOBJ_TYPE_INT || (k->type == SHMOBJ_TYPE_STR && k->len <= SHMOBJ__SSTR_MAX))
         return 0; /* such keys are never held in a child */
     struct shmobj__obj h;

@@ -21,7 +21,8 @@
 
 /* The add of an int value, the lock held or the adder word owned: the
  * value slot of the key's pair, an atomic fetch-add. */
-static int add_found(struct shmobj__slot *vs, int64_t delta, int64_t *old)
+static inline __attribute__((always_inline)) int
+add_found(struct shmobj__slot *vs, int64_t delta, int64_t *old)
 {
     if (vs->tag != SHMOBJ__SLOT_INT)
         return SHMOBJ_ETYPE;
@@ -43,8 +44,8 @@ static int add_found(struct shmobj__slot *vs, int64_t delta, int64_t *old)
  * one a hole (the change then comes before the delete), since whatever
  * would move, free or replace the value slot waits for the adder word to
  * clear first. */
-static int int_unlocked(struct shmobj__mc *c, const shmobj_key *key, int64_t delta, int store,
-                        int64_t *old)
+static inline __attribute__((always_inline)) int
+int_unlocked(struct shmobj__mc *c, const shmobj_key *key, int64_t delta, int store, int64_t *old)
 {
     struct shmobj__mdbody b;
     uint64_t len = 0, pair = 0;
@@ -71,8 +72,8 @@ static int int_unlocked(struct shmobj__mc *c, const shmobj_key *key, int64_t del
 /* int_unlocked() with the adder word taken (from 0) and given back; 1
  * when the word could not be had (another adder, a space without tokens)
  * or the change cannot be made without the lock. */
-static int int_try_unlocked(struct shmobj__mc *c, const shmobj_key *key, int64_t v, int store,
-                            int64_t *old)
+static inline __attribute__((always_inline)) int
+int_try_unlocked(struct shmobj__mc *c, const shmobj_key *key, int64_t v, int store, int64_t *old)
 {
     const struct shmobj__space_live_ops *live = c->sp->ops->live;
     uint64_t tok = live != NULL ? live->token(c->sp) : 0, z = 0;
