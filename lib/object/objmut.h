@@ -263,9 +263,10 @@ static inline shmobj__ref shmobj__mdict_pair_child(const struct shmobj__mdbody *
 }
 
 /* Does a key held in a child (payload pl of a key slot) equal the
- * prepared key k? 1, 0, or an error. It takes no body, so that a caller's
- * body stays in registers (the hot paths use only a few of its fields). */
-int shmobj__mdict_key_obj_eq(struct shmobj__mc *c, uint64_t pl, const shmobj_key *k);
+ * prepared key k? 1, 0, or an error. It takes neither the body nor the
+ * handle, so that a hot path's copies of them stay in registers (the
+ * address of neither escapes to a call). */
+int shmobj__mdict_key_obj_eq(struct shmobj__space *sp, uint64_t pl, const shmobj_key *k);
 
 /* Does the key slot of pair p hold the prepared key k? 1, 0, or an error. */
 static inline __attribute__((always_inline)) int
@@ -283,7 +284,7 @@ shmobj__mdict_key_eq(struct shmobj__mc *c, const struct shmobj__mdbody *b, uint6
     case SHMOBJ__SLOT_SSTR:
         return shmobj__key_sstr_equal(ks->reserved0, pl, k);
     case SHMOBJ__SLOT_OBJ:
-        return shmobj__mdict_key_obj_eq(c, pl, k);
+        return shmobj__mdict_key_obj_eq(c->sp, pl, k);
     default:
         return SHMOBJ_ECORRUPT;
     }

@@ -206,10 +206,14 @@ int shmobj_mdict_set(const shmobj_view *dict, const shmobj_value *key, const shm
     int rc = shmobj__mdict_begin(dict, 1u << SHMOBJ_TYPE_MDICT, key, &c, &k);
     if (rc != 0)
         return rc;
-    /* an int over an int: one atomic store, without the lock when it can */
-    if (val->type == SHMOBJ_TYPE_INT && val->reserved == 0 &&
-        int_try_unlocked(&c, &k, val->v.i, 1, NULL) == 0)
-        return 0;
+    /* an int over an int: one atomic store, without the lock when it can
+     * (on copies of the handle and key whose addresses no call takes) */
+    if (val->type == SHMOBJ_TYPE_INT && val->reserved == 0) {
+        struct shmobj__mc fc = c;
+        shmobj_key fk = k;
+        if (int_try_unlocked(&fc, &fk, val->v.i, 1, NULL) == 0)
+            return 0;
+    }
     rc = shmobj__mut_item_make(c.sp, val, &it);
     if (rc != 0)
         return rc;
@@ -302,20 +306,15 @@ int shmobj__mdict_clear(struct shmobj__mc *c)
     return rc;
 }
 
-int shmobj_mdict_int_add(const shmobj_view *dict, const shmobj_key *key, int64_t delta,
-                         int64_t *old)
+/* The add under the lock: another adder, a writer, or a space without
+ * tokens. The handle comes by value, so that the lock-free path's copy in
+ * the caller never has its address taken (it stays in registers). */
+static __attribute__((noinline)) int int_add_locked(struct shmobj__mc c, const shmobj_key *key,
+                                                    int64_t delta, int64_t *old)
 {
-    struct shmobj__mc c;
     struct shmobj__mdbody b;
     uint64_t len = 0, pair;
-    int rc = shmobj__mdict_open_key(dict, key, &c);
-    if (rc != 0)
-        return rc;
-    rc = int_try_unlocked(&c, key, delta, 0, old);
-    if (rc != 1)
-        return rc;
-    /* another adder, a writer, or a space without tokens: the lock */
-    rc = shmobj__mut_lock(&c);
+    int rc = shmobj__mut_lock(&c);
     if (rc != 0)
         return rc;
     shmobj__mut_adder_reap(&c);
@@ -324,4 +323,17 @@ int shmobj_mdict_int_add(const shmobj_view *dict, const shmobj_key *key, int64_t
         rc = add_found(&b.pairs[2 * pair + 1], delta, old);
     shmobj__mut_unlock(&c);
     return rc;
+}
+
+int shmobj_mdict_int_add(const shmobj_view *dict, const shmobj_key *key, int64_t delta,
+                         int64_t *old)
+{
+    struct shmobj__mc c;
+    int rc = shmobj__mdict_open_key(dict, key, &c);
+    if (rc != 0)
+        return rc;
+    rc = int_try_unlocked(&c, key, delta, 0, old);
+    if (rc != 1)
+        return rc;
+    return int_add_locked(c, key, delta, old);
 }
