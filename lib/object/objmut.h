@@ -369,6 +369,9 @@ int shmobj__mdict_repair(struct shmobj__mc *c);
 int shmobj__mdict_places(struct shmobj__mc *c, uint64_t *count);
 /* Lookup of a prepared key: a view of its value (dict) or member (set). */
 int shmobj__mdict_lookup(const shmobj_view *v, const shmobj_key *k, shmobj_view *item);
+/* Is key k in the dict or set, by an optimistic read: 0, SHMOBJ_ENOTFOUND,
+ * or an error. */
+int shmobj__mdict_has(struct shmobj__mc *c, const shmobj_key *k);
 /* Free every child and the body (the container's own block stays). */
 int shmobj__mdict_free(struct shmobj__space *sp, const shmobj_view *v, int depth,
                        uint64_t *budget);

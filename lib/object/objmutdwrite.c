@@ -167,6 +167,14 @@ static int put_locked(struct shmobj__mc *c, const shmobj_value *kv, const shmobj
             if (exist_err)
                 return SHMOBJ_EEXIST;
             struct shmobj__slot *vs = &b.pairs[2 * pair + 1];
+            /* an int over an int is the lock-free store's one atomic store:
+             * an add without the lock that found this slot lands before or
+             * after it, both in an int, so it needs no wait for the adder
+             * word (nor an intent: no block comes or goes) */
+            if (vs->tag == SHMOBJ__SLOT_INT && it->tag == SHMOBJ__SLOT_INT) {
+                atomic_store_explicit(&vs->payload, it->payload, memory_order_release);
+                return 0;
+            }
             shmobj__ref old = shmobj__mdict_pair_child(&b, pair, 1);
             atomic_store_explicit(&m->at, pair, memory_order_relaxed);
             atomic_store_explicit(&m->spare, it->child, memory_order_relaxed);
@@ -252,6 +260,10 @@ int shmobj_mut_delete(const shmobj_view *cv, const shmobj_value *key)
     int rc = shmobj__mdict_begin(cv, SHMOBJ__MD_KINDS, key, &c, &k);
     if (rc != 0)
         return rc;
+    /* an absent key needs no lock: a read that held seq saw it absent, and
+     * the delete takes effect there */
+    if (shmobj__mdict_has(&c, &k) == SHMOBJ_ENOTFOUND)
+        return SHMOBJ_ENOTFOUND;
     rc = shmobj__mut_lock(&c);
     if (rc != 0)
         return rc;
