@@ -1140,6 +1140,59 @@ static void test_mut_delete_absent_key_takes_no_lock(void **state)
     munmap((void *)st, 4096);
 }
 
+/* A set (or a set's add) of a key that needs a child and looks absent
+ * builds the child before it takes the lock; when the key is there by the
+ * time it has the lock, the child is freed. Two processes each put the
+ * same absent key while a third holds the lock (both have looked and
+ * built before it lets go, unless the machine is very slow): one inserts,
+ * the other replaces the value (the dict) or finds it there (the set,
+ * SHMOBJ_EEXIST), and once the container is freed the heap holds what it
+ * held before. */
+struct early_arg {
+    shmobj_view c;
+    int who;
+};
+
+static int early_key_main(void *p)
+{
+    struct early_arg *a = p;
+    shmobj_value kv = SHMOBJ_VAL_STR("a key longer than seven bytes");
+    int rc = a->c.type == SHMOBJ_TYPE_MDICT
+                 ? shmobj_mdict_set(&a->c, &kv, &SHMOBJ_VAL_INT(a->who))
+                 : shmobj_mset_add(&a->c, &kv);
+    return rc == 0 ? 0 : rc == SHMOBJ_EEXIST ? 10 : 1;
+}
+
+static void test_mut_early_key_child_freed_when_unused(void **state)
+{
+    struct fixture *f = *state;
+    _Atomic int *st = shared_page(4096);
+    for (int kind = 0; kind < 2; kind++) {
+        shmobj_view c;
+        uint64_t before = heap_used(f->seg);
+        shmobj_ref r = make(f->seg, kind == 0 ? SHMOBJ_VAL_MDICT() : SHMOBJ_VAL_MSET(), &c);
+        struct holder h = {f->seg, control_of(&c), st, 1};
+        pid_t hp = holder_start(&h);
+        struct early_arg a[2] = {{c, 0}, {c, 1}};
+        pid_t pid[2] = {test_child_start(early_key_main, &a[0], 60),
+                        test_child_start(early_key_main, &a[1], 60)};
+        test_sleep_ms(300); /* both look, build and wait for the lock */
+        holder_stop(&h, hp);
+        int rc0 = test_child_wait(pid[0]), rc1 = test_child_wait(pid[1]);
+        if (kind == 0) {
+            assert_int_equal(rc0, 0);
+            assert_int_equal(rc1, 0);
+        } else {
+            assert_int_equal(rc0 + rc1, 10); /* one added, one found it */
+        }
+        assert_int_equal(len_of(&c), 1);
+        assert_int_equal(shmobj_obj_check(f->seg, r), 0);
+        assert_int_equal(shmobj_obj_free(f->seg, r), 0);
+        assert_int_equal(heap_used(f->seg), before);
+    }
+    munmap((void *)st, 4096);
+}
+
 /* ---- writers killed ------------------------------------------------------ */
 
 struct kill_arg {
@@ -1476,6 +1529,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_mdict_set_int_over_int_needs_no_adder_wait, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_mut_delete_absent_key_takes_no_lock, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_mut_early_key_child_freed_when_unused, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_mlist_kill_writer_loop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mdict_kill_writer_loop, setup, teardown),

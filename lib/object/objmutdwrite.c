@@ -37,8 +37,9 @@ add_found(struct shmobj__slot *vs, int64_t delta, int64_t *old)
 /* A change of an int value without the lock, the adder word owned
  * (objfmt.h): the fetch-add of delta, or with store the store of delta
  * over an int. 1 when it cannot be made so (a writer section open or begun
- * meanwhile; for a store, no such key or a value that is not an int: the
- * lock's path inserts or replaces), else its result. The pair and its tag
+ * meanwhile; for a store, a value that is not an int: the lock's path
+ * replaces it), 2 for a store to a key absent while seq held (the lock's
+ * path inserts it), else its result. The pair and its tag
  * are kept only if seq held across their read, like any reader's; from
  * then until the atomic a lock holder may only append pairs or make this
  * one a hole (the change then comes before the delete), since whatever
@@ -57,7 +58,9 @@ int_unlocked(struct shmobj__mc *c, const shmobj_key *key, int64_t delta, int sto
     atomic_thread_fence(memory_order_acquire);
     if (atomic_load_explicit(&c->m->seq, memory_order_relaxed) != s)
         return 1;
-    if (store && (rc == SHMOBJ_ENOTFOUND || (rc == 0 && tag != SHMOBJ__SLOT_INT)))
+    if (store && rc == SHMOBJ_ENOTFOUND)
+        return 2; /* absent while seq held: the lock's path inserts */
+    if (store && rc == 0 && tag != SHMOBJ__SLOT_INT)
         return 1;
     if (rc != 0)
         return rc;
@@ -71,7 +74,8 @@ int_unlocked(struct shmobj__mc *c, const shmobj_key *key, int64_t delta, int sto
 
 /* int_unlocked() with the adder word taken (from 0) and given back; 1
  * when the word could not be had (another adder, a space without tokens)
- * or the change cannot be made without the lock. */
+ * or the change cannot be made without the lock, 2 (a store only) when
+ * the key was absent. */
 static inline __attribute__((always_inline)) int
 int_try_unlocked(struct shmobj__mc *c, const shmobj_key *key, int64_t v, int store, int64_t *old)
 {
@@ -90,9 +94,65 @@ int_try_unlocked(struct shmobj__mc *c, const shmobj_key *key, int64_t v, int sto
     return rc;
 }
 
-/* Insert key k (absent; its empty entry free_at) with the value item it. */
-static int insert_new(struct shmobj__mc *c, const shmobj_value *kv, const shmobj_key *k,
-                      const struct shmobj__mitem *it)
+/* The key slot of a new pair: inline when the key fits (an int, a short
+ * string), else a child built for it. */
+struct key_slot {
+    uint8_t tag, r0;
+    uint64_t payload;
+    shmobj__ref child;
+    int used; /* an insert took it */
+};
+
+static int key_slot_make(struct shmobj__mc *c, const shmobj_key *k, struct key_slot *ks)
+{
+    ks->r0 = 0;
+    ks->child = 0;
+    ks->used = 0;
+    if (k->type == SHMOBJ_TYPE_INT) {
+        ks->tag = SHMOBJ__SLOT_INT;
+        ks->payload = (uint64_t)k->i;
+    } else if (k->type == SHMOBJ_TYPE_STR && k->len <= SHMOBJ__SSTR_MAX) {
+        ks->tag = SHMOBJ__SLOT_SSTR;
+        ks->r0 = (uint8_t)k->len;
+        ks->payload = k->word_;
+    } else {
+        shmobj_value d = {.type = k->type, .v = {.s = {k->ptr, (size_t)k->len}}};
+        int rc = shmobj__obj_put(c->sp, &d, &ks->child);
+        if (rc != 0)
+            return rc;
+        ks->tag = SHMOBJ__SLOT_OBJ;
+        ks->payload = ks->child;
+    }
+    return 0;
+}
+
+/* Before the lock: a key that needs a child and that a read finds absent
+ * (it will most likely be inserted) has its child built now, so that the
+ * lock is not held across the builder's allocation (the segment's lock).
+ * ks->tag 0: none built (the insert builds its own). */
+static void key_slot_early(struct shmobj__mc *c, const shmobj_key *k, int absent,
+                           struct key_slot *ks)
+{
+    ks->tag = 0;
+    ks->child = 0;
+    ks->used = 0;
+    if (k->type == SHMOBJ_TYPE_INT || (k->type == SHMOBJ_TYPE_STR && k->len <= SHMOBJ__SSTR_MAX))
+        return;
+    if ((absent || shmobj__mdict_has(c, k) == SHMOBJ_ENOTFOUND) && key_slot_make(c, k, ks) != 0)
+        ks->tag = 0;
+}
+
+/* After the lock: the early child when no insert took it. */
+static void key_slot_done(struct shmobj__mc *c, const struct key_slot *ks)
+{
+    if (ks->tag != 0 && !ks->used)
+        shmobj__mut_child_free(c->sp, ks->child);
+}
+
+/* Insert key k (absent) with the value item it; the key's slot is pre
+ * when an early one was built (pre->tag != 0), else built here. */
+static int insert_new(struct shmobj__mc *c, const shmobj_key *k, const struct shmobj__mitem *it,
+                      struct key_slot *pre)
 {
     struct shmobj__mut *m = c->m;
     struct shmobj__mdbody b;
@@ -109,26 +169,17 @@ static int insert_new(struct shmobj__mc *c, const shmobj_value *kv, const shmobj
     rc = shmobj__mdict_find(c, &b, len, k, &pair, &free_at, NULL);
     if (rc != SHMOBJ_ENOTFOUND)
         return rc == 0 ? SHMOBJ_ECORRUPT : rc;
-    /* the key's slot: inline when it fits, else a child */
-    uint8_t ktag, r0 = 0;
-    uint64_t kpl;
-    shmobj__ref kchild = 0;
-    if (k->type == SHMOBJ_TYPE_INT) {
-        ktag = SHMOBJ__SLOT_INT;
-        kpl = (uint64_t)k->i;
-    } else if (k->type == SHMOBJ_TYPE_STR && k->len <= SHMOBJ__SSTR_MAX) {
-        ktag = SHMOBJ__SLOT_SSTR;
-        r0 = (uint8_t)k->len;
-        kpl = k->word_;
-    } else {
-        shmobj_value d = {.type = k->type, .v = {.s = {k->ptr, (size_t)k->len}}};
-        (void)kv;
-        rc = shmobj__obj_put(c->sp, &d, &kchild);
+    struct key_slot own, *ks = pre;
+    if (ks->tag == 0) {
+        rc = key_slot_make(c, k, &own);
         if (rc != 0)
             return rc;
-        ktag = SHMOBJ__SLOT_OBJ;
-        kpl = kchild;
+        ks = &own;
     }
+    uint8_t ktag = ks->tag, r0 = ks->r0;
+    uint64_t kpl = ks->payload;
+    shmobj__ref kchild = ks->child;
+    ks->used = 1;
     atomic_store_explicit(&m->at, len, memory_order_relaxed);
     atomic_store_explicit(&m->spare, it->child, memory_order_relaxed);
     atomic_store_explicit(&m->spare2, kchild, memory_order_relaxed);
@@ -151,9 +202,10 @@ static int insert_new(struct shmobj__mc *c, const shmobj_value *kv, const shmobj
     return 0;
 }
 
-/* Set (or add, with exist_err) key kv to item it (lock held). */
-static int put_locked(struct shmobj__mc *c, const shmobj_value *kv, const shmobj_key *k,
-                      const struct shmobj__mitem *it, int exist_err)
+/* Set (or add, with exist_err) key k to item it (lock held); pre: as
+ * insert_new(). */
+static int put_locked(struct shmobj__mc *c, const shmobj_key *k, const struct shmobj__mitem *it,
+                      int exist_err, struct key_slot *pre)
 {
     struct shmobj__mut *m = c->m;
     struct shmobj__mdbody b;
@@ -201,7 +253,7 @@ static int put_locked(struct shmobj__mc *c, const shmobj_value *kv, const shmobj
         if (rc != SHMOBJ_ENOTFOUND)
             return rc;
     }
-    return insert_new(c, kv, k, it);
+    return insert_new(c, k, it, pre);
 }
 
 int shmobj_mdict_set(const shmobj_view *dict, const shmobj_value *key, const shmobj_value *val)
@@ -216,20 +268,26 @@ int shmobj_mdict_set(const shmobj_view *dict, const shmobj_value *key, const shm
         return rc;
     /* an int over an int: one atomic store, without the lock when it can
      * (on copies of the handle and key whose addresses no call takes) */
+    int absent = 0;
     if (val->type == SHMOBJ_TYPE_INT && val->reserved == 0) {
         struct shmobj__mc fc = c;
         shmobj_key fk = k;
-        if (int_try_unlocked(&fc, &fk, val->v.i, 1, NULL) == 0)
+        rc = int_try_unlocked(&fc, &fk, val->v.i, 1, NULL);
+        if (rc == 0)
             return 0;
+        absent = rc == 2;
     }
     rc = shmobj__mut_item_make(c.sp, val, &it);
     if (rc != 0)
         return rc;
+    struct key_slot pre;
+    key_slot_early(&c, &k, absent, &pre);
     rc = shmobj__mut_lock(&c);
     if (rc == 0) {
-        rc = put_locked(&c, key, &k, &it, 0);
+        rc = put_locked(&c, &k, &it, 0, &pre);
         shmobj__mut_unlock(&c);
     }
+    key_slot_done(&c, &pre);
     if (rc != 0)
         shmobj__mut_child_free(c.sp, it.child);
     return rc;
@@ -243,11 +301,14 @@ int shmobj_mset_add(const shmobj_view *set, const shmobj_value *key)
     int rc = shmobj__mdict_begin(set, 1u << SHMOBJ_TYPE_MSET, key, &c, &k);
     if (rc != 0)
         return rc;
+    struct key_slot pre;
+    key_slot_early(&c, &k, 0, &pre);
     rc = shmobj__mut_lock(&c);
-    if (rc != 0)
-        return rc;
-    rc = put_locked(&c, key, &k, &it, 1);
-    shmobj__mut_unlock(&c);
+    if (rc == 0) {
+        rc = put_locked(&c, &k, &it, 1, &pre);
+        shmobj__mut_unlock(&c);
+    }
+    key_slot_done(&c, &pre);
     return rc;
 }
 
