@@ -12,6 +12,11 @@
  *   (the container's next) and its index entry; a replaced value's child
  *   is freed after the section that replaced it, a deleted pair's after
  *   the section that made it a hole.
+ * - Children are built before the lock where they can be (a value's, and
+ *   the key's of a key that looked absent), so that the lock is not held
+ *   across the builder's allocation; one the change did not take (the key
+ *   was there by then) is freed after the lock. A kill before the lock
+ *   leaks them, as any block not yet handed to the container.
  * - An int value's add is one atomic read-modify-write of its slot, and
  *   an int stored over an int one atomic store: a reader sees the value
  *   before or after it, so neither needs a section; without the lock they
@@ -75,7 +80,21 @@ int_unlocked(struct shmobj__mc *c, const shmobj_key *key, int64_t delta, int sto
 /* int_unlocked() with the adder word taken (from 0) and given back; 1
  * when the word could not be had (another adder, a space without tokens)
  * or the change cannot be made without the lock, 2 (a store only) when
- * the key was absent. */
+ * the key was absent.
+ *
+ * Why the word, and not a reader's check of seq before and after the
+ * atomic: a check after it comes too late, since a rebuild or a clear
+ * that began between the find and the atomic may have freed the body,
+ * and the heap may have handed its bytes to another block, which the
+ * add would then change; nothing can undo that. The writer must know of
+ * the add before it frees, so the add announces itself first (the word)
+ * and the writer waits for it (shmobj__mut_adders_drain). The CAS is
+ * also the barrier between the word's store and the load of seq that the
+ * two sides' store-then-load needs; a plain store would need the
+ * writer's cross-process barrier (membarrier, as the library's lock
+ * makes) instead. Measured on C1 (one adder, its word's line in its own
+ * cache) a plain store in its place made no difference beyond the
+ * noise, so the word stays a CAS. */
 static inline __attribute__((always_inline)) int
 int_try_unlocked(struct shmobj__mc *c, const shmobj_key *key, int64_t v, int store, int64_t *old)
 {
