@@ -166,7 +166,7 @@ struct d1_arg {
 
 static int d1_key(int k, char *buf)
 {
-    return snprintf(buf, 16, "key-%06d", k);
+    return bench_d1_key(k, buf);
 }
 
 static int d1_child(void *p)

@@ -53,7 +53,7 @@ std::string seg_name()
 
 int key_of(int k, char *buf)
 {
-    return snprintf(buf, 16, "key-%06d", k);
+    return bench_d1_key(k, buf);
 }
 
 int l1_boost(const bench_ctx *ctx)

@@ -25,7 +25,7 @@ struct d1_shared {
 
 static int d1_key(int k, char *buf)
 {
-    return snprintf(buf, 16, "key-%06d", k);
+    return bench_d1_key(k, buf);
 }
 
 static void d1_client(struct d1_shared *sh, int who, int port, double target)

@@ -1034,6 +1034,165 @@ static void test_mdict_writers_wait_for_unlocked_adder(void **state)
     munmap((void *)st, 4096);
 }
 
+/* ---- what needs no lock, or no wait for adders --------------------------- */
+
+/* A child holding the dict's adder word (what = 0) or its lock (what = 1)
+ * until the parent says it may let go: it says it holds (1), waits for 3
+ * (at most 20 s), says it lets go (2), and lets go. */
+struct holder {
+    shmobj_segment *seg;
+    struct shmobj__mut *m;
+    _Atomic int *state;
+    int what;
+};
+
+static int holder_main(void *p)
+{
+    struct holder *h = p;
+    struct shmobj__space *sp = shmobj__space_of_seg(h->seg);
+    uint64_t tok = sp->ops->live->token(sp), z = 0;
+    if (h->what == 0 ? tok == 0 || !atomic_compare_exchange_strong(&h->m->adder, &z, tok)
+                     : sp->ops->live->lock(sp, (struct shmobj__os_lock *)(void *)h->m->lock, 0) != 0)
+        return 1;
+    atomic_store(h->state, 1);
+    for (int i = 0; i < 20000 && atomic_load(h->state) != 3; i++)
+        test_sleep_ms(1);
+    atomic_store(h->state, 2);
+    if (h->what == 0)
+        atomic_store(&h->m->adder, 0);
+    else
+        sp->ops->live->unlock(sp, (struct shmobj__os_lock *)(void *)h->m->lock);
+    return 0;
+}
+
+static pid_t holder_start(struct holder *h)
+{
+    atomic_store(h->state, 0);
+    pid_t pid = test_child_start(holder_main, h, 30);
+    while (atomic_load(h->state) == 0)
+        sched_yield();
+    assert_int_equal(atomic_load(h->state), 1);
+    return pid;
+}
+
+static void holder_stop(struct holder *h, pid_t pid)
+{
+    atomic_store(h->state, 3);
+    assert_int_equal(test_child_wait(pid), 0);
+    assert_int_equal(atomic_load(h->state), 2);
+}
+
+/* A set of an int over an int under the lock (an add without the lock
+ * under way holds the adder word, so the set cannot take it) is one
+ * atomic store, as the lock-free one is: it returns at once, while the
+ * adder still holds the word, with the new value in place; a replacement
+ * that brings a child (an int over a string) still waits. */
+static void test_mdict_set_int_over_int_needs_no_adder_wait(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_view d;
+    shmobj_ref r = make(f->seg, SHMOBJ_VAL_MDICT(), &d);
+    _Atomic int *st = shared_page(4096);
+    struct holder h = {f->seg, control_of(&d), st, 0};
+    shmobj_key k;
+    shmobj_value kv = SHMOBJ_VAL_STR("c");
+    assert_int_equal(shmobj_key_init(&k, &kv), 0);
+    assert_int_equal(shmobj_mdict_set(&d, &kv, &SHMOBJ_VAL_INT(1)), 0);
+    pid_t pid = holder_start(&h);
+    assert_int_equal(shmobj_mdict_set(&d, &kv, &SHMOBJ_VAL_INT(7)), 0);
+    assert_int_equal(atomic_load(st), 1); /* the adder still holds the word */
+    int64_t x = 0;
+    assert_int_equal(shmobj_mdict_get_int(&d, &k, &x), 0);
+    assert_int_equal(x, 7);
+    holder_stop(&h, pid);
+    assert_int_equal(shmobj_obj_check(f->seg, r), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, r), 0);
+    munmap((void *)st, 4096);
+}
+
+/* A delete of a key that is absent takes no lock: while another process
+ * holds the dict's (and the set's) lock it returns SHMOBJ_ENOTFOUND at
+ * once; a present key's delete waits for the lock and deletes it. */
+static void test_mut_delete_absent_key_takes_no_lock(void **state)
+{
+    struct fixture *f = *state;
+    _Atomic int *st = shared_page(4096);
+    for (int kind = 0; kind < 2; kind++) {
+        shmobj_view c;
+        shmobj_ref r = make(f->seg, kind == 0 ? SHMOBJ_VAL_MDICT() : SHMOBJ_VAL_MSET(), &c);
+        shmobj_value kv = SHMOBJ_VAL_STR("a key longer than seven bytes");
+        if (kind == 0)
+            assert_int_equal(shmobj_mdict_set(&c, &kv, &SHMOBJ_VAL_INT(1)), 0);
+        else
+            assert_int_equal(shmobj_mset_add(&c, &kv), 0);
+        struct holder h = {f->seg, control_of(&c), st, 1};
+        pid_t pid = holder_start(&h);
+        assert_int_equal(shmobj_mut_delete(&c, &SHMOBJ_VAL_STR("absent")), SHMOBJ_ENOTFOUND);
+        assert_int_equal(shmobj_mut_delete(&c, &SHMOBJ_VAL_INT(5)), SHMOBJ_ENOTFOUND);
+        assert_int_equal(atomic_load(st), 1); /* the lock is still held */
+        holder_stop(&h, pid);
+        assert_int_equal(shmobj_mut_delete(&c, &kv), 0);
+        assert_int_equal(shmobj_mut_contains(&c, &kv), SHMOBJ_ENOTFOUND);
+        assert_int_equal(shmobj_mut_delete(&c, &kv), SHMOBJ_ENOTFOUND);
+        assert_int_equal(shmobj_obj_check(f->seg, r), 0);
+        assert_int_equal(shmobj_obj_free(f->seg, r), 0);
+    }
+    munmap((void *)st, 4096);
+}
+
+/* A set (or a set's add) of a key that needs a child and looks absent
+ * builds the child before it takes the lock; when the key is there by the
+ * time it has the lock, the child is freed. Two processes each put the
+ * same absent key while a third holds the lock (both have looked and
+ * built before it lets go, unless the machine is very slow): one inserts,
+ * the other replaces the value (the dict) or finds it there (the set,
+ * SHMOBJ_EEXIST), and once the container is freed the heap holds what it
+ * held before. */
+struct early_arg {
+    shmobj_view c;
+    int who;
+};
+
+static int early_key_main(void *p)
+{
+    struct early_arg *a = p;
+    shmobj_value kv = SHMOBJ_VAL_STR("a key longer than seven bytes");
+    int rc = a->c.type == SHMOBJ_TYPE_MDICT
+                 ? shmobj_mdict_set(&a->c, &kv, &SHMOBJ_VAL_INT(a->who))
+                 : shmobj_mset_add(&a->c, &kv);
+    return rc == 0 ? 0 : rc == SHMOBJ_EEXIST ? 10 : 1;
+}
+
+static void test_mut_early_key_child_freed_when_unused(void **state)
+{
+    struct fixture *f = *state;
+    _Atomic int *st = shared_page(4096);
+    for (int kind = 0; kind < 2; kind++) {
+        shmobj_view c;
+        uint64_t before = heap_used(f->seg);
+        shmobj_ref r = make(f->seg, kind == 0 ? SHMOBJ_VAL_MDICT() : SHMOBJ_VAL_MSET(), &c);
+        struct holder h = {f->seg, control_of(&c), st, 1};
+        pid_t hp = holder_start(&h);
+        struct early_arg a[2] = {{c, 0}, {c, 1}};
+        pid_t pid[2] = {test_child_start(early_key_main, &a[0], 60),
+                        test_child_start(early_key_main, &a[1], 60)};
+        test_sleep_ms(300); /* both look, build and wait for the lock */
+        holder_stop(&h, hp);
+        int rc0 = test_child_wait(pid[0]), rc1 = test_child_wait(pid[1]);
+        if (kind == 0) {
+            assert_int_equal(rc0, 0);
+            assert_int_equal(rc1, 0);
+        } else {
+            assert_int_equal(rc0 + rc1, 10); /* one added, one found it */
+        }
+        assert_int_equal(len_of(&c), 1);
+        assert_int_equal(shmobj_obj_check(f->seg, r), 0);
+        assert_int_equal(shmobj_obj_free(f->seg, r), 0);
+        assert_int_equal(heap_used(f->seg), before);
+    }
+    munmap((void *)st, 4096);
+}
+
 /* ---- writers killed ------------------------------------------------------ */
 
 struct kill_arg {
@@ -1227,8 +1386,9 @@ static void test_mdict_kill_writer_loop(void **state)
     }
     assert_int_equal(shmobj_obj_check(f->seg, r), 0);
     assert_int_equal(shmobj_obj_free(f->seg, r), 0);
-    /* each kill leaks at most one block: a child, or a body (about 40 KB
-     * for the ~1,000 keys held) */
+    /* each kill leaks at most a body (about 40 KB for the ~1,000 keys
+     * held) or the children of one pair (a set's built before the lock, a
+     * delete's freed after it) */
     uint64_t leaked = heap_used(f->seg) - before;
     assert_true(leaked <= (uint64_t)kill_rounds * 64 * 1024);
     munmap((void *)committed, 4096);
@@ -1366,6 +1526,12 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_mdict_int_add_races_rebuild_delete_replace, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_mdict_writers_wait_for_unlocked_adder, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_mdict_set_int_over_int_needs_no_adder_wait, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_mut_delete_absent_key_takes_no_lock, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_mut_early_key_child_freed_when_unused, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_mlist_kill_writer_loop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mdict_kill_writer_loop, setup, teardown),

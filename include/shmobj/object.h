@@ -1839,7 +1839,9 @@ SHMOBJ_API int shmobj_mdict_int_add(const shmobj_view *dict, const shmobj_key *k
  * @retval SHMOBJ_ESTALE the container's block was freed
  * @retval SHMOBJ_ECORRUPT the container is damaged
  * @retval SHMOBJ_EBUSY a live process held the container's lock for 10 s
- * @note Thread- and process-safe (the container's lock).
+ * @note Thread- and process-safe (the container's lock). A key found
+ *       absent by a lock-free read (as shmobj_mut_contains()) returns
+ *       SHMOBJ_ENOTFOUND without the lock.
  * @since 0.2
  */
 SHMOBJ_API int shmobj_mut_delete(const shmobj_view *c, const shmobj_value *key);

@@ -262,10 +262,11 @@ static inline shmobj__ref shmobj__mdict_pair_child(const struct shmobj__mdbody *
     return shmobj__mut_child_of(s->tag, atomic_load_explicit(&s->payload, memory_order_relaxed));
 }
 
-/* Does a key held in a child (payload pl of a key slot of b) equal the
- * prepared key k? 1, 0, or an error. */
-int shmobj__mdict_key_obj_eq(struct shmobj__mc *c, const struct shmobj__mdbody *b, uint64_t pl,
-                             const shmobj_key *k);
+/* Does a key held in a child (payload pl of a key slot) equal the
+ * prepared key k? 1, 0, or an error. It takes neither the body nor the
+ * handle, so that a hot path's copies of them stay in registers (the
+ * address of neither escapes to a call). */
+int shmobj__mdict_key_obj_eq(struct shmobj__space *sp, uint64_t pl, const shmobj_key *k);
 
 /* Does the key slot of pair p hold the prepared key k? 1, 0, or an error. */
 static inline __attribute__((always_inline)) int
@@ -283,7 +284,7 @@ shmobj__mdict_key_eq(struct shmobj__mc *c, const struct shmobj__mdbody *b, uint6
     case SHMOBJ__SLOT_SSTR:
         return shmobj__key_sstr_equal(ks->reserved0, pl, k);
     case SHMOBJ__SLOT_OBJ:
-        return shmobj__mdict_key_obj_eq(c, b, pl, k);
+        return shmobj__mdict_key_obj_eq(c->sp, pl, k);
     default:
         return SHMOBJ_ECORRUPT;
     }
@@ -368,6 +369,9 @@ int shmobj__mdict_repair(struct shmobj__mc *c);
 int shmobj__mdict_places(struct shmobj__mc *c, uint64_t *count);
 /* Lookup of a prepared key: a view of its value (dict) or member (set). */
 int shmobj__mdict_lookup(const shmobj_view *v, const shmobj_key *k, shmobj_view *item);
+/* Is key k in the dict or set, by an optimistic read: 0, SHMOBJ_ENOTFOUND,
+ * or an error. */
+int shmobj__mdict_has(struct shmobj__mc *c, const shmobj_key *k);
 /* Free every child and the body (the container's own block stays). */
 int shmobj__mdict_free(struct shmobj__space *sp, const shmobj_view *v, int depth,
                        uint64_t *budget);

@@ -85,14 +85,14 @@ static int key_child(struct shmobj__mc *c, const struct shmobj__mdbody *b, uint6
  * then the str or bytes object the root names, in the block: its kind,
  * its length and its bytes. The checker follows it with the arena's proof
  * (key_child). */
-static int key_child_fast(struct shmobj__mc *c, uint64_t pl, struct shmobj__obj *h,
+static int key_child_fast(struct shmobj__space *sp, uint64_t pl, struct shmobj__obj *h,
                           const uint8_t **bytes)
 {
     uint64_t ob, size, off;
     void *p;
-    if (shmobj__mut_block_fast(c->sp, pl, SHMOBJ__PREFIX + sizeof *h, &ob) != 0)
+    if (shmobj__mut_block_fast(sp, pl, SHMOBJ__PREFIX + sizeof *h, &ob) != 0)
         return SHMOBJ_ECORRUPT;
-    const struct shmobj__tree *t = (const void *)(c->sp->base + ob);
+    const struct shmobj__tree *t = (const void *)(sp->base + ob);
     const struct shmobj__slot *root = (const void *)(t + 1);
     size = t->size;
     uint64_t q = atomic_load_explicit(&((struct shmobj__slot *)root)->payload, memory_order_acquire);
@@ -101,26 +101,24 @@ static int key_child_fast(struct shmobj__mc *c, uint64_t pl, struct shmobj__obj 
         root->tag != SHMOBJ__SLOT_OBJ || shmobj__ref_gen(q) != shmobj__ref_gen(pl) ||
         size < SHMOBJ__PREFIX + sizeof *h || off < ob + SHMOBJ__PREFIX ||
         !shmobj__aligned(off, 16) || off - ob > size - sizeof *h ||
-        shmobj__space_at(c->sp, ob, size, &p) != 0)
+        shmobj__space_at(sp, ob, size, &p) != 0)
         return SHMOBJ_ECORRUPT;
-    memcpy(h, c->sp->base + off, sizeof *h);
+    memcpy(h, sp->base + off, sizeof *h);
     /* the bytes and their NUL lie in the block */
     if ((h->tag != SHMOBJ_TYPE_STR && h->tag != SHMOBJ_TYPE_BYTES) ||
         h->len >= size - (off - ob) - sizeof *h)
         return SHMOBJ_ECORRUPT;
-    *bytes = c->sp->base + off + sizeof *h;
+    *bytes = sp->base + off + sizeof *h;
     return 0;
 }
 
-int shmobj__mdict_key_obj_eq(struct shmobj__mc *c, const struct shmobj__mdbody *b, uint64_t pl,
-                             const shmobj_key *k)
+int shmobj__mdict_key_obj_eq(struct shmobj__space *sp, uint64_t pl, const shmobj_key *k)
 {
-    (void)b;
     if (k->type == SHMOBJ_TYPE_INT || (k->type == SHMOBJ_TYPE_STR && k->len <= SHMOBJ__SSTR_MAX))
         return 0; /* such keys are never held in a child */
     struct shmobj__obj h;
     const uint8_t *bytes;
-    int rc = key_child_fast(c, pl, &h, &bytes);
+    int rc = key_child_fast(sp, pl, &h, &bytes);
     if (rc != 0)
         return rc;
     return h.tag == k->type && h.len == k->len && shmobj__mem_equal(bytes, k->ptr, k->len);

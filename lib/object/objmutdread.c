@@ -75,20 +75,60 @@ int shmobj_mdict_get(const shmobj_view *dict, const shmobj_value *key, shmobj_vi
     return shmobj__mut_read(&c, get_read, &g);
 }
 
+/* shmobj_mdict_get_int() past its first try: the reads of
+ * shmobj__mut_read() (its retries and its fall back to the lock). The
+ * handle comes by value, so that the first try's copy in the caller never
+ * has its address taken (it stays in registers). */
+static __attribute__((noinline)) int get_int_retry(struct shmobj__mc c, const shmobj_key *key,
+                                                   int64_t *out)
+{
+    int64_t x;
+    struct mget g = {key, NULL, &x, 0};
+    int rc = shmobj__mut_read(&c, get_read, &g);
+    if (rc == 0)
+        *out = x;
+    return rc;
+}
+
 int shmobj_mdict_get_int(const shmobj_view *dict, const shmobj_key *key, int64_t *out)
 {
     struct shmobj__mc c;
-    int64_t x;
+    struct shmobj__mdbody b;
+    uint64_t len = 0, pair = 0, pl = 0;
     if (out == NULL)
         return SHMOBJ_EINVAL;
     int rc = shmobj__mdict_open_key(dict, key, &c);
     if (rc != 0)
         return rc;
-    struct mget g = {key, NULL, &x, 0};
-    rc = shmobj__mut_read(&c, get_read, &g);
-    if (rc == 0)
-        *out = x;
-    return rc;
+    /* The first try of shmobj__mut_read() inline, get_read()'s work with
+     * the same checks: kept only if seq held and the container is live */
+    uint64_t s = atomic_load_explicit(&c.m->seq, memory_order_acquire);
+    if (s & 1)
+        return get_int_retry(c, key, out);
+    rc = shmobj__mdict_locate(&c, key, &b, &len, &pair);
+    uint8_t tag = 0;
+    if (rc == 0) {
+        struct shmobj__slot *vs = &b.pairs[2 * pair + 1];
+        tag = vs->tag;
+        pl = atomic_load_explicit(&vs->payload, memory_order_acquire);
+    }
+    atomic_thread_fence(memory_order_acquire);
+    if (atomic_load_explicit(&c.m->seq, memory_order_relaxed) != s)
+        return get_int_retry(c, key, out);
+    if (!shmobj__obj_live(dict))
+        return SHMOBJ_ESTALE;
+    if (rc != 0)
+        return rc;
+    if (tag != SHMOBJ__SLOT_INT)
+        return SHMOBJ_ETYPE;
+    *out = (int64_t)pl;
+    return 0;
+}
+
+int shmobj__mdict_has(struct shmobj__mc *c, const shmobj_key *k)
+{
+    struct mget g = {k, NULL, NULL, 0};
+    return shmobj__mut_read(c, get_read, &g);
 }
 
 int shmobj_mut_contains(const shmobj_view *cv, const shmobj_value *key)

@@ -11,7 +11,13 @@
  * - A new pair is written at len inside a writer section, with its order
  *   (the container's next) and its index entry; a replaced value's child
  *   is freed after the section that replaced it, a deleted pair's after
- *   the section that made it a hole.
+ *   the lock (the section that made it a hole is over, and nothing else
+ *   names them).
+ * - Children are built before the lock where they can be (a value's, and
+ *   the key's of a key that looked absent), so that the lock is not held
+ *   across the builder's allocation; one the change did not take (the key
+ *   was there by then) is freed after the lock. A kill before the lock
+ *   leaks them, as any block not yet handed to the container.
  * - An int value's add is one atomic read-modify-write of its slot, and
  *   an int stored over an int one atomic store: a reader sees the value
  *   before or after it, so neither needs a section; without the lock they
@@ -21,7 +27,8 @@
 
 /* The add of an int value, the lock held or the adder word owned: the
  * value slot of the key's pair, an atomic fetch-add. */
-static int add_found(struct shmobj__slot *vs, int64_t delta, int64_t *old)
+static inline __attribute__((always_inline)) int
+add_found(struct shmobj__slot *vs, int64_t delta, int64_t *old)
 {
     if (vs->tag != SHMOBJ__SLOT_INT)
         return SHMOBJ_ETYPE;
@@ -36,15 +43,16 @@ static int add_found(struct shmobj__slot *vs, int64_t delta, int64_t *old)
 /* A change of an int value without the lock, the adder word owned
  * (objfmt.h): the fetch-add of delta, or with store the store of delta
  * over an int. 1 when it cannot be made so (a writer section open or begun
- * meanwhile; for a store, no such key or a value that is not an int: the
- * lock's path inserts or replaces), else its result. The pair and its tag
+ * meanwhile; for a store, a value that is not an int: the lock's path
+ * replaces it), 2 for a store to a key absent while seq held (the lock's
+ * path inserts it), else its result. The pair and its tag
  * are kept only if seq held across their read, like any reader's; from
  * then until the atomic a lock holder may only append pairs or make this
  * one a hole (the change then comes before the delete), since whatever
  * would move, free or replace the value slot waits for the adder word to
  * clear first. */
-static int int_unlocked(struct shmobj__mc *c, const shmobj_key *key, int64_t delta, int store,
-                        int64_t *old)
+static inline __attribute__((always_inline)) int
+int_unlocked(struct shmobj__mc *c, const shmobj_key *key, int64_t delta, int store, int64_t *old)
 {
     struct shmobj__mdbody b;
     uint64_t len = 0, pair = 0;
@@ -56,7 +64,9 @@ static int int_unlocked(struct shmobj__mc *c, const shmobj_key *key, int64_t del
     atomic_thread_fence(memory_order_acquire);
     if (atomic_load_explicit(&c->m->seq, memory_order_relaxed) != s)
         return 1;
-    if (store && (rc == SHMOBJ_ENOTFOUND || (rc == 0 && tag != SHMOBJ__SLOT_INT)))
+    if (store && rc == SHMOBJ_ENOTFOUND)
+        return 2; /* absent while seq held: the lock's path inserts */
+    if (store && rc == 0 && tag != SHMOBJ__SLOT_INT)
         return 1;
     if (rc != 0)
         return rc;
@@ -70,9 +80,24 @@ static int int_unlocked(struct shmobj__mc *c, const shmobj_key *key, int64_t del
 
 /* int_unlocked() with the adder word taken (from 0) and given back; 1
  * when the word could not be had (another adder, a space without tokens)
- * or the change cannot be made without the lock. */
-static int int_try_unlocked(struct shmobj__mc *c, const shmobj_key *key, int64_t v, int store,
-                            int64_t *old)
+ * or the change cannot be made without the lock, 2 (a store only) when
+ * the key was absent.
+ *
+ * Why the word, and not a reader's check of seq before and after the
+ * atomic: a check after it comes too late, since a rebuild or a clear
+ * that began between the find and the atomic may have freed the body,
+ * and the heap may have handed its bytes to another block, which the
+ * add would then change; nothing can undo that. The writer must know of
+ * the add before it frees, so the add announces itself first (the word)
+ * and the writer waits for it (shmobj__mut_adders_drain). The CAS is
+ * also the barrier between the word's store and the load of seq that the
+ * two sides' store-then-load needs; a plain store would need the
+ * writer's cross-process barrier (membarrier, as the library's lock
+ * makes) instead. Measured on C1 (one adder, its word's line in its own
+ * cache) a plain store in its place made no difference beyond the
+ * noise, so the word stays a CAS. */
+static inline __attribute__((always_inline)) int
+int_try_unlocked(struct shmobj__mc *c, const shmobj_key *key, int64_t v, int store, int64_t *old)
 {
     const struct shmobj__space_live_ops *live = c->sp->ops->live;
     uint64_t tok = live != NULL ? live->token(c->sp) : 0, z = 0;
@@ -89,9 +114,65 @@ static int int_try_unlocked(struct shmobj__mc *c, const shmobj_key *key, int64_t
     return rc;
 }
 
-/* Insert key k (absent; its empty entry free_at) with the value item it. */
-static int insert_new(struct shmobj__mc *c, const shmobj_value *kv, const shmobj_key *k,
-                      const struct shmobj__mitem *it)
+/* The key slot of a new pair: inline when the key fits (an int, a short
+ * string), else a child built for it. */
+struct key_slot {
+    uint8_t tag, r0;
+    uint64_t payload;
+    shmobj__ref child;
+    int used; /* an insert took it */
+};
+
+static int key_slot_make(struct shmobj__mc *c, const shmobj_key *k, struct key_slot *ks)
+{
+    ks->r0 = 0;
+    ks->child = 0;
+    ks->used = 0;
+    if (k->type == SHMOBJ_TYPE_INT) {
+        ks->tag = SHMOBJ__SLOT_INT;
+        ks->payload = (uint64_t)k->i;
+    } else if (k->type == SHMOBJ_TYPE_STR && k->len <= SHMOBJ__SSTR_MAX) {
+        ks->tag = SHMOBJ__SLOT_SSTR;
+        ks->r0 = (uint8_t)k->len;
+        ks->payload = k->word_;
+    } else {
+        shmobj_value d = {.type = k->type, .v = {.s = {k->ptr, (size_t)k->len}}};
+        int rc = shmobj__obj_put(c->sp, &d, &ks->child);
+        if (rc != 0)
+            return rc;
+        ks->tag = SHMOBJ__SLOT_OBJ;
+        ks->payload = ks->child;
+    }
+    return 0;
+}
+
+/* Before the lock: a key that needs a child and that a read finds absent
+ * (it will most likely be inserted) has its child built now, so that the
+ * lock is not held across the builder's allocation (the segment's lock).
+ * ks->tag 0: none built (the insert builds its own). */
+static void key_slot_early(struct shmobj__mc *c, const shmobj_key *k, int absent,
+                           struct key_slot *ks)
+{
+    ks->tag = 0;
+    ks->child = 0;
+    ks->used = 0;
+    if (k->type == SHMOBJ_TYPE_INT || (k->type == SHMOBJ_TYPE_STR && k->len <= SHMOBJ__SSTR_MAX))
+        return;
+    if ((absent || shmobj__mdict_has(c, k) == SHMOBJ_ENOTFOUND) && key_slot_make(c, k, ks) != 0)
+        ks->tag = 0;
+}
+
+/* After the lock: the early child when no insert took it. */
+static void key_slot_done(struct shmobj__mc *c, const struct key_slot *ks)
+{
+    if (ks->tag != 0 && !ks->used)
+        shmobj__mut_child_free(c->sp, ks->child);
+}
+
+/* Insert key k (absent) with the value item it; the key's slot is pre
+ * when an early one was built (pre->tag != 0), else built here. */
+static int insert_new(struct shmobj__mc *c, const shmobj_key *k, const struct shmobj__mitem *it,
+                      struct key_slot *pre)
 {
     struct shmobj__mut *m = c->m;
     struct shmobj__mdbody b;
@@ -108,26 +189,17 @@ static int insert_new(struct shmobj__mc *c, const shmobj_value *kv, const shmobj
     rc = shmobj__mdict_find(c, &b, len, k, &pair, &free_at, NULL);
     if (rc != SHMOBJ_ENOTFOUND)
         return rc == 0 ? SHMOBJ_ECORRUPT : rc;
-    /* the key's slot: inline when it fits, else a child */
-    uint8_t ktag, r0 = 0;
-    uint64_t kpl;
-    shmobj__ref kchild = 0;
-    if (k->type == SHMOBJ_TYPE_INT) {
-        ktag = SHMOBJ__SLOT_INT;
-        kpl = (uint64_t)k->i;
-    } else if (k->type == SHMOBJ_TYPE_STR && k->len <= SHMOBJ__SSTR_MAX) {
-        ktag = SHMOBJ__SLOT_SSTR;
-        r0 = (uint8_t)k->len;
-        kpl = k->word_;
-    } else {
-        shmobj_value d = {.type = k->type, .v = {.s = {k->ptr, (size_t)k->len}}};
-        (void)kv;
-        rc = shmobj__obj_put(c->sp, &d, &kchild);
+    struct key_slot own, *ks = pre;
+    if (ks->tag == 0) {
+        rc = key_slot_make(c, k, &own);
         if (rc != 0)
             return rc;
-        ktag = SHMOBJ__SLOT_OBJ;
-        kpl = kchild;
+        ks = &own;
     }
+    uint8_t ktag = ks->tag, r0 = ks->r0;
+    uint64_t kpl = ks->payload;
+    shmobj__ref kchild = ks->child;
+    ks->used = 1;
     atomic_store_explicit(&m->at, len, memory_order_relaxed);
     atomic_store_explicit(&m->spare, it->child, memory_order_relaxed);
     atomic_store_explicit(&m->spare2, kchild, memory_order_relaxed);
@@ -150,9 +222,10 @@ static int insert_new(struct shmobj__mc *c, const shmobj_value *kv, const shmobj
     return 0;
 }
 
-/* Set (or add, with exist_err) key kv to item it (lock held). */
-static int put_locked(struct shmobj__mc *c, const shmobj_value *kv, const shmobj_key *k,
-                      const struct shmobj__mitem *it, int exist_err)
+/* Set (or add, with exist_err) key k to item it (lock held); pre: as
+ * insert_new(). */
+static int put_locked(struct shmobj__mc *c, const shmobj_key *k, const struct shmobj__mitem *it,
+                      int exist_err, struct key_slot *pre)
 {
     struct shmobj__mut *m = c->m;
     struct shmobj__mdbody b;
@@ -166,6 +239,14 @@ static int put_locked(struct shmobj__mc *c, const shmobj_value *kv, const shmobj
             if (exist_err)
                 return SHMOBJ_EEXIST;
             struct shmobj__slot *vs = &b.pairs[2 * pair + 1];
+            /* an int over an int is the lock-free store's one atomic store:
+             * an add without the lock that found this slot lands before or
+             * after it, both in an int, so it needs no wait for the adder
+             * word (nor an intent: no block comes or goes) */
+            if (vs->tag == SHMOBJ__SLOT_INT && it->tag == SHMOBJ__SLOT_INT) {
+                atomic_store_explicit(&vs->payload, it->payload, memory_order_release);
+                return 0;
+            }
             shmobj__ref old = shmobj__mdict_pair_child(&b, pair, 1);
             atomic_store_explicit(&m->at, pair, memory_order_relaxed);
             atomic_store_explicit(&m->spare, it->child, memory_order_relaxed);
@@ -192,7 +273,7 @@ static int put_locked(struct shmobj__mc *c, const shmobj_value *kv, const shmobj
         if (rc != SHMOBJ_ENOTFOUND)
             return rc;
     }
-    return insert_new(c, kv, k, it);
+    return insert_new(c, k, it, pre);
 }
 
 int shmobj_mdict_set(const shmobj_view *dict, const shmobj_value *key, const shmobj_value *val)
@@ -205,18 +286,28 @@ int shmobj_mdict_set(const shmobj_view *dict, const shmobj_value *key, const shm
     int rc = shmobj__mdict_begin(dict, 1u << SHMOBJ_TYPE_MDICT, key, &c, &k);
     if (rc != 0)
         return rc;
-    /* an int over an int: one atomic store, without the lock when it can */
-    if (val->type == SHMOBJ_TYPE_INT && val->reserved == 0 &&
-        int_try_unlocked(&c, &k, val->v.i, 1, NULL) == 0)
-        return 0;
+    /* an int over an int: one atomic store, without the lock when it can
+     * (on copies of the handle and key whose addresses no call takes) */
+    int absent = 0;
+    if (val->type == SHMOBJ_TYPE_INT && val->reserved == 0) {
+        struct shmobj__mc fc = c;
+        shmobj_key fk = k;
+        rc = int_try_unlocked(&fc, &fk, val->v.i, 1, NULL);
+        if (rc == 0)
+            return 0;
+        absent = rc == 2;
+    }
     rc = shmobj__mut_item_make(c.sp, val, &it);
     if (rc != 0)
         return rc;
+    struct key_slot pre;
+    key_slot_early(&c, &k, absent, &pre);
     rc = shmobj__mut_lock(&c);
     if (rc == 0) {
-        rc = put_locked(&c, key, &k, &it, 0);
+        rc = put_locked(&c, &k, &it, 0, &pre);
         shmobj__mut_unlock(&c);
     }
+    key_slot_done(&c, &pre);
     if (rc != 0)
         shmobj__mut_child_free(c.sp, it.child);
     return rc;
@@ -230,11 +321,14 @@ int shmobj_mset_add(const shmobj_view *set, const shmobj_value *key)
     int rc = shmobj__mdict_begin(set, 1u << SHMOBJ_TYPE_MSET, key, &c, &k);
     if (rc != 0)
         return rc;
+    struct key_slot pre;
+    key_slot_early(&c, &k, 0, &pre);
     rc = shmobj__mut_lock(&c);
-    if (rc != 0)
-        return rc;
-    rc = put_locked(&c, key, &k, &it, 1);
-    shmobj__mut_unlock(&c);
+    if (rc == 0) {
+        rc = put_locked(&c, &k, &it, 1, &pre);
+        shmobj__mut_unlock(&c);
+    }
+    key_slot_done(&c, &pre);
     return rc;
 }
 
@@ -247,14 +341,19 @@ int shmobj_mut_delete(const shmobj_view *cv, const shmobj_value *key)
     int rc = shmobj__mdict_begin(cv, SHMOBJ__MD_KINDS, key, &c, &k);
     if (rc != 0)
         return rc;
+    /* an absent key needs no lock: a read that held seq saw it absent, and
+     * the delete takes effect there */
+    if (shmobj__mdict_has(&c, &k) == SHMOBJ_ENOTFOUND)
+        return SHMOBJ_ENOTFOUND;
     rc = shmobj__mut_lock(&c);
     if (rc != 0)
         return rc;
     struct shmobj__mut *m = c.m;
+    shmobj__ref kc = 0, vc = 0;
     rc = shmobj__mdict_locate(&c, &k, &b, &len, &pair);
     if (rc == 0) {
-        shmobj__ref kc = shmobj__mdict_pair_child(&b, pair, 0);
-        shmobj__ref vc = shmobj__mdict_pair_child(&b, pair, 1);
+        kc = shmobj__mdict_pair_child(&b, pair, 0);
+        vc = shmobj__mdict_pair_child(&b, pair, 1);
         atomic_store_explicit(&m->at, pair, memory_order_relaxed);
         atomic_store_explicit(&m->retired, kc, memory_order_relaxed);
         atomic_store_explicit(&m->retired2, vc, memory_order_relaxed);
@@ -265,13 +364,17 @@ int shmobj_mut_delete(const shmobj_view *cv, const shmobj_value *key)
         atomic_store_explicit(&m->count, atomic_load_explicit(&m->count, memory_order_relaxed) - 1,
                               memory_order_relaxed);
         shmobj__mut_wend(m);
-        shmobj__mut_child_free(c.sp, kc);
-        shmobj__mut_child_free(c.sp, vc);
         atomic_store_explicit(&m->retired, 0, memory_order_relaxed);
         atomic_store_explicit(&m->retired2, 0, memory_order_relaxed);
         atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_NONE, memory_order_relaxed);
     }
     shmobj__mut_unlock(&c);
+    /* The hole's children are the delete's alone once the section is
+     * over (no pair names them: a rebuild copies only live pairs, a clear
+     * frees only theirs), so they are freed after the lock, which is not
+     * held across the heap's; a kill before the frees leaks them. */
+    shmobj__mut_child_free(c.sp, kc);
+    shmobj__mut_child_free(c.sp, vc);
     return rc;
 }
 
@@ -301,20 +404,15 @@ int shmobj__mdict_clear(struct shmobj__mc *c)
     return rc;
 }
 
-int shmobj_mdict_int_add(const shmobj_view *dict, const shmobj_key *key, int64_t delta,
-                         int64_t *old)
+/* The add under the lock: another adder, a writer, or a space without
+ * tokens. The handle comes by value, so that the lock-free path's copy in
+ * the caller never has its address taken (it stays in registers). */
+static __attribute__((noinline)) int int_add_locked(struct shmobj__mc c, const shmobj_key *key,
+                                                    int64_t delta, int64_t *old)
 {
-    struct shmobj__mc c;
     struct shmobj__mdbody b;
     uint64_t len = 0, pair;
-    int rc = shmobj__mdict_open_key(dict, key, &c);
-    if (rc != 0)
-        return rc;
-    rc = int_try_unlocked(&c, key, delta, 0, old);
-    if (rc != 1)
-        return rc;
-    /* another adder, a writer, or a space without tokens: the lock */
-    rc = shmobj__mut_lock(&c);
+    int rc = shmobj__mut_lock(&c);
     if (rc != 0)
         return rc;
     shmobj__mut_adder_reap(&c);
@@ -323,4 +421,17 @@ int shmobj_mdict_int_add(const shmobj_view *dict, const shmobj_key *key, int64_t
         rc = add_found(&b.pairs[2 * pair + 1], delta, old);
     shmobj__mut_unlock(&c);
     return rc;
+}
+
+int shmobj_mdict_int_add(const shmobj_view *dict, const shmobj_key *key, int64_t delta,
+                         int64_t *old)
+{
+    struct shmobj__mc c;
+    int rc = shmobj__mdict_open_key(dict, key, &c);
+    if (rc != 0)
+        return rc;
+    rc = int_try_unlocked(&c, key, delta, 0, old);
+    if (rc != 1)
+        return rc;
+    return int_add_locked(c, key, delta, old);
 }
