@@ -97,7 +97,7 @@ static int key_child_fast(struct shmobj__space *sp, uint64_t pl, struct shmobj__
     size = t->size;
     uint64_t q = atomic_load_explicit(&((struct shmobj__slot *)root)->payload, memory_order_acquire);
     off = shmobj__ref_off(q);
-    if (t->magic != SHMOBJ__TREE_MAGIC || t->version != SHMOBJ__TREE_VERSION ||
+    if (t->magic != SHMOBJ__TREE_MAGIC || !shmobj__tree_version_ok(t->version) ||
         root->tag != SHMOBJ__SLOT_OBJ || shmobj__ref_gen(q) != shmobj__ref_gen(pl) ||
         size < SHMOBJ__PREFIX + sizeof *h || off < ob + SHMOBJ__PREFIX ||
         !shmobj__aligned(off, 16) || off - ob > size - sizeof *h ||
