@@ -12,7 +12,9 @@
  *
  * The swap is made once, after the first peek; the peek's own answer is
  * returned unchanged. */
-#define _GNU_SOURCE
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* RTLD_NEXT */
+#endif
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <stdio.h>
