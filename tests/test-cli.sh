@@ -163,6 +163,9 @@ awk '$1 == "jobs" { print $4 }' "$tmp/out" >"$tmp/rates"
 [ "$(head -n 1 "$tmp/rates")" = "-" ] || fail "top: frame 1 has a rate: $(head -n 1 "$tmp/rates")"
 tail -n +2 "$tmp/rates" | grep -q '^[1-9][0-9]*$' ||
     fail "top: no later frame has a positive puts/s: $(tr '\n' ' ' <"$tmp/rates")"
+# a map's figure is its entries' net change, not its operations: top says so
+run "top --help" 0 top --help
+has out "no operation counters" "top --help says a map's figure is no operation rate"
 run "top bad interval" 2 top -i 0 "$live"
 
 # ---- missing -----------------------------------------------------------------

@@ -286,9 +286,11 @@ static const char *const usage_top =
     "usage: shmobj top [-i SECONDS] [-n COUNT] NAME\n"
     "\n"
     "Shows live figures every interval: per queue the depth and messages\n"
-    "put and taken per second, per map its entries and their change per\n"
-    "second, and the heap's use. The screen is cleared between frames only\n"
-    "when the output is a terminal.\n"
+    "put and taken per second, per map its entries and their net change per\n"
+    "second, and the heap's use. A map keeps no operation counters, so top\n"
+    "cannot show its gets, sets or deletes per second: reads, replacing\n"
+    "sets and a set undone by a delete leave CHANGE/S at 0. The screen is\n"
+    "cleared between frames only when the output is a terminal.\n"
     "  -i SECONDS  interval (default 1, fractions allowed)\n"
     "  -n COUNT    stop after COUNT frames (default: until interrupted)\n";
 
