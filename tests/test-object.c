@@ -2425,6 +2425,27 @@ static void test_link_follow_forged_reuse_estale(void **state)
     }
 }
 
+/* A link slot whose reference no put writes (0, an offset off the 16-byte
+ * grid) is the link's own damage: SHMOBJ_ECORRUPT, not a target gone. */
+static void test_link_follow_impossible_ref_ecorrupt(void **state)
+{
+    struct shmobj__space *sp = *state;
+    shmobj_ref t = put(state, SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_INT(42)));
+    shmobj_ref c = put(state, SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_LINK(t)));
+    shmobj_view v, l, tv;
+    assert_int_equal(shmobj_obj_get(SEG(sp), c, &v), 0);
+    assert_int_equal(shmobj_view_item(&v, 0, &l), 0);
+    _Atomic uint64_t *ref = &((struct shmobj__slot *)l.slot)->payload;
+    atomic_store(ref, t + 8);
+    assert_int_equal(shmobj_view_follow(&l, &tv), SHMOBJ_ECORRUPT);
+    atomic_store(ref, 0);
+    assert_int_equal(shmobj_view_follow(&l, &tv), SHMOBJ_ECORRUPT);
+    atomic_store(ref, t);
+    assert_int_equal(shmobj_view_follow(&l, &tv), 0);
+    assert_int_equal(shmobj_obj_free(SEG(sp), c), 0);
+    assert_int_equal(shmobj_obj_free(SEG(sp), t), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2465,6 +2486,7 @@ int main(void)
         cmocka_unit_test(test_view_set_two_processes_frees_each_once),
         cmocka_unit_test(test_obj_get_other_layers_blocks_wrong_type),
         T(test_link_follow_forged_reuse_estale),
+        T(test_link_follow_impossible_ref_ecorrupt),
     };
     test_filter_from_env();
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -208,26 +208,29 @@ int shmobj_view_follow(const shmobj_view *view, shmobj_view *target)
                                         memory_order_acquire);
     if (!shmobj__slot_live(view))
         return SHMOBJ_ESTALE;
-    /* A put links only an object's reference: nonzero, 16-aligned. Any
-     * other value is the link slot's own damage. */
-    if (ref == 0 || !shmobj__aligned(shmobj__ref_off(ref), 16))
-        return SHMOBJ_ECORRUPT;
     uint64_t blk, blen;
     int rc = shmobj__tree_open(sp, ref, 1, &blk, &blen);
+    if (rc == 0) {
+        rc = shmobj__view_slot(sp, blk + sizeof(struct shmobj__tree), blk, blen,
+                               shmobj__ref_gen(ref), 0, target);
+        return rc == SHMOBJ_ECORRUPT ? SHMOBJ_ESTALE : rc;
+    }
+    /* A put links only an object's reference: nonzero, 16-aligned. Any
+     * other value is the link slot's own damage. (Judged here, off the
+     * path of a target found: tree_open refuses such a value too.) */
+    if (ref == 0 || !shmobj__aligned(shmobj__ref_off(ref), 16))
+        return SHMOBJ_ECORRUPT;
     /* The link is weak: once its target was freed, the old offset holds
      * whatever the heap put there since, a free block's or a merged
      * block's bytes or another object's payload, which may look like a
      * block header of the link's generation, consistent or not, with or
-     * without the tree magic. None of that is damage of the link, and the
-     * arena's own damage is shmobj_segment_check()'s to report: a target
-     * that is not a live object of the link's generation is gone. */
+     * without the tree magic, its root possible or not. None of that is
+     * damage of the link, and the arena's own damage is
+     * shmobj_segment_check()'s to report: a target that is not a live
+     * object of the link's generation is gone. */
     if (rc == SHMOBJ_EINVAL || rc == SHMOBJ_ETYPE || rc == SHMOBJ_ECORRUPT)
         return SHMOBJ_ESTALE;
-    if (rc != 0)
-        return rc;
-    rc = shmobj__view_slot(sp, blk + sizeof(struct shmobj__tree), blk, blen,
-                           shmobj__ref_gen(ref), 0, target);
-    return rc == SHMOBJ_ECORRUPT ? SHMOBJ_ESTALE : rc;
+    return rc;
 }
 
 int shmobj_link_get(const shmobj_view *view, shmobj_ref *ref)
