@@ -1,12 +1,14 @@
 #!/bin/sh
 # The shmobj tool against live, damaged, missing, foreign, stale,
 # orphaned and unreadable segments, and while examples/shmobj-demo runs.
-#   test-cli.sh SHMOBJ TEST-CLI-HELPER SHMOBJ-DEMO
+#   test-cli.sh SHMOBJ TEST-CLI-HELPER SHMOBJ-DEMO TEST-CLI-SWAP
 # Every wait is bounded; each check says what it expected and what came.
 set -u
 tool=$1
 helper=$2
 demo=$3
+swap=$4
+case $swap in /*) ;; *) swap="$PWD/$swap" ;; esac
 tag="clitest-$$"
 tmp=$(mktemp -d)
 failures=0
@@ -161,6 +163,9 @@ awk '$1 == "jobs" { print $4 }' "$tmp/out" >"$tmp/rates"
 [ "$(head -n 1 "$tmp/rates")" = "-" ] || fail "top: frame 1 has a rate: $(head -n 1 "$tmp/rates")"
 tail -n +2 "$tmp/rates" | grep -q '^[1-9][0-9]*$' ||
     fail "top: no later frame has a positive puts/s: $(tr '\n' ' ' <"$tmp/rates")"
+# a map's figure is its entries' net change, not its operations: top says so
+run "top --help" 0 top --help
+has out "no operation counters" "top --help says a map's figure is no operation rate"
 run "top bad interval" 2 top -i 0 "$live"
 
 # ---- missing -----------------------------------------------------------------
@@ -233,6 +238,27 @@ has out "config  *object" "stat goes on past a damaged root name"
 run "dump ROOT past a damaged root name" 0 dump "$tag-names" config
 has out '"workers":4' "dump ROOT past a damaged root name"
 run "rm damaged root name" 0 rm "$tag-names"
+
+# ---- rm and a name replaced between its look and its removal ---------------------
+# test-cli-swap moves another program's file over the name once rm's peek
+# found a segment there: rm must leave the newcomer alone.
+cp "/dev/shm/$live" "/dev/shm/$tag-swap"
+head -c 8192 /dev/zero | tr '\0' 'y' >"/dev/shm/$tag-intruder"
+cp "/dev/shm/$tag-intruder" "$tmp/intruder"
+env LD_PRELOAD="$swap" ASAN_OPTIONS="${ASAN_OPTIONS:-}:verify_asan_link_order=0" \
+    SHMOBJ_TEST_SWAP_FROM="/dev/shm/$tag-intruder" \
+    SHMOBJ_TEST_SWAP_TO="/dev/shm/$tag-swap" SHMOBJ_TEST_SWAP_DONE="$tmp/swapped" \
+    "$tool" rm "$tag-swap" >"$tmp/out" 2>"$tmp/err"
+got=$?
+if [ ! -e "$tmp/swapped" ]; then
+    echo "skipped: rm with a replaced name (the tool's peek was not interposed)"
+    rm -f "/dev/shm/$tag-swap" "/dev/shm/$tag-intruder"
+else
+    [ $got -eq 2 ] || fail "rm of a replaced name: exit $got, expected 2"
+    has err "$tag-swap: refused: the name was replaced" "rm of a replaced name"
+    cmp -s "/dev/shm/$tag-swap" "$tmp/intruder" ||
+        fail "rm of a replaced name removed the file that replaced the segment"
+fi
 
 heap="$tag-heap"
 serve "$heap" 4

@@ -2340,6 +2340,112 @@ static void test_tuple_of_str_packed_roundtrip_and_damage(void **state)
     assert_int_equal(shmobj_obj_free(SEG(*state), ro), 0);
 }
 
+/* ---- a stale link over reused space ------------------------------------ */
+
+/* What a stale link's follow meets at its old offset once the target's
+ * block was freed and a bytes object's payload was laid over it: bytes that
+ * look like a used block header of the link's generation. */
+enum forged {
+    FORGED_BAD_TAG,   /* used header, boundary tag that disagrees */
+    FORGED_NO_MAGIC,  /* a consistent block that is no object */
+    FORGED_BAD_TREE,  /* the tree magic, an impossible version */
+    FORGED_BAD_ROOT   /* a tree header whose root slot is impossible */
+};
+
+static void forge(uint8_t *at, uint16_t gen, enum forged how)
+{
+    const uint64_t s = 64; /* the forged block's size, header included */
+    uint64_t w = s | 1u /* USED */ | (uint64_t)gen << 48;
+    memset(at, 0, s + 16);
+    memcpy(at + 8, &w, 8);
+    uint64_t tag = how == FORGED_BAD_TAG ? s + 16 : s;
+    memcpy(at + s, &tag, 8); /* the next header's prev_size */
+    if (how == FORGED_BAD_TAG || how == FORGED_NO_MAGIC) {
+        memset(at + 16, 0x5a, 16);
+        return;
+    }
+    struct shmobj__tree t = {.magic = SHMOBJ__TREE_MAGIC,
+                             .version = how == FORGED_BAD_TREE ? 0x7fff
+                                                               : SHMOBJ__TREE_VERSION,
+                             .size = SHMOBJ__PREFIX};
+    memcpy(at + 16, &t, sizeof t);
+    uint8_t slot[16] = {how == FORGED_BAD_ROOT ? 0xee : SHMOBJ__SLOT_INT};
+    uint64_t seven = 7;
+    memcpy(slot + 8, &seven, 8);
+    memcpy(at + 32, slot, sizeof slot);
+}
+
+/* A link whose target was freed gives SHMOBJ_ESTALE whatever lies at the
+ * target's old offset now, also bytes of another object's payload made to
+ * look like a block of the link's generation, consistent or not, with the
+ * tree magic or without: never SHMOBJ_ECORRUPT, the link's own bytes being
+ * fine. (Bytes that forge a whole object, header, tree and root, pass
+ * the O(1) check: see shmobj_view_follow().) */
+static void test_link_follow_forged_reuse_estale(void **state)
+{
+    struct shmobj__space *sp = *state;
+    static uint8_t data[1024];
+    for (enum forged how = FORGED_BAD_TAG; how <= FORGED_BAD_ROOT; how++) {
+        memset(data, 0, sizeof data);
+        shmobj_ref a = put(state, SHMOBJ_VAL_BYTES(data, 512));
+        shmobj_ref t = put(state, SHMOBJ_VAL_LIST_OF(
+            SHMOBJ_VAL_INT(42), SHMOBJ_VAL_INT(1), SHMOBJ_VAL_INT(2),
+            SHMOBJ_VAL_INT(3), SHMOBJ_VAL_INT(4), SHMOBJ_VAL_INT(5),
+            SHMOBJ_VAL_INT(6), SHMOBJ_VAL_INT(7), SHMOBJ_VAL_INT(8),
+            SHMOBJ_VAL_INT(9), SHMOBJ_VAL_INT(10), SHMOBJ_VAL_INT(11)));
+        shmobj_ref c = put(state, SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_LINK(t)));
+        shmobj_view v, l, tv;
+        assert_int_equal(shmobj_obj_get(SEG(sp), c, &v), 0);
+        assert_int_equal(shmobj_view_item(&v, 0, &l), 0);
+        assert_int_equal(shmobj_view_follow(&l, &tv), 0);
+        /* a and t merge when freed; a bytes object of both their sizes
+         * takes their place, t's old header inside its payload */
+        assert_int_equal(shmobj_obj_free(SEG(sp), a), 0);
+        assert_int_equal(shmobj_obj_free(SEG(sp), t), 0);
+        shmobj_ref b = put(state, SHMOBJ_VAL_BYTES(data, 512 + 128));
+        assert_true(shmobj__ref_off(b) == shmobj__ref_off(a));
+        assert_int_equal(shmobj_obj_get(SEG(sp), b, &v), 0);
+        const void *p;
+        size_t len;
+        assert_int_equal(shmobj_bytes_get(&v, &p, &len), 0);
+        uint64_t h = shmobj__ref_off(t) - 16;
+        uint64_t at = h - (uint64_t)((const uint8_t *)p - sp->base);
+        assert_true(at + 80 <= len);
+        /* the same bytes again, forged where t's header was */
+        assert_int_equal(shmobj_obj_free(SEG(sp), b), 0);
+        forge(data + at, (uint16_t)(t >> 48), how);
+        b = put(state, SHMOBJ_VAL_BYTES(data, 512 + 128));
+        assert_true(shmobj__ref_off(b) == shmobj__ref_off(a));
+        assert_int_equal(shmobj_obj_get(SEG(sp), b, &v), 0);
+        assert_int_equal(shmobj_bytes_get(&v, &p, &len), 0);
+        assert_memory_equal((const uint8_t *)p + at, data + at, 80);
+        assert_int_equal(shmobj_view_follow(&l, &tv), SHMOBJ_ESTALE);
+        assert_int_equal(shmobj_obj_free(SEG(sp), c), 0);
+        assert_int_equal(shmobj_obj_free(SEG(sp), b), 0);
+    }
+}
+
+/* A link slot whose reference no put writes (0, an offset off the 16-byte
+ * grid) is the link's own damage: SHMOBJ_ECORRUPT, not a target gone. */
+static void test_link_follow_impossible_ref_ecorrupt(void **state)
+{
+    struct shmobj__space *sp = *state;
+    shmobj_ref t = put(state, SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_INT(42)));
+    shmobj_ref c = put(state, SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_LINK(t)));
+    shmobj_view v, l, tv;
+    assert_int_equal(shmobj_obj_get(SEG(sp), c, &v), 0);
+    assert_int_equal(shmobj_view_item(&v, 0, &l), 0);
+    _Atomic uint64_t *ref = &((struct shmobj__slot *)l.slot)->payload;
+    atomic_store(ref, t + 8);
+    assert_int_equal(shmobj_view_follow(&l, &tv), SHMOBJ_ECORRUPT);
+    atomic_store(ref, 0);
+    assert_int_equal(shmobj_view_follow(&l, &tv), SHMOBJ_ECORRUPT);
+    atomic_store(ref, t);
+    assert_int_equal(shmobj_view_follow(&l, &tv), 0);
+    assert_int_equal(shmobj_obj_free(SEG(sp), c), 0);
+    assert_int_equal(shmobj_obj_free(SEG(sp), t), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2379,6 +2485,8 @@ int main(void)
         cmocka_unit_test(test_obj_get_stale_across_processes),
         cmocka_unit_test(test_view_set_two_processes_frees_each_once),
         cmocka_unit_test(test_obj_get_other_layers_blocks_wrong_type),
+        T(test_link_follow_forged_reuse_estale),
+        T(test_link_follow_impossible_ref_ecorrupt),
     };
     test_filter_from_env();
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -7,18 +7,21 @@
  * as a reader (an attachment slot, the segment lock for the root
  * directory and heap walks, a map's reader slot) and change none of the
  * application's data, and
- * `rm` removes a name only after the peek found a segment behind it.
+ * `rm` removes a name only after the peek found a segment behind it and
+ * only while the name still refers to the file it opened before the peek.
  * Exit status: 0 success, 1 the segment (or what was asked of it) is
  * damaged, 2 it could not be looked at (missing, foreign, unreadable, not
  * ready, bad usage). */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -273,8 +276,9 @@ static const char *const usage_rm =
     "usage: shmobj rm [-f] NAME...\n"
     "\n"
     "Removes the names of segments. Each is looked at first (read-only);\n"
-    "anything that is not a libshmobj segment is refused. Processes still\n"
-    "attached keep using it until they detach.\n"
+    "anything that is not a libshmobj segment is refused, and so is a name\n"
+    "that came to hold another file while it was looked at. Processes\n"
+    "still attached keep using it until they detach.\n"
     "  -f  also remove an empty or all-zero object nobody is setting up\n"
     "      (a creator that died before writing anything)\n";
 
@@ -282,9 +286,11 @@ static const char *const usage_top =
     "usage: shmobj top [-i SECONDS] [-n COUNT] NAME\n"
     "\n"
     "Shows live figures every interval: per queue the depth and messages\n"
-    "put and taken per second, per map its entries and their change per\n"
-    "second, and the heap's use. The screen is cleared between frames only\n"
-    "when the output is a terminal.\n"
+    "put and taken per second, per map its entries and their net change per\n"
+    "second, and the heap's use. A map keeps no operation counters, so top\n"
+    "cannot show its gets, sets or deletes per second: reads, replacing\n"
+    "sets and a set undone by a delete leave CHANGE/S at 0. The screen is\n"
+    "cleared between frames only when the output is a terminal.\n"
     "  -i SECONDS  interval (default 1, fractions allowed)\n"
     "  -n COUNT    stop after COUNT frames (default: until interrupted)\n";
 
@@ -879,6 +885,99 @@ static int cmd_check(int argc, char **argv)
 
 /* ---- rm -------------------------------------------------------------------- */
 
+/* The file a name refers to, by descriptor or by a fresh look at the
+ * name: two are the same file when device and inode agree. */
+struct file_id {
+    dev_t dev;
+    ino_t ino;
+};
+
+static bool same_file(const struct file_id *a, const struct file_id *b)
+{
+    return a->dev == b->dev && a->ino == b->ino;
+}
+
+/* The path stat() takes for a name: glibc keeps POSIX shm objects in
+ * /dev/shm, as shm_open() finds them. */
+static void name_path(const struct target *t, char *path, size_t size)
+{
+    if (t->backend == SHMOBJ_BACKEND_SHM)
+        snprintf(path, size, "/dev/shm/%s", t->name);
+    else
+        snprintf(path, size, "%s", t->name);
+}
+
+static bool name_id(const struct target *t, struct file_id *id)
+{
+    char path[sizeof t->name + 16];
+    struct stat st;
+    name_path(t, path, sizeof path);
+    if (stat(path, &st) != 0)
+        return false;
+    id->dev = st.st_dev;
+    id->ino = st.st_ino;
+    return true;
+}
+
+/* Remove one name if a segment is behind it. The file is pinned first by
+ * a read-only descriptor and named by device and inode; the peek judges
+ * what the name holds, and the name is unlinked only if it still refers
+ * to the pinned file, looked at again after the peek and just before the
+ * unlink. What the OS leaves open is the moment between that last look
+ * and the unlink (no call unlinks a name only if it holds a given inode). */
+static int rm_one(const struct target *t, bool force)
+{
+    int fd = t->backend == SHMOBJ_BACKEND_SHM
+                 ? shm_open(t->name, O_RDONLY | O_CLOEXEC, 0)
+                 : open(t->name, O_RDONLY | O_CLOEXEC);
+    struct file_id pinned = {0};
+    if (fd >= 0) {
+        struct stat st;
+        if (fstat(fd, &st) != 0) {
+            close(fd);
+            fd = -1;
+        } else {
+            pinned.dev = st.st_dev;
+            pinned.ino = st.st_ino;
+        }
+    }
+    shmobj_segment_peek_info pi = {.struct_size = sizeof pi};
+    int rc = shmobj_segment_peek(t->name, t->backend, &pi);
+    if (!ours(rc) && !(force && rc == SHMOBJ_ENOTREADY)) {
+        if (fd >= 0)
+            close(fd);
+        if (rc == SHMOBJ_ENOTREADY)
+            fprintf(stderr,
+                    "%s: %s: refused: empty or all zero, nobody sets it "
+                    "up; not known to be a segment (-f removes it)\n",
+                    prog, t->arg);
+        else
+            why(t, rc);
+        return EXIT_CANNOT;
+    }
+    /* A name the tool could not open but the peek could (it appeared in
+     * between, or the open failed for want of a descriptor) has no pinned
+     * file to compare with: refused like a replaced one. */
+    struct file_id now;
+    bool kept = fd >= 0 && name_id(t, &now) && same_file(&pinned, &now);
+    if (kept)
+        rc = shmobj_segment_destroy(t->name, t->backend);
+    if (fd >= 0)
+        close(fd);
+    if (!kept) {
+        fprintf(stderr,
+                "%s: %s: refused: the name was replaced while it was looked "
+                "at; left alone\n",
+                prog, t->arg);
+        return EXIT_CANNOT;
+    }
+    if (rc != 0) {
+        why(t, rc);
+        return EXIT_CANNOT;
+    }
+    return 0;
+}
+
 static int cmd_rm(int argc, char **argv)
 {
     bool force = false;
@@ -903,24 +1002,8 @@ static int cmd_rm(int argc, char **argv)
             status = why(&t, SHMOBJ_EINVAL);
             continue;
         }
-        shmobj_segment_peek_info pi = {.struct_size = sizeof pi};
-        int rc = shmobj_segment_peek(t.name, t.backend, &pi);
-        if (!ours(rc) && !(force && rc == SHMOBJ_ENOTREADY)) {
-            if (rc == SHMOBJ_ENOTREADY)
-                fprintf(stderr,
-                        "%s: %s: refused: empty or all zero, nobody sets it "
-                        "up; not known to be a segment (-f removes it)\n",
-                        prog, t.arg);
-            else
-                why(&t, rc);
+        if (rm_one(&t, force) != 0)
             status = EXIT_CANNOT;
-            continue;
-        }
-        rc = shmobj_segment_destroy(t.name, t.backend);
-        if (rc != 0) {
-            why(&t, rc);
-            status = EXIT_CANNOT;
-        }
     }
     return status;
 }

@@ -1307,12 +1307,20 @@ SHMOBJ_API const char *shmobj_dtype_name(unsigned dtype);
  *             shmobj_obj_get() gives it); may be the same memory as view
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument
- * @retval SHMOBJ_ESTALE the target was freed (or the view's own block was)
- * @retval SHMOBJ_ECORRUPT the link names a live block that is not an
- *         object, or the target's header or root is damaged
+ * @retval SHMOBJ_ESTALE the target was freed (or the view's own block was):
+ *         its offset holds no live object of the link's generation, whatever
+ *         now lies there (a free block, another block's payload, bytes
+ *         that look like a damaged header); damage of the heap itself is
+ *         shmobj_segment_check()'s to report
+ * @retval SHMOBJ_ECORRUPT the link's own reference is impossible (0 or not
+ *         16-aligned)
  * @note Thread- and process-safe; lock-free. O(1). Following a link to an
  *       object that another process may free at any moment has the limits
- *       of any view (::shmobj_view): coordinate frees with readers.
+ *       of any view (::shmobj_view): coordinate frees with readers. The
+ *       O(1) check is the arena's (doc/format-arena.md, Generations): a
+ *       freed target's offset inside another block's payload whose bytes
+ *       reproduce a whole used block of the link's generation, with the
+ *       tree header and a valid root, is taken for the target.
  * @since 0.2
  */
 SHMOBJ_API int shmobj_view_follow(const shmobj_view *view, shmobj_view *target);

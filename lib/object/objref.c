@@ -18,7 +18,12 @@
  * - A link is never followed by the library's own walks (free, check,
  *   JSON, claim): only shmobj_view_follow() follows one, checking the
  *   target's block and generation as shmobj_obj_get() does, and a target
- *   that is gone is SHMOBJ_ESTALE, never another object. */
+ *   that is gone is SHMOBJ_ESTALE, never another object: whatever the old
+ *   offset holds that is not a live object of the link's generation,
+ *   consistent or not, since only the link's own bytes can be the link's
+ *   damage (SHMOBJ_ECORRUPT). The check is the arena's O(1) one, so bytes
+ *   of another block's payload that forge a whole block, tree header and
+ *   root included, at that offset pass it (doc/format-arena.md). */
 #include "objbuild.h"
 #include "objread.h"
 
@@ -205,17 +210,27 @@ int shmobj_view_follow(const shmobj_view *view, shmobj_view *target)
         return SHMOBJ_ESTALE;
     uint64_t blk, blen;
     int rc = shmobj__tree_open(sp, ref, 1, &blk, &blen);
-    /* No block at that offset any more: the target was freed and its
-     * space merged into another block. A live block of the link's
-     * generation that is not an object cannot be what a put linked. */
-    if (rc == SHMOBJ_EINVAL)
-        return ref == 0 ? SHMOBJ_ECORRUPT : SHMOBJ_ESTALE;
-    if (rc == SHMOBJ_ETYPE)
+    if (rc == 0) {
+        rc = shmobj__view_slot(sp, blk + sizeof(struct shmobj__tree), blk, blen,
+                               shmobj__ref_gen(ref), 0, target);
+        return rc == SHMOBJ_ECORRUPT ? SHMOBJ_ESTALE : rc;
+    }
+    /* A put links only an object's reference: nonzero, 16-aligned. Any
+     * other value is the link slot's own damage. (Judged here, off the
+     * path of a target found: tree_open refuses such a value too.) */
+    if (ref == 0 || !shmobj__aligned(shmobj__ref_off(ref), 16))
         return SHMOBJ_ECORRUPT;
-    if (rc != 0)
-        return rc;
-    return shmobj__view_slot(sp, blk + sizeof(struct shmobj__tree), blk, blen,
-                             shmobj__ref_gen(ref), 0, target);
+    /* The link is weak: once its target was freed, the old offset holds
+     * whatever the heap put there since, a free block's or a merged
+     * block's bytes or another object's payload, which may look like a
+     * block header of the link's generation, consistent or not, with or
+     * without the tree magic, its root possible or not. None of that is
+     * damage of the link, and the arena's own damage is
+     * shmobj_segment_check()'s to report: a target that is not a live
+     * object of the link's generation is gone. */
+    if (rc == SHMOBJ_EINVAL || rc == SHMOBJ_ETYPE || rc == SHMOBJ_ECORRUPT)
+        return SHMOBJ_ESTALE;
+    return rc;
 }
 
 int shmobj_link_get(const shmobj_view *view, shmobj_ref *ref)
