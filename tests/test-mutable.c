@@ -487,9 +487,10 @@ static void test_mut_damaged_ecorrupt(void **state)
             ix[e] = (ix[e] & ~UINT64_C(0xffffffff)) | 0xfffffff0u; /* a pair past len */
     assert_int_equal(shmobj_obj_check(f->seg, rd), SHMOBJ_ECORRUPT);
     assert_int_equal(shmobj_mdict_get(&d, &SHMOBJ_VAL_STR("key number 3"), &v), SHMOBJ_ECORRUPT);
-    /* an intent no writer leaves: the next locker refuses to repair it */
+    /* an intent no writer leaves: the next locker refuses to repair it (an
+     * append of an int takes no lock) */
     atomic_store(&ml->op, 99);
-    assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_INT(1)), SHMOBJ_ECORRUPT);
+    assert_int_equal(shmobj_mlist_set(&l, 0, &SHMOBJ_VAL_INT(0)), SHMOBJ_ECORRUPT);
     atomic_store(&ml->op, 0);
     assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_INT(100)), 0);
     /* a repair (a stuck intent of no effect) rebuilds the dict's index */
