@@ -467,7 +467,12 @@ struct shmobj__mlapp {
     /* The place its owner tries or took (relaxed, before the CAS of len):
      * read only by a closer that found the owner dead. */
     _Atomic uint64_t at;
-    uint64_t reserved[6]; /* 0 */
+    /* The chunk its last owner appended into, a hint for the next owner
+     * (chunks never move while the list lives): items [lo, hi) lie in
+     * the chunk at offset `off`; lo = hi for none. Written by the owner,
+     * relaxed; every use is bounds-checked against the mapping. */
+    uint64_t lo, hi, off;
+    uint64_t reserved[3]; /* 0 */
 };
 _Static_assert(sizeof(struct shmobj__mlapp) == 64, "an appender word has its own line");
 

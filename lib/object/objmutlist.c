@@ -47,6 +47,14 @@ static inline _Atomic uint64_t *list_dir(struct shmobj__mut *m)
     return (_Atomic uint64_t *)(void *)((uint8_t *)m + sizeof *m);
 }
 
+/* The reference of the list's appenders block: a word of the control
+ * block that no append writes and that lies on another cache line than
+ * len, which every append's CAS takes from the other cores. */
+static inline _Atomic uint64_t *apps_ref(struct shmobj__mut *m)
+{
+    return &m->retired2;
+}
+
 /* Chunk and place in it of item p. */
 static inline unsigned chunk_of(uint64_t p, uint64_t *within)
 {
@@ -137,7 +145,7 @@ static inline void slot_zero(struct shmobj__slot *s)
 static inline __attribute__((always_inline)) struct shmobj__mlapps *
 list_apps(struct shmobj__mc *c)
 {
-    shmobj__ref ref = atomic_load_explicit(&c->m->body, memory_order_acquire);
+    shmobj__ref ref = atomic_load_explicit(apps_ref(c->m), memory_order_acquire);
     uint64_t off;
     if (ref == 0 ||
         shmobj__mut_block_fast(c->sp, ref, sizeof(struct shmobj__mlapps), &off) != 0 ||
@@ -184,7 +192,7 @@ static void list_orphan_fill(struct shmobj__mc *c, _Atomic uint64_t *atp)
  * words given back), SHMOBJ_ECORRUPT for a damaged block. */
 static int list_close(struct shmobj__mc *c)
 {
-    if (atomic_load_explicit(&c->m->body, memory_order_relaxed) == 0)
+    if (atomic_load_explicit(apps_ref(c->m), memory_order_relaxed) == 0)
         return 0; /* no appenders block: appends take the lock */
     struct shmobj__mlapps *a = list_apps(c);
     if (a == NULL)
@@ -353,7 +361,7 @@ int shmobj__mlist_repair(struct shmobj__mc *c)
             (void)c->sp->ops->free(c->sp, s);
         /* an appenders block being made (spare2) */
         s = atomic_load_explicit(&m->spare2, memory_order_relaxed);
-        if (s != 0 && atomic_load_explicit(&m->body, memory_order_relaxed) != s)
+        if (s != 0 && atomic_load_explicit(apps_ref(m), memory_order_relaxed) != s)
             (void)c->sp->ops->free(c->sp, s);
         atomic_store_explicit(&m->spare, 0, memory_order_relaxed);
         atomic_store_explicit(&m->spare2, 0, memory_order_relaxed);
@@ -459,7 +467,7 @@ static void list_apps_make(struct shmobj__mc *c)
         for (unsigned j = 0; j < SHMOBJ__MLAPP_WORDS; j++)
             atomic_store_explicit(&a->w[j].word, SHMOBJ__MLAPP_CLOSED, memory_order_relaxed);
         shmobj__mut_wbegin(m);
-        atomic_store_explicit(&m->body, r, memory_order_release);
+        atomic_store_explicit(apps_ref(m), r, memory_order_release);
         shmobj__mut_wend(m);
         atomic_store_explicit(&m->spare2, 0, memory_order_relaxed);
     }
@@ -473,7 +481,7 @@ static int list_lock(struct shmobj__mc *c)
     int rc = shmobj__mut_lock(c);
     if (rc != 0)
         return rc;
-    if (atomic_load_explicit(&c->m->body, memory_order_relaxed) == 0)
+    if (atomic_load_explicit(apps_ref(c->m), memory_order_relaxed) == 0)
         list_apps_make(c);
     rc = list_close(c);
     if (rc != 0)
@@ -548,11 +556,34 @@ static int list_put_new(struct shmobj__mc *c, uint64_t i, const struct shmobj__m
     return 0;
 }
 
-/* An append without the lock (an item with no child): 0 when done, 1 when
- * it must take the lock (no token, no appenders block, every word taken
- * or closed, the chunk of its place not made yet), or an error. */
+/* The slot of place n of an append without the lock, through the chunk
+ * its word remembers when n lies in it (else the directory, and the word
+ * remembers that chunk); NULL when n's chunk is not made (or is damaged). */
+static inline __attribute__((always_inline)) struct shmobj__slot *
+list_append_slot(struct shmobj__mc *c, struct shmobj__mlapp *w, uint64_t n)
+{
+    void *p;
+    if (n - w->lo < w->hi - w->lo) {
+        uint64_t at = w->off + 16 * (n - w->lo);
+        return shmobj__space_at(c->sp, at, 16, &p) == 0 ? p : NULL;
+    }
+    struct lslot ls;
+    uint64_t within;
+    if (list_slot(c, n, &ls) != 0)
+        return NULL;
+    unsigned k = chunk_of(n, &within);
+    w->lo = n - within;
+    w->hi = w->lo + ((uint64_t)SHMOBJ__MLIST_CHUNK0 << k);
+    w->off = ls.blk;
+    return ls.s;
+}
+
+/* An append without the lock of a scalar or null (tag, payload): 0 when
+ * done, 1 when it must take the lock (no token, no appenders block, every
+ * word taken or closed, the chunk of its place not made yet), or an
+ * error. */
 static inline __attribute__((always_inline)) int list_append_free(struct shmobj__mc *c,
-                                                                const struct shmobj__mitem *it)
+                                                                uint8_t tag, uint64_t payload)
 {
     const struct shmobj__space_live_ops *live = c->sp->ops->live;
     struct shmobj__mlapps *a;
@@ -575,7 +606,7 @@ static inline __attribute__((always_inline)) int list_append_free(struct shmobj_
     }
     if (w == NULL)
         return 1;
-    struct lslot ls;
+    struct shmobj__slot *s;
     uint64_t n = atomic_load_explicit(&c->m->len, memory_order_relaxed);
     int rc;
     for (;;) {
@@ -586,19 +617,43 @@ static inline __attribute__((always_inline)) int list_append_free(struct shmobj_
         /* before the CAS: a closer that finds this handle dead reads the
          * place it may have taken */
         atomic_store_explicit(&w->at, n, memory_order_relaxed);
-        if (list_slot(c, n, &ls) != 0) {
+        s = list_append_slot(c, w, n);
+        if (s == NULL) {
             rc = 1; /* a chunk to make, or damage: the lock's way */
             break;
         }
         if (atomic_compare_exchange_weak_explicit(&c->m->len, &n, n + 1, memory_order_acq_rel,
                                                   memory_order_relaxed)) {
-            slot_publish(ls.s, it->tag, it->payload);
+            slot_publish(s, tag, payload);
             rc = 0;
             break;
         }
     }
     atomic_store_explicit(&w->word, 0, memory_order_release);
     return rc;
+}
+
+/* The tag and payload of a scalar or null for an append without the lock:
+ * 0, 1 for a value of another kind (the builder's), or SHMOBJ_EINVAL. */
+static inline __attribute__((always_inline)) int list_scalar(const shmobj_value *val,
+                                                           uint8_t *tag, uint64_t *payload)
+{
+    if (val->reserved != 0)
+        return SHMOBJ_EINVAL;
+    switch (val->type) {
+    case SHMOBJ_TYPE_INT:
+    case SHMOBJ_TYPE_UINT:
+    case SHMOBJ_TYPE_DOUBLE:
+        *tag = (uint8_t)val->type;
+        memcpy(payload, &val->v, sizeof *payload); /* i, u, d share bytes */
+        return 0;
+    case SHMOBJ_TYPE_NULL:
+        *tag = SHMOBJ__SLOT_OBJ;
+        *payload = 0;
+        return 0;
+    default:
+        return 1; /* bool's check, and the builder's kinds: shmobj__mut_item_make */
+    }
 }
 
 static int list_insert_at(const shmobj_view *list, int append, size_t i,
@@ -613,14 +668,19 @@ static int list_insert_at(const shmobj_view *list, int append, size_t i,
         rc = shmobj__mut_open(list, 1u << SHMOBJ_TYPE_MLIST, &c);
         if (rc != 0)
             return rc;
+        uint8_t tag;
+        uint64_t pl;
+        rc = list_scalar(val, &tag, &pl);
+        if (rc == 0) {
+            rc = list_append_free(&c, tag, pl);
+            if (rc <= 0)
+                return rc;
+        } else if (rc < 0) {
+            return rc;
+        }
         rc = shmobj__mut_item_make(c.sp, val, &it);
         if (rc != 0)
             return rc;
-        if (it.child == 0) {
-            rc = list_append_free(&c, &it);
-            if (rc <= 0)
-                return rc;
-        }
         rc = list_lock(&c);
         if (rc != 0) {
             shmobj__mut_child_free(c.sp, it.child);
@@ -931,7 +991,7 @@ int shmobj__mlist_free(struct shmobj__mc *cp, int depth, uint64_t *budget)
         if (r != 0 && first == 0)
             first = r;
     }
-    shmobj__ref apps = atomic_load_explicit(&c.m->body, memory_order_relaxed);
+    shmobj__ref apps = atomic_load_explicit(apps_ref(c.m), memory_order_relaxed);
     if (apps != 0) {
         int r = sp->ops->free(sp, apps);
         if (r != 0 && first == 0)
@@ -948,8 +1008,10 @@ int shmobj__mlist_check(struct shmobj__mc *cp, uint64_t *budget, shmobj__mut_chi
     int rc;
     struct shmobj__mut *m = c.m;
     uint64_t n = atomic_load_explicit(&m->len, memory_order_acquire);
+    if (atomic_load_explicit(&m->body, memory_order_relaxed) != 0)
+        return SHMOBJ_ECORRUPT;
     /* the appenders block, when there is one, is a live block of its size */
-    shmobj__ref apps = atomic_load_explicit(&m->body, memory_order_relaxed);
+    shmobj__ref apps = atomic_load_explicit(apps_ref(m), memory_order_relaxed);
     if (apps != 0) {
         uint64_t off, u;
         if (shmobj__mut_block(c.sp, apps, sizeof(struct shmobj__mlapps), &off, &u) != 0 ||
