@@ -390,9 +390,7 @@ struct shmobj__mut {
      * (appends without the lock do not write it); len is the list's. */
     _Atomic uint64_t count;
     /* Dict/set: reference of the body block, 0 while there is none. List:
-     * its appenders block (struct shmobj__mlapps), 0 until the first write
-     * makes it (a list without one is version 1). Changed inside a writer
-     * section only. */
+     * 0. Changed inside a writer section only. */
     _Atomic uint64_t body;
     /* Dict/set: the insertion order the next new key takes; orders only
      * grow (iteration resumes after the last order it returned). */
@@ -413,6 +411,10 @@ struct shmobj__mut {
      * key's child, an old body): freed once nothing the container shows
      * refers to them. */
     _Atomic uint64_t retired;
+    /* List: not a retired block but its appenders block (struct
+     * shmobj__mlapps), 0 until the first locked write makes it (a list
+     * without one is version 1); on another cache line than len, which
+     * every append takes. Stored once, inside a writer section. */
     _Atomic uint64_t retired2;
     /* The item (tag, payload) a list insert puts at `at`, so that the
      * repair can finish the insert. */
