@@ -454,8 +454,8 @@ static inline uint64_t shmobj__mut_body_bytes(unsigned type)
  * another appender's, or SHMOBJ__MLAPP_CLOSED), stores the place it
  * tries into `at` before each CAS of len, writes its slot (payload, then
  * the tag with a release store) and stores 0 (release) into the word.
- * Every lock holder of a list closes the words first (CAS 0 ->
- * CLOSED, waiting for live appenders; a word naming a dead handle is
+ * Every lock holder of a list closes the words first (`closing`, then
+ * CAS 0 -> CLOSED, waiting for live appenders; a word naming a dead handle is
  * taken over, and its `at`, when below len and still tag 0, is given a
  * null item) and gives them back (0) before it unlocks. */
 #define SHMOBJ__MLIST_MAGIC UINT32_C(0x324c4d53) /* "SML2" read little-endian */
@@ -481,7 +481,13 @@ _Static_assert(sizeof(struct shmobj__mlapp) == 64, "an appender word has its own
 struct shmobj__mlapps {
     uint32_t magic;       /* SHMOBJ__MLIST_MAGIC, written once */
     uint32_t words;       /* SHMOBJ__MLAPP_WORDS */
-    uint64_t reserved[7]; /* 0 */
+    /* 1 while a lock holder closes or holds the words, else 0; stored
+     * seq_cst by the lock holder before it closes them, and 0 (release)
+     * after it gives them back. An appender loads it (seq_cst) after it
+     * took its word and gives the word back at once when it is 1, so that
+     * appends in a tight loop cannot keep a closer from a word. */
+    _Atomic uint64_t closing;
+    uint64_t reserved[6]; /* 0 */
     struct shmobj__mlapp w[SHMOBJ__MLAPP_WORDS];
 };
 _Static_assert(offsetof(struct shmobj__mlapps, w) == 64, "appender words from 64");

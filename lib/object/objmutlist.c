@@ -165,6 +165,8 @@ static void list_open(struct shmobj__mc *c)
     for (unsigned j = 0; j < SHMOBJ__MLAPP_WORDS; j++)
         if (atomic_load_explicit(&a->w[j].word, memory_order_relaxed) == SHMOBJ__MLAPP_CLOSED)
             atomic_store_explicit(&a->w[j].word, 0, memory_order_release);
+    if (atomic_load_explicit(&a->closing, memory_order_relaxed) != 0)
+        atomic_store_explicit(&a->closing, 0, memory_order_release);
 }
 
 static void list_unlock(struct shmobj__mc *c)
@@ -198,6 +200,9 @@ static int list_close(struct shmobj__mc *c)
     if (a == NULL)
         return SHMOBJ_ECORRUPT;
     unsigned dead = 0;
+    /* appenders that take a word from now on give it back at once: a word
+     * its owner keeps taking in a loop is free between two appends */
+    atomic_store_explicit(&a->closing, 1, memory_order_seq_cst);
     for (unsigned j = 0; j < SHMOBJ__MLAPP_WORDS; j++) {
         _Atomic uint64_t *w = &a->w[j].word;
         for (uint64_t i = 0;; i++) {
@@ -606,6 +611,11 @@ static inline __attribute__((always_inline)) int list_append_free(struct shmobj_
     }
     if (w == NULL)
         return 1;
+    if (atomic_load_explicit(&a->closing, memory_order_seq_cst) != 0) {
+        /* a lock holder is closing the words: let it */
+        atomic_store_explicit(&w->word, 0, memory_order_release);
+        return 1;
+    }
     struct shmobj__slot *s;
     uint64_t n = atomic_load_explicit(&c->m->len, memory_order_relaxed);
     int rc;
