@@ -1241,29 +1241,60 @@ static size_t lapp_order(const shmobj_view *l, size_t n, uint64_t seen[3])
     return 0;
 }
 
+/* The list and shared pages of a race: two appenders and `racers`
+ * processes running racer() started together and collected (every one
+ * exited 0, no failure counted). */
+struct lapp_run {
+    shmobj_view l;
+    shmobj_ref r;
+    _Atomic int *done;
+    _Atomic uint64_t *out;
+};
+
+static void lapp_race(struct fixture *f, struct lapp_run *run, int (*racer)(void *),
+                      int racers, uint64_t min_ops)
+{
+    run->r = make(f->seg, SHMOBJ_VAL_MLIST(), &run->l);
+    run->done = shared_page(4096);
+    run->out = shared_page(4096);
+    int parties = 2 + racers;
+    struct lapp a1 = {run->l, 1, run->done, run->out, parties, min_ops};
+    struct lapp a2 = {run->l, 2, run->done, run->out, parties, min_ops};
+    struct lapp rc = {run->l, 0, run->done, run->out, parties, 0};
+    pid_t p1 = test_child_start(lapp_appender, &a1, 120);
+    pid_t p2 = test_child_start(lapp_appender, &a2, 120);
+    pid_t pr[2] = {0, 0};
+    for (int i = 0; i < racers; i++)
+        pr[i] = test_child_start(racer, &rc, 120);
+    lapp_wait(p1, run->out);
+    lapp_wait(p2, run->out);
+    for (int i = 0; i < racers; i++)
+        assert_int_equal(test_child_wait(pr[i]), 0);
+    assert_int_equal(atomic_load(&run->out[4]), 0);
+}
+
+/* The end of a race: the list checks clean and is freed. */
+static void lapp_end(struct fixture *f, struct lapp_run *run)
+{
+    assert_int_equal(shmobj_obj_check(f->seg, run->r), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, run->r), 0);
+    munmap((void *)run->done, 4096);
+    munmap((void *)run->out, 4096);
+}
+
 /* Two processes append at once without the lock: every item is there once,
  * each process's items in its order, and the list checks clean. */
 static void test_mlist_append_two_procs_order_no_loss(void **state)
 {
     struct fixture *f = *state;
-    shmobj_view l;
-    shmobj_ref r = make(f->seg, SHMOBJ_VAL_MLIST(), &l);
-    _Atomic int *done = shared_page(4096);
-    _Atomic uint64_t *out = shared_page(4096);
-    struct lapp a1 = {l, 1, done, out, 2, 0}, a2 = {l, 2, done, out, 2, 0};
-    pid_t p1 = test_child_start(lapp_appender, &a1, 120);
-    pid_t p2 = test_child_start(lapp_appender, &a2, 120);
-    lapp_wait(p1, out);
-    lapp_wait(p2, out);
+    struct lapp_run run;
+    lapp_race(f, &run, NULL, 0, 0);
     uint64_t seen[3] = {0, 0, 0};
-    assert_int_equal(len_of(&l), 2 * LAPP_N);
-    assert_int_equal(lapp_order(&l, 2 * LAPP_N, seen), 0);
+    assert_int_equal(len_of(&run.l), 2 * LAPP_N);
+    assert_int_equal(lapp_order(&run.l, 2 * LAPP_N, seen), 0);
     assert_int_equal(seen[1], LAPP_N);
     assert_int_equal(seen[2], LAPP_N);
-    assert_int_equal(shmobj_obj_check(f->seg, r), 0);
-    assert_int_equal(shmobj_obj_free(f->seg, r), 0);
-    munmap((void *)done, 4096);
-    munmap((void *)out, 4096);
+    lapp_end(f, &run);
 }
 
 /* While both appenders run: pop the last item (it must be an appender's),
@@ -1319,32 +1350,19 @@ static int lapp_popper(void *p)
 static void test_mlist_append_races_pop_insert(void **state)
 {
     struct fixture *f = *state;
-    shmobj_view l;
-    shmobj_ref r = make(f->seg, SHMOBJ_VAL_MLIST(), &l);
-    _Atomic int *done = shared_page(4096);
-    _Atomic uint64_t *out = shared_page(4096);
-    struct lapp a1 = {l, 1, done, out, 3, 1000}, a2 = {l, 2, done, out, 3, 1000};
-    struct lapp pp = {l, 0, done, out, 3, 0};
-    pid_t p1 = test_child_start(lapp_appender, &a1, 120);
-    pid_t p2 = test_child_start(lapp_appender, &a2, 120);
-    pid_t p3 = test_child_start(lapp_popper, &pp, 120);
-    lapp_wait(p1, out);
-    lapp_wait(p2, out);
-    assert_int_equal(test_child_wait(p3), 0);
-    assert_int_equal(atomic_load(&out[4]), 0);
-    size_t n = len_of(&l);
+    struct lapp_run run;
+    lapp_race(f, &run, lapp_popper, 1, 1000);
+    _Atomic uint64_t *out = run.out;
+    size_t n = len_of(&run.l);
     uint64_t seen[3] = {0, 0, 0};
-    assert_int_equal(lapp_order(&l, n, seen), 0);
+    assert_int_equal(lapp_order(&run.l, n, seen), 0);
     print_message("  %llu items popped while appends ran\n",
                   (unsigned long long)atomic_load(&out[0]));
     assert_true(atomic_load(&out[0]) >= 1000);
     assert_int_equal(seen[1] + seen[2] + atomic_load(&out[0]),
                      atomic_load(&out[1]) + atomic_load(&out[2]));
     assert_int_equal(n, seen[1] + seen[2]);
-    assert_int_equal(shmobj_obj_check(f->seg, r), 0);
-    assert_int_equal(shmobj_obj_free(f->seg, r), 0);
-    munmap((void *)done, 4096);
-    munmap((void *)out, 4096);
+    lapp_end(f, &run);
 }
 
 static int lapp_clearer(void *p)
@@ -1368,30 +1386,18 @@ static int lapp_clearer(void *p)
 static void test_mlist_append_races_clear(void **state)
 {
     struct fixture *f = *state;
-    shmobj_view l;
-    shmobj_ref r = make(f->seg, SHMOBJ_VAL_MLIST(), &l);
-    _Atomic int *done = shared_page(4096);
-    _Atomic uint64_t *out = shared_page(4096);
-    struct lapp a1 = {l, 1, done, out, 3, 200}, a2 = {l, 2, done, out, 3, 200};
-    struct lapp cc = {l, 0, done, out, 3, 0};
-    pid_t p1 = test_child_start(lapp_appender, &a1, 120);
-    pid_t p2 = test_child_start(lapp_appender, &a2, 120);
-    pid_t p3 = test_child_start(lapp_clearer, &cc, 120);
-    lapp_wait(p1, out);
-    lapp_wait(p2, out);
-    assert_int_equal(test_child_wait(p3), 0);
-    print_message("  %llu clears while appends ran\n", (unsigned long long)atomic_load(&out[0]));
-    assert_true(atomic_load(&out[0]) >= 200);
-    size_t n = len_of(&l);
+    struct lapp_run run;
+    lapp_race(f, &run, lapp_clearer, 1, 200);
+    print_message("  %llu clears while appends ran\n",
+                  (unsigned long long)atomic_load(&run.out[0]));
+    assert_true(atomic_load(&run.out[0]) >= 200);
+    size_t n = len_of(&run.l);
     uint64_t seen[3] = {0, 0, 0};
-    assert_int_equal(lapp_order(&l, n, seen), 0);
+    assert_int_equal(lapp_order(&run.l, n, seen), 0);
     assert_int_equal(n, seen[1] + seen[2]);
-    assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_INT(-1)), 0);
-    assert_int_equal(item_int(&l, n), -1);
-    assert_int_equal(shmobj_obj_check(f->seg, r), 0);
-    assert_int_equal(shmobj_obj_free(f->seg, r), 0);
-    munmap((void *)done, 4096);
-    munmap((void *)out, 4096);
+    assert_int_equal(shmobj_mlist_append(&run.l, &SHMOBJ_VAL_INT(-1)), 0);
+    assert_int_equal(item_int(&run.l, n), -1);
+    lapp_end(f, &run);
 }
 
 /* Reads the newest items again and again while the appenders run: every
@@ -1433,28 +1439,12 @@ static int lapp_reader(void *p)
 static void test_mlist_readers_never_see_unpublished_append(void **state)
 {
     struct fixture *f = *state;
-    shmobj_view l;
-    shmobj_ref r = make(f->seg, SHMOBJ_VAL_MLIST(), &l);
-    _Atomic int *done = shared_page(4096);
-    _Atomic uint64_t *out = shared_page(4096);
-    struct lapp a1 = {l, 1, done, out, 4, 100000}, a2 = {l, 2, done, out, 4, 100000};
-    struct lapp rd = {l, 0, done, out, 4, 0};
-    pid_t p1 = test_child_start(lapp_appender, &a1, 120);
-    pid_t p2 = test_child_start(lapp_appender, &a2, 120);
-    pid_t r1 = test_child_start(lapp_reader, &rd, 120);
-    pid_t r2 = test_child_start(lapp_reader, &rd, 120);
-    lapp_wait(p1, out);
-    lapp_wait(p2, out);
-    assert_int_equal(test_child_wait(r1), 0);
-    assert_int_equal(test_child_wait(r2), 0);
-    assert_int_equal(atomic_load(&out[4]), 0);
+    struct lapp_run run;
+    lapp_race(f, &run, lapp_reader, 2, 100000);
     print_message("  %llu items read while appends ran\n",
-                  (unsigned long long)atomic_load(&out[0]));
-    assert_true(atomic_load(&out[0]) >= 100000);
-    assert_int_equal(shmobj_obj_check(f->seg, r), 0);
-    assert_int_equal(shmobj_obj_free(f->seg, r), 0);
-    munmap((void *)done, 4096);
-    munmap((void *)out, 4096);
+                  (unsigned long long)atomic_load(&run.out[0]));
+    assert_true(atomic_load(&run.out[0]) >= 100000);
+    lapp_end(f, &run);
 }
 
 /* How far the killed appender got: its word taken and its place noted (0),
