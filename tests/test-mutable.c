@@ -487,9 +487,10 @@ static void test_mut_damaged_ecorrupt(void **state)
             ix[e] = (ix[e] & ~UINT64_C(0xffffffff)) | 0xfffffff0u; /* a pair past len */
     assert_int_equal(shmobj_obj_check(f->seg, rd), SHMOBJ_ECORRUPT);
     assert_int_equal(shmobj_mdict_get(&d, &SHMOBJ_VAL_STR("key number 3"), &v), SHMOBJ_ECORRUPT);
-    /* an intent no writer leaves: the next locker refuses to repair it */
+    /* an intent no writer leaves: the next locker refuses to repair it (an
+     * append of an int takes no lock) */
     atomic_store(&ml->op, 99);
-    assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_INT(1)), SHMOBJ_ECORRUPT);
+    assert_int_equal(shmobj_mlist_set(&l, 0, &SHMOBJ_VAL_INT(0)), SHMOBJ_ECORRUPT);
     atomic_store(&ml->op, 0);
     assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_INT(100)), 0);
     /* a repair (a stuck intent of no effect) rebuilds the dict's index */
@@ -1270,6 +1271,12 @@ static int list_item_is(const shmobj_view *l, size_t i)
     return shmobj_int_get(&v, &x) == 0 && x == (int64_t)i;
 }
 
+static int item_is_null(const shmobj_view *l, size_t i)
+{
+    shmobj_view v;
+    return shmobj_mlist_get(l, i, &v) == 0 && v.type == SHMOBJ_TYPE_NULL;
+}
+
 /* A writer SIGKILLed anywhere in append, insert, delete, pop or a chunk's
  * allocation leaves the list consistent: the next locker repairs it, every
  * committed item is there, in order, and at most the op under way is
@@ -1296,8 +1303,10 @@ static void test_mlist_kill_writer_loop(void **state)
         }
         n = len_of(&l);
         assert_true(n == c || n == c + 1);
+        /* item c, the op killed, may also be null: an append without the
+         * lock killed between its reservation and its publication */
         for (size_t i = 0; i < n; i++)
-            assert_true(list_item_is(&l, i));
+            assert_true(list_item_is(&l, i) || (i == c && item_is_null(&l, i)));
         if (n == c + 1)
             assert_int_equal(shmobj_mlist_pop(&l, -1, NULL), 0);
         if (round % 10 == 0 || round + 1 == kill_rounds)
@@ -1308,6 +1317,385 @@ static void test_mlist_kill_writer_loop(void **state)
     assert_int_equal(shmobj_obj_check(f->seg, r), 0);
     assert_int_equal(shmobj_obj_free(f->seg, r), 0);
     munmap((void *)committed, 4096);
+}
+
+/* ---- list appends without the lock ---------------------------------------- */
+
+#define LAPP_N 40000
+
+/* An appender or a racer of these tests. All start together (out[5]
+ * counts those ready, `parties` in all); an appender appends at least
+ * LAPP_N items and goes on until the racers made min_ops operations
+ * (out[0]), so that they ran while it appended, and leaves its count in
+ * out[who]; out[4] counts failures. */
+struct lapp {
+    shmobj_view l;
+    int who;
+    _Atomic int *done;     /* appenders finished */
+    _Atomic uint64_t *out; /* the figures above */
+    int parties;
+    uint64_t min_ops;
+};
+
+/* Collect an appender: it exited 0 (else the code of its failed append
+ * is printed). */
+static void lapp_wait(pid_t pid, _Atomic uint64_t *out)
+{
+    int st = test_child_wait(pid);
+    if (st != 0)
+        print_message("  appender exit %d, append error %d\n", st, -(int)atomic_load(&out[6]));
+    assert_int_equal(st, 0);
+}
+
+static void lapp_start(struct lapp *a)
+{
+    atomic_fetch_add(&a->out[5], 1);
+    while (atomic_load(&a->out[5]) < (uint64_t)a->parties)
+        sched_yield();
+}
+
+static int64_t lapp_val(int who, uint64_t i)
+{
+    return (int64_t)((uint64_t)who << 32 | i);
+}
+
+static int lapp_appender(void *p)
+{
+    struct lapp *a = p;
+    lapp_start(a);
+    uint64_t i = 0;
+    for (; i < LAPP_N || atomic_load(&a->out[0]) < a->min_ops; i++) {
+        shmobj_value v = SHMOBJ_VAL_INT(lapp_val(a->who, i));
+        int rc = shmobj_mlist_append(&a->l, &v);
+        if (rc != 0) {
+            /* the code, negated, for the parent's message */
+            atomic_store(&a->out[6], (uint64_t)-rc);
+            return 1;
+        }
+    }
+    atomic_store(&a->out[a->who], i);
+    atomic_fetch_add(a->done, 1);
+    return 0;
+}
+
+/* Every item of the list is an appender's (who 1 or 2) or the marker -1,
+ * and each appender's items are in the order it appended them; seen[who]
+ * counts them. 0, or the index of the first item that is not. */
+static size_t lapp_order(const shmobj_view *l, size_t n, uint64_t seen[3])
+{
+    int64_t last[3] = {-1, -1, -1};
+    for (size_t i = 0; i < n; i++) {
+        int64_t x;
+        if (shmobj_mlist_get_int(l, i, &x) != 0)
+            return i + 1;
+        if (x == -1)
+            continue;
+        int who = (int)((uint64_t)x >> 32);
+        int64_t seq = x & INT64_C(0xffffffff);
+        if (who < 1 || who > 2 || seq <= last[who])
+            return i + 1;
+        last[who] = seq;
+        seen[who]++;
+    }
+    return 0;
+}
+
+/* The list and shared pages of a race: two appenders and `racers`
+ * processes running racer() started together and collected (every one
+ * exited 0, no failure counted). */
+struct lapp_run {
+    shmobj_view l;
+    shmobj_ref r;
+    _Atomic int *done;
+    _Atomic uint64_t *out;
+};
+
+static void lapp_race(struct fixture *f, struct lapp_run *run, int (*racer)(void *),
+                      int racers, uint64_t min_ops)
+{
+    run->r = make(f->seg, SHMOBJ_VAL_MLIST(), &run->l);
+    run->done = shared_page(4096);
+    run->out = shared_page(4096);
+    int parties = 2 + racers;
+    struct lapp a1 = {run->l, 1, run->done, run->out, parties, min_ops};
+    struct lapp a2 = {run->l, 2, run->done, run->out, parties, min_ops};
+    struct lapp rc = {run->l, 0, run->done, run->out, parties, 0};
+    pid_t p1 = test_child_start(lapp_appender, &a1, 120);
+    pid_t p2 = test_child_start(lapp_appender, &a2, 120);
+    pid_t pr[2] = {0, 0};
+    for (int i = 0; i < racers; i++)
+        pr[i] = test_child_start(racer, &rc, 120);
+    lapp_wait(p1, run->out);
+    lapp_wait(p2, run->out);
+    for (int i = 0; i < racers; i++)
+        assert_int_equal(test_child_wait(pr[i]), 0);
+    assert_int_equal(atomic_load(&run->out[4]), 0);
+}
+
+/* The end of a race: the list checks clean and is freed. */
+static void lapp_end(struct fixture *f, struct lapp_run *run)
+{
+    assert_int_equal(shmobj_obj_check(f->seg, run->r), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, run->r), 0);
+    munmap((void *)run->done, 4096);
+    munmap((void *)run->out, 4096);
+}
+
+/* Two processes append at once without the lock: every item is there once,
+ * each process's items in its order, and the list checks clean. */
+static void test_mlist_append_two_procs_order_no_loss(void **state)
+{
+    struct fixture *f = *state;
+    struct lapp_run run;
+    lapp_race(f, &run, NULL, 0, 0);
+    uint64_t seen[3] = {0, 0, 0};
+    assert_int_equal(len_of(&run.l), 2 * LAPP_N);
+    assert_int_equal(lapp_order(&run.l, 2 * LAPP_N, seen), 0);
+    assert_int_equal(seen[1], LAPP_N);
+    assert_int_equal(seen[2], LAPP_N);
+    lapp_end(f, &run);
+}
+
+/* While both appenders run: pop the last item (it must be an appender's),
+ * insert the marker before the last item, read it there and delete it
+ * again, until both are done. out[0] counts the items popped, out[4] the
+ * failures. */
+static int lapp_popper(void *p)
+{
+    struct lapp *a = p;
+    lapp_start(a);
+    while (atomic_load(a->done) < 2) {
+        shmobj_ref got = 0;
+        int rc = shmobj_mlist_pop(&a->l, -1, &got);
+        if (rc == 0) {
+            shmobj_view v;
+            int64_t x;
+            if (shmobj_obj_get(a->l.seg, got, &v) != 0 || shmobj_int_get(&v, &x) != 0 ||
+                (x >> 32) < 1 || (x >> 32) > 2) {
+                atomic_fetch_add(&a->out[4], 1);
+                return 1;
+            }
+            (void)shmobj_obj_free(a->l.seg, got);
+            atomic_fetch_add(&a->out[0], 1);
+        } else if (rc != SHMOBJ_ERANGE) {
+            atomic_fetch_add(&a->out[4], 1);
+            return 2;
+        }
+        /* near the end (a move of a few slots; appends only add after it) */
+        int64_t x = 0;
+        size_t n = 0, at;
+        if (shmobj_view_len(&a->l, &n) != 0) {
+            atomic_fetch_add(&a->out[4], 1);
+            return 4;
+        }
+        at = n > 0 ? n - 1 : 0;
+        if (shmobj_mlist_insert(&a->l, at, &SHMOBJ_VAL_INT(-1)) != 0 ||
+            shmobj_mlist_get_int(&a->l, at, &x) != 0 || x != -1 ||
+            shmobj_mlist_delete(&a->l, at) != 0) {
+            atomic_fetch_add(&a->out[4], 1);
+            return 3;
+        }
+    }
+    return 0;
+}
+
+/* Appends without the lock from two processes race a third that pops the
+ * last item, inserts before the last and deletes there: every item appended
+ * is either in the list or was popped (none lost, none twice), each
+ * appender's items keep their order, no call fails, and the list checks
+ * clean. A pop or insert that moved slots while an append was writing
+ * one would lose or duplicate an item, or leave a slot of tag 0 (a read
+ * that fails). */
+static void test_mlist_append_races_pop_insert(void **state)
+{
+    struct fixture *f = *state;
+    struct lapp_run run;
+    lapp_race(f, &run, lapp_popper, 1, 1000);
+    _Atomic uint64_t *out = run.out;
+    size_t n = len_of(&run.l);
+    uint64_t seen[3] = {0, 0, 0};
+    assert_int_equal(lapp_order(&run.l, n, seen), 0);
+    print_message("  %llu items popped while appends ran\n",
+                  (unsigned long long)atomic_load(&out[0]));
+    assert_true(atomic_load(&out[0]) >= 1000);
+    assert_int_equal(seen[1] + seen[2] + atomic_load(&out[0]),
+                     atomic_load(&out[1]) + atomic_load(&out[2]));
+    assert_int_equal(n, seen[1] + seen[2]);
+    lapp_end(f, &run);
+}
+
+static int lapp_clearer(void *p)
+{
+    struct lapp *a = p;
+    lapp_start(a);
+    while (atomic_load(a->done) < 2) {
+        if (shmobj_mut_clear(&a->l) != 0)
+            return 1;
+        atomic_fetch_add(&a->out[0], 1);
+        sched_yield();
+    }
+    return 0;
+}
+
+/* Appends without the lock race clears: no call fails, what is left is in
+ * each appender's order, every item reads back, appends after the race
+ * land at the end, and the list checks clean (a clear that zeroed a slot
+ * an append was writing, or an append that reserved a place across a
+ * clear, would leave a slot of tag 0 or an item out of order). */
+static void test_mlist_append_races_clear(void **state)
+{
+    struct fixture *f = *state;
+    struct lapp_run run;
+    lapp_race(f, &run, lapp_clearer, 1, 200);
+    print_message("  %llu clears while appends ran\n",
+                  (unsigned long long)atomic_load(&run.out[0]));
+    assert_true(atomic_load(&run.out[0]) >= 200);
+    size_t n = len_of(&run.l);
+    uint64_t seen[3] = {0, 0, 0};
+    assert_int_equal(lapp_order(&run.l, n, seen), 0);
+    assert_int_equal(n, seen[1] + seen[2]);
+    assert_int_equal(shmobj_mlist_append(&run.l, &SHMOBJ_VAL_INT(-1)), 0);
+    assert_int_equal(item_int(&run.l, n), -1);
+    lapp_end(f, &run);
+}
+
+/* Reads the newest items again and again while the appenders run: every
+ * place below the length it read holds an appender's int (never an error,
+ * never another kind: a slot reserved and not yet written, or written and
+ * not yet tagged, must not show), in each appender's order. out[0] counts
+ * the reads, out[4] the failures. */
+static int lapp_reader(void *p)
+{
+    struct lapp *a = p;
+    lapp_start(a);
+    while (atomic_load(a->done) < 2) {
+        size_t n;
+        if (shmobj_view_len(&a->l, &n) != 0)
+            return 1;
+        int64_t last[3] = {-1, -1, -1};
+        for (size_t i = n > 64 ? n - 64 : 0; i < n; i++) {
+            int64_t x;
+            if (shmobj_mlist_get_int(&a->l, i, &x) != 0) {
+                atomic_fetch_add(&a->out[4], 1);
+                return 2;
+            }
+            int who = (int)((uint64_t)x >> 32);
+            int64_t seq = x & INT64_C(0xffffffff);
+            if (who < 1 || who > 2 || seq <= last[who]) {
+                atomic_fetch_add(&a->out[4], 1);
+                return 3;
+            }
+            last[who] = seq;
+            atomic_fetch_add(&a->out[0], 1);
+        }
+    }
+    return 0;
+}
+
+/* Readers in two processes read the newest items while two others append
+ * without the lock: no read fails or returns anything but an appender's
+ * item in its order. */
+static void test_mlist_readers_never_see_unpublished_append(void **state)
+{
+    struct fixture *f = *state;
+    struct lapp_run run;
+    lapp_race(f, &run, lapp_reader, 2, 100000);
+    print_message("  %llu items read while appends ran\n",
+                  (unsigned long long)atomic_load(&run.out[0]));
+    assert_true(atomic_load(&run.out[0]) >= 100000);
+    lapp_end(f, &run);
+}
+
+/* How far the killed appender got: its word taken and its place noted (0),
+ * its place reserved (1), the payload written but not the tag (2). */
+struct lapp_kill {
+    shmobj_view l;
+    int stage;
+};
+
+/* An append without the lock, made by hand as the library makes it, up to
+ * a stage, then SIGKILL. */
+static int lapp_die_mid_append(void *p)
+{
+    struct lapp_kill *k = p;
+    struct shmobj__space *sp = shmobj__space_of_seg(k->l.seg);
+    uint64_t tok = sp->ops->live->token(sp);
+    struct shmobj__mut *m = control_of(&k->l);
+    struct shmobj__mlapps *a =
+        (struct shmobj__mlapps *)(void *)(sp->base + shmobj__ref_off(atomic_load(&m->retired2)));
+    struct shmobj__mlapp *w = &a->w[tok % SHMOBJ__MLAPP_WORDS];
+    uint64_t z = 0;
+    if (a->magic != SHMOBJ__MLIST_MAGIC || !atomic_compare_exchange_strong(&w->word, &z, tok))
+        return 1;
+    uint64_t n = atomic_load(&m->len);
+    atomic_store(&w->at, n);
+    if (k->stage >= 1 && !atomic_compare_exchange_strong(&m->len, &n, n + 1))
+        return 2;
+    if (k->stage >= 2) {
+        /* place n in chunk log2(n / 16 + 1) */
+        unsigned c = 63u - (unsigned)__builtin_clzll(n / SHMOBJ__MLIST_CHUNK0 + 1);
+        uint64_t within = n - SHMOBJ__MLIST_CHUNK0 * ((UINT64_C(1) << c) - 1);
+        _Atomic uint64_t *dir = (_Atomic uint64_t *)(void *)(m + 1);
+        struct shmobj__slot *s = (struct shmobj__slot *)(void *)(
+            sp->base + shmobj__ref_off(atomic_load(&dir[c])) + 16 * within);
+        atomic_store(&s->payload, 12345);
+    }
+    raise(SIGKILL);
+    return 3;
+}
+
+/* An appender SIGKILLed between taking its word and publishing its item
+ * never blocks the appends after it, and never shows a torn item: before
+ * its reservation nothing happened; after it (with or without the
+ * payload written), its place reads as null once the list is settled
+ * (the reader that meets it waits, then settles it under the lock), the
+ * items after it keep theirs, and the dead word is taken back. */
+static void test_mlist_append_killed_mid_append_repaired(void **state)
+{
+    struct fixture *f = *state;
+    for (int stage = 0; stage <= 2; stage++) {
+        shmobj_view l, v;
+        shmobj_ref r = make(f->seg, SHMOBJ_VAL_MLIST(), &l);
+        for (int i = 0; i < 100; i++)
+            assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_INT(i)), 0);
+        struct lapp_kill k = {l, stage};
+        pid_t pid = test_child_start(lapp_die_mid_append, &k, 60);
+        assert_int_equal(test_child_wait(pid), 128 + SIGKILL);
+        size_t n0 = stage == 0 ? 100 : 101;
+        assert_int_equal(len_of(&l), n0);
+        /* appends go on at once, without a locker's repair first: the dead
+         * word is still held after them */
+        struct shmobj__mut *m = control_of(&l);
+        struct shmobj__space *sp = shmobj__space_of_seg(f->seg);
+        struct shmobj__mlapps *a = (struct shmobj__mlapps *)(void *)(
+            sp->base + shmobj__ref_off(atomic_load(&m->retired2)));
+        for (int i = 0; i < 10; i++)
+            assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_INT(1000 + i)), 0);
+        unsigned held = 0;
+        for (unsigned j = 0; j < SHMOBJ__MLAPP_WORDS; j++) {
+            uint64_t w = atomic_load(&a->w[j].word);
+            held += w != 0 && w != SHMOBJ__MLAPP_CLOSED;
+        }
+        assert_int_equal(held, 1);
+        assert_int_equal(len_of(&l), n0 + 10);
+        if (stage > 0) {
+            int64_t x;
+            assert_int_equal(shmobj_mlist_get_int(&l, 100, &x), SHMOBJ_ETYPE);
+            assert_int_equal(shmobj_mlist_get(&l, 100, &v), 0);
+            assert_int_equal(v.type, SHMOBJ_TYPE_NULL);
+        }
+        for (int i = 0; i < 100; i++)
+            assert_int_equal(item_int(&l, (size_t)i), i);
+        for (int i = 0; i < 10; i++)
+            assert_int_equal(item_int(&l, n0 + (size_t)i), 1000 + i);
+        /* the dead word was taken back (the settle's closer gave it back
+         * as free), so a locked change and a check find nothing left */
+        assert_int_equal(shmobj_mlist_set(&l, 0, &SHMOBJ_VAL_INT(0)), 0);
+        for (unsigned j = 0; j < SHMOBJ__MLAPP_WORDS; j++)
+            assert_int_equal(atomic_load(&a->w[j].word), 0);
+        assert_int_equal(shmobj_obj_check(f->seg, r), 0);
+        assert_int_equal(shmobj_obj_free(f->seg, r), 0);
+    }
 }
 
 #define DICT_HOT 16
@@ -1534,6 +1922,14 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_mut_early_key_child_freed_when_unused, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_mlist_kill_writer_loop, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mlist_append_two_procs_order_no_loss, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_mlist_append_races_pop_insert, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mlist_append_races_clear, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mlist_readers_never_see_unpublished_append, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_mlist_append_killed_mid_append_repaired, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_mdict_kill_writer_loop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mset_kill_writer_loop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mdict_int_add_killed_adder_never_blocks, setup,

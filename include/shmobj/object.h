@@ -1610,8 +1610,12 @@ SHMOBJ_API int shmobj_record_shape(const shmobj_view *view, shmobj_ref *shape);
  * @retval SHMOBJ_ENOMEM the segment is full (nothing changed)
  * @retval SHMOBJ_ESTALE the list's block was freed
  * @retval SHMOBJ_ECORRUPT the list is damaged
- * @retval SHMOBJ_EBUSY a live process held the list's lock for 10 s
- * @note Thread- and process-safe (the list's lock).
+ * @retval SHMOBJ_EBUSY a live process held the list's lock for 10 s, or
+ *         was in the middle of an append without the lock for some
+ *         seconds
+ * @note Thread- and process-safe. A scalar or null is appended without
+ *       the list's lock (a CAS of its length, then its slot) while no
+ *       writer holds it; any other item takes the lock.
  * @since 0.2
  */
 SHMOBJ_API int shmobj_mlist_append(const shmobj_view *list, const shmobj_value *val);
@@ -1628,7 +1632,9 @@ SHMOBJ_API int shmobj_mlist_append(const shmobj_view *list, const shmobj_value *
  * @retval SHMOBJ_ENOMEM the segment is full (nothing changed)
  * @retval SHMOBJ_ESTALE the list's block was freed
  * @retval SHMOBJ_ECORRUPT the list is damaged
- * @retval SHMOBJ_EBUSY a live process held the list's lock for 10 s
+ * @retval SHMOBJ_EBUSY a live process held the list's lock for 10 s, or
+ *         was in the middle of an append without the lock for some
+ *         seconds
  * @note Thread- and process-safe (the list's lock).
  * @since 0.2
  */
@@ -1653,7 +1659,9 @@ SHMOBJ_API int shmobj_mlist_insert(const shmobj_view *list, size_t i,
  *         changed)
  * @retval SHMOBJ_ESTALE the list's block was freed
  * @retval SHMOBJ_ECORRUPT the list is damaged
- * @retval SHMOBJ_EBUSY a live process held the list's lock for 10 s
+ * @retval SHMOBJ_EBUSY a live process held the list's lock for 10 s, or
+ *         was in the middle of an append without the lock for some
+ *         seconds
  * @note Thread- and process-safe (the list's lock).
  * @since 0.2
  */
@@ -1669,7 +1677,9 @@ SHMOBJ_API int shmobj_mlist_pop(const shmobj_view *list, int64_t i, shmobj_ref *
  * @retval SHMOBJ_ERANGE i >= length
  * @retval SHMOBJ_ESTALE the list's block was freed
  * @retval SHMOBJ_ECORRUPT the list is damaged
- * @retval SHMOBJ_EBUSY a live process held the list's lock for 10 s
+ * @retval SHMOBJ_EBUSY a live process held the list's lock for 10 s, or
+ *         was in the middle of an append without the lock for some
+ *         seconds
  * @note Thread- and process-safe (the list's lock).
  * @since 0.2
  */
@@ -1687,7 +1697,9 @@ SHMOBJ_API int shmobj_mlist_delete(const shmobj_view *list, size_t i);
  * @retval SHMOBJ_ENOMEM the segment is full (nothing changed)
  * @retval SHMOBJ_ESTALE the list's block was freed
  * @retval SHMOBJ_ECORRUPT the list is damaged
- * @retval SHMOBJ_EBUSY a live process held the list's lock for 10 s
+ * @retval SHMOBJ_EBUSY a live process held the list's lock for 10 s, or
+ *         was in the middle of an append without the lock for some
+ *         seconds
  * @note Thread- and process-safe (the list's lock).
  * @since 0.2
  */
@@ -1705,7 +1717,8 @@ SHMOBJ_API int shmobj_mlist_set(const shmobj_view *list, size_t i,
  * @retval SHMOBJ_ECORRUPT the container is damaged
  * @retval SHMOBJ_EBUSY a live process held the container's lock for 10 s,
  *         or (a dict) was in the middle of an add without the lock
- *         (shmobj_mdict_int_add()) for some seconds (nothing changed)
+ *         (shmobj_mdict_int_add()) for some seconds, or (a list) of an
+ *         append without the lock for some seconds (nothing changed)
  * @note Thread- and process-safe (the container's lock).
  * @since 0.2
  */
@@ -1723,9 +1736,12 @@ SHMOBJ_API int shmobj_mut_clear(const shmobj_view *c);
  * @retval SHMOBJ_ESTALE the list's block was freed
  * @retval SHMOBJ_ECORRUPT the list is damaged
  * @retval SHMOBJ_EBUSY a live process held the list's lock for 10 s while
- *         this reader waited for it
+ *         this reader waited for it, or was in the middle of appending item
+ *         i without the lock for some seconds
  * @note Thread- and process-safe; lock-free unless writers keep the list
- *       changing for many tries. O(1).
+ *       changing for many tries. An item whose append is under way (its
+ *       place counted in the length, its value not yet written) is waited
+ *       for; one whose appender died there reads as null. O(1).
  * @since 0.2
  */
 SHMOBJ_API int shmobj_mlist_get(const shmobj_view *list, size_t i, shmobj_view *item);
@@ -1742,7 +1758,8 @@ SHMOBJ_API int shmobj_mlist_get(const shmobj_view *list, size_t i, shmobj_view *
  * @retval SHMOBJ_ESTALE the list's block was freed
  * @retval SHMOBJ_ECORRUPT the list is damaged
  * @retval SHMOBJ_EBUSY a live process held the list's lock for 10 s while
- *         this reader waited for it
+ *         this reader waited for it, or was in the middle of appending item
+ *         i without the lock for some seconds
  * @note Thread- and process-safe; lock-free as shmobj_mlist_get(). O(1).
  * @since 0.2
  */

@@ -441,10 +441,13 @@ struct shmobj__mut {
      * store of even. Reader: acquire load, reads, acquire fence, relaxed
      * load: what it read counts only if both loads agree and are even. */
     _Atomic uint64_t seq;
-    /* List: items. Dict/set: pair places in use in the body, holes (deleted
-     * pairs) included. Stored inside a writer section. */
+    /* List: items, those being written included (an append reserves its
+     * place with a CAS of len, acq_rel, then publishes its slot's tag).
+     * Dict/set: pair places in use in the body, holes (deleted pairs)
+     * included. Stored inside a writer section. */
     _Atomic uint64_t len;
-    /* Live items (list: len; dict/set: pairs that are not holes). */
+    /* Live items (dict/set: pairs that are not holes). List: not kept
+     * (appends without the lock do not write it); len is the list's. */
     _Atomic uint64_t count;
     /* Dict/set: reference of the body block, 0 while there is none. List:
      * 0. Changed inside a writer section only. */
@@ -468,6 +471,10 @@ struct shmobj__mut {
      * key's child, an old body): freed once nothing the container shows
      * refers to them. */
     _Atomic uint64_t retired;
+    /* List: not a retired block but its appenders block (struct
+     * shmobj__mlapps), 0 until the first locked write makes it (a list
+     * without one is version 1); on another cache line than len, which
+     * every append takes. Stored once, inside a writer section. */
     _Atomic uint64_t retired2;
     /* The item (tag, payload) a list insert puts at `at`, so that the
      * repair can finish the insert. */
@@ -498,6 +505,54 @@ static inline uint64_t shmobj__mut_body_bytes(unsigned type)
     return sizeof(struct shmobj__mut) +
            (type == SHMOBJ_TYPE_MLIST ? 8u * SHMOBJ__MLIST_CHUNKS : 0);
 }
+
+/* A list's appenders block (version 2 of the list: its slots at and
+ * past len have tag 0, and a slot below len with tag 0 is being written):
+ * a raw arena block of 64-byte alignment, one cache line each so that an
+ * appender's word stays in its own core's cache. An append without the
+ * lock CASes its token into one word (from 0; a word that is not 0 is
+ * another appender's, or SHMOBJ__MLAPP_CLOSED), stores the place it
+ * tries into `at` before each CAS of len, writes its slot (payload, then
+ * the tag with a release store) and stores 0 (release) into the word.
+ * Every lock holder of a list closes the words first (`closing`, then
+ * CAS 0 -> CLOSED, waiting for live appenders; a word naming a dead handle is
+ * taken over, and its `at`, when below len and still tag 0, is given a
+ * null item) and gives them back (0) before it unlocks. */
+#define SHMOBJ__MLIST_MAGIC UINT32_C(0x324c4d53) /* "SML2" read little-endian */
+#define SHMOBJ__MLAPP_WORDS 4
+#define SHMOBJ__MLAPP_CLOSED (UINT64_C(1) << 63)
+
+struct shmobj__mlapp {
+    /* 0, an appender's token (widened), or SHMOBJ__MLAPP_CLOSED (the lock
+     * holder's); CAS seq_cst by appenders and closers, store release. */
+    _Atomic uint64_t word;
+    /* The place its owner tries or took (relaxed, before the CAS of len):
+     * read only by a closer that found the owner dead. */
+    _Atomic uint64_t at;
+    /* The chunk its last owner appended into, a hint for the next owner
+     * (chunks never move while the list lives): items [lo, hi) lie in
+     * the chunk at offset `off`; lo = hi for none. Written by the owner,
+     * relaxed; every use is bounds-checked against the mapping. */
+    uint64_t lo, hi, off;
+    uint64_t reserved[3]; /* 0 */
+};
+_Static_assert(sizeof(struct shmobj__mlapp) == 64, "an appender word has its own line");
+
+struct shmobj__mlapps {
+    uint32_t magic;       /* SHMOBJ__MLIST_MAGIC, written once */
+    uint32_t words;       /* SHMOBJ__MLAPP_WORDS */
+    /* 1 while a lock holder closes or holds the words, else 0; stored
+     * seq_cst by the lock holder before it closes them, and 0 (release)
+     * after it gives them back. An appender loads it (seq_cst) after it
+     * took its word and gives the word back at once when it is 1, so that
+     * appends in a tight loop cannot keep a closer from a word. */
+    _Atomic uint64_t closing;
+    uint64_t reserved[6]; /* 0 */
+    struct shmobj__mlapp w[SHMOBJ__MLAPP_WORDS];
+};
+_Static_assert(offsetof(struct shmobj__mlapps, w) == 64, "appender words from 64");
+_Static_assert(sizeof(struct shmobj__mlapps) == 64 * (1 + SHMOBJ__MLAPP_WORDS),
+               "appenders block size");
 
 /* "SMD2" read little-endian: version 2 of the body, whose dict values may
  * be added to without the lock (the control block's adder); version 1

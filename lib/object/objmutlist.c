@@ -5,19 +5,54 @@
  * optimistic reads these use):
  * - Chunks never move once published: chunk k holds CHUNK0 << k items, so
  *   growth adds a chunk and copies nothing.
- * - A list append needs no section: the item is written past len and
- *   published by the release store of len.
+ * - Slots at and past len have tag 0 (chunks are zeroed when made, and a
+ *   slot a removal or a clear gives up is zeroed), so a place an append
+ *   reserves reads as "being written" until its tag is stored.
+ * - An append of an item with no child takes no lock: it owns an appender
+ *   word (objfmt.h, struct shmobj__mlapps), reserves len's next place with
+ *   a CAS, writes the payload and publishes the tag (release). A slot
+ *   below len with tag 0 is being written: readers wait for its tag.
+ * - Every lock holder closes the appender words before it reads or changes
+ *   anything, so while it holds them no append without the lock is under
+ *   way; a word left by a dead handle is taken over after every live one
+ *   is closed, and its place, when below len and still tag 0, is given a
+ *   null item (the append did not happen; later items keep their places).
+ *   The words are given back before the unlock.
+ * - An append under the lock writes the slot, then len (release): a holder
+ *   that dies between the two leaves a tag past len, which the repair
+ *   zeroes.
  * - The repair rolls the moves of an insert or delete forward (each step
  *   copies a slot and then advances progress, so a step repeated is the
  *   same step), finishes a clear's frees, and frees each recorded block
  *   unless the place it was for holds it. */
 #include "objmut.h"
 
+#include "cpu.h"
+
+/* A closer asks an appender's liveness every LIST_CLOSE_LIVENESS spins and
+ * gives up (SHMOBJ_EBUSY) after LIST_CLOSE_SPINS, some seconds: an append
+ * takes well under a microsecond unless its process is descheduled. */
+#define LIST_CLOSE_LIVENESS 1024
+#define LIST_CLOSE_SPINS (UINT64_C(1) << 26)
+/* What a read returns for a slot being written (never a caller's code),
+ * and how many times a read retries one before it settles the list under
+ * the lock. */
+#define LIST_PENDING 1
+#define LIST_READ_WAITS 4096
+
 /* ---- the list ------------------------------------------------------------ */
 
 static inline _Atomic uint64_t *list_dir(struct shmobj__mut *m)
 {
     return (_Atomic uint64_t *)(void *)((uint8_t *)m + sizeof *m);
+}
+
+/* The reference of the list's appenders block: a word of the control
+ * block that no append writes and that lies on another cache line than
+ * len, which every append's CAS takes from the other cores. */
+static inline _Atomic uint64_t *apps_ref(struct shmobj__mut *m)
+{
+    return &m->retired2;
 }
 
 /* Chunk and place in it of item p. */
@@ -73,6 +108,142 @@ static inline shmobj__ref slot_child(struct shmobj__slot *s)
 {
     return shmobj__mut_child_of(s->tag,
                                 atomic_load_explicit(&s->payload, memory_order_relaxed));
+}
+
+/* A slot's tag as appenders publish it (acquire: the payload stored
+ * before it is seen). */
+static inline uint8_t slot_tag(struct shmobj__slot *s)
+{
+    return atomic_load_explicit((_Atomic uint8_t *)(void *)&s->tag, memory_order_acquire);
+}
+
+/* Publish an item into a slot no reader takes yet (tag 0): the payload,
+ * then the tag (release). */
+static inline void slot_publish(struct shmobj__slot *s, uint8_t tag, uint64_t payload)
+{
+    s->reserved0 = 0;
+    s->reserved1 = 0;
+    s->reserved2 = 0;
+    atomic_store_explicit(&s->payload, payload, memory_order_relaxed);
+    atomic_store_explicit((_Atomic uint8_t *)(void *)&s->tag, tag, memory_order_release);
+}
+
+/* Give a slot up: tag 0 (no reader takes it: past len, or in a section). */
+static inline void slot_zero(struct shmobj__slot *s)
+{
+    atomic_store_explicit((_Atomic uint8_t *)(void *)&s->tag, 0, memory_order_relaxed);
+    s->reserved0 = 0;
+    s->reserved1 = 0;
+    s->reserved2 = 0;
+    atomic_store_explicit(&s->payload, 0, memory_order_relaxed);
+}
+
+/* ---- the appender words -------------------------------------------------- */
+
+/* The appenders block, checked as the hot path checks blocks; NULL when
+ * there is none (a version 1 list, or one never written) or it is damaged. */
+static inline __attribute__((always_inline)) struct shmobj__mlapps *
+list_apps(struct shmobj__mc *c)
+{
+    shmobj__ref ref = atomic_load_explicit(apps_ref(c->m), memory_order_acquire);
+    uint64_t off;
+    if (ref == 0 ||
+        shmobj__mut_block_fast(c->sp, ref, sizeof(struct shmobj__mlapps), &off) != 0 ||
+        !shmobj__aligned(off, 64))
+        return NULL;
+    struct shmobj__mlapps *a = (struct shmobj__mlapps *)(void *)(c->sp->base + off);
+    return a->magic == SHMOBJ__MLIST_MAGIC && a->words == SHMOBJ__MLAPP_WORDS ? a : NULL;
+}
+
+/* Give the closed words back (lock held: only its holder closes them, and
+ * appenders CAS from 0 only, so a plain store does). */
+static void list_open(struct shmobj__mc *c)
+{
+    struct shmobj__mlapps *a = list_apps(c);
+    if (a == NULL)
+        return;
+    for (unsigned j = 0; j < SHMOBJ__MLAPP_WORDS; j++)
+        if (atomic_load_explicit(&a->w[j].word, memory_order_relaxed) == SHMOBJ__MLAPP_CLOSED)
+            atomic_store_explicit(&a->w[j].word, 0, memory_order_release);
+    if (atomic_load_explicit(&a->closing, memory_order_relaxed) != 0)
+        atomic_store_explicit(&a->closing, 0, memory_order_release);
+}
+
+static void list_unlock(struct shmobj__mc *c)
+{
+    list_open(c);
+    shmobj__mut_unlock(c);
+}
+
+/* Give a null item to place p when a dead appender reserved it and never
+ * published it (every live appender closed out: a tag 0 below len is
+ * nobody's now). len is loaded first (acquire), so an `at` stored before
+ * the CAS that reserved p is seen. */
+static void list_orphan_fill(struct shmobj__mc *c, _Atomic uint64_t *atp)
+{
+    struct lslot ls;
+    uint64_t n = atomic_load_explicit(&c->m->len, memory_order_acquire);
+    uint64_t p = atomic_load_explicit(atp, memory_order_relaxed);
+    if (p < n && list_slot(c, p, &ls) == 0 && slot_tag(ls.s) == 0)
+        slot_publish(ls.s, SHMOBJ__SLOT_OBJ, 0);
+}
+
+/* Close every appender word (lock held): wait for live appenders to finish,
+ * then take over the words of dead ones, filling their unpublished places
+ * with null. 0, SHMOBJ_EBUSY after some seconds of a live appender (the
+ * words given back), SHMOBJ_ECORRUPT for a damaged block. */
+static int list_close(struct shmobj__mc *c)
+{
+    if (atomic_load_explicit(apps_ref(c->m), memory_order_relaxed) == 0)
+        return 0; /* no appenders block: appends take the lock */
+    struct shmobj__mlapps *a = list_apps(c);
+    if (a == NULL)
+        return SHMOBJ_ECORRUPT;
+    unsigned dead = 0;
+    /* appenders that take a word from now on give it back at once: a word
+     * its owner keeps taking in a loop is free between two appends */
+    atomic_store_explicit(&a->closing, 1, memory_order_seq_cst);
+    for (unsigned j = 0; j < SHMOBJ__MLAPP_WORDS; j++) {
+        _Atomic uint64_t *w = &a->w[j].word;
+        for (uint64_t i = 0;; i++) {
+            uint64_t x = atomic_load_explicit(w, memory_order_acquire);
+            if (x == SHMOBJ__MLAPP_CLOSED)
+                break;
+            if (x == 0) {
+                if (atomic_compare_exchange_strong_explicit(w, &x, SHMOBJ__MLAPP_CLOSED,
+                                                            memory_order_seq_cst,
+                                                            memory_order_acquire))
+                    break;
+                continue;
+            }
+            if (i % LIST_CLOSE_LIVENESS == LIST_CLOSE_LIVENESS - 1) {
+                if (c->sp->ops->live == NULL || !shmobj__space_token_alive(c->sp, x)) {
+                    /* kept until every live word is closed (below) */
+                    dead |= 1u << j;
+                    break;
+                }
+                if (i >= LIST_CLOSE_SPINS) {
+                    list_open(c);
+                    return SHMOBJ_EBUSY;
+                }
+                /* a live appender this slow was descheduled: let it run */
+                c->sp->ops->live->pause(c->sp);
+            }
+            shmobj__cpu_relax();
+        }
+    }
+    /* A dead word is taken over only after its place is settled: a closer
+     * that dies in between leaves it for the next one. */
+    for (unsigned j = 0; j < SHMOBJ__MLAPP_WORDS; j++) {
+        if (!(dead & (1u << j)))
+            continue;
+        uint64_t x = atomic_load_explicit(&a->w[j].word, memory_order_acquire);
+        list_orphan_fill(c, &a->w[j].at);
+        (void)atomic_compare_exchange_strong_explicit(&a->w[j].word, &x, SHMOBJ__MLAPP_CLOSED,
+                                                      memory_order_seq_cst,
+                                                      memory_order_relaxed);
+    }
+    return 0;
 }
 
 /* Is the block `ref` what item `at` (below len) holds? */
@@ -141,16 +312,21 @@ static int list_move_finish(struct shmobj__mc *c, int insert)
                 to.s, (uint8_t)atomic_load_explicit(&m->item_tag, memory_order_relaxed), 0,
                 atomic_load_explicit(&m->item_payload, memory_order_relaxed));
     }
+    if (rc == 0 && !insert) {
+        /* the place given up goes back to tag 0 (slots past len) */
+        rc = list_slot(c, n - 1, &to);
+        if (rc == 0)
+            slot_zero(to.s);
+    }
     if (rc != 0)
         return rc;
     n = insert ? n + 1 : n - 1;
     atomic_store_explicit(&m->len, n, memory_order_relaxed);
-    atomic_store_explicit(&m->count, n, memory_order_relaxed);
     return 0;
 }
 
-/* Free the children of items [0, progress) of a cleared list, from the
- * top, progress following. */
+/* Free the children of items [0, progress) of a cleared list and zero
+ * their slots, from the top, progress following. */
 static int list_clear_finish(struct shmobj__mc *c)
 {
     struct shmobj__mut *m = c->m;
@@ -161,6 +337,7 @@ static int list_clear_finish(struct shmobj__mc *c)
         if (rc != 0)
             return rc;
         shmobj__mut_child_free(c->sp, slot_child(ls.s));
+        slot_zero(ls.s);
         atomic_store_explicit(&m->progress, p - 1, memory_order_relaxed);
     }
     return 0;
@@ -169,10 +346,15 @@ static int list_clear_finish(struct shmobj__mc *c)
 int shmobj__mlist_repair(struct shmobj__mc *c)
 {
     struct shmobj__mut *m = c->m;
+    /* appends without the lock over, and dead appenders' places settled,
+     * before anything moves */
+    int rc = list_close(c);
+    if (rc != 0)
+        return rc;
     uint64_t op = atomic_load_explicit(&m->op, memory_order_relaxed);
     uint64_t len = atomic_load_explicit(&m->len, memory_order_relaxed);
     uint64_t at = atomic_load_explicit(&m->at, memory_order_relaxed);
-    int rc = 0;
+    struct lslot ls;
     switch (op) {
     case SHMOBJ__MUT_OP_NONE:
         break;
@@ -182,10 +364,17 @@ int shmobj__mlist_repair(struct shmobj__mc *c)
             return SHMOBJ_ECORRUPT;
         if (s != 0 && atomic_load_explicit(&list_dir(m)[at], memory_order_relaxed) != s)
             (void)c->sp->ops->free(c->sp, s);
+        /* an appenders block being made (spare2) */
+        s = atomic_load_explicit(&m->spare2, memory_order_relaxed);
+        if (s != 0 && atomic_load_explicit(apps_ref(m), memory_order_relaxed) != s)
+            (void)c->sp->ops->free(c->sp, s);
         atomic_store_explicit(&m->spare, 0, memory_order_relaxed);
+        atomic_store_explicit(&m->spare2, 0, memory_order_relaxed);
         break;
     }
     case SHMOBJ__MUT_OP_PUT:
+        /* an append's slot written past len is given up with the rest
+         * (below) */
         list_settle(c, at);
         break;
     case SHMOBJ__MUT_OP_INSERT:
@@ -207,7 +396,6 @@ int shmobj__mlist_repair(struct shmobj__mc *c)
     }
     case SHMOBJ__MUT_OP_CLEAR:
         atomic_store_explicit(&m->len, 0, memory_order_relaxed);
-        atomic_store_explicit(&m->count, 0, memory_order_relaxed);
         rc = list_clear_finish(c);
         break;
     default:
@@ -215,9 +403,13 @@ int shmobj__mlist_repair(struct shmobj__mc *c)
     }
     if (rc != 0)
         return rc;
-    /* A count that disagrees with len is damage a repair can settle. */
-    atomic_store_explicit(&m->count, atomic_load_explicit(&m->len, memory_order_relaxed),
-                          memory_order_relaxed);
+    /* A holder that died between an append's slot and len's store (with no
+     * intent for an item without a child) left a tag at len, which the
+     * next append's readers would take for its item before it is written. */
+    len = atomic_load_explicit(&m->len, memory_order_relaxed);
+    if (len < (UINT64_C(1) << 44) && list_slot(c, len, &ls) == 0 && ls.s->tag != 0)
+        slot_zero(ls.s);
+    list_open(c);
     return 0;
 }
 
@@ -237,6 +429,8 @@ static int list_reserve(struct shmobj__mc *c, uint64_t p)
     int rc = c->sp->ops->alloc(c->sp, chunk_bytes(k), 16, &r);
     if (rc == 0) {
         atomic_store_explicit(&m->spare, r, memory_order_relaxed);
+        /* every slot past len has tag 0 */
+        memset(c->sp->base + shmobj__ref_off(r), 0, (size_t)chunk_bytes(k));
         /* beyond len: no reader looks at it before a later release of len */
         atomic_store_explicit(&list_dir(m)[k], r, memory_order_release);
         atomic_store_explicit(&m->spare, 0, memory_order_relaxed);
@@ -245,8 +439,63 @@ static int list_reserve(struct shmobj__mc *c, uint64_t p)
     return rc;
 }
 
+/* Make the appenders block of a list that has none (lock held, words
+ * closed: there are none). A version 1 list's slots past len may hold
+ * old items: they are zeroed first. A block that cannot be had leaves
+ * the list to appends under the lock. */
+static void list_apps_make(struct shmobj__mc *c)
+{
+    struct shmobj__mut *m = c->m;
+    uint64_t n = atomic_load_explicit(&m->len, memory_order_relaxed);
+    shmobj__ref r;
+    for (unsigned k = 0; k < SHMOBJ__MLIST_CHUNKS; k++) {
+        uint64_t ref = atomic_load_explicit(&list_dir(m)[k], memory_order_relaxed), off;
+        uint64_t start = SHMOBJ__MLIST_CHUNK0 * ((UINT64_C(1) << k) - 1);
+        uint64_t items = (uint64_t)SHMOBJ__MLIST_CHUNK0 << k;
+        if (ref == 0 || start + items <= n)
+            continue;
+        if (shmobj__mut_block_fast(c->sp, ref, chunk_bytes(k), &off) != 0)
+            return; /* damage: the lock's way meets it */
+        uint64_t from = n > start ? n - start : 0;
+        memset(c->sp->base + off + 16 * from, 0, (size_t)(16 * (items - from)));
+    }
+    atomic_store_explicit(&m->at, 0, memory_order_relaxed);
+    atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_CHUNK, memory_order_relaxed);
+    if (c->sp->ops->alloc(c->sp, sizeof(struct shmobj__mlapps), 64, &r) == 0) {
+        atomic_store_explicit(&m->spare2, r, memory_order_relaxed);
+        struct shmobj__mlapps *a =
+            (struct shmobj__mlapps *)(void *)(c->sp->base + shmobj__ref_off(r));
+        memset(a, 0, sizeof *a);
+        a->magic = SHMOBJ__MLIST_MAGIC;
+        a->words = SHMOBJ__MLAPP_WORDS;
+        /* closed: the holder gives them back at its unlock */
+        for (unsigned j = 0; j < SHMOBJ__MLAPP_WORDS; j++)
+            atomic_store_explicit(&a->w[j].word, SHMOBJ__MLAPP_CLOSED, memory_order_relaxed);
+        shmobj__mut_wbegin(m);
+        atomic_store_explicit(apps_ref(m), r, memory_order_release);
+        shmobj__mut_wend(m);
+        atomic_store_explicit(&m->spare2, 0, memory_order_relaxed);
+    }
+    atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_NONE, memory_order_relaxed);
+}
+
+/* Lock a list for a change: the lock, its appenders block made, appends
+ * without the lock closed out. */
+static int list_lock(struct shmobj__mc *c)
+{
+    int rc = shmobj__mut_lock(c);
+    if (rc != 0)
+        return rc;
+    if (atomic_load_explicit(apps_ref(c->m), memory_order_relaxed) == 0)
+        list_apps_make(c);
+    rc = list_close(c);
+    if (rc != 0)
+        shmobj__mut_unlock(c);
+    return rc;
+}
+
 /* A writer's call on a list: open, make the item, lock. On success the
- * caller holds the lock. */
+ * caller holds the lock, appender words closed. */
 static int list_begin(const shmobj_view *list, const shmobj_value *val,
                       struct shmobj__mc *c, struct shmobj__mitem *it)
 {
@@ -260,7 +509,7 @@ static int list_begin(const shmobj_view *list, const shmobj_value *val,
         if (rc != 0)
             return rc;
     }
-    rc = shmobj__mut_lock(c);
+    rc = list_lock(c);
     if (rc != 0 && val != NULL)
         shmobj__mut_child_free(c->sp, it->child);
     return rc;
@@ -282,11 +531,10 @@ static int list_put_new(struct shmobj__mc *c, uint64_t i, const struct shmobj__m
         return rc;
     if (i == n && it->child == 0) {
         /* append of an item with no child: a holder that dies before len's
-         * store leaves nothing to free or finish, so no intent (the
-         * control block's intent line stays in its cache) */
-        shmobj__mut_slot_put(ls.s, it->tag, 0, it->payload);
+         * store leaves only a tag past len, which the repair zeroes, so no
+         * intent */
+        slot_publish(ls.s, it->tag, it->payload);
         atomic_store_explicit(&m->len, n + 1, memory_order_release);
-        atomic_store_explicit(&m->count, n + 1, memory_order_relaxed);
         return 0;
     }
     atomic_store_explicit(&m->at, i, memory_order_relaxed);
@@ -294,9 +542,8 @@ static int list_put_new(struct shmobj__mc *c, uint64_t i, const struct shmobj__m
     if (i == n) {
         /* append: written past len, published by len's release store */
         atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_PUT, memory_order_relaxed);
-        shmobj__mut_slot_put(ls.s, it->tag, 0, it->payload);
+        slot_publish(ls.s, it->tag, it->payload);
         atomic_store_explicit(&m->len, n + 1, memory_order_release);
-        atomic_store_explicit(&m->count, n + 1, memory_order_relaxed);
     } else {
         atomic_store_explicit(&m->old_len, n, memory_order_relaxed);
         atomic_store_explicit(&m->progress, n, memory_order_relaxed);
@@ -314,19 +561,149 @@ static int list_put_new(struct shmobj__mc *c, uint64_t i, const struct shmobj__m
     return 0;
 }
 
+/* The slot of place n of an append without the lock, through the chunk
+ * its word remembers when n lies in it (else the directory, and the word
+ * remembers that chunk); NULL when n's chunk is not made (or is damaged). */
+static inline __attribute__((always_inline)) struct shmobj__slot *
+list_append_slot(struct shmobj__mc *c, struct shmobj__mlapp *w, uint64_t n)
+{
+    void *p;
+    if (n - w->lo < w->hi - w->lo) {
+        uint64_t at = w->off + 16 * (n - w->lo);
+        return shmobj__space_at(c->sp, at, 16, &p) == 0 ? p : NULL;
+    }
+    struct lslot ls;
+    uint64_t within;
+    if (list_slot(c, n, &ls) != 0)
+        return NULL;
+    unsigned k = chunk_of(n, &within);
+    w->lo = n - within;
+    w->hi = w->lo + ((uint64_t)SHMOBJ__MLIST_CHUNK0 << k);
+    w->off = ls.blk;
+    return ls.s;
+}
+
+/* An append without the lock of a scalar or null (tag, payload): 0 when
+ * done, 1 when it must take the lock (no token, no appenders block, every
+ * word taken or closed, the chunk of its place not made yet), or an
+ * error. */
+static inline __attribute__((always_inline)) int list_append_free(struct shmobj__mc *c,
+                                                                uint8_t tag, uint64_t payload)
+{
+    const struct shmobj__space_live_ops *live = c->sp->ops->live;
+    struct shmobj__mlapps *a;
+    if (live == NULL || (a = list_apps(c)) == NULL)
+        return 1;
+    uint64_t tok = live->token(c->sp);
+    struct shmobj__mlapp *w = NULL;
+    if (tok == 0)
+        return 1;
+    for (unsigned j = 0; j < SHMOBJ__MLAPP_WORDS; j++) {
+        struct shmobj__mlapp *x = &a->w[(tok + j) % SHMOBJ__MLAPP_WORDS];
+        uint64_t z = 0;
+        if (atomic_compare_exchange_strong_explicit(&x->word, &z, tok, memory_order_seq_cst,
+                                                    memory_order_relaxed)) {
+            w = x;
+            break;
+        }
+        if (z == SHMOBJ__MLAPP_CLOSED)
+            return 1; /* a lock holder closes them all */
+    }
+    if (w == NULL)
+        return 1;
+    if (atomic_load_explicit(&a->closing, memory_order_seq_cst) != 0) {
+        /* a lock holder is closing the words: let it */
+        atomic_store_explicit(&w->word, 0, memory_order_release);
+        return 1;
+    }
+    struct shmobj__slot *s;
+    uint64_t n = atomic_load_explicit(&c->m->len, memory_order_relaxed);
+    int rc;
+    for (;;) {
+        if (n >= (UINT64_C(1) << 44)) {
+            rc = SHMOBJ_ENOMEM;
+            break;
+        }
+        /* before the CAS: a closer that finds this handle dead reads the
+         * place it may have taken */
+        atomic_store_explicit(&w->at, n, memory_order_relaxed);
+        s = list_append_slot(c, w, n);
+        if (s == NULL) {
+            rc = 1; /* a chunk to make, or damage: the lock's way */
+            break;
+        }
+        if (atomic_compare_exchange_weak_explicit(&c->m->len, &n, n + 1, memory_order_acq_rel,
+                                                  memory_order_relaxed)) {
+            slot_publish(s, tag, payload);
+            rc = 0;
+            break;
+        }
+    }
+    atomic_store_explicit(&w->word, 0, memory_order_release);
+    return rc;
+}
+
+/* The tag and payload of a scalar or null for an append without the lock:
+ * 0, 1 for a value of another kind (the builder's), or SHMOBJ_EINVAL. */
+static inline __attribute__((always_inline)) int list_scalar(const shmobj_value *val,
+                                                           uint8_t *tag, uint64_t *payload)
+{
+    if (val->reserved != 0)
+        return SHMOBJ_EINVAL;
+    switch (val->type) {
+    case SHMOBJ_TYPE_INT:
+    case SHMOBJ_TYPE_UINT:
+    case SHMOBJ_TYPE_DOUBLE:
+        *tag = (uint8_t)val->type;
+        memcpy(payload, &val->v, sizeof *payload); /* i, u, d share bytes */
+        return 0;
+    case SHMOBJ_TYPE_NULL:
+        *tag = SHMOBJ__SLOT_OBJ;
+        *payload = 0;
+        return 0;
+    default:
+        return 1; /* bool's check, and the builder's kinds: shmobj__mut_item_make */
+    }
+}
+
 static int list_insert_at(const shmobj_view *list, int append, size_t i,
                           const shmobj_value *val)
 {
     struct shmobj__mc c;
     struct shmobj__mitem it;
     if (val == NULL)
-        return list == NULL ? SHMOBJ_EINVAL : SHMOBJ_EINVAL;
-    int rc = list_begin(list, val, &c, &it);
-    if (rc != 0)
-        return rc;
+        return SHMOBJ_EINVAL;
+    int rc;
+    if (append) {
+        rc = shmobj__mut_open(list, 1u << SHMOBJ_TYPE_MLIST, &c);
+        if (rc != 0)
+            return rc;
+        uint8_t tag;
+        uint64_t pl;
+        rc = list_scalar(val, &tag, &pl);
+        if (rc == 0) {
+            rc = list_append_free(&c, tag, pl);
+            if (rc <= 0)
+                return rc;
+        } else if (rc < 0) {
+            return rc;
+        }
+        rc = shmobj__mut_item_make(c.sp, val, &it);
+        if (rc != 0)
+            return rc;
+        rc = list_lock(&c);
+        if (rc != 0) {
+            shmobj__mut_child_free(c.sp, it.child);
+            return rc;
+        }
+    } else {
+        rc = list_begin(list, val, &c, &it);
+        if (rc != 0)
+            return rc;
+    }
     uint64_t at = append ? atomic_load_explicit(&c.m->len, memory_order_relaxed) : i;
     rc = list_put_new(&c, at, &it);
-    shmobj__mut_unlock(&c);
+    list_unlock(&c);
     if (rc != 0)
         shmobj__mut_child_free(c.sp, it.child);
     return rc;
@@ -371,7 +748,7 @@ int shmobj_mlist_set(const shmobj_view *list, size_t i, const shmobj_value *val)
         atomic_store_explicit(&m->retired, 0, memory_order_relaxed);
         atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_NONE, memory_order_relaxed);
     }
-    shmobj__mut_unlock(&c);
+    list_unlock(&c);
     if (rc != 0)
         shmobj__mut_child_free(c.sp, it.child);
     return rc;
@@ -423,7 +800,7 @@ int shmobj_mlist_delete(const shmobj_view *list, size_t i)
         shmobj__mut_child_free(c.sp, child);
         list_remove_done(&c);
     }
-    shmobj__mut_unlock(&c);
+    list_unlock(&c);
     return rc;
 }
 
@@ -438,7 +815,7 @@ int shmobj_mlist_pop(const shmobj_view *list, int64_t i, shmobj_ref *out)
         return rc;
     uint64_t n = atomic_load_explicit(&c.m->len, memory_order_relaxed), at;
     if (i < 0 ? (uint64_t)-(i + 1) >= n : (uint64_t)i >= n) {
-        shmobj__mut_unlock(&c);
+        list_unlock(&c);
         return SHMOBJ_ERANGE;
     }
     at = i < 0 ? n - (uint64_t)-(i + 1) - 1 : (uint64_t)i;
@@ -465,11 +842,23 @@ int shmobj_mlist_pop(const shmobj_view *list, int64_t i, shmobj_ref *out)
     } else if (box != 0) {
         (void)c.sp->ops->free(c.sp, box);
     }
-    shmobj__mut_unlock(&c);
+    list_unlock(&c);
     return rc;
 }
 
+static int mlist_clear_closed(struct shmobj__mc *c);
+
 int shmobj__mlist_clear(struct shmobj__mc *c)
+{
+    int rc = list_close(c);
+    if (rc != 0)
+        return rc;
+    rc = mlist_clear_closed(c);
+    list_open(c);
+    return rc;
+}
+
+static int mlist_clear_closed(struct shmobj__mc *c)
 {
     struct shmobj__mut *m = c->m;
     uint64_t n = atomic_load_explicit(&m->len, memory_order_relaxed);
@@ -478,7 +867,6 @@ int shmobj__mlist_clear(struct shmobj__mc *c)
     atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_CLEAR, memory_order_relaxed);
     shmobj__mut_wbegin(m);
     atomic_store_explicit(&m->len, 0, memory_order_relaxed);
-    atomic_store_explicit(&m->count, 0, memory_order_relaxed);
     shmobj__mut_wend(m);
     int rc = list_clear_finish(c);
     if (rc == 0)
@@ -503,8 +891,10 @@ static int list_get_read(struct shmobj__mc *c, void *arg)
     int rc = list_slot(c, g->i, &ls);
     if (rc != 0)
         return rc;
+    uint8_t tag = slot_tag(ls.s);
+    if (tag == 0)
+        return LIST_PENDING; /* reserved by an append that has yet to publish */
     if (g->out != NULL) {
-        uint8_t tag = ls.s->tag;
         uint64_t pl = atomic_load_explicit(&ls.s->payload, memory_order_relaxed);
         if (tag != SHMOBJ__SLOT_INT)
             return SHMOBJ_ETYPE;
@@ -517,6 +907,25 @@ static int list_get_read(struct shmobj__mc *c, void *arg)
     return rc;
 }
 
+/* A read of item g->i: retried while its slot is being written; after
+ * LIST_READ_WAITS tries the list is settled under the lock (live
+ * appenders finish, a dead one's place becomes null) and read there. */
+static int list_get(struct shmobj__mc *c, struct lget *g)
+{
+    for (unsigned t = 0; t < LIST_READ_WAITS; t++) {
+        int rc = shmobj__mut_read(c, list_get_read, g);
+        if (rc != LIST_PENDING)
+            return rc;
+        shmobj__cpu_relax();
+    }
+    int rc = list_lock(c);
+    if (rc != 0)
+        return rc;
+    rc = list_get_read(c, g);
+    list_unlock(c);
+    return rc == LIST_PENDING ? SHMOBJ_ECORRUPT : rc;
+}
+
 int shmobj_mlist_get(const shmobj_view *list, size_t i, shmobj_view *item)
 {
     struct shmobj__mc c;
@@ -526,7 +935,7 @@ int shmobj_mlist_get(const shmobj_view *list, size_t i, shmobj_view *item)
     if (rc != 0)
         return rc;
     struct lget g = {i, item, NULL};
-    return shmobj__mut_read(&c, list_get_read, &g);
+    return list_get(&c, &g);
 }
 
 int shmobj_mlist_get_int(const shmobj_view *list, size_t i, int64_t *out)
@@ -539,7 +948,7 @@ int shmobj_mlist_get_int(const shmobj_view *list, size_t i, int64_t *out)
     if (rc != 0)
         return rc;
     struct lget g = {i, NULL, &x};
-    rc = shmobj__mut_read(&c, list_get_read, &g);
+    rc = list_get(&c, &g);
     if (rc == 0)
         *out = x;
     return rc;
@@ -592,6 +1001,12 @@ int shmobj__mlist_free(struct shmobj__mc *cp, int depth, uint64_t *budget)
         if (r != 0 && first == 0)
             first = r;
     }
+    shmobj__ref apps = atomic_load_explicit(apps_ref(c.m), memory_order_relaxed);
+    if (apps != 0) {
+        int r = sp->ops->free(sp, apps);
+        if (r != 0 && first == 0)
+            first = r;
+    }
     return first;
 }
 
@@ -603,9 +1018,16 @@ int shmobj__mlist_check(struct shmobj__mc *cp, uint64_t *budget, shmobj__mut_chi
     int rc;
     struct shmobj__mut *m = c.m;
     uint64_t n = atomic_load_explicit(&m->len, memory_order_acquire);
-    if (atomic_load_explicit(&m->count, memory_order_relaxed) != n ||
-        atomic_load_explicit(&m->body, memory_order_relaxed) != 0)
+    if (atomic_load_explicit(&m->body, memory_order_relaxed) != 0)
         return SHMOBJ_ECORRUPT;
+    /* the appenders block, when there is one, is a live block of its size */
+    shmobj__ref apps = atomic_load_explicit(apps_ref(m), memory_order_relaxed);
+    if (apps != 0) {
+        uint64_t off, u;
+        if (shmobj__mut_block(c.sp, apps, sizeof(struct shmobj__mlapps), &off, &u) != 0 ||
+            list_apps(&c) == NULL)
+            return SHMOBJ_ECORRUPT;
+    }
     /* chunks are live blocks of their size (past the items: allocated
      * capacity), or none */
     for (unsigned k = 0; k < SHMOBJ__MLIST_CHUNKS; k++) {
@@ -619,6 +1041,16 @@ int shmobj__mlist_check(struct shmobj__mc *cp, uint64_t *budget, shmobj__mut_chi
             return SHMOBJ_ECORRUPT;
         --*budget;
         rc = list_slot(&c, p, &ls);
+        if (rc == 0 && slot_tag(ls.s) == 0) {
+            /* being written: the list as readers will meet it, after live
+             * appenders finish and a dead one's place is given null */
+            rc = list_lock(&c);
+            if (rc != 0)
+                return rc == SHMOBJ_EBUSY || rc == SHMOBJ_ETIMEDOUT ? rc : SHMOBJ_ECORRUPT;
+            list_unlock(&c);
+        }
+        if (rc == 0 && slot_tag(ls.s) == 0)
+            rc = SHMOBJ_ECORRUPT;
         if (rc == 0)
             rc = child(ctx, shmobj__off_of(c.sp, ls.s), ls.blk, ls.blen, ls.gen, 0);
         if (rc != 0)
