@@ -1376,6 +1376,47 @@ static void test_segment_replaced_queue_waits_ereplaced(void **state)
     shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM);
 }
 
+/* Another process grows the segment while an open or a peek looks at it:
+ * the size it read from the object is older than the header's size. A
+ * segment that grew is not a damaged one. */
+static shmobj_segment *grow_seg;
+
+static void grow_now(void)
+{
+    shmobj_ref r;
+    if (grow_seg != NULL && shmobj_arena_alloc(grow_seg, 2 * MiB, 0, &r, NULL) == 0)
+        grow_seg = NULL; /* once */
+}
+
+static void test_segment_open_while_growing_not_corrupt(void **state)
+{
+    (void)state;
+    char name[96];
+    test_name(name, sizeof name, "opengrow");
+    shmobj_segment_options o;
+    shmobj_segment_options_init(&o);
+    o.initial_size = 1 * MiB;
+    o.max_size = 64 * MiB;
+    shmobj_segment *s = NULL, *t = NULL;
+    assert_int_equal(shmobj_segment_create(name, &o, &s), 0);
+    shmobj__seg_open_hook = grow_now;
+
+    grow_seg = s;
+    assert_int_equal(shmobj_segment_open(name, SHMOBJ_BACKEND_SHM, 0, &t), 0);
+    assert_null(grow_seg); /* it did grow in between */
+    shmobj_segment_close(t);
+
+    grow_seg = s;
+    shmobj_segment_peek_info pi = {.struct_size = sizeof pi};
+    assert_int_equal(shmobj_segment_peek(name, SHMOBJ_BACKEND_SHM, &pi), 0);
+    assert_null(grow_seg);
+    assert_true(pi.flags & SHMOBJ_SEGMENT_PEEK_READY);
+
+    shmobj__seg_open_hook = NULL;
+    shmobj_segment_close(s);
+    assert_int_equal(shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1410,6 +1451,7 @@ int main(void)
         cmocka_unit_test(test_segment_memfd_sealed_mode_backend),
         cmocka_unit_test(test_segment_replaced_reported),
         cmocka_unit_test(test_segment_replaced_queue_waits_ereplaced),
+        cmocka_unit_test(test_segment_open_while_growing_not_corrupt),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

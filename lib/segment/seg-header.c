@@ -84,3 +84,20 @@ int shmobj__seg_header_validate(const struct shmobj__seg_header *h,
         return SHMOBJ_ECORRUPT;
     return 0;
 }
+
+int shmobj__seg_header_validate_fd(const struct shmobj__seg_header *h, int fd,
+                                   uint64_t *file_size)
+{
+    /* The object only grows, and a grower makes it larger before it writes
+     * the header's size: a size past the one read means a growth since,
+     * so read it again. Each retry follows a real growth, which a segment's
+     * maximum bounds; the count bounds the time whatever the bytes say. */
+    for (int tries = 0;; tries++) {
+        int rc = shmobj__seg_header_validate(h, *file_size);
+        uint64_t now;
+        if (rc != SHMOBJ_ECORRUPT || tries == 64 ||
+            shmobj__os_fd_size(fd, &now) != 0 || now <= *file_size)
+            return rc;
+        *file_size = now;
+    }
+}

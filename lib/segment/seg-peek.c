@@ -42,9 +42,10 @@ static uint32_t attached(int fd, const uint8_t *base)
     return n;
 }
 
-/* Judge the header page mapped at h of an object of file_size bytes;
- * fills what a READY header tells and returns its size in *size. */
-static int judge(const struct shmobj__seg_header *h, uint64_t file_size,
+/* Judge the header page mapped at h of the object behind fd, of
+ * *file_size bytes (read again if it grew since); fills what a READY
+ * header tells and returns its size in *size. */
+static int judge(const struct shmobj__seg_header *h, int fd, uint64_t *file_size,
                  bool creator, unsigned backend, shmobj_segment_peek_info *info,
                  uint64_t *size)
 {
@@ -64,7 +65,7 @@ static int judge(const struct shmobj__seg_header *h, uint64_t file_size,
         return 0; /* being set up, or abandoned: the caller tells which */
     if (state != SHMOBJ__SEG_STATE_READY)
         return SHMOBJ_ECORRUPT;
-    int rc = shmobj__seg_header_validate(h, file_size);
+    int rc = shmobj__seg_header_validate_fd(h, fd, file_size);
     if (rc != 0)
         return rc;
     /* as open_fd(): a segment is opened through the backend it was made
@@ -89,6 +90,8 @@ int shmobj__seg_peek_fd(int fd, void *ctx)
     int rc = shmobj__os_fd_size(fd, &file_size);
     if (rc != 0)
         return rc;
+    if (shmobj__seg_open_hook != NULL)
+        shmobj__seg_open_hook();
     info->file_size = file_size;
     bool creator = shmobj__os_live_probe(fd, SHMOBJ__SEG_LIVE_CREATOR) != 0;
     if (creator)
@@ -101,8 +104,9 @@ int shmobj__seg_peek_fd(int fd, void *ctx)
         void *hp;
         if ((rc = shmobj__os_map_ro(fd, SHMOBJ__SEG_HEADER_SIZE, &hp)) != 0)
             return rc;
-        rc = judge(hp, file_size, creator, p->backend, info, &size);
+        rc = judge(hp, fd, &file_size, creator, p->backend, info, &size);
         shmobj__os_unmap(hp, SHMOBJ__SEG_HEADER_SIZE);
+        info->file_size = file_size;
         if (rc != 0)
             return rc;
     }

@@ -31,6 +31,7 @@
 #define DEFAULT_SIZE (UINT64_C(64) << 20)
 
 void (*shmobj__seg_create_hook)(int step);
+void (*shmobj__seg_open_hook)(void);
 
 static void step(int n)
 {
@@ -476,13 +477,15 @@ static int open_fd(int fd, const char *name, unsigned backend,
     void *base = NULL;
     if (rc == 0)
         rc = shmobj__os_fd_size(fd, &file_size);
+    if (rc == 0 && shmobj__seg_open_hook != NULL)
+        shmobj__seg_open_hook();
     if (rc == 0)
         rc = shmobj__os_fd_page_size(fd, &gran);
     if (rc == 0)
         rc = shmobj__os_map(fd, hdr_len, &base);
     if (rc == 0) {
         struct shmobj__seg_header *h = base;
-        rc = shmobj__seg_header_validate(h, file_size);
+        rc = shmobj__seg_header_validate_fd(h, fd, &file_size);
         max = h->max_size;
         pages = h->pages;
         if (rc == 0 && name == NULL)
@@ -516,7 +519,7 @@ static int open_fd(int fd, const char *name, unsigned backend,
     seg->page_size = thp != 0 && !shmobj__os_thp_allowed(fd, backend) ? gran : seg->page;
     /* Validate again on the real mapping: the header could have been
      * rewritten between the two mappings. */
-    rc = shmobj__seg_header_validate(seg->hdr, file_size);
+    rc = shmobj__seg_header_validate_fd(seg->hdr, fd, &file_size);
     if (rc == 0 && (seg->hdr->max_size != max || seg->hdr->backend != backend))
         rc = SHMOBJ_ECORRUPT;
     if (rc == 0)

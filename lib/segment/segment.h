@@ -89,6 +89,11 @@ enum {
 };
 extern void (*shmobj__seg_create_hook)(int step);
 
+/* Tests only: called, when set, by an open and a peek right after they
+ * read the object's size, so a test can grow the segment exactly there.
+ * Never set by the library. */
+extern void (*shmobj__seg_open_hook)(void);
+
 /* Tests only: called, when set, by every lock of a segment (the segment
  * lock, the map's shard locks, the queue's retire lock) once it is taken
  * and again just before it is released, so a kill test can stop the
@@ -131,6 +136,11 @@ int shmobj__segment_extend(struct shmobj__space *sp, uint64_t end);
  * `file_size` bytes cannot be used. */
 int shmobj__seg_header_validate(const struct shmobj__seg_header *h,
                                 uint64_t file_size);
+/* The same for the object behind fd, whose size *file_size was read
+ * before the header: the size is read again when the segment grew since
+ * (*file_size is updated). */
+int shmobj__seg_header_validate_fd(const struct shmobj__seg_header *h, int fd,
+                                   uint64_t *file_size);
 void shmobj__seg_header_seal(struct shmobj__seg_header *h);
 uint64_t shmobj__seg_layout_signature(void);
 
