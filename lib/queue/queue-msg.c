@@ -15,7 +15,11 @@
  *   gain from it wait in the queue's retire FIFO (retire.h, behind the
  *   ring in the same block) and reach the heap later, the others at once.
  *   The FIFO is pushed to only while the ring's identity is the one the
- *   handle opened, so a destroyed queue's block is not written. */
+ *   handle opened, so a destroyed queue's block is not written.
+ * - A message allocation of those sizes first takes a block back from the
+ *   FIFO (shmobj__retire_pop()), which renews its generation: a reference
+ *   to the message it held before is stale, and its state FREED is
+ *   overwritten only after that. */
 #include <string.h>
 #if defined(__x86_64__)
 #include <emmintrin.h>
@@ -194,6 +198,20 @@ int shmobj_queue_trim(shmobj_queue *q)
     return rc != 0 ? rc : shmobj__queue_retire_drain(q, &n);
 }
 
+/* Write a new message header (published by the put that hands it over). */
+static inline void msg_init(struct shmobj__qmsg *m, size_t len, unsigned flags)
+{
+    memset(m, 0, sizeof *m);
+    m->flags = flags;
+    m->len = len;
+    atomic_store_explicit(&m->state, QMSG_PENDING, memory_order_relaxed);
+    m->magic = QMSG_MAGIC;
+}
+
+/* A message block of the sizes the retire FIFO holds is first sought
+ * there (shmobj__retire_pop(): the oldest retired block, when it fits and
+ * has gone cold), which costs the FIFO's lock instead of the heap's lock,
+ * lists and, later, the free of a block; else it comes from the heap. */
 int shmobj_queue_msg_alloc(shmobj_queue *q, size_t len, unsigned flags,
                            shmobj_ref *ref, void **data)
 {
@@ -203,6 +221,23 @@ int shmobj_queue_msg_alloc(shmobj_queue *q, size_t len, unsigned flags,
     struct shmobj__space *sp = q->sp;
     shmobj_ref r;
     uint64_t size = sizeof(struct shmobj__qmsg) + (uint64_t)len;
+    if (size + size / 4 >= q->retire_min && size < q->retire_max &&
+        shmobj__ring_live(&q->ring)) {
+        uint64_t usable;
+        if (shmobj__retire_pop(sp, q->retire, size, q->recycle_cold,
+                               q->recycle_hold_ns, &r, &usable) == 0 &&
+            r != 0) {
+            /* a retired block, renewed: in the segment (the FIFO checked
+             * it) and 64-byte aligned (every message block is) */
+            struct shmobj__qmsg *m =
+                (struct shmobj__qmsg *)(void *)(sp->base + shmobj__ref_off(r));
+            msg_init(m, len, flags);
+            *ref = r;
+            if (data != NULL)
+                *data = m + 1;
+            return 0;
+        }
+    }
     int rc = sp->ops->alloc(sp, size, SHMOBJ_QUEUE_MSG_ALIGN, &r);
     unsigned freed = 0;
     if (rc == SHMOBJ_ENOMEM && shmobj__queue_gone(q) == 0 &&
@@ -218,11 +253,7 @@ int shmobj_queue_msg_alloc(shmobj_queue *q, size_t len, unsigned flags,
         return rc;
     }
     struct shmobj__qmsg *m = p;
-    memset(m, 0, sizeof *m);
-    m->flags = flags;
-    m->len = len;
-    atomic_store_explicit(&m->state, QMSG_PENDING, memory_order_relaxed);
-    m->magic = QMSG_MAGIC; /* published by the put that hands it over */
+    msg_init(m, len, flags);
     *ref = r;
     if (data != NULL)
         *data = m + 1;

@@ -6,12 +6,17 @@
  * inside leaks at most one block and never frees one twice. The positions
  * are read once per locked section and the loops run on those copies, so
  * no section hands out more than SHMOBJ__RETIRE_OUT_MAX blocks whatever
- * the shared words do meanwhile. */
+ * the shared words do meanwhile. A block taken out for reuse (pop) is
+ * named in `taking` from before its generation is renewed until after
+ * head moved past it, so the next locker after a holder's death puts it
+ * back: a kill inside a pop loses no block. Every block in the FIFO, or
+ * being taken out of it, is allocated in the heap throughout. */
 #include "retire.h"
 
 #include <stdbool.h>
 #include <string.h>
 
+#include "arena.h" /* shmobj__arena_usable_if, shmobj__arena_gen_renew */
 #include "shmobj/error.h"
 
 void shmobj__retire_init(struct shmobj__retire *r)
@@ -54,6 +59,40 @@ static struct pos repair(struct shmobj__retire *r, struct pos p)
     return p;
 }
 
+/* After the owner died inside a pop (`taking` set): the entry it was
+ * taking out is kept in the FIFO, under the generation its block has now.
+ * The pop renews the generation and then moves `head` past the entry, so
+ * the entry is either still the oldest (renewed or not) or the one just
+ * before `head` (renewed), which nothing overwrote since: the dead holder
+ * held the lock. A block whose header is out of reach, or whose
+ * generation is neither the entry's nor the next, is left alone. */
+static void repair_taking(struct shmobj__space *sp, struct shmobj__retire *r,
+                          struct pos *p)
+{
+    uint64_t t = __atomic_load_n(&r->taking, __ATOMIC_RELAXED);
+    if (t == 0)
+        return;
+    uint64_t off = shmobj__ref_off(t);
+    uint16_t g = shmobj__ref_gen(t);
+    void *h;
+    if (off < 16 || shmobj__space_at(sp, off - 16, 16, &h) != 0)
+        return;
+    uint16_t cur = (uint16_t)(__atomic_load_n((const uint64_t *)h + 1,
+                                              __ATOMIC_RELAXED) >> 48);
+    if (cur != g && cur != (uint16_t)(g + 1))
+        return;
+    uint64_t now = shmobj__ref_make(off, cur);
+    if (p->tail != p->head && r->e[p->head % SHMOBJ__RETIRE_CAP].ref == t) {
+        r->e[p->head % SHMOBJ__RETIRE_CAP].ref = now;
+    } else if (p->head != 0 && p->tail - p->head < SHMOBJ__RETIRE_CAP &&
+               r->e[(p->head - 1) % SHMOBJ__RETIRE_CAP].ref == t) {
+        p->head--;
+        r->e[p->head % SHMOBJ__RETIRE_CAP].ref = now;
+        r->head = p->head;
+    }
+    __atomic_store_n(&r->taking, 0, __ATOMIC_RELAXED);
+}
+
 static int lock(struct shmobj__space *sp, struct shmobj__retire *r,
                 struct pos *p)
 {
@@ -63,6 +102,8 @@ static int lock(struct shmobj__space *sp, struct shmobj__retire *r,
     p->head = __atomic_load_n(&r->head, __ATOMIC_RELAXED);
     p->tail = __atomic_load_n(&r->tail, __ATOMIC_RELAXED);
     if (rc == SHMOBJ_EOWNERDEAD) {
+        *p = repair(r, *p);
+        repair_taking(sp, r, p);
         *p = repair(r, *p); /* cannot fail: it only recounts */
     } else if (p->tail < p->head || p->tail - p->head > SHMOBJ__RETIRE_CAP) {
         /* positions damaged by another writer: start over (leaking) */
@@ -109,6 +150,60 @@ int shmobj__retire_push(struct shmobj__space *sp, struct shmobj__retire *r,
     if (r->bytes > budget)
         while (r->bytes > budget - budget / 4 && p.tail - p.head > 1)
             take_oldest(r, &p, out, n);
+    sp->ops->live->unlock(sp, &r->lock);
+    return 0;
+}
+
+/* Tests: stay ns inside the lock (no system call outside lib/os: the
+ * clock is read through it). */
+static __attribute__((noinline, cold)) void test_hold(uint64_t ns)
+{
+    uint64_t end = shmobj__os_now_ns() + ns;
+    while (shmobj__os_now_ns() < end)
+        ;
+}
+
+int shmobj__retire_pop(struct shmobj__space *sp, struct shmobj__retire *r,
+                       uint64_t need, uint64_t cold, uint64_t hold_ns,
+                       uint64_t *ref, uint64_t *bytes)
+{
+    *ref = 0;
+    struct pos p;
+    int rc = lock(sp, r, &p);
+    if (rc != 0)
+        return rc;
+    if (p.tail == p.head)
+        goto out;
+    struct shmobj__retire_entry e = r->e[p.head % SHMOBJ__RETIRE_CAP];
+    uint64_t total = __atomic_load_n(&r->bytes, __ATOMIC_RELAXED);
+    if (e.bytes < need || e.bytes - need > need / 4 || total < e.bytes ||
+        total - e.bytes < cold)
+        goto out;
+    /* The block as it was retired: in use with its generation and its
+     * size, its header and payload inside the segment. An entry that is
+     * not (damage) is dropped, its block left to the heap's check. */
+    uint64_t off = shmobj__ref_off(e.ref);
+    uint16_t gen = shmobj__ref_gen(e.ref);
+    void *mem;
+    if (off < 16 || (off & 15u) != 0 ||
+        shmobj__space_at(sp, off - 16, 16 + e.bytes, &mem) != 0 ||
+        shmobj__arena_usable_if(sp->base, off, gen) != e.bytes) {
+        uint64_t dropped;
+        unsigned n = 0;
+        take_oldest(r, &p, &dropped, &n);
+        goto out;
+    }
+    __atomic_store_n(&r->taking, e.ref, __ATOMIC_RELAXED);
+    uint16_t ng = shmobj__arena_gen_renew(sp->base, off, gen);
+    p.head++;
+    r->head = p.head;
+    r->bytes = total - e.bytes;
+    if (__builtin_expect(hold_ns != 0, 0))
+        test_hold(hold_ns);
+    __atomic_store_n(&r->taking, 0, __ATOMIC_RELAXED);
+    *ref = shmobj__ref_make(off, ng);
+    *bytes = e.bytes;
+out:
     sp->ops->live->unlock(sp, &r->lock);
     return 0;
 }

@@ -11,6 +11,12 @@
  * here, and the oldest ones go back to the heap once a budget of bytes
  * (twice the L2) was retired after them.
  *
+ * A message allocation of a fitting size takes the oldest block back from
+ * here once the L2's worth of bytes was retired after it
+ * (shmobj__retire_pop): the block gets a new generation in place under
+ * this FIFO's lock, and neither the heap's lock nor its lists are touched
+ * by either side while the blocks of a stream go round.
+ *
  * The FIFO sits in the queue's block, behind the ring (format-queue.md),
  * guarded by the library's lock. Its updates are ordered so that a process
  * killed inside can only leak a block, never free one twice: an entry
@@ -26,7 +32,7 @@
 #include "space.h"
 
 #define SHMOBJ__RETIRE_MAGIC 0x44545251u /* "QRTD" little-endian */
-#define SHMOBJ__RETIRE_VERSION 2u
+#define SHMOBJ__RETIRE_VERSION 3u
 #define SHMOBJ__RETIRE_CAP 64u
 
 struct shmobj__retire_entry {
@@ -52,7 +58,13 @@ struct shmobj__retire {
     uint64_t head;
     uint64_t tail;
     uint64_t bytes; /* sum of the retired entries' sizes */
-    uint64_t reserved2[5]; /* zero */
+    /* the entry a lock holder is taking out for reuse (shmobj__retire_pop),
+     * its reference as retired; 0 when none. Set before the block's
+     * generation is renewed and cleared after `head` moved past it, so the
+     * next locker after the holder's death knows which entry was in
+     * flight and keeps the block (format-queue.md, "Retire FIFO") */
+    uint64_t taking;
+    uint64_t reserved2[4]; /* zero */
     struct shmobj__retire_entry e[SHMOBJ__RETIRE_CAP]; /* position p at p % CAP */
 };
 _Static_assert(offsetof(struct shmobj__retire, magic) == 0, "retire magic");
@@ -62,6 +74,7 @@ _Static_assert(offsetof(struct shmobj__retire, lock) == 64, "retire lock");
 _Static_assert(offsetof(struct shmobj__retire, head) == 128, "retire head");
 _Static_assert(offsetof(struct shmobj__retire, tail) == 136, "retire tail");
 _Static_assert(offsetof(struct shmobj__retire, bytes) == 144, "retire bytes");
+_Static_assert(offsetof(struct shmobj__retire, taking) == 152, "retire taking");
 _Static_assert(offsetof(struct shmobj__retire, e) == 192, "retire entries");
 _Static_assert(sizeof(struct shmobj__retire) == 192 + 16 * SHMOBJ__RETIRE_CAP,
                "retire layout");
@@ -84,6 +97,20 @@ int shmobj__retire_push(struct shmobj__space *sp, struct shmobj__retire *r,
                         uint64_t ref, uint64_t bytes,
                         uint64_t budget, uint64_t out[SHMOBJ__RETIRE_OUT_MAX],
                         unsigned *n);
+
+/* Reuse a retired block (a message allocation of `need` bytes, the
+ * block's usable size at least that and at most a quarter more): the
+ * oldest entry, when it fits and at least `cold` bytes were retired after
+ * it (so it has left the caches of the core that read it last). Under the
+ * FIFO's lock, not the heap's, the block gets a new generation in place
+ * (shmobj__arena_gen_renew()) and leaves the FIFO; *ref is its new
+ * reference and *bytes its usable size, or *ref is 0 when no entry fits.
+ * The block stays allocated throughout, so the heap counts it as used,
+ * whoever holds it. hold_ns > 0 (tests) waits that long after the entry
+ * was uncounted, inside the lock. Lock errors (SHMOBJ_ECORRUPT). */
+int shmobj__retire_pop(struct shmobj__space *sp, struct shmobj__retire *r,
+                       uint64_t need, uint64_t cold, uint64_t hold_ns,
+                       uint64_t *ref, uint64_t *bytes);
 
 /* Take every retired block out into out[0 .. *n). */
 int shmobj__retire_drain(struct shmobj__space *sp, struct shmobj__retire *r,
