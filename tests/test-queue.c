@@ -2019,13 +2019,16 @@ static int retire_churn(void *arg)
     }
 }
 
-static void test_queue_retire_survives_kills(void **state)
+/* Children churning 64 KiB messages through a queue of f's segment,
+ * killed at random moments; thresholds set by fix (the children inherit
+ * them). */
+static void retire_kill_rounds(struct fixture *f, const char *name,
+                               void (*fix)(shmobj_queue *))
 {
-    struct fixture *f = *state;
     shmobj_queue *q;
-    assert_int_equal(shmobj_queue_create(f->seg, "retkill", 8, 0, &q), 0);
+    assert_int_equal(shmobj_queue_create(f->seg, name, 8, 0, &q), 0);
     shmobj__queue_stall_set(q, 2 * (uint64_t)TEST_MS);
-    retire_fix(q); /* the children inherit the thresholds */
+    fix(q);
     uint64_t b0 = used_blocks(f->seg);
     unsigned rounds = TEST_KILL_ITERATIONS / 4;
     srand((unsigned)getpid());
@@ -2052,10 +2055,15 @@ static void test_queue_retire_survives_kills(void **state)
      * yet handed over, and the one it was moving in or out of the FIFO */
     assert_int_equal(shmobj_queue_trim(q), 0);
     uint64_t leaked = used_blocks(f->seg) - b0;
-    print_message("retire kills: %u rounds, %llu blocks leaked\n", rounds,
+    print_message("%s kills: %u rounds, %llu blocks leaked\n", name, rounds,
                   (unsigned long long)leaked);
     assert_true(leaked <= 2 * (uint64_t)rounds);
     shmobj_queue_close(q);
+}
+
+static void test_queue_retire_survives_kills(void **state)
+{
+    retire_kill_rounds(*state, "retkill", retire_fix);
 }
 
 /* ---- retired blocks reused by message allocations ----------------------- */
@@ -2259,6 +2267,15 @@ static void test_queue_recycle_destroy_frees_retired(void **state)
     assert_int_equal(used_blocks(f->seg), b0);
     uint64_t bad = 0;
     assert_int_equal(shmobj_arena_check(f->seg, &bad), 0);
+}
+
+/* The same with every allocation after the first few a reuse of a retired
+ * block: a kill anywhere in the churn (inside a reuse included) leaves a
+ * sound heap and FIFO, and leaks at most what a kill leaked without reuse
+ * (the message the child held, and the block of a done it was inside). */
+static void test_queue_recycle_survives_kills(void **state)
+{
+    retire_kill_rounds(*state, "reckill", recycle_fix);
 }
 
 static int recycle_alloc_child(void *arg)
@@ -2703,6 +2720,7 @@ int main(void)
         T(test_queue_recycle_sizes_fit),
         T(test_queue_recycle_destroy_frees_retired),
         T(test_queue_recycle_killed_inside_loses_no_block),
+        T(test_queue_recycle_survives_kills),
     T(test_queue_ops_after_destroy_stale),
         T(test_queue_msg_retired_twice_stale),
         T(test_queue_zeroed_slot_corrupt),
