@@ -16,12 +16,13 @@
  * producer fills the block in place and puts its reference, the consumer
  * reads it in place. How a producer should write a large message for a
  * consumer on another core depends on its size against the producer's L2
- * cache, and shmobj_queue_put_copy() follows this rule from 32 KiB: below
- * half the L2, streaming (non-temporal) stores, so the consumer does not
- * pull the data line by line out of the producer's cache; from half the L2
- * to 4 times it, plain stores, so the message reaches the consumer through
- * the shared L3 rather than through memory; beyond, streaming again, as the
- * messages in flight no longer fit in the L3.
+ * cache, and shmobj_queue_put_copy() follows this rule from 32 KiB: up to
+ * 4 times the L2, plain stores, so the message reaches the consumer through
+ * the shared L3 rather than through memory (blocks below half the L2 come
+ * back through the queue's retire FIFO, see shmobj_queue_trim(), after
+ * they have left the consumer's caches, so plain stores do not have to
+ * take their lines back from it); beyond, streaming (non-temporal) stores,
+ * as the messages in flight no longer fit in the L3.
  *
  * **Fast path.** put and take are lock-free (a CAS on a position and a CAS
  * on the slot) and make no system call unless a process sleeps on the other
