@@ -1045,7 +1045,7 @@ static void *renewer(void *p)
  * here, allocates and frees the block before it, which flips the renewed
  * block's PREV_FREE flag each time: no renewal may be undone by a store of
  * a header word loaded before it. */
-static void test_arena_gen_renew_races_neighbour_flag(void **state)
+static void test_arena_threads_gen_renew_races_neighbour_flag(void **state)
 {
     (void)state;
     struct heap h = heap_new(1 << 20, 0, 1 << 20);
@@ -1091,7 +1091,7 @@ int main(void)
         cmocka_unit_test(test_arena_rebuild_torn_grow_completes),
         cmocka_unit_test(test_arena_rebuild_after_sigkill),
         cmocka_unit_test(test_arena_gen_renew_refuses_old_refs),
-        cmocka_unit_test(test_arena_gen_renew_races_neighbour_flag),
+        cmocka_unit_test(test_arena_threads_gen_renew_races_neighbour_flag),
     };
     test_filter_from_env();
     return cmocka_run_group_tests(tests, NULL, NULL);
