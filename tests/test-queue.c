@@ -2269,6 +2269,56 @@ static void test_queue_recycle_destroy_frees_retired(void **state)
     assert_int_equal(shmobj_arena_check(f->seg, &bad), 0);
 }
 
+static int retire_done_child(void *arg)
+{
+    shmobj_queue *q = arg;
+    shmobj_ref t;
+    return shmobj_queue_try_take(q, &t) == 0 && shmobj_queue_msg_done(q, t) == 0
+               ? 0
+               : 1;
+}
+
+/* A consumer killed inside its done of a retired size, after the block's
+ * state said given back and before the FIFO counted it: the next locker
+ * finds the block named in the FIFO, given back and in no entry, and
+ * counts it, so no block is lost and every one is back in the heap after
+ * a trim. */
+static void test_queue_retire_killed_inside_done_loses_no_block(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(f->seg, "retkill1", 8, 0, &q), 0);
+    recycle_fix(q);
+    uint64_t b0 = used_blocks(f->seg);
+    struct shmobj__retire *rt = shmobj__queue_retire(q);
+    for (int round = 0; round < 3; round++) {
+        shmobj_ref r;
+        assert_int_equal(shmobj_queue_msg_alloc(q, 64u << 10, 0, &r, NULL), 0);
+        assert_int_equal(shmobj_queue_put(q, r), 0);
+        uint64_t before = retired_blocks(q);
+        shmobj__queue_retire_hold_set(q, 20 * SEC); /* the child's copy */
+        pid_t p = test_child_start(retire_done_child, q, 60);
+        shmobj__queue_retire_hold_set(q, 0);
+        /* wait until it is inside: the block named, its state moved */
+        for (int i = 0; i < 5000 && __atomic_load_n(&rt->putting, __ATOMIC_ACQUIRE) == 0; i++)
+            test_sleep_ms(1);
+        assert_int_equal(rt->putting, r);
+        test_sleep_ms(20);
+        kill(p, SIGKILL);
+        assert_int_equal(test_child_wait(p), 128 + SIGKILL);
+        assert_int_equal(retired_blocks(q), before);
+        /* a second done of the dead consumer's message is refused */
+        assert_int_equal(shmobj_queue_msg_done(q, r), SHMOBJ_ESTALE);
+        assert_int_equal(shmobj_queue_trim(q), 0);
+        assert_int_equal(retired_blocks(q), 0);
+        assert_int_equal(used_blocks(f->seg), b0);
+        assert_int_equal(rt->putting, 0);
+        uint64_t bad = 0;
+        assert_int_equal(shmobj_arena_check(f->seg, &bad), 0);
+    }
+    shmobj_queue_close(q);
+}
+
 /* The same with every allocation after the first few a reuse of a retired
  * block: a kill anywhere in the churn (inside a reuse included) leaves a
  * sound heap and FIFO, and leaks at most what a kill leaked without reuse
@@ -2721,6 +2771,7 @@ int main(void)
         T(test_queue_recycle_destroy_frees_retired),
         T(test_queue_recycle_killed_inside_loses_no_block),
         T(test_queue_recycle_survives_kills),
+        T(test_queue_retire_killed_inside_done_loses_no_block),
     T(test_queue_ops_after_destroy_stale),
         T(test_queue_msg_retired_twice_stale),
         T(test_queue_zeroed_slot_corrupt),

@@ -59,6 +59,9 @@ struct shmobj_queue {
      * retired after it (shmobj__retire_pop(); UINT64_MAX: never); tests
      * make the reuse stay recycle_hold_ns inside the FIFO's lock */
     uint64_t recycle_cold, recycle_hold_ns;
+    /* tests: a retiring done stays retire_hold_ns inside the FIFO's lock
+     * between its CAS and the count */
+    uint64_t retire_hold_ns;
     /* copy-in: larger messages are written with streaming stores */
     uint64_t plain_max;
     /* guards the notify fields and peers (slow path only) */
@@ -80,6 +83,9 @@ void shmobj__queue_put_hold_set(shmobj_queue *q, uint64_t ns);
 /* Make this handle's reuses of retired blocks stay `ns` inside the FIFO's
  * lock after the block left it (kill tests aim there). */
 void shmobj__queue_recycle_hold_set(shmobj_queue *q, uint64_t ns);
+/* Make this handle's retiring dones stay `ns` inside the FIFO's lock after
+ * the block's state said given back, before the FIFO counts it. */
+void shmobj__queue_retire_hold_set(shmobj_queue *q, uint64_t ns);
 struct shmobj__ring *shmobj__queue_ring(shmobj_queue *q);
 struct shmobj__retire *shmobj__queue_retire(shmobj_queue *q);
 

@@ -11,8 +11,8 @@
  *   arrives second gives the block back, moving it to FREED by CAS first,
  *   so it is given back exactly once and refused ever after, also while
  *   it waits, still allocated, in the retire FIFO.
- * - Freeing a message block means msg_release(): blocks of the sizes that
- *   gain from it wait in the queue's retire FIFO (retire.h, behind the
+ * - Freeing a message block means msg_give_back(): blocks of the sizes
+ *   that gain from it wait in the queue's retire FIFO (retire.h, behind the
  *   ring in the same block) and reach the heap later, the others at once.
  *   The FIFO is pushed to only while the ring's identity is the one the
  *   handle opened, so a destroyed queue's block is not written.
@@ -55,6 +55,9 @@ _Static_assert(offsetof(struct shmobj__qmsg, waiters) == 8, "qmsg waiters");
 _Static_assert(offsetof(struct shmobj__qmsg, flags) == 12, "qmsg flags");
 _Static_assert(offsetof(struct shmobj__qmsg, len) == 16, "qmsg len");
 _Static_assert(offsetof(struct shmobj__qmsg, reserved) == 24, "qmsg reserved");
+_Static_assert(offsetof(struct shmobj__qmsg, state) == SHMOBJ__RETIRE_STATE_OFF,
+               "the retire FIFO's repair reads the state there");
+_Static_assert(QMSG_FREED == SHMOBJ__RETIRE_STATE_GIVEN, "given back");
 
 /* A message block, checked: its header, and copies of the fields that
  * were validated (each read once from shared memory, so a writer racing
@@ -147,37 +150,38 @@ static void free_retired(shmobj_queue *q, const uint64_t *refs, unsigned n)
         (void)q->sp->ops->free(q->sp, refs[i]);
 }
 
-/* Give back a message block whose work is done (its state is FREED
- * already): through the queue's retire FIFO when it is of the sizes that
- * gain from it (retire.h) and the queue still exists, else straight to the
- * heap. */
-static int msg_release(shmobj_queue *q, shmobj_ref ref, uint64_t usable)
-{
-    /* the identity word tells a destroyed queue (as for put and take): the
-     * heap's check of the queue's block cost as much again as the push */
-    if (usable < q->retire_min || usable >= q->retire_max ||
-        !shmobj__ring_live(&q->ring))
-        return q->sp->ops->free(q->sp, ref);
-    uint64_t out[SHMOBJ__RETIRE_OUT_MAX];
-    unsigned n = 0;
-    if (shmobj__retire_push(q->sp, q->retire, ref, usable, q->retire_budget, out,
-                            &n) != 0)
-        return q->sp->ops->free(q->sp, ref);
-    free_retired(q, out, n);
-    return 0;
-}
-
-/* Mark a block given back (from state `from`) and release it. The CAS
- * settles two racing callers: the second gets SHMOBJ_ESTALE. */
+/* Mark a block given back (from state `from`) and release it: through
+ * the queue's retire FIFO when it is of the sizes that gain from it
+ * (retire.h) and the queue still exists, else straight to the heap. The
+ * CAS settles two racing callers: the second gets SHMOBJ_ESTALE. A block
+ * for the FIFO has its CAS made under the FIFO's lock, with the block
+ * named in it first, so a death between the CAS and the count leaves the
+ * block to the next locker instead of losing it. */
 static int msg_give_back(shmobj_queue *q, shmobj_ref ref, const struct msg *g,
                          uint32_t from)
 {
     uint32_t expect = from;
+    /* the identity word tells a destroyed queue (as for put and take): the
+     * heap's check of the queue's block cost as much again as the push */
+    if (g->usable >= q->retire_min && g->usable < q->retire_max &&
+        shmobj__ring_live(&q->ring)) {
+        uint64_t out[SHMOBJ__RETIRE_OUT_MAX];
+        unsigned n = 0;
+        if (shmobj__retire_push(q->sp, q->retire, ref, g->usable, &g->m->state,
+                                from, &expect, q->retire_budget,
+                                q->retire_hold_ns, out, &n) == 0) {
+            if (expect != from)
+                return expect == QMSG_FREED ? SHMOBJ_ESTALE : SHMOBJ_EINVAL;
+            free_retired(q, out, n);
+            return 0;
+        }
+        expect = from; /* the FIFO's lock failed: the heap takes it */
+    }
     if (!atomic_compare_exchange_strong_explicit(&g->m->state, &expect,
                                                  QMSG_FREED, memory_order_acq_rel,
                                                  memory_order_acquire))
         return expect == QMSG_FREED ? SHMOBJ_ESTALE : SHMOBJ_EINVAL;
-    return msg_release(q, ref, g->usable);
+    return q->sp->ops->free(q->sp, ref);
 }
 
 /* Give every retired block back to the heap; how many there were in *n. */

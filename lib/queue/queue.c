@@ -363,6 +363,11 @@ void shmobj__queue_recycle_hold_set(shmobj_queue *q, uint64_t ns)
     q->recycle_hold_ns = ns;
 }
 
+void shmobj__queue_retire_hold_set(shmobj_queue *q, uint64_t ns)
+{
+    q->retire_hold_ns = ns;
+}
+
 void shmobj__queue_put_hold_set(shmobj_queue *q, uint64_t ns)
 {
     q->ring.test_put_hold_ns = ns;

@@ -9,10 +9,17 @@
  * the shared words do meanwhile. A block taken out for reuse (pop) is
  * named in `taking` from before its generation is renewed until after
  * head moved past it, so the next locker after a holder's death puts it
- * back: a kill inside a pop loses no block. Every block in the FIFO, or
- * being taken out of it, is allocated in the heap throughout. */
+ * back: a kill inside a pop loses no block. A push names its block in
+ * `putting` before it moves the block's state to given back (the CAS is
+ * made under the lock) until tail counts it, so the next locker counts a
+ * block given back and held by no entry: a kill inside a push loses no
+ * block either. (Blocks a push or drain took out, which the caller frees
+ * after the lock, are lost with a caller killed before it freed them.)
+ * Every block in the FIFO, or moving in or out of it, is allocated in
+ * the heap throughout. */
 #include "retire.h"
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -93,6 +100,36 @@ static void repair_taking(struct shmobj__space *sp, struct shmobj__retire *r,
     __atomic_store_n(&r->taking, 0, __ATOMIC_RELAXED);
 }
 
+/* After the owner died inside a push (`putting` set): a block whose state
+ * says given back and that the newest entry does not hold was given back
+ * by the dead holder and not yet counted; it is counted now, when there
+ * is room (a full FIFO leaks it). A block still in another state was not
+ * given back: it stays its owners'. */
+static void repair_putting(struct shmobj__space *sp, struct shmobj__retire *r,
+                           struct pos *p)
+{
+    uint64_t t = __atomic_load_n(&r->putting, __ATOMIC_RELAXED);
+    if (t == 0)
+        return;
+    __atomic_store_n(&r->putting, 0, __ATOMIC_RELAXED);
+    if (p->tail != p->head && r->e[(p->tail - 1) % SHMOBJ__RETIRE_CAP].ref == t)
+        return; /* counted */
+    uint64_t off = shmobj__ref_off(t);
+    void *h;
+    if (off < 16 || (off & 15u) != 0 || p->tail - p->head >= SHMOBJ__RETIRE_CAP ||
+        shmobj__space_at(sp, off - 16, 16 + SHMOBJ__RETIRE_STATE_OFF + 4, &h) != 0)
+        return;
+    uint64_t usable = shmobj__arena_usable_if(sp->base, off, shmobj__ref_gen(t));
+    uint32_t st = __atomic_load_n((const uint32_t *)(const void *)(
+                                      sp->base + off + SHMOBJ__RETIRE_STATE_OFF),
+                                  __ATOMIC_ACQUIRE);
+    if (usable < SHMOBJ__RETIRE_STATE_OFF + 4 || st != SHMOBJ__RETIRE_STATE_GIVEN)
+        return;
+    r->e[p->tail % SHMOBJ__RETIRE_CAP] = (struct shmobj__retire_entry){t, usable};
+    p->tail++;
+    r->tail = p->tail;
+}
+
 static int lock(struct shmobj__space *sp, struct shmobj__retire *r,
                 struct pos *p)
 {
@@ -104,12 +141,22 @@ static int lock(struct shmobj__space *sp, struct shmobj__retire *r,
     if (rc == SHMOBJ_EOWNERDEAD) {
         *p = repair(r, *p);
         repair_taking(sp, r, p);
+        repair_putting(sp, r, p);
         *p = repair(r, *p); /* cannot fail: it only recounts */
     } else if (p->tail < p->head || p->tail - p->head > SHMOBJ__RETIRE_CAP) {
         /* positions damaged by another writer: start over (leaking) */
         *p = repair(r, *p);
     }
     return 0;
+}
+
+/* Tests: stay ns inside the lock (no system call outside lib/os: the
+ * clock is read through it). */
+static __attribute__((noinline, cold)) void test_hold(uint64_t ns)
+{
+    uint64_t end = shmobj__os_now_ns() + ns;
+    while (shmobj__os_now_ns() < end)
+        ;
 }
 
 /* Take the oldest entry out into out[*n]: uncounted (head moved) before
@@ -125,8 +172,9 @@ static void take_oldest(struct shmobj__retire *r, struct pos *p, uint64_t *out,
 }
 
 int shmobj__retire_push(struct shmobj__space *sp, struct shmobj__retire *r,
-                        uint64_t ref, uint64_t bytes,
-                        uint64_t budget, uint64_t out[SHMOBJ__RETIRE_OUT_MAX],
+                        uint64_t ref, uint64_t bytes, _Atomic uint32_t *state,
+                        uint32_t from, uint32_t *seen, uint64_t budget,
+                        uint64_t hold_ns, uint64_t out[SHMOBJ__RETIRE_OUT_MAX],
                         unsigned *n)
 {
     *n = 0;
@@ -134,6 +182,21 @@ int shmobj__retire_push(struct shmobj__space *sp, struct shmobj__retire *r,
     int rc = lock(sp, r, &p);
     if (rc != 0)
         return rc;
+    /* named before the state moves, so that a death from here on leaves
+     * the block to the next locker rather than to nobody */
+    __atomic_store_n(&r->putting, ref, __ATOMIC_RELAXED);
+    uint32_t expect = from;
+    bool given = atomic_compare_exchange_strong_explicit(
+        state, &expect, SHMOBJ__RETIRE_STATE_GIVEN, memory_order_acq_rel,
+        memory_order_acquire);
+    *seen = expect;
+    if (!given) {
+        __atomic_store_n(&r->putting, 0, __ATOMIC_RELAXED);
+        sp->ops->live->unlock(sp, &r->lock);
+        return 0;
+    }
+    if (__builtin_expect(hold_ns != 0, 0))
+        test_hold(hold_ns);
     /* Over the budget (or full), give back a quarter of it at once: the
      * caller frees the blocks in a row, so the heap's lock and free lists
      * come to this core once per burst, not once per message, and the
@@ -145,6 +208,7 @@ int shmobj__retire_push(struct shmobj__space *sp, struct shmobj__retire *r,
     r->e[p.tail % SHMOBJ__RETIRE_CAP] = (struct shmobj__retire_entry){ref, bytes};
     p.tail++;
     r->tail = p.tail;
+    __atomic_store_n(&r->putting, 0, __ATOMIC_RELAXED);
     r->bytes += bytes;
     /* keep at least the newest block: it is the one just read */
     if (r->bytes > budget)
@@ -152,15 +216,6 @@ int shmobj__retire_push(struct shmobj__space *sp, struct shmobj__retire *r,
             take_oldest(r, &p, out, n);
     sp->ops->live->unlock(sp, &r->lock);
     return 0;
-}
-
-/* Tests: stay ns inside the lock (no system call outside lib/os: the
- * clock is read through it). */
-static __attribute__((noinline, cold)) void test_hold(uint64_t ns)
-{
-    uint64_t end = shmobj__os_now_ns() + ns;
-    while (shmobj__os_now_ns() < end)
-        ;
 }
 
 int shmobj__retire_pop(struct shmobj__space *sp, struct shmobj__retire *r,
