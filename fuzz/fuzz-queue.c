@@ -86,6 +86,8 @@ static void fuzz_setup(void)
     queue->retire_min = 32u << 10;
     queue->retire_max = 64u << 10;
     queue->retire_budget = 4 * (40u << 10);
+    /* and reused by a 40 KiB allocation once two were retired after it */
+    queue->recycle_cold = 80u << 10;
     for (int i = 0; i < 6; i++) {
         shmobj_ref r, t;
         if (shmobj_queue_msg_alloc(queue, 40u << 10, 0, &r, NULL) != 0 ||

@@ -985,6 +985,90 @@ static void test_arena_rebuild_after_sigkill(void **state)
     munmap(h.base, mapped);
 }
 
+/* ---- generation renewed in place ------------------------------------------ */
+
+/* A used block renewed by its owner (a retired message block reused by
+ * the queue) refuses every reference made before, as a free and an
+ * allocation at the same offset would, and stays in use: its free takes
+ * the new generation, and the offset's count goes on from there. */
+static void test_arena_gen_renew_refuses_old_refs(void **state)
+{
+    (void)state;
+    struct heap h = heap_new(1 << 20, 0, 1 << 20);
+    uint64_t a, x, z;
+    uint16_t ga, gx, gz;
+    assert_int_equal(h_alloc(&h, 1000, 0, &a, &ga), 0);
+    assert_int_equal(h_alloc(&h, 4000, 64, &x, &gx), 0);
+    assert_int_equal(h_alloc(&h, 1000, 0, &z, &gz), 0);
+    uint64_t usable = 0;
+    assert_int_equal(shmobj__arena_check_ref(h.base, h.mapped, 0, x, gx, &usable), 0);
+    uint16_t ng = shmobj__arena_gen_renew(h.base, x, gx);
+    assert_int_equal(ng, (uint16_t)(gx + 1));
+    assert_int_equal(shmobj__arena_check_ref(h.base, h.mapped, 0, x, gx, NULL),
+                     SHMOBJ_ESTALE);
+    assert_int_equal(shmobj__arena_usable_if(h.base, x, gx), 0);
+    assert_int_equal(shmobj__arena_usable_if(h.base, x, ng), usable);
+    assert_int_equal(h_free(&h, x, gx), SHMOBJ_ESTALE);
+    assert_int_equal(h_check(&h), 0);
+    /* the neighbours come and go: the renewal stays */
+    assert_int_equal(h_free(&h, a, ga), 0);
+    assert_int_equal(h_free(&h, z, gz), 0);
+    assert_int_equal(shmobj__arena_rebuild(h.base, h.mapped, 0), 0);
+    assert_int_equal(h_alloc(&h, 1000, 0, &a, &ga), 0);
+    assert_int_equal(shmobj__arena_check_ref(h.base, h.mapped, 0, x, ng, NULL), 0);
+    assert_int_equal(h_free(&h, x, ng), 0);
+    assert_int_equal(h_free(&h, x, ng), SHMOBJ_ESTALE);
+    assert_int_equal(h_check(&h), 0);
+    free(h.base);
+}
+
+struct renew_arg {
+    struct heap *h;
+    uint64_t x;
+    uint16_t gen;
+    unsigned rounds;
+    _Atomic int lost;
+};
+
+static void *renewer(void *p)
+{
+    struct renew_arg *a = p;
+    for (unsigned i = 0; i < a->rounds; i++) {
+        a->gen = shmobj__arena_gen_renew(a->h->base, a->x, a->gen);
+        if (shmobj__arena_usable_if(a->h->base, a->x, a->gen) == 0)
+            atomic_fetch_add(&a->lost, 1);
+    }
+    return NULL;
+}
+
+/* The owner renews its block while another thread, the heap's one writer
+ * here, allocates and frees the block before it, which flips the renewed
+ * block's PREV_FREE flag each time: no renewal may be undone by a store of
+ * a header word loaded before it. */
+static void test_arena_threads_gen_renew_races_neighbour_flag(void **state)
+{
+    (void)state;
+    struct heap h = heap_new(1 << 20, 0, 1 << 20);
+    uint64_t p, x, z;
+    uint16_t gp, gz;
+    assert_int_equal(h_alloc(&h, 1000, 0, &p, &gp), 0);
+    struct renew_arg a = {.h = &h, .rounds = 2000000};
+    assert_int_equal(h_alloc(&h, 1000, 0, &x, &a.gen), 0);
+    assert_int_equal(h_alloc(&h, 1000, 0, &z, &gz), 0);
+    a.x = x;
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, renewer, &a), 0);
+    for (unsigned i = 0; i < a.rounds / 4; i++) {
+        assert_int_equal(h_free(&h, p, gp), 0);
+        assert_int_equal(h_alloc(&h, 1000, 0, &p, &gp), 0);
+    }
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(atomic_load(&a.lost), 0);
+    assert_int_equal((uint16_t)(*hdr_word(&h, x) >> 48), a.gen);
+    assert_int_equal(h_check(&h), 0);
+    free(h.base);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1006,6 +1090,8 @@ int main(void)
         cmocka_unit_test(test_arena_rebuild_torn_free_merges),
         cmocka_unit_test(test_arena_rebuild_torn_grow_completes),
         cmocka_unit_test(test_arena_rebuild_after_sigkill),
+        cmocka_unit_test(test_arena_gen_renew_refuses_old_refs),
+        cmocka_unit_test(test_arena_threads_gen_renew_races_neighbour_flag),
     };
     test_filter_from_env();
     return cmocka_run_group_tests(tests, NULL, NULL);

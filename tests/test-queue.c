@@ -2093,6 +2093,7 @@ static void retire_fix(shmobj_queue *q)
     q->retire_min = 32u << 10;
     q->retire_max = 1u << 20;
     q->retire_budget = 256u << 10;
+    q->recycle_cold = UINT64_MAX; /* the FIFO alone: no reuse (below) */
 }
 
 static void test_queue_retire_holds_recent_blocks_then_frees(void **state)
@@ -2321,13 +2322,16 @@ static int retire_churn(void *arg)
     }
 }
 
-static void test_queue_retire_survives_kills(void **state)
+/* Children churning 64 KiB messages through a queue of f's segment,
+ * killed at random moments; thresholds set by fix (the children inherit
+ * them). */
+static void retire_kill_rounds(struct fixture *f, const char *name,
+                               void (*fix)(shmobj_queue *))
 {
-    struct fixture *f = *state;
     shmobj_queue *q;
-    assert_int_equal(shmobj_queue_create(f->seg, "retkill", 8, 0, &q), 0);
+    assert_int_equal(shmobj_queue_create(f->seg, name, 8, 0, &q), 0);
     shmobj__queue_stall_set(q, 2 * (uint64_t)TEST_MS);
-    retire_fix(q); /* the children inherit the thresholds */
+    fix(q);
     uint64_t b0 = used_blocks(f->seg);
     unsigned rounds = TEST_KILL_ITERATIONS / 4;
     srand((unsigned)getpid());
@@ -2354,9 +2358,320 @@ static void test_queue_retire_survives_kills(void **state)
      * yet handed over, and the one it was moving in or out of the FIFO */
     assert_int_equal(shmobj_queue_trim(q), 0);
     uint64_t leaked = used_blocks(f->seg) - b0;
-    print_message("retire kills: %u rounds, %llu blocks leaked\n", rounds,
+    print_message("%s kills: %u rounds, %llu blocks leaked\n", name, rounds,
                   (unsigned long long)leaked);
     assert_true(leaked <= 2 * (uint64_t)rounds);
+    shmobj_queue_close(q);
+}
+
+static void test_queue_retire_survives_kills(void **state)
+{
+    retire_kill_rounds(*state, "retkill", retire_fix);
+}
+
+/* ---- retired blocks reused by message allocations ----------------------- */
+
+/* The retire FIFO's thresholds of retire_fix(), and reuse of a retired
+ * block once 128 KiB (two 64 KiB messages) were retired after it. */
+static void recycle_fix(shmobj_queue *q)
+{
+    retire_fix(q);
+    q->recycle_cold = 128u << 10;
+}
+
+/* A message allocation takes the oldest retired block, once enough bytes
+ * were retired after it, instead of a block from the heap: the heap's
+ * count of used blocks does not move, the block is the oldest one's, at
+ * the next generation, and its header is a new message's. One retired
+ * after less than that stays retired. */
+static void test_queue_recycle_reuses_oldest_retired_block(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(f->seg, "recyc", 8, 0, &q), 0);
+    recycle_fix(q);
+    uint64_t b0 = used_blocks(f->seg);
+    shmobj_ref r1 = send_done(q, 64u << 10);
+    shmobj_ref r2 = send_done(q, 64u << 10);
+    shmobj_ref r3 = send_done(q, 64u << 10);
+    assert_true(r1 != r2 && r2 != r3 && r1 != r3);
+    assert_int_equal(retired_blocks(q), 3);
+    assert_int_equal(used_blocks(f->seg), b0 + 3);
+
+    shmobj_ref n1;
+    void *data;
+    size_t len;
+    assert_int_equal(shmobj_queue_msg_alloc(q, 64u << 10, 0, &n1, &data), 0);
+    assert_int_equal(n1 & UINT64_C(0x0000ffffffffffff), r1 & UINT64_C(0x0000ffffffffffff));
+    assert_int_equal((uint16_t)(n1 >> 48), (uint16_t)((r1 >> 48) + 1));
+    assert_int_equal(retired_blocks(q), 2);
+    assert_int_equal(used_blocks(f->seg), b0 + 3);
+    assert_int_equal(shmobj_queue_msg_data(q, n1, &data, &len), 0);
+    assert_int_equal(len, 64u << 10);
+    uint64_t bad = 0;
+    assert_int_equal(shmobj_arena_check(f->seg, &bad), 0);
+
+    /* r2 has only r3 (64 KiB) retired after it: a heap block */
+    shmobj_ref n2;
+    assert_int_equal(shmobj_queue_msg_alloc(q, 64u << 10, 0, &n2, NULL), 0);
+    assert_true((n2 & UINT64_C(0x0000ffffffffffff)) != (r2 & UINT64_C(0x0000ffffffffffff)));
+    assert_true((n2 & UINT64_C(0x0000ffffffffffff)) != (r3 & UINT64_C(0x0000ffffffffffff)));
+    assert_int_equal(used_blocks(f->seg), b0 + 4);
+    assert_int_equal(retired_blocks(q), 2);
+
+    /* both go round as messages, and back into the FIFO */
+    shmobj_ref t;
+    assert_int_equal(shmobj_queue_put(q, n1), 0);
+    assert_int_equal(shmobj_queue_put(q, n2), 0);
+    assert_int_equal(shmobj_queue_try_take(q, &t), 0);
+    assert_int_equal(t, n1);
+    assert_int_equal(shmobj_queue_msg_done(q, t), 0);
+    assert_int_equal(shmobj_queue_try_take(q, &t), 0);
+    assert_int_equal(t, n2);
+    assert_int_equal(shmobj_queue_msg_done(q, t), 0);
+    /* four blocks are over the 256 KiB budget: the oldest went back */
+    assert_int_equal(used_blocks(f->seg), b0 + retired_blocks(q));
+    assert_true(retired_blocks(q) >= 2);
+    assert_int_equal(shmobj_queue_trim(q), 0);
+    assert_int_equal(used_blocks(f->seg), b0);
+    assert_int_equal(shmobj_arena_check(f->seg, &bad), 0);
+    shmobj_queue_close(q);
+}
+
+/* A reference to a message kept after its done (a second done, a free, a
+ * look at its data) is refused once its block was reused for another
+ * message, and leaves the new message alone: the reuse gives the block a
+ * new generation. */
+static void test_queue_recycle_stale_ref_estale(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(f->seg, "recstale", 8, 0, &q), 0);
+    recycle_fix(q);
+    shmobj_ref old = send_done(q, 64u << 10);
+    send_done(q, 64u << 10);
+    send_done(q, 64u << 10);
+    shmobj_ref now;
+    void *data;
+    size_t len;
+    assert_int_equal(shmobj_queue_msg_alloc(q, 64u << 10, SHMOBJ_QUEUE_MSG_TRACK,
+                                            &now, &data), 0);
+    assert_int_equal(now & UINT64_C(0x0000ffffffffffff), old & UINT64_C(0x0000ffffffffffff));
+    memset(data, 0x33, 64u << 10);
+    assert_int_equal(shmobj_queue_msg_done(q, old), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_queue_msg_free(q, old), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_queue_msg_reset(q, old), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_queue_msg_wait_done(q, old, 0), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_queue_msg_data(q, old, &data, &len), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_arena_free(f->seg, old), SHMOBJ_ESTALE);
+    /* the new message is untouched: still pending, its data intact */
+    assert_int_equal(shmobj_queue_msg_wait_done(q, now, 0), SHMOBJ_ETIMEDOUT);
+    assert_int_equal(shmobj_queue_msg_data(q, now, &data, &len), 0);
+    assert_int_equal(len, 64u << 10);
+    assert_int_equal(((unsigned char *)data)[0], 0x33);
+    assert_int_equal(retired_blocks(q), 2);
+    shmobj_ref t;
+    assert_int_equal(shmobj_queue_put(q, now), 0);
+    assert_int_equal(shmobj_queue_try_take(q, &t), 0);
+    assert_int_equal(shmobj_queue_msg_done(q, t), 0);
+    assert_int_equal(shmobj_queue_msg_wait_done(q, now, 0), 0);
+    assert_int_equal(shmobj_queue_msg_free(q, now), 0);
+    assert_int_equal(retired_blocks(q), 3);
+    assert_int_equal(shmobj_queue_msg_done(q, old), SHMOBJ_ESTALE);
+    assert_int_equal(retired_blocks(q), 3);
+    assert_int_equal(shmobj_queue_trim(q), 0);
+    uint64_t bad = 0;
+    assert_int_equal(shmobj_arena_check(f->seg, &bad), 0);
+    shmobj_queue_close(q);
+}
+
+/* Reuse only fits a block to a message of its size: at least the message,
+ * at most a quarter more. A smaller or much larger message comes from the
+ * heap and leaves the FIFO as it was; messages of mixed sizes going round
+ * arrive intact, and every block is back in the heap after a trim. */
+static void test_queue_recycle_sizes_fit(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(f->seg, "recsize", 8, 0, &q), 0);
+    recycle_fix(q);
+    uint64_t b0 = used_blocks(f->seg);
+    shmobj_ref r1 = send_done(q, 64u << 10);
+    send_done(q, 64u << 10);
+    send_done(q, 64u << 10);
+    shmobj_ref a, b, c;
+    size_t len;
+    void *data;
+    /* larger than the block: from the heap */
+    assert_int_equal(shmobj_queue_msg_alloc(q, (64u << 10) + 1, 0, &a, NULL), 0);
+    assert_int_equal(retired_blocks(q), 3);
+    assert_int_equal(used_blocks(f->seg), b0 + 4);
+    /* much smaller (the block would waste more than a quarter): the heap */
+    assert_int_equal(shmobj_queue_msg_alloc(q, 40u << 10, 0, &b, NULL), 0);
+    assert_int_equal(retired_blocks(q), 3);
+    assert_int_equal(used_blocks(f->seg), b0 + 5);
+    /* a little smaller: the oldest block, with the new length */
+    assert_int_equal(shmobj_queue_msg_alloc(q, (64u << 10) - 200, 0, &c, NULL), 0);
+    assert_int_equal(c & UINT64_C(0x0000ffffffffffff), r1 & UINT64_C(0x0000ffffffffffff));
+    assert_int_equal(retired_blocks(q), 2);
+    assert_int_equal(used_blocks(f->seg), b0 + 5);
+    assert_int_equal(shmobj_queue_msg_data(q, c, &data, &len), 0);
+    assert_int_equal(len, (64u << 10) - 200);
+    assert_int_equal(shmobj_queue_msg_free(q, a), 0);
+    assert_int_equal(shmobj_queue_msg_free(q, b), 0);
+    assert_int_equal(shmobj_queue_msg_free(q, c), 0);
+
+    /* mixed sizes round the queue, each checked on arrival */
+    srand(7);
+    unsigned reused = 0;
+    for (unsigned i = 0; i < 3000; i++) {
+        size_t n = (size_t)(20u << 10) + (size_t)(rand() % (100 << 10));
+        uint64_t before = retired_blocks(q);
+        shmobj_ref r, t;
+        assert_int_equal(shmobj_queue_msg_alloc(q, n, 0, &r, &data), 0);
+        reused += retired_blocks(q) < before;
+        memset(data, (int)(i & 0xff), n);
+        assert_int_equal(shmobj_queue_put(q, r), 0);
+        assert_int_equal(shmobj_queue_try_take(q, &t), 0);
+        assert_int_equal(shmobj_queue_msg_data(q, t, &data, &len), 0);
+        assert_int_equal(len, n);
+        assert_int_equal(((unsigned char *)data)[0], i & 0xff);
+        assert_int_equal(((unsigned char *)data)[n - 1], i & 0xff);
+        assert_int_equal(shmobj_queue_msg_done(q, t), 0);
+        assert_true(used_blocks(f->seg) <= b0 + 64);
+    }
+    print_message("mixed sizes: %u of 3000 allocations reused a block\n", reused);
+    assert_true(reused > 0);
+    uint64_t bad = 0;
+    assert_int_equal(shmobj_arena_check(f->seg, &bad), 0);
+    assert_int_equal(shmobj_queue_trim(q), 0);
+    assert_int_equal(used_blocks(f->seg), b0);
+    shmobj_queue_close(q);
+}
+
+/* Destroying a queue gives back the blocks waiting for reuse; one reused
+ * and in flight is its holder's. */
+static void test_queue_recycle_destroy_frees_retired(void **state)
+{
+    struct fixture *f = *state;
+    uint64_t b0 = used_blocks(f->seg);
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(f->seg, "recdes", 8, 0, &q), 0);
+    recycle_fix(q);
+    for (int i = 0; i < 3; i++)
+        send_done(q, 64u << 10);
+    shmobj_ref held;
+    assert_int_equal(shmobj_queue_msg_alloc(q, 64u << 10, 0, &held, NULL), 0);
+    assert_int_equal(retired_blocks(q), 2);
+    shmobj_queue_close(q);
+    assert_int_equal(shmobj_queue_destroy(f->seg, "recdes"), 0);
+    assert_int_equal(used_blocks(f->seg), b0 + 1); /* the one held */
+    assert_int_equal(shmobj_arena_free(f->seg, held), 0);
+    assert_int_equal(used_blocks(f->seg), b0);
+    uint64_t bad = 0;
+    assert_int_equal(shmobj_arena_check(f->seg, &bad), 0);
+}
+
+static int retire_done_child(void *arg)
+{
+    shmobj_queue *q = arg;
+    shmobj_ref t;
+    return shmobj_queue_try_take(q, &t) == 0 && shmobj_queue_msg_done(q, t) == 0
+               ? 0
+               : 1;
+}
+
+/* A consumer killed inside its done of a retired size, after the block's
+ * state said given back and before the FIFO counted it: the next locker
+ * finds the block named in the FIFO, given back and in no entry, and
+ * counts it, so no block is lost and every one is back in the heap after
+ * a trim. */
+static void test_queue_retire_killed_inside_done_loses_no_block(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(f->seg, "retkill1", 8, 0, &q), 0);
+    recycle_fix(q);
+    uint64_t b0 = used_blocks(f->seg);
+    struct shmobj__retire *rt = shmobj__queue_retire(q);
+    for (int round = 0; round < 3; round++) {
+        shmobj_ref r;
+        assert_int_equal(shmobj_queue_msg_alloc(q, 64u << 10, 0, &r, NULL), 0);
+        assert_int_equal(shmobj_queue_put(q, r), 0);
+        uint64_t before = retired_blocks(q);
+        shmobj__queue_retire_hold_set(q, 20 * SEC); /* the child's copy */
+        pid_t p = test_child_start(retire_done_child, q, 60);
+        shmobj__queue_retire_hold_set(q, 0);
+        /* wait until it is inside: the block named, its state moved */
+        for (int i = 0; i < 5000 && __atomic_load_n(&rt->putting, __ATOMIC_ACQUIRE) == 0; i++)
+            test_sleep_ms(1);
+        assert_int_equal(rt->putting, r);
+        test_sleep_ms(20);
+        kill(p, SIGKILL);
+        assert_int_equal(test_child_wait(p), 128 + SIGKILL);
+        assert_int_equal(retired_blocks(q), before);
+        /* a second done of the dead consumer's message is refused */
+        assert_int_equal(shmobj_queue_msg_done(q, r), SHMOBJ_ESTALE);
+        assert_int_equal(shmobj_queue_trim(q), 0);
+        assert_int_equal(retired_blocks(q), 0);
+        assert_int_equal(used_blocks(f->seg), b0);
+        assert_int_equal(rt->putting, 0);
+        uint64_t bad = 0;
+        assert_int_equal(shmobj_arena_check(f->seg, &bad), 0);
+    }
+    shmobj_queue_close(q);
+}
+
+/* The same with every allocation after the first few a reuse of a retired
+ * block: a kill anywhere in the churn (inside a reuse included) leaves a
+ * sound heap and FIFO, and leaks at most what a kill leaked without reuse
+ * (the message the child held, and the block of a done it was inside). */
+static void test_queue_recycle_survives_kills(void **state)
+{
+    retire_kill_rounds(*state, "reckill", recycle_fix);
+}
+
+static int recycle_alloc_child(void *arg)
+{
+    shmobj_queue *q = arg;
+    shmobj_ref r;
+    return shmobj_queue_msg_alloc(q, 64u << 10, 0, &r, NULL) == 0 ? 0 : 1;
+}
+
+/* A process killed inside a reuse, after the block left the FIFO and got
+ * its new generation, before the reuse returned: the next locker of the
+ * FIFO finds the entry it was taking and keeps the block there, so no
+ * block is lost and every one is back in the heap after a trim. */
+static void test_queue_recycle_killed_inside_loses_no_block(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(f->seg, "reckill1", 8, 0, &q), 0);
+    recycle_fix(q);
+    uint64_t b0 = used_blocks(f->seg);
+    for (int round = 0; round < 3; round++) {
+        while (retired_blocks(q) < 3)
+            send_done(q, 64u << 10);
+        struct shmobj__retire *rt = shmobj__queue_retire(q);
+        shmobj__queue_recycle_hold_set(q, 20 * SEC); /* the child's copy */
+        pid_t p = test_child_start(recycle_alloc_child, q, 60);
+        shmobj__queue_recycle_hold_set(q, 0);
+        /* wait until it is inside: the entry uncounted, the lock held */
+        for (int i = 0; i < 5000 && retired_blocks(q) == 3; i++)
+            test_sleep_ms(1);
+        assert_int_equal(retired_blocks(q), 2);
+        kill(p, SIGKILL);
+        assert_int_equal(test_child_wait(p), 128 + SIGKILL);
+        /* the next locker (this trim) repairs: the block is in the FIFO
+         * again, so the trim gives all three back; the entry in flight is
+         * cleared */
+        assert_int_equal(shmobj_queue_trim(q), 0);
+        assert_int_equal(retired_blocks(q), 0);
+        assert_int_equal(used_blocks(f->seg), b0);
+        assert_int_equal(rt->taking, 0);
+        uint64_t bad = 0;
+        assert_int_equal(shmobj_arena_check(f->seg, &bad), 0);
+    }
     shmobj_queue_close(q);
 }
 
@@ -2759,7 +3074,14 @@ int main(void)
         T(test_queue_threads_retire_shared),
         T(test_queue_kill_producers_randomly),
         T(test_queue_kill_consumers_randomly),
-        T(test_queue_ops_after_destroy_stale),
+        T(test_queue_recycle_reuses_oldest_retired_block),
+        T(test_queue_recycle_stale_ref_estale),
+        T(test_queue_recycle_sizes_fit),
+        T(test_queue_recycle_destroy_frees_retired),
+        T(test_queue_recycle_killed_inside_loses_no_block),
+        T(test_queue_recycle_survives_kills),
+        T(test_queue_retire_killed_inside_done_loses_no_block),
+    T(test_queue_ops_after_destroy_stale),
         T(test_queue_msg_retired_twice_stale),
         T(test_queue_zeroed_slot_corrupt),
         T(test_queue_msg_data_len_read_once),

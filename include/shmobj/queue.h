@@ -16,12 +16,13 @@
  * producer fills the block in place and puts its reference, the consumer
  * reads it in place. How a producer should write a large message for a
  * consumer on another core depends on its size against the producer's L2
- * cache, and shmobj_queue_put_copy() follows this rule from 32 KiB: below
- * half the L2, streaming (non-temporal) stores, so the consumer does not
- * pull the data line by line out of the producer's cache; from half the L2
- * to 4 times it, plain stores, so the message reaches the consumer through
- * the shared L3 rather than through memory; beyond, streaming again, as the
- * messages in flight no longer fit in the L3.
+ * cache, and shmobj_queue_put_copy() follows this rule from 32 KiB: up to
+ * 4 times the L2, plain stores, so the message reaches the consumer through
+ * the shared L3 rather than through memory (blocks below half the L2 come
+ * back through the queue's retire FIFO, see shmobj_queue_trim(), after
+ * they have left the consumer's caches, so plain stores do not have to
+ * take their lines back from it); beyond, streaming (non-temporal) stores,
+ * as the messages in flight no longer fit in the L3.
  *
  * **Fast path.** put and take are lock-free (a CAS on a position and a CAS
  * on the slot) and make no system call unless a process sleeps on the other
@@ -297,9 +298,12 @@ SHMOBJ_API int shmobj_queue_destroy(shmobj_segment *seg, const char *name);
  * A block freed at once would be the next one the heap hands out, while the
  * consumer that just read it still holds it in its own cache; a producer
  * writing it would have to take every line back from that core, which costs
- * several times the copy. shmobj_queue_msg_alloc() trims by itself when
- * the segment is full, and shmobj_queue_destroy() always does; call this to
- * have the memory back for other uses at once.
+ * several times the copy. shmobj_queue_msg_alloc() reuses the oldest of
+ * them for a message it fits (at most a quarter larger) once the L2's
+ * worth of bytes was retired after it, giving the block a new generation,
+ * so a reference kept from its last message is stale. It trims by itself
+ * when the segment is full, and shmobj_queue_destroy() always does; call
+ * this to have the memory back for other uses at once.
  * @param[in] q queue
  * @retval 0 success (also when nothing was retired)
  * @retval SHMOBJ_EINVAL q is NULL
@@ -619,8 +623,10 @@ SHMOBJ_API int shmobj_queue_capacity(shmobj_queue *q, uint32_t *capacity);
  * @retval SHMOBJ_EINVAL NULL q or ref, unknown flags, len too large
  * @retval SHMOBJ_ENOMEM no room in the segment
  * @retval SHMOBJ_ECORRUPT the heap is damaged
- * @note Thread- and process-safe (takes the segment lock). Works on a handle
- *       whose queue was destroyed (message blocks belong to the segment).
+ * @note Thread- and process-safe (takes the segment lock, or the queue's
+ *       retire lock when it reuses a retired block, see
+ *       shmobj_queue_trim()). Works on a handle whose queue was destroyed
+ *       (message blocks belong to the segment).
  * @since 0.1
  */
 SHMOBJ_API int shmobj_queue_msg_alloc(shmobj_queue *q, size_t len,

@@ -17,6 +17,10 @@
  *    swallows in place, and a header a split makes at an offset takes the
  *    generation found there (gen_at()): allocations at one offset take
  *    consecutive generations for as long as its bytes hold its last header.
+ *  - A used block's generation (bits 48-63 of its word) is written only by
+ *    its owner (a renewal, shmobj__arena_gen_renew()) and by its own free;
+ *    a lock holder changing a used neighbour's PREV_FREE flag stores the
+ *    word's low half alone (st_low()).
  *
  * Byte layout (integers in host byte order, positions are offsets from
  * base; doc/format-arena.md restates it):
@@ -118,6 +122,25 @@ static inline void st(uint8_t *base, uint64_t off, uint64_t v)
 static inline void st_commit(uint8_t *base, uint64_t off, uint64_t v)
 {
     __atomic_store_n((uint64_t *)(void *)(base + off), v, __ATOMIC_RELEASE);
+}
+
+/* Store bits 0-31 of a header word and leave bits 32-63 as they are: the
+ * one way a lock holder changes the PREV_FREE flag of a used block (a
+ * neighbour of the block it allocates or frees, or any block in a
+ * rebuild), whose size it does not change. The block's owner may renew its
+ * generation (bits 48-63) meanwhile without the lock
+ * (shmobj__arena_gen_renew() in arena.h); a store of the whole word
+ * loaded before that would undo the renewal and make a stale reference
+ * valid again. */
+static inline void st_low(uint8_t *base, uint64_t off, uint64_t v)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    __atomic_store_n((uint32_t *)(void *)(base + off), (uint32_t)v,
+                     __ATOMIC_RELAXED);
+#else
+    __atomic_store_n((uint32_t *)(void *)(base + off + 4), (uint32_t)v,
+                     __ATOMIC_RELAXED);
+#endif
 }
 
 #define PREV(h) (h)

@@ -79,8 +79,10 @@ static int walk_blocks(const uint8_t *base, uint64_t hs, uint64_t he,
                 }
             }
             st(fix->base, PREV(h), prev_size);
-            st(fix->base, WORD(h), (w & ~(F_PREV_FREE | F_RESERVED)) |
-                                       (prev_free ? F_PREV_FREE : 0));
+            /* the low half only: a used block's owner may renew its
+             * generation meanwhile (arena.h) */
+            st_low(fix->base, WORD(h), (w & ~(F_PREV_FREE | F_RESERVED)) |
+                                           (prev_free ? F_PREV_FREE : 0));
         }
         if (end)
             return 0;

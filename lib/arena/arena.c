@@ -247,7 +247,7 @@ int shmobj__arena_alloc(uint8_t *base, uint64_t mapped, uint64_t arena_off,
         if (rc != 0)
             return rc;
     } else {
-        st(base, WORD(nx), ld(base, WORD(nx)) & ~F_PREV_FREE);
+        st_low(base, WORD(nx), ld(base, WORD(nx)) & ~F_PREV_FREE);
     }
     *off = a + HDR;
     *gen = g;
@@ -351,7 +351,7 @@ int shmobj__arena_free(uint8_t *base, uint64_t mapped, uint64_t arena_off,
         st(base, PREV(nx + ns), size);
     } else {
         st(base, PREV(nx), size);
-        st(base, WORD(nx), wn | F_PREV_FREE);
+        st_low(base, WORD(nx), wn | F_PREV_FREE);
     }
     return list_insert(base, c, hs, he, start, size);
 }

@@ -52,6 +52,31 @@ static inline uint64_t shmobj__arena_usable_if(const uint8_t *base,
     return size - 16;
 }
 
+/* Give the used block whose payload starts at `off`, and whose generation
+ * is `gen`, the next generation in place, without the heap's lock: what a
+ * free and an allocation at the same offset would have handed out, so
+ * every reference to it made before is refused as stale (ESTALE), and the
+ * block stays in use by its caller. One 16-bit release store to bits
+ * 48-63 of its header word. Only the block's owner may call it, once at a
+ * time, after it checked the block (shmobj__arena_usable_if() saying it
+ * is in use with `gen`): the heap's lock holders never store those 16
+ * bits of a used block they do not own (they change a used neighbour's
+ * PREV_FREE flag through the low half of its word alone, see st_low() in
+ * arena-internal.h), so the store cannot be undone by one of them. Returns
+ * the new generation. */
+static inline uint16_t shmobj__arena_gen_renew(uint8_t *base, uint64_t off,
+                                               uint16_t gen)
+{
+    uint16_t ng = (uint16_t)(gen + 1);
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    uint16_t *g = (void *)(base + off - 8 + 6);
+#else
+    uint16_t *g = (void *)(base + off - 8);
+#endif
+    __atomic_store_n(g, ng, __ATOMIC_RELEASE);
+    return ng;
+}
+
 /* Bytes the control block needs at arena_off (a constant). */
 uint64_t shmobj__arena_control_size(void);
 

@@ -55,6 +55,13 @@ struct shmobj_queue {
     /* message blocks retired (retire.h) from retire_min to below
      * retire_max bytes, retire_budget bytes of them kept */
     uint64_t retire_min, retire_max, retire_budget;
+    /* message allocations reuse a retired block once this many bytes were
+     * retired after it (shmobj__retire_pop(); UINT64_MAX: never); tests
+     * make the reuse stay recycle_hold_ns inside the FIFO's lock */
+    uint64_t recycle_cold, recycle_hold_ns;
+    /* tests: a retiring done stays retire_hold_ns inside the FIFO's lock
+     * between its CAS and the count */
+    uint64_t retire_hold_ns;
     /* copy-in: larger messages are written with streaming stores */
     uint64_t plain_max;
     /* guards the notify fields and peers (slow path only) */
@@ -73,6 +80,12 @@ void shmobj__queue_take_hold_set(shmobj_queue *q, uint64_t ns);
 /* Make this handle's next batch put stay `ns` between its claim and its
  * first claim record, once (tests of a batch skipped while stalled). */
 void shmobj__queue_put_hold_set(shmobj_queue *q, uint64_t ns);
+/* Make this handle's reuses of retired blocks stay `ns` inside the FIFO's
+ * lock after the block left it (kill tests aim there). */
+void shmobj__queue_recycle_hold_set(shmobj_queue *q, uint64_t ns);
+/* Make this handle's retiring dones stay `ns` inside the FIFO's lock after
+ * the block's state said given back, before the FIFO counts it. */
+void shmobj__queue_retire_hold_set(shmobj_queue *q, uint64_t ns);
 struct shmobj__ring *shmobj__queue_ring(shmobj_queue *q);
 struct shmobj__retire *shmobj__queue_retire(shmobj_queue *q);
 

@@ -11,11 +11,15 @@
  *   arrives second gives the block back, moving it to FREED by CAS first,
  *   so it is given back exactly once and refused ever after, also while
  *   it waits, still allocated, in the retire FIFO.
- * - Freeing a message block means msg_release(): blocks of the sizes that
- *   gain from it wait in the queue's retire FIFO (retire.h, behind the
+ * - Freeing a message block means msg_give_back(): blocks of the sizes
+ *   that gain from it wait in the queue's retire FIFO (retire.h, behind the
  *   ring in the same block) and reach the heap later, the others at once.
  *   The FIFO is pushed to only while the ring's identity is the one the
- *   handle opened, so a destroyed queue's block is not written. */
+ *   handle opened, so a destroyed queue's block is not written.
+ * - A message allocation of those sizes first takes a block back from the
+ *   FIFO (shmobj__retire_pop()), which renews its generation: a reference
+ *   to the message it held before is stale, and its state FREED is
+ *   overwritten only after that. */
 #include <string.h>
 #if defined(__x86_64__)
 #include <emmintrin.h>
@@ -51,6 +55,9 @@ _Static_assert(offsetof(struct shmobj__qmsg, waiters) == 8, "qmsg waiters");
 _Static_assert(offsetof(struct shmobj__qmsg, flags) == 12, "qmsg flags");
 _Static_assert(offsetof(struct shmobj__qmsg, len) == 16, "qmsg len");
 _Static_assert(offsetof(struct shmobj__qmsg, reserved) == 24, "qmsg reserved");
+_Static_assert(offsetof(struct shmobj__qmsg, state) == SHMOBJ__RETIRE_STATE_OFF,
+               "the retire FIFO's repair reads the state there");
+_Static_assert(QMSG_FREED == SHMOBJ__RETIRE_STATE_GIVEN, "given back");
 
 /* A message block, checked: its header, and copies of the fields that
  * were validated (each read once from shared memory, so a writer racing
@@ -143,37 +150,38 @@ static void free_retired(shmobj_queue *q, const uint64_t *refs, unsigned n)
         (void)q->sp->ops->free(q->sp, refs[i]);
 }
 
-/* Give back a message block whose work is done (its state is FREED
- * already): through the queue's retire FIFO when it is of the sizes that
- * gain from it (retire.h) and the queue still exists, else straight to the
- * heap. */
-static int msg_release(shmobj_queue *q, shmobj_ref ref, uint64_t usable)
-{
-    /* the identity word tells a destroyed queue (as for put and take): the
-     * heap's check of the queue's block cost as much again as the push */
-    if (usable < q->retire_min || usable >= q->retire_max ||
-        !shmobj__ring_live(&q->ring))
-        return q->sp->ops->free(q->sp, ref);
-    uint64_t out[SHMOBJ__RETIRE_OUT_MAX];
-    unsigned n = 0;
-    if (shmobj__retire_push(q->sp, q->retire, ref, usable, q->retire_budget, out,
-                            &n) != 0)
-        return q->sp->ops->free(q->sp, ref);
-    free_retired(q, out, n);
-    return 0;
-}
-
-/* Mark a block given back (from state `from`) and release it. The CAS
- * settles two racing callers: the second gets SHMOBJ_ESTALE. */
+/* Mark a block given back (from state `from`) and release it: through
+ * the queue's retire FIFO when it is of the sizes that gain from it
+ * (retire.h) and the queue still exists, else straight to the heap. The
+ * CAS settles two racing callers: the second gets SHMOBJ_ESTALE. A block
+ * for the FIFO has its CAS made under the FIFO's lock, with the block
+ * named in it first, so a death between the CAS and the count leaves the
+ * block to the next locker instead of losing it. */
 static int msg_give_back(shmobj_queue *q, shmobj_ref ref, const struct msg *g,
                          uint32_t from)
 {
     uint32_t expect = from;
+    /* the identity word tells a destroyed queue (as for put and take): the
+     * heap's check of the queue's block cost as much again as the push */
+    if (g->usable >= q->retire_min && g->usable < q->retire_max &&
+        shmobj__ring_live(&q->ring)) {
+        uint64_t out[SHMOBJ__RETIRE_OUT_MAX];
+        unsigned n = 0;
+        if (shmobj__retire_push(q->sp, q->retire, ref, g->usable, &g->m->state,
+                                from, &expect, q->retire_budget,
+                                q->retire_hold_ns, out, &n) == 0) {
+            if (expect != from)
+                return expect == QMSG_FREED ? SHMOBJ_ESTALE : SHMOBJ_EINVAL;
+            free_retired(q, out, n);
+            return 0;
+        }
+        expect = from; /* the FIFO's lock failed: the heap takes it */
+    }
     if (!atomic_compare_exchange_strong_explicit(&g->m->state, &expect,
                                                  QMSG_FREED, memory_order_acq_rel,
                                                  memory_order_acquire))
         return expect == QMSG_FREED ? SHMOBJ_ESTALE : SHMOBJ_EINVAL;
-    return msg_release(q, ref, g->usable);
+    return q->sp->ops->free(q->sp, ref);
 }
 
 /* Give every retired block back to the heap; how many there were in *n. */
@@ -194,6 +202,20 @@ int shmobj_queue_trim(shmobj_queue *q)
     return rc != 0 ? rc : shmobj__queue_retire_drain(q, &n);
 }
 
+/* Write a new message header (published by the put that hands it over). */
+static inline void msg_init(struct shmobj__qmsg *m, size_t len, unsigned flags)
+{
+    memset(m, 0, sizeof *m);
+    m->flags = flags;
+    m->len = len;
+    atomic_store_explicit(&m->state, QMSG_PENDING, memory_order_relaxed);
+    m->magic = QMSG_MAGIC;
+}
+
+/* A message block of the sizes the retire FIFO holds is first sought
+ * there (shmobj__retire_pop(): the oldest retired block, when it fits and
+ * has gone cold), which costs the FIFO's lock instead of the heap's lock,
+ * lists and, later, the free of a block; else it comes from the heap. */
 int shmobj_queue_msg_alloc(shmobj_queue *q, size_t len, unsigned flags,
                            shmobj_ref *ref, void **data)
 {
@@ -203,6 +225,23 @@ int shmobj_queue_msg_alloc(shmobj_queue *q, size_t len, unsigned flags,
     struct shmobj__space *sp = q->sp;
     shmobj_ref r;
     uint64_t size = sizeof(struct shmobj__qmsg) + (uint64_t)len;
+    if (size + size / 4 >= q->retire_min && size < q->retire_max &&
+        shmobj__ring_live(&q->ring)) {
+        uint64_t usable;
+        if (shmobj__retire_pop(sp, q->retire, size, q->recycle_cold,
+                               q->recycle_hold_ns, &r, &usable) == 0 &&
+            r != 0) {
+            /* a retired block, renewed: in the segment (the FIFO checked
+             * it) and 64-byte aligned (every message block is) */
+            struct shmobj__qmsg *m =
+                (struct shmobj__qmsg *)(void *)(sp->base + shmobj__ref_off(r));
+            msg_init(m, len, flags);
+            *ref = r;
+            if (data != NULL)
+                *data = m + 1;
+            return 0;
+        }
+    }
     int rc = sp->ops->alloc(sp, size, SHMOBJ_QUEUE_MSG_ALIGN, &r);
     unsigned freed = 0;
     if (rc == SHMOBJ_ENOMEM && shmobj__queue_gone(q) == 0 &&
@@ -218,11 +257,7 @@ int shmobj_queue_msg_alloc(shmobj_queue *q, size_t len, unsigned flags,
         return rc;
     }
     struct shmobj__qmsg *m = p;
-    memset(m, 0, sizeof *m);
-    m->flags = flags;
-    m->len = len;
-    atomic_store_explicit(&m->state, QMSG_PENDING, memory_order_relaxed);
-    m->magic = QMSG_MAGIC; /* published by the put that hands it over */
+    msg_init(m, len, flags);
     *ref = r;
     if (data != NULL)
         *data = m + 1;

@@ -151,6 +151,7 @@ static int handle_new(shmobj_segment *seg, shmobj_ref ref, shmobj_queue **out)
     q->retire_min = QUEUE_RETIRE_MIN;
     q->retire_max = l2 / 2;
     q->retire_budget = 2 * l2;
+    q->recycle_cold = l2;
     q->plain_max = 4 * l2;
     q->serial = (uint32_t)ring_ident(ref ^ (uint64_t)(uintptr_t)q);
     q->notify_slot = -1;
@@ -355,6 +356,16 @@ void shmobj__queue_stall_set(shmobj_queue *q, uint64_t ns)
 void shmobj__queue_take_hold_set(shmobj_queue *q, uint64_t ns)
 {
     q->ring.test_hold_ns = ns;
+}
+
+void shmobj__queue_recycle_hold_set(shmobj_queue *q, uint64_t ns)
+{
+    q->recycle_hold_ns = ns;
+}
+
+void shmobj__queue_retire_hold_set(shmobj_queue *q, uint64_t ns)
+{
+    q->retire_hold_ns = ns;
 }
 
 void shmobj__queue_put_hold_set(shmobj_queue *q, uint64_t ns)
