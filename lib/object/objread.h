@@ -222,19 +222,23 @@ shmobj__view_slot_inline(struct shmobj__space *sp, uint64_t slot_off, uint64_t b
     out->slot_gen = bgen;
     out->slot_tag = tag;
     out->flags = (uint8_t)(ro ? SHMOBJ__VIEW_RO : 0);
-    out->count = 0;
-    out->len = 0;
+    /* count and len are stored once per kind below: the follow of an OBJ
+     * slot (most views) sets both itself */
     switch (tag) {
     case SHMOBJ__SLOT_BOOL:
     case SHMOBJ__SLOT_INT:
     case SHMOBJ__SLOT_UINT:
     case SHMOBJ__SLOT_DOUBLE:
+        out->count = 0;
+        out->len = 0;
         out->type = tag;
         return 0;
     case SHMOBJ__SLOT_OBJ: {
         uint64_t p = atomic_load_explicit(&s->payload, memory_order_acquire);
         for (unsigned tries = 0;; tries++) {
             if (p == 0) {
+                out->count = 0;
+                out->len = 0;
                 out->type = SHMOBJ_TYPE_NULL;
                 return 0;
             }
@@ -258,6 +262,7 @@ shmobj__view_slot_inline(struct shmobj__space *sp, uint64_t slot_off, uint64_t b
         uint8_t n = s->reserved0;
         if (n > SHMOBJ__SSTR_MAX || ((const uint8_t *)&s->payload)[n] != 0)
             return SHMOBJ_ECORRUPT;
+        out->count = 0;
         out->type = SHMOBJ_TYPE_STR;
         out->len = n;
         out->flags |= SHMOBJ__VIEW_RO;
@@ -268,6 +273,7 @@ shmobj__view_slot_inline(struct shmobj__space *sp, uint64_t slot_off, uint64_t b
         uint64_t n = shmobj__mstr_len(atomic_load_explicit(&s->payload, memory_order_relaxed));
         if (n == 0)
             return SHMOBJ_ECORRUPT;
+        out->count = 0;
         out->type = SHMOBJ_TYPE_STR;
         out->len = n;
         out->flags |= SHMOBJ__VIEW_RO;
@@ -275,6 +281,8 @@ shmobj__view_slot_inline(struct shmobj__space *sp, uint64_t slot_off, uint64_t b
     }
     case SHMOBJ__SLOT_LINK:
         /* not followed here: shmobj_view_follow() does, on request */
+        out->count = 0;
+        out->len = 0;
         out->type = SHMOBJ_TYPE_LINK;
         return 0;
     case SHMOBJ__SLOT_ISTR: {
@@ -291,6 +299,7 @@ shmobj__view_slot_inline(struct shmobj__space *sp, uint64_t slot_off, uint64_t b
         out->obj_blen = blen;
         out->obj_gen = bgen;
         out->type = kind;
+        out->count = 0;
         out->len = n;
         out->flags |= SHMOBJ__VIEW_RO;
         return 0;
