@@ -217,7 +217,11 @@ int shmobj_field_get(const shmobj_view *view, const char *key,
     /* shmobj__key_prepare() by hand: the kind is known */
     shmobj_key k = {.type = SHMOBJ_TYPE_STR, .ptr = key, .len = n};
     k.hash_ = shmobj__hash_mem(SHMOBJ_TYPE_STR, key, n);
-    k.word_ = shmobj__key_word((const uint8_t *)key, n);
+    /* shmobj__key_word() without shmobj__mstr_fits()'s test of the last
+     * byte: a C string's bytes before its NUL are never NUL */
+    k.word_ = n <= SHMOBJ__SSTR_MAX   ? shmobj__pack_short((const uint8_t *)key, n)
+              : n <= SHMOBJ__MSTR_MAX ? shmobj__mstr_w1((const uint8_t *)key, n)
+                                      : 0;
     if (view->type == SHMOBJ_TYPE_RECORD)
         rc = record_find(view, &k, &i);
     else if (view->type != SHMOBJ_TYPE_DICT)
