@@ -2130,6 +2130,42 @@ static void test_obj_index_colliding_keys_build_lookup_check_agree(void **state)
  * string, the checker and the JSON printer take it, and a damaged one is
  * SHMOBJ_ECORRUPT. Keys of 7 and 15 bytes, and one of 9 ending in NUL,
  * keep their old forms beside them. */
+/* shmobj_field_get() measures its key and derives its slot word itself:
+ * every length from 0 to 40 bytes (short, medium and object keys, and
+ * the boundaries between them) is found, and a key one byte shorter or
+ * with its last byte changed is another key or none. */
+static void test_field_get_key_every_length(void **state)
+{
+    enum { NK = 41 };
+    static char names[NK][NK + 1];
+    shmobj_value kv[2 * NK];
+    for (int j = 0; j < NK; j++) {
+        for (int b = 0; b < j; b++)
+            names[j][b] = (char)('a' + (b * 7 + j) % 26);
+        names[j][j] = '\0';
+        kv[2 * j] = SHMOBJ_VAL_STR(names[j]);
+        kv[2 * j + 1] = SHMOBJ_VAL_INT(j);
+    }
+    shmobj_ref r = put(state, SHMOBJ_VAL_DICT(kv, NK));
+    shmobj_view v, it;
+    int64_t x;
+    char miss[NK + 1];
+    assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
+    for (int j = 0; j < NK; j++) {
+        assert_int_equal(shmobj_field_get(&v, names[j], &it), 0);
+        assert_int_equal(shmobj_int_get(&it, &x), 0);
+        assert_int_equal(x, j);
+        if (j == 0)
+            continue;
+        memcpy(miss, names[j], (size_t)j + 1);
+        miss[j - 1] = '#'; /* in no key */
+        assert_int_equal(shmobj_field_get(&v, miss, &it), SHMOBJ_ENOTFOUND);
+        miss[j - 1] = '\0'; /* a prefix: no key of that length has it */
+        assert_int_equal(shmobj_field_get(&v, miss, &it),
+                         j == 1 ? 0 : SHMOBJ_ENOTFOUND);
+    }
+}
+
 static void test_dict_key_medium_roundtrip_and_damage(void **state)
 {
     static const char *const names[] = {"abcdefgh", "avg_salary", "employees",
@@ -2460,6 +2496,7 @@ int main(void)
         T(test_obj_put_dict_duplicate_key),
         T(test_view_index_short_keys),
         T(test_dict_key_medium_roundtrip_and_damage),
+        T(test_field_get_key_every_length),
         T(test_tuple_of_str_packed_roundtrip_and_damage),
         T(test_view_prepared_keys),
         T(test_obj_index_colliding_keys_build_lookup_check_agree),

@@ -170,6 +170,15 @@ int shmobj__tree_open(struct shmobj__space *sp, shmobj__ref ref, int from_caller
 int shmobj__view_follow(struct shmobj__space *sp, uint64_t p, uint64_t blk,
                         uint64_t blen, uint16_t bgen, shmobj_view *out);
 
+/* objnav.c: the rest of a slot view whose follow of the OBJ payload p
+ * (read from slot s) failed with rc: the slot is read again, and a value
+ * replaced under the view is followed anew, up to SHMOBJ__FOLLOW_RETRIES
+ * times (objread.h). Out of line: the first follow's callers keep their
+ * registers. */
+int shmobj__view_refollow(struct shmobj__space *sp, struct shmobj__slot *s, uint64_t p,
+                          int rc, uint64_t blk, uint64_t blen, uint16_t bgen,
+                          shmobj_view *out);
+
 /* objnav.c: fill a view of the slot at segment offset `slot_off` in the
  * block [blk, blk + blen) of generation bgen. `ro` marks immutable
  * slots. */

@@ -83,6 +83,28 @@ int shmobj__view_follow(struct shmobj__space *sp, uint64_t p, uint64_t blk,
     return shmobj__view_follow_inline(sp, p, blk, blen, bgen, out);
 }
 
+int shmobj__view_refollow(struct shmobj__space *sp, struct shmobj__slot *s, uint64_t p,
+                          int rc, uint64_t blk, uint64_t blen, uint16_t bgen,
+                          shmobj_view *out)
+{
+    for (unsigned tries = 0;; tries++) {
+        /* An error stands only for a slot that still names what failed. */
+        uint64_t now = atomic_load_explicit(&s->payload, memory_order_acquire);
+        if (now == p)
+            return rc;
+        /* Replaced under us every time: the value we could follow is
+         * gone, which is staleness, not damage. */
+        if (tries == SHMOBJ__FOLLOW_RETRIES)
+            return SHMOBJ_ESTALE;
+        p = now;
+        if (p == 0)
+            return shmobj__view_no_obj(out, SHMOBJ_TYPE_NULL);
+        rc = shmobj__view_follow_inline(sp, p, blk, blen, bgen, out);
+        if (rc == 0)
+            return 0;
+    }
+}
+
 int shmobj__view_slot(struct shmobj__space *sp, uint64_t slot_off, uint64_t blk,
                       uint64_t blen, uint16_t bgen, int ro, shmobj_view *out)
 {

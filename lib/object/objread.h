@@ -208,6 +208,28 @@ shmobj__view_follow_inline(struct shmobj__space *sp, uint64_t p, uint64_t blk,
  * under it (each time by another process's shmobj_view_set()). */
 #define SHMOBJ__FOLLOW_RETRIES 64
 
+/* The end of a slot's view of a value with no object (a scalar, null, a
+ * link not followed): its kind, no items, no bytes. */
+static inline __attribute__((always_inline)) int
+shmobj__view_no_obj(shmobj_view *out, uint8_t type)
+{
+    out->count = 0;
+    out->len = 0;
+    out->type = type;
+    return 0;
+}
+
+/* The same for a string held in the slot itself, n bytes. */
+static inline __attribute__((always_inline)) int
+shmobj__view_slot_str(shmobj_view *out, uint64_t n)
+{
+    out->count = 0;
+    out->type = SHMOBJ_TYPE_STR;
+    out->len = n;
+    out->flags |= SHMOBJ__VIEW_RO;
+    return 0;
+}
+
 static inline __attribute__((always_inline)) int
 shmobj__view_slot_inline(struct shmobj__space *sp, uint64_t slot_off, uint64_t blk,
                          uint64_t blen, uint16_t bgen, int ro, shmobj_view *out)
@@ -222,61 +244,42 @@ shmobj__view_slot_inline(struct shmobj__space *sp, uint64_t slot_off, uint64_t b
     out->slot_gen = bgen;
     out->slot_tag = tag;
     out->flags = (uint8_t)(ro ? SHMOBJ__VIEW_RO : 0);
-    out->count = 0;
-    out->len = 0;
+    /* count and len are stored once per kind below: the follow of an OBJ
+     * slot (most views) sets both itself */
     switch (tag) {
     case SHMOBJ__SLOT_BOOL:
     case SHMOBJ__SLOT_INT:
     case SHMOBJ__SLOT_UINT:
     case SHMOBJ__SLOT_DOUBLE:
-        out->type = tag;
-        return 0;
+        return shmobj__view_no_obj(out, tag);
     case SHMOBJ__SLOT_OBJ: {
         uint64_t p = atomic_load_explicit(&s->payload, memory_order_acquire);
-        for (unsigned tries = 0;; tries++) {
-            if (p == 0) {
-                out->type = SHMOBJ_TYPE_NULL;
-                return 0;
-            }
-            int rc = shmobj__view_follow_inline(sp, p, blk, blen, bgen, out);
-            if (rc == 0)
-                return 0;
-            /* Another process may have replaced the value (and freed its
-             * block) while we followed it: then follow the new one. An
-             * error stands only for a slot that still names what failed. */
-            uint64_t now = atomic_load_explicit(&s->payload, memory_order_acquire);
-            if (now == p)
-                return rc;
-            /* Replaced under us every time: the value we could follow is
-             * gone, which is staleness, not damage. */
-            if (tries == SHMOBJ__FOLLOW_RETRIES)
-                return SHMOBJ_ESTALE;
-            p = now;
-        }
+        if (p == 0)
+            return shmobj__view_no_obj(out, SHMOBJ_TYPE_NULL);
+        int rc = shmobj__view_follow_inline(sp, p, blk, blen, bgen, out);
+        if (__builtin_expect(rc == 0, 1))
+            return 0;
+        /* Another process may have replaced the value (and freed its
+         * block) while we followed it: shmobj__view_refollow() follows the
+         * new one. No loop here: the first follow keeps its registers. */
+        return shmobj__view_refollow(sp, s, p, rc, blk, blen, bgen, out);
     }
     case SHMOBJ__SLOT_SSTR: {
         uint8_t n = s->reserved0;
         if (n > SHMOBJ__SSTR_MAX || ((const uint8_t *)&s->payload)[n] != 0)
             return SHMOBJ_ECORRUPT;
-        out->type = SHMOBJ_TYPE_STR;
-        out->len = n;
-        out->flags |= SHMOBJ__VIEW_RO;
-        return 0;
+        return shmobj__view_slot_str(out, n);
     }
     case SHMOBJ__SLOT_MSTR: {
         /* the bytes from slot byte 1, a NUL after them in the slot */
         uint64_t n = shmobj__mstr_len(atomic_load_explicit(&s->payload, memory_order_relaxed));
         if (n == 0)
             return SHMOBJ_ECORRUPT;
-        out->type = SHMOBJ_TYPE_STR;
-        out->len = n;
-        out->flags |= SHMOBJ__VIEW_RO;
-        return 0;
+        return shmobj__view_slot_str(out, n);
     }
     case SHMOBJ__SLOT_LINK:
         /* not followed here: shmobj_view_follow() does, on request */
-        out->type = SHMOBJ_TYPE_LINK;
-        return 0;
+        return shmobj__view_no_obj(out, SHMOBJ_TYPE_LINK);
     case SHMOBJ__SLOT_ISTR: {
         /* A record's string or bytes in its block: the view's object is
          * the 16 bytes before them, as if they had a header (the view's
@@ -291,6 +294,7 @@ shmobj__view_slot_inline(struct shmobj__space *sp, uint64_t slot_off, uint64_t b
         out->obj_blen = blen;
         out->obj_gen = bgen;
         out->type = kind;
+        out->count = 0;
         out->len = n;
         out->flags |= SHMOBJ__VIEW_RO;
         return 0;
