@@ -2,7 +2,9 @@
  * slot words, this process's claim records and the wake-ups, inline where
  * the put and take paths use them, and the calls one source makes into
  * another. Nothing here is part of the bytes (ring.h holds those); only the
- * ring's sources include it.
+ * ring's sources include it, and queue-io.c, whose public put and take
+ * inline the plain cases (ring_put_plain(), ring_take_plain()) so that a
+ * message that goes through at once costs one call, not two.
  *
  *   ring.c        set-up, the non-blocking put, take, peek and batches
  *   ring-claim.c  the readers of claim records: who is alive, stall
@@ -153,6 +155,91 @@ static inline void quiet_clear(struct shmobj__ring *r)
     atomic_store_explicit(&r->full_tries, UINT32_MAX, memory_order_relaxed);
 }
 
+/* ---- the plain put and take, inline where they are called -------------- */
+
+/* Tests only (shmobj__ring.test_hold_ns): stay inside a window ns long. */
+void shmobj__ring_test_hold(uint64_t ns);
+
+/* Claim position d holding w (a value or SKIPPED(d)) and release the slot.
+ * True when claimed. */
+static inline bool claim_and_release(struct shmobj__ring *r,
+                                     struct shmobj__ring_slot *s, uint64_t *d,
+                                     uint64_t w)
+{
+    struct shmobj__ring_hdr *h = r->hdr;
+    uint64_t pos = *d;
+    if (!atomic_compare_exchange_weak_explicit(&h->deq_pos, d, pos + 1,
+                                               memory_order_relaxed,
+                                               memory_order_relaxed))
+        return false;
+    claim_record(r, 1, pos);
+    if (__builtin_expect(r->test_hold_ns != 0, 0))
+        shmobj__ring_test_hold(r->test_hold_ns);
+    uint64_t expect = w;
+    /* fails only if a producer already released it on our behalf */
+    atomic_compare_exchange_strong_explicit(&s->word, &expect,
+                                            m_empty(pos + r->capacity),
+                                            memory_order_seq_cst,
+                                            memory_order_relaxed);
+    wake_producers(r);
+    return true;
+}
+
+/* The plain case of a put in as few instructions as it takes (no loop,
+ * no spills for the slow cases): the ring is live, the slot of enq_pos is
+ * EMPTY, our claim wins, our publish wins. True when v was published.
+ * False when any of those did not hold: then nothing is published, and
+ * what was done (a claim whose slot a consumer skipped) needs no undoing,
+ * so the caller goes on with the whole try (shmobj__ring_try_put()). */
+static inline bool ring_put_plain(struct shmobj__ring *r, uint64_t v)
+{
+    struct shmobj__ring_hdr *h = r->hdr;
+    if (!shmobj__ring_live(r))
+        return false; /* destroyed: the block may be another's now */
+    uint64_t e = atomic_load_explicit(&h->enq_pos, memory_order_relaxed);
+    struct shmobj__ring_slot *s = &r->slots[e & r->mask];
+    prefetch_for_write(&s->word);
+    if (__builtin_expect(
+            atomic_load_explicit(&s->word, memory_order_acquire) == m_empty(e) &&
+                atomic_compare_exchange_strong_explicit(
+                    &h->enq_pos, &e, e + 1, memory_order_relaxed,
+                    memory_order_relaxed),
+            1)) {
+        claim_record(r, 0, e);
+        uint64_t expect = m_empty(e);
+        if (__builtin_expect(atomic_compare_exchange_strong_explicit(
+                                 &s->word, &expect, v | lap_tag(r, e),
+                                 memory_order_seq_cst, memory_order_relaxed),
+                             1)) {
+            wake_consumers(r);
+            return true;
+        }
+        /* a consumer judged us dead and skipped the slot: claim anew */
+    }
+    return false;
+}
+
+/* The plain case of a take: the ring is live, the head slot holds its
+ * message and our claim wins; the message in *v. False otherwise, with
+ * nothing taken (empty, a lost race, a skipped slot, a stalled or dead
+ * producer, damage: shmobj__ring_try_take() sorts them out). */
+static inline bool ring_take_plain(struct shmobj__ring *r, uint64_t *v)
+{
+    struct shmobj__ring_hdr *h = r->hdr;
+    if (!shmobj__ring_live(r))
+        return false;
+    uint64_t d = atomic_load_explicit(&h->deq_pos, memory_order_relaxed);
+    struct shmobj__ring_slot *s = &r->slots[d & r->mask];
+    prefetch_for_write(&s->word);
+    uint64_t w = atomic_load_explicit(&s->word, memory_order_acquire);
+    if (__builtin_expect(is_value_at(r, w, d) && claim_and_release(r, s, &d, w),
+                         1)) {
+        *v = value_ref(w);
+        return true;
+    }
+    return false;
+}
+
 /* ---- recovery from dead claimants (ring-claim.c) -------------------------- */
 
 /* True when the slot of head position d changed (its dead producer's slot
@@ -165,9 +252,6 @@ bool shmobj__ring_resolve_producer(struct shmobj__ring *r,
 bool shmobj__ring_resolve_consumer(struct shmobj__ring *r,
                                    struct shmobj__ring_slot *s, uint64_t w,
                                    uint64_t e);
-
-/* Tests only (shmobj__ring.test_hold_ns): stay inside a window ns long. */
-void shmobj__ring_test_hold(uint64_t ns);
 
 /* Tests only: stay *ns inside a batch's window once, then never again. */
 static inline void test_hold_once(uint64_t *ns)
