@@ -2857,6 +2857,43 @@ static void test_queue_single_put_after_fork_records_own_token(void **state)
     shmobj_queue_close(q);
 }
 
+/* A handle that already put and took (so its own claim identity is known,
+ * and its calls take the plain case) refuses every single put and take
+ * with SHMOBJ_ESTALE once its queue was destroyed, also when the heap gave
+ * the ring's block to a new queue of the same size with room and a
+ * message: nothing goes into or out of the new queue through it. */
+static void test_queue_single_calls_used_handle_stale_after_destroy(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q, *h;
+    assert_int_equal(shmobj_queue_create(f->seg, "plainuse", 4, 0, &q), 0);
+    assert_int_equal(shmobj_queue_open(f->seg, "plainuse", &h), 0);
+    shmobj_ref r = 0;
+    assert_int_equal(shmobj_queue_put(h, msg_of(1, 1)), 0);
+    assert_int_equal(shmobj_queue_take(h, &r), 0);
+    shmobj_queue_close(q);
+    assert_int_equal(shmobj_queue_destroy(f->seg, "plainuse"), 0);
+    shmobj_queue *nq;
+    assert_int_equal(shmobj_queue_create(f->seg, "plainuse2", 4, 0, &nq), 0);
+    assert_int_equal(shmobj__queue_ring(nq)->hdr, shmobj__queue_ring(h)->hdr);
+    assert_int_equal(shmobj_queue_put(nq, msg_of(2, 1)), 0);
+    r = 0;
+    assert_int_equal(shmobj_queue_try_put(h, msg_of(1, 2)), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_queue_put_timed(h, msg_of(1, 2), SEC), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_queue_put(h, msg_of(1, 2)), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_queue_try_take(h, &r), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_queue_take_timed(h, &r, SEC), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_queue_take(h, &r), SHMOBJ_ESTALE);
+    assert_int_equal(r, 0);
+    uint64_t n = 0;
+    assert_int_equal(shmobj_queue_count(nq, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(shmobj_queue_try_take(nq, &r), 0);
+    assert_int_equal(r, msg_of(2, 1));
+    shmobj_queue_close(nq);
+    shmobj_queue_close(h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2912,6 +2949,7 @@ int main(void)
         T(test_queue_single_calls_bad_arguments_einval),
         T(test_queue_single_blocking_calls_corrupt_and_stale),
         T(test_queue_single_put_after_fork_records_own_token),
+        T(test_queue_single_calls_used_handle_stale_after_destroy),
 #undef T
     };
     test_filter_from_env();

@@ -53,32 +53,48 @@ int shmobj__queue_put_timed(shmobj_queue *q, shmobj_ref ref, int64_t timeout_ns)
     return put_timed(q, ref, timeout_ns);
 }
 
-/* The plain case of the public puts: true when ref was published (and
- * the listeners woken); false with nothing published, for put_timed(). */
-static inline bool put_plain(shmobj_queue *q, shmobj_ref ref)
+/* After a plain put that found sleepers or listeners: wake them. */
+static __attribute__((noinline)) int put_wake(shmobj_queue *q)
+{
+    wake_consumers(&q->ring);
+    after_put(q);
+    return 0;
+}
+
+/* The plain case of the public puts: 0 when ref was published (and the
+ * sleepers and listeners woken), else what put_timed() says. Inline and
+ * calling nothing until it returns (put_wake() and put_timed() are tail
+ * calls): the common case saves no register. */
+static inline int put_plain(shmobj_queue *q, shmobj_ref ref, int64_t timeout_ns)
 {
     if (__builtin_expect(q != NULL && shmobj__ring_value_ok(ref) &&
                              ring_put_plain(&q->ring, ref),
                          1)) {
-        after_put(q);
-        return true;
+        /* both seq_cst, in this order, as wake_consumers() then
+         * after_put() would load them */
+        if (__builtin_expect(ring_put_woken(&q->ring) ||
+                                 atomic_load_explicit(&q->ring.hdr->armed,
+                                                      memory_order_seq_cst) != 0,
+                             0))
+            return put_wake(q);
+        return 0;
     }
-    return false;
+    return put_timed(q, ref, timeout_ns);
 }
 
 int shmobj_queue_put(shmobj_queue *q, shmobj_ref ref)
 {
-    return put_plain(q, ref) ? 0 : put_timed(q, ref, SHMOBJ_FOREVER);
+    return put_plain(q, ref, SHMOBJ_FOREVER);
 }
 
 int shmobj_queue_try_put(shmobj_queue *q, shmobj_ref ref)
 {
-    return put_plain(q, ref) ? 0 : put_timed(q, ref, 0);
+    return put_plain(q, ref, 0);
 }
 
 int shmobj_queue_put_timed(shmobj_queue *q, shmobj_ref ref, int64_t timeout_ns)
 {
-    return put_plain(q, ref) ? 0 : put_timed(q, ref, timeout_ns);
+    return put_plain(q, ref, timeout_ns);
 }
 
 static __attribute__((noinline)) int take_timed(shmobj_queue *q, shmobj_ref *ref,
@@ -102,34 +118,44 @@ static __attribute__((noinline)) int take_timed(shmobj_queue *q, shmobj_ref *ref
     return 0;
 }
 
-/* The plain case of the public takes: true with the message in *ref;
- * false with nothing taken, for take_timed(). */
-static inline bool take_plain(shmobj_queue *q, shmobj_ref *ref)
+/* After a plain take that found sleeping producers: wake them. */
+static __attribute__((noinline)) int take_wake(shmobj_queue *q)
+{
+    wake_producers(&q->ring);
+    return 0;
+}
+
+/* The plain case of the public takes: 0 with the message in *ref, else
+ * what take_timed() says; as put_plain(), nothing is called but in tail. */
+static inline int take_plain(shmobj_queue *q, shmobj_ref *ref,
+                             int64_t timeout_ns)
 {
     uint64_t v;
     if (__builtin_expect(q != NULL && ref != NULL &&
                              ring_take_plain(&q->ring, &v),
                          1)) {
         *ref = v;
-        return true;
+        if (__builtin_expect(ring_take_woken(&q->ring), 0))
+            return take_wake(q);
+        return 0;
     }
-    return false;
+    return take_timed(q, ref, timeout_ns, false);
 }
 
 int shmobj_queue_take(shmobj_queue *q, shmobj_ref *ref)
 {
-    return take_plain(q, ref) ? 0 : take_timed(q, ref, SHMOBJ_FOREVER, false);
+    return take_plain(q, ref, SHMOBJ_FOREVER);
 }
 
 int shmobj_queue_try_take(shmobj_queue *q, shmobj_ref *ref)
 {
-    return take_plain(q, ref) ? 0 : take_timed(q, ref, 0, false);
+    return take_plain(q, ref, 0);
 }
 
 int shmobj_queue_take_timed(shmobj_queue *q, shmobj_ref *ref,
                             int64_t timeout_ns)
 {
-    return take_plain(q, ref) ? 0 : take_timed(q, ref, timeout_ns, false);
+    return take_plain(q, ref, timeout_ns);
 }
 
 int shmobj_queue_peek(shmobj_queue *q, shmobj_ref *ref)

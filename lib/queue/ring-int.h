@@ -185,17 +185,31 @@ static inline bool claim_and_release(struct shmobj__ring *r,
     return true;
 }
 
-/* The plain case of a put in as few instructions as it takes (no loop,
- * no spills for the slow cases): the ring is live, the slot of enq_pos is
- * EMPTY, our claim wins, our publish wins. True when v was published.
- * False when any of those did not hold: then nothing is published, and
- * what was done (a claim whose slot a consumer skipped) needs no undoing,
- * so the caller goes on with the whole try (shmobj__ring_try_put()). */
+/* The plain cases below call nothing, so that the public put and take
+ * they are inlined in keep no register across a call and save none: what
+ * would need a call (this process's token not looked up since a fork, a
+ * test's hold) is left to the whole try before anything is claimed, and
+ * the wake-up after the hand-over is the caller's (ring_put_woken(),
+ * ring_take_woken()). */
+
+/* This process's claim identity when it was looked up in this fork. */
+static inline bool self_known(const struct shmobj__ring *r)
+{
+    return atomic_load_explicit(&r->self_forks, memory_order_acquire) ==
+           (uint64_t)shmobj__os_forks_seen() + 1;
+}
+
+/* The plain case of a put: the ring is live, the slot of enq_pos is EMPTY,
+ * our claim wins, our publish wins. True when v was published; then the
+ * caller wakes the consumers if ring_put_woken() says so. False when any
+ * of those did not hold: nothing is published, and what was done (a claim
+ * whose slot a consumer skipped) needs no undoing, so the caller goes on
+ * with the whole try (shmobj__ring_try_put()). */
 static inline bool ring_put_plain(struct shmobj__ring *r, uint64_t v)
 {
     struct shmobj__ring_hdr *h = r->hdr;
-    if (!shmobj__ring_live(r))
-        return false; /* destroyed: the block may be another's now */
+    if (!shmobj__ring_live(r) || !self_known(r))
+        return false; /* destroyed (the block may be another's now), forked */
     uint64_t e = atomic_load_explicit(&h->enq_pos, memory_order_relaxed);
     struct shmobj__ring_slot *s = &r->slots[e & r->mask];
     prefetch_for_write(&s->word);
@@ -205,39 +219,66 @@ static inline bool ring_put_plain(struct shmobj__ring *r, uint64_t v)
                     &h->enq_pos, &e, e + 1, memory_order_relaxed,
                     memory_order_relaxed),
             1)) {
-        claim_record(r, 0, e);
+        claim_record_as(r, 0, e,
+                        atomic_load_explicit(&r->self_token, memory_order_relaxed),
+                        atomic_load_explicit(&r->self_pid, memory_order_relaxed));
         uint64_t expect = m_empty(e);
         if (__builtin_expect(atomic_compare_exchange_strong_explicit(
                                  &s->word, &expect, v | lap_tag(r, e),
                                  memory_order_seq_cst, memory_order_relaxed),
-                             1)) {
-            wake_consumers(r);
+                             1))
             return true;
-        }
         /* a consumer judged us dead and skipped the slot: claim anew */
     }
     return false;
 }
 
+/* After ring_put_plain() published: whether consumers sleep (the seq_cst
+ * load of the Dekker pairing, see wake_side()); then wake_consumers(). */
+static inline bool ring_put_woken(const struct shmobj__ring *r)
+{
+    return atomic_load_explicit(&r->hdr->cons_waiters, memory_order_seq_cst) != 0;
+}
+
 /* The plain case of a take: the ring is live, the head slot holds its
- * message and our claim wins; the message in *v. False otherwise, with
- * nothing taken (empty, a lost race, a skipped slot, a stalled or dead
- * producer, damage: shmobj__ring_try_take() sorts them out). */
+ * message and our claim wins; the message in *v, and the caller wakes the
+ * producers if ring_take_woken() says so. False otherwise, with nothing
+ * taken (empty, a lost race, a skipped slot, a stalled or dead producer,
+ * damage, a test's hold: shmobj__ring_try_take() sorts them out). */
 static inline bool ring_take_plain(struct shmobj__ring *r, uint64_t *v)
 {
     struct shmobj__ring_hdr *h = r->hdr;
-    if (!shmobj__ring_live(r))
+    if (!shmobj__ring_live(r) || !self_known(r) ||
+        __builtin_expect(r->test_hold_ns != 0, 0))
         return false;
     uint64_t d = atomic_load_explicit(&h->deq_pos, memory_order_relaxed);
     struct shmobj__ring_slot *s = &r->slots[d & r->mask];
     prefetch_for_write(&s->word);
     uint64_t w = atomic_load_explicit(&s->word, memory_order_acquire);
-    if (__builtin_expect(is_value_at(r, w, d) && claim_and_release(r, s, &d, w),
-                         1)) {
-        *v = value_ref(w);
-        return true;
-    }
-    return false;
+    if (__builtin_expect(!is_value_at(r, w, d) ||
+                             !atomic_compare_exchange_strong_explicit(
+                                 &h->deq_pos, &d, d + 1, memory_order_relaxed,
+                                 memory_order_relaxed),
+                         0))
+        return false;
+    claim_record_as(r, 1, d,
+                    atomic_load_explicit(&r->self_token, memory_order_relaxed),
+                    atomic_load_explicit(&r->self_pid, memory_order_relaxed));
+    uint64_t expect = w;
+    /* fails only if a producer already released it on our behalf */
+    atomic_compare_exchange_strong_explicit(&s->word, &expect,
+                                            m_empty(d + r->capacity),
+                                            memory_order_seq_cst,
+                                            memory_order_relaxed);
+    *v = value_ref(w);
+    return true;
+}
+
+/* After ring_take_plain() took: whether producers sleep; then
+ * wake_producers(). */
+static inline bool ring_take_woken(const struct shmobj__ring *r)
+{
+    return atomic_load_explicit(&r->hdr->prod_waiters, memory_order_seq_cst) != 0;
 }
 
 /* ---- recovery from dead claimants (ring-claim.c) -------------------------- */

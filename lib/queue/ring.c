@@ -186,8 +186,11 @@ static __attribute__((noinline)) int put_slow(struct shmobj__ring *r,
 /* The plain case (ring_put_plain(), ring-int.h), else put_slow(). */
 int shmobj__ring_try_put(struct shmobj__ring *r, uint64_t v)
 {
-    if (__builtin_expect(ring_put_plain(r, v), 1))
+    if (__builtin_expect(ring_put_plain(r, v), 1)) {
+        if (ring_put_woken(r))
+            shmobj__ring_wake(r, &r->hdr->put_event);
         return 0;
+    }
     if (!shmobj__ring_live(r))
         return SHMOBJ_ESTALE; /* destroyed: the block may be another's now */
     return put_slow(r, v);
@@ -265,8 +268,11 @@ static __attribute__((noinline)) int take_slow(struct shmobj__ring *r,
 /* The plain case (ring_take_plain(), ring-int.h), else take_slow(). */
 int shmobj__ring_try_take(struct shmobj__ring *r, uint64_t *v)
 {
-    if (__builtin_expect(ring_take_plain(r, v), 1))
+    if (__builtin_expect(ring_take_plain(r, v), 1)) {
+        if (ring_take_woken(r))
+            shmobj__ring_wake(r, &r->hdr->take_event);
         return 0;
+    }
     if (!shmobj__ring_live(r))
         return SHMOBJ_ESTALE;
     return take_slow(r, v);
