@@ -3029,6 +3029,186 @@ static void test_segment_root_set_freed_stale(void **state)
     assert_int_equal(now, again);
 }
 
+/* ---- single calls: the checks of the inline plain case ------------------- */
+
+/* Every single put, take and peek refuses a bad argument with
+ * SHMOBJ_EINVAL even when the ring would serve it at once (room for a put,
+ * a message for a take), and moves nothing. */
+static void test_queue_single_calls_bad_arguments_einval(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(f->seg, "plainarg", 4, 0, &q), 0);
+    assert_int_equal(shmobj_queue_put(q, msg_of(1, 1)), 0);
+    const shmobj_ref bad[] = {0, 8, msg_of(1, 2) | 1, msg_of(1, 2) | 15};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(shmobj_queue_put(q, bad[i]), SHMOBJ_EINVAL);
+        assert_int_equal(shmobj_queue_try_put(q, bad[i]), SHMOBJ_EINVAL);
+        assert_int_equal(shmobj_queue_put_timed(q, bad[i], SEC), SHMOBJ_EINVAL);
+    }
+    assert_int_equal(shmobj_queue_put(NULL, msg_of(1, 2)), SHMOBJ_EINVAL);
+    assert_int_equal(shmobj_queue_try_put(NULL, msg_of(1, 2)), SHMOBJ_EINVAL);
+    assert_int_equal(shmobj_queue_put_timed(NULL, msg_of(1, 2), SEC), SHMOBJ_EINVAL);
+    shmobj_ref r = 0;
+    assert_int_equal(shmobj_queue_take(NULL, &r), SHMOBJ_EINVAL);
+    assert_int_equal(shmobj_queue_try_take(NULL, &r), SHMOBJ_EINVAL);
+    assert_int_equal(shmobj_queue_take_timed(NULL, &r, SEC), SHMOBJ_EINVAL);
+    assert_int_equal(shmobj_queue_take(q, NULL), SHMOBJ_EINVAL);
+    assert_int_equal(shmobj_queue_try_take(q, NULL), SHMOBJ_EINVAL);
+    assert_int_equal(shmobj_queue_take_timed(q, NULL, SEC), SHMOBJ_EINVAL);
+    assert_int_equal(shmobj_queue_peek(q, NULL), SHMOBJ_EINVAL);
+    assert_int_equal(shmobj_queue_try_peek(NULL, &r), SHMOBJ_EINVAL);
+    assert_int_equal(r, 0);
+    /* nothing went in or out: the one message is still there, alone */
+    uint64_t n = 0;
+    assert_int_equal(shmobj_queue_count(q, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(shmobj_queue_try_take(q, &r), 0);
+    assert_int_equal(r, msg_of(1, 1));
+    assert_int_equal(shmobj_queue_try_take(q, &r), SHMOBJ_EEMPTY);
+    shmobj_queue_close(q);
+}
+
+enum { PLAIN_PUT, PLAIN_TAKE };
+struct plain_block_arg {
+    shmobj_queue *q;
+    int op;   /* PLAIN_PUT or PLAIN_TAKE, with SHMOBJ_FOREVER */
+    int want; /* the status the call must return */
+};
+
+static int plain_block_child(void *p)
+{
+    struct plain_block_arg *a = p;
+    shmobj_ref r;
+    int rc = a->op == PLAIN_PUT ? shmobj_queue_put(a->q, msg_of(3, 1))
+                                : shmobj_queue_take(a->q, &r);
+    return rc == a->want ? 0 : 1;
+}
+
+/* Run a blocking put or take in a child killed after 10 s: a call that
+ * waited instead of answering fails the test instead of hanging it. */
+static void plain_block_expect(shmobj_queue *q, int op, int want)
+{
+    struct plain_block_arg a = {q, op, want};
+    assert_int_equal(test_child_wait(test_child_start(plain_block_child, &a, 10)), 0);
+}
+
+/* The blocking put and take (SHMOBJ_FOREVER) answer at once, without
+ * waiting, for a ring whose slot is damaged (SHMOBJ_ECORRUPT) and for a
+ * queue destroyed under the handle (SHMOBJ_ESTALE), even when the ring's
+ * block now holds a new queue with room and a message. */
+static void test_queue_single_blocking_calls_corrupt_and_stale(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q, *h;
+    assert_int_equal(shmobj_queue_create(f->seg, "plainblk", 4, 0, &q), 0);
+    struct shmobj__ring *r = shmobj__queue_ring(q);
+    assert_int_equal(shmobj_queue_put(q, msg_of(1, 1)), 0);
+    uint64_t e = atomic_load(&r->hdr->enq_pos);
+    uint64_t good = atomic_load(&r->slots[e & r->mask].word);
+    atomic_store(&r->slots[e & r->mask].word, (UINT64_C(12345) << 2) | 1);
+    plain_block_expect(q, PLAIN_PUT, SHMOBJ_ECORRUPT);
+    atomic_store(&r->slots[e & r->mask].word, good);
+    uint64_t d = atomic_load(&r->hdr->deq_pos);
+    good = atomic_load(&r->slots[d & r->mask].word);
+    atomic_store(&r->slots[d & r->mask].word, (UINT64_C(777) << 2) | 3);
+    plain_block_expect(q, PLAIN_TAKE, SHMOBJ_ECORRUPT);
+    atomic_store(&r->slots[d & r->mask].word, good);
+
+    assert_int_equal(shmobj_queue_open(f->seg, "plainblk", &h), 0);
+    shmobj_queue_close(q);
+    assert_int_equal(shmobj_queue_destroy(f->seg, "plainblk"), 0);
+    plain_block_expect(h, PLAIN_PUT, SHMOBJ_ESTALE);
+    plain_block_expect(h, PLAIN_TAKE, SHMOBJ_ESTALE);
+    shmobj_queue *nq;
+    assert_int_equal(shmobj_queue_create(f->seg, "plainnew", 4, 0, &nq), 0);
+    assert_int_equal(shmobj__queue_ring(nq)->hdr, shmobj__queue_ring(h)->hdr);
+    assert_int_equal(shmobj_queue_put(nq, msg_of(2, 1)), 0);
+    plain_block_expect(h, PLAIN_PUT, SHMOBJ_ESTALE);
+    plain_block_expect(h, PLAIN_TAKE, SHMOBJ_ESTALE);
+    uint64_t n = 0;
+    assert_int_equal(shmobj_queue_count(nq, &n), 0);
+    assert_int_equal(n, 1);
+    shmobj_queue_close(nq);
+    shmobj_queue_close(h);
+}
+
+struct plain_token_arg {
+    shmobj_queue *q;
+    uint32_t parent_token;
+};
+
+static int plain_token_child(void *p)
+{
+    struct plain_token_arg *a = p;
+    struct shmobj__ring *r = shmobj__queue_ring(a->q);
+    uint64_t e = atomic_load(&r->hdr->enq_pos);
+    if (shmobj_queue_put(a->q, msg_of(4, 1)) != 0)
+        return 1;
+    uint32_t mine = shmobj__ring_self_token(r);
+    uint64_t rec = atomic_load(&r->claims[0][e & r->mask].token);
+    if (mine == 0 || mine == a->parent_token)
+        return 2;
+    return rec == mine ? 0 : 3;
+}
+
+/* A put of a forked child whose parent's handle already put through the
+ * plain case records the child's own attachment token as the claimant,
+ * not the parent's: the plain case still looks the token up again after a
+ * fork (a dead claimant is judged by that record). */
+static void test_queue_single_put_after_fork_records_own_token(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(f->seg, "plaintok", 8, 0, &q), 0);
+    assert_int_equal(shmobj_queue_put(q, msg_of(1, 1)), 0);
+    struct plain_token_arg a = {q, shmobj__ring_self_token(shmobj__queue_ring(q))};
+    assert_int_not_equal(a.parent_token, 0);
+    assert_int_equal(test_child_wait(test_child_start(plain_token_child, &a, 10)), 0);
+    shmobj_ref m;
+    assert_int_equal(shmobj_queue_try_take(q, &m), 0);
+    assert_int_equal(shmobj_queue_try_take(q, &m), 0);
+    assert_int_equal(m, msg_of(4, 1));
+    shmobj_queue_close(q);
+}
+
+/* A handle that already put and took (so its own claim identity is known,
+ * and its calls take the plain case) refuses every single put and take
+ * with SHMOBJ_ESTALE once its queue was destroyed, also when the heap gave
+ * the ring's block to a new queue of the same size with room and a
+ * message: nothing goes into or out of the new queue through it. */
+static void test_queue_single_calls_used_handle_stale_after_destroy(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q, *h;
+    assert_int_equal(shmobj_queue_create(f->seg, "plainuse", 4, 0, &q), 0);
+    assert_int_equal(shmobj_queue_open(f->seg, "plainuse", &h), 0);
+    shmobj_ref r = 0;
+    assert_int_equal(shmobj_queue_put(h, msg_of(1, 1)), 0);
+    assert_int_equal(shmobj_queue_take(h, &r), 0);
+    shmobj_queue_close(q);
+    assert_int_equal(shmobj_queue_destroy(f->seg, "plainuse"), 0);
+    shmobj_queue *nq;
+    assert_int_equal(shmobj_queue_create(f->seg, "plainuse2", 4, 0, &nq), 0);
+    assert_int_equal(shmobj__queue_ring(nq)->hdr, shmobj__queue_ring(h)->hdr);
+    assert_int_equal(shmobj_queue_put(nq, msg_of(2, 1)), 0);
+    r = 0;
+    assert_int_equal(shmobj_queue_try_put(h, msg_of(1, 2)), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_queue_put_timed(h, msg_of(1, 2), SEC), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_queue_put(h, msg_of(1, 2)), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_queue_try_take(h, &r), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_queue_take_timed(h, &r, SEC), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_queue_take(h, &r), SHMOBJ_ESTALE);
+    assert_int_equal(r, 0);
+    uint64_t n = 0;
+    assert_int_equal(shmobj_queue_count(nq, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(shmobj_queue_try_take(nq, &r), 0);
+    assert_int_equal(r, msg_of(2, 1));
+    shmobj_queue_close(nq);
+    shmobj_queue_close(h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -3088,6 +3268,10 @@ int main(void)
         T(test_queue_msg_not_a_message_etype),
         T(test_queue_root_names_shared_with_maps),
         T(test_segment_root_set_freed_stale),
+        T(test_queue_single_calls_bad_arguments_einval),
+        T(test_queue_single_blocking_calls_corrupt_and_stale),
+        T(test_queue_single_put_after_fork_records_own_token),
+        T(test_queue_single_calls_used_handle_stale_after_destroy),
 #undef T
     };
     test_filter_from_env();

@@ -9,9 +9,16 @@
  *   and only with values shmobj__ring_value_ok() accepts; a batch checks
  *   every reference before it sends any.
  * - After every publish, one seq_cst load of hdr.armed decides whether a
- *   listener is woken (queue-notify.c); nothing else is added to a put. */
+ *   listener is woken (queue-notify.c); nothing else is added to a put.
+ * - A single put or take whose message goes through at once is one call:
+ *   the argument checks and the ring's plain case (ring-int.h) inline in
+ *   the public function; whatever that case does not finish (a bad
+ *   argument, a full, empty, destroyed or damaged ring, a lost race) goes
+ *   to put_timed() / take_timed() out of line, which start over and give
+ *   every answer the whole path gives. */
 #include "os.h"
 #include "queue-internal.h"
+#include "ring-int.h"
 
 /* After a publish: wake the armed listeners, if any (queue-notify.c). */
 static inline void after_put(shmobj_queue *q)
@@ -21,7 +28,8 @@ static inline void after_put(shmobj_queue *q)
         shmobj__queue_notify_fire(q);
 }
 
-static int put_timed(shmobj_queue *q, shmobj_ref ref, int64_t timeout_ns)
+static __attribute__((noinline)) int put_timed(shmobj_queue *q, shmobj_ref ref,
+                                               int64_t timeout_ns)
 {
     if (q == NULL || !shmobj__ring_value_ok(ref))
         return SHMOBJ_EINVAL;
@@ -45,23 +53,52 @@ int shmobj__queue_put_timed(shmobj_queue *q, shmobj_ref ref, int64_t timeout_ns)
     return put_timed(q, ref, timeout_ns);
 }
 
+/* After a plain put that found sleepers or listeners: wake them. */
+static __attribute__((noinline)) int put_wake(shmobj_queue *q)
+{
+    wake_consumers(&q->ring);
+    after_put(q);
+    return 0;
+}
+
+/* The plain case of the public puts: 0 when ref was published (and the
+ * sleepers and listeners woken), else what put_timed() says. Inline and
+ * calling nothing until it returns (put_wake() and put_timed() are tail
+ * calls): the common case saves no register. */
+static inline int put_plain(shmobj_queue *q, shmobj_ref ref, int64_t timeout_ns)
+{
+    if (__builtin_expect(q != NULL && shmobj__ring_value_ok(ref) &&
+                             ring_put_plain(&q->ring, ref),
+                         1)) {
+        /* both seq_cst, in this order, as wake_consumers() then
+         * after_put() would load them */
+        if (__builtin_expect(ring_put_woken(&q->ring) ||
+                                 atomic_load_explicit(&q->ring.hdr->armed,
+                                                      memory_order_seq_cst) != 0,
+                             0))
+            return put_wake(q);
+        return 0;
+    }
+    return put_timed(q, ref, timeout_ns);
+}
+
 int shmobj_queue_put(shmobj_queue *q, shmobj_ref ref)
 {
-    return put_timed(q, ref, SHMOBJ_FOREVER);
+    return put_plain(q, ref, SHMOBJ_FOREVER);
 }
 
 int shmobj_queue_try_put(shmobj_queue *q, shmobj_ref ref)
 {
-    return put_timed(q, ref, 0);
+    return put_plain(q, ref, 0);
 }
 
 int shmobj_queue_put_timed(shmobj_queue *q, shmobj_ref ref, int64_t timeout_ns)
 {
-    return put_timed(q, ref, timeout_ns);
+    return put_plain(q, ref, timeout_ns);
 }
 
-static int take_timed(shmobj_queue *q, shmobj_ref *ref, int64_t timeout_ns,
-                      bool peek)
+static __attribute__((noinline)) int take_timed(shmobj_queue *q, shmobj_ref *ref,
+                                                int64_t timeout_ns, bool peek)
 {
     if (q == NULL || ref == NULL)
         return SHMOBJ_EINVAL;
@@ -81,20 +118,44 @@ static int take_timed(shmobj_queue *q, shmobj_ref *ref, int64_t timeout_ns,
     return 0;
 }
 
+/* After a plain take that found sleeping producers: wake them. */
+static __attribute__((noinline)) int take_wake(shmobj_queue *q)
+{
+    wake_producers(&q->ring);
+    return 0;
+}
+
+/* The plain case of the public takes: 0 with the message in *ref, else
+ * what take_timed() says; as put_plain(), nothing is called but in tail. */
+static inline int take_plain(shmobj_queue *q, shmobj_ref *ref,
+                             int64_t timeout_ns)
+{
+    uint64_t v;
+    if (__builtin_expect(q != NULL && ref != NULL &&
+                             ring_take_plain(&q->ring, &v),
+                         1)) {
+        *ref = v;
+        if (__builtin_expect(ring_take_woken(&q->ring), 0))
+            return take_wake(q);
+        return 0;
+    }
+    return take_timed(q, ref, timeout_ns, false);
+}
+
 int shmobj_queue_take(shmobj_queue *q, shmobj_ref *ref)
 {
-    return take_timed(q, ref, SHMOBJ_FOREVER, false);
+    return take_plain(q, ref, SHMOBJ_FOREVER);
 }
 
 int shmobj_queue_try_take(shmobj_queue *q, shmobj_ref *ref)
 {
-    return take_timed(q, ref, 0, false);
+    return take_plain(q, ref, 0);
 }
 
 int shmobj_queue_take_timed(shmobj_queue *q, shmobj_ref *ref,
                             int64_t timeout_ns)
 {
-    return take_timed(q, ref, timeout_ns, false);
+    return take_plain(q, ref, timeout_ns);
 }
 
 int shmobj_queue_peek(shmobj_queue *q, shmobj_ref *ref)

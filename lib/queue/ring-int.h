@@ -2,7 +2,9 @@
  * slot words, this process's claim records and the wake-ups, inline where
  * the put and take paths use them, and the calls one source makes into
  * another. Nothing here is part of the bytes (ring.h holds those); only the
- * ring's sources include it.
+ * ring's sources include it, and queue-io.c, whose public put and take
+ * inline the plain cases (ring_put_plain(), ring_take_plain()) so that a
+ * message that goes through at once costs one call, not two.
  *
  *   ring.c        set-up, the non-blocking put, take, peek and batches
  *   ring-claim.c  the readers of claim records: who is alive, stall
@@ -153,6 +155,132 @@ static inline void quiet_clear(struct shmobj__ring *r)
     atomic_store_explicit(&r->full_tries, UINT32_MAX, memory_order_relaxed);
 }
 
+/* ---- the plain put and take, inline where they are called -------------- */
+
+/* Tests only (shmobj__ring.test_hold_ns): stay inside a window ns long. */
+void shmobj__ring_test_hold(uint64_t ns);
+
+/* Claim position d holding w (a value or SKIPPED(d)) and release the slot.
+ * True when claimed. */
+static inline bool claim_and_release(struct shmobj__ring *r,
+                                     struct shmobj__ring_slot *s, uint64_t *d,
+                                     uint64_t w)
+{
+    struct shmobj__ring_hdr *h = r->hdr;
+    uint64_t pos = *d;
+    if (!atomic_compare_exchange_weak_explicit(&h->deq_pos, d, pos + 1,
+                                               memory_order_relaxed,
+                                               memory_order_relaxed))
+        return false;
+    claim_record(r, 1, pos);
+    if (__builtin_expect(r->test_hold_ns != 0, 0))
+        shmobj__ring_test_hold(r->test_hold_ns);
+    uint64_t expect = w;
+    /* fails only if a producer already released it on our behalf */
+    atomic_compare_exchange_strong_explicit(&s->word, &expect,
+                                            m_empty(pos + r->capacity),
+                                            memory_order_seq_cst,
+                                            memory_order_relaxed);
+    wake_producers(r);
+    return true;
+}
+
+/* The plain cases below call nothing, so that the public put and take
+ * they are inlined in keep no register across a call and save none: what
+ * would need a call (this process's token not looked up since a fork, a
+ * test's hold) is left to the whole try before anything is claimed, and
+ * the wake-up after the hand-over is the caller's (ring_put_woken(),
+ * ring_take_woken()). */
+
+/* This process's claim identity when it was looked up in this fork. */
+static inline bool self_known(const struct shmobj__ring *r)
+{
+    return atomic_load_explicit(&r->self_forks, memory_order_acquire) ==
+           (uint64_t)shmobj__os_forks_seen() + 1;
+}
+
+/* The plain case of a put: the ring is live, the slot of enq_pos is EMPTY,
+ * our claim wins, our publish wins. True when v was published; then the
+ * caller wakes the consumers if ring_put_woken() says so. False when any
+ * of those did not hold: nothing is published, and what was done (a claim
+ * whose slot a consumer skipped) needs no undoing, so the caller goes on
+ * with the whole try (shmobj__ring_try_put()). */
+static inline bool ring_put_plain(struct shmobj__ring *r, uint64_t v)
+{
+    struct shmobj__ring_hdr *h = r->hdr;
+    if (!shmobj__ring_live(r) || !self_known(r))
+        return false; /* destroyed (the block may be another's now), forked */
+    uint64_t e = atomic_load_explicit(&h->enq_pos, memory_order_relaxed);
+    struct shmobj__ring_slot *s = &r->slots[e & r->mask];
+    prefetch_for_write(&s->word);
+    if (__builtin_expect(
+            atomic_load_explicit(&s->word, memory_order_acquire) == m_empty(e) &&
+                atomic_compare_exchange_strong_explicit(
+                    &h->enq_pos, &e, e + 1, memory_order_relaxed,
+                    memory_order_relaxed),
+            1)) {
+        claim_record_as(r, 0, e,
+                        atomic_load_explicit(&r->self_token, memory_order_relaxed),
+                        atomic_load_explicit(&r->self_pid, memory_order_relaxed));
+        uint64_t expect = m_empty(e);
+        if (__builtin_expect(atomic_compare_exchange_strong_explicit(
+                                 &s->word, &expect, v | lap_tag(r, e),
+                                 memory_order_seq_cst, memory_order_relaxed),
+                             1))
+            return true;
+        /* a consumer judged us dead and skipped the slot: claim anew */
+    }
+    return false;
+}
+
+/* After ring_put_plain() published: whether consumers sleep (the seq_cst
+ * load of the Dekker pairing, see wake_side()); then wake_consumers(). */
+static inline bool ring_put_woken(const struct shmobj__ring *r)
+{
+    return atomic_load_explicit(&r->hdr->cons_waiters, memory_order_seq_cst) != 0;
+}
+
+/* The plain case of a take: the ring is live, the head slot holds its
+ * message and our claim wins; the message in *v, and the caller wakes the
+ * producers if ring_take_woken() says so. False otherwise, with nothing
+ * taken (empty, a lost race, a skipped slot, a stalled or dead producer,
+ * damage, a test's hold: shmobj__ring_try_take() sorts them out). */
+static inline bool ring_take_plain(struct shmobj__ring *r, uint64_t *v)
+{
+    struct shmobj__ring_hdr *h = r->hdr;
+    if (!shmobj__ring_live(r) || !self_known(r) ||
+        __builtin_expect(r->test_hold_ns != 0, 0))
+        return false;
+    uint64_t d = atomic_load_explicit(&h->deq_pos, memory_order_relaxed);
+    struct shmobj__ring_slot *s = &r->slots[d & r->mask];
+    prefetch_for_write(&s->word);
+    uint64_t w = atomic_load_explicit(&s->word, memory_order_acquire);
+    if (__builtin_expect(!is_value_at(r, w, d) ||
+                             !atomic_compare_exchange_strong_explicit(
+                                 &h->deq_pos, &d, d + 1, memory_order_relaxed,
+                                 memory_order_relaxed),
+                         0))
+        return false;
+    claim_record_as(r, 1, d,
+                    atomic_load_explicit(&r->self_token, memory_order_relaxed),
+                    atomic_load_explicit(&r->self_pid, memory_order_relaxed));
+    uint64_t expect = w;
+    /* fails only if a producer already released it on our behalf */
+    atomic_compare_exchange_strong_explicit(&s->word, &expect,
+                                            m_empty(d + r->capacity),
+                                            memory_order_seq_cst,
+                                            memory_order_relaxed);
+    *v = value_ref(w);
+    return true;
+}
+
+/* After ring_take_plain() took: whether producers sleep; then
+ * wake_producers(). */
+static inline bool ring_take_woken(const struct shmobj__ring *r)
+{
+    return atomic_load_explicit(&r->hdr->prod_waiters, memory_order_seq_cst) != 0;
+}
+
 /* ---- recovery from dead claimants (ring-claim.c) -------------------------- */
 
 /* True when the slot of head position d changed (its dead producer's slot
@@ -165,9 +293,6 @@ bool shmobj__ring_resolve_producer(struct shmobj__ring *r,
 bool shmobj__ring_resolve_consumer(struct shmobj__ring *r,
                                    struct shmobj__ring_slot *s, uint64_t w,
                                    uint64_t e);
-
-/* Tests only (shmobj__ring.test_hold_ns): stay inside a window ns long. */
-void shmobj__ring_test_hold(uint64_t ns);
 
 /* Tests only: stay *ns inside a batch's window once, then never again. */
 static inline void test_hold_once(uint64_t *ns)

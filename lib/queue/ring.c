@@ -183,60 +183,17 @@ static __attribute__((noinline)) int put_slow(struct shmobj__ring *r,
     }
 }
 
-/* The plain case in as few instructions as it takes (no loop, no spills
- * for the slow cases): the slot of enq_pos is EMPTY, our claim wins, our
- * publish wins. Anything else starts over in put_slow(). */
+/* The plain case (ring_put_plain(), ring-int.h), else put_slow(). */
 int shmobj__ring_try_put(struct shmobj__ring *r, uint64_t v)
 {
-    struct shmobj__ring_hdr *h = r->hdr;
+    if (__builtin_expect(ring_put_plain(r, v), 1)) {
+        if (ring_put_woken(r))
+            shmobj__ring_wake(r, &r->hdr->put_event);
+        return 0;
+    }
     if (!shmobj__ring_live(r))
         return SHMOBJ_ESTALE; /* destroyed: the block may be another's now */
-    uint64_t e = atomic_load_explicit(&h->enq_pos, memory_order_relaxed);
-    struct shmobj__ring_slot *s = &r->slots[e & r->mask];
-    prefetch_for_write(&s->word);
-    if (__builtin_expect(
-            atomic_load_explicit(&s->word, memory_order_acquire) == m_empty(e) &&
-                atomic_compare_exchange_strong_explicit(
-                    &h->enq_pos, &e, e + 1, memory_order_relaxed,
-                    memory_order_relaxed),
-            1)) {
-        claim_record(r, 0, e);
-        uint64_t expect = m_empty(e);
-        if (__builtin_expect(atomic_compare_exchange_strong_explicit(
-                                 &s->word, &expect, v | lap_tag(r, e),
-                                 memory_order_seq_cst, memory_order_relaxed),
-                             1)) {
-            wake_consumers(r);
-            return 0;
-        }
-        /* a consumer judged us dead and skipped the slot: claim anew */
-    }
     return put_slow(r, v);
-}
-
-/* Claim position d holding w (a value or SKIPPED(d)) and release the slot.
- * True when claimed. */
-static inline bool claim_and_release(struct shmobj__ring *r,
-                                     struct shmobj__ring_slot *s, uint64_t *d,
-                                     uint64_t w)
-{
-    struct shmobj__ring_hdr *h = r->hdr;
-    uint64_t pos = *d;
-    if (!atomic_compare_exchange_weak_explicit(&h->deq_pos, d, pos + 1,
-                                               memory_order_relaxed,
-                                               memory_order_relaxed))
-        return false;
-    claim_record(r, 1, pos);
-    if (__builtin_expect(r->test_hold_ns != 0, 0))
-        shmobj__ring_test_hold(r->test_hold_ns);
-    uint64_t expect = w;
-    /* fails only if a producer already released it on our behalf */
-    atomic_compare_exchange_strong_explicit(&s->word, &expect,
-                                            m_empty(pos + r->capacity),
-                                            memory_order_seq_cst,
-                                            memory_order_relaxed);
-    wake_producers(r);
-    return true;
 }
 
 /* Can the slot of head position d hold w while nobody has claimed d and
@@ -308,23 +265,16 @@ static __attribute__((noinline)) int take_slow(struct shmobj__ring *r,
     }
 }
 
-/* The plain case: the head slot holds its message and our claim wins.
- * Anything else (empty, a lost race, a skipped slot, a stalled or dead
- * producer, damage) starts over in take_slow(). */
+/* The plain case (ring_take_plain(), ring-int.h), else take_slow(). */
 int shmobj__ring_try_take(struct shmobj__ring *r, uint64_t *v)
 {
-    struct shmobj__ring_hdr *h = r->hdr;
-    if (!shmobj__ring_live(r))
-        return SHMOBJ_ESTALE;
-    uint64_t d = atomic_load_explicit(&h->deq_pos, memory_order_relaxed);
-    struct shmobj__ring_slot *s = &r->slots[d & r->mask];
-    prefetch_for_write(&s->word);
-    uint64_t w = atomic_load_explicit(&s->word, memory_order_acquire);
-    if (__builtin_expect(is_value_at(r, w, d) && claim_and_release(r, s, &d, w),
-                         1)) {
-        *v = value_ref(w);
+    if (__builtin_expect(ring_take_plain(r, v), 1)) {
+        if (ring_take_woken(r))
+            shmobj__ring_wake(r, &r->hdr->take_event);
         return 0;
     }
+    if (!shmobj__ring_live(r))
+        return SHMOBJ_ESTALE;
     return take_slow(r, v);
 }
 
