@@ -83,6 +83,8 @@ static __attribute__((noinline, cold)) bool in_segment(struct shmobj__space *sp,
  * was freed (generation) or given back (state FREED), SHMOBJ_ETYPE when
  * it is a live block but not a message block, SHMOBJ_ECORRUPT when its
  * header is inconsistent. */
+static int msg_get_slow(struct shmobj__space *sp, shmobj_ref ref, struct msg *out);
+
 static inline __attribute__((always_inline)) int msg_get(shmobj_queue *q,
                                                          shmobj_ref ref,
                                                          struct msg *out)
@@ -93,11 +95,10 @@ static inline __attribute__((always_inline)) int msg_get(shmobj_queue *q,
     uint64_t off = shmobj__ref_off(ref);
     if ((off & 15u) != 0) /* no heap block starts there */
         return SHMOBJ_EINVAL;
-    void *p;
     /* A reference whose block is in use with its generation: the heap's
      * header word (one load) gives the block's size, and the message
      * header read once says the rest. What does not fit goes the slow way
-     * below (the heap's whole check), which gives every answer. */
+     * (msg_get_slow). */
     uint64_t mapped = atomic_load_explicit(&sp->mapped, memory_order_acquire);
     uint64_t fast = 0;
     if ((off & (SHMOBJ_QUEUE_MSG_ALIGN - 1)) == 0 && off != 0 &&
@@ -115,6 +116,16 @@ static inline __attribute__((always_inline)) int msg_get(shmobj_queue *q,
             return 0;
         }
     }
+    return msg_get_slow(sp, ref, out);
+}
+
+/* Out of line, so that the callers' common case above saves no registers:
+ * the heap's whole check, which gives every answer. */
+static __attribute__((noinline)) int msg_get_slow(struct shmobj__space *sp, shmobj_ref ref,
+                                                  struct msg *out)
+{
+    uint64_t off = shmobj__ref_off(ref);
+    void *p;
     uint64_t usable = 0;
     int rc = sp->ops->check(sp, ref, &usable);
     if (rc == SHMOBJ_ECORRUPT && !in_segment(sp, off))
