@@ -1698,6 +1698,53 @@ static void test_mlist_append_killed_mid_append_repaired(void **state)
     }
 }
 
+/* ---- a list grown by another process -------------------------------------- */
+
+struct lgrow {
+    shmobj_view l;
+    int items;
+};
+
+static int lgrow_child(void *p)
+{
+    struct lgrow *g = p;
+    for (int i = 0; i < g->items; i++)
+        if (shmobj_mlist_append(&g->l, &SHMOBJ_VAL_INT(i)) != 0)
+            return 1;
+    return 0;
+}
+
+/* A list that another process grew far past the checker's view of the
+ * segment (its chunks lie beyond what the checker has mapped), its slots
+ * most of the segment, passes the check: the check's work bound is a unit
+ * per 16 bytes of the segment as it is, and a list's item costs one unit,
+ * so a well-formed list is never called damaged for its length. */
+static void test_mlist_check_grown_elsewhere_passes(void **state)
+{
+    (void)state;
+    char name[64];
+    shmobj_segment *seg;
+    shmobj_segment_options o;
+    shmobj_segment_options_init(&o);
+    o.initial_size = 1 * MiB;
+    o.max_size = 256 * MiB;
+    test_name(name, sizeof name, "mutgrow");
+    assert_int_equal(shmobj_segment_create(name, &o, &seg), 0);
+    shmobj_view l;
+    shmobj_ref r = make(seg, SHMOBJ_VAL_MLIST(), &l);
+    /* 200,000 items take 3.2 MB of slots, their chunks 4 MB: more slots
+     * than the 1 MiB this process has mapped could hold */
+    struct lgrow g = {l, 200000};
+    pid_t pid = test_child_start(lgrow_child, &g, 120);
+    assert_int_equal(test_child_wait(pid), 0);
+    assert_int_equal(shmobj_obj_check(seg, r), 0);
+    assert_int_equal(len_of(&l), 200000);
+    assert_int_equal(item_int(&l, 199999), 199999);
+    assert_int_equal(shmobj_obj_free(seg, r), 0);
+    shmobj_segment_close(seg);
+    shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM);
+}
+
 #define DICT_HOT 16
 
 /* Dict op i: set "k<i>" to the string "v<i>", a hot key to i, and delete
@@ -1930,6 +1977,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_mlist_append_killed_mid_append_repaired, setup,
                                         teardown),
+        cmocka_unit_test(test_mlist_check_grown_elsewhere_passes),
         cmocka_unit_test_setup_teardown(test_mdict_kill_writer_loop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mset_kill_writer_loop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mdict_int_add_killed_adder_never_blocks, setup,

@@ -327,6 +327,12 @@ int shmobj_obj_check(shmobj_segment *seg, shmobj_ref ref)
     shmobj_view root;
     if (sp == NULL || ref == SHMOBJ_REF_NULL)
         return SHMOBJ_EINVAL;
+    /* The budget counts the segment as it is, not as this process last
+     * mapped it: containers other processes grew (a mutable list's newer
+     * chunks) lie past a stale view, and their slots would exhaust a
+     * budget taken from it, calling a well-formed graph damaged. */
+    if (sp->ops->extend != NULL)
+        (void)sp->ops->extend(sp, 0);
     struct ck c = {sp, shmobj__work_budget(sp)};
     int rc = shmobj_obj_get(seg, ref, &root);
     if (rc != 0)

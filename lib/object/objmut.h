@@ -392,7 +392,8 @@ int shmobj__mut_free(struct shmobj__space *sp, const shmobj_view *v, int depth,
 /* The checker's walk: every place of the container is checked, and each
  * item slot is handed to child(ctx, slot_off, blk, blen, gen, kind) (kind
  * 0 a value, 1 a key) with the block holding the slot; budget is charged
- * one unit per place and index entry. */
+ * one unit per place and index entry (a list's place is only its slot,
+ * which the child charges). */
 typedef int (*shmobj__mut_child_fn)(void *ctx, uint64_t slot_off, uint64_t blk,
                                     uint64_t blen, uint16_t gen, int kind);
 int shmobj__mut_check(struct shmobj__space *sp, const shmobj_view *v, uint64_t *budget,

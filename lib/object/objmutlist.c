@@ -1037,9 +1037,12 @@ int shmobj__mlist_check(struct shmobj__mc *cp, uint64_t *budget, shmobj__mut_chi
     }
     for (uint64_t p = 0; p < n; p++) {
         struct lslot ls;
+        /* A place is its slot, 16 bytes of a proven chunk, and the child's
+         * walk of the slot charges its unit: charging the place too would
+         * count 2 units per 16 bytes, and a list filling more than half of
+         * the segment would exhaust a budget of a unit per 16 bytes. */
         if (*budget == 0)
             return SHMOBJ_ECORRUPT;
-        --*budget;
         rc = list_slot(&c, p, &ls);
         if (rc == 0 && slot_tag(ls.s) == 0) {
             /* being written: the list as readers will meet it, after live
