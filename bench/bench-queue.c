@@ -144,7 +144,7 @@ static void fill_vector(void *dst, const void *src, size_t n, int stream)
 }
 
 /* Should a message of `size` bytes be written with streaming stores? The
- * rule of the library's copy-in (lib/queue/queue.c, copy_in(), which gives
+ * rule of the library's copy-in (lib/queue/queue-msg.c, copy_in(), which gives
  * the measurements): plain stores up to 4 times this core's L2, streaming
  * beyond, where the messages in flight overflow the L3. (Smaller message
  * blocks come back from the queue's retire FIFO cold in the consumer's
