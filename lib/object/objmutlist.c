@@ -1,5 +1,6 @@
 /* The growable list: chunks, appends, inserts, sets, removals, clears,
- * reads, its repair after a writer's death, its free and its check.
+ * its repair after a writer's death (its reads, free and check are
+ * objmutlread.c's).
  *
  * Invariants kept here (with those of objmut.c, whose lock, sections and
  * optimistic reads these use):
@@ -25,7 +26,7 @@
  *   copies a slot and then advances progress, so a step repeated is the
  *   same step), finishes a clear's frees, and frees each recorded block
  *   unless the place it was for holds it. */
-#include "objmut.h"
+#include "objmutlist.h"
 
 #include "cpu.h"
 
@@ -34,126 +35,8 @@
  * takes well under a microsecond unless its process is descheduled. */
 #define LIST_CLOSE_LIVENESS 1024
 #define LIST_CLOSE_SPINS (UINT64_C(1) << 26)
-/* What a read returns for a slot being written (never a caller's code),
- * and how many times a read retries one before it settles the list under
- * the lock. */
-#define LIST_PENDING 1
-#define LIST_READ_WAITS 4096
-
-/* ---- the list ------------------------------------------------------------ */
-
-static inline _Atomic uint64_t *list_dir(struct shmobj__mut *m)
-{
-    return (_Atomic uint64_t *)(void *)((uint8_t *)m + sizeof *m);
-}
-
-/* The reference of the list's appenders block: a word of the control
- * block that no append writes and that lies on another cache line than
- * len, which every append's CAS takes from the other cores. */
-static inline _Atomic uint64_t *apps_ref(struct shmobj__mut *m)
-{
-    return &m->retired2;
-}
-
-/* Chunk and place in it of item p. */
-static inline unsigned chunk_of(uint64_t p, uint64_t *within)
-{
-    uint64_t q = p / SHMOBJ__MLIST_CHUNK0 + 1;
-    unsigned k = 63u - (unsigned)__builtin_clzll(q);
-    *within = p - SHMOBJ__MLIST_CHUNK0 * ((UINT64_C(1) << k) - 1);
-    return k;
-}
-
-static inline uint64_t chunk_bytes(unsigned k)
-{
-    return (uint64_t)16 * SHMOBJ__MLIST_CHUNK0 << k;
-}
-
-/* Where item p lives: the slot, and its chunk's offset, extent and
- * generation (for views). SHMOBJ_ECORRUPT when the chunk is missing or
- * is not a live block of its size. */
-struct lslot {
-    struct shmobj__slot *s;
-    uint64_t blk, blen;
-    uint16_t gen;
-};
-
-static inline __attribute__((always_inline)) int list_slot(struct shmobj__mc *c, uint64_t p,
-                                                         struct lslot *out)
-{
-    uint64_t w, off;
-    unsigned k = chunk_of(p, &w);
-    if (k >= SHMOBJ__MLIST_CHUNKS)
-        return SHMOBJ_ECORRUPT;
-    uint64_t ref = atomic_load_explicit(&list_dir(c->m)[k], memory_order_acquire);
-    if (ref == 0)
-        return SHMOBJ_ECORRUPT;
-    int rc = shmobj__mut_block_fast(c->sp, ref, chunk_bytes(k), &off);
-    if (rc != 0)
-        return SHMOBJ_ECORRUPT; /* a published chunk is never freed */
-    out->s = (struct shmobj__slot *)(void *)(c->sp->base + off + 16 * w);
-    out->blk = off;
-    out->blen = chunk_bytes(k);
-    out->gen = shmobj__ref_gen(ref);
-    return 0;
-}
-
-static inline void slot_copy(struct shmobj__slot *to, struct shmobj__slot *from)
-{
-    shmobj__mut_slot_put(to, from->tag, from->reserved0,
-                         atomic_load_explicit(&from->payload, memory_order_relaxed));
-}
-
-static inline shmobj__ref slot_child(struct shmobj__slot *s)
-{
-    return shmobj__mut_child_of(s->tag,
-                                atomic_load_explicit(&s->payload, memory_order_relaxed));
-}
-
-/* A slot's tag as appenders publish it (acquire: the payload stored
- * before it is seen). */
-static inline uint8_t slot_tag(struct shmobj__slot *s)
-{
-    return atomic_load_explicit((_Atomic uint8_t *)(void *)&s->tag, memory_order_acquire);
-}
-
-/* Publish an item into a slot no reader takes yet (tag 0): the payload,
- * then the tag (release). */
-static inline void slot_publish(struct shmobj__slot *s, uint8_t tag, uint64_t payload)
-{
-    s->reserved0 = 0;
-    s->reserved1 = 0;
-    s->reserved2 = 0;
-    atomic_store_explicit(&s->payload, payload, memory_order_relaxed);
-    atomic_store_explicit((_Atomic uint8_t *)(void *)&s->tag, tag, memory_order_release);
-}
-
-/* Give a slot up: tag 0 (no reader takes it: past len, or in a section). */
-static inline void slot_zero(struct shmobj__slot *s)
-{
-    atomic_store_explicit((_Atomic uint8_t *)(void *)&s->tag, 0, memory_order_relaxed);
-    s->reserved0 = 0;
-    s->reserved1 = 0;
-    s->reserved2 = 0;
-    atomic_store_explicit(&s->payload, 0, memory_order_relaxed);
-}
 
 /* ---- the appender words -------------------------------------------------- */
-
-/* The appenders block, checked as the hot path checks blocks; NULL when
- * there is none (a version 1 list, or one never written) or it is damaged. */
-static inline __attribute__((always_inline)) struct shmobj__mlapps *
-list_apps(struct shmobj__mc *c)
-{
-    shmobj__ref ref = atomic_load_explicit(apps_ref(c->m), memory_order_acquire);
-    uint64_t off;
-    if (ref == 0 ||
-        shmobj__mut_block_fast(c->sp, ref, sizeof(struct shmobj__mlapps), &off) != 0 ||
-        !shmobj__aligned(off, 64))
-        return NULL;
-    struct shmobj__mlapps *a = (struct shmobj__mlapps *)(void *)(c->sp->base + off);
-    return a->magic == SHMOBJ__MLIST_MAGIC && a->words == SHMOBJ__MLAPP_WORDS ? a : NULL;
-}
 
 /* Give the closed words back (lock held: only its holder closes them, and
  * appenders CAS from 0 only, so a plain store does). */
@@ -169,7 +52,7 @@ static void list_open(struct shmobj__mc *c)
         atomic_store_explicit(&a->closing, 0, memory_order_release);
 }
 
-static void list_unlock(struct shmobj__mc *c)
+void shmobj__mlist_unlock(struct shmobj__mc *c)
 {
     list_open(c);
     shmobj__mut_unlock(c);
@@ -481,7 +364,7 @@ static void list_apps_make(struct shmobj__mc *c)
 
 /* Lock a list for a change: the lock, its appenders block made, appends
  * without the lock closed out. */
-static int list_lock(struct shmobj__mc *c)
+int shmobj__mlist_lock(struct shmobj__mc *c)
 {
     int rc = shmobj__mut_lock(c);
     if (rc != 0)
@@ -509,7 +392,7 @@ static int list_begin(const shmobj_view *list, const shmobj_value *val,
         if (rc != 0)
             return rc;
     }
-    rc = list_lock(c);
+    rc = shmobj__mlist_lock(c);
     if (rc != 0 && val != NULL)
         shmobj__mut_child_free(c->sp, it->child);
     return rc;
@@ -691,7 +574,7 @@ static int list_insert_at(const shmobj_view *list, int append, size_t i,
         rc = shmobj__mut_item_make(c.sp, val, &it);
         if (rc != 0)
             return rc;
-        rc = list_lock(&c);
+        rc = shmobj__mlist_lock(&c);
         if (rc != 0) {
             shmobj__mut_child_free(c.sp, it.child);
             return rc;
@@ -703,7 +586,7 @@ static int list_insert_at(const shmobj_view *list, int append, size_t i,
     }
     uint64_t at = append ? atomic_load_explicit(&c.m->len, memory_order_relaxed) : i;
     rc = list_put_new(&c, at, &it);
-    list_unlock(&c);
+    shmobj__mlist_unlock(&c);
     if (rc != 0)
         shmobj__mut_child_free(c.sp, it.child);
     return rc;
@@ -748,7 +631,7 @@ int shmobj_mlist_set(const shmobj_view *list, size_t i, const shmobj_value *val)
         atomic_store_explicit(&m->retired, 0, memory_order_relaxed);
         atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_NONE, memory_order_relaxed);
     }
-    list_unlock(&c);
+    shmobj__mlist_unlock(&c);
     if (rc != 0)
         shmobj__mut_child_free(c.sp, it.child);
     return rc;
@@ -800,7 +683,7 @@ int shmobj_mlist_delete(const shmobj_view *list, size_t i)
         shmobj__mut_child_free(c.sp, child);
         list_remove_done(&c);
     }
-    list_unlock(&c);
+    shmobj__mlist_unlock(&c);
     return rc;
 }
 
@@ -815,7 +698,7 @@ int shmobj_mlist_pop(const shmobj_view *list, int64_t i, shmobj_ref *out)
         return rc;
     uint64_t n = atomic_load_explicit(&c.m->len, memory_order_relaxed), at;
     if (i < 0 ? (uint64_t)-(i + 1) >= n : (uint64_t)i >= n) {
-        list_unlock(&c);
+        shmobj__mlist_unlock(&c);
         return SHMOBJ_ERANGE;
     }
     at = i < 0 ? n - (uint64_t)-(i + 1) - 1 : (uint64_t)i;
@@ -842,7 +725,7 @@ int shmobj_mlist_pop(const shmobj_view *list, int64_t i, shmobj_ref *out)
     } else if (box != 0) {
         (void)c.sp->ops->free(c.sp, box);
     }
-    list_unlock(&c);
+    shmobj__mlist_unlock(&c);
     return rc;
 }
 
@@ -872,192 +755,4 @@ static int mlist_clear_closed(struct shmobj__mc *c)
     if (rc == 0)
         atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_NONE, memory_order_relaxed);
     return rc;
-}
-
-/* ---- list reads ------------------------------------------------------------ */
-
-struct lget {
-    uint64_t i;
-    shmobj_view *item; /* a view to fill, or */
-    int64_t *out;      /* an int to read */
-};
-
-static int list_get_read(struct shmobj__mc *c, void *arg)
-{
-    struct lget *g = arg;
-    struct lslot ls;
-    if (g->i >= atomic_load_explicit(&c->m->len, memory_order_acquire))
-        return SHMOBJ_ERANGE;
-    int rc = list_slot(c, g->i, &ls);
-    if (rc != 0)
-        return rc;
-    uint8_t tag = slot_tag(ls.s);
-    if (tag == 0)
-        return LIST_PENDING; /* reserved by an append that has yet to publish */
-    if (g->out != NULL) {
-        uint64_t pl = atomic_load_explicit(&ls.s->payload, memory_order_relaxed);
-        if (tag != SHMOBJ__SLOT_INT)
-            return SHMOBJ_ETYPE;
-        *g->out = (int64_t)pl;
-        return 0;
-    }
-    rc = shmobj__view_slot(c->sp, shmobj__off_of(c->sp, ls.s), ls.blk, ls.blen, ls.gen, 1,
-                           g->item);
-    g->item->flags |= SHMOBJ__VIEW_MUT;
-    return rc;
-}
-
-/* A read of item g->i: retried while its slot is being written; after
- * LIST_READ_WAITS tries the list is settled under the lock (live
- * appenders finish, a dead one's place becomes null) and read there. */
-static int list_get(struct shmobj__mc *c, struct lget *g)
-{
-    for (unsigned t = 0; t < LIST_READ_WAITS; t++) {
-        int rc = shmobj__mut_read(c, list_get_read, g);
-        if (rc != LIST_PENDING)
-            return rc;
-        shmobj__cpu_relax();
-    }
-    int rc = list_lock(c);
-    if (rc != 0)
-        return rc;
-    rc = list_get_read(c, g);
-    list_unlock(c);
-    return rc == LIST_PENDING ? SHMOBJ_ECORRUPT : rc;
-}
-
-int shmobj_mlist_get(const shmobj_view *list, size_t i, shmobj_view *item)
-{
-    struct shmobj__mc c;
-    if (item == NULL)
-        return SHMOBJ_EINVAL;
-    int rc = shmobj__mut_open(list, 1u << SHMOBJ_TYPE_MLIST, &c);
-    if (rc != 0)
-        return rc;
-    struct lget g = {i, item, NULL};
-    return list_get(&c, &g);
-}
-
-int shmobj_mlist_get_int(const shmobj_view *list, size_t i, int64_t *out)
-{
-    struct shmobj__mc c;
-    int64_t x;
-    if (out == NULL)
-        return SHMOBJ_EINVAL;
-    int rc = shmobj__mut_open(list, 1u << SHMOBJ_TYPE_MLIST, &c);
-    if (rc != 0)
-        return rc;
-    struct lget g = {i, NULL, &x};
-    rc = list_get(&c, &g);
-    if (rc == 0)
-        *out = x;
-    return rc;
-}
-
-
-/* ---- free and check ------------------------------------------------------ */
-
-/* The list's places: len, whose last item must lie in a chunk (inside a
- * read). */
-int shmobj__mlist_places(struct shmobj__mc *c, uint64_t *count)
-{
-    struct lslot ls;
-    /* len is what an append publishes (count follows it, outside any
-     * section) */
-    uint64_t n = atomic_load_explicit(&c->m->len, memory_order_acquire);
-    if (n > 0 && list_slot(c, n - 1, &ls) != 0)
-        return SHMOBJ_ECORRUPT;
-    *count = n;
-    return 0;
-}
-
-int shmobj__mlist_free(struct shmobj__mc *cp, int depth, uint64_t *budget)
-{
-    struct shmobj__mc c = *cp;
-    struct shmobj__space *sp = c.sp;
-    /* Nobody may use a container being freed (shmobj_obj_free()): no lock.
-     * Children first, then the chunks; what is damaged is skipped. */
-    uint64_t n = atomic_load_explicit(&c.m->len, memory_order_relaxed);
-    int first = 0;
-    for (unsigned k = 0; k < SHMOBJ__MLIST_CHUNKS; k++) {
-        uint64_t ref = atomic_load_explicit(&list_dir(c.m)[k], memory_order_relaxed);
-        uint64_t start = SHMOBJ__MLIST_CHUNK0 * ((UINT64_C(1) << k) - 1), off, usable;
-        if (ref == 0)
-            continue;
-        if (shmobj__mut_block(sp, ref, chunk_bytes(k), &off, &usable) != 0) {
-            first = first ? first : SHMOBJ_ECORRUPT;
-            continue;
-        }
-        for (uint64_t w = 0; w < ((uint64_t)SHMOBJ__MLIST_CHUNK0 << k) && start + w < n; w++) {
-            int r = shmobj__mut_child_free_in(
-                sp, slot_child((struct shmobj__slot *)(void *)(sp->base + off + 16 * w)), depth,
-                budget);
-            if (r != 0 && first == 0)
-                first = r;
-            if (r == SHMOBJ_ECORRUPT && *budget == 0)
-                return r;
-        }
-        int r = sp->ops->free(sp, ref);
-        if (r != 0 && first == 0)
-            first = r;
-    }
-    shmobj__ref apps = atomic_load_explicit(apps_ref(c.m), memory_order_relaxed);
-    if (apps != 0) {
-        int r = sp->ops->free(sp, apps);
-        if (r != 0 && first == 0)
-            first = r;
-    }
-    return first;
-}
-
-
-int shmobj__mlist_check(struct shmobj__mc *cp, uint64_t *budget, shmobj__mut_child_fn child,
-                        void *ctx)
-{
-    struct shmobj__mc c = *cp;
-    int rc;
-    struct shmobj__mut *m = c.m;
-    uint64_t n = atomic_load_explicit(&m->len, memory_order_acquire);
-    if (atomic_load_explicit(&m->body, memory_order_relaxed) != 0)
-        return SHMOBJ_ECORRUPT;
-    /* the appenders block, when there is one, is a live block of its size */
-    shmobj__ref apps = atomic_load_explicit(apps_ref(m), memory_order_relaxed);
-    if (apps != 0) {
-        uint64_t off, u;
-        if (shmobj__mut_block(c.sp, apps, sizeof(struct shmobj__mlapps), &off, &u) != 0 ||
-            list_apps(&c) == NULL)
-            return SHMOBJ_ECORRUPT;
-    }
-    /* chunks are live blocks of their size (past the items: allocated
-     * capacity), or none */
-    for (unsigned k = 0; k < SHMOBJ__MLIST_CHUNKS; k++) {
-        uint64_t ref = atomic_load_explicit(&list_dir(m)[k], memory_order_relaxed), off, u;
-        if (ref != 0 && shmobj__mut_block(c.sp, ref, chunk_bytes(k), &off, &u) != 0)
-            return SHMOBJ_ECORRUPT;
-    }
-    for (uint64_t p = 0; p < n; p++) {
-        struct lslot ls;
-        /* A place is its slot, 16 bytes of a proven chunk, and the child's
-         * walk of the slot charges its unit: charging the place too would
-         * count 2 units per 16 bytes, and a list filling more than half of
-         * the segment would exhaust a budget of a unit per 16 bytes. */
-        if (*budget == 0)
-            return SHMOBJ_ECORRUPT;
-        rc = list_slot(&c, p, &ls);
-        if (rc == 0 && slot_tag(ls.s) == 0) {
-            /* being written: the list as readers will meet it, after live
-             * appenders finish and a dead one's place is given null */
-            rc = list_lock(&c);
-            if (rc != 0)
-                return rc == SHMOBJ_EBUSY || rc == SHMOBJ_ETIMEDOUT ? rc : SHMOBJ_ECORRUPT;
-            list_unlock(&c);
-        }
-        if (rc == 0 && slot_tag(ls.s) == 0)
-            rc = SHMOBJ_ECORRUPT;
-        if (rc == 0)
-            rc = child(ctx, shmobj__off_of(c.sp, ls.s), ls.blk, ls.blen, ls.gen, 0);
-        if (rc != 0)
-            return rc;
-    }
-    return 0;
 }

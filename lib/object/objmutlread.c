@@ -1,0 +1,200 @@
+/* The growable list's reads, its free and its check.
+ *
+ * Invariants kept here (with objmutlist.c's):
+ * - A read of a slot below len whose tag is 0 retries (the place is being
+ *   written) and, after LIST_READ_WAITS tries, reads under the list's
+ *   lock, which waits for a live appender or gives a dead one's place a
+ *   null: a read never returns a torn or unpublished item.
+ * - Free and check are bounded by the caller's budget; a list's place
+ *   costs only its slot's unit. */
+#include "objmutlist.h"
+
+#include "cpu.h"
+
+/* ---- list reads ------------------------------------------------------------ */
+
+struct lget {
+    uint64_t i;
+    shmobj_view *item; /* a view to fill, or */
+    int64_t *out;      /* an int to read */
+};
+
+static int list_get_read(struct shmobj__mc *c, void *arg)
+{
+    struct lget *g = arg;
+    struct lslot ls;
+    if (g->i >= atomic_load_explicit(&c->m->len, memory_order_acquire))
+        return SHMOBJ_ERANGE;
+    int rc = list_slot(c, g->i, &ls);
+    if (rc != 0)
+        return rc;
+    uint8_t tag = slot_tag(ls.s);
+    if (tag == 0)
+        return LIST_PENDING; /* reserved by an append that has yet to publish */
+    if (g->out != NULL) {
+        uint64_t pl = atomic_load_explicit(&ls.s->payload, memory_order_relaxed);
+        if (tag != SHMOBJ__SLOT_INT)
+            return SHMOBJ_ETYPE;
+        *g->out = (int64_t)pl;
+        return 0;
+    }
+    rc = shmobj__view_slot(c->sp, shmobj__off_of(c->sp, ls.s), ls.blk, ls.blen, ls.gen, 1,
+                           g->item);
+    g->item->flags |= SHMOBJ__VIEW_MUT;
+    return rc;
+}
+
+/* A read of item g->i: retried while its slot is being written; after
+ * LIST_READ_WAITS tries the list is settled under the lock (live
+ * appenders finish, a dead one's place becomes null) and read there. */
+static int list_get(struct shmobj__mc *c, struct lget *g)
+{
+    for (unsigned t = 0; t < LIST_READ_WAITS; t++) {
+        int rc = shmobj__mut_read(c, list_get_read, g);
+        if (rc != LIST_PENDING)
+            return rc;
+        shmobj__cpu_relax();
+    }
+    int rc = shmobj__mlist_lock(c);
+    if (rc != 0)
+        return rc;
+    rc = list_get_read(c, g);
+    shmobj__mlist_unlock(c);
+    return rc == LIST_PENDING ? SHMOBJ_ECORRUPT : rc;
+}
+
+int shmobj_mlist_get(const shmobj_view *list, size_t i, shmobj_view *item)
+{
+    struct shmobj__mc c;
+    if (item == NULL)
+        return SHMOBJ_EINVAL;
+    int rc = shmobj__mut_open(list, 1u << SHMOBJ_TYPE_MLIST, &c);
+    if (rc != 0)
+        return rc;
+    struct lget g = {i, item, NULL};
+    return list_get(&c, &g);
+}
+
+int shmobj_mlist_get_int(const shmobj_view *list, size_t i, int64_t *out)
+{
+    struct shmobj__mc c;
+    int64_t x;
+    if (out == NULL)
+        return SHMOBJ_EINVAL;
+    int rc = shmobj__mut_open(list, 1u << SHMOBJ_TYPE_MLIST, &c);
+    if (rc != 0)
+        return rc;
+    struct lget g = {i, NULL, &x};
+    rc = list_get(&c, &g);
+    if (rc == 0)
+        *out = x;
+    return rc;
+}
+
+
+/* ---- free and check ------------------------------------------------------ */
+
+/* The list's places: len, whose last item must lie in a chunk (inside a
+ * read). */
+int shmobj__mlist_places(struct shmobj__mc *c, uint64_t *count)
+{
+    struct lslot ls;
+    /* len is what an append publishes (count follows it, outside any
+     * section) */
+    uint64_t n = atomic_load_explicit(&c->m->len, memory_order_acquire);
+    if (n > 0 && list_slot(c, n - 1, &ls) != 0)
+        return SHMOBJ_ECORRUPT;
+    *count = n;
+    return 0;
+}
+
+int shmobj__mlist_free(struct shmobj__mc *cp, int depth, uint64_t *budget)
+{
+    struct shmobj__mc c = *cp;
+    struct shmobj__space *sp = c.sp;
+    /* Nobody may use a container being freed (shmobj_obj_free()): no lock.
+     * Children first, then the chunks; what is damaged is skipped. */
+    uint64_t n = atomic_load_explicit(&c.m->len, memory_order_relaxed);
+    int first = 0;
+    for (unsigned k = 0; k < SHMOBJ__MLIST_CHUNKS; k++) {
+        uint64_t ref = atomic_load_explicit(&list_dir(c.m)[k], memory_order_relaxed);
+        uint64_t start = SHMOBJ__MLIST_CHUNK0 * ((UINT64_C(1) << k) - 1), off, usable;
+        if (ref == 0)
+            continue;
+        if (shmobj__mut_block(sp, ref, chunk_bytes(k), &off, &usable) != 0) {
+            first = first ? first : SHMOBJ_ECORRUPT;
+            continue;
+        }
+        for (uint64_t w = 0; w < ((uint64_t)SHMOBJ__MLIST_CHUNK0 << k) && start + w < n; w++) {
+            int r = shmobj__mut_child_free_in(
+                sp, slot_child((struct shmobj__slot *)(void *)(sp->base + off + 16 * w)), depth,
+                budget);
+            if (r != 0 && first == 0)
+                first = r;
+            if (r == SHMOBJ_ECORRUPT && *budget == 0)
+                return r;
+        }
+        int r = sp->ops->free(sp, ref);
+        if (r != 0 && first == 0)
+            first = r;
+    }
+    shmobj__ref apps = atomic_load_explicit(apps_ref(c.m), memory_order_relaxed);
+    if (apps != 0) {
+        int r = sp->ops->free(sp, apps);
+        if (r != 0 && first == 0)
+            first = r;
+    }
+    return first;
+}
+
+
+int shmobj__mlist_check(struct shmobj__mc *cp, uint64_t *budget, shmobj__mut_child_fn child,
+                        void *ctx)
+{
+    struct shmobj__mc c = *cp;
+    int rc;
+    struct shmobj__mut *m = c.m;
+    uint64_t n = atomic_load_explicit(&m->len, memory_order_acquire);
+    if (atomic_load_explicit(&m->body, memory_order_relaxed) != 0)
+        return SHMOBJ_ECORRUPT;
+    /* the appenders block, when there is one, is a live block of its size */
+    shmobj__ref apps = atomic_load_explicit(apps_ref(m), memory_order_relaxed);
+    if (apps != 0) {
+        uint64_t off, u;
+        if (shmobj__mut_block(c.sp, apps, sizeof(struct shmobj__mlapps), &off, &u) != 0 ||
+            list_apps(&c) == NULL)
+            return SHMOBJ_ECORRUPT;
+    }
+    /* chunks are live blocks of their size (past the items: allocated
+     * capacity), or none */
+    for (unsigned k = 0; k < SHMOBJ__MLIST_CHUNKS; k++) {
+        uint64_t ref = atomic_load_explicit(&list_dir(m)[k], memory_order_relaxed), off, u;
+        if (ref != 0 && shmobj__mut_block(c.sp, ref, chunk_bytes(k), &off, &u) != 0)
+            return SHMOBJ_ECORRUPT;
+    }
+    for (uint64_t p = 0; p < n; p++) {
+        struct lslot ls;
+        /* A place is its slot, 16 bytes of a proven chunk, and the child's
+         * walk of the slot charges its unit: charging the place too would
+         * count 2 units per 16 bytes, and a list filling more than half of
+         * the segment would exhaust a budget of a unit per 16 bytes. */
+        if (*budget == 0)
+            return SHMOBJ_ECORRUPT;
+        rc = list_slot(&c, p, &ls);
+        if (rc == 0 && slot_tag(ls.s) == 0) {
+            /* being written: the list as readers will meet it, after live
+             * appenders finish and a dead one's place is given null */
+            rc = shmobj__mlist_lock(&c);
+            if (rc != 0)
+                return rc == SHMOBJ_EBUSY || rc == SHMOBJ_ETIMEDOUT ? rc : SHMOBJ_ECORRUPT;
+            shmobj__mlist_unlock(&c);
+        }
+        if (rc == 0 && slot_tag(ls.s) == 0)
+            rc = SHMOBJ_ECORRUPT;
+        if (rc == 0)
+            rc = child(ctx, shmobj__off_of(c.sp, ls.s), ls.blk, ls.blen, ls.gen, 0);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
