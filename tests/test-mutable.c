@@ -1821,9 +1821,8 @@ static void test_mdict_kill_writer_loop(void **state)
     }
     assert_int_equal(shmobj_obj_check(f->seg, r), 0);
     assert_int_equal(shmobj_obj_free(f->seg, r), 0);
-    /* each kill leaks at most a body (about 40 KB for the ~1,000 keys
-     * held) or the children of one pair (a set's built before the lock, a
-     * delete's freed after it) */
+    /* each kill leaks at most one block: a child, or a body (about 40 KB
+     * for the ~1,000 keys held) */
     uint64_t leaked = heap_used(f->seg) - before;
     assert_true(leaked <= (uint64_t)kill_rounds * 64 * 1024);
     munmap((void *)committed, 4096);
