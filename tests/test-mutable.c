@@ -1937,6 +1937,102 @@ static void test_mdict_int_add_killed_adder_never_blocks(void **state)
     munmap((void *)committed, 4096);
 }
 
+/* ---- a rebuild killed inside its publication ------------------------------ */
+
+/* A rebuild publishes its new body with three stores inside its section
+ * (body, len, count). This is what one killed between the first two
+ * leaves: the new body in `body` (and in the intent's spare), its pairs
+ * written up to the number the intent records, the places past them
+ * whatever the heap held, len still the old body's, the section open and
+ * op REBUILD. Made by hand from a rebuild that finished: len put back,
+ * the places past the new pairs filled with bytes that are no pair, or
+ * (freed not 0) with object slots naming the freed block. */
+static void rebuild_killed_before_len(const shmobj_view *c, uint64_t old_len, shmobj_ref freed)
+{
+    struct shmobj__mut *m = control_of(c);
+    struct shmobj__space *sp = shmobj__space_of_seg(c->seg);
+    shmobj__ref nb = atomic_load(&m->body);
+    uint8_t *body = sp->base + shmobj__ref_off(nb);
+    struct shmobj__mbody h;
+    memcpy(&h, body, sizeof h);
+    uint64_t j = atomic_load(&m->len);
+    assert_true(j < h.pcap && old_len <= h.pcap);
+    uint8_t *pairs = body + sizeof h + 8 * h.cap;
+    memset(pairs + 32 * j, 0xa5, 32 * (h.pcap - j));
+    memset(pairs + 32 * h.pcap + 8 * j, 0xa5, 8 * (h.pcap - j));
+    /* or, when given, what an old body's value slots left there: object
+     * slots naming a child freed since */
+    for (uint64_t p = j; freed != 0 && p < h.pcap; p++) {
+        struct shmobj__slot s = {.tag = SHMOBJ__SLOT_OBJ, .payload = freed};
+        memcpy(pairs + 32 * p, &s, sizeof s);
+        memcpy(pairs + 32 * p + 16, &s, sizeof s);
+    }
+    atomic_store(&m->seq, atomic_load(&m->seq) | 1);
+    atomic_store(&m->at, j);
+    atomic_store(&m->spare, nb);
+    atomic_store(&m->retired, 0); /* the old body: freed already here */
+    atomic_store(&m->op, SHMOBJ__MUT_OP_REBUILD);
+    atomic_store(&m->len, old_len);
+}
+
+/* A dict's or set's rebuild killed after publishing its new body and
+ * before storing len: the next reader (which waits for the section, then
+ * takes the lock) gets the repaired container, the new body with the
+ * pairs it was given, every key kept and none of the deleted ones, and
+ * the container checks clean. */
+static void test_mdict_rebuild_killed_before_len_repaired(void **state)
+{
+    struct fixture *f = *state;
+    for (int kind = 0; kind < 2; kind++) {
+        shmobj_view c, v;
+        shmobj_ref r = make(f->seg, kind == 0 ? SHMOBJ_VAL_MSET() : SHMOBJ_VAL_MDICT(), &c);
+        /* 8 keys fill the first body (8 places); 6 deleted leave holes */
+        for (int i = 0; i < 8; i++) {
+            char val[16];
+            snprintf(val, sizeof val, "value %d", i);
+            assert_int_equal(kind == 0 ? shmobj_mset_add(&c, &SHMOBJ_VAL_INT(i))
+                                       : shmobj_mdict_set(&c, &SHMOBJ_VAL_INT(i),
+                                                          &SHMOBJ_VAL_STR(val)),
+                             0);
+        }
+        shmobj_ref freed = 0;
+        if (kind == 1) {
+            assert_int_equal(shmobj_mdict_get(&c, &SHMOBJ_VAL_INT(0), &v), 0);
+            freed = shmobj__ref_make(v.obj_blk, v.obj_gen);
+        }
+        for (int i = 0; i < 6; i++)
+            assert_int_equal(shmobj_mut_delete(&c, &SHMOBJ_VAL_INT(i)), 0);
+        /* the 9th key rebuilds: 2 pairs copied into a body of 8 places,
+         * then the key is appended (3 pairs) */
+        assert_int_equal(kind == 0 ? shmobj_mset_add(&c, &SHMOBJ_VAL_INT(8))
+                                   : shmobj_mdict_set(&c, &SHMOBJ_VAL_INT(8),
+                                                      &SHMOBJ_VAL_STR("value 8")),
+                         0);
+        assert_int_equal(atomic_load(&control_of(&c)->len), 3);
+        rebuild_killed_before_len(&c, 8, freed);
+        for (int i = 0; i < 9; i++)
+            assert_int_equal(shmobj_mut_contains(&c, &SHMOBJ_VAL_INT(i)),
+                             i < 6 ? SHMOBJ_ENOTFOUND : 0);
+        assert_int_equal(len_of(&c), 3);
+        if (kind == 1) {
+            const char *s;
+            assert_int_equal(shmobj_mdict_get(&c, &SHMOBJ_VAL_INT(8), &v), 0);
+            assert_int_equal(shmobj_str_get(&v, &s, NULL), 0);
+            assert_string_equal(s, "value 8");
+        }
+        assert_int_equal(shmobj_obj_check(f->seg, r), 0);
+        /* and it goes on: more keys, another rebuild */
+        for (int i = 9; i < 30; i++)
+            assert_int_equal(kind == 0 ? shmobj_mset_add(&c, &SHMOBJ_VAL_INT(i))
+                                       : shmobj_mdict_set(&c, &SHMOBJ_VAL_INT(i),
+                                                          &SHMOBJ_VAL_INT(i)),
+                             0);
+        assert_int_equal(len_of(&c), 24);
+        assert_int_equal(shmobj_obj_check(f->seg, r), 0);
+        assert_int_equal(shmobj_obj_free(f->seg, r), 0);
+    }
+}
+
 int main(void)
 {
     const char *env = getenv("SHMOBJ_KILL_ITERATIONS");
@@ -1980,6 +2076,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_mdict_kill_writer_loop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mset_kill_writer_loop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mdict_int_add_killed_adder_never_blocks, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_mdict_rebuild_killed_before_len_repaired, setup,
                                         teardown),
     };
     test_filter_from_env();

@@ -8,7 +8,10 @@
  * - A body is written whole before it is published (the control block's
  *   body, inside a writer section) and grows only by a rebuild into a new
  *   body: the old one is freed after the new one is published, and a
- *   reader of the old one retries.
+ *   reader of the old one retries. The rebuild records the new body's
+ *   pairs in the intent's at before it publishes, so that a repair after
+ *   a kill between the stores of body and len gives len that number, not
+ *   the old body's.
  * - Pairs are appended at len and never move inside a body: a delete
  *   turns the pair into a hole (its key slot's tag, one store), whose
  *   index entry stays until the next rebuild, so the probe of objindex.h,
@@ -259,6 +262,12 @@ int shmobj__mdict_repair(struct shmobj__mc *c)
         shmobj__ref nb = atomic_load_explicit(&m->spare, memory_order_relaxed);
         shmobj__ref ob = atomic_load_explicit(&m->retired, memory_order_relaxed);
         shmobj__ref cur = atomic_load_explicit(&m->body, memory_order_relaxed);
+        /* Published, len perhaps not yet: a holder killed between the two
+         * stores left the old body's len, which counts places of the new
+         * body that hold no pair (or lie past it). The new body's pairs are
+         * the number recorded in at before its publication. */
+        if (nb != 0 && nb == cur)
+            atomic_store_explicit(&m->len, at, memory_order_relaxed);
         if (nb != 0 && nb != cur)
             (void)c->sp->ops->free(c->sp, nb);
         if (ob != 0 && ob != cur)
@@ -355,6 +364,9 @@ int shmobj__mdict_rebuild(struct shmobj__mc *c, struct shmobj__mdbody *b, uint64
         if (rc != 0)
             return rc;
     }
+    /* the new body's len, for a repair after a kill between the store of
+     * body and that of len */
+    atomic_store_explicit(&m->at, j, memory_order_relaxed);
     atomic_store_explicit(&m->body, nr, memory_order_relaxed);
     atomic_store_explicit(&m->len, j, memory_order_relaxed);
     atomic_store_explicit(&m->count, j, memory_order_relaxed);
