@@ -2033,6 +2033,205 @@ static void test_mdict_rebuild_killed_before_len_repaired(void **state)
     }
 }
 
+/* ---- intents left without their op ---------------------------------------- */
+
+/* A writer records its intent's blocks first and its op last, so a writer
+ * killed between the two leaves blocks named by an intent of op 0: blocks
+ * that are still where they were (the value a replace had not replaced
+ * yet, the key a delete had not deleted, the body a clear had not
+ * cleared). The next locker's repair must forget them, not keep them for
+ * the repair of a later intent whose writer never named them. */
+
+/* A lock holder that writes intent fields by hand and dies by SIGKILL:
+ * the fields' values (those set in `mask`, bit i for fields[i]), then op
+ * when it is not 0. */
+enum { IK_AT, IK_SPARE, IK_SPARE2, IK_RETIRED, IK_RETIRED2, IK_PROGRESS, IK_FIELDS };
+
+struct intent_kill {
+    shmobj_segment *seg;
+    struct shmobj__mut *m;
+    unsigned mask;
+    uint64_t fields[IK_FIELDS];
+    uint64_t op;
+};
+
+static int intent_kill_main(void *p)
+{
+    struct intent_kill *k = p;
+    struct shmobj__space *sp = shmobj__space_of_seg(k->seg);
+    if (sp->ops->live->lock(sp, (struct shmobj__os_lock *)(void *)k->m->lock, 0) != 0)
+        return 1;
+    _Atomic uint64_t *dst[IK_FIELDS] = {&k->m->at,      &k->m->spare,    &k->m->spare2,
+                                        &k->m->retired, &k->m->retired2, &k->m->progress};
+    for (int i = 0; i < IK_FIELDS; i++)
+        if (k->mask & (1u << i))
+            atomic_store_explicit(dst[i], k->fields[i], memory_order_relaxed);
+    if (k->op != 0)
+        atomic_store_explicit(&k->m->op, k->op, memory_order_relaxed);
+    raise(SIGKILL);
+    return 2;
+}
+
+static void intent_kill_run(struct intent_kill *k)
+{
+    pid_t pid = test_child_start(intent_kill_main, k, 60);
+    assert_int_equal(test_child_wait(pid), 128 + SIGKILL);
+}
+
+/* The reference of the block a view's object lies in. */
+static shmobj_ref block_of(const shmobj_view *v)
+{
+    assert_non_null(v->obj);
+    return shmobj__ref_make(v->obj_blk, v->obj_gen);
+}
+
+static void mdict_expect(const shmobj_view *d, const char *key, const char *want)
+{
+    shmobj_view v;
+    const char *s;
+    assert_int_equal(shmobj_mdict_get(d, &SHMOBJ_VAL_STR(key), &v), 0);
+    assert_int_equal(shmobj_str_get(&v, &s, NULL), 0);
+    assert_string_equal(s, want);
+}
+
+/* A dict's replace killed after naming the old value's child in its
+ * intent and before its op (the value not replaced), a delete killed
+ * likewise (the pair not deleted), then in each case an insert killed
+ * after its op: the repair of the insert frees only what the insert named,
+ * so the value, the key and every other pair are intact and the dict
+ * checks clean. */
+static void test_mdict_repair_forgets_intent_left_without_op(void **state)
+{
+    struct fixture *f = *state;
+    const char *lkey = "a key of more than seven bytes";
+    for (int first = 0; first < 2; first++) {
+        shmobj_view d, v, key, val;
+        shmobj_ref r = make(f->seg, SHMOBJ_VAL_MDICT(), &d);
+        struct shmobj__mut *m = control_of(&d);
+        assert_int_equal(shmobj_mdict_set(&d, &SHMOBJ_VAL_STR("a"), &SHMOBJ_VAL_STR("value of a")),
+                         0);
+        assert_int_equal(shmobj_mdict_set(&d, &SHMOBJ_VAL_STR(lkey), &SHMOBJ_VAL_STR("value of l")),
+                         0);
+        shmobj_miter it;
+        assert_int_equal(shmobj_miter_init(&d, &it), 0);
+        assert_int_equal(shmobj_miter_next(&it, &key, &val), 0); /* "a" */
+        assert_int_equal(shmobj_miter_next(&it, &key, &val), 0); /* lkey */
+        struct intent_kill k = {f->seg, m, 0, {0}, 0};
+        if (first == 0) {
+            /* shmobj_mdict_set("a", ...) over a string: at, spare, retired */
+            assert_int_equal(shmobj_mdict_get(&d, &SHMOBJ_VAL_STR("a"), &v), 0);
+            k.mask = 1u << IK_AT | 1u << IK_SPARE | 1u << IK_RETIRED;
+            k.fields[IK_AT] = 0;
+            k.fields[IK_RETIRED] = block_of(&v);
+        } else {
+            /* shmobj_mut_delete(lkey): at, retired (its key), retired2 */
+            k.mask = 1u << IK_AT | 1u << IK_RETIRED | 1u << IK_RETIRED2;
+            k.fields[IK_AT] = 1;
+            k.fields[IK_RETIRED] = block_of(&key);
+            k.fields[IK_RETIRED2] = block_of(&val);
+        }
+        intent_kill_run(&k);
+        /* the next locker repairs the dead holder's dict */
+        assert_int_equal(shmobj_mdict_set(&d, &SHMOBJ_VAL_STR("b"), &SHMOBJ_VAL_INT(2)), 0);
+        /* an insert killed after its op (its new pair not written): at is
+         * len, spare and spare2 its children (none here), op PUT */
+        struct intent_kill ins = {f->seg, m, 1u << IK_AT | 1u << IK_SPARE | 1u << IK_SPARE2,
+                                  {atomic_load(&m->len)}, SHMOBJ__MUT_OP_PUT};
+        intent_kill_run(&ins);
+        assert_int_equal(shmobj_mdict_set(&d, &SHMOBJ_VAL_STR("c"), &SHMOBJ_VAL_INT(3)), 0);
+        mdict_expect(&d, "a", "value of a");
+        mdict_expect(&d, lkey, "value of l");
+        assert_int_equal(len_of(&d), 4);
+        assert_int_equal(shmobj_obj_check(f->seg, r), 0);
+        assert_int_equal(shmobj_obj_free(f->seg, r), 0);
+        uint64_t bad = 0;
+        assert_int_equal(shmobj_arena_check(f->seg, &bad), 0);
+    }
+}
+
+/* A set's delete of a member held in a child killed after naming the
+ * child in its intent and before its op (the member not deleted), and a
+ * clear killed likewise (nothing cleared), then in each case an add
+ * killed after its op: every member is still there, its child and the
+ * body not freed, and the set checks clean. */
+static void test_mset_repair_forgets_intent_left_without_op(void **state)
+{
+    struct fixture *f = *state;
+    const char *lkey = "a member of more than seven bytes";
+    for (int first = 0; first < 2; first++) {
+        shmobj_view s, key;
+        shmobj_ref r = make(f->seg, SHMOBJ_VAL_MSET(), &s);
+        struct shmobj__mut *m = control_of(&s);
+        assert_int_equal(shmobj_mset_add(&s, &SHMOBJ_VAL_STR(lkey)), 0);
+        for (int i = 0; i < 4; i++)
+            assert_int_equal(shmobj_mset_add(&s, &SHMOBJ_VAL_INT(i)), 0);
+        struct intent_kill k = {f->seg, m, 0, {0}, 0};
+        if (first == 0) {
+            /* shmobj_mut_delete(lkey): at, retired (its child), retired2 */
+            shmobj_miter it;
+            assert_int_equal(shmobj_miter_init(&s, &it), 0);
+            assert_int_equal(shmobj_miter_next(&it, &key, NULL), 0);
+            k.mask = 1u << IK_AT | 1u << IK_RETIRED | 1u << IK_RETIRED2;
+            k.fields[IK_RETIRED] = block_of(&key);
+        } else {
+            /* shmobj_mut_clear(): retired (the body), progress */
+            k.mask = 1u << IK_RETIRED | 1u << IK_PROGRESS;
+            k.fields[IK_RETIRED] = atomic_load(&m->body);
+            k.fields[IK_PROGRESS] = atomic_load(&m->len);
+        }
+        intent_kill_run(&k);
+        assert_int_equal(shmobj_mset_add(&s, &SHMOBJ_VAL_INT(4)), 0);
+        struct intent_kill ins = {f->seg, m, 1u << IK_AT | 1u << IK_SPARE | 1u << IK_SPARE2,
+                                  {atomic_load(&m->len)}, SHMOBJ__MUT_OP_PUT};
+        intent_kill_run(&ins);
+        assert_int_equal(shmobj_mset_add(&s, &SHMOBJ_VAL_INT(5)), 0);
+        assert_int_equal(shmobj_mut_contains(&s, &SHMOBJ_VAL_STR(lkey)), 0);
+        for (int i = 0; i < 6; i++)
+            assert_int_equal(shmobj_mut_contains(&s, &SHMOBJ_VAL_INT(i)), 0);
+        assert_int_equal(len_of(&s), 7);
+        assert_int_equal(shmobj_obj_check(f->seg, r), 0);
+        assert_int_equal(shmobj_obj_free(f->seg, r), 0);
+        uint64_t bad = 0;
+        assert_int_equal(shmobj_arena_check(f->seg, &bad), 0);
+    }
+}
+
+/* A list's set killed after naming the old item's child in its intent and
+ * before its op (the item not replaced), then an append of a child killed
+ * after its op: the item keeps its child, and the list checks clean. */
+static void test_mlist_repair_forgets_intent_left_without_op(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_view l, v;
+    const char *s;
+    shmobj_ref r = make(f->seg, SHMOBJ_VAL_MLIST(), &l);
+    struct shmobj__mut *m = control_of(&l);
+    assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_STR("item 0")), 0);
+    assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_STR("item 1")), 0);
+    assert_int_equal(shmobj_mlist_get(&l, 0, &v), 0);
+    /* shmobj_mlist_set(0, ...): at, spare, retired */
+    struct intent_kill k = {f->seg, m, 1u << IK_AT | 1u << IK_SPARE | 1u << IK_RETIRED, {0}, 0};
+    k.fields[IK_RETIRED] = block_of(&v);
+    intent_kill_run(&k);
+    assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_STR("item 2")), 0);
+    /* an append of a child killed after its op (its slot not written) */
+    struct intent_kill app = {f->seg, m, 1u << IK_AT | 1u << IK_SPARE,
+                              {atomic_load(&m->len)}, SHMOBJ__MUT_OP_PUT};
+    intent_kill_run(&app);
+    assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_STR("item 3")), 0);
+    for (size_t i = 0; i < 4; i++) {
+        char want[16];
+        snprintf(want, sizeof want, "item %zu", i);
+        assert_int_equal(shmobj_mlist_get(&l, i, &v), 0);
+        assert_int_equal(shmobj_str_get(&v, &s, NULL), 0);
+        assert_string_equal(s, want);
+    }
+    assert_int_equal(shmobj_obj_check(f->seg, r), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, r), 0);
+    uint64_t bad = 0;
+    assert_int_equal(shmobj_arena_check(f->seg, &bad), 0);
+}
+
 int main(void)
 {
     const char *env = getenv("SHMOBJ_KILL_ITERATIONS");
@@ -2078,6 +2277,12 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_mdict_int_add_killed_adder_never_blocks, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_mdict_rebuild_killed_before_len_repaired, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_mdict_repair_forgets_intent_left_without_op, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_mset_repair_forgets_intent_left_without_op, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_mlist_repair_forgets_intent_left_without_op, setup,
                                         teardown),
     };
     test_filter_from_env();

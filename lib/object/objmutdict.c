@@ -20,7 +20,9 @@
  * - A repair rebuilds the index from the pairs and recounts them, so a
  *   writer killed between a pair's publication (len) and its index entry
  *   leaves a key that is found; blocks recorded in the intent are freed
- *   unless the pair they were for holds them. */
+ *   unless the pair they were for holds them, and only those its op
+ *   names: after a repair every block field of the intent is 0, so the
+ *   fields a later intent's repair reads are that intent's own. */
 #include "objlookup.h"
 #include "objmut.h"
 #include "objvalid.h"
@@ -244,6 +246,22 @@ int shmobj__mdict_clear_finish(struct shmobj__mc *c)
     return 0;
 }
 
+/* What the intent's op did not free is forgotten: a holder writes its
+ * blocks before its op, so one killed in between left blocks that are
+ * where they were (the value a replace had not replaced, the key a delete
+ * had not deleted, the body a clear had not cleared) or were never handed
+ * over (a leak); kept, they would be freed by the repair of a later
+ * intent that never named them. (retired is a clear's, and its finish
+ * clears it.) */
+static void forget_blocks(struct shmobj__mut *m)
+{
+    atomic_store_explicit(&m->spare, 0, memory_order_relaxed);
+    atomic_store_explicit(&m->spare2, 0, memory_order_relaxed);
+    if (atomic_load_explicit(&m->op, memory_order_relaxed) != SHMOBJ__MUT_OP_CLEAR)
+        atomic_store_explicit(&m->retired, 0, memory_order_relaxed);
+    atomic_store_explicit(&m->retired2, 0, memory_order_relaxed);
+}
+
 int shmobj__mdict_repair(struct shmobj__mc *c)
 {
     struct shmobj__mut *m = c->m;
@@ -255,6 +273,7 @@ int shmobj__mdict_repair(struct shmobj__mc *c)
         atomic_store_explicit(&m->body, 0, memory_order_relaxed);
         atomic_store_explicit(&m->len, 0, memory_order_relaxed);
         atomic_store_explicit(&m->count, 0, memory_order_relaxed);
+        forget_blocks(m); /* a clear names retired alone */
         return shmobj__mdict_clear_finish(c);
     }
     if (op == SHMOBJ__MUT_OP_REBUILD) {
@@ -295,6 +314,7 @@ int shmobj__mdict_repair(struct shmobj__mc *c)
     default:
         return SHMOBJ_ECORRUPT;
     }
+    forget_blocks(m);
     if (!have) {
         atomic_store_explicit(&m->count, 0, memory_order_relaxed);
         return 0;
