@@ -11,7 +11,8 @@
  * - A new pair is written at len inside a writer section, with its order
  *   (the container's next) and its index entry; a replaced value's child
  *   is freed after the section that replaced it, a deleted pair's after
- *   the section that made it a hole.
+ *   the lock (the section that made it a hole is over, and nothing else
+ *   names them).
  * - Children are built before the lock where they can be (a value's, and
  *   the key's of a key that looked absent), so that the lock is not held
  *   across the builder's allocation; one the change did not take (the key
@@ -348,10 +349,11 @@ int shmobj_mut_delete(const shmobj_view *cv, const shmobj_value *key)
     if (rc != 0)
         return rc;
     struct shmobj__mut *m = c.m;
+    shmobj__ref kc = 0, vc = 0;
     rc = shmobj__mdict_locate(&c, &k, &b, &len, &pair);
     if (rc == 0) {
-        shmobj__ref kc = shmobj__mdict_pair_child(&b, pair, 0);
-        shmobj__ref vc = shmobj__mdict_pair_child(&b, pair, 1);
+        kc = shmobj__mdict_pair_child(&b, pair, 0);
+        vc = shmobj__mdict_pair_child(&b, pair, 1);
         atomic_store_explicit(&m->at, pair, memory_order_relaxed);
         atomic_store_explicit(&m->retired, kc, memory_order_relaxed);
         atomic_store_explicit(&m->retired2, vc, memory_order_relaxed);
@@ -362,13 +364,17 @@ int shmobj_mut_delete(const shmobj_view *cv, const shmobj_value *key)
         atomic_store_explicit(&m->count, atomic_load_explicit(&m->count, memory_order_relaxed) - 1,
                               memory_order_relaxed);
         shmobj__mut_wend(m);
-        shmobj__mut_child_free(c.sp, kc);
-        shmobj__mut_child_free(c.sp, vc);
         atomic_store_explicit(&m->retired, 0, memory_order_relaxed);
         atomic_store_explicit(&m->retired2, 0, memory_order_relaxed);
         atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_NONE, memory_order_relaxed);
     }
     shmobj__mut_unlock(&c);
+    /* The hole's children are the delete's alone once the section is
+     * over (no pair names them: a rebuild copies only live pairs, a clear
+     * frees only theirs), so they are freed after the lock, which is not
+     * held across the heap's; a kill before the frees leaks them. */
+    shmobj__mut_child_free(c.sp, kc);
+    shmobj__mut_child_free(c.sp, vc);
     return rc;
 }
 
