@@ -287,9 +287,9 @@ int shmobj__mlist_repair(struct shmobj__mc *c)
     if (rc != 0)
         return rc;
     /* Blocks the op did not free are forgotten: a holder killed between
-     * writing them and its op left them where they were (a set's old
-     * child) or never handed over, and no later intent's repair may free
-     * them */
+     * writing them and its op left them where they were (the old child of
+     * an item shmobj_mlist_set() had not replaced) or never handed over,
+     * and no later intent's repair may free them */
     atomic_store_explicit(&m->spare, 0, memory_order_relaxed);
     atomic_store_explicit(&m->spare2, 0, memory_order_relaxed);
     atomic_store_explicit(&m->retired, 0, memory_order_relaxed);
