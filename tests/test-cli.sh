@@ -239,6 +239,26 @@ run "dump ROOT past a damaged root name" 0 dump "$tag-names" config
 has out '"workers":4' "dump ROOT past a damaged root name"
 run "rm damaged root name" 0 rm "$tag-names"
 
+# ---- busy: a live process keeps the segment lock ------------------------------
+# The helper's own attachment token (slot 0, the first word of the process
+# table at offset 4096) written into the segment lock's word (offset 192,
+# doc/format.md): to every other process, a live owner that does not let
+# go. A command that needs the lock gives up after the library's 10 s, says
+# so in one line on stderr, and exits 2.
+busy="$tag-busy"
+serve "$busy" 7
+dd if="/dev/shm/$busy" bs=1 skip=4096 count=4 2>/dev/null |
+    dd of="/dev/shm/$busy" bs=1 seek=192 conv=notrunc 2>/dev/null
+run "stat busy" 2 stat "$busy"
+has err "^shmobj: $busy: .*busy" "stat busy says why on stderr"
+[ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "stat busy: $(wc -l <"$tmp/err") lines on stderr, expected 1"
+hasnt out "entry 4294967295" "stat busy names an entry that does not exist"
+hasnt out "(none)" "stat busy calls roots it could not read none"
+run "check busy" 2 check "$busy"
+has err "^shmobj: $busy: .*busy" "check busy says why on stderr"
+run "dump busy" 2 dump "$busy" config
+has err "^shmobj: $busy: .*busy" "dump busy says why on stderr"
+
 # ---- rm and a name replaced between its look and its removal ---------------------
 # test-cli-swap moves another program's file over the name once rm's peek
 # found a segment there: rm must leave the newcomer alone.

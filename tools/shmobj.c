@@ -530,7 +530,13 @@ static int cmd_stat(int argc, char **argv)
     } else {
         printf("heap\n  %s\n", shmobj_strerror(rc));
         status = rc == SHMOBJ_ECORRUPT ? EXIT_DAMAGED : EXIT_CANNOT;
+        if (rc != SHMOBJ_ECORRUPT)
+            fprintf(stderr, "%s: %s: heap: %s\n", prog, t.arg, shmobj_strerror(rc));
     }
+    /* The heap's walk and the root directory's take the same lock: when a
+     * live process kept it past the library's bound, the roots would cost
+     * the user another 10 s for the same answer. */
+    bool lock_busy = rc == SHMOBJ_EBUSY;
     shmobj_segment_proc procs[1024];
     size_t n = 0;
     rc = shmobj_segment_procs_get(seg, procs, 1024, &n);
@@ -554,11 +560,24 @@ static int cmd_stat(int argc, char **argv)
     uint32_t cur = 0;
     shmobj_root_info ri = {.struct_size = sizeof ri};
     unsigned roots = 0;
-    while ((rc = shmobj_segment_root_next(seg, &cur, &ri)) != SHMOBJ_ENOTFOUND) {
+    bool walked = !lock_busy;
+    if (lock_busy)
+        printf("  not read: the segment lock is held (see heap)\n");
+    while (walked &&
+           (rc = shmobj_segment_root_next(seg, &cur, &ri)) != SHMOBJ_ENOTFOUND) {
+        if (rc != 0 && rc != SHMOBJ_ECORRUPT) {
+            /* not an entry's fault: the walk itself could not go on */
+            printf("  not read: %s\n", shmobj_strerror(rc));
+            if (status == 0)
+                fprintf(stderr, "%s: %s: roots: %s\n", prog, t.arg,
+                        shmobj_strerror(rc));
+            if (status != EXIT_DAMAGED)
+                status = EXIT_CANNOT;
+            walked = false;
+            break;
+        }
         if (rc != 0) {
             printf("  entry %" PRIu32 ": %s\n", cur - 1, shmobj_strerror(rc));
-            if (rc != SHMOBJ_ECORRUPT)
-                break;
             status = EXIT_DAMAGED;
             continue;
         }
@@ -573,7 +592,7 @@ static int cmd_stat(int argc, char **argv)
             stat_object(seg, &ri);
         printf("\n");
     }
-    if (roots == 0)
+    if (roots == 0 && walked)
         printf("  (none)\n");
     shmobj_segment_close(seg);
     return status;
