@@ -120,6 +120,8 @@ has out "cache  *map .*count 10[01], load [0-9.]*, [0-9.]* bytes/item" "stat: ma
 has out "config  *object .*type dict len 4" "stat: dict object"
 has out "weights  *object .*type buffer f32\[4,8\]" "stat: buffer object"
 has out "answer  *object .*type int" "stat: int object"
+has out "events  *object .*type mlist" "stat: growable list object"
+has out "position  *object .*type record" "stat: record object"
 has out "blob  *raw" "stat: raw block"
 # ls only peeks: after ls and stat, still just the helper attached
 run "ls again" 0 ls "$live"
@@ -150,7 +152,7 @@ run "dump missing root" 2 dump "$live" nosuchroot
 has err "no root named 'nosuchroot'" "dump missing root"
 
 run "check" 0 check "$live"
-has out "^$live: ok: heap, 6 roots (1 queues, 1 maps, 3 objects, 1 others)" "check"
+has out "^$live: ok: heap, 8 roots (1 queues, 1 maps, 5 objects, 1 others)" "check"
 
 run "top" 0 top -n 3 -i 0.3 "$live"
 has out "frame 3" "top: three frames"
@@ -315,7 +317,7 @@ serve "$tmp/seg.file" 6
 run "ls PATH" 0 ls "$tmp/seg.file"
 has out "^$tmp/seg.file  *file .* 1 ready" "ls PATH"
 run "check PATH" 0 check "$tmp/seg.file"
-has out "ok: heap, 6 roots" "check PATH"
+has out "ok: heap, 8 roots" "check PATH"
 run "stat PATH" 0 stat "$tmp/seg.file"
 has out "backend file" "stat PATH"
 # a copy of a shm segment in a file is not a file-backed segment

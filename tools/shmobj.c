@@ -201,9 +201,11 @@ const char *shmobj_tool_kind_name(unsigned kind)
 
 const char *shmobj_tool_type_name(int type)
 {
+    /* enum shmobj_type, then enum shmobj_type_ref: the numbers go on */
     static const char *names[] = {"?",    "null",  "bool",   "int",  "uint",
                                   "double", "str", "bytes",  "buffer", "list",
-                                  "tuple", "dict", "set",    "struct"};
+                                  "tuple", "dict", "set",    "struct", "mlist",
+                                  "mdict", "mset", "shape",  "record", "link"};
     return type > 0 && type < (int)(sizeof names / sizeof names[0])
                ? names[type]
                : "?";
