@@ -11,7 +11,7 @@
  * only while the name still refers to the file it opened before the peek.
  * Exit status: 0 success, 1 the segment (or what was asked of it) is
  * damaged, 2 it could not be looked at (missing, foreign, unreadable, not
- * ready, bad usage). */
+ * ready, busy, bad usage). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -234,7 +234,8 @@ static const char *const usage_main =
     "NAME is a POSIX shm name (demo, /demo, /dev/shm/demo) or the path of a\n"
     "file-backed segment. 'shmobj COMMAND --help' tells more.\n"
     "exit status: 0 ok, 1 damaged, 2 could not look (missing, foreign,\n"
-    "unreadable, not ready, bad usage).\n";
+    "unreadable, not ready, busy: a live process kept the segment's lock\n"
+    "for 10 s, bad usage).\n";
 
 static const char *const usage_ls =
     "usage: shmobj ls [-a] [NAME...]\n"
