@@ -1313,7 +1313,7 @@ SHMOBJ_API const char *shmobj_dtype_name(unsigned dtype);
  *         its offset holds no live object of the link's generation, whatever
  *         now lies there (a free block, another block's payload, bytes
  *         that look like a damaged header); damage of the heap itself is
- *         shmobj_segment_check()'s to report
+ *         shmobj_arena_check()'s to report
  * @retval SHMOBJ_ECORRUPT the link's own reference is impossible (0 or not
  *         16-aligned)
  * @note Thread- and process-safe; lock-free. O(1). Following a link to an
