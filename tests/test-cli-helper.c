@@ -72,6 +72,15 @@ static int populate(shmobj_segment *seg, shmobj_queue **q, shmobj_map **m)
     TRY("answer root", shmobj_segment_root_set(seg, "answer", ref));
     TRY("blob", shmobj_arena_alloc(seg, 256, 0, &ref, NULL));
     TRY("blob root", shmobj_segment_root_set(seg, "blob", ref));
+    shmobj_value events = SHMOBJ_VAL_MLIST();
+    TRY("events", shmobj_obj_put(seg, &events, &ref));
+    TRY("events root", shmobj_segment_root_set(seg, "events", ref));
+    const shmobj_field fields[] = {{"x", SHMOBJ_TYPE_DOUBLE, 0, 0}};
+    const double x = 1.5;
+    shmobj_ref pos_shape;
+    TRY("shape", shmobj_shape_put(seg, fields, 1, &pos_shape));
+    TRY("position", shmobj_record_put_struct(seg, pos_shape, &x, &ref));
+    TRY("position root", shmobj_segment_root_set(seg, "position", ref));
     return 0;
 }
 

@@ -120,6 +120,8 @@ has out "cache  *map .*count 10[01], load [0-9.]*, [0-9.]* bytes/item" "stat: ma
 has out "config  *object .*type dict len 4" "stat: dict object"
 has out "weights  *object .*type buffer f32\[4,8\]" "stat: buffer object"
 has out "answer  *object .*type int" "stat: int object"
+has out "events  *object .*type mlist" "stat: growable list object"
+has out "position  *object .*type record" "stat: record object"
 has out "blob  *raw" "stat: raw block"
 # ls only peeks: after ls and stat, still just the helper attached
 run "ls again" 0 ls "$live"
@@ -150,7 +152,7 @@ run "dump missing root" 2 dump "$live" nosuchroot
 has err "no root named 'nosuchroot'" "dump missing root"
 
 run "check" 0 check "$live"
-has out "^$live: ok: heap, 6 roots (1 queues, 1 maps, 3 objects, 1 others)" "check"
+has out "^$live: ok: heap, 8 roots (1 queues, 1 maps, 5 objects, 1 others)" "check"
 
 run "top" 0 top -n 3 -i 0.3 "$live"
 has out "frame 3" "top: three frames"
@@ -239,6 +241,26 @@ run "dump ROOT past a damaged root name" 0 dump "$tag-names" config
 has out '"workers":4' "dump ROOT past a damaged root name"
 run "rm damaged root name" 0 rm "$tag-names"
 
+# ---- busy: a live process keeps the segment lock ------------------------------
+# The helper's own attachment token (slot 0, the first word of the process
+# table at offset 4096) written into the segment lock's word (offset 192,
+# doc/format.md): to every other process, a live owner that does not let
+# go. A command that needs the lock gives up after the library's 10 s, says
+# so in one line on stderr, and exits 2.
+busy="$tag-busy"
+serve "$busy" 7
+dd if="/dev/shm/$busy" bs=1 skip=4096 count=4 2>/dev/null |
+    dd of="/dev/shm/$busy" bs=1 seek=192 conv=notrunc 2>/dev/null
+run "stat busy" 2 stat "$busy"
+has err "^shmobj: $busy: .*busy" "stat busy says why on stderr"
+[ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "stat busy: $(wc -l <"$tmp/err") lines on stderr, expected 1"
+hasnt out "entry 4294967295" "stat busy names an entry that does not exist"
+hasnt out "(none)" "stat busy calls roots it could not read none"
+run "check busy" 2 check "$busy"
+has err "^shmobj: $busy: .*busy" "check busy says why on stderr"
+run "dump busy" 2 dump "$busy" config
+has err "^shmobj: $busy: .*busy" "dump busy says why on stderr"
+
 # ---- rm and a name replaced between its look and its removal ---------------------
 # test-cli-swap moves another program's file over the name once rm's peek
 # found a segment there: rm must leave the newcomer alone.
@@ -295,7 +317,7 @@ serve "$tmp/seg.file" 6
 run "ls PATH" 0 ls "$tmp/seg.file"
 has out "^$tmp/seg.file  *file .* 1 ready" "ls PATH"
 run "check PATH" 0 check "$tmp/seg.file"
-has out "ok: heap, 6 roots" "check PATH"
+has out "ok: heap, 8 roots" "check PATH"
 run "stat PATH" 0 stat "$tmp/seg.file"
 has out "backend file" "stat PATH"
 # a copy of a shm segment in a file is not a file-backed segment

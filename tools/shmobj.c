@@ -11,7 +11,7 @@
  * only while the name still refers to the file it opened before the peek.
  * Exit status: 0 success, 1 the segment (or what was asked of it) is
  * damaged, 2 it could not be looked at (missing, foreign, unreadable, not
- * ready, bad usage). */
+ * ready, busy, bad usage). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -201,9 +201,11 @@ const char *shmobj_tool_kind_name(unsigned kind)
 
 const char *shmobj_tool_type_name(int type)
 {
+    /* enum shmobj_type, then enum shmobj_type_ref: the numbers go on */
     static const char *names[] = {"?",    "null",  "bool",   "int",  "uint",
                                   "double", "str", "bytes",  "buffer", "list",
-                                  "tuple", "dict", "set",    "struct"};
+                                  "tuple", "dict", "set",    "struct", "mlist",
+                                  "mdict", "mset", "shape",  "record", "link"};
     return type > 0 && type < (int)(sizeof names / sizeof names[0])
                ? names[type]
                : "?";
@@ -232,7 +234,8 @@ static const char *const usage_main =
     "NAME is a POSIX shm name (demo, /demo, /dev/shm/demo) or the path of a\n"
     "file-backed segment. 'shmobj COMMAND --help' tells more.\n"
     "exit status: 0 ok, 1 damaged, 2 could not look (missing, foreign,\n"
-    "unreadable, not ready, bad usage).\n";
+    "unreadable, not ready, busy: a live process kept the segment's lock\n"
+    "for 10 s, bad usage).\n";
 
 static const char *const usage_ls =
     "usage: shmobj ls [-a] [NAME...]\n"
@@ -530,7 +533,13 @@ static int cmd_stat(int argc, char **argv)
     } else {
         printf("heap\n  %s\n", shmobj_strerror(rc));
         status = rc == SHMOBJ_ECORRUPT ? EXIT_DAMAGED : EXIT_CANNOT;
+        if (rc != SHMOBJ_ECORRUPT)
+            fprintf(stderr, "%s: %s: heap: %s\n", prog, t.arg, shmobj_strerror(rc));
     }
+    /* The heap's walk and the root directory's take the same lock: when a
+     * live process kept it past the library's bound, the roots would cost
+     * the user another 10 s for the same answer. */
+    bool lock_busy = rc == SHMOBJ_EBUSY;
     shmobj_segment_proc procs[1024];
     size_t n = 0;
     rc = shmobj_segment_procs_get(seg, procs, 1024, &n);
@@ -554,11 +563,24 @@ static int cmd_stat(int argc, char **argv)
     uint32_t cur = 0;
     shmobj_root_info ri = {.struct_size = sizeof ri};
     unsigned roots = 0;
-    while ((rc = shmobj_segment_root_next(seg, &cur, &ri)) != SHMOBJ_ENOTFOUND) {
+    bool walked = !lock_busy;
+    if (lock_busy)
+        printf("  not read: the segment lock is held (see heap)\n");
+    while (walked &&
+           (rc = shmobj_segment_root_next(seg, &cur, &ri)) != SHMOBJ_ENOTFOUND) {
+        if (rc != 0 && rc != SHMOBJ_ECORRUPT) {
+            /* not an entry's fault: the walk itself could not go on */
+            printf("  not read: %s\n", shmobj_strerror(rc));
+            if (status == 0)
+                fprintf(stderr, "%s: %s: roots: %s\n", prog, t.arg,
+                        shmobj_strerror(rc));
+            if (status != EXIT_DAMAGED)
+                status = EXIT_CANNOT;
+            walked = false;
+            break;
+        }
         if (rc != 0) {
             printf("  entry %" PRIu32 ": %s\n", cur - 1, shmobj_strerror(rc));
-            if (rc != SHMOBJ_ECORRUPT)
-                break;
             status = EXIT_DAMAGED;
             continue;
         }
@@ -573,7 +595,7 @@ static int cmd_stat(int argc, char **argv)
             stat_object(seg, &ri);
         printf("\n");
     }
-    if (roots == 0)
+    if (roots == 0 && walked)
         printf("  (none)\n");
     shmobj_segment_close(seg);
     return status;

@@ -2,7 +2,11 @@
 
 It covers what a script needs to find an object another process made and
 to read and update it in place: open a segment, look a root up (or wait
-for it), views of values, atomic updates of scalars, and JSON.
+for it), views of values (fixed and mutable containers, records of a
+shape), atomic updates of scalars, and JSON; to be a queue's consumer
+(take with a timeout, completion back to the sender, message blocks read
+in place); and to use a shared map. It does not build objects: a C (or
+C++) process puts them, the script reads and updates them.
 
 The library's handles are opaque pointers. The one struct a caller holds
 is the view (``shmobj_view``): instead of mirroring its fields, which are
@@ -16,7 +20,8 @@ import ctypes
 import json
 import os
 
-__all__ = ["Error", "Segment", "View", "FOREVER", "BACKEND_SHM", "BACKEND_FILE"]
+__all__ = ["Error", "Segment", "View", "Queue", "Map", "FOREVER", "BACKEND_SHM",
+           "BACKEND_FILE"]
 
 _lib = ctypes.CDLL(os.environ.get("SHMOBJ_LIBRARY", "libshmobj.so.0"))
 
@@ -26,7 +31,11 @@ BACKEND_FILE = 1
 
 # enum shmobj_type (stable numbers, part of the format)
 NULL, BOOL, INT, UINT, DOUBLE, STR, BYTES, BUFFER, LIST, TUPLE, DICT, SET, STRUCT = range(1, 14)
-ETYPE = -11  # SHMOBJ_ETYPE, for errors the binding raises itself
+MLIST, MDICT, MSET = 14, 15, 16
+# enum shmobj_type_ref (also stable): what shmobj_view_type() gives besides
+SHAPE, RECORD, LINK = 17, 18, 19
+# the statuses the binding turns into Python answers rather than errors
+ENOTFOUND, ETIMEDOUT, EEMPTY, ETYPE, ENOBUFS = -3, -8, -9, -11, -17
 
 _p = ctypes.c_void_p
 _i64 = ctypes.c_int64
@@ -74,9 +83,35 @@ _double_add = _fn("shmobj_double_add", ctypes.c_int, _p, ctypes.c_double,
 _str_get = _fn("shmobj_str_get", ctypes.c_int, _p, ctypes.POINTER(_p), ctypes.POINTER(_size))
 _bytes_get = _fn("shmobj_bytes_get", ctypes.c_int, _p, ctypes.POINTER(_p),
                  ctypes.POINTER(_size))
+_view_follow = _fn("shmobj_view_follow", ctypes.c_int, _p, _p)
+_miter_init = _fn("shmobj_miter_init", ctypes.c_int, _p, _p)
+_miter_next = _fn("shmobj_miter_next", ctypes.c_int, _p, _p, _p)
+_q_open_timed = _fn("shmobj_queue_open_timed", ctypes.c_int, _p, ctypes.c_char_p, _i64,
+                    ctypes.POINTER(_p))
+_q_close = _fn("shmobj_queue_close", None, _p)
+_q_take_timed = _fn("shmobj_queue_take_timed", ctypes.c_int, _p, ctypes.POINTER(_u64), _i64)
+_q_put_timed = _fn("shmobj_queue_put_timed", ctypes.c_int, _p, _u64, _i64)
+_q_done = _fn("shmobj_queue_done", ctypes.c_int, _p, _u64)
+_q_msg_data = _fn("shmobj_queue_msg_data", ctypes.c_int, _p, _u64, ctypes.POINTER(_p),
+                  ctypes.POINTER(_size))
+_q_msg_done = _fn("shmobj_queue_msg_done", ctypes.c_int, _p, _u64)
+_map_open_timed = _fn("shmobj_map_open_timed", ctypes.c_int, _p, ctypes.c_char_p, _i64,
+                      ctypes.POINTER(_p))
+_map_open_or_create = _fn("shmobj_map_open_or_create", ctypes.c_int, _p, ctypes.c_char_p,
+                          ctypes.POINTER(_p))
+_map_close = _fn("shmobj_map_close", None, _p)
+_map_get = _fn("shmobj_map_get", ctypes.c_int, _p, ctypes.c_char_p, _size, _p, _size,
+               ctypes.POINTER(_size))
+_map_set = _fn("shmobj_map_set", ctypes.c_int, _p, ctypes.c_char_p, _size, ctypes.c_char_p,
+               _size)
+_map_del = _fn("shmobj_map_del", ctypes.c_int, _p, ctypes.c_char_p, _size)
+_map_add = _fn("shmobj_map_add", ctypes.c_int, _p, ctypes.c_char_p, _size, _i64,
+               ctypes.POINTER(_i64))
 
 # A view as opaque bytes: as many 8-byte words as the library asks for.
 _VIEW_WORDS = (_view_size() + 7) // 8
+# An iteration cursor (shmobj_miter, caller memory): a view and two words.
+_MITER_WORDS = _VIEW_WORDS + 2
 
 
 class Error(Exception):
@@ -174,6 +209,27 @@ class View:
         _check(_view_key(self._p, i, k._p), "key %d" % i)
         return k
 
+    def follow(self):
+        """The target of a link (Error SHMOBJ_ESTALE once it was freed);
+        any other view is returned as it is."""
+        t = View(self._seg)
+        _check(_view_follow(self._p, t._p), "follow")
+        return t
+
+    def items(self):
+        """(key, value) views of a mutable dict or set (a set's values are
+        null), in insertion order; every key present for the whole
+        iteration comes exactly once, whatever other processes change."""
+        it = (ctypes.c_uint64 * _MITER_WORDS)()
+        _check(_miter_init(self._p, it), "iterate")
+        while True:
+            k, v = View(self._seg), View(self._seg)
+            rc = _miter_next(it, k._p, v._p)
+            if rc == ENOTFOUND:
+                return
+            _check(rc, "iterate")
+            yield k, v
+
     # ---- scalars: atomic, in place --------------------------------------
     def get(self):
         """The value as a Python scalar (None, bool, int, float, str, bytes)."""
@@ -243,11 +299,17 @@ class View:
         """A copy of the value as Python objects (dict, list, tuple,
         frozenset, scalars); a buffer as its JSON description."""
         t = self.type
-        if t in (LIST, TUPLE, SET):
+        if t in (LIST, TUPLE, SET, MLIST):
             items = [self[i].to_python() for i in range(len(self))]
-            return items if t == LIST else tuple(items) if t == TUPLE else frozenset(items)
-        if t == DICT:
+            return items if t in (LIST, MLIST) else tuple(items) if t == TUPLE else frozenset(items)
+        if t in (DICT, RECORD):
             return {self.key(i).get(): self[i].to_python() for i in range(len(self))}
+        if t == MDICT:
+            return {k.get(): v.to_python() for k, v in self.items()}
+        if t == MSET:
+            return frozenset(k.get() for k, _ in self.items())
+        if t in (LINK, SHAPE):  # as JSON prints them: a link is not followed
+            return json.loads(self.json())
         if t == STRUCT:
             try:
                 return {self.key(i).get(): self[i].to_python() for i in range(len(self))}
@@ -256,3 +318,132 @@ class View:
         if t == BUFFER:
             return json.loads(self.json())
         return self.get()
+
+
+class Queue:
+    """A handle of a queue another process created, for a consumer."""
+
+    def __init__(self, seg, name, timeout_ns=0):
+        """Open the queue ``name``, waiting up to ``timeout_ns`` for it to
+        be created (asleep, no polling)."""
+        self._seg = seg
+        self._h = _p()
+        _check(_q_open_timed(seg._h, name.encode(), timeout_ns, ctypes.byref(self._h)),
+               "queue " + name)
+
+    def close(self):
+        if self._h:
+            _q_close(self._h)
+            self._h = _p()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def take(self, timeout_ns=FOREVER):
+        """The oldest message (a reference), waiting up to ``timeout_ns``;
+        None when none came in time."""
+        ref = _u64()
+        rc = _q_take_timed(self._h, ctypes.byref(ref), timeout_ns)
+        if rc in (ETIMEDOUT, EEMPTY):
+            return None
+        _check(rc, "take")
+        return ref.value
+
+    def put(self, ref, timeout_ns=FOREVER):
+        """Put a reference, waiting up to ``timeout_ns`` for room; False
+        when the queue stayed full."""
+        rc = _q_put_timed(self._h, ref, timeout_ns)
+        if rc in (ETIMEDOUT, -10):  # -10: SHMOBJ_EFULL
+            return False
+        _check(rc, "put")
+        return True
+
+    def done(self, ref):
+        """Mark a reference its sender put tracked
+        (shmobj_queue_put_tracked()) done: wakes the sender, frees nothing;
+        do not use the reference afterwards."""
+        _check(_q_done(self._h, ref), "done")
+
+    def msg_data(self, ref):
+        """The bytes of a message block, in place (a memoryview valid until
+        msg_done())."""
+        ptr, n = _p(), _size()
+        _check(_q_msg_data(self._h, ref, ctypes.byref(ptr), ctypes.byref(n)), "msg_data")
+        if n.value == 0:
+            return memoryview(b"")
+        return memoryview((ctypes.c_char * n.value).from_address(ptr.value)).cast("B")
+
+    def msg_done(self, ref):
+        """Give a message block back (frees an untracked one, wakes the
+        sender of a tracked one)."""
+        _check(_q_msg_done(self._h, ref), "msg_done")
+
+
+class Map:
+    """A handle of a shared map: keys and values are bytes (str is encoded
+    as UTF-8)."""
+
+    def __init__(self, seg, name, timeout_ns=0, create=False):
+        """Open the map ``name``, waiting up to ``timeout_ns`` for it; with
+        ``create``, open it or create it, whichever process comes first."""
+        self._h = _p()
+        if create:
+            rc = _map_open_or_create(seg._h, name.encode(), ctypes.byref(self._h))
+        else:
+            rc = _map_open_timed(seg._h, name.encode(), timeout_ns, ctypes.byref(self._h))
+        _check(rc, "map " + name)
+
+    def close(self):
+        if self._h:
+            _map_close(self._h)
+            self._h = _p()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    @staticmethod
+    def _b(x):
+        return x.encode() if isinstance(x, str) else bytes(x)
+
+    def get(self, key, default=None):
+        """A copy of the value, or ``default`` when the key is absent."""
+        k = self._b(key)
+        cap = 64
+        while True:
+            buf = ctypes.create_string_buffer(cap)
+            n = _size()
+            rc = _map_get(self._h, k, len(k), buf, cap, ctypes.byref(n))
+            if rc == ENOTFOUND:
+                return default
+            if rc == ENOBUFS:  # the length needed is in n: read again
+                cap = n.value
+                continue
+            _check(rc, "get")
+            return buf.raw[:n.value]
+
+    def set(self, key, value):
+        k, v = self._b(key), self._b(value)
+        _check(_map_set(self._h, k, len(k), v, len(v)), "set")
+
+    def delete(self, key):
+        """Remove a key; False when it was absent."""
+        k = self._b(key)
+        rc = _map_del(self._h, k, len(k))
+        if rc == ENOTFOUND:
+            return False
+        _check(rc, "delete")
+        return True
+
+    def add(self, key, delta):
+        """Add to an 8-byte integer value atomically (an absent key is
+        created holding ``delta``); returns the value after the add."""
+        k = self._b(key)
+        out = _i64()
+        _check(_map_add(self._h, k, len(k), delta, ctypes.byref(out)), "add")
+        return out.value

@@ -21,7 +21,7 @@
 extern "C" {
 #endif
 
-/** @brief Heap statistics, see shmobj_arena_stats(). */
+/** @brief Heap statistics, see shmobj_arena_stats_get(). */
 typedef struct shmobj_arena_stats {
     uint32_t struct_size;   /**< sizeof(shmobj_arena_stats), set by caller */
     uint32_t reserved0;     /**< zero */

@@ -657,7 +657,9 @@ SHMOBJ_API int shmobj_obj_get(shmobj_segment *seg, shmobj_ref ref, shmobj_view *
 /**
  * @brief The kind of value a view shows.
  * @param[in] view a filled view
- * @return an enum shmobj_type value; 0 for a NULL view
+ * @return an enum shmobj_type value, or an enum shmobj_type_ref one
+ *         (SHMOBJ_TYPE_SHAPE, SHMOBJ_TYPE_RECORD, SHMOBJ_TYPE_LINK); 0 for
+ *         a NULL view
  * @note Thread- and process-safe.
  * @since 0.1
  */
@@ -1311,7 +1313,7 @@ SHMOBJ_API const char *shmobj_dtype_name(unsigned dtype);
  *         its offset holds no live object of the link's generation, whatever
  *         now lies there (a free block, another block's payload, bytes
  *         that look like a damaged header); damage of the heap itself is
- *         shmobj_segment_check()'s to report
+ *         shmobj_arena_check()'s to report
  * @retval SHMOBJ_ECORRUPT the link's own reference is impossible (0 or not
  *         16-aligned)
  * @note Thread- and process-safe; lock-free. O(1). Following a link to an
@@ -1832,6 +1834,11 @@ SHMOBJ_API int shmobj_mdict_get_int(const shmobj_view *dict, const shmobj_key *k
 /**
  * @brief Add to the int64 value of a key of a mutable dict
  *        (`d[key] += delta`) in one call.
+ *
+ * The key must hold an int already: an absent key is SHMOBJ_ENOTFOUND
+ * (set it first with shmobj_mdict_set()), unlike shmobj_map_add(), which
+ * creates it; and `old` is the value before the add, where
+ * shmobj_map_add() gives the value after.
  * @param[in] dict view of a dict
  * @param[in] key a key prepared by shmobj_key_init()
  * @param[in] delta amount (wraps around like two's complement)

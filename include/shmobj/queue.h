@@ -133,7 +133,9 @@ enum shmobj_queue_msg_flag {
 /**
  * @brief Create a named queue in a segment and open it.
  *
- * The ring (896 bytes plus 80 bytes per message of capacity) is allocated in the
+ * The queue's block (2,176 bytes, plus 80 bytes per message of capacity,
+ * plus 32 bytes per completion record: twice the capacity, at least 64, at
+ * most 8,192; 5.4 KiB for 16 messages, 146 KiB for 1,024) is allocated in the
  * segment's heap and published as the named root `name` (no prefix: one
  * namespace for every kind of root).
  * @param[in] seg segment
@@ -343,10 +345,10 @@ SHMOBJ_API int shmobj_queue_spin_set(shmobj_queue *q, int64_t spin_ns);
  * @retval SHMOBJ_ECORRUPT the ring's next slot holds a word no live queue
  *         can (damage), or its block no longer checks out; nothing was sent
  * @retval SHMOBJ_ESTALE the queue was destroyed (nothing was written)
- * @retval SHMOBJ_EREPLACED the deadline passed and the segment's name was
- *         removed or now names another segment (shmobj_segment_info_get()):
- *         its peers moved on
- * @note Thread- and process-safe, lock-free while there is room.
+ * @note Thread- and process-safe, lock-free while there is room. Waits
+ *       without limit: a segment whose name was removed or replaced does
+ *       not end the wait (shmobj_queue_put_timed() returns
+ *       SHMOBJ_EREPLACED at its deadline).
  * @since 0.1
  */
 SHMOBJ_API int shmobj_queue_put(shmobj_queue *q, shmobj_ref ref);
@@ -397,10 +399,10 @@ SHMOBJ_API int shmobj_queue_put_timed(shmobj_queue *q, shmobj_ref ref,
  *         block no longer checks out (damage); nothing was taken
  * @retval SHMOBJ_ESTALE the queue was destroyed, also while the caller
  *         waited (nothing was written)
- * @retval SHMOBJ_EREPLACED the deadline passed and the segment's name was
- *         removed or now names another segment (shmobj_segment_info_get()):
- *         its peers moved on
- * @note Thread- and process-safe, lock-free while messages wait.
+ * @note Thread- and process-safe, lock-free while messages wait. Waits
+ *       without limit: a segment whose name was removed or replaced does
+ *       not end the wait (shmobj_queue_take_timed() returns
+ *       SHMOBJ_EREPLACED at its deadline).
  * @since 0.1
  */
 SHMOBJ_API int shmobj_queue_take(shmobj_queue *q, shmobj_ref *ref);
@@ -521,11 +523,9 @@ SHMOBJ_API int shmobj_queue_take_many(shmobj_queue *q, shmobj_ref *refs,
  *         block no longer checks out (damage); nothing was taken
  * @retval SHMOBJ_ESTALE the queue was destroyed, also while the caller
  *         waited (nothing was written)
- * @retval SHMOBJ_EREPLACED the deadline passed and the segment's name was
- *         removed or now names another segment (shmobj_segment_info_get()):
- *         its peers moved on
  * @note Thread- and process-safe. With several consumers the message may be
- *       taken by another one right after; peek is a snapshot.
+ *       taken by another one right after; peek is a snapshot. Waits
+ *       without limit, as shmobj_queue_take() does.
  * @since 0.1
  */
 SHMOBJ_API int shmobj_queue_peek(shmobj_queue *q, shmobj_ref *ref);

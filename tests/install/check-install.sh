@@ -22,6 +22,16 @@ cc -std=c11 -Wall -Wextra -Wpedantic -Werror "$src/tests/install/consumer.c" $fl
 c++ -std=c++11 -Wall -Wextra -Wpedantic -Werror "$src/tests/install/consumer.cpp" $flags -o "$tmp/consumer-cxx"
 LD_LIBRARY_PATH="$libdir" "$tmp/consumer-c"
 LD_LIBRARY_PATH="$libdir" "$tmp/consumer-cxx"
+# The installed tool finds the installed library by itself: a prefix the
+# dynamic loader does not search (~/opt/shmobj) must not leave `shmobj`
+# failing with "cannot open shared object file".
+tool="$tmp/root$prefix/bin/shmobj"
+[ -x "$tool" ] || { echo "shmobj not installed"; exit 1; }
+want_libdir=$(PKG_CONFIG_PATH="$pcdir" pkg-config --variable=libdir shmobj)
+if [ "$prefix" != /usr ] && command -v readelf >/dev/null 2>&1; then
+  readelf -d "$tool" | grep -E 'R(UN)?PATH' | grep -qF "$want_libdir" ||
+    { echo "the installed shmobj has no run path to $want_libdir"; readelf -d "$tool" | grep -E 'R(UN)?PATH'; exit 1; }
+fi
 # Each installed header compiles alone, in C and in C++.
 incdir=$(PKG_CONFIG_PATH="$pcdir" pkg-config --define-variable=prefix="$tmp/root$prefix" --variable=includedir shmobj)
 for h in $(cd "$incdir" && find . -name '*.h' | sed 's|^\./||'); do
