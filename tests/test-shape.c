@@ -450,6 +450,56 @@ static void test_record_e1_shape_within_bound(void **state)
     assert_int_equal(shmobj_shape_free(SEG(sp), shape), 0);
 }
 
+/* A record alone written by format version 2 (its tree header of the
+ * usual kind, the record's own header at 16 in the root slot's place, its
+ * slots from 32) is still read, checked and freed: made here from a
+ * version 3 record's bytes. */
+static void test_record_alone_version2_still_read(void **state)
+{
+    struct shmobj__space *sp = *state;
+    shmobj_ref shape = player_shape(state);
+    shmobj_value items[PLAYER_N];
+    shmobj_value rec = player(shape, items, 7, "dan");
+    size_t n3;
+    assert_int_equal(shmobj_obj_size(&rec, &n3), 0);
+    shmobj_ref r3 = put(state, rec), r2;
+    assert_int_equal(sp->ops->alloc(sp, n3 + 16, 16, &r2), 0);
+    uint8_t *b3 = sp->base + OFF(r3), *b2 = sp->base + OFF(r2);
+    uint64_t size2 = n3 + 16;
+    memcpy(b2, b3, 8);
+    b2[4] = 2; /* version 2, ROOTREC kept */
+    b2[5] = 0;
+    memcpy(b2 + 8, &size2, 8);
+    struct {
+        uint8_t tag, flags, dtype, ndim;
+        uint32_t count;
+        uint64_t shape;
+    } h = {SHMOBJ_TYPE_RECORD, 0, 0, 0, PLAYER_N, shape};
+    memcpy(b2 + 16, &h, 16);
+    memcpy(b2 + 32, b3 + 16, n3 - 16);
+    /* the name's bytes moved 16 further: its slot's block offset too */
+    uint64_t at;
+    memcpy(&at, b2 + 32 + 16 + 8, 8);
+    at += 16;
+    memcpy(b2 + 32 + 16 + 8, &at, 8);
+    shmobj_view v, f;
+    const char *name;
+    int64_t id;
+    assert_int_equal(shmobj_obj_get(SEG(sp), r2, &v), 0);
+    assert_int_equal(v.type, SHMOBJ_TYPE_RECORD);
+    assert_int_equal(shmobj_field_get(&v, "name", &f), 0);
+    assert_int_equal(shmobj_str_get(&f, &name, NULL), 0);
+    assert_string_equal(name, "dan");
+    assert_int_equal(shmobj_field_int_get(&v, "id", &id), 0);
+    assert_int_equal(id, 7);
+    assert_int_equal(shmobj_obj_check(SEG(sp), r2), 0);
+    /* the version 3 record's use is the one the version 2 record gives
+     * back: its block goes without a walk, the other's with one */
+    assert_int_equal(sp->ops->free(sp, r3), 0);
+    assert_int_equal(shmobj_obj_free(SEG(sp), r2), 0);
+    assert_int_equal(shmobj_shape_free(SEG(sp), shape), 0);
+}
+
 struct player_c {
     int64_t id;
     char name[16];
@@ -990,6 +1040,7 @@ int main(void)
         T(test_record_key_int_add_names_long_and_short),
         T(test_record_size_within_bound),
         T(test_record_e1_shape_within_bound),
+        T(test_record_alone_version2_still_read),
         T(test_record_put_struct_reads_c_struct),
         T(test_record_put_mismatch_einval),
         T(test_shape_put_bad_fields_einval),
