@@ -327,9 +327,14 @@ static void walk_refs(const shmobj_view *v, int depth)
     if (depth > 8)
         return;
     if (shmobj_view_type(v) == SHMOBJ_TYPE_LINK) {
+        r = 0;
         (void)shmobj_link_get(v, &r);
-        if (shmobj_view_follow(v, &f) == 0 && shmobj_view_type(&f) == SHMOBJ_TYPE_LINK)
-            abort(); /* a block's value is never followed further */
+        /* a block's value is never followed further: a link found there
+         * is the value of the block the link names (one that names its
+         * own block, say) */
+        if (shmobj_view_follow(v, &f) == 0 && shmobj_view_type(&f) == SHMOBJ_TYPE_LINK &&
+            f.slot_blk != (r & ((UINT64_C(1) << 48) - 1)))
+            abort();
         return;
     }
     if (shmobj_view_type(v) == SHMOBJ_TYPE_RECORD) {
@@ -416,16 +421,18 @@ static size_t seed(const shmobj_value *val, uint8_t *out, size_t cap)
     struct shmobj__space *sp = space_heap_create(64u << 10);
     shmobj_ref r;
     size_t n = 0;
-    if (sp == NULL || shmobj_obj_put((shmobj_segment *)sp, val, &r) != 0)
+    if (sp == NULL || shmobj_obj_put((shmobj_segment *)sp, val, &r) != 0 ||
+        shmobj_obj_size(val, &n) != 0)
         abort();
     const uint8_t *b = sp->base + (r & ((UINT64_C(1) << 48) - 1));
-    memcpy(&n, b + 8, sizeof n); /* tree header: size */
     if (n > cap)
         abort();
     memcpy(out, b, n);
     space_heap_destroy(sp);
     return n;
 }
+
+#define SHAPE_SEEDS 4
 
 /* The shape inputs' seeds: put in the fresh space fuzz_shapes() runs in,
  * so the block lands where inputs are put and names the same shape and
@@ -446,8 +453,10 @@ static size_t shapes_seed(int which, uint8_t *out, size_t cap)
     };
     shmobj_value rec = SHMOBJ_VAL_RECORD(shape, items, FUZZ_NFIELDS), v, list[4];
     shmobj_value three = SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_INT(3));
+    shmobj_value urls = SHMOBJ_VAL_TUPLE_OF(SHMOBJ_VAL_STR("https://a"), SHMOBJ_VAL_STR(""),
+                                            SHMOBJ_VAL_STR("https://b"));
     switch (which) {
-    case 0: /* a record alone, in its root slot's place */
+    case 0: /* a record alone, its header the tree header */
         v = rec;
         break;
     case 1: /* records in a list, and an adopted object */
@@ -459,14 +468,18 @@ static size_t shapes_seed(int which, uint8_t *out, size_t cap)
         list[3] = rec;
         v = SHMOBJ_VAL_LIST(list, 4);
         break;
-    default: /* a link alone */
+    case 2: /* a link alone */
         v = SHMOBJ_VAL_LINK(target);
         break;
+    default: /* a record alone holding a tuple of strings (its header in
+              * the record's slot) */
+        items[6] = urls;
+        v = rec;
+        break;
     }
-    if (shmobj_obj_put(seg, &v, &r) != 0)
+    if (shmobj_obj_put(seg, &v, &r) != 0 || shmobj_obj_size(&v, &n) != 0)
         abort();
     const uint8_t *b = sp->base + (r & ((UINT64_C(1) << 48) - 1));
-    memcpy(&n, b + 8, sizeof n); /* tree header: size */
     if (n > cap)
         abort();
     memcpy(out, b, n);
@@ -482,7 +495,7 @@ static size_t shapes_rounds(int rounds)
     static uint8_t base[4096], input[4096];
     size_t inputs = 0;
     for (int round = 0; round < rounds; round++) {
-        size_t n = shapes_seed(round % 3, base, sizeof base);
+        size_t n = shapes_seed(round % SHAPE_SEEDS, base, sizeof base);
         fuzz_shapes(base, n); /* the seed itself must pass */
         memcpy(input, base, n);
         int flips = 1 + (int)(next() % 6);
@@ -507,7 +520,7 @@ static size_t shapes_rounds(int rounds)
 static int shapes_write_seeds(const char *dir)
 {
     static uint8_t base[4096];
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < SHAPE_SEEDS; i++) {
         char path[4096];
         size_t n = shapes_seed(i, base, sizeof base);
         snprintf(path, sizeof path, "%s/shape-seed-%d", dir, i);

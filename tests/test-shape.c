@@ -382,6 +382,124 @@ static void test_record_size_within_bound(void **state)
     assert_int_equal(shmobj_shape_free(SEG(sp), shape), 0);
 }
 
+/* The E1 benchmark's record of a shape (doc/benchmarks.md): two URLs in a
+ * tuple, a double, an int, a bool and 4 KiB of bytes. Its block and the
+ * arena's 16-byte block header take at most 16 per field + 32 + the bytes
+ * of its strings and bytes, each with its NUL (the format's strings are
+ * NUL-terminated): the record's own header, the tuple's and the root
+ * slot's cost nothing beyond the 32. It reads back whole and checks. */
+static void test_record_e1_shape_within_bound(void **state)
+{
+    struct shmobj__space *sp = *state;
+    static const shmobj_field e1[] = {
+        {"websites", SHMOBJ_TYPE_NULL, 0, 0},
+        {"avg_salary", SHMOBJ_TYPE_DOUBLE, 0, 0},
+        {"employees", SHMOBJ_TYPE_INT, 0, 0},
+        {"in_a_good_state", SHMOBJ_TYPE_BOOL, 0, 0},
+        {"data", SHMOBJ_TYPE_BYTES, 4096, 0},
+    };
+    static uint8_t data[4096];
+    const char *u0 = "https://a.example.com", *u1 = "https://b.example.com";
+    for (size_t i = 0; i < sizeof data; i++)
+        data[i] = (uint8_t)(i * 31 + 7);
+    shmobj_ref shape;
+    assert_int_equal(shmobj_shape_put(SEG(sp), e1, 5, &shape), 0);
+    const shmobj_value items[5] = {
+        SHMOBJ_VAL_TUPLE_OF(SHMOBJ_VAL_STR(u0), SHMOBJ_VAL_STR(u1)),
+        SHMOBJ_VAL_DOUBLE(3000.0), SHMOBJ_VAL_INT(10), SHMOBJ_VAL_BOOL(1),
+        SHMOBJ_VAL_BYTES(data, sizeof data),
+    };
+    shmobj_value rec = SHMOBJ_VAL_RECORD(shape, items, 5);
+    size_t bytes;
+    assert_int_equal(shmobj_obj_size(&rec, &bytes), 0);
+    size_t strings = strlen(u0) + 1 + strlen(u1) + 1 + sizeof data + 1;
+    assert_true(bytes + 16 <= 16 * 5 + 32 + strings);
+    shmobj_ref r = put(state, rec);
+    shmobj_view v, f, it;
+    const char *s;
+    const void *p;
+    size_t n;
+    double d;
+    int64_t x;
+    int b;
+    assert_int_equal(shmobj_obj_get(SEG(sp), r, &v), 0);
+    assert_int_equal(v.type, SHMOBJ_TYPE_RECORD);
+    assert_int_equal(shmobj_field_get(&v, "websites", &f), 0);
+    assert_int_equal(shmobj_view_len(&f, &n), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(shmobj_view_item(&f, 0, &it), 0);
+    assert_int_equal(shmobj_str_get(&it, &s, &n), 0);
+    assert_string_equal(s, u0);
+    assert_int_equal(shmobj_view_item(&f, 1, &it), 0);
+    assert_int_equal(shmobj_str_get(&it, &s, &n), 0);
+    assert_string_equal(s, u1);
+    assert_int_equal(shmobj_field_get(&v, "avg_salary", &f), 0);
+    assert_int_equal(shmobj_double_get(&f, &d), 0);
+    assert_true(d == 3000.0);
+    assert_int_equal(shmobj_field_get(&v, "employees", &f), 0);
+    assert_int_equal(shmobj_int_get(&f, &x), 0);
+    assert_int_equal(x, 10);
+    assert_int_equal(shmobj_field_get(&v, "in_a_good_state", &f), 0);
+    assert_int_equal(shmobj_bool_get(&f, &b), 0);
+    assert_int_equal(b, 1);
+    assert_int_equal(shmobj_field_get(&v, "data", &f), 0);
+    assert_int_equal(shmobj_bytes_get(&f, &p, &n), 0);
+    assert_int_equal(n, sizeof data);
+    assert_memory_equal(p, data, sizeof data);
+    assert_int_equal(shmobj_obj_free(SEG(sp), r), 0);
+    assert_int_equal(shmobj_shape_free(SEG(sp), shape), 0);
+}
+
+/* A record alone written by format version 2 (its tree header of the
+ * usual kind, the record's own header at 16 in the root slot's place, its
+ * slots from 32) is still read, checked and freed: made here from a
+ * version 3 record's bytes. */
+static void test_record_alone_version2_still_read(void **state)
+{
+    struct shmobj__space *sp = *state;
+    shmobj_ref shape = player_shape(state);
+    shmobj_value items[PLAYER_N];
+    shmobj_value rec = player(shape, items, 7, "dan");
+    size_t n3;
+    assert_int_equal(shmobj_obj_size(&rec, &n3), 0);
+    shmobj_ref r3 = put(state, rec), r2;
+    assert_int_equal(sp->ops->alloc(sp, n3 + 16, 16, &r2), 0);
+    uint8_t *b3 = sp->base + OFF(r3), *b2 = sp->base + OFF(r2);
+    uint64_t size2 = n3 + 16;
+    memcpy(b2, b3, 8);
+    b2[4] = 2; /* version 2, ROOTREC kept */
+    b2[5] = 0;
+    memcpy(b2 + 8, &size2, 8);
+    struct {
+        uint8_t tag, flags, dtype, ndim;
+        uint32_t count;
+        uint64_t shape;
+    } h = {SHMOBJ_TYPE_RECORD, 0, 0, 0, PLAYER_N, shape};
+    memcpy(b2 + 16, &h, 16);
+    memcpy(b2 + 32, b3 + 16, n3 - 16);
+    /* the name's bytes moved 16 further: its slot's block offset too */
+    uint64_t at;
+    memcpy(&at, b2 + 32 + 16 + 8, 8);
+    at += 16;
+    memcpy(b2 + 32 + 16 + 8, &at, 8);
+    shmobj_view v, f;
+    const char *name;
+    int64_t id;
+    assert_int_equal(shmobj_obj_get(SEG(sp), r2, &v), 0);
+    assert_int_equal(v.type, SHMOBJ_TYPE_RECORD);
+    assert_int_equal(shmobj_field_get(&v, "name", &f), 0);
+    assert_int_equal(shmobj_str_get(&f, &name, NULL), 0);
+    assert_string_equal(name, "dan");
+    assert_int_equal(shmobj_field_int_get(&v, "id", &id), 0);
+    assert_int_equal(id, 7);
+    assert_int_equal(shmobj_obj_check(SEG(sp), r2), 0);
+    /* the version 3 record's use is the one the version 2 record gives
+     * back: its block goes without a walk, the other's with one */
+    assert_int_equal(sp->ops->free(sp, r3), 0);
+    assert_int_equal(shmobj_obj_free(SEG(sp), r2), 0);
+    assert_int_equal(shmobj_shape_free(SEG(sp), shape), 0);
+}
+
 struct player_c {
     int64_t id;
     char name[16];
@@ -525,7 +643,7 @@ static void test_record_check_damage_ecorrupt(void **state)
     shmobj_ref shape = player_shape(state);
     shmobj_value items[PLAYER_N];
     shmobj_ref r = put(state, player(shape, items, 1, "bob"));
-    uint8_t *rec = sp->base + OFF(r) + 16; /* the record's header */
+    uint8_t *rec = sp->base + OFF(r); /* a record alone: the tree header is its header */
     uint8_t *shp = sp->base + OFF(shape) + 32; /* the shape object */
     uint8_t save[16];
     /* a slot of the wrong kind: the INT id as a DOUBLE */
@@ -533,14 +651,23 @@ static void test_record_check_damage_ecorrupt(void **state)
     rec[16] = SHMOBJ_TYPE_DOUBLE;
     assert_int_equal(shmobj_obj_check(SEG(sp), r), SHMOBJ_ECORRUPT);
     rec[16] = SHMOBJ_TYPE_INT;
-    /* a count other than the shape's */
-    memcpy(save, rec, 16);
-    rec[4] = PLAYER_N - 1;
-    shmobj_view v;
-    assert_int_equal(shmobj_obj_get(SEG(sp), r, &v), SHMOBJ_ECORRUPT);
-    assert_int_equal(shmobj_obj_check(SEG(sp), r), SHMOBJ_ECORRUPT);
-    memcpy(rec, save, 16);
+    /* a count other than the shape's (a record in a list has a header of
+     * its own) */
+    shmobj_value inlist = SHMOBJ_VAL_LIST_OF(player(shape, items, 2, "carol"));
+    shmobj_ref lr = put(state, inlist);
+    shmobj_view v, lv;
+    assert_int_equal(shmobj_obj_get(SEG(sp), lr, &lv), 0);
+    assert_int_equal(shmobj_view_item(&lv, 0, &v), 0);
+    uint8_t *lrec = (uint8_t *)v.obj;
+    assert_int_equal(lrec[0], SHMOBJ_TYPE_RECORD);
+    lrec[4] = PLAYER_N - 1;
+    assert_int_equal(shmobj_view_item(&lv, 0, &v), SHMOBJ_ECORRUPT);
+    assert_int_equal(shmobj_obj_check(SEG(sp), lr), SHMOBJ_ECORRUPT);
+    lrec[4] = PLAYER_N;
+    assert_int_equal(shmobj_obj_check(SEG(sp), lr), 0);
+    assert_int_equal(shmobj_obj_free(SEG(sp), lr), 0);
     /* a shape reference that names another object */
+    memcpy(save, rec, 16);
     shmobj_ref other = put(state, SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_INT(1)));
     memcpy(rec + 8, &other, 8);
     assert_int_equal(shmobj_obj_check(SEG(sp), r), SHMOBJ_ECORRUPT);
@@ -861,9 +988,10 @@ static void test_shape_uses_process_killed_anywhere(void **state)
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 /* A record's any-object field given a tuple of strings holds it packed
- * (a header and the strings' bytes), so the record costs 16 per field +
- * 32 + 16 + the strings' bytes and NULs; its items read back, and the
- * field stays replaceable like any object field. */
+ * (its header in the field's slot, the strings' bytes after the record's
+ * own), so the record alone costs 16 per field + 16 + the strings' bytes
+ * and NULs; its items read back, and the field stays replaceable like any
+ * object field. */
 static void test_record_tuple_of_str_packed_replaceable(void **state)
 {
     shmobj_ref shape = player_shape(state);
@@ -873,9 +1001,10 @@ static void test_record_tuple_of_str_packed_replaceable(void **state)
                                    SHMOBJ_VAL_STR("https://b.example.com"));
     size_t bytes;
     assert_int_equal(shmobj_obj_size(&rec, &bytes), 0);
-    /* 16 per field + 32, the name "alice" and its NUL, the tuple's header
-     * 16-aligned after it, 21 + 1 bytes twice */
-    assert_int_equal(bytes, ((16 * PLAYER_N + 32 + 6 + 15) & ~(size_t)15) + 16 + 44);
+    /* 16 per field + 16 (the tree header is the record's), the name
+     * "alice" and its NUL, then 21 + 1 bytes twice (the tuple's header is
+     * in its slot) */
+    assert_int_equal(bytes, 16 * PLAYER_N + 16 + 6 + 44);
     shmobj_ref r = put(state, rec);
     shmobj_view v, f, it;
     const char *s;
@@ -910,6 +1039,8 @@ int main(void)
         T(test_record_get_by_name_and_index),
         T(test_record_key_int_add_names_long_and_short),
         T(test_record_size_within_bound),
+        T(test_record_e1_shape_within_bound),
+        T(test_record_alone_version2_still_read),
         T(test_record_put_struct_reads_c_struct),
         T(test_record_put_mismatch_einval),
         T(test_shape_put_bad_fields_einval),

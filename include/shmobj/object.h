@@ -1350,11 +1350,12 @@ SHMOBJ_API int shmobj_link_get(const shmobj_view *view, shmobj_ref *ref);
  * A *shape* is a list of field names and kinds built once in the segment
  * (shmobj_shape_put()); a *record* of that shape holds only its values,
  * one 16-byte slot per field, and names its shape: no names, no index per
- * record. A record standing alone takes 16 x fields + 32 bytes, plus its
- * strings' and bytes' own bytes and a NUL each (written in the record,
- * after its slots, without a header of their own), plus what its object
- * fields hold; inside a container, 16 x fields + 16 plus the same. (The
- * arena adds its 16-byte block header to every block.)
+ * record. A record standing alone takes 16 x fields + 16 bytes (its header
+ * is its block's), plus its strings' and bytes' own bytes and a NUL each
+ * (written in the record, after its slots, without a header of their
+ * own), plus what its object fields hold; inside a container, 16 x fields
+ * + 16 plus the same. (The arena adds its 16-byte block header to every
+ * block.)
  *
  * Records are read like named structs: by position (shmobj_view_item(),
  * shmobj_item_int_add(), shmobj_item_int_get()) and by name through the
@@ -1373,8 +1374,9 @@ SHMOBJ_API int shmobj_link_get(const shmobj_view *view, shmobj_ref *ref);
  * char array shmobj_record_put_struct() reads), SHMOBJ_TYPE_LINK (a link),
  * and SHMOBJ_TYPE_NULL (null or any object but a string or bytes: a
  * container, a nested record, an adopted object; replaceable with
- * shmobj_view_set(); a tuple of strings is held packed, each string's
- * bytes and its NUL after the next 16-aligned header, no slot per item). A record's description (SHMOBJ_VAL_RECORD()) gives
+ * shmobj_view_set(); a tuple of strings is held packed, its header in the
+ * field's slot, each string's bytes and its NUL after the record's, no
+ * slot per item). A record's description (SHMOBJ_VAL_RECORD()) gives
  * one value per field in the shape's order, each of the field's kind;
  * shmobj_obj_put() refuses anything else with SHMOBJ_EINVAL (also a string
  * longer than its capacity, a count other than the shape's), a shape

@@ -109,6 +109,18 @@ static inline int shmobj__desc_packed(const shmobj_value *v, uint64_t *bytes)
     return 1;
 }
 
+/* Is the tuple description v, at depth (0: the block's value), one the
+ * builder writes packed with its header in its slot (version 3,
+ * SHMOBJ__SLOT_PTUP_MARK): below the root, packed (*bytes its body), at
+ * most SHMOBJ__PTUP_MAX_COUNT items and a body below 2^32 bytes? Else it
+ * is written as shmobj__desc_packed() says. The measure and the writer ask
+ * this one question. */
+static inline int shmobj__desc_ptup(const shmobj_value *v, int depth, uint64_t *bytes)
+{
+    return depth > 0 && depth < SHMOBJ_OBJ_MAXDEPTH && v->v.c.count <= SHMOBJ__PTUP_MAX_COUNT &&
+           shmobj__desc_packed(v, bytes) && *bytes < UINT32_MAX;
+}
+
 /* The layout of the fixed container description v (list, tuple, struct,
  * dict, set) that both passes use: its count n (< 2^32), whether it has
  * keys and an index of *cap entries, and whether it has values. */

@@ -224,29 +224,17 @@ int shmobj__emit_buffer(struct shmobj__wr *w, const shmobj_value *v, uint64_t po
     return 0;
 }
 
-/* Write the tuple v packed (shmobj__desc_packed) at pos, its header's
- * fields into h; 1 when v is not one. Each length is checked against what
- * is left of the body, so a description changed since it was measured
- * gives SHMOBJ_EINVAL, never a write past it. Out of line: the other
- * containers' path keeps its registers. */
-static __attribute__((noinline)) int emit_packed(struct shmobj__wr *w, const shmobj_value *v,
-                                                 uint64_t pos, struct shmobj__obj *h)
+/* The body of a packed tuple of n items: each item's bytes and a NUL,
+ * body bytes in all at o. Each length is checked against what is left of
+ * the body, so a description changed since it was measured gives
+ * SHMOBJ_EINVAL, never a write past it. */
+static int emit_packed_body(const shmobj_value *v, uint64_t n, uint8_t *o, uint64_t body)
 {
-    uint64_t body;
-    if (!shmobj__desc_packed(v, &body))
-        return 1;
-    h->flags = SHMOBJ__OBJ_PACKED;
-    h->count = (uint32_t)v->v.c.count;
-    h->len = body;
-    int rc = advance(w, pos, 16, body);
-    if (rc != 0)
-        return rc;
-    uint8_t *o = w->blk + pos + 16;
     uint64_t at = 0;
-    for (uint64_t i = 0; i < v->v.c.count; i++) {
+    for (uint64_t i = 0; i < n; i++) {
         const shmobj_value *it = &v->v.c.items[i];
         uint64_t len;
-        rc = shmobj__desc_mem(SHMOBJ_TYPE_STR, it->v.s.ptr, it->v.s.len, &len);
+        int rc = shmobj__desc_mem(SHMOBJ_TYPE_STR, it->v.s.ptr, it->v.s.len, &len);
         if (rc != 0)
             return rc;
         if (it->type != SHMOBJ_TYPE_STR || len >= body - at ||
@@ -257,6 +245,46 @@ static __attribute__((noinline)) int emit_packed(struct shmobj__wr *w, const shm
         at += len + 1;
     }
     return at == body ? 0 : SHMOBJ_EINVAL;
+}
+
+/* Write the tuple v packed (shmobj__desc_packed) at pos, its header's
+ * fields into h; 1 when v is not one. Out of line: the other containers'
+ * path keeps its registers. */
+static __attribute__((noinline)) int emit_packed(struct shmobj__wr *w, const shmobj_value *v,
+                                                 uint64_t pos, struct shmobj__obj *h)
+{
+    uint64_t body;
+    if (!shmobj__desc_packed(v, &body))
+        return 1;
+    h->flags = SHMOBJ__OBJ_PACKED;
+    h->count = (uint32_t)v->v.c.count;
+    h->len = body;
+    int rc = advance(w, pos, 16, body);
+    return rc != 0 ? rc : emit_packed_body(v, h->count, w->blk + pos + 16, body);
+}
+
+/* Write the tuple v below the root packed, its header in its slot at
+ * slot_rel (shmobj__desc_ptup, SHMOBJ__SLOT_PTUP_MARK) and its body at
+ * the cursor, unaligned; 1 when v is not one. */
+static __attribute__((noinline)) int emit_ptup(struct shmobj__wr *w, const shmobj_value *v,
+                                               int depth, uint64_t slot_rel)
+{
+    uint64_t body, pos = w->cur;
+    if (!shmobj__desc_ptup(v, depth, &body))
+        return 1;
+    /* the count read once: the slot and the body agree on it */
+    uint64_t n = v->v.c.count;
+    if (n == 0 || n > SHMOBJ__PTUP_MAX_COUNT)
+        return SHMOBJ_EINVAL;
+    int rc = advance(w, pos, 0, body);
+    if (rc == 0)
+        rc = emit_packed_body(v, n, w->blk + pos, body);
+    if (rc != 0)
+        return rc;
+    put_words(w->blk + slot_rel,
+              SHMOBJ__SLOT_OBJ | (uint64_t)SHMOBJ__SLOT_PTUP_MARK << 8 | n << 16 | body << 32,
+              shmobj__ref_make(w->blk_off + pos, w->gen));
+    return 0;
 }
 
 /* Write the heap object v at the next 16-aligned position;
@@ -439,6 +467,12 @@ emit_slot(struct shmobj__wr *w, const shmobj_value *v, uint64_t slot_rel, int de
         break;
     case SHMOBJ_TYPE_NULL:
         break;
+    case SHMOBJ_TYPE_TUPLE:
+        /* below the root, a tuple of strings keeps its header in its slot */
+        if (depth > 0 && (rc = emit_ptup(w, v, depth, slot_rel)) <= 0)
+            return rc;
+        rc = emit_obj(w, v, depth, &rel);
+        break;
     case SHMOBJ_TYPE_ADOPT:
     case SHMOBJ_TYPE_LINK: {
         /* a reference to a block of its own: an adopted object is a
@@ -497,11 +531,12 @@ int shmobj__obj_put(struct shmobj__space *sp, const shmobj_value *val,
     struct shmobj__wr w = {p, shmobj__ref_off(r), shmobj__ref_gen(r), SHMOBJ__PREFIX, size, 0,
                            sp, &cl};
     if (val->type == SHMOBJ_TYPE_RECORD) {
-        /* in the root slot's place (shmobj__measure() counted so) */
+        /* its header the tree header, its slots from 16 (shmobj__measure()
+         * counted so) */
         uint64_t rel;
-        w.cur = sizeof(struct shmobj__tree);
+        w.cur = 0;
         rc = shmobj__emit_record(&w, val, 0, &rel);
-        if (rc == 0 && rel != sizeof(struct shmobj__tree))
+        if (rc == 0 && rel != 0)
             rc = SHMOBJ_EINVAL;
     } else {
         rc = emit_slot(&w, val, sizeof(struct shmobj__tree), 0);

@@ -38,9 +38,12 @@
 
 #define SHMOBJ__TREE_MAGIC UINT32_C(0x4a424f53) /* "SOBJ" read little-endian */
 /* Version 2 added medium string keys (SHMOBJ__SLOT_MSTR); a version 1
- * object is a version 2 object that holds none, so readers take both and
- * writers write 2. */
-#define SHMOBJ__TREE_VERSION 2
+ * object is a version 2 object that holds none. Version 3 writes a record
+ * that is its block's value into the tree header itself (ROOTREC:
+ * shmobj__tree_rootrec) and a packed tuple below the root with its header
+ * in its slot (SHMOBJ__SLOT_PTUP_MARK): 32 bytes less for a record alone
+ * holding a tuple of strings. Readers take 1 to 3, writers write 3. */
+#define SHMOBJ__TREE_VERSION 3
 #define SHMOBJ__TREE_VERSION_MIN 1
 
 /* Is v a version of the tree header readers take? */
@@ -61,7 +64,9 @@ struct shmobj__tree {
     _Atomic uint16_t flags;
     uint64_t size;     /* bytes written by the builder, this header included;
                         * <= the block's usable size. Readers take it as the
-                        * block's extent. */
+                        * block's extent. Version 3 with ROOTREC: the
+                        * reference of the record's shape instead
+                        * (shmobj__tree_rootrec). */
 };
 _Static_assert(sizeof(struct shmobj__tree) == 16, "tree header is 16 bytes");
 
@@ -85,6 +90,18 @@ enum shmobj__slot_tag {
 };
 
 #define SHMOBJ__SSTR_MAX 7
+
+/* Version 3: an OBJ slot below a block's root whose reserved0 is this
+ * (SHMOBJ_TYPE_TUPLE) and whose payload lies in the slot's own block holds
+ * a packed tuple (SHMOBJ__OBJ_PACKED) without a header: reserved1 is its
+ * count (1..65535), reserved2 its body's bytes (count..2^32 - 1), and the
+ * payload the reference of the body itself (unaligned, this block's
+ * generation). Written once with the block; a replacement later stores a
+ * separate block's reference (or 0) in the payload and leaves the slot's
+ * first word alone, so the mark counts only while the payload is inline
+ * (replacements never are). */
+#define SHMOBJ__SLOT_PTUP_MARK SHMOBJ_TYPE_TUPLE
+#define SHMOBJ__PTUP_MAX_COUNT UINT32_C(0xffff)
 
 /* A medium string key (format version 2): a str key of 8..14 bytes whose
  * last byte is not NUL, held in the slot itself: the tag at byte 0, the
@@ -238,6 +255,17 @@ static inline uint64_t shmobj__index_entry(uint64_t item, uint64_t hash)
 #define SHMOBJ__TREE_ROOTREC 0x0010 /* the block's value is a record (a free
                                      * gives its use back without a walk
                                      * when no other flag asks for one) */
+
+/* Version 3: a block whose tree header has the ROOTREC flag (below) holds
+ * a record in place of the header's size and the root slot: `size` is the
+ * reference of the record's shape, the record's count is the shape's, its
+ * slots start at 16, and the block's extent is the arena's usable size of
+ * the block (shmobj__tree_open). So a record alone costs 16 bytes of
+ * header, not 32. Blocks of versions 1 and 2 keep the record at 16. */
+static inline int shmobj__tree_rootrec(uint16_t version, uint16_t flags)
+{
+    return version >= 3 && (flags & SHMOBJ__TREE_ROOTREC) != 0;
+}
 
 /* Most fields of a shape. */
 #define SHMOBJ__SHAPE_MAX 65535

@@ -82,6 +82,8 @@ static int free_slot(struct shmobj__space *sp, struct shmobj__slot *s,
     uint64_t off = shmobj__ref_off(p);
     if (!(off >= blk && off - blk < blen))
         return shmobj__free_tree(sp, p, 0, depth + 1, budget);
+    if (s->reserved0 == SHMOBJ__SLOT_PTUP_MARK)
+        return 0; /* a packed tuple with its header in the slot: strings */
     shmobj_view v = {0};
     int rc = shmobj__view_follow(sp, p, blk, blen, gen, &v);
     if (rc != 0)
@@ -113,13 +115,21 @@ int shmobj__free_tree(struct shmobj__space *sp, shmobj__ref ref, int from_caller
      * no reference out, and one without records no shape's use: nothing to
      * walk. */
     const struct shmobj__slot *root = (const void *)(t + 1);
+    int rootrec = shmobj__tree_rootrec(t->version, flags);
     if (!(flags & (SHMOBJ__TREE_SEPARATE | SHMOBJ__TREE_RECORDS)) &&
-        (flags & SHMOBJ__TREE_ROOTREC) && root->tag == SHMOBJ__SLOT_RECORD) {
+        (rootrec || ((flags & SHMOBJ__TREE_ROOTREC) && root->tag == SHMOBJ__SLOT_RECORD))) {
         /* a record alone whose fields reach no other block: its use
-         * back, without a walk (the header is the root slot's bytes) */
+         * back, without a walk (the header is the tree header, version 3,
+         * or the root slot's bytes) */
         shmobj__ref shape;
-        memcpy(&shape, (const uint8_t *)root + 8, sizeof shape);
+        memcpy(&shape, rootrec ? (const uint8_t *)&t->size : (const uint8_t *)root + 8,
+               sizeof shape);
         shmobj__shape_unuse(sp, shape);
+    } else if (rootrec) {
+        shmobj_view v = {0};
+        rc = shmobj__view_root(sp, blk, blen, shmobj__ref_gen(ref), &v);
+        if (rc == 0)
+            rc = shmobj__free_children(sp, &v, depth, budget);
     } else if (flags & (SHMOBJ__TREE_SEPARATE | SHMOBJ__TREE_RECORDS | SHMOBJ__TREE_ROOTREC))
         rc = free_slot(sp, (void *)(sp->base + blk + sizeof(struct shmobj__tree)),
                        blk, blen, shmobj__ref_gen(ref), depth, budget);

@@ -179,6 +179,20 @@ int shmobj__view_refollow(struct shmobj__space *sp, struct shmobj__slot *s, uint
                           int rc, uint64_t blk, uint64_t blen, uint16_t bgen,
                           shmobj_view *out);
 
+/* objnav.c: the view of the value of the object block [blk, blk + blen)
+ * of generation gen, opened by shmobj__tree_open(): its root slot's, or a
+ * record alone's (version 3, ROOTREC: its header is the tree header). */
+int shmobj__view_root(struct shmobj__space *sp, uint64_t blk, uint64_t blen, uint16_t gen,
+                      shmobj_view *out);
+
+/* objnav.c: the object part of the view of the OBJ slot s (payload p, in
+ * the block [blk, blk + blen) of generation bgen) whose reserved0 is
+ * SHMOBJ__SLOT_PTUP_MARK: a packed tuple whose header is the slot's
+ * reserved fields while p is inline, else (the slot was replaced) the
+ * block p names, as any slot's. */
+int shmobj__view_ptup(struct shmobj__space *sp, struct shmobj__slot *s, uint64_t p,
+                      uint64_t blk, uint64_t blen, uint16_t bgen, shmobj_view *out);
+
 /* objnav.c: fill a view of the slot at segment offset `slot_off` in the
  * block [blk, blk + blen) of generation bgen. `ro` marks immutable
  * slots. */
@@ -270,6 +284,13 @@ int shmobj__shape_open(struct shmobj__space *sp, shmobj__ref ref, int from_calle
  * checked by the caller): its shape, checked to hold h->count fields. */
 int shmobj__record_view(struct shmobj__space *sp, const struct shmobj__obj *h,
                         shmobj_view *out);
+
+/* Fill the object part of a view (obj, its block, type, count, len and
+ * the shape's copies) of the record alone of the version 3 ROOTREC block
+ * [blk, blk + blen) of generation gen: its shape is the tree header's
+ * `size` word, checked as a record view's is, and its slots must fit. */
+int shmobj__rootrec_view(struct shmobj__space *sp, uint64_t blk, uint64_t blen, uint16_t gen,
+                         shmobj_view *out);
 
 /* Take a use of a shape (SHMOBJ_ESTALE when it is being freed), give one
  * back (never below 0: a damaged count is left alone). */

@@ -41,6 +41,17 @@ measure_slot(const shmobj_value *v, int depth, uint64_t *cur, int *need64)
     case SHMOBJ_TYPE_DOUBLE:
     case SHMOBJ_TYPE_NULL:
         return 0;
+    case SHMOBJ_TYPE_TUPLE: {
+        /* below the root, a tuple of strings: its body only (its header
+         * is in its slot), unaligned */
+        uint64_t n;
+        if (shmobj__desc_ptup(v, depth, &n)) {
+            if (!shmobj__add_ok(*cur, n, cur) || *cur > SHMOBJ__MAX_BLOCK)
+                return SHMOBJ_EINVAL;
+            return 0;
+        }
+        return measure_obj(v, depth, cur, need64);
+    }
     case SHMOBJ_TYPE_ADOPT:
         /* the slot only: the object is in its own block already */
         *need64 |= SHMOBJ__M_ADOPTS;
@@ -203,9 +214,9 @@ static int measure_obj(const shmobj_value *v, int depth, uint64_t *cur, int *nee
 
 int shmobj__measure(const shmobj_value *val, uint64_t *size, int *need64)
 {
-    /* A record that is the block's value takes the root slot's place. */
-    uint64_t cur = val->type == SHMOBJ_TYPE_RECORD ? sizeof(struct shmobj__tree)
-                                                   : SHMOBJ__PREFIX;
+    /* A record that is the block's value has the tree header for its own
+     * (version 3): its slots start at 16. */
+    uint64_t cur = val->type == SHMOBJ_TYPE_RECORD ? 0 : SHMOBJ__PREFIX;
     *need64 = 0;
     if (val->type == SHMOBJ_TYPE_ADOPT)
         return SHMOBJ_EINVAL; /* nothing to put: the object is there */

@@ -34,8 +34,11 @@ size_t shmobj_view_size(void)
     return sizeof(shmobj_view);
 }
 
-int shmobj__tree_open(struct shmobj__space *sp, shmobj__ref ref, int from_caller,
-                      uint64_t *blk, uint64_t *blen)
+/* shmobj__tree_open(), which also says in *rootrec whether the block
+ * holds a record alone of version 3 (shmobj__tree_rootrec). */
+static inline __attribute__((always_inline)) int
+tree_open_inline(struct shmobj__space *sp, shmobj__ref ref, int from_caller, uint64_t *blk,
+                 uint64_t *blen, int *rootrec)
 {
     uint64_t usable = 0, off = shmobj__ref_off(ref);
     void *p;
@@ -67,6 +70,13 @@ int shmobj__tree_open(struct shmobj__space *sp, shmobj__ref ref, int from_caller
     uint64_t size = t->size;
     if (magic != SHMOBJ__TREE_MAGIC)
         return from_caller ? SHMOBJ_ETYPE : SHMOBJ_ECORRUPT;
+    /* a record alone (version 3) keeps its shape where the size was: its
+     * extent is the block's (ROOTREC is set before the block is published
+     * and never cleared) */
+    *rootrec = shmobj__tree_rootrec(
+        version, atomic_load_explicit(&((struct shmobj__tree *)t)->flags, memory_order_relaxed));
+    if (*rootrec)
+        size = usable;
     if (!shmobj__tree_version_ok(version) || size < SHMOBJ__PREFIX || size > usable)
         return SHMOBJ_ECORRUPT;
     rc = shmobj__space_at(sp, off, size, &p);
@@ -75,6 +85,13 @@ int shmobj__tree_open(struct shmobj__space *sp, shmobj__ref ref, int from_caller
     *blk = off;
     *blen = size;
     return 0;
+}
+
+int shmobj__tree_open(struct shmobj__space *sp, shmobj__ref ref, int from_caller,
+                      uint64_t *blk, uint64_t *blen)
+{
+    int rootrec;
+    return tree_open_inline(sp, ref, from_caller, blk, blen, &rootrec);
 }
 
 int shmobj__view_follow(struct shmobj__space *sp, uint64_t p, uint64_t blk,
@@ -105,10 +122,82 @@ int shmobj__view_refollow(struct shmobj__space *sp, struct shmobj__slot *s, uint
     }
 }
 
+int shmobj__view_ptup(struct shmobj__space *sp, struct shmobj__slot *s, uint64_t p,
+                      uint64_t blk, uint64_t blen, uint16_t bgen, shmobj_view *out)
+{
+    uint64_t off = shmobj__ref_off(p), w0, rel = off - blk;
+    int rc;
+    if (!(off >= blk && rel < blen)) {
+        /* replaced since it was written: a block of its own */
+        rc = shmobj__view_follow_inline(sp, p, blk, blen, bgen, out);
+        return rc == 0 ? 0 : shmobj__view_refollow(sp, s, p, rc, blk, blen, bgen, out);
+    }
+    /* The slot's first word was written with the block and never changes:
+     * count (reserved1) and body bytes (reserved2). The body lies past the
+     * slot's 16 bytes and inside the block, and ends with its last item's
+     * NUL. */
+    memcpy(&w0, s, sizeof w0);
+    uint64_t n = (w0 >> 16) & 0xffff, len = w0 >> 32;
+    if (shmobj__ref_gen(p) != bgen || n == 0 || len < n || rel < 16 || len > blen - rel ||
+        sp->base[off + len - 1] != 0)
+        return shmobj__view_refollow(sp, s, p, SHMOBJ_ECORRUPT, blk, blen, bgen, out);
+    /* as if a header lay in the 16 bytes before the body (the view's
+     * readers take a packed body at obj + 16) */
+    out->obj = sp->base + off - 16;
+    out->obj_blk = blk;
+    out->obj_blen = blen;
+    out->obj_gen = bgen;
+    out->type = SHMOBJ_TYPE_TUPLE;
+    out->count = (uint32_t)n;
+    out->len = len;
+    out->dtype = 0;
+    out->ndim = 0;
+    out->flags |= SHMOBJ__VIEW_PACKED;
+    return 0;
+}
+
 int shmobj__view_slot(struct shmobj__space *sp, uint64_t slot_off, uint64_t blk,
                       uint64_t blen, uint16_t bgen, int ro, shmobj_view *out)
 {
     return shmobj__view_slot_inline(sp, slot_off, blk, blen, bgen, ro, out);
+}
+
+/* The view of a record alone (version 3): its header is the tree
+ * header, and the view's slot that header (read-only, as the root slot of
+ * a version 2 record is). Out of line: obj_get's common path keeps its
+ * registers. */
+static __attribute__((noinline)) int view_rootrec(struct shmobj__space *sp, uint64_t blk,
+                                                  uint64_t blen, uint16_t gen,
+                                                  shmobj_view *out)
+{
+    out->seg = (shmobj_segment *)sp;
+    out->slot = sp->base + blk;
+    out->slot_blk = blk;
+    out->slot_blen = blen;
+    out->slot_gen = gen;
+    out->slot_tag = SHMOBJ__SLOT_RECORD;
+    out->flags = SHMOBJ__VIEW_RO;
+    return shmobj__rootrec_view(sp, blk, blen, gen, out);
+}
+
+static inline __attribute__((always_inline)) int
+view_root_inline(struct shmobj__space *sp, uint64_t blk, uint64_t blen, uint16_t gen,
+                 shmobj_view *out)
+{
+    struct shmobj__tree *t = (void *)(sp->base + blk);
+    if (__builtin_expect(
+            shmobj__tree_rootrec(t->version, atomic_load_explicit(&t->flags,
+                                                                  memory_order_relaxed)),
+            0))
+        return view_rootrec(sp, blk, blen, gen, out);
+    return shmobj__view_slot_inline(sp, blk + sizeof(struct shmobj__tree), blk, blen, gen, 0,
+                                    out);
+}
+
+int shmobj__view_root(struct shmobj__space *sp, uint64_t blk, uint64_t blen, uint16_t gen,
+                      shmobj_view *out)
+{
+    return view_root_inline(sp, blk, blen, gen, out);
 }
 
 int shmobj_obj_get(shmobj_segment *seg, shmobj_ref ref, shmobj_view *view)
@@ -117,9 +206,12 @@ int shmobj_obj_get(shmobj_segment *seg, shmobj_ref ref, shmobj_view *view)
     uint64_t blk, blen;
     if (sp == NULL || view == NULL || ref == SHMOBJ_REF_NULL)
         return SHMOBJ_EINVAL;
-    int rc = shmobj__tree_open(sp, ref, 1, &blk, &blen);
+    int rootrec;
+    int rc = tree_open_inline(sp, ref, 1, &blk, &blen, &rootrec);
     if (rc != 0)
         return rc;
+    if (__builtin_expect(rootrec, 0))
+        return view_rootrec(sp, blk, blen, shmobj__ref_gen(ref), view);
     return shmobj__view_slot_inline(sp, blk + sizeof(struct shmobj__tree), blk, blen,
                                     shmobj__ref_gen(ref), 0, view);
 }

@@ -149,9 +149,15 @@ shmobj__view_follow_inline(struct shmobj__space *sp, uint64_t p, uint64_t blk,
         int rc = shmobj__tree_open(sp, p, 0, &ob, &oblen);
         if (rc != 0)
             return rc;
-        const struct shmobj__slot *root =
-            (const void *)(sp->base + ob + sizeof(struct shmobj__tree));
+        const struct shmobj__tree *t = (const void *)(sp->base + ob);
+        const struct shmobj__slot *root = (const void *)(t + 1);
         uint8_t rtag = root->tag;
+        if (shmobj__tree_rootrec(t->version, atomic_load_explicit(
+                                                 &((struct shmobj__tree *)t)->flags,
+                                                 memory_order_relaxed)))
+            /* an adopted record alone, version 3: its header is the tree
+             * header's (out of line) */
+            return shmobj__rootrec_view(sp, ob, oblen, gen, out);
         if (rtag == SHMOBJ__SLOT_RECORD) {
             /* an adopted record put alone: in its root slot's place */
             off = ob + sizeof(struct shmobj__tree);
@@ -256,6 +262,8 @@ shmobj__view_slot_inline(struct shmobj__space *sp, uint64_t slot_off, uint64_t b
         uint64_t p = atomic_load_explicit(&s->payload, memory_order_acquire);
         if (p == 0)
             return shmobj__view_no_obj(out, SHMOBJ_TYPE_NULL);
+        if (__builtin_expect(s->reserved0 == SHMOBJ__SLOT_PTUP_MARK, 0))
+            return shmobj__view_ptup(sp, s, p, blk, blen, bgen, out); /* out of line */
         int rc = shmobj__view_follow_inline(sp, p, blk, blen, bgen, out);
         if (__builtin_expect(rc == 0, 1))
             return 0;

@@ -42,7 +42,7 @@ int shmobj__ref_check(struct shmobj__space *sp, shmobj__ref ref, int adopt)
     /* A shape would be freed with its container while records use it; a
      * scalar or null value cannot be a separate block's value. */
     if ((flags & SHMOBJ__TREE_SHAPE) ||
-        !(tag == SHMOBJ__SLOT_RECORD ||
+        !(tag == SHMOBJ__SLOT_RECORD || shmobj__tree_rootrec(t->version, flags) ||
           (tag == SHMOBJ__SLOT_OBJ &&
            atomic_load_explicit(&((struct shmobj__slot *)root)->payload,
                                 memory_order_relaxed) != 0)))
@@ -181,7 +181,7 @@ int shmobj__claim(struct shmobj__space *sp, uint64_t blk, uint64_t blen, uint16_
 {
     shmobj_view root;
     struct claim c = {sp, 0, 0, 0};
-    int rc = shmobj__view_slot(sp, blk + sizeof(struct shmobj__tree), blk, blen, gen, 0, &root);
+    int rc = shmobj__view_root(sp, blk, blen, gen, &root);
     if (rc == 0)
         rc = claim_walk(&c, &root, 0);
     if (rc != 0 && c.done > 0) {
@@ -211,8 +211,7 @@ int shmobj_view_follow(const shmobj_view *view, shmobj_view *target)
     uint64_t blk, blen;
     int rc = shmobj__tree_open(sp, ref, 1, &blk, &blen);
     if (rc == 0) {
-        rc = shmobj__view_slot(sp, blk + sizeof(struct shmobj__tree), blk, blen,
-                               shmobj__ref_gen(ref), 0, target);
+        rc = shmobj__view_root(sp, blk, blen, shmobj__ref_gen(ref), target);
         return rc == SHMOBJ_ECORRUPT ? SHMOBJ_ESTALE : rc;
     }
     /* A put links only an object's reference: nonzero, 16-aligned. Any

@@ -86,7 +86,8 @@ int shmobj_view_set(shmobj_view *view, const shmobj_value *val)
     uint64_t oo = shmobj__ref_off(old), budget = shmobj__work_budget(sp);
     if (old != 0 && !(oo >= view->slot_blk && oo - view->slot_blk < view->slot_blen)) {
         rc = shmobj__free_tree(sp, old, 0, 0, &budget);
-    } else if (old != 0) {
+    } else if (old != 0 && s->reserved0 != SHMOBJ__SLOT_PTUP_MARK) {
+        /* (a packed tuple with its header in the slot holds strings only) */
         /* The old value's bytes stay in its parent's block, but items
          * replaced inside it since have blocks of their own: free those. */
         shmobj_view ov = {0};

@@ -161,6 +161,9 @@ int shmobj__shape_open(struct shmobj__space *sp, shmobj__ref ref, int from_calle
     if (rc != 0)
         return rc;
     int wrong = from_caller ? SHMOBJ_ETYPE : SHMOBJ_ECORRUPT;
+    struct shmobj__tree *t = (void *)(sp->base + blk);
+    if (shmobj__tree_rootrec(t->version, atomic_load_explicit(&t->flags, memory_order_relaxed)))
+        return wrong; /* a record alone (version 3) */
     const struct shmobj__slot *root = (const void *)(sp->base + blk + sizeof(struct shmobj__tree));
     uint64_t p = atomic_load_explicit(&((struct shmobj__slot *)root)->payload,
                                       memory_order_acquire);
@@ -244,6 +247,30 @@ int shmobj__record_view(struct shmobj__space *sp, const struct shmobj__obj *h,
     if (si.count != h->count)
         return SHMOBJ_ECORRUPT;
     out->len = h->len;
+    out->ndim = (uint8_t)__builtin_ctzll(si.cap);
+    shmobj__rec_set_extent(out, si.blen);
+    return 0;
+}
+
+int shmobj__rootrec_view(struct shmobj__space *sp, uint64_t blk, uint64_t blen, uint16_t gen,
+                         shmobj_view *out)
+{
+    struct shmobj__shape_info si;
+    const struct shmobj__tree *t = (const void *)(sp->base + blk);
+    shmobj__ref shape = t->size;
+    int rc = shape_open_light(sp, shape, &si);
+    if (rc != 0)
+        return rc;
+    /* count < 2^16: no overflow */
+    if (blen < 16 + 16 * (uint64_t)si.count)
+        return SHMOBJ_ECORRUPT;
+    out->obj = t; /* the slots at obj + 16 + 16 i, as behind a record header */
+    out->obj_blk = blk;
+    out->obj_blen = blen;
+    out->obj_gen = gen;
+    out->type = SHMOBJ_TYPE_RECORD;
+    out->count = si.count;
+    out->len = shape;
     out->ndim = (uint8_t)__builtin_ctzll(si.cap);
     shmobj__rec_set_extent(out, si.blen);
     return 0;
@@ -440,9 +467,16 @@ int shmobj__emit_record(struct shmobj__wr *w, const shmobj_value *v, int depth,
         if (rc != 0)
             return rc;
     }
-    struct shmobj__obj h = {.tag = SHMOBJ_TYPE_RECORD, .count = (uint32_t)n,
-                            .len = v->v.r.shape};
-    memcpy(w->blk + pos, &h, sizeof h);
+    if (depth == 0) {
+        /* a record alone (version 3): at 0, its header the tree header,
+         * which holds the shape in the size's place (the put checked its
+         * size already: it ends here) */
+        ((struct shmobj__tree *)(void *)w->blk)->size = v->v.r.shape;
+    } else {
+        struct shmobj__obj h = {.tag = SHMOBJ_TYPE_RECORD, .count = (uint32_t)n,
+                                .len = v->v.r.shape};
+        memcpy(w->blk + pos, &h, sizeof h);
+    }
     *rel = pos;
     return 0;
 }
