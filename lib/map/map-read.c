@@ -171,12 +171,12 @@ static inline uint64_t key_diff_short(const uint8_t *a, const uint8_t *b, size_t
             _mm_and_si128(shmobj__eq16(a, b), shmobj__eq16(a + 16, b + 16)),
             _mm_and_si128(shmobj__eq16(a + n - 32, b + n - 32),
                           shmobj__eq16(a + n - 16, b + n - 16)));
-        return (uint64_t)(_mm_movemask_epi8(eq) ^ 0xffff);
+        return (uint32_t)_mm_movemask_epi8(eq) ^ 0xffffu;
     }
     if (n > 16)
-        return (uint64_t)(_mm_movemask_epi8(_mm_and_si128(
-                              shmobj__eq16(a, b), shmobj__eq16(a + n - 16, b + n - 16))) ^
-                          0xffff);
+        return (uint32_t)_mm_movemask_epi8(_mm_and_si128(
+                   shmobj__eq16(a, b), shmobj__eq16(a + n - 16, b + n - 16))) ^
+               0xffffu;
 #else
     if (n > 16) {
         uint64_t d = (shmobj__load64(a + n - 8) ^ shmobj__load64(b + n - 8)) |
@@ -212,7 +212,9 @@ static inline uint64_t key_diff_short(const uint8_t *a, const uint8_t *b, size_t
  * `hot` (a constant) selects the instance inlined into shmobj_map_get():
  * keys of at most MAP_HOT_MAX bytes (the caller checks), values copied
  * inline up to MAP_HOT_MAX bytes (longer ones return MAP_FAST_NO), and no
- * call at all, so the compiler keeps everything in registers. The general
+ * call at all, so the compiler keeps everything in registers; it tells a
+ * value too long for the buffer by SHMOBJ_ENOBUFS (*vlen set), so that
+ * the caller's result needs no compare on the path that copied. The general
  * instance compares and copies any length and holds the tests' delay.
  *
  * The home group's lines are fetched first, from the shape word before it
@@ -294,7 +296,8 @@ lookup_fast_section(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
             if (hot ? key_diff_short(p + SHMOBJ__MAP_ENTRY_HEADER, key, klen) != 0
                     : klen != 0 && memcmp(p + SHMOBJ__MAP_ENTRY_HEADER, key, klen) != 0)
                 continue;
-            const uint8_t *value = p + shmobj__map_value_off(h.key_len);
+            /* klen, equal to h.key_len, needs no widening */
+            const uint8_t *value = p + shmobj__map_value_off(klen);
             if (hot && h.value_len > MAP_HOT_MAX)
                 return MAP_FAST_NO;
             if (!hot && m->read_delay_ns != 0)
@@ -312,7 +315,7 @@ lookup_fast_section(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
                     return MAP_FAST_NO;
                 return 0;
             }
-            rc = 0;
+            rc = hot ? SHMOBJ_ENOBUFS : 0;
             goto done;
         }
         if (empty != 0 || step == gmask)
@@ -398,8 +401,12 @@ int shmobj_map_get(shmobj_map *map, const void *key, size_t key_len,
         uint32_t vlen = 0;
         int rc = lookup_fast(map, map_hash(map, key, key_len), key, key_len,
                              buf, buf_len, &vlen, 1);
-        if (rc != MAP_FAST_NO)
-            return get_result(rc, vlen, buf_len, value_len);
+        if (rc != MAP_FAST_NO) {
+            /* 0 (copied) or ENOBUFS (too long): vlen is the value's */
+            if (rc != SHMOBJ_ENOTFOUND && value_len != NULL)
+                *value_len = vlen;
+            return rc;
+        }
     }
     return get_general(map, key, key_len, buf, buf_len, value_len);
 }
