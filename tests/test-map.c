@@ -178,6 +178,67 @@ static void test_map_set_get_basic(void **state)
     assert_int_equal(shmobj_map_check(m), 0);
 }
 
+/* shmobj_map_get() finds keys of every length from 0 to 80 (the call-free
+ * path's limit of 64 and past it), copies values of every length from 0 to
+ * 80 into buffers of exactly that size (heap blocks, so that a sanitizer
+ * build sees a byte written past them), and tells a stored key that
+ * differs from the one asked for in any single byte: the entry's key is
+ * changed in place, so the table's hash bits still lead the get to it and
+ * only the comparison of the bytes can say no. */
+static void test_map_get_every_key_and_value_length(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_map *m = f->map;
+    enum { MAXLEN = 80 };
+    for (size_t klen = 0; klen <= MAXLEN; klen++) {
+        uint8_t *key = malloc(klen + 1), val[MAXLEN];
+        size_t vlen = (klen * 7 + 3) % (MAXLEN + 1), len = 0;
+        assert_non_null(key);
+        for (size_t i = 0; i < klen; i++)
+            key[i] = (uint8_t)(rnd() | 1);
+        for (size_t i = 0; i < vlen; i++)
+            val[i] = (uint8_t)rnd();
+        assert_int_equal(shmobj_map_set(m, key, klen, val, vlen), 0);
+        /* every value length with this key, into a buffer of exactly it */
+        for (size_t vl = 0; vl <= MAXLEN; vl += klen % 4 == 0 ? 1 : 9) {
+            uint8_t v2[MAXLEN];
+            for (size_t i = 0; i < vl; i++)
+                v2[i] = (uint8_t)rnd();
+            assert_int_equal(shmobj_map_set(m, key, klen, v2, vl), 0);
+            uint8_t *buf = malloc(vl + 1);
+            assert_non_null(buf);
+            assert_int_equal(shmobj_map_get(m, key, klen, buf, vl, &len), 0);
+            assert_int_equal(len, vl);
+            assert_memory_equal(buf, v2, vl);
+            if (vl > 0) /* one byte short: ENOBUFS, the length needed */
+                assert_int_equal(shmobj_map_get(m, key, klen, buf, vl - 1, &len),
+                                 SHMOBJ_ENOBUFS);
+            assert_int_equal(len, vl);
+            free(buf);
+        }
+        assert_int_equal(shmobj_map_set(m, key, klen, val, vlen), 0);
+        /* a stored key one byte off, at every position */
+        shmobj_map_view view;
+        assert_int_equal(shmobj_map_get_view(m, key, klen, &view), 0);
+        uint8_t *stored = (uint8_t *)(uintptr_t)view.key;
+        for (size_t i = 0; i < klen; i++) {
+            uint8_t buf[MAXLEN];
+            stored[i] ^= 0x20;
+            assert_int_equal(shmobj_map_get(m, key, klen, buf, sizeof buf, &len),
+                             SHMOBJ_ENOTFOUND);
+            assert_int_equal(shmobj_map_contains(m, key, klen), SHMOBJ_ENOTFOUND);
+            stored[i] ^= 0x20;
+        }
+        shmobj_map_view_release(&view);
+        uint8_t buf[MAXLEN];
+        assert_int_equal(shmobj_map_get(m, key, klen, buf, sizeof buf, &len), 0);
+        assert_int_equal(len, vlen);
+        assert_memory_equal(buf, val, vlen);
+        free(key);
+    }
+    assert_int_equal(shmobj_map_check(m), 0);
+}
+
 /* A batch answers each request as a single get would: present and
  * absent keys, values of many lengths, buffers too small, bad requests
  * among good ones, batches of every length around the internal group. */
@@ -1621,6 +1682,8 @@ int main(int argc, char **argv)
         kill_rounds = (unsigned)strtoul(argv[1], NULL, 10);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_map_set_get_basic, setup_small, teardown),
+        cmocka_unit_test_setup_teardown(test_map_get_every_key_and_value_length, setup_small,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_map_get_many_matches_single_gets, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_map_view_survives_replace, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_map_random_vs_reference, setup_small, teardown),

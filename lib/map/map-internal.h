@@ -68,6 +68,9 @@ struct shmobj_map {
     uint64_t seed_mixed;    /* shmobj_htcore_seed_mix(seed) */
     const uint8_t *base;    /* the segment's mapping (sp->base, fixed) */
     uint64_t read_delay_ns; /* tests: widens the unguarded read's window */
+    uint64_t hot_klen_lim;  /* keys shorter than this take shmobj_map_get()'s
+                               call-free path: MAP_HOT_MAX + 1, or 0
+                               while read_delay_ns is set */
     /* tests: called after each entry that
      * shmobj__map_table_free_entries() frees (to stop or kill the process
      * inside a deep free) */
@@ -110,6 +113,11 @@ static inline uint64_t slot_of(shmobj__ref ref)
 {
     return shmobj__ref_off(ref) >> SHMOBJ__MAP_SLOT_SHIFT;
 }
+
+/* Keys the hot instance of map-read.c's lookup_fast() compares inline, and
+ * values it copies inline: longer ones go to the general instance (memcmp,
+ * memcpy). */
+#define MAP_HOT_MAX 64u
 
 #define MAP_SPIN_LIMIT 256       /* reader spins on an odd seq before it
                                     queues on the lock */

@@ -166,7 +166,7 @@ struct shmobj__map_entry {
 #define SHMOBJ__MAP_GEN_MASK UINT64_C(0xffff)
 
 /* Offset of the value in an entry's payload, and the payload's size. */
-static inline uint64_t shmobj__map_value_off(uint32_t key_len)
+static inline uint64_t shmobj__map_value_off(uint64_t key_len) /* <= UINT32_MAX */
 {
     return SHMOBJ__MAP_ENTRY_HEADER + (((uint64_t)key_len + 15) & ~UINT64_C(15));
 }

@@ -122,10 +122,6 @@ static __attribute__((noinline, cold)) void read_delay(uint64_t ns)
         shmobj__cpu_relax();
 }
 
-/* Keys the hot instance of lookup_fast() compares inline, and values it
- * copies inline: longer ones go to the general instance (memcmp, memcpy). */
-#define MAP_HOT_MAX 64u
-
 /* The largest entry payload the hot instance reads: the header, a key and
  * a value of MAP_HOT_MAX bytes each. Every mapping that holds a map is
  * larger than that plus 16 (its control block alone is), which the hot
@@ -135,20 +131,22 @@ _Static_assert(sizeof(struct shmobj__map_ctl) >= 16 + MAP_HOT_ENTRY,
                "the hot bounds compare cannot wrap");
 
 /* Copy a value of at most MAP_HOT_MAX bytes without a call; an 8-byte
- * value is read atomically (it may be added to). */
+ * value is read atomically (it may be added to). The longest values are
+ * tested for first: one compare on the way to them. */
 static inline void copy_value_short(uint8_t *dst, const uint8_t *v, uint32_t n)
 {
-    if (n == 8) {
+    if (n > 32) { /* overlapping 16-byte moves cover 33..64 */
+        memcpy(dst, v, 16);
+        memcpy(dst + 16, v + 16, 16);
+        memcpy(dst + n - 32, v + n - 32, 16);
+        memcpy(dst + n - 16, v + n - 16, 16);
+    } else if (n >= 16) {
+        memcpy(dst, v, 16);
+        memcpy(dst + n - 16, v + n - 16, 16);
+    } else if (n == 8) {
         uint64_t x = atomic_load_explicit((_Atomic uint64_t *)(void *)v,
                                           memory_order_relaxed);
         memcpy(dst, &x, 8);
-    } else if (n >= 16) { /* overlapping 16-byte moves cover 16..64 */
-        memcpy(dst, v, 16);
-        memcpy(dst + n - 16, v + n - 16, 16);
-        if (n > 32) {
-            memcpy(dst + 16, v + 16, 16);
-            memcpy(dst + n - 32, v + n - 32, 16);
-        }
     } else if (n >= 8) {
         memcpy(dst, v, 8);
         memcpy(dst + n - 8, v + n - 8, 8);
@@ -160,6 +158,44 @@ static inline void copy_value_short(uint8_t *dst, const uint8_t *v, uint32_t n)
         dst[n >> 1] = v[n >> 1];
         dst[n - 1] = v[n - 1];
     }
+}
+
+/* 0 when the n <= MAP_HOT_MAX bytes at a and b are equal, else not 0,
+ * without a call: the longest keys are tested for first, and every length
+ * gives a word the caller tests once (no flag to merge from each path). */
+static inline uint64_t key_diff_short(const uint8_t *a, const uint8_t *b, size_t n)
+{
+#if defined(__SSE2__)
+    if (n > 32) { /* overlapping 16-byte blocks cover 33..64 */
+        __m128i eq = _mm_and_si128(
+            _mm_and_si128(shmobj__eq16(a, b), shmobj__eq16(a + 16, b + 16)),
+            _mm_and_si128(shmobj__eq16(a + n - 32, b + n - 32),
+                          shmobj__eq16(a + n - 16, b + n - 16)));
+        return (uint32_t)_mm_movemask_epi8(eq) ^ 0xffffu;
+    }
+    if (n > 16)
+        return (uint32_t)_mm_movemask_epi8(_mm_and_si128(
+                   shmobj__eq16(a, b), shmobj__eq16(a + n - 16, b + n - 16))) ^
+               0xffffu;
+#else
+    if (n > 16) {
+        uint64_t d = (shmobj__load64(a + n - 8) ^ shmobj__load64(b + n - 8)) |
+                     (shmobj__load64(a + n - 16) ^ shmobj__load64(b + n - 16));
+        for (size_t i = 0; i + 16 < n; i += 16)
+            d |= (shmobj__load64(a + i) ^ shmobj__load64(b + i)) |
+                 (shmobj__load64(a + i + 8) ^ shmobj__load64(b + i + 8));
+        return d;
+    }
+#endif
+    if (n >= 8)
+        return (shmobj__load64(a) ^ shmobj__load64(b)) |
+               (shmobj__load64(a + n - 8) ^ shmobj__load64(b + n - 8));
+    if (n >= 4)
+        return (shmobj__load32(a) ^ shmobj__load32(b)) |
+               (shmobj__load32(a + n - 4) ^ shmobj__load32(b + n - 4));
+    if (n > 0)
+        return (uint64_t)((a[0] ^ b[0]) | (a[n >> 1] ^ b[n >> 1]) | (a[n - 1] ^ b[n - 1]));
+    return 0;
 }
 
 /* lookup() for the common case, as one short straight path without a
@@ -176,7 +212,9 @@ static inline void copy_value_short(uint8_t *dst, const uint8_t *v, uint32_t n)
  * `hot` (a constant) selects the instance inlined into shmobj_map_get():
  * keys of at most MAP_HOT_MAX bytes (the caller checks), values copied
  * inline up to MAP_HOT_MAX bytes (longer ones return MAP_FAST_NO), and no
- * call at all, so the compiler keeps everything in registers. The general
+ * call at all, so the compiler keeps everything in registers; it tells a
+ * value too long for the buffer by SHMOBJ_ENOBUFS (*vlen set), so that
+ * the caller's result needs no compare on the path that copied. The general
  * instance compares and copies any length and holds the tests' delay.
  *
  * The home group's lines are fetched first, from the shape word before it
@@ -188,34 +226,45 @@ lookup_fast_section(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
                     void *buf, size_t buf_len, uint32_t *vlen, int hot)
 {
     unsigned idx = (unsigned)(hash >> SHMOBJ__MAP_SHARD_SHIFT);
+    /* The handle's fields first: the acquire loads below would make the
+     * compiler load them again after each (an older, smaller `mapped` only
+     * sends more reads the general way) */
+    const uint8_t *base = m->base;
+    struct shmobj__map_shard *s = &m->ctl->shards_[idx];
+    uint64_t mapped = atomic_load_explicit(&m->sp->mapped, memory_order_acquire);
     uint64_t shape = atomic_load_explicit(&m->shape[idx], memory_order_relaxed);
     uint64_t gmask = shape_gmask(shape);
     uint64_t g = shmobj_htcore_probe_home(hash, gmask);
     /* an integer until the shape is validated */
-    uintptr_t home = shape_groups_addr(m, shape) + (uintptr_t)(g * MAP_GROUP_BYTES);
+    uintptr_t groups_at = (uintptr_t)base +
+                          (uintptr_t)(shape & SHMOBJ__REF_OFF_MASK & ~SHAPE_LOW) + SHAPE_GROUPS_AT;
+    uintptr_t home = groups_at + (uintptr_t)(g * MAP_GROUP_BYTES);
 #if defined(__GNUC__)
     __builtin_prefetch((const void *)home);
     __builtin_prefetch((const void *)(home + 64));
     __builtin_prefetch((const void *)(home + 128));
 #endif
-    struct shmobj__map_shard *s = &m->ctl->shards_[idx];
+    /* The header's slot count must agree with the shape (damage is
+     * noticed). It is read before the shape is validated, while the group
+     * count is still in a register: any shape this handle cached (or 0)
+     * names a header inside the mapping, which never shrinks, and the
+     * count of a table is written once, before its publication, so a
+     * header of another table fails below with the table reference. */
+    if (shmobj_htcore_header_slots((const uint8_t *)groups_at - SHMOBJ_HTCORE_HEADER_SIZE) !=
+        (gmask + 1) * SHMOBJ_HTCORE_GROUP)
+        return MAP_FAST_NO;
     uint64_t q1 = atomic_load_explicit(&s->seq, memory_order_acquire);
     shmobj__ref tref = atomic_load_explicit(&s->table, memory_order_acquire);
     /* Valid when the shard is not being written and still has the table
      * the shape was taken from: tref's low bits are then 0 and shape ^ tref
      * is exactly the shape's, 1..63 (so the shape is not 0); one compare
-     * for all. The header may be read only then; its slot count must still
-     * agree with the shape (damage is noticed). */
+     * for all. */
     uint64_t odd = (q1 & 1) | (tref & SHAPE_LOW);
     if ((((shape ^ tref) - 1) | (odd << 6)) >= SHAPE_LOW)
         return MAP_FAST_NO;
-    const uint8_t *groups = shape_groups(m, shape), *gp = (const uint8_t *)home;
-    if (shmobj_htcore_header_slots(groups - SHMOBJ_HTCORE_HEADER_SIZE) !=
-        (gmask + 1) * SHMOBJ_HTCORE_GROUP)
-        return MAP_FAST_NO;
+    const uint8_t *groups = (const uint8_t *)groups_at;
+    const uint8_t *gp = (const uint8_t *)home;
 
-    uint64_t mapped = atomic_load_explicit(&m->sp->mapped, memory_order_acquire);
-    const uint8_t *base = m->base;
     int rc = SHMOBJ_ENOTFOUND;
     for (uint64_t step = 0;;) {
         uint32_t empty;
@@ -240,26 +289,33 @@ lookup_fast_section(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
             __builtin_prefetch(p + 128);
 #endif
             memcpy(&h, p, sizeof h);
-            if (h.key_len != klen)
+            if (h.key_len != (uint32_t)klen) /* klen <= UINT32_MAX (key_ok) */
                 continue;
             if (!hot && shmobj__map_entry_size(h.key_len, h.value_len) > mapped - off)
                 return MAP_FAST_NO;
-            if (hot ? !shmobj__mem_equal(p + SHMOBJ__MAP_ENTRY_HEADER, key, klen)
+            if (hot ? key_diff_short(p + SHMOBJ__MAP_ENTRY_HEADER, key, klen) != 0
                     : klen != 0 && memcmp(p + SHMOBJ__MAP_ENTRY_HEADER, key, klen) != 0)
                 continue;
-            const uint8_t *value = p + shmobj__map_value_off(h.key_len);
+            /* klen, equal to h.key_len, needs no widening */
+            const uint8_t *value = p + shmobj__map_value_off(klen);
             if (hot && h.value_len > MAP_HOT_MAX)
                 return MAP_FAST_NO;
             if (!hot && m->read_delay_ns != 0)
                 read_delay(m->read_delay_ns);
+            *vlen = h.value_len;
             if (h.value_len <= buf_len) {
                 if (hot)
                     copy_value_short(buf, value, h.value_len);
                 else
                     copy_value(buf, value, h.value_len);
+                /* the section ends on each way out, so that the caller's
+                 * result folds into the path that knows the value fit */
+                atomic_thread_fence(memory_order_acquire);
+                if (atomic_load_explicit(&s->seq, memory_order_relaxed) != q1)
+                    return MAP_FAST_NO;
+                return 0;
             }
-            *vlen = h.value_len;
-            rc = 0;
+            rc = hot ? SHMOBJ_ENOBUFS : 0;
             goto done;
         }
         if (empty != 0 || step == gmask)
@@ -339,13 +395,18 @@ __attribute__((flatten))
 int shmobj_map_get(shmobj_map *map, const void *key, size_t key_len,
                    void *buf, size_t buf_len, size_t *value_len)
 {
-    if (map != NULL && key != NULL && buf != NULL && key_len <= MAP_HOT_MAX &&
-        map->read_delay_ns == 0) {
+    /* hot_klen_lim: MAP_HOT_MAX + 1, or 0 while a test's read delay is
+     * set (one compare for both) */
+    if (map != NULL && key != NULL && key_len < map->hot_klen_lim && buf != NULL) {
         uint32_t vlen = 0;
         int rc = lookup_fast(map, map_hash(map, key, key_len), key, key_len,
                              buf, buf_len, &vlen, 1);
-        if (rc != MAP_FAST_NO)
-            return get_result(rc, vlen, buf_len, value_len);
+        if (rc != MAP_FAST_NO) {
+            /* 0 (copied) or ENOBUFS (too long): vlen is the value's */
+            if (rc != SHMOBJ_ENOTFOUND && value_len != NULL)
+                *value_len = vlen;
+            return rc;
+        }
     }
     return get_general(map, key, key_len, buf, buf_len, value_len);
 }

@@ -204,6 +204,7 @@ static int map_attach(shmobj_segment *seg, shmobj__ref ref, shmobj_map **out)
     m->seg = seg;
     m->sp = sp;
     m->base = sp->base;
+    m->hot_klen_lim = MAP_HOT_MAX + 1;
     m->ctl_ref = ref;
     m->ctl = q;
     m->seed = hdr.seed;
@@ -364,6 +365,7 @@ void shmobj__map_read_delay_set(shmobj_map *map, uint64_t ns);
 void shmobj__map_read_delay_set(shmobj_map *map, uint64_t ns)
 {
     map->read_delay_ns = ns;
+    map->hot_klen_lim = ns != 0 ? 0 : MAP_HOT_MAX + 1;
 }
 
 /* For tests: call fn(arg, ref) after each entry a deep free (the limbo
