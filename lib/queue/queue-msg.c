@@ -379,7 +379,7 @@ int shmobj_queue_msg_free(shmobj_queue *q, shmobj_ref ref)
  * message will be when the consumer, on another core, reads it:
  *   - up to 4 times this core's L2: plain stores. The message passes
  *     through our L2 to the shared L3 as it is written, where the consumer
- *     finds it. Below half the L2 this pays only because such blocks come
+ *     finds it. Up to half the L2 of data this pays only because such blocks come
  *     back through the retire FIFO (retire.h) cold in the consumer's caches:
  *     into the block the consumer freed last, plain stores have to take
  *     every line back from its core, and streaming ones were faster;
