@@ -13,6 +13,15 @@
  * buffers allocated and faulted in) and stops in the consumer after the
  * last byte was summed; CLOCK_MONOTONIC is system-wide.
  *
+ * shm-floor (W1) is not a transport to beat but the floor of a handoff of
+ * whole messages between two processes, with no library: the producer
+ * memcpy()s each message into one of a few message-sized buffers of a
+ * MAP_SHARED mapping (as many as our queue's W1 capacity: bytes in flight
+ * about 2 MiB, at least 2) and sets the buffer's flag; the consumer waits
+ * for the flag, sums the buffer and clears the flag. Both spin. What a
+ * queue adds over it is the queue; what it loses against `memcpy` (one
+ * process) is the second core reading lines the first one wrote.
+ *
  * The rings are meant to be the strong, honest bar a queue must clear:
  * head and tail on their own cache lines, each side keeps a private copy of
  * the other's index and rereads the shared one only when that copy says
@@ -335,6 +344,111 @@ static int w1_consume_ring(struct w1_job *j, uint64_t *sum_out)
     return 0;
 }
 
+/* ---- W1 floor: whole messages handed over through a shared buffer ----- */
+
+/* One buffer's flag on its own line: 1 while it holds a message the
+ * consumer has not summed (producer stores 1 with release after the copy,
+ * consumer stores 0 with release after the sum). */
+struct floor_flag {
+    alignas(CACHELINE) atomic_uint full;
+};
+
+struct floor_job {
+    size_t size;
+    uint64_t count;
+    uint32_t nbuf;
+    struct ctl *ctl;
+    struct floor_flag *flags; /* nbuf of them */
+    unsigned char *bufs;      /* nbuf * size bytes, 64-byte aligned each */
+};
+
+/* Buffers: as many as the W1 queue's capacity (bench-queue.c: about
+ * 2 MiB in flight, at least 2, at most 64), so both hand over alike. */
+static uint32_t floor_nbuf(size_t size)
+{
+    uint32_t n = 2;
+    while ((size_t)n * size < (2u << 20) && n < 64)
+        n *= 2;
+    return n;
+}
+
+static size_t floor_stride(size_t size)
+{
+    return (size + CACHELINE - 1) & ~(size_t)(CACHELINE - 1);
+}
+
+static int floor_producer(void *arg)
+{
+    struct floor_job *j = (struct floor_job *)arg;
+    bench_pin(1);
+    uint64_t rest, sent = 0;
+    uint64_t *src = bench_w1_source(j->size, &rest);
+    if (src == NULL)
+        return 3;
+    /* Map the buffers' pages in this process too before the clock starts
+     * (a forked child shares the pages, not the parent's page tables), as
+     * bench-queue prefaults its segment on both sides. */
+    size_t bytes = (size_t)j->nbuf * floor_stride(j->size);
+    for (size_t off = 0; off < bytes; off += 4096)
+        ((volatile unsigned char *)j->bufs)[off] = 0;
+    ctl_barrier(j->ctl);
+    j->ctl->t0_ns = bench_now_ns();
+    for (uint64_t i = 0; i < j->count; i++) {
+        uint32_t b = (uint32_t)(i % j->nbuf);
+        while (atomic_load_explicit(&j->flags[b].full, memory_order_acquire) != 0)
+            bench_spin_once();
+        src[0] = i;
+        sent += rest + i;
+        memcpy(j->bufs + (size_t)b * floor_stride(j->size), src, j->size);
+        atomic_store_explicit(&j->flags[b].full, 1, memory_order_release);
+    }
+    j->ctl->sent_sum = sent;
+    free(src);
+    return 0;
+}
+
+static int w1_floor(const bench_ctx *ctx, const bench_w1_param *ws)
+{
+    struct floor_job j;
+    memset(&j, 0, sizeof j);
+    j.size = ws->size;
+    j.count = ctx->quick ? ws->quick_count : ws->count;
+    j.nbuf = floor_nbuf(j.size);
+    size_t flags_bytes = j.nbuf * sizeof(struct floor_flag);
+    size_t bufs_bytes = (size_t)j.nbuf * floor_stride(j.size);
+    j.ctl = (struct ctl *)bench_shared_alloc(sizeof(struct ctl));
+    j.flags = (struct floor_flag *)bench_shared_alloc(flags_bytes);
+    j.bufs = (unsigned char *)bench_shared_alloc(bufs_bytes);
+    if (j.ctl == NULL || j.flags == NULL || j.bufs == NULL)
+        return bench_fail("mmap: %s", strerror(errno));
+    pid_t pid = bench_fork(floor_producer, &j);
+    if (pid < 0)
+        return bench_fail("fork: %s", strerror(errno));
+    bench_pin(0);
+    uint64_t sum = 0;
+    ctl_barrier(j.ctl);
+    for (uint64_t i = 0; i < j.count; i++) {
+        uint32_t b = (uint32_t)(i % j.nbuf);
+        while (atomic_load_explicit(&j.flags[b].full, memory_order_acquire) == 0)
+            bench_spin_once();
+        sum += bench_sum64(j.bufs + (size_t)b * floor_stride(j.size), j.size);
+        atomic_store_explicit(&j.flags[b].full, 0, memory_order_release);
+    }
+    j.ctl->t1_ns = bench_now_ns();
+    int st = bench_wait(pid, 60000);
+    if (st != 0)
+        return bench_fail("shm-floor: producer exit %d", st);
+    if (sum != j.ctl->sent_sum)
+        return bench_fail("shm-floor: checksum mismatch: read %" PRIu64 ", sent %" PRIu64, sum,
+                          j.ctl->sent_sum);
+    double secs = (double)(j.ctl->t1_ns - j.ctl->t0_ns) / 1e9;
+    bench_report(ctx, "GiB/s", (double)j.size * (double)j.count / GIB / secs);
+    bench_shared_free(j.bufs, bufs_bytes);
+    bench_shared_free(j.flags, flags_bytes);
+    bench_shared_free(j.ctl, sizeof(struct ctl));
+    return 0;
+}
+
 static int w1_memcpy(const bench_ctx *ctx, const bench_w1_param *ws)
 {
     bench_pin(0);
@@ -380,6 +494,8 @@ static int w1_run(const bench_ctx *ctx)
         return bench_fail("unknown W1 workload %s", ctx->workload);
     if (strcmp(ctx->subject, "memcpy") == 0)
         return w1_memcpy(ctx, ws);
+    if (strcmp(ctx->subject, "shm-floor") == 0)
+        return w1_floor(ctx, ws);
 
     struct w1_job j;
     memset(&j, 0, sizeof j);
@@ -647,21 +763,25 @@ static const bench_entry table[] = {
     {"W1-400K", "unix-socket", w1_run, 0},
     {"W1-400K", "shm-ring-spin", w1_run, 0},
     {"W1-400K", "shm-ring-futex", w1_run, 0},
+    {"W1-400K", "shm-floor", w1_run, 0},
     {"W1-64K", "memcpy", w1_run, 0},
     {"W1-64K", "pipe", w1_run, 0},
     {"W1-64K", "unix-socket", w1_run, 0},
     {"W1-64K", "shm-ring-spin", w1_run, 0},
     {"W1-64K", "shm-ring-futex", w1_run, 0},
+    {"W1-64K", "shm-floor", w1_run, 0},
     {"W1-1MiB", "memcpy", w1_run, 0},
     {"W1-1MiB", "pipe", w1_run, 0},
     {"W1-1MiB", "unix-socket", w1_run, 0},
     {"W1-1MiB", "shm-ring-spin", w1_run, 0},
     {"W1-1MiB", "shm-ring-futex", w1_run, 0},
+    {"W1-1MiB", "shm-floor", w1_run, 0},
     {"W1-16MiB", "memcpy", w1_run, 0},
     {"W1-16MiB", "pipe", w1_run, 0},
     {"W1-16MiB", "unix-socket", w1_run, 0},
     {"W1-16MiB", "shm-ring-spin", w1_run, 0},
     {"W1-16MiB", "shm-ring-futex", w1_run, 0},
+    {"W1-16MiB", "shm-floor", w1_run, 0},
     {"W2", "pipe", w2_run, 0},
     {"W2", "unix-socket", w2_run, 0},
     {"W2", "shm-ring-spin", w2_run, 0},

@@ -3209,6 +3209,96 @@ static void test_queue_single_calls_used_handle_stale_after_destroy(void **state
     shmobj_queue_close(h);
 }
 
+/* ---- bulk messages: the W1 sizes with the handle's own thresholds -------- */
+
+/* A stream of messages of half this core's L2 of data (1 MiB on a 2 MiB
+ * L2: a power of two, as bulk messages often are) goes round through the
+ * retire FIFO with the thresholds the handle derives from the machine: no
+ * allocation gets the block whose message was done last (the heap's
+ * choice, still in the consumer's caches), later ones reuse retired
+ * blocks, and no block is lost. Such a block is half the L2 and a header. */
+static void test_queue_recycle_half_l2_messages_go_round(void **state)
+{
+    struct fixture *f = *state;
+    size_t len = (size_t)(shmobj__os_l2_cache_bytes() / 2);
+    if (len > (4u << 20)) {
+        print_message("L2 of %zu bytes: too large for this segment\n", 2 * len);
+        skip();
+    }
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(f->seg, "half-l2", 8, 0, &q), 0);
+    uint64_t b0 = used_blocks(f->seg);
+    const uint64_t off_mask = UINT64_C(0x0000ffffffffffff);
+    shmobj_ref seen[16];
+    unsigned hot = 0, reused = 0;
+    for (unsigned i = 0; i < 16; i++) {
+        seen[i] = send_done(q, len);
+        if (i > 0 && (seen[i] & off_mask) == (seen[i - 1] & off_mask))
+            hot++;
+        for (unsigned k = 0; k + 1 < i; k++)
+            if ((seen[k] & off_mask) == (seen[i] & off_mask)) {
+                reused++;
+                break;
+            }
+    }
+    print_message("%zu-byte messages: %u of 15 got the block done just before, "
+                  "%u reused an older one\n", len, hot, reused);
+    assert_int_equal(hot, 0);
+    assert_true(reused >= 8);
+    assert_true(retired_blocks(q) > 0);
+    assert_int_equal(used_blocks(f->seg), b0 + retired_blocks(q));
+    assert_int_equal(shmobj_queue_trim(q), 0);
+    assert_int_equal(used_blocks(f->seg), b0);
+    uint64_t bad = 0;
+    assert_int_equal(shmobj_arena_check(f->seg, &bad), 0);
+    shmobj_queue_close(q);
+}
+
+/* The same messages with the consumer two messages behind (two puts, then
+ * two takes and dones, as a queue of two holds them): after a first round,
+ * every allocation takes a retired block rather than one from the heap.
+ * The FIFO's budget has room for four such blocks, so a done that makes it
+ * four trims nothing, and the oldest of them still has the L2's worth
+ * retired after it for the next allocation. */
+static void test_queue_recycle_half_l2_consumer_two_behind_no_heap(void **state)
+{
+    struct fixture *f = *state;
+    size_t len = (size_t)(shmobj__os_l2_cache_bytes() / 2);
+    if (len > (4u << 20)) {
+        print_message("L2 of %zu bytes: too large for this segment\n", 2 * len);
+        skip();
+    }
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(f->seg, "half-l2-two", 8, 0, &q), 0);
+    for (unsigned i = 0; i < 3; i++)
+        send_done(q, len);
+    unsigned heap = 0;
+    for (unsigned round = 0; round < 8; round++) {
+        shmobj_ref r[2], t;
+        void *data;
+        for (unsigned k = 0; k < 2; k++) {
+            uint64_t before = retired_blocks(q);
+            assert_int_equal(shmobj_queue_msg_alloc(q, len, 0, &r[k], &data), 0);
+            if (round > 0 && retired_blocks(q) >= before)
+                heap++; /* not taken from the FIFO */
+            memset(data, (int)round, len);
+            assert_int_equal(shmobj_queue_put(q, r[k]), 0);
+        }
+        for (unsigned k = 0; k < 2; k++) {
+            assert_int_equal(shmobj_queue_try_take(q, &t), 0);
+            assert_int_equal(t, r[k]);
+            assert_int_equal(shmobj_queue_msg_done(q, t), 0);
+        }
+    }
+    print_message("%u of 14 allocations of %zu bytes after the first round "
+                  "came from the heap\n", heap, len);
+    assert_int_equal(heap, 0);
+    assert_int_equal(shmobj_queue_trim(q), 0);
+    uint64_t bad = 0;
+    assert_int_equal(shmobj_arena_check(f->seg, &bad), 0);
+    shmobj_queue_close(q);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -3272,6 +3362,8 @@ int main(void)
         T(test_queue_single_blocking_calls_corrupt_and_stale),
         T(test_queue_single_put_after_fork_records_own_token),
         T(test_queue_single_calls_used_handle_stale_after_destroy),
+        T(test_queue_recycle_half_l2_messages_go_round),
+        T(test_queue_recycle_half_l2_consumer_two_behind_no_heap),
 #undef T
     };
     test_filter_from_env();

@@ -18,7 +18,7 @@
  * consumer on another core depends on its size against the producer's L2
  * cache, and shmobj_queue_put_copy() follows this rule from 32 KiB: up to
  * 4 times the L2, plain stores, so the message reaches the consumer through
- * the shared L3 rather than through memory (blocks below half the L2 come
+ * the shared L3 rather than through memory (messages up to half the L2 come
  * back through the queue's retire FIFO, see shmobj_queue_trim(), after
  * they have left the consumer's caches, so plain stores do not have to
  * take their lines back from it); beyond, streaming (non-temporal) stores,
@@ -46,7 +46,8 @@
  *   shmobj_queue_done(), the sender waits with shmobj_queue_wait_done() or
  *   shmobj_queue_wait_all() and then frees it.
  * "Frees" means: gives back to the queue, which returns blocks of 32 KiB
- * up to half the L2 cache to the heap a little later (shmobj_queue_trim()).
+ * up to half the L2 cache of data (blocks below 5/8 of the L2) to the heap
+ * a little later (shmobj_queue_trim()).
  *
  * **Crashes.** A producer killed while putting: if it died before its
  * message was published, the message is not in the queue (consumers skip its
@@ -293,7 +294,8 @@ SHMOBJ_API int shmobj_queue_destroy(shmobj_segment *seg, const char *name);
 /**
  * @brief Give the heap back the message blocks the queue holds retired.
  *
- * A message block of 32 KiB up to half the L2 cache whose work is done
+ * A message block of 32 KiB up to half the L2 cache of data (a block
+ * below 5/8 of the L2, its header and rounding included) whose work is done
  * (shmobj_queue_msg_done(), shmobj_queue_msg_free()) does not return to
  * the heap at once: the queue keeps the last ones, about twice the L2 cache
  * in bytes (64 blocks at most), and frees the oldest as newer ones arrive.

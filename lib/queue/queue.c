@@ -97,9 +97,22 @@ static uint64_t queue_footprint(uint32_t capacity)
 
 /* Which message blocks go through the retire FIFO, and how many bytes of
  * them it keeps (retire.h): from 32 KiB, below which a block is too small
- * to pay for the FIFO's lock, to half this core's L2, from where a block
- * being written passes through the writer's L2 to the L3 anyway; twice the
- * L2 of them, so that the oldest has left the consumer's L2. */
+ * to pay for the FIFO's lock, to half this core's L2 of data, from where a
+ * block being written passes through the writer's L2 to the L3 anyway;
+ * twice the L2 of them, so that the oldest has left the consumer's L2.
+ * Half the L2 of data is a block of more than half the L2 (the message
+ * header, the heap's rounding): the bound is an eighth of the L2 above it,
+ * so the power of two of half the L2 (1 MiB messages on a 2 MiB L2) goes
+ * round too, and three of the largest still fit the budget with the L2's
+ * worth retired after the oldest, which a reuse waits for. Left to the
+ * heap, those went back to the consumer's core every time: the heap hands
+ * out the block freed last, still in the consumer's L2. The budget is an
+ * eighth of the L2 above twice the L2 for the same headers: four blocks of
+ * half the L2 fit it, so a consumer two messages ahead of its producer
+ * (a done that makes them four) trims none, where it used to trim two
+ * (three quarters of the budget held three blocks' data but not their
+ * headers) and leave the two left without the L2's worth retired after
+ * the oldest: the next allocations went to the heap, every time. */
 #define QUEUE_RETIRE_MIN (32u << 10)
 
 /* Open a handle of the queue in block ref: SHMOBJ_ESTALE when the block
@@ -149,8 +162,8 @@ static int handle_new(shmobj_segment *seg, shmobj_ref ref, shmobj_queue **out)
     q->ref = ref;
     uint64_t l2 = shmobj__os_l2_cache_bytes();
     q->retire_min = QUEUE_RETIRE_MIN;
-    q->retire_max = l2 / 2;
-    q->retire_budget = 2 * l2;
+    q->retire_max = l2 / 2 + l2 / 8;
+    q->retire_budget = 2 * l2 + l2 / 8;
     q->recycle_cold = l2;
     q->plain_max = 4 * l2;
     q->serial = (uint32_t)ring_ident(ref ^ (uint64_t)(uintptr_t)q);

@@ -9,7 +9,7 @@
  * 24 GiB/s into one freed 2 MiB of messages earlier, whose lines had left
  * the consumer's L2 for the shared L3. So a consumer retires such blocks
  * here, and the oldest ones go back to the heap once a budget of bytes
- * (twice the L2) was retired after them.
+ * (about twice the L2) was retired after them.
  *
  * A message allocation of a fitting size takes the oldest block back from
  * here once the L2's worth of bytes was retired after it
