@@ -22,7 +22,11 @@
  * the stride's start. The `shmobj` tool's ls, stat, dump and check run on
  * one case in HOSTILE_CLI_EVERY (SHMOBJ_HOSTILE_CLI_EVERY) and must exit
  * with a status of their own (0, 1 or 2), never by a signal.
- */
+ *
+ * The walks of a graph grown by other processes: a list another process
+ * grew far past this process's mapping is freed and printed whole
+ * (test_mlist_free_grown_elsewhere_frees, test_mlist_json_grown_elsewhere
+ * _prints): their work budget counts the segment as it is. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -829,6 +833,110 @@ static void test_hostile_sweep_every_call_documented(void **state)
     assert_int_equal(nfails, 0);
 }
 
+/* ---- walks of a list grown by another process ----------------------------- */
+
+#define GROWN_ITEMS 100000
+
+struct grown {
+    char name[64];
+    shmobj_segment *seg;
+    shmobj_ref top; /* [mlist]: the list as an item, for a replace */
+    shmobj_view l;
+};
+
+static int grow_child(void *p)
+{
+    struct grown *g = p;
+    for (int i = 0; i < GROWN_ITEMS; i++)
+        if (shmobj_mlist_append(&g->l, &SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_INT(i))) != 0)
+            return 1;
+    return 0;
+}
+
+/* A list in a segment of 1 MiB as this process maps it, grown by a child
+ * to 100,000 items, each a list of its own (a child block, which a free
+ * walks): 1.6 MB of slots and about 6 MB of children, past this process's
+ * mapping, and more items than a work budget taken from that mapping
+ * (1 MiB / 16, 65,600 units) allows. */
+static void grown_make(struct grown *g)
+{
+    shmobj_segment_options o;
+    shmobj_segment_options_init(&o);
+    o.initial_size = 1u << 20;
+    o.max_size = 256u << 20;
+    test_name(g->name, sizeof g->name, "hostile-grow");
+    assert_int_equal(shmobj_segment_create(g->name, &o, &g->seg), 0);
+    shmobj_value top = SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_MLIST());
+    shmobj_view v;
+    assert_int_equal(shmobj_obj_put(g->seg, &top, &g->top), 0);
+    assert_int_equal(shmobj_obj_get(g->seg, g->top, &v), 0);
+    assert_int_equal(shmobj_view_item(&v, 0, &g->l), 0);
+    assert_int_equal(test_child_wait(test_child_start(grow_child, g, 120)), 0);
+}
+
+static void grown_done(struct grown *g)
+{
+    shmobj_segment_close(g->seg);
+    shmobj_segment_destroy(g->name, SHMOBJ_BACKEND_SHM);
+}
+
+/* Freeing a list grown elsewhere frees it whole: the budget of the free
+ * counts the segment as it is. */
+static void test_mlist_free_grown_elsewhere_frees(void **state)
+{
+    (void)state;
+    struct grown g;
+    grown_make(&g);
+    shmobj_arena_stats after = {.struct_size = sizeof after};
+    assert_int_equal(shmobj_obj_free(g.seg, g.top), 0);
+    /* every chunk went back: the heap holds far less than the list did
+     * (no call before the free: the statistics read the whole segment) */
+    assert_int_equal(shmobj_arena_stats_get(g.seg, &after), 0);
+    assert_true(after.used_bytes < (1u << 20));
+    grown_done(&g);
+}
+
+/* The JSON of a list grown elsewhere is the whole list. */
+static void test_mlist_json_grown_elsewhere_prints(void **state)
+{
+    (void)state;
+    struct grown g;
+    grown_make(&g);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    assert_non_null(f);
+    assert_int_equal(shmobj_view_json_write(&g.l, f), 0);
+    assert_int_equal(fclose(f), 0);
+    assert_true(len > 20 && memcmp(text, "[[0],[1],[2],", 13) == 0);
+    assert_string_equal(text + len - 9, ",[99999]]");
+    free(text);
+    size_t need = 0;
+    assert_int_equal(shmobj_view_json(&g.l, NULL, 0, &need), SHMOBJ_ENOBUFS);
+    assert_int_equal(need, len);
+    grown_done(&g);
+}
+
+/* Replacing a list grown elsewhere by null (shmobj_view_set on its slot:
+ * nothing is allocated, which would have shown this process the segment
+ * as it is) frees the old list whole. */
+static void test_mlist_replace_grown_elsewhere_frees(void **state)
+{
+    (void)state;
+    struct grown g;
+    grown_make(&g);
+    shmobj_view v, slot;
+    shmobj_arena_stats after = {.struct_size = sizeof after};
+    assert_int_equal(shmobj_obj_get(g.seg, g.top, &v), 0);
+    assert_int_equal(shmobj_view_item(&v, 0, &slot), 0);
+    assert_int_equal(shmobj_view_set(&slot, &SHMOBJ_VAL_NULL), 0);
+    assert_int_equal(shmobj_arena_stats_get(g.seg, &after), 0);
+    assert_true(after.used_bytes < (1u << 20));
+    assert_int_equal(shmobj_obj_check(g.seg, g.top), 0);
+    assert_int_equal(shmobj_obj_free(g.seg, g.top), 0);
+    grown_done(&g);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -854,6 +962,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hostile_sweep_every_call_documented),
+        cmocka_unit_test(test_mlist_free_grown_elsewhere_frees),
+        cmocka_unit_test(test_mlist_json_grown_elsewhere_prints),
+        cmocka_unit_test(test_mlist_replace_grown_elsewhere_frees),
     };
     test_filter_from_env();
     return cmocka_run_group_tests(tests, setup, teardown);
