@@ -858,7 +858,7 @@ static int grow_child(void *p)
  * walks): 1.6 MB of slots and about 6 MB of children, past this process's
  * mapping, and more items than a work budget taken from that mapping
  * (1 MiB / 16, 65,600 units) allows. */
-static void grown_make(struct grown *g)
+static void grown_make_in(struct grown *g, int in_mlist)
 {
     shmobj_segment_options o;
     shmobj_segment_options_init(&o);
@@ -868,10 +868,20 @@ static void grown_make(struct grown *g)
     assert_int_equal(shmobj_segment_create(g->name, &o, &g->seg), 0);
     shmobj_value top = SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_MLIST());
     shmobj_view v;
-    assert_int_equal(shmobj_obj_put(g->seg, &top, &g->top), 0);
+    assert_int_equal(shmobj_obj_put(g->seg, in_mlist ? &SHMOBJ_VAL_MLIST() : &top, &g->top), 0);
     assert_int_equal(shmobj_obj_get(g->seg, g->top, &v), 0);
-    assert_int_equal(shmobj_view_item(&v, 0, &g->l), 0);
+    if (in_mlist) {
+        assert_int_equal(shmobj_mlist_append(&v, &SHMOBJ_VAL_MLIST()), 0);
+        assert_int_equal(shmobj_mlist_get(&v, 0, &g->l), 0);
+    } else {
+        assert_int_equal(shmobj_view_item(&v, 0, &g->l), 0);
+    }
     assert_int_equal(test_child_wait(test_child_start(grow_child, g, 120)), 0);
+}
+
+static void grown_make(struct grown *g)
+{
+    grown_make_in(g, 0);
 }
 
 static void grown_done(struct grown *g)
@@ -937,6 +947,24 @@ static void test_mlist_replace_grown_elsewhere_frees(void **state)
     grown_done(&g);
 }
 
+/* The same list as the item of a mutable list, replaced by null there
+ * (shmobj_mlist_set, whose free of the old child reports nothing): the
+ * old list is freed whole. */
+static void test_mlist_set_grown_elsewhere_child_frees(void **state)
+{
+    (void)state;
+    struct grown g;
+    grown_make_in(&g, 1);
+    shmobj_view outer;
+    shmobj_arena_stats after = {.struct_size = sizeof after};
+    assert_int_equal(shmobj_obj_get(g.seg, g.top, &outer), 0);
+    assert_int_equal(shmobj_mlist_set(&outer, 0, &SHMOBJ_VAL_NULL), 0);
+    assert_int_equal(shmobj_arena_stats_get(g.seg, &after), 0);
+    assert_true(after.used_bytes < (1u << 20));
+    assert_int_equal(shmobj_obj_free(g.seg, g.top), 0);
+    grown_done(&g);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -965,6 +993,7 @@ int main(void)
         cmocka_unit_test(test_mlist_free_grown_elsewhere_frees),
         cmocka_unit_test(test_mlist_json_grown_elsewhere_prints),
         cmocka_unit_test(test_mlist_replace_grown_elsewhere_frees),
+        cmocka_unit_test(test_mlist_set_grown_elsewhere_child_frees),
     };
     test_filter_from_env();
     return cmocka_run_group_tests(tests, setup, teardown);
