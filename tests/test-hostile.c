@@ -8,7 +8,9 @@
  * adopted child, a raw block), closes it and keeps its bytes. Each case
  * writes those bytes with one word replaced by a hostile value (0, all
  * ones, the segment's size, the word's own offset with the word's
- * generation bits, the word plus 16: a reference one slot off) into a fresh file, and a forked child opens it and
+ * generation bits, the word plus 16: a reference one slot off, the
+ * reference of a live block of another kind: a map's, a queue's, an
+ * object's, a shape's, a raw block's) into a fresh file, and a forked child opens it and
  * calls every read and write path of every kind. The property: each call
  * returns 0 or one of the codes its documentation (the @retval lines of
  * include/shmobj/<area>.h, read at run time) lists, and the child ends
@@ -179,6 +181,10 @@ static char dir[256];
 static uint8_t *image;
 static uint64_t image_len, used_end;
 static shmobj_ref tracked_ref;
+/* live blocks of every kind, as hostile values: a word that names one is
+ * a reference of the wrong kind, not a wild one */
+static shmobj_ref live_refs[8];
+static unsigned nlive;
 
 static void build(const char *path)
 {
@@ -281,6 +287,11 @@ static void build(const char *path)
     assert_int_equal(shmobj_segment_root_set(seg, "target", target), 0);
     assert_int_equal(shmobj_segment_root_set(seg, "rec", rec), 0);
     assert_int_equal(shmobj_segment_root_set(seg, "raw", raw), 0);
+    static const char *const kinds[] = {"m", "q", "obj", "shape", "target", "rec", "raw"};
+    nlive = 0;
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+        assert_int_equal(shmobj_segment_root_get(seg, kinds[i], &live_refs[nlive++]), 0);
+    live_refs[nlive++] = tracked_ref;
     shmobj_segment_close(seg);
 }
 
@@ -784,7 +795,7 @@ static void test_hostile_sweep_every_call_documented(void **state)
     for (uint64_t off = 0; off + 8 <= used_end; off += 8)
         if (word_picked(off))
             words[nw++] = off;
-    enum { NVALS = 5 };
+    enum { NVALS = 6 };
     uint64_t total = (uint64_t)nw * NVALS;
     uint64_t cases = env_u64("SHMOBJ_HOSTILE_CASES", HOSTILE_CASES);
     uint64_t cli_every = env_u64("SHMOBJ_HOSTILE_CLI_EVERY", HOSTILE_CLI_EVERY);
@@ -803,7 +814,8 @@ static void test_hostile_sweep_every_call_documented(void **state)
         case 1: val = ~UINT64_C(0); break;
         case 2: val = image_len; break;
         case 3: val = (orig & ~((UINT64_C(1) << 48) - 1)) | off; break;
-        default: val = orig + 16; break;
+        case 4: val = orig + 16; break;
+        default: val = live_refs[(off / 8) % nlive]; break;
         }
         if (val == orig)
             continue;
