@@ -1,5 +1,7 @@
 /* Fuzz target for the map's readers of untrusted segment bytes: get,
- * contains, views, iteration, count and the full check.
+ * contains, views, iteration, count, statistics and the full check; then
+ * its writers on the same bytes (set, delete, add, clear, a second
+ * handle's open), after which the heap must pass its own check.
  *
  * A map with a few hundred keys is built once in a memfd segment and its
  * bytes are saved. Each input is a list of edits, each one naming a region
@@ -140,6 +142,52 @@ static void keep_locks_off_live(void)
     }
 }
 
+/* The codes of a writer (set, del, add, clear) on a damaged map: nothing
+ * else, and ENOTFOUND only from a delete. */
+static int write_ok(int rc, int del)
+{
+    return rc == 0 || rc == SHMOBJ_ECORRUPT || rc == SHMOBJ_ENOMEM || rc == SHMOBJ_ESTALE ||
+           (del && rc == SHMOBJ_ENOTFOUND);
+}
+
+/* The writers on what the edits left: replaces, deletes, an insert, an
+ * add, a second handle's open and get, and a clear; then the heap must
+ * still pass its check (nothing freed twice, no block's header written
+ * over). */
+static void writers(void)
+{
+    for (int i = 1; i < KEYS; i += 37) {
+        char key[KEY_MAX];
+        uint64_t v[VALUE_WORDS] = {(uint64_t)i};
+        int kl = key_of(i, key);
+        fuzz_expect(write_ok(shmobj_map_set(map, key, (size_t)kl, v, value_len_of(i)), 0),
+                    "set status");
+        kl = key_of(i + 1, key);
+        fuzz_expect(write_ok(shmobj_map_del(map, key, (size_t)kl), 1), "del status");
+    }
+    fuzz_expect(write_ok(shmobj_map_set(map, "a new key", 9, "new", 3), 0), "insert status");
+    char key[KEY_MAX];
+    int kl = key_of(5, key); /* an 8-byte value */
+    int rc = shmobj_map_add(map, key, (size_t)kl, 1, NULL);
+    fuzz_expect(write_ok(rc, 0) || rc == SHMOBJ_ETYPE, "add status");
+    shmobj_map *m2;
+    rc = shmobj_map_open(seg, "m", &m2);
+    fuzz_expect(rc == 0 || rc == SHMOBJ_ECORRUPT || rc == SHMOBJ_EVERSION ||
+                    rc == SHMOBJ_ETYPE || rc == SHMOBJ_ENOTFOUND || rc == SHMOBJ_ESTALE,
+                "open status");
+    if (rc == 0) {
+        uint64_t buf[VALUE_WORDS];
+        size_t len;
+        kl = key_of(2, key);
+        rc = shmobj_map_get(m2, key, (size_t)kl, buf, sizeof buf, &len);
+        fuzz_expect(status_ok(rc) || rc == SHMOBJ_ENOBUFS, "second handle's get status");
+        shmobj_map_close(m2);
+    }
+    fuzz_expect(write_ok(shmobj_map_clear(map), 0), "clear status");
+    uint64_t bad = 0;
+    fuzz_expect(shmobj_arena_check(seg, &bad) == 0, "heap intact");
+}
+
 static void fuzz_exercise(void)
 {
     keep_locks_off_live();
@@ -201,5 +249,9 @@ static void fuzz_exercise(void)
     fuzz_expect(shmobj_map_count(map, &n) == 0, "count");
     int rc = shmobj_map_check(map);
     fuzz_expect(rc == 0 || rc == SHMOBJ_ECORRUPT, "check status");
+    shmobj_map_stats st = {.struct_size = sizeof st};
+    rc = shmobj_map_stats_get(map, &st);
+    fuzz_expect(rc == 0 || rc == SHMOBJ_ECORRUPT || rc == SHMOBJ_ESTALE, "stats status");
+    writers();
     fuzz_expect(now_ns() - t0 < EXERCISE_MAX_NS, "bounded: no lock word waited on");
 }

@@ -15,7 +15,13 @@
  * to a graph of a growable list, a mutable dict and a
  * mutable set built afresh in a private space; then the validator, every
  * reader and the writers run over it (fuzz/corpus/fuzz-object/ holds such
- * inputs). */
+ * inputs).
+ *
+ * The readers include every scalar's get, set, add and compare-and-swap
+ * (a store of the value read, so a sound graph stays as checked), every
+ * lookup by name and prepared key, the stream printer; the writers every
+ * change of the mutable containers and shmobj_view_set() replacing an
+ * item (the old value freed), on graphs the check accepted and refused. */
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -40,13 +46,33 @@ static void walk(const shmobj_view *v, int depth)
     switch (shmobj_view_type(v)) {
     case SHMOBJ_TYPE_INT: {
         int64_t x;
-        (void)shmobj_int_get(v, &x);
+        if (shmobj_int_get(v, &x) == 0) {
+            (void)shmobj_int_cas(v, &x, x);
+            (void)shmobj_int_set(v, x);
+        }
         (void)shmobj_int_add(v, 0, NULL);
+        break;
+    }
+    case SHMOBJ_TYPE_UINT: {
+        uint64_t u;
+        if (shmobj_uint_get(v, &u) == 0) {
+            (void)shmobj_uint_cas(v, &u, u);
+            (void)shmobj_uint_set(v, u);
+        }
+        (void)shmobj_uint_add(v, 0, NULL);
         break;
     }
     case SHMOBJ_TYPE_DOUBLE: {
         double d;
-        (void)shmobj_double_get(v, &d);
+        if (shmobj_double_get(v, &d) == 0)
+            (void)shmobj_double_set(v, d);
+        (void)shmobj_double_add(v, 0, NULL);
+        break;
+    }
+    case SHMOBJ_TYPE_BOOL: {
+        int b;
+        if (shmobj_bool_get(v, &b) == 0)
+            (void)shmobj_bool_set(v, b);
         break;
     }
     case SHMOBJ_TYPE_STR: {
@@ -79,8 +105,12 @@ static void walk(const shmobj_view *v, int depth)
         shmobj_view_type(v) == SHMOBJ_TYPE_BUFFER)
         return;
     for (size_t i = 0; i < n && walk_budget > 0; i++) {
+        int64_t xi;
         if (shmobj_view_item(v, i, &it) == 0)
             walk(&it, depth + 1);
+        (void)shmobj_item_int_get(v, i, &xi);
+        if (shmobj_view_type(v) == SHMOBJ_TYPE_MLIST)
+            (void)shmobj_mlist_get_int(v, i, &xi);
         if (shmobj_view_key(v, i, &k) == 0) {
             shmobj_value kd;
             const void *p;
@@ -99,10 +129,27 @@ static void walk(const shmobj_view *v, int depth)
             /* by name and by a prepared key too: each kind of key slot
              * (short, medium, an object) has its inline comparison there */
             shmobj_key pk;
-            if (k.type == SHMOBJ_TYPE_STR)
+            if (k.type == SHMOBJ_TYPE_STR) {
+                int64_t fi;
+                double fd;
+                const char *fs;
+                size_t fn;
                 (void)shmobj_field_get(v, p, &it);
-            if (shmobj_key_init(&pk, &kd) == 0)
+                (void)shmobj_field_int_get(v, p, &fi);
+                (void)shmobj_field_double_get(v, p, &fd);
+                (void)shmobj_field_str_get(v, p, &fs, &fn);
+            }
+            if (shmobj_key_init(&pk, &kd) == 0) {
                 (void)shmobj_view_get_key(v, &pk, &it);
+                (void)shmobj_view_index_key(v, &pk, &idx);
+                if (shmobj_view_type(v) == SHMOBJ_TYPE_MDICT) {
+                    (void)shmobj_mdict_get_int(v, &pk, &x);
+                    (void)shmobj_mdict_int_add(v, &pk, 0, NULL);
+                }
+            }
+            if (shmobj_view_type(v) == SHMOBJ_TYPE_MDICT ||
+                shmobj_view_type(v) == SHMOBJ_TYPE_MSET)
+                (void)shmobj_mut_contains(v, &kd);
         }
     }
 }
@@ -200,6 +247,11 @@ static int mut_write(const shmobj_view *v)
     if (shmobj_miter_init(&d, &mi) == 0)
         for (int n = 0; n < 100 && shmobj_miter_next(&mi, &it, &it) == 0; n++)
             ;
+    bad += shmobj_mlist_delete(&l, 1) != 0;
+    bad += shmobj_mlist_set(&l, 0, &SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_STR("nested"))) != 0;
+    if (shmobj_mdict_get(&d, &SHMOBJ_VAL_STR("key-3"), &it) == 0)
+        (void)shmobj_view_set(&it, &SHMOBJ_VAL_STR("replaced"));
+    bad += shmobj_mut_clear(&s) != 0;
     return bad;
 }
 
@@ -214,6 +266,29 @@ static void read_all(const shmobj_view *v, int checked, char *buf, size_t n)
     int rc = shmobj_view_json(v, buf, n, &len);
     if (checked == 0 && rc != 0 && rc != SHMOBJ_ENOBUFS)
         abort(); /* check accepted what the printer refused */
+    FILE *f = fopen("/dev/null", "w");
+    if (f != NULL) {
+        rc = shmobj_view_json_write(v, f);
+        if (checked == 0 && rc != 0)
+            abort(); /* the stream printer refused what the buffer's took */
+        fclose(f);
+    }
+}
+
+/* Replace the first item of a container (its old value freed), and of
+ * its first item's: writers on a graph the check may have refused. */
+static void replace_first(const shmobj_view *v, int checked)
+{
+    shmobj_view it, in;
+    size_t n;
+    if (shmobj_view_len(v, &n) != 0 || n == 0 || shmobj_view_item(v, 0, &it) != 0)
+        return;
+    if (shmobj_view_len(&it, &n) == 0 && n > 0 && shmobj_view_item(&it, 0, &in) == 0) {
+        int rc = shmobj_view_set(&in, &SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_INT(1)));
+        if (checked == 0 && rc != 0 && rc != SHMOBJ_EACCES && rc != SHMOBJ_ETYPE)
+            abort(); /* a sound slot refused a replace it documents */
+    }
+    (void)shmobj_view_set(&it, &SHMOBJ_VAL_NULL);
 }
 
 static int mut_input(const uint8_t *data, size_t size)
@@ -279,6 +354,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         read_all(&v, checked, buf, sizeof buf);
         if (checked == 0 && shmobj_obj_check(seg, r) != 0)
             abort(); /* readers changed nothing that matters */
+        replace_first(&v, checked);
+        if (checked == 0 && shmobj_obj_check(seg, r) != 0)
+            abort(); /* a replace in a sound graph leaves it sound */
     }
     int fr = shmobj_obj_free(seg, r);
     /* (a well-formed block marked as adopted belongs to its container) */

@@ -33,6 +33,9 @@
  * to 0 first: it is indistinguishable from a lock that handle holds, which
  * a locker rightly waits for (10 s, then SHMOBJ_EBUSY).
  *
+ * Then a tracked message's round (put, take, done, wait, reset, free), the
+ * queue's check and statistics and a timed peek, on the same bytes.
+ *
  * Built with libFuzzer (-fsanitize=fuzzer) and, with -DFUZZ_STANDALONE, as
  * a plain program (fuzz-edits.h). */
 #include <stdint.h>
@@ -256,6 +259,35 @@ static void keep_lock_off_live(void)
         atomic_store(w, 0);
 }
 
+/* A tracked message's whole round on what the edits left: put, taken,
+ * marked done, waited for, reset for another use, freed. */
+static void tracked_message(void)
+{
+    shmobj_ref ref, t;
+    void *d;
+    int rc = shmobj_queue_msg_alloc(queue, 64, SHMOBJ_QUEUE_MSG_TRACK, &ref, &d);
+    fuzz_expect(rc == 0 || rc == SHMOBJ_ENOMEM || rc == SHMOBJ_ECORRUPT, "tracked alloc status");
+    if (rc != 0)
+        return;
+    memset(d, 't', 64);
+    rc = shmobj_queue_try_put(queue, ref);
+    fuzz_expect(ring_status_ok(rc, SHMOBJ_EFULL), "tracked put status");
+    if (rc == 0) {
+        while (shmobj_queue_try_take(queue, &t) == 0) {
+            if (t == ref)
+                fuzz_expect(ref_status_ok(shmobj_queue_msg_done(queue, t)), "msg_done status");
+            else
+                consume(t);
+        }
+        rc = shmobj_queue_msg_wait_done(queue, ref, 0);
+        fuzz_expect(ref_status_ok(rc) || rc == SHMOBJ_ETIMEDOUT, "msg_wait_done status");
+        rc = shmobj_queue_msg_reset(queue, ref);
+        fuzz_expect(ref_status_ok(rc), "msg_reset status");
+    }
+    rc = shmobj_queue_msg_free(queue, ref);
+    fuzz_expect(ref_status_ok(rc), "msg_free status");
+}
+
 static void fuzz_exercise(void)
 {
     keep_lock_off_live();
@@ -306,6 +338,15 @@ static void fuzz_exercise(void)
     while (shmobj_queue_try_take(queue, &ref) == 0)
         consume(ref);
     notify_readers();
+    tracked_message();
+    uint64_t bad_off;
+    rc = shmobj_queue_check(queue, &bad_off);
+    fuzz_expect(rc == 0 || rc == SHMOBJ_ECORRUPT || rc == SHMOBJ_ESTALE, "check status");
+    shmobj_queue_stats st = {.struct_size = sizeof st};
+    rc = shmobj_queue_stats_get(queue, &st);
+    fuzz_expect(rc == 0 || rc == SHMOBJ_ECORRUPT || rc == SHMOBJ_ESTALE, "stats status");
+    rc = shmobj_queue_peek_timed(queue, &ref, 1000000);
+    fuzz_expect(ring_status_ok(rc, SHMOBJ_ETIMEDOUT) || rc == SHMOBJ_EEMPTY, "peek_timed status");
     rc = shmobj_queue_trim(queue);
     fuzz_expect(rc == 0 || rc == SHMOBJ_ECORRUPT || rc == SHMOBJ_ESTALE, "trim status");
     uint64_t bad = 0;

@@ -674,6 +674,7 @@ SHMOBJ_API int shmobj_view_type(const shmobj_view *view);
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_ETYPE a scalar or null has no length
  * @retval SHMOBJ_ESTALE the view's block was freed (see ::shmobj_view)
+ * @retval SHMOBJ_ECORRUPT a mutable container's control block is damaged
  * @note Thread- and process-safe. O(1).
  * @since 0.1
  */

@@ -6,6 +6,11 @@
  *   budget proportional to the mapped segment, so a hostile graph with
  *   cycles, shared subtrees or degenerate indexes costs at most linear time
  *   in the segment size before it is refused.
+ * - Every walk's budget (check, free, replace, JSON) is widened here, and
+ *   only here, once: when it runs out, to a budget of the segment as it is
+ *   now (shmobj__work_widen), so a graph other processes grew past this
+ *   process's view is walked whole, and a hostile one still costs at most
+ *   two budgets of the segment's size.
  * - It reads the segment only through the same checked paths as the views
  *   (shmobj__view_slot / shmobj__view_follow), and adds what views skip for
  *   O(1) access: UTF-8 of strings, buffer extents, bool payloads, key kinds
@@ -21,12 +26,26 @@ struct ck {
     uint64_t budget;
 };
 
+int shmobj__work_widen(struct shmobj__space *sp, uint64_t *budget, uint64_t n)
+{
+    if (sp == NULL || (*budget & SHMOBJ__WORK_WIDENED))
+        return SHMOBJ_ECORRUPT;
+    /* The system call (extend's size of the object) only here, where the
+     * budget ran out: the common walk never pays it. */
+    if (sp->ops->extend != NULL)
+        (void)sp->ops->extend(sp, 0);
+    uint64_t fresh = shmobj__work_budget(sp);
+    if (fresh < n) {
+        *budget = SHMOBJ__WORK_WIDENED;
+        return SHMOBJ_ECORRUPT;
+    }
+    *budget = SHMOBJ__WORK_WIDENED | (fresh - n);
+    return 0;
+}
+
 static int spend(struct ck *c, uint64_t n)
 {
-    if (c->budget < n)
-        return SHMOBJ_ECORRUPT;
-    c->budget -= n;
-    return 0;
+    return shmobj__work_take(c->sp, &c->budget, n);
 }
 
 static int ck_obj(struct ck *c, const shmobj_view *v, int depth);
@@ -327,12 +346,6 @@ int shmobj_obj_check(shmobj_segment *seg, shmobj_ref ref)
     shmobj_view root;
     if (sp == NULL || ref == SHMOBJ_REF_NULL)
         return SHMOBJ_EINVAL;
-    /* The budget counts the segment as it is, not as this process last
-     * mapped it: containers other processes grew (a mutable list's newer
-     * chunks) lie past a stale view, and their slots would exhaust a
-     * budget taken from it, calling a well-formed graph damaged. */
-    if (sp->ops->extend != NULL)
-        (void)sp->ops->extend(sp, 0);
     struct ck c = {sp, shmobj__work_budget(sp)};
     int rc = shmobj_obj_get(seg, ref, &root);
     if (rc != 0)

@@ -46,9 +46,8 @@ int shmobj__free_children(struct shmobj__space *sp, const shmobj_view *v,
         return SHMOBJ_ECORRUPT;
     int first = 0;
     for (uint32_t i = 0; i < v->count; i++) {
-        if (*budget == 0)
+        if (shmobj__work_take(sp, budget, 1) != 0)
             return SHMOBJ_ECORRUPT;
-        --*budget;
         struct shmobj__slot *item =
             (void *)((uint8_t *)v->obj + shmobj__value_rel(v->type, v->len, i));
         int rc = free_slot(sp, item, v->obj_blk, v->obj_blen, v->obj_gen,

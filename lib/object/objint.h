@@ -66,10 +66,45 @@ static inline int shmobj__blk_live(const struct shmobj__space *sp, uint64_t blk,
 /* Units of work a walk over a graph may spend: every slot takes 16 bytes
  * of the segment, so a well-formed graph has fewer slots than this, and a
  * damaged one (cycles, shared subtrees) is refused in time linear in the
- * segment's size. */
+ * segment's size. Taken from this process's view of the segment, which
+ * costs no system call; a walk spends it only through shmobj__work_take()
+ * and shmobj__work_have(), which widen it once when it runs out. */
 static inline uint64_t shmobj__work_budget(struct shmobj__space *sp)
 {
     return atomic_load_explicit(&sp->mapped, memory_order_relaxed) / 16 + 64;
+}
+
+/* Set in a budget widened once already (shmobj__work_widen). */
+#define SHMOBJ__WORK_WIDENED (UINT64_C(1) << 63)
+
+/* A budget that ran out may be too small only because other processes
+ * grew the segment past this process's view (a mutable list's newer
+ * chunks and children): widen it once to a full budget of the segment as
+ * it is now (extend(0)), then refuse. A walk spends at most two budgets of
+ * the segment's size, linear still; sp NULL is never widened (objvalid.c).
+ * 0 with n units charged, or SHMOBJ_ECORRUPT. */
+int shmobj__work_widen(struct shmobj__space *sp, uint64_t *budget, uint64_t n);
+
+/* Charge n units of a walk's budget: 0, or SHMOBJ_ECORRUPT when even the
+ * widened budget is spent. */
+static inline int shmobj__work_take(struct shmobj__space *sp, uint64_t *budget, uint64_t n)
+{
+    if (__builtin_expect((*budget & ~SHMOBJ__WORK_WIDENED) >= n, 1)) {
+        *budget -= n;
+        return 0;
+    }
+    return shmobj__work_widen(sp, budget, n);
+}
+
+/* Is a unit left (widening the budget when needed)? Charges nothing. */
+static inline int shmobj__work_have(struct shmobj__space *sp, uint64_t *budget)
+{
+    if (__builtin_expect((*budget & ~SHMOBJ__WORK_WIDENED) != 0, 1))
+        return 1;
+    if (shmobj__work_widen(sp, budget, 1) != 0)
+        return 0;
+    ++*budget; /* given back: only asked */
+    return 1;
 }
 
 /* ---- descriptions of strings and keys --------------------------------- */

@@ -35,6 +35,7 @@ struct out {
     uint64_t budget; /* units left (a value, or 64 bytes of a string): bounds
                       * the work on a damaged graph whose items share
                       * subtrees or strings */
+    struct shmobj__space *sp; /* the view's (NULL: none), to widen the budget */
 };
 
 static void put(struct out *o, const char *s, size_t n)
@@ -174,10 +175,7 @@ static int dump_key(struct out *o, const shmobj_view *k);
 /* Charge n units; SHMOBJ_ECORRUPT when the budget is spent. */
 static int spend(struct out *o, uint64_t n)
 {
-    if (o->budget < n)
-        return SHMOBJ_ECORRUPT;
-    o->budget -= n;
-    return 0;
+    return shmobj__work_take(o->sp, &o->budget, n);
 }
 
 /* A string, as a value or as a key. */
@@ -455,7 +453,7 @@ int shmobj_view_json(const shmobj_view *view, char *buf, size_t cap, size_t *len
 {
     if (view == NULL || (buf == NULL && cap != 0))
         return SHMOBJ_EINVAL;
-    struct out o = {NULL, buf, cap, 0, 0, budget_of(view)};
+    struct out o = {NULL, buf, cap, 0, 0, budget_of(view), shmobj__space_of_seg(view->seg)};
     int rc = dump(&o, view, 0);
     if (len != NULL)
         *len = o.len;
@@ -470,7 +468,7 @@ int shmobj_view_json_write(const shmobj_view *view, FILE *f)
 {
     if (view == NULL || f == NULL)
         return SHMOBJ_EINVAL;
-    struct out o = {f, NULL, 0, 0, 0, budget_of(view)};
+    struct out o = {f, NULL, 0, 0, 0, budget_of(view), shmobj__space_of_seg(view->seg)};
     int rc = dump(&o, view, 0);
     if (rc == 0 && o.err != 0)
         rc = o.err;

@@ -233,9 +233,8 @@ int shmobj__mut_child_free_in(struct shmobj__space *sp, shmobj__ref child, int d
 {
     if (child == 0)
         return 0;
-    if (*budget == 0)
+    if (shmobj__work_take(sp, budget, 1) != 0)
         return SHMOBJ_ECORRUPT;
-    --*budget;
     return shmobj__free_tree(sp, child, 0, depth + 1, budget);
 }
 

@@ -263,7 +263,7 @@ int shmobj__mdict_free(struct shmobj__space *sp, const shmobj_view *v, int depth
         int r2 = shmobj__mut_child_free_in(sp, shmobj__mdict_pair_child(&b, p, 1), depth, budget);
         if (first == 0)
             first = r != 0 ? r : r2;
-        if (*budget == 0)
+        if (!shmobj__work_have(sp, budget))
             return SHMOBJ_ECORRUPT;
     }
     int r = sp->ops->free(sp, atomic_load_explicit(&c.m->body, memory_order_relaxed));
@@ -281,9 +281,8 @@ int shmobj__mdict_check(struct shmobj__mc *c, uint64_t *budget, shmobj__mut_chil
                                                                               : SHMOBJ_ECORRUPT;
     if (rc != 0)
         return rc;
-    if (*budget < b.cap + len)
+    if (shmobj__work_take(c->sp, budget, b.cap + len) != 0)
         return SHMOBJ_ECORRUPT;
-    *budget -= b.cap + len;
     uint64_t used = 0;
     for (uint64_t e = 0; e < b.cap; e++) {
         uint64_t x = shmobj__mut_ld(&b.ix[e]);
@@ -342,9 +341,8 @@ int shmobj__mdict_check(struct shmobj__mc *c, uint64_t *budget, shmobj__mut_chil
             return SHMOBJ_ECORRUPT;
         shmobj__key_prepare(&k);
         rc = shmobj__mdict_find(c, &b, len, &k, &at, NULL, &probes);
-        if (*budget < probes)
+        if (shmobj__work_take(c->sp, budget, probes) != 0)
             return SHMOBJ_ECORRUPT;
-        *budget -= probes;
         if (rc != 0 || at != p)
             return SHMOBJ_ECORRUPT;
         if (c->type == SHMOBJ_TYPE_MSET) {

@@ -131,7 +131,7 @@ int shmobj__mlist_free(struct shmobj__mc *cp, int depth, uint64_t *budget)
                 budget);
             if (r != 0 && first == 0)
                 first = r;
-            if (r == SHMOBJ_ECORRUPT && *budget == 0)
+            if (r == SHMOBJ_ECORRUPT && !shmobj__work_have(sp, budget))
                 return r;
         }
         int r = sp->ops->free(sp, ref);
@@ -178,7 +178,7 @@ int shmobj__mlist_check(struct shmobj__mc *cp, uint64_t *budget, shmobj__mut_chi
          * walk of the slot charges its unit: charging the place too would
          * count 2 units per 16 bytes, and a list filling more than half of
          * the segment would exhaust a budget of a unit per 16 bytes. */
-        if (*budget == 0)
+        if (!shmobj__work_have(c.sp, budget))
             return SHMOBJ_ECORRUPT;
         rc = list_slot(&c, p, &ls);
         if (rc == 0 && slot_tag(ls.s) == 0) {
