@@ -133,7 +133,7 @@ enum shmobj_queue_msg_flag {
 /**
  * @brief Create a named queue in a segment and open it.
  *
- * The ring (896 bytes plus 80 bytes per message of capacity) is allocated in the
+ * The ring (896 bytes plus 16 bytes per message of capacity) is allocated in the
  * segment's heap and published as the named root `name` (no prefix: one
  * namespace for every kind of root).
  * @param[in] seg segment

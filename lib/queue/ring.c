@@ -66,16 +66,9 @@ int shmobj__ring_init(void *mem, uint64_t size, uint32_t capacity,
     atomic_init(&h->ident, ident);
     struct shmobj__ring_slot *slots =
         (struct shmobj__ring_slot *)((uint8_t *)mem + sizeof(*h));
-    struct shmobj__ring_claim *claims =
-        (struct shmobj__ring_claim *)(slots + capacity);
-    for (uint32_t i = 0; i < capacity; i++)
+    for (uint32_t i = 0; i < capacity; i++) {
         atomic_init(&slots[i].word, m_empty(i));
-    for (uint32_t i = 0; i < 2 * capacity; i++) {
-        atomic_init(&claims[i].tag, UINT64_MAX);
-        atomic_init(&claims[i].token, 0);
-        atomic_init(&claims[i].pid, 0);
-        claims[i].reserved0 = 0;
-        claims[i].reserved1 = 0;
+        atomic_init(&slots[i].claim, 0); /* token 0: nobody recorded */
     }
     /* the magic last: a reader that sees it sees a complete ring */
     atomic_thread_fence(memory_order_release);
@@ -109,8 +102,6 @@ int shmobj__ring_attach(struct shmobj__ring *r, struct shmobj__space *sp,
     r->sp = sp;
     r->ident = ident;
     r->slots = (struct shmobj__ring_slot *)((uint8_t *)mem + sizeof(*h));
-    r->claims[0] = (struct shmobj__ring_claim *)(r->slots + cap);
-    r->claims[1] = r->claims[0] + cap;
     r->capacity = cap;
     r->mask = cap - 1;
     r->cap_log2 = log2;
@@ -137,7 +128,8 @@ static __attribute__((noinline)) int put_slow(struct shmobj__ring *r,
                     &h->enq_pos, &e, e + 1, memory_order_relaxed,
                     memory_order_relaxed))
                 continue; /* e now holds the current position */
-            claim_record(r, 0, e);
+            claim_record_in(r, s, SHMOBJ__RING_ROLE_PRODUCER, e,
+                            self_token(r));
             uint64_t expect = m_empty(e);
             if (atomic_compare_exchange_strong_explicit(
                     &s->word, &expect, v | lap_tag(r, e),
@@ -337,15 +329,16 @@ int shmobj__ring_try_put_many(struct shmobj__ring *r, const uint64_t *v,
         test_hold_once(&r->test_put_hold_ns);
         const uint64_t *src = v + *done;
         uint32_t token = self_token(r); /* once per run */
-        uint32_t pid = atomic_load_explicit(&r->self_pid, memory_order_relaxed);
         /* the view's geometry in registers: the seq_cst CAS below would
          * make the compiler load it again for every message */
         struct shmobj__ring_slot *slots = r->slots;
-        struct shmobj__ring_claim *claims = r->claims[0];
         uint64_t mask = r->mask;
         uint32_t log2 = r->cap_log2;
+        /* the run's records, on the lines its hand-over writes next */
         for (uint32_t j = 0; j < k; j++)
-            claim_record_in(&claims[(e + j) & mask], e + j, token, pid);
+            atomic_store_explicit(&slots[(e + j) & mask].claim,
+                                  ((e + j) >> log2) << 32 | token,
+                                  memory_order_relaxed);
         uint32_t i = 0;
         uint64_t expect = m_empty(e);
         if (atomic_compare_exchange_strong_explicit(
@@ -436,10 +429,12 @@ int shmobj__ring_try_take_many(struct shmobj__ring *r, uint64_t *v,
             continue;
         test_hold_once(&r->test_take_many_hold_ns);
         uint32_t token = self_token(r); /* once per run */
-        uint32_t pid = atomic_load_explicit(&r->self_pid, memory_order_relaxed);
-        struct shmobj__ring_claim *claims = r->claims[1];
         for (uint32_t i = 0; i < k; i++)
-            claim_record_in(&claims[(d + i) & mask], d + i, token, pid);
+            atomic_store_explicit(&slots[(d + i) & mask].claim,
+                                  ((d + i) >> log2) << 32 |
+                                      (uint64_t)SHMOBJ__RING_ROLE_CONSUMER << 31 |
+                                      token,
+                                  memory_order_relaxed);
         if (__builtin_expect(r->test_hold_ns != 0, 0))
             shmobj__ring_test_hold(r->test_hold_ns);
         uint64_t expect = seen[0];
