@@ -65,6 +65,14 @@ static inline uint32_t self_token(struct shmobj__ring *r)
     return atomic_load_explicit(&r->self_token, memory_order_relaxed);
 }
 
+/* The claim record (ring.h) of lap `lap` in `role` for `token`, a token
+ * already kept to SHMOBJ__RING_CLAIM_TOKEN (self_token() is): what the
+ * hot paths store, without the mask shmobj__ring_claim_word() applies. */
+static inline uint64_t claim_of(uint64_t lap, unsigned role, uint32_t token)
+{
+    return lap << 32 | (uint64_t)role << 31 | token;
+}
+
 /* Record token as the claimant of (role, pos) in pos's slot s: one store
  * on the line the hand-over writes next. Relaxed: the hand-over (a CAS,
  * or a batch's first CAS before its plain stores) releases it. */
@@ -211,8 +219,9 @@ static inline bool ring_put_plain(struct shmobj__ring *r, uint64_t v)
     /* the record and the value before the claim: the CAS makes the
      * compiler load the view's geometry again after it */
     uint64_t lap = e >> r->cap_log2;
-    uint64_t claim = lap << 32 | /* role 0, a token kept to 31 bits */
-                     atomic_load_explicit(&r->self_token, memory_order_relaxed);
+    uint64_t claim = claim_of(lap, SHMOBJ__RING_ROLE_PRODUCER,
+                              atomic_load_explicit(&r->self_token,
+                                                   memory_order_relaxed));
     uint64_t value = v | (lap & 7u) << 1;
     if (__builtin_expect(
             atomic_load_explicit(&s->word, memory_order_acquire) == m_empty(e) &&
@@ -255,8 +264,9 @@ static inline bool ring_take_plain(struct shmobj__ring *r, uint64_t *v)
     prefetch_for_write(&s->word);
     /* as in ring_put_plain(): what the CAS would make us load again */
     uint64_t lap = d >> r->cap_log2;
-    uint64_t claim = lap << 32 | (uint64_t)SHMOBJ__RING_ROLE_CONSUMER << 31 |
-                     atomic_load_explicit(&r->self_token, memory_order_relaxed);
+    uint64_t claim = claim_of(lap, SHMOBJ__RING_ROLE_CONSUMER,
+                              atomic_load_explicit(&r->self_token,
+                                                   memory_order_relaxed));
     uint64_t next = m_empty(d + r->capacity);
     uint64_t w = atomic_load_explicit(&s->word, memory_order_acquire);
     if (__builtin_expect(!(w > 15u && (w & 15u) == (lap & 7u) << 1) ||

@@ -24,9 +24,10 @@
  *   increment + fence + re-check (Dekker), so a sleeper either sees the
  *   message or the publisher sees the sleeper.
  * - A claimed slot whose claimant died is resolved by the other side after
- *   stall_ns: the claimant recorded (token, position) in its role's claim
- *   array right after its claim (not in the slot's line, which the other
- *   side may be spinning on); a dead claimant is one whose token the
+ *   stall_ns: the claimant recorded (lap, role, token) in the slot's claim
+ *   word right after its claim, one store on the line its hand-over
+ *   writes next, so a put or take writes no line of the ring but its
+ *   position's and its slot's; a dead claimant is one whose token the
  *   segment's attachment slots no longer call alive (seg-procs.c). A
  *   claimant that never got to record itself is
  *   resolved after SHMOBJ__RING_UNKNOWN_STALLS periods: safe even if it is
@@ -337,7 +338,8 @@ int shmobj__ring_try_put_many(struct shmobj__ring *r, const uint64_t *v,
         /* the run's records, on the lines its hand-over writes next */
         for (uint32_t j = 0; j < k; j++)
             atomic_store_explicit(&slots[(e + j) & mask].claim,
-                                  ((e + j) >> log2) << 32 | token,
+                                  claim_of((e + j) >> log2,
+                                           SHMOBJ__RING_ROLE_PRODUCER, token),
                                   memory_order_relaxed);
         uint32_t i = 0;
         uint64_t expect = m_empty(e);
@@ -431,9 +433,8 @@ int shmobj__ring_try_take_many(struct shmobj__ring *r, uint64_t *v,
         uint32_t token = self_token(r); /* once per run */
         for (uint32_t i = 0; i < k; i++)
             atomic_store_explicit(&slots[(d + i) & mask].claim,
-                                  ((d + i) >> log2) << 32 |
-                                      (uint64_t)SHMOBJ__RING_ROLE_CONSUMER << 31 |
-                                      token,
+                                  claim_of((d + i) >> log2,
+                                           SHMOBJ__RING_ROLE_CONSUMER, token),
                                   memory_order_relaxed);
         if (__builtin_expect(r->test_hold_ns != 0, 0))
             shmobj__ring_test_hold(r->test_hold_ns);
