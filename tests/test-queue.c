@@ -3391,6 +3391,36 @@ static void test_ring_previous_lap_record_not_taken_for_claimant(void **state)
     shmobj_queue_close(q);
 }
 
+/* shmobj__ring_claim_pos() gives back the position a record names, from
+ * the record's 32 lap bits and a position near it, on either side of a
+ * 2^32-lap boundary, with its role. */
+static void test_ring_claim_pos_names_the_recorded_position(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(f->seg, "v7pos", 8, 0, &q), 0);
+    struct shmobj__ring *r = shmobj__queue_ring(q);
+    const uint64_t epoch = (uint64_t)8 << 32; /* positions of 2^32 laps */
+    uint64_t ps[] = {0, 5, 8 * 1000 + 3, epoch - 1, epoch, epoch + 6,
+                     3 * epoch + 2};
+    for (unsigned i = 0; i < sizeof ps / sizeof ps[0]; i++)
+        for (unsigned role = 0; role < 2; role++)
+            for (int64_t near = -20; near <= 20; near += 5) {
+                uint64_t p = ps[i];
+                if ((int64_t)p + near < 0)
+                    continue;
+                uint64_t c = shmobj__ring_claim_word(r, role, p, 77);
+                unsigned got_role = 9;
+                assert_int_equal(shmobj__ring_claim_pos(r, c, p & r->mask,
+                                                        p + (uint64_t)near,
+                                                        &got_role),
+                                 p);
+                assert_int_equal(got_role, role);
+                assert_int_equal(shmobj__ring_claim_token(c), 77);
+            }
+    shmobj_queue_close(q);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -3459,6 +3489,7 @@ int main(void)
         T(test_ring_batch_put_take_write_only_their_slot_lines),
         T(test_ring_producer_record_not_taken_for_consumer),
         T(test_ring_previous_lap_record_not_taken_for_claimant),
+        T(test_ring_claim_pos_names_the_recorded_position),
 #undef T
     };
     test_filter_from_env();

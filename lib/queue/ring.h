@@ -21,7 +21,8 @@
  * claimant in the slot's claim word, and publishes with CAS(word, EMPTY(e),
  * value). A consumer claims position d with a CAS on deq_pos once the word
  * holds a value or SKIPPED(d), records itself in the same claim word, and
- * releases the slot with CAS(word, seen, EMPTY(d + capacity)). Because both hand-overs are CASes on
+ * releases the slot with CAS(word, seen, EMPTY(d + capacity)). Because
+ * both hand-overs are CASes on
  * lap-tagged words, a third process may resolve a stuck slot (mark it
  * SKIPPED, or release it for the next lap) without ever racing the stuck
  * process into a lost or duplicated message: whoever comes second fails its
@@ -325,12 +326,13 @@ static inline uint64_t shmobj__ring_claim_pos(const struct shmobj__ring *r,
                                               uint64_t near, unsigned *role)
 {
     *role = (unsigned)(claim >> 31) & 1u;
+    const uint64_t half = (uint64_t)1 << 31, epoch = (uint64_t)1 << 32;
     uint64_t near_lap = near >> r->cap_log2;
     uint64_t lap = (near_lap & ~(uint64_t)UINT32_MAX) | claim >> 32;
-    if (lap > near_lap && lap - near_lap > (uint64_t)1 << 31 && lap >= (uint64_t)1 << 32)
-        lap -= (uint64_t)1 << 32;
-    else if (lap < near_lap && near_lap - lap > (uint64_t)1 << 31)
-        lap += (uint64_t)1 << 32;
+    if (lap > near_lap + half && lap >= epoch)
+        lap -= epoch;
+    else if (lap + half < near_lap)
+        lap += epoch;
     return lap << r->cap_log2 | (index & r->mask);
 }
 
