@@ -1083,9 +1083,11 @@ static bool take_held_by(const struct shmobj__ring *r, uint32_t token)
 {
     uint64_t d = atomic_load(&r->hdr->deq_pos);
     for (uint64_t i = 0; i < r->capacity; i++) {
-        const struct shmobj__ring_claim *cl = &r->claims[1][i];
-        uint64_t p = atomic_load(&cl->tag);
-        if (atomic_load(&cl->token) != token || p >= d || p + r->capacity < d)
+        uint64_t cl = atomic_load(&r->slots[i].claim);
+        unsigned role;
+        uint64_t p = shmobj__ring_claim_pos(r, cl, i, d, &role);
+        if (role != SHMOBJ__RING_ROLE_CONSUMER ||
+            shmobj__ring_claim_token(cl) != token || p >= d || p + r->capacity < d)
             continue;
         uint64_t word = atomic_load(&r->slots[p & r->mask].word);
         if (word != ((p + r->capacity) << 2 | 1))

@@ -925,21 +925,16 @@ static void test_queue_threads_mpmc_exactly_once(void **state)
 
 /* ---- dead producers and consumers, deterministic ------------------------- */
 
-static int exit_now(void *p)
-{
-    (void)p;
-    return 0;
-}
-
 /* A token no handle holds: slot 1023 at a generation it never had (the
  * fixture's segment has far fewer attachments). */
 #define DEAD_TOKEN (1023u | 999u << 10)
 
-static uint32_t dead_pid(void)
+/* Record token as the claimant of (role, pos), as that claimant would. */
+static void claim_set(struct shmobj__ring *r, unsigned role, uint64_t pos,
+                      uint32_t token)
 {
-    pid_t c = test_child_start(exit_now, NULL, 5);
-    assert_int_equal(test_child_wait(c), 0);
-    return (uint32_t)c;
+    atomic_store(&r->slots[pos & r->mask].claim,
+                 shmobj__ring_claim_word(r, role, pos, token));
 }
 
 static void test_queue_take_skips_dead_producer_slot(void **state)
@@ -950,11 +945,8 @@ static void test_queue_take_skips_dead_producer_slot(void **state)
     shmobj__queue_stall_set(q, 5 * (uint64_t)TEST_MS);
     struct shmobj__ring *r = shmobj__queue_ring(q);
     /* a producer claimed position 0, recorded itself, then died */
-    uint32_t pid = dead_pid();
     atomic_store(&r->hdr->enq_pos, 1);
-    atomic_store(&r->claims[0][0].pid, pid);
-    atomic_store(&r->claims[0][0].token, DEAD_TOKEN);
-    atomic_store(&r->claims[0][0].tag, 0);
+    claim_set(r, SHMOBJ__RING_ROLE_PRODUCER, 0, DEAD_TOKEN);
     assert_int_equal(shmobj_queue_put(q, msg_of(1, 1)), 0);
     shmobj_ref m;
     assert_int_equal(shmobj_queue_try_take(q, &m), SHMOBJ_EEMPTY);
@@ -974,9 +966,7 @@ static void test_queue_take_skips_dead_producer_slot(void **state)
      * skipped while alive retries (its CAS fails): simulate the latter */
     e = atomic_fetch_add(&r->hdr->enq_pos, 1);
     struct shmobj__space *sp = shmobj__space_of_seg(f->seg);
-    atomic_store(&r->claims[0][e & r->mask].pid, (uint32_t)getpid());
-    atomic_store(&r->claims[0][e & r->mask].token, sp->ops->live->token(sp));
-    atomic_store(&r->claims[0][e & r->mask].tag, e);
+    claim_set(r, SHMOBJ__RING_ROLE_PRODUCER, e, sp->ops->live->token(sp));
     assert_int_equal(shmobj_queue_take_timed(q, &m, 50 * TEST_MS),
                      SHMOBJ_ETIMEDOUT);
     assert_int_equal(atomic_load(&r->hdr->skipped), 2);
@@ -1000,9 +990,7 @@ static void test_queue_batch_take_skips_dead_producer_slot(void **state)
     assert_int_equal(shmobj_queue_put(q, msg_of(1, 1)), 0);
     /* a producer claimed position 1, recorded itself, then died */
     atomic_store(&r->hdr->enq_pos, 2);
-    atomic_store(&r->claims[0][1].pid, dead_pid());
-    atomic_store(&r->claims[0][1].token, DEAD_TOKEN);
-    atomic_store(&r->claims[0][1].tag, 1);
+    claim_set(r, SHMOBJ__RING_ROLE_PRODUCER, 1, DEAD_TOKEN);
     shmobj_ref in[3] = {msg_of(1, 2), msg_of(1, 3), msg_of(1, 4)}, out[8];
     size_t n;
     assert_int_equal(shmobj_queue_put_many(q, in, 3, 0, &n), 0);
@@ -1034,9 +1022,7 @@ static void test_queue_put_rescues_dead_consumer_slot(void **state)
     assert_int_equal(shmobj_queue_put(q, msg_of(0, 2)), 0);
     /* a consumer claimed position 0 and died before releasing the slot */
     atomic_store(&r->hdr->deq_pos, 1);
-    atomic_store(&r->claims[1][0].pid, dead_pid());
-    atomic_store(&r->claims[1][0].token, DEAD_TOKEN);
-    atomic_store(&r->claims[1][0].tag, 0);
+    claim_set(r, SHMOBJ__RING_ROLE_CONSUMER, 0, DEAD_TOKEN);
     assert_int_equal(shmobj_queue_try_put(q, msg_of(0, 3)), SHMOBJ_EFULL);
     assert_int_equal(shmobj_queue_put_timed(q, msg_of(0, 3), 5 * SEC), 0);
     assert_int_equal(atomic_load(&r->hdr->rescued), 1);
@@ -1125,10 +1111,8 @@ static void test_ring_batch_put_died_mid_run_skipped(void **state)
     shmobj__queue_stall_set(q, 2 * (uint64_t)TEST_MS);
     struct shmobj__ring *r = shmobj__queue_ring(q);
     atomic_store(&r->hdr->enq_pos, 4);
-    for (uint64_t p = 0; p < 4; p++) {
-        atomic_store(&r->claims[0][p].token, DEAD_TOKEN);
-        atomic_store(&r->claims[0][p].tag, p);
-    }
+    for (uint64_t p = 0; p < 4; p++)
+        claim_set(r, SHMOBJ__RING_ROLE_PRODUCER, p, DEAD_TOKEN);
     atomic_store(&r->slots[0].word, msg_of(3, 1));
     assert_int_equal(shmobj_queue_put(q, msg_of(3, 2)), 0);
     shmobj_ref m;
@@ -1155,10 +1139,8 @@ static void test_ring_batch_take_died_mid_run_rescued(void **state)
     for (unsigned i = 0; i < 4; i++)
         assert_int_equal(shmobj_queue_try_put(q, msg_of(4, i + 1)), 0);
     atomic_store(&r->hdr->deq_pos, 4);
-    for (uint64_t p = 0; p < 4; p++) {
-        atomic_store(&r->claims[1][p].token, DEAD_TOKEN);
-        atomic_store(&r->claims[1][p].tag, p);
-    }
+    for (uint64_t p = 0; p < 4; p++)
+        claim_set(r, SHMOBJ__RING_ROLE_CONSUMER, p, DEAD_TOKEN);
     atomic_store(&r->slots[0].word, (uint64_t)4 << 2 | 1); /* EMPTY(4) */
     assert_int_equal(shmobj_queue_try_put(q, msg_of(5, 1)), 0);
     assert_int_equal(shmobj_queue_try_put(q, msg_of(5, 2)), SHMOBJ_EFULL);
@@ -1315,8 +1297,7 @@ static void test_ring_polling_tries_still_resolve_dead_claimants(void **state)
     for (unsigned i = 0; i < 3; i++)
         assert_int_equal(shmobj_queue_try_take(q, &m), SHMOBJ_EEMPTY);
     /* then a producer claims position 0, records itself and dies */
-    atomic_store(&r->claims[0][0].token, DEAD_TOKEN);
-    atomic_store(&r->claims[0][0].tag, 0);
+    claim_set(r, SHMOBJ__RING_ROLE_PRODUCER, 0, DEAD_TOKEN);
     atomic_store(&r->hdr->enq_pos, 1);
     assert_int_equal(shmobj_queue_try_put(q, msg_of(9, 1)), 0);
     int rc = SHMOBJ_EEMPTY;
@@ -1334,8 +1315,7 @@ static void test_ring_polling_tries_still_resolve_dead_claimants(void **state)
     assert_int_equal(shmobj_queue_try_put(q, msg_of(9, 3)), 0);
     for (unsigned i = 0; i < 3; i++)
         assert_int_equal(shmobj_queue_try_put(q, msg_of(9, 4)), SHMOBJ_EFULL);
-    atomic_store(&r->claims[1][0].token, DEAD_TOKEN);
-    atomic_store(&r->claims[1][0].tag, 2);
+    claim_set(r, SHMOBJ__RING_ROLE_CONSUMER, 2, DEAD_TOKEN);
     atomic_store(&r->hdr->deq_pos, 3);
     rc = SHMOBJ_EFULL;
     give_up = shmobj__os_now_ns() + 5 * (uint64_t)SEC;
@@ -3146,7 +3126,7 @@ static int plain_token_child(void *p)
     if (shmobj_queue_put(a->q, msg_of(4, 1)) != 0)
         return 1;
     uint32_t mine = shmobj__ring_self_token(r);
-    uint64_t rec = atomic_load(&r->claims[0][e & r->mask].token);
+    uint64_t rec = shmobj__ring_claim_token(atomic_load(&r->slots[e & r->mask].claim));
     if (mine == 0 || mine == a->parent_token)
         return 2;
     return rec == mine ? 0 : 3;
@@ -3299,6 +3279,238 @@ static void test_queue_recycle_half_l2_consumer_two_behind_no_heap(void **state)
     shmobj_queue_close(q);
 }
 
+/* ---- the claim record on its slot's line (ring format 7) ------------------ */
+
+/* The ring's bytes (header, slots and whatever the format keeps behind
+ * them for the ring) as they are now, to compare after one operation. */
+static uint8_t *ring_snapshot(struct shmobj__ring *r)
+{
+    uint64_t n = shmobj__ring_footprint((uint32_t)r->capacity);
+    uint8_t *copy = malloc(n);
+    assert_non_null(copy);
+    memcpy(copy, r->hdr, n);
+    return copy;
+}
+
+/* Every 64-byte line of the ring that differs from `before` is one of
+ * allowed[0 .. n) (line numbers from the ring's start); frees before. */
+static void ring_changed_only(struct shmobj__ring *r, uint8_t *before,
+                              const uint64_t *allowed, unsigned n)
+{
+    uint64_t bytes = shmobj__ring_footprint((uint32_t)r->capacity);
+    const uint8_t *now = (const uint8_t *)r->hdr;
+    for (uint64_t line = 0; line * 64 < bytes; line++) {
+        uint64_t len = bytes - line * 64 < 64 ? bytes - line * 64 : 64;
+        if (memcmp(before + line * 64, now + line * 64, len) == 0)
+            continue;
+        bool ok = false;
+        for (unsigned i = 0; i < n; i++)
+            ok = ok || allowed[i] == line;
+        if (!ok)
+            fail_msg("line %llu of the ring (byte %llu) was written",
+                     (unsigned long long)line, (unsigned long long)line * 64);
+    }
+    free(before);
+}
+
+/* The line of position p's slot, and the 8 bytes after its word (format 7:
+ * the claim record, read here by offset so that the test reads the bytes
+ * any build would write). */
+static uint64_t slot_line(struct shmobj__ring *r, uint64_t p)
+{
+    return (sizeof(struct shmobj__ring_hdr) + (p & r->mask) * 16) / 64;
+}
+static uint64_t slot_claim_bytes(struct shmobj__ring *r, uint64_t p)
+{
+    uint64_t v;
+    memcpy(&v, (const uint8_t *)r->hdr + sizeof(struct shmobj__ring_hdr) +
+                   (p & r->mask) * 16 + 8,
+           8);
+    return v;
+}
+/* The claim record format 7 gives (role 0 producer, 1 consumer). */
+static uint64_t claim_expected(struct shmobj__ring *r, unsigned role, uint64_t p,
+                               uint32_t token)
+{
+    return (p >> r->cap_log2) << 32 | (uint64_t)role << 31 | token;
+}
+
+/* Format 7: 16 bytes a slot, its claim record included, and no claim
+ * arrays behind the slots. */
+static void test_ring_format_7_slot_holds_its_claim(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(f->seg, "v7fmt", 8, 0, &q), 0);
+    struct shmobj__ring *r = shmobj__queue_ring(q);
+    assert_int_equal(r->hdr->version, 7);
+    assert_int_equal(r->hdr->slot_size, 16);
+    assert_int_equal(r->hdr->hdr_size, 896);
+    uint32_t caps[] = {2, 8, 1024, 1u << 24};
+    for (unsigned i = 0; i < 4; i++)
+        assert_int_equal(shmobj__ring_footprint(caps[i]), 896 + 16 * (uint64_t)caps[i]);
+    shmobj_queue_close(q);
+}
+
+/* A single put writes its side's position and its slot's line and no
+ * other line of the ring (its claim record is on that line); so does a
+ * single take; at every slot of the line, across the wrap. The record
+ * names the position's lap, the role and the handle's token. */
+static void test_ring_single_put_take_write_one_line_each(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(f->seg, "v7one", 8, 0, &q), 0);
+    struct shmobj__ring *r = shmobj__queue_ring(q);
+    uint32_t me = shmobj__ring_self_token(r);
+    assert_int_not_equal(me, 0);
+    for (uint64_t i = 0; i < 20; i++) {
+        uint64_t e = atomic_load(&r->hdr->enq_pos);
+        uint8_t *before = ring_snapshot(r);
+        assert_int_equal(shmobj_queue_put(q, msg_of(1, i + 1)), 0);
+        uint64_t put_lines[] = {offsetof(struct shmobj__ring_hdr, enq_pos) / 64,
+                                slot_line(r, e)};
+        ring_changed_only(r, before, put_lines, 2);
+        assert_int_equal(slot_claim_bytes(r, e), claim_expected(r, 0, e, me));
+
+        shmobj_ref m;
+        before = ring_snapshot(r);
+        assert_int_equal(shmobj_queue_take(q, &m), 0);
+        assert_int_equal(m, msg_of(1, i + 1));
+        uint64_t take_lines[] = {offsetof(struct shmobj__ring_hdr, deq_pos) / 64,
+                                 slot_line(r, e)};
+        ring_changed_only(r, before, take_lines, 2);
+        assert_int_equal(slot_claim_bytes(r, e), claim_expected(r, 1, e, me));
+    }
+    shmobj_queue_close(q);
+}
+
+/* A batch writes its side's position and the lines of its run's slots,
+ * nothing else of the ring: the run's claim records are on those lines. */
+static void test_ring_batch_put_take_write_only_their_slot_lines(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(f->seg, "v7batch", 16, 0, &q), 0);
+    struct shmobj__ring *r = shmobj__queue_ring(q);
+    uint32_t me = shmobj__ring_self_token(r);
+    assert_int_not_equal(me, 0);
+    shmobj_ref in[7], out[7];
+    for (uint64_t round = 0; round < 9; round++) {
+        uint64_t e = atomic_load(&r->hdr->enq_pos);
+        for (unsigned i = 0; i < 7; i++)
+            in[i] = msg_of(2, round * 7 + i + 1);
+        uint64_t lines[9];
+        unsigned n = 0;
+        lines[n++] = offsetof(struct shmobj__ring_hdr, enq_pos) / 64;
+        for (uint64_t p = e; p < e + 7; p++)
+            lines[n++] = slot_line(r, p);
+        uint8_t *before = ring_snapshot(r);
+        size_t done;
+        assert_int_equal(shmobj_queue_put_many(q, in, 7, 0, &done), 0);
+        assert_int_equal(done, 7);
+        ring_changed_only(r, before, lines, n);
+        for (uint64_t p = e; p < e + 7; p++)
+            assert_int_equal(slot_claim_bytes(r, p), claim_expected(r, 0, p, me));
+
+        lines[0] = offsetof(struct shmobj__ring_hdr, deq_pos) / 64;
+        before = ring_snapshot(r);
+        assert_int_equal(shmobj_queue_take_many(q, out, 7, 0, &done), 0);
+        assert_int_equal(done, 7);
+        ring_changed_only(r, before, lines, n);
+        for (unsigned i = 0; i < 7; i++)
+            assert_int_equal(out[i], in[i]);
+        for (uint64_t p = e; p < e + 7; p++)
+            assert_int_equal(slot_claim_bytes(r, p), claim_expected(r, 1, p, me));
+    }
+    shmobj_queue_close(q);
+}
+
+/* Right after a put, the slot's one claim record is the producer's, with
+ * a live token. A consumer that claimed the position and died before it
+ * recorded itself leaves that record in place: a producer behind it must
+ * not take it for the consumer's (the role tells them apart) and releases
+ * the slot once the unknown claimant's stall periods are over. */
+static void test_ring_producer_record_not_taken_for_consumer(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(f->seg, "v7role", 2, 0, &q), 0);
+    shmobj__queue_stall_set(q, 2 * (uint64_t)TEST_MS);
+    struct shmobj__ring *r = shmobj__queue_ring(q);
+    assert_int_equal(shmobj_queue_put(q, msg_of(3, 1)), 0);
+    assert_int_equal(shmobj_queue_put(q, msg_of(3, 2)), 0);
+    /* a consumer claimed position 0 and died before its record */
+    atomic_store(&r->hdr->deq_pos, 1);
+    assert_int_equal(slot_claim_bytes(r, 0),
+                     claim_expected(r, 0, 0, shmobj__ring_self_token(r)));
+    assert_int_equal(shmobj_queue_put_timed(q, msg_of(3, 3), 5 * SEC), 0);
+    assert_int_equal(atomic_load(&r->hdr->rescued), 1);
+    shmobj_ref m;
+    assert_int_equal(shmobj_queue_take(q, &m), 0);
+    assert_int_equal(m, msg_of(3, 2));
+    assert_int_equal(shmobj_queue_take(q, &m), 0);
+    assert_int_equal(m, msg_of(3, 3));
+    shmobj_queue_close(q);
+}
+
+/* A record of the slot's previous lap naming a live handle is not the
+ * record of this lap's claimant: a producer that claimed position 2 and
+ * died before recording itself is skipped once the unknown claimant's
+ * stall periods are over, though the record (of position 0, producer,
+ * live token) names the same slot and role. */
+static void test_ring_previous_lap_record_not_taken_for_claimant(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(f->seg, "v7lap", 2, 0, &q), 0);
+    shmobj__queue_stall_set(q, 2 * (uint64_t)TEST_MS);
+    struct shmobj__ring *r = shmobj__queue_ring(q);
+    shmobj_ref m;
+    for (unsigned i = 0; i < 2; i++) {
+        assert_int_equal(shmobj_queue_put(q, msg_of(4, i + 1)), 0);
+        assert_int_equal(shmobj_queue_take(q, &m), 0);
+    }
+    uint64_t rec = claim_expected(r, 0, 0, shmobj__ring_self_token(r));
+    memcpy((uint8_t *)r->hdr + sizeof(struct shmobj__ring_hdr) + 8, &rec, 8);
+    atomic_store(&r->hdr->enq_pos, 3); /* position 2 claimed, never recorded */
+    assert_int_equal(shmobj_queue_put(q, msg_of(4, 3)), 0);
+    assert_int_equal(shmobj_queue_take_timed(q, &m, 5 * SEC), 0);
+    assert_int_equal(m, msg_of(4, 3));
+    assert_int_equal(atomic_load(&r->hdr->skipped), 1);
+    shmobj_queue_close(q);
+}
+
+/* shmobj__ring_claim_pos() gives back the position a record names, from
+ * the record's 32 lap bits and a position near it, on either side of a
+ * 2^32-lap boundary, with its role. */
+static void test_ring_claim_pos_names_the_recorded_position(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(f->seg, "v7pos", 8, 0, &q), 0);
+    struct shmobj__ring *r = shmobj__queue_ring(q);
+    const uint64_t epoch = (uint64_t)8 << 32; /* positions of 2^32 laps */
+    uint64_t ps[] = {0, 5, 8 * 1000 + 3, epoch - 1, epoch, epoch + 6,
+                     3 * epoch + 2};
+    for (unsigned i = 0; i < sizeof ps / sizeof ps[0]; i++)
+        for (unsigned role = 0; role < 2; role++)
+            for (int64_t near = -20; near <= 20; near += 5) {
+                uint64_t p = ps[i];
+                if ((int64_t)p + near < 0)
+                    continue;
+                uint64_t c = shmobj__ring_claim_word(r, role, p, 77);
+                unsigned got_role = 9;
+                assert_int_equal(shmobj__ring_claim_pos(r, c, p & r->mask,
+                                                        p + (uint64_t)near,
+                                                        &got_role),
+                                 p);
+                assert_int_equal(got_role, role);
+                assert_int_equal(shmobj__ring_claim_token(c), 77);
+            }
+    shmobj_queue_close(q);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -3364,6 +3576,12 @@ int main(void)
         T(test_queue_single_calls_used_handle_stale_after_destroy),
         T(test_queue_recycle_half_l2_messages_go_round),
         T(test_queue_recycle_half_l2_consumer_two_behind_no_heap),
+        T(test_ring_format_7_slot_holds_its_claim),
+        T(test_ring_single_put_take_write_one_line_each),
+        T(test_ring_batch_put_take_write_only_their_slot_lines),
+        T(test_ring_producer_record_not_taken_for_consumer),
+        T(test_ring_previous_lap_record_not_taken_for_claimant),
+        T(test_ring_claim_pos_names_the_recorded_position),
 #undef T
     };
     test_filter_from_env();

@@ -134,9 +134,9 @@ enum shmobj_queue_msg_flag {
 /**
  * @brief Create a named queue in a segment and open it.
  *
- * The queue's block (2,176 bytes, plus 80 bytes per message of capacity,
+ * The queue's block (2,176 bytes, plus 16 bytes per message of capacity,
  * plus 32 bytes per completion record: twice the capacity, at least 64, at
- * most 8,192; 5.4 KiB for 16 messages, 146 KiB for 1,024) is allocated in the
+ * most 8,192; 4.4 KiB for 16 messages, 82 KiB for 1,024) is allocated in the
  * segment's heap and published as the named root `name` (no prefix: one
  * namespace for every kind of root).
  * @param[in] seg segment

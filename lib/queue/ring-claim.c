@@ -3,9 +3,13 @@
  * for the slot words, doc/format-queue.md "Recovery").
  *
  * Invariants kept here:
- * - A claim record is trusted only when its tag names the stuck position
- *   both before and after its token was read; a claimant is dead when its
- *   attachment token is no longer alive (seg-procs.c), never by a pid.
+ * - A claim record (one word in its slot, ring.h) is trusted only when it
+ *   names the stuck position's lap, the role of the side that should have
+ *   moved and a token: a record of the slot's previous lap, or of the
+ *   other role at the same position (the producer's record stays in place
+ *   until the consumer records itself), is no record. A claimant is dead
+ *   when its attachment token is no longer alive (seg-procs.c), never by
+ *   a pid.
  * - A stuck slot is resolved by one CAS from the exact word seen, so a
  *   claimant judged dead that was only slow fails its own CAS afterwards:
  *   nothing is lost or duplicated.
@@ -16,14 +20,16 @@
 
 /* ---- who am I, and who is alive: the segment's attachment tokens ---------- */
 
-/* This process's token (0 when unknown) and pid, looked up once per fork
- * generation: a claim record is written on every put and take. */
+/* This process's token (0 when unknown), looked up once per fork
+ * generation: a claim record is written on every put and take. A token
+ * with bits outside SHMOBJ__RING_CLAIM_TOKEN is none (format.md). */
 __attribute__((noinline, cold)) void
 shmobj__ring_self_lookup(struct shmobj__ring *r, uint64_t forks)
 {
-    atomic_store_explicit(&r->self_token, r->sp->ops->live->token(r->sp),
-                          memory_order_relaxed);
-    atomic_store_explicit(&r->self_pid, shmobj__os_pid(), memory_order_relaxed);
+    uint32_t token = r->sp->ops->live->token(r->sp);
+    if ((token & ~SHMOBJ__RING_CLAIM_TOKEN) != 0)
+        token = 0;
+    atomic_store_explicit(&r->self_token, token, memory_order_relaxed);
     atomic_store_explicit(&r->self_forks, forks, memory_order_release);
 }
 
@@ -34,15 +40,14 @@ uint32_t shmobj__ring_self_token(struct shmobj__ring *r)
 
 /* 1: the claimant of (role, pos) is recorded and alive; 0: recorded and
  * dead; -1: not recorded (it never got that far, or the record was
- * overwritten by a later claimant). */
+ * overwritten by a later claimant of the slot, of either role). The
+ * record is one word: its lap, role and token come from one claimant. */
 static int claim_alive(struct shmobj__ring *r, unsigned role, uint64_t pos)
 {
-    struct shmobj__ring_claim *c = &r->claims[role][pos & r->mask];
-    uint64_t t1 = atomic_load_explicit(&c->tag, memory_order_acquire);
-    uint64_t token = atomic_load_explicit(&c->token, memory_order_relaxed);
-    atomic_thread_fence(memory_order_acquire);
-    uint64_t t2 = atomic_load_explicit(&c->tag, memory_order_relaxed);
-    if (t1 != pos || t2 != pos || token == 0)
+    uint64_t c = atomic_load_explicit(&r->slots[pos & r->mask].claim,
+                                      memory_order_acquire);
+    uint32_t token = shmobj__ring_claim_token(c);
+    if (token == 0 || c != shmobj__ring_claim_word(r, role, pos, token))
         return -1;
     return shmobj__space_token_alive(r->sp, token) ? 1 : 0;
 }
@@ -85,7 +90,7 @@ static bool claimant_gone(struct shmobj__ring *r, unsigned side, uint64_t pos,
 bool shmobj__ring_resolve_producer(struct shmobj__ring *r,
                                    struct shmobj__ring_slot *s, uint64_t d)
 {
-    if (!claimant_gone(r, 0, d, &r->stall_pos, &r->stall_since))
+    if (!claimant_gone(r, SHMOBJ__RING_ROLE_PRODUCER, d, &r->stall_pos, &r->stall_since))
         return false;
     uint64_t expect = m_empty(d);
     if (atomic_compare_exchange_strong_explicit(&s->word, &expect,
@@ -106,7 +111,7 @@ bool shmobj__ring_resolve_consumer(struct shmobj__ring *r,
                                    uint64_t e)
 {
     uint64_t p = e - r->capacity;
-    if (!claimant_gone(r, 1, p, &r->pstall_pos, &r->pstall_since))
+    if (!claimant_gone(r, SHMOBJ__RING_ROLE_CONSUMER, p, &r->pstall_pos, &r->pstall_since))
         return false;
     uint64_t expect = w;
     if (atomic_compare_exchange_strong_explicit(&s->word, &expect, m_empty(e),

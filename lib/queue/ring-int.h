@@ -54,7 +54,7 @@ static inline bool is_value_at(const struct shmobj__ring *r, uint64_t w,
 }
 /* ---- who am I: the segment's attachment tokens ---------------------------- */
 
-/* Looks this process's token and pid up for fork count `forks` (ring-claim.c). */
+/* Looks this process's token up for fork count `forks` (ring-claim.c). */
 void shmobj__ring_self_lookup(struct shmobj__ring *r, uint64_t forks);
 
 static inline uint32_t self_token(struct shmobj__ring *r)
@@ -65,27 +65,30 @@ static inline uint32_t self_token(struct shmobj__ring *r)
     return atomic_load_explicit(&r->self_token, memory_order_relaxed);
 }
 
-/* Record (token, pid) as the claimant of (role, pos). */
-static inline void claim_record_in(struct shmobj__ring_claim *c, uint64_t pos,
-                                   uint32_t token, uint32_t pid)
+/* The claim record (ring.h) of lap `lap` in `role` for `token`, a token
+ * already kept to SHMOBJ__RING_CLAIM_TOKEN (self_token() is): what the
+ * hot paths store, without the mask shmobj__ring_claim_word() applies. */
+static inline uint64_t claim_of(uint64_t lap, unsigned role, uint32_t token)
 {
-    atomic_store_explicit(&c->token, token, memory_order_relaxed);
-    atomic_store_explicit(&c->pid, pid, memory_order_relaxed);
-    atomic_store_explicit(&c->tag, pos, memory_order_release);
+    return lap << 32 | (uint64_t)role << 31 | token;
 }
 
-static inline void claim_record_as(struct shmobj__ring *r, unsigned role,
-                                   uint64_t pos, uint32_t token, uint32_t pid)
+/* Record token as the claimant of (role, pos) in pos's slot s: one store
+ * on the line the hand-over writes next. Relaxed: the hand-over (a CAS,
+ * or a batch's first CAS before its plain stores) releases it. */
+static inline void claim_record_in(const struct shmobj__ring *r,
+                                   struct shmobj__ring_slot *s, unsigned role,
+                                   uint64_t pos, uint32_t token)
 {
-    claim_record_in(&r->claims[role][pos & r->mask], pos, token, pid);
+    atomic_store_explicit(&s->claim, shmobj__ring_claim_word(r, role, pos, token),
+                          memory_order_relaxed);
 }
 
 static inline void claim_record(struct shmobj__ring *r, unsigned role,
                                 uint64_t pos)
 {
     uint32_t token = self_token(r);
-    claim_record_as(r, role, pos, token,
-                    atomic_load_explicit(&r->self_pid, memory_order_relaxed));
+    claim_record_in(r, &r->slots[pos & r->mask], role, pos, token);
 }
 
 /* ---- wake-ups ---------------------------------------------------------------- */
@@ -172,7 +175,7 @@ static inline bool claim_and_release(struct shmobj__ring *r,
                                                memory_order_relaxed,
                                                memory_order_relaxed))
         return false;
-    claim_record(r, 1, pos);
+    claim_record(r, SHMOBJ__RING_ROLE_CONSUMER, pos);
     if (__builtin_expect(r->test_hold_ns != 0, 0))
         shmobj__ring_test_hold(r->test_hold_ns);
     uint64_t expect = w;
@@ -213,18 +216,23 @@ static inline bool ring_put_plain(struct shmobj__ring *r, uint64_t v)
     uint64_t e = atomic_load_explicit(&h->enq_pos, memory_order_relaxed);
     struct shmobj__ring_slot *s = &r->slots[e & r->mask];
     prefetch_for_write(&s->word);
+    /* the record and the value before the claim: the CAS makes the
+     * compiler load the view's geometry again after it */
+    uint64_t lap = e >> r->cap_log2;
+    uint64_t claim = claim_of(lap, SHMOBJ__RING_ROLE_PRODUCER,
+                              atomic_load_explicit(&r->self_token,
+                                                   memory_order_relaxed));
+    uint64_t value = v | (lap & 7u) << 1;
     if (__builtin_expect(
             atomic_load_explicit(&s->word, memory_order_acquire) == m_empty(e) &&
                 atomic_compare_exchange_strong_explicit(
                     &h->enq_pos, &e, e + 1, memory_order_relaxed,
                     memory_order_relaxed),
             1)) {
-        claim_record_as(r, 0, e,
-                        atomic_load_explicit(&r->self_token, memory_order_relaxed),
-                        atomic_load_explicit(&r->self_pid, memory_order_relaxed));
+        atomic_store_explicit(&s->claim, claim, memory_order_relaxed);
         uint64_t expect = m_empty(e);
         if (__builtin_expect(atomic_compare_exchange_strong_explicit(
-                                 &s->word, &expect, v | lap_tag(r, e),
+                                 &s->word, &expect, value,
                                  memory_order_seq_cst, memory_order_relaxed),
                              1))
             return true;
@@ -254,20 +262,23 @@ static inline bool ring_take_plain(struct shmobj__ring *r, uint64_t *v)
     uint64_t d = atomic_load_explicit(&h->deq_pos, memory_order_relaxed);
     struct shmobj__ring_slot *s = &r->slots[d & r->mask];
     prefetch_for_write(&s->word);
+    /* as in ring_put_plain(): what the CAS would make us load again */
+    uint64_t lap = d >> r->cap_log2;
+    uint64_t claim = claim_of(lap, SHMOBJ__RING_ROLE_CONSUMER,
+                              atomic_load_explicit(&r->self_token,
+                                                   memory_order_relaxed));
+    uint64_t next = m_empty(d + r->capacity);
     uint64_t w = atomic_load_explicit(&s->word, memory_order_acquire);
-    if (__builtin_expect(!is_value_at(r, w, d) ||
+    if (__builtin_expect(!(w > 15u && (w & 15u) == (lap & 7u) << 1) ||
                              !atomic_compare_exchange_strong_explicit(
                                  &h->deq_pos, &d, d + 1, memory_order_relaxed,
                                  memory_order_relaxed),
                          0))
-        return false;
-    claim_record_as(r, 1, d,
-                    atomic_load_explicit(&r->self_token, memory_order_relaxed),
-                    atomic_load_explicit(&r->self_pid, memory_order_relaxed));
+        return false; /* not a message of d (is_value_at()), or lost race */
+    atomic_store_explicit(&s->claim, claim, memory_order_relaxed);
     uint64_t expect = w;
     /* fails only if a producer already released it on our behalf */
-    atomic_compare_exchange_strong_explicit(&s->word, &expect,
-                                            m_empty(d + r->capacity),
+    atomic_compare_exchange_strong_explicit(&s->word, &expect, next,
                                             memory_order_seq_cst,
                                             memory_order_relaxed);
     *v = value_ref(w);

@@ -24,9 +24,10 @@
  *   increment + fence + re-check (Dekker), so a sleeper either sees the
  *   message or the publisher sees the sleeper.
  * - A claimed slot whose claimant died is resolved by the other side after
- *   stall_ns: the claimant recorded (token, position) in its role's claim
- *   array right after its claim (not in the slot's line, which the other
- *   side may be spinning on); a dead claimant is one whose token the
+ *   stall_ns: the claimant recorded (lap, role, token) in the slot's claim
+ *   word right after its claim, one store on the line its hand-over
+ *   writes next, so a put or take writes no line of the ring but its
+ *   position's and its slot's; a dead claimant is one whose token the
  *   segment's attachment slots no longer call alive (seg-procs.c). A
  *   claimant that never got to record itself is
  *   resolved after SHMOBJ__RING_UNKNOWN_STALLS periods: safe even if it is
@@ -66,16 +67,9 @@ int shmobj__ring_init(void *mem, uint64_t size, uint32_t capacity,
     atomic_init(&h->ident, ident);
     struct shmobj__ring_slot *slots =
         (struct shmobj__ring_slot *)((uint8_t *)mem + sizeof(*h));
-    struct shmobj__ring_claim *claims =
-        (struct shmobj__ring_claim *)(slots + capacity);
-    for (uint32_t i = 0; i < capacity; i++)
+    for (uint32_t i = 0; i < capacity; i++) {
         atomic_init(&slots[i].word, m_empty(i));
-    for (uint32_t i = 0; i < 2 * capacity; i++) {
-        atomic_init(&claims[i].tag, UINT64_MAX);
-        atomic_init(&claims[i].token, 0);
-        atomic_init(&claims[i].pid, 0);
-        claims[i].reserved0 = 0;
-        claims[i].reserved1 = 0;
+        atomic_init(&slots[i].claim, 0); /* token 0: nobody recorded */
     }
     /* the magic last: a reader that sees it sees a complete ring */
     atomic_thread_fence(memory_order_release);
@@ -109,8 +103,6 @@ int shmobj__ring_attach(struct shmobj__ring *r, struct shmobj__space *sp,
     r->sp = sp;
     r->ident = ident;
     r->slots = (struct shmobj__ring_slot *)((uint8_t *)mem + sizeof(*h));
-    r->claims[0] = (struct shmobj__ring_claim *)(r->slots + cap);
-    r->claims[1] = r->claims[0] + cap;
     r->capacity = cap;
     r->mask = cap - 1;
     r->cap_log2 = log2;
@@ -137,7 +129,8 @@ static __attribute__((noinline)) int put_slow(struct shmobj__ring *r,
                     &h->enq_pos, &e, e + 1, memory_order_relaxed,
                     memory_order_relaxed))
                 continue; /* e now holds the current position */
-            claim_record(r, 0, e);
+            claim_record_in(r, s, SHMOBJ__RING_ROLE_PRODUCER, e,
+                            self_token(r));
             uint64_t expect = m_empty(e);
             if (atomic_compare_exchange_strong_explicit(
                     &s->word, &expect, v | lap_tag(r, e),
@@ -337,15 +330,17 @@ int shmobj__ring_try_put_many(struct shmobj__ring *r, const uint64_t *v,
         test_hold_once(&r->test_put_hold_ns);
         const uint64_t *src = v + *done;
         uint32_t token = self_token(r); /* once per run */
-        uint32_t pid = atomic_load_explicit(&r->self_pid, memory_order_relaxed);
         /* the view's geometry in registers: the seq_cst CAS below would
          * make the compiler load it again for every message */
         struct shmobj__ring_slot *slots = r->slots;
-        struct shmobj__ring_claim *claims = r->claims[0];
         uint64_t mask = r->mask;
         uint32_t log2 = r->cap_log2;
+        /* the run's records, on the lines its hand-over writes next */
         for (uint32_t j = 0; j < k; j++)
-            claim_record_in(&claims[(e + j) & mask], e + j, token, pid);
+            atomic_store_explicit(&slots[(e + j) & mask].claim,
+                                  claim_of((e + j) >> log2,
+                                           SHMOBJ__RING_ROLE_PRODUCER, token),
+                                  memory_order_relaxed);
         uint32_t i = 0;
         uint64_t expect = m_empty(e);
         if (atomic_compare_exchange_strong_explicit(
@@ -436,10 +431,11 @@ int shmobj__ring_try_take_many(struct shmobj__ring *r, uint64_t *v,
             continue;
         test_hold_once(&r->test_take_many_hold_ns);
         uint32_t token = self_token(r); /* once per run */
-        uint32_t pid = atomic_load_explicit(&r->self_pid, memory_order_relaxed);
-        struct shmobj__ring_claim *claims = r->claims[1];
         for (uint32_t i = 0; i < k; i++)
-            claim_record_in(&claims[(d + i) & mask], d + i, token, pid);
+            atomic_store_explicit(&slots[(d + i) & mask].claim,
+                                  claim_of((d + i) >> log2,
+                                           SHMOBJ__RING_ROLE_CONSUMER, token),
+                                  memory_order_relaxed);
         if (__builtin_expect(r->test_hold_ns != 0, 0))
             shmobj__ring_test_hold(r->test_hold_ns);
         uint64_t expect = seen[0];

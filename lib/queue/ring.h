@@ -18,10 +18,11 @@
  *                               offsets), bit 0 tells values from markers
  *
  * A producer claims position e with a CAS on enq_pos, records itself as the
- * claimant of the slot, and publishes with CAS(word, EMPTY(e), value). A
- * consumer claims position d with a CAS on deq_pos once the word holds a
- * value or SKIPPED(d), records itself, and releases the slot with
- * CAS(word, seen, EMPTY(d + capacity)). Because both hand-overs are CASes on
+ * claimant in the slot's claim word, and publishes with CAS(word, EMPTY(e),
+ * value). A consumer claims position d with a CAS on deq_pos once the word
+ * holds a value or SKIPPED(d), records itself in the same claim word, and
+ * releases the slot with CAS(word, seen, EMPTY(d + capacity)). Because
+ * both hand-overs are CASes on
  * lap-tagged words, a third process may resolve a stuck slot (mark it
  * SKIPPED, or release it for the next lap) without ever racing the stuck
  * process into a lost or duplicated message: whoever comes second fails its
@@ -40,8 +41,10 @@
 #define SHMOBJ__RING_MAGIC 0x474e5251u /* "QRNG" little-endian */
 /* 3: the queue block carries a retire FIFO behind the ring (retire.h);
  * 4: line 0 carries the block's identity (hdr.ident); 5: attachment
- * tokens in records; 6: completion records behind the FIFO (track.h) */
-#define SHMOBJ__RING_VERSION 6u
+ * tokens in records; 6: completion records behind the FIFO (track.h);
+ * 7: the claim record in its slot, one word for both roles (no claim
+ * arrays) */
+#define SHMOBJ__RING_VERSION 7u
 #define SHMOBJ__RING_CAP_MIN 2u
 #define SHMOBJ__RING_CAP_MAX (1u << 24)
 #define SHMOBJ__RING_NOTIFY_MAX 8
@@ -107,53 +110,53 @@ _Static_assert(offsetof(struct shmobj__ring_sleeper, owner) == 0, "sleeper owner
 _Static_assert(offsetof(struct shmobj__ring_sleeper, token) == 8, "sleeper token");
 _Static_assert(offsetof(struct shmobj__ring_sleeper, count) == 16, "sleeper counts");
 
-/* A slot: one word (see above) and padding, four to a cache line: a
- * consumer behind a full queue reads four messages per line it pulls, while
- * a producer and a consumer working on neighbouring positions share a line
- * with only three others. Its line is the only one both sides touch per
- * message, besides the message itself. */
+/* A slot: its word (see above) and its claim record, four to a cache line:
+ * a consumer behind a full queue reads four messages per line it pulls,
+ * while a producer and a consumer working on neighbouring positions share
+ * a line with only three others. Its line is the only one of the ring
+ * either side writes per message besides its own position, and the only
+ * one both sides write: the claim record rides on the line the hand-over
+ * moves anyway.
+ *
+ * The claim record says who claimed the slot's position last, producer or
+ * consumer (their claims of one slot come in turn: the producer of p, the
+ * consumer of p, the producer of p + capacity, ...):
+ *
+ *   claim = (lap(p) mod 2^32) << 32 | role << 31 | token
+ *
+ * with lap(p) = p >> cap_log2, role 0 for a producer and 1 for a consumer,
+ * and token the attachment token (format.md; 31 bits, 0: unknown) of the
+ * claimant's segment handle. One word, written with one store: a reader
+ * gets the lap, the role and the token of one claimant, never a mix. */
 struct shmobj__ring_slot {
     /* value or marker; every change is a CAS (seq_cst) except the initial
      * EMPTY(i) written by init and the hand-over of the slots after the
      * first of a batch's run (release stores, then a fence: ring.c) */
     _Atomic uint64_t word;
-    uint64_t reserved; /* zero */
+    /* the claim record (above); 0 at init (no claimant: token 0). Written
+     * (relaxed) by the winner of the claiming CAS on enq_pos / deq_pos
+     * before it hands the slot over (the hand-over's release orders it);
+     * read by the other side only when judging a stuck slot (ring-claim.c) */
+    _Atomic uint64_t claim;
 };
 _Static_assert(sizeof(struct shmobj__ring_slot) == 16, "slot layout");
 _Static_assert(offsetof(struct shmobj__ring_slot, word) == 0, "slot word");
+_Static_assert(offsetof(struct shmobj__ring_slot, claim) == 8, "slot claim");
 
-/* Who claimed a position last, per slot and per role (producers and
- * consumers have separate arrays so that recording never pulls a line the
- * other side is spinning on). 32 bytes. */
-struct shmobj__ring_claim {
-    /* position claimed; stored with release after token and pid, so a
-     * reader that sees the same tag before and after reading them got one
-     * identity. UINT64_MAX: never claimed. */
-    _Atomic uint64_t tag;
-    /* attachment token of the claimant's segment handle; 0 unknown */
-    _Atomic uint64_t token;
-    /* claimant's pid in its own namespace: for tests and tools, never for
-     * liveness */
-    _Atomic uint32_t pid;
-    uint32_t reserved0; /* zero */
-    uint64_t reserved1; /* zero */
-};
-_Static_assert(sizeof(struct shmobj__ring_claim) == 32, "claim layout");
-_Static_assert(offsetof(struct shmobj__ring_claim, tag) == 0, "claim tag");
-_Static_assert(offsetof(struct shmobj__ring_claim, token) == 8, "claim token");
-_Static_assert(offsetof(struct shmobj__ring_claim, pid) == 16, "claim pid");
+#define SHMOBJ__RING_ROLE_PRODUCER 0u
+#define SHMOBJ__RING_ROLE_CONSUMER 1u
+/* The token bits of a claim record (and the mask a token is kept to). */
+#define SHMOBJ__RING_CLAIM_TOKEN 0x7fffffffu
 
-/* The ring header (896 bytes), followed by `capacity` slots, `capacity`
- * producer claims and `capacity` consumer claims. Lines written by
- * different parties at high rates are kept apart. */
+/* The ring header (896 bytes), followed by `capacity` slots. Lines
+ * written by different parties at high rates are kept apart. */
 struct shmobj__ring_hdr {
     /* --- line 0: immutable after init (written once by the creator) --- */
     uint32_t magic;     /* SHMOBJ__RING_MAGIC */
     uint32_t version;   /* SHMOBJ__RING_VERSION */
     uint32_t capacity;  /* slots, a power of two in [CAP_MIN, CAP_MAX] */
     uint32_t cap_log2;  /* log2(capacity) */
-    uint32_t slot_size; /* sizeof(struct shmobj__ring_slot) +
-                         * 2 * sizeof(struct shmobj__ring_claim) */
+    uint32_t slot_size; /* sizeof(struct shmobj__ring_slot): 16 */
     uint32_t hdr_size;  /* sizeof(struct shmobj__ring_hdr) */
     uint32_t flags;     /* creation flags (none defined yet: 0) */
     uint32_t reserved0; /* zero */
@@ -231,15 +234,14 @@ struct shmobj__ring {
     struct shmobj__ring_hdr *hdr;
     /* the segment: tokens and liveness of claimants and sleepers */
     struct shmobj__space *sp;
-    /* this process's token and pid for claim records, and the fork count
-     * they belong to (a forked child looks them up again); threads may
-     * race to refresh them with the same values */
+    /* this process's token for claim records (kept to
+     * SHMOBJ__RING_CLAIM_TOKEN: 0 when the space gives none), and the fork
+     * count it belongs to (a forked child looks it up again); threads may
+     * race to refresh it with the same value */
     _Atomic uint64_t self_forks; /* fork count + 1; 0 not looked up yet */
     _Atomic uint32_t self_token;
-    _Atomic uint32_t self_pid;
     uint64_t ident; /* hdr->ident as it was at attach */
     struct shmobj__ring_slot *slots;
-    struct shmobj__ring_claim *claims[2]; /* [0] producers, [1] consumers */
     uint64_t capacity;
     uint64_t mask;
     uint32_t cap_log2;
@@ -296,9 +298,43 @@ struct shmobj__ring {
  * stall periods (the claimant died between its claim and its record). */
 #define SHMOBJ__RING_UNKNOWN_STALLS 10
 
-/* Bytes per slot, claims included. */
-#define SHMOBJ__RING_SLOT_BYTES                                                \
-    (sizeof(struct shmobj__ring_slot) + 2 * sizeof(struct shmobj__ring_claim))
+/* Bytes per slot, its claim record included. */
+#define SHMOBJ__RING_SLOT_BYTES sizeof(struct shmobj__ring_slot)
+
+/* The claim record naming `token` as the claimant of position pos in
+ * `role` (SHMOBJ__RING_ROLE_*). */
+static inline uint64_t shmobj__ring_claim_word(const struct shmobj__ring *r,
+                                               unsigned role, uint64_t pos,
+                                               uint32_t token)
+{
+    return (pos >> r->cap_log2) << 32 | (uint64_t)(role & 1u) << 31 |
+           (token & SHMOBJ__RING_CLAIM_TOKEN);
+}
+
+/* The token a claim record names (0: unknown). */
+static inline uint32_t shmobj__ring_claim_token(uint64_t claim)
+{
+    return (uint32_t)claim & SHMOBJ__RING_CLAIM_TOKEN;
+}
+
+/* The position a claim record read from slot `index` names, for tools and
+ * tests: the one of that slot whose lap agrees with the record's 32 lap
+ * bits and lies nearest `near` (a position of the ring now). *role gets
+ * the record's role. */
+static inline uint64_t shmobj__ring_claim_pos(const struct shmobj__ring *r,
+                                              uint64_t claim, uint64_t index,
+                                              uint64_t near, unsigned *role)
+{
+    *role = (unsigned)(claim >> 31) & 1u;
+    const uint64_t half = (uint64_t)1 << 31, epoch = (uint64_t)1 << 32;
+    uint64_t near_lap = near >> r->cap_log2;
+    uint64_t lap = (near_lap & ~(uint64_t)UINT32_MAX) | claim >> 32;
+    if (lap > near_lap + half && lap >= epoch)
+        lap -= epoch;
+    else if (lap + half < near_lap)
+        lap += epoch;
+    return lap << r->cap_log2 | (index & r->mask);
+}
 
 /* Bytes needed for a ring of `capacity` slots; 0 when capacity is invalid. */
 uint64_t shmobj__ring_footprint(uint32_t capacity);
