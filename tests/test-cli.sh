@@ -90,6 +90,30 @@ done
 run "no command" 2
 run "unknown command" 2 frobnicate
 has err "unknown command" "unknown command"
+# a bad command line says what was wrong on its first line, then the usage
+run "top bad interval" 2 top -i abc x
+has err "^shmobj top: bad interval 'abc'" "top bad interval says why"
+has err "^usage: shmobj top" "top bad interval shows the usage"
+run "top bad count" 2 top -n -3 x
+has err "^shmobj top: bad count '-3'" "top bad count says why"
+run "top no name" 2 top
+has err "^shmobj top: NAME missing" "top without a name says why"
+run "ls unknown option" 2 ls -z
+has err "^shmobj ls: unknown option '-z'" "ls unknown option says why"
+run "stat two names" 2 stat a b
+has err "^shmobj stat: one NAME expected" "stat with two names says why"
+run "dump no name" 2 dump
+has err "^shmobj dump: NAME missing" "dump without a name says why"
+run "dump three args" 2 dump a b c
+has err "^shmobj dump: too many arguments" "dump with three arguments says why"
+run "check no name" 2 check
+has err "^shmobj check: NAME missing" "check without a name says why"
+run "check two names" 2 check a b
+has err "^shmobj check: one NAME expected" "check with two names says why"
+run "rm unknown option" 2 rm -q x
+has err "^shmobj rm: unknown option '-q'" "rm unknown option says why"
+run "rm no name" 2 rm
+has err "^shmobj rm: NAME missing" "rm without a name says why"
 run "version" 0 --version
 has out "^shmobj [0-9]" "version"
 
@@ -152,7 +176,7 @@ run "dump missing root" 2 dump "$live" nosuchroot
 has err "no root named 'nosuchroot'" "dump missing root"
 
 run "check" 0 check "$live"
-has out "^$live: ok: heap, 8 roots (1 queues, 1 maps, 5 objects, 1 others)" "check"
+has out "^$live: ok: heap, 8 roots (1 queue, 1 map, 5 objects, 1 other)" "check"
 
 run "top" 0 top -n 3 -i 0.3 "$live"
 has out "frame 3" "top: three frames"
@@ -347,7 +371,7 @@ if wait_line "$tmp/demo.out" 'consumer attached'; then
     run "dump demo" 0 dump "$dname"
     has out '"default":{"\$queue":{"capacity":256' "dump demo"
     run "check demo" 0 check "$dname"
-    has out "ok: heap, 1 roots (1 queues" "check demo"
+    has out "ok: heap, 1 root (1 queue" "check demo"
     run "top demo" 0 top -n 2 -i 0.2 "$dname"
     has out "frame 2" "top demo"
     kill -TERM "-$demo_pid"

@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -303,6 +304,26 @@ static int usage(const char *text, bool error)
     return error ? EXIT_CANNOT : 0;
 }
 
+/* A command line that cannot be run: first what was wrong with it, on a
+ * line of its own (the one a user or a script reads), then the usage. */
+static int __attribute__((format(printf, 3, 4)))
+usage_bad(const char *cmd, const char *text, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "%s %s: ", prog, cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return usage(text, true);
+}
+
+/* The ending of a count's noun: "1 map", "2 maps". */
+static const char *plural(unsigned n)
+{
+    return n == 1 ? "" : "s";
+}
+
 /* ---- ls -------------------------------------------------------------------- */
 
 static const char *peek_state(int rc, const shmobj_segment_peek_info *pi)
@@ -381,7 +402,7 @@ static int cmd_ls(int argc, char **argv)
         if (strcmp(argv[i], "-a") == 0 || strcmp(argv[i], "--all") == 0)
             all = true;
         else
-            return usage(usage_ls, true);
+            return usage_bad("ls", usage_ls, "unknown option '%s'", argv[i]);
     }
     int status = 0;
     if (i < argc) {
@@ -497,7 +518,7 @@ static int cmd_stat(int argc, char **argv)
     if (argc == 2 && is_help(argv[1]))
         return usage(usage_stat, false);
     if (argc != 2)
-        return usage(usage_stat, true);
+        return usage_bad("stat", usage_stat, argc < 2 ? "NAME missing" : "one NAME expected");
     struct target t;
     if (!target_parse(argv[1], &t))
         return why(&t, SHMOBJ_EINVAL);
@@ -672,14 +693,14 @@ static int cmd_dump(int argc, char **argv)
         if (strcmp(argv[i], "--pretty") == 0 || strcmp(argv[i], "-p") == 0)
             pretty = true;
         else if (argv[i][0] == '-' && argv[i][1] != '\0')
-            return usage(usage_dump, true);
+            return usage_bad("dump", usage_dump, "unknown option '%s'", argv[i]);
         else if (nargs < 2)
             args[nargs++] = argv[i];
         else
-            return usage(usage_dump, true);
+            return usage_bad("dump", usage_dump, "too many arguments");
     }
     if (nargs < 1)
-        return usage(usage_dump, true);
+        return usage_bad("dump", usage_dump, "NAME missing");
     struct target t;
     if (!target_parse(args[0], &t))
         return why(&t, SHMOBJ_EINVAL);
@@ -848,7 +869,7 @@ static int cmd_check(int argc, char **argv)
     if (argc == 2 && is_help(argv[1]))
         return usage(usage_check, false);
     if (argc != 2)
-        return usage(usage_check, true);
+        return usage_bad("check", usage_check, argc < 2 ? "NAME missing" : "one NAME expected");
     struct target t;
     if (!target_parse(argv[1], &t))
         return why(&t, SHMOBJ_EINVAL);
@@ -894,14 +915,14 @@ static int cmd_check(int argc, char **argv)
     }
     shmobj_segment_close(seg);
     if (cs.bad > 0) {
-        printf("%s: damaged (%u problem%s)\n", t.arg, cs.bad,
-               cs.bad == 1 ? "" : "s");
+        printf("%s: damaged (%u problem%s)\n", t.arg, cs.bad, plural(cs.bad));
         return EXIT_DAMAGED;
     }
     if (incomplete)
         return EXIT_CANNOT;
-    printf("%s: ok: heap, %u roots (%u queues, %u maps, %u objects, %u others)\n",
-           t.arg, roots, cs.queues, cs.maps, cs.objects, cs.others);
+    printf("%s: ok: heap, %u root%s (%u queue%s, %u map%s, %u object%s, %u other%s)\n",
+           t.arg, roots, plural(roots), cs.queues, plural(cs.queues), cs.maps,
+           plural(cs.maps), cs.objects, plural(cs.objects), cs.others, plural(cs.others));
     return 0;
 }
 
@@ -1013,10 +1034,10 @@ static int cmd_rm(int argc, char **argv)
             i++;
             break;
         } else
-            return usage(usage_rm, true);
+            return usage_bad("rm", usage_rm, "unknown option '%s'", argv[i]);
     }
     if (i >= argc)
-        return usage(usage_rm, true);
+        return usage_bad("rm", usage_rm, "NAME missing");
     int status = 0;
     for (; i < argc; i++) {
         struct target t;
@@ -1191,20 +1212,26 @@ static int cmd_top(int argc, char **argv)
             char *end;
             interval = strtod(argv[++i], &end);
             if (*end != '\0' || !(interval > 0) || interval > 86400)
-                return usage(usage_top, true);
+                return usage_bad("top", usage_top,
+                                 "bad interval '%s' (seconds, more than 0, at most 86400)",
+                                 argv[i]);
         } else if (strcmp(argv[i], "-n") == 0 && i + 1 < argc) {
             char *end;
             count = strtol(argv[++i], &end, 10);
             if (*end != '\0' || count < 0)
-                return usage(usage_top, true);
-        } else if (argv[i][0] == '-' || name != NULL) {
-            return usage(usage_top, true);
+                return usage_bad("top", usage_top, "bad count '%s' (frames, 0 or more)", argv[i]);
+        } else if (strcmp(argv[i], "-i") == 0 || strcmp(argv[i], "-n") == 0) {
+            return usage_bad("top", usage_top, "option '%s' needs a value", argv[i]);
+        } else if (argv[i][0] == '-') {
+            return usage_bad("top", usage_top, "unknown option '%s'", argv[i]);
+        } else if (name != NULL) {
+            return usage_bad("top", usage_top, "one NAME expected");
         } else {
             name = argv[i];
         }
     }
     if (name == NULL)
-        return usage(usage_top, true);
+        return usage_bad("top", usage_top, "NAME missing");
     struct target t;
     if (!target_parse(name, &t))
         return why(&t, SHMOBJ_EINVAL);
