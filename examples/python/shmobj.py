@@ -129,19 +129,15 @@ def _check(rc, what=""):
         raise Error(rc, what)
 
 
-class Segment:
-    """An attached segment. Close it (or use ``with``) when done."""
+class _Handle:
+    """A library handle closed once, by close() or at the end of a with
+    block; subclasses name the C call that closes it (_closer)."""
 
-    def __init__(self, name, timeout_ns=0, backend=BACKEND_SHM):
-        """Open the segment ``name``, waiting up to ``timeout_ns`` for its
-        creator (0: fail at once; FOREVER)."""
-        self._h = _p()
-        _check(_seg_open(name.encode(), backend, timeout_ns, ctypes.byref(self._h)),
-               "open " + name)
+    _closer = None
 
     def close(self):
         if self._h:
-            _seg_close(self._h)
+            self._closer(self._h)
             self._h = _p()
 
     def __enter__(self):
@@ -149,6 +145,19 @@ class Segment:
 
     def __exit__(self, *exc):
         self.close()
+
+
+class Segment(_Handle):
+    """An attached segment. Close it (or use ``with``) when done."""
+
+    _closer = staticmethod(_seg_close)
+
+    def __init__(self, name, timeout_ns=0, backend=BACKEND_SHM):
+        """Open the segment ``name``, waiting up to ``timeout_ns`` for its
+        creator (0: fail at once; FOREVER)."""
+        self._h = _p()
+        _check(_seg_open(name.encode(), backend, timeout_ns, ctypes.byref(self._h)),
+               "open " + name)
 
     @staticmethod
     def destroy(name, backend=BACKEND_SHM):
@@ -320,8 +329,10 @@ class View:
         return self.get()
 
 
-class Queue:
+class Queue(_Handle):
     """A handle of a queue another process created, for a consumer."""
+
+    _closer = staticmethod(_q_close)
 
     def __init__(self, seg, name, timeout_ns=0):
         """Open the queue ``name``, waiting up to ``timeout_ns`` for it to
@@ -330,17 +341,6 @@ class Queue:
         self._h = _p()
         _check(_q_open_timed(seg._h, name.encode(), timeout_ns, ctypes.byref(self._h)),
                "queue " + name)
-
-    def close(self):
-        if self._h:
-            _q_close(self._h)
-            self._h = _p()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
     def take(self, timeout_ns=FOREVER):
         """The oldest message (a reference), waiting up to ``timeout_ns``;
@@ -382,9 +382,11 @@ class Queue:
         _check(_q_msg_done(self._h, ref), "msg_done")
 
 
-class Map:
+class Map(_Handle):
     """A handle of a shared map: keys and values are bytes (str is encoded
     as UTF-8)."""
+
+    _closer = staticmethod(_map_close)
 
     def __init__(self, seg, name, timeout_ns=0, create=False):
         """Open the map ``name``, waiting up to ``timeout_ns`` for it; with
@@ -395,17 +397,6 @@ class Map:
         else:
             rc = _map_open_timed(seg._h, name.encode(), timeout_ns, ctypes.byref(self._h))
         _check(rc, "map " + name)
-
-    def close(self):
-        if self._h:
-            _map_close(self._h)
-            self._h = _p()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
     @staticmethod
     def _b(x):
