@@ -3191,6 +3191,18 @@ static void test_queue_single_calls_used_handle_stale_after_destroy(void **state
 
 /* ---- bulk messages: the W1 sizes with the handle's own thresholds -------- */
 
+/* Half this core's L2, the message size of the tests below; skips the
+ * test when two such messages would not fit the fixture's segment. */
+static size_t half_l2_len(void)
+{
+    size_t len = (size_t)(shmobj__os_l2_cache_bytes() / 2);
+    if (len > (4u << 20)) {
+        print_message("L2 of %zu bytes: too large for this segment\n", 2 * len);
+        skip();
+    }
+    return len;
+}
+
 /* A stream of messages of half this core's L2 of data (1 MiB on a 2 MiB
  * L2: a power of two, as bulk messages often are) goes round through the
  * retire FIFO with the thresholds the handle derives from the machine: no
@@ -3200,11 +3212,7 @@ static void test_queue_single_calls_used_handle_stale_after_destroy(void **state
 static void test_queue_recycle_half_l2_messages_go_round(void **state)
 {
     struct fixture *f = *state;
-    size_t len = (size_t)(shmobj__os_l2_cache_bytes() / 2);
-    if (len > (4u << 20)) {
-        print_message("L2 of %zu bytes: too large for this segment\n", 2 * len);
-        skip();
-    }
+    size_t len = half_l2_len();
     shmobj_queue *q;
     assert_int_equal(shmobj_queue_create(f->seg, "half-l2", 8, 0, &q), 0);
     uint64_t b0 = used_blocks(f->seg);
@@ -3243,11 +3251,7 @@ static void test_queue_recycle_half_l2_messages_go_round(void **state)
 static void test_queue_recycle_half_l2_consumer_two_behind_no_heap(void **state)
 {
     struct fixture *f = *state;
-    size_t len = (size_t)(shmobj__os_l2_cache_bytes() / 2);
-    if (len > (4u << 20)) {
-        print_message("L2 of %zu bytes: too large for this segment\n", 2 * len);
-        skip();
-    }
+    size_t len = half_l2_len();
     shmobj_queue *q;
     assert_int_equal(shmobj_queue_create(f->seg, "half-l2-two", 8, 0, &q), 0);
     for (unsigned i = 0; i < 3; i++)
