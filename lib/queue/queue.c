@@ -100,19 +100,12 @@ static uint64_t queue_footprint(uint32_t capacity)
  * to pay for the FIFO's lock, to half this core's L2 of data, from where a
  * block being written passes through the writer's L2 to the L3 anyway;
  * twice the L2 of them, so that the oldest has left the consumer's L2.
- * Half the L2 of data is a block of more than half the L2 (the message
- * header, the heap's rounding): the bound is an eighth of the L2 above it,
- * so the power of two of half the L2 (1 MiB messages on a 2 MiB L2) goes
- * round too, and three of the largest still fit the budget with the L2's
- * worth retired after the oldest, which a reuse waits for. Left to the
- * heap, those went back to the consumer's core every time: the heap hands
- * out the block freed last, still in the consumer's L2. The budget is an
- * eighth of the L2 above twice the L2 for the same headers: four blocks of
- * half the L2 fit it, so a consumer two messages ahead of its producer
- * (a done that makes them four) trims none, where it used to trim two
- * (three quarters of the budget held three blocks' data but not their
- * headers) and leave the two left without the L2's worth retired after
- * the oldest: the next allocations went to the heap, every time. */
+ * Both bounds get an eighth of the L2 more for the message headers and the
+ * heap's rounding: a message of half the L2 of data (1 MiB on a 2 MiB L2)
+ * is a block of more than half the L2, and four of them (a consumer two
+ * messages ahead) must fit the budget, or the FIFO trims the blocks it is
+ * about to reuse and every allocation falls back to the heap, which hands
+ * out the block freed last, still in the consumer's L2. */
 #define QUEUE_RETIRE_MIN (32u << 10)
 
 /* Open a handle of the queue in block ref: SHMOBJ_ESTALE when the block
