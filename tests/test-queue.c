@@ -1370,8 +1370,17 @@ static int kill_consumer(void *p)
      * machine (the last, draining consumer does not). */
     if (a->id != 0)
         shmobj__queue_take_hold_set(a->q, 100 * (uint64_t)TEST_MS / 1000);
+    /* The alarm test_child_start() set bounds one take, not the run: the
+     * run lasts as long as the parent's rounds, which a loaded machine
+     * stretches. Each take that returns starts the guard again; a parent
+     * that went away ends the consumer. */
+    unsigned guard = alarm(0);
+    pid_t parent = getppid();
     for (;;) {
         shmobj_ref r;
+        alarm(guard);
+        if (getppid() != parent)
+            return 4;
         int rc = shmobj_queue_take_timed(a->q, &r, 10 * TEST_MS);
         if (rc == SHMOBJ_ETIMEDOUT) {
             if (atomic_load(&a->sh->stop))
@@ -1513,7 +1522,7 @@ static void test_queue_kill_producers_randomly(void **state)
     shmobj__queue_stall_set(q, 2 * (uint64_t)TEST_MS);
     struct kill_shared *sh = shared_alloc(sizeof *sh);
     struct kill_arg ca = {q, sh, 0};
-    pid_t cons = test_child_start(kill_consumer, &ca, 280);
+    pid_t cons = test_child_start(kill_consumer, &ca, 60);
     unsigned rounds = TEST_KILL_ITERATIONS, landed = 0;
     srand((unsigned)getpid());
     for (unsigned i = 0; i < rounds; i++) {
@@ -1595,7 +1604,7 @@ static void test_queue_kill_consumers_randomly(void **state)
     }
     /* a last consumer drains everything the producer sends */
     struct kill_arg ca = {q, sh, 0};
-    pid_t c = test_child_start(kill_consumer, &ca, 280);
+    pid_t c = test_child_start(kill_consumer, &ca, 60);
     assert_int_equal(test_child_wait(prod), 0);
     atomic_store(&sh->stop, 1);
     assert_int_equal(test_child_wait(c), 0);
