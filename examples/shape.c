@@ -55,7 +55,8 @@ static int writer(const char *name)
     shmobj_ref shape = SHMOBJ_REF_NULL, rec = SHMOBJ_REF_NULL, seen;
     rc = shmobj_shape_put(seg, fields, sizeof fields / sizeof fields[0], &shape);
     if (rc == 0)
-        rc = shmobj_record_put_struct(seg, shape, &p, &rec); /* one call */
+        rc = shmobj_record_put_fields(seg, shape, fields, sizeof fields / sizeof fields[0], &p,
+                                      &rec); /* one call */
     if (rc == 0)
         rc = shmobj_segment_root_set(seg, "position", rec);
     if (rc == 0) /* asleep until the reader publishes "seen" */

@@ -79,7 +79,7 @@ static int populate(shmobj_segment *seg, shmobj_queue **q, shmobj_map **m)
     const double x = 1.5;
     shmobj_ref pos_shape;
     TRY("shape", shmobj_shape_put(seg, fields, 1, &pos_shape));
-    TRY("position", shmobj_record_put_struct(seg, pos_shape, &x, &ref));
+    TRY("position", shmobj_record_put_fields(seg, pos_shape, fields, 1, &x, &ref));
     TRY("position root", shmobj_segment_root_set(seg, "position", ref));
     return 0;
 }

@@ -563,6 +563,73 @@ static void test_record_put_struct_reads_c_struct(void **state)
     assert_int_equal(space_heap_live(sp), live0);
 }
 
+/* The shape's field descriptors, as doc/format-object.md lays them out:
+ * the shape at byte 32 of its block (after the tree header and the root
+ * slot), its descriptors 16 bytes each from the shape's byte 32, the kind
+ * at 0, the capacity at 4, the C offset at 8. */
+static uint8_t *shape_desc(struct shmobj__space *sp, shmobj_ref shape, unsigned i)
+{
+    return sp->base + OFF(shape) + 32 + 32 + 16 * i;
+}
+
+/* shmobj_record_put_fields() reads the caller's struct where the caller's
+ * own table says: a shape whose recorded offsets were damaged (here, far
+ * outside any struct: shmobj_record_put_struct() would read there) still
+ * gives the right record; a damaged kind or capacity, a table of another
+ * length or kind is refused, and nothing is allocated. */
+static void test_record_put_fields_reads_only_callers_table(void **state)
+{
+    struct shmobj__space *sp = *state;
+    shmobj_field f[] = {
+        SHMOBJ_FIELD_OF(struct player_c, id, SHMOBJ_TYPE_INT),
+        SHMOBJ_FIELD_STR_OF(struct player_c, name),
+        SHMOBJ_FIELD_OF(struct player_c, pos_x, SHMOBJ_TYPE_DOUBLE),
+        SHMOBJ_FIELD_OF(struct player_c, alive, SHMOBJ_TYPE_BOOL),
+        SHMOBJ_FIELD_OF(struct player_c, inventory, SHMOBJ_TYPE_NULL),
+        SHMOBJ_FIELD_OF(struct player_c, friend_, SHMOBJ_TYPE_LINK),
+    };
+    shmobj_ref shape, r, r2;
+    assert_int_equal(shmobj_shape_put(SEG(sp), f, 6, &shape), 0);
+    shmobj_ref pal = put(state, SHMOBJ_VAL_STR("pal"));
+    struct player_c c = {.id = 3, .name = "ann", .pos_x = 1.5, .alive = true, .friend_ = pal};
+    uint64_t far = UINT64_C(1) << 40;
+    for (unsigned i = 0; i < 6; i++)
+        memcpy(shape_desc(sp, shape, i) + 8, &far, 8);
+    uint64_t live0 = space_heap_live(sp);
+    assert_int_equal(shmobj_record_put_fields(SEG(sp), shape, f, 6, &c, &r), 0);
+    shmobj_view v;
+    char want[256];
+    assert_int_equal(shmobj_obj_get(SEG(sp), r, &v), 0);
+    snprintf(want, sizeof want,
+             "{\"id\":3,\"name\":\"ann\",\"pos_x\":1.5,\"alive\":true,"
+             "\"inventory\":null,\"friend_\":{\"$link\":%llu}}",
+             (unsigned long long)OFF(pal));
+    json_is(&v, want);
+    assert_int_equal(shmobj_obj_free(SEG(sp), r), 0);
+    /* a table that is not the shape's */
+    assert_int_equal(shmobj_record_put_fields(SEG(sp), shape, f, 5, &c, &r2), SHMOBJ_EINVAL);
+    shmobj_field g[6];
+    memcpy(g, f, sizeof g);
+    g[2].kind = SHMOBJ_TYPE_INT;
+    assert_int_equal(shmobj_record_put_fields(SEG(sp), shape, g, 6, &c, &r2), SHMOBJ_EINVAL);
+    memcpy(g, f, sizeof g);
+    g[1].capacity = 8;
+    assert_int_equal(shmobj_record_put_fields(SEG(sp), shape, g, 6, &c, &r2), SHMOBJ_EINVAL);
+    /* a damaged kind (the id's integer would be read as a string pointer)
+     * and a damaged capacity are refused */
+    uint8_t *k0 = shape_desc(sp, shape, 0);
+    k0[0] = SHMOBJ_TYPE_STR;
+    assert_int_equal(shmobj_record_put_fields(SEG(sp), shape, f, 6, &c, &r2), SHMOBJ_EINVAL);
+    k0[0] = SHMOBJ_TYPE_INT;
+    uint32_t cap = 4096;
+    memcpy(shape_desc(sp, shape, 1) + 4, &cap, 4);
+    assert_int_equal(shmobj_record_put_fields(SEG(sp), shape, f, 6, &c, &r2), SHMOBJ_EINVAL);
+    assert_int_equal(shmobj_record_put_fields(SEG(sp), shape, NULL, 6, &c, &r2), SHMOBJ_EINVAL);
+    assert_int_equal(space_heap_live(sp), live0);
+    assert_int_equal(shmobj_obj_free(SEG(sp), pal), 0);
+    assert_int_equal(shmobj_shape_free(SEG(sp), shape), 0);
+}
+
 /* Values that do not fit the shape are refused. */
 static void test_record_put_mismatch_einval(void **state)
 {
@@ -1042,6 +1109,7 @@ int main(void)
         T(test_record_e1_shape_within_bound),
         T(test_record_alone_version2_still_read),
         T(test_record_put_struct_reads_c_struct),
+        T(test_record_put_fields_reads_only_callers_table),
         T(test_record_put_mismatch_einval),
         T(test_shape_put_bad_fields_einval),
         T(test_shape_free_in_use_ebusy),

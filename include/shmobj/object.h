@@ -1503,10 +1503,52 @@ SHMOBJ_API int shmobj_shape_free(shmobj_segment *seg, shmobj_ref shape);
  *       capacities are read from the shape in the segment, and `c` is read
  *       where they say: give it only a shape made from this C struct's own
  *       field table (a shape another program made, or a damaged one, may
- *       name offsets beyond the struct).
+ *       name offsets beyond the struct, and a damaged kind makes an integer
+ *       read as a string pointer).
+ * @deprecated Trusts the offsets and kinds it reads from the segment. Use
+ *       shmobj_record_put_fields(), which reads `c` only where the
+ *       caller's own table says.
  * @since 0.2
  */
 SHMOBJ_API int shmobj_record_put_struct(shmobj_segment *seg, shmobj_ref shape,
+                                        const void *c, shmobj_ref *ref);
+
+/**
+ * @brief Put a record of a shape from a C struct, in one call, reading the
+ *        struct where the caller's own field table says.
+ *
+ * `fields` is the table the shape was made from (shmobj_shape_put()), in
+ * the same order; each field is read at its ::shmobj_field.offset in `c`,
+ * as shmobj_record_put_struct() describes by kind. The shape's count and
+ * each field's kind and capacity must be the table's (names are not
+ * compared): the caller's memory is read only where the caller said, so a
+ * damaged or foreign shape is refused, never followed.
+ *
+ * @param[in] seg segment
+ * @param[in] shape the shape
+ * @param[in] fields the caller's field table
+ * @param[in] nfields entries in `fields`
+ * @param[in] c the caller's struct, laid out as `fields` says
+ * @param[out] ref reference to the new record, owned by the caller
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument; `fields` does not match the shape
+ *         (count, a kind or a capacity); invalid UTF-8, a NULL string
+ *         pointer, a null link, or a reference that names no block of
+ *         this segment
+ * @retval SHMOBJ_ETYPE shape is not a shape, or a link, an adopted object
+ *         is not an object (or cannot be adopted, see "References")
+ * @retval SHMOBJ_ESTALE the shape (or a referred object) was freed or is
+ *         being freed
+ * @retval SHMOBJ_EBUSY an adopted object is owned already
+ * @retval SHMOBJ_ENOMEM the segment is full
+ * @retval SHMOBJ_ECORRUPT the shape or the segment's heap is damaged
+ * @note Thread- and process-safe. The record is private to the caller
+ *       until it publishes the reference. Costs one comparison of kind and
+ *       capacity per field over shmobj_record_put_struct().
+ * @since 0.2
+ */
+SHMOBJ_API int shmobj_record_put_fields(shmobj_segment *seg, shmobj_ref shape,
+                                        const shmobj_field *fields, size_t nfields,
                                         const void *c, shmobj_ref *ref);
 
 /**

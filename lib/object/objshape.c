@@ -481,8 +481,68 @@ int shmobj__emit_record(struct shmobj__wr *w, const shmobj_value *v, int depth,
     return 0;
 }
 
-int shmobj_record_put_struct(shmobj_segment *seg, shmobj_ref shape, const void *c,
-                             shmobj_ref *ref)
+/* The value of one field of a C struct: its kind and capacity, `at` where
+ * its bytes are. */
+static int struct_item(uint8_t kind, uint32_t cap, const uint8_t *at, shmobj_value *item)
+{
+    shmobj_ref r;
+    switch (kind) {
+    case SHMOBJ_TYPE_BOOL: {
+        /* a C bool's byte, read as a byte (any non-zero is true) */
+        uint8_t b;
+        memcpy(&b, at, 1);
+        *item = SHMOBJ_VAL_BOOL(b != 0);
+        return 0;
+    }
+    case SHMOBJ_TYPE_INT:
+    case SHMOBJ_TYPE_UINT:
+    case SHMOBJ_TYPE_DOUBLE:
+        /* the C member's 8 bytes are the description's, whichever of the
+         * three it is */
+        *item = SHMOBJ_VAL_UINT(0);
+        item->type = kind;
+        memcpy(&item->v, at, 8);
+        return 0;
+    case SHMOBJ_TYPE_STR:
+        if (cap != 0) {
+            const void *z = memchr(at, 0, cap);
+            *item = SHMOBJ_VAL_STRN(at, z != NULL ? (size_t)((const uint8_t *)z - at) : (size_t)cap);
+            return 0;
+        } else {
+            const char *s;
+            memcpy(&s, at, sizeof s);
+            if (s == NULL)
+                return SHMOBJ_EINVAL;
+            *item = SHMOBJ_VAL_STRN(s, strlen(s));
+            return 0;
+        }
+    case SHMOBJ_TYPE_BYTES:
+        if (cap == 0)
+            return SHMOBJ_EINVAL;
+        *item = SHMOBJ_VAL_BYTES(at, cap);
+        return 0;
+    case SHMOBJ_TYPE_LINK:
+        memcpy(&r, at, sizeof r);
+        if (r == SHMOBJ_REF_NULL)
+            return SHMOBJ_EINVAL;
+        *item = SHMOBJ_VAL_LINK(r);
+        return 0;
+    case SHMOBJ_TYPE_NULL:
+        memcpy(&r, at, sizeof r);
+        *item = r == SHMOBJ_REF_NULL ? SHMOBJ_VAL_NULL : SHMOBJ_VAL_ADOPT(r);
+        return 0;
+    default:
+        return SHMOBJ_ECORRUPT;
+    }
+}
+
+/* A record of `shape` from the C struct `c`. With `fields` (the caller's
+ * own table, nfields long), each field is read where that table says, once
+ * its count, kinds and capacities were found to be the shape's: the
+ * caller's memory is read only where the caller said. Without it, where
+ * the shape's recorded offsets say (shmobj_record_put_struct()). */
+static int record_from_struct(shmobj_segment *seg, shmobj_ref shape, const shmobj_field *fields,
+                              size_t nfields, const void *c, shmobj_ref *ref)
 {
     struct shmobj__space *sp = shmobj__space_of_seg(seg);
     struct shmobj__shape_info si;
@@ -492,6 +552,8 @@ int shmobj_record_put_struct(shmobj_segment *seg, shmobj_ref shape, const void *
     int rc = shmobj__shape_open(sp, shape, 1, &si);
     if (rc != 0)
         return rc;
+    if (fields != NULL && nfields != si.count)
+        return SHMOBJ_EINVAL;
     if (si.count > sizeof local / sizeof local[0]) {
         items = malloc(si.count * sizeof *items);
         if (items == NULL)
@@ -502,59 +564,15 @@ int shmobj_record_put_struct(shmobj_segment *seg, shmobj_ref shape, const void *
     for (uint32_t i = 0; i < si.count && rc == 0; i++) {
         struct shmobj__field d;
         memcpy(&d, descs + 16 * i, sizeof d);
-        const uint8_t *at = src + d.c_off;
-        shmobj_ref r;
-        switch (d.kind) {
-        case SHMOBJ_TYPE_BOOL: {
-            /* a C bool's byte, read as a byte (any non-zero is true) */
-            uint8_t b;
-            memcpy(&b, at, 1);
-            items[i] = SHMOBJ_VAL_BOOL(b != 0);
-            break;
-        }
-        case SHMOBJ_TYPE_INT:
-        case SHMOBJ_TYPE_UINT:
-        case SHMOBJ_TYPE_DOUBLE:
-            /* the C member's 8 bytes are the description's, whichever of
-             * the three it is */
-            items[i] = SHMOBJ_VAL_UINT(0);
-            items[i].type = d.kind;
-            memcpy(&items[i].v, at, 8);
-            break;
-        case SHMOBJ_TYPE_STR:
-            if (d.cap != 0) {
-                const void *z = memchr(at, 0, d.cap);
-                items[i] = SHMOBJ_VAL_STRN(at, z != NULL ? (size_t)((const uint8_t *)z - at)
-                                                         : (size_t)d.cap);
-            } else {
-                const char *s;
-                memcpy(&s, at, sizeof s);
-                if (s == NULL)
-                    rc = SHMOBJ_EINVAL;
-                else
-                    items[i] = SHMOBJ_VAL_STRN(s, strlen(s));
+        uint64_t off = d.c_off;
+        if (fields != NULL) {
+            if (fields[i].kind != d.kind || fields[i].capacity != d.cap) {
+                rc = SHMOBJ_EINVAL;
+                break;
             }
-            break;
-        case SHMOBJ_TYPE_BYTES:
-            if (d.cap == 0)
-                rc = SHMOBJ_EINVAL;
-            else
-                items[i] = SHMOBJ_VAL_BYTES(at, d.cap);
-            break;
-        case SHMOBJ_TYPE_LINK:
-            memcpy(&r, at, sizeof r);
-            if (r == SHMOBJ_REF_NULL)
-                rc = SHMOBJ_EINVAL;
-            else
-                items[i] = SHMOBJ_VAL_LINK(r);
-            break;
-        case SHMOBJ_TYPE_NULL:
-            memcpy(&r, at, sizeof r);
-            items[i] = r == SHMOBJ_REF_NULL ? SHMOBJ_VAL_NULL : SHMOBJ_VAL_ADOPT(r);
-            break;
-        default:
-            rc = SHMOBJ_ECORRUPT;
+            off = fields[i].offset;
         }
+        rc = struct_item(d.kind, d.cap, src + off, &items[i]);
     }
     if (rc == 0) {
         shmobj_value rec = SHMOBJ_VAL_RECORD(shape, items, si.count);
@@ -563,6 +581,20 @@ int shmobj_record_put_struct(shmobj_segment *seg, shmobj_ref shape, const void *
     if (items != local)
         free(items);
     return rc;
+}
+
+int shmobj_record_put_fields(shmobj_segment *seg, shmobj_ref shape, const shmobj_field *fields,
+                             size_t nfields, const void *c, shmobj_ref *ref)
+{
+    if (fields == NULL)
+        return SHMOBJ_EINVAL;
+    return record_from_struct(seg, shape, fields, nfields, c, ref);
+}
+
+int shmobj_record_put_struct(shmobj_segment *seg, shmobj_ref shape, const void *c,
+                             shmobj_ref *ref)
+{
+    return record_from_struct(seg, shape, NULL, 0, c, ref);
 }
 
 int shmobj_record_shape(const shmobj_view *view, shmobj_ref *shape)
