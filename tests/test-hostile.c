@@ -45,6 +45,7 @@
 
 #define HOSTILE_CASES 300
 #define HOSTILE_CLI_EVERY 50
+#define HOSTILE_MULTI_CASES 200
 #define HOSTILE_CASE_S 20
 #define SEG_BYTES (1u << 20)
 #define MAX_FAILS 40
@@ -170,11 +171,19 @@ static int status(const char *call, int rc)
 
 /* ---- the segment ---------------------------------------------------------- */
 
+/* The shape's C struct: its records are put from one (objects()). */
+struct hrec {
+    int64_t id;
+    char name[16];
+    double score;
+    shmobj_ref friend_;
+};
+
 static const shmobj_field rec_fields[] = {
-    {"id", SHMOBJ_TYPE_INT, 0, 0},
-    {"name", SHMOBJ_TYPE_STR, 16, 0},
-    {"score", SHMOBJ_TYPE_DOUBLE, 0, 0},
-    {"friend", SHMOBJ_TYPE_LINK, 0, 0},
+    {"id", SHMOBJ_TYPE_INT, 0, offsetof(struct hrec, id)},
+    {"name", SHMOBJ_TYPE_STR, 16, offsetof(struct hrec, name)},
+    {"score", SHMOBJ_TYPE_DOUBLE, 0, offsetof(struct hrec, score)},
+    {"friend", SHMOBJ_TYPE_LINK, 0, offsetof(struct hrec, friend_)},
 };
 
 static char dir[256];
@@ -310,13 +319,21 @@ static void image_load(const char *path)
         used_end -= 8;
 }
 
-static void file_write(const char *path, uint64_t off, uint64_t val)
+/* The pristine bytes with n words replaced, into a fresh file. */
+static void file_write_n(const char *path, const uint64_t *offs, const uint64_t *vals,
+                         unsigned n)
 {
     int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
     assert_true(fd >= 0);
     assert_int_equal(pwrite(fd, image, image_len, 0), (ssize_t)image_len);
-    assert_int_equal(pwrite(fd, &val, 8, (off_t)off), 8);
+    for (unsigned i = 0; i < n; i++)
+        assert_int_equal(pwrite(fd, &vals[i], 8, (off_t)offs[i]), 8);
     close(fd);
+}
+
+static void file_write(const char *path, uint64_t off, uint64_t val)
+{
+    file_write_n(path, &off, &val, 1);
 }
 
 /* ---- the calls ------------------------------------------------------------ */
@@ -534,16 +551,16 @@ static void objects(shmobj_segment *seg)
         }
         CALL(shmobj_obj_check, seg, r);
     }
-    /* a record from a C struct of the (perhaps damaged) shape */
+    /* a record from a C struct of the (perhaps damaged) shape, read where
+     * this program's table says (shmobj_record_put_struct(), deprecated,
+     * reads where the shape's offsets say: a damaged shape makes it read
+     * outside the struct, as its documentation warns, so it is not called
+     * on a damaged segment) */
     if (CALL(shmobj_segment_root_get, seg, "shape", &r) == 0) {
-        struct {
-            int64_t id;
-            char name[16];
-            double score;
-            shmobj_ref friend_;
-        } c = {1, "x", 2.0, 0};
+        struct hrec c = {1, "x", 2.0, 0};
+        (void)CALL(shmobj_segment_root_get, seg, "target", &c.friend_);
         shmobj_ref rr;
-        if (CALL(shmobj_record_put_struct, seg, r, &c, &rr) == 0)
+        if (CALL(shmobj_record_put_fields, seg, r, rec_fields, 4, &c, &rr) == 0)
             CALL(shmobj_obj_free, seg, rr);
     }
     for (size_t i = 0; i < 3; i++)
@@ -773,29 +790,81 @@ static int word_picked(uint64_t off)
     return 0;
 }
 
+enum { NVALS = 6 };
+
+/* Hostile value number k (< NVALS) for the word at off: 0, all ones, the
+ * segment's size, the word's own offset with its generation bits, the word
+ * plus 16 (a reference one slot off), a live block of another kind. */
+static uint64_t hostile_value(unsigned k, uint64_t off)
+{
+    uint64_t orig = word_at(off);
+    switch (k) {
+    case 0: return 0;
+    case 1: return ~UINT64_C(0);
+    case 2: return image_len;
+    case 3: return (orig & ~((UINT64_C(1) << 48) - 1)) | off;
+    case 4: return orig + 16;
+    default: return live_refs[(off / 8) % nlive];
+    }
+}
+
+/* One damaged file, already written: the calls in a child, then, with
+ * `cli`, the tool's commands on the same damage written afresh (the calls
+ * may have changed the file). The child's status: 0 when every call kept
+ * its documentation. */
+static int run_case(const char *path, int cli, const uint64_t *offs, const uint64_t *vals,
+                    unsigned n)
+{
+    memset(rep->call, 0, sizeof rep->call);
+    memset(rep->msg, 0, sizeof rep->msg);
+    int st = test_child_wait(test_child_start(child_main, (void *)path, HOSTILE_CASE_S));
+    if (st == 0 && cli) {
+        file_write_n(path, offs, vals, n);
+        st = test_child_wait(test_child_start(cli_main, (void *)path, HOSTILE_CASE_S));
+    }
+    /* SHMOBJ_HOSTILE_KEEP=DIR keeps each failing case's damaged bytes */
+    const char *keep = getenv("SHMOBJ_HOSTILE_KEEP");
+    if (st != 0 && keep != NULL) {
+        static unsigned kept;
+        char name[400];
+        snprintf(name, sizeof name, "%s/hostile-%u-%d", keep, kept++, (int)getpid());
+        file_write_n(name, offs, vals, n);
+    }
+    return st;
+}
+
 static uint64_t env_u64(const char *name, uint64_t dflt)
 {
     const char *s = getenv(name);
     return s != NULL && *s != 0 ? strtoull(s, NULL, 0) : dflt;
 }
 
-static void test_hostile_sweep_every_call_documented(void **state)
+/* Build the pristine segment, keep its bytes, and list its picked words
+ * (every non-zero one, and one zero word in 16); path gets the damaged
+ * file's name. */
+static uint64_t *image_prepare(char *path, size_t path_len, size_t *nw)
 {
-    (void)state;
-    char base[300], path[300];
+    char base[300];
     snprintf(base, sizeof base, "%s/pristine", dir);
-    snprintf(path, sizeof path, "%s/damaged", dir);
+    snprintf(path, path_len, "%s/damaged", dir);
     build(base);
     image_load(base);
     unlink(base);
-    /* the words: every non-zero one, and one zero word in 16 */
     uint64_t *words = malloc(used_end / 8 * sizeof *words);
-    size_t nw = 0;
     assert_non_null(words);
+    *nw = 0;
     for (uint64_t off = 0; off + 8 <= used_end; off += 8)
         if (word_picked(off))
-            words[nw++] = off;
-    enum { NVALS = 6 };
+            words[(*nw)++] = off;
+    return words;
+}
+
+static void test_hostile_sweep_every_call_documented(void **state)
+{
+    (void)state;
+    char path[300];
+    size_t nw;
+    uint64_t *words = image_prepare(path, sizeof path, &nw);
     uint64_t total = (uint64_t)nw * NVALS;
     uint64_t cases = env_u64("SHMOBJ_HOSTILE_CASES", HOSTILE_CASES);
     uint64_t cli_every = env_u64("SHMOBJ_HOSTILE_CLI_EVERY", HOSTILE_CLI_EVERY);
@@ -807,26 +876,12 @@ static void test_hostile_sweep_every_call_documented(void **state)
     unsigned nfails = 0;
     uint64_t run = 0;
     for (uint64_t c = (seed * 7919) % step; c < total && nfails < MAX_FAILS; c += step, run++) {
-        uint64_t off = words[c / NVALS], orig, val;
-        memcpy(&orig, image + off, 8);
-        switch (c % NVALS) {
-        case 0: val = 0; break;
-        case 1: val = ~UINT64_C(0); break;
-        case 2: val = image_len; break;
-        case 3: val = (orig & ~((UINT64_C(1) << 48) - 1)) | off; break;
-        case 4: val = orig + 16; break;
-        default: val = live_refs[(off / 8) % nlive]; break;
-        }
+        uint64_t off = words[c / NVALS], orig = word_at(off);
+        uint64_t val = hostile_value(c % NVALS, off);
         if (val == orig)
             continue;
         file_write(path, off, val);
-        memset(rep->call, 0, sizeof rep->call);
-        memset(rep->msg, 0, sizeof rep->msg);
-        int st = test_child_wait(test_child_start(child_main, path, HOSTILE_CASE_S));
-        if (st == 0 && cli_every != 0 && run % cli_every == 0) {
-            file_write(path, off, val);
-            st = test_child_wait(test_child_start(cli_main, path, HOSTILE_CASE_S));
-        }
+        int st = run_case(path, cli_every != 0 && run % cli_every == 0, &off, &val, 1);
         if (st != 0)
             snprintf(fails[nfails++], sizeof fails[0],
                      "word %#llx = %#llx (was %#llx): status %d in %s%s%s",
@@ -842,6 +897,80 @@ static void test_hostile_sweep_every_call_documented(void **state)
     print_message("%llu cases of %llu (%zu words, used extent %llu bytes), %llu calls\n",
                   (unsigned long long)run, (unsigned long long)total, nw,
                   (unsigned long long)used_end, (unsigned long long)rep->calls);
+    assert_int_equal(nfails, 0);
+}
+
+/* splitmix64: the multi-word cases' numbers, the same for a given seed. */
+static uint64_t next_rand(uint64_t *x)
+{
+    uint64_t z = (*x += UINT64_C(0x9e3779b97f4a7c15));
+    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+    return z ^ (z >> 31);
+}
+
+/* Several words changed at once: fields that must agree (a length and its
+ * body, a count and its table, a position and its slot, a block's size and
+ * its neighbour's) changed together, which no single-word case makes. Each
+ * case changes 2 to 8 words: the first a picked word, each other either
+ * any word within 256 bytes of it (one structure's fields) or another
+ * picked word; each gets a hostile value, a random word, or the original
+ * with one bit flipped. HOSTILE_MULTI_CASES cases by default,
+ * SHMOBJ_HOSTILE_MULTI_CASES to change it, SHMOBJ_HOSTILE_SEED to move
+ * them, SHMOBJ_HOSTILE_MULTI_FIRST to start at a failing case; the
+ * property is the single-word sweep's. */
+static void test_hostile_words_together_every_call_documented(void **state)
+{
+    (void)state;
+    char path[300];
+    size_t nw;
+    uint64_t *words = image_prepare(path, sizeof path, &nw);
+    uint64_t cases = env_u64("SHMOBJ_HOSTILE_MULTI_CASES", HOSTILE_MULTI_CASES);
+    uint64_t cli_every = env_u64("SHMOBJ_HOSTILE_CLI_EVERY", HOSTILE_CLI_EVERY);
+    uint64_t x = env_u64("SHMOBJ_HOSTILE_SEED", 1);
+    uint64_t first = env_u64("SHMOBJ_HOSTILE_MULTI_FIRST", 0);
+    char fails[MAX_FAILS][400];
+    unsigned nfails = 0;
+    for (uint64_t c = 0; c < cases && nfails < MAX_FAILS; c++) {
+        uint64_t offs[8], vals[8];
+        unsigned n = 2 + (unsigned)(next_rand(&x) % 7);
+        offs[0] = words[next_rand(&x) % nw];
+        for (unsigned i = 1; i < n; i++) {
+            if (next_rand(&x) % 2 == 0) {
+                int64_t d = (int64_t)(next_rand(&x) % 65) - 32;
+                int64_t o = (int64_t)offs[0] + 8 * d;
+                offs[i] = o < 0 ? 0 : (uint64_t)o + 8 > used_end ? used_end - 8 : (uint64_t)o;
+            } else {
+                offs[i] = words[next_rand(&x) % nw];
+            }
+        }
+        for (unsigned i = 0; i < n; i++) {
+            unsigned k = (unsigned)(next_rand(&x) % (NVALS + 2));
+            vals[i] = k < NVALS ? hostile_value(k, offs[i])
+                      : k == NVALS ? next_rand(&x)
+                                   : word_at(offs[i]) ^ UINT64_C(1) << (next_rand(&x) % 64);
+        }
+        if (c < first)
+            continue;
+        file_write_n(path, offs, vals, n);
+        int st = run_case(path, cli_every != 0 && c % cli_every == 0, offs, vals, n);
+        if (st != 0) {
+            int at = snprintf(fails[nfails], sizeof fails[0], "case %llu: status %d in %s%s%s; words",
+                              (unsigned long long)c, st, rep->call, rep->msg[0] ? ": " : "",
+                              rep->msg);
+            for (unsigned i = 0; i < n && at > 0 && (size_t)at < sizeof fails[0]; i++)
+                at += snprintf(fails[nfails] + at, sizeof fails[0] - (size_t)at, " %#llx=%#llx",
+                               (unsigned long long)offs[i], (unsigned long long)vals[i]);
+            nfails++;
+        }
+    }
+    unlink(path);
+    free(words);
+    free(image);
+    for (unsigned i = 0; i < nfails; i++)
+        print_error("%s\n", fails[i]);
+    print_message("%llu cases of 2 to 8 words, %llu calls\n", (unsigned long long)cases,
+                  (unsigned long long)rep->calls);
     assert_int_equal(nfails, 0);
 }
 
@@ -1002,6 +1131,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hostile_sweep_every_call_documented),
+        cmocka_unit_test(test_hostile_words_together_every_call_documented),
         cmocka_unit_test(test_mlist_free_grown_elsewhere_frees),
         cmocka_unit_test(test_mlist_json_grown_elsewhere_prints),
         cmocka_unit_test(test_mlist_replace_grown_elsewhere_frees),
