@@ -21,6 +21,8 @@
 
 #include <cmocka.h>
 
+#include <pthread.h>
+
 #include "os.h"
 #include "shmobj/error.h"
 #include "test-util.h"
@@ -248,6 +250,54 @@ static int announce_and_sleep(void *arg)
     return lock_for(sh, TOK_CHILD, 20000) == 0 ? 0 : 1;
 }
 
+/* ---- a word naming the caller's own token ------------------------------- */
+
+/* In a process with one thread, a word holding the caller's own token
+ * cannot name a holder (no acquire nests): it was damaged, and waiting for
+ * it would only run out the deadline. */
+static void test_lock_word_naming_self_alone_ecorrupt(void **state)
+{
+    (void)state;
+    struct shared *sh = shared_new();
+    atomic_store(&sh->lock.word, 3);
+    assert_int_equal(lock_for(sh, 3, 5000), SHMOBJ_ECORRUPT);
+    assert_int_equal(atomic_load(&sh->lock.word), 3); /* left as found */
+    shared_free(sh);
+}
+
+struct holder {
+    struct shared *sh;
+    _Atomic int taken;
+};
+
+static void *hold_100ms(void *p)
+{
+    struct holder *h = p;
+    if (lock_for(h->sh, 3, 5000) != 0)
+        return NULL;
+    atomic_store(&h->taken, 1);
+    test_sleep_ms(100);
+    shmobj__os_lock_release(&h->sh->lock);
+    return NULL;
+}
+
+/* The same token held by another thread of this process (threads share a
+ * handle, so its token) is a live holder: the caller waits for it. */
+static void test_lock_threads_same_token_waits_for_holder(void **state)
+{
+    (void)state;
+    struct shared *sh = shared_new();
+    struct holder h = {sh, 0};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, hold_100ms, &h), 0);
+    while (!atomic_load(&h.taken))
+        test_sleep_ms(1);
+    assert_int_equal(lock_for(sh, 3, 5000), 0);
+    shmobj__os_lock_release(&sh->lock);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    shared_free(sh);
+}
+
 /* A waiter SIGKILLed asleep leaves `sleepers` set: the next release clears
  * it (one wake of nobody), the lock works as before, and the release after
  * that finds nothing to wake. */
@@ -293,6 +343,8 @@ static void test_lock_release_plain_once_registered(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_lock_word_naming_self_alone_ecorrupt),
+        cmocka_unit_test(test_lock_threads_same_token_waits_for_holder),
         cmocka_unit_test(test_lock_release_wakes_announced_sleeper),
         cmocka_unit_test(test_lock_sleeping_waiter_gets_lock),
         cmocka_unit_test(test_lock_three_processes_count_exact),

@@ -4,6 +4,8 @@
  * layer that calls the system. */
 #include <fcntl.h>
 #include <sched.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -56,4 +58,27 @@ void shmobj__os_pmutex_lock(shmobj__os_pmutex *m)
 void shmobj__os_pmutex_unlock(shmobj__os_pmutex *m)
 {
     (void)pthread_mutex_unlock(&m->m);
+}
+
+bool shmobj__os_threads_alone(void)
+{
+    /* /proc/self/stat: "pid (comm) state ppid ...", num_threads the 20th
+     * field; comm may hold spaces and parentheses, so count from its last
+     * ')'. */
+    char buf[1024];
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return false;
+    buf[n] = 0;
+    char *p = strrchr(buf, ')');
+    if (p == NULL)
+        return false;
+    /* after ')': field 3 (state) ... field 20 (num_threads) */
+    for (int field = 2; field < 20 && p != NULL; field++)
+        p = strchr(p + 1, ' ');
+    return p != NULL && strtol(p + 1, NULL, 10) == 1;
 }

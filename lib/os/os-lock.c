@@ -45,7 +45,9 @@
  * still attached between them: a dead owner's word is taken over with one
  * CAS from the exact value that named it, so of several waiters one wins
  * and returns SHMOBJ_EOWNERDEAD (repair the guarded state, keep the lock);
- * a word that names no possible owner is SHMOBJ_ECORRUPT; a live owner
+ * a word that names no possible owner is SHMOBJ_ECORRUPT (so is one that
+ * names the caller's own token in a process with no other thread: no
+ * acquire here nests, so only damage puts it there); a live owner
  * that keeps the lock past the caller's deadline is SHMOBJ_ETIMEDOUT.
  * Nothing here waits without a deadline. */
 #include <linux/membarrier.h>
@@ -166,8 +168,12 @@ int shmobj__os_lock_acquire(shmobj__os_lock *l, uint32_t self,
             continue;
         }
         uint32_t owner = w & ~OLD_CONTENDED;
-        int state = owner == self ? SHMOBJ__OS_OWNER_ALIVE
-                                  : owner_state(ctx, owner);
+        /* Our own token names another thread of this process as the
+         * owner; in a process with no other thread it names nobody (the
+         * word was damaged to our token): no live lock holds it. */
+        int state = owner != self ? owner_state(ctx, owner)
+                    : shmobj__os_threads_alone() ? SHMOBJ__OS_OWNER_BAD
+                                                 : SHMOBJ__OS_OWNER_ALIVE;
         if (state == SHMOBJ__OS_OWNER_BAD)
             return leave(l, slept, SHMOBJ_ECORRUPT);
         if (state == SHMOBJ__OS_OWNER_DEAD) {

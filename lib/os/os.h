@@ -158,6 +158,9 @@ static inline uint32_t shmobj__os_forks_seen(void)
 }
 /* getpid(), without a system call after the first. */
 uint32_t shmobj__os_pid(void);
+/* True when this process has one thread, the caller's (/proc/self/stat);
+ * false when it has more, or when that cannot be read. */
+bool shmobj__os_threads_alone(void);
 
 /* ---- backing objects and mappings -------------------------------------- */
 
