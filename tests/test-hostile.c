@@ -917,8 +917,9 @@ static uint64_t next_rand(uint64_t *x)
  * picked word; each gets a hostile value, a random word, or the original
  * with one bit flipped. HOSTILE_MULTI_CASES cases by default,
  * SHMOBJ_HOSTILE_MULTI_CASES to change it, SHMOBJ_HOSTILE_SEED to move
- * them, SHMOBJ_HOSTILE_MULTI_FIRST to start at a failing case; the
- * property is the single-word sweep's. */
+ * them, SHMOBJ_HOSTILE_MULTI_FIRST to start at a failing case,
+ * SHMOBJ_HOSTILE_REPLAY=FILE to run one kept case's bytes; the property is
+ * the single-word sweep's. */
 static void test_hostile_words_together_every_call_documented(void **state)
 {
     (void)state;
@@ -931,6 +932,22 @@ static void test_hostile_words_together_every_call_documented(void **state)
     uint64_t first = env_u64("SHMOBJ_HOSTILE_MULTI_FIRST", 0);
     char fails[MAX_FAILS][400];
     unsigned nfails = 0;
+    const char *replay = getenv("SHMOBJ_HOSTILE_REPLAY");
+    if (replay != NULL) {
+        /* one kept case's bytes (SHMOBJ_HOSTILE_KEEP) instead of the cases */
+        free(image);
+        image_load(replay);
+        file_write_n(path, NULL, NULL, 0);
+        int st = run_case(path, 1, NULL, NULL, 0);
+        if (st != 0)
+            print_error("%s: status %d in %s%s%s\n", replay, st, rep->call,
+                        rep->msg[0] ? ": " : "", rep->msg);
+        unlink(path);
+        free(words);
+        free(image);
+        assert_int_equal(st, 0);
+        return;
+    }
     for (uint64_t c = 0; c < cases && nfails < MAX_FAILS; c++) {
         uint64_t offs[8], vals[8];
         unsigned n = 2 + (unsigned)(next_rand(&x) % 7);
