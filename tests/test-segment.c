@@ -1417,6 +1417,58 @@ static void test_segment_open_while_growing_not_corrupt(void **state)
     assert_int_equal(shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM), 0);
 }
 
+/* ---- the public allocation and free with the core inline ---- */
+
+/* shmobj_arena_alloc() and shmobj_arena_free() run the arena core inline
+ * behind the segment lock (arena-inline.h): each damage of the heap that
+ * the core's own calls refuse is still SHMOBJ_ECORRUPT through the public
+ * calls, writes nothing, and once the bytes are restored both work again.
+ * The control block's magic and heap end, and a block's boundary tag. */
+static void test_arena_public_damaged_heap_ecorrupt(void **state)
+{
+    (void)state;
+    char name[96];
+    test_name(name, sizeof name, "pubdamage");
+    shmobj_segment *s = create_small(name);
+    uint8_t *base = (uint8_t *)s->space.base;
+    uint64_t *magic = (uint64_t *)(void *)(base + SHMOBJ__SEG_ARENA_OFF);
+    uint64_t *heap_end = (uint64_t *)(void *)(base + SHMOBJ__SEG_ARENA_OFF + 16);
+    shmobj_ref r = 0, r2 = 0;
+    void *p = NULL;
+    assert_int_equal(shmobj_arena_alloc(s, 100, 0, &r, &p), 0);
+    /* the next block's boundary tag: the block is 128 bytes, header
+     * included, and its payload starts 16 bytes into it */
+    uint64_t *tag = (uint64_t *)(void *)((uint8_t *)p - 16 + 128);
+    assert_int_equal(*tag, 128);
+
+    uint64_t saved = *magic;
+    *magic ^= 1;
+    assert_int_equal(shmobj_arena_alloc(s, 100, 0, &r2, NULL), SHMOBJ_ECORRUPT);
+    assert_int_equal(shmobj_arena_free(s, r), SHMOBJ_ECORRUPT);
+    *magic = saved;
+
+    saved = *heap_end;
+    *heap_end = s->max_size + 4096; /* beyond anything mapped */
+    assert_int_equal(shmobj_arena_alloc(s, 100, 0, &r2, NULL), SHMOBJ_ECORRUPT);
+    assert_int_equal(shmobj_arena_free(s, r), SHMOBJ_ECORRUPT);
+    *heap_end = saved | 8; /* not a multiple of 16 */
+    assert_int_equal(shmobj_arena_alloc(s, 100, 0, &r2, NULL), SHMOBJ_ECORRUPT);
+    *heap_end = saved;
+
+    *tag = 144;
+    assert_int_equal(shmobj_arena_free(s, r), SHMOBJ_ECORRUPT);
+    *tag = 128;
+
+    assert_int_equal(shmobj_arena_check(s, NULL), 0);
+    assert_int_equal(shmobj_arena_free(s, r), 0);
+    assert_int_equal(shmobj_arena_free(s, r), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_arena_alloc(s, 100, 0, &r2, NULL), 0);
+    assert_int_equal(shmobj_arena_free(s, r2), 0);
+    assert_int_equal(shmobj_arena_check(s, NULL), 0);
+    shmobj_segment_close(s);
+    shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1452,6 +1504,7 @@ int main(void)
         cmocka_unit_test(test_segment_replaced_reported),
         cmocka_unit_test(test_segment_replaced_queue_waits_ereplaced),
         cmocka_unit_test(test_segment_open_while_growing_not_corrupt),
+        cmocka_unit_test(test_arena_public_damaged_heap_ecorrupt),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,9 @@
 /* The arena's bytes and the helpers its sources share (arena.c: init,
  * allocation, free, reference checks, growth; arena-walk.c: the heap walk,
- * check, rebuild and statistics). Only lib/arena/ includes this header:
- * the layers above see arena.h alone.
+ * check, rebuild and statistics; arena-inline.h: the allocation and the
+ * free). Only lib/arena/ includes this header, and the segment's heap
+ * through arena-inline.h, whose inline allocation and free it calls; the
+ * other layers see arena.h alone.
  *
  * Invariants kept between calls (the heap check verifies each one):
  *  - The heap is a chain of blocks from heap_start to a 16-byte sentinel at
