@@ -1805,6 +1805,47 @@ static void test_view_index_short_keys(void **state)
     assert_int_equal(shmobj_field_get(&v, "abc", &it), SHMOBJ_ETYPE);
 }
 
+/* Keys of more than 14 bytes are str objects of the dict's block: each is
+ * found by shmobj_field_get() among many of its kind (equal lengths, equal
+ * prefixes), a near miss or a bytes key of the same bytes is not, and a
+ * long key slot naming memory outside its block is damage, not a miss. */
+static void test_field_get_long_keys_found_missed_or_damaged(void **state)
+{
+    static const char *const names[] = {
+        "in_a_good_state", "in_a_good_statf", "in_a_good_state_too", "fifteen_bytes_a",
+        "fifteen_bytes_b", "a key well past sixteen bytes", "sixteen_bytes_ab",
+        "the seventeenth!"};
+    enum { NL = sizeof names / sizeof names[0] };
+    shmobj_value kv[2 * (NL + 1)];
+    names_to_positions(kv, names, NL);
+    kv[2 * NL] = SHMOBJ_VAL_BYTES("fifteen_bytes_c", 15);
+    kv[2 * NL + 1] = SHMOBJ_VAL_INT(NL);
+    shmobj_ref r = put(state, SHMOBJ_VAL_DICT(kv, NL + 1));
+    shmobj_view v, it, kview;
+    int64_t x;
+    assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
+    for (int j = 0; j < NL; j++) {
+        assert_int_equal(shmobj_field_get(&v, names[j], &it), 0);
+        assert_int_equal(shmobj_int_get(&it, &x), 0);
+        assert_int_equal(x, j);
+    }
+    static const char *const misses[] = {"in_a_good_statd", "in_a_good_state_", "fifteen_bytes_c",
+                                         "a key well past sixteen byteS", "sixteen_bytes_a"};
+    for (size_t j = 0; j < sizeof misses / sizeof misses[0]; j++)
+        assert_int_equal(shmobj_field_get(&v, misses[j], &it), SHMOBJ_ENOTFOUND);
+    /* key 0's slot names a str object; point it below its block */
+    assert_int_equal(shmobj_view_key(&v, 0, &kview), 0);
+    uint8_t *ks = kview.slot;
+    assert_int_equal(ks[0], 0x40);
+    uint64_t pl;
+    memcpy(&pl, ks + 8, 8);
+    uint64_t bad = (pl & ~UINT64_C(0xffffffffffff)) | 16;
+    memcpy(ks + 8, &bad, 8);
+    assert_int_equal(shmobj_field_get(&v, names[0], &it), SHMOBJ_ECORRUPT);
+    memcpy(ks + 8, &pl, 8);
+    assert_int_equal(shmobj_field_get(&v, names[0], &it), 0);
+}
+
 /* A prepared key finds what its description finds, in dicts (short and
  * long string keys, bytes and integer keys), named structs and sets, and
  * misses what it misses; keys that were not prepared are refused. */
@@ -2571,6 +2612,7 @@ int main(void)
         T(test_obj_put_dict_roundtrip),
         T(test_obj_put_dict_duplicate_key),
         T(test_view_index_short_keys),
+        T(test_field_get_long_keys_found_missed_or_damaged),
         T(test_dict_key_medium_roundtrip_and_damage),
         T(test_field_get_key_every_length),
         T(test_tuple_of_str_packed_roundtrip_and_damage),

@@ -224,15 +224,28 @@ shmobj__dict_hit_short(const shmobj_view *v, uint64_t kn, uint64_t word,
  * second word, not 0) among medium string key slots: two word compares
  * per slot met, and anything else left to the full lookup. */
 static inline __attribute__((always_inline)) const struct shmobj__slot *
+shmobj__dict_hit_mwords(const shmobj_view *v, uint64_t w0, uint64_t w1, uint64_t hash,
+                        size_t *out);
+
+static inline __attribute__((always_inline)) const struct shmobj__slot *
 shmobj__dict_hit_medium(const shmobj_view *v, const shmobj_key *k, size_t *out)
+{
+    if (k->word_ == 0)
+        return NULL; /* not a key held in a slot */
+    return shmobj__dict_hit_mwords(v, shmobj__mstr_w0(k->ptr), k->word_, k->hash_, out);
+}
+
+/* The same given the key's two slot words (w1 not 0) and its hash, in
+ * registers: no shmobj_key in memory on the hit path of a lookup by a C
+ * string (shmobj_field_get). */
+static inline __attribute__((always_inline)) const struct shmobj__slot *
+shmobj__dict_hit_mwords(const shmobj_view *v, uint64_t w0, uint64_t w1, uint64_t hash,
+                        size_t *out)
 {
     const uint64_t *ix = (const uint64_t *)((const uint8_t *)v->obj + 16);
     struct shmobj__probe p;
-    uint64_t item, w1 = k->word_, w0;
-    if (w1 == 0)
-        return NULL; /* not a key held in a slot */
-    w0 = shmobj__mstr_w0(k->ptr);
-    shmobj__probe_start(&p, ix, v->len, k->hash_);
+    uint64_t item;
+    shmobj__probe_start(&p, ix, v->len, hash);
     while (shmobj__probe_next(&p, v->count, &item) == SHMOBJ__PROBE_HIT) {
         const struct shmobj__slot *ks =
             (const void *)((const uint8_t *)(p.ix + p.mask + 1) + 32 * item);
@@ -244,6 +257,33 @@ shmobj__dict_hit_medium(const shmobj_view *v, const shmobj_key *k, size_t *out)
             *out = (size_t)item;
             return ks;
         }
+    }
+    return NULL;
+}
+
+/* The same for a longer string key k (more than 14 bytes: written as a
+ * str object of the dict's block) among OBJ key slots: the object's
+ * length, then its bytes, compared inline; anything else is left to the
+ * full lookup. */
+static inline __attribute__((always_inline)) const struct shmobj__slot *
+shmobj__dict_hit_long(const shmobj_view *v, const shmobj_key *k, size_t *out)
+{
+    const uint64_t *ix = (const uint64_t *)((const uint8_t *)v->obj + 16);
+    struct shmobj__probe p;
+    uint64_t item;
+    shmobj__probe_start(&p, ix, v->len, k->hash_);
+    while (shmobj__probe_next(&p, v->count, &item) == SHMOBJ__PROBE_HIT) {
+        const struct shmobj__slot *ks =
+            (const void *)((const uint8_t *)(p.ix + p.mask + 1) + 32 * item);
+        if (ks->tag != SHMOBJ__SLOT_OBJ)
+            return NULL;
+        int rc = shmobj__key_obj_equal(v, shmobj__key_payload(ks), k);
+        if (rc == 1) {
+            *out = (size_t)item;
+            return ks;
+        }
+        if (rc < 0)
+            return NULL;
     }
     return NULL;
 }
