@@ -2392,6 +2392,55 @@ static void test_dict_key_medium_roundtrip_and_damage(void **state)
     assert_int_equal(shmobj_obj_put(SEG(*state), &d, &bad), SHMOBJ_EINVAL);
 }
 
+/* The measure counts a keyed container's key objects before its values'
+ * bytes, as the writer lays them out: a dict whose value is a packed tuple
+ * in its slot (unaligned bytes) and whose keys are str objects (16-aligned)
+ * measures the bytes the put writes, and the put succeeds (a put whose
+ * writer ends anywhere else refuses the description). Set members and
+ * struct names count the same way. */
+static void test_obj_size_keys_before_values_as_written(void **state)
+{
+    shmobj_value kv[] = {
+        SHMOBJ_VAL_STR("a key of seventeen"),
+        SHMOBJ_VAL_TUPLE_OF(SHMOBJ_VAL_STR("abc"), SHMOBJ_VAL_STR("de")),
+        SHMOBJ_VAL_STR("k"), SHMOBJ_VAL_STR("sixteen byte key"),
+        SHMOBJ_VAL_STR("another long key!"), SHMOBJ_VAL_INT(3),
+    };
+    shmobj_value d = SHMOBJ_VAL_DICT(kv, 3);
+    size_t size;
+    assert_int_equal(shmobj_obj_size(&d, &size), 0);
+    /* tree header and root (32), the dict's header, index (4 entries) and
+     * pairs (16 + 32 + 96), the keys' str objects (16 + 18 + 1 at 176, 16 +
+     * 17 + 1 at 224), then the tuple's bytes (4 + 3, unaligned, at 258) and
+     * the value's str object (16 + 16 + 1 at 272) */
+    assert_int_equal(size, 305);
+    shmobj_ref r = put(state, d);
+    shmobj_view v, it, s;
+    assert_int_equal(shmobj_obj_check(SEG(*state), r), 0);
+    assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
+    assert_int_equal(shmobj_field_get(&v, "a key of seventeen", &it), 0);
+    assert_int_equal(shmobj_view_item(&it, 1, &s), 0);
+    const char *p;
+    assert_int_equal(shmobj_str_get(&s, &p, NULL), 0);
+    assert_string_equal(p, "de");
+    assert_int_equal(shmobj_field_get(&v, "k", &it), 0);
+    assert_int_equal(shmobj_str_get(&it, &p, NULL), 0);
+    assert_string_equal(p, "sixteen byte key");
+    static const char *const names[] = {"a name of seventeen", "b"};
+    shmobj_value fields[] = {
+        SHMOBJ_VAL_TUPLE_OF(SHMOBJ_VAL_STR("x")),
+        SHMOBJ_VAL_STR("y"),
+    };
+    shmobj_value st = SHMOBJ_VAL_STRUCT(fields, 2, names);
+    assert_int_equal(shmobj_obj_size(&st, &size), 0);
+    /* 32, the struct's header, values, names and index (16 + 32 + 32 +
+     * 32), the long name's str object at 144 (16 + 19 + 1), the tuple's 2
+     * bytes at 180, the value's str object at 192 (16 + 1 + 1) */
+    assert_int_equal(size, 210);
+    shmobj_ref rs = put(state, st);
+    assert_int_equal(shmobj_obj_check(SEG(*state), rs), 0);
+}
+
 /* A tuple whose items are all strings without a NUL inside is written
  * packed (format version 2): a header and the strings back to back, each
  * with its NUL, no slot per item. It reads as any tuple (its length, its
@@ -2613,6 +2662,7 @@ int main(void)
         T(test_obj_put_dict_duplicate_key),
         T(test_view_index_short_keys),
         T(test_field_get_long_keys_found_missed_or_damaged),
+        T(test_obj_size_keys_before_values_as_written),
         T(test_dict_key_medium_roundtrip_and_damage),
         T(test_field_get_key_every_length),
         T(test_tuple_of_str_packed_roundtrip_and_damage),
