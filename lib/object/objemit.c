@@ -364,16 +364,6 @@ static int emit_obj(struct shmobj__wr *w, const shmobj_value *v, int depth, uint
         break;
     case SHMOBJ_TYPE_RECORD:
         return shmobj__emit_record(w, v, depth, rel);
-    case SHMOBJ_TYPE_LIST:
-        rc = emit_container(w, v, depth, pos, &h);
-        if (rc != 0)
-            return rc;
-        break;
-    case SHMOBJ_TYPE_DICT:
-        rc = emit_container(w, v, depth, pos, &h);
-        if (rc != 0)
-            return rc;
-        break;
     case SHMOBJ_TYPE_TUPLE:
         if ((rc = emit_packed(w, v, pos, &h)) <= 0) {
             if (rc != 0)
@@ -385,6 +375,15 @@ static int emit_obj(struct shmobj__wr *w, const shmobj_value *v, int depth, uint
     case SHMOBJ_TYPE_SET:
         rc = emit_container(w, v, depth, pos, &h);
         if (rc != 0)
+            return rc;
+        break;
+    /* a copy for each kind the writer meets most: each knows its kind */
+    case SHMOBJ_TYPE_LIST:
+        if ((rc = emit_container(w, v, depth, pos, &h)) != 0)
+            return rc;
+        break;
+    case SHMOBJ_TYPE_DICT:
+        if ((rc = emit_container(w, v, depth, pos, &h)) != 0)
             return rc;
         break;
     case SHMOBJ_TYPE_MLIST:
