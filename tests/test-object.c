@@ -1805,6 +1805,47 @@ static void test_view_index_short_keys(void **state)
     assert_int_equal(shmobj_field_get(&v, "abc", &it), SHMOBJ_ETYPE);
 }
 
+/* Keys of more than 14 bytes are str objects of the dict's block: each is
+ * found by shmobj_field_get() among many of its kind (equal lengths, equal
+ * prefixes), a near miss or a bytes key of the same bytes is not, and a
+ * long key slot naming memory outside its block is damage, not a miss. */
+static void test_field_get_long_keys_found_missed_or_damaged(void **state)
+{
+    static const char *const names[] = {
+        "in_a_good_state", "in_a_good_statf", "in_a_good_state_too", "fifteen_bytes_a",
+        "fifteen_bytes_b", "a key well past sixteen bytes", "sixteen_bytes_ab",
+        "the seventeenth!"};
+    enum { NL = sizeof names / sizeof names[0] };
+    shmobj_value kv[2 * (NL + 1)];
+    names_to_positions(kv, names, NL);
+    kv[2 * NL] = SHMOBJ_VAL_BYTES("fifteen_bytes_c", 15);
+    kv[2 * NL + 1] = SHMOBJ_VAL_INT(NL);
+    shmobj_ref r = put(state, SHMOBJ_VAL_DICT(kv, NL + 1));
+    shmobj_view v, it, kview;
+    int64_t x;
+    assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
+    for (int j = 0; j < NL; j++) {
+        assert_int_equal(shmobj_field_get(&v, names[j], &it), 0);
+        assert_int_equal(shmobj_int_get(&it, &x), 0);
+        assert_int_equal(x, j);
+    }
+    static const char *const misses[] = {"in_a_good_statd", "in_a_good_state_", "fifteen_bytes_c",
+                                         "a key well past sixteen byteS", "sixteen_bytes_a"};
+    for (size_t j = 0; j < sizeof misses / sizeof misses[0]; j++)
+        assert_int_equal(shmobj_field_get(&v, misses[j], &it), SHMOBJ_ENOTFOUND);
+    /* key 0's slot names a str object; point it below its block */
+    assert_int_equal(shmobj_view_key(&v, 0, &kview), 0);
+    uint8_t *ks = kview.slot;
+    assert_int_equal(ks[0], 0x40);
+    uint64_t pl;
+    memcpy(&pl, ks + 8, 8);
+    uint64_t bad = (pl & ~UINT64_C(0xffffffffffff)) | 16;
+    memcpy(ks + 8, &bad, 8);
+    assert_int_equal(shmobj_field_get(&v, names[0], &it), SHMOBJ_ECORRUPT);
+    memcpy(ks + 8, &pl, 8);
+    assert_int_equal(shmobj_field_get(&v, names[0], &it), 0);
+}
+
 /* A prepared key finds what its description finds, in dicts (short and
  * long string keys, bytes and integer keys), named structs and sets, and
  * misses what it misses; keys that were not prepared are refused. */
@@ -2351,6 +2392,55 @@ static void test_dict_key_medium_roundtrip_and_damage(void **state)
     assert_int_equal(shmobj_obj_put(SEG(*state), &d, &bad), SHMOBJ_EINVAL);
 }
 
+/* The measure counts a keyed container's key objects before its values'
+ * bytes, as the writer lays them out: a dict whose value is a packed tuple
+ * in its slot (unaligned bytes) and whose keys are str objects (16-aligned)
+ * measures the bytes the put writes, and the put succeeds (a put whose
+ * writer ends anywhere else refuses the description). Set members and
+ * struct names count the same way. */
+static void test_obj_size_keys_before_values_as_written(void **state)
+{
+    shmobj_value kv[] = {
+        SHMOBJ_VAL_STR("a key of seventeen"),
+        SHMOBJ_VAL_TUPLE_OF(SHMOBJ_VAL_STR("abc"), SHMOBJ_VAL_STR("de")),
+        SHMOBJ_VAL_STR("k"), SHMOBJ_VAL_STR("sixteen byte key"),
+        SHMOBJ_VAL_STR("another long key!"), SHMOBJ_VAL_INT(3),
+    };
+    shmobj_value d = SHMOBJ_VAL_DICT(kv, 3);
+    size_t size;
+    assert_int_equal(shmobj_obj_size(&d, &size), 0);
+    /* tree header and root (32), the dict's header, index (4 entries) and
+     * pairs (16 + 32 + 96), the keys' str objects (16 + 18 + 1 at 176, 16 +
+     * 17 + 1 at 224), then the tuple's bytes (4 + 3, unaligned, at 258) and
+     * the value's str object (16 + 16 + 1 at 272) */
+    assert_int_equal(size, 305);
+    shmobj_ref r = put(state, d);
+    shmobj_view v, it, s;
+    assert_int_equal(shmobj_obj_check(SEG(*state), r), 0);
+    assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
+    assert_int_equal(shmobj_field_get(&v, "a key of seventeen", &it), 0);
+    assert_int_equal(shmobj_view_item(&it, 1, &s), 0);
+    const char *p;
+    assert_int_equal(shmobj_str_get(&s, &p, NULL), 0);
+    assert_string_equal(p, "de");
+    assert_int_equal(shmobj_field_get(&v, "k", &it), 0);
+    assert_int_equal(shmobj_str_get(&it, &p, NULL), 0);
+    assert_string_equal(p, "sixteen byte key");
+    static const char *const names[] = {"a name of seventeen", "b"};
+    shmobj_value fields[] = {
+        SHMOBJ_VAL_TUPLE_OF(SHMOBJ_VAL_STR("x")),
+        SHMOBJ_VAL_STR("y"),
+    };
+    shmobj_value st = SHMOBJ_VAL_STRUCT(fields, 2, names);
+    assert_int_equal(shmobj_obj_size(&st, &size), 0);
+    /* 32, the struct's header, values, names and index (16 + 32 + 32 +
+     * 32), the long name's str object at 144 (16 + 19 + 1), the tuple's 2
+     * bytes at 180, the value's str object at 192 (16 + 1 + 1) */
+    assert_int_equal(size, 210);
+    shmobj_ref rs = put(state, st);
+    assert_int_equal(shmobj_obj_check(SEG(*state), rs), 0);
+}
+
 /* A tuple whose items are all strings without a NUL inside is written
  * packed (format version 2): a header and the strings back to back, each
  * with its NUL, no slot per item. It reads as any tuple (its length, its
@@ -2571,6 +2661,8 @@ int main(void)
         T(test_obj_put_dict_roundtrip),
         T(test_obj_put_dict_duplicate_key),
         T(test_view_index_short_keys),
+        T(test_field_get_long_keys_found_missed_or_damaged),
+        T(test_obj_size_keys_before_values_as_written),
         T(test_dict_key_medium_roundtrip_and_damage),
         T(test_field_get_key_every_length),
         T(test_tuple_of_str_packed_roundtrip_and_damage),

@@ -54,21 +54,29 @@ struct shmobj__wr {
 /* Key i of the keyed description v (a dict's key, a set's member, a named
  * struct's field name, which is a str of SHMOBJ_STRLEN bytes) described
  * as shmobj__desc_key() does: the one place the builder's passes and its
- * duplicate test read a key. */
+ * duplicate test read a key. shmobj__desc_key_of() takes v's kind, items
+ * and names read once (a writer's stores to its block could alias them). */
 static inline __attribute__((always_inline)) int
-shmobj__desc_key_at(const shmobj_value *v, size_t i, shmobj_key *key)
+shmobj__desc_key_of(unsigned type, const shmobj_value *items, const char *const *names,
+                    size_t i, shmobj_key *key)
 {
-    switch (v->type) {
+    switch (type) {
     case SHMOBJ_TYPE_SET:
-        return shmobj__desc_key(&v->v.c.items[i], key);
+        return shmobj__desc_key(&items[i], key);
     case SHMOBJ_TYPE_DICT:
-        return shmobj__desc_key(&v->v.c.items[2 * i], key);
+        return shmobj__desc_key(&items[2 * i], key);
     default:
         key->type = SHMOBJ_TYPE_STR;
         key->i = 0;
-        key->ptr = v->v.c.names[i];
+        key->ptr = names[i];
         return shmobj__desc_mem(SHMOBJ_TYPE_STR, key->ptr, SHMOBJ_STRLEN, &key->len);
     }
+}
+
+static inline __attribute__((always_inline)) int
+shmobj__desc_key_at(const shmobj_value *v, size_t i, shmobj_key *key)
+{
+    return shmobj__desc_key_of(v->type, v->v.c.items, v->v.c.names, i, key);
 }
 
 /* Is the described key dk one a writer holds in its slot (an int, a short

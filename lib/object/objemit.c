@@ -120,12 +120,17 @@ static int index_add(uint64_t *ix, uint64_t cap, const shmobj_value *v,
     }
 }
 
-/* Write the keys of a keyed object and enter each into the index at ix
- * (cap entries). */
-static int emit_keys(struct shmobj__wr *w, const shmobj_value *v, size_t n,
-                     uint64_t keys_rel, uint64_t stride, uint64_t *ix, uint64_t cap,
-                     int depth)
+/* Write the keys of the keyed object v of kind type and enter each into
+ * the index at ix (cap entries). Out of line: the containers' walk keeps
+ * a small frame. */
+static __attribute__((noinline)) int emit_keys(struct shmobj__wr *w, const shmobj_value *v,
+                                               unsigned type, size_t n, uint64_t keys_rel,
+                                               uint64_t stride, uint64_t *ix, uint64_t cap,
+                                               int depth)
 {
+    /* read once: the stores below could alias the description */
+    const shmobj_value *items = v->v.c.items;
+    const char *const *names = v->v.c.names;
     /* most indexes are a few words: stores, not a call */
     if (cap <= 16) {
         for (uint64_t e = 0; e < cap; e++)
@@ -136,7 +141,7 @@ static int emit_keys(struct shmobj__wr *w, const shmobj_value *v, size_t n,
     for (size_t i = 0; i < n; i++) {
         shmobj_key dk;
         uint8_t *at = w->blk + keys_rel + stride * (uint64_t)i;
-        int rc = shmobj__desc_key_at(v, i, &dk);
+        int rc = shmobj__desc_key_of(type, items, names, i, &dk);
         if (rc != 0)
             return rc;
         if (dk.type == SHMOBJ_TYPE_INT) {
@@ -287,11 +292,61 @@ static __attribute__((noinline)) int emit_ptup(struct shmobj__wr *w, const shmob
     return 0;
 }
 
+/* The header fields h, slots, keys and index of the fixed container v
+ * (list, tuple with slots, struct, dict, set) at the 16-aligned pos, then
+ * its values. Inlined once per kind the writer meets most (list, dict),
+ * so each copy knows its kind. */
+static inline __attribute__((always_inline)) int
+emit_container(struct shmobj__wr *w, const shmobj_value *v, int depth, uint64_t pos,
+               struct shmobj__obj *h)
+{
+    uint64_t n, cap, body;
+    int keyed, values, rc;
+    /* read once: the stores below could alias the description */
+    const unsigned type = v->type;
+    const shmobj_value *items = v->v.c.items;
+    rc = shmobj__desc_container(v, &n, &keyed, &values, &cap);
+    if (rc != 0)
+        return rc;
+    body = 16 * n * (uint64_t)(values + keyed) + 8 * cap;
+    rc = advance(w, pos, 16, body);
+    if (rc != 0)
+        return rc;
+    h->count = (uint32_t)n;
+    h->len = cap;
+    if (type == SHMOBJ_TYPE_STRUCT && keyed)
+        h->flags = SHMOBJ__OBJ_NAMES;
+    int dict = type == SHMOBJ_TYPE_DICT;
+    /* dict: index, then (key, value) pairs; others: values, keys, index */
+    uint64_t keys_rel = dict ? pos + 16 + 8 * cap : pos + 16 + (values ? 16 * n : 0);
+    uint64_t index_rel = dict ? pos + 16 : keys_rel + 16 * n;
+    uint64_t stride = dict ? 32 : 16;
+    size_t step = dict ? 2 : 1;
+    if (keyed) {
+        uint64_t *ix = (uint64_t *)(w->blk + index_rel);
+        rc = emit_keys(w, v, type, (size_t)n, keys_rel, stride, ix, cap, depth + 1);
+        if (rc != 0)
+            return rc;
+    }
+    if (values) {
+        /* value i at at0 + i * vstride (shmobj__value_rel) */
+        uint64_t at0 = pos + shmobj__value_rel(type, cap, 0);
+        uint64_t vstride = shmobj__value_rel(type, cap, 1) - shmobj__value_rel(type, cap, 0);
+        const shmobj_value *it = &items[step - 1];
+        for (size_t i = 0; i < n; i++, it += step) {
+            rc = emit_slot(w, it, at0 + vstride * i, depth + 1);
+            if (rc != 0)
+                return rc;
+        }
+    }
+    return 0;
+}
+
 /* Write the heap object v at the next 16-aligned position;
  * *rel receives that position. */
 static int emit_obj(struct shmobj__wr *w, const shmobj_value *v, int depth, uint64_t *rel)
 {
-    uint64_t pos, n, cap, body;
+    uint64_t pos, body;
     int rc;
     if (depth >= SHMOBJ_OBJ_MAXDEPTH)
         return SHMOBJ_EINVAL;
@@ -309,53 +364,28 @@ static int emit_obj(struct shmobj__wr *w, const shmobj_value *v, int depth, uint
         break;
     case SHMOBJ_TYPE_RECORD:
         return shmobj__emit_record(w, v, depth, rel);
-    case SHMOBJ_TYPE_LIST:
     case SHMOBJ_TYPE_TUPLE:
-    case SHMOBJ_TYPE_STRUCT:
-    case SHMOBJ_TYPE_DICT:
-    case SHMOBJ_TYPE_SET: {
-        int keyed, values;
-        if (v->type == SHMOBJ_TYPE_TUPLE && (rc = emit_packed(w, v, pos, &h)) <= 0) {
+        if ((rc = emit_packed(w, v, pos, &h)) <= 0) {
             if (rc != 0)
                 return rc;
             break;
         }
-        rc = shmobj__desc_container(v, &n, &keyed, &values, &cap);
+        /* fall through */
+    case SHMOBJ_TYPE_STRUCT:
+    case SHMOBJ_TYPE_SET:
+        rc = emit_container(w, v, depth, pos, &h);
         if (rc != 0)
             return rc;
-        body = 16 * n * (uint64_t)(values + keyed) + 8 * cap;
-        rc = advance(w, pos, 16, body);
-        if (rc != 0)
-            return rc;
-        h.count = (uint32_t)n;
-        h.len = cap;
-        if (v->type == SHMOBJ_TYPE_STRUCT && keyed)
-            h.flags = SHMOBJ__OBJ_NAMES;
-        int dict = v->type == SHMOBJ_TYPE_DICT;
-        /* dict: index, then (key, value) pairs; others: values, keys, index */
-        uint64_t keys_rel = dict ? pos + 16 + 8 * cap : pos + 16 + (values ? 16 * n : 0);
-        uint64_t index_rel = dict ? pos + 16 : keys_rel + 16 * n;
-        uint64_t stride = dict ? 32 : 16;
-        size_t step = dict ? 2 : 1;
-        if (keyed) {
-            uint64_t *ix = (uint64_t *)(w->blk + index_rel);
-            rc = emit_keys(w, v, (size_t)n, keys_rel, stride, ix, cap, depth + 1);
-            if (rc != 0)
-                return rc;
-        }
-        if (values) {
-            /* value i at at0 + i * vstride (shmobj__value_rel) */
-            uint64_t at0 = pos + shmobj__value_rel(v->type, cap, 0);
-            uint64_t vstride = shmobj__value_rel(v->type, cap, 1) - shmobj__value_rel(v->type, cap, 0);
-            const shmobj_value *it = &v->v.c.items[step - 1];
-            for (size_t i = 0; i < n; i++, it += step) {
-                rc = emit_slot(w, it, at0 + vstride * i, depth + 1);
-                if (rc != 0)
-                    return rc;
-            }
-        }
         break;
-    }
+    /* a copy for each kind the writer meets most: each knows its kind */
+    case SHMOBJ_TYPE_LIST:
+        if ((rc = emit_container(w, v, depth, pos, &h)) != 0)
+            return rc;
+        break;
+    case SHMOBJ_TYPE_DICT:
+        if ((rc = emit_container(w, v, depth, pos, &h)) != 0)
+            return rc;
+        break;
     case SHMOBJ_TYPE_MLIST:
     case SHMOBJ_TYPE_MDICT:
     case SHMOBJ_TYPE_MSET:

@@ -198,6 +198,38 @@ int shmobj_view_get_str(const shmobj_view *view, const char *key,
     return shmobj_field_get(view, key, item);
 }
 
+/* shmobj_field_get() past its hit path: the key of n bytes (hash h)
+ * prepared in memory for the full lookups, which decide everything the
+ * hit path left (another kind of view, a long key, a miss, damage). */
+static __attribute__((noinline)) int field_get_full(const shmobj_view *view, const char *key,
+                                                    uint64_t n, uint64_t h,
+                                                    shmobj_view *item)
+{
+    size_t i;
+    int rc;
+    /* shmobj__key_prepare() by hand: the kind is known */
+    shmobj_key k = {.type = SHMOBJ_TYPE_STR, .ptr = key, .len = n};
+    k.hash_ = h;
+    /* shmobj__key_word() without shmobj__mstr_fits()'s test of the last
+     * byte: a C string's bytes before its NUL are never NUL */
+    k.word_ = n <= SHMOBJ__SSTR_MAX   ? shmobj__pack_short((const uint8_t *)key, n)
+              : n <= SHMOBJ__MSTR_MAX ? shmobj__mstr_w1((const uint8_t *)key, n)
+                                      : 0;
+    if (view->type == SHMOBJ_TYPE_RECORD)
+        rc = record_find(view, &k, &i);
+    else if (view->type != SHMOBJ_TYPE_DICT)
+        rc = shmobj__index_find(view, &k, &i, NULL);
+    else if (n > SHMOBJ__MSTR_MAX)
+        rc = shmobj__dict_lookup(view, &k, SHMOBJ__LOOKUP_LONG, &i);
+    else if (n > SHMOBJ__SSTR_MAX)
+        rc = shmobj__dict_lookup(view, &k, SHMOBJ__LOOKUP_MEDIUM, &i);
+    else
+        rc = dict_find_short(view, &k, &i);
+    if (rc != 0)
+        return rc;
+    return value_view(view, i, item);
+}
+
 int shmobj_field_get(const shmobj_view *view, const char *key,
                      shmobj_view *item)
 {
@@ -213,32 +245,26 @@ int shmobj_field_get(const shmobj_view *view, const char *key,
     /* The C library's strlen reads a vector per step: for the names of
      * records (4 to 15 bytes) fewer instructions than a byte loop. */
     uint64_t n = strlen(key);
-    int rc;
-    /* shmobj__key_prepare() by hand: the kind is known */
-    shmobj_key k = {.type = SHMOBJ_TYPE_STR, .ptr = key, .len = n};
-    k.hash_ = shmobj__hash_mem(SHMOBJ_TYPE_STR, key, n);
-    /* shmobj__key_word() without shmobj__mstr_fits()'s test of the last
-     * byte: a C string's bytes before its NUL are never NUL */
-    k.word_ = n <= SHMOBJ__SSTR_MAX   ? shmobj__pack_short((const uint8_t *)key, n)
-              : n <= SHMOBJ__MSTR_MAX ? shmobj__mstr_w1((const uint8_t *)key, n)
-                                      : 0;
-    if (view->type == SHMOBJ_TYPE_RECORD)
-        rc = record_find(view, &k, &i);
-    else if (view->type != SHMOBJ_TYPE_DICT)
-        rc = shmobj__index_find(view, &k, &i, NULL);
-    else if (n > SHMOBJ__MSTR_MAX)
-        rc = shmobj__dict_lookup(view, &k, SHMOBJ__LOOKUP_LONG, &i);
-    else if (n > SHMOBJ__SSTR_MAX)
-        rc = shmobj__dict_hit_medium(view, &k, &i) != NULL
-                 ? 0
-                 : shmobj__dict_lookup(view, &k, SHMOBJ__LOOKUP_MEDIUM, &i);
-    else if (shmobj__dict_hit_short(view, n, k.word_, k.hash_, &i) != NULL)
-        rc = 0;
-    else
-        rc = dict_find_short(view, &k, &i);
-    if (rc != 0)
-        return rc;
-    return value_view(view, i, item);
+    uint64_t h = shmobj__hash_mem(SHMOBJ_TYPE_STR, key, n);
+    /* A dict's key found among key slots of its own kind: the key stays
+     * in registers (a C string's bytes before its NUL are never NUL, so
+     * its medium words need no test of the last byte). */
+    if (view->type == SHMOBJ_TYPE_DICT) {
+        const uint8_t *s = (const uint8_t *)key;
+        const struct shmobj__slot *hit;
+        if (n <= SHMOBJ__SSTR_MAX) {
+            hit = shmobj__dict_hit_short(view, n, shmobj__pack_short(s, n), h, &i);
+        } else if (n <= SHMOBJ__MSTR_MAX) {
+            hit = shmobj__dict_hit_mwords(view, shmobj__mstr_w0(s), shmobj__mstr_w1(s, n), h,
+                                          &i);
+        } else {
+            const shmobj_key k = {.type = SHMOBJ_TYPE_STR, .ptr = key, .len = n, .hash_ = h};
+            hit = shmobj__dict_hit_long(view, &k, &i);
+        }
+        if (hit != NULL)
+            return value_view(view, i, item);
+    }
+    return field_get_full(view, key, n, h, item);
 }
 
 int shmobj_view_get_key(const shmobj_view *view, const shmobj_key *key,

@@ -186,17 +186,25 @@ shmobj__dict_lookup(const shmobj_view *v, const shmobj_key *k, enum shmobj__look
     return shmobj__lookup(v, ix, (const uint8_t *)(ix + v->len), 32, k, how, out, NULL);
 }
 
-/* The common case of the hot increments, without calls (so it keeps few
- * registers and stays cheap to inline): the key slot, with *out set, when
- * the probe of a dict meets the short string key (kn bytes, packed as
- * `word`) among short string key slots, else NULL, and the caller runs
- * the full lookup, which decides everything else (absent, a key slot of
- * another kind, damage). It walks the same probe, so a hit here is the hit
- * the full lookup would return. (A dict's value slot follows its key
- * slot: the pair is 32 bytes.) */
+/* The hit paths of a dict's string lookups, without calls but the long
+ * key's compare (so they keep few registers and stay cheap to inline): the
+ * key slot, with *out set, when the probe of hash meets the key among key
+ * slots of the kind `how` (a constant) names, else NULL, and the caller
+ * runs the full lookup, which decides everything else (absent, a key slot
+ * of another kind, damage). They walk the same probe, so a hit here is
+ * the hit the full lookup would return. (A dict's value slot follows its
+ * key slot: the pair is 32 bytes.) The key, by kind:
+ * - SHORT: kn bytes (at most SHMOBJ__SSTR_MAX) packed as w1. Writers
+ *   NUL-pad short keys, as w1 is: equal words, equal keys; a slot with
+ *   other padding (damage) misses here, and the full lookup decides.
+ * - MEDIUM: the two words w0, w1 (not 0) of its medium key slot: a word
+ *   equal to w0 carries the medium tag, an equal second word is a medium
+ *   key's (never 0, top byte 0).
+ * - LONG: k, more than SHMOBJ__MSTR_MAX bytes, a str object of the
+ *   dict's block: its length, then its bytes. */
 static inline __attribute__((always_inline)) const struct shmobj__slot *
-shmobj__dict_hit_short(const shmobj_view *v, uint64_t kn, uint64_t word,
-                       uint64_t hash, size_t *out)
+shmobj__dict_hit_as(const shmobj_view *v, enum shmobj__lookup_how how, uint64_t kn,
+                    uint64_t w0, uint64_t w1, const shmobj_key *k, uint64_t hash, size_t *out)
 {
     const uint64_t *ix = (const uint64_t *)((const uint8_t *)v->obj + 16);
     struct shmobj__probe p;
@@ -204,48 +212,66 @@ shmobj__dict_hit_short(const shmobj_view *v, uint64_t kn, uint64_t word,
     shmobj__probe_start(&p, ix, v->len, hash);
     while (shmobj__probe_next(&p, v->count, &item) == SHMOBJ__PROBE_HIT) {
         /* the pairs follow the index's cap entries */
-        const struct shmobj__slot *k =
-            (const void *)((const uint8_t *)(p.ix + p.mask + 1) + 32 * item);
-        uint8_t kn_at = k->reserved0; /* read once: checked, then compared */
-        if (k->tag != SHMOBJ__SLOT_SSTR || kn_at > SHMOBJ__SSTR_MAX)
-            return NULL;
-        /* Writers NUL-pad short keys, as word is: equal words, equal keys.
-         * A slot with other padding (damage) misses here, and the full
-         * lookup decides. */
-        if (kn_at == kn && shmobj__key_payload(k) == word) {
-            *out = (size_t)item;
-            return k;
-        }
-    }
-    return NULL;
-}
-
-/* The same for a medium string key k (8..14 bytes, k->word_ its slot's
- * second word, not 0) among medium string key slots: two word compares
- * per slot met, and anything else left to the full lookup. */
-static inline __attribute__((always_inline)) const struct shmobj__slot *
-shmobj__dict_hit_medium(const shmobj_view *v, const shmobj_key *k, size_t *out)
-{
-    const uint64_t *ix = (const uint64_t *)((const uint8_t *)v->obj + 16);
-    struct shmobj__probe p;
-    uint64_t item, w1 = k->word_, w0;
-    if (w1 == 0)
-        return NULL; /* not a key held in a slot */
-    w0 = shmobj__mstr_w0(k->ptr);
-    shmobj__probe_start(&p, ix, v->len, k->hash_);
-    while (shmobj__probe_next(&p, v->count, &item) == SHMOBJ__PROBE_HIT) {
         const struct shmobj__slot *ks =
             (const void *)((const uint8_t *)(p.ix + p.mask + 1) + 32 * item);
-        /* a word equal to w0 carries the medium tag; an equal second word
-         * is a medium key's (never 0, top byte 0) */
-        if (shmobj__load64((const uint8_t *)ks) != w0)
-            return NULL;
-        if (shmobj__key_payload(ks) == w1) {
+        int eq;
+        if (how == SHMOBJ__LOOKUP_SHORT) {
+            uint8_t kn_at = ks->reserved0; /* read once: checked, then compared */
+            if (ks->tag != SHMOBJ__SLOT_SSTR || kn_at > SHMOBJ__SSTR_MAX)
+                return NULL;
+            eq = kn_at == kn && shmobj__key_payload(ks) == w1;
+        } else if (how == SHMOBJ__LOOKUP_MEDIUM) {
+            if (shmobj__load64((const uint8_t *)ks) != w0)
+                return NULL;
+            eq = shmobj__key_payload(ks) == w1;
+        } else {
+            if (ks->tag != SHMOBJ__SLOT_OBJ)
+                return NULL;
+            eq = shmobj__key_obj_equal(v, shmobj__key_payload(ks), k);
+            if (eq < 0)
+                return NULL;
+        }
+        if (__builtin_expect(eq, 1)) {
             *out = (size_t)item;
             return ks;
         }
     }
     return NULL;
+}
+
+/* The short string key of kn bytes packed as `word` (the hot increments'
+ * case). */
+static inline __attribute__((always_inline)) const struct shmobj__slot *
+shmobj__dict_hit_short(const shmobj_view *v, uint64_t kn, uint64_t word,
+                       uint64_t hash, size_t *out)
+{
+    return shmobj__dict_hit_as(v, SHMOBJ__LOOKUP_SHORT, kn, 0, word, NULL, hash, out);
+}
+
+/* A medium string key given by its two slot words (w1 not 0) and its
+ * hash, in registers (no shmobj_key in memory: a lookup by a C string). */
+static inline __attribute__((always_inline)) const struct shmobj__slot *
+shmobj__dict_hit_mwords(const shmobj_view *v, uint64_t w0, uint64_t w1, uint64_t hash,
+                        size_t *out)
+{
+    return shmobj__dict_hit_as(v, SHMOBJ__LOOKUP_MEDIUM, 0, w0, w1, NULL, hash, out);
+}
+
+/* A prepared medium string key k (8..14 bytes, k->word_ its slot's second
+ * word; 0 for a key no slot holds). */
+static inline __attribute__((always_inline)) const struct shmobj__slot *
+shmobj__dict_hit_medium(const shmobj_view *v, const shmobj_key *k, size_t *out)
+{
+    if (k->word_ == 0)
+        return NULL; /* not a key held in a slot */
+    return shmobj__dict_hit_mwords(v, shmobj__mstr_w0(k->ptr), k->word_, k->hash_, out);
+}
+
+/* A prepared string key k of more than 14 bytes. */
+static inline __attribute__((always_inline)) const struct shmobj__slot *
+shmobj__dict_hit_long(const shmobj_view *v, const shmobj_key *k, size_t *out)
+{
+    return shmobj__dict_hit_as(v, SHMOBJ__LOOKUP_LONG, 0, 0, 0, k, k->hash_, out);
 }
 
 /* The name slot in the shape of record view rec that the first index

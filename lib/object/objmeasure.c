@@ -20,9 +20,12 @@ measure_slot(const shmobj_value *v, int depth, uint64_t *cur, int *need64);
 /* Bytes of a str/bytes object of n bytes at the 16-aligned *cur. */
 static inline int measure_mem(uint64_t n, int depth, uint64_t *cur)
 {
-    uint64_t pos = (*cur + 15) & ~UINT64_C(15), end;
-    if (depth >= SHMOBJ_OBJ_MAXDEPTH || n >= SHMOBJ__MAX_BLOCK ||
-        !shmobj__add_ok(pos, 17 + n, &end) || end > SHMOBJ__MAX_BLOCK)
+    /* The cursor stays below 2^47 (every step checks it against
+     * SHMOBJ__MAX_BLOCK, 2^46, but for a control block's few hundred
+     * bytes), and n is checked below 2^46 before its sum counts: no
+     * overflow. */
+    uint64_t end = ((*cur + 15) & ~UINT64_C(15)) + 17 + n;
+    if (depth >= SHMOBJ_OBJ_MAXDEPTH || n >= SHMOBJ__MAX_BLOCK || end > SHMOBJ__MAX_BLOCK)
         return SHMOBJ_EINVAL;
     *cur = end;
     return 0;
@@ -120,9 +123,89 @@ static __attribute__((noinline)) int measure_packed(const shmobj_value *v, uint6
     return 0;
 }
 
+/* A buffer at the 16-aligned pos: rare and shape-heavy, so the writer's
+ * own code, without a block, and out of line (the containers' walk keeps
+ * a small frame). */
+static __attribute__((noinline)) int measure_buffer(const shmobj_value *v, uint64_t pos,
+                                                    uint64_t *cur, int *need64)
+{
+    struct shmobj__wr w = {NULL, 0, 0, pos, SHMOBJ__MAX_BLOCK, 0, NULL, NULL};
+    struct shmobj__obj h;
+    int rc = shmobj__emit_buffer(&w, v, pos, &h);
+    if (rc != 0)
+        return rc;
+    *cur = w.cur;
+    *need64 |= SHMOBJ__M_ALIGN64;
+    return 0;
+}
+
+/* A fixed container (list, tuple with slots, struct, dict, set) at the
+ * 16-aligned pos: its header, slots and index, then its keys' and its
+ * values' bytes, in the order the writer writes them (keys first: the
+ * cursor's alignment depends on it). Inlined once per kind the walk meets
+ * most (list, dict), so each copy knows its kind. */
+static inline __attribute__((always_inline)) int
+measure_container(const shmobj_value *v, int depth, uint64_t pos, uint64_t *cur, int *need64)
+{
+    uint64_t n, cap, end;
+    int rc;
+    int keyed, values;
+    rc = shmobj__desc_container(v, &n, &keyed, &values, &cap);
+    if (rc != 0)
+        return rc;
+    /* n < 2^32: no overflow in 16 * n * 2 + 8 * cap */
+    if (!shmobj__add_ok(pos, 16 + 16 * n * (uint64_t)(values + keyed) + 8 * cap, &end) ||
+        end > SHMOBJ__MAX_BLOCK)
+        return SHMOBJ_EINVAL;
+    /* The cursor and the items in locals: the caller's *cur could alias
+     * the description, which every store to it would make the loops read
+     * again. */
+    uint64_t c = end;
+    const shmobj_value *items = v->v.c.items;
+    depth++;
+    if (keyed && v->type == SHMOBJ_TYPE_STRUCT) {
+        const char *const *names = v->v.c.names;
+        for (size_t i = 0; i < n; i++) {
+            uint64_t kn;
+            /* shmobj__desc_key_at() by kind: short and medium string keys
+             * live in their slots */
+            const char *nm = names[i];
+            rc = shmobj__desc_mem(SHMOBJ_TYPE_STR, nm, SHMOBJ_STRLEN, &kn);
+            if (rc == 0 && kn > SHMOBJ__SSTR_MAX && !shmobj__mstr_fits((const uint8_t *)nm, kn))
+                rc = measure_mem(kn, depth, &c);
+            if (rc != 0)
+                return rc;
+        }
+    } else if (keyed) {
+        size_t step = v->type == SHMOBJ_TYPE_SET ? 1 : 2;
+        for (const shmobj_value *k = items, *e = items + step * n; k != e; k += step) {
+            /* ints take no bytes */
+            if (k->type == SHMOBJ_TYPE_INT)
+                continue;
+            shmobj_key dk;
+            rc = shmobj__desc_key(k, &dk);
+            if (rc == 0 && !shmobj__key_in_slot(&dk))
+                rc = measure_mem(dk.len, depth, &c);
+            if (rc != 0)
+                return rc;
+        }
+    }
+    if (values) {
+        size_t step = v->type == SHMOBJ_TYPE_DICT ? 2 : 1;
+        for (const shmobj_value *it = items + step - 1, *e = it + step * n; it != e;
+             it += step) {
+            rc = measure_slot(it, depth, &c, need64);
+            if (rc != 0)
+                return rc;
+        }
+    }
+    *cur = c;
+    return 0;
+}
+
 static int measure_obj(const shmobj_value *v, int depth, uint64_t *cur, int *need64)
 {
-    uint64_t pos, n, cap, end;
+    uint64_t pos, n;
     int rc;
     if (depth >= SHMOBJ_OBJ_MAXDEPTH || *cur > SHMOBJ__MAX_BLOCK)
         return SHMOBJ_EINVAL;
@@ -134,23 +217,16 @@ static int measure_obj(const shmobj_value *v, int depth, uint64_t *cur, int *nee
         rc = shmobj__desc_mem(v->type, v->v.s.ptr, v->v.s.len, &len);
         return rc != 0 ? rc : measure_mem(len, depth, cur);
     }
-    case SHMOBJ_TYPE_BUFFER: {
-        /* Rare and shape-heavy: the writer's own code, without a block. */
-        struct shmobj__wr w = {NULL, 0, 0, pos, SHMOBJ__MAX_BLOCK, 0, NULL, NULL};
-        struct shmobj__obj h;
-        rc = shmobj__emit_buffer(&w, v, pos, &h);
-        if (rc != 0)
-            return rc;
-        *cur = w.cur;
-        *need64 |= SHMOBJ__M_ALIGN64;
-        return 0;
-    }
+    case SHMOBJ_TYPE_BUFFER:
+        return measure_buffer(v, pos, cur, need64);
     case SHMOBJ_TYPE_RECORD:
         return measure_record(v, depth, pos, cur, need64);
     case SHMOBJ_TYPE_LIST:
+        return measure_container(v, depth, pos, cur, need64);
+    case SHMOBJ_TYPE_DICT:
+        return measure_container(v, depth, pos, cur, need64);
     case SHMOBJ_TYPE_TUPLE:
     case SHMOBJ_TYPE_STRUCT:
-    case SHMOBJ_TYPE_DICT:
     case SHMOBJ_TYPE_SET:
         break;
     case SHMOBJ_TYPE_MLIST:
@@ -167,49 +243,7 @@ static int measure_obj(const shmobj_value *v, int depth, uint64_t *cur, int *nee
     }
     if (v->type == SHMOBJ_TYPE_TUPLE && (rc = measure_packed(v, pos, cur)) <= 0)
         return rc;
-    int keyed, values;
-    rc = shmobj__desc_container(v, &n, &keyed, &values, &cap);
-    if (rc != 0)
-        return rc;
-    /* n < 2^32: no overflow in 16 * n * 2 + 8 * cap */
-    if (!shmobj__add_ok(pos, 16 + 16 * n * (uint64_t)(values + keyed) + 8 * cap, &end) ||
-        end > SHMOBJ__MAX_BLOCK)
-        return SHMOBJ_EINVAL;
-    *cur = end;
-    depth++;
-    if (keyed) {
-        for (size_t i = 0; i < n; i++) {
-            uint64_t kn;
-            /* shmobj__desc_key_at() by kind: ints take no bytes, and short
-             * string keys live in their slots */
-            if (v->type == SHMOBJ_TYPE_STRUCT) {
-                const char *nm = v->v.c.names[i];
-                rc = shmobj__desc_mem(SHMOBJ_TYPE_STR, nm, SHMOBJ_STRLEN, &kn);
-                if (rc == 0 && kn > SHMOBJ__SSTR_MAX &&
-                    !shmobj__mstr_fits((const uint8_t *)nm, kn))
-                    rc = measure_mem(kn, depth, cur);
-            } else {
-                const shmobj_value *k = &v->v.c.items[v->type == SHMOBJ_TYPE_SET ? i : 2 * i];
-                if (k->type == SHMOBJ_TYPE_INT)
-                    continue;
-                shmobj_key dk;
-                rc = shmobj__desc_key(k, &dk);
-                if (rc == 0 && !shmobj__key_in_slot(&dk))
-                    rc = measure_mem(dk.len, depth, cur);
-            }
-            if (rc != 0)
-                return rc;
-        }
-    }
-    if (values) {
-        size_t step = v->type == SHMOBJ_TYPE_DICT ? 2 : 1;
-        for (size_t i = 0; i < n; i++) {
-            rc = measure_slot(&v->v.c.items[i * step + step - 1], depth, cur, need64);
-            if (rc != 0)
-                return rc;
-        }
-    }
-    return 0;
+    return measure_container(v, depth, pos, cur, need64);
 }
 
 int shmobj__measure(const shmobj_value *val, uint64_t *size, int *need64)

@@ -94,6 +94,37 @@ int shmobj__tree_open(struct shmobj__space *sp, shmobj__ref ref, int from_caller
     return tree_open_inline(sp, ref, from_caller, blk, blen, &rootrec);
 }
 
+int shmobj__view_follow_separate(struct shmobj__space *sp, uint64_t p, shmobj_view *out)
+{
+    uint64_t ob, oblen, off;
+    uint16_t gen = shmobj__ref_gen(p);
+    /* A block of its own (an item replaced after creation). */
+    int rc = shmobj__tree_open(sp, p, 0, &ob, &oblen);
+    if (rc != 0)
+        return rc;
+    const struct shmobj__tree *t = (const void *)(sp->base + ob);
+    const struct shmobj__slot *root = (const void *)(t + 1);
+    uint8_t rtag = root->tag;
+    if (shmobj__tree_rootrec(t->version, atomic_load_explicit(
+                                             &((struct shmobj__tree *)t)->flags,
+                                             memory_order_relaxed)))
+        /* an adopted record alone, version 3: its header is the tree
+         * header's */
+        return shmobj__rootrec_view(sp, ob, oblen, gen, out);
+    if (rtag == SHMOBJ__SLOT_RECORD) {
+        /* an adopted record put alone: in its root slot's place */
+        off = ob + sizeof(struct shmobj__tree);
+    } else {
+        uint64_t q = atomic_load_explicit(&((struct shmobj__slot *)root)->payload,
+                                          memory_order_acquire);
+        off = shmobj__ref_off(q);
+        if (rtag != SHMOBJ__SLOT_OBJ || shmobj__ref_gen(q) != gen || off < ob ||
+            off - ob >= oblen)
+            return SHMOBJ_ECORRUPT;
+    }
+    return shmobj__view_obj_at(sp, off, ob, oblen, gen, out);
+}
+
 int shmobj__view_follow(struct shmobj__space *sp, uint64_t p, uint64_t blk,
                         uint64_t blen, uint16_t bgen, shmobj_view *out)
 {

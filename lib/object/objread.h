@@ -134,42 +134,13 @@ shmobj__body_size(const struct shmobj__obj *h, uint64_t rem, uint64_t *out)
     return *out <= rem ? 0 : SHMOBJ_ECORRUPT;
 }
 
+/* The view's object part for the object at segment offset off, which
+ * lies in the block [ob, ob + oblen) of generation ogen: its header
+ * checked against what is left of the block, then copied into out once. */
 static inline __attribute__((always_inline)) int
-shmobj__view_follow_inline(struct shmobj__space *sp, uint64_t p, uint64_t blk,
-                           uint64_t blen, uint16_t bgen, shmobj_view *out)
+shmobj__view_obj_at(struct shmobj__space *sp, uint64_t off, uint64_t ob, uint64_t oblen,
+                    uint16_t ogen, shmobj_view *out)
 {
-    uint64_t off = shmobj__ref_off(p);
-    uint16_t gen = shmobj__ref_gen(p);
-    uint64_t ob = blk, oblen = blen;
-    if (off >= blk && off - blk < blen) {
-        if (gen != bgen)
-            return SHMOBJ_ECORRUPT;
-    } else {
-        /* A block of its own (an item replaced after creation). */
-        int rc = shmobj__tree_open(sp, p, 0, &ob, &oblen);
-        if (rc != 0)
-            return rc;
-        const struct shmobj__tree *t = (const void *)(sp->base + ob);
-        const struct shmobj__slot *root = (const void *)(t + 1);
-        uint8_t rtag = root->tag;
-        if (shmobj__tree_rootrec(t->version, atomic_load_explicit(
-                                                 &((struct shmobj__tree *)t)->flags,
-                                                 memory_order_relaxed)))
-            /* an adopted record alone, version 3: its header is the tree
-             * header's (out of line) */
-            return shmobj__rootrec_view(sp, ob, oblen, gen, out);
-        if (rtag == SHMOBJ__SLOT_RECORD) {
-            /* an adopted record put alone: in its root slot's place */
-            off = ob + sizeof(struct shmobj__tree);
-        } else {
-            uint64_t q = atomic_load_explicit(
-                &((struct shmobj__slot *)root)->payload, memory_order_acquire);
-            off = shmobj__ref_off(q);
-            if (rtag != SHMOBJ__SLOT_OBJ || shmobj__ref_gen(q) != gen ||
-                off < ob || off - ob >= oblen)
-                return SHMOBJ_ECORRUPT;
-        }
-    }
     /* off lies in [ob, ob + oblen). */
     uint64_t rel = off - ob, body;
     if (!shmobj__aligned(off, 16) || oblen - rel < 16)
@@ -198,7 +169,7 @@ shmobj__view_follow_inline(struct shmobj__space *sp, uint64_t p, uint64_t blk,
     out->obj = hp;
     out->obj_blk = ob;
     out->obj_blen = oblen;
-    out->obj_gen = (uint16_t)(ob == blk ? bgen : gen);
+    out->obj_gen = ogen;
     out->type = h.tag;
     out->count = h.count;
     out->len = h.len;
@@ -208,6 +179,25 @@ shmobj__view_follow_inline(struct shmobj__space *sp, uint64_t p, uint64_t blk,
     if (h.tag == SHMOBJ_TYPE_RECORD)
         return shmobj__record_view(sp, &h, out); /* its shape, out of line */
     return 0;
+}
+
+
+/* shmobj__view_follow_inline() for a payload naming a block of its own
+ * (an item replaced after creation, an adopted object): out of line, so
+ * that the inline path keeps no call but the record's. */
+int shmobj__view_follow_separate(struct shmobj__space *sp, uint64_t p, shmobj_view *out);
+
+static inline __attribute__((always_inline)) int
+shmobj__view_follow_inline(struct shmobj__space *sp, uint64_t p, uint64_t blk,
+                           uint64_t blen, uint16_t bgen, shmobj_view *out)
+{
+    uint64_t off = shmobj__ref_off(p);
+    if (!(off >= blk && off - blk < blen))
+        return shmobj__view_follow_separate(sp, p, out);
+    /* inline: the block's own generation */
+    if (shmobj__ref_gen(p) != bgen)
+        return SHMOBJ_ECORRUPT;
+    return shmobj__view_obj_at(sp, off, blk, blen, bgen, out);
 }
 
 /* Times a view follows a slot's value anew after finding it replaced
