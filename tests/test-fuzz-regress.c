@@ -8,11 +8,14 @@
  * documentation (include/shmobj/segment.h) did not list that code. The
  * test holds the call to the codes it documents now.
  *
- * test_queue_trim_retire_lock_live_documented: fuzz-queue, its retire
- * FIFO lock word set to a live handle's token (the target clears such a
- * word now, as a live holder is rightly waited for). shmobj_queue_trim()
- * waits the default 10 s bound for it and returns SHMOBJ_EBUSY, which its
- * documentation (include/shmobj/queue.h) did not list.
+ * test_queue_trim_retire_lock_threads_live_documented: fuzz-queue, its
+ * retire FIFO lock word set to a live handle's token (the target clears
+ * such a word now, as a live holder is rightly waited for).
+ * shmobj_queue_trim() waits the default 10 s bound for it and returns
+ * SHMOBJ_EBUSY, which its documentation (include/shmobj/queue.h) did not
+ * list. The handle is the caller's own, so the process has a second thread
+ * that could hold it; with none (test_queue_trim_retire_lock_self_alone
+ * _ecorrupt), nobody can, and the word is refused at once.
  *
  * test_queue_trim_retire_lock_impossible_ecorrupt and
  * test_queue_trim_retire_lock_dead_taken_over: fuzz-queue, inputs
@@ -27,9 +30,12 @@
 
 #include <cmocka.h>
 
+#include <pthread.h>
+
 #include "queue-internal.h"
 #include "segment.h"
 #include "shmobj.h"
+#include "test-util.h"
 
 static shmobj_segment *create_small(void)
 {
@@ -94,15 +100,32 @@ static _Atomic uint32_t *queue_with_retired(shmobj_segment *seg, shmobj_queue **
     return &shmobj__queue_retire(*q)->lock.word;
 }
 
-static void test_queue_trim_retire_lock_live_documented(void **state)
+static _Atomic int idle_stop;
+
+static void *idle_thread(void *p)
+{
+    (void)p;
+    while (!atomic_load(&idle_stop))
+        test_sleep_ms(1);
+    return NULL;
+}
+
+static void test_queue_trim_retire_lock_threads_live_documented(void **state)
 {
     (void)state;
     shmobj_segment *seg = create_small();
     shmobj_queue *q;
     _Atomic uint32_t *w = queue_with_retired(seg, &q);
     struct shmobj__space *sp = (struct shmobj__space *)seg;
-    atomic_store(w, sp->ops->live->token(sp)); /* held, says the word, by us */
+    /* held, says the word, by us: with another thread in the process, one
+     * that may hold it */
+    pthread_t t;
+    atomic_store(&idle_stop, 0);
+    assert_int_equal(pthread_create(&t, NULL, idle_thread, NULL), 0);
+    atomic_store(w, sp->ops->live->token(sp));
     int rc = shmobj_queue_trim(q); /* waits the default bound: 10 s */
+    atomic_store(&idle_stop, 1);
+    assert_int_equal(pthread_join(t, NULL), 0);
     atomic_store(w, 0);
     shmobj_queue_close(q);
     shmobj_segment_close(seg);
@@ -110,6 +133,22 @@ static void test_queue_trim_retire_lock_live_documented(void **state)
         fail_msg("trim returned %d (%s), which its documentation does not list",
                  rc, shmobj_errname(rc));
     assert_int_equal(rc, SHMOBJ_EBUSY);
+}
+
+/* Our own token in the word of a process with no other thread: nobody can
+ * hold it, so it is refused at once. */
+static void test_queue_trim_retire_lock_self_alone_ecorrupt(void **state)
+{
+    (void)state;
+    shmobj_segment *seg = create_small();
+    shmobj_queue *q;
+    _Atomic uint32_t *w = queue_with_retired(seg, &q);
+    struct shmobj__space *sp = (struct shmobj__space *)seg;
+    atomic_store(w, sp->ops->live->token(sp));
+    assert_int_equal(shmobj_queue_trim(q), SHMOBJ_ECORRUPT);
+    atomic_store(w, 0);
+    shmobj_queue_close(q);
+    shmobj_segment_close(seg);
 }
 
 static void test_queue_trim_retire_lock_impossible_ecorrupt(void **state)
@@ -145,7 +184,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_segment_root_del_lock_impossible),
-        cmocka_unit_test(test_queue_trim_retire_lock_live_documented),
+        cmocka_unit_test(test_queue_trim_retire_lock_threads_live_documented),
+        cmocka_unit_test(test_queue_trim_retire_lock_self_alone_ecorrupt),
         cmocka_unit_test(test_queue_trim_retire_lock_impossible_ecorrupt),
         cmocka_unit_test(test_queue_trim_retire_lock_dead_taken_over),
     };
