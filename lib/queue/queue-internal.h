@@ -62,7 +62,8 @@ struct shmobj_queue {
     /* tests: a retiring done stays retire_hold_ns inside the FIFO's lock
      * between its CAS and the count */
     uint64_t retire_hold_ns;
-    /* copy-in: larger messages are written with streaming stores */
+    /* copy-in: larger messages are written with streaming stores, the
+     * others with memcpy (queue-msg.c, copy_in()) */
     uint64_t plain_max;
     /* guards the notify fields and peers (slow path only) */
     shmobj__os_pmutex lock;
