@@ -239,7 +239,12 @@ int shmobj_queue_msg_alloc(shmobj_queue *q, size_t len, unsigned flags,
     if (size + size / 4 >= q->retire_min && size < q->retire_max &&
         shmobj__ring_live(&q->ring)) {
         uint64_t usable;
-        if (shmobj__retire_pop(sp, q->retire, size, q->recycle_cold,
+        /* the longer wait where the FIFO can hold it (queue.c) */
+        uint64_t cold = q->recycle_cold, far = q->recycle_far;
+        if (far > cold && far <= (SHMOBJ__RETIRE_CAP - 4) * size &&
+            far + 3 * size <= q->retire_budget)
+            cold = far;
+        if (shmobj__retire_pop(sp, q->retire, size, cold,
                                q->recycle_hold_ns, &r, &usable) == 0 &&
             r != 0) {
             /* a retired block, renewed: in the segment (the FIFO checked
