@@ -305,9 +305,9 @@ SHMOBJ_API int shmobj_queue_destroy(shmobj_segment *seg, const char *name);
  * writing it would have to take every line back from that core, which costs
  * several times the copy. shmobj_queue_msg_alloc() reuses the oldest of
  * them for a message it fits (at most a quarter larger) once the L2's
- * worth of bytes (one and a half L2 for the sizes of which it can hold
- * that much) was retired after it, giving the block a new generation,
- * so a reference kept from its last message is stale. It trims by itself
+ * worth of bytes (for shmobj_queue_put_copy(), one and a half L2 where it
+ * can hold that much) was retired after it, giving the block a new
+ * generation, so a reference kept from its last message is stale. It trims by itself
  * when the segment is full, and shmobj_queue_destroy() always does; call
  * this to have the memory back for other uses at once.
  * @param[in] q queue

@@ -59,8 +59,9 @@ struct shmobj_queue {
      * retired after it (shmobj__retire_pop(); UINT64_MAX: never); tests
      * make the reuse stay recycle_hold_ns inside the FIFO's lock */
     uint64_t recycle_cold, recycle_hold_ns;
-    /* or this many, when more, for the block sizes of which the FIFO can
-     * keep that many bytes after one, the block and three more (queue.c) */
+    /* or this many, when more, for a copy-in's block of a size of which
+     * the FIFO can keep that many bytes after one, the block and three
+     * more (queue.c) */
     uint64_t recycle_far;
     /* tests: a retiring done stays retire_hold_ns inside the FIFO's lock
      * between its CAS and the count */

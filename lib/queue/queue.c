@@ -108,9 +108,12 @@ static uint64_t queue_footprint(uint32_t capacity)
  * out the block freed last, still in the consumer's L2.
  *
  * A message allocation reuses a retired block once one L2 of bytes, or
- * where the FIFO can hold them one and a half L2, were retired after it: after one L2 of reads the consumer's L2
- * still holds part of the block (its replacement is not LRU), and each
- * line the producer's copy finds there is taken back from the other core.
+ * for a copy-in where the FIFO can hold them one and a half L2, were
+ * retired after it: after one L2 of reads the consumer's L2 still holds
+ * part of the block (its replacement is not LRU), and the copy has to take
+ * each line it finds there from the other core. (A producer writing in
+ * place with plain stores measured slower after the longer wait:
+ * queue-msg.c, msg_alloc().)
  * Measured on a 2 MiB-L2 machine, W1 copy-in at SCHED_FIFO, median GiB/s
  * of 7 runs reusing after 1, 1.25, 1.5 and 1.75 L2: 64 KiB 11.8, 12.8,
  * 13.1, 13.4; 400 KB 14.1 after one L2, 14.9 after one and a half. The
