@@ -3644,6 +3644,46 @@ static void test_queue_recycle_half_l2_waits_one_l2(void **state)
     shmobj_queue_close(q);
 }
 
+/* Copied-in messages of W1-400K's size (scaled to this L2) with the
+ * consumer two messages behind (two puts, then two takes and dones): once
+ * the FIFO holds one and a half L2 after its oldest block, every copy-in
+ * takes a retired block, none comes from the heap. The FIFO's budget has
+ * room for the block and three more besides the one and a half L2, so the
+ * dones of a consumer behind trim nothing it is about to reuse. */
+static void test_queue_recycle_400k_consumer_two_behind_no_heap(void **state)
+{
+    struct fixture *f = *state;
+    uint64_t l2 = cold_l2();
+    size_t len = (size_t)(l2 * 400000 / (2u << 20));
+    static unsigned char buf[1u << 20];
+    assert_true(len <= sizeof buf);
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(f->seg, "cold-400k-two", 8, 0, &q), 0);
+    unsigned heap = 0;
+    for (unsigned round = 0; round < 24; round++) {
+        shmobj_ref r[2], t;
+        for (unsigned k = 0; k < 2; k++) {
+            uint64_t before = retired_blocks(q);
+            memset(buf, (int)round, len);
+            assert_int_equal(shmobj_queue_put_copy(q, buf, len, 0, 0, &r[k]), 0);
+            if (round >= 8 && retired_blocks(q) >= before)
+                heap++; /* not taken from the FIFO */
+        }
+        for (unsigned k = 0; k < 2; k++) {
+            assert_int_equal(shmobj_queue_try_take(q, &t), 0);
+            assert_int_equal(t, r[k]);
+            assert_int_equal(shmobj_queue_msg_done(q, t), 0);
+        }
+    }
+    print_message("%u of 32 copy-ins of %zu bytes after the first 8 rounds "
+                  "came from the heap\n", heap, len);
+    assert_int_equal(heap, 0);
+    assert_int_equal(shmobj_queue_trim(q), 0);
+    uint64_t bad = 0;
+    assert_int_equal(shmobj_arena_check(f->seg, &bad), 0);
+    shmobj_queue_close(q);
+}
+
 /* Messages of a 32nd of the L2 allocated and written in place
  * (shmobj_queue_msg_alloc) keep the L2 as their wait: a producer's plain
  * stores read every line before writing it, and W1-400K zero-copy
@@ -3741,6 +3781,7 @@ int main(void)
         T(test_queue_recycle_400k_waits_one_and_a_half_l2),
         T(test_queue_recycle_half_l2_waits_one_l2),
         T(test_queue_recycle_msg_alloc_waits_one_l2),
+        T(test_queue_recycle_400k_consumer_two_behind_no_heap),
 #undef T
     };
     test_filter_from_env();
