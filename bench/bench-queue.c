@@ -89,9 +89,11 @@ static int segment_new(uint64_t size, shmobj_segment **seg)
 
 /* Write n bytes (a multiple of 64, dst 64-byte aligned) from src with
  * vector stores, streaming (to memory, not kept in this core's cache) or
- * plain: the stores of the library's copy-in (AVX2 where the processor has
- * it), so that zero-copy and copy-in differ only in where the bytes come
- * from. */
+ * plain (AVX2 where the processor has it). The library's copy-in streams
+ * the same way beyond 4 times the L2, but below it uses memcpy ("rep
+ * movsb" where the processor has fast strings), which writes whole lines
+ * without reading them first: a zero-copy producer that built its message
+ * in place with memcpy would do as well or better than this loop. */
 #if defined(__x86_64__) && defined(__GNUC__)
 __attribute__((target("avx2"))) static void fill_avx2(void *dst, const void *src,
                                                       size_t n, int stream)
@@ -145,7 +147,7 @@ static void fill_vector(void *dst, const void *src, size_t n, int stream)
 
 /* Should a message of `size` bytes be written with streaming stores? The
  * rule of the library's copy-in (lib/queue/queue-msg.c, copy_in(), which gives
- * the measurements): plain stores up to 4 times this core's L2, streaming
+ * the measurements): cached stores up to 4 times this core's L2, streaming
  * beyond, where the messages in flight overflow the L3. (Smaller message
  * blocks come back from the queue's retire FIFO cold in the consumer's
  * caches, so plain stores do not fight it for the lines.) */

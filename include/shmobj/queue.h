@@ -16,13 +16,14 @@
  * producer fills the block in place and puts its reference, the consumer
  * reads it in place. How a producer should write a large message for a
  * consumer on another core depends on its size against the producer's L2
- * cache, and shmobj_queue_put_copy() follows this rule from 32 KiB: up to
- * 4 times the L2, plain stores, so the message reaches the consumer through
- * the shared L3 rather than through memory (messages up to half the L2 come
- * back through the queue's retire FIFO, see shmobj_queue_trim(), after
- * they have left the consumer's caches, so plain stores do not have to
- * take their lines back from it); beyond, streaming (non-temporal) stores,
- * as the messages in flight no longer fit in the L3.
+ * cache, and shmobj_queue_put_copy() follows this rule: up to 4 times the
+ * L2, cached stores, so the message reaches the consumer through the
+ * shared L3 rather than through memory, best those of the C library's
+ * memcpy, whose "rep movsb" writes whole lines without reading them first
+ * (messages up to half the L2 come back through the queue's retire FIFO,
+ * see shmobj_queue_trim(), after they have left the consumer's caches);
+ * beyond, streaming (non-temporal) stores, as the messages in flight no
+ * longer fit in the L3.
  *
  * **Fast path.** put and take are lock-free (a CAS on a position and a CAS
  * on the slot) and make no system call unless a process sleeps on the other
@@ -304,8 +305,9 @@ SHMOBJ_API int shmobj_queue_destroy(shmobj_segment *seg, const char *name);
  * writing it would have to take every line back from that core, which costs
  * several times the copy. shmobj_queue_msg_alloc() reuses the oldest of
  * them for a message it fits (at most a quarter larger) once the L2's
- * worth of bytes was retired after it, giving the block a new generation,
- * so a reference kept from its last message is stale. It trims by itself
+ * worth of bytes (for shmobj_queue_put_copy(), one and a half L2 where it
+ * can hold that much) was retired after it, giving the block a new
+ * generation, so a reference kept from its last message is stale. It trims by itself
  * when the segment is full, and shmobj_queue_destroy() always does; call
  * this to have the memory back for other uses at once.
  * @param[in] q queue
@@ -764,8 +766,8 @@ SHMOBJ_API int shmobj_queue_msg_free(shmobj_queue *q, shmobj_ref ref);
  * @retval SHMOBJ_ECORRUPT the heap or the ring is damaged (nothing sent)
  * @retval SHMOBJ_ESTALE the queue was destroyed (nothing sent)
  * @note Thread- and process-safe. The consumer reads the bytes with
- *       shmobj_queue_msg_data(). From 32 KiB on x86-64 the copy is a
- *       vector loop whose stores suit the message's size (see the file's
+ *       shmobj_queue_msg_data(). The copy is memcpy up to 4 times the
+ *       L2; beyond, on x86-64, a loop of streaming stores (see the file's
  *       description).
  * @since 0.1
  */

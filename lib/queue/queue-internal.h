@@ -59,10 +59,15 @@ struct shmobj_queue {
      * retired after it (shmobj__retire_pop(); UINT64_MAX: never); tests
      * make the reuse stay recycle_hold_ns inside the FIFO's lock */
     uint64_t recycle_cold, recycle_hold_ns;
+    /* or this many, when more, for a copy-in's block of a size of which
+     * the FIFO can keep that many bytes after one, the block and three
+     * more (queue.c) */
+    uint64_t recycle_far;
     /* tests: a retiring done stays retire_hold_ns inside the FIFO's lock
      * between its CAS and the count */
     uint64_t retire_hold_ns;
-    /* copy-in: larger messages are written with streaming stores */
+    /* copy-in: larger messages are written with streaming stores, the
+     * others with memcpy (queue-msg.c, copy_in()) */
     uint64_t plain_max;
     /* guards the notify fields and peers (slow path only) */
     shmobj__os_pmutex lock;

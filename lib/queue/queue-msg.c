@@ -226,9 +226,14 @@ static inline void msg_init(struct shmobj__qmsg *m, size_t len, unsigned flags)
 /* A message block of the sizes the retire FIFO holds is first sought
  * there (shmobj__retire_pop(): the oldest retired block, when it fits and
  * has gone cold), which costs the FIFO's lock instead of the heap's lock,
- * lists and, later, the free of a block; else it comes from the heap. */
-int shmobj_queue_msg_alloc(shmobj_queue *q, size_t len, unsigned flags,
-                           shmobj_ref *ref, void **data)
+ * lists and, later, the free of a block; else it comes from the heap.
+ * A block for a copy-in (memcpy, which writes whole lines without reading
+ * them) waits longer where the FIFO can hold it (queue.c): a producer
+ * writing in place with plain stores reads every line first, and measured
+ * slower into blocks that waited longer (W1-400K zero-copy, median of 9
+ * runs: 11.6 GiB/s after one L2, 11.1 after one and a half). */
+static int msg_alloc(shmobj_queue *q, size_t len, unsigned flags, bool copy_in,
+                     shmobj_ref *ref, void **data)
 {
     if (q == NULL || ref == NULL || (flags & ~SHMOBJ_QUEUE_MSG_TRACK) != 0 ||
         len > UINT64_MAX / 2)
@@ -239,7 +244,11 @@ int shmobj_queue_msg_alloc(shmobj_queue *q, size_t len, unsigned flags,
     if (size + size / 4 >= q->retire_min && size < q->retire_max &&
         shmobj__ring_live(&q->ring)) {
         uint64_t usable;
-        if (shmobj__retire_pop(sp, q->retire, size, q->recycle_cold,
+        uint64_t cold = q->recycle_cold, far = q->recycle_far;
+        if (copy_in && far > cold && far <= (SHMOBJ__RETIRE_CAP - 4) * size &&
+            far + 3 * size <= q->retire_budget)
+            cold = far;
+        if (shmobj__retire_pop(sp, q->retire, size, cold,
                                q->recycle_hold_ns, &r, &usable) == 0 &&
             r != 0) {
             /* a retired block, renewed: in the segment (the FIFO checked
@@ -273,6 +282,12 @@ int shmobj_queue_msg_alloc(shmobj_queue *q, size_t len, unsigned flags,
     if (data != NULL)
         *data = m + 1;
     return 0;
+}
+
+int shmobj_queue_msg_alloc(shmobj_queue *q, size_t len, unsigned flags,
+                           shmobj_ref *ref, void **data)
+{
+    return msg_alloc(q, len, flags, false, ref, data);
 }
 
 int shmobj_queue_msg_data(shmobj_queue *q, shmobj_ref ref, void **data,
@@ -377,81 +392,67 @@ int shmobj_queue_msg_free(shmobj_queue *q, shmobj_ref ref)
 
 /* Copy a message into the segment. The stores are chosen by where the
  * message will be when the consumer, on another core, reads it:
- *   - up to 4 times this core's L2: plain stores. The message passes
- *     through our L2 to the shared L3 as it is written, where the consumer
- *     finds it. Up to half the L2 of data this pays only because such
- *     blocks come back through the retire FIFO (retire.h) cold in the
- *     consumer's caches: into the block the consumer freed last, plain
- *     stores have to take every line back from its core, and streaming
- *     ones were faster;
+ *   - up to 4 times this core's L2: the C library's memcpy. Its copy of
+ *     these sizes is "rep movsb" where the processor has fast strings
+ *     (glibc below its non-temporal threshold, 99 MiB on a 260 MiB-L3
+ *     machine), whose fast-strings stores can write whole lines without
+ *     first reading them from wherever they are; vector stores read every
+ *     line of the block before they write it (from the L3, or from the
+ *     consumer's core when the block is still there). The message passes through our L2 to the
+ *     shared L3 as it is written, where the consumer finds it;
  *   - beyond: streaming stores. The messages in flight overflow the L3, and
  *     plain stores would read every line from memory before writing it.
- * Measured on one 1 MiB-L2 machine, copy-in GiB/s, streaming / plain into
- * the block freed last: 64 KiB 16.5/7.8, 400 KB 18/11, 512 KiB 17.4/19,
- * 1 MiB 19.5/31.5, 2 MiB 15.3/22.4, 4 MiB 14.7/18.8, 8 MiB 12.2/10,
- * 16 MiB 12/9; plain into retired blocks: 64 KiB 26.7, 400 KB 33.8 (the
- * spinning shared-memory ring of W1, doc/benchmarks.md: 22-30). Both are vector
- * loops: the C library's memcpy of this size ("rep movsb") measured as slow
- * as the slow choice above. dst is 64-byte aligned (message data).
- * Measured again on a 2 MiB-L2, 260 MiB-L3 machine, W1-16MiB end to end
- * (the consumer in another process summing): streaming 7.1-8.5, plain
- * 5.7-6.0 GiB/s; a library-free handoff through two shared buffers
- * written with the C library's memcpy (bench-transport's shm-floor)
- * 6.0-9.9, memcpy in one process 10.2-12. */
-#define COPY_VECTOR_MIN (32u << 10)
+ * Measured on a 2 MiB-L2, 260 MiB-L3 machine (W1 end to end, the consumer
+ * in another process summing, median GiB/s of 5 to 9 runs at SCHED_FIFO):
+ * memcpy / the vector loop with plain stores: 64 KiB 12.2 / 11.0 (AVX-512
+ * stores 10.3), 400 KB 14.1 / 10.2 (streaming 8.0-8.4), 1 MiB 11.5 / 9.1;
+ * W1-16MiB streaming 6.7-8.0, memcpy 6.9-9.1 (no clear gain: the
+ * streaming stores stay), plain vector stores 5.7-6.0 earlier. On a
+ * 1 MiB-L2 machine, earlier, into the block freed last (before the retire
+ * FIFO), "rep movsb" measured as slow as plain vector stores, and
+ * streaming stores were faster up to 512 KiB; the blocks a copy-in gets
+ * now come back through the FIFO cold in the consumer's caches
+ * (retire.h). dst is 64-byte aligned (message data). */
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
-__attribute__((target("avx2"))) static void copy_avx2(void *dst, const void *src,
-                                                      size_t n64, int stream)
+__attribute__((target("avx2"))) static void stream_avx2(void *dst, const void *src,
+                                                        size_t n64)
 {
     __m256i *d = dst;
     const __m256i *s = src;
     for (size_t i = 0; i < n64; i++, d += 2, s += 2) {
         __m256i a = _mm256_loadu_si256(s), b = _mm256_loadu_si256(s + 1);
-        if (stream) {
-            _mm256_stream_si256(d, a);
-            _mm256_stream_si256(d + 1, b);
-        } else {
-            _mm256_store_si256(d, a);
-            _mm256_store_si256(d + 1, b);
-        }
+        _mm256_stream_si256(d, a);
+        _mm256_stream_si256(d + 1, b);
     }
 }
 
-static void copy_sse2(void *dst, const void *src, size_t n64, int stream)
+static void stream_sse2(void *dst, const void *src, size_t n64)
 {
     __m128i *d = dst;
     const __m128i *s = src;
     for (size_t i = 0; i < n64; i++, d += 4, s += 4) {
         __m128i a = _mm_loadu_si128(s), b = _mm_loadu_si128(s + 1);
         __m128i c = _mm_loadu_si128(s + 2), e = _mm_loadu_si128(s + 3);
-        if (stream) {
-            _mm_stream_si128(d, a);
-            _mm_stream_si128(d + 1, b);
-            _mm_stream_si128(d + 2, c);
-            _mm_stream_si128(d + 3, e);
-        } else {
-            _mm_store_si128(d, a);
-            _mm_store_si128(d + 1, b);
-            _mm_store_si128(d + 2, c);
-            _mm_store_si128(d + 3, e);
-        }
+        _mm_stream_si128(d, a);
+        _mm_stream_si128(d + 1, b);
+        _mm_stream_si128(d + 2, c);
+        _mm_stream_si128(d + 3, e);
     }
 }
-#define HAVE_COPY_VECTOR 1
+#define HAVE_COPY_STREAM 1
 #endif
 
 static void copy_in(const shmobj_queue *q, void *dst, const void *src, size_t len)
 {
-#if defined(HAVE_COPY_VECTOR)
-    if (len >= COPY_VECTOR_MIN) {
-        int stream = len > q->plain_max;
+#if defined(HAVE_COPY_STREAM)
+    if (len > q->plain_max) {
         size_t n = len / 64;
         if (__builtin_cpu_supports("avx2"))
-            copy_avx2(dst, src, n, stream);
+            stream_avx2(dst, src, n);
         else
-            copy_sse2(dst, src, n, stream);
-        _mm_sfence(); /* order any streaming stores before the publish */
+            stream_sse2(dst, src, n);
+        _mm_sfence(); /* order the streaming stores before the publish */
         if (n * 64 < len)
             memcpy((char *)dst + n * 64, (const char *)src + n * 64,
                    len - n * 64);
@@ -470,7 +471,7 @@ int shmobj_queue_put_copy(shmobj_queue *q, const void *data, size_t len,
         return SHMOBJ_EINVAL;
     shmobj_ref r;
     void *p;
-    int rc = shmobj_queue_msg_alloc(q, len, flags, &r, &p);
+    int rc = msg_alloc(q, len, flags, true, &r, &p);
     if (rc != 0)
         return rc;
     if (len > 0)

@@ -105,7 +105,24 @@ static uint64_t queue_footprint(uint32_t capacity)
  * is a block of more than half the L2, and four of them (a consumer two
  * messages ahead) must fit the budget, or the FIFO trims the blocks it is
  * about to reuse and every allocation falls back to the heap, which hands
- * out the block freed last, still in the consumer's L2. */
+ * out the block freed last, still in the consumer's L2.
+ *
+ * A message allocation reuses a retired block once one L2 of bytes, or
+ * for a copy-in where the FIFO can hold them one and a half L2, were
+ * retired after it: after one L2 of reads the consumer's L2 still holds
+ * part of the block (its replacement is not LRU), and the copy has to take
+ * each line it finds there from the other core. (A producer writing in
+ * place with plain stores measured slower after the longer wait:
+ * queue-msg.c, msg_alloc().)
+ * Measured on a 2 MiB-L2 machine, W1 copy-in at SCHED_FIFO, median GiB/s
+ * of 7 runs reusing after 1, 1.25, 1.5 and 1.75 L2: 64 KiB 11.8, 12.8,
+ * 13.1, 13.4; 400 KB 14.1 after one L2, 14.9 after one and a half. The
+ * longer wait applies to the block sizes of which the FIFO can keep that
+ * much and the block and three more (a consumer behind), within its budget
+ * and its 64 entries less four: from a sixtieth of one and a half L2
+ * (52 KiB on a 2 MiB L2) to a third of the rest of the budget (437 KB).
+ * Other sizes wait one L2: waiting longer than the FIFO can hold would
+ * send every allocation to the heap. */
 #define QUEUE_RETIRE_MIN (32u << 10)
 
 /* Open a handle of the queue in block ref: SHMOBJ_ESTALE when the block
@@ -158,6 +175,7 @@ static int handle_new(shmobj_segment *seg, shmobj_ref ref, shmobj_queue **out)
     q->retire_max = l2 / 2 + l2 / 8;
     q->retire_budget = 2 * l2 + l2 / 8;
     q->recycle_cold = l2;
+    q->recycle_far = l2 + l2 / 2;
     q->plain_max = 4 * l2;
     q->serial = (uint32_t)ring_ident(ref ^ (uint64_t)(uintptr_t)q);
     q->notify_slot = -1;

@@ -12,8 +12,8 @@
  * (about twice the L2) was retired after them.
  *
  * A message allocation of a fitting size takes the oldest block back from
- * here once the L2's worth of bytes was retired after it
- * (shmobj__retire_pop): the block gets a new generation in place under
+ * here once the L2's worth of bytes (or one and a half L2, queue.c) was
+ * retired after it (shmobj__retire_pop): the block gets a new generation in place under
  * this FIFO's lock, and neither the heap's lock nor its lists are touched
  * by either side while the blocks of a stream go round.
  *
