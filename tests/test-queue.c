@@ -3715,6 +3715,101 @@ static void test_queue_recycle_msg_alloc_waits_one_l2(void **state)
     shmobj_queue_close(q);
 }
 
+/* ---- batches walk their run by stretches of consecutive slots ------------- */
+
+/* The slot word at position p's slot, read by offset as any build lays it
+ * out (format 7: the word, then the claim record). */
+static uint64_t slot_word_bytes(struct shmobj__ring *r, uint64_t p)
+{
+    uint64_t v;
+    memcpy(&v, (const uint8_t *)r->hdr + sizeof(struct shmobj__ring_hdr) +
+                   (p & r->mask) * 16,
+           8);
+    return v;
+}
+
+/* A run as long as the ring, started at every slot, and runs that end
+ * exactly at the ring's end or start exactly at slot 0: every slot of the
+ * run gets its own position's lap tag and claim record in the stretch
+ * before the ring's end and in the one after it (the lap of the second is
+ * one more), after a batch put and after a batch take. */
+static void test_ring_batch_run_across_the_end_tags_each_lap(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(f->seg, "rbstretch", 8, 0, &q), 0);
+    struct shmobj__ring *r = shmobj__queue_ring(q);
+    uint32_t me = shmobj__ring_self_token(r);
+    assert_int_not_equal(me, 0);
+    shmobj_ref in[8], out[8];
+    uint64_t seq = 1;
+    for (unsigned round = 0; round < 40; round++) {
+        uint64_t e = atomic_load(&r->hdr->enq_pos);
+        /* the whole ring from anywhere, then up to the ring's end, then
+         * from slot 0 on (where the run before ended) */
+        size_t len = round % 3 == 0   ? 8
+                     : round % 3 == 1 ? 8 - (e & 7)
+                                      : 1 + round % 7;
+        for (size_t i = 0; i < len; i++)
+            in[i] = msg_of(5, seq + i);
+        size_t n;
+        assert_int_equal(shmobj_queue_put_many(q, in, len, 0, &n), 0);
+        assert_int_equal(n, len);
+        for (uint64_t p = e; p < e + len; p++) {
+            uint64_t lap = p >> r->cap_log2;
+            assert_int_equal(slot_word_bytes(r, p),
+                             msg_of(5, seq + (p - e)) | (lap & 7) << 1);
+            assert_int_equal(slot_claim_bytes(r, p), claim_expected(r, 0, p, me));
+        }
+        assert_int_equal(shmobj_queue_take_many(q, out, 8, 0, &n), 0);
+        assert_int_equal(n, len);
+        for (uint64_t p = e; p < e + len; p++) {
+            assert_int_equal(out[p - e], msg_of(5, seq + (p - e)));
+            assert_int_equal(slot_word_bytes(r, p), ((p + 8) << 2) | 1);
+            assert_int_equal(slot_claim_bytes(r, p), claim_expected(r, 1, p, me));
+        }
+        seq += len;
+    }
+    shmobj_ref m;
+    assert_int_equal(shmobj_queue_try_take(q, &m), SHMOBJ_EEMPTY);
+    shmobj_queue_close(q);
+}
+
+/* A batch put with a null or misaligned reference at any place, among
+ * good ones, sends nothing and says EINVAL (the references are all
+ * checked before the first goes). */
+static void test_queue_batch_put_bad_ref_anywhere_sends_nothing(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(f->seg, "bbad", 16, 0, &q), 0);
+    const shmobj_ref bads[] = {0, 1, 8, 15, msg_of(1, 1) | 4, UINT64_MAX};
+    for (unsigned b = 0; b < sizeof bads / sizeof bads[0]; b++)
+        for (size_t at = 0; at < 5; at++) {
+            shmobj_ref in[5];
+            for (size_t i = 0; i < 5; i++)
+                in[i] = i == at ? bads[b] : msg_of(2, i + 1);
+            size_t n = 99;
+            assert_int_equal(shmobj_queue_put_many(q, in, 5, 0, &n), SHMOBJ_EINVAL);
+            assert_int_equal(n, 0);
+            uint64_t count = 99;
+            assert_int_equal(shmobj_queue_count(q, &count), 0);
+            assert_int_equal(count, 0);
+        }
+    /* the good ones alone go, in order */
+    shmobj_ref in[5], out[5];
+    for (size_t i = 0; i < 5; i++)
+        in[i] = msg_of(2, i + 1);
+    size_t n;
+    assert_int_equal(shmobj_queue_put_many(q, in, 5, 0, &n), 0);
+    assert_int_equal(n, 5);
+    assert_int_equal(shmobj_queue_take_many(q, out, 5, 0, &n), 0);
+    assert_int_equal(n, 5);
+    for (size_t i = 0; i < 5; i++)
+        assert_int_equal(out[i], in[i]);
+    shmobj_queue_close(q);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -3791,6 +3886,8 @@ int main(void)
         T(test_queue_recycle_half_l2_waits_one_l2),
         T(test_queue_recycle_msg_alloc_waits_one_l2),
         T(test_queue_recycle_400k_consumer_two_behind_no_heap),
+        T(test_ring_batch_run_across_the_end_tags_each_lap),
+        T(test_queue_batch_put_bad_ref_anywhere_sends_nothing),
 #undef T
     };
     test_filter_from_env();

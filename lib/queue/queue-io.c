@@ -181,9 +181,16 @@ int shmobj_queue_put_many(shmobj_queue *q, const shmobj_ref *refs, size_t n,
         *put = 0;
     if (q == NULL || put == NULL || (refs == NULL && n > 0))
         return SHMOBJ_EINVAL;
-    for (size_t i = 0; i < n; i++)
-        if (!shmobj__ring_value_ok(refs[i]))
-            return SHMOBJ_EINVAL; /* nothing sent */
+    /* every reference before any is sent: shmobj__ring_value_ok() of
+     * them all, as the union of their low bits and the least of them (no
+     * branch a reference) */
+    uint64_t low = 0, least = UINT64_MAX;
+    for (size_t i = 0; i < n; i++) {
+        low |= refs[i];
+        least = refs[i] < least ? refs[i] : least;
+    }
+    if (n > 0 && !shmobj__ring_value_ok((low & 15u) | least))
+        return SHMOBJ_EINVAL; /* nothing sent */
     uint64_t deadline = 0;
     int rc = 0;
     size_t done = 0;

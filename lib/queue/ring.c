@@ -297,6 +297,118 @@ int shmobj__ring_try_take(struct shmobj__ring *r, uint64_t *v)
 
 #define RING_BATCH_MAX 64u /* positions claimed at once */
 
+/* A run of positions [p, p + k), k <= capacity, lies in at most two
+ * stretches of consecutive slots: from p's slot to the ring's end, then
+ * from slot 0. Within a stretch the lap is one, so a claim record and a
+ * lap tag are one value for all its slots and a marker grows by 4 a slot:
+ * the loops below walk the slots by pointer and add, instead of masking,
+ * shifting and tagging every position (callgrind: about a third of a
+ * batch's instructions went there). */
+static inline uint32_t stretch_len(uint64_t p, uint32_t k, uint64_t mask)
+{
+    uint64_t to_end = mask + 1 - (p & mask);
+    return to_end < k ? (uint32_t)to_end : k;
+}
+
+/* Write the claim records of the run [p, p + k) for `token` in `role`. */
+static inline void run_records(struct shmobj__ring_slot *slots, uint64_t mask,
+                               uint32_t log2, uint64_t p, uint32_t k,
+                               unsigned role, uint32_t token)
+{
+    for (uint32_t j = 0; j < k;) {
+        uint32_t len = stretch_len(p + j, k - j, mask);
+        struct shmobj__ring_slot *s = &slots[(p + j) & mask], *end = s + len;
+        uint64_t c = claim_of((p + j) >> log2, role, token);
+        for (; s != end; s++)
+            atomic_store_explicit(&s->claim, c, memory_order_relaxed);
+        j += len;
+    }
+}
+
+/* How many slots from position p on (at most want) hold EMPTY of their
+ * position: what a batch put may claim. */
+static inline uint32_t run_empty(const struct shmobj__ring_slot *slots,
+                                 uint64_t mask, uint64_t p, uint32_t want)
+{
+    uint32_t k = 0;
+    while (k < want) {
+        uint32_t len = stretch_len(p + k, want - k, mask);
+        const struct shmobj__ring_slot *s = &slots[(p + k) & mask];
+        uint64_t expect = m_empty(p + k);
+        for (uint32_t i = 0; i < len; i++, expect += 4)
+            if (atomic_load_explicit(&s[i].word, memory_order_acquire) != expect)
+                return k + i;
+        k += len;
+    }
+    return k;
+}
+
+/* How many slots from position p on (at most want) hold a message of
+ * their position or SKIPPED of it, copied to seen[]: what a batch take may
+ * claim. */
+static inline uint32_t run_ready(const struct shmobj__ring_slot *slots,
+                                 uint64_t mask, uint32_t log2, uint64_t p,
+                                 uint32_t want, uint64_t *seen)
+{
+    uint64_t *out = seen;
+    for (uint32_t k = 0; k < want;) {
+        uint32_t len = stretch_len(p + k, want - k, mask);
+        const struct shmobj__ring_slot *s = &slots[(p + k) & mask];
+        const struct shmobj__ring_slot *end = s + len;
+        uint64_t tag = (((p + k) >> log2) & 7u) << 1; /* lap_tag() */
+        uint64_t skip = m_skipped(p + k);
+        for (; s != end; s++, out++, skip += 4) {
+            uint64_t w = atomic_load_explicit(&s->word, memory_order_acquire);
+            /* is_value_at() with the stretch's tag, or SKIPPED */
+            if (!(w > 15u && (w & 15u) == tag) && w != skip)
+                return (uint32_t)(out - seen);
+            *out = w;
+        }
+        k += len;
+    }
+    return (uint32_t)(out - seen);
+}
+
+/* Hand the slots of [p, p + k) over with release stores: each gets
+ * src[i] with its lap tag (a put). */
+static inline void run_publish(struct shmobj__ring_slot *slots, uint64_t mask,
+                               uint32_t log2, uint64_t p, uint32_t k,
+                               const uint64_t *src)
+{
+    for (uint32_t j = 0; j < k;) {
+        uint32_t len = stretch_len(p + j, k - j, mask);
+        struct shmobj__ring_slot *s = &slots[(p + j) & mask];
+        uint64_t tag = (((p + j) >> log2) & 7u) << 1;
+        for (uint32_t i = 0; i < len; i++)
+            atomic_store_explicit(&s[i].word, src[j + i] | tag,
+                                  memory_order_release);
+        j += len;
+    }
+}
+
+/* Release the slots of [p, p + k) with release stores (EMPTY of the next
+ * lap, a take) and copy out the messages among seen[0 .. k) to v on;
+ * returns the end of what it wrote (SKIPPED markers are no message). */
+static inline uint64_t *run_release(struct shmobj__ring_slot *slots,
+                                    uint64_t mask, uint64_t cap, uint64_t p,
+                                    uint32_t k, const uint64_t *seen,
+                                    uint64_t *v)
+{
+    for (uint32_t j = 0; j < k;) {
+        uint32_t len = stretch_len(p + j, k - j, mask);
+        struct shmobj__ring_slot *s = &slots[(p + j) & mask], *end = s + len;
+        uint64_t next = m_empty(p + j + cap);
+        for (; s != end; s++, seen++, next += 4) {
+            uint64_t w = *seen;
+            atomic_store_explicit(&s->word, next, memory_order_release);
+            if (is_value(w)) /* a SKIPPED marker is no message */
+                *v++ = value_ref(w);
+        }
+        j += len;
+    }
+    return v;
+}
+
 int shmobj__ring_try_put_many(struct shmobj__ring *r, const uint64_t *v,
                               uint32_t n, uint32_t *done)
 {
@@ -304,18 +416,17 @@ int shmobj__ring_try_put_many(struct shmobj__ring *r, const uint64_t *v,
     *done = 0;
     if (!shmobj__ring_live(r))
         return SHMOBJ_ESTALE;
+    /* the view's geometry in registers: the seq_cst CASes below would
+     * make the compiler load it again for every message */
+    struct shmobj__ring_slot *slots = r->slots;
+    uint64_t mask = r->mask;
+    uint32_t log2 = r->cap_log2;
+    uint32_t most = r->capacity < RING_BATCH_MAX ? (uint32_t)r->capacity
+                                                 : RING_BATCH_MAX;
     while (*done < n) {
         uint64_t e = atomic_load_explicit(&h->enq_pos, memory_order_relaxed);
-        uint32_t want = n - *done;
-        if (want > RING_BATCH_MAX)
-            want = RING_BATCH_MAX;
-        if (want > r->capacity)
-            want = (uint32_t)r->capacity;
-        uint32_t k = 0;
-        while (k < want &&
-               atomic_load_explicit(&r->slots[(e + k) & r->mask].word,
-                                    memory_order_acquire) == m_empty(e + k))
-            k++;
+        uint32_t want = n - *done < most ? n - *done : most;
+        uint32_t k = run_empty(slots, mask, e, want);
         if (k <= 1) {
             int rc = shmobj__ring_try_put(r, v[*done]);
             if (rc != 0)
@@ -330,17 +441,8 @@ int shmobj__ring_try_put_many(struct shmobj__ring *r, const uint64_t *v,
         test_hold_once(&r->test_put_hold_ns);
         const uint64_t *src = v + *done;
         uint32_t token = self_token(r); /* once per run */
-        /* the view's geometry in registers: the seq_cst CAS below would
-         * make the compiler load it again for every message */
-        struct shmobj__ring_slot *slots = r->slots;
-        uint64_t mask = r->mask;
-        uint32_t log2 = r->cap_log2;
         /* the run's records, on the lines its hand-over writes next */
-        for (uint32_t j = 0; j < k; j++)
-            atomic_store_explicit(&slots[(e + j) & mask].claim,
-                                  claim_of((e + j) >> log2,
-                                           SHMOBJ__RING_ROLE_PRODUCER, token),
-                                  memory_order_relaxed);
+        run_records(slots, mask, log2, e, k, SHMOBJ__RING_ROLE_PRODUCER, token);
         uint32_t i = 0;
         uint64_t expect = m_empty(e);
         if (atomic_compare_exchange_strong_explicit(
@@ -348,12 +450,8 @@ int shmobj__ring_try_put_many(struct shmobj__ring *r, const uint64_t *v,
                 memory_order_seq_cst, memory_order_relaxed)) {
             i = 1;
             if (__builtin_expect(token != 0, 1)) {
-                for (; i < k; i++) {
-                    uint64_t p = e + i;
-                    atomic_store_explicit(&slots[p & mask].word,
-                                          src[i] | ((p >> log2) & 7u) << 1,
-                                          memory_order_release);
-                }
+                run_publish(slots, mask, log2, e + 1, k - 1, src + 1);
+                i = k;
                 /* the stores before the waiter load (Dekker, see
                  * wake_side()) */
                 atomic_thread_fence(memory_order_seq_cst);
@@ -398,24 +496,11 @@ int shmobj__ring_try_take_many(struct shmobj__ring *r, uint64_t *v,
     struct shmobj__ring_slot *slots = r->slots;
     uint64_t mask = r->mask, cap = r->capacity;
     uint32_t log2 = r->cap_log2;
+    uint32_t most = cap < RING_BATCH_MAX ? (uint32_t)cap : RING_BATCH_MAX;
     while (*got < n) {
         uint64_t d = atomic_load_explicit(&h->deq_pos, memory_order_relaxed);
-        uint32_t want = n - *got;
-        if (want > RING_BATCH_MAX)
-            want = RING_BATCH_MAX;
-        if (want > cap)
-            want = (uint32_t)cap;
-        uint32_t k = 0;
-        for (; k < want; k++) {
-            uint64_t p = d + k;
-            uint64_t w = atomic_load_explicit(&slots[p & mask].word,
-                                              memory_order_acquire);
-            /* is_value_at() with the geometry above */
-            if (!(w > 15u && (w & 15u) == (((p >> log2) & 7u) << 1)) &&
-                w != m_skipped(p))
-                break;
-            seen[k] = w;
-        }
+        uint32_t want = n - *got < most ? n - *got : most;
+        uint32_t k = run_ready(slots, mask, log2, d, want, seen);
         if (k <= 1) {
             if (k == 0 && *got > 0)
                 return 0;
@@ -431,11 +516,7 @@ int shmobj__ring_try_take_many(struct shmobj__ring *r, uint64_t *v,
             continue;
         test_hold_once(&r->test_take_many_hold_ns);
         uint32_t token = self_token(r); /* once per run */
-        for (uint32_t i = 0; i < k; i++)
-            atomic_store_explicit(&slots[(d + i) & mask].claim,
-                                  claim_of((d + i) >> log2,
-                                           SHMOBJ__RING_ROLE_CONSUMER, token),
-                                  memory_order_relaxed);
+        run_records(slots, mask, log2, d, k, SHMOBJ__RING_ROLE_CONSUMER, token);
         if (__builtin_expect(r->test_hold_ns != 0, 0))
             shmobj__ring_test_hold(r->test_hold_ns);
         uint64_t expect = seen[0];
@@ -449,12 +530,8 @@ int shmobj__ring_try_take_many(struct shmobj__ring *r, uint64_t *v,
         if (is_value(seen[0]))
             v[out++] = value_ref(seen[0]);
         if (plain) {
-            for (uint32_t i = 1; i < k; i++) {
-                atomic_store_explicit(&slots[(d + i) & mask].word,
-                                      m_empty(d + i + cap), memory_order_release);
-                if (is_value(seen[i]))
-                    v[out++] = value_ref(seen[i]);
-            }
+            out = (uint32_t)(run_release(slots, mask, cap, d + 1, k - 1, seen + 1,
+                                         v + out) - v);
             /* the stores before the waiter load (see wake_side()) */
             atomic_thread_fence(memory_order_seq_cst);
         } else {
