@@ -184,6 +184,12 @@ static inline uint64_t shmobj__mdict_body_bytes(uint64_t cap, uint64_t pcap)
     return sizeof(struct shmobj__mbody) + 8 * cap + 40 * pcap;
 }
 
+/* A relaxed load of a word of a body that a writer may change. */
+static inline uint64_t shmobj__mut_ld(const uint64_t *p)
+{
+    return atomic_load_explicit((_Atomic uint64_t *)(uintptr_t)p, memory_order_relaxed);
+}
+
 /* Fill b from the header of the body block at b->off (its first 32 bytes
  * mapped, at most `usable` bytes long): the header is copied once and
  * checked, the whole body mapped. */
@@ -193,7 +199,14 @@ shmobj__mdict_body_fill(struct shmobj__mc *c, shmobj__ref ref, uint64_t usable,
 {
     struct shmobj__mbody h;
     void *p;
-    memcpy(&h, c->sp->base + b->off, sizeof h);
+    /* each field read once (three loads, not a copy through the stack):
+     * the magic and kind as the low five bytes of the first word */
+    const uint64_t *hw = (const uint64_t *)(const void *)(c->sp->base + b->off);
+    uint64_t w0 = shmobj__mut_ld(&hw[0]);
+    h.magic = (uint32_t)w0;
+    h.kind = (uint8_t)(w0 >> 32);
+    h.cap = shmobj__mut_ld(&hw[1]);
+    h.pcap = shmobj__mut_ld(&hw[2]);
     /* cap a power of two in [2, 2^33], pcap in [1, 2^31] and at most 3/4 of
      * cap (the unsigned differences wrap for 0) */
     if (h.magic != SHMOBJ__MBODY_MAGIC || h.kind != c->type ||
@@ -248,12 +261,6 @@ shmobj__mdict_body_now(struct shmobj__mc *c, struct shmobj__mdbody *b, uint64_t 
     return 0;
 }
 
-/* A relaxed load of a word of a body that a writer may change. */
-static inline uint64_t shmobj__mut_ld(const uint64_t *p)
-{
-    return atomic_load_explicit((_Atomic uint64_t *)(uintptr_t)p, memory_order_relaxed);
-}
-
 /* The child held by the key (value 0) or value slot of pair p. */
 static inline shmobj__ref shmobj__mdict_pair_child(const struct shmobj__mdbody *b, uint64_t p,
                                                    int value)
@@ -282,7 +289,13 @@ shmobj__mdict_key_eq(struct shmobj__mc *c, const struct shmobj__mdbody *b, uint6
     case SHMOBJ__SLOT_INT:
         return k->type == SHMOBJ_TYPE_INT && (int64_t)pl == k->i;
     case SHMOBJ__SLOT_SSTR:
-        return shmobj__key_sstr_equal(ks->reserved0, pl, k);
+        /* A writer's short key slot is NUL-padded (the check proves it),
+         * as a prepared key's word_ is: one compare of the words, with no
+         * mask of the length (a slot with bytes past its length, which
+         * the check reports, equals no key here). */
+        if (ks->reserved0 > SHMOBJ__SSTR_MAX)
+            return SHMOBJ_ECORRUPT;
+        return k->type == SHMOBJ_TYPE_STR && k->len == ks->reserved0 && pl == k->word_;
     case SHMOBJ__SLOT_OBJ:
         return shmobj__mdict_key_obj_eq(c->sp, pl, k);
     default:

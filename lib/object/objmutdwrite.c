@@ -100,11 +100,13 @@ static inline __attribute__((always_inline)) int
 int_try_unlocked(struct shmobj__mc *c, const shmobj_key *key, int64_t v, int store, int64_t *old)
 {
     const struct shmobj__space_live_ops *live = c->sp->ops->live;
-    uint64_t tok = live != NULL ? live->token(c->sp) : 0, z = 0;
     /* a writer holds the lock: its section would send this add to the
-     * lock anyway, after both had moved the adder word's line */
-    if (atomic_load_explicit((_Atomic uint32_t *)(void *)c->m->lock, memory_order_relaxed) != 0)
+     * lock anyway, after both had moved the adder word's line (asked
+     * before the token, whose call is then not made) */
+    if (live == NULL ||
+        atomic_load_explicit((_Atomic uint32_t *)(void *)c->m->lock, memory_order_relaxed) != 0)
         return 1;
+    uint64_t tok = live->token(c->sp), z = 0;
     if (tok == 0 || !atomic_compare_exchange_strong_explicit(&c->m->adder, &z, tok,
                                                              memory_order_seq_cst,
                                                              memory_order_relaxed))
