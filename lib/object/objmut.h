@@ -127,6 +127,15 @@ static inline void shmobj__mut_slot_put(struct shmobj__slot *s, uint8_t tag, uin
     atomic_store_explicit(&s->payload, payload, memory_order_release);
 }
 
+/* Store a key slot whose first word is w0 (the tag in its low byte; a
+ * medium key's first bytes above it) and payload (inside a writer
+ * section, as shmobj__mut_slot_put). */
+static inline void shmobj__mut_key_put(struct shmobj__slot *s, uint64_t w0, uint64_t payload)
+{
+    atomic_store_explicit((_Atomic uint64_t *)(void *)s, w0, memory_order_relaxed);
+    atomic_store_explicit(&s->payload, payload, memory_order_release);
+}
+
 /* A checked reference to a raw block of at least `need` bytes: its
  * offset, or SHMOBJ_ECORRUPT / SHMOBJ_ESTALE. */
 int shmobj__mut_block(struct shmobj__space *sp, shmobj__ref ref, uint64_t need,
@@ -175,6 +184,7 @@ struct shmobj__mdbody {
     uint64_t *ix;
     struct shmobj__slot *pairs; /* key slot 2p, value slot 2p + 1 */
     uint64_t *orders;
+    int v3; /* version 3 (SHMOBJ__MBODY_MAGIC3): medium keys may be in slots */
 };
 
 #define SHMOBJ__MD_MAX_PLACES (UINT64_C(1) << 31)
@@ -209,7 +219,7 @@ shmobj__mdict_body_fill(struct shmobj__mc *c, shmobj__ref ref, uint64_t usable,
     h.pcap = shmobj__mut_ld(&hw[2]);
     /* cap a power of two in [2, 2^33], pcap in [1, 2^31] and at most 3/4 of
      * cap (the unsigned differences wrap for 0) */
-    if (h.magic != SHMOBJ__MBODY_MAGIC || h.kind != c->type ||
+    if ((h.magic | UINT32_C(1) << 24) != SHMOBJ__MBODY_MAGIC3 || h.kind != c->type ||
         h.cap - 2 > (UINT64_C(1) << 33) - 2 || (h.cap & (h.cap - 1)) != 0 ||
         h.pcap - 1 > SHMOBJ__MD_MAX_PLACES - 1 || 4 * h.pcap > 3 * h.cap)
         return SHMOBJ_ECORRUPT;
@@ -220,6 +230,7 @@ shmobj__mdict_body_fill(struct shmobj__mc *c, shmobj__ref ref, uint64_t usable,
     if (rc != 0)
         return rc;
     b->gen = shmobj__ref_gen(ref);
+    b->v3 = h.magic == SHMOBJ__MBODY_MAGIC3;
     b->cap = h.cap;
     b->pcap = h.pcap;
     b->ix = (uint64_t *)(void *)((uint8_t *)p + sizeof h);
@@ -296,6 +307,9 @@ shmobj__mdict_key_eq(struct shmobj__mc *c, const struct shmobj__mdbody *b, uint6
         if (ks->reserved0 > SHMOBJ__SSTR_MAX)
             return SHMOBJ_ECORRUPT;
         return k->type == SHMOBJ_TYPE_STR && k->len == ks->reserved0 && pl == k->word_;
+    case SHMOBJ__SLOT_MSTR:
+        /* the fixed containers' medium key compare: two words */
+        return shmobj__key_mstr_equal(ks, pl, k);
     case SHMOBJ__SLOT_OBJ:
         return shmobj__mdict_key_obj_eq(c->sp, pl, k);
     default:

@@ -145,6 +145,15 @@ static int slot_hash(struct shmobj__mc *c, const struct shmobj__mdbody *b,
         *h = shmobj__hash_mem(SHMOBJ_TYPE_STR, &ks->payload, n);
         return 0;
     }
+    case SHMOBJ__SLOT_MSTR: {
+        /* the bytes from slot byte 1, their length where the last non-zero
+         * byte of the payload lies */
+        uint64_t n = shmobj__mstr_len(pl);
+        if (n == 0 || !b->v3)
+            return SHMOBJ_ECORRUPT;
+        *h = shmobj__hash_mem(SHMOBJ_TYPE_STR, (const uint8_t *)ks + 1, n);
+        return 0;
+    }
     case SHMOBJ__SLOT_OBJ: {
         shmobj_view v;
         int rc = key_child(c, b, pl, &v);
@@ -350,7 +359,7 @@ int shmobj__mdict_rebuild(struct shmobj__mc *c, struct shmobj__mdbody *b, uint64
     rc = shmobj__space_at(c->sp, shmobj__ref_off(nr), shmobj__mdict_body_bytes(cap, pcap), &p);
     if (rc != 0)
         return rc; /* the intent frees it */
-    struct shmobj__mbody h = {SHMOBJ__MBODY_MAGIC, (uint8_t)c->type, 0, 0, cap, pcap, 0};
+    struct shmobj__mbody h = {SHMOBJ__MBODY_MAGIC3, (uint8_t)c->type, 0, 0, cap, pcap, 0};
     memcpy(p, &h, sizeof h);
     struct shmobj__mdbody nb;
     rc = body_open(c, nr, &nb);

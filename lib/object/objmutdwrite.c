@@ -117,32 +117,47 @@ int_try_unlocked(struct shmobj__mc *c, const shmobj_key *key, int64_t v, int sto
 }
 
 /* The key slot of a new pair: inline when the key fits (an int, a short
- * string), else a child built for it. */
+ * string, a medium string in a version 3 body), else a child built for
+ * it. */
 struct key_slot {
-    uint8_t tag, r0;
+    uint8_t tag;
+    uint64_t w0; /* the slot's first word: the tag, a short key's length or
+                  * a medium key's first bytes */
     uint64_t payload;
     shmobj__ref child;
     int used; /* an insert took it */
 };
 
-static int key_slot_make(struct shmobj__mc *c, const shmobj_key *k, struct key_slot *ks)
+/* Is k a str key that a version 3 body holds in its slot (8 to 14 bytes,
+ * the last not NUL)? */
+static int key_medium(const shmobj_key *k)
 {
-    ks->r0 = 0;
+    return k->type == SHMOBJ_TYPE_STR && shmobj__mstr_fits(k->ptr, k->len);
+}
+
+static int key_slot_make(struct shmobj__mc *c, const shmobj_key *k, int v3, struct key_slot *ks)
+{
     ks->child = 0;
     ks->used = 0;
     if (k->type == SHMOBJ_TYPE_INT) {
         ks->tag = SHMOBJ__SLOT_INT;
+        ks->w0 = SHMOBJ__SLOT_INT;
         ks->payload = (uint64_t)k->i;
     } else if (k->type == SHMOBJ_TYPE_STR && k->len <= SHMOBJ__SSTR_MAX) {
         ks->tag = SHMOBJ__SLOT_SSTR;
-        ks->r0 = (uint8_t)k->len;
+        ks->w0 = SHMOBJ__SLOT_SSTR | k->len << 8;
         ks->payload = k->word_;
+    } else if (v3 && key_medium(k)) {
+        ks->tag = SHMOBJ__SLOT_MSTR;
+        ks->w0 = shmobj__mstr_w0(k->ptr);
+        ks->payload = shmobj__mstr_w1(k->ptr, k->len);
     } else {
         shmobj_value d = {.type = k->type, .v = {.s = {k->ptr, (size_t)k->len}}};
         int rc = shmobj__obj_put(c->sp, &d, &ks->child);
         if (rc != 0)
             return rc;
         ks->tag = SHMOBJ__SLOT_OBJ;
+        ks->w0 = SHMOBJ__SLOT_OBJ;
         ks->payload = ks->child;
     }
     return 0;
@@ -151,16 +166,20 @@ static int key_slot_make(struct shmobj__mc *c, const shmobj_key *k, struct key_s
 /* Before the lock: a key that needs a child and that a read finds absent
  * (it will most likely be inserted) has its child built now, so that the
  * lock is not held across the builder's allocation (the segment's lock).
- * ks->tag 0: none built (the insert builds its own). */
+ * ks->tag 0: none built (the insert builds its own). A medium key needs
+ * none (every body made now is version 3; in a version 2 one the insert
+ * builds it under the lock). */
 static void key_slot_early(struct shmobj__mc *c, const shmobj_key *k, int absent,
                            struct key_slot *ks)
 {
     ks->tag = 0;
     ks->child = 0;
     ks->used = 0;
-    if (k->type == SHMOBJ_TYPE_INT || (k->type == SHMOBJ_TYPE_STR && k->len <= SHMOBJ__SSTR_MAX))
+    if (k->type == SHMOBJ_TYPE_INT ||
+        (k->type == SHMOBJ_TYPE_STR && k->len <= SHMOBJ__SSTR_MAX) || key_medium(k))
         return;
-    if ((absent || shmobj__mdict_has(c, k) == SHMOBJ_ENOTFOUND) && key_slot_make(c, k, ks) != 0)
+    if ((absent || shmobj__mdict_has(c, k) == SHMOBJ_ENOTFOUND) &&
+        key_slot_make(c, k, 0, ks) != 0)
         ks->tag = 0;
 }
 
@@ -193,13 +212,12 @@ static int insert_new(struct shmobj__mc *c, const shmobj_key *k, const struct sh
         return rc == 0 ? SHMOBJ_ECORRUPT : rc;
     struct key_slot own, *ks = pre;
     if (ks->tag == 0) {
-        rc = key_slot_make(c, k, &own);
+        rc = key_slot_make(c, k, b.v3, &own);
         if (rc != 0)
             return rc;
         ks = &own;
     }
-    uint8_t ktag = ks->tag, r0 = ks->r0;
-    uint64_t kpl = ks->payload;
+    uint64_t kw0 = ks->w0, kpl = ks->payload;
     shmobj__ref kchild = ks->child;
     ks->used = 1;
     atomic_store_explicit(&m->at, len, memory_order_relaxed);
@@ -208,7 +226,7 @@ static int insert_new(struct shmobj__mc *c, const shmobj_key *k, const struct sh
     atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_PUT, memory_order_relaxed);
     uint64_t o = atomic_load_explicit(&m->order, memory_order_relaxed);
     shmobj__mut_wbegin(m);
-    shmobj__mut_slot_put(&b.pairs[2 * len], ktag, r0, kpl);
+    shmobj__mut_key_put(&b.pairs[2 * len], kw0, kpl);
     shmobj__mut_slot_put(&b.pairs[2 * len + 1], it->tag, 0, it->payload);
     atomic_store_explicit((_Atomic uint64_t *)(void *)&b.orders[len], o, memory_order_relaxed);
     atomic_store_explicit(&m->order, o + 1, memory_order_relaxed);
