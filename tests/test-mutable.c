@@ -2611,6 +2611,40 @@ static void test_mdict_kill_writer_loop_medium_keys(void **state)
     munmap((void *)committed, 4096);
 }
 
+/* An add to a key that is absent, or whose value is not an int, changes
+ * nothing and needs neither the lock nor the adder word: while another
+ * process holds the dict's lock it returns SHMOBJ_ENOTFOUND or
+ * SHMOBJ_ETYPE at once (the answer of a read that held seq); once the
+ * lock is free, an add to an int adds. */
+static void test_mdict_int_add_absent_key_takes_no_lock(void **state)
+{
+    struct fixture *f = *state;
+    _Atomic int *st = shared_page(4096);
+    shmobj_view d;
+    shmobj_ref r = make(f->seg, SHMOBJ_VAL_MDICT(), &d);
+    assert_int_equal(shmobj_mdict_set(&d, &SHMOBJ_VAL_STR("n"), &SHMOBJ_VAL_INT(1)), 0);
+    assert_int_equal(shmobj_mdict_set(&d, &SHMOBJ_VAL_STR("s"), &SHMOBJ_VAL_STR("text")), 0);
+    shmobj_key absent, str;
+    assert_int_equal(shmobj_key_init(&absent, &SHMOBJ_VAL_STR("key-000123")), 0);
+    assert_int_equal(shmobj_key_init(&str, &SHMOBJ_VAL_STR("s")), 0);
+    struct holder h = {f->seg, control_of(&d), st, 1};
+    pid_t pid = holder_start(&h);
+    assert_int_equal(shmobj_mdict_int_add(&d, &absent, 1, NULL), SHMOBJ_ENOTFOUND);
+    assert_int_equal(shmobj_mdict_int_add(&d, &str, 1, NULL), SHMOBJ_ETYPE);
+    assert_int_equal(atomic_load(st), 1); /* the lock is still held */
+    holder_stop(&h, pid);
+    int64_t x = 0;
+    shmobj_key n;
+    assert_int_equal(shmobj_key_init(&n, &SHMOBJ_VAL_STR("n")), 0);
+    assert_int_equal(shmobj_mdict_int_add(&d, &n, 2, &x), 0);
+    assert_int_equal(x, 1);
+    assert_int_equal(shmobj_mdict_get_int(&d, &n, &x), 0);
+    assert_int_equal(x, 3);
+    assert_int_equal(shmobj_obj_check(f->seg, r), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, r), 0);
+    munmap((void *)st, 4096);
+}
+
 int main(void)
 {
     const char *env = getenv("SHMOBJ_KILL_ITERATIONS");
@@ -2671,6 +2705,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_mdict_version2_body_medium_key_in_a_block, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_mdict_kill_writer_loop_medium_keys, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mdict_int_add_absent_key_takes_no_lock, setup,
+                                        teardown),
     };
     test_filter_from_env();
     return cmocka_run_group_tests(tests, NULL, NULL);

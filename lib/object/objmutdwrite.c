@@ -22,7 +22,10 @@
  *   an int stored over an int one atomic store: a reader sees the value
  *   before or after it, so neither needs a section; without the lock they
  *   are made only by the adder word's owner, in a slot found while seq
- *   held, which nothing moves, frees or replaces until the word is clear. */
+ *   held a value s that seq still has once the word is taken, which
+ *   nothing moves, frees or replaces until the word is clear. An answer
+ *   that changes nothing (an absent key, a value that is no int) is a
+ *   read's, given without the word or the lock. */
 #include "objmut.h"
 
 /* The add of an int value, the lock held or the adder word owned: the
@@ -40,48 +43,27 @@ add_found(struct shmobj__slot *vs, int64_t delta, int64_t *old)
     return 0;
 }
 
-/* A change of an int value without the lock, the adder word owned
- * (objfmt.h): the fetch-add of delta, or with store the store of delta
- * over an int. 1 when it cannot be made so (a writer section open or begun
- * meanwhile; for a store, a value that is not an int: the lock's path
- * replaces it), 2 for a store to a key absent while seq held (the lock's
- * path inserts it), else its result. The pair and its tag
- * are kept only if seq held across their read, like any reader's; from
- * then until the atomic a lock holder may only append pairs or make this
- * one a hole (the change then comes before the delete), since whatever
- * would move, free or replace the value slot waits for the adder word to
- * clear first. */
-static inline __attribute__((always_inline)) int
-int_unlocked(struct shmobj__mc *c, const shmobj_key *key, int64_t delta, int store, int64_t *old)
-{
-    struct shmobj__mdbody b;
-    uint64_t len = 0, pair = 0;
-    uint64_t s = atomic_load_explicit(&c->m->seq, memory_order_seq_cst);
-    if (s & 1)
-        return 1;
-    int rc = shmobj__mdict_locate(c, key, &b, &len, &pair);
-    uint8_t tag = rc == 0 ? b.pairs[2 * pair + 1].tag : 0;
-    atomic_thread_fence(memory_order_acquire);
-    if (atomic_load_explicit(&c->m->seq, memory_order_relaxed) != s)
-        return 1;
-    if (store && rc == SHMOBJ_ENOTFOUND)
-        return 2; /* absent while seq held: the lock's path inserts */
-    if (store && rc == 0 && tag != SHMOBJ__SLOT_INT)
-        return 1;
-    if (rc != 0)
-        return rc;
-    if (tag != SHMOBJ__SLOT_INT)
-        return SHMOBJ_ETYPE;
-    if (!store)
-        return add_found(&b.pairs[2 * pair + 1], delta, old);
-    atomic_store_explicit(&b.pairs[2 * pair + 1].payload, (uint64_t)delta, memory_order_release);
-    return 0;
-}
-
-/* int_unlocked() with the adder word taken (from 0) and given back; 1
- * when the word could not be had (another adder, a space without tokens)
- * or the change cannot be made without the lock, 2 (a store only) when
- * the key was absent.
+/* A change of an int value without the lock: the fetch-add of delta, or
+ * with store the store of delta over an int. 1 when it cannot be made so
+ * (a writer holds the lock, or a section opened before or during it;
+ * another adder owns the word; a space without tokens; for a store, a
+ * value that is not an int: the lock's path replaces it), 2 for a store
+ * to a key absent while seq held (the lock's path inserts it), else its
+ * result.
+ *
+ * The key is found first, as a reader finds it: the pair and its value's
+ * tag are kept only if seq held (value s, even) across their read, and an
+ * answer that needs no change (absent, not an int, damage) is given then,
+ * without the word. Only a change takes the adder word (CAS from 0), and
+ * it is made only if seq is still s after the CAS: then no section began
+ * since the find (one that began and ended moved seq past s), and one
+ * that begins later sees the word, since the CAS and the load of seq are
+ * the adder's store-then-load and the writer's odd store, its fence and
+ * its load of the word are the other side of it; so whatever would move,
+ * free or replace the value slot waits for the word to clear, and a lock
+ * holder may meanwhile only append pairs or make this one a hole (the
+ * change then comes before the delete) or store an int over this int
+ * (the change lands before or after it, in an int).
  *
  * Why the word, and not a reader's check of seq before and after the
  * atomic: a check after it comes too late, since a rebuild or a clear
@@ -100,18 +82,42 @@ static inline __attribute__((always_inline)) int
 int_try_unlocked(struct shmobj__mc *c, const shmobj_key *key, int64_t v, int store, int64_t *old)
 {
     const struct shmobj__space_live_ops *live = c->sp->ops->live;
-    /* a writer holds the lock: its section would send this add to the
-     * lock anyway, after both had moved the adder word's line (asked
-     * before the token, whose call is then not made) */
-    if (live == NULL ||
-        atomic_load_explicit((_Atomic uint32_t *)(void *)c->m->lock, memory_order_relaxed) != 0)
+    struct shmobj__mdbody b;
+    uint64_t len = 0, pair = 0;
+    if (live == NULL)
         return 1;
+    /* the token first: nothing of the find is live across its call */
     uint64_t tok = live->token(c->sp), z = 0;
+    uint64_t s = atomic_load_explicit(&c->m->seq, memory_order_acquire);
+    if (s & 1)
+        return 1;
+    int rc = shmobj__mdict_locate(c, key, &b, &len, &pair);
+    uint8_t tag = rc == 0 ? b.pairs[2 * pair + 1].tag : 0;
+    atomic_thread_fence(memory_order_acquire);
+    if (atomic_load_explicit(&c->m->seq, memory_order_relaxed) != s)
+        return 1;
+    if (rc == SHMOBJ_ENOTFOUND && store)
+        return 2; /* absent while seq held: the lock's path inserts */
+    if (rc != 0)
+        return rc;
+    if (tag != SHMOBJ__SLOT_INT)
+        return store ? 1 : SHMOBJ_ETYPE;
+    /* a writer holds the lock: its section would send this change to the
+     * lock anyway, after both had moved the adder word's line */
+    if (atomic_load_explicit((_Atomic uint32_t *)(void *)c->m->lock, memory_order_relaxed) != 0)
+        return 1;
     if (tok == 0 || !atomic_compare_exchange_strong_explicit(&c->m->adder, &z, tok,
                                                              memory_order_seq_cst,
                                                              memory_order_relaxed))
         return 1;
-    int rc = int_unlocked(c, key, v, store, old);
+    if (atomic_load_explicit(&c->m->seq, memory_order_seq_cst) != s) {
+        rc = 1;
+    } else if (!store) {
+        rc = add_found(&b.pairs[2 * pair + 1], v, old);
+    } else {
+        atomic_store_explicit(&b.pairs[2 * pair + 1].payload, (uint64_t)v, memory_order_release);
+        rc = 0;
+    }
     atomic_store_explicit(&c->m->adder, 0, memory_order_release);
     return rc;
 }
