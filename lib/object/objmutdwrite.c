@@ -199,23 +199,25 @@ static void key_slot_done(struct shmobj__mc *c, const struct key_slot *ks)
 /* Insert key k (absent) with the value item it; the key's slot is pre
  * when an early one was built (pre->tag != 0), else built here. */
 static int insert_new(struct shmobj__mc *c, const shmobj_key *k, const struct shmobj__mitem *it,
-                      struct key_slot *pre)
+                      struct key_slot *pre, struct shmobj__mdbody *bp, uint64_t len, int have,
+                      uint64_t free_at)
 {
     struct shmobj__mut *m = c->m;
     struct shmobj__mdbody b;
-    uint64_t len = 0, pair, free_at = 0;
-    int rc = shmobj__mdict_body_now(c, &b, &len);
-    if (rc < 0)
-        return rc;
-    int have = rc == 0;
+    uint64_t pair;
+    int rc;
+    if (have)
+        b = *bp;
+    /* the caller's find gave free_at in this body; a new one is probed
+     * anew */
     if (!have || len == b.pcap) {
         rc = shmobj__mdict_rebuild(c, &b, &len, have);
         if (rc != 0)
             return rc;
+        rc = shmobj__mdict_find(c, &b, len, k, &pair, &free_at, NULL);
+        if (rc != SHMOBJ_ENOTFOUND)
+            return rc == 0 ? SHMOBJ_ECORRUPT : rc;
     }
-    rc = shmobj__mdict_find(c, &b, len, k, &pair, &free_at, NULL);
-    if (rc != SHMOBJ_ENOTFOUND)
-        return rc == 0 ? SHMOBJ_ECORRUPT : rc;
     struct key_slot own, *ks = pre;
     if (ks->tag == 0) {
         rc = key_slot_make(c, k, b.v3, &own);
@@ -226,10 +228,18 @@ static int insert_new(struct shmobj__mc *c, const shmobj_key *k, const struct sh
     uint64_t kw0 = ks->w0, kpl = ks->payload;
     shmobj__ref kchild = ks->child;
     ks->used = 1;
-    atomic_store_explicit(&m->at, len, memory_order_relaxed);
-    atomic_store_explicit(&m->spare, it->child, memory_order_relaxed);
-    atomic_store_explicit(&m->spare2, kchild, memory_order_relaxed);
-    atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_PUT, memory_order_relaxed);
+    /* An intent only when a block comes in: the repair after a kill
+     * anywhere in the lock (the next locker's EOWNERDEAD, or seq odd)
+     * rebuilds the index from the pairs below len and recounts them,
+     * which is all an insert of inline items needs; the intent's repair
+     * adds the freeing of blocks no pair holds. */
+    int blocks = it->child != 0 || kchild != 0;
+    if (blocks) {
+        atomic_store_explicit(&m->at, len, memory_order_relaxed);
+        atomic_store_explicit(&m->spare, it->child, memory_order_relaxed);
+        atomic_store_explicit(&m->spare2, kchild, memory_order_relaxed);
+        atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_PUT, memory_order_relaxed);
+    }
     uint64_t o = atomic_load_explicit(&m->order, memory_order_relaxed);
     shmobj__mut_wbegin(m);
     shmobj__mut_key_put(&b.pairs[2 * len], kw0, kpl);
@@ -242,9 +252,11 @@ static int insert_new(struct shmobj__mc *c, const shmobj_key *k, const struct sh
     atomic_store_explicit((_Atomic uint64_t *)(void *)&b.ix[free_at],
                           shmobj__index_entry(len, k->hash_), memory_order_relaxed);
     shmobj__mut_wend(m);
-    atomic_store_explicit(&m->spare, 0, memory_order_relaxed);
-    atomic_store_explicit(&m->spare2, 0, memory_order_relaxed);
-    atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_NONE, memory_order_relaxed);
+    if (blocks) {
+        atomic_store_explicit(&m->spare, 0, memory_order_relaxed);
+        atomic_store_explicit(&m->spare2, 0, memory_order_relaxed);
+        atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_NONE, memory_order_relaxed);
+    }
     return 0;
 }
 
@@ -255,12 +267,13 @@ static int put_locked(struct shmobj__mc *c, const shmobj_key *k, const struct sh
 {
     struct shmobj__mut *m = c->m;
     struct shmobj__mdbody b;
-    uint64_t len = 0, pair;
+    uint64_t len = 0, pair, free_at = 0;
     int rc = shmobj__mdict_body_now(c, &b, &len);
     if (rc < 0)
         return rc;
-    if (rc == 0) {
-        rc = shmobj__mdict_find(c, &b, len, k, &pair, NULL, NULL);
+    int have = rc == 0;
+    if (have) {
+        rc = shmobj__mdict_find(c, &b, len, k, &pair, &free_at, NULL);
         if (rc == 0) {
             if (exist_err)
                 return SHMOBJ_EEXIST;
@@ -299,7 +312,7 @@ static int put_locked(struct shmobj__mc *c, const shmobj_key *k, const struct sh
         if (rc != SHMOBJ_ENOTFOUND)
             return rc;
     }
-    return insert_new(c, k, it, pre);
+    return insert_new(c, k, it, pre, &b, len, have, free_at);
 }
 
 int shmobj_mdict_set(const shmobj_view *dict, const shmobj_value *key, const shmobj_value *val)
@@ -380,19 +393,27 @@ int shmobj_mut_delete(const shmobj_view *cv, const shmobj_value *key)
     if (rc == 0) {
         kc = shmobj__mdict_pair_child(&b, pair, 0);
         vc = shmobj__mdict_pair_child(&b, pair, 1);
-        atomic_store_explicit(&m->at, pair, memory_order_relaxed);
-        atomic_store_explicit(&m->retired, kc, memory_order_relaxed);
-        atomic_store_explicit(&m->retired2, vc, memory_order_relaxed);
-        atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_REMOVE, memory_order_relaxed);
+        /* an intent only when the pair holds a block (as an insert's):
+         * the repair after a kill in the lock recounts the pairs, all
+         * that the hole of an inline key and value needs */
+        int blocks = kc != 0 || vc != 0;
+        if (blocks) {
+            atomic_store_explicit(&m->at, pair, memory_order_relaxed);
+            atomic_store_explicit(&m->retired, kc, memory_order_relaxed);
+            atomic_store_explicit(&m->retired2, vc, memory_order_relaxed);
+            atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_REMOVE, memory_order_relaxed);
+        }
         shmobj__mut_wbegin(m);
         /* the commit: one store makes the pair a hole */
         b.pairs[2 * pair].tag = SHMOBJ__SLOT_HOLE;
         atomic_store_explicit(&m->count, atomic_load_explicit(&m->count, memory_order_relaxed) - 1,
                               memory_order_relaxed);
         shmobj__mut_wend(m);
-        atomic_store_explicit(&m->retired, 0, memory_order_relaxed);
-        atomic_store_explicit(&m->retired2, 0, memory_order_relaxed);
-        atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_NONE, memory_order_relaxed);
+        if (blocks) {
+            atomic_store_explicit(&m->retired, 0, memory_order_relaxed);
+            atomic_store_explicit(&m->retired2, 0, memory_order_relaxed);
+            atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_NONE, memory_order_relaxed);
+        }
     }
     shmobj__mut_unlock(&c);
     /* The hole's children are the delete's alone once the section is
