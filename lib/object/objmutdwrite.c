@@ -380,16 +380,39 @@ int shmobj_mut_delete(const shmobj_view *cv, const shmobj_value *key)
     int rc = shmobj__mdict_begin(cv, SHMOBJ__MD_KINDS, key, &c, &k);
     if (rc != 0)
         return rc;
-    /* an absent key needs no lock: a read that held seq saw it absent, and
-     * the delete takes effect there */
-    if (shmobj__mdict_has(&c, &k) == SHMOBJ_ENOTFOUND)
+    /* An absent key needs no lock: a read that held seq saw it absent, and
+     * the delete takes effect there. The first try of that read is made
+     * here (shmobj__mut_read()'s, which the others are): a present key
+     * found while seq held s is still at that pair once the lock is had if
+     * seq is still s, since every change of a key, of len or of the body
+     * is made inside a section, and the lock holder does not find it
+     * again. */
+    uint64_t s = atomic_load_explicit(&c.m->seq, memory_order_acquire);
+    int seen = 0;
+    b.pairs = NULL; /* set when seen (the compiler cannot tell) */
+    pair = 0;
+    if (!(s & 1)) {
+        rc = shmobj__mdict_locate(&c, &k, &b, &len, &pair);
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load_explicit(&c.m->seq, memory_order_relaxed) == s) {
+            if (!shmobj__obj_live(cv))
+                return SHMOBJ_ESTALE;
+            if (rc == SHMOBJ_ENOTFOUND)
+                return SHMOBJ_ENOTFOUND;
+            seen = rc == 0;
+        }
+    }
+    if (!seen && shmobj__mdict_has(&c, &k) == SHMOBJ_ENOTFOUND)
         return SHMOBJ_ENOTFOUND;
     rc = shmobj__mut_lock(&c);
     if (rc != 0)
         return rc;
     struct shmobj__mut *m = c.m;
     shmobj__ref kc = 0, vc = 0;
-    rc = shmobj__mdict_locate(&c, &k, &b, &len, &pair);
+    if (!seen || atomic_load_explicit(&m->seq, memory_order_relaxed) != s)
+        rc = shmobj__mdict_locate(&c, &k, &b, &len, &pair);
+    else
+        rc = 0;
     if (rc == 0) {
         kc = shmobj__mdict_pair_child(&b, pair, 0);
         vc = shmobj__mdict_pair_child(&b, pair, 1);
