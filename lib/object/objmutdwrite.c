@@ -78,12 +78,22 @@ add_found(struct shmobj__slot *vs, int64_t delta, int64_t *old)
  * makes) instead. Measured on C1 (one adder, its word's line in its own
  * cache) a plain store in its place made no difference beyond the
  * noise, so the word stays a CAS. */
+/* Where a set's lock-free find saw its key absent (have: in a body),
+ * while seq held s: the empty index entry a new key takes. */
+struct absent_at {
+    uint64_t s;
+    int have;
+    struct shmobj__mdbody b;
+    uint64_t len, free_at;
+};
+
 static inline __attribute__((always_inline)) int
-int_try_unlocked(struct shmobj__mc *c, const shmobj_key *key, int64_t v, int store, int64_t *old)
+int_try_unlocked(struct shmobj__mc *c, const shmobj_key *key, int64_t v, int store, int64_t *old,
+                 struct absent_at *ab)
 {
     const struct shmobj__space_live_ops *live = c->sp->ops->live;
     struct shmobj__mdbody b;
-    uint64_t len = 0, pair = 0;
+    uint64_t len = 0, pair = 0, free_at = 0;
     if (live == NULL)
         return 1;
     /* the token first: nothing of the find is live across its call */
@@ -91,13 +101,27 @@ int_try_unlocked(struct shmobj__mc *c, const shmobj_key *key, int64_t v, int sto
     uint64_t s = atomic_load_explicit(&c->m->seq, memory_order_acquire);
     if (s & 1)
         return 1;
-    int rc = shmobj__mdict_locate(c, key, &b, &len, &pair);
+    int rc = shmobj__mdict_body_now(c, &b, &len), have = rc == 0;
+    if (rc == 1)
+        rc = SHMOBJ_ENOTFOUND;
+    else if (rc == 0)
+        rc = shmobj__mdict_find(c, &b, len, key, &pair, store ? &free_at : NULL, NULL);
     uint8_t tag = rc == 0 ? b.pairs[2 * pair + 1].tag : 0;
     atomic_thread_fence(memory_order_acquire);
     if (atomic_load_explicit(&c->m->seq, memory_order_relaxed) != s)
         return 1;
-    if (rc == SHMOBJ_ENOTFOUND && store)
-        return 2; /* absent while seq held: the lock's path inserts */
+    if (rc == SHMOBJ_ENOTFOUND && store) {
+        /* absent while seq held: the lock's path inserts, at free_at if
+         * seq is still s then */
+        if (have) {
+            ab->s = s;
+            ab->have = 1;
+            ab->b = b;
+            ab->len = len;
+            ab->free_at = free_at;
+        }
+        return 2;
+    }
     if (rc != 0)
         return rc;
     if (tag != SHMOBJ__SLOT_INT)
@@ -199,7 +223,7 @@ static void key_slot_done(struct shmobj__mc *c, const struct key_slot *ks)
 /* Insert key k (absent) with the value item it; the key's slot is pre
  * when an early one was built (pre->tag != 0), else built here. */
 static int insert_new(struct shmobj__mc *c, const shmobj_key *k, const struct shmobj__mitem *it,
-                      struct key_slot *pre, struct shmobj__mdbody *bp, uint64_t len, int have,
+                      struct key_slot *pre, const struct shmobj__mdbody *bp, uint64_t len, int have,
                       uint64_t free_at)
 {
     struct shmobj__mut *m = c->m;
@@ -263,11 +287,16 @@ static int insert_new(struct shmobj__mc *c, const shmobj_key *k, const struct sh
 /* Set (or add, with exist_err) key k to item it (lock held); pre: as
  * insert_new(). */
 static int put_locked(struct shmobj__mc *c, const shmobj_key *k, const struct shmobj__mitem *it,
-                      int exist_err, struct key_slot *pre)
+                      int exist_err, struct key_slot *pre, const struct absent_at *ab)
 {
     struct shmobj__mut *m = c->m;
     struct shmobj__mdbody b;
     uint64_t len = 0, pair, free_at = 0;
+    /* seen absent in this body while seq held ab->s, and seq still has
+     * it: no key, len or body changed since (each changes inside a
+     * section), so the key is absent and free_at the entry it takes */
+    if (ab != NULL && ab->have && atomic_load_explicit(&m->seq, memory_order_relaxed) == ab->s)
+        return insert_new(c, k, it, pre, &ab->b, ab->len, 1, ab->free_at);
     int rc = shmobj__mdict_body_now(c, &b, &len);
     if (rc < 0)
         return rc;
@@ -328,10 +357,12 @@ int shmobj_mdict_set(const shmobj_view *dict, const shmobj_value *key, const shm
     /* an int over an int: one atomic store, without the lock when it can
      * (on copies of the handle and key whose addresses no call takes) */
     int absent = 0;
+    struct absent_at ab;
+    ab.have = 0;
     if (val->type == SHMOBJ_TYPE_INT && val->reserved == 0) {
         struct shmobj__mc fc = c;
         shmobj_key fk = k;
-        rc = int_try_unlocked(&fc, &fk, val->v.i, 1, NULL);
+        rc = int_try_unlocked(&fc, &fk, val->v.i, 1, NULL, &ab);
         if (rc == 0)
             return 0;
         absent = rc == 2;
@@ -343,7 +374,7 @@ int shmobj_mdict_set(const shmobj_view *dict, const shmobj_value *key, const shm
     key_slot_early(&c, &k, absent, &pre);
     rc = shmobj__mut_lock(&c);
     if (rc == 0) {
-        rc = put_locked(&c, &k, &it, 0, &pre);
+        rc = put_locked(&c, &k, &it, 0, &pre, &ab);
         shmobj__mut_unlock(&c);
     }
     key_slot_done(&c, &pre);
@@ -364,7 +395,7 @@ int shmobj_mset_add(const shmobj_view *set, const shmobj_value *key)
     key_slot_early(&c, &k, 0, &pre);
     rc = shmobj__mut_lock(&c);
     if (rc == 0) {
-        rc = put_locked(&c, &k, &it, 1, &pre);
+        rc = put_locked(&c, &k, &it, 1, &pre, NULL);
         shmobj__mut_unlock(&c);
     }
     key_slot_done(&c, &pre);
@@ -500,7 +531,7 @@ int shmobj_mdict_int_add(const shmobj_view *dict, const shmobj_key *key, int64_t
     int rc = shmobj__mdict_open_key(dict, key, &c);
     if (rc != 0)
         return rc;
-    rc = int_try_unlocked(&c, key, delta, 0, old);
+    rc = int_try_unlocked(&c, key, delta, 0, old, NULL);
     if (rc != 1)
         return rc;
     return int_add_locked(c, key, delta, old);
