@@ -2732,6 +2732,45 @@ static void test_mdict_inline_insert_killed_before_index_repaired(void **state)
     assert_int_equal(shmobj_obj_free(f->seg, r), 0);
 }
 
+/* Two processes set the same absent medium key to an int while a third
+ * holds the lock: both find it absent without the lock and wait; the
+ * first to have the lock inserts at the entry its find gave (seq did not
+ * move), the second sees seq moved, finds the key again and stores over
+ * it: one pair, holding one of the two values. */
+static int absent_set_main(void *p)
+{
+    struct early_arg *a = p;
+    return shmobj_mdict_set(&a->c, &SHMOBJ_VAL_STR("key-000042"), &SHMOBJ_VAL_INT(100 + a->who));
+}
+
+static void test_mdict_set_absent_key_raced_inserts_once(void **state)
+{
+    struct fixture *f = *state;
+    _Atomic int *st = shared_page(4096);
+    shmobj_view d;
+    shmobj_ref r = make(f->seg, SHMOBJ_VAL_MDICT(), &d);
+    assert_int_equal(shmobj_mdict_set(&d, &SHMOBJ_VAL_STR("a"), &SHMOBJ_VAL_INT(0)), 0);
+    struct holder h = {f->seg, control_of(&d), st, 1};
+    pid_t hp = holder_start(&h);
+    struct early_arg a[2] = {{d, 0}, {d, 1}};
+    pid_t pid[2] = {test_child_start(absent_set_main, &a[0], 60),
+                    test_child_start(absent_set_main, &a[1], 60)};
+    test_sleep_ms(300); /* both look and wait for the lock */
+    holder_stop(&h, hp);
+    assert_int_equal(test_child_wait(pid[0]), 0);
+    assert_int_equal(test_child_wait(pid[1]), 0);
+    assert_int_equal(len_of(&d), 2);
+    assert_int_equal(atomic_load(&control_of(&d)->len), 2);
+    shmobj_key pk;
+    int64_t x = 0;
+    assert_int_equal(shmobj_key_init(&pk, &SHMOBJ_VAL_STR("key-000042")), 0);
+    assert_int_equal(shmobj_mdict_get_int(&d, &pk, &x), 0);
+    assert_true(x == 100 || x == 101);
+    assert_int_equal(shmobj_obj_check(f->seg, r), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, r), 0);
+    munmap((void *)st, 4096);
+}
+
 int main(void)
 {
     const char *env = getenv("SHMOBJ_KILL_ITERATIONS");
@@ -2798,6 +2837,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_mdict_inline_insert_killed_before_index_repaired,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mdict_set_absent_key_raced_inserts_once, setup,
+                                        teardown),
     };
     test_filter_from_env();
     return cmocka_run_group_tests(tests, NULL, NULL);
