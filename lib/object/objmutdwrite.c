@@ -43,6 +43,15 @@ add_found(struct shmobj__slot *vs, int64_t delta, int64_t *old)
     return 0;
 }
 
+/* Where a set's lock-free find saw its key absent (have: in a body),
+ * while seq held s: the empty index entry a new key takes. */
+struct absent_at {
+    uint64_t s;
+    int have;
+    struct shmobj__mdbody b;
+    uint64_t len, free_at;
+};
+
 /* A change of an int value without the lock: the fetch-add of delta, or
  * with store the store of delta over an int. 1 when it cannot be made so
  * (a writer holds the lock, or a section opened before or during it;
@@ -78,15 +87,6 @@ add_found(struct shmobj__slot *vs, int64_t delta, int64_t *old)
  * makes) instead. Measured on C1 (one adder, its word's line in its own
  * cache) a plain store in its place made no difference beyond the
  * noise, so the word stays a CAS. */
-/* Where a set's lock-free find saw its key absent (have: in a body),
- * while seq held s: the empty index entry a new key takes. */
-struct absent_at {
-    uint64_t s;
-    int have;
-    struct shmobj__mdbody b;
-    uint64_t len, free_at;
-};
-
 static inline __attribute__((always_inline)) int
 int_try_unlocked(struct shmobj__mc *c, const shmobj_key *key, int64_t v, int store, int64_t *old,
                  struct absent_at *ab)
