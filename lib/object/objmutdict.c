@@ -22,7 +22,11 @@
  *   leaves a key that is found; blocks recorded in the intent are freed
  *   unless the pair they were for holds them, and only those its op
  *   names: after a repair every block field of the intent is 0, so the
- *   fields a later intent's repair reads are that intent's own. */
+ *   fields a later intent's repair reads are that intent's own.
+ * - A key slot holds an int, a short str or (in a version 3 body only) a
+ *   medium str itself, and only a longer key names a child; the index is
+ *   rebuilt from the slots' bytes alone for all three, so a pair whose
+ *   key and value are inline needs no intent to be repaired. */
 #include "objlookup.h"
 #include "objmut.h"
 #include "objvalid.h"
