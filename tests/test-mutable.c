@@ -1201,6 +1201,7 @@ struct kill_arg {
     shmobj_view c;
     _Atomic uint64_t *committed; /* ops finished */
     uint64_t start;
+    int medium; /* dict: the ops of dict_medium_kill_op() */
 };
 
 /* Wait until the child has committed a random number of ops, then kill it
@@ -1290,7 +1291,7 @@ static void test_mlist_kill_writer_loop(void **state)
     _Atomic uint64_t *committed = shared_page(4096);
     uint64_t next = 0;
     for (unsigned round = 0; round < kill_rounds; round++) {
-        struct kill_arg a = {l, committed, next};
+        struct kill_arg a = {l, committed, next, 0};
         uint64_t c = run_and_kill(list_killed_main, &a, next, 2000);
         /* any call repairs; then the marker of a half-done op may be left
          * (once), and the item of op c may be there */
@@ -1748,6 +1749,20 @@ static void test_mlist_check_grown_elsewhere_passes(void **state)
 
 #define DICT_HOT 16
 
+/* Delete the key fmt % (i - behind) once i >= behind (absent or not). */
+static int kill_op_delete_behind(const shmobj_view *d, const char *fmt, uint64_t i,
+                                 uint64_t behind)
+{
+    char k[32];
+    if (i < behind)
+        return 0;
+    snprintf(k, sizeof k, fmt, (unsigned long long)(i - behind));
+    int rc = shmobj_mut_delete(d, &SHMOBJ_VAL_STR(k));
+    return rc != 0 && rc != SHMOBJ_ENOTFOUND ? 13 : 0;
+}
+
+static int dict_medium_kill_op(const shmobj_view *d, uint64_t i);
+
 /* Dict op i: set "k<i>" to the string "v<i>", a hot key to i, and delete
  * "k<i - 500>". */
 static int dict_kill_op(const shmobj_view *d, uint64_t i)
@@ -1760,20 +1775,14 @@ static int dict_kill_op(const shmobj_view *d, uint64_t i)
     snprintf(k, sizeof k, "hot%llu", (unsigned long long)(i % DICT_HOT));
     if (shmobj_mdict_set(d, &SHMOBJ_VAL_STR(k), &SHMOBJ_VAL_INT((int64_t)i)) != 0)
         return 12;
-    if (i >= 500) {
-        snprintf(k, sizeof k, "k%llu", (unsigned long long)(i - 500));
-        int rc = shmobj_mut_delete(d, &SHMOBJ_VAL_STR(k));
-        if (rc != 0 && rc != SHMOBJ_ENOTFOUND)
-            return 13;
-    }
-    return 0;
+    return kill_op_delete_behind(d, "k%llu", i, 500);
 }
 
 static int dict_killed_main(void *p)
 {
     struct kill_arg *a = p;
     for (uint64_t i = a->start;; i++) {
-        int rc = dict_kill_op(&a->c, i);
+        int rc = a->medium ? dict_medium_kill_op(&a->c, i) : dict_kill_op(&a->c, i);
         if (rc != 0)
             return rc;
         atomic_store(a->committed, i + 1);
@@ -1792,7 +1801,7 @@ static void test_mdict_kill_writer_loop(void **state)
     _Atomic uint64_t *committed = shared_page(4096);
     uint64_t next = 0;
     for (unsigned round = 0; round < kill_rounds; round++) {
-        struct kill_arg a = {d, committed, next};
+        struct kill_arg a = {d, committed, next, 0};
         uint64_t c = run_and_kill(dict_killed_main, &a, next, 1500);
         for (uint64_t i = c > 500 ? c - 499 : 0; i < c; i++) {
             char k[32], want[32];
@@ -1865,7 +1874,7 @@ static void test_mset_kill_writer_loop(void **state)
     _Atomic uint64_t *committed = shared_page(4096);
     uint64_t next = 0;
     for (unsigned round = 0; round < kill_rounds; round++) {
-        struct kill_arg a = {s, committed, next};
+        struct kill_arg a = {s, committed, next, 0};
         uint64_t c = run_and_kill(set_killed_main, &a, next, 1500);
         for (uint64_t i = c > 300 ? c - 299 : 0; i < c; i++)
             assert_int_equal(shmobj_mut_contains(&s, &SHMOBJ_VAL_INT((int64_t)i)), 0);
@@ -1919,7 +1928,7 @@ static void test_mdict_int_add_killed_adder_never_blocks(void **state)
     unsigned held = 0;
     uint64_t done = 0;
     for (unsigned round = 0; round < kill_rounds / 4 + 1; round++) {
-        struct kill_arg a = {d, committed, done};
+        struct kill_arg a = {d, committed, done, 0};
         done = run_and_kill(adder_killed_main, &a, done, 2000);
         held += atomic_load(&m->adder) != 0;
         int64_t x = -1;
@@ -2552,24 +2561,7 @@ static int dict_medium_kill_op(const shmobj_view *d, uint64_t i)
     snprintf(k, sizeof k, "key-%06llu", (unsigned long long)i);
     if (shmobj_mdict_set(d, &SHMOBJ_VAL_STR(k), &SHMOBJ_VAL_INT((int64_t)i)) != 0)
         return 11;
-    if (i >= 300) {
-        snprintf(k, sizeof k, "key-%06llu", (unsigned long long)(i - 300));
-        int rc = shmobj_mut_delete(d, &SHMOBJ_VAL_STR(k));
-        if (rc != 0 && rc != SHMOBJ_ENOTFOUND)
-            return 13;
-    }
-    return 0;
-}
-
-static int dict_medium_killed_main(void *p)
-{
-    struct kill_arg *a = p;
-    for (uint64_t i = a->start;; i++) {
-        int rc = dict_medium_kill_op(&a->c, i);
-        if (rc != 0)
-            return rc;
-        atomic_store(a->committed, i + 1);
-    }
+    return kill_op_delete_behind(d, "key-%06llu", i, 300);
 }
 
 /* A writer of medium keys SIGKILLed anywhere in an insert (its key slot
@@ -2585,8 +2577,8 @@ static void test_mdict_kill_writer_loop_medium_keys(void **state)
     uint64_t next = 0;
     unsigned rounds = kill_rounds / 2 + 1;
     for (unsigned round = 0; round < rounds; round++) {
-        struct kill_arg a = {d, committed, next};
-        uint64_t c = run_and_kill(dict_medium_killed_main, &a, next, 1000);
+        struct kill_arg a = {d, committed, next, 1};
+        uint64_t c = run_and_kill(dict_killed_main, &a, next, 1000);
         for (uint64_t i = c > 300 ? c - 299 : 0; i < c; i++) {
             char k[32];
             int64_t x = -1;
