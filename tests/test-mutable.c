@@ -2763,6 +2763,41 @@ static void test_mdict_set_absent_key_raced_inserts_once(void **state)
     munmap((void *)st, 4096);
 }
 
+/* Two processes delete the same present medium key while a third holds
+ * the lock: both find it without the lock and wait; the first to have the
+ * lock makes the pair it found a hole (seq did not move), the second sees
+ * seq moved, finds the key again and answers SHMOBJ_ENOTFOUND: one
+ * delete, the count right. */
+static int present_delete_main(void *p)
+{
+    struct early_arg *a = p;
+    int rc = shmobj_mut_delete(&a->c, &SHMOBJ_VAL_STR("key-000042"));
+    return rc == 0 ? 0 : rc == SHMOBJ_ENOTFOUND ? 5 : 1;
+}
+
+static void test_mut_delete_present_key_raced_deletes_once(void **state)
+{
+    struct fixture *f = *state;
+    _Atomic int *st = shared_page(4096);
+    shmobj_view d;
+    shmobj_ref r = make(f->seg, SHMOBJ_VAL_MDICT(), &d);
+    assert_int_equal(shmobj_mdict_set(&d, &SHMOBJ_VAL_STR("a"), &SHMOBJ_VAL_INT(0)), 0);
+    assert_int_equal(shmobj_mdict_set(&d, &SHMOBJ_VAL_STR("key-000042"), &SHMOBJ_VAL_INT(1)), 0);
+    struct holder h = {f->seg, control_of(&d), st, 1};
+    pid_t hp = holder_start(&h);
+    struct early_arg a[2] = {{d, 0}, {d, 1}};
+    pid_t pid[2] = {test_child_start(present_delete_main, &a[0], 60),
+                    test_child_start(present_delete_main, &a[1], 60)};
+    test_sleep_ms(300); /* both look and wait for the lock */
+    holder_stop(&h, hp);
+    assert_int_equal(test_child_wait(pid[0]) + test_child_wait(pid[1]), 5);
+    assert_int_equal(len_of(&d), 1);
+    assert_int_equal(shmobj_mut_contains(&d, &SHMOBJ_VAL_STR("a")), 0);
+    assert_int_equal(shmobj_obj_check(f->seg, r), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, r), 0);
+    munmap((void *)st, 4096);
+}
+
 int main(void)
 {
     const char *env = getenv("SHMOBJ_KILL_ITERATIONS");
@@ -2830,6 +2865,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_mdict_inline_insert_killed_before_index_repaired,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_mdict_set_absent_key_raced_inserts_once, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_mut_delete_present_key_raced_deletes_once, setup,
                                         teardown),
     };
     test_filter_from_env();
