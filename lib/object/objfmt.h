@@ -587,6 +587,13 @@ _Static_assert(sizeof(struct shmobj__mlapps) == 64 * (1 + SHMOBJ__MLAPP_WORDS),
  * ("SMDB") was written by writers that do not wait for such adds, so the
  * two are never mixed. */
 #define SHMOBJ__MBODY_MAGIC UINT32_C(0x32444d53)
+/* "SMD3": version 3 of the body, which may also hold medium string keys
+ * (SHMOBJ__SLOT_MSTR) in its key slots, as the fixed containers do; a
+ * version 2 body never holds one (its readers would refuse the slot), so
+ * writers put a medium key in a block of its own there. Readers take
+ * both; every body made now is version 3. The two magics differ only in
+ * bit 24. */
+#define SHMOBJ__MBODY_MAGIC3 UINT32_C(0x33444d53)
 
 /* Start of a dict or set body block (a raw arena block):
  *     [this 32 B][index: cap x 8 B][pairs: pcap x 32 B][orders: pcap x 8 B]

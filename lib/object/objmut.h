@@ -127,6 +127,15 @@ static inline void shmobj__mut_slot_put(struct shmobj__slot *s, uint8_t tag, uin
     atomic_store_explicit(&s->payload, payload, memory_order_release);
 }
 
+/* Store a key slot whose first word is w0 (the tag in its low byte; a
+ * medium key's first bytes above it) and payload (inside a writer
+ * section, as shmobj__mut_slot_put). */
+static inline void shmobj__mut_key_put(struct shmobj__slot *s, uint64_t w0, uint64_t payload)
+{
+    atomic_store_explicit((_Atomic uint64_t *)(void *)s, w0, memory_order_relaxed);
+    atomic_store_explicit(&s->payload, payload, memory_order_release);
+}
+
 /* A checked reference to a raw block of at least `need` bytes: its
  * offset, or SHMOBJ_ECORRUPT / SHMOBJ_ESTALE. */
 int shmobj__mut_block(struct shmobj__space *sp, shmobj__ref ref, uint64_t need,
@@ -175,6 +184,7 @@ struct shmobj__mdbody {
     uint64_t *ix;
     struct shmobj__slot *pairs; /* key slot 2p, value slot 2p + 1 */
     uint64_t *orders;
+    int v3; /* version 3 (SHMOBJ__MBODY_MAGIC3): medium keys may be in slots */
 };
 
 #define SHMOBJ__MD_MAX_PLACES (UINT64_C(1) << 31)
@@ -182,6 +192,12 @@ struct shmobj__mdbody {
 static inline uint64_t shmobj__mdict_body_bytes(uint64_t cap, uint64_t pcap)
 {
     return sizeof(struct shmobj__mbody) + 8 * cap + 40 * pcap;
+}
+
+/* A relaxed load of a word of a body that a writer may change. */
+static inline uint64_t shmobj__mut_ld(const uint64_t *p)
+{
+    return atomic_load_explicit((_Atomic uint64_t *)(uintptr_t)p, memory_order_relaxed);
 }
 
 /* Fill b from the header of the body block at b->off (its first 32 bytes
@@ -193,10 +209,17 @@ shmobj__mdict_body_fill(struct shmobj__mc *c, shmobj__ref ref, uint64_t usable,
 {
     struct shmobj__mbody h;
     void *p;
-    memcpy(&h, c->sp->base + b->off, sizeof h);
+    /* each field read once (three loads, not a copy through the stack):
+     * the magic and kind as the low five bytes of the first word */
+    const uint64_t *hw = (const uint64_t *)(const void *)(c->sp->base + b->off);
+    uint64_t w0 = shmobj__mut_ld(&hw[0]);
+    h.magic = (uint32_t)w0;
+    h.kind = (uint8_t)(w0 >> 32);
+    h.cap = shmobj__mut_ld(&hw[1]);
+    h.pcap = shmobj__mut_ld(&hw[2]);
     /* cap a power of two in [2, 2^33], pcap in [1, 2^31] and at most 3/4 of
      * cap (the unsigned differences wrap for 0) */
-    if (h.magic != SHMOBJ__MBODY_MAGIC || h.kind != c->type ||
+    if ((h.magic | UINT32_C(1) << 24) != SHMOBJ__MBODY_MAGIC3 || h.kind != c->type ||
         h.cap - 2 > (UINT64_C(1) << 33) - 2 || (h.cap & (h.cap - 1)) != 0 ||
         h.pcap - 1 > SHMOBJ__MD_MAX_PLACES - 1 || 4 * h.pcap > 3 * h.cap)
         return SHMOBJ_ECORRUPT;
@@ -207,6 +230,7 @@ shmobj__mdict_body_fill(struct shmobj__mc *c, shmobj__ref ref, uint64_t usable,
     if (rc != 0)
         return rc;
     b->gen = shmobj__ref_gen(ref);
+    b->v3 = h.magic == SHMOBJ__MBODY_MAGIC3;
     b->cap = h.cap;
     b->pcap = h.pcap;
     b->ix = (uint64_t *)(void *)((uint8_t *)p + sizeof h);
@@ -248,12 +272,6 @@ shmobj__mdict_body_now(struct shmobj__mc *c, struct shmobj__mdbody *b, uint64_t 
     return 0;
 }
 
-/* A relaxed load of a word of a body that a writer may change. */
-static inline uint64_t shmobj__mut_ld(const uint64_t *p)
-{
-    return atomic_load_explicit((_Atomic uint64_t *)(uintptr_t)p, memory_order_relaxed);
-}
-
 /* The child held by the key (value 0) or value slot of pair p. */
 static inline shmobj__ref shmobj__mdict_pair_child(const struct shmobj__mdbody *b, uint64_t p,
                                                    int value)
@@ -282,7 +300,16 @@ shmobj__mdict_key_eq(struct shmobj__mc *c, const struct shmobj__mdbody *b, uint6
     case SHMOBJ__SLOT_INT:
         return k->type == SHMOBJ_TYPE_INT && (int64_t)pl == k->i;
     case SHMOBJ__SLOT_SSTR:
-        return shmobj__key_sstr_equal(ks->reserved0, pl, k);
+        /* A writer's short key slot is NUL-padded (the check proves it),
+         * as a prepared key's word_ is: one compare of the words, with no
+         * mask of the length (a slot with bytes past its length, which
+         * the check reports, equals no key here). */
+        if (ks->reserved0 > SHMOBJ__SSTR_MAX)
+            return SHMOBJ_ECORRUPT;
+        return k->type == SHMOBJ_TYPE_STR && k->len == ks->reserved0 && pl == k->word_;
+    case SHMOBJ__SLOT_MSTR:
+        /* the fixed containers' medium key compare: two words */
+        return shmobj__key_mstr_equal(ks, pl, k);
     case SHMOBJ__SLOT_OBJ:
         return shmobj__mdict_key_obj_eq(c->sp, pl, k);
     default:

@@ -22,7 +22,11 @@
  *   leaves a key that is found; blocks recorded in the intent are freed
  *   unless the pair they were for holds them, and only those its op
  *   names: after a repair every block field of the intent is 0, so the
- *   fields a later intent's repair reads are that intent's own. */
+ *   fields a later intent's repair reads are that intent's own.
+ * - A key slot holds an int, a short str or (in a version 3 body only) a
+ *   medium str itself, and only a longer key names a child; the index is
+ *   rebuilt from the slots' bytes alone for all three, so a pair whose
+ *   key and value are inline needs no intent to be repaired. */
 #include "objlookup.h"
 #include "objmut.h"
 #include "objvalid.h"
@@ -143,6 +147,15 @@ static int slot_hash(struct shmobj__mc *c, const struct shmobj__mdbody *b,
         if (n > SHMOBJ__SSTR_MAX)
             return SHMOBJ_ECORRUPT;
         *h = shmobj__hash_mem(SHMOBJ_TYPE_STR, &ks->payload, n);
+        return 0;
+    }
+    case SHMOBJ__SLOT_MSTR: {
+        /* the bytes from slot byte 1, their length where the last non-zero
+         * byte of the payload lies */
+        uint64_t n = shmobj__mstr_len(pl);
+        if (n == 0 || !b->v3)
+            return SHMOBJ_ECORRUPT;
+        *h = shmobj__hash_mem(SHMOBJ_TYPE_STR, (const uint8_t *)ks + 1, n);
         return 0;
     }
     case SHMOBJ__SLOT_OBJ: {
@@ -350,7 +363,7 @@ int shmobj__mdict_rebuild(struct shmobj__mc *c, struct shmobj__mdbody *b, uint64
     rc = shmobj__space_at(c->sp, shmobj__ref_off(nr), shmobj__mdict_body_bytes(cap, pcap), &p);
     if (rc != 0)
         return rc; /* the intent frees it */
-    struct shmobj__mbody h = {SHMOBJ__MBODY_MAGIC, (uint8_t)c->type, 0, 0, cap, pcap, 0};
+    struct shmobj__mbody h = {SHMOBJ__MBODY_MAGIC3, (uint8_t)c->type, 0, 0, cap, pcap, 0};
     memcpy(p, &h, sizeof h);
     struct shmobj__mdbody nb;
     rc = body_open(c, nr, &nb);

@@ -321,6 +321,14 @@ int shmobj__mdict_check(struct shmobj__mc *c, uint64_t *budget, shmobj__mut_chil
             k.len = ks->reserved0;
             break;
         }
+        case SHMOBJ__SLOT_MSTR:
+            /* version 3 only; the bytes from slot byte 1, NUL-padded, the
+             * last one not NUL (what shmobj__mstr_len() measures) */
+            if (!b.v3 || (k.len = shmobj__mstr_len(pl)) == 0)
+                return SHMOBJ_ECORRUPT;
+            k.type = SHMOBJ_TYPE_STR;
+            k.ptr = (const uint8_t *)ks + 1;
+            break;
         case SHMOBJ__SLOT_OBJ: {
             shmobj_view kv;
             rc = shmobj__view_follow(c->sp, pl, b.off, b.size, b.gen, &kv);

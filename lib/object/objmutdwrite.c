@@ -22,7 +22,10 @@
  *   an int stored over an int one atomic store: a reader sees the value
  *   before or after it, so neither needs a section; without the lock they
  *   are made only by the adder word's owner, in a slot found while seq
- *   held, which nothing moves, frees or replaces until the word is clear. */
+ *   held a value s that seq still has once the word is taken, which
+ *   nothing moves, frees or replaces until the word is clear. An answer
+ *   that changes nothing (an absent key, a value that is no int) is a
+ *   read's, given without the word or the lock. */
 #include "objmut.h"
 
 /* The add of an int value, the lock held or the adder word owned: the
@@ -40,48 +43,36 @@ add_found(struct shmobj__slot *vs, int64_t delta, int64_t *old)
     return 0;
 }
 
-/* A change of an int value without the lock, the adder word owned
- * (objfmt.h): the fetch-add of delta, or with store the store of delta
- * over an int. 1 when it cannot be made so (a writer section open or begun
- * meanwhile; for a store, a value that is not an int: the lock's path
- * replaces it), 2 for a store to a key absent while seq held (the lock's
- * path inserts it), else its result. The pair and its tag
- * are kept only if seq held across their read, like any reader's; from
- * then until the atomic a lock holder may only append pairs or make this
- * one a hole (the change then comes before the delete), since whatever
- * would move, free or replace the value slot waits for the adder word to
- * clear first. */
-static inline __attribute__((always_inline)) int
-int_unlocked(struct shmobj__mc *c, const shmobj_key *key, int64_t delta, int store, int64_t *old)
-{
+/* Where a set's lock-free find saw its key absent (have: in a body),
+ * while seq held s: the empty index entry a new key takes. */
+struct absent_at {
+    uint64_t s;
+    int have;
     struct shmobj__mdbody b;
-    uint64_t len = 0, pair = 0;
-    uint64_t s = atomic_load_explicit(&c->m->seq, memory_order_seq_cst);
-    if (s & 1)
-        return 1;
-    int rc = shmobj__mdict_locate(c, key, &b, &len, &pair);
-    uint8_t tag = rc == 0 ? b.pairs[2 * pair + 1].tag : 0;
-    atomic_thread_fence(memory_order_acquire);
-    if (atomic_load_explicit(&c->m->seq, memory_order_relaxed) != s)
-        return 1;
-    if (store && rc == SHMOBJ_ENOTFOUND)
-        return 2; /* absent while seq held: the lock's path inserts */
-    if (store && rc == 0 && tag != SHMOBJ__SLOT_INT)
-        return 1;
-    if (rc != 0)
-        return rc;
-    if (tag != SHMOBJ__SLOT_INT)
-        return SHMOBJ_ETYPE;
-    if (!store)
-        return add_found(&b.pairs[2 * pair + 1], delta, old);
-    atomic_store_explicit(&b.pairs[2 * pair + 1].payload, (uint64_t)delta, memory_order_release);
-    return 0;
-}
+    uint64_t len, free_at;
+};
 
-/* int_unlocked() with the adder word taken (from 0) and given back; 1
- * when the word could not be had (another adder, a space without tokens)
- * or the change cannot be made without the lock, 2 (a store only) when
- * the key was absent.
+/* A change of an int value without the lock: the fetch-add of delta, or
+ * with store the store of delta over an int. 1 when it cannot be made so
+ * (a writer holds the lock, or a section opened before or during it;
+ * another adder owns the word; a space without tokens; for a store, a
+ * value that is not an int: the lock's path replaces it), 2 for a store
+ * to a key absent while seq held (the lock's path inserts it), else its
+ * result.
+ *
+ * The key is found first, as a reader finds it: the pair and its value's
+ * tag are kept only if seq held (value s, even) across their read, and an
+ * answer that needs no change (absent, not an int, damage) is given then,
+ * without the word. Only a change takes the adder word (CAS from 0), and
+ * it is made only if seq is still s after the CAS: then no section began
+ * since the find (one that began and ended moved seq past s), and one
+ * that begins later sees the word, since the CAS and the load of seq are
+ * the adder's store-then-load and the writer's odd store, its fence and
+ * its load of the word are the other side of it; so whatever would move,
+ * free or replace the value slot waits for the word to clear, and a lock
+ * holder may meanwhile only append pairs or make this one a hole (the
+ * change then comes before the delete) or store an int over this int
+ * (the change lands before or after it, in an int).
  *
  * Why the word, and not a reader's check of seq before and after the
  * atomic: a check after it comes too late, since a rebuild or a clear
@@ -97,11 +88,45 @@ int_unlocked(struct shmobj__mc *c, const shmobj_key *key, int64_t delta, int sto
  * cache) a plain store in its place made no difference beyond the
  * noise, so the word stays a CAS. */
 static inline __attribute__((always_inline)) int
-int_try_unlocked(struct shmobj__mc *c, const shmobj_key *key, int64_t v, int store, int64_t *old)
+int_try_unlocked(struct shmobj__mc *c, const shmobj_key *key, int64_t v, int store, int64_t *old,
+                 struct absent_at *ab)
 {
     const struct shmobj__space_live_ops *live = c->sp->ops->live;
-    uint64_t tok = live != NULL ? live->token(c->sp) : 0, z = 0;
-    /* a writer holds the lock: its section would send this add to the
+    struct shmobj__mdbody b;
+    uint64_t len = 0, pair = 0, free_at = 0;
+    if (live == NULL)
+        return 1;
+    /* the token first: nothing of the find is live across its call */
+    uint64_t tok = live->token(c->sp), z = 0;
+    uint64_t s = atomic_load_explicit(&c->m->seq, memory_order_acquire);
+    if (s & 1)
+        return 1;
+    int rc = shmobj__mdict_body_now(c, &b, &len), have = rc == 0;
+    if (rc == 1)
+        rc = SHMOBJ_ENOTFOUND;
+    else if (rc == 0)
+        rc = shmobj__mdict_find(c, &b, len, key, &pair, store ? &free_at : NULL, NULL);
+    uint8_t tag = rc == 0 ? b.pairs[2 * pair + 1].tag : 0;
+    atomic_thread_fence(memory_order_acquire);
+    if (atomic_load_explicit(&c->m->seq, memory_order_relaxed) != s)
+        return 1;
+    if (rc == SHMOBJ_ENOTFOUND && store) {
+        /* absent while seq held: the lock's path inserts, at free_at if
+         * seq is still s then */
+        if (have) {
+            ab->s = s;
+            ab->have = 1;
+            ab->b = b;
+            ab->len = len;
+            ab->free_at = free_at;
+        }
+        return 2;
+    }
+    if (rc != 0)
+        return rc;
+    if (tag != SHMOBJ__SLOT_INT)
+        return store ? 1 : SHMOBJ_ETYPE;
+    /* a writer holds the lock: its section would send this change to the
      * lock anyway, after both had moved the adder word's line */
     if (atomic_load_explicit((_Atomic uint32_t *)(void *)c->m->lock, memory_order_relaxed) != 0)
         return 1;
@@ -109,38 +134,60 @@ int_try_unlocked(struct shmobj__mc *c, const shmobj_key *key, int64_t v, int sto
                                                              memory_order_seq_cst,
                                                              memory_order_relaxed))
         return 1;
-    int rc = int_unlocked(c, key, v, store, old);
+    if (atomic_load_explicit(&c->m->seq, memory_order_seq_cst) != s) {
+        rc = 1;
+    } else if (!store) {
+        rc = add_found(&b.pairs[2 * pair + 1], v, old);
+    } else {
+        atomic_store_explicit(&b.pairs[2 * pair + 1].payload, (uint64_t)v, memory_order_release);
+        rc = 0;
+    }
     atomic_store_explicit(&c->m->adder, 0, memory_order_release);
     return rc;
 }
 
 /* The key slot of a new pair: inline when the key fits (an int, a short
- * string), else a child built for it. */
+ * string, a medium string in a version 3 body), else a child built for
+ * it. */
 struct key_slot {
-    uint8_t tag, r0;
+    uint8_t tag;
+    uint64_t w0; /* the slot's first word: the tag, a short key's length or
+                  * a medium key's first bytes */
     uint64_t payload;
     shmobj__ref child;
     int used; /* an insert took it */
 };
 
-static int key_slot_make(struct shmobj__mc *c, const shmobj_key *k, struct key_slot *ks)
+/* Is k a str key that a version 3 body holds in its slot (8 to 14 bytes,
+ * the last not NUL)? */
+static int key_medium(const shmobj_key *k)
 {
-    ks->r0 = 0;
+    return k->type == SHMOBJ_TYPE_STR && shmobj__mstr_fits(k->ptr, k->len);
+}
+
+static int key_slot_make(struct shmobj__mc *c, const shmobj_key *k, int v3, struct key_slot *ks)
+{
     ks->child = 0;
     ks->used = 0;
     if (k->type == SHMOBJ_TYPE_INT) {
         ks->tag = SHMOBJ__SLOT_INT;
+        ks->w0 = SHMOBJ__SLOT_INT;
         ks->payload = (uint64_t)k->i;
     } else if (k->type == SHMOBJ_TYPE_STR && k->len <= SHMOBJ__SSTR_MAX) {
         ks->tag = SHMOBJ__SLOT_SSTR;
-        ks->r0 = (uint8_t)k->len;
+        ks->w0 = SHMOBJ__SLOT_SSTR | k->len << 8;
         ks->payload = k->word_;
+    } else if (v3 && key_medium(k)) {
+        ks->tag = SHMOBJ__SLOT_MSTR;
+        ks->w0 = shmobj__mstr_w0(k->ptr);
+        ks->payload = shmobj__mstr_w1(k->ptr, k->len);
     } else {
         shmobj_value d = {.type = k->type, .v = {.s = {k->ptr, (size_t)k->len}}};
         int rc = shmobj__obj_put(c->sp, &d, &ks->child);
         if (rc != 0)
             return rc;
         ks->tag = SHMOBJ__SLOT_OBJ;
+        ks->w0 = SHMOBJ__SLOT_OBJ;
         ks->payload = ks->child;
     }
     return 0;
@@ -149,16 +196,20 @@ static int key_slot_make(struct shmobj__mc *c, const shmobj_key *k, struct key_s
 /* Before the lock: a key that needs a child and that a read finds absent
  * (it will most likely be inserted) has its child built now, so that the
  * lock is not held across the builder's allocation (the segment's lock).
- * ks->tag 0: none built (the insert builds its own). */
+ * ks->tag 0: none built (the insert builds its own). A medium key needs
+ * none (every body made now is version 3; in a version 2 one the insert
+ * builds it under the lock). */
 static void key_slot_early(struct shmobj__mc *c, const shmobj_key *k, int absent,
                            struct key_slot *ks)
 {
     ks->tag = 0;
     ks->child = 0;
     ks->used = 0;
-    if (k->type == SHMOBJ_TYPE_INT || (k->type == SHMOBJ_TYPE_STR && k->len <= SHMOBJ__SSTR_MAX))
+    if (k->type == SHMOBJ_TYPE_INT ||
+        (k->type == SHMOBJ_TYPE_STR && k->len <= SHMOBJ__SSTR_MAX) || key_medium(k))
         return;
-    if ((absent || shmobj__mdict_has(c, k) == SHMOBJ_ENOTFOUND) && key_slot_make(c, k, ks) != 0)
+    if ((absent || shmobj__mdict_has(c, k) == SHMOBJ_ENOTFOUND) &&
+        key_slot_make(c, k, 0, ks) != 0)
         ks->tag = 0;
 }
 
@@ -172,41 +223,50 @@ static void key_slot_done(struct shmobj__mc *c, const struct key_slot *ks)
 /* Insert key k (absent) with the value item it; the key's slot is pre
  * when an early one was built (pre->tag != 0), else built here. */
 static int insert_new(struct shmobj__mc *c, const shmobj_key *k, const struct shmobj__mitem *it,
-                      struct key_slot *pre)
+                      struct key_slot *pre, const struct shmobj__mdbody *bp, uint64_t len, int have,
+                      uint64_t free_at)
 {
     struct shmobj__mut *m = c->m;
     struct shmobj__mdbody b;
-    uint64_t len = 0, pair, free_at = 0;
-    int rc = shmobj__mdict_body_now(c, &b, &len);
-    if (rc < 0)
-        return rc;
-    int have = rc == 0;
+    uint64_t pair;
+    int rc;
+    if (have)
+        b = *bp;
+    /* the caller's find gave free_at in this body; a new one is probed
+     * anew */
     if (!have || len == b.pcap) {
         rc = shmobj__mdict_rebuild(c, &b, &len, have);
         if (rc != 0)
             return rc;
+        rc = shmobj__mdict_find(c, &b, len, k, &pair, &free_at, NULL);
+        if (rc != SHMOBJ_ENOTFOUND)
+            return rc == 0 ? SHMOBJ_ECORRUPT : rc;
     }
-    rc = shmobj__mdict_find(c, &b, len, k, &pair, &free_at, NULL);
-    if (rc != SHMOBJ_ENOTFOUND)
-        return rc == 0 ? SHMOBJ_ECORRUPT : rc;
     struct key_slot own, *ks = pre;
     if (ks->tag == 0) {
-        rc = key_slot_make(c, k, &own);
+        rc = key_slot_make(c, k, b.v3, &own);
         if (rc != 0)
             return rc;
         ks = &own;
     }
-    uint8_t ktag = ks->tag, r0 = ks->r0;
-    uint64_t kpl = ks->payload;
+    uint64_t kw0 = ks->w0, kpl = ks->payload;
     shmobj__ref kchild = ks->child;
     ks->used = 1;
-    atomic_store_explicit(&m->at, len, memory_order_relaxed);
-    atomic_store_explicit(&m->spare, it->child, memory_order_relaxed);
-    atomic_store_explicit(&m->spare2, kchild, memory_order_relaxed);
-    atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_PUT, memory_order_relaxed);
+    /* An intent only when a block comes in: the repair after a kill
+     * anywhere in the lock (the next locker's EOWNERDEAD, or seq odd)
+     * rebuilds the index from the pairs below len and recounts them,
+     * which is all an insert of inline items needs; the intent's repair
+     * adds the freeing of blocks no pair holds. */
+    int blocks = it->child != 0 || kchild != 0;
+    if (blocks) {
+        atomic_store_explicit(&m->at, len, memory_order_relaxed);
+        atomic_store_explicit(&m->spare, it->child, memory_order_relaxed);
+        atomic_store_explicit(&m->spare2, kchild, memory_order_relaxed);
+        atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_PUT, memory_order_relaxed);
+    }
     uint64_t o = atomic_load_explicit(&m->order, memory_order_relaxed);
     shmobj__mut_wbegin(m);
-    shmobj__mut_slot_put(&b.pairs[2 * len], ktag, r0, kpl);
+    shmobj__mut_key_put(&b.pairs[2 * len], kw0, kpl);
     shmobj__mut_slot_put(&b.pairs[2 * len + 1], it->tag, 0, it->payload);
     atomic_store_explicit((_Atomic uint64_t *)(void *)&b.orders[len], o, memory_order_relaxed);
     atomic_store_explicit(&m->order, o + 1, memory_order_relaxed);
@@ -216,25 +276,33 @@ static int insert_new(struct shmobj__mc *c, const shmobj_key *k, const struct sh
     atomic_store_explicit((_Atomic uint64_t *)(void *)&b.ix[free_at],
                           shmobj__index_entry(len, k->hash_), memory_order_relaxed);
     shmobj__mut_wend(m);
-    atomic_store_explicit(&m->spare, 0, memory_order_relaxed);
-    atomic_store_explicit(&m->spare2, 0, memory_order_relaxed);
-    atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_NONE, memory_order_relaxed);
+    if (blocks) {
+        atomic_store_explicit(&m->spare, 0, memory_order_relaxed);
+        atomic_store_explicit(&m->spare2, 0, memory_order_relaxed);
+        atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_NONE, memory_order_relaxed);
+    }
     return 0;
 }
 
 /* Set (or add, with exist_err) key k to item it (lock held); pre: as
  * insert_new(). */
 static int put_locked(struct shmobj__mc *c, const shmobj_key *k, const struct shmobj__mitem *it,
-                      int exist_err, struct key_slot *pre)
+                      int exist_err, struct key_slot *pre, const struct absent_at *ab)
 {
     struct shmobj__mut *m = c->m;
     struct shmobj__mdbody b;
-    uint64_t len = 0, pair;
+    uint64_t len = 0, pair, free_at = 0;
+    /* seen absent in this body while seq held ab->s, and seq still has
+     * it: no key, len or body changed since (each changes inside a
+     * section), so the key is absent and free_at the entry it takes */
+    if (ab != NULL && ab->have && atomic_load_explicit(&m->seq, memory_order_relaxed) == ab->s)
+        return insert_new(c, k, it, pre, &ab->b, ab->len, 1, ab->free_at);
     int rc = shmobj__mdict_body_now(c, &b, &len);
     if (rc < 0)
         return rc;
-    if (rc == 0) {
-        rc = shmobj__mdict_find(c, &b, len, k, &pair, NULL, NULL);
+    int have = rc == 0;
+    if (have) {
+        rc = shmobj__mdict_find(c, &b, len, k, &pair, &free_at, NULL);
         if (rc == 0) {
             if (exist_err)
                 return SHMOBJ_EEXIST;
@@ -273,7 +341,7 @@ static int put_locked(struct shmobj__mc *c, const shmobj_key *k, const struct sh
         if (rc != SHMOBJ_ENOTFOUND)
             return rc;
     }
-    return insert_new(c, k, it, pre);
+    return insert_new(c, k, it, pre, &b, len, have, free_at);
 }
 
 int shmobj_mdict_set(const shmobj_view *dict, const shmobj_value *key, const shmobj_value *val)
@@ -289,10 +357,12 @@ int shmobj_mdict_set(const shmobj_view *dict, const shmobj_value *key, const shm
     /* an int over an int: one atomic store, without the lock when it can
      * (on copies of the handle and key whose addresses no call takes) */
     int absent = 0;
+    struct absent_at ab;
+    ab.have = 0;
     if (val->type == SHMOBJ_TYPE_INT && val->reserved == 0) {
         struct shmobj__mc fc = c;
         shmobj_key fk = k;
-        rc = int_try_unlocked(&fc, &fk, val->v.i, 1, NULL);
+        rc = int_try_unlocked(&fc, &fk, val->v.i, 1, NULL, &ab);
         if (rc == 0)
             return 0;
         absent = rc == 2;
@@ -304,7 +374,7 @@ int shmobj_mdict_set(const shmobj_view *dict, const shmobj_value *key, const shm
     key_slot_early(&c, &k, absent, &pre);
     rc = shmobj__mut_lock(&c);
     if (rc == 0) {
-        rc = put_locked(&c, &k, &it, 0, &pre);
+        rc = put_locked(&c, &k, &it, 0, &pre, &ab);
         shmobj__mut_unlock(&c);
     }
     key_slot_done(&c, &pre);
@@ -325,7 +395,7 @@ int shmobj_mset_add(const shmobj_view *set, const shmobj_value *key)
     key_slot_early(&c, &k, 0, &pre);
     rc = shmobj__mut_lock(&c);
     if (rc == 0) {
-        rc = put_locked(&c, &k, &it, 1, &pre);
+        rc = put_locked(&c, &k, &it, 1, &pre, NULL);
         shmobj__mut_unlock(&c);
     }
     key_slot_done(&c, &pre);
@@ -341,32 +411,63 @@ int shmobj_mut_delete(const shmobj_view *cv, const shmobj_value *key)
     int rc = shmobj__mdict_begin(cv, SHMOBJ__MD_KINDS, key, &c, &k);
     if (rc != 0)
         return rc;
-    /* an absent key needs no lock: a read that held seq saw it absent, and
-     * the delete takes effect there */
-    if (shmobj__mdict_has(&c, &k) == SHMOBJ_ENOTFOUND)
+    /* An absent key needs no lock: a read that held seq saw it absent, and
+     * the delete takes effect there. The first try of that read is made
+     * here (shmobj__mut_read()'s, which the others are): a present key
+     * found while seq held s is still at that pair once the lock is had if
+     * seq is still s, since every change of a key, of len or of the body
+     * is made inside a section, and the lock holder does not find it
+     * again. */
+    uint64_t s = atomic_load_explicit(&c.m->seq, memory_order_acquire);
+    int seen = 0;
+    b.pairs = NULL; /* set when seen (the compiler cannot tell) */
+    pair = 0;
+    if (!(s & 1)) {
+        rc = shmobj__mdict_locate(&c, &k, &b, &len, &pair);
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load_explicit(&c.m->seq, memory_order_relaxed) == s) {
+            if (!shmobj__obj_live(cv))
+                return SHMOBJ_ESTALE;
+            if (rc == SHMOBJ_ENOTFOUND)
+                return SHMOBJ_ENOTFOUND;
+            seen = rc == 0;
+        }
+    }
+    if (!seen && shmobj__mdict_has(&c, &k) == SHMOBJ_ENOTFOUND)
         return SHMOBJ_ENOTFOUND;
     rc = shmobj__mut_lock(&c);
     if (rc != 0)
         return rc;
     struct shmobj__mut *m = c.m;
     shmobj__ref kc = 0, vc = 0;
-    rc = shmobj__mdict_locate(&c, &k, &b, &len, &pair);
+    if (!seen || atomic_load_explicit(&m->seq, memory_order_relaxed) != s)
+        rc = shmobj__mdict_locate(&c, &k, &b, &len, &pair);
+    else
+        rc = 0;
     if (rc == 0) {
         kc = shmobj__mdict_pair_child(&b, pair, 0);
         vc = shmobj__mdict_pair_child(&b, pair, 1);
-        atomic_store_explicit(&m->at, pair, memory_order_relaxed);
-        atomic_store_explicit(&m->retired, kc, memory_order_relaxed);
-        atomic_store_explicit(&m->retired2, vc, memory_order_relaxed);
-        atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_REMOVE, memory_order_relaxed);
+        /* an intent only when the pair holds a block (as an insert's):
+         * the repair after a kill in the lock recounts the pairs, all
+         * that the hole of an inline key and value needs */
+        int blocks = kc != 0 || vc != 0;
+        if (blocks) {
+            atomic_store_explicit(&m->at, pair, memory_order_relaxed);
+            atomic_store_explicit(&m->retired, kc, memory_order_relaxed);
+            atomic_store_explicit(&m->retired2, vc, memory_order_relaxed);
+            atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_REMOVE, memory_order_relaxed);
+        }
         shmobj__mut_wbegin(m);
         /* the commit: one store makes the pair a hole */
         b.pairs[2 * pair].tag = SHMOBJ__SLOT_HOLE;
         atomic_store_explicit(&m->count, atomic_load_explicit(&m->count, memory_order_relaxed) - 1,
                               memory_order_relaxed);
         shmobj__mut_wend(m);
-        atomic_store_explicit(&m->retired, 0, memory_order_relaxed);
-        atomic_store_explicit(&m->retired2, 0, memory_order_relaxed);
-        atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_NONE, memory_order_relaxed);
+        if (blocks) {
+            atomic_store_explicit(&m->retired, 0, memory_order_relaxed);
+            atomic_store_explicit(&m->retired2, 0, memory_order_relaxed);
+            atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_NONE, memory_order_relaxed);
+        }
     }
     shmobj__mut_unlock(&c);
     /* The hole's children are the delete's alone once the section is
@@ -430,7 +531,7 @@ int shmobj_mdict_int_add(const shmobj_view *dict, const shmobj_key *key, int64_t
     int rc = shmobj__mdict_open_key(dict, key, &c);
     if (rc != 0)
         return rc;
-    rc = int_try_unlocked(&c, key, delta, 0, old);
+    rc = int_try_unlocked(&c, key, delta, 0, old, NULL);
     if (rc != 1)
         return rc;
     return int_add_locked(c, key, delta, old);
