@@ -3524,7 +3524,6 @@ static void test_ring_claim_pos_names_the_recorded_position(void **state)
     shmobj_queue_close(q);
 }
 
-
 /* ---- W1 copy-in: how long a retired block waits before its reuse --------- */
 
 static uint64_t retired_bytes(shmobj_queue *q)
