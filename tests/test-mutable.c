@@ -1607,8 +1607,10 @@ static void test_mlist_readers_never_see_unpublished_append(void **state)
     lapp_end(f, &run);
 }
 
-/* How far the killed appender got: its word taken and its place noted (0),
- * its place reserved (1), the payload written but not the tag (2). */
+/* How far the killed appender got, after one append of its own made the
+ * tail its word's: its word taken (0), the slot at len written, payload
+ * and tag (1), len stored (2); or (3) its word taken and the tail CASed
+ * to it from the parent's word, before the wait for that word. */
 struct lapp_kill {
     shmobj_view l;
     int stage;
@@ -1620,19 +1622,29 @@ static int lapp_die_mid_append(void *p)
 {
     struct lapp_kill *k = p;
     struct shmobj__space *sp = shmobj__space_of_seg(k->l.seg);
-    uint64_t tok = sp->ops->live->token(sp);
     struct shmobj__mut *m = control_of(&k->l);
     struct shmobj__mlapps *a =
         (struct shmobj__mlapps *)(void *)(sp->base + shmobj__ref_off(atomic_load(&m->retired2)));
-    struct shmobj__mlapp *w = &a->w[tok % SHMOBJ__MLAPP_WORDS];
+    if (k->stage < 3 && shmobj_mlist_append(&k->l, &SHMOBJ_VAL_INT(100)) != 0)
+        return 4;
+    uint64_t tok = sp->ops->live->token(sp);
+    /* the word its append took (its token's first), or for stage 3 the
+     * word after the tail's */
+    unsigned j = (unsigned)((k->stage == 3 ? atomic_load(&a->owner) : tok) % SHMOBJ__MLAPP_WORDS);
+    struct shmobj__mlapp *w = &a->w[j];
     uint64_t z = 0;
     if (a->magic != SHMOBJ__MLIST_MAGIC || !atomic_compare_exchange_strong(&w->word, &z, tok))
         return 1;
-    uint64_t n = atomic_load(&m->len);
-    atomic_store(&w->at, n);
-    if (k->stage >= 1 && !atomic_compare_exchange_strong(&m->len, &n, n + 1))
+    if (k->stage == 3) {
+        uint64_t o = atomic_load(&a->owner);
+        if (o == j + 1 || !atomic_compare_exchange_strong(&a->owner, &o, j + 1))
+            return 5;
+        raise(SIGKILL);
+    }
+    if (atomic_load(&a->owner) != j + 1)
         return 2;
-    if (k->stage >= 2) {
+    uint64_t n = atomic_load(&m->len);
+    if (k->stage >= 1) {
         /* place n in chunk log2(n / 16 + 1) */
         unsigned c = 63u - (unsigned)__builtin_clzll(n / SHMOBJ__MLIST_CHUNK0 + 1);
         uint64_t within = n - SHMOBJ__MLIST_CHUNK0 * ((UINT64_C(1) << c) - 1);
@@ -1640,29 +1652,32 @@ static int lapp_die_mid_append(void *p)
         struct shmobj__slot *s = (struct shmobj__slot *)(void *)(
             sp->base + shmobj__ref_off(atomic_load(&dir[c])) + 16 * within);
         atomic_store(&s->payload, 12345);
+        atomic_store((_Atomic uint8_t *)(void *)&s->tag, SHMOBJ__SLOT_INT);
     }
+    if (k->stage >= 2)
+        atomic_store(&m->len, n + 1);
     raise(SIGKILL);
     return 3;
 }
 
-/* An appender SIGKILLed between taking its word and publishing its item
- * never blocks the appends after it, and never shows a torn item: before
- * its reservation nothing happened; after it (with or without the
- * payload written), its place reads as null once the list is settled
- * (the reader that meets it waits, then settles it under the lock), the
- * items after it keep theirs, and the dead word is taken back. */
+/* An appender SIGKILLed while its word holds the list's tail, anywhere in
+ * its append, or right after it took the tail from another word, never
+ * blocks the appends after it and never shows a torn item: before len's
+ * store nothing happened (a tag written at len is overwritten by the next
+ * append, or zeroed by the next locker), after it the item is there; the
+ * items after it keep their order, and the dead word is taken back. */
 static void test_mlist_append_killed_mid_append_repaired(void **state)
 {
     struct fixture *f = *state;
-    for (int stage = 0; stage <= 2; stage++) {
-        shmobj_view l, v;
+    for (int stage = 0; stage <= 3; stage++) {
+        shmobj_view l;
         shmobj_ref r = make(f->seg, SHMOBJ_VAL_MLIST(), &l);
         for (int i = 0; i < 100; i++)
             assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_INT(i)), 0);
         struct lapp_kill k = {l, stage};
         pid_t pid = test_child_start(lapp_die_mid_append, &k, 60);
         assert_int_equal(test_child_wait(pid), 128 + SIGKILL);
-        size_t n0 = stage == 0 ? 100 : 101;
+        size_t n0 = stage == 3 ? 100 : stage == 2 ? 102 : 101;
         assert_int_equal(len_of(&l), n0);
         /* appends go on at once, without a locker's repair first: the dead
          * word is still held after them */
@@ -1679,17 +1694,15 @@ static void test_mlist_append_killed_mid_append_repaired(void **state)
         }
         assert_int_equal(held, 1);
         assert_int_equal(len_of(&l), n0 + 10);
-        if (stage > 0) {
-            int64_t x;
-            assert_int_equal(shmobj_mlist_get_int(&l, 100, &x), SHMOBJ_ETYPE);
-            assert_int_equal(shmobj_mlist_get(&l, 100, &v), 0);
-            assert_int_equal(v.type, SHMOBJ_TYPE_NULL);
-        }
         for (int i = 0; i < 100; i++)
             assert_int_equal(item_int(&l, (size_t)i), i);
+        if (stage < 3)
+            assert_int_equal(item_int(&l, 100), 100);
+        if (stage == 2)
+            assert_int_equal(item_int(&l, 101), 12345);
         for (int i = 0; i < 10; i++)
             assert_int_equal(item_int(&l, n0 + (size_t)i), 1000 + i);
-        /* the dead word was taken back (the settle's closer gave it back
+        /* the dead word was taken back (the locker's closer gave it back
          * as free), so a locked change and a check find nothing left */
         assert_int_equal(shmobj_mlist_set(&l, 0, &SHMOBJ_VAL_INT(0)), 0);
         for (unsigned j = 0; j < SHMOBJ__MLAPP_WORDS; j++)

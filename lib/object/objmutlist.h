@@ -111,8 +111,29 @@ static inline void slot_zero(struct shmobj__slot *s)
     atomic_store_explicit(&s->payload, 0, memory_order_relaxed);
 }
 
-/* The appenders block, checked as the hot path checks blocks; NULL when
- * there is none (a version 1 list, or one never written) or it is damaged. */
+/* The appenders block of either version (SHMOBJ__MLIST_MAGIC or _V2 in
+ * *magic), checked as the hot path checks blocks; NULL when there is none
+ * (a version 1 list, or one never written) or it is damaged. */
+static inline __attribute__((always_inline)) struct shmobj__mlapps *
+list_apps_any(struct shmobj__mc *c, uint32_t *magic)
+{
+    shmobj__ref ref = atomic_load_explicit(apps_ref(c->m), memory_order_acquire);
+    uint64_t off;
+    if (ref == 0 ||
+        shmobj__mut_block_fast(c->sp, ref, sizeof(struct shmobj__mlapps), &off) != 0 ||
+        !shmobj__aligned(off, 64))
+        return NULL;
+    struct shmobj__mlapps *a = (struct shmobj__mlapps *)(void *)(c->sp->base + off);
+    *magic = a->magic;
+    return (*magic == SHMOBJ__MLIST_MAGIC || *magic == SHMOBJ__MLIST_MAGIC_V2) &&
+                   a->words == SHMOBJ__MLAPP_WORDS
+               ? a
+               : NULL;
+}
+
+/* The appenders block when it is version 3, the only one appended to
+ * without the lock (a version 2 block is made version 3 by the next
+ * locker); NULL otherwise. */
 static inline __attribute__((always_inline)) struct shmobj__mlapps *
 list_apps(struct shmobj__mc *c)
 {
