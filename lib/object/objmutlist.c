@@ -41,7 +41,7 @@
  *   gives its word back without appending.
  * - A taker first waits while the tail's appender keeps appending, for up
  *   to a turn (LIST_TURN_SPINS pauses, reading only lines the appender
- *   does not write, and len once: one miss for the appender), so that
+ *   does not write, and len twice: two misses for the appender), so that
  *   two processes appending in loops take turns of many appends each
  *   instead of moving the lines at every append; a tail whose len did
  *   not move over the first LIST_IDLE_SPINS pauses (its appender returned
