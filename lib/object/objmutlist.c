@@ -27,7 +27,9 @@
  *   len line, the slot lines and its word in its own cache (with a CAS
  *   of len per append, two processes appending at once moved the len
  *   line and, adjacent places being written by both, the slot line
- *   between their cores at nearly every append).
+ *   between their cores at nearly every append: in a run of two
+ *   processes on two cores where 40% of consecutive places had different
+ *   writers, an append cost about 105 ns of CPU, against 32 ns alone).
  * - The tail changes hands by a CAS of `owner` from the word seen to the
  *   taker's own word, made while the taker holds its word, after which
  *   the taker waits until the old word is no longer held by the holder it
