@@ -1608,8 +1608,10 @@ static void test_mlist_readers_never_see_unpublished_append(void **state)
     lapp_end(f, &run);
 }
 
-/* How far the killed appender got: its word taken and its place noted (0),
- * its place reserved (1), the payload written but not the tag (2). */
+/* How far the killed appender got, after one append of its own made the
+ * tail its word's: its word taken (0), the slot at len written, payload
+ * and tag (1), len stored (2); or (3) its word taken and the tail CASed
+ * to it from the parent's word, before the wait for that word. */
 struct lapp_kill {
     shmobj_view l;
     int stage;
@@ -1621,19 +1623,29 @@ static int lapp_die_mid_append(void *p)
 {
     struct lapp_kill *k = p;
     struct shmobj__space *sp = shmobj__space_of_seg(k->l.seg);
-    uint64_t tok = sp->ops->live->token(sp);
     struct shmobj__mut *m = control_of(&k->l);
     struct shmobj__mlapps *a =
         (struct shmobj__mlapps *)(void *)(sp->base + shmobj__ref_off(atomic_load(&m->retired2)));
-    struct shmobj__mlapp *w = &a->w[tok % SHMOBJ__MLAPP_WORDS];
+    if (k->stage < 3 && shmobj_mlist_append(&k->l, &SHMOBJ_VAL_INT(100)) != 0)
+        return 4;
+    uint64_t tok = sp->ops->live->token(sp);
+    /* the word its append took (its token's first), or for stage 3 the
+     * word after the tail's */
+    unsigned j = (unsigned)((k->stage == 3 ? atomic_load(&a->owner) : tok) % SHMOBJ__MLAPP_WORDS);
+    struct shmobj__mlapp *w = &a->w[j];
     uint64_t z = 0;
     if (a->magic != SHMOBJ__MLIST_MAGIC || !atomic_compare_exchange_strong(&w->word, &z, tok))
         return 1;
-    uint64_t n = atomic_load(&m->len);
-    atomic_store(&w->at, n);
-    if (k->stage >= 1 && !atomic_compare_exchange_strong(&m->len, &n, n + 1))
+    if (k->stage == 3) {
+        uint64_t o = atomic_load(&a->owner);
+        if (o == j + 1 || !atomic_compare_exchange_strong(&a->owner, &o, j + 1))
+            return 5;
+        raise(SIGKILL);
+    }
+    if (atomic_load(&a->owner) != j + 1)
         return 2;
-    if (k->stage >= 2) {
+    uint64_t n = atomic_load(&m->len);
+    if (k->stage >= 1) {
         /* place n in chunk log2(n / 16 + 1) */
         unsigned c = 63u - (unsigned)__builtin_clzll(n / SHMOBJ__MLIST_CHUNK0 + 1);
         uint64_t within = n - SHMOBJ__MLIST_CHUNK0 * ((UINT64_C(1) << c) - 1);
@@ -1641,29 +1653,45 @@ static int lapp_die_mid_append(void *p)
         struct shmobj__slot *s = (struct shmobj__slot *)(void *)(
             sp->base + shmobj__ref_off(atomic_load(&dir[c])) + 16 * within);
         atomic_store(&s->payload, 12345);
+        atomic_store((_Atomic uint8_t *)(void *)&s->tag, SHMOBJ__SLOT_INT);
     }
+    if (k->stage >= 2)
+        atomic_store(&m->len, n + 1);
     raise(SIGKILL);
     return 3;
 }
 
-/* An appender SIGKILLed between taking its word and publishing its item
- * never blocks the appends after it, and never shows a torn item: before
- * its reservation nothing happened; after it (with or without the
- * payload written), its place reads as null once the list is settled
- * (the reader that meets it waits, then settles it under the lock), the
- * items after it keep theirs, and the dead word is taken back. */
+/* The tag of the slot at place p (its chunk made). */
+static uint8_t list_slot_tag(const shmobj_view *l, uint64_t p)
+{
+    struct shmobj__space *sp = shmobj__space_of_seg(l->seg);
+    struct shmobj__mut *m = control_of(l);
+    unsigned c = 63u - (unsigned)__builtin_clzll(p / SHMOBJ__MLIST_CHUNK0 + 1);
+    uint64_t within = p - SHMOBJ__MLIST_CHUNK0 * ((UINT64_C(1) << c) - 1);
+    _Atomic uint64_t *dir = (_Atomic uint64_t *)(void *)(m + 1);
+    struct shmobj__slot *s = (struct shmobj__slot *)(void *)(
+        sp->base + shmobj__ref_off(atomic_load(&dir[c])) + 16 * within);
+    return atomic_load((_Atomic uint8_t *)(void *)&s->tag);
+}
+
+/* An appender SIGKILLed while its word holds the list's tail, anywhere in
+ * its append, or right after it took the tail from another word, never
+ * blocks the appends after it and never shows a torn item: before len's
+ * store nothing happened (a tag written at len is overwritten by the next
+ * append, or zeroed by the next locker), after it the item is there; the
+ * items after it keep their order, and the dead word is taken back. */
 static void test_mlist_append_killed_mid_append_repaired(void **state)
 {
     struct fixture *f = *state;
-    for (int stage = 0; stage <= 2; stage++) {
-        shmobj_view l, v;
+    for (int stage = 0; stage <= 3; stage++) {
+        shmobj_view l;
         shmobj_ref r = make(f->seg, SHMOBJ_VAL_MLIST(), &l);
         for (int i = 0; i < 100; i++)
             assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_INT(i)), 0);
         struct lapp_kill k = {l, stage};
         pid_t pid = test_child_start(lapp_die_mid_append, &k, 60);
         assert_int_equal(test_child_wait(pid), 128 + SIGKILL);
-        size_t n0 = stage == 0 ? 100 : 101;
+        size_t n0 = stage == 3 ? 100 : stage == 2 ? 102 : 101;
         assert_int_equal(len_of(&l), n0);
         /* appends go on at once, without a locker's repair first: the dead
          * word is still held after them */
@@ -1671,6 +1699,12 @@ static void test_mlist_append_killed_mid_append_repaired(void **state)
         struct shmobj__space *sp = shmobj__space_of_seg(f->seg);
         struct shmobj__mlapps *a = (struct shmobj__mlapps *)(void *)(
             sp->base + shmobj__ref_off(atomic_load(&m->retired2)));
+        if (stage == 1) {
+            /* a locker first: it takes the dead word back and zeroes the
+             * tag left at len, so that no slot past len holds one */
+            assert_int_equal(shmobj_mlist_set(&l, 0, &SHMOBJ_VAL_INT(0)), 0);
+            assert_int_equal(list_slot_tag(&l, n0), 0);
+        }
         for (int i = 0; i < 10; i++)
             assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_INT(1000 + i)), 0);
         unsigned held = 0;
@@ -1678,19 +1712,17 @@ static void test_mlist_append_killed_mid_append_repaired(void **state)
             uint64_t w = atomic_load(&a->w[j].word);
             held += w != 0 && w != SHMOBJ__MLAPP_CLOSED;
         }
-        assert_int_equal(held, 1);
+        assert_int_equal(held, stage == 1 ? 0 : 1);
         assert_int_equal(len_of(&l), n0 + 10);
-        if (stage > 0) {
-            int64_t x;
-            assert_int_equal(shmobj_mlist_get_int(&l, 100, &x), SHMOBJ_ETYPE);
-            assert_int_equal(shmobj_mlist_get(&l, 100, &v), 0);
-            assert_int_equal(v.type, SHMOBJ_TYPE_NULL);
-        }
         for (int i = 0; i < 100; i++)
             assert_int_equal(item_int(&l, (size_t)i), i);
+        if (stage < 3)
+            assert_int_equal(item_int(&l, 100), 100);
+        if (stage == 2)
+            assert_int_equal(item_int(&l, 101), 12345);
         for (int i = 0; i < 10; i++)
             assert_int_equal(item_int(&l, n0 + (size_t)i), 1000 + i);
-        /* the dead word was taken back (the settle's closer gave it back
+        /* the dead word was taken back (the locker's closer gave it back
          * as free), so a locked change and a check find nothing left */
         assert_int_equal(shmobj_mlist_set(&l, 0, &SHMOBJ_VAL_INT(0)), 0);
         for (unsigned j = 0; j < SHMOBJ__MLAPP_WORDS; j++)
@@ -2798,6 +2830,203 @@ static void test_mut_delete_present_key_raced_deletes_once(void **state)
     munmap((void *)st, 4096);
 }
 
+/* ---- list appends: the tail and its turns (format 3) ----------------------- */
+
+/* The figures of a two-appender kill round: out[who] counts the appends
+ * of appender who (1, 2) that returned, out[3] asks appender 2 to stop
+ * once it made out[4] appends after appender 1 was killed; out[5] counts
+ * failed appends. Items are (round << 40 | who << 32 | sequence). */
+struct ltail {
+    shmobj_view l;
+    int who;
+    uint64_t round;
+    _Atomic uint64_t *out;
+};
+
+static int ltail_appender(void *p)
+{
+    struct ltail *a = p;
+    for (uint64_t i = 0;; i++) {
+        if (a->who == 2 && atomic_load(&a->out[3]) != 0 &&
+            atomic_load(&a->out[2]) >= atomic_load(&a->out[4]))
+            return 0;
+        int64_t x = (int64_t)(a->round << 40 | (uint64_t)a->who << 32 | i);
+        int rc = shmobj_mlist_append(&a->l, &SHMOBJ_VAL_INT(x));
+        if (rc != 0) {
+            atomic_fetch_add(&a->out[5], 1);
+            return 1;
+        }
+        atomic_store(&a->out[a->who], i + 1);
+    }
+}
+
+/* Two processes append in loops (taking the tail from each other); one is
+ * SIGKILLed at a random point of its appends, which includes every step
+ * of an append holding the tail and of a take of the tail, and the other
+ * goes on for 2,000 appends more (it never waits on the dead one for
+ * long: its round ends). Then every item of both is there once, in its
+ * appender's order, every append that returned is there, the killed
+ * one's append under way at most once more, no null or other item, len
+ * is the number of items, and the list checks clean. */
+static void test_mlist_append_kill_tail_holder_loop(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_view l;
+    shmobj_ref r = make(f->seg, SHMOBJ_VAL_MLIST(), &l);
+    _Atomic uint64_t *out = shared_page(4096);
+    /* the list's first locked write makes its appenders block */
+    assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_INT(-1)), 0);
+    uint64_t total = 1, rounds = kill_rounds / 4 + 1;
+    for (uint64_t round = 1; round <= rounds; round++) {
+        for (int i = 0; i < 6; i++)
+            atomic_store(&out[i], 0);
+        struct ltail a1 = {l, 1, round, out}, a2 = {l, 2, round, out};
+        pid_t p1 = test_child_start(ltail_appender, &a1, 60);
+        pid_t p2 = test_child_start(ltail_appender, &a2, 60);
+        uint64_t until = 1 + rnd() % 3000;
+        while (atomic_load(&out[1]) < until || atomic_load(&out[2]) < 1) {
+            int st;
+            assert_int_equal(waitpid(p1, &st, WNOHANG), 0);
+            sched_yield();
+        }
+        for (unsigned spin = (unsigned)(rnd() % 20000); spin > 0; spin--)
+            __asm__ __volatile__("" ::: "memory");
+        kill(p1, SIGKILL);
+        assert_int_equal(test_child_wait(p1), 128 + SIGKILL);
+        atomic_store(&out[4], atomic_load(&out[2]) + 2000);
+        atomic_store(&out[3], 1);
+        assert_int_equal(test_child_wait(p2), 0);
+        assert_int_equal(atomic_load(&out[5]), 0);
+        /* this round's items follow the earlier rounds' */
+        size_t n = len_of(&l);
+        uint64_t next[3] = {0, 0, 0};
+        for (size_t i = total; i < n; i++) {
+            int64_t x = 0;
+            assert_int_equal(shmobj_mlist_get_int(&l, i, &x), 0);
+            uint64_t who = (uint64_t)x >> 32 & 0xff, seq = (uint64_t)x & UINT32_MAX;
+            assert_int_equal((uint64_t)x >> 40, round);
+            assert_true(who == 1 || who == 2);
+            assert_int_equal(seq, next[who]);
+            next[who]++;
+        }
+        assert_int_equal(next[2], atomic_load(&out[2]));
+        assert_true(next[1] == atomic_load(&out[1]) || next[1] == atomic_load(&out[1]) + 1);
+        assert_int_equal(n - total, next[1] + next[2]);
+        total = n;
+        if (round % 8 == 0 || round == rounds)
+            assert_int_equal(shmobj_obj_check(f->seg, r), 0);
+    }
+    assert_int_equal(shmobj_obj_free(f->seg, r), 0);
+    munmap((void *)out, 4096);
+}
+
+/* An appender that appended once and stays alive, never appending again,
+ * keeps the tail's word named in `owner`; appends of another process take
+ * the tail from it (once: its len does not move) and all land, in order,
+ * and `owner` then names a word the idle one does not hold. out[0] is set
+ * by the idle child once it appended; out[1] lets it exit. */
+static int ltail_idle(void *p)
+{
+    struct ltail *a = p;
+    if (shmobj_mlist_append(&a->l, &SHMOBJ_VAL_INT(-2)) != 0)
+        return 1;
+    atomic_store(&a->out[0], 1);
+    while (atomic_load(&a->out[1]) == 0)
+        sched_yield();
+    return 0;
+}
+
+static void test_mlist_append_idle_tail_taken(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_view l;
+    shmobj_ref r = make(f->seg, SHMOBJ_VAL_MLIST(), &l);
+    _Atomic uint64_t *out = shared_page(4096);
+    assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_INT(-1)), 0);
+    struct ltail a = {l, 1, 0, out};
+    pid_t pid = test_child_start(ltail_idle, &a, 60);
+    while (atomic_load(&out[0]) == 0)
+        sched_yield();
+    struct shmobj__mut *m = control_of(&l);
+    struct shmobj__space *sp = shmobj__space_of_seg(f->seg);
+    struct shmobj__mlapps *ap = (struct shmobj__mlapps *)(void *)(
+        sp->base + shmobj__ref_off(atomic_load(&m->retired2)));
+    uint64_t idle_word = atomic_load(&ap->owner);
+    assert_true(idle_word >= 1 && idle_word <= SHMOBJ__MLAPP_WORDS);
+    for (int i = 0; i < 10000; i++)
+        assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_INT(i)), 0);
+    assert_int_equal(len_of(&l), 10002);
+    assert_int_equal(item_int(&l, 1), -2);
+    for (int i = 0; i < 10000; i++)
+        assert_int_equal(item_int(&l, 2 + (size_t)i), i);
+    /* the tail was taken: `owner` names the word of this process's token
+     * (unless the idle one's word is that word too: then it stayed) */
+    uint64_t home = sp->ops->live->token(sp) % SHMOBJ__MLAPP_WORDS + 1;
+    assert_int_equal(atomic_load(&ap->owner), home);
+    /* no word is held now: the idle child holds none between its calls */
+    for (unsigned j = 0; j < SHMOBJ__MLAPP_WORDS; j++)
+        assert_int_equal(atomic_load(&ap->w[j].word), 0);
+    atomic_store(&out[1], 1);
+    assert_int_equal(test_child_wait(pid), 0);
+    assert_int_equal(shmobj_obj_check(f->seg, r), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, r), 0);
+    munmap((void *)out, 4096);
+}
+
+/* Two processes append in strict alternation (each waits until the list's
+ * length says the other appended), so that every append takes the tail
+ * from the other's word: the items alternate exactly, each process's in
+ * its order, and none is lost. out[0] counts failures. */
+struct lalt {
+    shmobj_view l;
+    int who; /* 0 or 1: appends when len % 2 == who */
+    _Atomic uint64_t *out;
+};
+
+#define LALT_N 3000
+
+static int lalt_appender(void *p)
+{
+    struct lalt *a = p;
+    for (uint64_t i = 0; i < LALT_N; i++) {
+        size_t n = 0;
+        do {
+            if (shmobj_view_len(&a->l, &n) != 0) {
+                atomic_fetch_add(&a->out[0], 1);
+                return 1;
+            }
+        } while (n % 2 != (size_t)a->who);
+        if (shmobj_mlist_append(&a->l, &SHMOBJ_VAL_INT(lapp_val(a->who + 1, i))) != 0) {
+            atomic_fetch_add(&a->out[0], 1);
+            return 2;
+        }
+    }
+    return 0;
+}
+
+static void test_mlist_append_alternating_procs_take_turns_in_order(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_view l;
+    shmobj_ref r = make(f->seg, SHMOBJ_VAL_MLIST(), &l);
+    _Atomic uint64_t *out = shared_page(4096);
+    /* made, with its appenders block, then emptied: len 0, the block kept */
+    assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_INT(-1)), 0);
+    assert_int_equal(shmobj_mut_clear(&l), 0);
+    struct lalt a0 = {l, 0, out}, a1 = {l, 1, out};
+    pid_t p0 = test_child_start(lalt_appender, &a0, 120);
+    pid_t p1 = test_child_start(lalt_appender, &a1, 120);
+    assert_int_equal(test_child_wait(p0), 0);
+    assert_int_equal(test_child_wait(p1), 0);
+    assert_int_equal(atomic_load(&out[0]), 0);
+    assert_int_equal(len_of(&l), 2 * LALT_N);
+    for (size_t i = 0; i < 2 * LALT_N; i++)
+        assert_int_equal(item_int(&l, i), lapp_val((int)(i % 2) + 1, i / 2));
+    assert_int_equal(shmobj_obj_check(f->seg, r), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, r), 0);
+    munmap((void *)out, 4096);
+}
+
 int main(void)
 {
     const char *env = getenv("SHMOBJ_KILL_ITERATIONS");
@@ -2868,6 +3097,11 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_mut_delete_present_key_raced_deletes_once, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_mlist_append_kill_tail_holder_loop, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_mlist_append_idle_tail_taken, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mlist_append_alternating_procs_take_turns_in_order,
+                                        setup, teardown),
     };
     test_filter_from_env();
     return cmocka_run_group_tests(tests, NULL, NULL);

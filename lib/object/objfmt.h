@@ -469,8 +469,10 @@ struct shmobj__mut {
      * store of even. Reader: acquire load, reads, acquire fence, relaxed
      * load: what it read counts only if both loads agree and are even. */
     _Atomic uint64_t seq;
-    /* List: items, those being written included (an append reserves its
-     * place with a CAS of len, acq_rel, then publishes its slot's tag).
+    /* List: items, all published (an append writes the slot at len, then
+     * stores len + 1, release, as the holder of the list's tail or of the
+     * lock; a version 2 list's appenders reserved places with a CAS of
+     * len, acq_rel, and published their slots' tags after).
      * Dict/set: pair places in use in the body, holes (deleted pairs)
      * included. Stored inside a writer section. */
     _Atomic uint64_t len;
@@ -534,19 +536,27 @@ static inline uint64_t shmobj__mut_body_bytes(unsigned type)
            (type == SHMOBJ_TYPE_MLIST ? 8u * SHMOBJ__MLIST_CHUNKS : 0);
 }
 
-/* A list's appenders block (version 2 of the list: its slots at and
- * past len have tag 0, and a slot below len with tag 0 is being written):
- * a raw arena block of 64-byte alignment, one cache line each so that an
+/* A list's appenders block (version 3 of the list, magic "SML3"; version
+ * 2, "SML2", is read and made version 3 at the next locked write): a raw
+ * arena block of 64-byte alignment, one cache line each so that an
  * appender's word stays in its own core's cache. An append without the
  * lock CASes its token into one word (from 0; a word that is not 0 is
- * another appender's, or SHMOBJ__MLAPP_CLOSED), stores the place it
- * tries into `at` before each CAS of len, writes its slot (payload, then
- * the tag with a release store) and stores 0 (release) into the word.
- * Every lock holder of a list closes the words first (`closing`, then
- * CAS 0 -> CLOSED, waiting for live appenders; a word naming a dead handle is
- * taken over, and its `at`, when below len and still tag 0, is given a
- * null item) and gives them back (0) before it unlocks. */
-#define SHMOBJ__MLIST_MAGIC UINT32_C(0x324c4d53) /* "SML2" read little-endian */
+ * another appender's, or SHMOBJ__MLAPP_CLOSED) and loads `closing`; the
+ * list's tail then belongs to one word, `owner`: its holder writes the
+ * slot at len (payload, then the tag with a release store), stores len + 1
+ * (release) and stores 0 (release) into its word, with no atomic
+ * read-modify-write of a shared line. The holder of another word first
+ * takes the tail: it waits while the tail's appender keeps appending, for
+ * up to a turn (objmutlist.c), then CASes `owner` to its own word and
+ * waits until the word it took the tail from is no longer held by the
+ * holder it saw (or names a dead handle). Every lock holder of a list
+ * closes the words first (`closing`, then CAS 0 -> CLOSED, waiting for
+ * live appenders; a word naming a dead handle is taken over, and a tag
+ * it left at len zeroed) and gives them back (0) before it unlocks.
+ * Version 2's appenders CASed len for each place and wrote the place they
+ * tried into `at` (a dead one's place below len was given a null). */
+#define SHMOBJ__MLIST_MAGIC UINT32_C(0x334c4d53) /* "SML3" read little-endian */
+#define SHMOBJ__MLIST_MAGIC_V2 UINT32_C(0x324c4d53) /* "SML2" */
 #define SHMOBJ__MLAPP_WORDS 4
 #define SHMOBJ__MLAPP_CLOSED (UINT64_C(1) << 63)
 
@@ -554,8 +564,9 @@ struct shmobj__mlapp {
     /* 0, an appender's token (widened), or SHMOBJ__MLAPP_CLOSED (the lock
      * holder's); CAS seq_cst by appenders and closers, store release. */
     _Atomic uint64_t word;
-    /* The place its owner tries or took (relaxed, before the CAS of len):
-     * read only by a closer that found the owner dead. */
+    /* Version 2 only: the place its owner tried or took (relaxed, before
+     * the CAS of len), read by a closer that found the owner dead.
+     * Version 3: 0, never read. */
     _Atomic uint64_t at;
     /* The chunk its last owner appended into, a hint for the next owner
      * (chunks never move while the list lives): items [lo, hi) lie in
@@ -567,7 +578,8 @@ struct shmobj__mlapp {
 _Static_assert(sizeof(struct shmobj__mlapp) == 64, "an appender word has its own line");
 
 struct shmobj__mlapps {
-    uint32_t magic;       /* SHMOBJ__MLIST_MAGIC, written once */
+    uint32_t magic;       /* SHMOBJ__MLIST_MAGIC, written once (or once
+                           * more, from _V2, with every word closed) */
     uint32_t words;       /* SHMOBJ__MLAPP_WORDS */
     /* 1 while a lock holder closes or holds the words, else 0; stored
      * seq_cst by the lock holder before it closes them, and 0 (release)
@@ -575,10 +587,19 @@ struct shmobj__mlapps {
      * took its word and gives the word back at once when it is 1, so that
      * appends in a tight loop cannot keep a closer from a word. */
     _Atomic uint64_t closing;
-    uint64_t reserved[6]; /* 0 */
+    /* Version 3: which word the tail belongs to, j + 1 for word j, 0 for
+     * none yet. Only the holder of that word appends without the lock.
+     * Changed by a CAS (seq_cst) of an appender that holds another word,
+     * after it waited out the tail's turn; loaded (seq_cst) by every
+     * append after it took its word. On the line of `closing`, which
+     * appends read and only lock holders and tail takers write.
+     * Version 2: 0. */
+    _Atomic uint64_t owner;
+    uint64_t reserved[5]; /* 0 */
     struct shmobj__mlapp w[SHMOBJ__MLAPP_WORDS];
 };
 _Static_assert(offsetof(struct shmobj__mlapps, w) == 64, "appender words from 64");
+_Static_assert(offsetof(struct shmobj__mlapps, owner) == 16, "tail owner at 16");
 _Static_assert(sizeof(struct shmobj__mlapps) == 64 * (1 + SHMOBJ__MLAPP_WORDS),
                "appenders block size");
 

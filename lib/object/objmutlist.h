@@ -111,10 +111,12 @@ static inline void slot_zero(struct shmobj__slot *s)
     atomic_store_explicit(&s->payload, 0, memory_order_relaxed);
 }
 
-/* The appenders block, checked as the hot path checks blocks; NULL when
- * there is none (a version 1 list, or one never written) or it is damaged. */
+/* The appenders block named by the control block, checked as the hot
+ * path checks blocks (a live block of its size, 64-aligned); NULL when
+ * there is none (a version 1 list, or one never written) or it is
+ * damaged. Its magic is the caller's to judge. */
 static inline __attribute__((always_inline)) struct shmobj__mlapps *
-list_apps(struct shmobj__mc *c)
+list_apps_block(struct shmobj__mc *c)
 {
     shmobj__ref ref = atomic_load_explicit(apps_ref(c->m), memory_order_acquire);
     uint64_t off;
@@ -123,7 +125,28 @@ list_apps(struct shmobj__mc *c)
         !shmobj__aligned(off, 64))
         return NULL;
     struct shmobj__mlapps *a = (struct shmobj__mlapps *)(void *)(c->sp->base + off);
-    return a->magic == SHMOBJ__MLIST_MAGIC && a->words == SHMOBJ__MLAPP_WORDS ? a : NULL;
+    return a->words == SHMOBJ__MLAPP_WORDS ? a : NULL;
+}
+
+/* The appenders block of either version (SHMOBJ__MLIST_MAGIC or _V2 in
+ * *magic); NULL when there is none or it is damaged. */
+static inline struct shmobj__mlapps *list_apps_any(struct shmobj__mc *c, uint32_t *magic)
+{
+    struct shmobj__mlapps *a = list_apps_block(c);
+    if (a == NULL)
+        return NULL;
+    *magic = a->magic;
+    return *magic == SHMOBJ__MLIST_MAGIC || *magic == SHMOBJ__MLIST_MAGIC_V2 ? a : NULL;
+}
+
+/* The appenders block when it is version 3, the only one appended to
+ * without the lock (a version 2 block is made version 3 by the next
+ * locker); NULL otherwise. */
+static inline __attribute__((always_inline)) struct shmobj__mlapps *
+list_apps(struct shmobj__mc *c)
+{
+    struct shmobj__mlapps *a = list_apps_block(c);
+    return a != NULL && a->magic == SHMOBJ__MLIST_MAGIC ? a : NULL;
 }
 
 /* Take the list's lock and close its appender words (the lock's answers,

@@ -161,8 +161,9 @@ int shmobj__mlist_check(struct shmobj__mc *cp, uint64_t *budget, shmobj__mut_chi
     shmobj__ref apps = atomic_load_explicit(apps_ref(m), memory_order_relaxed);
     if (apps != 0) {
         uint64_t off, u;
+        uint32_t magic;
         if (shmobj__mut_block(c.sp, apps, sizeof(struct shmobj__mlapps), &off, &u) != 0 ||
-            list_apps(&c) == NULL)
+            list_apps_any(&c, &magic) == NULL)
             return SHMOBJ_ECORRUPT;
     }
     /* chunks are live blocks of their size (past the items: allocated
