@@ -189,5 +189,6 @@ int main(void)
         cmocka_unit_test(test_queue_trim_retire_lock_impossible_ecorrupt),
         cmocka_unit_test(test_queue_trim_retire_lock_dead_taken_over),
     };
+    test_filter_from_env();
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
