@@ -3597,6 +3597,25 @@ static uint64_t bytes_after_first_at_reuse(shmobj_queue *q, size_t len,
     return 0;
 }
 
+/* On the new queue q, a stream of len-byte messages (copied in, or written
+ * in place): the first block is reused once at least lo and less than hi
+ * bytes were retired after it; then the queue is trimmed, the heap checked
+ * and q closed. */
+static void reuse_between(struct fixture *f, shmobj_queue *q, size_t len, bool copy,
+                          unsigned max, uint64_t lo, uint64_t hi)
+{
+    uint64_t after = bytes_after_first_at_reuse(q, len, copy, max);
+    print_message("%zu-byte messages%s: the first block reused after %llu bytes "
+                  "retired (lo %llu, hi %llu)\n", len, copy ? "" : " in place",
+                  (unsigned long long)after, (unsigned long long)lo, (unsigned long long)hi);
+    assert_true(after >= lo);
+    assert_true(after < hi);
+    assert_int_equal(shmobj_queue_trim(q), 0);
+    uint64_t bad = 0;
+    assert_int_equal(shmobj_arena_check(f->seg, &bad), 0);
+    shmobj_queue_close(q);
+}
+
 /* Messages of a 32nd of the L2 (W1-64K's 64 KiB on a 2 MiB L2) copied in:
  * a retired block is reused once one and a half L2 of bytes were retired
  * after it, not one L2, and as soon as that is so. After one L2 of reads
@@ -3611,16 +3630,8 @@ static void test_queue_recycle_l2_32nd_waits_one_and_a_half_l2(void **state)
     shmobj_queue *q;
     assert_int_equal(shmobj_queue_create(f->seg, "cold-64k", 8, 0, &q), 0);
     size_t len = l2_32nd_len(q, l2);
-    uint64_t after = bytes_after_first_at_reuse(q, len, true, 200);
-    print_message("%zu-byte messages: the first block reused after %llu bytes "
-                  "retired (L2 %llu)\n", len, (unsigned long long)after,
-                  (unsigned long long)l2);
-    assert_true(after >= l2 + l2 / 2);
-    assert_true(after < l2 + l2 / 2 + 2 * (len + SHMOBJ_QUEUE_MSG_HEADER) + len / 4);
-    assert_int_equal(shmobj_queue_trim(q), 0);
-    uint64_t bad = 0;
-    assert_int_equal(shmobj_arena_check(f->seg, &bad), 0);
-    shmobj_queue_close(q);
+    reuse_between(f, q, len, true, 200, l2 + l2 / 2,
+                  l2 + l2 / 2 + 2 * (len + SHMOBJ_QUEUE_MSG_HEADER) + len / 4);
 }
 
 /* The same with messages of W1-400K's size on a 2 MiB L2 (400,000 bytes,
@@ -3633,16 +3644,8 @@ static void test_queue_recycle_400k_waits_one_and_a_half_l2(void **state)
     size_t len = (size_t)(l2 * 400000 / (2u << 20));
     shmobj_queue *q;
     assert_int_equal(shmobj_queue_create(f->seg, "cold-400k", 8, 0, &q), 0);
-    uint64_t after = bytes_after_first_at_reuse(q, len, true, 40);
-    print_message("%zu-byte messages: the first block reused after %llu bytes "
-                  "retired (L2 %llu)\n", len, (unsigned long long)after,
-                  (unsigned long long)l2);
-    assert_true(after >= l2 + l2 / 2);
-    assert_true(after < l2 + l2 / 2 + 2 * (len + SHMOBJ_QUEUE_MSG_HEADER) + len / 4);
-    assert_int_equal(shmobj_queue_trim(q), 0);
-    uint64_t bad = 0;
-    assert_int_equal(shmobj_arena_check(f->seg, &bad), 0);
-    shmobj_queue_close(q);
+    reuse_between(f, q, len, true, 40, l2 + l2 / 2,
+                  l2 + l2 / 2 + 2 * (len + SHMOBJ_QUEUE_MSG_HEADER) + len / 4);
 }
 
 /* Messages of half the L2, copied in, keep the L2 as their wait: the
@@ -3657,14 +3660,7 @@ static void test_queue_recycle_half_l2_waits_one_l2(void **state)
     uint64_t l2 = shmobj__os_l2_cache_bytes();
     shmobj_queue *q;
     assert_int_equal(shmobj_queue_create(f->seg, "cold-half", 8, 0, &q), 0);
-    uint64_t after = bytes_after_first_at_reuse(q, len, true, 8);
-    print_message("%zu-byte messages: the first block reused after %llu bytes "
-                  "retired (L2 %llu)\n", len, (unsigned long long)after,
-                  (unsigned long long)l2);
-    assert_true(after >= l2);
-    assert_true(after < l2 + l2 / 2);
-    assert_int_equal(shmobj_queue_trim(q), 0);
-    shmobj_queue_close(q);
+    reuse_between(f, q, len, true, 8, l2, l2 + l2 / 2);
 }
 
 /* Copied-in messages of W1-400K's size (scaled to this L2) with the
@@ -3719,14 +3715,7 @@ static void test_queue_recycle_msg_alloc_waits_one_l2(void **state)
     shmobj_queue *q;
     assert_int_equal(shmobj_queue_create(f->seg, "cold-zc", 8, 0, &q), 0);
     size_t len = l2_32nd_len(q, l2);
-    uint64_t after = bytes_after_first_at_reuse(q, len, false, 200);
-    print_message("%zu-byte messages in place: the first block reused after "
-                  "%llu bytes retired (L2 %llu)\n", len,
-                  (unsigned long long)after, (unsigned long long)l2);
-    assert_true(after >= l2);
-    assert_true(after < l2 + 2 * (len + SHMOBJ_QUEUE_MSG_HEADER) + len / 4);
-    assert_int_equal(shmobj_queue_trim(q), 0);
-    shmobj_queue_close(q);
+    reuse_between(f, q, len, false, 200, l2, l2 + 2 * (len + SHMOBJ_QUEUE_MSG_HEADER) + len / 4);
 }
 
 /* ---- batches walk their run by stretches of consecutive slots ------------- */
