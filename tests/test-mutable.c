@@ -3027,6 +3027,140 @@ static void test_mlist_append_alternating_procs_take_turns_in_order(void **state
     munmap((void *)out, 4096);
 }
 
+/* ---- a word naming this process's own token ------------------------------ */
+
+/* The lock-free adds' and appends' words of a container, which a lock
+ * holder waits on before it moves anything: the dict's adder word, and
+ * the list's appender word `j` (j < SHMOBJ__MLAPP_WORDS, the list's
+ * appenders block made by a first append). */
+static _Atomic uint64_t *adder_word(const shmobj_view *d)
+{
+    return &control_of(d)->adder;
+}
+
+static _Atomic uint64_t *appender_word(shmobj_segment *seg, const shmobj_view *l, unsigned j)
+{
+    struct shmobj__space *sp = shmobj__space_of_seg(seg);
+    shmobj__ref apps = atomic_load(&control_of(l)->retired2);
+    assert_true(apps != 0);
+    struct shmobj__mlapps *a =
+        (struct shmobj__mlapps *)(void *)(sp->base + shmobj__ref_off(apps));
+    return &a->w[j].word;
+}
+
+static uint64_t own_token(shmobj_segment *seg)
+{
+    struct shmobj__space *sp = shmobj__space_of_seg(seg);
+    uint64_t tok = sp->ops->live->token(sp);
+    assert_true(tok != 0);
+    return tok;
+}
+
+/* In a process with no other thread, a word naming the caller's own token
+ * names no add or append under way (none of the library's calls waits on
+ * a word it holds itself): only damage puts it there. The lock holder
+ * clears it and goes on, at once, instead of waiting out its bound (some
+ * seconds) for SHMOBJ_EBUSY. */
+static void test_mut_word_naming_self_alone_cleared(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_view d, l;
+    shmobj_ref rd = make(f->seg, SHMOBJ_VAL_MDICT(), &d);
+    shmobj_ref rl = make(f->seg, SHMOBJ_VAL_MLIST(), &l);
+    uint64_t tok = own_token(f->seg);
+    assert_int_equal(shmobj_mdict_set(&d, &SHMOBJ_VAL_STR("c"), &SHMOBJ_VAL_INT(1)), 0);
+    atomic_store(adder_word(&d), tok);
+    assert_int_equal(shmobj_mut_clear(&d), 0);
+    assert_int_equal(atomic_load(adder_word(&d)), 0);
+    assert_int_equal(len_of(&d), 0);
+    assert_int_equal(shmobj_mdict_set(&d, &SHMOBJ_VAL_STR("c"), &SHMOBJ_VAL_INT(2)), 0);
+    /* the list's words: the one of our token, then another one (which a
+     * taker of the tail waits on while it holds its own) */
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_INT(i)), 0);
+    for (unsigned k = 0; k < 2; k++) {
+        unsigned j = (unsigned)((tok + k) % SHMOBJ__MLAPP_WORDS);
+        atomic_store(appender_word(f->seg, &l, j), tok);
+        /* an insert takes the lock, which closes every appender word */
+        assert_int_equal(shmobj_mlist_insert(&l, 0, &SHMOBJ_VAL_INT(-1 - (int)k)), 0);
+        assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_INT(3 + (int)k)), 0);
+    }
+    /* the tail held by another word, which names us: an append takes the
+     * tail from it, then waits for that word's append to end */
+    unsigned o = (unsigned)((tok + 1) % SHMOBJ__MLAPP_WORDS);
+    _Atomic uint64_t *ow = appender_word(f->seg, &l, o);
+    struct shmobj__mlapps *a =
+        (struct shmobj__mlapps *)(void *)((uint8_t *)(uintptr_t)ow -
+                                          offsetof(struct shmobj__mlapps, w[o].word));
+    atomic_store(&a->owner, o + 1);
+    atomic_store(ow, tok);
+    assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_INT(5)), 0);
+    assert_int_equal(atomic_load(&a->owner), tok % SHMOBJ__MLAPP_WORDS + 1);
+    assert_int_equal(len_of(&l), 8);
+    assert_int_equal(item_int(&l, 0), -2);
+    assert_int_equal(item_int(&l, 6), 4);
+    assert_int_equal(item_int(&l, 7), 5);
+    assert_int_equal(shmobj_obj_check(f->seg, rd), 0);
+    assert_int_equal(shmobj_obj_check(f->seg, rl), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, rd), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, rl), 0);
+}
+
+/* A thread of this process holding a word with the process's own token
+ * (an add or append under way) for 100 ms: it is waited for, and the lock
+ * holder goes on only after the thread let go. */
+struct self_holder {
+    _Atomic uint64_t *word;
+    uint64_t tok;
+    _Atomic int state; /* 1 holding, 2 letting go */
+};
+
+static int self_holder_main(void *p)
+{
+    struct self_holder *h = p;
+    uint64_t z = 0;
+    if (!atomic_compare_exchange_strong(h->word, &z, h->tok))
+        return 1;
+    atomic_store(&h->state, 1);
+    test_sleep_ms(100);
+    atomic_store(&h->state, 2);
+    atomic_store(h->word, 0);
+    return 0;
+}
+
+static void test_mut_word_naming_self_threads_waited_for(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_view d, l;
+    shmobj_ref rd = make(f->seg, SHMOBJ_VAL_MDICT(), &d);
+    shmobj_ref rl = make(f->seg, SHMOBJ_VAL_MLIST(), &l);
+    uint64_t tok = own_token(f->seg);
+    assert_int_equal(shmobj_mdict_set(&d, &SHMOBJ_VAL_STR("c"), &SHMOBJ_VAL_INT(1)), 0);
+    assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_INT(0)), 0);
+    for (int what = 0; what < 2; what++) {
+        struct self_holder h = {what == 0 ? adder_word(&d)
+                                          : appender_word(f->seg, &l,
+                                                          (unsigned)(tok % SHMOBJ__MLAPP_WORDS)),
+                                tok, 0};
+        struct test_thread t;
+        assert_int_equal(test_thread_start(&t, self_holder_main, &h), 0);
+        while (atomic_load(&h.state) == 0)
+            sched_yield();
+        if (what == 0)
+            assert_int_equal(shmobj_mut_clear(&d), 0);
+        else
+            assert_int_equal(shmobj_mlist_insert(&l, 0, &SHMOBJ_VAL_INT(-1)), 0);
+        assert_int_equal(atomic_load(&h.state), 2);
+        assert_int_equal(test_thread_wait(&t), 0);
+    }
+    assert_int_equal(len_of(&d), 0);
+    assert_int_equal(len_of(&l), 2);
+    assert_int_equal(shmobj_obj_check(f->seg, rd), 0);
+    assert_int_equal(shmobj_obj_check(f->seg, rl), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, rd), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, rl), 0);
+}
+
 int main(void)
 {
     const char *env = getenv("SHMOBJ_KILL_ITERATIONS");
@@ -3102,6 +3236,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_mlist_append_idle_tail_taken, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mlist_append_alternating_procs_take_turns_in_order,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mut_word_naming_self_alone_cleared, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mut_word_naming_self_threads_waited_for, setup,
+                                        teardown),
     };
     test_filter_from_env();
     return cmocka_run_group_tests(tests, NULL, NULL);

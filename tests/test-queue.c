@@ -963,10 +963,13 @@ static void test_queue_take_skips_dead_producer_slot(void **state)
     (void)e;
 
     /* a live producer's slot is not skipped, and a producer that was
-     * skipped while alive retries (its CAS fails): simulate the latter */
+     * skipped while alive retries (its CAS fails): simulate the latter
+     * with the token of a second handle of ours, attached */
     e = atomic_fetch_add(&r->hdr->enq_pos, 1);
-    struct shmobj__space *sp = shmobj__space_of_seg(f->seg);
-    claim_set(r, SHMOBJ__RING_ROLE_PRODUCER, e, sp->ops->live->token(sp));
+    shmobj_segment *other;
+    assert_int_equal(shmobj_segment_open(f->name, SHMOBJ_BACKEND_SHM, SEC, &other), 0);
+    struct shmobj__space *osp = shmobj__space_of_seg(other);
+    claim_set(r, SHMOBJ__RING_ROLE_PRODUCER, e, osp->ops->live->token(osp));
     assert_int_equal(shmobj_queue_take_timed(q, &m, 50 * TEST_MS),
                      SHMOBJ_ETIMEDOUT);
     assert_int_equal(atomic_load(&r->hdr->skipped), 2);
@@ -975,6 +978,29 @@ static void test_queue_take_skips_dead_producer_slot(void **state)
                  msg_of(1, 3) | (((e >> r->cap_log2) & 7u) << 1));
     assert_int_equal(shmobj_queue_take_timed(q, &m, SEC), 0);
     assert_int_equal(m, msg_of(1, 3));
+    shmobj_segment_close(other);
+    shmobj_queue_close(q);
+}
+
+/* A claim naming this handle's own token, in a process with no other
+ * thread: no put of ours is under way (each publishes before it returns),
+ * so only damage put it there, and the slot is skipped after the stall
+ * period like a dead producer's, instead of holding up every take. */
+static void test_queue_take_skips_own_token_claim_alone(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(f->seg, "selfp", 4, 0, &q), 0);
+    shmobj__queue_stall_set(q, 5 * (uint64_t)TEST_MS);
+    struct shmobj__ring *r = shmobj__queue_ring(q);
+    struct shmobj__space *sp = shmobj__space_of_seg(f->seg);
+    atomic_store(&r->hdr->enq_pos, 1);
+    claim_set(r, SHMOBJ__RING_ROLE_PRODUCER, 0, sp->ops->live->token(sp));
+    assert_int_equal(shmobj_queue_put(q, msg_of(1, 1)), 0);
+    shmobj_ref m;
+    assert_int_equal(shmobj_queue_take_timed(q, &m, 5 * SEC), 0);
+    assert_int_equal(m, msg_of(1, 1));
+    assert_int_equal(atomic_load(&r->hdr->skipped), 1);
     shmobj_queue_close(q);
 }
 
@@ -3840,6 +3866,7 @@ int main(void)
         T(test_queue_retire_damage_and_dead_owner),
         T(test_queue_retire_survives_kills),
         T(test_queue_take_skips_dead_producer_slot),
+        T(test_queue_take_skips_own_token_claim_alone),
         T(test_queue_put_rescues_dead_consumer_slot),
         T(test_queue_notify_fd_wakes_poll),
         T(test_queue_notify_dead_listener_no_sigpipe),

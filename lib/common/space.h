@@ -75,6 +75,10 @@ struct shmobj__space_live_ops {
      * on a peer that may be descheduled mid-step, which spinning alone
      * would keep off a busy CPU. */
     void (*pause)(struct shmobj__space *sp);
+    /* True when the calling process has no thread but the caller: then no
+     * record naming this handle's token can be held by anyone while the
+     * caller waits on it. Reads /proc: for the slow path of a wait. */
+    bool (*alone)(struct shmobj__space *sp);
 };
 
 struct shmobj__space_ops {
@@ -124,6 +128,22 @@ static inline bool shmobj__space_token_alive(struct shmobj__space *sp,
 {
     return word != 0 && word <= UINT32_MAX &&
            sp->ops->live->owner_state(sp, (uint32_t)word) > 0;
+}
+
+/* shmobj__space_token_alive() for a record the caller waits on and, by
+ * its construction, never holds itself while it waits (a lock holder
+ * draining the adds and appends made without the lock, a ring side
+ * judging a stalled claimant): there the caller's own token, in a process
+ * with no other thread, names no holder at all. Only damage puts it
+ * there, and waiting for it would wait out the whole bound. Another
+ * thread of this process may hold it, so it is alive while one exists.
+ * The slow path of a wait only (it may read /proc). */
+static inline bool shmobj__space_token_holder_alive(struct shmobj__space *sp,
+                                                    uint64_t word)
+{
+    const struct shmobj__space_live_ops *live = sp->ops->live;
+    return shmobj__space_token_alive(sp, word) &&
+           (word != live->token(sp) || !live->alone(sp));
 }
 
 /* Bounds-check [off, off + len) and return a pointer to it, extending this

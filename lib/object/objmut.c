@@ -127,7 +127,11 @@ int shmobj__mut_adders_drain(struct shmobj__mc *c)
         if (w == 0)
             return 0;
         if (i % MUT_DRAIN_LIVENESS == MUT_DRAIN_LIVENESS - 1) {
-            shmobj__mut_adder_reap(c);
+            /* a dead handle's add, or our own token with no other thread
+             * here to hold it (damage): nobody adds; its word goes */
+            if (!shmobj__space_token_holder_alive(c->sp, w))
+                (void)atomic_compare_exchange_strong_explicit(
+                    &c->m->adder, &w, 0, memory_order_relaxed, memory_order_relaxed);
             if (i >= MUT_DRAIN_SPINS)
                 return SHMOBJ_EBUSY;
             /* a live adder this slow was descheduled between its find and

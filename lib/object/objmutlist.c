@@ -162,7 +162,7 @@ static int list_close(struct shmobj__mc *c)
                 continue;
             }
             if (i % LIST_CLOSE_LIVENESS == LIST_CLOSE_LIVENESS - 1) {
-                if (c->sp->ops->live == NULL || !shmobj__space_token_alive(c->sp, x)) {
+                if (c->sp->ops->live == NULL || !shmobj__space_token_holder_alive(c->sp, x)) {
                     /* kept until every live word is closed (below) */
                     dead |= 1u << j;
                     break;
@@ -590,7 +590,7 @@ static int list_tail_drain(struct shmobj__mc *c, struct shmobj__mlapps *a, uint6
         if (atomic_load_explicit(&a->owner, memory_order_relaxed) != mine)
             return 0;
         if (i % LIST_CLOSE_LIVENESS == LIST_CLOSE_LIVENESS - 1) {
-            if (!shmobj__space_token_alive(c->sp, x))
+            if (!shmobj__space_token_holder_alive(c->sp, x))
                 return 0;
             if (i >= LIST_CLOSE_SPINS)
                 return SHMOBJ_EBUSY;

@@ -49,7 +49,9 @@ static int claim_alive(struct shmobj__ring *r, unsigned role, uint64_t pos)
     uint32_t token = shmobj__ring_claim_token(c);
     if (token == 0 || c != shmobj__ring_claim_word(r, role, pos, token))
         return -1;
-    return shmobj__space_token_alive(r->sp, token) ? 1 : 0;
+    /* this side waits on the other's claim, never on one of its own: our
+     * token there, with no other thread in this process, is damage */
+    return shmobj__space_token_holder_alive(r->sp, token) ? 1 : 0;
 }
 
 /* Track how long this view has seen `pos` stuck; true once the claimant

@@ -103,6 +103,12 @@ static void space_pause(struct shmobj__space *sp)
     shmobj__os_yield();
 }
 
+static bool space_alone(struct shmobj__space *sp)
+{
+    (void)sp;
+    return shmobj__os_threads_alone();
+}
+
 const struct shmobj__space_live_ops shmobj__segment_live_ops = {
     .token = space_token,
     .owner_state = space_owner_state,
@@ -111,4 +117,5 @@ const struct shmobj__space_live_ops shmobj__segment_live_ops = {
     .unlock_broken = space_unlock_broken,
     .linked = space_linked,
     .pause = space_pause,
+    .alone = space_alone,
 };
