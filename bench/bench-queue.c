@@ -14,11 +14,13 @@
  *                    (which frees it).
  *   shmobj-zerocopy  W1: the producer allocates each message block in the
  *                    segment (shmobj_queue_msg_alloc()) and builds the
- *                    message there, in place, from a 4 KiB pattern it
- *                    generated once (no private copy of the message
- *                    exists), with the stores a producer of outbound
- *                    buffers should use (see fill_streams()); the consumer
- *                    as above.
+ *                    message there, in place, from a 64 KiB pattern it
+ *                    generated once (no private copy of a larger message
+ *                    exists), with the stores include/shmobj/queue.h tells
+ *                    a producer of outbound buffers to use, those of
+ *                    shmobj_queue_put_copy(): memcpy of 64 KiB pieces,
+ *                    streaming stores beyond 4 times the L2 (see
+ *                    fill_streams()); the consumer as above.
  *   Both W1 subjects let waiting sides spin up to 100 us before they sleep
  *   (shmobj_queue_spin_set()): back-to-back messages then never pay a
  *   futex wake-up, an idle queue still costs no CPU.
@@ -88,36 +90,31 @@ static int segment_new(uint64_t size, shmobj_segment **seg)
 #define W1_SPIN_NS 100000
 
 /* Write n bytes (a multiple of 64, dst 64-byte aligned) from src with
- * vector stores, streaming (to memory, not kept in this core's cache) or
- * plain (AVX2 where the processor has it). The library's copy-in streams
- * the same way beyond 4 times the L2, but below it uses memcpy ("rep
- * movsb" where the processor has fast strings), which writes whole lines
- * without reading them first: a zero-copy producer that built its message
- * in place with memcpy would do as well or better than this loop. */
+ * streaming stores (to memory, not kept in this core's cache), AVX2 where
+ * the processor has it: the library's copy-in does the same beyond 4
+ * times the L2. Below that both use memcpy, whose "rep movsb" writes whole
+ * lines without reading them first; vector stores read every line of the
+ * block first and measured at half the speed or less (doc/benchmarks.md,
+ * W1). */
 #if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx2"))) static void fill_avx2(void *dst, const void *src,
-                                                      size_t n, int stream)
+__attribute__((target("avx2"))) static void stream_avx2(void *dst, const void *src,
+                                                        size_t n)
 {
     __m256i *d = (__m256i *)dst;
     const __m256i *s = (const __m256i *)src;
     for (size_t i = 0; i < n / 32; i += 2) {
         __m256i a = _mm256_loadu_si256(s + i), b = _mm256_loadu_si256(s + i + 1);
-        if (stream) {
-            _mm256_stream_si256(d + i, a);
-            _mm256_stream_si256(d + i + 1, b);
-        } else {
-            _mm256_store_si256(d + i, a);
-            _mm256_store_si256(d + i + 1, b);
-        }
+        _mm256_stream_si256(d + i, a);
+        _mm256_stream_si256(d + i + 1, b);
     }
 }
 #endif
 
-static void fill_vector(void *dst, const void *src, size_t n, int stream)
+static void fill_stream(void *dst, const void *src, size_t n)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
     if (__builtin_cpu_supports("avx2")) {
-        fill_avx2(dst, src, n, stream);
+        stream_avx2(dst, src, n);
         return;
     }
 #endif
@@ -127,20 +124,12 @@ static void fill_vector(void *dst, const void *src, size_t n, int stream)
     for (size_t i = 0; i < n / 16; i += 4) {
         __m128i a = _mm_loadu_si128(s + i), b = _mm_loadu_si128(s + i + 1);
         __m128i c = _mm_loadu_si128(s + i + 2), e = _mm_loadu_si128(s + i + 3);
-        if (stream) {
-            _mm_stream_si128(d + i, a);
-            _mm_stream_si128(d + i + 1, b);
-            _mm_stream_si128(d + i + 2, c);
-            _mm_stream_si128(d + i + 3, e);
-        } else {
-            _mm_store_si128(d + i, a);
-            _mm_store_si128(d + i + 1, b);
-            _mm_store_si128(d + i + 2, c);
-            _mm_store_si128(d + i + 3, e);
-        }
+        _mm_stream_si128(d + i, a);
+        _mm_stream_si128(d + i + 1, b);
+        _mm_stream_si128(d + i + 2, c);
+        _mm_stream_si128(d + i + 3, e);
     }
 #else
-    (void)stream;
     memcpy(dst, src, n);
 #endif
 }
@@ -182,7 +171,7 @@ static int w1_producer(void *arg)
     /* head: the pattern with word 0 set to the message's sequence number,
      * written as part of the first chunk (a separate store after the chunk
      * was streamed out would read its line back from memory) */
-    alignas(64) unsigned char pattern[4096], head[4096];
+    alignas(64) static unsigned char pattern[64 << 10], head[64 << 10];
     size_t chunk = env_size("BENCH_QUEUE_CHUNK", sizeof pattern);
     if (chunk == 0 || chunk > sizeof pattern || chunk % 8 != 0)
         chunk = sizeof pattern;
@@ -228,8 +217,8 @@ static int w1_producer(void *arg)
         for (size_t off = 0; off < j->size; off += chunk) {
             size_t n = j->size - off < chunk ? j->size - off : chunk;
             const unsigned char *from = off == 0 ? head : pattern;
-            if (n % 64 == 0)
-                fill_vector(data + off, from, n, stream);
+            if (stream && n % 64 == 0)
+                fill_stream(data + off, from, n);
             else
                 memcpy(data + off, from, n);
         }

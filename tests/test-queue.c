@@ -473,7 +473,7 @@ static void fill(unsigned char *b, size_t len, unsigned i)
         b[k] = (unsigned char)(k * 7 + i);
 }
 
-/* Copy-in writes large messages with vector loops, streaming or plain by
+/* Copy-in writes large messages with streaming stores or memcpy in pieces by
  * size: every size, odd lengths and unaligned sources arrive intact. */
 static void test_queue_put_copy_large_sizes_intact(void **state)
 {
