@@ -137,7 +137,9 @@ static inline bool shmobj__space_token_alive(struct shmobj__space *sp,
  * with no other thread, names no holder at all. Only damage puts it
  * there, and waiting for it would wait out the whole bound. Another
  * thread of this process may hold it, so it is alive while one exists.
- * The slow path of a wait only (it may read /proc). */
+ * The slow path of a wait only (it may read /proc). The library's lock
+ * word judges its own token by the same rule (os-lock.c), below this
+ * interface. */
 static inline bool shmobj__space_token_holder_alive(struct shmobj__space *sp,
                                                     uint64_t word)
 {
