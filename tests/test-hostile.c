@@ -10,7 +10,9 @@
  * ones, the segment's size, the word's own offset with the word's
  * generation bits, the word plus 16: a reference one slot off, the
  * reference of a live block of another kind: a map's, a queue's, an
- * object's, a shape's, a raw block's) into a fresh file, and a forked child opens it and
+ * object's, a shape's, a raw block's, and the attachment token the child
+ * will get: the caller's own token in a lock word, an adder, appender or
+ * claim record) into a fresh file, and a forked child opens it and
  * calls every read and write path of every kind. The property: each call
  * returns 0 or one of the codes its documentation (the @retval lines of
  * include/shmobj/<area>.h, read at run time) lists, and the child ends
@@ -41,6 +43,7 @@
 #include <sys/stat.h>
 
 #include "shmobj.h"
+#include "space.h"
 #include "test-util.h"
 
 #define HOSTILE_CASES 300
@@ -138,6 +141,7 @@ static void docs_load(void)
 /* Shared with the parent: the call running now, and what went wrong. */
 struct report {
     uint64_t calls; /* calls made, over every case */
+    uint64_t token; /* the opener's attachment token (probe_main) */
     char call[64];
     char msg[192];
 };
@@ -790,11 +794,29 @@ static int word_picked(uint64_t off)
     return 0;
 }
 
-enum { NVALS = 6 };
+enum { NVALS = 7 };
+
+/* The attachment token a child opening the pristine bytes gets (each
+ * case's child takes the same slot of the same table): a word naming the
+ * caller's own handle, which no call of the library may wait on when the
+ * caller does not hold it (doc/reliability.md). */
+static uint64_t opener_token;
+
+static int probe_main(void *arg)
+{
+    shmobj_segment *seg;
+    if (shmobj_segment_open(arg, SHMOBJ_BACKEND_FILE, 0, &seg) != 0)
+        return 1;
+    struct shmobj__space *sp = shmobj__space_of_seg(seg);
+    rep->token = sp->ops->live->token(sp);
+    shmobj_segment_close(seg);
+    return rep->token != 0 ? 0 : 1;
+}
 
 /* Hostile value number k (< NVALS) for the word at off: 0, all ones, the
  * segment's size, the word's own offset with its generation bits, the word
- * plus 16 (a reference one slot off), a live block of another kind. */
+ * plus 16 (a reference one slot off), a live block of another kind, the
+ * opener's token. */
 static uint64_t hostile_value(unsigned k, uint64_t off)
 {
     uint64_t orig = word_at(off);
@@ -804,7 +826,8 @@ static uint64_t hostile_value(unsigned k, uint64_t off)
     case 2: return image_len;
     case 3: return (orig & ~((UINT64_C(1) << 48) - 1)) | off;
     case 4: return orig + 16;
-    default: return live_refs[(off / 8) % nlive];
+    case 5: return live_refs[(off / 8) % nlive];
+    default: return opener_token;
     }
 }
 
@@ -850,6 +873,9 @@ static uint64_t *image_prepare(char *path, size_t path_len, size_t *nw)
     build(base);
     image_load(base);
     unlink(base);
+    file_write_n(path, NULL, NULL, 0);
+    assert_int_equal(test_child_wait(test_child_start(probe_main, path, HOSTILE_CASE_S)), 0);
+    opener_token = rep->token;
     uint64_t *words = malloc(used_end / 8 * sizeof *words);
     assert_non_null(words);
     *nw = 0;
