@@ -94,7 +94,8 @@ static int segment_new(uint64_t size, shmobj_segment **seg)
  * the processor has it: the library's copy-in does the same beyond 4
  * times the L2. Below that both use memcpy, whose "rep movsb" writes whole
  * lines without reading them first; vector stores read every line of the
- * block first and measured at half the speed or less (doc/benchmarks.md,
+ * block first, and measured at a quarter to a third of the speed in one
+ * series of runs, within a tenth of it in another (doc/benchmarks.md,
  * W1). */
 #if defined(__x86_64__) && defined(__GNUC__)
 __attribute__((target("avx2"))) static void stream_avx2(void *dst, const void *src,
