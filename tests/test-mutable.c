@@ -3056,6 +3056,17 @@ static uint64_t own_token(shmobj_segment *seg)
     return tok;
 }
 
+/* The word tests' containers: a dict holding "c" = 1 (its adder word in
+ * use once), and an empty list; this handle's token. */
+static uint64_t word_containers(struct fixture *f, shmobj_view *d, shmobj_ref *rd,
+                                shmobj_view *l, shmobj_ref *rl)
+{
+    *rd = make(f->seg, SHMOBJ_VAL_MDICT(), d);
+    *rl = make(f->seg, SHMOBJ_VAL_MLIST(), l);
+    assert_int_equal(shmobj_mdict_set(d, &SHMOBJ_VAL_STR("c"), &SHMOBJ_VAL_INT(1)), 0);
+    return own_token(f->seg);
+}
+
 /* In a process with no other thread, a word naming the caller's own token
  * names no add or append under way (none of the library's calls waits on
  * a word it holds itself): only damage puts it there. The lock holder
@@ -3065,10 +3076,8 @@ static void test_mut_word_naming_self_alone_cleared(void **state)
 {
     struct fixture *f = *state;
     shmobj_view d, l;
-    shmobj_ref rd = make(f->seg, SHMOBJ_VAL_MDICT(), &d);
-    shmobj_ref rl = make(f->seg, SHMOBJ_VAL_MLIST(), &l);
-    uint64_t tok = own_token(f->seg);
-    assert_int_equal(shmobj_mdict_set(&d, &SHMOBJ_VAL_STR("c"), &SHMOBJ_VAL_INT(1)), 0);
+    shmobj_ref rd, rl;
+    uint64_t tok = word_containers(f, &d, &rd, &l, &rl);
     atomic_store(adder_word(&d), tok);
     assert_int_equal(shmobj_mut_clear(&d), 0);
     assert_int_equal(atomic_load(adder_word(&d)), 0);
@@ -3132,10 +3141,8 @@ static void test_mut_word_naming_self_threads_waited_for(void **state)
 {
     struct fixture *f = *state;
     shmobj_view d, l;
-    shmobj_ref rd = make(f->seg, SHMOBJ_VAL_MDICT(), &d);
-    shmobj_ref rl = make(f->seg, SHMOBJ_VAL_MLIST(), &l);
-    uint64_t tok = own_token(f->seg);
-    assert_int_equal(shmobj_mdict_set(&d, &SHMOBJ_VAL_STR("c"), &SHMOBJ_VAL_INT(1)), 0);
+    shmobj_ref rd, rl;
+    uint64_t tok = word_containers(f, &d, &rd, &l, &rl);
     assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_INT(0)), 0);
     for (int what = 0; what < 2; what++) {
         struct self_holder h = {what == 0 ? adder_word(&d)

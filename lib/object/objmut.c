@@ -106,13 +106,19 @@ int shmobj__mut_lock(struct shmobj__mc *c)
     return 0;
 }
 
+/* Clear the adder word if it still holds w, a token that names no add
+ * under way: that add did or did not happen, and nobody makes it now. */
+static void adder_clear(struct shmobj__mc *c, uint64_t w)
+{
+    (void)atomic_compare_exchange_strong_explicit(&c->m->adder, &w, 0, memory_order_relaxed,
+                                                  memory_order_relaxed);
+}
+
 void shmobj__mut_adder_reap(struct shmobj__mc *c)
 {
     uint64_t w = atomic_load_explicit(&c->m->adder, memory_order_relaxed);
-    /* a dead handle's add did or did not happen; its word goes */
     if (w != 0 && c->sp->ops->live != NULL && !shmobj__space_token_alive(c->sp, w))
-        (void)atomic_compare_exchange_strong_explicit(&c->m->adder, &w, 0, memory_order_relaxed,
-                                                      memory_order_relaxed);
+        adder_clear(c, w); /* a dead handle's */
 }
 
 int shmobj__mut_adders_drain(struct shmobj__mc *c)
@@ -127,11 +133,10 @@ int shmobj__mut_adders_drain(struct shmobj__mc *c)
         if (w == 0)
             return 0;
         if (i % MUT_DRAIN_LIVENESS == MUT_DRAIN_LIVENESS - 1) {
-            /* a dead handle's add, or our own token with no other thread
-             * here to hold it (damage): nobody adds; its word goes */
+            /* a dead handle's, or our own token with no other thread here
+             * to hold it (damage) */
             if (!shmobj__space_token_holder_alive(c->sp, w))
-                (void)atomic_compare_exchange_strong_explicit(
-                    &c->m->adder, &w, 0, memory_order_relaxed, memory_order_relaxed);
+                adder_clear(c, w);
             if (i >= MUT_DRAIN_SPINS)
                 return SHMOBJ_EBUSY;
             /* a live adder this slow was descheduled between its find and
