@@ -18,7 +18,7 @@
 static void test_error_strerror_every_code(void **state)
 {
     (void)state;
-    for (int code = -1; code >= SHMOBJ_EREPLACED; code--) {
+    for (int code = -1; code >= SHMOBJ_EPEERDEAD; code--) {
         const char *msg = shmobj_strerror(code);
         assert_non_null(msg);
         assert_string_not_equal(msg, "unknown error");
@@ -63,6 +63,10 @@ static void test_error_codes_stable(void **state)
     assert_int_equal(SHMOBJ_EOWNERDEAD, -20);
     assert_int_equal(SHMOBJ_ENOTSEG, -21);
     assert_int_equal(SHMOBJ_EREPLACED, -22);
+    assert_int_equal(SHMOBJ_EINUSE, -23);
+    assert_int_equal(SHMOBJ_EOWNED, -24);
+    assert_int_equal(SHMOBJ_ETRACKFULL, -25);
+    assert_int_equal(SHMOBJ_EPEERDEAD, -26);
 }
 
 /* shmobj__mem_equal at every length a key takes its inline paths for (and

@@ -37,14 +37,18 @@ extern "C" {
     X(ERANGE, -12, "index or value out of range")                              \
     X(ESTALE, -13, "stale reference: the object was freed or reused")          \
     X(EACCES, -14, "permission denied")                                        \
-    X(EBUSY, -15, "resource busy: a live process holds it too long")          \
+    X(EBUSY, -15, "busy: a live process held a lock past the wait's bound")   \
     X(ENOTREADY, -16, "segment not ready: nobody is setting it up (its creator died during set-up)") \
     X(ENOBUFS, -17, "the caller's buffer is too small")                        \
     X(ENOTSUP, -18, "operation not supported")                                 \
     X(ESYS, -19, "system call failed (errno holds the cause)")                 \
     X(EOWNERDEAD, -20, "a process died holding a lock; state was recovered")   \
     X(ENOTSEG, -21, "not a libshmobj segment")                                 \
-    X(EREPLACED, -22, "the segment's name was removed or now names another segment")
+    X(EREPLACED, -22, "the segment's name was removed or now names another segment") \
+    X(EINUSE, -23, "still in use: other objects refer to it (free or detach them first)") \
+    X(EOWNED, -24, "the object already belongs to a container: adopt it once, or link to it") \
+    X(ETRACKFULL, -25, "the completion table is full: wait for or drop earlier tracked messages") \
+    X(EPEERDEAD, -26, "the process this call waited for died before answering")
 
 /**
  * @brief Status codes. 0 is success; every error is negative.
@@ -104,6 +108,14 @@ typedef enum shmobj_status {
     SHMOBJ_ENOTSEG = -21,
     /** -22: the wait ended and the segment's name was removed or now names another segment: its peers moved on */
     SHMOBJ_EREPLACED = -22,
+    /** -23: the thing cannot be freed or destroyed while other objects refer to it (a shape that still has records); free or detach them first */
+    SHMOBJ_EINUSE = -23,
+    /** -24: the object to adopt already belongs to a container; adopt it once, or store a link to it */
+    SHMOBJ_EOWNED = -24,
+    /** -25: the queue's completion table has no free record; wait for, take back or drop earlier tracked messages */
+    SHMOBJ_ETRACKFULL = -25,
+    /** -26: the process the call was waiting for (a consumer that owed a completion, a lock holder) died; what it held was released */
+    SHMOBJ_EPEERDEAD = -26,
 } shmobj_status;
 
 /** @cond INTERNAL */
