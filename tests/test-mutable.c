@@ -25,6 +25,8 @@
 #include "space.h"
 #include "test-util.h"
 #include "test-shared.h"
+#include "test-stall.h"
+#include "cpu.h"
 
 _Static_assert(SHMOBJ__MUT_LOCK_BYTES == SHMOBJ__OS_LOCK_SIZE,
                "the control block holds one library lock");
@@ -3168,6 +3170,165 @@ static void test_mut_word_naming_self_threads_waited_for(void **state)
     assert_int_equal(shmobj_obj_free(f->seg, rl), 0);
 }
 
+/* ---- many appenders, stalled ones, a watcher of len -------------------------- */
+
+/* Appenders 1..na each append LMANY_N items lmany_val(who, i), with a
+ * short spin of a random length between appends (so that the list's end
+ * changes hands between any two of them), optionally pinned to one CPU;
+ * a watcher reads len in a loop until they are done and counts every time
+ * it saw len go down. out[0] counts the appenders done, out[1] the
+ * decreases seen, out[2] failed calls, out[3] the last failure's code
+ * (negated); out[8 + who] the items appender `who` had acknowledged. */
+#define LMANY_N 100000
+#define LMANY_MAX 8
+
+struct lmany {
+    shmobj_view l;
+    unsigned who, n, pin;
+    _Atomic uint64_t *out;
+};
+
+static int64_t lmany_val(unsigned who, uint64_t i)
+{
+    return (int64_t)((uint64_t)who << 32 | i);
+}
+
+static void lmany_fail(struct lmany *a, int rc)
+{
+    atomic_fetch_add(&a->out[2], 1);
+    atomic_store(&a->out[3], (uint64_t)-rc);
+}
+
+static int lmany_appender(void *p)
+{
+    struct lmany *a = p;
+    uint64_t seed = 0x9e3779b97f4a7c15ULL * (a->who + 1);
+    if (a->pin)
+        test_stall_pin(0);
+    for (uint64_t i = 0; i < a->n; i++) {
+        int rc = shmobj_mlist_append(&a->l, &SHMOBJ_VAL_INT(lmany_val(a->who, i)));
+        if (rc != 0) {
+            lmany_fail(a, rc);
+            break;
+        }
+        atomic_store(&a->out[8 + a->who], i + 1);
+        for (uint64_t k = test_xorshift(&seed) % 256; k > 0; k--)
+            shmobj__cpu_relax();
+    }
+    atomic_fetch_add(&a->out[0], 1);
+    return 0;
+}
+
+/* The watcher runs until out[0] reaches a->n (the appenders' count). */
+static int lmany_watcher(void *p)
+{
+    struct lmany *a = p;
+    size_t last = 0;
+    if (a->pin)
+        test_stall_pin(0);
+    while (atomic_load(&a->out[0]) < a->n) {
+        size_t n = 0;
+        int rc = shmobj_view_len(&a->l, &n);
+        if (rc != 0) {
+            lmany_fail(a, rc);
+            return 1;
+        }
+        if (n < last)
+            atomic_fetch_add(&a->out[1], 1);
+        last = n;
+        if (n > 0) {
+            int64_t x;
+            rc = shmobj_mlist_get_int(&a->l, n - 1, &x);
+            if (rc != 0 && rc != SHMOBJ_ERANGE) {
+                lmany_fail(a, rc);
+                return 2;
+            }
+        }
+    }
+    return 0;
+}
+
+/* The model after the appenders: len is the items acknowledged, each
+ * appender's items are all there exactly once and in its order (skipped
+ * places, nulls, are allowed and counted in *nulls). */
+static void lmany_check(shmobj_segment *seg, shmobj_ref r, const shmobj_view *l, unsigned na,
+                        _Atomic uint64_t *out, size_t *nulls)
+{
+    uint64_t acked = 0, next[LMANY_MAX + 1] = {0};
+    for (unsigned w = 1; w <= na; w++)
+        acked += atomic_load(&out[8 + w]);
+    size_t n = len_of(l);
+    *nulls = 0;
+    for (size_t i = 0; i < n; i++) {
+        shmobj_view it;
+        int64_t x;
+        assert_int_equal(shmobj_mlist_get(l, i, &it), 0);
+        if (it.type == SHMOBJ_TYPE_NULL) {
+            (*nulls)++;
+            continue;
+        }
+        assert_int_equal(shmobj_int_get(&it, &x), 0);
+        unsigned who = (unsigned)((uint64_t)x >> 32);
+        uint64_t seq = (uint64_t)x & 0xffffffffu;
+        assert_true(who >= 1 && who <= na);
+        if (seq != next[who])
+            fail_msg("item %zu: appender %u's item %llu where %llu was due", i, who,
+                     (unsigned long long)seq, (unsigned long long)next[who]);
+        next[who]++;
+    }
+    for (unsigned w = 1; w <= na; w++)
+        if (next[w] != atomic_load(&out[8 + w]))
+            fail_msg("appender %u: %llu items in the list, %llu acknowledged", w,
+                     (unsigned long long)next[w], (unsigned long long)atomic_load(&out[8 + w]));
+    assert_int_equal(n - *nulls, acked);
+    assert_int_equal(shmobj_obj_check(seg, r), 0);
+}
+
+/* na appenders and a watcher, more processes than CPUs (and all on one
+ * CPU when pin): nothing acknowledged is lost, len never goes down. */
+static void lmany_run(struct fixture *f, unsigned na, unsigned pin)
+{
+    shmobj_view l;
+    shmobj_ref r = make(f->seg, SHMOBJ_VAL_MLIST(), &l);
+    _Atomic uint64_t *out = shared_page(4096);
+    struct lmany a[LMANY_MAX + 1];
+    pid_t pid[LMANY_MAX + 1];
+    for (unsigned w = 0; w <= na; w++) {
+        a[w] = (struct lmany){l, w, w == 0 ? na : LMANY_N, pin, out};
+        pid[w] = test_child_start(w == 0 ? lmany_watcher : lmany_appender, &a[w], 120);
+    }
+    for (unsigned w = 0; w <= na; w++)
+        assert_int_equal(test_child_wait(pid[w]), 0);
+    if (atomic_load(&out[2]) != 0)
+        fail_msg("%llu calls failed, the last with %lld", (unsigned long long)atomic_load(&out[2]),
+                 -(long long)atomic_load(&out[3]));
+    size_t nulls;
+    lmany_check(f->seg, r, &l, na, out, &nulls);
+    assert_int_equal(nulls, 0); /* nobody died */
+    assert_int_equal(atomic_load(&out[1]), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, r), 0);
+    munmap((void *)out, 4096);
+}
+
+/* Four processes append with short spins between appends, a fifth watches
+ * len (5 processes on 2 CPUs): every acknowledged item is there once and
+ * in its process's order, and len never went down. */
+static void test_mlist_append_four_procs_spaced_no_loss(void **state)
+{
+    struct fixture *f = *state;
+    for (int round = 0; round < 3; round++)
+        lmany_run(f, 4, 0);
+}
+
+/* The same with three appenders and the watcher all pinned to one CPU:
+ * each is preempted at any point of its append while the others go on. */
+static void test_mlist_append_three_procs_one_cpu_no_loss(void **state)
+{
+    struct fixture *f = *state;
+    for (int round = 0; round < 2; round++)
+        lmany_run(f, 3, 1);
+}
+
 int main(void)
 {
     const char *env = getenv("SHMOBJ_KILL_ITERATIONS");
@@ -3245,6 +3406,10 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_mut_word_naming_self_alone_cleared, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mut_word_naming_self_threads_waited_for, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_mlist_append_four_procs_spaced_no_loss, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_mlist_append_three_procs_one_cpu_no_loss, setup,
                                         teardown),
     };
     test_filter_from_env();
