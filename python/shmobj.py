@@ -81,6 +81,9 @@ _DTYPES = {1: ctypes.c_int8, 2: ctypes.c_int16, 3: ctypes.c_int32,
            4: ctypes.c_int64, 5: ctypes.c_uint8, 6: ctypes.c_uint16,
            7: ctypes.c_uint32, 8: ctypes.c_uint64, 9: ctypes.c_float,
            10: ctypes.c_double, 11: ctypes.c_bool}
+# the struct module's letter of each dtype (native order, as memoryview takes)
+_FORMATS = {1: "b", 2: "h", 3: "i", 4: "q", 5: "B", 6: "H", 7: "I", 8: "Q", 9: "f",
+            10: "d", 11: "?"}
 _NUMPY = {1: "int8", 2: "int16", 3: "int32", 4: "int64", 5: "uint8", 6: "uint16",
           7: "uint32", 8: "uint64", 9: "float32", 10: "float64", 11: "bool"}
 _SIGNED = {1: 1, 2: 2, 4: 3, 8: 4}
@@ -95,10 +98,21 @@ _str = ctypes.c_char_p
 
 
 def _fn(name, restype, *argtypes):
+    """The C function ``name``, called through a wrapper that turns an
+    argument ctypes cannot convert into Error EINVAL; ``.raw`` is the
+    function itself, for the hot paths (which catch the same)."""
     f = getattr(_lib, name)
     f.restype = restype
     f.argtypes = list(argtypes)
-    return f
+
+    def call(*args):
+        try:
+            return f(*args)
+        except ctypes.ArgumentError as e:
+            raise Error(EINVAL, "%s: %s" % (name, e)) from None
+    call.raw = f
+    call.__name__ = name
+    return call
 
 
 _strerror = _fn("shmobj_strerror", _str, _int)
@@ -291,6 +305,33 @@ _map_iter_close = _fn("shmobj_map_iter_close", None, _p)
 _VIEW_T = ctypes.c_uint64 * ((_view_size() + 7) // 8)
 # An iteration cursor (shmobj_miter, caller memory): a view and two words.
 _MITER_T = ctypes.c_uint64 * ((_view_size() + 7) // 8 + 2)
+
+
+class _Key(ctypes.Structure):
+    """shmobj_key: a key prepared once (it points to its bytes, kept here)."""
+    _fields_ = [("type", ctypes.c_uint32), ("reserved_", ctypes.c_uint32),
+                ("i", _i64), ("ptr", _p), ("len", _u64), ("hash_", _u64),
+                ("word_", _u64)]
+
+
+_keys = {}  # prepared keys by Python key, for add_at
+_PK = ctypes.POINTER(_Key)
+_item_int_add = _fn("shmobj_item_int_add", _int, _p, _size, _i64, _Pi64)
+_key_int_add = _fn("shmobj_view_key_int_add", _int, _p, _PK, _i64, _Pi64)
+_mdict_int_add = _fn("shmobj_mdict_int_add", _int, _p, _PK, _i64, _Pi64)
+_key_init = _fn("shmobj_key_init", _int, _PK, _PV)
+
+
+def _prepare_key(key):
+    b = _Builder()
+    v = b.key(key)
+    k = _Key()
+    _check(_key_init(ctypes.byref(k), ctypes.byref(v)), "key %r" % (key,))
+    k._keep = b.keep
+    if len(_keys) >= 4096:
+        _keys.clear()
+    _keys[(type(key), key)] = k
+    return k
 
 
 # ---- wrappers for what Python has no type for ------------------------------
@@ -1039,7 +1080,36 @@ class View:
             _check(_uint_add(self._ok(), x & ((1 << 64) - 1), ctypes.byref(old)), "add")
         else:
             old = _i64()
-            _check(_int_add(self._ok(), x, ctypes.byref(old)), "add")
+            try:
+                rc = _int_add.raw(self._ok(), x, ctypes.byref(old))
+            except ctypes.ArgumentError:
+                raise Error(EINVAL, "add: %r is not an int" % (x,)) from None
+            if rc:
+                raise Error(rc, "add")
+        return old.value
+
+    def add_at(self, key, delta=1):
+        """Add to the int under ``key`` atomically, in one call and without
+        a view of the item; returns the value before. A mutable dict takes
+        its adds this way (views of its values are read-only); a fixed
+        dict, record or named struct by key or field name, a list or
+        struct by position. The fast path for counters."""
+        t, v = self._t, self._ok()
+        old = _i64()
+        try:
+            if isinstance(key, int) and not isinstance(key, bool) and t != MDICT \
+                    and t != DICT:
+                rc = _item_int_add.raw(v, key, delta, ctypes.byref(old))
+            else:
+                k = _keys.get((type(key), key))
+                if k is None:
+                    k = _prepare_key(key)
+                rc = (_mdict_int_add if t == MDICT else _key_int_add).raw(
+                    v, k, delta, ctypes.byref(old))
+        except ctypes.ArgumentError:
+            raise Error(EINVAL, "add_at: %r is not an int" % (delta,)) from None
+        if rc:
+            raise Error(rc, "add_at %r" % (key,))
         return old.value
 
     def cas(self, expected, desired):
@@ -1155,8 +1225,7 @@ class View:
             return memoryview(self._export(ctypes.c_char * n.value, ptr.value)).toreadonly()
         info = self._buffer_info()
         shape = [info.shape[i] for i in range(info.ndim)]
-        ctype = _DTYPES.get(info.dtype)
-        if ctype is None:
+        if info.dtype not in _FORMATS:
             raise Error(ECORRUPT, "buffer of unknown dtype %d" % info.dtype)
         c_order, step = True, info.itemsize
         for i in reversed(range(info.ndim)):
@@ -1166,9 +1235,10 @@ class View:
         if not c_order:
             raise Error(ENOTSUP, "memoryview: the buffer is not in C order "
                         "(numpy.asarray() of the view reads it in place)")
-        for n in reversed(shape):
-            ctype = ctype * n
-        return memoryview(self._export(ctype, info.data))
+        if info.nbytes == 0:
+            return memoryview(b"").cast(_FORMATS[info.dtype], shape)
+        raw = self._export(ctypes.c_char * info.nbytes, info.data)
+        return memoryview(raw).cast("B").cast(_FORMATS[info.dtype], shape)
 
     def __array__(self, dtype=None, copy=None):
         """numpy.asarray(view): the buffer's data in place, no copy (the
@@ -1229,10 +1299,8 @@ class View:
         if t == BUFFER:
             info = self._buffer_info()
             shape = [info.shape[i] for i in range(info.ndim)]
-            mv = self.memoryview()
-            fmt = mv.format
-            return memoryview(mv.tobytes()).cast("B").cast(fmt.lstrip("<@="), shape) \
-                if info.ndim else memoryview(mv.tobytes()).cast(fmt.lstrip("<@="))
+            return memoryview(self.memoryview().tobytes()).cast(_FORMATS[info.dtype],
+                                                                shape)
         if t == LINK:
             return Link(self.link)
         return json.loads(self.json())
@@ -1428,7 +1496,11 @@ class Queue:
 
 
 def _b(x):
-    return x.encode() if isinstance(x, str) else bytes(x)
+    if isinstance(x, str):
+        return x.encode()
+    if isinstance(x, (bytes, bytearray, memoryview)):
+        return bytes(x)
+    raise Error(EINVAL, "map keys and values are str or bytes, not %s" % type(x).__name__)
 
 
 class Map:
