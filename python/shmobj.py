@@ -142,6 +142,15 @@ class Error(Exception):
         super().__init__("%s%s (%s)" % (what + ": " if what else "", self.text, self.name))
 
 
+def _nm(name):
+    """A name (of a segment, root, queue, map) for the library."""
+    if isinstance(name, str):
+        return name.encode()
+    if isinstance(name, bytes):
+        return name
+    raise Error(EINVAL, "a name is a str, not %s" % type(name).__name__)
+
+
 def _check(rc, what=""):
     if rc != 0:
         raise Error(rc, what)
@@ -238,6 +247,30 @@ _bool_set = _fn("shmobj_bool_set", _int, _p, _int)
 _int_get = _fn("shmobj_int_get", _int, _p, _Pi64)
 _int_set = _fn("shmobj_int_set", _int, _p, _i64)
 _int_add = _fn("shmobj_int_add", _int, _p, _i64, _Pi64)
+_byref = ctypes.byref
+
+
+def _fast(name):
+    """The C function without argtypes, for the counters' hot paths
+    (ctypes converts arguments faster then): every argument must be a
+    ctypes object (c_int64(), byref(), a view's array)."""
+    f = _lib[name]  # a function object of its own
+    f.restype = _int
+    return f
+
+
+_int_add_fast = _fast("shmobj_int_add")
+_ONE = _i64(1)
+
+
+def _i64c(x):
+    """c_int64(x), refusing what does not fit (ctypes would cut it)."""
+    try:
+        if -(1 << 63) <= x < (1 << 63):
+            return _i64(x)
+    except TypeError:
+        raise Error(EINVAL, "%r is not an int" % (x,)) from None
+    raise Error(ERANGE, "%d does not fit an int64" % x)
 _int_cas = _fn("shmobj_int_cas", _int, _p, _Pi64, _i64)
 _uint_get = _fn("shmobj_uint_get", _int, _p, _Pu64)
 _uint_set = _fn("shmobj_uint_set", _int, _p, _u64)
@@ -314,12 +347,15 @@ class _Key(ctypes.Structure):
                 ("word_", _u64)]
 
 
-_keys = {}  # prepared keys by Python key, for add_at
+_keys = {}  # prepared keys by Python key, for add_at (1 and True: one key)
 _PK = ctypes.POINTER(_Key)
 _item_int_add = _fn("shmobj_item_int_add", _int, _p, _size, _i64, _Pi64)
 _key_int_add = _fn("shmobj_view_key_int_add", _int, _p, _PK, _i64, _Pi64)
 _mdict_int_add = _fn("shmobj_mdict_int_add", _int, _p, _PK, _i64, _Pi64)
 _key_init = _fn("shmobj_key_init", _int, _PK, _PV)
+_item_int_add_fast = _fast("shmobj_item_int_add")
+_key_int_add_fast = _fast("shmobj_view_key_int_add")
+_mdict_int_add_fast = _fast("shmobj_mdict_int_add")
 
 
 def _prepare_key(key):
@@ -330,8 +366,8 @@ def _prepare_key(key):
     k._keep = b.keep
     if len(_keys) >= 4096:
         _keys.clear()
-    _keys[(type(key), key)] = k
-    return k
+    _keys[key] = kref = ctypes.byref(k)  # holds k
+    return kref
 
 
 # ---- wrappers for what Python has no type for ------------------------------
@@ -617,8 +653,8 @@ class Segment:
         """Open the segment ``name``, waiting up to ``timeout_ns`` for its
         creator (0: fail at once; FOREVER: no bound)."""
         h = _p()
-        _check(_seg_open(name.encode(), backend, timeout_ns, ctypes.byref(h)),
-               "open " + name)
+        _check(_seg_open(_nm(name), backend, timeout_ns, ctypes.byref(h)),
+               "open " + str(name))
         self._attach(name, h.value)
 
     def _attach(self, name, h):
@@ -639,8 +675,8 @@ class Segment:
         o.backend, o.mode, o.initial_size, o.max_size = backend, mode, size, max_size
         o.flags = (1 if replace else 0) | (2 if prefault else 0)
         h = _p()
-        _check(_seg_create(name.encode(), ctypes.byref(o), ctypes.byref(h)),
-               "create " + name)
+        _check(_seg_create(_nm(name), ctypes.byref(o), ctypes.byref(h)),
+               "create " + str(name))
         self = cls.__new__(cls)
         self._attach(name, h.value)
         return self
@@ -648,7 +684,7 @@ class Segment:
     @staticmethod
     def destroy(name, backend=BACKEND_SHM):
         """Remove a segment's name (attached processes keep it)."""
-        _check(_seg_destroy(name.encode(), backend), "destroy " + name)
+        _check(_seg_destroy(_nm(name), backend), "destroy " + str(name))
 
     # ---- lifetime -------------------------------------------------------
     @property
@@ -724,19 +760,19 @@ class Segment:
         (asleep) for it to appear."""
         h, ref = self._handle(), _u64()
         if timeout_ns == 0:
-            _check(_root_get(h, name.encode(), ctypes.byref(ref)), "root " + name)
+            _check(_root_get(h, _nm(name), ctypes.byref(ref)), "root " + str(name))
         else:
-            _check(_root_wait(h, name.encode(), timeout_ns, ctypes.byref(ref)),
-                   "root " + name)
+            _check(_root_wait(h, _nm(name), timeout_ns, ctypes.byref(ref)),
+                   "root " + str(name))
         return ref.value
 
     def root_set(self, name, ref):
         """Publish ``ref`` under ``name`` (replacing what it named)."""
-        _check(_root_set(self._handle(), name.encode(), ref), "root_set " + name)
+        _check(_root_set(self._handle(), _nm(name), ref), "root_set " + str(name))
 
     def root_del(self, name):
         """Remove the root ``name`` (the object stays)."""
-        _check(_root_del(self._handle(), name.encode()), "root_del " + name)
+        _check(_root_del(self._handle(), _nm(name)), "root_del " + str(name))
 
     # ---- objects --------------------------------------------------------
     def put(self, value, root=None):
@@ -783,7 +819,7 @@ class Segment:
             kind = _KINDS.get(kind, kind)
             if not isinstance(kind, int):
                 raise Error(EINVAL, "shape: bad kind for field %r" % name)
-            arr[i].name = name.encode()
+            arr[i].name = _nm(name)
             arr[i].kind = kind
             arr[i].capacity = f[2] if len(f) > 2 else 0
             names.append(name)
@@ -1062,30 +1098,35 @@ class View:
         _check(_mut_clear(self._ok()), "clear")
 
     def add(self, x):
-        """A mutable set: add the member x (present already: nothing
-        changes). An int, uint or double: add x atomically and return the
-        value before."""
+        """An int, uint or double: add x atomically and return the value
+        before. A mutable set: add the member x (present already: nothing
+        changes)."""
         t = self._t
-        if t == MSET:
-            k = _Builder().key(x)
-            rc = _mset_add(self._ok(), ctypes.byref(k))
-            if rc != EEXIST:
-                _check(rc, "add")
-            return None
-        if t == DOUBLE:
-            old = ctypes.c_double()
-            _check(_double_add(self._ok(), x, ctypes.byref(old)), "add")
-        elif t == UINT:
-            old = _u64()
-            _check(_uint_add(self._ok(), x & ((1 << 64) - 1), ctypes.byref(old)), "add")
-        else:
-            old = _i64()
-            try:
-                rc = _int_add.raw(self._ok(), x, ctypes.byref(old))
-            except ctypes.ArgumentError:
-                raise Error(EINVAL, "add: %r is not an int" % (x,)) from None
-            if rc:
-                raise Error(rc, "add")
+        if self._seg._h is None:
+            raise Error(ESTALE, "segment %s is closed" % self._seg.name)
+        try:
+            if t == INT:
+                old = _i64()
+                rc = _int_add_fast(self._v, _ONE if x == 1 else _i64c(x), _byref(old))
+            elif t == DOUBLE:
+                old = ctypes.c_double()
+                rc = _double_add.raw(self._v, x, _byref(old))
+            elif t == UINT:
+                old = _u64()
+                rc = _uint_add.raw(self._v, x & ((1 << 64) - 1), _byref(old))
+            elif t == MSET:
+                k = _Builder().key(x)
+                rc = _mset_add(self._v, _byref(k))
+                if rc != EEXIST and rc:
+                    raise Error(rc, "add")
+                return None
+            else:
+                old = _i64()
+                rc = _int_add.raw(self._v, x, _byref(old))  # the library says why not
+        except (ctypes.ArgumentError, TypeError):
+            raise Error(EINVAL, "add: %r is not a number" % (x,)) from None
+        if rc:
+            raise Error(rc, "add")
         return old.value
 
     def add_at(self, key, delta=1):
@@ -1094,19 +1135,21 @@ class View:
         its adds this way (views of its values are read-only); a fixed
         dict, record or named struct by key or field name, a list or
         struct by position. The fast path for counters."""
-        t, v = self._t, self._ok()
+        if self._seg._h is None:
+            raise Error(ESTALE, "segment %s is closed" % self._seg.name)
+        t = self._t
         old = _i64()
         try:
-            if isinstance(key, int) and not isinstance(key, bool) and t != MDICT \
-                    and t != DICT:
-                rc = _item_int_add.raw(v, key, delta, ctypes.byref(old))
-            else:
-                k = _keys.get((type(key), key))
+            d = _ONE if delta == 1 else _i64c(delta)
+            k = _keys.get(key) if key.__class__ is str else None
+            if k is not None or not isinstance(key, int) or t == MDICT or t == DICT:
                 if k is None:
                     k = _prepare_key(key)
-                rc = (_mdict_int_add if t == MDICT else _key_int_add).raw(
-                    v, k, delta, ctypes.byref(old))
-        except ctypes.ArgumentError:
+                rc = (_mdict_int_add_fast if t == MDICT else _key_int_add_fast)(
+                    self._v, k, d, _byref(old))
+            else:
+                rc = _item_int_add_fast(self._v, _size(key), d, _byref(old))
+        except (ctypes.ArgumentError, TypeError):
             raise Error(EINVAL, "add_at: %r is not an int" % (delta,)) from None
         if rc:
             raise Error(rc, "add_at %r" % (key,))
@@ -1157,12 +1200,14 @@ class View:
         process may still read it)."""
         t, v = self._t, self._ok()
         if t == INT:
-            _check(_int_set(v, x), "set")
+            _check(_int_set(v, _i64c(x).value), "set")
         elif t == DOUBLE:
             _check(_double_set(v, x), "set")
         elif t == BOOL:
             _check(_bool_set(v, 1 if x else 0), "set")
         elif t == UINT:
+            if isinstance(x, int) and not 0 <= x < (1 << 64):
+                raise Error(ERANGE, "%d does not fit a uint64" % x)
             _check(_uint_set(v, x), "set")
         else:
             b = _Builder()
@@ -1320,10 +1365,10 @@ class Queue:
         self._seg, self.name = seg, name
         h = _p()
         if create:
-            rc = _q_create(seg._handle(), name.encode(), capacity, 0, ctypes.byref(h))
+            rc = _q_create(seg._handle(), _nm(name), capacity, 0, ctypes.byref(h))
         else:
-            rc = _q_open_timed(seg._handle(), name.encode(), timeout_ns, ctypes.byref(h))
-        _check(rc, "queue " + name)
+            rc = _q_open_timed(seg._handle(), _nm(name), timeout_ns, ctypes.byref(h))
+        _check(rc, "queue " + str(name))
         self._cell = seg._adopt(h.value, _q_close)
 
     def _h(self):
@@ -1356,7 +1401,7 @@ class Queue:
     @staticmethod
     def destroy(seg, name):
         """Remove the queue ``name`` (its handles' calls give ESTALE)."""
-        _check(_q_destroy(seg._handle(), name.encode()), "destroy queue " + name)
+        _check(_q_destroy(seg._handle(), _nm(name)), "destroy queue " + str(name))
 
     def put(self, ref, timeout_ns=FOREVER, tracked=False):
         """Put a reference, waiting up to ``timeout_ns`` for room; False
@@ -1514,10 +1559,10 @@ class Map:
         self._seg, self.name = seg, name
         h = _p()
         if create:
-            rc = _map_create(seg._handle(), name.encode(), ctypes.byref(h))
+            rc = _map_create(seg._handle(), _nm(name), ctypes.byref(h))
         else:
-            rc = _map_open_timed(seg._handle(), name.encode(), timeout_ns, ctypes.byref(h))
-        _check(rc, "map " + name)
+            rc = _map_open_timed(seg._handle(), _nm(name), timeout_ns, ctypes.byref(h))
+        _check(rc, "map " + str(name))
         self._cell = seg._adopt(h.value, _map_close)
         self._buf = ctypes.create_string_buffer(256)
 

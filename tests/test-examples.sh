@@ -46,6 +46,9 @@ python_env() {
     [ -f "$rt" ] || { echo "no sanitizer runtime to preload ($rt)"; exit 77; }
   done
   lib="$1/libshmobj.so"
+  # the module the examples import: python/shmobj.py of the tree
+  PYTHONPATH="$src/python${PYTHONPATH:+:$PYTHONPATH}"
+  export PYTHONPATH
 }
 
 case "$1" in

@@ -482,6 +482,23 @@ class TestErrors(SegmentCase):
                     pass  # Python's own: the text cannot be encoded
                 else:
                     self.fail("put accepted %r" % (bad,))
+        counter = self.seg.get(self.seg.put({"n": 0}))
+        for call, code in [(lambda: counter["n"].add("x"), shmobj.EINVAL),
+                           (lambda: counter["n"].add(1 << 70), shmobj.ERANGE),
+                           (lambda: counter.add_at("n", 2.5), shmobj.EINVAL),
+                           (lambda: counter["n"].set(None), shmobj.EINVAL),
+                           (lambda: counter.add_at("absent", 1), shmobj.ENOTFOUND),
+                           (lambda: self.seg.map("m", create=True).set(1, 2), shmobj.EINVAL),
+                           (lambda: self.seg.root(b"not a str"), None)]:
+            try:
+                call()
+            except shmobj.Error as e:
+                if code is not None:
+                    self.assertEqual(e.code, code)
+            except Exception as e:  # a raw ctypes or Python error: refused
+                self.fail("%r instead of shmobj.Error" % (e,))
+            else:
+                self.fail("accepted")
         with self.assertRaises(shmobj.Error) as cm:
             self.seg.get(12345)  # names no block
         self.assertIn(cm.exception.code, (shmobj.EINVAL, shmobj.ESTALE, shmobj.ETYPE))

@@ -22,6 +22,6 @@ with shmobj.Segment(sys.argv[1], timeout_ns=WAIT_NS) as seg:
           % (rec["sensor"].get(), before, rec["reads"].get(), low, high,
              rec["temperature"].get()))
     try:
-        rec["sensor"].set("other")
+        rec["reads"].set("many")  # a slot keeps its kind
     except shmobj.Error as e:
-        print("python: a string is not a scalar to set in place:", e.name)
+        print("python: an int slot takes only an int:", e.name)

@@ -53,7 +53,11 @@ PKG_CONFIG_PATH="$pcdir" make -s -C "$tmp/examples" \
   PKG_CONFIG="pkg-config --define-variable=prefix=$tmp/root$prefix" \
   CFLAGS="-O2 -Wall -Wextra -Wpedantic -Werror" \
   CXXFLAGS="-O2 -Wall -Wextra -Wpedantic -Werror" all
-PKG_CONFIG_PATH="$pcdir" LD_LIBRARY_PATH="$libdir" \
+# The Python module is installed with the library (python/meson.build);
+# the Python examples import that copy.
+pymod=$(find "$tmp/root" -name shmobj.py | head -n 1)
+[ -n "$pymod" ] || { echo "python/shmobj.py not installed"; exit 1; }
+PYTHONPATH="$(dirname "$pymod")" PKG_CONFIG_PATH="$pcdir" LD_LIBRARY_PATH="$libdir" \
   SHMOBJ_LIBRARY="$libdir/libshmobj.so.0" make -s -C "$tmp/examples" \
   PKG_CONFIG="pkg-config --define-variable=prefix=$tmp/root$prefix" check
 echo "install check passed"
