@@ -166,7 +166,9 @@ class _Options(ctypes.Structure):
 
 
 class _Mem(ctypes.Structure):
-    _fields_ = [("ptr", _p), ("len", _size)]
+    # c_char_p: assigning bytes stores their address and keeps them alive
+    # with the description (the length is given, NULs inside are fine)
+    _fields_ = [("ptr", ctypes.c_char_p), ("len", _size)]
 
 
 class _Items(ctypes.Structure):
@@ -260,6 +262,7 @@ def _fast(name):
 
 
 _int_add_fast = _fast("shmobj_int_add")
+_view_type_raw = _view_type.raw
 _ONE = _i64(1)
 
 
@@ -363,10 +366,10 @@ def _prepare_key(key):
     v = b.key(key)
     k = _Key()
     _check(_key_init(ctypes.byref(k), ctypes.byref(v)), "key %r" % (key,))
-    k._keep = b.keep
-    if len(_keys) >= 4096:
-        _keys.clear()
-    _keys[key] = kref = ctypes.byref(k)  # holds k
+    k._keep = v  # the key's bytes, which k points to
+    kref = ctypes.byref(k)  # holds k
+    if len(_keys) < 16384:  # the first keys only: no churn
+        _keys[key] = kref
     return kref
 
 
@@ -504,10 +507,8 @@ class _Builder:
             raise Error(ERANGE, "%d does not fit 64 bits" % x)
 
     def _mem(self, v, t, raw):
-        cp = ctypes.c_char_p(raw)
-        self.keep.append(cp)
         v.type = t
-        v.v.s.ptr = ctypes.cast(cp, _p).value
+        v.v.s.ptr = raw
         v.v.s.len = len(raw)
 
     def _items(self, v, t, xs, path):
@@ -542,8 +543,10 @@ class _Builder:
             arr = (_Value * max(2 * len(x), 1))()
             self.keep.append(arr)
             for i, (k, val) in enumerate(x.items()):
+                kv = self.key(k)
+                self.keep.append(kv)  # holds the key's bytes
                 ctypes.memmove(ctypes.byref(arr, 2 * i * ctypes.sizeof(_Value)),
-                               ctypes.byref(self.key(k)), ctypes.sizeof(_Value))
+                               ctypes.byref(kv), ctypes.sizeof(_Value))
                 self.fill(arr[2 * i + 1], val, path + (("key", k),))
             v.type = DICT
             v.v.c.items = ctypes.addressof(arr)
@@ -552,8 +555,10 @@ class _Builder:
             arr = (_Value * max(len(x), 1))()
             self.keep.append(arr)
             for i, k in enumerate(x):
+                kv = self.key(k)
+                self.keep.append(kv)  # holds the member's bytes
                 ctypes.memmove(ctypes.byref(arr, i * ctypes.sizeof(_Value)),
-                               ctypes.byref(self.key(k)), ctypes.sizeof(_Value))
+                               ctypes.byref(kv), ctypes.sizeof(_Value))
             v.type = SET
             v.v.c.items = ctypes.addressof(arr)
             v.v.c.count = len(x)
@@ -622,6 +627,40 @@ class _Builder:
             else:
                 for k in w:
                     t.add(k)
+
+
+_keyvals = {}  # key descriptions by Python key (str, int, bytes)
+
+
+def _keyval(key):
+    """The description of a dict key or set member, made once per key."""
+    c = key.__class__
+    v = _keyvals.get(key) if c is str or c is int or c is bytes else None
+    if v is None:
+        b = _Builder()
+        v = b.key(key)
+        if c is str or c is int or c is bytes:
+            if len(_keyvals) < 16384:  # the first keys only: no churn
+                _keyvals[key] = v
+    return v
+
+
+def _scalar_value(x):
+    """The description of None, a bool, an int of 64 bits or a float; None
+    for anything else (the builder's work)."""
+    c = x.__class__
+    v = _Value()
+    if c is int and -(1 << 63) <= x < (1 << 63):
+        v.type, v.v.i = INT, x
+    elif c is float:
+        v.type, v.v.d = DOUBLE, x
+    elif c is bool:
+        v.type, v.v.b = BOOL, x
+    elif x is None:
+        v.type = NULL
+    else:
+        return None
+    return v
 
 
 # ---- segments ----------------------------------------------------------------
@@ -902,9 +941,11 @@ class View:
                 return self._fin(item, _mlist_get(self._v, key, item._v), "item %d" % key)
             return self._fin(item, _view_item(self._v, key, item._v), "item %d" % key)
         if t == MDICT:
-            k = _Builder().key(key)
-            return self._fin(item, _mdict_get(self._v, ctypes.byref(k), item._v),
-                             "get %r" % (key,))
+            rc = _mdict_get.raw(self._v, _byref(_keyval(key)), item._v)
+            if rc:
+                raise Error(rc, "get %r" % (key,))
+            item._t = _view_type_raw(item._v)
+            return item
         if isinstance(key, str):
             return self._fin(item, _field_get(self._v, key.encode(), item._v),
                              "get %r" % key)
@@ -943,11 +984,12 @@ class View:
         its length."""
         t = self._t
         if t == MDICT:
-            b = _Builder()
-            k, v = b.key(key), b.value(x)
-            _check(_mdict_set(self._ok(), ctypes.byref(k), ctypes.byref(v)),
-                   "set %r" % (key,))
-            if b.fills:
+            k, v, b = _keyval(key), _scalar_value(x), None
+            if v is None:
+                b = _Builder()
+                v = b.value(x)
+            _check(_mdict_set(self._ok(), _byref(k), _byref(v)), "set %r" % (key,))
+            if b is not None and b.fills:
                 b.finish(self._at(key))
         elif t == MLIST:
             if key < 0:
