@@ -48,7 +48,8 @@ python_env() {
   lib="$1/libshmobj.so"
   # the module the examples import: python/shmobj.py of the tree
   PYTHONPATH="$src/python${PYTHONPATH:+:$PYTHONPATH}"
-  export PYTHONPATH
+  PYTHONDONTWRITEBYTECODE=1  # no __pycache__ in the source tree
+  export PYTHONPATH PYTHONDONTWRITEBYTECODE
 }
 
 case "$1" in
