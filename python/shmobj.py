@@ -1606,7 +1606,7 @@ class Map:
             rc = _map_open_timed(seg._handle(), _nm(name), timeout_ns, ctypes.byref(h))
         _check(rc, "map " + str(name))
         self._cell = seg._adopt(h.value, _map_close)
-        self._buf = ctypes.create_string_buffer(256)
+        self._cap = 64  # bytes of a first read (grows with the values, to 4 KiB)
 
     def _h(self):
         h = self._cell[0]
@@ -1639,13 +1639,15 @@ class Map:
         """A copy of the value (bytes), or ``default`` when absent."""
         h, k = self._h(), _b(key)
         n = _size()
+        cap = self._cap
         while True:
-            buf = self._buf
-            rc = _map_get(h, k, len(k), buf, len(buf), ctypes.byref(n))
+            buf = ctypes.create_string_buffer(cap)  # per call: threads may share the map
+            rc = _map_get(h, k, len(k), buf, cap, ctypes.byref(n))
             if rc == ENOTFOUND:
                 return default
             if rc == ENOBUFS:  # the length needed is in n: read again
-                self._buf = ctypes.create_string_buffer(n.value)
+                cap = max(n.value, 1)
+                self._cap = min(cap, 4096)
                 continue
             _check(rc, "get")
             return buf.raw[:n.value]
