@@ -1327,6 +1327,10 @@ class View:
         raw = self._export(ctypes.c_char * info.nbytes, info.data)
         return memoryview(raw).cast("B").cast(_FORMATS[info.dtype], shape)
 
+    def __buffer__(self, flags):
+        """memoryview(view) from Python 3.12 on: as memoryview()."""
+        return self.memoryview()
+
     def __array__(self, dtype=None, copy=None):
         """numpy.asarray(view): the buffer's data in place, no copy (the
         segment stays mapped while the array lives)."""
