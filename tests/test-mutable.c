@@ -3168,6 +3168,102 @@ static void test_mut_word_naming_self_threads_waited_for(void **state)
     assert_int_equal(shmobj_obj_free(f->seg, rl), 0);
 }
 
+/* ---- dicts and sets: damaged orders, values of every kind, stalls ------- */
+
+/* The orders array of the body of dict or set v (its pairs' insertion
+ * orders, objfmt.h). */
+static uint64_t *orders_of(shmobj_segment *seg, const shmobj_view *v, uint64_t *pcap)
+{
+    void *bp;
+    size_t bn;
+    shmobj_ref body = atomic_load(&control_of(v)->body);
+    assert_int_equal(shmobj_arena_ptr(seg, body, &bp, &bn), 0);
+    struct shmobj__mbody *hb = bp;
+    *pcap = hb->pcap;
+    return (uint64_t *)((uint8_t *)(hb + 1) + 8 * hb->cap + 32 * hb->pcap);
+}
+
+/* Iterate with a bound: the result that ended it (0 if the bound did). */
+static int iterate_bounded(const shmobj_view *c, unsigned bound, unsigned *steps)
+{
+    shmobj_miter it;
+    shmobj_view k, v;
+    assert_int_equal(shmobj_miter_init(c, &it), 0);
+    for (*steps = 0; *steps < bound; (*steps)++) {
+        int rc = shmobj_miter_next(&it, &k, &v);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* An iteration of a dict or set whose orders array is damaged (a stuck
+ * place, a cycle back to the start, an order past the container's next,
+ * one place out of order, all equal, descending, a cycle through the place
+ * after a hole) ends within its capacity with
+ * SHMOBJ_ECORRUPT, as the check says; restored, it returns every key. */
+static void test_mdict_iter_damaged_orders_ends_ecorrupt(void **state)
+{
+    struct fixture *f = *state;
+    for (int kind = 0; kind < 2; kind++) {
+        shmobj_view c;
+        shmobj_ref r = make(f->seg, kind ? SHMOBJ_VAL_MSET() : SHMOBJ_VAL_MDICT(), &c);
+        for (int i = 0; i < 40; i++) {
+            shmobj_value key = SHMOBJ_VAL_INT(i);
+            if (kind)
+                assert_int_equal(shmobj_mset_add(&c, &key), 0);
+            else
+                assert_int_equal(shmobj_mdict_set(&c, &key, &SHMOBJ_VAL_INT(i)), 0);
+        }
+        /* a hole, so that rank and place differ */
+        assert_int_equal(shmobj_mut_delete(&c, &SHMOBJ_VAL_INT(7)), 0);
+        uint64_t pcap, next = atomic_load(&control_of(&c)->order);
+        uint64_t *ord = orders_of(f->seg, &c, &pcap);
+        uint64_t keep[40];
+        memcpy(keep, ord, sizeof keep);
+        unsigned steps, bound = (unsigned)pcap + 8;
+        assert_int_equal(iterate_bounded(&c, bound, &steps), SHMOBJ_ENOTFOUND);
+        assert_int_equal(steps, 39);
+        for (int how = 0; how < 7; how++) {
+            switch (how) {
+            case 0: /* stuck: a place whose order is below the one before */
+                ord[20] = ord[19] - 1;
+                break;
+            case 1: /* a cycle: the last order wraps the cursor to 0 */
+                ord[39] = UINT64_MAX;
+                break;
+            case 2: /* out of range: past the container's next order */
+                ord[39] = next + 1000;
+                break;
+            case 3: /* one place far out of order in the middle */
+                ord[10] = 0;
+                break;
+            case 4: /* all equal */
+                for (int p = 0; p < 40; p++)
+                    ord[p] = 5;
+                break;
+            case 5: /* descending */
+                for (int p = 0; p < 40; p++)
+                    ord[p] = 40 - (uint64_t)p;
+                break;
+            case 6: /* the place after the hole goes back: a cycle */
+                ord[8] = ord[3];
+                break;
+            }
+            assert_int_equal(shmobj_obj_check(f->seg, r), SHMOBJ_ECORRUPT);
+            int rc = iterate_bounded(&c, bound, &steps);
+            if (rc != SHMOBJ_ECORRUPT)
+                fail_msg("damage %d (%s): iteration ended with %d after %u steps", how,
+                         kind ? "set" : "dict", rc, steps);
+            memcpy(ord, keep, sizeof keep);
+        }
+        assert_int_equal(shmobj_obj_check(f->seg, r), 0);
+        assert_int_equal(iterate_bounded(&c, bound, &steps), SHMOBJ_ENOTFOUND);
+        assert_int_equal(steps, 39);
+        assert_int_equal(shmobj_obj_free(f->seg, r), 0);
+    }
+}
+
 int main(void)
 {
     const char *env = getenv("SHMOBJ_KILL_ITERATIONS");
@@ -3245,6 +3341,8 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_mut_word_naming_self_alone_cleared, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mut_word_naming_self_threads_waited_for, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_mdict_iter_damaged_orders_ends_ecorrupt, setup,
                                         teardown),
     };
     test_filter_from_env();

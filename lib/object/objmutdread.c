@@ -151,6 +151,22 @@ struct mnext {
     uint64_t found;  /* the order of the pair returned */
 };
 
+/* Do the orders of places [0, len) ascend, each below the container's
+ * next order? Asked once, at the end of an iteration (the binary search
+ * of each step trusts them, and a damaged order it skipped over shows
+ * here), so an iteration pays it once. */
+static int orders_ascend(struct shmobj__mc *c, const struct shmobj__mdbody *b, uint64_t len)
+{
+    uint64_t next = atomic_load_explicit(&c->m->order, memory_order_relaxed), prev = 0;
+    for (uint64_t p = 0; p < len; p++) {
+        uint64_t o = shmobj__mut_ld(&b->orders[p]);
+        if ((p > 0 && o <= prev) || o >= next)
+            return 0;
+        prev = o;
+    }
+    return 1;
+}
+
 static int next_read(struct shmobj__mc *c, void *arg)
 {
     struct mnext *n = arg;
@@ -191,9 +207,16 @@ static int next_read(struct shmobj__mc *c, void *arg)
         for (p = lo; p < len && b.pairs[2 * p].tag == SHMOBJ__SLOT_HOLE; p++)
             ;
         if (p == len)
-            return SHMOBJ_ENOTFOUND;
+            return orders_ascend(c, &b, len) ? SHMOBJ_ENOTFOUND : SHMOBJ_ECORRUPT;
     }
     n->found = shmobj__mut_ld(&b.orders[p]);
+    /* The cursor only moves forward, and never past the container's next
+     * order: a damaged order cannot send it back (a cycle) or hold it in
+     * place, so an iteration returns each place at most once and ends. */
+    if (n->rank == UINT64_MAX &&
+        (n->found < n->from ||
+         n->found >= atomic_load_explicit(&c->m->order, memory_order_relaxed)))
+        return SHMOBJ_ECORRUPT;
     if (n->key != NULL && (rc = slot_view(c, &b, &b.pairs[2 * p], n->key)) != 0)
         return rc;
     if (n->val != NULL && (rc = slot_view(c, &b, &b.pairs[2 * p + 1], n->val)) != 0)
