@@ -3264,6 +3264,436 @@ static void test_mdict_iter_damaged_orders_ends_ecorrupt(void **state)
     }
 }
 
+/* Values of every kind in containers of every kind: each (value,
+ * container) pair is put, read back, followed, printed, checked and freed,
+ * and the heap holds as many blocks after as before. */
+
+enum vkind {
+    VK_NULL, VK_BOOL, VK_INT, VK_UINT, VK_DOUBLE, VK_SSTR, VK_MSTR, VK_LSTR, VK_BYTES,
+    VK_BUFFER, VK_LIST, VK_TUPLE, VK_DICT, VK_SET, VK_STRUCT, VK_RECORD, VK_MLIST, VK_MDICT,
+    VK_MSET, VK_LINK, VK_ADOPT, VK_N
+};
+static const char *const vk_name[VK_N] = {
+    "null", "bool", "int", "uint", "double", "short str", "medium str", "long str", "bytes",
+    "buffer", "list", "tuple", "dict", "set", "struct", "record", "mutable list",
+    "mutable dict", "mutable set", "link", "adopt"};
+
+enum ckind {
+    CK_LIST, CK_TUPLE, CK_DICT, CK_STRUCT, CK_RECORD, CK_MLIST_APPEND, CK_MLIST_SET,
+    CK_MLIST_INSERT, CK_MDICT, CK_MSET, CK_N
+};
+static const char *const ck_name[CK_N] = {
+    "list", "tuple", "dict", "struct", "record", "mutable list (append)",
+    "mutable list (set)", "mutable list (insert)", "mutable dict", "mutable set"};
+
+/* the nested descriptions' items (filled by vk_fill(): the value macros
+ * are not constant initializers) */
+static shmobj_value vk_items[2], vk_kv[4];
+
+static void vk_fill(void)
+{
+    vk_items[0] = SHMOBJ_VAL_INT(1);
+    vk_items[1] = SHMOBJ_VAL_STR("two");
+    vk_kv[0] = SHMOBJ_VAL_STR("a");
+    vk_kv[1] = SHMOBJ_VAL_INT(1);
+    vk_kv[2] = SHMOBJ_VAL_STR("b");
+    vk_kv[3] = SHMOBJ_VAL_DOUBLE(2.5);
+}
+static const char *const vk_names[] = {"x", "y"};
+static const uint64_t vk_shape2[] = {2, 3};
+static const int32_t vk_data[6] = {1, 2, 3, 4, 5, 6};
+static const shmobj_buffer_desc vk_buf = {vk_data, 0, vk_shape2, NULL, SHMOBJ_DTYPE_I32, 2};
+
+struct vcase {
+    shmobj_value val;
+    shmobj_ref made;  /* the link's target or the adopted object */
+    shmobj_ref shape; /* a record's */
+    char json[512];   /* what the item (a link: its target) prints */
+};
+
+static void json_of(const shmobj_view *v, char *buf, size_t cap)
+{
+    size_t n = 0;
+    int rc = shmobj_view_json(v, buf, cap, &n);
+    if (rc != 0)
+        fail_msg("JSON: %d", rc);
+}
+
+static void vcase_make(shmobj_segment *seg, int k, struct vcase *vc)
+{
+    static shmobj_value rec_items[2];
+    memset(vc, 0, sizeof *vc);
+    switch (k) {
+    case VK_NULL: vc->val = SHMOBJ_VAL_NULL; break;
+    case VK_BOOL: vc->val = SHMOBJ_VAL_BOOL(1); break;
+    case VK_INT: vc->val = SHMOBJ_VAL_INT(-42); break;
+    case VK_UINT: vc->val = SHMOBJ_VAL_UINT(UINT64_C(1) << 63); break;
+    case VK_DOUBLE: vc->val = SHMOBJ_VAL_DOUBLE(0.25); break;
+    case VK_SSTR: vc->val = SHMOBJ_VAL_STR("short"); break;
+    case VK_MSTR: vc->val = SHMOBJ_VAL_STR("medium str 14"); break;
+    case VK_LSTR: vc->val = SHMOBJ_VAL_STR("a string that no slot holds inline"); break;
+    case VK_BYTES: vc->val = SHMOBJ_VAL_BYTES("\x00\x01\x02\xff", 4); break;
+    case VK_BUFFER:
+        /* the description's desc lives as long as the case (not the
+         * compound literal SHMOBJ_VAL_BUFFER() makes in this block) */
+        vc->val = (shmobj_value){.type = SHMOBJ_TYPE_BUFFER, .v = {.buf = &vk_buf}};
+        break;
+    case VK_LIST: vc->val = SHMOBJ_VAL_LIST(vk_items, 2); break;
+    case VK_TUPLE: vc->val = SHMOBJ_VAL_TUPLE(vk_items, 2); break;
+    case VK_DICT: vc->val = SHMOBJ_VAL_DICT(vk_kv, 2); break;
+    case VK_SET: vc->val = SHMOBJ_VAL_SET(vk_items, 2); break;
+    case VK_STRUCT: vc->val = SHMOBJ_VAL_STRUCT(vk_items, 2, vk_names); break;
+    case VK_RECORD: {
+        shmobj_field fl[2] = {{"x", SHMOBJ_TYPE_INT, 0, 0}, {"y", SHMOBJ_TYPE_STR, 8, 0}};
+        assert_int_equal(shmobj_shape_put(seg, fl, 2, &vc->shape), 0);
+        rec_items[0] = SHMOBJ_VAL_INT(1);
+        rec_items[1] = SHMOBJ_VAL_STR("two");
+        vc->val = SHMOBJ_VAL_RECORD(vc->shape, rec_items, 2);
+        break;
+    }
+    case VK_MLIST: vc->val = SHMOBJ_VAL_MLIST(); break;
+    case VK_MDICT: vc->val = SHMOBJ_VAL_MDICT(); break;
+    case VK_MSET: vc->val = SHMOBJ_VAL_MSET(); break;
+    case VK_LINK:
+    case VK_ADOPT: {
+        shmobj_view t;
+        assert_int_equal(shmobj_obj_put(seg, &SHMOBJ_VAL_LIST(vk_items, 2), &vc->made), 0);
+        assert_int_equal(shmobj_obj_get(seg, vc->made, &t), 0);
+        json_of(&t, vc->json, sizeof vc->json);
+        vc->val = k == VK_LINK ? SHMOBJ_VAL_LINK(vc->made) : SHMOBJ_VAL_ADOPT(vc->made);
+        return;
+    }
+    }
+    /* what the same description prints as an object of its own */
+    shmobj_ref r;
+    shmobj_view v;
+    int rc = shmobj_obj_put(seg, &vc->val, &r);
+    if (rc != 0)
+        fail_msg("%s put alone: %d", vk_name[k], rc);
+    assert_int_equal(shmobj_obj_get(seg, r, &v), 0);
+    json_of(&v, vc->json, sizeof vc->json);
+    assert_int_equal(shmobj_obj_free(seg, r), 0);
+}
+
+static int vk_hashable(int k)
+{
+    return k == VK_INT || k == VK_SSTR || k == VK_MSTR || k == VK_LSTR || k == VK_BYTES;
+}
+
+/* Put val in a container of kind ck: 0 with *outer and a view of the item,
+ * or the first error, *what naming the call. */
+static int put_in(shmobj_segment *seg, int ck, const shmobj_value *val, shmobj_ref *outer,
+                  shmobj_ref *shape, shmobj_view *item, const char **what)
+{
+    shmobj_view o;
+    int rc;
+    static const char *const f[] = {"f"};
+    *outer = 0;
+    *what = "put";
+    switch (ck) {
+    case CK_LIST:
+    case CK_TUPLE:
+    case CK_STRUCT: {
+        shmobj_value d = ck == CK_LIST    ? SHMOBJ_VAL_LIST(val, 1)
+                         : ck == CK_TUPLE ? SHMOBJ_VAL_TUPLE(val, 1)
+                                          : SHMOBJ_VAL_STRUCT(val, 1, f);
+        if ((rc = shmobj_obj_put(seg, &d, outer)) != 0)
+            return rc;
+        assert_int_equal(shmobj_obj_get(seg, *outer, &o), 0);
+        *what = "get";
+        return ck == CK_STRUCT ? shmobj_field_get(&o, "f", item) : shmobj_view_item(&o, 0, item);
+    }
+    case CK_DICT: {
+        shmobj_value kv[2] = {SHMOBJ_VAL_STR("k"), *val};
+        if ((rc = shmobj_obj_put(seg, &SHMOBJ_VAL_DICT(kv, 1), outer)) != 0)
+            return rc;
+        assert_int_equal(shmobj_obj_get(seg, *outer, &o), 0);
+        *what = "get";
+        return shmobj_view_get(&o, &SHMOBJ_VAL_STR("k"), item);
+    }
+    case CK_RECORD: {
+        /* a field of the value's own kind (a scalar, a string, bytes, a
+         * link), else of any object (kind NULL), beside an int */
+        uint32_t kind = SHMOBJ_TYPE_NULL;
+        switch (val->type) {
+        case SHMOBJ_TYPE_BOOL:
+        case SHMOBJ_TYPE_INT:
+        case SHMOBJ_TYPE_UINT:
+        case SHMOBJ_TYPE_DOUBLE:
+        case SHMOBJ_TYPE_STR:
+        case SHMOBJ_TYPE_BYTES:
+        case SHMOBJ_TYPE_LINK:
+            kind = val->type;
+            break;
+        default:
+            break;
+        }
+        shmobj_field fl[2] = {{"n", SHMOBJ_TYPE_INT, 0, 0}, {"f", kind, 0, 0}};
+        assert_int_equal(shmobj_shape_put(seg, fl, 2, shape), 0);
+        shmobj_value items[2] = {SHMOBJ_VAL_INT(7), *val};
+        /* the record holds a use of its shape: the caller frees the shape
+         * after the record */
+        if ((rc = shmobj_obj_put(seg, &SHMOBJ_VAL_RECORD(*shape, items, 2), outer)) != 0)
+            return rc;
+        assert_int_equal(shmobj_obj_get(seg, *outer, &o), 0);
+        *what = "get";
+        return shmobj_field_get(&o, "f", item);
+    }
+    default:
+        break;
+    }
+    shmobj_value d = ck == CK_MDICT  ? SHMOBJ_VAL_MDICT()
+                     : ck == CK_MSET ? SHMOBJ_VAL_MSET()
+                                     : SHMOBJ_VAL_MLIST();
+    assert_int_equal(shmobj_obj_put(seg, &d, outer), 0);
+    assert_int_equal(shmobj_obj_get(seg, *outer, &o), 0);
+    switch (ck) {
+    case CK_MLIST_APPEND:
+        *what = "mlist_append";
+        if ((rc = shmobj_mlist_append(&o, val)) != 0)
+            return rc;
+        break;
+    case CK_MLIST_SET:
+        assert_int_equal(shmobj_mlist_append(&o, &SHMOBJ_VAL_STR("placeholder long string")),
+                         0);
+        *what = "mlist_set";
+        if ((rc = shmobj_mlist_set(&o, 0, val)) != 0)
+            return rc;
+        break;
+    case CK_MLIST_INSERT:
+        assert_int_equal(shmobj_mlist_append(&o, &SHMOBJ_VAL_INT(5)), 0);
+        *what = "mlist_insert";
+        if ((rc = shmobj_mlist_insert(&o, 0, val)) != 0)
+            return rc;
+        break;
+    case CK_MDICT:
+        *what = "mdict_set";
+        if ((rc = shmobj_mdict_set(&o, &SHMOBJ_VAL_STR("k"), val)) != 0)
+            return rc;
+        *what = "mdict_get";
+        return shmobj_mdict_get(&o, &SHMOBJ_VAL_STR("k"), item);
+    case CK_MSET: {
+        *what = "mset_add";
+        if ((rc = shmobj_mset_add(&o, val)) != 0)
+            return rc;
+        shmobj_miter it;
+        assert_int_equal(shmobj_miter_init(&o, &it), 0);
+        *what = "miter_next";
+        return shmobj_miter_next(&it, item, NULL);
+    }
+    }
+    *what = "mlist_get";
+    return shmobj_mlist_get(&o, 0, item);
+}
+
+static uint64_t blocks_used(shmobj_segment *seg)
+{
+    shmobj_arena_stats st = {.struct_size = sizeof st};
+    assert_int_equal(shmobj_arena_stats_get(seg, &st), 0);
+    return st.used_blocks;
+}
+
+/* One value kind in one container kind; 0, or a message in msg. */
+static int round_trip(shmobj_segment *seg, int k, int ck, char *msg, size_t cap)
+{
+    struct vcase vc;
+    shmobj_ref outer = 0;
+    shmobj_view item, tgt;
+    const char *what;
+    char js[512];
+    uint64_t before = blocks_used(seg);
+    vcase_make(seg, k, &vc);
+    shmobj_ref cshape = 0;
+    int rc = put_in(seg, ck, &vc.val, &outer, &cshape, &item, &what);
+    if (rc != 0) {
+        snprintf(msg, cap, "%s: %d", what, rc);
+        goto out;
+    }
+    if ((rc = shmobj_view_follow(&item, &tgt)) != 0) {
+        snprintf(msg, cap, "follow: %d", rc);
+        goto out;
+    }
+    if (k == VK_LINK && shmobj_view_type(&item) != SHMOBJ_TYPE_LINK) {
+        snprintf(msg, cap, "a link's item is of type %d", shmobj_view_type(&item));
+        rc = -1;
+        goto out;
+    }
+    if ((rc = shmobj_view_json(&tgt, js, sizeof js, NULL)) != 0 || strcmp(js, vc.json) != 0) {
+        snprintf(msg, cap, "item JSON %d: %s, expected %s", rc, rc == 0 ? js : "", vc.json);
+        rc = rc ? rc : -1;
+        goto out;
+    }
+    if (ck == CK_MDICT) {
+        /* the field lookup of a dict reads the same slot */
+        shmobj_view fv, dv;
+        assert_int_equal(shmobj_obj_get(seg, outer, &dv), 0);
+        if ((rc = shmobj_field_get(&dv, "k", &fv)) != 0 ||
+            (rc = shmobj_view_follow(&fv, &fv)) != 0 ||
+            (rc = shmobj_view_json(&fv, js, sizeof js, NULL)) != 0 || strcmp(js, vc.json) != 0) {
+            snprintf(msg, cap, "field_get: %d", rc);
+            rc = rc ? rc : -1;
+            goto out;
+        }
+    }
+    /* a nested mutable container is one: it takes an item */
+    if (k == VK_MLIST || k == VK_MDICT || k == VK_MSET) {
+        rc = k == VK_MLIST   ? shmobj_mlist_append(&tgt, &SHMOBJ_VAL_INT(1))
+             : k == VK_MDICT ? shmobj_mdict_set(&tgt, &SHMOBJ_VAL_STR("a"), &SHMOBJ_VAL_INT(1))
+                             : shmobj_mset_add(&tgt, &SHMOBJ_VAL_INT(1));
+        const char *want = k == VK_MLIST ? "[1]" : k == VK_MDICT ? "{\"a\":1}" : "[1]";
+        if (rc == 0 && (rc = shmobj_view_json(&tgt, js, sizeof js, NULL)) == 0 &&
+            strcmp(js, want) != 0 && !(k == VK_MSET && strcmp(js, "{1}") == 0))
+            rc = -1;
+        if (rc != 0) {
+            snprintf(msg, cap, "nested change or its JSON: %d (%s)", rc, js);
+            goto out;
+        }
+    }
+    shmobj_view ov;
+    assert_int_equal(shmobj_obj_get(seg, outer, &ov), 0);
+    if ((rc = shmobj_view_json(&ov, js, sizeof js, NULL)) != 0) {
+        snprintf(msg, cap, "container JSON: %d", rc);
+        goto out;
+    }
+    if ((rc = shmobj_obj_check(seg, outer)) != 0) {
+        snprintf(msg, cap, "check: %d", rc);
+        goto out;
+    }
+    if (k == VK_ADOPT && (rc = shmobj_obj_free(seg, vc.made)) != SHMOBJ_EACCES) {
+        snprintf(msg, cap, "free of the adopted object: %d, not EACCES", rc);
+        rc = -1;
+        goto out;
+    }
+    rc = shmobj_obj_free(seg, outer);
+    outer = 0;
+    if (rc != 0) {
+        snprintf(msg, cap, "free: %d", rc);
+        goto out;
+    }
+    if (k == VK_ADOPT) {
+        shmobj_view gone;
+        if ((rc = shmobj_obj_get(seg, vc.made, &gone)) != SHMOBJ_ESTALE) {
+            snprintf(msg, cap, "the adopted object outlived its container: %d", rc);
+            rc = -1;
+            goto out;
+        }
+        vc.made = 0;
+    }
+    rc = 0;
+out:
+    if (outer != 0)
+        (void)shmobj_obj_free(seg, outer);
+    if (vc.made != 0 && k == VK_LINK) {
+        shmobj_view t;
+        if (rc == 0 && shmobj_obj_get(seg, vc.made, &t) != 0) {
+            snprintf(msg, cap, "the link's target went with the container");
+            rc = -1;
+        }
+    }
+    if (vc.made != 0)
+        (void)shmobj_obj_free(seg, vc.made);
+    if (vc.shape != 0)
+        (void)shmobj_shape_free(seg, vc.shape);
+    if (cshape != 0)
+        (void)shmobj_shape_free(seg, cshape);
+    if (rc == 0 && blocks_used(seg) != before) {
+        snprintf(msg, cap, "%lld blocks leaked",
+                 (long long)(blocks_used(seg) - before));
+        rc = -1;
+    }
+    return rc;
+}
+
+static void test_mut_every_value_kind_round_trips_every_container(void **state)
+{
+    struct fixture *f = *state;
+    int failed = 0;
+    vk_fill();
+    for (int k = 0; k < VK_N; k++) {
+        for (int ck = 0; ck < CK_N; ck++) {
+            if (ck == CK_MSET && !vk_hashable(k))
+                continue;
+            char msg[1200] = "";
+            if (round_trip(f->seg, k, ck, msg, sizeof msg) != 0) {
+                print_message("%s in %s: %s\n", vk_name[k], ck_name[ck], msg);
+                failed++;
+            }
+        }
+    }
+    assert_int_equal(failed, 0);
+}
+
+/* An object has one owner, mutable containers included: adopting an object
+ * that a container (fixed or mutable) owns is SHMOBJ_EOWNED; a change that
+ * fails gives the mark back (the caller still owns and may free it); a pop
+ * hands an adopted item back to the caller, who may free it. */
+static void test_mut_adopt_owned_once_eowned(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_view l, d, it;
+    shmobj_ref rl = make(f->seg, SHMOBJ_VAL_MLIST(), &l);
+    shmobj_ref rd = make(f->seg, SHMOBJ_VAL_MDICT(), &d);
+    shmobj_ref a, b, fixed;
+    assert_int_equal(shmobj_obj_put(f->seg, &SHMOBJ_VAL_STR("a long enough string a"), &a), 0);
+    assert_int_equal(shmobj_obj_put(f->seg, &SHMOBJ_VAL_STR("a long enough string b"), &b), 0);
+    /* owned by the dict: nobody else may adopt it */
+    assert_int_equal(shmobj_mdict_set(&d, &SHMOBJ_VAL_INT(1), &SHMOBJ_VAL_ADOPT(a)), 0);
+    assert_int_equal(shmobj_mdict_set(&d, &SHMOBJ_VAL_INT(2), &SHMOBJ_VAL_ADOPT(a)),
+                     SHMOBJ_EOWNED);
+    assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_ADOPT(a)), SHMOBJ_EOWNED);
+    assert_int_equal(shmobj_obj_put(f->seg, &SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_ADOPT(a)), &fixed),
+                     SHMOBJ_EOWNED);
+    assert_int_equal(shmobj_obj_free(f->seg, a), SHMOBJ_EACCES);
+    /* owned by a fixed list: the mutable containers refuse it */
+    assert_int_equal(shmobj_obj_put(f->seg, &SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_ADOPT(b)), &fixed), 0);
+    assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_ADOPT(b)), SHMOBJ_EOWNED);
+    assert_int_equal(shmobj_mdict_set(&d, &SHMOBJ_VAL_INT(3), &SHMOBJ_VAL_ADOPT(b)),
+                     SHMOBJ_EOWNED);
+    assert_int_equal(shmobj_obj_free(f->seg, fixed), 0);
+    /* a change that fails leaves the caller's object its own */
+    shmobj_ref c;
+    assert_int_equal(shmobj_obj_put(f->seg, &SHMOBJ_VAL_STR("a long enough string c"), &c), 0);
+    assert_int_equal(shmobj_mlist_insert(&l, 5, &SHMOBJ_VAL_ADOPT(c)), SHMOBJ_ERANGE);
+    assert_int_equal(shmobj_mlist_set(&l, 5, &SHMOBJ_VAL_ADOPT(c)), SHMOBJ_ERANGE);
+    assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_ADOPT(c)), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, c), SHMOBJ_EACCES);
+    /* popped: the caller's again */
+    shmobj_ref back = 0;
+    assert_int_equal(shmobj_mlist_pop(&l, -1, &back), 0);
+    assert_int_equal(back, c);
+    assert_int_equal(shmobj_obj_get(f->seg, back, &it), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, back), 0);
+    /* replaced: the dict frees the adopted object */
+    assert_int_equal(shmobj_mdict_set(&d, &SHMOBJ_VAL_INT(1), &SHMOBJ_VAL_NULL), 0);
+    assert_int_equal(shmobj_obj_get(f->seg, a, &it), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_obj_check(f->seg, rl), 0);
+    assert_int_equal(shmobj_obj_check(f->seg, rd), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, rl), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, rd), 0);
+}
+
+/* A shape that records still use is refused with SHMOBJ_EINUSE (not
+ * EBUSY: no process holds anything), also while a mutable dict holds the
+ * record. */
+static void test_mut_shape_with_records_einuse(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_view d;
+    shmobj_ref rd = make(f->seg, SHMOBJ_VAL_MDICT(), &d);
+    shmobj_field fl[1] = {{"x", SHMOBJ_TYPE_INT, 0, 0}};
+    shmobj_ref shape;
+    assert_int_equal(shmobj_shape_put(f->seg, fl, 1, &shape), 0);
+    shmobj_value items[1] = {SHMOBJ_VAL_INT(3)};
+    assert_int_equal(shmobj_mdict_set(&d, &SHMOBJ_VAL_STR("r"),
+                                      &SHMOBJ_VAL_RECORD(shape, items, 1)),
+                     0);
+    assert_int_equal(shmobj_shape_free(f->seg, shape), SHMOBJ_EINUSE);
+    assert_int_equal(shmobj_obj_free(f->seg, shape), SHMOBJ_EINUSE);
+    assert_int_equal(shmobj_mut_delete(&d, &SHMOBJ_VAL_STR("r")), 0);
+    assert_int_equal(shmobj_shape_free(f->seg, shape), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, rd), 0);
+}
+
 int main(void)
 {
     const char *env = getenv("SHMOBJ_KILL_ITERATIONS");
@@ -3344,6 +3774,10 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_mdict_iter_damaged_orders_ends_ecorrupt, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_mut_every_value_kind_round_trips_every_container,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mut_adopt_owned_once_eowned, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mut_shape_with_records_einuse, setup, teardown),
     };
     test_filter_from_env();
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -197,9 +197,25 @@ int shmobj__mut_item_make(struct shmobj__space *sp, const shmobj_value *val,
                           struct shmobj__mitem *it)
 {
     it->child = 0;
+    it->adopted = 0;
     if (val->reserved != 0)
         return SHMOBJ_EINVAL;
     switch (val->type) {
+    case SHMOBJ_TYPE_LINK:
+    case SHMOBJ_TYPE_ADOPT: {
+        /* held as a fixed container's slot holds them (objemit.c): a link
+         * in a link slot, an adopted object in an object slot naming its
+         * block, which is then this item's child */
+        int adopt = val->type == SHMOBJ_TYPE_ADOPT;
+        int rc = shmobj__ref_take(sp, val->v.ref, adopt);
+        if (rc != 0)
+            return rc;
+        it->tag = adopt ? SHMOBJ__SLOT_OBJ : SHMOBJ__SLOT_LINK;
+        it->payload = val->v.ref;
+        it->child = adopt ? val->v.ref : 0;
+        it->adopted = (uint8_t)adopt;
+        return 0;
+    }
     case SHMOBJ_TYPE_BOOL:
         if (val->v.b != 0 && val->v.b != 1)
             return SHMOBJ_EINVAL;
@@ -229,6 +245,14 @@ int shmobj__mut_item_make(struct shmobj__space *sp, const shmobj_value *val,
         return 0;
     }
     }
+}
+
+void shmobj__mut_item_drop(struct shmobj__space *sp, const struct shmobj__mitem *it)
+{
+    if (it->adopted)
+        shmobj__ref_unadopt(sp, it->child);
+    else
+        shmobj__mut_child_free(sp, it->child);
 }
 
 void shmobj__mut_child_free(struct shmobj__space *sp, shmobj__ref child)

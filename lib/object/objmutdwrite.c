@@ -379,7 +379,7 @@ int shmobj_mdict_set(const shmobj_view *dict, const shmobj_value *key, const shm
     }
     key_slot_done(&c, &pre);
     if (rc != 0)
-        shmobj__mut_child_free(c.sp, it.child);
+        shmobj__mut_item_drop(c.sp, &it);
     return rc;
 }
 
@@ -387,7 +387,7 @@ int shmobj_mset_add(const shmobj_view *set, const shmobj_value *key)
 {
     struct shmobj__mc c;
     shmobj_key k;
-    struct shmobj__mitem it = {SHMOBJ__SLOT_OBJ, 0, 0};
+    struct shmobj__mitem it = {SHMOBJ__SLOT_OBJ, 0, 0, 0};
     int rc = shmobj__mdict_begin(set, 1u << SHMOBJ_TYPE_MSET, key, &c, &k);
     if (rc != 0)
         return rc;

@@ -476,7 +476,7 @@ static int list_begin(const shmobj_view *list, const shmobj_value *val,
     }
     rc = shmobj__mlist_lock(c);
     if (rc != 0 && val != NULL)
-        shmobj__mut_child_free(c->sp, it->child);
+        shmobj__mut_item_drop(c->sp, it);
     return rc;
 }
 
@@ -764,7 +764,7 @@ static int list_insert_at(const shmobj_view *list, int append, size_t i,
             return rc;
         rc = shmobj__mlist_lock(&c);
         if (rc != 0) {
-            shmobj__mut_child_free(c.sp, it.child);
+            shmobj__mut_item_drop(c.sp, &it);
             return rc;
         }
     } else {
@@ -776,7 +776,7 @@ static int list_insert_at(const shmobj_view *list, int append, size_t i,
     rc = list_put_new(&c, at, &it);
     shmobj__mlist_unlock(&c);
     if (rc != 0)
-        shmobj__mut_child_free(c.sp, it.child);
+        shmobj__mut_item_drop(c.sp, &it);
     return rc;
 }
 
@@ -821,7 +821,7 @@ int shmobj_mlist_set(const shmobj_view *list, size_t i, const shmobj_value *val)
     }
     shmobj__mlist_unlock(&c);
     if (rc != 0)
-        shmobj__mut_child_free(c.sp, it.child);
+        shmobj__mut_item_drop(c.sp, &it);
     return rc;
 }
 
@@ -907,8 +907,10 @@ int shmobj_mlist_pop(const shmobj_view *list, int64_t i, shmobj_ref *out)
     if (rc == 0) {
         if (out == NULL)
             shmobj__mut_child_free(c.sp, child);
+        else if (child != 0)
+            shmobj__mut_child_handover(c.sp, (*out = child));
         else
-            *out = child != 0 ? child : box;
+            *out = box;
         list_remove_done(&c);
     } else if (box != 0) {
         (void)c.sp->ops->free(c.sp, box);
