@@ -3694,6 +3694,30 @@ static void test_mut_shape_with_records_einuse(void **state)
     assert_int_equal(shmobj_obj_free(f->seg, rd), 0);
 }
 
+/* A link popped from a list comes back as an object of its own holding the
+ * link (the target untouched); popped with no out, nothing is freed but
+ * the slot. */
+static void test_mlist_pop_link_item_returns_link(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_view l, v, t;
+    shmobj_ref rl = make(f->seg, SHMOBJ_VAL_MLIST(), &l);
+    shmobj_ref target, back = 0;
+    assert_int_equal(shmobj_obj_put(f->seg, &SHMOBJ_VAL_STR("the link's target"), &target), 0);
+    assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_LINK(target)), 0);
+    assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_LINK(target)), 0);
+    assert_int_equal(shmobj_mlist_pop(&l, -1, &back), 0);
+    assert_int_equal(shmobj_obj_get(f->seg, back, &v), 0);
+    assert_int_equal(shmobj_view_type(&v), SHMOBJ_TYPE_LINK);
+    assert_int_equal(shmobj_view_follow(&v, &t), 0);
+    assert_int_equal(shmobj_view_type(&t), SHMOBJ_TYPE_STR);
+    assert_int_equal(shmobj_obj_free(f->seg, back), 0);
+    assert_int_equal(shmobj_mlist_pop(&l, -1, NULL), 0);
+    assert_int_equal(shmobj_obj_get(f->seg, target, &t), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, target), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, rl), 0);
+}
+
 int main(void)
 {
     const char *env = getenv("SHMOBJ_KILL_ITERATIONS");
@@ -3778,6 +3802,7 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_mut_adopt_owned_once_eowned, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mut_shape_with_records_einuse, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mlist_pop_link_item_returns_link, setup, teardown),
     };
     test_filter_from_env();
     return cmocka_run_group_tests(tests, NULL, NULL);

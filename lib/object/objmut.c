@@ -247,6 +247,34 @@ int shmobj__mut_item_make(struct shmobj__space *sp, const shmobj_value *val,
     }
 }
 
+int shmobj__mut_item_value(uint8_t tag, uint64_t payload, shmobj_value *v)
+{
+    memset(v, 0, sizeof *v);
+    switch (tag) {
+    case SHMOBJ__SLOT_OBJ:
+        if (payload != 0)
+            return SHMOBJ_ECORRUPT; /* a child, not an inline item */
+        v->type = SHMOBJ_TYPE_NULL;
+        return 0;
+    case SHMOBJ__SLOT_BOOL:
+        v->type = SHMOBJ_TYPE_BOOL;
+        v->v.b = payload != 0;
+        return 0;
+    case SHMOBJ__SLOT_INT:
+    case SHMOBJ__SLOT_UINT:
+    case SHMOBJ__SLOT_DOUBLE:
+        v->type = tag; /* a scalar slot's tag is its kind */
+        memcpy(&v->v, &payload, sizeof payload);
+        return 0;
+    case SHMOBJ__SLOT_LINK:
+        v->type = SHMOBJ_TYPE_LINK;
+        v->v.ref = payload;
+        return 0;
+    default:
+        return SHMOBJ_ECORRUPT;
+    }
+}
+
 void shmobj__mut_item_drop(struct shmobj__space *sp, const struct shmobj__mitem *it)
 {
     if (it->adopted)

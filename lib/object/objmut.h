@@ -113,6 +113,10 @@ int shmobj__mut_item_make(struct shmobj__space *sp, const shmobj_value *val,
  * a built child freed, an adopted one's mark given back (the caller still
  * owns it). */
 void shmobj__mut_item_drop(struct shmobj__space *sp, const struct shmobj__mitem *it);
+/* The description of an item a slot holds without a child (a scalar,
+ * null, a link), for a block of its own handed to the caller (a pop):
+ * 0, or SHMOBJ_ECORRUPT for a tag no item has. */
+int shmobj__mut_item_value(uint8_t tag, uint64_t payload, shmobj_value *v);
 /* The child of an item handed to the caller as an object of its own (a
  * pop): an adopted one's mark cleared, so the caller may free it. */
 static inline void shmobj__mut_child_handover(struct shmobj__space *sp, shmobj__ref child)

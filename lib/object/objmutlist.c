@@ -894,13 +894,11 @@ int shmobj_mlist_pop(const shmobj_view *list, int64_t i, shmobj_ref *out)
     if (rc == 0 && out != NULL && slot_child(ls.s) == 0) {
         /* a scalar or null goes to the caller in a block of its own, made
          * before anything changes (ENOMEM leaves the list as it was) */
-        shmobj_value v = {.type = ls.s->tag == SHMOBJ__SLOT_OBJ ? SHMOBJ_TYPE_NULL : ls.s->tag};
-        uint64_t pl = atomic_load_explicit(&ls.s->payload, memory_order_relaxed);
-        if (v.type == SHMOBJ_TYPE_BOOL)
-            v.v.b = pl != 0;
-        else
-            memcpy(&v.v, &pl, sizeof pl);
-        rc = v.type <= SHMOBJ_TYPE_DOUBLE ? shmobj__obj_put(c.sp, &v, &box) : SHMOBJ_ECORRUPT;
+        shmobj_value v;
+        rc = shmobj__mut_item_value(ls.s->tag,
+                                    atomic_load_explicit(&ls.s->payload, memory_order_relaxed), &v);
+        if (rc == 0)
+            rc = shmobj__obj_put(c.sp, &v, &box);
     }
     if (rc == 0)
         rc = list_remove(&c, at, &child, &was);
