@@ -25,6 +25,7 @@
 #include "space.h"
 #include "test-util.h"
 #include "test-shared.h"
+#include "test-stall.h"
 
 _Static_assert(SHMOBJ__MUT_LOCK_BYTES == SHMOBJ__OS_LOCK_SIZE,
                "the control block holds one library lock");
@@ -3718,6 +3719,295 @@ static void test_mlist_pop_link_item_returns_link(void **state)
     assert_int_equal(shmobj_obj_free(f->seg, rl), 0);
 }
 
+/* ---- stalled processes at every step of the dict's and set's protocols --- */
+
+/* The steps, each with the arrival at which the armed worker stops. */
+static const struct {
+    const char *step;
+    unsigned nth;
+} md_steps[] = {
+    {"mdict.set.absent", 3},        {"mdict.insert.intent", 5},
+    {"mdict.insert.published", 5},  {"mdict.replace.drained", 3},
+    {"mdict.replace.stored", 3},    {"mdict.delete.seen", 3},
+    {"mdict.delete.hole", 3},       {"mdict.delete.unlocked", 3},
+    {"mdict.int.found", 3},         {"mdict.int.owned", 3},
+    {"mdict.int.added", 3},         {"mdict.int.locked", 1},
+    {"mdict.rebuild.allocated", 1}, {"mdict.rebuild.copied", 1},
+    {"mdict.rebuild.published", 1}, {"mdict.read.found", 5},
+    {"mdict.read.int", 5},          {"mdict.iter.found", 20},
+};
+
+#define MD_WORKERS 4 /* more than the CPUs, one of them stalled */
+#define MD_ROUNDS 60
+#define MD_STABLE 16
+#define MD_ADDS 8 /* adds to the shared counter per round */
+
+struct md_shared {
+    _Atomic int go[MD_WORKERS];
+    _Atomic uint64_t rounds[MD_WORKERS]; /* progress, for the parent's wait */
+    int line[MD_WORKERS];                /* where a worker failed */
+    int rc[MD_WORKERS];
+};
+
+static void md_key(char *k, size_t n, int w, int i)
+{
+    snprintf(k, n, "worker %d, key number %d", w, i);
+}
+
+/* Every stable key and member is returned exactly once by one iteration. */
+static int md_iter_stable(const shmobj_view *d, const shmobj_view *s)
+{
+    for (int which = 0; which < 2; which++) {
+        shmobj_miter it;
+        shmobj_view k;
+        int seen[MD_STABLE] = {0}, rc;
+        if (shmobj_miter_init(which ? s : d, &it) != 0)
+            return -1;
+        shmobj_miter before = it;
+        for (unsigned n = 0; (rc = shmobj_miter_next(&it, &k, NULL)) == 0; n++) {
+            int64_t x;
+            if (n > 100000)
+                return -2;
+            if (shmobj_view_type(&k) != SHMOBJ_TYPE_INT)
+                continue;
+            if (shmobj_int_get(&k, &x) == SHMOBJ_ESTALE) {
+                /* the body was rebuilt since the step: take it again from
+                 * a copy of the cursor made before it */
+                it = before;
+                continue;
+            }
+            before = it;
+            if (x <= -1 && x >= -MD_STABLE)
+                seen[-x - 1]++;
+        }
+        if (rc != SHMOBJ_ENOTFOUND)
+            return rc;
+        for (int j = 0; j < MD_STABLE; j++)
+            if (seen[j] != 1)
+                return -3;
+    }
+    return 0;
+}
+
+#define MD_TRY(expr, want)                                                                     \
+    do {                                                                                       \
+        int rc_ = (expr);                                                                      \
+        if (rc_ != (want)) {                                                                   \
+            sh->line[w] = __LINE__;                                                            \
+            sh->rc[w] = rc_;                                                                   \
+            return 1;                                                                          \
+        }                                                                                      \
+    } while (0)
+
+/* One worker's changes, each checked as it is acknowledged: its own keys
+ * set (an int, then a string over it), read back, some deleted; its own
+ * int keys set and read; the shared counter added to; its own set members
+ * added, some deleted; iterations that must return every stable key once. */
+static int md_worker(shmobj_segment *seg, shmobj_ref rd, shmobj_ref rs, int w,
+                     struct md_shared *sh)
+{
+    shmobj_view d, s, v;
+    shmobj_key ctr;
+    MD_TRY(shmobj_obj_get(seg, rd, &d), 0);
+    MD_TRY(shmobj_obj_get(seg, rs, &s), 0);
+    MD_TRY(shmobj_key_init(&ctr, &SHMOBJ_VAL_STR("counter")), 0);
+    while (!atomic_load(&sh->go[w]))
+        sched_yield();
+    for (int i = 0; i < MD_ROUNDS; i++) {
+        char k[64], val[32];
+        const char *got;
+        size_t gl;
+        int64_t x;
+        md_key(k, sizeof k, w, i);
+        snprintf(val, sizeof val, "value %d of %d", i, w);
+        shmobj_value key = SHMOBJ_VAL_STR(k), ik = SHMOBJ_VAL_INT(1000 * (w + 1) + i);
+        /* adds in a row, first (a stalled adder's word holds up a writer
+         * that must wait for it, not an adder): some meet another adder's
+         * word, or a writer's lock, and take the lock themselves */
+        for (int a = 0; a < MD_ADDS; a++)
+            MD_TRY(shmobj_mdict_int_add(&d, &ctr, 1, NULL), 0);
+        MD_TRY(shmobj_mdict_set(&d, &key, &SHMOBJ_VAL_INT(i)), 0);
+        MD_TRY(shmobj_mdict_set(&d, &key, &SHMOBJ_VAL_STR(val)), 0);
+        MD_TRY(shmobj_mdict_get(&d, &key, &v), 0);
+        MD_TRY(shmobj_str_get(&v, &got, &gl), 0);
+        MD_TRY(strcmp(got, val), 0);
+        MD_TRY(shmobj_mdict_set(&d, &ik, &SHMOBJ_VAL_INT(i)), 0);
+        shmobj_key ikk;
+        MD_TRY(shmobj_key_init(&ikk, &ik), 0);
+        MD_TRY(shmobj_mdict_get_int(&d, &ikk, &x), 0);
+        MD_TRY(x == i, 1);
+        MD_TRY(shmobj_mset_add(&s, &ik), 0);
+        MD_TRY(shmobj_mut_contains(&s, &ik), 0);
+        if (i % 3 == 0) {
+            MD_TRY(shmobj_mut_delete(&d, &key), 0);
+            MD_TRY(shmobj_mut_contains(&d, &key), SHMOBJ_ENOTFOUND);
+        }
+        if (i % 4 == 0) {
+            MD_TRY(shmobj_mut_delete(&s, &ik), 0);
+            MD_TRY(shmobj_mut_contains(&s, &ik), SHMOBJ_ENOTFOUND);
+        }
+        if (i % 10 == 9)
+            MD_TRY(md_iter_stable(&d, &s), 0);
+        atomic_fetch_add(&sh->rounds[w], 1);
+    }
+    return 0;
+}
+
+/* After the run: every acknowledged change is there exactly once. */
+static void md_check_model(shmobj_segment *seg, shmobj_ref rd, shmobj_ref rs, const char *step)
+{
+    shmobj_view d, s, v;
+    assert_int_equal(shmobj_obj_get(seg, rd, &d), 0);
+    assert_int_equal(shmobj_obj_get(seg, rs, &s), 0);
+    size_t want_d = MD_STABLE + 1, want_s = MD_STABLE;
+    for (int w = 0; w < MD_WORKERS; w++) {
+        for (int i = 0; i < MD_ROUNDS; i++) {
+            char k[64], val[32];
+            const char *got;
+            size_t gl;
+            int64_t x;
+            md_key(k, sizeof k, w, i);
+            snprintf(val, sizeof val, "value %d of %d", i, w);
+            shmobj_value ik = SHMOBJ_VAL_INT(1000 * (w + 1) + i);
+            int rc = shmobj_mdict_get(&d, &SHMOBJ_VAL_STR(k), &v);
+            if (i % 3 == 0) {
+                if (rc != SHMOBJ_ENOTFOUND)
+                    fail_msg("%s: deleted key %s: %d", step, k, rc);
+            } else {
+                if (rc != 0 || shmobj_str_get(&v, &got, &gl) != 0 || strcmp(got, val) != 0)
+                    fail_msg("%s: key %s lost or wrong: %d", step, k, rc);
+                want_d++;
+            }
+            assert_int_equal(shmobj_mdict_get(&d, &ik, &v), 0);
+            assert_int_equal(shmobj_int_get(&v, &x), 0);
+            assert_int_equal(x, i);
+            want_d++;
+            rc = shmobj_mut_contains(&s, &ik);
+            assert_int_equal(rc, i % 4 == 0 ? SHMOBJ_ENOTFOUND : 0);
+            want_s += i % 4 != 0;
+        }
+    }
+    int64_t total;
+    assert_int_equal(shmobj_mdict_get(&d, &SHMOBJ_VAL_STR("counter"), &v), 0);
+    assert_int_equal(shmobj_int_get(&v, &total), 0);
+    if (total != MD_WORKERS * MD_ROUNDS * MD_ADDS)
+        fail_msg("%s: the counter is %lld after %d acknowledged adds", step, (long long)total,
+                 MD_WORKERS * MD_ROUNDS * MD_ADDS);
+    assert_int_equal(len_of(&d), want_d);
+    assert_int_equal(len_of(&s), want_s);
+    unsigned steps;
+    assert_int_equal(iterate_bounded(&d, 100000, &steps), SHMOBJ_ENOTFOUND);
+    assert_int_equal(steps, want_d);
+    assert_int_equal(iterate_bounded(&s, 100000, &steps), SHMOBJ_ENOTFOUND);
+    assert_int_equal(steps, want_s);
+    assert_int_equal(md_iter_stable(&d, &s), 0);
+    assert_int_equal(shmobj_obj_check(seg, rd), 0);
+    assert_int_equal(shmobj_obj_check(seg, rs), 0);
+}
+
+/* One run: worker 0 stops at its nth arrival at `step`; the parent waits
+ * for the stop, lets the others go on (bounded: they may be waiting for
+ * the lock the stalled one holds), resumes it and checks the model. 1 when
+ * the step was reached, 0 when worker 0 ended without reaching it. */
+static int md_stall_run(shmobj_segment *seg, const char *step, unsigned nth, int pinned)
+{
+    /* the add under the lock is taken when another adder holds the word:
+     * worker 1 is stopped holding it first */
+    const char *helper = strcmp(step, "mdict.int.locked") == 0 ? "mdict.int.owned" : NULL;
+    shmobj_view d, s;
+    shmobj_ref rd = make(seg, SHMOBJ_VAL_MDICT(), &d);
+    shmobj_ref rs = make(seg, SHMOBJ_VAL_MSET(), &s);
+    for (int j = 1; j <= MD_STABLE; j++) {
+        assert_int_equal(shmobj_mdict_set(&d, &SHMOBJ_VAL_INT(-j), &SHMOBJ_VAL_INT(j)), 0);
+        assert_int_equal(shmobj_mset_add(&s, &SHMOBJ_VAL_INT(-j)), 0);
+    }
+    assert_int_equal(shmobj_mdict_set(&d, &SHMOBJ_VAL_STR("counter"), &SHMOBJ_VAL_INT(0)), 0);
+    struct md_shared *sh = shared_page(sizeof *sh);
+    pid_t pid[MD_WORKERS];
+    for (int w = 0; w < MD_WORKERS; w++) {
+        pid[w] = fork();
+        assert_true(pid[w] >= 0);
+        if (pid[w] == 0) {
+            if (pinned)
+                test_stall_pin(0);
+            if (w == 0)
+                test_stall_arm(step, nth, TEST_STALL_STOP, 0);
+            if (w == 1 && helper != NULL)
+                test_stall_arm(helper, 1, TEST_STALL_STOP, 0);
+            _exit(md_worker(seg, rd, rs, w, sh));
+        }
+    }
+    int st = 0, helped = 0, reached = 0;
+    if (helper != NULL) {
+        /* worker 1 first, stopped holding the adder word; then worker 0,
+         * whose first add meets it; then the others */
+        atomic_store(&sh->go[1], 1);
+        helped = test_stall_wait_stopped(pid[1], 20000, &st);
+        if (helped != 1)
+            fail_msg("%s: worker 1 did not stop there (%d)", helper, helped);
+        atomic_store(&sh->go[0], 1);
+        reached = test_stall_wait_stopped(pid[0], 20000, &st);
+        if (reached != 1)
+            fail_msg("%s: worker 0 did not stop there (%d)", step, reached);
+    }
+    for (int w = 0; w < MD_WORKERS; w++)
+        atomic_store(&sh->go[w], 1);
+    if (helper == NULL)
+        reached = test_stall_wait_stopped(pid[0], 20000, &st);
+    if (reached < 0)
+        fail_msg("%s: worker 0 neither stopped nor ended", step);
+    if (reached == 1) {
+        /* the others go on while it is stopped, for a bounded while */
+        uint64_t from = 0;
+        for (int w = 1; w < MD_WORKERS; w++)
+            from += atomic_load(&sh->rounds[w]);
+        for (int ms = 0; ms < 300; ms++) {
+            uint64_t now = 0;
+            for (int w = 1; w < MD_WORKERS; w++)
+                now += atomic_load(&sh->rounds[w]);
+            if (now >= from + 20 || now == (uint64_t)(MD_WORKERS - 1) * MD_ROUNDS)
+                break;
+            usleep(1000);
+        }
+        test_stall_resume(pid[0]);
+    }
+    if (helped == 1)
+        test_stall_resume(pid[1]);
+    for (int w = 0; w < MD_WORKERS; w++) {
+        if ((w != 0 || reached == 1) && (w != 1 || helped != 0 || helper == NULL))
+            assert_int_equal(waitpid(pid[w], &st, 0), pid[w]);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            fail_msg("%s: worker %d failed at line %d with %d (status %d)", step, w, sh->line[w],
+                     sh->rc[w], st);
+    }
+    if (reached == 1)
+        md_check_model(seg, rd, rs, step);
+    munmap(sh, sizeof *sh);
+    assert_int_equal(shmobj_obj_free(seg, rd), 0);
+    assert_int_equal(shmobj_obj_free(seg, rs), 0);
+    return reached == 1;
+}
+
+/* Every step of the dict's and set's protocols (set, insert, replace,
+ * delete, the int add with and without the lock, the rebuild, the
+ * lock-free reads and iteration): a worker stopped there while three others
+ * change the same dict and set, then resumed, loses and doubles nothing;
+ * once spread over the CPUs and once with every process on one CPU. */
+static void test_mdict_stall_every_step_model_holds(void **state)
+{
+    struct fixture *f = *state;
+    for (int pinned = 0; pinned < 2; pinned++) {
+        for (size_t i = 0; i < sizeof md_steps / sizeof md_steps[0]; i++) {
+            int reached = 0;
+            /* a step some other worker may take first (a rebuild): a few tries */
+            for (int t = 0; t < 5 && !reached; t++)
+                reached = md_stall_run(f->seg, md_steps[i].step, md_steps[i].nth, pinned);
+            if (!reached)
+                fail_msg("step %s was never reached", md_steps[i].step);
+        }
+    }
+}
+
 int main(void)
 {
     const char *env = getenv("SHMOBJ_KILL_ITERATIONS");
@@ -3803,6 +4093,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_mut_adopt_owned_once_eowned, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mut_shape_with_records_einuse, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mlist_pop_link_item_returns_link, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mdict_stall_every_step_model_holds, setup,
+                                        teardown),
     };
     test_filter_from_env();
     return cmocka_run_group_tests(tests, NULL, NULL);

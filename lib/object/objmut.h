@@ -20,6 +20,7 @@
 #define SHMOBJ_OBJMUT_H
 
 #include "objlookup.h"
+#include "step.h"
 
 /* A checked handle on a container, made from its view: the control block
  * and the space. */

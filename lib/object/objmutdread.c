@@ -40,6 +40,7 @@ static int get_read(struct shmobj__mc *c, void *arg)
     int rc = shmobj__mdict_locate(c, g->k, &b, &len, &pair);
     if (rc != 0)
         return rc;
+    SHMOBJ__STEP("mdict.read.found");
     struct shmobj__slot *s = &b.pairs[2 * pair + (g->want_key ? 0 : 1)];
     if (g->i != NULL) {
         uint8_t tag = s->tag;
@@ -112,6 +113,7 @@ int shmobj_mdict_get_int(const shmobj_view *dict, const shmobj_key *key, int64_t
         tag = vs->tag;
         pl = atomic_load_explicit(&vs->payload, memory_order_acquire);
     }
+    SHMOBJ__STEP("mdict.read.int");
     atomic_thread_fence(memory_order_acquire);
     if (atomic_load_explicit(&c.m->seq, memory_order_relaxed) != s)
         return get_int_retry(c, key, out);
@@ -209,6 +211,7 @@ static int next_read(struct shmobj__mc *c, void *arg)
         if (p == len)
             return orders_ascend(c, &b, len) ? SHMOBJ_ENOTFOUND : SHMOBJ_ECORRUPT;
     }
+    SHMOBJ__STEP("mdict.iter.found");
     n->found = shmobj__mut_ld(&b.orders[p]);
     /* The cursor only moves forward, and never past the container's next
      * order: a damaged order cannot send it back (a cycle) or hold it in
