@@ -2012,11 +2012,14 @@ SHMOBJ_API int shmobj_miter_init(const shmobj_view *c, shmobj_miter *it);
  * @retval SHMOBJ_ENOTFOUND no more keys
  * @retval SHMOBJ_EINVAL NULL cursor
  * @retval SHMOBJ_ESTALE the container's block was freed
- * @retval SHMOBJ_ECORRUPT the container is damaged
+ * @retval SHMOBJ_ECORRUPT the container is damaged (damaged insertion
+ *         orders included: an iteration always ends, within as many calls
+ *         as the container has places, with SHMOBJ_ENOTFOUND or this)
  * @retval SHMOBJ_EBUSY a live process held the container's lock for 10 s
  *         while this reader waited for it
  * @note Thread- and process-safe; lock-free as shmobj_mdict_get(). O(log n)
- *       per call (a search of the insertion orders). The views returned
+ *       per call (a search of the insertion orders), and O(n) once, in the
+ *       call that ends the iteration (the orders proven). The views returned
  *       follow "Views of items": a scalar key or value lies in the body,
  *       so a rebuild by another process makes a view of it SHMOBJ_ESTALE.
  *       The cursor is plain caller memory: copy it before the call, and
