@@ -157,7 +157,8 @@ static void walk(const shmobj_view *v, int depth)
 }
 
 /* A fixed graph with every mutable kind: {"l": mlist, "d": mdict, "s":
- * mset}, items of several kinds, a few deletions (holes), children. */
+ * mset}, items of several kinds (links and adopted objects among them), a
+ * few deletions (holes), children. */
 /* The blocks of the graph an edit may land in: the object block, the
  * list's chunks, the dict's and the set's bodies (not the arena's own
  * headers, which fuzz-arena covers). */
@@ -256,6 +257,16 @@ static int mut_build(shmobj_segment *seg, shmobj_ref *r, uint64_t *end)
             shmobj_mset_add(&s, i % 2 ? &SHMOBJ_VAL_INT(i) : &SHMOBJ_VAL_BYTES(k, strlen(k))) != 0)
             return -1;
     }
+    /* a link in each, and an object each adopted (its block their child) */
+    shmobj_ref target, a1, a2;
+    if (shmobj_obj_put(seg, &SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_STR("target")), &target) != 0 ||
+        shmobj_obj_put(seg, &SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_INT(1)), &a1) != 0 ||
+        shmobj_obj_put(seg, &SHMOBJ_VAL_STR("adopted by the dict"), &a2) != 0 ||
+        shmobj_mlist_append(&l, &SHMOBJ_VAL_LINK(target)) != 0 ||
+        shmobj_mlist_append(&l, &SHMOBJ_VAL_ADOPT(a1)) != 0 ||
+        shmobj_mdict_set(&d, &SHMOBJ_VAL_STR("link"), &SHMOBJ_VAL_LINK(target)) != 0 ||
+        shmobj_mdict_set(&d, &SHMOBJ_VAL_STR("adopted"), &SHMOBJ_VAL_ADOPT(a2)) != 0)
+        return -1;
     if (shmobj_mut_delete(&d, &SHMOBJ_VAL_STR("k4")) != 0 ||
         shmobj_mut_delete(&s, &SHMOBJ_VAL_INT(7)) != 0 || shmobj_mlist_delete(&l, 3) != 0)
         return -1;
