@@ -892,8 +892,8 @@ int shmobj_mlist_pop(const shmobj_view *list, int64_t i, shmobj_ref *out)
     at = i < 0 ? n - (uint64_t)-(i + 1) - 1 : (uint64_t)i;
     rc = list_slot(&c, at, &ls);
     if (rc == 0 && out != NULL && slot_child(ls.s) == 0) {
-        /* a scalar or null goes to the caller in a block of its own, made
-         * before anything changes (ENOMEM leaves the list as it was) */
+        /* a scalar, null or link goes to the caller in a block of its own,
+         * made before anything changes (ENOMEM leaves the list as it was) */
         shmobj_value v;
         rc = shmobj__mut_item_value(ls.s->tag,
                                     atomic_load_explicit(&ls.s->payload, memory_order_relaxed), &v);
@@ -905,10 +905,11 @@ int shmobj_mlist_pop(const shmobj_view *list, int64_t i, shmobj_ref *out)
     if (rc == 0) {
         if (out == NULL)
             shmobj__mut_child_free(c.sp, child);
-        else if (child != 0)
-            shmobj__mut_child_handover(c.sp, (*out = child));
         else
-            *out = box;
+            *out = child != 0 ? child : box;
+        /* an adopted child is the caller's again: its mark cleared */
+        if (out != NULL && child != 0)
+            shmobj__mut_child_handover(c.sp, child);
         list_remove_done(&c);
     } else if (box != 0) {
         (void)c.sp->ops->free(c.sp, box);
