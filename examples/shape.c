@@ -70,7 +70,7 @@ static int writer(const char *name)
     int busy = SHMOBJ_OK;
     if (rc == 0) /* a shape counts its records: refused while one exists */
         busy = shmobj_shape_free(seg, shape);
-    if (rc == 0 && busy != SHMOBJ_EBUSY)
+    if (rc == 0 && busy != SHMOBJ_EINUSE)
         rc = busy == 0 ? SHMOBJ_ECORRUPT : busy;
     /* the roots name the record, they do not own it: take them away first */
     if (rc == 0)

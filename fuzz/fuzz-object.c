@@ -15,7 +15,9 @@
  * to a graph of a growable list, a mutable dict and a
  * mutable set built afresh in a private space; then the validator, every
  * reader and the writers run over it (fuzz/corpus/fuzz-object/ holds such
- * inputs).
+ * inputs). The dict's and the set's orders arrays are regions of their
+ * own, so edits damage them often, and an iteration over them must end
+ * within the places the body could hold.
  *
  * The readers include every scalar's get, set, add and compare-and-swap
  * (a store of the value read, so a sound graph stays as checked), every
@@ -155,7 +157,8 @@ static void walk(const shmobj_view *v, int depth)
 }
 
 /* A fixed graph with every mutable kind: {"l": mlist, "d": mdict, "s":
- * mset}, items of several kinds, a few deletions (holes), children. */
+ * mset}, items of several kinds (links and adopted objects among them), a
+ * few deletions (holes), children. */
 /* The blocks of the graph an edit may land in: the object block, the
  * list's chunks, the dict's and the set's bodies (not the arena's own
  * headers, which fuzz-arena covers). */
@@ -164,6 +167,10 @@ struct region {
 };
 static struct region regions[48];
 static unsigned nregions;
+/* the regions of the dict's and the set's orders arrays, and the bound of
+ * an iteration of each */
+static unsigned orders_region[2];
+static uint64_t iter_bound[2];
 
 static void region_add(struct shmobj__space *sp, uint64_t ref, uint64_t len)
 {
@@ -191,6 +198,42 @@ static void mut_regions(struct shmobj__space *sp, shmobj_ref r, const shmobj_vie
     region_add(sp, body, 0);
     memcpy(&body, (const uint8_t *)s->obj + 16 + 88, 8);
     region_add(sp, body, 0);
+    /* the orders arrays of the dict's and the set's bodies, regions of
+     * their own (doc/format-object.md: after the 32-byte header, the index
+     * of cap words and the pcap pairs of 32 bytes), so that edits damage
+     * them often: an iteration over damaged orders must still end */
+    for (int k = 0; k < 2; k++) {
+        const shmobj_view *c = k ? s : d;
+        uint64_t cap, pcap, usable;
+        memcpy(&body, (const uint8_t *)c->obj + 16 + 88, 8);
+        if (sp->ops->check(sp, body, &usable) != 0)
+            continue;
+        uint64_t off = body & ((UINT64_C(1) << 48) - 1);
+        memcpy(&cap, sp->base + off + 8, 8);
+        memcpy(&pcap, sp->base + off + 16, 8);
+        iter_bound[k] = usable / 40 + 2; /* pair places the block could hold */
+        orders_region[k] = nregions;
+        if (nregions < 48)
+            regions[nregions++] = (struct region){off + 32 + 8 * cap + 32 * pcap, 8 * pcap};
+    }
+}
+
+/* An iteration of the dict or set over a (perhaps damaged) graph ends
+ * within the places its body could hold, with SHMOBJ_ENOTFOUND where the
+ * check accepted the graph. */
+static void iter_ends(const shmobj_view *v, int k, int checked)
+{
+    shmobj_view c, key, val;
+    shmobj_miter it;
+    int rc = 0;
+    if (shmobj_view_get_str(v, k ? "s" : "d", &c) != 0 || shmobj_miter_init(&c, &it) != 0)
+        return;
+    for (uint64_t n = 0; n <= iter_bound[k] && (rc = shmobj_miter_next(&it, &key, &val)) == 0; n++)
+        ;
+    if (rc == 0)
+        abort(); /* an iteration that does not end */
+    if (checked == 0 && rc != SHMOBJ_ENOTFOUND)
+        abort(); /* the check accepted what the iteration refused */
 }
 
 static int mut_build(shmobj_segment *seg, shmobj_ref *r, uint64_t *end)
@@ -214,6 +257,16 @@ static int mut_build(shmobj_segment *seg, shmobj_ref *r, uint64_t *end)
             shmobj_mset_add(&s, i % 2 ? &SHMOBJ_VAL_INT(i) : &SHMOBJ_VAL_BYTES(k, strlen(k))) != 0)
             return -1;
     }
+    /* a link in each, and an object each adopted (its block their child) */
+    shmobj_ref target, a1, a2;
+    if (shmobj_obj_put(seg, &SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_STR("target")), &target) != 0 ||
+        shmobj_obj_put(seg, &SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_INT(1)), &a1) != 0 ||
+        shmobj_obj_put(seg, &SHMOBJ_VAL_STR("adopted by the dict"), &a2) != 0 ||
+        shmobj_mlist_append(&l, &SHMOBJ_VAL_LINK(target)) != 0 ||
+        shmobj_mlist_append(&l, &SHMOBJ_VAL_ADOPT(a1)) != 0 ||
+        shmobj_mdict_set(&d, &SHMOBJ_VAL_STR("link"), &SHMOBJ_VAL_LINK(target)) != 0 ||
+        shmobj_mdict_set(&d, &SHMOBJ_VAL_STR("adopted"), &SHMOBJ_VAL_ADOPT(a2)) != 0)
+        return -1;
     if (shmobj_mut_delete(&d, &SHMOBJ_VAL_STR("k4")) != 0 ||
         shmobj_mut_delete(&s, &SHMOBJ_VAL_INT(7)) != 0 || shmobj_mlist_delete(&l, 3) != 0)
         return -1;
@@ -313,6 +366,8 @@ static int mut_input(const uint8_t *data, size_t size)
     shmobj_view v;
     if (shmobj_obj_get(seg, r, &v) == 0) {
         char buf[4096];
+        iter_ends(&v, 0, checked);
+        iter_ends(&v, 1, checked);
         read_all(&v, checked, buf, sizeof buf);
         int bad = mut_write(&v);
         if (checked == 0 && bad == 0 && shmobj_obj_check(seg, r) != 0)
@@ -709,6 +764,35 @@ int main(int argc, char **argv)
         for (size_t i = 4; i < n; i++)
             edits[i] = (uint8_t)next();
         LLVMFuzzerTestOneInput(edits, round == 0 ? 4 : n);
+        inputs++;
+    }
+    /* the orders arrays of the dict and the set: edits aimed at them (the
+     * region's index in the top byte of the offset), a byte or a whole
+     * word at a time */
+    for (int round = 0; round < rounds / 8; round++) {
+        uint8_t edits[4 + 5 * 16] = {'M', 'U', 'T', ':'};
+        size_t n = 4 + 5 * (1 + (size_t)(next() % 16));
+        uint32_t word = (uint32_t)(next() % 64) * 8;
+        for (size_t i = 4; i < n; i += 5) {
+            uint32_t off = (uint32_t)orders_region[round % 2] << 24 |
+                           (round % 3 == 0 ? word + (uint32_t)(i - 4) / 5 % 8
+                                           : (uint32_t)(next() % 4096));
+            memcpy(edits + i, &off, 4);
+            edits[i + 4] = (uint8_t)(round % 5 == 0 ? 0xff : next());
+        }
+        LLVMFuzzerTestOneInput(edits, n);
+        inputs++;
+    }
+    /* and each of the first 48 orders of each set to all ones, then to 0
+     * (a cursor wrapped back to the start, a place gone back) */
+    for (uint32_t k = 0; k < 2 * 2 * 48; k++) {
+        uint8_t edits[4 + 5 * 8] = {'M', 'U', 'T', ':'};
+        for (uint32_t j = 0; j < 8; j++) {
+            uint32_t off = (uint32_t)orders_region[k % 2] << 24 | (k / 4 * 8 + j);
+            memcpy(edits + 4 + 5 * j, &off, 4);
+            edits[4 + 5 * j + 4] = k / 2 % 2 ? 0 : 0xff;
+        }
+        LLVMFuzzerTestOneInput(edits, sizeof edits);
         inputs++;
     }
     printf("fuzz-object: %zu inputs, no crash\n", inputs);

@@ -3327,6 +3327,843 @@ static void test_mlist_append_three_procs_one_cpu_no_loss(void **state)
     struct fixture *f = *state;
     for (int round = 0; round < 2; round++)
         lmany_run(f, 3, 1);
+/* ---- dicts and sets: damaged orders, values of every kind, stalls ------- */
+
+/* The orders array of the body of dict or set v (its pairs' insertion
+ * orders, objfmt.h). */
+static uint64_t *orders_of(shmobj_segment *seg, const shmobj_view *v, uint64_t *pcap)
+{
+    void *bp;
+    size_t bn;
+    shmobj_ref body = atomic_load(&control_of(v)->body);
+    assert_int_equal(shmobj_arena_ptr(seg, body, &bp, &bn), 0);
+    struct shmobj__mbody *hb = bp;
+    *pcap = hb->pcap;
+    return (uint64_t *)((uint8_t *)(hb + 1) + 8 * hb->cap + 32 * hb->pcap);
+}
+
+/* Iterate with a bound: the result that ended it (0 if the bound did). */
+static int iterate_bounded(const shmobj_view *c, unsigned bound, unsigned *steps)
+{
+    shmobj_miter it;
+    shmobj_view k, v;
+    assert_int_equal(shmobj_miter_init(c, &it), 0);
+    for (*steps = 0; *steps < bound; (*steps)++) {
+        int rc = shmobj_miter_next(&it, &k, &v);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* An iteration of a dict or set whose orders array is damaged (a stuck
+ * place, a cycle back to the start, an order past the container's next,
+ * one place out of order, all equal, descending, a cycle through the place
+ * after a hole) ends within its capacity with
+ * SHMOBJ_ECORRUPT, as the check says; restored, it returns every key. */
+static void test_mdict_iter_damaged_orders_ends_ecorrupt(void **state)
+{
+    struct fixture *f = *state;
+    for (int kind = 0; kind < 2; kind++) {
+        shmobj_view c;
+        shmobj_ref r = make(f->seg, kind ? SHMOBJ_VAL_MSET() : SHMOBJ_VAL_MDICT(), &c);
+        for (int i = 0; i < 40; i++) {
+            shmobj_value key = SHMOBJ_VAL_INT(i);
+            if (kind)
+                assert_int_equal(shmobj_mset_add(&c, &key), 0);
+            else
+                assert_int_equal(shmobj_mdict_set(&c, &key, &SHMOBJ_VAL_INT(i)), 0);
+        }
+        /* a hole, so that rank and place differ */
+        assert_int_equal(shmobj_mut_delete(&c, &SHMOBJ_VAL_INT(7)), 0);
+        uint64_t pcap, next = atomic_load(&control_of(&c)->order);
+        uint64_t *ord = orders_of(f->seg, &c, &pcap);
+        uint64_t keep[40];
+        memcpy(keep, ord, sizeof keep);
+        unsigned steps, bound = (unsigned)pcap + 8;
+        assert_int_equal(iterate_bounded(&c, bound, &steps), SHMOBJ_ENOTFOUND);
+        assert_int_equal(steps, 39);
+        for (int how = 0; how < 7; how++) {
+            switch (how) {
+            case 0: /* stuck: a place whose order is below the one before */
+                ord[20] = ord[19] - 1;
+                break;
+            case 1: /* a cycle: the last order wraps the cursor to 0 */
+                ord[39] = UINT64_MAX;
+                break;
+            case 2: /* out of range: past the container's next order */
+                ord[39] = next + 1000;
+                break;
+            case 3: /* one place far out of order in the middle */
+                ord[10] = 0;
+                break;
+            case 4: /* all equal */
+                for (int p = 0; p < 40; p++)
+                    ord[p] = 5;
+                break;
+            case 5: /* descending */
+                for (int p = 0; p < 40; p++)
+                    ord[p] = 40 - (uint64_t)p;
+                break;
+            case 6: /* the place after the hole goes back: a cycle */
+                ord[8] = ord[3];
+                break;
+            }
+            assert_int_equal(shmobj_obj_check(f->seg, r), SHMOBJ_ECORRUPT);
+            int rc = iterate_bounded(&c, bound, &steps);
+            if (rc != SHMOBJ_ECORRUPT)
+                fail_msg("damage %d (%s): iteration ended with %d after %u steps", how,
+                         kind ? "set" : "dict", rc, steps);
+            memcpy(ord, keep, sizeof keep);
+        }
+        assert_int_equal(shmobj_obj_check(f->seg, r), 0);
+        assert_int_equal(iterate_bounded(&c, bound, &steps), SHMOBJ_ENOTFOUND);
+        assert_int_equal(steps, 39);
+        assert_int_equal(shmobj_obj_free(f->seg, r), 0);
+    }
+}
+
+/* Values of every kind in containers of every kind: each (value,
+ * container) pair is put, read back, followed, printed, checked and freed,
+ * and the heap holds as many blocks after as before. */
+
+enum vkind {
+    VK_NULL, VK_BOOL, VK_INT, VK_UINT, VK_DOUBLE, VK_SSTR, VK_MSTR, VK_LSTR, VK_BYTES,
+    VK_BUFFER, VK_LIST, VK_TUPLE, VK_DICT, VK_SET, VK_STRUCT, VK_RECORD, VK_MLIST, VK_MDICT,
+    VK_MSET, VK_LINK, VK_ADOPT, VK_N
+};
+static const char *const vk_name[VK_N] = {
+    "null", "bool", "int", "uint", "double", "short str", "medium str", "long str", "bytes",
+    "buffer", "list", "tuple", "dict", "set", "struct", "record", "mutable list",
+    "mutable dict", "mutable set", "link", "adopt"};
+
+enum ckind {
+    CK_LIST, CK_TUPLE, CK_DICT, CK_STRUCT, CK_RECORD, CK_MLIST_APPEND, CK_MLIST_SET,
+    CK_MLIST_INSERT, CK_MDICT, CK_MSET, CK_N
+};
+static const char *const ck_name[CK_N] = {
+    "list", "tuple", "dict", "struct", "record", "mutable list (append)",
+    "mutable list (set)", "mutable list (insert)", "mutable dict", "mutable set"};
+
+/* the nested descriptions' items (filled by vk_fill(): the value macros
+ * are not constant initializers) */
+static shmobj_value vk_items[2], vk_kv[4];
+
+static void vk_fill(void)
+{
+    vk_items[0] = SHMOBJ_VAL_INT(1);
+    vk_items[1] = SHMOBJ_VAL_STR("two");
+    vk_kv[0] = SHMOBJ_VAL_STR("a");
+    vk_kv[1] = SHMOBJ_VAL_INT(1);
+    vk_kv[2] = SHMOBJ_VAL_STR("b");
+    vk_kv[3] = SHMOBJ_VAL_DOUBLE(2.5);
+}
+static const char *const vk_names[] = {"x", "y"};
+static const uint64_t vk_shape2[] = {2, 3};
+static const int32_t vk_data[6] = {1, 2, 3, 4, 5, 6};
+static const shmobj_buffer_desc vk_buf = {vk_data, 0, vk_shape2, NULL, SHMOBJ_DTYPE_I32, 2};
+
+struct vcase {
+    shmobj_value val;
+    shmobj_ref made;  /* the link's target or the adopted object */
+    shmobj_ref shape; /* a record's */
+    char json[512];   /* what the item (a link: its target) prints */
+};
+
+static void json_of(const shmobj_view *v, char *buf, size_t cap)
+{
+    size_t n = 0;
+    int rc = shmobj_view_json(v, buf, cap, &n);
+    if (rc != 0)
+        fail_msg("JSON: %d", rc);
+}
+
+static void vcase_make(shmobj_segment *seg, int k, struct vcase *vc)
+{
+    static shmobj_value rec_items[2];
+    memset(vc, 0, sizeof *vc);
+    switch (k) {
+    case VK_NULL: vc->val = SHMOBJ_VAL_NULL; break;
+    case VK_BOOL: vc->val = SHMOBJ_VAL_BOOL(1); break;
+    case VK_INT: vc->val = SHMOBJ_VAL_INT(-42); break;
+    case VK_UINT: vc->val = SHMOBJ_VAL_UINT(UINT64_C(1) << 63); break;
+    case VK_DOUBLE: vc->val = SHMOBJ_VAL_DOUBLE(0.25); break;
+    case VK_SSTR: vc->val = SHMOBJ_VAL_STR("short"); break;
+    case VK_MSTR: vc->val = SHMOBJ_VAL_STR("medium str 14"); break;
+    case VK_LSTR: vc->val = SHMOBJ_VAL_STR("a string that no slot holds inline"); break;
+    case VK_BYTES: vc->val = SHMOBJ_VAL_BYTES("\x00\x01\x02\xff", 4); break;
+    case VK_BUFFER:
+        /* the description's desc lives as long as the case (not the
+         * compound literal SHMOBJ_VAL_BUFFER() makes in this block) */
+        vc->val = (shmobj_value){.type = SHMOBJ_TYPE_BUFFER, .v = {.buf = &vk_buf}};
+        break;
+    case VK_LIST: vc->val = SHMOBJ_VAL_LIST(vk_items, 2); break;
+    case VK_TUPLE: vc->val = SHMOBJ_VAL_TUPLE(vk_items, 2); break;
+    case VK_DICT: vc->val = SHMOBJ_VAL_DICT(vk_kv, 2); break;
+    case VK_SET: vc->val = SHMOBJ_VAL_SET(vk_items, 2); break;
+    case VK_STRUCT: vc->val = SHMOBJ_VAL_STRUCT(vk_items, 2, vk_names); break;
+    case VK_RECORD: {
+        shmobj_field fl[2] = {{"x", SHMOBJ_TYPE_INT, 0, 0}, {"y", SHMOBJ_TYPE_STR, 8, 0}};
+        assert_int_equal(shmobj_shape_put(seg, fl, 2, &vc->shape), 0);
+        rec_items[0] = SHMOBJ_VAL_INT(1);
+        rec_items[1] = SHMOBJ_VAL_STR("two");
+        vc->val = SHMOBJ_VAL_RECORD(vc->shape, rec_items, 2);
+        break;
+    }
+    case VK_MLIST: vc->val = SHMOBJ_VAL_MLIST(); break;
+    case VK_MDICT: vc->val = SHMOBJ_VAL_MDICT(); break;
+    case VK_MSET: vc->val = SHMOBJ_VAL_MSET(); break;
+    case VK_LINK:
+    case VK_ADOPT: {
+        shmobj_view t;
+        assert_int_equal(shmobj_obj_put(seg, &SHMOBJ_VAL_LIST(vk_items, 2), &vc->made), 0);
+        assert_int_equal(shmobj_obj_get(seg, vc->made, &t), 0);
+        json_of(&t, vc->json, sizeof vc->json);
+        vc->val = k == VK_LINK ? SHMOBJ_VAL_LINK(vc->made) : SHMOBJ_VAL_ADOPT(vc->made);
+        return;
+    }
+    }
+    /* what the same description prints as an object of its own */
+    shmobj_ref r;
+    shmobj_view v;
+    int rc = shmobj_obj_put(seg, &vc->val, &r);
+    if (rc != 0)
+        fail_msg("%s put alone: %d", vk_name[k], rc);
+    assert_int_equal(shmobj_obj_get(seg, r, &v), 0);
+    json_of(&v, vc->json, sizeof vc->json);
+    assert_int_equal(shmobj_obj_free(seg, r), 0);
+}
+
+static int vk_hashable(int k)
+{
+    return k == VK_INT || k == VK_SSTR || k == VK_MSTR || k == VK_LSTR || k == VK_BYTES;
+}
+
+/* Put val in a container of kind ck: 0 with *outer and a view of the item,
+ * or the first error, *what naming the call. */
+static int put_in(shmobj_segment *seg, int ck, const shmobj_value *val, shmobj_ref *outer,
+                  shmobj_ref *shape, shmobj_view *item, const char **what)
+{
+    shmobj_view o;
+    int rc;
+    static const char *const f[] = {"f"};
+    *outer = 0;
+    *what = "put";
+    switch (ck) {
+    case CK_LIST:
+    case CK_TUPLE:
+    case CK_STRUCT: {
+        shmobj_value d = ck == CK_LIST    ? SHMOBJ_VAL_LIST(val, 1)
+                         : ck == CK_TUPLE ? SHMOBJ_VAL_TUPLE(val, 1)
+                                          : SHMOBJ_VAL_STRUCT(val, 1, f);
+        if ((rc = shmobj_obj_put(seg, &d, outer)) != 0)
+            return rc;
+        assert_int_equal(shmobj_obj_get(seg, *outer, &o), 0);
+        *what = "get";
+        return ck == CK_STRUCT ? shmobj_field_get(&o, "f", item) : shmobj_view_item(&o, 0, item);
+    }
+    case CK_DICT: {
+        shmobj_value kv[2] = {SHMOBJ_VAL_STR("k"), *val};
+        if ((rc = shmobj_obj_put(seg, &SHMOBJ_VAL_DICT(kv, 1), outer)) != 0)
+            return rc;
+        assert_int_equal(shmobj_obj_get(seg, *outer, &o), 0);
+        *what = "get";
+        return shmobj_view_get(&o, &SHMOBJ_VAL_STR("k"), item);
+    }
+    case CK_RECORD: {
+        /* a field of the value's own kind (a scalar, a string, bytes, a
+         * link), else of any object (kind NULL), beside an int */
+        uint32_t kind = SHMOBJ_TYPE_NULL;
+        switch (val->type) {
+        case SHMOBJ_TYPE_BOOL:
+        case SHMOBJ_TYPE_INT:
+        case SHMOBJ_TYPE_UINT:
+        case SHMOBJ_TYPE_DOUBLE:
+        case SHMOBJ_TYPE_STR:
+        case SHMOBJ_TYPE_BYTES:
+        case SHMOBJ_TYPE_LINK:
+            kind = val->type;
+            break;
+        default:
+            break;
+        }
+        shmobj_field fl[2] = {{"n", SHMOBJ_TYPE_INT, 0, 0}, {"f", kind, 0, 0}};
+        assert_int_equal(shmobj_shape_put(seg, fl, 2, shape), 0);
+        shmobj_value items[2] = {SHMOBJ_VAL_INT(7), *val};
+        /* the record holds a use of its shape: the caller frees the shape
+         * after the record */
+        if ((rc = shmobj_obj_put(seg, &SHMOBJ_VAL_RECORD(*shape, items, 2), outer)) != 0)
+            return rc;
+        assert_int_equal(shmobj_obj_get(seg, *outer, &o), 0);
+        *what = "get";
+        return shmobj_field_get(&o, "f", item);
+    }
+    default:
+        break;
+    }
+    shmobj_value d = ck == CK_MDICT  ? SHMOBJ_VAL_MDICT()
+                     : ck == CK_MSET ? SHMOBJ_VAL_MSET()
+                                     : SHMOBJ_VAL_MLIST();
+    assert_int_equal(shmobj_obj_put(seg, &d, outer), 0);
+    assert_int_equal(shmobj_obj_get(seg, *outer, &o), 0);
+    switch (ck) {
+    case CK_MLIST_APPEND:
+        *what = "mlist_append";
+        if ((rc = shmobj_mlist_append(&o, val)) != 0)
+            return rc;
+        break;
+    case CK_MLIST_SET:
+        assert_int_equal(shmobj_mlist_append(&o, &SHMOBJ_VAL_STR("placeholder long string")),
+                         0);
+        *what = "mlist_set";
+        if ((rc = shmobj_mlist_set(&o, 0, val)) != 0)
+            return rc;
+        break;
+    case CK_MLIST_INSERT:
+        assert_int_equal(shmobj_mlist_append(&o, &SHMOBJ_VAL_INT(5)), 0);
+        *what = "mlist_insert";
+        if ((rc = shmobj_mlist_insert(&o, 0, val)) != 0)
+            return rc;
+        break;
+    case CK_MDICT:
+        *what = "mdict_set";
+        if ((rc = shmobj_mdict_set(&o, &SHMOBJ_VAL_STR("k"), val)) != 0)
+            return rc;
+        *what = "mdict_get";
+        return shmobj_mdict_get(&o, &SHMOBJ_VAL_STR("k"), item);
+    case CK_MSET: {
+        *what = "mset_add";
+        if ((rc = shmobj_mset_add(&o, val)) != 0)
+            return rc;
+        shmobj_miter it;
+        assert_int_equal(shmobj_miter_init(&o, &it), 0);
+        *what = "miter_next";
+        return shmobj_miter_next(&it, item, NULL);
+    }
+    }
+    *what = "mlist_get";
+    return shmobj_mlist_get(&o, 0, item);
+}
+
+static uint64_t blocks_used(shmobj_segment *seg)
+{
+    shmobj_arena_stats st = {.struct_size = sizeof st};
+    assert_int_equal(shmobj_arena_stats_get(seg, &st), 0);
+    return st.used_blocks;
+}
+
+/* One value kind in one container kind; 0, or a message in msg. */
+static int round_trip(shmobj_segment *seg, int k, int ck, char *msg, size_t cap)
+{
+    struct vcase vc;
+    shmobj_ref outer = 0;
+    shmobj_view item, tgt;
+    const char *what;
+    char js[512];
+    uint64_t before = blocks_used(seg);
+    vcase_make(seg, k, &vc);
+    shmobj_ref cshape = 0;
+    int rc = put_in(seg, ck, &vc.val, &outer, &cshape, &item, &what);
+    if (rc != 0) {
+        snprintf(msg, cap, "%s: %d", what, rc);
+        goto out;
+    }
+    if ((rc = shmobj_view_follow(&item, &tgt)) != 0) {
+        snprintf(msg, cap, "follow: %d", rc);
+        goto out;
+    }
+    if (k == VK_LINK && shmobj_view_type(&item) != SHMOBJ_TYPE_LINK) {
+        snprintf(msg, cap, "a link's item is of type %d", shmobj_view_type(&item));
+        rc = -1;
+        goto out;
+    }
+    if ((rc = shmobj_view_json(&tgt, js, sizeof js, NULL)) != 0 || strcmp(js, vc.json) != 0) {
+        snprintf(msg, cap, "item JSON %d: %s, expected %s", rc, rc == 0 ? js : "", vc.json);
+        rc = rc ? rc : -1;
+        goto out;
+    }
+    if (ck == CK_MDICT) {
+        /* the field lookup of a dict reads the same slot */
+        shmobj_view fv, dv;
+        assert_int_equal(shmobj_obj_get(seg, outer, &dv), 0);
+        if ((rc = shmobj_field_get(&dv, "k", &fv)) != 0 ||
+            (rc = shmobj_view_follow(&fv, &fv)) != 0 ||
+            (rc = shmobj_view_json(&fv, js, sizeof js, NULL)) != 0 || strcmp(js, vc.json) != 0) {
+            snprintf(msg, cap, "field_get: %d", rc);
+            rc = rc ? rc : -1;
+            goto out;
+        }
+    }
+    /* a nested mutable container is one: it takes an item */
+    if (k == VK_MLIST || k == VK_MDICT || k == VK_MSET) {
+        rc = k == VK_MLIST   ? shmobj_mlist_append(&tgt, &SHMOBJ_VAL_INT(1))
+             : k == VK_MDICT ? shmobj_mdict_set(&tgt, &SHMOBJ_VAL_STR("a"), &SHMOBJ_VAL_INT(1))
+                             : shmobj_mset_add(&tgt, &SHMOBJ_VAL_INT(1));
+        const char *want = k == VK_MLIST ? "[1]" : k == VK_MDICT ? "{\"a\":1}" : "[1]";
+        if (rc == 0 && (rc = shmobj_view_json(&tgt, js, sizeof js, NULL)) == 0 &&
+            strcmp(js, want) != 0 && !(k == VK_MSET && strcmp(js, "{1}") == 0))
+            rc = -1;
+        if (rc != 0) {
+            snprintf(msg, cap, "nested change or its JSON: %d (%s)", rc, js);
+            goto out;
+        }
+    }
+    shmobj_view ov;
+    assert_int_equal(shmobj_obj_get(seg, outer, &ov), 0);
+    if ((rc = shmobj_view_json(&ov, js, sizeof js, NULL)) != 0) {
+        snprintf(msg, cap, "container JSON: %d", rc);
+        goto out;
+    }
+    if ((rc = shmobj_obj_check(seg, outer)) != 0) {
+        snprintf(msg, cap, "check: %d", rc);
+        goto out;
+    }
+    if (k == VK_ADOPT && (rc = shmobj_obj_free(seg, vc.made)) != SHMOBJ_EACCES) {
+        snprintf(msg, cap, "free of the adopted object: %d, not EACCES", rc);
+        rc = -1;
+        goto out;
+    }
+    rc = shmobj_obj_free(seg, outer);
+    outer = 0;
+    if (rc != 0) {
+        snprintf(msg, cap, "free: %d", rc);
+        goto out;
+    }
+    if (k == VK_ADOPT) {
+        shmobj_view gone;
+        if ((rc = shmobj_obj_get(seg, vc.made, &gone)) != SHMOBJ_ESTALE) {
+            snprintf(msg, cap, "the adopted object outlived its container: %d", rc);
+            rc = -1;
+            goto out;
+        }
+        vc.made = 0;
+    }
+    rc = 0;
+out:
+    if (outer != 0)
+        (void)shmobj_obj_free(seg, outer);
+    if (vc.made != 0 && k == VK_LINK) {
+        shmobj_view t;
+        if (rc == 0 && shmobj_obj_get(seg, vc.made, &t) != 0) {
+            snprintf(msg, cap, "the link's target went with the container");
+            rc = -1;
+        }
+    }
+    if (vc.made != 0)
+        (void)shmobj_obj_free(seg, vc.made);
+    if (vc.shape != 0)
+        (void)shmobj_shape_free(seg, vc.shape);
+    if (cshape != 0)
+        (void)shmobj_shape_free(seg, cshape);
+    if (rc == 0 && blocks_used(seg) != before) {
+        snprintf(msg, cap, "%lld blocks leaked",
+                 (long long)(blocks_used(seg) - before));
+        rc = -1;
+    }
+    return rc;
+}
+
+static void test_mut_every_value_kind_round_trips_every_container(void **state)
+{
+    struct fixture *f = *state;
+    int failed = 0;
+    vk_fill();
+    for (int k = 0; k < VK_N; k++) {
+        for (int ck = 0; ck < CK_N; ck++) {
+            if (ck == CK_MSET && !vk_hashable(k))
+                continue;
+            char msg[1200] = "";
+            if (round_trip(f->seg, k, ck, msg, sizeof msg) != 0) {
+                print_message("%s in %s: %s\n", vk_name[k], ck_name[ck], msg);
+                failed++;
+            }
+        }
+    }
+    assert_int_equal(failed, 0);
+}
+
+/* An object has one owner, mutable containers included: adopting an object
+ * that a container (fixed or mutable) owns is SHMOBJ_EOWNED; a change that
+ * fails gives the mark back (the caller still owns and may free it); a pop
+ * hands an adopted item back to the caller, who may free it. */
+static void test_mut_adopt_owned_once_eowned(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_view l, d, it;
+    shmobj_ref rl = make(f->seg, SHMOBJ_VAL_MLIST(), &l);
+    shmobj_ref rd = make(f->seg, SHMOBJ_VAL_MDICT(), &d);
+    shmobj_ref a, b, fixed;
+    assert_int_equal(shmobj_obj_put(f->seg, &SHMOBJ_VAL_STR("a long enough string a"), &a), 0);
+    assert_int_equal(shmobj_obj_put(f->seg, &SHMOBJ_VAL_STR("a long enough string b"), &b), 0);
+    /* owned by the dict: nobody else may adopt it */
+    assert_int_equal(shmobj_mdict_set(&d, &SHMOBJ_VAL_INT(1), &SHMOBJ_VAL_ADOPT(a)), 0);
+    assert_int_equal(shmobj_mdict_set(&d, &SHMOBJ_VAL_INT(2), &SHMOBJ_VAL_ADOPT(a)),
+                     SHMOBJ_EOWNED);
+    assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_ADOPT(a)), SHMOBJ_EOWNED);
+    assert_int_equal(shmobj_obj_put(f->seg, &SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_ADOPT(a)), &fixed),
+                     SHMOBJ_EOWNED);
+    assert_int_equal(shmobj_obj_free(f->seg, a), SHMOBJ_EACCES);
+    /* owned by a fixed list: the mutable containers refuse it */
+    assert_int_equal(shmobj_obj_put(f->seg, &SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_ADOPT(b)), &fixed), 0);
+    assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_ADOPT(b)), SHMOBJ_EOWNED);
+    assert_int_equal(shmobj_mdict_set(&d, &SHMOBJ_VAL_INT(3), &SHMOBJ_VAL_ADOPT(b)),
+                     SHMOBJ_EOWNED);
+    assert_int_equal(shmobj_obj_free(f->seg, fixed), 0);
+    /* a change that fails leaves the caller's object its own */
+    shmobj_ref c;
+    assert_int_equal(shmobj_obj_put(f->seg, &SHMOBJ_VAL_STR("a long enough string c"), &c), 0);
+    assert_int_equal(shmobj_mlist_insert(&l, 5, &SHMOBJ_VAL_ADOPT(c)), SHMOBJ_ERANGE);
+    assert_int_equal(shmobj_mlist_set(&l, 5, &SHMOBJ_VAL_ADOPT(c)), SHMOBJ_ERANGE);
+    assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_ADOPT(c)), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, c), SHMOBJ_EACCES);
+    /* popped: the caller's again */
+    shmobj_ref back = 0;
+    assert_int_equal(shmobj_mlist_pop(&l, -1, &back), 0);
+    assert_int_equal(back, c);
+    assert_int_equal(shmobj_obj_get(f->seg, back, &it), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, back), 0);
+    /* replaced: the dict frees the adopted object */
+    assert_int_equal(shmobj_mdict_set(&d, &SHMOBJ_VAL_INT(1), &SHMOBJ_VAL_NULL), 0);
+    assert_int_equal(shmobj_obj_get(f->seg, a, &it), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_obj_check(f->seg, rl), 0);
+    assert_int_equal(shmobj_obj_check(f->seg, rd), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, rl), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, rd), 0);
+}
+
+/* A shape that records still use is refused with SHMOBJ_EINUSE (not
+ * EBUSY: no process holds anything), also while a mutable dict holds the
+ * record. */
+static void test_mut_shape_with_records_einuse(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_view d;
+    shmobj_ref rd = make(f->seg, SHMOBJ_VAL_MDICT(), &d);
+    shmobj_field fl[1] = {{"x", SHMOBJ_TYPE_INT, 0, 0}};
+    shmobj_ref shape;
+    assert_int_equal(shmobj_shape_put(f->seg, fl, 1, &shape), 0);
+    shmobj_value items[1] = {SHMOBJ_VAL_INT(3)};
+    assert_int_equal(shmobj_mdict_set(&d, &SHMOBJ_VAL_STR("r"),
+                                      &SHMOBJ_VAL_RECORD(shape, items, 1)),
+                     0);
+    assert_int_equal(shmobj_shape_free(f->seg, shape), SHMOBJ_EINUSE);
+    assert_int_equal(shmobj_obj_free(f->seg, shape), SHMOBJ_EINUSE);
+    assert_int_equal(shmobj_mut_delete(&d, &SHMOBJ_VAL_STR("r")), 0);
+    assert_int_equal(shmobj_shape_free(f->seg, shape), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, rd), 0);
+}
+
+/* A link popped from a list comes back as an object of its own holding the
+ * link (the target untouched); popped with no out, nothing is freed but
+ * the slot. */
+static void test_mlist_pop_link_item_returns_link(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_view l, v, t;
+    shmobj_ref rl = make(f->seg, SHMOBJ_VAL_MLIST(), &l);
+    shmobj_ref target, back = 0;
+    assert_int_equal(shmobj_obj_put(f->seg, &SHMOBJ_VAL_STR("the link's target"), &target), 0);
+    assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_LINK(target)), 0);
+    assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_LINK(target)), 0);
+    assert_int_equal(shmobj_mlist_pop(&l, -1, &back), 0);
+    assert_int_equal(shmobj_obj_get(f->seg, back, &v), 0);
+    assert_int_equal(shmobj_view_type(&v), SHMOBJ_TYPE_LINK);
+    assert_int_equal(shmobj_view_follow(&v, &t), 0);
+    assert_int_equal(shmobj_view_type(&t), SHMOBJ_TYPE_STR);
+    assert_int_equal(shmobj_obj_free(f->seg, back), 0);
+    assert_int_equal(shmobj_mlist_pop(&l, -1, NULL), 0);
+    assert_int_equal(shmobj_obj_get(f->seg, target, &t), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, target), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, rl), 0);
+}
+
+/* ---- stalled processes at every step of the dict's and set's protocols --- */
+
+/* The steps, each with the arrival at which the armed worker stops. */
+static const struct {
+    const char *step;
+    unsigned nth;
+} md_steps[] = {
+    {"mdict.set.absent", 3},        {"mdict.insert.intent", 5},
+    {"mdict.insert.published", 5},  {"mdict.replace.drained", 3},
+    {"mdict.replace.stored", 3},    {"mdict.delete.seen", 3},
+    {"mdict.delete.hole", 3},       {"mdict.delete.unlocked", 3},
+    {"mdict.int.found", 3},         {"mdict.int.owned", 3},
+    {"mdict.int.added", 3},         {"mdict.int.locked", 1},
+    {"mdict.rebuild.allocated", 1}, {"mdict.rebuild.copied", 1},
+    {"mdict.rebuild.published", 1}, {"mdict.read.found", 5},
+    {"mdict.read.int", 5},          {"mdict.iter.found", 20},
+};
+
+#define MD_WORKERS 4 /* more than the CPUs, one of them stalled */
+#define MD_ROUNDS 60
+#define MD_STABLE 16
+#define MD_ADDS 8 /* adds to the shared counter per round */
+
+struct md_shared {
+    _Atomic int go[MD_WORKERS];
+    _Atomic uint64_t rounds[MD_WORKERS]; /* progress, for the parent's wait */
+    int line[MD_WORKERS];                /* where a worker failed */
+    int rc[MD_WORKERS];
+};
+
+static void md_key(char *k, size_t n, int w, int i)
+{
+    snprintf(k, n, "worker %d, key number %d", w, i);
+}
+
+/* Every stable key and member is returned exactly once by one iteration. */
+static int md_iter_stable(const shmobj_view *d, const shmobj_view *s)
+{
+    for (int which = 0; which < 2; which++) {
+        shmobj_miter it;
+        shmobj_view k;
+        int seen[MD_STABLE] = {0}, rc;
+        if (shmobj_miter_init(which ? s : d, &it) != 0)
+            return -1;
+        shmobj_miter before = it;
+        for (unsigned n = 0; (rc = shmobj_miter_next(&it, &k, NULL)) == 0; n++) {
+            int64_t x;
+            if (n > 100000)
+                return -2;
+            if (shmobj_view_type(&k) != SHMOBJ_TYPE_INT)
+                continue;
+            if (shmobj_int_get(&k, &x) == SHMOBJ_ESTALE) {
+                /* the body was rebuilt since the step: take it again from
+                 * a copy of the cursor made before it */
+                it = before;
+                continue;
+            }
+            before = it;
+            if (x <= -1 && x >= -MD_STABLE)
+                seen[-x - 1]++;
+        }
+        if (rc != SHMOBJ_ENOTFOUND)
+            return rc;
+        for (int j = 0; j < MD_STABLE; j++)
+            if (seen[j] != 1)
+                return -3;
+    }
+    return 0;
+}
+
+#define MD_TRY(expr, want)                                                                     \
+    do {                                                                                       \
+        int rc_ = (expr);                                                                      \
+        if (rc_ != (want)) {                                                                   \
+            sh->line[w] = __LINE__;                                                            \
+            sh->rc[w] = rc_;                                                                   \
+            return 1;                                                                          \
+        }                                                                                      \
+    } while (0)
+
+/* One worker's changes, each checked as it is acknowledged: its own keys
+ * set (an int, then a string over it), read back, some deleted; its own
+ * int keys set and read; the shared counter added to; its own set members
+ * added, some deleted; iterations that must return every stable key once. */
+static int md_worker(shmobj_segment *seg, shmobj_ref rd, shmobj_ref rs, int w,
+                     struct md_shared *sh)
+{
+    shmobj_view d, s, v;
+    shmobj_key ctr;
+    MD_TRY(shmobj_obj_get(seg, rd, &d), 0);
+    MD_TRY(shmobj_obj_get(seg, rs, &s), 0);
+    MD_TRY(shmobj_key_init(&ctr, &SHMOBJ_VAL_STR("counter")), 0);
+    while (!atomic_load(&sh->go[w]))
+        sched_yield();
+    for (int i = 0; i < MD_ROUNDS; i++) {
+        char k[64], val[32];
+        const char *got;
+        size_t gl;
+        int64_t x;
+        md_key(k, sizeof k, w, i);
+        snprintf(val, sizeof val, "value %d of %d", i, w);
+        shmobj_value key = SHMOBJ_VAL_STR(k), ik = SHMOBJ_VAL_INT(1000 * (w + 1) + i);
+        /* adds in a row, first (a stalled adder's word holds up a writer
+         * that must wait for it, not an adder): some meet another adder's
+         * word, or a writer's lock, and take the lock themselves */
+        for (int a = 0; a < MD_ADDS; a++)
+            MD_TRY(shmobj_mdict_int_add(&d, &ctr, 1, NULL), 0);
+        MD_TRY(shmobj_mdict_set(&d, &key, &SHMOBJ_VAL_INT(i)), 0);
+        MD_TRY(shmobj_mdict_set(&d, &key, &SHMOBJ_VAL_STR(val)), 0);
+        MD_TRY(shmobj_mdict_get(&d, &key, &v), 0);
+        MD_TRY(shmobj_str_get(&v, &got, &gl), 0);
+        MD_TRY(strcmp(got, val), 0);
+        MD_TRY(shmobj_mdict_set(&d, &ik, &SHMOBJ_VAL_INT(i)), 0);
+        shmobj_key ikk;
+        MD_TRY(shmobj_key_init(&ikk, &ik), 0);
+        MD_TRY(shmobj_mdict_get_int(&d, &ikk, &x), 0);
+        MD_TRY(x == i, 1);
+        MD_TRY(shmobj_mset_add(&s, &ik), 0);
+        MD_TRY(shmobj_mut_contains(&s, &ik), 0);
+        if (i % 3 == 0) {
+            MD_TRY(shmobj_mut_delete(&d, &key), 0);
+            MD_TRY(shmobj_mut_contains(&d, &key), SHMOBJ_ENOTFOUND);
+        }
+        if (i % 4 == 0) {
+            MD_TRY(shmobj_mut_delete(&s, &ik), 0);
+            MD_TRY(shmobj_mut_contains(&s, &ik), SHMOBJ_ENOTFOUND);
+        }
+        if (i % 10 == 9)
+            MD_TRY(md_iter_stable(&d, &s), 0);
+        atomic_fetch_add(&sh->rounds[w], 1);
+    }
+    return 0;
+}
+
+/* After the run: every acknowledged change is there exactly once. */
+static void md_check_model(shmobj_segment *seg, shmobj_ref rd, shmobj_ref rs, const char *step)
+{
+    shmobj_view d, s, v;
+    assert_int_equal(shmobj_obj_get(seg, rd, &d), 0);
+    assert_int_equal(shmobj_obj_get(seg, rs, &s), 0);
+    size_t want_d = MD_STABLE + 1, want_s = MD_STABLE;
+    for (int w = 0; w < MD_WORKERS; w++) {
+        for (int i = 0; i < MD_ROUNDS; i++) {
+            char k[64], val[32];
+            const char *got;
+            size_t gl;
+            int64_t x;
+            md_key(k, sizeof k, w, i);
+            snprintf(val, sizeof val, "value %d of %d", i, w);
+            shmobj_value ik = SHMOBJ_VAL_INT(1000 * (w + 1) + i);
+            int rc = shmobj_mdict_get(&d, &SHMOBJ_VAL_STR(k), &v);
+            if (i % 3 == 0) {
+                if (rc != SHMOBJ_ENOTFOUND)
+                    fail_msg("%s: deleted key %s: %d", step, k, rc);
+            } else {
+                if (rc != 0 || shmobj_str_get(&v, &got, &gl) != 0 || strcmp(got, val) != 0)
+                    fail_msg("%s: key %s lost or wrong: %d", step, k, rc);
+                want_d++;
+            }
+            assert_int_equal(shmobj_mdict_get(&d, &ik, &v), 0);
+            assert_int_equal(shmobj_int_get(&v, &x), 0);
+            assert_int_equal(x, i);
+            want_d++;
+            rc = shmobj_mut_contains(&s, &ik);
+            assert_int_equal(rc, i % 4 == 0 ? SHMOBJ_ENOTFOUND : 0);
+            want_s += i % 4 != 0;
+        }
+    }
+    int64_t total;
+    assert_int_equal(shmobj_mdict_get(&d, &SHMOBJ_VAL_STR("counter"), &v), 0);
+    assert_int_equal(shmobj_int_get(&v, &total), 0);
+    if (total != MD_WORKERS * MD_ROUNDS * MD_ADDS)
+        fail_msg("%s: the counter is %lld after %d acknowledged adds", step, (long long)total,
+                 MD_WORKERS * MD_ROUNDS * MD_ADDS);
+    assert_int_equal(len_of(&d), want_d);
+    assert_int_equal(len_of(&s), want_s);
+    unsigned steps;
+    assert_int_equal(iterate_bounded(&d, 100000, &steps), SHMOBJ_ENOTFOUND);
+    assert_int_equal(steps, want_d);
+    assert_int_equal(iterate_bounded(&s, 100000, &steps), SHMOBJ_ENOTFOUND);
+    assert_int_equal(steps, want_s);
+    assert_int_equal(md_iter_stable(&d, &s), 0);
+    assert_int_equal(shmobj_obj_check(seg, rd), 0);
+    assert_int_equal(shmobj_obj_check(seg, rs), 0);
+}
+
+/* One run: worker 0 stops at its nth arrival at `step`; the parent waits
+ * for the stop, lets the others go on (bounded: they may be waiting for
+ * the lock the stalled one holds), resumes it and checks the model. 1 when
+ * the step was reached, 0 when worker 0 ended without reaching it. */
+static int md_stall_run(shmobj_segment *seg, const char *step, unsigned nth, int pinned)
+{
+    /* the add under the lock is taken when another adder holds the word:
+     * worker 1 is stopped holding it first */
+    const char *helper = strcmp(step, "mdict.int.locked") == 0 ? "mdict.int.owned" : NULL;
+    shmobj_view d, s;
+    shmobj_ref rd = make(seg, SHMOBJ_VAL_MDICT(), &d);
+    shmobj_ref rs = make(seg, SHMOBJ_VAL_MSET(), &s);
+    for (int j = 1; j <= MD_STABLE; j++) {
+        assert_int_equal(shmobj_mdict_set(&d, &SHMOBJ_VAL_INT(-j), &SHMOBJ_VAL_INT(j)), 0);
+        assert_int_equal(shmobj_mset_add(&s, &SHMOBJ_VAL_INT(-j)), 0);
+    }
+    assert_int_equal(shmobj_mdict_set(&d, &SHMOBJ_VAL_STR("counter"), &SHMOBJ_VAL_INT(0)), 0);
+    struct md_shared *sh = shared_page(sizeof *sh);
+    pid_t pid[MD_WORKERS];
+    for (int w = 0; w < MD_WORKERS; w++) {
+        pid[w] = fork();
+        assert_true(pid[w] >= 0);
+        if (pid[w] == 0) {
+            if (pinned)
+                test_stall_pin(0);
+            if (w == 0)
+                test_stall_arm(step, nth, TEST_STALL_STOP, 0);
+            if (w == 1 && helper != NULL)
+                test_stall_arm(helper, 1, TEST_STALL_STOP, 0);
+            _exit(md_worker(seg, rd, rs, w, sh));
+        }
+    }
+    int st = 0, helped = 0, reached = 0;
+    if (helper != NULL) {
+        /* worker 1 first, stopped holding the adder word; then worker 0,
+         * whose first add meets it; then the others */
+        atomic_store(&sh->go[1], 1);
+        helped = test_stall_wait_stopped(pid[1], 20000, &st);
+        if (helped != 1)
+            fail_msg("%s: worker 1 did not stop there (%d)", helper, helped);
+        atomic_store(&sh->go[0], 1);
+        reached = test_stall_wait_stopped(pid[0], 20000, &st);
+        if (reached != 1)
+            fail_msg("%s: worker 0 did not stop there (%d)", step, reached);
+    }
+    for (int w = 0; w < MD_WORKERS; w++)
+        atomic_store(&sh->go[w], 1);
+    if (helper == NULL)
+        reached = test_stall_wait_stopped(pid[0], 20000, &st);
+    if (reached < 0)
+        fail_msg("%s: worker 0 neither stopped nor ended", step);
+    if (reached == 1) {
+        /* the others go on while it is stopped, for a bounded while */
+        uint64_t from = 0;
+        for (int w = 1; w < MD_WORKERS; w++)
+            from += atomic_load(&sh->rounds[w]);
+        for (int ms = 0; ms < 300; ms++) {
+            uint64_t now = 0;
+            for (int w = 1; w < MD_WORKERS; w++)
+                now += atomic_load(&sh->rounds[w]);
+            if (now >= from + 20 || now == (uint64_t)(MD_WORKERS - 1) * MD_ROUNDS)
+                break;
+            usleep(1000);
+        }
+        test_stall_resume(pid[0]);
+    }
+    if (helped == 1)
+        test_stall_resume(pid[1]);
+    for (int w = 0; w < MD_WORKERS; w++) {
+        if ((w != 0 || reached == 1) && (w != 1 || helped != 0 || helper == NULL))
+            assert_int_equal(waitpid(pid[w], &st, 0), pid[w]);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            fail_msg("%s: worker %d failed at line %d with %d (status %d)", step, w, sh->line[w],
+                     sh->rc[w], st);
+    }
+    if (reached == 1)
+        md_check_model(seg, rd, rs, step);
+    munmap(sh, sizeof *sh);
+    assert_int_equal(shmobj_obj_free(seg, rd), 0);
+    assert_int_equal(shmobj_obj_free(seg, rs), 0);
+    return reached == 1;
+}
+
+/* Every step of the dict's and set's protocols (set, insert, replace,
+ * delete, the int add with and without the lock, the rebuild, the
+ * lock-free reads and iteration): a worker stopped there while three others
+ * change the same dict and set, then resumed, loses and doubles nothing;
+ * once spread over the CPUs and once with every process on one CPU. */
+static void test_mdict_stall_every_step_model_holds(void **state)
+{
+    struct fixture *f = *state;
+    for (int pinned = 0; pinned < 2; pinned++) {
+        for (size_t i = 0; i < sizeof md_steps / sizeof md_steps[0]; i++) {
+            int reached = 0;
+            /* a step some other worker may take first (a rebuild): a few tries */
+            for (int t = 0; t < 5 && !reached; t++)
+                reached = md_stall_run(f->seg, md_steps[i].step, md_steps[i].nth, pinned);
+            if (!reached)
+                fail_msg("step %s was never reached", md_steps[i].step);
+        }
+    }
 }
 
 int main(void)
@@ -3410,6 +4247,15 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_mlist_append_four_procs_spaced_no_loss, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_mlist_append_three_procs_one_cpu_no_loss, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_mdict_iter_damaged_orders_ends_ecorrupt, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_mut_every_value_kind_round_trips_every_container,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mut_adopt_owned_once_eowned, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mut_shape_with_records_einuse, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mlist_pop_link_item_returns_link, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mdict_stall_every_step_model_holds, setup,
                                         teardown),
     };
     test_filter_from_env();

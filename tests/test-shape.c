@@ -85,7 +85,7 @@ static void test_adopt_put_container_owns_object(void **state)
 
 /* An object can have one owner: a second adoption is refused, also twice
  * in one description, and a refused put takes its marks back. */
-static void test_adopt_put_owned_twice_ebusy(void **state)
+static void test_adopt_put_owned_twice_eowned(void **state)
 {
     struct shmobj__space *sp = *state;
     shmobj_ref a = put(state, SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_INT(1)));
@@ -94,12 +94,12 @@ static void test_adopt_put_owned_twice_ebusy(void **state)
     uint64_t live = space_heap_live(sp);
     shmobj_value twice = SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_ADOPT(b), SHMOBJ_VAL_ADOPT(a),
                                             SHMOBJ_VAL_ADOPT(a));
-    assert_int_equal(shmobj_obj_put(SEG(sp), &twice, &r), SHMOBJ_EBUSY);
+    assert_int_equal(shmobj_obj_put(SEG(sp), &twice, &r), SHMOBJ_EOWNED);
     assert_int_equal(space_heap_live(sp), live);
     /* neither stayed marked: both can be adopted, and freed, still */
     shmobj_ref c1 = put(state, SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_ADOPT(a), SHMOBJ_VAL_ADOPT(b)));
     shmobj_value again = SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_ADOPT(a));
-    assert_int_equal(shmobj_obj_put(SEG(sp), &again, &r), SHMOBJ_EBUSY);
+    assert_int_equal(shmobj_obj_put(SEG(sp), &again, &r), SHMOBJ_EOWNED);
     assert_int_equal(shmobj_obj_free(SEG(sp), c1), 0);
     assert_int_equal(space_heap_live(sp), live - 2);
 }
@@ -543,7 +543,7 @@ static void test_record_put_struct_reads_c_struct(void **state)
     assert_int_equal(shmobj_view_follow(&fv, &fv), 0);
     assert_int_equal(shmobj_view_type(&fv), SHMOBJ_TYPE_STR);
     /* the inventory is the record's now */
-    assert_int_equal(shmobj_record_put_struct(SEG(sp), shape, &c, &r2), SHMOBJ_EBUSY);
+    assert_int_equal(shmobj_record_put_struct(SEG(sp), shape, &c, &r2), SHMOBJ_EOWNED);
     c.inventory = SHMOBJ_REF_NULL;
     c.friend_ = SHMOBJ_REF_NULL;
     assert_int_equal(shmobj_record_put_struct(SEG(sp), shape, &c, &r2), SHMOBJ_EINVAL);
@@ -673,7 +673,7 @@ static void test_shape_put_bad_fields_einval(void **state)
 
 /* A shape in use cannot be freed; every way a record goes gives its use
  * back: a free, a free of the list holding it, a replacement. */
-static void test_shape_free_in_use_ebusy(void **state)
+static void test_shape_free_in_use_einuse(void **state)
 {
     struct shmobj__space *sp = *state;
     shmobj_ref shape = player_shape(state), r;
@@ -682,9 +682,9 @@ static void test_shape_free_in_use_ebusy(void **state)
         recs[i] = player(shape, items[i], i, "p");
     shmobj_ref one = put(state, recs[0]);
     shmobj_ref list = put(state, SHMOBJ_VAL_LIST(recs, 3));
-    assert_int_equal(shmobj_shape_free(SEG(sp), shape), SHMOBJ_EBUSY);
+    assert_int_equal(shmobj_shape_free(SEG(sp), shape), SHMOBJ_EINUSE);
     assert_int_equal(shmobj_obj_free(SEG(sp), one), 0);
-    assert_int_equal(shmobj_shape_free(SEG(sp), shape), SHMOBJ_EBUSY);
+    assert_int_equal(shmobj_shape_free(SEG(sp), shape), SHMOBJ_EINUSE);
     /* replace two of the list's records by null: their uses go at once */
     shmobj_view v, it;
     shmobj_value nul = SHMOBJ_VAL_NULL;
@@ -693,7 +693,7 @@ static void test_shape_free_in_use_ebusy(void **state)
         assert_int_equal(shmobj_view_item(&v, i, &it), 0);
         assert_int_equal(shmobj_view_set(&it, &nul), 0);
     }
-    assert_int_equal(shmobj_shape_free(SEG(sp), shape), SHMOBJ_EBUSY);
+    assert_int_equal(shmobj_shape_free(SEG(sp), shape), SHMOBJ_EINUSE);
     assert_int_equal(shmobj_obj_free(SEG(sp), list), 0);
     assert_int_equal(shmobj_obj_free(SEG(sp), shape), 0); /* obj_free of a shape: the same */
     assert_int_equal(shmobj_shape_free(SEG(sp), shape), SHMOBJ_ESTALE);
@@ -799,10 +799,10 @@ static void test_shape_uses_many_records_counted(void **state)
     shmobj_ref owner = put(state, SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_ADOPT(owned)));
     recs[N] = SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_ADOPT(owned));
     uint64_t live = space_heap_live(sp);
-    assert_int_equal(shmobj_obj_put(SEG(sp), &SHMOBJ_VAL_LIST(recs, N + 1), &r), SHMOBJ_EBUSY);
+    assert_int_equal(shmobj_obj_put(SEG(sp), &SHMOBJ_VAL_LIST(recs, N + 1), &r), SHMOBJ_EOWNED);
     assert_int_equal(space_heap_live(sp), live);
     assert_int_equal(shmobj_obj_free(SEG(sp), owner), 0);
-    assert_int_equal(shmobj_shape_free(SEG(sp), shape), SHMOBJ_EBUSY);
+    assert_int_equal(shmobj_shape_free(SEG(sp), shape), SHMOBJ_EINUSE);
     assert_int_equal(shmobj_obj_free(SEG(sp), list), 0);
     assert_int_equal(shmobj_shape_free(SEG(sp), shape), 0);
 }
@@ -865,7 +865,7 @@ static int race_freer(void *p)
             atomic_store(&r->freed, 1);
             return 0;
         }
-        if (rc != SHMOBJ_EBUSY)
+        if (rc != SHMOBJ_EINUSE)
             return 1;
     }
     return 3; /* the putter never let go: impossible, it frees each record */
@@ -1034,11 +1034,11 @@ static void test_shape_uses_process_killed_anywhere(void **state)
             assert_int_equal(shmobj_obj_get(seg, r, &v), 0);
             assert_int_equal(shmobj_item_int_get(&v, 0, &x), 0);
             assert_int_equal(x, 5);
-            assert_int_equal(shmobj_shape_free(seg, a.shape), SHMOBJ_EBUSY);
+            assert_int_equal(shmobj_shape_free(seg, a.shape), SHMOBJ_EINUSE);
             assert_int_equal(shmobj_obj_free(seg, r), 0);
         }
         int rc = shmobj_shape_free(seg, a.shape);
-        assert_true(rc == 0 || rc == SHMOBJ_EBUSY);
+        assert_true(rc == 0 || rc == SHMOBJ_EINUSE);
         if (rc == 0)
             freed++;
         else
@@ -1098,7 +1098,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(test_adopt_put_container_owns_object),
         T(test_record_tuple_of_str_packed_replaceable),
-        T(test_adopt_put_owned_twice_ebusy),
+        T(test_adopt_put_owned_twice_eowned),
         T(test_adopt_put_shape_or_scalar_refused),
         T(test_adopt_view_set_frees_adopted),
         T(test_link_follow_freed_target_estale),
@@ -1112,7 +1112,7 @@ int main(void)
         T(test_record_put_fields_reads_only_callers_table),
         T(test_record_put_mismatch_einval),
         T(test_shape_put_bad_fields_einval),
-        T(test_shape_free_in_use_ebusy),
+        T(test_shape_free_in_use_einuse),
         T(test_record_check_damage_ecorrupt),
         T(test_shape_uses_many_records_counted),
         T(test_shape_json_names_kinds),

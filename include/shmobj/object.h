@@ -484,7 +484,7 @@ SHMOBJ_API int shmobj_obj_size(const shmobj_value *val, size_t *bytes);
  *         shape, names a block of the wrong kind
  * @retval SHMOBJ_ESTALE an adopted or linked object, or a record's shape,
  *         was freed (or the shape is being freed)
- * @retval SHMOBJ_EBUSY an adopted object is owned by a container already
+ * @retval SHMOBJ_EOWNED an adopted object is owned by a container already
  * @retval SHMOBJ_ENOMEM the segment has no block that large
  * @retval SHMOBJ_ECORRUPT the segment's heap, or a shape the description
  *         names, is damaged
@@ -592,7 +592,7 @@ SHMOBJ_API int shmobj_obj_put_buffer(shmobj_segment *seg, unsigned dtype,
  * @retval SHMOBJ_ESTALE the object was already freed (perhaps reused)
  * @retval SHMOBJ_EACCES the object was adopted by a container, which owns
  *         it (left alone)
- * @retval SHMOBJ_EBUSY ref names a shape that records still use (left
+ * @retval SHMOBJ_EINUSE ref names a shape that records still use (left
  *         alone; see shmobj_shape_free())
  * @retval SHMOBJ_ECORRUPT the object's header or tree is damaged (the blocks
  *         that could be reached are freed)
@@ -918,7 +918,7 @@ SHMOBJ_API int shmobj_view_get_key(const shmobj_view *view, const shmobj_key *ke
  * @retval SHMOBJ_ETYPE the value's kind does not fit the slot
  * @retval SHMOBJ_EACCES the item is immutable (tuple item, key, member)
  * @retval SHMOBJ_ENOMEM the segment is full (nothing changed)
- * @retval SHMOBJ_EBUSY the new value adopts an object owned already
+ * @retval SHMOBJ_EOWNED the new value adopts an object owned already
  *         (nothing changed)
  * @retval SHMOBJ_ESTALE the block holding the slot was freed (see
  *         ::shmobj_view), or an object or shape the new value refers to
@@ -1267,11 +1267,18 @@ SHMOBJ_API const char *shmobj_dtype_name(unsigned dtype);
  * if it had been written inline, and freeing the container (or replacing
  * that item) frees it. From then on the object belongs to the container:
  * shmobj_obj_free() of it is refused with SHMOBJ_EACCES, and adopting it a
- * second time (in another put, or twice in one description) with
- * SHMOBJ_EBUSY. An object is marked as adopted in its block's header by one
- * atomic operation while the container is written (past 16 marks and
- * shape uses in one put, once it is written), always before its reference
- * is returned; a put that fails takes its marks back. A shape
+ * second time (in another put, twice in one description, or as an item of
+ * a mutable container) with SHMOBJ_EOWNED. An object is marked as adopted
+ * in its block's header by one atomic operation while the container is
+ * written (past 16 marks and shape uses in one put, once it is written),
+ * always before its reference is returned; a put that fails takes its
+ * marks back. A mutable container (list, dict) adopts an item the same
+ * way: marked before the item is stored, the mark given back when the
+ * change fails (the caller still owns the object), and cleared when
+ * shmobj_mlist_pop() hands the item back to a caller, who then owns (and
+ * may free) it; deleting, replacing or clearing the item frees it. A
+ * link is held in a mutable container's slot as in a fixed one's. A
+ * shape
  * (SHMOBJ_TYPE_SHAPE) cannot be adopted (SHMOBJ_ETYPE: its records would
  * lose it), nor an object whose value is a scalar or null (SHMOBJ_ETYPE:
  * put it inside a container instead). The library cannot tell a named
@@ -1398,7 +1405,7 @@ SHMOBJ_API int shmobj_link_get(const shmobj_view *view, shmobj_ref *ref);
  * record holds a use of its shape, taken (an atomic add on the shape's
  * use count) before the record is written and given back when the record
  * goes (its block freed, or the item holding it replaced); freeing a shape
- * still in use is refused with SHMOBJ_EBUSY. A shape being freed is
+ * still in use is refused with SHMOBJ_EINUSE. A shape being freed is
  * marked first (one compare-and-swap from a count of 0), so a record put
  * racing the free either takes its use first (and the free is refused) or
  * is refused itself with SHMOBJ_ESTALE. A process killed between two
@@ -1461,7 +1468,7 @@ SHMOBJ_API int shmobj_shape_put(shmobj_segment *seg, const shmobj_field *fields,
  * @retval SHMOBJ_EINVAL NULL seg or null ref, or ref names no block of this
  *         segment
  * @retval SHMOBJ_ETYPE ref names something other than a shape
- * @retval SHMOBJ_EBUSY records of the shape still exist (nothing freed)
+ * @retval SHMOBJ_EINUSE records of the shape still exist (nothing freed)
  * @retval SHMOBJ_ESTALE the shape was already freed, or another process is
  *         freeing it
  * @retval SHMOBJ_ECORRUPT the shape's block is damaged
@@ -1495,7 +1502,7 @@ SHMOBJ_API int shmobj_shape_free(shmobj_segment *seg, shmobj_ref shape);
  *         is not an object (or cannot be adopted, see "References")
  * @retval SHMOBJ_ESTALE the shape (or a referred object) was freed or is
  *         being freed
- * @retval SHMOBJ_EBUSY an adopted object is owned already
+ * @retval SHMOBJ_EOWNED an adopted object is owned already
  * @retval SHMOBJ_ENOMEM the segment is full
  * @retval SHMOBJ_ECORRUPT the shape or the segment's heap is damaged
  * @note Thread- and process-safe. The record is private to the caller
@@ -1539,7 +1546,7 @@ SHMOBJ_API int shmobj_record_put_struct(shmobj_segment *seg, shmobj_ref shape,
  *         is not an object (or cannot be adopted, see "References")
  * @retval SHMOBJ_ESTALE the shape (or a referred object) was freed or is
  *         being freed
- * @retval SHMOBJ_EBUSY an adopted object is owned already
+ * @retval SHMOBJ_EOWNED an adopted object is owned already
  * @retval SHMOBJ_ENOMEM the segment is full
  * @retval SHMOBJ_ECORRUPT the shape or the segment's heap is damaged
  * @note Thread- and process-safe. The record is private to the caller
@@ -1654,6 +1661,8 @@ SHMOBJ_API int shmobj_record_shape(const shmobj_view *view, shmobj_ref *shape);
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument or bad description
  * @retval SHMOBJ_ETYPE list is not a growable list
+ * @retval SHMOBJ_EOWNED val adopts (SHMOBJ_VAL_ADOPT()) an object that a
+ *         container owns already (nothing changed)
  * @retval SHMOBJ_ENOMEM the segment is full (nothing changed)
  * @retval SHMOBJ_ESTALE the list's block was freed
  * @retval SHMOBJ_ECORRUPT the list is damaged
@@ -1679,6 +1688,8 @@ SHMOBJ_API int shmobj_mlist_append(const shmobj_view *list, const shmobj_value *
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument or bad description
  * @retval SHMOBJ_ETYPE list is not a growable list
+ * @retval SHMOBJ_EOWNED val adopts (SHMOBJ_VAL_ADOPT()) an object that a
+ *         container owns already (nothing changed)
  * @retval SHMOBJ_ERANGE i > length
  * @retval SHMOBJ_ENOMEM the segment is full (nothing changed)
  * @retval SHMOBJ_ESTALE the list's block was freed
@@ -1744,6 +1755,8 @@ SHMOBJ_API int shmobj_mlist_delete(const shmobj_view *list, size_t i);
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument or bad description
  * @retval SHMOBJ_ETYPE list is not a growable list
+ * @retval SHMOBJ_EOWNED val adopts (SHMOBJ_VAL_ADOPT()) an object that a
+ *         container owns already (nothing changed)
  * @retval SHMOBJ_ERANGE i >= length
  * @retval SHMOBJ_ENOMEM the segment is full (nothing changed)
  * @retval SHMOBJ_ESTALE the list's block was freed
@@ -1829,6 +1842,8 @@ SHMOBJ_API int shmobj_mlist_get_int(const shmobj_view *list, size_t i, int64_t *
  * @retval SHMOBJ_EINVAL NULL argument, a key of another kind, invalid UTF-8
  *         or a bad description
  * @retval SHMOBJ_ETYPE dict is not a mutable dict
+ * @retval SHMOBJ_EOWNED val adopts (SHMOBJ_VAL_ADOPT()) an object that a
+ *         container owns already (nothing changed)
  * @retval SHMOBJ_ENOMEM the segment is full (nothing changed)
  * @retval SHMOBJ_ERANGE the dict holds 2^31 pair places
  * @retval SHMOBJ_ESTALE the dict's block was freed
@@ -1997,11 +2012,14 @@ SHMOBJ_API int shmobj_miter_init(const shmobj_view *c, shmobj_miter *it);
  * @retval SHMOBJ_ENOTFOUND no more keys
  * @retval SHMOBJ_EINVAL NULL cursor
  * @retval SHMOBJ_ESTALE the container's block was freed
- * @retval SHMOBJ_ECORRUPT the container is damaged
+ * @retval SHMOBJ_ECORRUPT the container is damaged (damaged insertion
+ *         orders included: an iteration always ends, within as many calls
+ *         as the container has places, with SHMOBJ_ENOTFOUND or this)
  * @retval SHMOBJ_EBUSY a live process held the container's lock for 10 s
  *         while this reader waited for it
  * @note Thread- and process-safe; lock-free as shmobj_mdict_get(). O(log n)
- *       per call (a search of the insertion orders). The views returned
+ *       per call (a search of the insertion orders), and O(n) once, in the
+ *       call that ends the iteration (the orders proven). The views returned
  *       follow "Views of items": a scalar key or value lies in the body,
  *       so a rebuild by another process makes a view of it SHMOBJ_ESTALE.
  *       The cursor is plain caller memory: copy it before the call, and

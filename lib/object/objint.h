@@ -248,6 +248,15 @@ int shmobj__index_find(const shmobj_view *v, const shmobj_key *key, size_t *out,
 int shmobj__obj_put(struct shmobj__space *sp, const shmobj_value *val,
                     shmobj__ref *out);
 
+/* objref.c: a reference given as a mutable container's item, taken as
+ * its slot holds it. A link (adopt 0): checked as a put checks it. An
+ * adoption (adopt 1): checked, then the block's ADOPTED mark taken
+ * (SHMOBJ_EOWNED when another container holds it). shmobj__ref_unadopt()
+ * gives the mark back: a change that failed after the take, or an item
+ * handed to the caller (a pop). */
+int shmobj__ref_take(struct shmobj__space *sp, shmobj__ref ref, int adopt);
+void shmobj__ref_unadopt(struct shmobj__space *sp, shmobj__ref ref);
+
 /* objfree.c: free the block `ref` names and every separate block it
  * reaches; from_caller as for shmobj__tree_open(). Charges *budget one
  * unit per slot walked. */
@@ -335,7 +344,7 @@ void shmobj__shape_unuse(struct shmobj__space *sp, shmobj__ref shape);
 void shmobj__shape_unuse_view(struct shmobj__space *sp, const shmobj_view *rec);
 
 /* Free the shape block at ref (already opened as a tree at blk): refused
- * with SHMOBJ_EBUSY while records use it. */
+ * with SHMOBJ_EINUSE while records use it. */
 int shmobj__shape_free(struct shmobj__space *sp, shmobj__ref ref, uint64_t blk);
 
 #endif /* SHMOBJ_OBJINT_H */

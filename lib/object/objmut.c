@@ -197,9 +197,25 @@ int shmobj__mut_item_make(struct shmobj__space *sp, const shmobj_value *val,
                           struct shmobj__mitem *it)
 {
     it->child = 0;
+    it->adopted = 0;
     if (val->reserved != 0)
         return SHMOBJ_EINVAL;
     switch (val->type) {
+    case SHMOBJ_TYPE_LINK:
+    case SHMOBJ_TYPE_ADOPT: {
+        /* held as a fixed container's slot holds them (objemit.c): a link
+         * in a link slot, an adopted object in an object slot naming its
+         * block, which is then this item's child */
+        int adopt = val->type == SHMOBJ_TYPE_ADOPT;
+        int rc = shmobj__ref_take(sp, val->v.ref, adopt);
+        if (rc != 0)
+            return rc;
+        it->tag = adopt ? SHMOBJ__SLOT_OBJ : SHMOBJ__SLOT_LINK;
+        it->payload = val->v.ref;
+        it->child = adopt ? val->v.ref : 0;
+        it->adopted = (uint8_t)adopt;
+        return 0;
+    }
     case SHMOBJ_TYPE_BOOL:
         if (val->v.b != 0 && val->v.b != 1)
             return SHMOBJ_EINVAL;
@@ -229,6 +245,42 @@ int shmobj__mut_item_make(struct shmobj__space *sp, const shmobj_value *val,
         return 0;
     }
     }
+}
+
+int shmobj__mut_item_value(uint8_t tag, uint64_t payload, shmobj_value *v)
+{
+    memset(v, 0, sizeof *v);
+    switch (tag) {
+    case SHMOBJ__SLOT_OBJ:
+        if (payload != 0)
+            return SHMOBJ_ECORRUPT; /* a child, not an inline item */
+        v->type = SHMOBJ_TYPE_NULL;
+        return 0;
+    case SHMOBJ__SLOT_BOOL:
+        v->type = SHMOBJ_TYPE_BOOL;
+        v->v.b = payload != 0;
+        return 0;
+    case SHMOBJ__SLOT_INT:
+    case SHMOBJ__SLOT_UINT:
+    case SHMOBJ__SLOT_DOUBLE:
+        v->type = tag; /* a scalar slot's tag is its kind */
+        memcpy(&v->v, &payload, sizeof payload);
+        return 0;
+    case SHMOBJ__SLOT_LINK:
+        v->type = SHMOBJ_TYPE_LINK;
+        v->v.ref = payload;
+        return 0;
+    default:
+        return SHMOBJ_ECORRUPT;
+    }
+}
+
+void shmobj__mut_item_drop(struct shmobj__space *sp, const struct shmobj__mitem *it)
+{
+    if (it->adopted)
+        shmobj__ref_unadopt(sp, it->child);
+    else
+        shmobj__mut_child_free(sp, it->child);
 }
 
 void shmobj__mut_child_free(struct shmobj__space *sp, shmobj__ref child)

@@ -20,6 +20,7 @@
 #define SHMOBJ_OBJMUT_H
 
 #include "objlookup.h"
+#include "step.h"
 
 /* A checked handle on a container, made from its view: the control block
  * and the space. */
@@ -90,17 +91,39 @@ int shmobj__mut_read(struct shmobj__mc *c, int (*read)(struct shmobj__mc *, void
                      void *arg);
 
 /* An item as a slot holds it: a tag and a payload; child is the block
- * the payload names when the item has one (else 0). */
+ * the payload names when the item has one (else 0), adopted when that
+ * block is the caller's object the item adopts (not built for it). */
 struct shmobj__mitem {
     uint8_t tag;
     uint64_t payload;
     shmobj__ref child;
+    uint8_t adopted;
 };
 
-/* Make the item of a description: scalars and null inline, anything else
- * built into a child by the builder (shmobj__obj_put). */
+/* Make the item of a description: scalars and null inline, a link in its
+ * slot (SHMOBJ__SLOT_LINK, the target's reference: owned by nobody), an
+ * adopted object as the child it is (its ADOPTED mark taken: SHMOBJ_EOWNED
+ * when another container holds it), anything else built into a child by
+ * the builder (shmobj__obj_put). The values the fixed containers take,
+ * held the way their slots hold them, so every reader, the check, the
+ * JSON printer and the free treat a mutable container's slot as a fixed
+ * one's. */
 int shmobj__mut_item_make(struct shmobj__space *sp, const shmobj_value *val,
                           struct shmobj__mitem *it);
+/* Undo shmobj__mut_item_make() for a change that did not take the item:
+ * a built child freed, an adopted one's mark given back (the caller still
+ * owns it). */
+void shmobj__mut_item_drop(struct shmobj__space *sp, const struct shmobj__mitem *it);
+/* The description of an item a slot holds without a child (a scalar,
+ * null, a link), for a block of its own handed to the caller (a pop):
+ * 0, or SHMOBJ_ECORRUPT for a tag no item has. */
+int shmobj__mut_item_value(uint8_t tag, uint64_t payload, shmobj_value *v);
+/* The child of an item handed to the caller as an object of its own (a
+ * pop): an adopted one's mark cleared, so the caller may free it. */
+static inline void shmobj__mut_child_handover(struct shmobj__space *sp, shmobj__ref child)
+{
+    shmobj__ref_unadopt(sp, child);
+}
 
 /* Free a child block (a whole object tree); 0 for none. Errors of a block
  * freed already (a repair repeating a free) are ignored. */

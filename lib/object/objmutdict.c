@@ -359,6 +359,7 @@ int shmobj__mdict_rebuild(struct shmobj__mc *c, struct shmobj__mdbody *b, uint64
         return rc;
     }
     atomic_store_explicit(&m->spare, nr, memory_order_relaxed);
+    SHMOBJ__STEP("mdict.rebuild.allocated");
     void *p;
     rc = shmobj__space_at(c->sp, shmobj__ref_off(nr), shmobj__mdict_body_bytes(cap, pcap), &p);
     if (rc != 0)
@@ -397,6 +398,7 @@ int shmobj__mdict_rebuild(struct shmobj__mc *c, struct shmobj__mdbody *b, uint64
         if (rc != 0)
             return rc;
     }
+    SHMOBJ__STEP("mdict.rebuild.copied");
     /* the new body's len, for a repair after a kill between the store of
      * body and that of len */
     atomic_store_explicit(&m->at, j, memory_order_relaxed);
@@ -404,6 +406,7 @@ int shmobj__mdict_rebuild(struct shmobj__mc *c, struct shmobj__mdbody *b, uint64
     atomic_store_explicit(&m->len, j, memory_order_relaxed);
     atomic_store_explicit(&m->count, j, memory_order_relaxed);
     shmobj__mut_wend(m);
+    SHMOBJ__STEP("mdict.rebuild.published");
     atomic_store_explicit(&m->spare, 0, memory_order_relaxed);
     if (old != 0)
         (void)c->sp->ops->free(c->sp, old);

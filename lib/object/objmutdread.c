@@ -40,6 +40,7 @@ static int get_read(struct shmobj__mc *c, void *arg)
     int rc = shmobj__mdict_locate(c, g->k, &b, &len, &pair);
     if (rc != 0)
         return rc;
+    SHMOBJ__STEP("mdict.read.found");
     struct shmobj__slot *s = &b.pairs[2 * pair + (g->want_key ? 0 : 1)];
     if (g->i != NULL) {
         uint8_t tag = s->tag;
@@ -112,6 +113,7 @@ int shmobj_mdict_get_int(const shmobj_view *dict, const shmobj_key *key, int64_t
         tag = vs->tag;
         pl = atomic_load_explicit(&vs->payload, memory_order_acquire);
     }
+    SHMOBJ__STEP("mdict.read.int");
     atomic_thread_fence(memory_order_acquire);
     if (atomic_load_explicit(&c.m->seq, memory_order_relaxed) != s)
         return get_int_retry(c, key, out);
@@ -150,6 +152,22 @@ struct mnext {
     shmobj_view *key, *val;
     uint64_t found;  /* the order of the pair returned */
 };
+
+/* Do the orders of places [0, len) ascend, each below the container's
+ * next order? Asked once, at the end of an iteration (the binary search
+ * of each step trusts them, and a damaged order it skipped over shows
+ * here), so an iteration pays it once. */
+static int orders_ascend(struct shmobj__mc *c, const struct shmobj__mdbody *b, uint64_t len)
+{
+    uint64_t next = atomic_load_explicit(&c->m->order, memory_order_relaxed), prev = 0;
+    for (uint64_t p = 0; p < len; p++) {
+        uint64_t o = shmobj__mut_ld(&b->orders[p]);
+        if ((p > 0 && o <= prev) || o >= next)
+            return 0;
+        prev = o;
+    }
+    return 1;
+}
 
 static int next_read(struct shmobj__mc *c, void *arg)
 {
@@ -191,9 +209,17 @@ static int next_read(struct shmobj__mc *c, void *arg)
         for (p = lo; p < len && b.pairs[2 * p].tag == SHMOBJ__SLOT_HOLE; p++)
             ;
         if (p == len)
-            return SHMOBJ_ENOTFOUND;
+            return orders_ascend(c, &b, len) ? SHMOBJ_ENOTFOUND : SHMOBJ_ECORRUPT;
     }
+    SHMOBJ__STEP("mdict.iter.found");
     n->found = shmobj__mut_ld(&b.orders[p]);
+    /* The cursor only moves forward, and never past the container's next
+     * order: a damaged order cannot send it back (a cycle) or hold it in
+     * place, so an iteration returns each place at most once and ends. */
+    if (n->rank == UINT64_MAX &&
+        (n->found < n->from ||
+         n->found >= atomic_load_explicit(&c->m->order, memory_order_relaxed)))
+        return SHMOBJ_ECORRUPT;
     if (n->key != NULL && (rc = slot_view(c, &b, &b.pairs[2 * p], n->key)) != 0)
         return rc;
     if (n->val != NULL && (rc = slot_view(c, &b, &b.pairs[2 * p + 1], n->val)) != 0)

@@ -130,10 +130,12 @@ int_try_unlocked(struct shmobj__mc *c, const shmobj_key *key, int64_t v, int sto
      * lock anyway, after both had moved the adder word's line */
     if (atomic_load_explicit((_Atomic uint32_t *)(void *)c->m->lock, memory_order_relaxed) != 0)
         return 1;
+    SHMOBJ__STEP("mdict.int.found");
     if (tok == 0 || !atomic_compare_exchange_strong_explicit(&c->m->adder, &z, tok,
                                                              memory_order_seq_cst,
                                                              memory_order_relaxed))
         return 1;
+    SHMOBJ__STEP("mdict.int.owned");
     if (atomic_load_explicit(&c->m->seq, memory_order_seq_cst) != s) {
         rc = 1;
     } else if (!store) {
@@ -142,6 +144,7 @@ int_try_unlocked(struct shmobj__mc *c, const shmobj_key *key, int64_t v, int sto
         atomic_store_explicit(&b.pairs[2 * pair + 1].payload, (uint64_t)v, memory_order_release);
         rc = 0;
     }
+    SHMOBJ__STEP("mdict.int.added");
     atomic_store_explicit(&c->m->adder, 0, memory_order_release);
     return rc;
 }
@@ -264,6 +267,7 @@ static int insert_new(struct shmobj__mc *c, const shmobj_key *k, const struct sh
         atomic_store_explicit(&m->spare2, kchild, memory_order_relaxed);
         atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_PUT, memory_order_relaxed);
     }
+    SHMOBJ__STEP("mdict.insert.intent");
     uint64_t o = atomic_load_explicit(&m->order, memory_order_relaxed);
     shmobj__mut_wbegin(m);
     shmobj__mut_key_put(&b.pairs[2 * len], kw0, kpl);
@@ -276,6 +280,7 @@ static int insert_new(struct shmobj__mc *c, const shmobj_key *k, const struct sh
     atomic_store_explicit((_Atomic uint64_t *)(void *)&b.ix[free_at],
                           shmobj__index_entry(len, k->hash_), memory_order_relaxed);
     shmobj__mut_wend(m);
+    SHMOBJ__STEP("mdict.insert.published");
     if (blocks) {
         atomic_store_explicit(&m->spare, 0, memory_order_relaxed);
         atomic_store_explicit(&m->spare2, 0, memory_order_relaxed);
@@ -330,8 +335,10 @@ static int put_locked(struct shmobj__mc *c, const shmobj_key *k, const struct sh
                 atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_NONE, memory_order_relaxed);
                 return rc;
             }
+            SHMOBJ__STEP("mdict.replace.drained");
             shmobj__mut_slot_put(vs, it->tag, 0, it->payload);
             shmobj__mut_wend(m);
+            SHMOBJ__STEP("mdict.replace.stored");
             atomic_store_explicit(&m->spare, 0, memory_order_relaxed);
             shmobj__mut_child_free(c->sp, old);
             atomic_store_explicit(&m->retired, 0, memory_order_relaxed);
@@ -366,6 +373,8 @@ int shmobj_mdict_set(const shmobj_view *dict, const shmobj_value *key, const shm
         if (rc == 0)
             return 0;
         absent = rc == 2;
+        if (absent)
+            SHMOBJ__STEP("mdict.set.absent");
     }
     rc = shmobj__mut_item_make(c.sp, val, &it);
     if (rc != 0)
@@ -379,7 +388,7 @@ int shmobj_mdict_set(const shmobj_view *dict, const shmobj_value *key, const shm
     }
     key_slot_done(&c, &pre);
     if (rc != 0)
-        shmobj__mut_child_free(c.sp, it.child);
+        shmobj__mut_item_drop(c.sp, &it);
     return rc;
 }
 
@@ -387,7 +396,7 @@ int shmobj_mset_add(const shmobj_view *set, const shmobj_value *key)
 {
     struct shmobj__mc c;
     shmobj_key k;
-    struct shmobj__mitem it = {SHMOBJ__SLOT_OBJ, 0, 0};
+    struct shmobj__mitem it = {SHMOBJ__SLOT_OBJ, 0, 0, 0};
     int rc = shmobj__mdict_begin(set, 1u << SHMOBJ_TYPE_MSET, key, &c, &k);
     if (rc != 0)
         return rc;
@@ -435,6 +444,7 @@ int shmobj_mut_delete(const shmobj_view *cv, const shmobj_value *key)
     }
     if (!seen && shmobj__mdict_has(&c, &k) == SHMOBJ_ENOTFOUND)
         return SHMOBJ_ENOTFOUND;
+    SHMOBJ__STEP("mdict.delete.seen");
     rc = shmobj__mut_lock(&c);
     if (rc != 0)
         return rc;
@@ -463,6 +473,7 @@ int shmobj_mut_delete(const shmobj_view *cv, const shmobj_value *key)
         atomic_store_explicit(&m->count, atomic_load_explicit(&m->count, memory_order_relaxed) - 1,
                               memory_order_relaxed);
         shmobj__mut_wend(m);
+        SHMOBJ__STEP("mdict.delete.hole");
         if (blocks) {
             atomic_store_explicit(&m->retired, 0, memory_order_relaxed);
             atomic_store_explicit(&m->retired2, 0, memory_order_relaxed);
@@ -470,6 +481,7 @@ int shmobj_mut_delete(const shmobj_view *cv, const shmobj_value *key)
         }
     }
     shmobj__mut_unlock(&c);
+    SHMOBJ__STEP("mdict.delete.unlocked");
     /* The hole's children are the delete's alone once the section is
      * over (no pair names them: a rebuild copies only live pairs, a clear
      * frees only theirs), so they are freed after the lock, which is not
@@ -518,6 +530,7 @@ static __attribute__((noinline)) int int_add_locked(struct shmobj__mc c, const s
         return rc;
     shmobj__mut_adder_reap(&c);
     rc = shmobj__mdict_locate(&c, key, &b, &len, &pair);
+    SHMOBJ__STEP("mdict.int.locked");
     if (rc == 0)
         rc = add_found(&b.pairs[2 * pair + 1], delta, old);
     shmobj__mut_unlock(&c);

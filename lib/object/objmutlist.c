@@ -476,7 +476,7 @@ static int list_begin(const shmobj_view *list, const shmobj_value *val,
     }
     rc = shmobj__mlist_lock(c);
     if (rc != 0 && val != NULL)
-        shmobj__mut_child_free(c->sp, it->child);
+        shmobj__mut_item_drop(c->sp, it);
     return rc;
 }
 
@@ -764,7 +764,7 @@ static int list_insert_at(const shmobj_view *list, int append, size_t i,
             return rc;
         rc = shmobj__mlist_lock(&c);
         if (rc != 0) {
-            shmobj__mut_child_free(c.sp, it.child);
+            shmobj__mut_item_drop(c.sp, &it);
             return rc;
         }
     } else {
@@ -776,7 +776,7 @@ static int list_insert_at(const shmobj_view *list, int append, size_t i,
     rc = list_put_new(&c, at, &it);
     shmobj__mlist_unlock(&c);
     if (rc != 0)
-        shmobj__mut_child_free(c.sp, it.child);
+        shmobj__mut_item_drop(c.sp, &it);
     return rc;
 }
 
@@ -821,7 +821,7 @@ int shmobj_mlist_set(const shmobj_view *list, size_t i, const shmobj_value *val)
     }
     shmobj__mlist_unlock(&c);
     if (rc != 0)
-        shmobj__mut_child_free(c.sp, it.child);
+        shmobj__mut_item_drop(c.sp, &it);
     return rc;
 }
 
@@ -892,15 +892,13 @@ int shmobj_mlist_pop(const shmobj_view *list, int64_t i, shmobj_ref *out)
     at = i < 0 ? n - (uint64_t)-(i + 1) - 1 : (uint64_t)i;
     rc = list_slot(&c, at, &ls);
     if (rc == 0 && out != NULL && slot_child(ls.s) == 0) {
-        /* a scalar or null goes to the caller in a block of its own, made
-         * before anything changes (ENOMEM leaves the list as it was) */
-        shmobj_value v = {.type = ls.s->tag == SHMOBJ__SLOT_OBJ ? SHMOBJ_TYPE_NULL : ls.s->tag};
-        uint64_t pl = atomic_load_explicit(&ls.s->payload, memory_order_relaxed);
-        if (v.type == SHMOBJ_TYPE_BOOL)
-            v.v.b = pl != 0;
-        else
-            memcpy(&v.v, &pl, sizeof pl);
-        rc = v.type <= SHMOBJ_TYPE_DOUBLE ? shmobj__obj_put(c.sp, &v, &box) : SHMOBJ_ECORRUPT;
+        /* a scalar, null or link goes to the caller in a block of its own,
+         * made before anything changes (ENOMEM leaves the list as it was) */
+        shmobj_value v;
+        rc = shmobj__mut_item_value(ls.s->tag,
+                                    atomic_load_explicit(&ls.s->payload, memory_order_relaxed), &v);
+        if (rc == 0)
+            rc = shmobj__obj_put(c.sp, &v, &box);
     }
     if (rc == 0)
         rc = list_remove(&c, at, &child, &was);
@@ -909,6 +907,9 @@ int shmobj_mlist_pop(const shmobj_view *list, int64_t i, shmobj_ref *out)
             shmobj__mut_child_free(c.sp, child);
         else
             *out = child != 0 ? child : box;
+        /* an adopted child is the caller's again: its mark cleared */
+        if (out != NULL && child != 0)
+            shmobj__mut_child_handover(c.sp, child);
         list_remove_done(&c);
     } else if (box != 0) {
         (void)c.sp->ops->free(c.sp, box);

@@ -5,7 +5,10 @@
  * - An adopted object is a separate block of its container, reached and
  *   freed as a replaced item is (objfree.c), so an object has one owner:
  *   the ADOPTED bit of its block's tree header, taken by one atomic OR
- *   whose previous value must not have it (SHMOBJ_EBUSY otherwise).
+ *   whose previous value must not have it (SHMOBJ_EOWNED otherwise). A
+ *   mutable container takes the bit for an item it adopts before the item
+ *   is published (shmobj__ref_take), gives it back when the change fails,
+ *   and clears it when it hands the item to the caller (a pop).
  * - What a put takes beyond its own block (the ADOPTED marks, its records'
  *   shape uses) is taken as the writer meets it and logged
  *   (shmobj__claim_now); a put that fails gives the log back. Past the
@@ -47,7 +50,7 @@ int shmobj__ref_check(struct shmobj__space *sp, shmobj__ref ref, int adopt)
            atomic_load_explicit(&((struct shmobj__slot *)root)->payload,
                                 memory_order_relaxed) != 0)))
         return SHMOBJ_ETYPE;
-    return flags & SHMOBJ__TREE_ADOPTED ? SHMOBJ_EBUSY : 0;
+    return flags & SHMOBJ__TREE_ADOPTED ? SHMOBJ_EOWNED : 0;
 }
 
 /* ---- what a put takes once written ------------------------------------ */
@@ -73,7 +76,21 @@ static int mark(struct shmobj__space *sp, shmobj__ref ref, int undo)
     }
     uint16_t old = atomic_fetch_or_explicit(&t->flags, SHMOBJ__TREE_ADOPTED,
                                             memory_order_acq_rel);
-    return old & SHMOBJ__TREE_ADOPTED ? SHMOBJ_EBUSY : 0;
+    return old & SHMOBJ__TREE_ADOPTED ? SHMOBJ_EOWNED : 0;
+}
+
+int shmobj__ref_take(struct shmobj__space *sp, shmobj__ref ref, int adopt)
+{
+    int rc = shmobj__ref_check(sp, ref, adopt);
+    if (rc != 0 || !adopt)
+        return rc;
+    return mark(sp, ref, 0);
+}
+
+void shmobj__ref_unadopt(struct shmobj__space *sp, shmobj__ref ref)
+{
+    if (ref != 0)
+        (void)mark(sp, ref, 1);
 }
 
 /* One step: a record's shape use (record 1) or an adopted block's mark.

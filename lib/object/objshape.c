@@ -337,7 +337,7 @@ int shmobj__shape_free(struct shmobj__space *sp, shmobj__ref ref, uint64_t blk)
     if (!atomic_compare_exchange_strong_explicit(uses_of(sp, &si), &expect,
                                                  SHMOBJ__SHAPE_CLOSING, memory_order_acq_rel,
                                                  memory_order_acquire))
-        return expect & SHMOBJ__SHAPE_CLOSING ? SHMOBJ_ESTALE : SHMOBJ_EBUSY;
+        return expect & SHMOBJ__SHAPE_CLOSING ? SHMOBJ_ESTALE : SHMOBJ_EINUSE;
     return sp->ops->free(sp, ref);
 }
 
