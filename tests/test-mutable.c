@@ -3327,6 +3327,8 @@ static void test_mlist_append_three_procs_one_cpu_no_loss(void **state)
     struct fixture *f = *state;
     for (int round = 0; round < 2; round++)
         lmany_run(f, 3, 1);
+}
+
 /* ---- dicts and sets: damaged orders, values of every kind, stalls ------- */
 
 /* The orders array of the body of dict or set v (its pairs' insertion
