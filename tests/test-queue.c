@@ -1881,7 +1881,7 @@ static void test_queue_tracked_consumer_killed_holding(void **state)
     kill(c, SIGKILL);
     assert_int_equal(test_child_wait(c), 128 + SIGKILL);
     assert_int_equal(shmobj_queue_wait_done(q, obj, 50 * TEST_MS), SHMOBJ_ETIMEDOUT);
-    assert_int_equal(shmobj_queue_untrack(q, obj), SHMOBJ_EBUSY);
+    assert_int_equal(shmobj_queue_untrack(q, obj), SHMOBJ_EINUSE);
     assert_int_equal(shmobj_queue_untrack(q, obj), SHMOBJ_ENOTFOUND);
     assert_int_equal(shmobj_queue_wait_all(q, 0), 0); /* nothing tracked now */
     assert_int_equal(counter_of(f->seg, obj), 1);     /* never updated */
@@ -1895,7 +1895,7 @@ static void test_queue_tracked_consumer_killed_holding(void **state)
     assert_int_equal(shmobj_queue_put_tracked(q, raw, 0), 0);
     shmobj_ref got;
     assert_int_equal(shmobj_queue_take(q, &got), 0);
-    assert_int_equal(shmobj_queue_untrack(q, raw), SHMOBJ_EBUSY);
+    assert_int_equal(shmobj_queue_untrack(q, raw), SHMOBJ_EINUSE);
     assert_int_equal(shmobj_queue_done(q, got), SHMOBJ_ESTALE);
     assert_int_equal(shmobj_queue_done(q, got), SHMOBJ_ENOTFOUND);
     /* the record is free again: the same block can be tracked anew */
@@ -1939,6 +1939,70 @@ static void test_queue_tracked_waiter_woken_by_destroy(void **state)
     close(pfd[0]);
     close(pfd[1]);
     shmobj_queue_close(q);
+}
+
+/* The documented count of completion records (twice the capacity, 64 to
+ * 8,192) can all be held at once, at every size: exactly that many
+ * tracked references taken and not yet done, then one more is refused
+ * with SHMOBJ_ETRACKFULL (nothing sent); completions give room back, as
+ * much as they released. */
+static void tracked_fill_to_documented(shmobj_segment *seg, uint32_t cap,
+                                       uint32_t records)
+{
+    char name[32];
+    snprintf(name, sizeof name, "trackcap%u", cap);
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(seg, name, cap, 0, &q), 0);
+    shmobj_ref got;
+    for (uint32_t i = 0; i < records; i++) {
+        int rc = shmobj_queue_put_tracked(q, msg_of(cap, i + 1), 0);
+        if (rc != 0)
+            fail_msg("capacity %u: tracked put %u of %u documented: %s", cap,
+                     i + 1, records, shmobj_errname(rc));
+        assert_int_equal(shmobj_queue_try_take(q, &got), 0); /* held, not done */
+        assert_int_equal(got, msg_of(cap, i + 1));
+    }
+    assert_int_equal(shmobj_queue_put_tracked(q, msg_of(cap, records + 1), 0),
+                     SHMOBJ_ETRACKFULL);
+    uint64_t n;
+    assert_int_equal(shmobj_queue_count(q, &n), 0);
+    assert_int_equal(n, 0); /* nothing sent */
+    /* a quarter done and released: exactly that much room again */
+    uint32_t back = records / 4;
+    for (uint32_t i = 0; i < back; i++) {
+        assert_int_equal(shmobj_queue_done(q, msg_of(cap, 2 * i + 1)), 0);
+        assert_int_equal(shmobj_queue_wait_done(q, msg_of(cap, 2 * i + 1), 0), 0);
+    }
+    for (uint32_t i = 0; i < back; i++) {
+        assert_int_equal(shmobj_queue_put_tracked(q, msg_of(cap, records + 2 + i), 0), 0);
+        assert_int_equal(shmobj_queue_try_take(q, &got), 0);
+    }
+    assert_int_equal(shmobj_queue_put_tracked(q, msg_of(cap, 2 * records), 0),
+                     SHMOBJ_ETRACKFULL);
+    /* everything done: every record comes back */
+    for (uint32_t i = 0; i < records; i++)
+        if (i % 2 != 0 || i / 2 >= back)
+            assert_int_equal(shmobj_queue_done(q, msg_of(cap, i + 1)), 0);
+    for (uint32_t i = 0; i < back; i++)
+        assert_int_equal(shmobj_queue_done(q, msg_of(cap, records + 2 + i)), 0);
+    assert_int_equal(shmobj_queue_wait_all(q, 0), 0);
+    for (uint32_t i = 0; i < records; i++) {
+        assert_int_equal(shmobj_queue_put_tracked(q, msg_of(cap, 3 * records + i), 0), 0);
+        assert_int_equal(shmobj_queue_try_take(q, &got), 0);
+    }
+    assert_int_equal(shmobj_queue_put_tracked(q, msg_of(cap, 4 * records), 0),
+                     SHMOBJ_ETRACKFULL);
+    shmobj_queue_close(q); /* gives its pending records up */
+    assert_int_equal(shmobj_queue_destroy(seg, name), 0);
+}
+
+static void test_queue_tracked_full_at_documented_capacity(void **state)
+{
+    struct fixture *f = *state;
+    tracked_fill_to_documented(f->seg, 16, 64);
+    tracked_fill_to_documented(f->seg, 64, 128);
+    tracked_fill_to_documented(f->seg, 1024, 2048);
+    tracked_fill_to_documented(f->seg, 4096, 8192);
 }
 
 /* ---- pollable descriptor ----------------------------------------------------- */
@@ -3857,6 +3921,7 @@ int main(void)
         T(test_queue_tracked_wait_all_releases_everything),
         T(test_queue_tracked_consumer_killed_holding),
         T(test_queue_tracked_close_untracks),
+        T(test_queue_tracked_full_at_documented_capacity),
         T(test_queue_tracked_waiter_woken_by_destroy),
         T(test_queue_put_copy_large_sizes_intact),
         T(test_queue_retire_holds_recent_blocks_then_frees),

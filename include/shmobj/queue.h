@@ -789,8 +789,11 @@ SHMOBJ_API int shmobj_queue_put_copy(shmobj_queue *q, const void *data,
  *        envelope is allocated.
  *
  * The queue records the reference in one of its completion records (twice
- * its capacity of them, 64 to 8,192), owned by this handle, then puts it as
- * shmobj_queue_put_timed() does; a put that fails leaves no record.
+ * its capacity of them, 64 to 8,192; every one of them may be in use at
+ * once, whatever the references), owned by this handle, then puts it as
+ * shmobj_queue_put_timed() does; a put that fails leaves no record. A
+ * record is held from this put until the sender's wait returned 0 or
+ * SHMOBJ_EPEERDEAD, or its untrack.
  *
  * Ownership: the reference stays the sender's. The consumer borrows it
  * from its take to its shmobj_queue_done() and frees nothing; after
@@ -801,10 +804,12 @@ SHMOBJ_API int shmobj_queue_put_copy(shmobj_queue *q, const void *data,
  *
  * Crashes: the rules of the queue apply ("Crashes" above). A consumer
  * killed after its take never marks the reference done: the sender's wait
- * times out, and the sender decides (a consumer that died no longer uses
- * the reference; shmobj_queue_untrack() then returns SHMOBJ_EBUSY and the
- * sender may free it). A sender killed with references tracked leaves
- * their records, which a later tracked put reclaims when it needs them.
+ * learns that the consumer which took it died and returns
+ * SHMOBJ_EPEERDEAD with the record released (the reference is the
+ * sender's again), one wait slice after the death at the latest
+ * (shmobj_queue_wait_done()). A sender killed with references tracked
+ * leaves their records, which a later tracked put reclaims when it needs
+ * them.
  * @param[in] q handle
  * @param[in] ref as for shmobj_queue_put()
  * @param[in] timeout_ns 0 (do not wait), SHMOBJ_FOREVER, or nanoseconds
@@ -812,9 +817,13 @@ SHMOBJ_API int shmobj_queue_put_copy(shmobj_queue *q, const void *data,
  * @retval SHMOBJ_EINVAL q is NULL, ref is null or not 16-byte aligned
  * @retval SHMOBJ_EEXIST ref is tracked on this queue already (not yet
  *         released by its sender's wait or untrack)
- * @retval SHMOBJ_EBUSY the completion records ref may use are all held by
- *         live senders (too many tracked references outstanding), or this
- *         process has no attachment token (nothing sent)
+ * @retval SHMOBJ_ETRACKFULL every completion record of the queue is held
+ *         (by live senders: too many tracked references outstanding);
+ *         nothing sent. Wait for earlier ones (shmobj_queue_wait_done(),
+ *         shmobj_queue_wait_all()) or untrack them, then put again
+ * @retval SHMOBJ_ENOTSUP this process has no attachment token in the
+ *         segment (its table of attached handles is full), so no record
+ *         could be judged later; nothing sent
  * @retval SHMOBJ_EFULL the queue is full and timeout_ns is 0 (nothing sent)
  * @retval SHMOBJ_ETIMEDOUT still full when the timeout passed (nothing sent)
  * @retval SHMOBJ_EREPLACED the deadline passed and the segment's name was
@@ -902,7 +911,7 @@ SHMOBJ_API int shmobj_queue_wait_all(shmobj_queue *q, int64_t timeout_ns);
  * @param[in] q the handle that put it
  * @param[in] ref the reference
  * @retval 0 it was done: the record is released, ref is the sender's
- * @retval SHMOBJ_EBUSY it was not done: the record is handed to the
+ * @retval SHMOBJ_EINUSE it was not done: the record is handed to the
  *         consumer's shmobj_queue_done(), which releases it (and gets
  *         SHMOBJ_ESTALE). A consumer may still be using ref; the sender
  *         frees it only when it knows none does (the consumer died, or the

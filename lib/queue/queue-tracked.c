@@ -15,6 +15,7 @@
  *   child's copy of the handle names no record of its own. */
 #include "os.h"
 #include "queue-internal.h"
+#include "step.h"
 
 /* Sleep (after the handle's spin) while the record is pending, up to the
  * deadline: the state seen, or SHMOBJ_ETIMEDOUT / SHMOBJ_EREPLACED, or
@@ -69,13 +70,13 @@ int shmobj_queue_put_tracked(shmobj_queue *q, shmobj_ref ref,
     if (rc != 0)
         return rc;
     uint32_t me = shmobj__ring_self_token(&q->ring);
-    if (me == 0)
-        return SHMOBJ_EBUSY; /* no attachment token: nothing could judge us */
+    if (me == 0) /* no attachment token: nothing could judge the record */
+        return SHMOBJ_ENOTSUP;
     uint32_t idx;
     rc = shmobj__track_add(q->sp, q->track, q->track_count, ref, me,
                                q->serial, &idx);
     if (rc != 0)
-        return rc == SHMOBJ_EFULL ? SHMOBJ_EBUSY : rc;
+        return rc; /* SHMOBJ_EEXIST, SHMOBJ_ETRACKFULL */
     /* visible before the reference can be taken: a consumer's done finds it */
     atomic_store_explicit(&q->track->rec[idx].state, SHMOBJ__TRACK_PENDING,
                           memory_order_release);
@@ -100,6 +101,7 @@ int shmobj_queue_done(shmobj_queue *q, shmobj_ref ref)
                                                 SHMOBJ__TRACK_DONE,
                                                 memory_order_seq_cst,
                                                 memory_order_acquire)) {
+        SHMOBJ__STEP("queue.track.done");
         if (atomic_load_explicit(&r->waiters, memory_order_seq_cst) != 0)
             shmobj__os_futex_wake(&r->state, INT32_MAX);
         return 0;
@@ -141,7 +143,7 @@ int shmobj_queue_untrack(shmobj_queue *q, shmobj_ref ref)
                                                 memory_order_acq_rel,
                                                 memory_order_acquire)) {
         atomic_fetch_sub_explicit(&q->tracked, 1, memory_order_relaxed);
-        return SHMOBJ_EBUSY; /* the consumer's done empties the record */
+        return SHMOBJ_EINUSE; /* the consumer's done empties the record */
     }
     if (expect == SHMOBJ__TRACK_DONE) {
         track_drop(q, idx, SHMOBJ__TRACK_DONE);

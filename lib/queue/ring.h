@@ -43,8 +43,9 @@
  * 4: line 0 carries the block's identity (hdr.ident); 5: attachment
  * tokens in records; 6: completion records behind the FIFO (track.h);
  * 7: the claim record in its slot, one word for both roles (no claim
- * arrays) */
-#define SHMOBJ__RING_VERSION 7u
+ * arrays); 8: completion records anywhere in their table (track.h
+ * version 2), each with the position it was published at */
+#define SHMOBJ__RING_VERSION 8u
 #define SHMOBJ__RING_CAP_MIN 2u
 #define SHMOBJ__RING_CAP_MAX (1u << 24)
 #define SHMOBJ__RING_NOTIFY_MAX 8
