@@ -64,8 +64,15 @@
  * from the queue's point of view it was delivered); producers release the
  * dead consumer's slot after the stall period. So a kill costs at most the
  * one message the dying process held, and never wedges the others. A
- * tracked message whose consumer died is never marked done: its sender's
- * wait times out. A process killed while sleeping in a blocking call
+ * tracked message or reference whose consumer died is never marked done:
+ * its sender's wait learns that the consumer which took it died and
+ * returns SHMOBJ_EPEERDEAD (after a wait slice of 100 ms, and within one
+ * slice of the death), with the message or reference the sender's again.
+ * It can tell only when the message went through the ring with its
+ * position recorded: shmobj_queue_put_tracked() and shmobj_queue_put_copy()
+ * record it; a tracked message block put with shmobj_queue_put() does not
+ * (its wait ends at its deadline), nor does a consumer whose claim the
+ * ring has already overwritten with a later lap's. A process killed while sleeping in a blocking call
  * leaves the count of sleepers too high; the other side then makes a
  * needless futex-wake system call per operation (correct, a little slower)
  * until one of its handles, after 64 such calls, finds the dead process in
@@ -353,10 +360,12 @@ SHMOBJ_API int shmobj_queue_spin_set(shmobj_queue *q, int64_t spin_ns);
  * @retval SHMOBJ_ECORRUPT the ring's next slot holds a word no live queue
  *         can (damage), or its block no longer checks out; nothing was sent
  * @retval SHMOBJ_ESTALE the queue was destroyed (nothing was written)
+ * @retval SHMOBJ_EREPLACED the segment's name was removed or now names
+ *         another segment while the call waited (checked after every wait
+ *         slice of 100 ms): its peers moved on; nothing was sent
  * @note Thread- and process-safe, lock-free while there is room. Waits
- *       without limit: a segment whose name was removed or replaced does
- *       not end the wait (shmobj_queue_put_timed() returns
- *       SHMOBJ_EREPLACED at its deadline).
+ *       without limit for a peer, but not for a segment that is gone (see
+ *       SHMOBJ_EREPLACED).
  * @since 0.1
  */
 SHMOBJ_API int shmobj_queue_put(shmobj_queue *q, shmobj_ref ref);
@@ -384,7 +393,8 @@ SHMOBJ_API int shmobj_queue_try_put(shmobj_queue *q, shmobj_ref ref);
  * @retval SHMOBJ_EINVAL q is NULL, ref is null or not 16-byte aligned
  * @retval SHMOBJ_EFULL the queue is full and timeout_ns is 0
  * @retval SHMOBJ_ETIMEDOUT still full when the timeout passed
- * @retval SHMOBJ_EREPLACED the deadline passed and the segment's name was
+ * @retval SHMOBJ_EREPLACED at the deadline, or after any wait slice of
+ *         100 ms while the call waited, the segment's name was
  *         removed or now names another segment (shmobj_segment_info_get()):
  *         its peers moved on
  * @retval SHMOBJ_ECORRUPT as for shmobj_queue_put()
@@ -407,10 +417,12 @@ SHMOBJ_API int shmobj_queue_put_timed(shmobj_queue *q, shmobj_ref ref,
  *         block no longer checks out (damage); nothing was taken
  * @retval SHMOBJ_ESTALE the queue was destroyed, also while the caller
  *         waited (nothing was written)
+ * @retval SHMOBJ_EREPLACED the segment's name was removed or now names
+ *         another segment while the call waited (checked after every wait
+ *         slice of 100 ms): its peers moved on; nothing was taken
  * @note Thread- and process-safe, lock-free while messages wait. Waits
- *       without limit: a segment whose name was removed or replaced does
- *       not end the wait (shmobj_queue_take_timed() returns
- *       SHMOBJ_EREPLACED at its deadline).
+ *       without limit for a peer, but not for a segment that is gone (see
+ *       SHMOBJ_EREPLACED).
  * @since 0.1
  */
 SHMOBJ_API int shmobj_queue_take(shmobj_queue *q, shmobj_ref *ref);
@@ -444,7 +456,8 @@ SHMOBJ_API int shmobj_queue_try_take(shmobj_queue *q, shmobj_ref *ref);
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_EEMPTY no message and timeout_ns is 0
  * @retval SHMOBJ_ETIMEDOUT none came before the timeout
- * @retval SHMOBJ_EREPLACED the deadline passed and the segment's name was
+ * @retval SHMOBJ_EREPLACED at the deadline, or after any wait slice of
+ *         100 ms while the call waited, the segment's name was
  *         removed or now names another segment (shmobj_segment_info_get()):
  *         its peers moved on
  * @retval SHMOBJ_ECORRUPT the ring's head slot holds a word no live queue
@@ -480,7 +493,8 @@ SHMOBJ_API int shmobj_queue_take_timed(shmobj_queue *q, shmobj_ref *ref,
  *         put)
  * @retval SHMOBJ_ETIMEDOUT still full when the timeout passed (*put were
  *         put)
- * @retval SHMOBJ_EREPLACED the deadline passed and the segment's name was
+ * @retval SHMOBJ_EREPLACED at the deadline, or after any wait slice of
+ *         100 ms while the call waited, the segment's name was
  *         removed or now names another segment (*put were put)
  * @retval SHMOBJ_ECORRUPT as for shmobj_queue_put() (*put were put)
  * @retval SHMOBJ_ESTALE the queue was destroyed (*put were put)
@@ -506,7 +520,8 @@ SHMOBJ_API int shmobj_queue_put_many(shmobj_queue *q, const shmobj_ref *refs,
  * @retval SHMOBJ_EINVAL NULL argument, or max is 0
  * @retval SHMOBJ_EEMPTY no message and timeout_ns is 0
  * @retval SHMOBJ_ETIMEDOUT none came before the timeout
- * @retval SHMOBJ_EREPLACED the deadline passed and the segment's name was
+ * @retval SHMOBJ_EREPLACED at the deadline, or after any wait slice of
+ *         100 ms while the call waited, the segment's name was
  *         removed or now names another segment: its peers moved on
  * @retval SHMOBJ_ECORRUPT as for shmobj_queue_take() (nothing was taken)
  * @retval SHMOBJ_ESTALE the queue was destroyed, also while the caller
@@ -566,7 +581,8 @@ SHMOBJ_API int shmobj_queue_try_peek(shmobj_queue *q, shmobj_ref *ref);
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_EEMPTY no message and timeout_ns is 0
  * @retval SHMOBJ_ETIMEDOUT none came before the timeout
- * @retval SHMOBJ_EREPLACED the deadline passed and the segment's name was
+ * @retval SHMOBJ_EREPLACED at the deadline, or after any wait slice of
+ *         100 ms while the call waited, the segment's name was
  *         removed or now names another segment (shmobj_segment_info_get()):
  *         its peers moved on
  * @retval SHMOBJ_ECORRUPT the ring's head slot holds a word no live queue
@@ -694,10 +710,16 @@ SHMOBJ_API int shmobj_queue_msg_done(shmobj_queue *q, shmobj_ref ref);
  * @param[in] timeout_ns 0 (just check), SHMOBJ_FOREVER, or nanoseconds
  * @retval 0 the message is done; free it with shmobj_queue_msg_free() or
  *         reuse it (then it must be re-armed with shmobj_queue_msg_reset())
+ * @retval SHMOBJ_EPEERDEAD the consumer that took it died before marking it
+ *         done (see "Crashes" above; told after a wait slice of 100 ms):
+ *         the block is marked done on its behalf, and the sender frees it
+ *         with shmobj_queue_msg_free() or puts it again (after
+ *         shmobj_queue_msg_reset())
  * @retval SHMOBJ_EINVAL NULL q or null ref, ref names no block of this
  *         segment, the block is not tracked, or its sender gave up
  * @retval SHMOBJ_ETIMEDOUT not done in time (also with timeout_ns 0)
- * @retval SHMOBJ_EREPLACED the deadline passed and the segment's name was
+ * @retval SHMOBJ_EREPLACED at the deadline, or after any wait slice of
+ *         100 ms while the call waited, the segment's name was
  *         removed or now names another segment (shmobj_segment_info_get()):
  *         its peers moved on
  * @retval SHMOBJ_ESTALE the block was freed or given back (see
@@ -764,7 +786,8 @@ SHMOBJ_API int shmobj_queue_msg_free(shmobj_queue *q, shmobj_ref ref);
  * @retval SHMOBJ_ENOMEM no room in the segment
  * @retval SHMOBJ_EFULL the queue is full and timeout_ns is 0 (nothing sent)
  * @retval SHMOBJ_ETIMEDOUT still full at the timeout (nothing sent)
- * @retval SHMOBJ_EREPLACED the deadline passed and the segment's name was
+ * @retval SHMOBJ_EREPLACED at the deadline, or after any wait slice of
+ *         100 ms while the call waited, the segment's name was
  *         removed or now names another segment (shmobj_segment_info_get()):
  *         its peers moved on
  * @retval SHMOBJ_ECORRUPT the heap or the ring is damaged (nothing sent)
@@ -826,7 +849,8 @@ SHMOBJ_API int shmobj_queue_put_copy(shmobj_queue *q, const void *data,
  *         could be judged later; nothing sent
  * @retval SHMOBJ_EFULL the queue is full and timeout_ns is 0 (nothing sent)
  * @retval SHMOBJ_ETIMEDOUT still full when the timeout passed (nothing sent)
- * @retval SHMOBJ_EREPLACED the deadline passed and the segment's name was
+ * @retval SHMOBJ_EREPLACED at the deadline, or after any wait slice of
+ *         100 ms while the call waited, the segment's name was
  *         removed or now names another segment (nothing sent)
  * @retval SHMOBJ_ECORRUPT as for shmobj_queue_put()
  * @retval SHMOBJ_ESTALE the queue was destroyed (nothing sent)
@@ -864,12 +888,16 @@ SHMOBJ_API int shmobj_queue_done(shmobj_queue *q, shmobj_ref ref);
  * @param[in] ref the reference
  * @param[in] timeout_ns 0 (just check), SHMOBJ_FOREVER, or nanoseconds
  * @retval 0 done; the record is released, ref may be freed or put again
+ * @retval SHMOBJ_EPEERDEAD the consumer that took ref died before marking
+ *         it done (told after a wait slice of 100 ms, within a slice of the
+ *         death): the record is released, ref is the sender's again
  * @retval SHMOBJ_EINVAL q is NULL, ref is null or not 16-byte aligned
  * @retval SHMOBJ_ENOTFOUND this handle tracks no such reference (never
  *         put tracked, released already, or untracked)
  * @retval SHMOBJ_ETIMEDOUT not done in time (also with timeout_ns 0); the
  *         record stays: wait again, or shmobj_queue_untrack()
- * @retval SHMOBJ_EREPLACED the deadline passed and the segment's name was
+ * @retval SHMOBJ_EREPLACED at the deadline, or after any wait slice of
+ *         100 ms while the call waited, the segment's name was
  *         removed or now names another segment: its peers moved on
  * @retval SHMOBJ_ESTALE the queue was destroyed, also while the caller
  *         waited
@@ -890,10 +918,14 @@ SHMOBJ_API int shmobj_queue_wait_done(shmobj_queue *q, shmobj_ref ref,
  *            deadline for the whole call
  * @retval 0 everything is done (or nothing was tracked); every record is
  *         released
+ * @retval SHMOBJ_EPEERDEAD everything is done or released, and the
+ *         consumer of at least one died before marking it done (as for
+ *         shmobj_queue_wait_done()): every record is released
  * @retval SHMOBJ_EINVAL q is NULL
  * @retval SHMOBJ_ETIMEDOUT some were not done in time; those that were are
  *         released, the others stay tracked
- * @retval SHMOBJ_EREPLACED the deadline passed and the segment's name was
+ * @retval SHMOBJ_EREPLACED at the deadline, or after any wait slice of
+ *         100 ms while the call waited, the segment's name was
  *         removed or now names another segment: its peers moved on
  * @retval SHMOBJ_ESTALE the queue was destroyed, also while the caller
  *         waited
