@@ -3808,14 +3808,20 @@ static uint64_t claim_expected(struct shmobj__ring *r, unsigned role, uint64_t p
 }
 
 /* Format 7: 16 bytes a slot, its claim record included, and no claim
- * arrays behind the slots. */
+ * arrays behind the slots (format 8 kept them, and changed only the
+ * completion records: a table of version 2 whose window is the whole
+ * table, with its reach). */
 static void test_ring_format_7_slot_holds_its_claim(void **state)
 {
     struct fixture *f = *state;
     shmobj_queue *q;
     assert_int_equal(shmobj_queue_create(f->seg, "v7fmt", 8, 0, &q), 0);
     struct shmobj__ring *r = shmobj__queue_ring(q);
-    assert_int_equal(r->hdr->version, 7);
+    assert_int_equal(r->hdr->version, 8);
+    assert_int_equal(q->track->version, 2);
+    assert_int_equal(q->track->count, 64);
+    assert_int_equal(q->track->window, 64);
+    assert_int_equal(atomic_load(&q->track->reach), 16);
     assert_int_equal(r->hdr->slot_size, 16);
     assert_int_equal(r->hdr->hdr_size, 896);
     uint32_t caps[] = {2, 8, 1024, 1u << 24};
