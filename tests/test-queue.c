@@ -1946,6 +1946,22 @@ static void test_queue_msg_consumer_killed_holding_epeerdead(void **state)
     assert_int_equal(shmobj_queue_msg_wait_done(q, msg, 5 * SEC), SHMOBJ_EPEERDEAD);
     assert_int_equal(shmobj_queue_msg_wait_done(q, msg, 0), 0); /* done now */
     assert_int_equal(shmobj_queue_msg_free(q, msg), 0);
+
+    /* a block written in place and put with shmobj_queue_put(): its
+     * sender's wait, begun while the block still waited in the ring,
+     * found where it is and learns the same */
+    void *data;
+    assert_int_equal(shmobj_queue_msg_alloc(q, 64, SHMOBJ_QUEUE_MSG_TRACK, &msg, &data), 0);
+    assert_int_equal(shmobj_queue_put(q, msg), 0);
+    assert_int_equal(shmobj_queue_msg_wait_done(q, msg, 150 * TEST_MS),
+                     SHMOBJ_ETIMEDOUT);
+    c = test_child_start(track_take_and_hold, &a, 20);
+    assert_int_equal(poll(&pl, 1, 10000), 1);
+    assert_int_equal(read(pfd[0], &b, 1), 1);
+    kill(c, SIGKILL);
+    assert_int_equal(test_child_wait(c), 128 + SIGKILL);
+    assert_int_equal(shmobj_queue_msg_wait_done(q, msg, 5 * SEC), SHMOBJ_EPEERDEAD);
+    assert_int_equal(shmobj_queue_msg_free(q, msg), 0);
     assert_int_equal(shmobj_queue_trim(q), 0);
     assert_int_equal(used_blocks(f->seg), blocks0);
     close(pfd[0]);

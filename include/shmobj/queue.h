@@ -68,11 +68,13 @@
  * its sender's wait learns that the consumer which took it died and
  * returns SHMOBJ_EPEERDEAD (after a wait slice of 100 ms, and within one
  * slice of the death), with the message or reference the sender's again.
- * It can tell only when the message went through the ring with its
- * position recorded: shmobj_queue_put_tracked() and shmobj_queue_put_copy()
- * record it; a tracked message block put with shmobj_queue_put() does not
- * (its wait ends at its deadline), nor does a consumer whose claim the
- * ring has already overwritten with a later lap's. A process killed while sleeping in a blocking call
+ * It tells by the ring position the message went through:
+ * shmobj_queue_put_tracked() and shmobj_queue_put_copy() record it; for a
+ * tracked message block put with shmobj_queue_put(), the sender's wait
+ * finds it when the block still waited in the queue as the wait began
+ * (among the last 4,096 messages put). A wait that knows no position, or
+ * whose consumer's claim the ring has already overwritten with a later
+ * lap's, ends at its deadline. A process killed while sleeping in a blocking call
  * leaves the count of sleepers too high; the other side then makes a
  * needless futex-wake system call per operation (correct, a little slower)
  * until one of its handles, after 64 such calls, finds the dead process in

@@ -120,7 +120,9 @@ void shmobj__queue_track_drop_all(shmobj_queue *q);
  * while *word is `pending`, counted in *waiters while asleep, up to the
  * absolute deadline (timeout_ns 0: do not wait). pos1, when not NULL,
  * holds the ring position + 1 (mod 2^32, 0 unknown) of what the wait is
- * for. 0 with the word seen in *seen, else SHMOBJ_ETIMEDOUT,
+ * for; when it is 0 and ref is not, the wait looks for ref in the ring
+ * and keeps the position it finds there. ring, when not NULL, holds the
+ * low 32 bits of the identity of the ring *pos1 is a position of. 0 with the word seen in *seen, else SHMOBJ_ETIMEDOUT,
  * SHMOBJ_EREPLACED (the segment was removed or replaced under its name:
  * at the deadline or after a slice), SHMOBJ_EPEERDEAD (the consumer that
  * took it died; the word still `pending`, in *seen), or SHMOBJ_ESTALE
@@ -129,7 +131,8 @@ void shmobj__queue_track_drop_all(shmobj_queue *q);
 int shmobj__queue_wait_while(shmobj_queue *q, _Atomic uint32_t *word,
                              _Atomic uint32_t *waiters, uint32_t pending,
                              bool in_ring, int64_t timeout_ns,
-                             uint64_t deadline, const _Atomic uint32_t *pos1,
+                             uint64_t deadline, _Atomic uint32_t *pos1,
+                             _Atomic uint32_t *ring, uint64_t ref,
                              uint32_t *seen);
 
 #endif /* SHMOBJ_QUEUE_INTERNAL_H */

@@ -47,11 +47,16 @@ struct shmobj__qmsg {
     uint32_t flags;          /* SHMOBJ_QUEUE_MSG_* given at allocation */
     uint64_t len;            /* bytes of data after the header */
     /* the ring position a tracked message was published at, + 1, modulo
-     * 2^32 (0: not known: not put yet, or put with shmobj_queue_put()),
-     * written by put_copy after its put; the sender's wait finds there
-     * who took it (the slot's claim record) */
+     * 2^32 (0: not known: not put yet, or put with shmobj_queue_put()
+     * and not found in the ring by a wait yet), written by put_copy after
+     * its put, or by the sender's wait (CAS from 0) that found the block
+     * still waiting in the ring; the wait finds there who took it (the
+     * slot's claim record) */
     _Atomic uint32_t pos;
-    uint32_t reserved32;     /* zero */
+    /* the low 32 bits of the identity of the ring that position is in
+     * (the queue it was put on), written before pos; a wait through
+     * another queue's handle does not read the position there */
+    _Atomic uint32_t ring;
     uint64_t reserved[4];    /* zero */
 };
 _Static_assert(sizeof(struct shmobj__qmsg) == SHMOBJ_QUEUE_MSG_HEADER,
@@ -62,6 +67,7 @@ _Static_assert(offsetof(struct shmobj__qmsg, waiters) == 8, "qmsg waiters");
 _Static_assert(offsetof(struct shmobj__qmsg, flags) == 12, "qmsg flags");
 _Static_assert(offsetof(struct shmobj__qmsg, len) == 16, "qmsg len");
 _Static_assert(offsetof(struct shmobj__qmsg, pos) == 24, "qmsg pos");
+_Static_assert(offsetof(struct shmobj__qmsg, ring) == 28, "qmsg ring");
 _Static_assert(offsetof(struct shmobj__qmsg, reserved) == 32, "qmsg reserved");
 _Static_assert(offsetof(struct shmobj__qmsg, state) == SHMOBJ__RETIRE_STATE_OFF,
                "the retire FIFO's repair reads the state there");
@@ -355,7 +361,8 @@ int shmobj_queue_msg_wait_done(shmobj_queue *q, shmobj_ref ref,
     uint32_t s;
     rc = shmobj__queue_wait_while(q, &m->state, &m->waiters, QMSG_PENDING,
                                   false, timeout_ns,
-                                  shmobj__os_deadline(timeout_ns), &m->pos, &s);
+                                  shmobj__os_deadline(timeout_ns), &m->pos,
+                                  &m->ring, ref, &s);
     if (rc == SHMOBJ_EPEERDEAD) {
         /* the consumer that took it died: done on its behalf, so the
          * sender frees it (shmobj_queue_msg_free()) or puts it again; a
@@ -387,8 +394,10 @@ int shmobj_queue_msg_reset(shmobj_queue *q, shmobj_ref ref)
     uint32_t expect = QMSG_DONE;
     /* its next put is not necessarily put_copy's: the last position
      * would name the taker of the last trip */
-    if (atomic_load_explicit(&g.m->state, memory_order_acquire) == QMSG_DONE)
+    if (atomic_load_explicit(&g.m->state, memory_order_acquire) == QMSG_DONE) {
         atomic_store_explicit(&g.m->pos, 0, memory_order_relaxed);
+        atomic_store_explicit(&g.m->ring, 0, memory_order_relaxed);
+    }
     if (!atomic_compare_exchange_strong_explicit(&g.m->state, &expect,
                                                  QMSG_PENDING,
                                                  memory_order_acq_rel,
@@ -522,9 +531,12 @@ int shmobj_queue_put_copy(shmobj_queue *q, const void *data, size_t len,
     }
     /* where the sender's wait finds who took it; the block is the
      * sender's until this call returns (a done only marks it) */
-    if ((flags & SHMOBJ_QUEUE_MSG_TRACK) != 0)
-        atomic_store_explicit(&((struct shmobj__qmsg *)p - 1)->pos,
-                              (uint32_t)(at + 1), memory_order_release);
+    if ((flags & SHMOBJ_QUEUE_MSG_TRACK) != 0) {
+        struct shmobj__qmsg *m = (struct shmobj__qmsg *)p - 1;
+        atomic_store_explicit(&m->ring, (uint32_t)q->ring.ident,
+                              memory_order_relaxed);
+        atomic_store_explicit(&m->pos, (uint32_t)(at + 1), memory_order_release);
+    }
     if (ref != NULL)
         *ref = r;
     return 0;

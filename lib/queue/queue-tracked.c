@@ -30,7 +30,7 @@ static int track_wait(shmobj_queue *q, uint32_t idx, int64_t timeout_ns,
     struct shmobj__track_rec *r = &q->track->rec[idx];
     int rc = shmobj__queue_wait_while(q, &r->state, &r->waiters,
                                       SHMOBJ__TRACK_PENDING, true, timeout_ns,
-                                      deadline, &r->pos, seen);
+                                      deadline, &r->pos, NULL, 0, seen);
     if (rc != SHMOBJ_EPEERDEAD)
         return rc;
     if (shmobj__track_release(q->track, idx, SHMOBJ__TRACK_PENDING)) {

@@ -15,7 +15,10 @@
  *   checked (SHMOBJ_EREPLACED once it is gone).
  * - A wait that knows the ring position of what it waits for learns who
  *   took it from that slot's claim record (one load, when it first goes to
- *   sleep and after each slice until found) and, after each slice, asks
+ *   sleep and after each slice until found; a message block whose put
+ *   recorded no position is looked for among the messages waiting in the
+ *   ring, at most FIND_MAX of them, and its position kept) and, after
+ *   each slice, asks
  *   whether that consumer is alive: SHMOBJ_EPEERDEAD only when the segment
  *   says the consumer's token is dead, never when it cannot tell. Nothing
  *   of this runs before the wait has slept a slice but the load.
@@ -26,15 +29,71 @@
 #include "queue-internal.h"
 #include "ring-int.h"
 
-/* The token of the consumer that claimed ring position pos1 - 1 (pos1:
- * the position + 1, modulo 2^32; 0 unknown), or 0 when the slot's claim
- * record names no consumer of that position (not taken yet, or the
- * record was overwritten by a later lap). */
-static uint32_t taker_of(shmobj_queue *q, const _Atomic uint32_t *pos1)
+/* Slots a wait looks through for its message when nobody recorded where
+ * it was put (a tracked block put with shmobj_queue_put()). */
+#define FIND_MAX 4096u
+
+/* Where `ref` waits in the ring now: its position + 1 (mod 2^32), or 0
+ * when it is not among the last FIND_MAX messages published and not yet
+ * taken. Loads only, from enq_pos back. */
+static uint32_t find_published(shmobj_queue *q, uint64_t ref)
+{
+    struct shmobj__ring *r = &q->ring;
+    if (ref == 0 || !shmobj__ring_live(r))
+        return 0;
+    uint64_t e = atomic_load_explicit(&r->hdr->enq_pos, memory_order_acquire);
+    uint64_t d = atomic_load_explicit(&r->hdr->deq_pos, memory_order_acquire);
+    if (e <= d)
+        return 0;
+    uint64_t n = e - d;
+    if (n > r->capacity)
+        n = r->capacity;
+    if (n > FIND_MAX)
+        n = FIND_MAX;
+    for (uint64_t i = 1; i <= n; i++) {
+        uint64_t p = e - i;
+        if (atomic_load_explicit(&r->slots[p & r->mask].word,
+                                 memory_order_acquire) == (ref | lap_tag(r, p)))
+            return (uint32_t)(p + 1);
+    }
+    return 0;
+}
+
+/* The ring position + 1 of what the wait is for, from *pos1 or, when that
+ * says nothing and the message still waits in the ring, found there and
+ * kept in *pos1 (CAS from 0) for the sender's later waits. When ring is
+ * not NULL, it names the ring the position is in (the low 32 bits of its
+ * identity): a position in another queue's ring is none of this one's. */
+static uint32_t pos_of(shmobj_queue *q, _Atomic uint32_t *pos1,
+                       _Atomic uint32_t *ring, uint64_t ref)
 {
     if (pos1 == NULL)
         return 0;
+    uint32_t tag = (uint32_t)q->ring.ident;
     uint32_t p1 = atomic_load_explicit(pos1, memory_order_acquire);
+    if (p1 != 0)
+        return ring == NULL ||
+                       atomic_load_explicit(ring, memory_order_relaxed) == tag
+                   ? p1
+                   : 0;
+    if ((p1 = find_published(q, ref)) == 0)
+        return 0;
+    if (ring != NULL)
+        atomic_store_explicit(ring, tag, memory_order_relaxed);
+    uint32_t none = 0;
+    if (!atomic_compare_exchange_strong_explicit(pos1, &none, p1,
+                                                 memory_order_acq_rel,
+                                                 memory_order_acquire))
+        return 0; /* another thread's wait found it first: look next time */
+    return p1;
+}
+
+/* The token of the consumer that claimed ring position p1 - 1 (p1: the
+ * position + 1, modulo 2^32; 0 unknown), or 0 when the slot's claim
+ * record names no consumer of that position (not taken yet, or the
+ * record was overwritten by a later lap). */
+static uint32_t taker_of(shmobj_queue *q, uint32_t p1)
+{
     struct shmobj__ring *r = &q->ring;
     if (p1 == 0 || !shmobj__ring_live(r))
         return 0; /* unknown, or a ring destroyed: its slots are no more */
@@ -53,7 +112,8 @@ static uint32_t taker_of(shmobj_queue *q, const _Atomic uint32_t *pos1)
 int shmobj__queue_wait_while(shmobj_queue *q, _Atomic uint32_t *word,
                              _Atomic uint32_t *waiters, uint32_t pending,
                              bool in_ring, int64_t timeout_ns,
-                             uint64_t deadline, const _Atomic uint32_t *pos1,
+                             uint64_t deadline, _Atomic uint32_t *pos1,
+                             _Atomic uint32_t *ring, uint64_t ref,
                              uint32_t *seen)
 {
     uint32_t s = atomic_load_explicit(word, memory_order_acquire);
@@ -80,14 +140,14 @@ int shmobj__queue_wait_while(shmobj_queue *q, _Atomic uint32_t *word,
             return live->linked(q->sp) ? SHMOBJ_ETIMEDOUT : SHMOBJ_EREPLACED;
         if (slice_end == 0) {
             slice_end = now + SHMOBJ__RING_WAIT_SLICE_NS;
-            taker = taker_of(q, pos1);
+            taker = taker_of(q, pos_of(q, pos1, ring, ref));
         } else if (now >= slice_end) {
             /* a slice passed: is the segment still there, and is the
              * consumer that took it? */
             if (!live->linked(q->sp))
                 return SHMOBJ_EREPLACED;
             if (taker == 0)
-                taker = taker_of(q, pos1);
+                taker = taker_of(q, pos_of(q, pos1, ring, ref));
             if (taker != 0 &&
                 live->owner_state(q->sp, taker) == SHMOBJ__OS_OWNER_DEAD) {
                 *seen = atomic_load_explicit(word, memory_order_acquire);
