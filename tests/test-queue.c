@@ -2135,7 +2135,10 @@ static void test_queue_tracked_full_at_documented_capacity(void **state)
  * stopped process finds its slot resolved when it resumes. Afterwards
  * every acknowledged put was taken exactly once, each consumer saw each
  * producer's messages in order, and every completion was delivered. */
-enum { STALL_PRODUCERS = 3, STALL_COUNT = 300, STALL_HOLD_MS = 300 };
+/* fewer messages where the kill rounds are fewer (sanitizer and valgrind
+ * builds run everything many times slower) */
+enum { STALL_PRODUCERS = 3, STALL_COUNT = TEST_KILL_ITERATIONS >= 200 ? 300 : 60,
+       STALL_HOLD_MS = 300 };
 
 struct stall_shared {
     _Atomic uint64_t acked[STALL_PRODUCERS];      /* puts acknowledged */
