@@ -2145,6 +2145,9 @@ struct stall_shared {
     _Atomic uint64_t taken;                       /* messages taken, all */
     _Atomic uint32_t seen[STALL_PRODUCERS][STALL_COUNT + 1];
     _Atomic uint32_t order_bad, bad;
+    /* 0 while the others of the stopped one's side wait for it to stop
+     * (a batch finds its runs only while it has the ring to itself) */
+    _Atomic uint32_t go;
 };
 
 struct stall_arg {
@@ -2156,7 +2159,16 @@ struct stall_arg {
     bool pin;          /* all on one CPU */
     const char *step;  /* armed in this process, or NULL */
     unsigned nth;
+    bool wait_go;      /* start once sh->go is set */
 };
+
+/* Hold back until the stopped process has stopped (stall_walk() sets
+ * go), bounded by the child's alarm. */
+static void stall_wait_go(const struct stall_arg *a)
+{
+    while (a->wait_go && atomic_load(&a->sh->go) == 0)
+        test_sleep_ms(1);
+}
 
 static int stall_producer(void *p)
 {
@@ -2165,6 +2177,7 @@ static int stall_producer(void *p)
         test_stall_pin(0);
     if (a->step != NULL)
         test_stall_arm(a->step, a->nth, TEST_STALL_STOP, 0);
+    stall_wait_go(a);
     for (uint64_t i = 1; i <= STALL_COUNT;) {
         if (a->batch) {
             shmobj_ref refs[8];
@@ -2243,6 +2256,7 @@ static int stall_consumer(void *p)
         test_stall_pin(0);
     if (a->step != NULL)
         test_stall_arm(a->step, a->nth, TEST_STALL_STOP, 0);
+    stall_wait_go(a);
     uint64_t last[STALL_PRODUCERS] = {0};
     const uint64_t total = (uint64_t)STALL_PRODUCERS * STALL_COUNT;
     unsigned n = 0;
@@ -2332,7 +2346,8 @@ static void stall_walk(shmobj_segment *seg, const struct stall_case *c, bool pin
                             : (!c->consumer && i == 0);
         args[i] = (struct stall_arg){q, sh, i, stopped && c->batch,
                                      c->completion, pin,
-                                     stopped ? c->step : NULL, c->nth};
+                                     stopped ? c->step : NULL, c->nth,
+                                     c->batch && !stopped && cons == c->consumer};
         int (*fn)(void *) = cons ? stall_consumer
                             : c->completion ? stall_sender : stall_producer;
         pids[i] = test_child_start(fn, &args[i], 30);
@@ -2340,6 +2355,7 @@ static void stall_walk(shmobj_segment *seg, const struct stall_case *c, bool pin
     pid_t stopped = pids[c->consumer ? STALL_PRODUCERS : 0];
     int status = 0;
     int w = test_stall_wait_stopped(stopped, 10000, &status);
+    atomic_store(&sh->go, 1);
     if (w != 1) {
         for (unsigned i = 0; i < STALL_PRODUCERS + 2; i++)
             kill(pids[i], SIGKILL);
