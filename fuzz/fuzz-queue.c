@@ -181,7 +181,7 @@ static void tracked_readers(void)
                         rc == SHMOBJ_ESTALE || rc == SHMOBJ_ECORRUPT,
                     "wait_done status");
         rc = shmobj_queue_untrack(queue, tracked[i]);
-        fuzz_expect(rc == 0 || rc == SHMOBJ_EBUSY || rc == SHMOBJ_ENOTFOUND ||
+        fuzz_expect(rc == 0 || rc == SHMOBJ_EINUSE || rc == SHMOBJ_ENOTFOUND ||
                         rc == SHMOBJ_ESTALE || rc == SHMOBJ_ECORRUPT,
                     "untrack status");
     }
@@ -191,7 +191,7 @@ static void tracked_readers(void)
                 "wait_all status");
     rc = shmobj_queue_put_tracked(queue, tracked[1], 0);
     fuzz_expect(ring_status_ok(rc, SHMOBJ_EFULL) || rc == SHMOBJ_EEXIST ||
-                    rc == SHMOBJ_EBUSY,
+                    rc == SHMOBJ_ETRACKFULL,
                 "put_tracked status");
     shmobj_ref in[3] = {tracked[0], tracked[1], tracked[0]}, out[8];
     size_t n = 0;

@@ -321,7 +321,7 @@ static void produce(struct wctx *w, int qi)
         rc = shmobj_queue_msg_wait_done(w->q[1], r, 200 * MS);
         if (rc == 0)
             send_rec(w, R_DONE, id, 1, 0);
-        else
+        else if (rc != SHMOBJ_EPEERDEAD) /* its consumer was killed */
             check_rc(w, OP_WAIT, rc);
         check_rc(w, OP_FREE_MSG, shmobj_queue_msg_free(w->q[1], r));
     }

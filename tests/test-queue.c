@@ -22,6 +22,7 @@
 #include "ring.h"
 #include "shmobj.h"
 #include "test-util.h"
+#include "test-stall.h"
 
 #ifndef TEST_KILL_ITERATIONS
 #define TEST_KILL_ITERATIONS 200
@@ -1858,8 +1859,8 @@ static int track_take_and_hold(void *p)
 }
 
 /* A consumer killed while it holds a tracked object never marks it done:
- * the sender's wait times out (the queue's crash rule), untrack says it was
- * not done, and the sender, which knows the consumer is dead, frees the
+ * the sender's wait learns that the consumer which took it died and says
+ * SHMOBJ_EPEERDEAD with the record released, and the sender frees the
  * object: nothing leaks, and a live consumer's later done of an abandoned
  * reference is told the sender gave up. */
 static void test_queue_tracked_consumer_killed_holding(void **state)
@@ -1880,8 +1881,10 @@ static void test_queue_tracked_consumer_killed_holding(void **state)
     assert_int_equal(read(pfd[0], &b, 1), 1);
     kill(c, SIGKILL);
     assert_int_equal(test_child_wait(c), 128 + SIGKILL);
-    assert_int_equal(shmobj_queue_wait_done(q, obj, 50 * TEST_MS), SHMOBJ_ETIMEDOUT);
-    assert_int_equal(shmobj_queue_untrack(q, obj), SHMOBJ_EBUSY);
+    /* the wait learns that the consumer which took it died, well before
+     * its deadline (a wait slice), and gives the reference back */
+    assert_int_equal(shmobj_queue_wait_done(q, obj, 5 * SEC), SHMOBJ_EPEERDEAD);
+    assert_int_equal(shmobj_queue_wait_done(q, obj, 0), SHMOBJ_ENOTFOUND);
     assert_int_equal(shmobj_queue_untrack(q, obj), SHMOBJ_ENOTFOUND);
     assert_int_equal(shmobj_queue_wait_all(q, 0), 0); /* nothing tracked now */
     assert_int_equal(counter_of(f->seg, obj), 1);     /* never updated */
@@ -1895,7 +1898,7 @@ static void test_queue_tracked_consumer_killed_holding(void **state)
     assert_int_equal(shmobj_queue_put_tracked(q, raw, 0), 0);
     shmobj_ref got;
     assert_int_equal(shmobj_queue_take(q, &got), 0);
-    assert_int_equal(shmobj_queue_untrack(q, raw), SHMOBJ_EBUSY);
+    assert_int_equal(shmobj_queue_untrack(q, raw), SHMOBJ_EINUSE);
     assert_int_equal(shmobj_queue_done(q, got), SHMOBJ_ESTALE);
     assert_int_equal(shmobj_queue_done(q, got), SHMOBJ_ENOTFOUND);
     /* the record is free again: the same block can be tracked anew */
@@ -1906,6 +1909,121 @@ static void test_queue_tracked_consumer_killed_holding(void **state)
     assert_int_equal(shmobj_arena_free(f->seg, raw), 0);
     close(pfd[0]);
     close(pfd[1]);
+    shmobj_queue_close(q);
+}
+
+/* The same for a tracked message block sent with put_copy: the sender's
+ * msg_wait_done says SHMOBJ_EPEERDEAD once the consumer that took it died,
+ * the block is the sender's again (done on the dead consumer's behalf) and
+ * msg_free gives it back: nothing leaks. A consumer that is only slow
+ * (alive) is waited for. */
+static void test_queue_msg_consumer_killed_holding_epeerdead(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(f->seg, "msgkill", 8, 0, &q), 0);
+    uint64_t blocks0 = used_blocks(f->seg);
+    char text[100] = "hello";
+    shmobj_ref msg;
+    assert_int_equal(shmobj_queue_put_copy(q, text, sizeof text,
+                                           SHMOBJ_QUEUE_MSG_TRACK, 0, &msg), 0);
+    /* not taken yet: nobody to be dead */
+    assert_int_equal(shmobj_queue_msg_wait_done(q, msg, 250 * TEST_MS),
+                     SHMOBJ_ETIMEDOUT);
+    int pfd[2];
+    assert_int_equal(pipe(pfd), 0);
+    struct track_arg a = {q, f->seg, 1, pfd[1]};
+    pid_t c = test_child_start(track_take_and_hold, &a, 20);
+    char b;
+    struct pollfd pl = {.fd = pfd[0], .events = POLLIN};
+    assert_int_equal(poll(&pl, 1, 10000), 1);
+    assert_int_equal(read(pfd[0], &b, 1), 1);
+    /* taken by a live consumer: waited for */
+    assert_int_equal(shmobj_queue_msg_wait_done(q, msg, 250 * TEST_MS),
+                     SHMOBJ_ETIMEDOUT);
+    kill(c, SIGKILL);
+    assert_int_equal(test_child_wait(c), 128 + SIGKILL);
+    assert_int_equal(shmobj_queue_msg_wait_done(q, msg, 5 * SEC), SHMOBJ_EPEERDEAD);
+    assert_int_equal(shmobj_queue_msg_wait_done(q, msg, 0), 0); /* done now */
+    assert_int_equal(shmobj_queue_msg_free(q, msg), 0);
+
+    /* a block written in place and put with shmobj_queue_put(): its
+     * sender's wait, begun while the block still waited in the ring,
+     * found where it is and learns the same */
+    void *data;
+    assert_int_equal(shmobj_queue_msg_alloc(q, 64, SHMOBJ_QUEUE_MSG_TRACK, &msg, &data), 0);
+    assert_int_equal(shmobj_queue_put(q, msg), 0);
+    assert_int_equal(shmobj_queue_msg_wait_done(q, msg, 150 * TEST_MS),
+                     SHMOBJ_ETIMEDOUT);
+    c = test_child_start(track_take_and_hold, &a, 20);
+    assert_int_equal(poll(&pl, 1, 10000), 1);
+    assert_int_equal(read(pfd[0], &b, 1), 1);
+    kill(c, SIGKILL);
+    assert_int_equal(test_child_wait(c), 128 + SIGKILL);
+    assert_int_equal(shmobj_queue_msg_wait_done(q, msg, 5 * SEC), SHMOBJ_EPEERDEAD);
+    assert_int_equal(shmobj_queue_msg_free(q, msg), 0);
+    assert_int_equal(shmobj_queue_trim(q), 0);
+    assert_int_equal(used_blocks(f->seg), blocks0);
+    close(pfd[0]);
+    close(pfd[1]);
+    shmobj_queue_close(q);
+}
+
+/* Waits without a deadline end when the segment's name is removed
+ * (shmobj_segment_destroy(), as `shmobj rm` does): a take, a wait for a
+ * tracked reference nobody took and a wait for a tracked message each
+ * return SHMOBJ_EREPLACED a wait slice or so after the removal, in
+ * children that would otherwise sleep until the test's alarm kills them. */
+struct removed_arg {
+    shmobj_queue *q;
+    shmobj_ref ref;
+    int kind; /* 0 take, 1 wait_done, 2 msg_wait_done */
+    int ready;
+};
+
+static int wait_forever_until_removed(void *p)
+{
+    struct removed_arg *a = p;
+    char b = 1;
+    /* a tracked reference is waited for by the process that put it */
+    if ((a->kind == 1 && shmobj_queue_put_tracked(a->q, a->ref, 0) != 0) ||
+        write(a->ready, &b, 1) != 1)
+        return 1;
+    shmobj_ref r;
+    int rc = a->kind == 0   ? shmobj_queue_take(a->q, &r)
+             : a->kind == 1 ? shmobj_queue_wait_done(a->q, a->ref, SHMOBJ_FOREVER)
+                            : shmobj_queue_msg_wait_done(a->q, a->ref, SHMOBJ_FOREVER);
+    return rc == SHMOBJ_EREPLACED ? 0 : 100 + (rc < 0 ? -rc : rc);
+}
+
+static void test_queue_wait_forever_segment_removed_ereplaced(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q, *t;
+    assert_int_equal(shmobj_queue_create(f->seg, "gone", 8, 0, &q), 0);
+    assert_int_equal(shmobj_queue_create(f->seg, "gonetrack", 8, 0, &t), 0);
+    shmobj_ref obj = msg_of(3, 1), msg;
+    char text[16] = "x";
+    assert_int_equal(shmobj_queue_put_copy(t, text, sizeof text,
+                                           SHMOBJ_QUEUE_MSG_TRACK, 0, &msg), 0);
+    int pfd[2];
+    assert_int_equal(pipe(pfd), 0);
+    struct removed_arg args[3] = {
+        {q, 0, 0, pfd[1]}, {t, obj, 1, pfd[1]}, {t, msg, 2, pfd[1]}};
+    pid_t c[3];
+    for (unsigned i = 0; i < 3; i++)
+        c[i] = test_child_start(wait_forever_until_removed, &args[i], 10);
+    for (unsigned i = 0; i < 3; i++) {
+        char b;
+        assert_int_equal(read(pfd[0], &b, 1), 1);
+    }
+    test_sleep_ms(50); /* let them go to sleep (not needed for correctness) */
+    assert_int_equal(shmobj_segment_destroy(f->name, SHMOBJ_BACKEND_SHM), 0);
+    for (unsigned i = 0; i < 3; i++)
+        assert_int_equal(test_child_wait(c[i]), 0); /* not 128 + SIGALRM */
+    close(pfd[0]);
+    close(pfd[1]);
+    shmobj_queue_close(t);
     shmobj_queue_close(q);
 }
 
@@ -1939,6 +2057,356 @@ static void test_queue_tracked_waiter_woken_by_destroy(void **state)
     close(pfd[0]);
     close(pfd[1]);
     shmobj_queue_close(q);
+}
+
+/* The documented count of completion records (twice the capacity, 64 to
+ * 8,192) can all be held at once, at every size: exactly that many
+ * tracked references taken and not yet done, then one more is refused
+ * with SHMOBJ_ETRACKFULL (nothing sent); completions give room back, as
+ * much as they released. */
+static void tracked_fill_to_documented(shmobj_segment *seg, uint32_t cap,
+                                       uint32_t records)
+{
+    char name[32];
+    snprintf(name, sizeof name, "trackcap%u", cap);
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(seg, name, cap, 0, &q), 0);
+    shmobj_ref got;
+    for (uint32_t i = 0; i < records; i++) {
+        int rc = shmobj_queue_put_tracked(q, msg_of(cap, i + 1), 0);
+        if (rc != 0)
+            fail_msg("capacity %u: tracked put %u of %u documented: %s", cap,
+                     i + 1, records, shmobj_errname(rc));
+        assert_int_equal(shmobj_queue_try_take(q, &got), 0); /* held, not done */
+        assert_int_equal(got, msg_of(cap, i + 1));
+    }
+    assert_int_equal(shmobj_queue_put_tracked(q, msg_of(cap, records + 1), 0),
+                     SHMOBJ_ETRACKFULL);
+    uint64_t n;
+    assert_int_equal(shmobj_queue_count(q, &n), 0);
+    assert_int_equal(n, 0); /* nothing sent */
+    /* a quarter done and released: exactly that much room again */
+    uint32_t back = records / 4;
+    for (uint32_t i = 0; i < back; i++) {
+        assert_int_equal(shmobj_queue_done(q, msg_of(cap, 2 * i + 1)), 0);
+        assert_int_equal(shmobj_queue_wait_done(q, msg_of(cap, 2 * i + 1), 0), 0);
+    }
+    for (uint32_t i = 0; i < back; i++) {
+        assert_int_equal(shmobj_queue_put_tracked(q, msg_of(cap, records + 2 + i), 0), 0);
+        assert_int_equal(shmobj_queue_try_take(q, &got), 0);
+    }
+    assert_int_equal(shmobj_queue_put_tracked(q, msg_of(cap, 2 * records), 0),
+                     SHMOBJ_ETRACKFULL);
+    /* everything done: every record comes back */
+    for (uint32_t i = 0; i < records; i++)
+        if (i % 2 != 0 || i / 2 >= back)
+            assert_int_equal(shmobj_queue_done(q, msg_of(cap, i + 1)), 0);
+    for (uint32_t i = 0; i < back; i++)
+        assert_int_equal(shmobj_queue_done(q, msg_of(cap, records + 2 + i)), 0);
+    assert_int_equal(shmobj_queue_wait_all(q, 0), 0);
+    for (uint32_t i = 0; i < records; i++) {
+        assert_int_equal(shmobj_queue_put_tracked(q, msg_of(cap, 3 * records + i), 0), 0);
+        assert_int_equal(shmobj_queue_try_take(q, &got), 0);
+    }
+    assert_int_equal(shmobj_queue_put_tracked(q, msg_of(cap, 4 * records), 0),
+                     SHMOBJ_ETRACKFULL);
+    shmobj_queue_close(q); /* gives its pending records up */
+    assert_int_equal(shmobj_queue_destroy(seg, name), 0);
+}
+
+static void test_queue_tracked_full_at_documented_capacity(void **state)
+{
+    struct fixture *f = *state;
+    tracked_fill_to_documented(f->seg, 16, 64);
+    tracked_fill_to_documented(f->seg, 64, 128);
+    tracked_fill_to_documented(f->seg, 1024, 2048);
+    tracked_fill_to_documented(f->seg, 4096, 8192);
+}
+
+/* ---- stalled processes at every step ------------------------------------------ */
+
+/* Every named step of the ring's claims (put, publish, take, release, the
+ * batches) and of completion (tracked record claim and release, done,
+ * the wait) is walked with one process stopped there (SIGSTOP) while two
+ * more producers and two more consumers (or senders) go on, then resumed;
+ * more processes than CPUs, in a second run all on one CPU. The stop
+ * lasts longer than the ring's ten stall periods, so the others resolve
+ * the stopped process's slot as they would a dead claimant's, and the
+ * stopped process finds its slot resolved when it resumes. Afterwards
+ * every acknowledged put was taken exactly once, each consumer saw each
+ * producer's messages in order, and every completion was delivered. */
+/* fewer messages where the kill rounds are fewer (sanitizer and valgrind
+ * builds run everything many times slower) */
+enum { STALL_PRODUCERS = 3, STALL_COUNT = TEST_KILL_ITERATIONS >= 200 ? 300 : 60,
+       STALL_HOLD_MS = 300 };
+
+struct stall_shared {
+    _Atomic uint64_t acked[STALL_PRODUCERS];      /* puts acknowledged */
+    _Atomic uint64_t taken;                       /* messages taken, all */
+    _Atomic uint32_t seen[STALL_PRODUCERS][STALL_COUNT + 1];
+    _Atomic uint32_t order_bad, bad;
+    /* 0 while the others of the stopped one's side wait for it to stop
+     * (a batch finds its runs only while it has the ring to itself) */
+    _Atomic uint32_t go;
+};
+
+struct stall_arg {
+    shmobj_queue *q;
+    struct stall_shared *sh;
+    unsigned id;       /* producer (sender) number */
+    bool batch;        /* put_many / take_many */
+    bool completion;   /* senders wait for completion, consumers mark done */
+    bool pin;          /* all on one CPU */
+    const char *step;  /* armed in this process, or NULL */
+    unsigned nth;
+    bool wait_go;      /* start once sh->go is set */
+};
+
+/* Hold back until the stopped process has stopped (stall_walk() sets
+ * go), bounded by the child's alarm. */
+static void stall_wait_go(const struct stall_arg *a)
+{
+    while (a->wait_go && atomic_load(&a->sh->go) == 0)
+        test_sleep_ms(1);
+}
+
+static int stall_producer(void *p)
+{
+    struct stall_arg *a = p;
+    if (a->pin)
+        test_stall_pin(0);
+    if (a->step != NULL)
+        test_stall_arm(a->step, a->nth, TEST_STALL_STOP, 0);
+    stall_wait_go(a);
+    for (uint64_t i = 1; i <= STALL_COUNT;) {
+        if (a->batch) {
+            shmobj_ref refs[8];
+            size_t n = STALL_COUNT + 1 - i < 8 ? STALL_COUNT + 1 - i : 8, put = 0;
+            for (size_t k = 0; k < n; k++)
+                refs[k] = msg_of(a->id, i + k);
+            int rc = shmobj_queue_put_many(a->q, refs, n, 10 * SEC, &put);
+            i += put;
+            atomic_store(&a->sh->acked[a->id], i - 1);
+            if (rc != 0)
+                return 10;
+        } else {
+            if (shmobj_queue_put_timed(a->q, msg_of(a->id, i), 10 * SEC) != 0)
+                return 11;
+            atomic_store(&a->sh->acked[a->id], i);
+            i++;
+        }
+    }
+    return 0;
+}
+
+/* A sender of completion: even messages as tracked references (any
+ * 16-aligned value: the consumer only marks them done), odd ones as
+ * tracked copies; it waits for each before the next. */
+static int stall_sender(void *p)
+{
+    struct stall_arg *a = p;
+    if (a->pin)
+        test_stall_pin(0);
+    if (a->step != NULL)
+        test_stall_arm(a->step, a->nth, TEST_STALL_STOP, 0);
+    for (uint64_t i = 1; i <= STALL_COUNT; i++) {
+        shmobj_ref r = msg_of(a->id, i);
+        if (i % 2 == 0) {
+            if (shmobj_queue_put_tracked(a->q, r, 10 * SEC) != 0)
+                return 20;
+            atomic_store(&a->sh->acked[a->id], i);
+            int rc = shmobj_queue_wait_done(a->q, r, 10 * SEC);
+            if (rc != 0)
+                return 21;
+        } else {
+            uint64_t body[2] = {a->id, i};
+            shmobj_ref m;
+            if (shmobj_queue_put_copy(a->q, body, sizeof body,
+                                      SHMOBJ_QUEUE_MSG_TRACK, 10 * SEC, &m) != 0)
+                return 22;
+            atomic_store(&a->sh->acked[a->id], i);
+            if (shmobj_queue_msg_wait_done(a->q, m, 10 * SEC) != 0)
+                return 23;
+            if (shmobj_queue_msg_free(a->q, m) != 0)
+                return 24;
+        }
+    }
+    return 0;
+}
+
+/* Count one message taken (producer, sequence), checking the order this
+ * consumer sees each producer's messages in. */
+static void stall_seen(struct stall_arg *a, uint64_t *last, unsigned prod,
+                       uint64_t seq)
+{
+    if (prod >= STALL_PRODUCERS || seq == 0 || seq > STALL_COUNT) {
+        atomic_fetch_add(&a->sh->bad, 1);
+        return;
+    }
+    atomic_fetch_add(&a->sh->seen[prod][seq], 1);
+    if (seq <= last[prod])
+        atomic_fetch_add(&a->sh->order_bad, 1);
+    last[prod] = seq;
+}
+
+static int stall_consumer(void *p)
+{
+    struct stall_arg *a = p;
+    if (a->pin)
+        test_stall_pin(0);
+    if (a->step != NULL)
+        test_stall_arm(a->step, a->nth, TEST_STALL_STOP, 0);
+    stall_wait_go(a);
+    uint64_t last[STALL_PRODUCERS] = {0};
+    const uint64_t total = (uint64_t)STALL_PRODUCERS * STALL_COUNT;
+    unsigned n = 0;
+    while (atomic_load(&a->sh->taken) < total) {
+        shmobj_ref refs[8];
+        size_t got = 0;
+        int rc;
+        if (a->batch) {
+            test_sleep_ms(1); /* let a run of messages gather */
+            rc = shmobj_queue_take_many(a->q, refs, 8, 100 * TEST_MS, &got);
+        } else {
+            rc = shmobj_queue_take_timed(a->q, &refs[0], 100 * TEST_MS);
+            got = rc == 0;
+        }
+        if (rc == SHMOBJ_ETIMEDOUT)
+            continue;
+        if (rc != 0)
+            return 30;
+        for (size_t k = 0; k < got; k++) {
+            shmobj_ref r = refs[k];
+            if (!a->completion) {
+                stall_seen(a, last, msg_producer(r), msg_seq(r));
+            } else if (shmobj_queue_done(a->q, r) == 0) {
+                stall_seen(a, last, msg_producer(r), msg_seq(r));
+            } else {
+                void *d;
+                size_t len;
+                if (shmobj_queue_msg_data(a->q, r, &d, &len) != 0 ||
+                    len != 2 * sizeof(uint64_t))
+                    return 31;
+                uint64_t body[2];
+                memcpy(body, d, sizeof body);
+                stall_seen(a, last, (unsigned)body[0], body[1]);
+                if (++n % 4 == 0)
+                    test_sleep_ms(1); /* a slow consumer: senders sleep */
+                if (shmobj_queue_msg_done(a->q, r) != 0)
+                    return 32;
+            }
+            atomic_fetch_add(&a->sh->taken, 1);
+        }
+    }
+    return 0;
+}
+
+struct stall_case {
+    const char *step;
+    bool consumer;   /* the stopped process is a consumer */
+    bool batch;      /* it uses the batch calls */
+    bool completion; /* the completion harness */
+    unsigned nth;
+};
+
+static const struct stall_case stall_cases[] = {
+    {"queue.put.claimed", false, false, false, 2},
+    {"queue.put.recorded", false, false, false, 2},
+    {"queue.put.published", false, false, false, 2},
+    {"queue.take.claimed", true, false, false, 2},
+    {"queue.take.recorded", true, false, false, 2},
+    {"queue.take.released", true, false, false, 2},
+    {"queue.put_many.claimed", false, true, false, 2},
+    {"queue.put_many.recorded", false, true, false, 2},
+    {"queue.put_many.first", false, true, false, 2},
+    {"queue.take_many.claimed", true, true, false, 2},
+    {"queue.take_many.recorded", true, true, false, 2},
+    {"queue.take_many.first", true, true, false, 2},
+    {"queue.track.claimed", false, false, true, 3},
+    {"queue.track.waited", false, false, true, 3},
+    {"queue.track.release", false, false, true, 3},
+    {"queue.wait.counted", false, false, true, 3},
+    {"queue.track.done", true, false, true, 3},
+    {"queue.msg.done", true, false, true, 3},
+};
+
+static void stall_walk(shmobj_segment *seg, const struct stall_case *c, bool pin)
+{
+    struct stall_shared *sh = shared_alloc(sizeof *sh);
+    memset(sh, 0, sizeof *sh);
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(seg, "stall", c->batch ? 64 : 8, 0, &q), 0);
+    struct stall_arg args[STALL_PRODUCERS + 2];
+    pid_t pids[STALL_PRODUCERS + 2];
+    /* producers 0..2, consumers 3..4; the stopped one is producer 0 or
+     * consumer 3 */
+    for (unsigned i = 0; i < STALL_PRODUCERS + 2; i++) {
+        bool cons = i >= STALL_PRODUCERS;
+        bool stopped = cons ? (c->consumer && i == STALL_PRODUCERS)
+                            : (!c->consumer && i == 0);
+        args[i] = (struct stall_arg){q, sh, i, stopped && c->batch,
+                                     c->completion, pin,
+                                     stopped ? c->step : NULL, c->nth,
+                                     c->batch && !stopped && cons == c->consumer};
+        int (*fn)(void *) = cons ? stall_consumer
+                            : c->completion ? stall_sender : stall_producer;
+        pids[i] = test_child_start(fn, &args[i], 30);
+    }
+    pid_t stopped = pids[c->consumer ? STALL_PRODUCERS : 0];
+    int status = 0;
+    int w = test_stall_wait_stopped(stopped, 10000, &status);
+    atomic_store(&sh->go, 1);
+    if (w != 1) {
+        for (unsigned i = 0; i < STALL_PRODUCERS + 2; i++)
+            kill(pids[i], SIGKILL);
+        for (unsigned i = 0; i < STALL_PRODUCERS + 2; i++)
+            test_child_wait(pids[i]);
+        fail_msg("%s%s: the armed process %s", c->step, pin ? " (one CPU)" : "",
+                 w == 0 ? "ended without reaching the step" : "never stopped");
+    }
+    /* the others go on while it is stopped; then it goes on too */
+    uint64_t before = atomic_load(&sh->taken);
+    test_sleep_ms(STALL_HOLD_MS);
+    uint64_t during = atomic_load(&sh->taken) - before;
+    test_stall_resume(stopped);
+    for (unsigned i = 0; i < STALL_PRODUCERS + 2; i++) {
+        int rc = test_child_wait(pids[i]);
+        if (rc != 0)
+            fail_msg("%s%s: process %u ended with %d", c->step,
+                     pin ? " (one CPU)" : "", i, rc);
+    }
+    for (unsigned p = 0; p < STALL_PRODUCERS; p++) {
+        assert_int_equal(atomic_load(&sh->acked[p]), STALL_COUNT);
+        for (unsigned k = 1; k <= STALL_COUNT; k++)
+            if (atomic_load(&sh->seen[p][k]) != 1)
+                fail_msg("%s%s: message %u of producer %u taken %u times",
+                         c->step, pin ? " (one CPU)" : "", k, p,
+                         (unsigned)atomic_load(&sh->seen[p][k]));
+    }
+    assert_int_equal(atomic_load(&sh->order_bad), 0);
+    assert_int_equal(atomic_load(&sh->bad), 0);
+    uint64_t n = 1;
+    assert_int_equal(shmobj_queue_count(q, &n), 0);
+    assert_int_equal(n, 0);
+    print_message("%-26s%s: %4llu taken while stopped\n", c->step,
+                  pin ? " (one CPU)" : "", (unsigned long long)during);
+    shmobj_queue_close(q);
+    assert_int_equal(shmobj_queue_destroy(seg, "stall"), 0);
+    munmap(sh, sizeof *sh);
+}
+
+static void test_queue_stall_every_step_exactly_once(void **state)
+{
+    struct fixture *f = *state;
+    for (size_t i = 0; i < sizeof stall_cases / sizeof stall_cases[0]; i++)
+        stall_walk(f->seg, &stall_cases[i], false);
+}
+
+static void test_queue_stall_every_step_one_cpu_exactly_once(void **state)
+{
+    struct fixture *f = *state;
+    for (size_t i = 0; i < sizeof stall_cases / sizeof stall_cases[0]; i++)
+        stall_walk(f->seg, &stall_cases[i], true);
 }
 
 /* ---- pollable descriptor ----------------------------------------------------- */
@@ -3375,14 +3843,20 @@ static uint64_t claim_expected(struct shmobj__ring *r, unsigned role, uint64_t p
 }
 
 /* Format 7: 16 bytes a slot, its claim record included, and no claim
- * arrays behind the slots. */
+ * arrays behind the slots (format 8 kept them, and changed only the
+ * completion records: a table of version 2 whose window is the whole
+ * table, with its reach). */
 static void test_ring_format_7_slot_holds_its_claim(void **state)
 {
     struct fixture *f = *state;
     shmobj_queue *q;
     assert_int_equal(shmobj_queue_create(f->seg, "v7fmt", 8, 0, &q), 0);
     struct shmobj__ring *r = shmobj__queue_ring(q);
-    assert_int_equal(r->hdr->version, 7);
+    assert_int_equal(r->hdr->version, 8);
+    assert_int_equal(q->track->version, 2);
+    assert_int_equal(q->track->count, 64);
+    assert_int_equal(q->track->window, 64);
+    assert_int_equal(atomic_load(&q->track->reach), 16);
     assert_int_equal(r->hdr->slot_size, 16);
     assert_int_equal(r->hdr->hdr_size, 896);
     uint32_t caps[] = {2, 8, 1024, 1u << 24};
@@ -3857,6 +4331,11 @@ int main(void)
         T(test_queue_tracked_wait_all_releases_everything),
         T(test_queue_tracked_consumer_killed_holding),
         T(test_queue_tracked_close_untracks),
+        T(test_queue_tracked_full_at_documented_capacity),
+        T(test_queue_msg_consumer_killed_holding_epeerdead),
+        T(test_queue_wait_forever_segment_removed_ereplaced),
+        T(test_queue_stall_every_step_exactly_once),
+        T(test_queue_stall_every_step_one_cpu_exactly_once),
         T(test_queue_tracked_waiter_woken_by_destroy),
         T(test_queue_put_copy_large_sizes_intact),
         T(test_queue_retire_holds_recent_blocks_then_frees),

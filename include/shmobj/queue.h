@@ -64,8 +64,17 @@
  * from the queue's point of view it was delivered); producers release the
  * dead consumer's slot after the stall period. So a kill costs at most the
  * one message the dying process held, and never wedges the others. A
- * tracked message whose consumer died is never marked done: its sender's
- * wait times out. A process killed while sleeping in a blocking call
+ * tracked message or reference whose consumer died is never marked done:
+ * its sender's wait learns that the consumer which took it died and
+ * returns SHMOBJ_EPEERDEAD (after a wait slice of 100 ms, and within one
+ * slice of the death), with the message or reference the sender's again.
+ * It tells by the ring position the message went through:
+ * shmobj_queue_put_tracked() and shmobj_queue_put_copy() record it; for a
+ * tracked message block put with shmobj_queue_put(), the sender's wait
+ * finds it when the block still waited in the queue as the wait began
+ * (among the last 4,096 messages put). A wait that knows no position, or
+ * whose consumer's claim the ring has already overwritten with a later
+ * lap's, ends at its deadline. A process killed while sleeping in a blocking call
  * leaves the count of sleepers too high; the other side then makes a
  * needless futex-wake system call per operation (correct, a little slower)
  * until one of its handles, after 64 such calls, finds the dead process in
@@ -353,10 +362,12 @@ SHMOBJ_API int shmobj_queue_spin_set(shmobj_queue *q, int64_t spin_ns);
  * @retval SHMOBJ_ECORRUPT the ring's next slot holds a word no live queue
  *         can (damage), or its block no longer checks out; nothing was sent
  * @retval SHMOBJ_ESTALE the queue was destroyed (nothing was written)
+ * @retval SHMOBJ_EREPLACED the segment's name was removed or now names
+ *         another segment while the call waited (checked after every wait
+ *         slice of 100 ms): its peers moved on; nothing was sent
  * @note Thread- and process-safe, lock-free while there is room. Waits
- *       without limit: a segment whose name was removed or replaced does
- *       not end the wait (shmobj_queue_put_timed() returns
- *       SHMOBJ_EREPLACED at its deadline).
+ *       without limit for a peer, but not for a segment that is gone (see
+ *       SHMOBJ_EREPLACED).
  * @since 0.1
  */
 SHMOBJ_API int shmobj_queue_put(shmobj_queue *q, shmobj_ref ref);
@@ -384,7 +395,8 @@ SHMOBJ_API int shmobj_queue_try_put(shmobj_queue *q, shmobj_ref ref);
  * @retval SHMOBJ_EINVAL q is NULL, ref is null or not 16-byte aligned
  * @retval SHMOBJ_EFULL the queue is full and timeout_ns is 0
  * @retval SHMOBJ_ETIMEDOUT still full when the timeout passed
- * @retval SHMOBJ_EREPLACED the deadline passed and the segment's name was
+ * @retval SHMOBJ_EREPLACED at the deadline, or after any wait slice of
+ *         100 ms while the call waited, the segment's name was
  *         removed or now names another segment (shmobj_segment_info_get()):
  *         its peers moved on
  * @retval SHMOBJ_ECORRUPT as for shmobj_queue_put()
@@ -407,10 +419,12 @@ SHMOBJ_API int shmobj_queue_put_timed(shmobj_queue *q, shmobj_ref ref,
  *         block no longer checks out (damage); nothing was taken
  * @retval SHMOBJ_ESTALE the queue was destroyed, also while the caller
  *         waited (nothing was written)
+ * @retval SHMOBJ_EREPLACED the segment's name was removed or now names
+ *         another segment while the call waited (checked after every wait
+ *         slice of 100 ms): its peers moved on; nothing was taken
  * @note Thread- and process-safe, lock-free while messages wait. Waits
- *       without limit: a segment whose name was removed or replaced does
- *       not end the wait (shmobj_queue_take_timed() returns
- *       SHMOBJ_EREPLACED at its deadline).
+ *       without limit for a peer, but not for a segment that is gone (see
+ *       SHMOBJ_EREPLACED).
  * @since 0.1
  */
 SHMOBJ_API int shmobj_queue_take(shmobj_queue *q, shmobj_ref *ref);
@@ -444,7 +458,8 @@ SHMOBJ_API int shmobj_queue_try_take(shmobj_queue *q, shmobj_ref *ref);
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_EEMPTY no message and timeout_ns is 0
  * @retval SHMOBJ_ETIMEDOUT none came before the timeout
- * @retval SHMOBJ_EREPLACED the deadline passed and the segment's name was
+ * @retval SHMOBJ_EREPLACED at the deadline, or after any wait slice of
+ *         100 ms while the call waited, the segment's name was
  *         removed or now names another segment (shmobj_segment_info_get()):
  *         its peers moved on
  * @retval SHMOBJ_ECORRUPT the ring's head slot holds a word no live queue
@@ -480,7 +495,8 @@ SHMOBJ_API int shmobj_queue_take_timed(shmobj_queue *q, shmobj_ref *ref,
  *         put)
  * @retval SHMOBJ_ETIMEDOUT still full when the timeout passed (*put were
  *         put)
- * @retval SHMOBJ_EREPLACED the deadline passed and the segment's name was
+ * @retval SHMOBJ_EREPLACED at the deadline, or after any wait slice of
+ *         100 ms while the call waited, the segment's name was
  *         removed or now names another segment (*put were put)
  * @retval SHMOBJ_ECORRUPT as for shmobj_queue_put() (*put were put)
  * @retval SHMOBJ_ESTALE the queue was destroyed (*put were put)
@@ -506,7 +522,8 @@ SHMOBJ_API int shmobj_queue_put_many(shmobj_queue *q, const shmobj_ref *refs,
  * @retval SHMOBJ_EINVAL NULL argument, or max is 0
  * @retval SHMOBJ_EEMPTY no message and timeout_ns is 0
  * @retval SHMOBJ_ETIMEDOUT none came before the timeout
- * @retval SHMOBJ_EREPLACED the deadline passed and the segment's name was
+ * @retval SHMOBJ_EREPLACED at the deadline, or after any wait slice of
+ *         100 ms while the call waited, the segment's name was
  *         removed or now names another segment: its peers moved on
  * @retval SHMOBJ_ECORRUPT as for shmobj_queue_take() (nothing was taken)
  * @retval SHMOBJ_ESTALE the queue was destroyed, also while the caller
@@ -566,7 +583,8 @@ SHMOBJ_API int shmobj_queue_try_peek(shmobj_queue *q, shmobj_ref *ref);
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_EEMPTY no message and timeout_ns is 0
  * @retval SHMOBJ_ETIMEDOUT none came before the timeout
- * @retval SHMOBJ_EREPLACED the deadline passed and the segment's name was
+ * @retval SHMOBJ_EREPLACED at the deadline, or after any wait slice of
+ *         100 ms while the call waited, the segment's name was
  *         removed or now names another segment (shmobj_segment_info_get()):
  *         its peers moved on
  * @retval SHMOBJ_ECORRUPT the ring's head slot holds a word no live queue
@@ -694,10 +712,16 @@ SHMOBJ_API int shmobj_queue_msg_done(shmobj_queue *q, shmobj_ref ref);
  * @param[in] timeout_ns 0 (just check), SHMOBJ_FOREVER, or nanoseconds
  * @retval 0 the message is done; free it with shmobj_queue_msg_free() or
  *         reuse it (then it must be re-armed with shmobj_queue_msg_reset())
+ * @retval SHMOBJ_EPEERDEAD the consumer that took it died before marking it
+ *         done (see "Crashes" above; told after a wait slice of 100 ms):
+ *         the block is marked done on its behalf, and the sender frees it
+ *         with shmobj_queue_msg_free() or puts it again (after
+ *         shmobj_queue_msg_reset())
  * @retval SHMOBJ_EINVAL NULL q or null ref, ref names no block of this
  *         segment, the block is not tracked, or its sender gave up
  * @retval SHMOBJ_ETIMEDOUT not done in time (also with timeout_ns 0)
- * @retval SHMOBJ_EREPLACED the deadline passed and the segment's name was
+ * @retval SHMOBJ_EREPLACED at the deadline, or after any wait slice of
+ *         100 ms while the call waited, the segment's name was
  *         removed or now names another segment (shmobj_segment_info_get()):
  *         its peers moved on
  * @retval SHMOBJ_ESTALE the block was freed or given back (see
@@ -764,7 +788,8 @@ SHMOBJ_API int shmobj_queue_msg_free(shmobj_queue *q, shmobj_ref ref);
  * @retval SHMOBJ_ENOMEM no room in the segment
  * @retval SHMOBJ_EFULL the queue is full and timeout_ns is 0 (nothing sent)
  * @retval SHMOBJ_ETIMEDOUT still full at the timeout (nothing sent)
- * @retval SHMOBJ_EREPLACED the deadline passed and the segment's name was
+ * @retval SHMOBJ_EREPLACED at the deadline, or after any wait slice of
+ *         100 ms while the call waited, the segment's name was
  *         removed or now names another segment (shmobj_segment_info_get()):
  *         its peers moved on
  * @retval SHMOBJ_ECORRUPT the heap or the ring is damaged (nothing sent)
@@ -789,8 +814,11 @@ SHMOBJ_API int shmobj_queue_put_copy(shmobj_queue *q, const void *data,
  *        envelope is allocated.
  *
  * The queue records the reference in one of its completion records (twice
- * its capacity of them, 64 to 8,192), owned by this handle, then puts it as
- * shmobj_queue_put_timed() does; a put that fails leaves no record.
+ * its capacity of them, 64 to 8,192; every one of them may be in use at
+ * once, whatever the references), owned by this handle, then puts it as
+ * shmobj_queue_put_timed() does; a put that fails leaves no record. A
+ * record is held from this put until the sender's wait returned 0 or
+ * SHMOBJ_EPEERDEAD, or its untrack.
  *
  * Ownership: the reference stays the sender's. The consumer borrows it
  * from its take to its shmobj_queue_done() and frees nothing; after
@@ -801,10 +829,12 @@ SHMOBJ_API int shmobj_queue_put_copy(shmobj_queue *q, const void *data,
  *
  * Crashes: the rules of the queue apply ("Crashes" above). A consumer
  * killed after its take never marks the reference done: the sender's wait
- * times out, and the sender decides (a consumer that died no longer uses
- * the reference; shmobj_queue_untrack() then returns SHMOBJ_EBUSY and the
- * sender may free it). A sender killed with references tracked leaves
- * their records, which a later tracked put reclaims when it needs them.
+ * learns that the consumer which took it died and returns
+ * SHMOBJ_EPEERDEAD with the record released (the reference is the
+ * sender's again), one wait slice after the death at the latest
+ * (shmobj_queue_wait_done()). A sender killed with references tracked
+ * leaves their records, which a later tracked put reclaims when it needs
+ * them.
  * @param[in] q handle
  * @param[in] ref as for shmobj_queue_put()
  * @param[in] timeout_ns 0 (do not wait), SHMOBJ_FOREVER, or nanoseconds
@@ -812,12 +842,17 @@ SHMOBJ_API int shmobj_queue_put_copy(shmobj_queue *q, const void *data,
  * @retval SHMOBJ_EINVAL q is NULL, ref is null or not 16-byte aligned
  * @retval SHMOBJ_EEXIST ref is tracked on this queue already (not yet
  *         released by its sender's wait or untrack)
- * @retval SHMOBJ_EBUSY the completion records ref may use are all held by
- *         live senders (too many tracked references outstanding), or this
- *         process has no attachment token (nothing sent)
+ * @retval SHMOBJ_ETRACKFULL every completion record of the queue is held
+ *         (by live senders: too many tracked references outstanding);
+ *         nothing sent. Wait for earlier ones (shmobj_queue_wait_done(),
+ *         shmobj_queue_wait_all()) or untrack them, then put again
+ * @retval SHMOBJ_ENOTSUP this process has no attachment token in the
+ *         segment (its table of attached handles is full), so no record
+ *         could be judged later; nothing sent
  * @retval SHMOBJ_EFULL the queue is full and timeout_ns is 0 (nothing sent)
  * @retval SHMOBJ_ETIMEDOUT still full when the timeout passed (nothing sent)
- * @retval SHMOBJ_EREPLACED the deadline passed and the segment's name was
+ * @retval SHMOBJ_EREPLACED at the deadline, or after any wait slice of
+ *         100 ms while the call waited, the segment's name was
  *         removed or now names another segment (nothing sent)
  * @retval SHMOBJ_ECORRUPT as for shmobj_queue_put()
  * @retval SHMOBJ_ESTALE the queue was destroyed (nothing sent)
@@ -855,12 +890,16 @@ SHMOBJ_API int shmobj_queue_done(shmobj_queue *q, shmobj_ref ref);
  * @param[in] ref the reference
  * @param[in] timeout_ns 0 (just check), SHMOBJ_FOREVER, or nanoseconds
  * @retval 0 done; the record is released, ref may be freed or put again
+ * @retval SHMOBJ_EPEERDEAD the consumer that took ref died before marking
+ *         it done (told after a wait slice of 100 ms, within a slice of the
+ *         death): the record is released, ref is the sender's again
  * @retval SHMOBJ_EINVAL q is NULL, ref is null or not 16-byte aligned
  * @retval SHMOBJ_ENOTFOUND this handle tracks no such reference (never
  *         put tracked, released already, or untracked)
  * @retval SHMOBJ_ETIMEDOUT not done in time (also with timeout_ns 0); the
  *         record stays: wait again, or shmobj_queue_untrack()
- * @retval SHMOBJ_EREPLACED the deadline passed and the segment's name was
+ * @retval SHMOBJ_EREPLACED at the deadline, or after any wait slice of
+ *         100 ms while the call waited, the segment's name was
  *         removed or now names another segment: its peers moved on
  * @retval SHMOBJ_ESTALE the queue was destroyed, also while the caller
  *         waited
@@ -881,10 +920,14 @@ SHMOBJ_API int shmobj_queue_wait_done(shmobj_queue *q, shmobj_ref ref,
  *            deadline for the whole call
  * @retval 0 everything is done (or nothing was tracked); every record is
  *         released
+ * @retval SHMOBJ_EPEERDEAD everything is done or released, and the
+ *         consumer of at least one died before marking it done (as for
+ *         shmobj_queue_wait_done()): every record is released
  * @retval SHMOBJ_EINVAL q is NULL
  * @retval SHMOBJ_ETIMEDOUT some were not done in time; those that were are
  *         released, the others stay tracked
- * @retval SHMOBJ_EREPLACED the deadline passed and the segment's name was
+ * @retval SHMOBJ_EREPLACED at the deadline, or after any wait slice of
+ *         100 ms while the call waited, the segment's name was
  *         removed or now names another segment: its peers moved on
  * @retval SHMOBJ_ESTALE the queue was destroyed, also while the caller
  *         waited
@@ -902,7 +945,7 @@ SHMOBJ_API int shmobj_queue_wait_all(shmobj_queue *q, int64_t timeout_ns);
  * @param[in] q the handle that put it
  * @param[in] ref the reference
  * @retval 0 it was done: the record is released, ref is the sender's
- * @retval SHMOBJ_EBUSY it was not done: the record is handed to the
+ * @retval SHMOBJ_EINUSE it was not done: the record is handed to the
  *         consumer's shmobj_queue_done(), which releases it (and gets
  *         SHMOBJ_ESTALE). A consumer may still be using ref; the sender
  *         frees it only when it knows none does (the consumer died, or the

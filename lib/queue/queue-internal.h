@@ -102,8 +102,10 @@ int shmobj__queue_gone(shmobj_queue *q);
 /* queue.c: the status of a ring operation that failed with rc: that of a
  * queue gone, else rc. */
 __attribute__((cold)) int shmobj__queue_op_status(shmobj_queue *q, int rc);
-/* queue-io.c: put ref, waiting up to timeout_ns for room (0: try once). */
-int shmobj__queue_put_timed(shmobj_queue *q, shmobj_ref ref, int64_t timeout_ns);
+/* queue-io.c: put ref, waiting up to timeout_ns for room (0: try once);
+ * the ring position it was published at in *at. */
+int shmobj__queue_put_timed(shmobj_queue *q, shmobj_ref ref, int64_t timeout_ns,
+                            uint64_t *at);
 /* queue-msg.c: give every retired message block back to the heap; how
  * many there were in *n. */
 int shmobj__queue_retire_drain(shmobj_queue *q, unsigned *n);
@@ -114,15 +116,23 @@ void shmobj__queue_notify_fire(shmobj_queue *q);
 void shmobj__queue_notify_drop(shmobj_queue *q);
 /* queue-tracked.c: untrack what the handle still tracks (at close). */
 void shmobj__queue_track_drop_all(shmobj_queue *q);
-/* queue-wait.c: wait (the handle's spin, then a futex) while *word is
- * `pending`, counted in *waiters while asleep, up to the absolute deadline
- * (timeout_ns 0: do not wait). 0 with the word seen in *seen, else
- * SHMOBJ_ETIMEDOUT, SHMOBJ_EREPLACED (the segment was replaced under its
- * name), or SHMOBJ_ESTALE when in_ring (the word is in the queue's block)
- * and the queue was destroyed. */
+/* queue-wait.c: wait (the handle's spin, then a futex, in wait slices)
+ * while *word is `pending`, counted in *waiters while asleep, up to the
+ * absolute deadline (timeout_ns 0: do not wait). pos1, when not NULL,
+ * holds the ring position + 1 (mod 2^32, 0 unknown) of what the wait is
+ * for; when it is 0 and ref is not, the wait looks for ref in the ring
+ * and keeps the position it finds there. ring, when not NULL, holds the
+ * low 32 bits of the identity of the ring *pos1 is a position of. 0 with the word seen in *seen, else SHMOBJ_ETIMEDOUT,
+ * SHMOBJ_EREPLACED (the segment was removed or replaced under its name:
+ * at the deadline or after a slice), SHMOBJ_EPEERDEAD (the consumer that
+ * took it died; the word still `pending`, in *seen), or SHMOBJ_ESTALE
+ * when in_ring (the word is in the queue's block) and the queue was
+ * destroyed. */
 int shmobj__queue_wait_while(shmobj_queue *q, _Atomic uint32_t *word,
                              _Atomic uint32_t *waiters, uint32_t pending,
                              bool in_ring, int64_t timeout_ns,
-                             uint64_t deadline, uint32_t *seen);
+                             uint64_t deadline, _Atomic uint32_t *pos1,
+                             _Atomic uint32_t *ring, uint64_t ref,
+                             uint32_t *seen);
 
 #endif /* SHMOBJ_QUEUE_INTERNAL_H */

@@ -28,29 +28,39 @@ static inline void after_put(shmobj_queue *q)
         shmobj__queue_notify_fire(q);
 }
 
-static __attribute__((noinline)) int put_timed(shmobj_queue *q, shmobj_ref ref,
-                                               int64_t timeout_ns)
+static __attribute__((noinline)) int put_timed_at(shmobj_queue *q,
+                                                  shmobj_ref ref,
+                                                  int64_t timeout_ns,
+                                                  uint64_t *at)
 {
     if (q == NULL || !shmobj__ring_value_ok(ref))
         return SHMOBJ_EINVAL;
     /* one try first: a queue with room needs no deadline and no wait
      * loop (the blocking path tries again before it waits) */
-    int rc = shmobj__ring_try_put(&q->ring, ref);
+    int rc = shmobj__ring_try_put_at(&q->ring, ref, at);
     if (rc == SHMOBJ_EFULL && timeout_ns != 0)
-        rc = shmobj__ring_put(
+        rc = shmobj__ring_put_at(
             &q->ring, ref,
             atomic_load_explicit(&q->spin_ns, memory_order_relaxed),
-            shmobj__os_deadline(timeout_ns));
+            shmobj__os_deadline(timeout_ns), at);
     if (rc != 0)
         return shmobj__queue_op_status(q, rc);
     after_put(q);
     return 0;
 }
 
-/* put_timed() for the other sources (put_copy, tracked puts). */
-int shmobj__queue_put_timed(shmobj_queue *q, shmobj_ref ref, int64_t timeout_ns)
+static __attribute__((noinline)) int put_timed(shmobj_queue *q, shmobj_ref ref,
+                                               int64_t timeout_ns)
 {
-    return put_timed(q, ref, timeout_ns);
+    uint64_t at;
+    return put_timed_at(q, ref, timeout_ns, &at);
+}
+
+/* put_timed() for the other sources (put_copy, tracked puts). */
+int shmobj__queue_put_timed(shmobj_queue *q, shmobj_ref ref, int64_t timeout_ns,
+                            uint64_t *at)
+{
+    return put_timed_at(q, ref, timeout_ns, at);
 }
 
 /* After a plain put that found sleepers or listeners: wake them. */
@@ -67,8 +77,9 @@ static __attribute__((noinline)) int put_wake(shmobj_queue *q)
  * calls): the common case saves no register. */
 static inline int put_plain(shmobj_queue *q, shmobj_ref ref, int64_t timeout_ns)
 {
+    uint64_t at;
     if (__builtin_expect(q != NULL && shmobj__ring_value_ok(ref) &&
-                             ring_put_plain(&q->ring, ref),
+                             ring_put_plain(&q->ring, ref, &at),
                          1)) {
         /* both seq_cst, in this order, as wake_consumers() then
          * after_put() would load them */

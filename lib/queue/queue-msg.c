@@ -28,6 +28,7 @@
 #include "arena.h" /* shmobj__arena_usable_if */
 #include "os.h"
 #include "queue-internal.h"
+#include "step.h"
 
 #define QMSG_MAGIC 0x47534d51u /* "QMSG" */
 enum { QMSG_PENDING = 0, QMSG_DONE = 1, QMSG_ABANDONED = 2, QMSG_FREED = 3 };
@@ -45,7 +46,18 @@ struct shmobj__qmsg {
     _Atomic uint32_t waiters;
     uint32_t flags;          /* SHMOBJ_QUEUE_MSG_* given at allocation */
     uint64_t len;            /* bytes of data after the header */
-    uint64_t reserved[5];    /* zero */
+    /* the ring position a tracked message was published at, + 1, modulo
+     * 2^32 (0: not known: not put yet, or put with shmobj_queue_put()
+     * and not found in the ring by a wait yet), written by put_copy after
+     * its put, or by the sender's wait (CAS from 0) that found the block
+     * still waiting in the ring; the wait finds there who took it (the
+     * slot's claim record) */
+    _Atomic uint32_t pos;
+    /* the low 32 bits of the identity of the ring that position is in
+     * (the queue it was put on), written before pos; a wait through
+     * another queue's handle does not read the position there */
+    _Atomic uint32_t ring;
+    uint64_t reserved[4];    /* zero */
 };
 _Static_assert(sizeof(struct shmobj__qmsg) == SHMOBJ_QUEUE_MSG_HEADER,
                "message header");
@@ -54,7 +66,9 @@ _Static_assert(offsetof(struct shmobj__qmsg, state) == 4, "qmsg state");
 _Static_assert(offsetof(struct shmobj__qmsg, waiters) == 8, "qmsg waiters");
 _Static_assert(offsetof(struct shmobj__qmsg, flags) == 12, "qmsg flags");
 _Static_assert(offsetof(struct shmobj__qmsg, len) == 16, "qmsg len");
-_Static_assert(offsetof(struct shmobj__qmsg, reserved) == 24, "qmsg reserved");
+_Static_assert(offsetof(struct shmobj__qmsg, pos) == 24, "qmsg pos");
+_Static_assert(offsetof(struct shmobj__qmsg, ring) == 28, "qmsg ring");
+_Static_assert(offsetof(struct shmobj__qmsg, reserved) == 32, "qmsg reserved");
 _Static_assert(offsetof(struct shmobj__qmsg, state) == SHMOBJ__RETIRE_STATE_OFF,
                "the retire FIFO's repair reads the state there");
 _Static_assert(QMSG_FREED == SHMOBJ__RETIRE_STATE_GIVEN, "given back");
@@ -323,6 +337,7 @@ int shmobj_queue_msg_done(shmobj_queue *q, shmobj_ref ref)
     if (atomic_compare_exchange_strong_explicit(&g.m->state, &expect, QMSG_DONE,
                                                 memory_order_seq_cst,
                                                 memory_order_acquire)) {
+        SHMOBJ__STEP("queue.msg.done");
         msg_wake(g.m);
         return 0;
     }
@@ -346,7 +361,21 @@ int shmobj_queue_msg_wait_done(shmobj_queue *q, shmobj_ref ref,
     uint32_t s;
     rc = shmobj__queue_wait_while(q, &m->state, &m->waiters, QMSG_PENDING,
                                   false, timeout_ns,
-                                  shmobj__os_deadline(timeout_ns), &s);
+                                  shmobj__os_deadline(timeout_ns), &m->pos,
+                                  &m->ring, ref, &s);
+    if (rc == SHMOBJ_EPEERDEAD) {
+        /* the consumer that took it died: done on its behalf, so the
+         * sender frees it (shmobj_queue_msg_free()) or puts it again; a
+         * done that came first wins the CAS */
+        uint32_t expect = QMSG_PENDING;
+        if (atomic_compare_exchange_strong_explicit(&m->state, &expect,
+                                                    QMSG_DONE,
+                                                    memory_order_acq_rel,
+                                                    memory_order_acquire))
+            return SHMOBJ_EPEERDEAD;
+        s = expect;
+        rc = 0;
+    }
     if (rc != 0)
         return rc;
     if (s == QMSG_FREED)
@@ -363,6 +392,12 @@ int shmobj_queue_msg_reset(shmobj_queue *q, shmobj_ref ref)
     if ((g.flags & SHMOBJ_QUEUE_MSG_TRACK) == 0)
         return SHMOBJ_EINVAL;
     uint32_t expect = QMSG_DONE;
+    /* its next put is not necessarily put_copy's: the last position
+     * would name the taker of the last trip */
+    if (atomic_load_explicit(&g.m->state, memory_order_acquire) == QMSG_DONE) {
+        atomic_store_explicit(&g.m->pos, 0, memory_order_relaxed);
+        atomic_store_explicit(&g.m->ring, 0, memory_order_relaxed);
+    }
     if (!atomic_compare_exchange_strong_explicit(&g.m->state, &expect,
                                                  QMSG_PENDING,
                                                  memory_order_acq_rel,
@@ -488,10 +523,19 @@ int shmobj_queue_put_copy(shmobj_queue *q, const void *data, size_t len,
         return rc;
     if (len > 0)
         copy_in(q, p, data, len);
-    rc = shmobj__queue_put_timed(q, r, timeout_ns);
+    uint64_t at;
+    rc = shmobj__queue_put_timed(q, r, timeout_ns, &at);
     if (rc != 0) {
         q->sp->ops->free(q->sp, r);
         return rc;
+    }
+    /* where the sender's wait finds who took it; the block is the
+     * sender's until this call returns (a done only marks it) */
+    if ((flags & SHMOBJ_QUEUE_MSG_TRACK) != 0) {
+        struct shmobj__qmsg *m = (struct shmobj__qmsg *)p - 1;
+        atomic_store_explicit(&m->ring, (uint32_t)q->ring.ident,
+                              memory_order_relaxed);
+        atomic_store_explicit(&m->pos, (uint32_t)(at + 1), memory_order_release);
     }
     if (ref != NULL)
         *ref = r;

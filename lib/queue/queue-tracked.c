@@ -15,16 +15,31 @@
  *   child's copy of the handle names no record of its own. */
 #include "os.h"
 #include "queue-internal.h"
+#include "step.h"
 
 /* Sleep (after the handle's spin) while the record is pending, up to the
  * deadline: the state seen, or SHMOBJ_ETIMEDOUT / SHMOBJ_EREPLACED, or
- * SHMOBJ_ESTALE once the queue was destroyed (its destroy wakes us). */
-static int track_wait(shmobj_queue *q, struct shmobj__track_rec *r,
-                      int64_t timeout_ns, uint64_t deadline, uint32_t *seen)
+ * SHMOBJ_ESTALE once the queue was destroyed (its destroy wakes us). When
+ * the consumer that took the reference died (SHMOBJ_EPEERDEAD), the
+ * record is taken back from PENDING and freed: the reference is the
+ * sender's again. A done that came first wins that CAS; then the state
+ * it left is the answer. */
+static int track_wait(shmobj_queue *q, uint32_t idx, int64_t timeout_ns,
+                      uint64_t deadline, uint32_t *seen)
 {
-    return shmobj__queue_wait_while(q, &r->state, &r->waiters,
-                                    SHMOBJ__TRACK_PENDING, true, timeout_ns,
-                                    deadline, seen);
+    struct shmobj__track_rec *r = &q->track->rec[idx];
+    int rc = shmobj__queue_wait_while(q, &r->state, &r->waiters,
+                                      SHMOBJ__TRACK_PENDING, true, timeout_ns,
+                                      deadline, &r->pos, NULL, 0, seen);
+    if (rc != SHMOBJ_EPEERDEAD)
+        return rc;
+    if (shmobj__track_release(q->track, idx, SHMOBJ__TRACK_PENDING)) {
+        atomic_fetch_sub_explicit(&q->tracked, 1, memory_order_relaxed);
+        *seen = SHMOBJ__TRACK_FREE;
+        return SHMOBJ_EPEERDEAD;
+    }
+    *seen = atomic_load_explicit(&r->state, memory_order_acquire);
+    return 0;
 }
 
 /* Every call on a tracked reference first: SHMOBJ_EINVAL for no queue or
@@ -69,20 +84,24 @@ int shmobj_queue_put_tracked(shmobj_queue *q, shmobj_ref ref,
     if (rc != 0)
         return rc;
     uint32_t me = shmobj__ring_self_token(&q->ring);
-    if (me == 0)
-        return SHMOBJ_EBUSY; /* no attachment token: nothing could judge us */
+    if (me == 0) /* no attachment token: nothing could judge the record */
+        return SHMOBJ_ENOTSUP;
     uint32_t idx;
     rc = shmobj__track_add(q->sp, q->track, q->track_count, ref, me,
                                q->serial, &idx);
     if (rc != 0)
-        return rc == SHMOBJ_EFULL ? SHMOBJ_EBUSY : rc;
+        return rc; /* SHMOBJ_EEXIST, SHMOBJ_ETRACKFULL */
     /* visible before the reference can be taken: a consumer's done finds it */
     atomic_store_explicit(&q->track->rec[idx].state, SHMOBJ__TRACK_PENDING,
                           memory_order_release);
     atomic_fetch_add_explicit(&q->tracked, 1, memory_order_relaxed);
-    rc = shmobj__queue_put_timed(q, ref, timeout_ns);
+    uint64_t at;
+    rc = shmobj__queue_put_timed(q, ref, timeout_ns, &at);
     if (rc != 0) /* never in the queue: nobody else saw the record */
         track_drop(q, idx, SHMOBJ__TRACK_PENDING);
+    else /* where its wait finds who took it */
+        atomic_store_explicit(&q->track->rec[idx].pos, (uint32_t)(at + 1),
+                              memory_order_release);
     return rc;
 }
 
@@ -100,6 +119,7 @@ int shmobj_queue_done(shmobj_queue *q, shmobj_ref ref)
                                                 SHMOBJ__TRACK_DONE,
                                                 memory_order_seq_cst,
                                                 memory_order_acquire)) {
+        SHMOBJ__STEP("queue.track.done");
         if (atomic_load_explicit(&r->waiters, memory_order_seq_cst) != 0)
             shmobj__os_futex_wake(&r->state, INT32_MAX);
         return 0;
@@ -118,12 +138,12 @@ int shmobj_queue_wait_done(shmobj_queue *q, shmobj_ref ref, int64_t timeout_ns)
     if (rc != 0)
         return rc;
     uint32_t s;
-    rc = track_wait(q, &q->track->rec[idx], timeout_ns,
-                    shmobj__os_deadline(timeout_ns), &s);
+    rc = track_wait(q, idx, timeout_ns, shmobj__os_deadline(timeout_ns), &s);
     if (rc != 0)
         return rc;
     if (s != SHMOBJ__TRACK_DONE)
         return SHMOBJ_ENOTFOUND; /* released meanwhile by another thread */
+    SHMOBJ__STEP("queue.track.waited");
     track_drop(q, idx, SHMOBJ__TRACK_DONE);
     return 0;
 }
@@ -141,7 +161,7 @@ int shmobj_queue_untrack(shmobj_queue *q, shmobj_ref ref)
                                                 memory_order_acq_rel,
                                                 memory_order_acquire)) {
         atomic_fetch_sub_explicit(&q->tracked, 1, memory_order_relaxed);
-        return SHMOBJ_EBUSY; /* the consumer's done empties the record */
+        return SHMOBJ_EINUSE; /* the consumer's done empties the record */
     }
     if (expect == SHMOBJ__TRACK_DONE) {
         track_drop(q, idx, SHMOBJ__TRACK_DONE);
@@ -160,7 +180,7 @@ int shmobj_queue_wait_all(shmobj_queue *q, int64_t timeout_ns)
         return 0;
     uint32_t me = shmobj__ring_self_token(&q->ring);
     uint64_t deadline = shmobj__os_deadline(timeout_ns);
-    int rc = 0;
+    int rc = 0, peer = 0;
     for (uint32_t i = 0; i < q->track_count; i++) {
         struct shmobj__track_rec *r = &q->track->rec[i];
         uint32_t s = atomic_load_explicit(&r->state, memory_order_acquire);
@@ -169,8 +189,10 @@ int shmobj_queue_wait_all(shmobj_queue *q, int64_t timeout_ns)
             atomic_load_explicit(&r->handle, memory_order_relaxed) != q->serial)
             continue;
         if (rc == 0) {
-            int w = track_wait(q, r, timeout_ns, deadline, &s);
-            if (w != 0)
+            int w = track_wait(q, i, timeout_ns, deadline, &s);
+            if (w == SHMOBJ_EPEERDEAD)
+                peer = w; /* released; wait for the others all the same */
+            else if (w != 0)
                 rc = w; /* keep releasing what is done already */
         }
         if (s == SHMOBJ__TRACK_DONE)
@@ -178,6 +200,8 @@ int shmobj_queue_wait_all(shmobj_queue *q, int64_t timeout_ns)
         else if (rc == 0 && s == SHMOBJ__TRACK_PENDING)
             rc = SHMOBJ_ETIMEDOUT;
     }
+    if (rc == 0)
+        rc = peer;
     return rc == SHMOBJ_ESTALE ? shmobj__queue_op_status(q, rc) : rc;
 }
 

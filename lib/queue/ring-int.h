@@ -19,6 +19,7 @@
 #include "cpu.h"
 #include "os.h"
 #include "ring.h"
+#include "step.h"
 
 
 /* We are about to CAS this line: ask for it in exclusive state at once
@@ -175,7 +176,9 @@ static inline bool claim_and_release(struct shmobj__ring *r,
                                                memory_order_relaxed,
                                                memory_order_relaxed))
         return false;
+    SHMOBJ__STEP("queue.take.claimed");
     claim_record(r, SHMOBJ__RING_ROLE_CONSUMER, pos);
+    SHMOBJ__STEP("queue.take.recorded");
     if (__builtin_expect(r->test_hold_ns != 0, 0))
         shmobj__ring_test_hold(r->test_hold_ns);
     uint64_t expect = w;
@@ -184,6 +187,7 @@ static inline bool claim_and_release(struct shmobj__ring *r,
                                             m_empty(pos + r->capacity),
                                             memory_order_seq_cst,
                                             memory_order_relaxed);
+    SHMOBJ__STEP("queue.take.released");
     wake_producers(r);
     return true;
 }
@@ -191,9 +195,17 @@ static inline bool claim_and_release(struct shmobj__ring *r,
 /* The plain cases below call nothing, so that the public put and take
  * they are inlined in keep no register across a call and save none: what
  * would need a call (this process's token not looked up since a fork, a
- * test's hold) is left to the whole try before anything is claimed, and
- * the wake-up after the hand-over is the caller's (ring_put_woken(),
- * ring_take_woken()). */
+ * test's hold, a test's step hook: the whole try names every step) is
+ * left to the whole try before anything is claimed, and the wake-up after
+ * the hand-over is the caller's (ring_put_woken(), ring_take_woken()). */
+
+/* Whether a test watches the steps (step.h): then the plain cases leave
+ * everything to the whole try, whose steps it can stop at. */
+static inline bool steps_watched(void)
+{
+    return __builtin_expect(
+        __atomic_load_n(&shmobj__step_hook, __ATOMIC_RELAXED) != 0, 0);
+}
 
 /* This process's claim identity when it was looked up in this fork. */
 static inline bool self_known(const struct shmobj__ring *r)
@@ -203,15 +215,17 @@ static inline bool self_known(const struct shmobj__ring *r)
 }
 
 /* The plain case of a put: the ring is live, the slot of enq_pos is EMPTY,
- * our claim wins, our publish wins. True when v was published; then the
- * caller wakes the consumers if ring_put_woken() says so. False when any
- * of those did not hold: nothing is published, and what was done (a claim
- * whose slot a consumer skipped) needs no undoing, so the caller goes on
- * with the whole try (shmobj__ring_try_put()). */
-static inline bool ring_put_plain(struct shmobj__ring *r, uint64_t v)
+ * our claim wins, our publish wins. True when v was published (at
+ * position *at); then the caller wakes the consumers if ring_put_woken()
+ * says so. False when any of those did not hold: nothing is published,
+ * and what was done (a claim whose slot a consumer skipped) needs no
+ * undoing, so the caller goes on with the whole try
+ * (shmobj__ring_try_put()). */
+static inline bool ring_put_plain(struct shmobj__ring *r, uint64_t v,
+                                  uint64_t *at)
 {
     struct shmobj__ring_hdr *h = r->hdr;
-    if (!shmobj__ring_live(r) || !self_known(r))
+    if (!shmobj__ring_live(r) || !self_known(r) || steps_watched())
         return false; /* destroyed (the block may be another's now), forked */
     uint64_t e = atomic_load_explicit(&h->enq_pos, memory_order_relaxed);
     struct shmobj__ring_slot *s = &r->slots[e & r->mask];
@@ -234,8 +248,10 @@ static inline bool ring_put_plain(struct shmobj__ring *r, uint64_t v)
         if (__builtin_expect(atomic_compare_exchange_strong_explicit(
                                  &s->word, &expect, value,
                                  memory_order_seq_cst, memory_order_relaxed),
-                             1))
+                             1)) {
+            *at = e;
             return true;
+        }
         /* a consumer judged us dead and skipped the slot: claim anew */
     }
     return false;
@@ -257,7 +273,7 @@ static inline bool ring_take_plain(struct shmobj__ring *r, uint64_t *v)
 {
     struct shmobj__ring_hdr *h = r->hdr;
     if (!shmobj__ring_live(r) || !self_known(r) ||
-        __builtin_expect(r->test_hold_ns != 0, 0))
+        __builtin_expect(r->test_hold_ns != 0, 0) || steps_watched())
         return false;
     uint64_t d = atomic_load_explicit(&h->deq_pos, memory_order_relaxed);
     struct shmobj__ring_slot *s = &r->slots[d & r->mask];

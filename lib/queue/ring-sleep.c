@@ -10,7 +10,13 @@
  *   operation again before it sleeps on that word (Dekker with the other
  *   side's seq_cst CAS and waiter load): it sees the change or is woken.
  * - A sleeper whose slot is claimed by a process that may be dead wakes
- *   after one stall period to judge it; no other wait is sliced.
+ *   after one stall period to judge it.
+ * - Every sleep is bounded by a wait slice (SHMOBJ__RING_WAIT_SLICE_NS)
+ *   as well as by the deadline, so a wait without a deadline ends too:
+ *   after each slice that passed without the operation going through,
+ *   the segment's name is checked (a few system calls, only once a wait
+ *   has lasted a slice) and a segment removed or replaced under its name
+ *   ends the wait with SHMOBJ_EREPLACED, not its deadline.
  * - A wait woken by the ring's destroy leaves before counting itself in a
  *   block about to be freed (SHMOBJ_ESTALE). */
 #include "ring-int.h"
@@ -158,11 +164,13 @@ static bool slot_in_flight(const struct shmobj__ring *r, enum op op)
     return w != m_empty(e);
 }
 
-static inline int try_op(struct shmobj__ring *r, enum op op, uint64_t *v)
+/* For OP_PUT, *v is the value to put, and *at gets its position. */
+static inline int try_op(struct shmobj__ring *r, enum op op, uint64_t *v,
+                         uint64_t *at)
 {
     switch (op) {
     case OP_PUT:
-        return shmobj__ring_try_put(r, *v);
+        return shmobj__ring_try_put_at(r, *v, at);
     case OP_TAKE:
         return shmobj__ring_try_take(r, v);
     default:
@@ -202,13 +210,13 @@ static void spin_watch(const struct shmobj__ring *r, enum op op)
 }
 
 static int sleep_op(struct shmobj__ring *r, enum op op, uint64_t *v,
-                    uint64_t deadline);
+                    uint64_t deadline, uint64_t *at);
 
 static int wait_op(struct shmobj__ring *r, enum op op, uint64_t *v,
-                   int64_t spin_ns, uint64_t deadline)
+                   int64_t spin_ns, uint64_t deadline, uint64_t *at)
 {
     int busy = op == OP_PUT ? SHMOBJ_EFULL : SHMOBJ_EEMPTY;
-    int rc = try_op(r, op, v);
+    int rc = try_op(r, op, v, at);
     if (rc != busy)
         return rc;
     if (spin_ns != 0) {
@@ -218,7 +226,7 @@ static int wait_op(struct shmobj__ring *r, enum op op, uint64_t *v,
             end = deadline;
         for (;;) {
             spin_watch(r, op);
-            rc = try_op(r, op, v);
+            rc = try_op(r, op, v, at);
             if (rc != busy)
                 return rc;
             if (shmobj__os_now_ns() >= end)
@@ -231,14 +239,14 @@ static int wait_op(struct shmobj__ring *r, enum op op, uint64_t *v,
      * ourselves as a sleeper. */
     if (shmobj__os_now_ns() >= deadline)
         return SHMOBJ_ETIMEDOUT;
-    return sleep_op(r, op, v, deadline);
+    return sleep_op(r, op, v, deadline, at);
 }
 
 /* The sleeping part of wait_op(), out of line: the spinning part above is
  * the hot path of a busy queue. */
 static __attribute__((noinline)) int sleep_op(struct shmobj__ring *r,
                                               enum op op, uint64_t *v,
-                                              uint64_t deadline)
+                                              uint64_t deadline, uint64_t *at)
 {
     int busy = op == OP_PUT ? SHMOBJ_EFULL : SHMOBJ_EEMPTY;
     int rc;
@@ -247,6 +255,9 @@ static __attribute__((noinline)) int sleep_op(struct shmobj__ring *r,
     _Atomic uint32_t *waiters = side ? &h->prod_waiters : &h->cons_waiters;
     _Atomic uint32_t *event = side ? &h->take_event : &h->put_event;
     struct shmobj__ring_sleeper *me = sleeper_self(r);
+    /* the end of the current wait slice: the segment's name is checked
+     * once it passed */
+    uint64_t slice_end = shmobj__os_now_ns() + SHMOBJ__RING_WAIT_SLICE_NS;
     for (;;) {
         /* woken by a destroy: leave before counting ourselves in a block
          * that is about to be freed */
@@ -259,14 +270,13 @@ static __attribute__((noinline)) int sleep_op(struct shmobj__ring *r,
         atomic_thread_fence(memory_order_seq_cst);
         uint32_t ev = atomic_load_explicit(event, memory_order_seq_cst);
         quiet_clear(r); /* this try judges a stalled claimant */
-        rc = try_op(r, op, v);
+        rc = try_op(r, op, v, at);
         uint64_t now = shmobj__os_now_ns();
-        if (rc == busy && now < deadline) {
+        if (rc == busy && now < deadline && now < slice_end) {
             /* A claimed-but-unfinished slot may belong to a dead process
-             * that will never wake us: wake up in time to judge it. (No
-             * other slicing: a futex wait with a timeout arms a kernel
-             * timer, which made every sleep of a busy queue dearer.) */
-            uint64_t until = deadline;
+             * that will never wake us: wake up in time to judge it. And
+             * wake at the slice's end to look at the segment's name. */
+            uint64_t until = deadline < slice_end ? deadline : slice_end;
             if (r->stall_ns < until - now && slot_in_flight(r, op))
                 until = now + r->stall_ns;
             shmobj__os_futex_wait(event, ev, until);
@@ -281,23 +291,38 @@ static __attribute__((noinline)) int sleep_op(struct shmobj__ring *r,
             /* a segment replaced under its name has peers that moved on */
             return r->sp->ops->live->linked(r->sp) ? SHMOBJ_ETIMEDOUT
                                                    : SHMOBJ_EREPLACED;
+        if (now >= slice_end) {
+            /* a slice passed without the operation going through */
+            if (!r->sp->ops->live->linked(r->sp))
+                return SHMOBJ_EREPLACED;
+            slice_end = shmobj__os_now_ns() + SHMOBJ__RING_WAIT_SLICE_NS;
+        }
     }
+}
+
+int shmobj__ring_put_at(struct shmobj__ring *r, uint64_t v, int64_t spin_ns,
+                        uint64_t deadline, uint64_t *at)
+{
+    return wait_op(r, OP_PUT, &v, spin_ns, deadline, at);
 }
 
 int shmobj__ring_put(struct shmobj__ring *r, uint64_t v, int64_t spin_ns,
                      uint64_t deadline)
 {
-    return wait_op(r, OP_PUT, &v, spin_ns, deadline);
+    uint64_t at;
+    return wait_op(r, OP_PUT, &v, spin_ns, deadline, &at);
 }
 
 int shmobj__ring_take(struct shmobj__ring *r, uint64_t *v, int64_t spin_ns,
                       uint64_t deadline)
 {
-    return wait_op(r, OP_TAKE, v, spin_ns, deadline);
+    uint64_t at;
+    return wait_op(r, OP_TAKE, v, spin_ns, deadline, &at);
 }
 
 int shmobj__ring_peek(struct shmobj__ring *r, uint64_t *v, int64_t spin_ns,
                       uint64_t deadline)
 {
-    return wait_op(r, OP_PEEK, v, spin_ns, deadline);
+    uint64_t at;
+    return wait_op(r, OP_PEEK, v, spin_ns, deadline, &at);
 }

@@ -116,7 +116,7 @@ int shmobj__ring_attach(struct shmobj__ring *r, struct shmobj__space *sp,
 /* Everything of a put but the plain case (below): a full ring, a lost
  * race, a stale position, a slot skipped under us, damage. */
 static __attribute__((noinline)) int put_slow(struct shmobj__ring *r,
-                                              uint64_t v)
+                                              uint64_t v, uint64_t *at)
 {
     struct shmobj__ring_hdr *h = r->hdr;
     uint64_t e = atomic_load_explicit(&h->enq_pos, memory_order_relaxed);
@@ -129,13 +129,17 @@ static __attribute__((noinline)) int put_slow(struct shmobj__ring *r,
                     &h->enq_pos, &e, e + 1, memory_order_relaxed,
                     memory_order_relaxed))
                 continue; /* e now holds the current position */
+            SHMOBJ__STEP("queue.put.claimed");
             claim_record_in(r, s, SHMOBJ__RING_ROLE_PRODUCER, e,
                             self_token(r));
+            SHMOBJ__STEP("queue.put.recorded");
             uint64_t expect = m_empty(e);
             if (atomic_compare_exchange_strong_explicit(
                     &s->word, &expect, v | lap_tag(r, e),
                     memory_order_seq_cst, memory_order_relaxed)) {
+                SHMOBJ__STEP("queue.put.published");
                 wake_consumers(r);
+                *at = e;
                 return 0;
             }
             /* a consumer judged us dead and skipped the slot: claim anew */
@@ -177,16 +181,22 @@ static __attribute__((noinline)) int put_slow(struct shmobj__ring *r,
 }
 
 /* The plain case (ring_put_plain(), ring-int.h), else put_slow(). */
-int shmobj__ring_try_put(struct shmobj__ring *r, uint64_t v)
+int shmobj__ring_try_put_at(struct shmobj__ring *r, uint64_t v, uint64_t *at)
 {
-    if (__builtin_expect(ring_put_plain(r, v), 1)) {
+    if (__builtin_expect(ring_put_plain(r, v, at), 1)) {
         if (ring_put_woken(r))
             shmobj__ring_wake(r, &r->hdr->put_event);
         return 0;
     }
     if (!shmobj__ring_live(r))
         return SHMOBJ_ESTALE; /* destroyed: the block may be another's now */
-    return put_slow(r, v);
+    return put_slow(r, v, at);
+}
+
+int shmobj__ring_try_put(struct shmobj__ring *r, uint64_t v)
+{
+    uint64_t at;
+    return shmobj__ring_try_put_at(r, v, &at);
 }
 
 /* Can the slot of head position d hold w while nobody has claimed d and
@@ -438,16 +448,19 @@ int shmobj__ring_try_put_many(struct shmobj__ring *r, const uint64_t *v,
                                                    memory_order_relaxed,
                                                    memory_order_relaxed))
             continue;
+        SHMOBJ__STEP("queue.put_many.claimed");
         test_hold_once(&r->test_put_hold_ns);
         const uint64_t *src = v + *done;
         uint32_t token = self_token(r); /* once per run */
         /* the run's records, on the lines its hand-over writes next */
         run_records(slots, mask, log2, e, k, SHMOBJ__RING_ROLE_PRODUCER, token);
+        SHMOBJ__STEP("queue.put_many.recorded");
         uint32_t i = 0;
         uint64_t expect = m_empty(e);
         if (atomic_compare_exchange_strong_explicit(
                 &slots[e & mask].word, &expect, src[0] | ((e >> log2) & 7u) << 1,
                 memory_order_seq_cst, memory_order_relaxed)) {
+            SHMOBJ__STEP("queue.put_many.first");
             i = 1;
             if (__builtin_expect(token != 0, 1)) {
                 run_publish(slots, mask, log2, e + 1, k - 1, src + 1);
@@ -514,9 +527,11 @@ int shmobj__ring_try_take_many(struct shmobj__ring *r, uint64_t *v,
                                                    memory_order_relaxed,
                                                    memory_order_relaxed))
             continue;
+        SHMOBJ__STEP("queue.take_many.claimed");
         test_hold_once(&r->test_take_many_hold_ns);
         uint32_t token = self_token(r); /* once per run */
         run_records(slots, mask, log2, d, k, SHMOBJ__RING_ROLE_CONSUMER, token);
+        SHMOBJ__STEP("queue.take_many.recorded");
         if (__builtin_expect(r->test_hold_ns != 0, 0))
             shmobj__ring_test_hold(r->test_hold_ns);
         uint64_t expect = seen[0];
@@ -526,6 +541,7 @@ int shmobj__ring_try_take_many(struct shmobj__ring *r, uint64_t *v,
                          &slots[d & mask].word, &expect, m_empty(d + cap),
                          memory_order_seq_cst, memory_order_relaxed) &&
                      token != 0;
+        SHMOBJ__STEP("queue.take_many.first");
         uint32_t out = *got;
         if (is_value(seen[0]))
             v[out++] = value_ref(seen[0]);

@@ -43,8 +43,9 @@
  * 4: line 0 carries the block's identity (hdr.ident); 5: attachment
  * tokens in records; 6: completion records behind the FIFO (track.h);
  * 7: the claim record in its slot, one word for both roles (no claim
- * arrays) */
-#define SHMOBJ__RING_VERSION 7u
+ * arrays); 8: completion records anywhere in their table (track.h
+ * version 2), each with the position it was published at */
+#define SHMOBJ__RING_VERSION 8u
 #define SHMOBJ__RING_CAP_MIN 2u
 #define SHMOBJ__RING_CAP_MAX (1u << 24)
 #define SHMOBJ__RING_NOTIFY_MAX 8
@@ -292,6 +293,12 @@ struct shmobj__ring {
  * word alone before the other side's position is read again. */
 #define SHMOBJ__RING_RECHECK 64u
 
+/* A sleeping wait wakes at least this often; once a slice passed without
+ * its operation going through, it checks that the segment still has its
+ * name (SHMOBJ_EREPLACED when not), and a wait for a completion asks
+ * whether the consumer it waits for is alive (SHMOBJ_EPEERDEAD). */
+#define SHMOBJ__RING_WAIT_SLICE_NS (100 * 1000 * 1000ull)
+
 /* Default for shmobj__ring.stall_ns. */
 #define SHMOBJ__RING_STALL_NS (20 * 1000 * 1000ull)
 /* A slot whose claimant never recorded itself is resolved after this many
@@ -371,6 +378,8 @@ static inline bool shmobj__ring_value_ok(uint64_t v)
  * and SHMOBJ_ESTALE, before touching anything, when the ring's identity is
  * no longer the view's (shmobj__ring_live()). */
 int shmobj__ring_try_put(struct shmobj__ring *r, uint64_t v);
+/* shmobj__ring_try_put() that says at which position v was published. */
+int shmobj__ring_try_put_at(struct shmobj__ring *r, uint64_t v, uint64_t *at);
 int shmobj__ring_try_take(struct shmobj__ring *r, uint64_t *v);
 int shmobj__ring_try_peek(struct shmobj__ring *r, uint64_t *v);
 
@@ -386,11 +395,16 @@ int shmobj__ring_try_take_many(struct shmobj__ring *r, uint64_t *v,
 
 /* Blocking operations: spin up to spin_ns (negative: spin without limit,
  * never sleep), then sleep on a futex until the absolute monotonic deadline
- * (UINT64_MAX: forever). 0, SHMOBJ_ETIMEDOUT, or what a non-blocking try
+ * (UINT64_MAX: forever), in wait slices. 0, SHMOBJ_ETIMEDOUT,
+ * SHMOBJ_EREPLACED (the segment's name was removed or names another
+ * segment: at the deadline, or after a slice), or what a non-blocking try
  * returned other than full / empty (a sleeper woken by the ring's destroy
  * gets SHMOBJ_ESTALE). */
 int shmobj__ring_put(struct shmobj__ring *r, uint64_t v, int64_t spin_ns,
                      uint64_t deadline);
+/* shmobj__ring_put() that says at which position v was published. */
+int shmobj__ring_put_at(struct shmobj__ring *r, uint64_t v, int64_t spin_ns,
+                        uint64_t deadline, uint64_t *at);
 int shmobj__ring_take(struct shmobj__ring *r, uint64_t *v, int64_t spin_ns,
                       uint64_t deadline);
 int shmobj__ring_peek(struct shmobj__ring *r, uint64_t *v, int64_t spin_ns,

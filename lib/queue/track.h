@@ -6,12 +6,18 @@
  * back to its sender without an envelope around it. The sender records the
  * reference here before it puts it (shmobj_queue_put_tracked()); the
  * consumer's shmobj_queue_done() finds the record by the reference alone
- * (a window of SHMOBJ__TRACK_WINDOW records from a hash of it) and marks it
- * done; the sender's wait sleeps on the record's state.
+ * (probing from a hash of it, as far as the table's reach says) and marks
+ * it done; the sender's wait sleeps on the record's state.
+ *
+ * A reference may live in any record of the table (version 2; version 1
+ * kept it within 16 records of its home, so a put failed with most of the
+ * table free): every record the documentation promises can be used. The
+ * header's `reach` says how far from its home any record was ever placed,
+ * so that a look-up probes only that far, not the whole table.
  *
  * A record belongs to the handle that made it (attachment token and a
  * serial of the queue handle). Records of a dead sender are reclaimed by
- * the next tracked put that finds its window full. */
+ * the next tracked put that finds no free record. */
 #ifndef SHMOBJ_QUEUE_TRACK_H
 #define SHMOBJ_QUEUE_TRACK_H
 
@@ -23,10 +29,11 @@
 #include "space.h"
 
 #define SHMOBJ__TRACK_MAGIC 0x4b525451u /* "QTRK" little-endian */
-#define SHMOBJ__TRACK_VERSION 1u
+#define SHMOBJ__TRACK_VERSION 2u
 #define SHMOBJ__TRACK_MIN 64u     /* records, at least */
 #define SHMOBJ__TRACK_MAX 8192u   /* records, at most */
-#define SHMOBJ__TRACK_WINDOW 16u  /* records a reference may live in */
+/* records a look-up probes at least (the reach of a new table) */
+#define SHMOBJ__TRACK_REACH_MIN 16u
 
 enum {
     SHMOBJ__TRACK_FREE = 0,      /* unused */
@@ -56,7 +63,10 @@ struct shmobj__track_rec {
     /* serial of the sender's queue handle (tells the handles of one
      * process apart for shmobj_queue_wait_all()), written in BUSY */
     _Atomic uint32_t handle;
-    uint32_t reserved; /* zero */
+    /* the ring position the reference was published at, + 1, modulo
+     * 2^32 (0: not known), written by the sender after its put; its wait
+     * finds there who took it (the slot's claim record) */
+    _Atomic uint32_t pos;
 };
 _Static_assert(sizeof(struct shmobj__track_rec) == 32, "track record");
 _Static_assert(offsetof(struct shmobj__track_rec, ref) == 0, "track ref");
@@ -64,20 +74,27 @@ _Static_assert(offsetof(struct shmobj__track_rec, state) == 8, "track state");
 _Static_assert(offsetof(struct shmobj__track_rec, waiters) == 12, "track waiters");
 _Static_assert(offsetof(struct shmobj__track_rec, token) == 16, "track token");
 _Static_assert(offsetof(struct shmobj__track_rec, handle) == 24, "track handle");
+_Static_assert(offsetof(struct shmobj__track_rec, pos) == 28, "track pos");
 
 /* The table: a 64-byte header written once by the creator, then records. */
 struct shmobj__track {
     uint32_t magic;     /* SHMOBJ__TRACK_MAGIC */
     uint32_t version;   /* SHMOBJ__TRACK_VERSION */
     uint32_t count;     /* records, a power of two in [TRACK_MIN, TRACK_MAX] */
-    uint32_t window;    /* SHMOBJ__TRACK_WINDOW */
-    uint64_t reserved[6]; /* zero */
+    uint32_t window;    /* records a reference may live in: count */
+    /* how far from its home (records, the home itself counted) a record
+     * was ever placed: at least SHMOBJ__TRACK_REACH_MIN, only grows (CAS),
+     * at most count; raised before the record is published */
+    _Atomic uint32_t reach;
+    uint32_t reserved32;  /* zero */
+    uint64_t reserved[5]; /* zero */
     struct shmobj__track_rec rec[]; /* count records */
 };
 _Static_assert(offsetof(struct shmobj__track, magic) == 0, "track magic");
 _Static_assert(offsetof(struct shmobj__track, version) == 4, "track version");
 _Static_assert(offsetof(struct shmobj__track, count) == 8, "track count");
 _Static_assert(offsetof(struct shmobj__track, window) == 12, "track window");
+_Static_assert(offsetof(struct shmobj__track, reach) == 16, "track reach");
 _Static_assert(offsetof(struct shmobj__track, rec) == 64, "track records");
 
 /* Records of a queue of `capacity` slots: twice the capacity (a consumer
@@ -98,8 +115,9 @@ void shmobj__track_init(struct shmobj__track *t, uint32_t count);
 int shmobj__track_check(const struct shmobj__track *t, uint32_t capacity);
 
 /* Record ref as tracked by (token, handle): its index in *idx. SHMOBJ_EEXIST
- * when ref is tracked already (not yet released), SHMOBJ_EFULL when its
- * window holds no free record (after reclaiming those of dead senders). */
+ * when ref is tracked already (not yet released), SHMOBJ_ETRACKFULL when
+ * the table holds no free record (after reclaiming those of dead
+ * senders). */
 int shmobj__track_add(struct shmobj__space *sp, struct shmobj__track *t,
                       uint32_t count, uint64_t ref, uint32_t token,
                       uint32_t handle, uint32_t *idx);
