@@ -25,6 +25,8 @@
 #include "space.h"
 #include "test-util.h"
 #include "test-shared.h"
+#include "test-stall.h"
+#include "cpu.h"
 
 _Static_assert(SHMOBJ__MUT_LOCK_BYTES == SHMOBJ__OS_LOCK_SIZE,
                "the control block holds one library lock");
@@ -1608,126 +1610,87 @@ static void test_mlist_readers_never_see_unpublished_append(void **state)
     lapp_end(f, &run);
 }
 
-/* How far the killed appender got, after one append of its own made the
- * tail its word's: its word taken (0), the slot at len written, payload
- * and tag (1), len stored (2); or (3) its word taken and the tail CASed
- * to it from the parent's word, before the wait for that word. */
-struct lapp_kill {
-    shmobj_view l;
-    int stage;
-};
-
-/* An append without the lock, made by hand as the library makes it, up to
- * a stage, then SIGKILL. */
-static int lapp_die_mid_append(void *p)
-{
-    struct lapp_kill *k = p;
-    struct shmobj__space *sp = shmobj__space_of_seg(k->l.seg);
-    struct shmobj__mut *m = control_of(&k->l);
-    struct shmobj__mlapps *a =
-        (struct shmobj__mlapps *)(void *)(sp->base + shmobj__ref_off(atomic_load(&m->retired2)));
-    if (k->stage < 3 && shmobj_mlist_append(&k->l, &SHMOBJ_VAL_INT(100)) != 0)
-        return 4;
-    uint64_t tok = sp->ops->live->token(sp);
-    /* the word its append took (its token's first), or for stage 3 the
-     * word after the tail's */
-    unsigned j = (unsigned)((k->stage == 3 ? atomic_load(&a->owner) : tok) % SHMOBJ__MLAPP_WORDS);
-    struct shmobj__mlapp *w = &a->w[j];
-    uint64_t z = 0;
-    if (a->magic != SHMOBJ__MLIST_MAGIC || !atomic_compare_exchange_strong(&w->word, &z, tok))
-        return 1;
-    if (k->stage == 3) {
-        uint64_t o = atomic_load(&a->owner);
-        if (o == j + 1 || !atomic_compare_exchange_strong(&a->owner, &o, j + 1))
-            return 5;
-        raise(SIGKILL);
-    }
-    if (atomic_load(&a->owner) != j + 1)
-        return 2;
-    uint64_t n = atomic_load(&m->len);
-    if (k->stage >= 1) {
-        /* place n in chunk log2(n / 16 + 1) */
-        unsigned c = 63u - (unsigned)__builtin_clzll(n / SHMOBJ__MLIST_CHUNK0 + 1);
-        uint64_t within = n - SHMOBJ__MLIST_CHUNK0 * ((UINT64_C(1) << c) - 1);
-        _Atomic uint64_t *dir = (_Atomic uint64_t *)(void *)(m + 1);
-        struct shmobj__slot *s = (struct shmobj__slot *)(void *)(
-            sp->base + shmobj__ref_off(atomic_load(&dir[c])) + 16 * within);
-        atomic_store(&s->payload, 12345);
-        atomic_store((_Atomic uint8_t *)(void *)&s->tag, SHMOBJ__SLOT_INT);
-    }
-    if (k->stage >= 2)
-        atomic_store(&m->len, n + 1);
-    raise(SIGKILL);
-    return 3;
-}
-
-/* The tag of the slot at place p (its chunk made). */
-static uint8_t list_slot_tag(const shmobj_view *l, uint64_t p)
+/* The slot of place p of a list (its chunk made). */
+static struct shmobj__slot *list_slot_at(const shmobj_view *l, uint64_t p)
 {
     struct shmobj__space *sp = shmobj__space_of_seg(l->seg);
     struct shmobj__mut *m = control_of(l);
     unsigned c = 63u - (unsigned)__builtin_clzll(p / SHMOBJ__MLIST_CHUNK0 + 1);
     uint64_t within = p - SHMOBJ__MLIST_CHUNK0 * ((UINT64_C(1) << c) - 1);
     _Atomic uint64_t *dir = (_Atomic uint64_t *)(void *)(m + 1);
-    struct shmobj__slot *s = (struct shmobj__slot *)(void *)(
-        sp->base + shmobj__ref_off(atomic_load(&dir[c])) + 16 * within);
-    return atomic_load((_Atomic uint8_t *)(void *)&s->tag);
+    return (struct shmobj__slot *)(void *)(sp->base + shmobj__ref_off(atomic_load(&dir[c])) +
+                                           16 * within);
 }
 
-/* An appender SIGKILLed while its word holds the list's tail, anywhere in
- * its append, or right after it took the tail from another word, never
- * blocks the appends after it and never shows a torn item: before len's
- * store nothing happened (a tag written at len is overwritten by the next
- * append, or zeroed by the next locker), after it the item is there; the
- * items after it keep their order, and the dead word is taken back. */
-static void test_mlist_append_killed_mid_append_repaired(void **state)
+/* The steps of an append without the lock, and of its growth and publish
+ * (lib/object/objmutlist.c). */
+static const char *const lstep_append[] = {
+    "mlist.append.reserved", "mlist.grow.made", "mlist.append.claimed",
+    "mlist.append.written",  "mlist.publish.seen",
+};
+
+struct lstep_kill {
+    shmobj_view l;
+    const char *step;
+};
+
+/* Append 100 + i until killed at the armed step. */
+static int lstep_die(void *p)
+{
+    struct lstep_kill *k = p;
+    test_stall_arm(k->step, 1, TEST_STALL_KILL, 0);
+    for (int i = 0; i < 64; i++)
+        if (shmobj_mlist_append(&k->l, &SHMOBJ_VAL_INT(100 + i)) != 0)
+            return 1;
+    return 2;
+}
+
+/* An appender SIGKILLed at each step of its append (its place reserved,
+ * its chunk made and not published, its slot claimed, its item written,
+ * len being moved over it) never blocks the appends after it, never
+ * shows a torn item and loses nothing acknowledged: the items after its
+ * place become visible once a reader or a locker judges the place (its
+ * claimant dead: a null; never claimed: a null after
+ * SHMOBJ__MLIST_UNCLAIMED_NS), its item is there at most once, and the
+ * list checks clean. The list has 16 items, so that the next place is the
+ * first of a chunk not made yet. */
+static void test_mlist_append_killed_at_each_step(void **state)
 {
     struct fixture *f = *state;
-    for (int stage = 0; stage <= 3; stage++) {
+    for (size_t st = 0; st < sizeof lstep_append / sizeof *lstep_append; st++) {
         shmobj_view l;
         shmobj_ref r = make(f->seg, SHMOBJ_VAL_MLIST(), &l);
-        for (int i = 0; i < 100; i++)
+        for (int i = 0; i < 16; i++)
             assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_INT(i)), 0);
-        struct lapp_kill k = {l, stage};
-        pid_t pid = test_child_start(lapp_die_mid_append, &k, 60);
+        struct lstep_kill k = {l, lstep_append[st]};
+        pid_t pid = test_child_start(lstep_die, &k, 60);
         assert_int_equal(test_child_wait(pid), 128 + SIGKILL);
-        size_t n0 = stage == 3 ? 100 : stage == 2 ? 102 : 101;
-        assert_int_equal(len_of(&l), n0);
-        /* appends go on at once, without a locker's repair first: the dead
-         * word is still held after them */
-        struct shmobj__mut *m = control_of(&l);
-        struct shmobj__space *sp = shmobj__space_of_seg(f->seg);
-        struct shmobj__mlapps *a = (struct shmobj__mlapps *)(void *)(
-            sp->base + shmobj__ref_off(atomic_load(&m->retired2)));
-        if (stage == 1) {
-            /* a locker first: it takes the dead word back and zeroes the
-             * tag left at len, so that no slot past len holds one */
-            assert_int_equal(shmobj_mlist_set(&l, 0, &SHMOBJ_VAL_INT(0)), 0);
-            assert_int_equal(list_slot_tag(&l, n0), 0);
-        }
         for (int i = 0; i < 10; i++)
             assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_INT(1000 + i)), 0);
-        unsigned held = 0;
-        for (unsigned j = 0; j < SHMOBJ__MLAPP_WORDS; j++) {
-            uint64_t w = atomic_load(&a->w[j].word);
-            held += w != 0 && w != SHMOBJ__MLAPP_CLOSED;
-        }
-        assert_int_equal(held, stage == 1 ? 0 : 1);
-        assert_int_equal(len_of(&l), n0 + 10);
-        for (int i = 0; i < 100; i++)
-            assert_int_equal(item_int(&l, (size_t)i), i);
-        if (stage < 3)
-            assert_int_equal(item_int(&l, 100), 100);
-        if (stage == 2)
-            assert_int_equal(item_int(&l, 101), 12345);
-        for (int i = 0; i < 10; i++)
-            assert_int_equal(item_int(&l, n0 + (size_t)i), 1000 + i);
-        /* the dead word was taken back (the locker's closer gave it back
-         * as free), so a locked change and a check find nothing left */
-        assert_int_equal(shmobj_mlist_set(&l, 0, &SHMOBJ_VAL_INT(0)), 0);
-        for (unsigned j = 0; j < SHMOBJ__MLAPP_WORDS; j++)
-            assert_int_equal(atomic_load(&a->w[j].word), 0);
+        /* a check settles the places under the lock */
         assert_int_equal(shmobj_obj_check(f->seg, r), 0);
+        size_t n = len_of(&l), nulls = 0, dead = 0, mine = 0;
+        for (int i = 0; i < 16; i++)
+            assert_int_equal(item_int(&l, (size_t)i), i);
+        for (size_t i = 16; i < n; i++) {
+            shmobj_view it;
+            int64_t x;
+            assert_int_equal(shmobj_mlist_get(&l, i, &it), 0);
+            if (it.type == SHMOBJ_TYPE_NULL) {
+                nulls++;
+                continue;
+            }
+            assert_int_equal(shmobj_int_get(&it, &x), 0);
+            if (x == 100) {
+                dead++;
+                continue;
+            }
+            assert_int_equal(x, 1000 + (int64_t)mine);
+            mine++;
+        }
+        assert_int_equal(mine, 10);
+        assert_true(nulls + dead <= 1); /* the dead one's place, once */
+        assert_int_equal(n, 26 + nulls + dead);
         assert_int_equal(shmobj_obj_free(f->seg, r), 0);
     }
 }
@@ -2860,14 +2823,13 @@ static int ltail_appender(void *p)
     }
 }
 
-/* Two processes append in loops (taking the tail from each other); one is
- * SIGKILLed at a random point of its appends, which includes every step
- * of an append holding the tail and of a take of the tail, and the other
+/* Two processes append in loops; one is SIGKILLed at a random point of its
+ * appends, which includes every step of an append, and the other
  * goes on for 2,000 appends more (it never waits on the dead one for
  * long: its round ends). Then every item of both is there once, in its
  * appender's order, every append that returned is there, the killed
- * one's append under way at most once more, no null or other item, len
- * is the number of items, and the list checks clean. */
+ * one's append under way at most once more (or its place a null), no
+ * other item, len is the number of items, and the list checks clean. */
 static void test_mlist_append_kill_tail_holder_loop(void **state)
 {
     struct fixture *f = *state;
@@ -2897,12 +2859,20 @@ static void test_mlist_append_kill_tail_holder_loop(void **state)
         atomic_store(&out[3], 1);
         assert_int_equal(test_child_wait(p2), 0);
         assert_int_equal(atomic_load(&out[5]), 0);
-        /* this round's items follow the earlier rounds' */
-        size_t n = len_of(&l);
+        /* this round's items follow the earlier rounds' (a check first
+         * settles a place the dead one held back, a null) */
+        assert_int_equal(shmobj_obj_check(f->seg, r), 0);
+        size_t n = len_of(&l), nulls = 0;
         uint64_t next[3] = {0, 0, 0};
         for (size_t i = total; i < n; i++) {
             int64_t x = 0;
-            assert_int_equal(shmobj_mlist_get_int(&l, i, &x), 0);
+            shmobj_view it;
+            assert_int_equal(shmobj_mlist_get(&l, i, &it), 0);
+            if (it.type == SHMOBJ_TYPE_NULL) {
+                nulls++;
+                continue;
+            }
+            assert_int_equal(shmobj_int_get(&it, &x), 0);
             uint64_t who = (uint64_t)x >> 32 & 0xff, seq = (uint64_t)x & UINT32_MAX;
             assert_int_equal((uint64_t)x >> 40, round);
             assert_true(who == 1 || who == 2);
@@ -2911,64 +2881,12 @@ static void test_mlist_append_kill_tail_holder_loop(void **state)
         }
         assert_int_equal(next[2], atomic_load(&out[2]));
         assert_true(next[1] == atomic_load(&out[1]) || next[1] == atomic_load(&out[1]) + 1);
-        assert_int_equal(n - total, next[1] + next[2]);
+        assert_true(nulls + next[1] - atomic_load(&out[1]) <= 1);
+        assert_int_equal(n - total, next[1] + next[2] + nulls);
         total = n;
         if (round % 8 == 0 || round == rounds)
             assert_int_equal(shmobj_obj_check(f->seg, r), 0);
     }
-    assert_int_equal(shmobj_obj_free(f->seg, r), 0);
-    munmap((void *)out, 4096);
-}
-
-/* An appender that appended once and stays alive, never appending again,
- * keeps the tail's word named in `owner`; appends of another process take
- * the tail from it (once: its len does not move) and all land, in order,
- * and `owner` then names a word the idle one does not hold. out[0] is set
- * by the idle child once it appended; out[1] lets it exit. */
-static int ltail_idle(void *p)
-{
-    struct ltail *a = p;
-    if (shmobj_mlist_append(&a->l, &SHMOBJ_VAL_INT(-2)) != 0)
-        return 1;
-    atomic_store(&a->out[0], 1);
-    while (atomic_load(&a->out[1]) == 0)
-        sched_yield();
-    return 0;
-}
-
-static void test_mlist_append_idle_tail_taken(void **state)
-{
-    struct fixture *f = *state;
-    shmobj_view l;
-    shmobj_ref r = make(f->seg, SHMOBJ_VAL_MLIST(), &l);
-    _Atomic uint64_t *out = shared_page(4096);
-    assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_INT(-1)), 0);
-    struct ltail a = {l, 1, 0, out};
-    pid_t pid = test_child_start(ltail_idle, &a, 60);
-    while (atomic_load(&out[0]) == 0)
-        sched_yield();
-    struct shmobj__mut *m = control_of(&l);
-    struct shmobj__space *sp = shmobj__space_of_seg(f->seg);
-    struct shmobj__mlapps *ap = (struct shmobj__mlapps *)(void *)(
-        sp->base + shmobj__ref_off(atomic_load(&m->retired2)));
-    uint64_t idle_word = atomic_load(&ap->owner);
-    assert_true(idle_word >= 1 && idle_word <= SHMOBJ__MLAPP_WORDS);
-    for (int i = 0; i < 10000; i++)
-        assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_INT(i)), 0);
-    assert_int_equal(len_of(&l), 10002);
-    assert_int_equal(item_int(&l, 1), -2);
-    for (int i = 0; i < 10000; i++)
-        assert_int_equal(item_int(&l, 2 + (size_t)i), i);
-    /* the tail was taken: `owner` names the word of this process's token
-     * (unless the idle one's word is that word too: then it stayed) */
-    uint64_t home = sp->ops->live->token(sp) % SHMOBJ__MLAPP_WORDS + 1;
-    assert_int_equal(atomic_load(&ap->owner), home);
-    /* no word is held now: the idle child holds none between its calls */
-    for (unsigned j = 0; j < SHMOBJ__MLAPP_WORDS; j++)
-        assert_int_equal(atomic_load(&ap->w[j].word), 0);
-    atomic_store(&out[1], 1);
-    assert_int_equal(test_child_wait(pid), 0);
-    assert_int_equal(shmobj_obj_check(f->seg, r), 0);
     assert_int_equal(shmobj_obj_free(f->seg, r), 0);
     munmap((void *)out, 4096);
 }
@@ -3038,14 +2956,19 @@ static _Atomic uint64_t *adder_word(const shmobj_view *d)
     return &control_of(d)->adder;
 }
 
-static _Atomic uint64_t *appender_word(shmobj_segment *seg, const shmobj_view *l, unsigned j)
+/* Reserve the list's next place by hand, as an append without the lock
+ * does (the list's growth block made by a first append; the place in a
+ * chunk made), and claim it for token tok when tok is not 0: the slot's
+ * first word. */
+static _Atomic uint64_t *claim_place(const shmobj_view *l, uint64_t tok)
 {
-    struct shmobj__space *sp = shmobj__space_of_seg(seg);
-    shmobj__ref apps = atomic_load(&control_of(l)->retired2);
-    assert_true(apps != 0);
-    struct shmobj__mlapps *a =
-        (struct shmobj__mlapps *)(void *)(sp->base + shmobj__ref_off(apps));
-    return &a->w[j].word;
+    struct shmobj__mut *m = control_of(l);
+    uint64_t p = atomic_fetch_add(&m->count, 1);
+    assert_true(p < SHMOBJ__MLIST_CLOSED);
+    _Atomic uint64_t *w = (_Atomic uint64_t *)(void *)list_slot_at(l, p);
+    if (tok != 0)
+        atomic_store(w, SHMOBJ__SLOT_CLAIM | tok << 32);
+    return w;
 }
 
 static uint64_t own_token(shmobj_segment *seg)
@@ -3083,32 +3006,23 @@ static void test_mut_word_naming_self_alone_cleared(void **state)
     assert_int_equal(atomic_load(adder_word(&d)), 0);
     assert_int_equal(len_of(&d), 0);
     assert_int_equal(shmobj_mdict_set(&d, &SHMOBJ_VAL_STR("c"), &SHMOBJ_VAL_INT(2)), 0);
-    /* the list's words: the one of our token, then another one (which a
-     * taker of the tail waits on while it holds its own) */
+    /* a place of the list reserved and claimed with our token: a lock
+     * holder skips it at once (a null) */
     for (int i = 0; i < 3; i++)
         assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_INT(i)), 0);
     for (unsigned k = 0; k < 2; k++) {
-        unsigned j = (unsigned)((tok + k) % SHMOBJ__MLAPP_WORDS);
-        atomic_store(appender_word(f->seg, &l, j), tok);
-        /* an insert takes the lock, which closes every appender word */
+        (void)claim_place(&l, tok);
+        /* an insert takes the lock, which closes the reservations */
         assert_int_equal(shmobj_mlist_insert(&l, 0, &SHMOBJ_VAL_INT(-1 - (int)k)), 0);
         assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_INT(3 + (int)k)), 0);
     }
-    /* the tail held by another word, which names us: an append takes the
-     * tail from it, then waits for that word's append to end */
-    unsigned o = (unsigned)((tok + 1) % SHMOBJ__MLAPP_WORDS);
-    _Atomic uint64_t *ow = appender_word(f->seg, &l, o);
-    struct shmobj__mlapps *a =
-        (struct shmobj__mlapps *)(void *)((uint8_t *)(uintptr_t)ow -
-                                          offsetof(struct shmobj__mlapps, w[o].word));
-    atomic_store(&a->owner, o + 1);
-    atomic_store(ow, tok);
-    assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_INT(5)), 0);
-    assert_int_equal(atomic_load(&a->owner), tok % SHMOBJ__MLAPP_WORDS + 1);
-    assert_int_equal(len_of(&l), 8);
+    assert_int_equal(len_of(&l), 9);
     assert_int_equal(item_int(&l, 0), -2);
-    assert_int_equal(item_int(&l, 6), 4);
-    assert_int_equal(item_int(&l, 7), 5);
+    assert_int_equal(item_int(&l, 6), 3);
+    assert_int_equal(item_int(&l, 8), 4);
+    shmobj_view nv;
+    assert_int_equal(shmobj_mlist_get(&l, 5, &nv), 0);
+    assert_int_equal(nv.type, SHMOBJ_TYPE_NULL);
     assert_int_equal(shmobj_obj_check(f->seg, rd), 0);
     assert_int_equal(shmobj_obj_check(f->seg, rl), 0);
     assert_int_equal(shmobj_obj_free(f->seg, rd), 0);
@@ -3122,18 +3036,25 @@ struct self_holder {
     _Atomic uint64_t *word;
     uint64_t tok;
     _Atomic int state; /* 1 holding, 2 letting go */
+    int list;          /* a list's slot word: claimed, then written */
 };
 
 static int self_holder_main(void *p)
 {
     struct self_holder *h = p;
     uint64_t z = 0;
-    if (!atomic_compare_exchange_strong(h->word, &z, h->tok))
+    if (!atomic_compare_exchange_strong(h->word, &z,
+                                        h->list ? SHMOBJ__SLOT_CLAIM | h->tok << 32 : h->tok))
         return 1;
     atomic_store(&h->state, 1);
     test_sleep_ms(100);
     atomic_store(&h->state, 2);
-    atomic_store(h->word, 0);
+    if (h->list) {
+        atomic_store(&((struct shmobj__slot *)(void *)h->word)->payload, 7);
+        atomic_store(h->word, SHMOBJ__SLOT_INT);
+    } else {
+        atomic_store(h->word, 0);
+    }
     return 0;
 }
 
@@ -3145,10 +3066,8 @@ static void test_mut_word_naming_self_threads_waited_for(void **state)
     uint64_t tok = word_containers(f, &d, &rd, &l, &rl);
     assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_INT(0)), 0);
     for (int what = 0; what < 2; what++) {
-        struct self_holder h = {what == 0 ? adder_word(&d)
-                                          : appender_word(f->seg, &l,
-                                                          (unsigned)(tok % SHMOBJ__MLAPP_WORDS)),
-                                tok, 0};
+        struct self_holder h = {what == 0 ? adder_word(&d) : claim_place(&l, 0), tok, 0,
+                                what};
         struct test_thread t;
         assert_int_equal(test_thread_start(&t, self_holder_main, &h), 0);
         while (atomic_load(&h.state) == 0)
@@ -3161,11 +3080,171 @@ static void test_mut_word_naming_self_threads_waited_for(void **state)
         assert_int_equal(test_thread_wait(&t), 0);
     }
     assert_int_equal(len_of(&d), 0);
-    assert_int_equal(len_of(&l), 2);
+    assert_int_equal(len_of(&l), 3);
+    assert_int_equal(item_int(&l, 2), 7); /* the thread's item, waited for */
     assert_int_equal(shmobj_obj_check(f->seg, rd), 0);
     assert_int_equal(shmobj_obj_check(f->seg, rl), 0);
     assert_int_equal(shmobj_obj_free(f->seg, rd), 0);
     assert_int_equal(shmobj_obj_free(f->seg, rl), 0);
+}
+
+/* ---- many appenders, stalled ones, a watcher of len -------------------------- */
+
+/* Appenders 1..na each append LMANY_N items lmany_val(who, i), with a
+ * short spin of a random length between appends (so that the list's end
+ * changes hands between any two of them), optionally pinned to one CPU;
+ * a watcher reads len in a loop until they are done and counts every time
+ * it saw len go down. out[0] counts the appenders done, out[1] the
+ * decreases seen, out[2] failed calls, out[3] the last failure's code
+ * (negated); out[8 + who] the items appender `who` had acknowledged. */
+#define LMANY_N 100000
+#define LMANY_MAX 8
+
+struct lmany {
+    shmobj_view l;
+    unsigned who, n, pin;
+    _Atomic uint64_t *out;
+};
+
+static int64_t lmany_val(unsigned who, uint64_t i)
+{
+    return (int64_t)((uint64_t)who << 32 | i);
+}
+
+static void lmany_fail(struct lmany *a, int rc)
+{
+    atomic_fetch_add(&a->out[2], 1);
+    atomic_store(&a->out[3], (uint64_t)-rc);
+}
+
+static int lmany_appender(void *p)
+{
+    struct lmany *a = p;
+    uint64_t seed = 0x9e3779b97f4a7c15ULL * (a->who + 1);
+    if (a->pin)
+        test_stall_pin(0);
+    for (uint64_t i = 0; i < a->n; i++) {
+        int rc = shmobj_mlist_append(&a->l, &SHMOBJ_VAL_INT(lmany_val(a->who, i)));
+        if (rc != 0) {
+            lmany_fail(a, rc);
+            break;
+        }
+        atomic_store(&a->out[8 + a->who], i + 1);
+        for (uint64_t k = test_xorshift(&seed) % 256; k > 0; k--)
+            shmobj__cpu_relax();
+    }
+    atomic_fetch_add(&a->out[0], 1);
+    return 0;
+}
+
+/* The watcher runs until out[0] reaches a->n (the appenders' count). */
+static int lmany_watcher(void *p)
+{
+    struct lmany *a = p;
+    size_t last = 0;
+    if (a->pin)
+        test_stall_pin(0);
+    while (atomic_load(&a->out[0]) < a->n) {
+        size_t n = 0;
+        int rc = shmobj_view_len(&a->l, &n);
+        if (rc != 0) {
+            lmany_fail(a, rc);
+            return 1;
+        }
+        if (n < last)
+            atomic_fetch_add(&a->out[1], 1);
+        last = n;
+        if (n > 0) {
+            int64_t x;
+            rc = shmobj_mlist_get_int(&a->l, n - 1, &x);
+            if (rc != 0 && rc != SHMOBJ_ERANGE) {
+                lmany_fail(a, rc);
+                return 2;
+            }
+        }
+    }
+    return 0;
+}
+
+/* The model after the appenders: len is the items acknowledged, each
+ * appender's items are all there exactly once and in its order (skipped
+ * places, nulls, are allowed and counted in *nulls). */
+static void lmany_check(shmobj_segment *seg, shmobj_ref r, const shmobj_view *l, unsigned na,
+                        _Atomic uint64_t *out, size_t *nulls)
+{
+    uint64_t acked = 0, next[LMANY_MAX + 1] = {0};
+    for (unsigned w = 1; w <= na; w++)
+        acked += atomic_load(&out[8 + w]);
+    size_t n = len_of(l);
+    *nulls = 0;
+    for (size_t i = 0; i < n; i++) {
+        shmobj_view it;
+        int64_t x;
+        assert_int_equal(shmobj_mlist_get(l, i, &it), 0);
+        if (it.type == SHMOBJ_TYPE_NULL) {
+            (*nulls)++;
+            continue;
+        }
+        assert_int_equal(shmobj_int_get(&it, &x), 0);
+        unsigned who = (unsigned)((uint64_t)x >> 32);
+        uint64_t seq = (uint64_t)x & 0xffffffffu;
+        assert_true(who >= 1 && who <= na);
+        if (seq != next[who])
+            fail_msg("item %zu: appender %u's item %llu where %llu was due", i, who,
+                     (unsigned long long)seq, (unsigned long long)next[who]);
+        next[who]++;
+    }
+    for (unsigned w = 1; w <= na; w++)
+        if (next[w] != atomic_load(&out[8 + w]))
+            fail_msg("appender %u: %llu items in the list, %llu acknowledged", w,
+                     (unsigned long long)next[w], (unsigned long long)atomic_load(&out[8 + w]));
+    assert_int_equal(n - *nulls, acked);
+    assert_int_equal(shmobj_obj_check(seg, r), 0);
+}
+
+/* na appenders and a watcher, more processes than CPUs (and all on one
+ * CPU when pin): nothing acknowledged is lost, len never goes down. */
+static void lmany_run(struct fixture *f, unsigned na, unsigned pin)
+{
+    shmobj_view l;
+    shmobj_ref r = make(f->seg, SHMOBJ_VAL_MLIST(), &l);
+    _Atomic uint64_t *out = shared_page(4096);
+    struct lmany a[LMANY_MAX + 1];
+    pid_t pid[LMANY_MAX + 1];
+    for (unsigned w = 0; w <= na; w++) {
+        a[w] = (struct lmany){l, w, w == 0 ? na : LMANY_N, pin, out};
+        pid[w] = test_child_start(w == 0 ? lmany_watcher : lmany_appender, &a[w], 120);
+    }
+    for (unsigned w = 0; w <= na; w++)
+        assert_int_equal(test_child_wait(pid[w]), 0);
+    if (atomic_load(&out[2]) != 0)
+        fail_msg("%llu calls failed, the last with %lld", (unsigned long long)atomic_load(&out[2]),
+                 -(long long)atomic_load(&out[3]));
+    size_t nulls;
+    lmany_check(f->seg, r, &l, na, out, &nulls);
+    assert_int_equal(nulls, 0); /* nobody died */
+    assert_int_equal(atomic_load(&out[1]), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, r), 0);
+    munmap((void *)out, 4096);
+}
+
+/* Four processes append with short spins between appends, a fifth watches
+ * len (5 processes on 2 CPUs): every acknowledged item is there once and
+ * in its process's order, and len never went down. */
+static void test_mlist_append_four_procs_spaced_no_loss(void **state)
+{
+    struct fixture *f = *state;
+    for (int round = 0; round < 3; round++)
+        lmany_run(f, 4, 0);
+}
+
+/* The same with three appenders and the watcher all pinned to one CPU:
+ * each is preempted at any point of its append while the others go on. */
+static void test_mlist_append_three_procs_one_cpu_no_loss(void **state)
+{
+    struct fixture *f = *state;
+    for (int round = 0; round < 2; round++)
+        lmany_run(f, 3, 1);
 }
 
 int main(void)
@@ -3205,7 +3284,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_mlist_append_races_clear, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mlist_readers_never_see_unpublished_append, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(test_mlist_append_killed_mid_append_repaired, setup,
+        cmocka_unit_test_setup_teardown(test_mlist_append_killed_at_each_step, setup,
                                         teardown),
         cmocka_unit_test(test_mlist_check_grown_elsewhere_passes),
         cmocka_unit_test_setup_teardown(test_mdict_kill_writer_loop, setup, teardown),
@@ -3240,11 +3319,14 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_mlist_append_kill_tail_holder_loop, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(test_mlist_append_idle_tail_taken, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mlist_append_alternating_procs_take_turns_in_order,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_mut_word_naming_self_alone_cleared, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mut_word_naming_self_threads_waited_for, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_mlist_append_four_procs_spaced_no_loss, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_mlist_append_three_procs_one_cpu_no_loss, setup,
                                         teardown),
     };
     test_filter_from_env();
