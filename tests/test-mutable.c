@@ -3247,6 +3247,169 @@ static void test_mlist_append_three_procs_one_cpu_no_loss(void **state)
         lmany_run(f, 3, 1);
 }
 
+/* ---- every step of the list's protocols, one process stopped there ---------- */
+
+enum lstall_role { LS_APPEND, LS_READ, LS_LOCKER };
+
+struct lstall {
+    struct lmany m; /* the stopped process's work (an appender: who, n) */
+    const char *step;
+    enum lstall_role role;
+};
+
+/* The stopped process: armed at its first arrival at the step, then its
+ * role: appends (as lmany_appender), reads (len and items, until the
+ * others are done), or locked changes near the end (insert a marker
+ * before the last item, read it there, delete it), until the others are
+ * done. */
+static int lstall_child(void *p)
+{
+    struct lstall *a = p;
+    struct lmany *m = &a->m;
+    if (m->pin)
+        test_stall_pin(0);
+    test_stall_arm(a->step, 1, TEST_STALL_STOP, 0);
+    if (a->role == LS_APPEND)
+        return lmany_appender(m);
+    /* bounded by time: the others start only once it stopped */
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (uint64_t i = 0; atomic_load(&m->out[0]) < 3; i++) {
+        if (i % 1024 == 0) {
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            if (t1.tv_sec - t0.tv_sec > 5)
+                break;
+        }
+        size_t n = 0;
+        int rc = shmobj_view_len(&m->l, &n);
+        if (rc == 0 && a->role == LS_READ && n > 0) {
+            shmobj_view it;
+            rc = shmobj_mlist_get(&m->l, n - 1, &it);
+        } else if (rc == 0 && a->role == LS_LOCKER && n > 0) {
+            int64_t x = 0;
+            rc = shmobj_mlist_insert(&m->l, n - 1, &SHMOBJ_VAL_INT(-1));
+            if (rc == 0)
+                rc = shmobj_mlist_get_int(&m->l, n - 1, &x);
+            if (rc == 0 && x != -1)
+                rc = SHMOBJ_ECORRUPT;
+            if (rc == 0)
+                rc = shmobj_mlist_delete(&m->l, n - 1);
+        }
+        if (rc != 0) {
+            lmany_fail(m, rc);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Kill a process at its first claim of a slot (a dead claim holds len
+ * back): the skip step's setting. */
+static int lstall_die_claimed(void *p)
+{
+    struct lmany *m = p;
+    test_stall_arm("mlist.append.claimed", 1, TEST_STALL_KILL, 0);
+    (void)shmobj_mlist_append(&m->l, &SHMOBJ_VAL_INT(-5));
+    return 1;
+}
+
+/* One walk of a step: a list of 16 items (the next place opens a chunk),
+ * the process to be stopped started first and waited for until it stops
+ * at the step; then three appenders (who 1..3) and a watcher of len (more
+ * processes than CPUs; all on one CPU when pin) run while it is stopped,
+ * until they acknowledged LSTALL_DURING more items or a bound of time
+ * passed (a stopped lock holder keeps them waiting); then it is resumed
+ * and everyone finishes. Every acknowledged append is there exactly once
+ * and in its process's order, len never went down, and the list checks
+ * clean. */
+#define LSTALL_N 3000
+#define LSTALL_DURING 1500
+
+static void lstall_walk(struct fixture *f, const char *step, enum lstall_role role,
+                        unsigned pin)
+{
+    shmobj_view l;
+    shmobj_ref r = make(f->seg, SHMOBJ_VAL_MLIST(), &l);
+    _Atomic uint64_t *out = shared_page(4096);
+    for (int i = 0; i < 16; i++)
+        assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_INT(lmany_val(5, (uint64_t)i))), 0);
+    atomic_store(&out[8 + 5], 16);
+    int skip = strcmp(step, "mlist.skip.claimed") == 0;
+    if (skip) {
+        struct lmany d = {l, 0, 0, 0, out};
+        pid_t dp = test_child_start(lstall_die_claimed, &d, 60);
+        assert_int_equal(test_child_wait(dp), 128 + SIGKILL);
+    }
+    struct lstall s = {{l, 4, LSTALL_N, pin, out}, step, role};
+    pid_t sp = test_child_start(lstall_child, &s, 120);
+    int st = 0;
+    int stopped = test_stall_wait_stopped(sp, 20000, &st);
+    if (stopped != 1)
+        fail_msg("%s: the process did not stop there (%d, status %d)", step, stopped, st);
+    struct lmany a[4];
+    pid_t pid[4];
+    for (unsigned w = 0; w <= 3; w++) {
+        a[w] = (struct lmany){l, w, w == 0 ? 3 : LSTALL_N, pin, out};
+        pid[w] = test_child_start(w == 0 ? lmany_watcher : lmany_appender, &a[w], 120);
+    }
+    uint64_t before = atomic_load(&out[9]) + atomic_load(&out[10]) + atomic_load(&out[11]);
+    for (unsigned ms = 0; ms < 500; ms++) {
+        uint64_t now = atomic_load(&out[9]) + atomic_load(&out[10]) + atomic_load(&out[11]);
+        if (now - before >= LSTALL_DURING || atomic_load(&out[0]) >= 3)
+            break;
+        test_sleep_ms(1);
+    }
+    test_stall_resume(sp);
+    for (unsigned w = 0; w <= 3; w++)
+        assert_int_equal(test_child_wait(pid[w]), 0);
+    assert_int_equal(test_child_wait(sp), 0);
+    if (atomic_load(&out[2]) != 0)
+        fail_msg("%s: %llu calls failed, the last with %lld", step,
+                 (unsigned long long)atomic_load(&out[2]), -(long long)atomic_load(&out[3]));
+    /* len goes down only by the locker's deletes */
+    if (role != LS_LOCKER && atomic_load(&out[1]) != 0)
+        fail_msg("%s: len went down %llu times", step, (unsigned long long)atomic_load(&out[1]));
+    print_message("  %s%s: stopped, %llu items\n", step, pin ? " (one CPU)" : "",
+                  (unsigned long long)len_of(&l));
+    /* the check settles places still held back (the dead claimant's) */
+    assert_int_equal(shmobj_obj_check(f->seg, r), 0);
+    size_t nulls;
+    lmany_check(f->seg, r, &l, 5, out, &nulls);
+    assert_true(nulls <= (size_t)skip);
+    assert_int_equal(shmobj_obj_free(f->seg, r), 0);
+    munmap((void *)out, 4096);
+}
+
+static const struct {
+    const char *step;
+    enum lstall_role role;
+} lstall_steps[] = {
+    {"mlist.append.reserved", LS_APPEND}, {"mlist.grow.made", LS_APPEND},
+    {"mlist.append.claimed", LS_APPEND},  {"mlist.append.written", LS_APPEND},
+    {"mlist.publish.seen", LS_APPEND},    {"mlist.skip.claimed", LS_READ},
+    {"mlist.read.len", LS_READ},          {"mlist.close.closed", LS_LOCKER},
+    {"mlist.close.settled", LS_LOCKER},   {"mlist.insert.intent", LS_LOCKER},
+    {"mlist.move.step", LS_LOCKER},       {"mlist.delete.intent", LS_LOCKER},
+};
+
+/* Every step of the list's append, publish, skip, read, close, insert and
+ * delete, walked with one process stopped there while three appenders and
+ * a watcher go on (five processes on two CPUs). */
+static void test_mlist_stall_every_step(void **state)
+{
+    struct fixture *f = *state;
+    for (size_t i = 0; i < sizeof lstall_steps / sizeof *lstall_steps; i++)
+        lstall_walk(f, lstall_steps[i].step, lstall_steps[i].role, 0);
+}
+
+/* The same with every process on one CPU: each is preempted anywhere. */
+static void test_mlist_stall_every_step_one_cpu(void **state)
+{
+    struct fixture *f = *state;
+    for (size_t i = 0; i < sizeof lstall_steps / sizeof *lstall_steps; i++)
+        lstall_walk(f, lstall_steps[i].step, lstall_steps[i].role, 1);
+}
+
 int main(void)
 {
     const char *env = getenv("SHMOBJ_KILL_ITERATIONS");
@@ -3328,6 +3491,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_mlist_append_three_procs_one_cpu_no_loss, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_mlist_stall_every_step, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mlist_stall_every_step_one_cpu, setup, teardown),
     };
     test_filter_from_env();
     return cmocka_run_group_tests(tests, NULL, NULL);
