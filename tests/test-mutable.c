@@ -3247,6 +3247,120 @@ static void test_mlist_append_three_procs_one_cpu_no_loss(void **state)
         lmany_run(f, 3, 1);
 }
 
+/* ---- damaged words that decide where an append writes ----------------------- */
+
+/* The words an append without the lock reads to find where it writes:
+ * the reservation counter, len, the chunk directory's entries, the growth
+ * block's reference and its records. */
+static _Atomic uint64_t *ldamage_word(const shmobj_view *l, unsigned which)
+{
+    struct shmobj__space *sp = shmobj__space_of_seg(l->seg);
+    struct shmobj__mut *m = control_of(l);
+    _Atomic uint64_t *dir = (_Atomic uint64_t *)(void *)(m + 1);
+    struct shmobj__mlapps *a =
+        (struct shmobj__mlapps *)(void *)(sp->base + shmobj__ref_off(atomic_load(&m->retired2)));
+    switch (which) {
+    case 0:
+        return &m->count;
+    case 1:
+        return &m->len;
+    case 2:
+        return &dir[0];
+    case 3:
+        return &dir[1];
+    case 4:
+        return &dir[2];
+    case 5:
+        return &m->retired2;
+    case 6:
+        return &a->closed_r;
+    case 7:
+        return &a->g[0].tok;
+    case 8:
+        return &a->g[0].ref;
+    default:
+        return &a->g[0].k;
+    }
+}
+
+#define LDAMAGE_WORDS 10
+
+/* Each word an append follows, damaged (the reference of a neighbouring
+ * object, that reference misaligned, a flipped high bit, a huge value,
+ * one less, one more): an append of a scalar returns 0 or an error
+ * (SHMOBJ_ECORRUPT for what it cannot trust), never writes over the
+ * neighbour (a string object of chunk size allocated after the list,
+ * whose bytes and check stay intact), and a read never faults. The list
+ * has 40 items and its third chunk is the next to be made. */
+static void test_mlist_damaged_append_words_never_redirect(void **state)
+{
+    struct fixture *f = *state;
+    char text[1024];
+    memset(text, 'n', sizeof text - 1);
+    text[sizeof text - 1] = 0;
+    unsigned bad = 0;
+    for (unsigned which = 0; which < LDAMAGE_WORDS; which++) {
+        for (unsigned how = 0; how < 6; how++) {
+            shmobj_view l, nv;
+            shmobj_ref r = make(f->seg, SHMOBJ_VAL_MLIST(), &l);
+            for (int i = 0; i < 40; i++)
+                assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_INT(i)), 0);
+            /* a neighbour of the size of chunk 1 (512 bytes) to chunk 3 */
+            shmobj_ref nr;
+            assert_int_equal(shmobj_obj_put(f->seg, &SHMOBJ_VAL_STR(text + 400 + 100 * how), &nr),
+                             0);
+            _Atomic uint64_t *w = ldamage_word(&l, which);
+            uint64_t was = atomic_load(w), dam;
+            switch (how) {
+            case 0:
+                dam = nr;
+                break;
+            case 1:
+                dam = nr + 8;
+                break;
+            case 2:
+                dam = was ^ (UINT64_C(1) << 40);
+                break;
+            case 3:
+                dam = UINT64_MAX >> 1;
+                break;
+            case 4:
+                dam = was - 1;
+                break;
+            default:
+                dam = was + 1;
+                break;
+            }
+            atomic_store(w, dam);
+            int rc = shmobj_mlist_append(&l, &SHMOBJ_VAL_INT(777));
+            if (rc != 0 && rc != SHMOBJ_ECORRUPT && rc != SHMOBJ_ENOMEM && rc != SHMOBJ_EBUSY) {
+                print_message("  word %u damage %u: append gave %d\n", which, how, rc);
+                bad++;
+            }
+            size_t n = 0;
+            (void)shmobj_view_len(&l, &n);
+            for (size_t i = 0; i < n && i < 64; i++) {
+                shmobj_view it;
+                (void)shmobj_mlist_get(&l, i, &it);
+            }
+            assert_int_equal(shmobj_obj_get(f->seg, nr, &nv), 0);
+            const char *sv = NULL;
+            size_t sl = 0;
+            if (shmobj_str_get(&nv, &sv, &sl) != 0 || sl != strlen(text + 400 + 100 * how) ||
+                memcmp(sv, text, sl) != 0 || shmobj_obj_check(f->seg, nr) != 0) {
+                print_message("  word %u damage %u: the neighbour was written over\n", which,
+                              how);
+                bad++;
+            }
+            /* the word back, then the list freed as far as it goes */
+            atomic_store(w, was);
+            (void)shmobj_obj_free(f->seg, r);
+            assert_int_equal(shmobj_obj_free(f->seg, nr), 0);
+        }
+    }
+    assert_int_equal(bad, 0);
+}
+
 /* ---- every step of the list's protocols, one process stopped there ---------- */
 
 enum lstall_role { LS_APPEND, LS_READ, LS_LOCKER };
@@ -3492,6 +3606,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_mlist_append_three_procs_one_cpu_no_loss, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_mlist_stall_every_step, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mlist_damaged_append_words_never_redirect, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_mlist_stall_every_step_one_cpu, setup, teardown),
     };
     test_filter_from_env();

@@ -308,8 +308,12 @@ static void list_growers_reap(struct shmobj__mc *c, struct shmobj__mlapps *a)
             continue;
         shmobj__ref r = atomic_load_explicit(&g->ref, memory_order_relaxed);
         uint64_t k = atomic_load_explicit(&g->k, memory_order_relaxed);
+        uint64_t off;
+        /* only a block that fits the chunk it was for (a damaged record
+         * is forgotten, not followed) */
         if (r != 0 && k < SHMOBJ__MLIST_CHUNKS &&
-            atomic_load_explicit(&list_dir(c->m)[k], memory_order_relaxed) != r)
+            atomic_load_explicit(&list_dir(c->m)[k], memory_order_relaxed) != r &&
+            list_chunk_fits(c->sp, r, (unsigned)k, &off) == 0)
             (void)c->sp->ops->free(c->sp, r);
         atomic_store_explicit(&g->ref, 0, memory_order_relaxed);
         (void)atomic_compare_exchange_strong_explicit(&g->tok, &t, 0, memory_order_release,

@@ -37,13 +37,34 @@ static inline uint64_t chunk_bytes(unsigned k)
 }
 
 /* Where item p lives: the slot, and its chunk's offset, extent and
- * generation (for views). SHMOBJ_ECORRUPT when the chunk is missing or
- * is not a live block of its size. */
+ * generation (for views). SHMOBJ_ECORRUPT when the chunk is missing or is
+ * not a live block that fits it (list_chunk_fits()). */
 struct lslot {
     struct shmobj__slot *s;
     uint64_t blk, blen;
     uint16_t gen;
 };
+
+/* Does the block `ref` hold chunk k: 16-aligned, mapped, live with its
+ * generation, and of a usable size the allocation of chunk_bytes(k) gives
+ * (at least that, less than twice)? Everything an append follows to the
+ * place it writes is checked so against the list's own directory: a
+ * damaged entry naming another object's block of another size, a
+ * misaligned or stale one, is damage (SHMOBJ_ECORRUPT), never a store.
+ * One load of the block's header, as the generation's check alone. */
+static inline __attribute__((always_inline)) int
+list_chunk_fits(struct shmobj__space *sp, uint64_t ref, unsigned k, uint64_t *off)
+{
+    void *p;
+    uint64_t o = shmobj__ref_off(ref), need = chunk_bytes(k);
+    if (!shmobj__aligned(o, 16) || o < 16 || shmobj__space_at(sp, o - 16, need + 16, &p) != 0)
+        return SHMOBJ_ECORRUPT;
+    uint64_t u = shmobj__arena_usable_if(sp->base, o, shmobj__ref_gen(ref));
+    if (u < need || u >= 2 * need)
+        return SHMOBJ_ECORRUPT; /* a published chunk is never freed */
+    *off = o;
+    return 0;
+}
 
 static inline __attribute__((always_inline)) int list_slot(struct shmobj__mc *c, uint64_t p,
                                                          struct lslot *out)
@@ -53,11 +74,8 @@ static inline __attribute__((always_inline)) int list_slot(struct shmobj__mc *c,
     if (k >= SHMOBJ__MLIST_CHUNKS)
         return SHMOBJ_ECORRUPT;
     uint64_t ref = atomic_load_explicit(&list_dir(c->m)[k], memory_order_acquire);
-    if (ref == 0)
+    if (ref == 0 || list_chunk_fits(c->sp, ref, k, &off) != 0)
         return SHMOBJ_ECORRUPT;
-    int rc = shmobj__mut_block_fast(c->sp, ref, chunk_bytes(k), &off);
-    if (rc != 0)
-        return SHMOBJ_ECORRUPT; /* a published chunk is never freed */
     out->s = (struct shmobj__slot *)(void *)(c->sp->base + off + 16 * w);
     out->blk = off;
     out->blen = chunk_bytes(k);
