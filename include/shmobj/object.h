@@ -1661,12 +1661,18 @@ SHMOBJ_API int shmobj_record_shape(const shmobj_view *view, shmobj_ref *shape);
  *         was in the middle of an append without the lock for some
  *         seconds
  * @note Thread- and process-safe. A scalar or null is appended without
- *       the list's lock while no writer holds it: the appender holding
- *       the list's tail writes its slot, then its length; an appender of
- *       another process first waits while the tail's holder keeps
- *       appending (a turn of about a thousand pauses at most, none when
- *       the holder stopped), then takes the tail. Any other item takes
- *       the lock.
+ *       the list's lock while no writer holds it: the appender reserves
+ *       its place with one atomic add, writes its slot and moves the
+ *       length over every written place, waiting for no other appender.
+ *       It returns once its item is written; the item is counted in the
+ *       length once every place reserved before it is written too, so
+ *       another process's length may lag behind appends that returned
+ *       while an appender is descheduled between its reservation and its
+ *       write. A place whose appender died (or stayed unwritten for 1 s)
+ *       is given a null by the next reader or writer that finds it
+ *       holding the length back. Each process's items keep the order of
+ *       its calls, and the length never goes down but by a removal. Any
+ *       other item takes the lock.
  * @since 0.2
  */
 SHMOBJ_API int shmobj_mlist_append(const shmobj_view *list, const shmobj_value *val);

@@ -5,9 +5,10 @@
  * Invariants kept here (with those of objmut.c, whose lock, sections and
  * optimistic reads these use):
  * - Chunks never move once published: chunk k holds CHUNK0 << k items, so
- *   growth adds a chunk and copies nothing. Chunk k is only made once
- *   chunk k - 1 exists, so a position whose chunk's predecessor is missing
- *   is damage.
+ *   growth adds a chunk and copies nothing. Chunks are made in order (an
+ *   appender whose place lies in chunk k makes k - 1 first when it is
+ *   missing: the appender whose place opened it may have died), so a
+ *   position two missing chunks past the last is damage.
  * - len (its low SHMOBJ__MLIST_LEN_BITS) is a published prefix: every slot
  *   below it holds an item (a written tag; a skipped place holds a null).
  *   Without the lock it only grows, by a CAS from the exact word seen over
@@ -60,8 +61,6 @@
  *   unless the place it was for holds it. */
 #include "objmutlist.h"
 
-#include <time.h>
-
 #include "cpu.h"
 #include "step.h"
 
@@ -84,12 +83,11 @@
 #define LIST_LATE_MAX 64
 #define LIST_OUTSTANDING_MAX (UINT64_C(1) << 20)
 
-static uint64_t list_now_ns(void)
+/* The monotonic clock of a space with live operations (every caller
+ * checked they exist). */
+static uint64_t list_now_ns(struct shmobj__mc *c)
 {
-    struct timespec ts;
-    if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0)
-        return 0;
-    return (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec;
+    return c->sp->ops->live->now_ns(c->sp);
 }
 
 /* ---- places: reserve, claim, write, publish, skip ------------------------- */
@@ -106,14 +104,24 @@ static int list_place(struct shmobj__mc *c, struct shmobj__mlapps *a, uint64_t p
     unsigned k = chunk_of(p, &w);
     if (p > SHMOBJ__MLIST_LEN_MASK || k >= SHMOBJ__MLIST_CHUNKS)
         return SHMOBJ_ECORRUPT;
-    if (atomic_load_explicit(&list_dir(c->m)[k], memory_order_acquire) == 0) {
-        if (k > 0 && atomic_load_explicit(&list_dir(c->m)[k - 1], memory_order_acquire) == 0)
-            return SHMOBJ_ECORRUPT; /* chunks are made in order */
+    _Atomic uint64_t *dir = list_dir(c->m);
+    if (atomic_load_explicit(&dir[k], memory_order_acquire) == 0) {
+        /* chunks are made in order; the one before may be missing still
+         * when the appender whose place opened it died first (more places
+         * are never reserved at once than a chunk holds) */
+        unsigned from = k;
+        if (k > 0 && atomic_load_explicit(&dir[k - 1], memory_order_acquire) == 0) {
+            if (k > 1 && atomic_load_explicit(&dir[k - 2], memory_order_acquire) == 0)
+                return SHMOBJ_ECORRUPT;
+            from = k - 1;
+        }
         if (a == NULL)
             return SHMOBJ_ECORRUPT;
-        int rc = list_grow(c, a, k);
-        if (rc != 0)
-            return rc;
+        for (unsigned g = from; g <= k; g++) {
+            int rc = list_grow(c, a, g);
+            if (rc != 0)
+                return rc;
+        }
     }
     return list_slot(c, p, ls);
 }
@@ -146,7 +154,7 @@ static void list_judge(struct shmobj__mc *c, struct shmobj__mlapps *a, uint64_t 
 {
     if (c->sp->ops->live == NULL)
         return;
-    uint64_t now = list_now_ns();
+    uint64_t now = list_now_ns(c);
     if (atomic_load_explicit(&a->stuck_at, memory_order_relaxed) != n + 1) {
         atomic_store_explicit(&a->stuck_ns, now, memory_order_relaxed);
         atomic_store_explicit(&a->stuck_at, n + 1, memory_order_relaxed);
@@ -361,7 +369,7 @@ static int list_settle_place(struct shmobj__mc *c, uint64_t p, uint64_t *deadlin
                 continue;
             }
             if (tag == 0) {
-                uint64_t now = list_now_ns();
+                uint64_t now = list_now_ns(c);
                 if (*deadline == 0)
                     *deadline = now + SHMOBJ__MLIST_UNCLAIMED_NS;
                 else if (now >= *deadline) {
