@@ -126,6 +126,22 @@ static int list_place(struct shmobj__mc *c, struct shmobj__mlapps *a, uint64_t p
     return list_slot(c, p, ls);
 }
 
+/* Is a live grower making the chunk of place n? Its appender's place in
+ * that chunk is unclaimed while it does (a chunk of megabytes takes a
+ * while to zero), and is not skipped meanwhile. */
+static int list_growing(struct shmobj__mc *c, struct shmobj__mlapps *a, uint64_t n)
+{
+    uint64_t w;
+    unsigned k = chunk_of(n, &w);
+    for (unsigned j = 0; a != NULL && j < SHMOBJ__MLGROW_RECS; j++) {
+        uint64_t t = atomic_load_explicit(&a->g[j].tok, memory_order_acquire);
+        if (t != 0 && atomic_load_explicit(&a->g[j].k, memory_order_relaxed) <= k &&
+            shmobj__space_token_holder_alive(c->sp, t))
+            return 1;
+    }
+    return 0;
+}
+
 /* Skip the place whose slot s held w0 (a dead claimant's claim, or 0 for
  * one unclaimed too long): claim it with our token by a CAS from w0, then
  * give it a null. 1 when it was skipped (by us or anyone: it is written
@@ -170,7 +186,10 @@ static void list_judge(struct shmobj__mc *c, struct shmobj__mlapps *a, uint64_t 
         else
             atomic_store_explicit(&a->stuck_ns, now - since / 2, memory_order_relaxed);
     } else if (tag == 0 && since >= SHMOBJ__MLIST_UNCLAIMED_NS) {
-        (void)list_skip(c, s, 0);
+        if (!list_growing(c, a, n))
+            (void)list_skip(c, s, 0);
+        else
+            atomic_store_explicit(&a->stuck_ns, now, memory_order_relaxed);
     }
 }
 
@@ -370,7 +389,7 @@ static int list_settle_place(struct shmobj__mc *c, uint64_t p, uint64_t *deadlin
             }
             if (tag == 0) {
                 uint64_t now = list_now_ns(c);
-                if (*deadline == 0)
+                if (*deadline == 0 || list_growing(c, list_apps(c), p))
                     *deadline = now + SHMOBJ__MLIST_UNCLAIMED_NS;
                 else if (now >= *deadline) {
                     (void)list_skip(c, ls.s, 0);
@@ -567,7 +586,7 @@ int shmobj__mlist_repair(struct shmobj__mc *c)
             return SHMOBJ_ECORRUPT;
         if (s != 0 && atomic_load_explicit(&list_dir(m)[at], memory_order_relaxed) != s)
             (void)c->sp->ops->free(c->sp, s);
-        /* an appenders block being made (spare2) */
+        /* a growth block being made (spare2) */
         s = atomic_load_explicit(&m->spare2, memory_order_relaxed);
         if (s != 0 && atomic_load_explicit(apps_ref(m), memory_order_relaxed) != s)
             (void)c->sp->ops->free(c->sp, s);
@@ -712,7 +731,7 @@ int shmobj__mlist_lock(struct shmobj__mc *c)
 }
 
 /* A writer's call on a list: open, make the item, lock. On success the
- * caller holds the lock, appender words closed. */
+ * caller holds the lock, reservations closed. */
 static int list_begin(const shmobj_view *list, const shmobj_value *val,
                       struct shmobj__mc *c, struct shmobj__mitem *it)
 {
