@@ -3112,6 +3112,13 @@ struct lmany {
     _Atomic uint64_t *out;
 };
 
+/* Items per appender: LMANY_N, fewer in the builds that run fewer kill
+ * rounds (sanitizers, valgrind). */
+static unsigned lmany_items(void)
+{
+    return kill_rounds >= 200 ? LMANY_N : LMANY_N / 20;
+}
+
 static int64_t lmany_val(unsigned who, uint64_t i)
 {
     return (int64_t)((uint64_t)who << 32 | i);
@@ -3218,7 +3225,7 @@ static void lmany_run(struct fixture *f, unsigned na, unsigned pin)
     struct lmany a[LMANY_MAX + 1];
     pid_t pid[LMANY_MAX + 1];
     for (unsigned w = 0; w <= na; w++) {
-        a[w] = (struct lmany){l, w, w == 0 ? na : LMANY_N, pin, out};
+        a[w] = (struct lmany){l, w, w == 0 ? na : lmany_items(), pin, out};
         pid[w] = test_child_start(w == 0 ? lmany_watcher : lmany_appender, &a[w], 120);
     }
     for (unsigned w = 0; w <= na; w++)
@@ -3240,7 +3247,7 @@ static void lmany_run(struct fixture *f, unsigned na, unsigned pin)
 static void test_mlist_append_four_procs_spaced_no_loss(void **state)
 {
     struct fixture *f = *state;
-    for (int round = 0; round < 3; round++)
+    for (int round = 0; round < (kill_rounds >= 200 ? 3 : 1); round++)
         lmany_run(f, 4, 0);
 }
 
@@ -3249,7 +3256,7 @@ static void test_mlist_append_four_procs_spaced_no_loss(void **state)
 static void test_mlist_append_three_procs_one_cpu_no_loss(void **state)
 {
     struct fixture *f = *state;
-    for (int round = 0; round < 2; round++)
+    for (int round = 0; round < (kill_rounds >= 200 ? 2 : 1); round++)
         lmany_run(f, 3, 1);
 }
 
@@ -3437,13 +3444,12 @@ static int lstall_die_claimed(void *p)
  * the process to be stopped started first and waited for until it stops
  * at the step; then three appenders (who 1..3) and a watcher of len (more
  * processes than CPUs; all on one CPU when pin) run while it is stopped,
- * until they acknowledged LSTALL_DURING more items or a bound of time
+ * until they acknowledged half their items more or a bound of time
  * passed (a stopped lock holder keeps them waiting); then it is resumed
  * and everyone finishes. Every acknowledged append is there exactly once
  * and in its process's order, len never went down, and the list checks
  * clean. */
 #define LSTALL_N 3000
-#define LSTALL_DURING 1500
 
 static void lstall_walk(struct fixture *f, const char *step, enum lstall_role role,
                         unsigned pin)
@@ -3460,7 +3466,8 @@ static void lstall_walk(struct fixture *f, const char *step, enum lstall_role ro
         pid_t dp = test_child_start(lstall_die_claimed, &d, 60);
         assert_int_equal(test_child_wait(dp), 128 + SIGKILL);
     }
-    struct lstall s = {{l, 4, LSTALL_N, pin, out}, step, role};
+    unsigned items = kill_rounds >= 200 ? LSTALL_N : LSTALL_N / 10;
+    struct lstall s = {{l, 4, items, pin, out}, step, role};
     pid_t sp = test_child_start(lstall_child, &s, 120);
     int st = 0;
     int stopped = test_stall_wait_stopped(sp, 20000, &st);
@@ -3469,13 +3476,13 @@ static void lstall_walk(struct fixture *f, const char *step, enum lstall_role ro
     struct lmany a[4];
     pid_t pid[4];
     for (unsigned w = 0; w <= 3; w++) {
-        a[w] = (struct lmany){l, w, w == 0 ? 3 : LSTALL_N, pin, out};
+        a[w] = (struct lmany){l, w, w == 0 ? 3 : items, pin, out};
         pid[w] = test_child_start(w == 0 ? lmany_watcher : lmany_appender, &a[w], 120);
     }
     uint64_t before = atomic_load(&out[9]) + atomic_load(&out[10]) + atomic_load(&out[11]);
     for (unsigned ms = 0; ms < 500; ms++) {
         uint64_t now = atomic_load(&out[9]) + atomic_load(&out[10]) + atomic_load(&out[11]);
-        if (now - before >= LSTALL_DURING || atomic_load(&out[0]) >= 3)
+        if (now - before >= items / 2 || atomic_load(&out[0]) >= 3)
             break;
         test_sleep_ms(1);
     }

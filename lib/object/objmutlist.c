@@ -197,7 +197,8 @@ static void list_judge(struct shmobj__mc *c, struct shmobj__mlapps *a, uint64_t 
  * reservations): 0, or 1 when it stopped at a hole (held in *hole, its
  * slot in *hs). The seq_cst loads pair with the appenders' seq_cst CAS of
  * their tags. */
-static int list_publish(struct shmobj__mc *c, uint64_t *hole, struct shmobj__slot **hs)
+static int list_publish(struct shmobj__mc *c, uint64_t mine, struct shmobj__slot *ms,
+                        uint64_t *hole, struct shmobj__slot **hs)
 {
     struct shmobj__mut *m = c->m;
     for (uint64_t i = 0; i < LIST_PUBLISH_MAX; i++) {
@@ -207,7 +208,12 @@ static int list_publish(struct shmobj__mc *c, uint64_t *hole, struct shmobj__slo
         if ((r & SHMOBJ__MLIST_CLOSED) || n >= r)
             return 0; /* a lock holder settles them, or nothing to publish */
         struct lslot ls;
-        if (list_slot(c, n, &ls) != 0)
+        /* the caller's own place: its slot known (chunks never move), its
+         * tag loaded again all the same (a lock holder may have emptied
+         * it since) */
+        if (n == mine)
+            ls.s = ms;
+        else if (list_slot(c, n, &ls) != 0)
             return 0; /* its chunk not made yet: nothing written there */
         uint8_t tag = atomic_load_explicit((_Atomic uint8_t *)(void *)&ls.s->tag,
                                            memory_order_seq_cst);
@@ -232,7 +238,8 @@ void shmobj__mlist_help(struct shmobj__mc *c)
     struct shmobj__mlapps *a = list_apps(c);
     uint64_t hole;
     struct shmobj__slot *hs;
-    for (int t = 0; a != NULL && t < 2 && list_publish(c, &hole, &hs) == 1; t++)
+    for (int t = 0; a != NULL && t < 2 && list_publish(c, UINT64_MAX, NULL, &hole, &hs) == 1;
+         t++)
         list_judge(c, a, hole, hs, 0);
 }
 
@@ -273,7 +280,8 @@ static inline __attribute__((always_inline)) int list_append_free(struct shmobj_
         SHMOBJ__STEP("mlist.append.written");
         uint64_t hole;
         struct shmobj__slot *hs;
-        if (list_publish(c, &hole, &hs) == 1 && hole < p && (p - hole) % LIST_HOLE_SLACK == 0)
+        if (list_publish(c, p, ls.s, &hole, &hs) == 1 && hole < p &&
+            (p - hole) % LIST_HOLE_SLACK == 0)
             list_judge(c, a, hole, hs, 1);
         return 0;
     }
