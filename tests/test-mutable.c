@@ -1295,8 +1295,11 @@ static void test_mlist_kill_writer_loop(void **state)
     for (unsigned round = 0; round < kill_rounds; round++) {
         struct kill_arg a = {l, committed, next, 0};
         uint64_t c = run_and_kill(list_killed_main, &a, next, 2000);
-        /* any call repairs; then the marker of a half-done op may be left
-         * (once), and the item of op c may be there */
+        /* any call repairs, and a check settles a place the killed append
+         * reserved (a null when it never wrote it); then the marker of a
+         * half-done op may be left (once), and the item of op c may be
+         * there */
+        assert_int_equal(shmobj_obj_check(f->seg, r), 0);
         size_t n = len_of(&l);
         int64_t x;
         for (size_t i = 0; i < n; i++) {
@@ -1390,14 +1393,20 @@ static size_t lapp_order(const shmobj_view *l, size_t n, uint64_t seen[3])
     int64_t last[3] = {-1, -1, -1};
     for (size_t i = 0; i < n; i++) {
         int64_t x;
-        if (shmobj_mlist_get_int(l, i, &x) != 0)
+        int rc = shmobj_mlist_get_int(l, i, &x);
+        if (rc != 0) {
+            print_message("  item %zu of %zu: %d\n", i, n, rc);
             return i + 1;
+        }
         if (x == -1)
             continue;
         int who = (int)((uint64_t)x >> 32);
         int64_t seq = x & INT64_C(0xffffffff);
-        if (who < 1 || who > 2 || seq <= last[who])
+        if (who < 1 || who > 2 || seq <= last[who]) {
+            print_message("  item %zu of %zu: %d:%lld after %lld\n", i, n, who, (long long)seq,
+                          who >= 1 && who <= 2 ? (long long)last[who] : -2LL);
             return i + 1;
+        }
         last[who] = seq;
         seen[who]++;
     }
@@ -2869,9 +2878,6 @@ static void test_mlist_append_kill_tail_holder_loop(void **state)
             shmobj_view it;
             assert_int_equal(shmobj_mlist_get(&l, i, &it), 0);
             if (it.type == SHMOBJ_TYPE_NULL) {
-                print_message("  round %llu: a null at %zu of %zu (from %llu), after %llu/%llu\n",
-                              (unsigned long long)round, i, n, (unsigned long long)total,
-                              (unsigned long long)next[1], (unsigned long long)next[2]);
                 nulls++;
                 continue;
             }

@@ -1732,6 +1732,9 @@ SHMOBJ_API int shmobj_mlist_pop(const shmobj_view *list, int64_t i, shmobj_ref *
  * @retval SHMOBJ_EINVAL NULL list
  * @retval SHMOBJ_ETYPE list is not a growable list
  * @retval SHMOBJ_ERANGE i >= length
+ * @retval SHMOBJ_ENOMEM the segment is full, and a place an append
+ *         reserved lies in a chunk not made yet (its appender died before
+ *         it made it): nothing changed
  * @retval SHMOBJ_ESTALE the list's block was freed
  * @retval SHMOBJ_ECORRUPT the list is damaged
  * @retval SHMOBJ_EBUSY a live process held the list's lock for 10 s, or
@@ -1770,6 +1773,9 @@ SHMOBJ_API int shmobj_mlist_set(const shmobj_view *list, size_t i,
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_ETYPE c is not a mutable container
+ * @retval SHMOBJ_ENOMEM a list: the segment is full, and a place an append
+ *         reserved lies in a chunk not made yet (its appender died before
+ *         it made it): nothing changed
  * @retval SHMOBJ_ESTALE the container's block was freed
  * @retval SHMOBJ_ECORRUPT the container is damaged
  * @retval SHMOBJ_EBUSY a live process held the container's lock for 10 s,

@@ -20,8 +20,11 @@
  *   block exists): one fetch-add of the reservation counter (the control
  *   block's count) hands it place p; it makes p's chunk if needed, claims
  *   the slot (CAS of its first word from 0 to a claim naming its token),
- *   writes the payload, CASes the first word from its claim to the item's
- *   tag (seq_cst), and publishes: while the slot at len is written it
+ *   checks len's epoch did not move since its reservation (else a lock
+ *   holder skipped its place, and a removal may have emptied it again: it
+ *   gives the slot back and reserves again, so that its items keep their
+ *   order), writes the payload, CASes the first word from its claim to the
+ *   item's tag (seq_cst), and publishes: while the slot at len is written it
  *   CASes len one further (seq_cst loads of len and tags, so of two
  *   appenders writing neighbouring places at least one sees the other's
  *   tag and publishes both). It waits for nobody: a place reserved below
@@ -260,6 +263,8 @@ static inline __attribute__((always_inline)) int list_append_free(struct shmobj_
     struct shmobj__mut *m = c->m;
     for (unsigned t = 0; t < LIST_CLAIM_TRIES; t++) {
         uint64_t p = atomic_fetch_add_explicit(list_res(m), 1, memory_order_seq_cst);
+        uint64_t e0 = atomic_load_explicit(&m->len, memory_order_seq_cst) &
+                      ~SHMOBJ__MLIST_LEN_MASK;
         SHMOBJ__STEP("mlist.append.reserved");
         if (p & SHMOBJ__MLIST_CLOSED)
             return 1; /* a lock holder holds the list */
@@ -271,6 +276,15 @@ static inline __attribute__((always_inline)) int list_append_free(struct shmobj_
         if (!atomic_compare_exchange_strong_explicit(slot_w0(ls.s), &z, cl, memory_order_acquire,
                                                      memory_order_relaxed))
             continue; /* skipped while we were away: another place */
+        if ((atomic_load_explicit(&m->len, memory_order_seq_cst) & ~SHMOBJ__MLIST_LEN_MASK) !=
+            e0) {
+            /* a lock holder closed the reservations meanwhile and did not
+             * wait for this place (it cannot have: it was not claimed), so
+             * it skipped it and a removal emptied it again: writing here
+             * would put this item after places this process takes next */
+            atomic_store_explicit(slot_w0(ls.s), 0, memory_order_release);
+            continue;
+        }
         SHMOBJ__STEP("mlist.append.claimed");
         atomic_store_explicit(&ls.s->payload, payload, memory_order_relaxed);
         if (!atomic_compare_exchange_strong_explicit(slot_w0(ls.s), &cl, tag,
@@ -445,6 +459,10 @@ static int list_close(struct shmobj__mc *c)
     list_growers_reap(c, a);
     int rc = 0;
     uint64_t p = n;
+    /* a place whose chunk is not made yet is made first (its appender may
+     * have died before it did): giving such places up instead would let
+     * an appender still making the chunk write its item past places its
+     * own later appends take */
     for (; p < r && rc == 0; p++)
         rc = list_settle_place(c, p, &deadline);
     /* past the count: a slow appender whose skipped place was emptied

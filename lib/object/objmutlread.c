@@ -136,6 +136,17 @@ int shmobj__mlist_free(struct shmobj__mc *cp, int depth, uint64_t *budget)
             first = r;
     }
     shmobj__ref apps = atomic_load_explicit(apps_ref(c.m), memory_order_relaxed);
+    struct shmobj__mlapps *a = list_apps(&c);
+    for (unsigned j = 0; a != NULL && j < SHMOBJ__MLGROW_RECS; j++) {
+        /* a chunk a grower that died made and never published (nobody
+         * grows a list being freed) */
+        shmobj__ref g = atomic_load_explicit(&a->g[j].ref, memory_order_relaxed);
+        uint64_t k = atomic_load_explicit(&a->g[j].k, memory_order_relaxed), off;
+        if (g != 0 && k < SHMOBJ__MLIST_CHUNKS &&
+            atomic_load_explicit(&list_dir(c.m)[k], memory_order_relaxed) != g &&
+            list_chunk_fits(sp, g, (unsigned)k, &off) == 0)
+            (void)sp->ops->free(sp, g);
+    }
     if (apps != 0) {
         int r = sp->ops->free(sp, apps);
         if (r != 0 && first == 0)
