@@ -2870,7 +2870,24 @@ static void test_mlist_append_kill_tail_holder_loop(void **state)
         assert_int_equal(atomic_load(&out[5]), 0);
         /* this round's items follow the earlier rounds' (a check first
          * settles a place the dead one held back, a null) */
-        assert_int_equal(shmobj_obj_check(f->seg, r), 0);
+        int crc = shmobj_obj_check(f->seg, r);
+        if (crc != 0) {
+            struct shmobj__mut *cm = control_of(&l);
+            size_t ln = 0;
+            int lrc = shmobj_view_len(&l, &ln);
+            print_message("  check %d; len %d %zu (word %llx), count %llx\n", crc, lrc, ln,
+                          (unsigned long long)atomic_load(&cm->len),
+                          (unsigned long long)atomic_load(&cm->count));
+            for (size_t i = 0; i < ln; i++) {
+                shmobj_view it;
+                int grc = shmobj_mlist_get(&l, i, &it);
+                if (grc != 0) {
+                    print_message("  item %zu: %d\n", i, grc);
+                    break;
+                }
+            }
+        }
+        assert_int_equal(crc, 0);
         size_t n = len_of(&l), nulls = 0;
         uint64_t next[3] = {0, 0, 0};
         for (size_t i = total; i < n; i++) {
