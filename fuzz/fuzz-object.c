@@ -193,6 +193,12 @@ static void mut_regions(struct shmobj__space *sp, shmobj_ref r, const shmobj_vie
         memcpy(&ref, lc + 192 + 8 * k, 8);
         region_add(sp, ref, 0);
     }
+    /* the list's growth block (retired2, at 160): its records and the
+     * count its closers keep; the reservation counter and len are in the
+     * control block, part of the object block above */
+    uint64_t apps;
+    memcpy(&apps, lc + 160, 8);
+    region_add(sp, apps, 0);
     uint64_t body;
     memcpy(&body, (const uint8_t *)d->obj + 16 + 88, 8);
     region_add(sp, body, 0);

@@ -1670,12 +1670,18 @@ SHMOBJ_API int shmobj_record_shape(const shmobj_view *view, shmobj_ref *shape);
  *         was in the middle of an append without the lock for some
  *         seconds
  * @note Thread- and process-safe. A scalar or null is appended without
- *       the list's lock while no writer holds it: the appender holding
- *       the list's tail writes its slot, then its length; an appender of
- *       another process first waits while the tail's holder keeps
- *       appending (a turn of about a thousand pauses at most, none when
- *       the holder stopped), then takes the tail. Any other item takes
- *       the lock.
+ *       the list's lock while no writer holds it: the appender reserves
+ *       its place with one atomic add, writes its slot and moves the
+ *       length over every written place, waiting for no other appender.
+ *       It returns once its item is written; the item is counted in the
+ *       length once every place reserved before it is written too, so
+ *       another process's length may lag behind appends that returned
+ *       while an appender is descheduled between its reservation and its
+ *       write. A place whose appender died (or stayed unwritten for 1 s)
+ *       is given a null by the next reader or writer that finds it
+ *       holding the length back. Each process's items keep the order of
+ *       its calls, and the length never goes down but by a removal. Any
+ *       other item takes the lock.
  * @since 0.2
  */
 SHMOBJ_API int shmobj_mlist_append(const shmobj_view *list, const shmobj_value *val);
@@ -1737,6 +1743,9 @@ SHMOBJ_API int shmobj_mlist_pop(const shmobj_view *list, int64_t i, shmobj_ref *
  * @retval SHMOBJ_EINVAL NULL list
  * @retval SHMOBJ_ETYPE list is not a growable list
  * @retval SHMOBJ_ERANGE i >= length
+ * @retval SHMOBJ_ENOMEM the segment is full, and a place an append
+ *         reserved lies in a chunk not made yet (its appender died before
+ *         it made it): nothing changed
  * @retval SHMOBJ_ESTALE the list's block was freed
  * @retval SHMOBJ_ECORRUPT the list is damaged
  * @retval SHMOBJ_EBUSY a live process held the list's lock for 10 s, or
@@ -1777,6 +1786,9 @@ SHMOBJ_API int shmobj_mlist_set(const shmobj_view *list, size_t i,
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_ETYPE c is not a mutable container
+ * @retval SHMOBJ_ENOMEM a list: the segment is full, and a place an append
+ *         reserved lies in a chunk not made yet (its appender died before
+ *         it made it): nothing changed
  * @retval SHMOBJ_ESTALE the container's block was freed
  * @retval SHMOBJ_ECORRUPT the container is damaged
  * @retval SHMOBJ_EBUSY a live process held the container's lock for 10 s,

@@ -79,6 +79,9 @@ struct shmobj__space_live_ops {
      * record naming this handle's token can be held by anyone while the
      * caller waits on it. Reads /proc: for the slow path of a wait. */
     bool (*alone)(struct shmobj__space *sp);
+    /* The monotonic clock in ns: for how long a record seen stuck has
+     * been so (a list's place reserved and not written). */
+    uint64_t (*now_ns)(struct shmobj__space *sp);
 };
 
 struct shmobj__space_ops {

@@ -469,15 +469,17 @@ struct shmobj__mut {
      * store of even. Reader: acquire load, reads, acquire fence, relaxed
      * load: what it read counts only if both loads agree and are even. */
     _Atomic uint64_t seq;
-    /* List: items, all published (an append writes the slot at len, then
-     * stores len + 1, release, as the holder of the list's tail or of the
-     * lock; a version 2 list's appenders reserved places with a CAS of
-     * len, acq_rel, and published their slots' tags after).
+    /* List: items, all published, in the low SHMOBJ__MLIST_LEN_BITS (an
+     * epoch above them): every place below is written, and len only grows
+     * except under the lock (an append publishes by a CAS from the value
+     * it saw, release, over a written slot; a lock holder stores it).
      * Dict/set: pair places in use in the body, holes (deleted pairs)
      * included. Stored inside a writer section. */
     _Atomic uint64_t len;
-    /* Live items (dict/set: pairs that are not holes). List: not kept
-     * (appends without the lock do not write it); len is the list's. */
+    /* Live items (dict/set: pairs that are not holes). List: the
+     * reservation counter, the next place an append without the lock
+     * takes (fetch-add), with SHMOBJ__MLIST_CLOSED while a lock holder
+     * holds the list; on len's line, which every append writes anyway. */
     _Atomic uint64_t count;
     /* Dict/set: reference of the body block, 0 while there is none. List:
      * 0. Changed inside a writer section only. */
@@ -501,10 +503,9 @@ struct shmobj__mut {
      * key's child, an old body): freed once nothing the container shows
      * refers to them. */
     _Atomic uint64_t retired;
-    /* List: not a retired block but its appenders block (struct
-     * shmobj__mlapps), 0 until the first locked write makes it (a list
-     * without one is version 1); on another cache line than len, which
-     * every append takes. Stored once, inside a writer section. */
+    /* List: not a retired block but its growth block (struct
+     * shmobj__mlapps), 0 until the first locked write makes it (until
+     * then appends take the lock). Stored once, inside a writer section. */
     _Atomic uint64_t retired2;
     /* The item (tag, payload) a list insert puts at `at`, so that the
      * repair can finish the insert. */
@@ -536,72 +537,70 @@ static inline uint64_t shmobj__mut_body_bytes(unsigned type)
            (type == SHMOBJ_TYPE_MLIST ? 8u * SHMOBJ__MLIST_CHUNKS : 0);
 }
 
-/* A list's appenders block (version 3 of the list, magic "SML3"; version
- * 2, "SML2", is read and made version 3 at the next locked write): a raw
- * arena block of 64-byte alignment, one cache line each so that an
- * appender's word stays in its own core's cache. An append without the
- * lock CASes its token into one word (from 0; a word that is not 0 is
- * another appender's, or SHMOBJ__MLAPP_CLOSED) and loads `closing`; the
- * list's tail then belongs to one word, `owner`: its holder writes the
- * slot at len (payload, then the tag with a release store), stores len + 1
- * (release) and stores 0 (release) into its word, with no atomic
- * read-modify-write of a shared line. The holder of another word first
- * takes the tail: it waits while the tail's appender keeps appending, for
- * up to a turn (objmutlist.c), then CASes `owner` to its own word and
- * waits until the word it took the tail from is no longer held by the
- * holder it saw (or names a dead handle). Every lock holder of a list
- * closes the words first (`closing`, then CAS 0 -> CLOSED, waiting for
- * live appenders; a word naming a dead handle is taken over, and a tag
- * it left at len zeroed) and gives them back (0) before it unlocks.
- * Version 2's appenders CASed len for each place and wrote the place they
- * tried into `at` (a dead one's place below len was given a null). */
-#define SHMOBJ__MLIST_MAGIC UINT32_C(0x334c4d53) /* "SML3" read little-endian */
-#define SHMOBJ__MLIST_MAGIC_V2 UINT32_C(0x324c4d53) /* "SML2" */
-#define SHMOBJ__MLAPP_WORDS 4
-#define SHMOBJ__MLAPP_CLOSED (UINT64_C(1) << 63)
+/* A list's growth block (version 4 of the list, magic "SML4"), named by
+ * the control block's retired2: a raw arena block of 64-byte alignment.
+ *
+ * Appends without the lock (objmutlist.c, doc/format-object.md) reserve
+ * a place with one fetch-add of the control block's `count` (a list's
+ * reservation counter), claim its slot, write it, and publish it by
+ * moving `len` over every consecutive written slot. The slot states, in
+ * the slot's first word (tag byte, then reserved0..2):
+ *   - 0: reserved (or beyond the reservations) and not written yet;
+ *   - SHMOBJ__SLOT_CLAIM with the claimant's token in bits 32..63: being
+ *     written by that handle (CAS from 0 only);
+ *   - any item tag: written (CAS from the claim, after the payload).
+ * A place whose claimant died, or which stays unclaimed for
+ * SHMOBJ__MLIST_UNCLAIMED_NS, is claimed by whoever finds it and given a
+ * null (tag SHMOBJ__SLOT_OBJ, payload 0): a skipped place reads as null.
+ *
+ * This block holds the rest of what appends without the lock share:
+ * where a hole was first seen stuck (stuck_at, place + 1, and stuck_ns,
+ * the monotonic time then: advisory, a damaged value only makes a skip
+ * come early or late), and the growers' records, one line each: an
+ * appender whose place lies in a chunk not made yet CASes its token into
+ * a free record's `tok`, allocates the chunk, records it in `ref` (and
+ * its index in `k`), zeroes it, CASes the directory entry from 0 and
+ * frees its chunk when another was published first, then clears the
+ * record. A lock holder frees the recorded chunk of a dead grower unless
+ * the directory holds it. */
+#define SHMOBJ__MLIST_MAGIC UINT32_C(0x344c4d53) /* "SML4" read little-endian */
+#define SHMOBJ__MLGROW_RECS 4
+/* The tag of a slot being written (never below len). */
+#define SHMOBJ__SLOT_CLAIM 0x7f
+/* A list's reservation counter (control block `count`) while a lock
+ * holder holds the list: appends seeing it take the lock. */
+#define SHMOBJ__MLIST_CLOSED (UINT64_C(1) << 63)
+/* A list's len: the published items in the low bits, an epoch above that
+ * every lock holder advances, so that a publisher stalled across a locked
+ * change fails its CAS of len. */
+#define SHMOBJ__MLIST_LEN_BITS 44
+#define SHMOBJ__MLIST_LEN_MASK ((UINT64_C(1) << SHMOBJ__MLIST_LEN_BITS) - 1)
+/* An unclaimed reserved place is skipped after this long (ns). */
+#define SHMOBJ__MLIST_UNCLAIMED_NS (UINT64_C(1000000000))
 
-struct shmobj__mlapp {
-    /* 0, an appender's token (widened), or SHMOBJ__MLAPP_CLOSED (the lock
-     * holder's); CAS seq_cst by appenders and closers, store release. */
-    _Atomic uint64_t word;
-    /* Version 2 only: the place its owner tried or took (relaxed, before
-     * the CAS of len), read by a closer that found the owner dead.
-     * Version 3: 0, never read. */
-    _Atomic uint64_t at;
-    /* The chunk its last owner appended into, a hint for the next owner
-     * (chunks never move while the list lives): items [lo, hi) lie in
-     * the chunk at offset `off`; lo = hi for none. Written by the owner,
-     * relaxed; every use is bounds-checked against the mapping. */
-    uint64_t lo, hi, off;
-    uint64_t reserved[3]; /* 0 */
+struct shmobj__mlgrow {
+    _Atomic uint64_t tok; /* 0, or the grower's token (widened) */
+    _Atomic uint64_t ref; /* the chunk it allocated, 0 before */
+    _Atomic uint64_t k;   /* the directory entry it is for */
+    uint64_t reserved[5]; /* 0 */
 };
-_Static_assert(sizeof(struct shmobj__mlapp) == 64, "an appender word has its own line");
+_Static_assert(sizeof(struct shmobj__mlgrow) == 64, "a grower's record has its own line");
 
 struct shmobj__mlapps {
-    uint32_t magic;       /* SHMOBJ__MLIST_MAGIC, written once (or once
-                           * more, from _V2, with every word closed) */
-    uint32_t words;       /* SHMOBJ__MLAPP_WORDS */
-    /* 1 while a lock holder closes or holds the words, else 0; stored
-     * seq_cst by the lock holder before it closes them, and 0 (release)
-     * after it gives them back. An appender loads it (seq_cst) after it
-     * took its word and gives the word back at once when it is 1, so that
-     * appends in a tight loop cannot keep a closer from a word. */
-    _Atomic uint64_t closing;
-    /* Version 3: which word the tail belongs to, j + 1 for word j, 0 for
-     * none yet. Only the holder of that word appends without the lock.
-     * Changed by a CAS (seq_cst) of an appender that holds another word,
-     * after it waited out the tail's turn; loaded (seq_cst) by every
-     * append after it took its word. On the line of `closing`, which
-     * appends read and only lock holders and tail takers write.
-     * Version 2: 0. */
-    _Atomic uint64_t owner;
-    uint64_t reserved[5]; /* 0 */
-    struct shmobj__mlapp w[SHMOBJ__MLAPP_WORDS];
+    uint32_t magic;            /* SHMOBJ__MLIST_MAGIC, written once */
+    uint32_t recs;             /* SHMOBJ__MLGROW_RECS */
+    _Atomic uint64_t stuck_at; /* 0, or 1 + the place seen stuck */
+    _Atomic uint64_t stuck_ns; /* when it was first seen stuck */
+    /* The count of places the last closer of the reservations found (lock
+     * holders only): the next closer's when the counter was left closed
+     * by one that died. */
+    _Atomic uint64_t closed_r;
+    uint64_t reserved[4]; /* 0 */
+    struct shmobj__mlgrow g[SHMOBJ__MLGROW_RECS];
 };
-_Static_assert(offsetof(struct shmobj__mlapps, w) == 64, "appender words from 64");
-_Static_assert(offsetof(struct shmobj__mlapps, owner) == 16, "tail owner at 16");
-_Static_assert(sizeof(struct shmobj__mlapps) == 64 * (1 + SHMOBJ__MLAPP_WORDS),
-               "appenders block size");
+_Static_assert(offsetof(struct shmobj__mlapps, g) == 64, "growers' records from 64");
+_Static_assert(sizeof(struct shmobj__mlapps) == 64 * (1 + SHMOBJ__MLGROW_RECS),
+               "growth block size");
 
 /* "SMD2" read little-endian: version 2 of the body, whose dict values may
  * be added to without the lock (the control block's adder); version 1

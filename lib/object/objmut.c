@@ -336,6 +336,8 @@ int shmobj__mut_len(const shmobj_view *v, size_t *len)
     struct shmobj__mc c;
     uint64_t n = 0;
     int rc = shmobj__mut_open(v, MUT_ALL, &c);
+    if (rc == 0 && c.type == SHMOBJ_TYPE_MLIST)
+        shmobj__mlist_help(&c); /* what appends wrote past len, published */
     if (rc == 0)
         rc = shmobj__mut_read(&c, len_read, &n);
     if (rc == 0)

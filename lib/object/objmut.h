@@ -190,6 +190,9 @@ static inline int shmobj__mut_block_fast(struct shmobj__space *sp, shmobj__ref r
 int shmobj__mlist_repair(struct shmobj__mc *c);
 /* Clear a list (lock held). */
 int shmobj__mlist_clear(struct shmobj__mc *c);
+/* Publish what appends without the lock wrote past a list's len, and skip
+ * a place holding it back whose claimant died (objmutlist.h). */
+void shmobj__mlist_help(struct shmobj__mc *c);
 /* The length of a list, checked against its chunks (inside a read). */
 int shmobj__mlist_places(struct shmobj__mc *c, uint64_t *count);
 /* Free every child and chunk (the container's own block stays). */

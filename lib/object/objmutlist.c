@@ -5,59 +5,56 @@
  * Invariants kept here (with those of objmut.c, whose lock, sections and
  * optimistic reads these use):
  * - Chunks never move once published: chunk k holds CHUNK0 << k items, so
- *   growth adds a chunk and copies nothing.
- * - Slots past len have tag 0 (chunks are zeroed when made, and a slot a
- *   removal or a clear gives up is zeroed), but for the slot at len that
- *   an appender killed before len's store wrote, until the next append
- *   overwrites it or the next locker zeroes it; len covers only published
- *   items: a reader never
- *   meets a place being written (version 3 of the list; a version 2 list
- *   reserved places below len first, and its readers' wait for a tag is
- *   kept for such a list until its next locker makes it version 3).
- * - An append of an item with no child takes no lock and, once its
- *   process has the list's tail, no atomic read-modify-write of a line
- *   another appender writes: it CASes its token into its appender word
- *   (objfmt.h, struct shmobj__mlapps; the word's own line), loads
- *   `closing` and `owner` (the block's first line, which only lock
- *   holders and tail takers write), and when `owner` names its word it
- *   writes the slot at len (payload, then the tag, release), stores
- *   len + 1 (release) and gives its word back (release). Only the holder
- *   of the tail's word writes len or the slot at len without the lock, so
- *   the stores need no CAS, and one process appending in a row keeps the
- *   len line, the slot lines and its word in its own cache (with a CAS
- *   of len per append, two processes appending at once moved the len
- *   line and, adjacent places being written by both, the slot line
- *   between their cores at nearly every append: in a run of two
- *   processes on two cores where 40% of consecutive places had different
- *   writers, an append cost about 105 ns of CPU, against 32 ns alone).
- * - The tail changes hands by a CAS of `owner` from the word seen to the
- *   taker's own word, made while the taker holds its word, after which
- *   the taker waits until the old word is no longer held by the holder it
- *   saw (or that holder is dead). Both sides are seq_cst (the appender's
- *   CAS of its word then its load of `owner`; the taker's CAS of `owner`
- *   then its load of the old word), so an appender that saw the tail as
- *   its own is seen holding its word and waited for, and one that comes
- *   later sees the new owner: two appenders never write len at once. The
- *   taker's wait also ends when a third word took the tail from it (two
- *   takers would otherwise wait for each other's words), and it then
- *   gives its word back without appending.
- * - A taker first waits while the tail's appender keeps appending, for up
- *   to a turn (LIST_TURN_SPINS pauses, reading only lines the appender
- *   does not write, and len twice: two misses for the appender), so that
- *   two processes appending in loops take turns of many appends each
- *   instead of moving the lines at every append; a tail whose len did
- *   not move over the first LIST_IDLE_SPINS pauses (its appender returned
- *   and appends no more, or died) is taken at once. A dead appender that
- *   held the tail is not waited for: it either stored len (its item is
- *   committed) or not (nothing happened; the tag it may have written at
- *   len is overwritten by the next append or zeroed by the next locker).
- *   Per-process order holds because len only grows under its one writer.
- * - Every lock holder closes the appender words before it reads or changes
- *   anything, so while it holds them no append without the lock is under
- *   way; a word left by a dead handle is taken over after every live one
- *   is closed (a tag it left at len zeroed; in a version 2 list its
- *   place, when below len and still tag 0, is given a null). The words
- *   are given back before the unlock; `owner` stays as it was.
+ *   growth adds a chunk and copies nothing. Chunks are made in order (an
+ *   appender whose place lies in chunk k makes k - 1 first when it is
+ *   missing: the appender whose place opened it may have died), so a
+ *   position two missing chunks past the last is damage.
+ * - len (its low SHMOBJ__MLIST_LEN_BITS) is a published prefix: every slot
+ *   below it holds an item (a written tag; a skipped place holds a null).
+ *   Without the lock it only grows, by a CAS from the exact word seen over
+ *   a slot seen written; every lock holder advances its epoch (the bits
+ *   above) when it closes the reservations, so a publisher stalled across
+ *   a locked change fails its CAS instead of moving len over a slot the
+ *   change emptied.
+ * - An append of an item with no child takes no lock (once the growth
+ *   block exists): one fetch-add of the reservation counter (the control
+ *   block's count) hands it place p; it makes p's chunk if needed, claims
+ *   the slot (CAS of its first word from 0 to a claim naming its token),
+ *   checks len's epoch did not move since its reservation (else a lock
+ *   holder skipped its place, and a removal may have emptied it again: it
+ *   gives the slot back and reserves again, so that its items keep their
+ *   order), writes the payload, CASes the first word from its claim to the
+ *   item's tag (seq_cst), and publishes: while the slot at len is written it
+ *   CASes len one further (seq_cst loads of len and tags, so of two
+ *   appenders writing neighbouring places at least one sees the other's
+ *   tag and publishes both). It waits for nobody: a place reserved below
+ *   its own and not written yet holds len back, not the append, which
+ *   returns 0 with its item written; the item becomes visible when the
+ *   places before it are written or skipped. Places of one process are
+ *   reserved in the order of its calls, so its items keep that order.
+ * - A place whose claim names a dead handle, or which nobody claimed for
+ *   SHMOBJ__MLIST_UNCLAIMED_NS, is skipped: whoever finds it holding len
+ *   back (a publisher far ahead of it, a reader of len, a lock holder)
+ *   claims it with its own token by a CAS from the exact word seen, then
+ *   writes a null (payload 0, tag OBJ). A live claimant is never skipped;
+ *   a slow one whose unclaimed place was skipped fails its claim's CAS and
+ *   reserves again, so nothing is lost or written twice.
+ * - A chunk made without the lock is recorded first in a grower's record
+ *   of the growth block (its token, then the block), published by a CAS
+ *   of the directory entry from 0 (the loser frees its own), and the
+ *   record cleared; a lock holder frees a dead grower's recorded block
+ *   unless the directory holds it.
+ * - Every lock holder closes the reservations before it reads or changes
+ *   anything: a fetch-or of SHMOBJ__MLIST_CLOSED into the counter (appends
+ *   that see it take the lock), the count it held recorded in the growth
+ *   block (closed_r: a closer that dies leaves the counter closed, and
+ *   the next one takes the count from there), then every place below it
+ *   settled: waited for while its claimant lives (SHMOBJ_EBUSY after some
+ *   seconds), skipped otherwise; len becomes that count with the next
+ *   epoch. A slot at len that a stalled appender claimed after that (its
+ *   place was skipped and emptied again by a removal) is settled the same
+ *   way before the holder writes there, and the holder claims the slot it
+ *   writes past len with a CAS too. Unlocking reopens the counter at len.
  * - An append under the lock writes the slot, then len (release): a holder
  *   that dies between the two leaves a tag past len, which the repair
  *   zeroes.
@@ -68,37 +65,319 @@
 #include "objmutlist.h"
 
 #include "cpu.h"
+#include "step.h"
 
-/* A closer asks an appender's liveness every LIST_CLOSE_LIVENESS spins and
+/* A closer asks a claimant's liveness every LIST_CLOSE_LIVENESS spins and
  * gives up (SHMOBJ_EBUSY) after LIST_CLOSE_SPINS, some seconds: an append
  * takes well under a microsecond unless its process is descheduled. */
 #define LIST_CLOSE_LIVENESS 1024
 #define LIST_CLOSE_SPINS (UINT64_C(1) << 26)
+/* An append whose place is LIST_HOLE_SLACK (or a multiple) past a hole
+ * holding len back judges the hole; a reader judges it when it has been
+ * stuck LIST_JUDGE_NS since first seen. */
+#define LIST_HOLE_SLACK 1024
+#define LIST_JUDGE_NS (UINT64_C(20000000))
+/* Tries of an append without the lock whose claims failed (its places
+ * were skipped while it was descheduled) before it takes the lock. */
+#define LIST_CLAIM_TRIES 8
+/* A bound of the publish loop and of the places a closer settles past its
+ * count (stalled claimants of emptied slots). */
+#define LIST_PUBLISH_MAX (UINT64_C(1) << 40)
+#define LIST_LATE_MAX 64
+#define LIST_OUTSTANDING_MAX (UINT64_C(1) << 20)
 
-/* The tail's turn: an appender that finds the tail another word's waits up
- * to LIST_TURN_SPINS pauses (about 20 us where a pause takes 40 cycles)
- * while that word's appender keeps appending, then takes it; a tail whose
- * len did not move in the first LIST_IDLE_SPINS is taken at once. After
- * LIST_TAIL_ROUNDS tries without the tail an append takes the lock. */
-#define LIST_TURN_SPINS 1024
-#define LIST_IDLE_SPINS 16
-#define LIST_TAIL_ROUNDS 16
+/* The monotonic clock of a space with live operations (every caller
+ * checked they exist). */
+static uint64_t list_now_ns(struct shmobj__mc *c)
+{
+    return c->sp->ops->live->now_ns(c->sp);
+}
 
-/* ---- the appender words -------------------------------------------------- */
+/* ---- places: reserve, claim, write, publish, skip ------------------------- */
 
-/* Give the closed words back (lock held: only its holder closes them, and
- * appenders CAS from 0 only, so a plain store does). */
+/* The slot of place p, its chunk made (or being made) by whoever needs it
+ * first. SHMOBJ_ECORRUPT for a place beyond the directory or whose chunk's
+ * predecessor is missing; rc of the growth. */
+static int list_grow(struct shmobj__mc *c, struct shmobj__mlapps *a, unsigned k);
+
+static int list_place(struct shmobj__mc *c, struct shmobj__mlapps *a, uint64_t p,
+                      struct lslot *ls)
+{
+    uint64_t w;
+    unsigned k = chunk_of(p, &w);
+    if (p > SHMOBJ__MLIST_LEN_MASK || k >= SHMOBJ__MLIST_CHUNKS)
+        return SHMOBJ_ECORRUPT;
+    _Atomic uint64_t *dir = list_dir(c->m);
+    if (atomic_load_explicit(&dir[k], memory_order_acquire) == 0) {
+        /* chunks are made in order; the one before may be missing still
+         * when the appender whose place opened it died first (more places
+         * are never reserved at once than a chunk holds) */
+        unsigned from = k;
+        if (k > 0 && atomic_load_explicit(&dir[k - 1], memory_order_acquire) == 0) {
+            if (k > 1 && atomic_load_explicit(&dir[k - 2], memory_order_acquire) == 0)
+                return SHMOBJ_ECORRUPT;
+            from = k - 1;
+        }
+        if (a == NULL)
+            return SHMOBJ_ECORRUPT;
+        for (unsigned g = from; g <= k; g++) {
+            int rc = list_grow(c, a, g);
+            if (rc != 0)
+                return rc;
+        }
+    }
+    return list_slot(c, p, ls);
+}
+
+/* Is a live grower making the chunk of place n? Its appender's place in
+ * that chunk is unclaimed while it does (a chunk of megabytes takes a
+ * while to zero), and is not skipped meanwhile. */
+static int list_growing(struct shmobj__mc *c, struct shmobj__mlapps *a, uint64_t n)
+{
+    uint64_t w;
+    unsigned k = chunk_of(n, &w);
+    for (unsigned j = 0; a != NULL && j < SHMOBJ__MLGROW_RECS; j++) {
+        uint64_t t = atomic_load_explicit(&a->g[j].tok, memory_order_acquire);
+        if (t != 0 && atomic_load_explicit(&a->g[j].k, memory_order_relaxed) <= k &&
+            shmobj__space_token_holder_alive(c->sp, t))
+            return 1;
+    }
+    return 0;
+}
+
+/* Skip the place whose slot s held w0 (a dead claimant's claim, or 0 for
+ * one unclaimed too long): claim it with our token by a CAS from w0, then
+ * give it a null. 1 when it was skipped (by us or anyone: it is written
+ * now), 0 when its claimant got it first. */
+static int list_skip(struct shmobj__mc *c, struct shmobj__slot *s, uint64_t w0)
+{
+    uint64_t tok = c->sp->ops->live != NULL ? c->sp->ops->live->token(c->sp) : 0;
+    if (tok == 0 ||
+        !atomic_compare_exchange_strong_explicit(slot_w0(s), &w0, slot_claim(tok),
+                                                 memory_order_seq_cst,
+                                                 memory_order_acquire))
+        return tag_written((uint8_t)w0);
+    SHMOBJ__STEP("mlist.skip.claimed");
+    atomic_store_explicit(&s->payload, 0, memory_order_relaxed);
+    atomic_store_explicit(slot_w0(s), SHMOBJ__SLOT_OBJ, memory_order_seq_cst);
+    return 1;
+}
+
+/* Judge the hole at place n (slot s) holding len back, without waiting:
+ * the first sighting records the place and the time in the growth block;
+ * later ones skip it once its claimant is dead (asked every
+ * LIST_JUDGE_NS) or once it stayed unclaimed SHMOBJ__MLIST_UNCLAIMED_NS.
+ * force: judge now (a publisher LIST_HOLE_SLACK past it). */
+static void list_judge(struct shmobj__mc *c, struct shmobj__mlapps *a, uint64_t n,
+                       struct shmobj__slot *s, int force)
+{
+    if (c->sp->ops->live == NULL)
+        return;
+    uint64_t now = list_now_ns(c);
+    if (atomic_load_explicit(&a->stuck_at, memory_order_relaxed) != n + 1) {
+        atomic_store_explicit(&a->stuck_ns, now, memory_order_relaxed);
+        atomic_store_explicit(&a->stuck_at, n + 1, memory_order_relaxed);
+        if (!force)
+            return;
+    }
+    uint64_t since = now - atomic_load_explicit(&a->stuck_ns, memory_order_relaxed);
+    uint64_t w0 = atomic_load_explicit(slot_w0(s), memory_order_acquire);
+    uint8_t tag = (uint8_t)w0;
+    if (tag == SHMOBJ__SLOT_CLAIM && (force || since >= LIST_JUDGE_NS)) {
+        if (!shmobj__space_token_holder_alive(c->sp, w0 >> 32))
+            (void)list_skip(c, s, w0);
+        else
+            atomic_store_explicit(&a->stuck_ns, now - since / 2, memory_order_relaxed);
+    } else if (tag == 0 && since >= SHMOBJ__MLIST_UNCLAIMED_NS) {
+        if (!list_growing(c, a, n))
+            (void)list_skip(c, s, 0);
+        else
+            atomic_store_explicit(&a->stuck_ns, now, memory_order_relaxed);
+    }
+}
+
+/* Move len over every written slot from where it is (not past the
+ * reservations): 0, or 1 when it stopped at a hole (held in *hole, its
+ * slot in *hs). The seq_cst loads pair with the appenders' seq_cst CAS of
+ * their tags. */
+static int list_publish(struct shmobj__mc *c, uint64_t mine, struct shmobj__slot *ms,
+                        uint64_t *hole, struct shmobj__slot **hs)
+{
+    struct shmobj__mut *m = c->m;
+    for (uint64_t i = 0; i < LIST_PUBLISH_MAX; i++) {
+        uint64_t v = atomic_load_explicit(&m->len, memory_order_seq_cst);
+        uint64_t n = v & SHMOBJ__MLIST_LEN_MASK;
+        uint64_t r = atomic_load_explicit(list_res(m), memory_order_relaxed);
+        if ((r & SHMOBJ__MLIST_CLOSED) || n >= r)
+            return 0; /* a lock holder settles them, or nothing to publish */
+        struct lslot ls;
+        /* the caller's own place: its slot known (chunks never move), its
+         * tag loaded again all the same (a lock holder may have emptied
+         * it since) */
+        if (n == mine)
+            ls.s = ms;
+        else if (list_slot(c, n, &ls) != 0)
+            return 0; /* its chunk not made yet: nothing written there */
+        uint8_t tag = atomic_load_explicit((_Atomic uint8_t *)(void *)&ls.s->tag,
+                                           memory_order_seq_cst);
+        if (!tag_written(tag)) {
+            *hole = n;
+            *hs = ls.s;
+            return 1;
+        }
+        SHMOBJ__STEP("mlist.publish.seen");
+        (void)atomic_compare_exchange_strong_explicit(&m->len, &v, v + 1, memory_order_seq_cst,
+                                                      memory_order_relaxed);
+    }
+    return 0;
+}
+
+void shmobj__mlist_help(struct shmobj__mc *c)
+{
+    struct shmobj__mut *m = c->m;
+    uint64_t r = atomic_load_explicit(list_res(m), memory_order_relaxed);
+    if ((r & SHMOBJ__MLIST_CLOSED) || list_len(m) >= r)
+        return;
+    struct shmobj__mlapps *a = list_apps(c);
+    uint64_t hole;
+    struct shmobj__slot *hs;
+    for (int t = 0; a != NULL && t < 2 && list_publish(c, UINT64_MAX, NULL, &hole, &hs) == 1;
+         t++)
+        list_judge(c, a, hole, hs, 0);
+}
+
+/* An append without the lock of a scalar or null (tag, payload): 0 when
+ * done, 1 when it must take the lock (no live operations or token, no
+ * growth block, the reservations closed, its claims failed), or an
+ * error. */
+static inline __attribute__((always_inline)) int list_append_free(struct shmobj__mc *c,
+                                                                uint8_t tag, uint64_t payload)
+{
+    const struct shmobj__space_live_ops *live = c->sp->ops->live;
+    struct shmobj__mlapps *a;
+    if (live == NULL || (a = list_apps(c)) == NULL)
+        return 1;
+    uint64_t tok = live->token(c->sp);
+    if (tok == 0)
+        return 1;
+    struct shmobj__mut *m = c->m;
+    for (unsigned t = 0; t < LIST_CLAIM_TRIES; t++) {
+        uint64_t p = atomic_fetch_add_explicit(list_res(m), 1, memory_order_seq_cst);
+        uint64_t e0 = atomic_load_explicit(&m->len, memory_order_seq_cst) &
+                      ~SHMOBJ__MLIST_LEN_MASK;
+        SHMOBJ__STEP("mlist.append.reserved");
+        if (p & SHMOBJ__MLIST_CLOSED)
+            return 1; /* a lock holder holds the list */
+        struct lslot ls;
+        int rc = list_place(c, a, p, &ls);
+        if (rc != 0)
+            return rc;
+        uint64_t z = 0, cl = slot_claim(tok);
+        if (!atomic_compare_exchange_strong_explicit(slot_w0(ls.s), &z, cl, memory_order_acquire,
+                                                     memory_order_relaxed))
+            continue; /* skipped while we were away: another place */
+        if ((atomic_load_explicit(&m->len, memory_order_seq_cst) & ~SHMOBJ__MLIST_LEN_MASK) !=
+            e0) {
+            /* a lock holder closed the reservations meanwhile and did not
+             * wait for this place (it cannot have: it was not claimed), so
+             * it skipped it and a removal emptied it again: writing here
+             * would put this item after places this process takes next */
+            atomic_store_explicit(slot_w0(ls.s), 0, memory_order_release);
+            continue;
+        }
+        SHMOBJ__STEP("mlist.append.claimed");
+        atomic_store_explicit(&ls.s->payload, payload, memory_order_relaxed);
+        if (!atomic_compare_exchange_strong_explicit(slot_w0(ls.s), &cl, tag,
+                                                     memory_order_seq_cst,
+                                                     memory_order_relaxed))
+            continue; /* judged dead: never for a live handle, but then again */
+        SHMOBJ__STEP("mlist.append.written");
+        uint64_t hole;
+        struct shmobj__slot *hs;
+        if (list_publish(c, p, ls.s, &hole, &hs) == 1 && hole < p &&
+            (p - hole) % LIST_HOLE_SLACK == 0)
+            list_judge(c, a, hole, hs, 1);
+        return 0;
+    }
+    return 1;
+}
+
+/* ---- growth without the lock ------------------------------------------------ */
+
+static int list_grow(struct shmobj__mc *c, struct shmobj__mlapps *a, unsigned k)
+{
+    struct shmobj__mut *m = c->m;
+    _Atomic uint64_t *dir = &list_dir(m)[k];
+    uint64_t tok = c->sp->ops->live != NULL ? c->sp->ops->live->token(c->sp) : 0;
+    if (tok == 0)
+        return SHMOBJ_ECORRUPT;
+    for (uint64_t i = 0; atomic_load_explicit(dir, memory_order_acquire) == 0; i++) {
+        for (unsigned j = 0; j < SHMOBJ__MLGROW_RECS; j++) {
+            struct shmobj__mlgrow *g = &a->g[j];
+            uint64_t z = 0;
+            if (!atomic_compare_exchange_strong_explicit(&g->tok, &z, tok, memory_order_acq_rel,
+                                                         memory_order_relaxed))
+                continue;
+            shmobj__ref r = 0;
+            atomic_store_explicit(&g->k, k, memory_order_relaxed);
+            int rc = atomic_load_explicit(dir, memory_order_acquire) != 0
+                         ? 0
+                         : c->sp->ops->alloc(c->sp, chunk_bytes(k), 16, &r);
+            if (rc == 0 && r != 0) {
+                atomic_store_explicit(&g->ref, r, memory_order_release);
+                /* every slot of a new chunk is 0: not reserved, or not written */
+                memset(c->sp->base + shmobj__ref_off(r), 0, (size_t)chunk_bytes(k));
+                SHMOBJ__STEP("mlist.grow.made");
+                uint64_t z2 = 0;
+                if (!atomic_compare_exchange_strong_explicit(dir, &z2, r, memory_order_release,
+                                                             memory_order_relaxed))
+                    (void)c->sp->ops->free(c->sp, r);
+                atomic_store_explicit(&g->ref, 0, memory_order_relaxed);
+            }
+            atomic_store_explicit(&g->tok, 0, memory_order_release);
+            return rc;
+        }
+        /* every record in use: another grower makes it */
+        if (i >= LIST_CLOSE_SPINS)
+            return SHMOBJ_EBUSY;
+        if (i % LIST_CLOSE_LIVENESS == LIST_CLOSE_LIVENESS - 1)
+            c->sp->ops->live->pause(c->sp);
+        shmobj__cpu_relax();
+    }
+    return 0;
+}
+
+/* A dead grower's record (lock held): its block freed unless published. */
+static void list_growers_reap(struct shmobj__mc *c, struct shmobj__mlapps *a)
+{
+    for (unsigned j = 0; j < SHMOBJ__MLGROW_RECS; j++) {
+        struct shmobj__mlgrow *g = &a->g[j];
+        uint64_t t = atomic_load_explicit(&g->tok, memory_order_acquire);
+        if (t == 0 || c->sp->ops->live == NULL || shmobj__space_token_holder_alive(c->sp, t))
+            continue;
+        shmobj__ref r = atomic_load_explicit(&g->ref, memory_order_relaxed);
+        uint64_t k = atomic_load_explicit(&g->k, memory_order_relaxed);
+        uint64_t off;
+        /* only a block that fits the chunk it was for (a damaged record
+         * is forgotten, not followed) */
+        if (r != 0 && k < SHMOBJ__MLIST_CHUNKS &&
+            atomic_load_explicit(&list_dir(c->m)[k], memory_order_relaxed) != r &&
+            list_chunk_fits(c->sp, r, (unsigned)k, &off) == 0)
+            (void)c->sp->ops->free(c->sp, r);
+        atomic_store_explicit(&g->ref, 0, memory_order_relaxed);
+        (void)atomic_compare_exchange_strong_explicit(&g->tok, &t, 0, memory_order_release,
+                                                      memory_order_relaxed);
+    }
+}
+
+/* ---- the lock: closing and reopening the reservations --------------------- */
+
+/* Reopen the reservations at len (lock held). */
 static void list_open(struct shmobj__mc *c)
 {
-    uint32_t magic;
-    struct shmobj__mlapps *a = list_apps_any(c, &magic);
-    if (a == NULL)
+    if (list_apps(c) == NULL)
         return;
-    for (unsigned j = 0; j < SHMOBJ__MLAPP_WORDS; j++)
-        if (atomic_load_explicit(&a->w[j].word, memory_order_relaxed) == SHMOBJ__MLAPP_CLOSED)
-            atomic_store_explicit(&a->w[j].word, 0, memory_order_release);
-    if (atomic_load_explicit(&a->closing, memory_order_relaxed) != 0)
-        atomic_store_explicit(&a->closing, 0, memory_order_release);
+    atomic_store_explicit(list_res(c->m), list_len(c->m), memory_order_release);
 }
 
 void shmobj__mlist_unlock(struct shmobj__mc *c)
@@ -107,100 +386,110 @@ void shmobj__mlist_unlock(struct shmobj__mc *c)
     shmobj__mut_unlock(c);
 }
 
-/* Version 2: give a null item to place p when a dead appender reserved
- * it and never published it (every live appender closed out: a tag 0
- * below len is nobody's now). len is loaded first (acquire), so an `at`
- * stored before the CAS that reserved p is seen. */
-static void list_orphan_fill(struct shmobj__mc *c, _Atomic uint64_t *atp)
+/* Settle place p (lock held, reservations closed): wait until it is
+ * written while its claimant lives, skip it when the claimant is dead or
+ * nobody claimed it by *deadline (set at the first unclaimed place). 0,
+ * SHMOBJ_EBUSY after some seconds of a live claimant, or an error. */
+static int list_settle_place(struct shmobj__mc *c, uint64_t p, uint64_t *deadline)
 {
     struct lslot ls;
-    uint64_t n = atomic_load_explicit(&c->m->len, memory_order_acquire);
-    uint64_t p = atomic_load_explicit(atp, memory_order_relaxed);
-    if (p < n && list_slot(c, p, &ls) == 0 && slot_tag(ls.s) == 0)
-        slot_publish(ls.s, SHMOBJ__SLOT_OBJ, 0);
-}
-
-/* Version 3: a dead appender that held the tail may have written the slot
- * at len and died before len's store; the tag goes back to 0 (every live
- * appender closed out: nobody writes there now). */
-static void list_tail_zero(struct shmobj__mc *c)
-{
-    struct lslot ls;
-    uint64_t n = atomic_load_explicit(&c->m->len, memory_order_acquire);
-    if (n < (UINT64_C(1) << 44) && list_slot(c, n, &ls) == 0 && slot_tag(ls.s) != 0)
-        slot_zero(ls.s);
-}
-
-/* Close every appender word (lock held): wait for live appenders to finish,
- * then take over the words of dead ones, settling what they left (version
- * 2: a null at a reserved place; version 3: a tag at len), and make a
- * version 2 block version 3. 0, SHMOBJ_EBUSY after some seconds of a live
- * appender (the words given back), SHMOBJ_ECORRUPT for a damaged block. */
-static int list_close(struct shmobj__mc *c)
-{
-    if (atomic_load_explicit(apps_ref(c->m), memory_order_relaxed) == 0)
-        return 0; /* no appenders block: appends take the lock */
-    uint32_t magic;
-    struct shmobj__mlapps *a = list_apps_any(c, &magic);
-    if (a == NULL)
-        return SHMOBJ_ECORRUPT;
-    unsigned dead = 0;
-    /* appenders that take a word from now on give it back at once: a word
-     * its owner keeps taking in a loop is free between two appends */
-    atomic_store_explicit(&a->closing, 1, memory_order_seq_cst);
-    for (unsigned j = 0; j < SHMOBJ__MLAPP_WORDS; j++) {
-        _Atomic uint64_t *w = &a->w[j].word;
-        for (uint64_t i = 0;; i++) {
-            uint64_t x = atomic_load_explicit(w, memory_order_acquire);
-            if (x == SHMOBJ__MLAPP_CLOSED)
-                break;
-            if (x == 0) {
-                if (atomic_compare_exchange_strong_explicit(w, &x, SHMOBJ__MLAPP_CLOSED,
-                                                            memory_order_seq_cst,
-                                                            memory_order_acquire))
-                    break;
+    int rc = list_place(c, list_apps(c), p, &ls);
+    if (rc != 0)
+        return rc;
+    for (uint64_t i = 0;; i++) {
+        uint64_t w0 = atomic_load_explicit(slot_w0(ls.s), memory_order_acquire);
+        uint8_t tag = (uint8_t)w0;
+        if (tag_written(tag))
+            return 0;
+        if (i % LIST_CLOSE_LIVENESS == LIST_CLOSE_LIVENESS - 1) {
+            if (c->sp->ops->live == NULL)
+                return SHMOBJ_ECORRUPT;
+            if (tag == SHMOBJ__SLOT_CLAIM &&
+                !shmobj__space_token_holder_alive(c->sp, w0 >> 32)) {
+                (void)list_skip(c, ls.s, w0);
                 continue;
             }
-            if (i % LIST_CLOSE_LIVENESS == LIST_CLOSE_LIVENESS - 1) {
-                if (c->sp->ops->live == NULL || !shmobj__space_token_holder_alive(c->sp, x)) {
-                    /* kept until every live word is closed (below) */
-                    dead |= 1u << j;
-                    break;
+            if (tag == 0) {
+                uint64_t now = list_now_ns(c);
+                if (*deadline == 0 || list_growing(c, list_apps(c), p))
+                    *deadline = now + SHMOBJ__MLIST_UNCLAIMED_NS;
+                else if (now >= *deadline) {
+                    (void)list_skip(c, ls.s, 0);
+                    continue;
                 }
-                if (i >= LIST_CLOSE_SPINS) {
-                    list_open(c);
-                    return SHMOBJ_EBUSY;
-                }
-                /* a live appender this slow was descheduled: let it run */
-                c->sp->ops->live->pause(c->sp);
             }
-            shmobj__cpu_relax();
+            if (i >= LIST_CLOSE_SPINS)
+                return SHMOBJ_EBUSY;
+            /* a live appender this slow was descheduled: let it run */
+            c->sp->ops->live->pause(c->sp);
         }
+        shmobj__cpu_relax();
     }
-    /* A dead word is taken over only after its place is settled: a closer
-     * that dies in between leaves it for the next one. */
-    for (unsigned j = 0; j < SHMOBJ__MLAPP_WORDS; j++) {
-        if (!(dead & (1u << j)))
-            continue;
-        uint64_t x = atomic_load_explicit(&a->w[j].word, memory_order_acquire);
-        if (magic == SHMOBJ__MLIST_MAGIC)
-            list_tail_zero(c);
-        else
-            list_orphan_fill(c, &a->w[j].at);
-        (void)atomic_compare_exchange_strong_explicit(&a->w[j].word, &x, SHMOBJ__MLAPP_CLOSED,
-                                                      memory_order_seq_cst,
-                                                      memory_order_relaxed);
+}
+
+/* Close the reservations (lock held): every place reserved settled and
+ * published, len at the next epoch, the counter closed until list_open().
+ * 0, SHMOBJ_EBUSY after some seconds of a live claimant (reopened),
+ * SHMOBJ_ECORRUPT for a damaged block or counter. */
+static int list_close(struct shmobj__mc *c)
+{
+    struct shmobj__mut *m = c->m;
+    if (atomic_load_explicit(apps_ref(m), memory_order_relaxed) == 0)
+        return 0; /* no growth block: appends take the lock */
+    struct shmobj__mlapps *a = list_apps(c);
+    if (a == NULL)
+        return SHMOBJ_ECORRUPT;
+    uint64_t was = atomic_fetch_or_explicit(list_res(m), SHMOBJ__MLIST_CLOSED,
+                                            memory_order_seq_cst);
+    uint64_t r;
+    if (!(was & SHMOBJ__MLIST_CLOSED)) {
+        r = was;
+        atomic_store_explicit(&a->closed_r, r, memory_order_relaxed);
+    } else {
+        /* a closer died holding it: its count */
+        r = atomic_load_explicit(&a->closed_r, memory_order_relaxed);
     }
-    if (magic == SHMOBJ__MLIST_MAGIC_V2) {
-        /* no version 2 appender is under way, and none of this library
-         * appends to a version 2 block: the tail belongs to no word yet,
-         * and the words' places are forgotten. Published to appenders by
-         * list_open()'s release stores of the words. */
-        atomic_store_explicit(&a->owner, 0, memory_order_relaxed);
-        for (unsigned j = 0; j < SHMOBJ__MLAPP_WORDS; j++)
-            atomic_store_explicit(&a->w[j].at, 0, memory_order_relaxed);
-        a->magic = SHMOBJ__MLIST_MAGIC;
+    SHMOBJ__STEP("mlist.close.closed");
+    uint64_t n = list_len(m), deadline = 0, w;
+    /* outstanding places: as many as appends under way, far fewer than
+     * LIST_OUTSTANDING_MAX */
+    if (r < n || r - n > LIST_OUTSTANDING_MAX || r > SHMOBJ__MLIST_LEN_MASK ||
+        chunk_of(r - (r > 0), &w) >= SHMOBJ__MLIST_CHUNKS)
+        return SHMOBJ_ECORRUPT;
+    list_growers_reap(c, a);
+    int rc = 0;
+    uint64_t p = n;
+    /* a place whose chunk is not made yet is made first (its appender may
+     * have died before it did): giving such places up instead would let
+     * an appender still making the chunk write its item past places its
+     * own later appends take */
+    for (; p < r && rc == 0; p++)
+        rc = list_settle_place(c, p, &deadline);
+    /* past the count: a slow appender whose skipped place was emptied
+     * again (a removal) may have claimed it after all (not while a dead
+     * holder's intent is to be repaired: its moves wrote past len) */
+    int intent = atomic_load_explicit(&m->op, memory_order_relaxed) != SHMOBJ__MUT_OP_NONE;
+    for (unsigned late = 0; rc == 0 && !intent && late < LIST_LATE_MAX; late++, p++) {
+        struct lslot ls;
+        uint64_t cw;
+        unsigned k = chunk_of(p, &cw);
+        if (k >= SHMOBJ__MLIST_CHUNKS ||
+            atomic_load_explicit(&list_dir(m)[k], memory_order_acquire) == 0 ||
+            list_slot(c, p, &ls) != 0 ||
+            atomic_load_explicit(slot_w0(ls.s), memory_order_acquire) == 0)
+            break;
+        rc = list_settle_place(c, p, &deadline);
     }
+    if (rc != 0) {
+        /* what is settled is published; the count reopened as it was */
+        atomic_store_explicit(list_res(m), r, memory_order_release);
+        return rc;
+    }
+    SHMOBJ__STEP("mlist.close.settled");
+    uint64_t e = atomic_load_explicit(&m->len, memory_order_relaxed) & ~SHMOBJ__MLIST_LEN_MASK;
+    atomic_store_explicit(&m->len, (e + (UINT64_C(1) << SHMOBJ__MLIST_LEN_BITS)) | p,
+                          memory_order_release);
+    atomic_store_explicit(&a->closed_r, p, memory_order_relaxed);
     return 0;
 }
 
@@ -208,7 +497,7 @@ static int list_close(struct shmobj__mc *c)
 static int list_holds(struct shmobj__mc *c, uint64_t at, shmobj__ref ref)
 {
     struct lslot ls;
-    if (at >= atomic_load_explicit(&c->m->len, memory_order_relaxed) ||
+    if (at >= list_len(c->m) ||
         list_slot(c, at, &ls) != 0)
         return 0;
     return slot_child(ls.s) == ref;
@@ -245,6 +534,7 @@ static int list_shift(struct shmobj__mc *c, uint64_t p, uint64_t end, int up)
         slot_copy(to.s, from.s);
         p = src;
         atomic_store_explicit(&c->m->progress, p, memory_order_relaxed);
+        SHMOBJ__STEP("mlist.move.step");
     }
     return 0;
 }
@@ -279,7 +569,7 @@ static int list_move_finish(struct shmobj__mc *c, int insert)
     if (rc != 0)
         return rc;
     n = insert ? n + 1 : n - 1;
-    atomic_store_explicit(&m->len, n, memory_order_relaxed);
+    list_len_put(m, n);
     return 0;
 }
 
@@ -310,7 +600,7 @@ int shmobj__mlist_repair(struct shmobj__mc *c)
     if (rc != 0)
         return rc;
     uint64_t op = atomic_load_explicit(&m->op, memory_order_relaxed);
-    uint64_t len = atomic_load_explicit(&m->len, memory_order_relaxed);
+    uint64_t len = list_len(m);
     uint64_t at = atomic_load_explicit(&m->at, memory_order_relaxed);
     struct lslot ls;
     switch (op) {
@@ -322,7 +612,7 @@ int shmobj__mlist_repair(struct shmobj__mc *c)
             return SHMOBJ_ECORRUPT;
         if (s != 0 && atomic_load_explicit(&list_dir(m)[at], memory_order_relaxed) != s)
             (void)c->sp->ops->free(c->sp, s);
-        /* an appenders block being made (spare2) */
+        /* a growth block being made (spare2) */
         s = atomic_load_explicit(&m->spare2, memory_order_relaxed);
         if (s != 0 && atomic_load_explicit(apps_ref(m), memory_order_relaxed) != s)
             (void)c->sp->ops->free(c->sp, s);
@@ -353,7 +643,7 @@ int shmobj__mlist_repair(struct shmobj__mc *c)
         break;
     }
     case SHMOBJ__MUT_OP_CLEAR:
-        atomic_store_explicit(&m->len, 0, memory_order_relaxed);
+        list_len_put(m, 0);
         rc = list_clear_finish(c);
         break;
     default:
@@ -369,10 +659,12 @@ int shmobj__mlist_repair(struct shmobj__mc *c)
     atomic_store_explicit(&m->spare2, 0, memory_order_relaxed);
     atomic_store_explicit(&m->retired, 0, memory_order_relaxed);
     /* A holder that died between an append's slot and len's store (with no
-     * intent for an item without a child) left a tag at len, which the
-     * next append's readers would take for its item before it is written. */
-    len = atomic_load_explicit(&m->len, memory_order_relaxed);
-    if (len < (UINT64_C(1) << 44) && list_slot(c, len, &ls) == 0 && ls.s->tag != 0)
+     * intent for an item without a child) left a tag at len: published by
+     * the next close (list_close()'s places past its count), or zeroed
+     * here when this repair's intent kept the close from it. */
+    len = list_len(m);
+    if (op != SHMOBJ__MUT_OP_NONE && len < SHMOBJ__MLIST_LEN_MASK &&
+        list_slot(c, len, &ls) == 0 && tag_written(ls.s->tag))
         slot_zero(ls.s);
     list_open(c);
     return 0;
@@ -396,22 +688,27 @@ static int list_reserve(struct shmobj__mc *c, uint64_t p)
         atomic_store_explicit(&m->spare, r, memory_order_relaxed);
         /* every slot past len has tag 0 */
         memset(c->sp->base + shmobj__ref_off(r), 0, (size_t)chunk_bytes(k));
-        /* beyond len: no reader looks at it before a later release of len */
-        atomic_store_explicit(&list_dir(m)[k], r, memory_order_release);
+        /* beyond len: no reader looks at it before a later release of len;
+         * a CAS, as a grower without the lock (a slow one) publishes */
+        uint64_t z = 0;
+        if (!atomic_compare_exchange_strong_explicit(&list_dir(m)[k], &z, r,
+                                                     memory_order_release,
+                                                     memory_order_relaxed))
+            (void)c->sp->ops->free(c->sp, r);
         atomic_store_explicit(&m->spare, 0, memory_order_relaxed);
     }
     atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_NONE, memory_order_relaxed);
     return rc;
 }
 
-/* Make the appenders block of a list that has none (lock held, words
- * closed: there are none). A version 1 list's slots past len may hold
- * old items: they are zeroed first. A block that cannot be had leaves
- * the list to appends under the lock. */
+/* Make the growth block of a list that has none (lock held: no append
+ * without the lock was ever made). Slots past len are zeroed first (a
+ * dead holder's tag). A block that cannot be had leaves the list to
+ * appends under the lock. */
 static void list_apps_make(struct shmobj__mc *c)
 {
     struct shmobj__mut *m = c->m;
-    uint64_t n = atomic_load_explicit(&m->len, memory_order_relaxed);
+    uint64_t n = list_len(m);
     shmobj__ref r;
     for (unsigned k = 0; k < SHMOBJ__MLIST_CHUNKS; k++) {
         uint64_t ref = atomic_load_explicit(&list_dir(m)[k], memory_order_relaxed), off;
@@ -432,10 +729,10 @@ static void list_apps_make(struct shmobj__mc *c)
             (struct shmobj__mlapps *)(void *)(c->sp->base + shmobj__ref_off(r));
         memset(a, 0, sizeof *a);
         a->magic = SHMOBJ__MLIST_MAGIC;
-        a->words = SHMOBJ__MLAPP_WORDS; /* the tail belongs to no word yet: owner 0 */
-        /* closed: the holder gives them back at its unlock */
-        for (unsigned j = 0; j < SHMOBJ__MLAPP_WORDS; j++)
-            atomic_store_explicit(&a->w[j].word, SHMOBJ__MLAPP_CLOSED, memory_order_relaxed);
+        a->recs = SHMOBJ__MLGROW_RECS;
+        /* closed at len: the holder reopens them at its unlock */
+        atomic_store_explicit(&a->closed_r, n, memory_order_relaxed);
+        atomic_store_explicit(list_res(m), n | SHMOBJ__MLIST_CLOSED, memory_order_relaxed);
         shmobj__mut_wbegin(m);
         atomic_store_explicit(apps_ref(m), r, memory_order_release);
         shmobj__mut_wend(m);
@@ -444,8 +741,8 @@ static void list_apps_make(struct shmobj__mc *c)
     atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_NONE, memory_order_relaxed);
 }
 
-/* Lock a list for a change: the lock, its appenders block made, appends
- * without the lock closed out. */
+/* Lock a list for a change: the lock, its growth block made, the
+ * reservations closed and every reserved place published. */
 int shmobj__mlist_lock(struct shmobj__mc *c)
 {
     int rc = shmobj__mut_lock(c);
@@ -460,7 +757,7 @@ int shmobj__mlist_lock(struct shmobj__mc *c)
 }
 
 /* A writer's call on a list: open, make the item, lock. On success the
- * caller holds the lock, appender words closed. */
+ * caller holds the lock, reservations closed. */
 static int list_begin(const shmobj_view *list, const shmobj_value *val,
                       struct shmobj__mc *c, struct shmobj__mitem *it)
 {
@@ -480,26 +777,56 @@ static int list_begin(const shmobj_view *list, const shmobj_value *val,
     return rc;
 }
 
+/* The slot at len, which a put (append or insert) under the lock writes:
+ * its chunk made, and claimed by a CAS from 0, since a slow appender whose
+ * skipped place was emptied again may claim it too; such a claim is
+ * settled and published first (*n moves on). */
+static int list_end_take(struct shmobj__mc *c, uint64_t *n, struct lslot *ls)
+{
+    const struct shmobj__space_live_ops *live = c->sp->ops->live;
+    uint64_t tok = live != NULL && list_apps(c) != NULL ? live->token(c->sp) : 0, deadline = 0;
+    for (unsigned t = 0; t < LIST_LATE_MAX; t++) {
+        if (*n >= SHMOBJ__MLIST_LEN_MASK)
+            return SHMOBJ_ENOMEM;
+        int rc = list_reserve(c, *n);
+        if (rc == 0)
+            rc = list_slot(c, *n, ls);
+        if (rc != 0 || tok == 0)
+            return rc;
+        uint64_t z = 0;
+        if (atomic_compare_exchange_strong_explicit(slot_w0(ls->s), &z, slot_claim(tok),
+                                                    memory_order_acquire,
+                                                    memory_order_relaxed))
+            return 0;
+        rc = list_settle_place(c, *n, &deadline);
+        if (rc != 0)
+            return rc;
+        list_len_put(c->m, ++*n);
+    }
+    return SHMOBJ_EBUSY;
+}
+
 static int list_put_new(struct shmobj__mc *c, uint64_t i, const struct shmobj__mitem *it)
 {
     struct shmobj__mut *m = c->m;
-    uint64_t n = atomic_load_explicit(&m->len, memory_order_relaxed);
+    uint64_t n = list_len(m);
     struct lslot ls;
     if (i > n)
         return SHMOBJ_ERANGE;
     if (n >= (UINT64_C(1) << 44))
         return SHMOBJ_ENOMEM;
-    int rc = list_reserve(c, n);
-    if (rc == 0)
-        rc = list_slot(c, n, &ls);
+    int append = i == n;
+    int rc = list_end_take(c, &n, &ls);
     if (rc != 0)
         return rc;
+    if (append)
+        i = n;
     if (i == n && it->child == 0) {
         /* append of an item with no child: a holder that dies before len's
          * store leaves only a tag past len, which the repair zeroes, so no
          * intent */
         slot_publish(ls.s, it->tag, it->payload);
-        atomic_store_explicit(&m->len, n + 1, memory_order_release);
+        list_len_put(m, n + 1);
         return 0;
     }
     atomic_store_explicit(&m->at, i, memory_order_relaxed);
@@ -508,13 +835,14 @@ static int list_put_new(struct shmobj__mc *c, uint64_t i, const struct shmobj__m
         /* append: written past len, published by len's release store */
         atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_PUT, memory_order_relaxed);
         slot_publish(ls.s, it->tag, it->payload);
-        atomic_store_explicit(&m->len, n + 1, memory_order_release);
+        list_len_put(m, n + 1);
     } else {
         atomic_store_explicit(&m->old_len, n, memory_order_relaxed);
         atomic_store_explicit(&m->progress, n, memory_order_relaxed);
         atomic_store_explicit(&m->item_tag, it->tag, memory_order_relaxed);
         atomic_store_explicit(&m->item_payload, it->payload, memory_order_relaxed);
         atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_INSERT, memory_order_relaxed);
+        SHMOBJ__STEP("mlist.insert.intent");
         shmobj__mut_wbegin(m);
         rc = list_move_finish(c, 1);
         shmobj__mut_wend(m);
@@ -524,194 +852,6 @@ static int list_put_new(struct shmobj__mc *c, uint64_t i, const struct shmobj__m
     atomic_store_explicit(&m->spare, 0, memory_order_relaxed);
     atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_NONE, memory_order_relaxed);
     return 0;
-}
-
-/* The slot of place n of an append without the lock, through the chunk
- * its word remembers when n lies in it (else the directory, and the word
- * remembers that chunk); NULL when n's chunk is not made (or is damaged). */
-static inline __attribute__((always_inline)) struct shmobj__slot *
-list_append_slot(struct shmobj__mc *c, struct shmobj__mlapp *w, uint64_t n)
-{
-    void *p;
-    if (n - w->lo < w->hi - w->lo) {
-        uint64_t at = w->off + 16 * (n - w->lo);
-        return shmobj__space_at(c->sp, at, 16, &p) == 0 ? p : NULL;
-    }
-    struct lslot ls;
-    uint64_t within;
-    if (list_slot(c, n, &ls) != 0)
-        return NULL;
-    unsigned k = chunk_of(n, &within);
-    w->lo = n - within;
-    w->hi = w->lo + ((uint64_t)SHMOBJ__MLIST_CHUNK0 << k);
-    w->off = ls.blk;
-    return ls.s;
-}
-
-/* Wait, without a word, while the tail belongs to word `o` and its
- * appender keeps appending: up to a turn (LIST_TURN_SPINS), or until the
- * tail changes hands or a lock holder closes the words. A tail whose len
- * did not move over LIST_IDLE_SPINS is idle (its appender returned and
- * appends no more, or died), and is taken at once. */
-static void list_turn_wait(struct shmobj__mc *c, struct shmobj__mlapps *a, uint64_t o)
-{
-    uint64_t n0 = atomic_load_explicit(&c->m->len, memory_order_relaxed);
-    for (unsigned i = 0; i < LIST_TURN_SPINS; i++) {
-        shmobj__cpu_relax();
-        if (atomic_load_explicit(&a->owner, memory_order_relaxed) != o ||
-            atomic_load_explicit(&a->closing, memory_order_relaxed) != 0)
-            return;
-        /* len's line is read once more only: each read costs the tail's
-         * appender a miss */
-        if (i == LIST_IDLE_SPINS && atomic_load_explicit(&c->m->len, memory_order_relaxed) == n0)
-            return;
-    }
-}
-
-/* After word `mine` took the tail from word `o` (j + 1 of word j): wait
- * until that word is no longer held by whoever held it then, so that an
- * append which saw the tail as its own before the CAS is over (it stored
- * len, then its word, release). The wait ends too when another word took
- * the tail meanwhile: two takers each holding its word and waiting for
- * the other's would otherwise wait for ever. 0, or SHMOBJ_EBUSY after
- * some seconds of a live holder. A dead holder is not waited for: what
- * it left at len (a tag without len's store) is overwritten by the next
- * append. */
-static int list_tail_drain(struct shmobj__mc *c, struct shmobj__mlapps *a, uint64_t o,
-                           uint64_t mine)
-{
-    if (o == 0 || o > SHMOBJ__MLAPP_WORDS)
-        return 0; /* no word had it (or a damaged owner): nobody appends */
-    _Atomic uint64_t *ow = &a->w[o - 1].word;
-    uint64_t x = atomic_load_explicit(ow, memory_order_seq_cst);
-    if (x == 0 || x == SHMOBJ__MLAPP_CLOSED)
-        return 0;
-    for (uint64_t i = 0; atomic_load_explicit(ow, memory_order_acquire) == x; i++) {
-        if (atomic_load_explicit(&a->owner, memory_order_relaxed) != mine)
-            return 0;
-        if (i % LIST_CLOSE_LIVENESS == LIST_CLOSE_LIVENESS - 1) {
-            if (!shmobj__space_token_holder_alive(c->sp, x))
-                return 0;
-            if (i >= LIST_CLOSE_SPINS)
-                return SHMOBJ_EBUSY;
-            c->sp->ops->live->pause(c->sp);
-        }
-        shmobj__cpu_relax();
-    }
-    return 0;
-}
-
-/* The append of the holder of word w, the tail's: nobody else writes len
- * or the slot at len until a taker has seen w given back. len's acquire
- * load sees the previous appender's slot and len (given with its word's
- * release store, or by a lock holder's). Gives the word back. */
-static inline __attribute__((always_inline)) int
-list_tail_append(struct shmobj__mc *c, struct shmobj__mlapp *w, uint8_t tag, uint64_t payload)
-{
-    uint64_t n = atomic_load_explicit(&c->m->len, memory_order_acquire);
-    struct shmobj__slot *s;
-    int rc = 0;
-    if (n >= (UINT64_C(1) << 44))
-        rc = SHMOBJ_ENOMEM;
-    else if ((s = list_append_slot(c, w, n)) == NULL)
-        rc = 1; /* a chunk to make, or damage: the lock's way */
-    else {
-        slot_publish(s, tag, payload);
-        atomic_store_explicit(&c->m->len, n + 1, memory_order_release);
-    }
-    atomic_store_explicit(&w->word, 0, memory_order_release);
-    return rc;
-}
-
-/* list_append_free() when its token's word was taken or the tail is
- * another word's: any free word, then the tail (its turn waited out
- * once). */
-static __attribute__((noinline)) int list_append_other(struct shmobj__mc *c,
-                                                      struct shmobj__mlapps *a, uint64_t tok,
-                                                      uint8_t tag, uint64_t payload)
-{
-    int waited = 0;
-    for (unsigned round = 0; round < LIST_TAIL_ROUNDS; round++) {
-        struct shmobj__mlapp *w = NULL;
-        unsigned j;
-        for (unsigned t = 0; t < SHMOBJ__MLAPP_WORDS; t++) {
-            j = (unsigned)((tok + t) % SHMOBJ__MLAPP_WORDS);
-            uint64_t z = 0;
-            if (atomic_compare_exchange_strong_explicit(&a->w[j].word, &z, tok,
-                                                        memory_order_seq_cst,
-                                                        memory_order_relaxed)) {
-                w = &a->w[j];
-                break;
-            }
-            if (z == SHMOBJ__MLAPP_CLOSED)
-                return 1; /* a lock holder closes them all */
-        }
-        if (w == NULL)
-            return 1;
-        if (atomic_load_explicit(&a->closing, memory_order_seq_cst) != 0) {
-            /* a lock holder is closing the words: let it */
-            atomic_store_explicit(&w->word, 0, memory_order_release);
-            return 1;
-        }
-        /* seq_cst after the word's CAS: a taker that CASes owner away and
-         * then loads this word either is seen here or sees the word */
-        uint64_t o = atomic_load_explicit(&a->owner, memory_order_seq_cst);
-        int rc = 0;
-        if (o == j + 1)
-            return list_tail_append(c, w, tag, payload);
-        if (o != 0 && o <= SHMOBJ__MLAPP_WORDS && !waited) {
-            /* another word's tail: let its appender have its turn */
-            atomic_store_explicit(&w->word, 0, memory_order_release);
-            list_turn_wait(c, a, o);
-            waited = 1;
-            continue;
-        }
-        if (atomic_compare_exchange_strong_explicit(&a->owner, &o, j + 1, memory_order_seq_cst,
-                                                    memory_order_relaxed) &&
-            (rc = list_tail_drain(c, a, o, j + 1)) == 0 &&
-            atomic_load_explicit(&a->owner, memory_order_seq_cst) == j + 1)
-            return list_tail_append(c, w, tag, payload);
-        /* another word took it meanwhile, or its holder is stuck */
-        atomic_store_explicit(&w->word, 0, memory_order_release);
-        if (rc != 0)
-            return rc;
-        waited = 0;
-    }
-    return 1;
-}
-
-/* An append without the lock of a scalar or null (tag, payload): 0 when
- * done, 1 when it must take the lock (no token, no appenders block of
- * version 3, every word taken or closed, the chunk of its place not made
- * yet, the tail not had in LIST_TAIL_ROUNDS), or an error. The common
- * case, inline: the word of its token is free and holds the tail. */
-static inline __attribute__((always_inline)) int list_append_free(struct shmobj__mc *c,
-                                                                uint8_t tag, uint64_t payload)
-{
-    const struct shmobj__space_live_ops *live = c->sp->ops->live;
-    struct shmobj__mlapps *a;
-    if (live == NULL || (a = list_apps(c)) == NULL)
-        return 1;
-    uint64_t tok = live->token(c->sp), z = 0;
-    if (tok == 0)
-        return 1;
-    unsigned j = (unsigned)(tok % SHMOBJ__MLAPP_WORDS);
-    struct shmobj__mlapp *w = &a->w[j];
-    if (atomic_compare_exchange_strong_explicit(&w->word, &z, tok, memory_order_seq_cst,
-                                                memory_order_relaxed)) {
-        if (atomic_load_explicit(&a->closing, memory_order_seq_cst) != 0) {
-            /* a lock holder is closing the words: let it */
-            atomic_store_explicit(&w->word, 0, memory_order_release);
-            return 1;
-        }
-        /* seq_cst after the word's CAS (list_append_other()) */
-        if (atomic_load_explicit(&a->owner, memory_order_seq_cst) == j + 1)
-            return list_tail_append(c, w, tag, payload);
-        atomic_store_explicit(&w->word, 0, memory_order_release);
-    } else if (z == SHMOBJ__MLAPP_CLOSED) {
-        return 1; /* a lock holder closes them all */
-    }
-    return list_append_other(c, a, tok, tag, payload);
 }
 
 /* The tag and payload of a scalar or null for an append without the lock:
@@ -772,7 +912,7 @@ static int list_insert_at(const shmobj_view *list, int append, size_t i,
         if (rc != 0)
             return rc;
     }
-    uint64_t at = append ? atomic_load_explicit(&c.m->len, memory_order_relaxed) : i;
+    uint64_t at = append ? list_len(c.m) : i;
     rc = list_put_new(&c, at, &it);
     shmobj__mlist_unlock(&c);
     if (rc != 0)
@@ -801,7 +941,7 @@ int shmobj_mlist_set(const shmobj_view *list, size_t i, const shmobj_value *val)
     if (rc != 0)
         return rc;
     struct shmobj__mut *m = c.m;
-    if (i >= atomic_load_explicit(&m->len, memory_order_relaxed))
+    if (i >= list_len(m))
         rc = SHMOBJ_ERANGE;
     else
         rc = list_slot(&c, i, &ls);
@@ -830,7 +970,7 @@ static int list_remove(struct shmobj__mc *c, uint64_t i, shmobj__ref *child,
                        struct shmobj__mitem *was)
 {
     struct shmobj__mut *m = c->m;
-    uint64_t n = atomic_load_explicit(&m->len, memory_order_relaxed);
+    uint64_t n = list_len(m);
     struct lslot ls;
     if (i >= n)
         return SHMOBJ_ERANGE;
@@ -846,6 +986,7 @@ static int list_remove(struct shmobj__mc *c, uint64_t i, shmobj__ref *child,
     atomic_store_explicit(&m->progress, i, memory_order_relaxed);
     atomic_store_explicit(&m->retired, was->child, memory_order_relaxed);
     atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_REMOVE, memory_order_relaxed);
+    SHMOBJ__STEP("mlist.delete.intent");
     shmobj__mut_wbegin(m);
     rc = list_move_finish(c, 0);
     shmobj__mut_wend(m);
@@ -884,7 +1025,7 @@ int shmobj_mlist_pop(const shmobj_view *list, int64_t i, shmobj_ref *out)
     int rc = list_begin(list, NULL, &c, NULL);
     if (rc != 0)
         return rc;
-    uint64_t n = atomic_load_explicit(&c.m->len, memory_order_relaxed), at;
+    uint64_t n = list_len(c.m), at;
     if (i < 0 ? (uint64_t)-(i + 1) >= n : (uint64_t)i >= n) {
         shmobj__mlist_unlock(&c);
         return SHMOBJ_ERANGE;
@@ -933,12 +1074,12 @@ int shmobj__mlist_clear(struct shmobj__mc *c)
 static int mlist_clear_closed(struct shmobj__mc *c)
 {
     struct shmobj__mut *m = c->m;
-    uint64_t n = atomic_load_explicit(&m->len, memory_order_relaxed);
+    uint64_t n = list_len(m);
     atomic_store_explicit(&m->old_len, n, memory_order_relaxed);
     atomic_store_explicit(&m->progress, n, memory_order_relaxed);
     atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_CLEAR, memory_order_relaxed);
     shmobj__mut_wbegin(m);
-    atomic_store_explicit(&m->len, 0, memory_order_relaxed);
+    list_len_put(m, 0);
     shmobj__mut_wend(m);
     int rc = list_clear_finish(c);
     if (rc == 0)

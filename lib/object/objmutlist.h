@@ -1,17 +1,12 @@
 /* The growable list's pieces its writers (objmutlist.c) and its readers,
  * free and check (objmutlread.c) share: where an item lives, the slot's
- * tag and payload, the appenders block, and the list's lock, which closes
- * the appender words (the invariants are objmutlist.c's). */
+ * tag and payload, len and the reservation counter, the growth block, and
+ * the list's lock, which closes the reservations (the invariants are
+ * objmutlist.c's). */
 #ifndef SHMOBJ_OBJMUTLIST_H
 #define SHMOBJ_OBJMUTLIST_H
 
 #include "objmut.h"
-
-/* What a read returns for a slot being written (never a caller's code),
- * and how many times a read retries one before it settles the list under
- * the lock. */
-#define LIST_PENDING 1
-#define LIST_READ_WAITS 4096
 
 /* ---- the list ------------------------------------------------------------ */
 
@@ -20,9 +15,8 @@ static inline _Atomic uint64_t *list_dir(struct shmobj__mut *m)
     return (_Atomic uint64_t *)(void *)((uint8_t *)m + sizeof *m);
 }
 
-/* The reference of the list's appenders block: a word of the control
- * block that no append writes and that lies on another cache line than
- * len, which every append's CAS takes from the other cores. */
+/* The reference of the list's growth block: a word of the control block
+ * that no append writes. */
 static inline _Atomic uint64_t *apps_ref(struct shmobj__mut *m)
 {
     return &m->retired2;
@@ -43,13 +37,34 @@ static inline uint64_t chunk_bytes(unsigned k)
 }
 
 /* Where item p lives: the slot, and its chunk's offset, extent and
- * generation (for views). SHMOBJ_ECORRUPT when the chunk is missing or
- * is not a live block of its size. */
+ * generation (for views). SHMOBJ_ECORRUPT when the chunk is missing or is
+ * not a live block that fits it (list_chunk_fits()). */
 struct lslot {
     struct shmobj__slot *s;
     uint64_t blk, blen;
     uint16_t gen;
 };
+
+/* Does the block `ref` hold chunk k: 16-aligned, mapped, live with its
+ * generation, and of a usable size the allocation of chunk_bytes(k) gives
+ * (at least that, less than twice)? Everything an append follows to the
+ * place it writes is checked so against the list's own directory: a
+ * damaged entry naming another object's block of another size, a
+ * misaligned or stale one, is damage (SHMOBJ_ECORRUPT), never a store.
+ * One load of the block's header, as the generation's check alone. */
+static inline __attribute__((always_inline)) int
+list_chunk_fits(struct shmobj__space *sp, uint64_t ref, unsigned k, uint64_t *off)
+{
+    void *p;
+    uint64_t o = shmobj__ref_off(ref), need = chunk_bytes(k);
+    if (!shmobj__aligned(o, 16) || o < 16 || shmobj__space_at(sp, o - 16, need + 16, &p) != 0)
+        return SHMOBJ_ECORRUPT;
+    uint64_t u = shmobj__arena_usable_if(sp->base, o, shmobj__ref_gen(ref));
+    if (u < need || u >= 2 * need)
+        return SHMOBJ_ECORRUPT; /* a published chunk is never freed */
+    *off = o;
+    return 0;
+}
 
 static inline __attribute__((always_inline)) int list_slot(struct shmobj__mc *c, uint64_t p,
                                                          struct lslot *out)
@@ -59,11 +74,8 @@ static inline __attribute__((always_inline)) int list_slot(struct shmobj__mc *c,
     if (k >= SHMOBJ__MLIST_CHUNKS)
         return SHMOBJ_ECORRUPT;
     uint64_t ref = atomic_load_explicit(&list_dir(c->m)[k], memory_order_acquire);
-    if (ref == 0)
+    if (ref == 0 || list_chunk_fits(c->sp, ref, k, &off) != 0)
         return SHMOBJ_ECORRUPT;
-    int rc = shmobj__mut_block_fast(c->sp, ref, chunk_bytes(k), &off);
-    if (rc != 0)
-        return SHMOBJ_ECORRUPT; /* a published chunk is never freed */
     out->s = (struct shmobj__slot *)(void *)(c->sp->base + off + 16 * w);
     out->blk = off;
     out->blen = chunk_bytes(k);
@@ -90,33 +102,65 @@ static inline uint8_t slot_tag(struct shmobj__slot *s)
     return atomic_load_explicit((_Atomic uint8_t *)(void *)&s->tag, memory_order_acquire);
 }
 
-/* Publish an item into a slot no reader takes yet (tag 0): the payload,
- * then the tag (release). */
+/* Publish an item into a slot no reader takes yet (lock held): the
+ * payload, then the first word (the tag, release). */
 static inline void slot_publish(struct shmobj__slot *s, uint8_t tag, uint64_t payload)
 {
-    s->reserved0 = 0;
-    s->reserved1 = 0;
-    s->reserved2 = 0;
     atomic_store_explicit(&s->payload, payload, memory_order_relaxed);
-    atomic_store_explicit((_Atomic uint8_t *)(void *)&s->tag, tag, memory_order_release);
+    atomic_store_explicit((_Atomic uint64_t *)(void *)s, tag, memory_order_release);
 }
 
-/* Give a slot up: tag 0 (no reader takes it: past len, or in a section). */
+/* Give a slot up: its first word 0 (no reader takes it: past len, or in a
+ * section), then the payload. */
 static inline void slot_zero(struct shmobj__slot *s)
 {
-    atomic_store_explicit((_Atomic uint8_t *)(void *)&s->tag, 0, memory_order_relaxed);
-    s->reserved0 = 0;
-    s->reserved1 = 0;
-    s->reserved2 = 0;
+    atomic_store_explicit((_Atomic uint64_t *)(void *)s, 0, memory_order_relaxed);
     atomic_store_explicit(&s->payload, 0, memory_order_relaxed);
 }
 
-/* The appenders block named by the control block, checked as the hot
- * path checks blocks (a live block of its size, 64-aligned); NULL when
- * there is none (a version 1 list, or one never written) or it is
- * damaged. Its magic is the caller's to judge. */
+/* The first word of a slot (tag, reserved0..2): what appends CAS. */
+static inline _Atomic uint64_t *slot_w0(struct shmobj__slot *s)
+{
+    return (_Atomic uint64_t *)(void *)s;
+}
+
+/* The claim word of a handle's token. */
+static inline uint64_t slot_claim(uint64_t tok)
+{
+    return SHMOBJ__SLOT_CLAIM | tok << 32;
+}
+
+/* Is a slot's tag an item's (written), not 0 or a claim? */
+static inline int tag_written(uint8_t tag)
+{
+    return tag != 0 && tag != SHMOBJ__SLOT_CLAIM;
+}
+
+/* The list's reservation counter (the control block's count). */
+static inline _Atomic uint64_t *list_res(struct shmobj__mut *m)
+{
+    return &m->count;
+}
+
+/* Published items (len without its epoch). */
+static inline uint64_t list_len(struct shmobj__mut *m)
+{
+    return atomic_load_explicit(&m->len, memory_order_acquire) & SHMOBJ__MLIST_LEN_MASK;
+}
+
+/* Store len = n keeping its epoch (lock held), release. */
+static inline void list_len_put(struct shmobj__mut *m, uint64_t n)
+{
+    uint64_t e = atomic_load_explicit(&m->len, memory_order_relaxed) & ~SHMOBJ__MLIST_LEN_MASK;
+    atomic_store_explicit(&m->len, e | n, memory_order_release);
+}
+
+/* The growth block named by the control block, checked as the hot path
+ * checks blocks (a live block of its size, 64-aligned, its magic and
+ * record count); NULL when there is none (never written under the lock)
+ * or it is damaged. */
 static inline __attribute__((always_inline)) struct shmobj__mlapps *
-list_apps_block(struct shmobj__mc *c)
+list_apps(struct shmobj__mc *c)
 {
     shmobj__ref ref = atomic_load_explicit(apps_ref(c->m), memory_order_acquire);
     uint64_t off;
@@ -125,33 +169,19 @@ list_apps_block(struct shmobj__mc *c)
         !shmobj__aligned(off, 64))
         return NULL;
     struct shmobj__mlapps *a = (struct shmobj__mlapps *)(void *)(c->sp->base + off);
-    return a->words == SHMOBJ__MLAPP_WORDS ? a : NULL;
+    return a->magic == SHMOBJ__MLIST_MAGIC && a->recs == SHMOBJ__MLGROW_RECS ? a : NULL;
 }
 
-/* The appenders block of either version (SHMOBJ__MLIST_MAGIC or _V2 in
- * *magic); NULL when there is none or it is damaged. */
-static inline struct shmobj__mlapps *list_apps_any(struct shmobj__mc *c, uint32_t *magic)
-{
-    struct shmobj__mlapps *a = list_apps_block(c);
-    if (a == NULL)
-        return NULL;
-    *magic = a->magic;
-    return *magic == SHMOBJ__MLIST_MAGIC || *magic == SHMOBJ__MLIST_MAGIC_V2 ? a : NULL;
-}
+/* shmobj__mlist_help() (objmut.h): publish what is written past len, and
+ * settle a hole at len that has been stuck long enough (its claimant
+ * dead, or nobody claimed it for SHMOBJ__MLIST_UNCLAIMED_NS): readers call
+ * it before they read len, so that items a dead appender's place held
+ * back become visible. Never waits. */
 
-/* The appenders block when it is version 3, the only one appended to
- * without the lock (a version 2 block is made version 3 by the next
- * locker); NULL otherwise. */
-static inline __attribute__((always_inline)) struct shmobj__mlapps *
-list_apps(struct shmobj__mc *c)
-{
-    struct shmobj__mlapps *a = list_apps_block(c);
-    return a != NULL && a->magic == SHMOBJ__MLIST_MAGIC ? a : NULL;
-}
-
-/* Take the list's lock and close its appender words (the lock's answers,
- * or SHMOBJ_EBUSY while a live appender keeps a word); give them back and
- * release it. */
+/* Take the list's lock and close its reservations, every reserved place
+ * written or skipped and published (the lock's answers, or SHMOBJ_EBUSY
+ * while a live appender keeps a place claimed); reopen them and release
+ * it. */
 int shmobj__mlist_lock(struct shmobj__mc *c);
 void shmobj__mlist_unlock(struct shmobj__mc *c);
 

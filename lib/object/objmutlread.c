@@ -1,15 +1,16 @@
 /* The growable list's reads, its free and its check.
  *
  * Invariants kept here (with objmutlist.c's):
- * - A read of a slot below len whose tag is 0 retries (the place is being
- *   written) and, after LIST_READ_WAITS tries, reads under the list's
- *   lock, which waits for a live appender or gives a dead one's place a
- *   null: a read never returns a torn or unpublished item.
+ * - Every slot below len is written (len is a published prefix): a slot
+ *   below len that is not (tag 0 or a claim) is damage, never a place
+ *   being written, so a read never waits for an appender. A read past len
+ *   first helps publish what appends wrote there (shmobj__mlist_help()).
  * - Free and check are bounded by the caller's budget; a list's place
  *   costs only its slot's unit. */
 #include "objmutlist.h"
 
 #include "cpu.h"
+#include "step.h"
 
 /* ---- list reads ------------------------------------------------------------ */
 
@@ -23,14 +24,15 @@ static int list_get_read(struct shmobj__mc *c, void *arg)
 {
     struct lget *g = arg;
     struct lslot ls;
-    if (g->i >= atomic_load_explicit(&c->m->len, memory_order_acquire))
+    if (g->i >= list_len(c->m))
         return SHMOBJ_ERANGE;
+    SHMOBJ__STEP("mlist.read.len");
     int rc = list_slot(c, g->i, &ls);
     if (rc != 0)
         return rc;
     uint8_t tag = slot_tag(ls.s);
-    if (tag == 0)
-        return LIST_PENDING; /* reserved by an append that has yet to publish */
+    if (!tag_written(tag))
+        return SHMOBJ_ECORRUPT; /* below len: published */
     if (g->out != NULL) {
         uint64_t pl = atomic_load_explicit(&ls.s->payload, memory_order_relaxed);
         if (tag != SHMOBJ__SLOT_INT)
@@ -44,23 +46,18 @@ static int list_get_read(struct shmobj__mc *c, void *arg)
     return rc;
 }
 
-/* A read of item g->i: retried while its slot is being written; after
- * LIST_READ_WAITS tries the list is settled under the lock (live
- * appenders finish, a dead one's place becomes null) and read there. */
+/* A read of item g->i; past len, once more after helping publish what
+ * appends wrote there. */
 static int list_get(struct shmobj__mc *c, struct lget *g)
 {
-    for (unsigned t = 0; t < LIST_READ_WAITS; t++) {
-        int rc = shmobj__mut_read(c, list_get_read, g);
-        if (rc != LIST_PENDING)
-            return rc;
-        shmobj__cpu_relax();
+    int rc = shmobj__mut_read(c, list_get_read, g);
+    if (rc == SHMOBJ_ERANGE &&
+        g->i < (atomic_load_explicit(list_res(c->m), memory_order_relaxed) &
+                SHMOBJ__MLIST_LEN_MASK)) {
+        shmobj__mlist_help(c);
+        rc = shmobj__mut_read(c, list_get_read, g);
     }
-    int rc = shmobj__mlist_lock(c);
-    if (rc != 0)
-        return rc;
-    rc = list_get_read(c, g);
-    shmobj__mlist_unlock(c);
-    return rc == LIST_PENDING ? SHMOBJ_ECORRUPT : rc;
+    return rc;
 }
 
 int shmobj_mlist_get(const shmobj_view *list, size_t i, shmobj_view *item)
@@ -101,7 +98,7 @@ int shmobj__mlist_places(struct shmobj__mc *c, uint64_t *count)
     struct lslot ls;
     /* len is what an append publishes (count follows it, outside any
      * section) */
-    uint64_t n = atomic_load_explicit(&c->m->len, memory_order_acquire);
+    uint64_t n = list_len(c->m);
     if (n > 0 && list_slot(c, n - 1, &ls) != 0)
         return SHMOBJ_ECORRUPT;
     *count = n;
@@ -114,7 +111,7 @@ int shmobj__mlist_free(struct shmobj__mc *cp, int depth, uint64_t *budget)
     struct shmobj__space *sp = c.sp;
     /* Nobody may use a container being freed (shmobj_obj_free()): no lock.
      * Children first, then the chunks; what is damaged is skipped. */
-    uint64_t n = atomic_load_explicit(&c.m->len, memory_order_relaxed);
+    uint64_t n = list_len(c.m);
     int first = 0;
     for (unsigned k = 0; k < SHMOBJ__MLIST_CHUNKS; k++) {
         uint64_t ref = atomic_load_explicit(&list_dir(c.m)[k], memory_order_relaxed);
@@ -139,6 +136,17 @@ int shmobj__mlist_free(struct shmobj__mc *cp, int depth, uint64_t *budget)
             first = r;
     }
     shmobj__ref apps = atomic_load_explicit(apps_ref(c.m), memory_order_relaxed);
+    struct shmobj__mlapps *a = list_apps(&c);
+    for (unsigned j = 0; a != NULL && j < SHMOBJ__MLGROW_RECS; j++) {
+        /* a chunk a grower that died made and never published (nobody
+         * grows a list being freed) */
+        shmobj__ref g = atomic_load_explicit(&a->g[j].ref, memory_order_relaxed);
+        uint64_t k = atomic_load_explicit(&a->g[j].k, memory_order_relaxed), off;
+        if (g != 0 && k < SHMOBJ__MLIST_CHUNKS &&
+            atomic_load_explicit(&list_dir(c.m)[k], memory_order_relaxed) != g &&
+            list_chunk_fits(sp, g, (unsigned)k, &off) == 0)
+            (void)sp->ops->free(sp, g);
+    }
     if (apps != 0) {
         int r = sp->ops->free(sp, apps);
         if (r != 0 && first == 0)
@@ -154,18 +162,27 @@ int shmobj__mlist_check(struct shmobj__mc *cp, uint64_t *budget, shmobj__mut_chi
     struct shmobj__mc c = *cp;
     int rc;
     struct shmobj__mut *m = c.m;
-    uint64_t n = atomic_load_explicit(&m->len, memory_order_acquire);
     if (atomic_load_explicit(&m->body, memory_order_relaxed) != 0)
         return SHMOBJ_ECORRUPT;
-    /* the appenders block, when there is one, is a live block of its size */
+    /* the growth block, when there is one, is a live block of its size */
     shmobj__ref apps = atomic_load_explicit(apps_ref(m), memory_order_relaxed);
     if (apps != 0) {
         uint64_t off, u;
-        uint32_t magic;
         if (shmobj__mut_block(c.sp, apps, sizeof(struct shmobj__mlapps), &off, &u) != 0 ||
-            list_apps_any(&c, &magic) == NULL)
+            list_apps(&c) == NULL)
             return SHMOBJ_ECORRUPT;
+        /* places reserved and not published yet: the list as readers will
+         * meet it once they are (live appenders finish, dead ones' places
+         * are skipped), settled under the lock */
+        uint64_t r = atomic_load_explicit(list_res(m), memory_order_acquire);
+        if (!(r & SHMOBJ__MLIST_CLOSED) && (r & SHMOBJ__MLIST_LEN_MASK) > list_len(m)) {
+            rc = shmobj__mlist_lock(&c);
+            if (rc != 0)
+                return rc == SHMOBJ_EBUSY || rc == SHMOBJ_ETIMEDOUT ? rc : SHMOBJ_ECORRUPT;
+            shmobj__mlist_unlock(&c);
+        }
     }
+    uint64_t n = list_len(m);
     /* chunks are live blocks of their size (past the items: allocated
      * capacity), or none */
     for (unsigned k = 0; k < SHMOBJ__MLIST_CHUNKS; k++) {
@@ -182,16 +199,8 @@ int shmobj__mlist_check(struct shmobj__mc *cp, uint64_t *budget, shmobj__mut_chi
         if (!shmobj__work_have(c.sp, budget))
             return SHMOBJ_ECORRUPT;
         rc = list_slot(&c, p, &ls);
-        if (rc == 0 && slot_tag(ls.s) == 0) {
-            /* being written: the list as readers will meet it, after live
-             * appenders finish and a dead one's place is given null */
-            rc = shmobj__mlist_lock(&c);
-            if (rc != 0)
-                return rc == SHMOBJ_EBUSY || rc == SHMOBJ_ETIMEDOUT ? rc : SHMOBJ_ECORRUPT;
-            shmobj__mlist_unlock(&c);
-        }
-        if (rc == 0 && slot_tag(ls.s) == 0)
-            rc = SHMOBJ_ECORRUPT;
+        if (rc == 0 && !tag_written(slot_tag(ls.s)))
+            rc = SHMOBJ_ECORRUPT; /* below len: published */
         if (rc == 0)
             rc = child(ctx, shmobj__off_of(c.sp, ls.s), ls.blk, ls.blen, ls.gen, 0);
         if (rc != 0)

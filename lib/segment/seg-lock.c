@@ -109,6 +109,12 @@ static bool space_alone(struct shmobj__space *sp)
     return shmobj__os_threads_alone();
 }
 
+static uint64_t space_now_ns(struct shmobj__space *sp)
+{
+    (void)sp;
+    return shmobj__os_now_ns();
+}
+
 const struct shmobj__space_live_ops shmobj__segment_live_ops = {
     .token = space_token,
     .owner_state = space_owner_state,
@@ -118,4 +124,5 @@ const struct shmobj__space_live_ops shmobj__segment_live_ops = {
     .linked = space_linked,
     .pause = space_pause,
     .alone = space_alone,
+    .now_ns = space_now_ns,
 };
