@@ -1469,6 +1469,267 @@ static void test_arena_public_damaged_heap_ecorrupt(void **state)
     shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM);
 }
 
+/* ---- growth within max_size (issue 29, defect 4) --------------------- */
+
+/* A request far larger than half the segment, made while the heap's last
+ * block is in use, fits once the segment grows: the growth is sized for
+ * the allocator's size class, not the bare request. */
+static void test_segment_grow_large_alloc_last_block_used_fits(void **state)
+{
+    (void)state;
+    char name[96];
+    test_name(name, sizeof name, "growlast");
+    shmobj_segment_options o;
+    shmobj_segment_options_init(&o);
+    o.initial_size = 1 * MiB;
+    o.max_size = 64 * MiB;
+    shmobj_segment *seg = NULL;
+    assert_int_equal(shmobj_segment_create(name, &o, &seg), 0);
+    /* Take the heap's one free block whole, so its last block is used. */
+    shmobj_arena_stats st = {.struct_size = sizeof st};
+    shmobj_ref whole, big;
+    /* The allocator looks for a block of the request's size class or
+     * above, so a request of a block's whole size may not find it: take
+     * 15/16 of the largest each time, down to the small exact classes. */
+    for (int i = 0; i < 64; i++) {
+        assert_int_equal(shmobj_arena_stats_get(seg, &st), 0);
+        if (st.free_blocks == 0)
+            break;
+        uint64_t want = st.largest_free;
+        if (want >= 512)
+            want -= want / 16;
+        assert_int_equal(shmobj_arena_alloc(seg, want, 16, &whole, NULL), 0);
+    }
+    assert_int_equal(st.free_blocks, 0);
+    shmobj_segment_info info = {.struct_size = sizeof info};
+    assert_int_equal(shmobj_segment_info_get(seg, &info), 0);
+    assert_int_equal(info.size, 1 * MiB); /* nothing grew yet */
+    /* Sizes just past a size class's start (the class's rounding is
+     * largest there), from 2 to 8 times the segment. */
+    static const uint64_t sizes[] = {2 * MiB + 100, 3 * MiB + 16, 5 * MiB + 1,
+                                     8 * MiB + 4096};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        void *p = NULL;
+        int rc = shmobj_arena_alloc(seg, sizes[i], 16, &big, &p);
+        if (rc != 0)
+            fail_msg("alloc of %llu bytes: %d, segment below its maximum",
+                     (unsigned long long)sizes[i], rc);
+        memset(p, 0xa5, sizes[i]);
+        /* keep it: the last block stays in use for the next request */
+    }
+    assert_int_equal(shmobj_arena_check(seg, NULL), 0);
+    /* What does not fit even at the maximum is still refused. */
+    assert_int_equal(shmobj_arena_alloc(seg, 64 * MiB, 16, &big, NULL),
+                     SHMOBJ_ENOMEM);
+    shmobj_segment_close(seg);
+    shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM);
+}
+
+/* A mutable dict growing from empty in a small growable segment: every
+ * set succeeds far below the maximum (the dict's body doubles, an
+ * allocation larger than half the segment while its last block is used). */
+static void test_segment_grow_mdict_from_empty_no_enomem(void **state)
+{
+    (void)state;
+    char name[96];
+    test_name(name, sizeof name, "growdict");
+    shmobj_segment_options o;
+    shmobj_segment_options_init(&o);
+    o.initial_size = 4 * MiB;
+    o.max_size = 1024 * MiB;
+    shmobj_segment *seg = NULL;
+    assert_int_equal(shmobj_segment_create(name, &o, &seg), 0);
+    shmobj_ref r;
+    shmobj_view d;
+    assert_int_equal(shmobj_obj_put(seg, &SHMOBJ_VAL_MDICT(), &r), 0);
+    assert_int_equal(shmobj_obj_get(seg, r, &d), 0);
+    for (int64_t i = 0; i < 120000; i++) {
+        char k[32];
+        snprintf(k, sizeof k, "key-%lld", (long long)i);
+        int rc = shmobj_mdict_set(&d, &SHMOBJ_VAL_STR(k), &SHMOBJ_VAL_STR(k));
+        if (rc != 0) {
+            shmobj_segment_info info = {.struct_size = sizeof info};
+            assert_int_equal(shmobj_segment_info_get(seg, &info), 0);
+            fail_msg("set of key %lld: %d with the segment at %llu of %llu bytes",
+                     (long long)i, rc, (unsigned long long)info.size,
+                     (unsigned long long)info.max_size);
+        }
+    }
+    assert_int_equal(shmobj_obj_check(seg, r), 0);
+    shmobj_segment_close(seg);
+    shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM);
+}
+
+/* ---- an empty object, timeout 0 (issue 29, defect 12) ---------------- */
+
+static void test_segment_open_empty_timeout_zero_enotready(void **state)
+{
+    (void)state;
+    char name[96];
+    test_name(name, sizeof name, "empty0");
+    int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    assert_true(fd >= 0);
+    /* Left by a creator that died at once: older than any creator still
+     * between its create and its lock. */
+    struct timespec ts = {0, 300 * 1000000L};
+    nanosleep(&ts, NULL);
+    shmobj_segment *seg = NULL;
+    assert_int_equal(shmobj_segment_open(name, SHMOBJ_BACKEND_SHM, 0, &seg),
+                     SHMOBJ_ENOTREADY);
+    assert_int_equal(shmobj_segment_open(name, SHMOBJ_BACKEND_SHM, 1000000, &seg),
+                     SHMOBJ_ENOTREADY);
+    assert_int_equal(shmobj_segment_open_fd(fd, 0, &seg), SHMOBJ_ENOTREADY);
+    /* zero-filled, as before */
+    assert_int_equal(ftruncate(fd, 64 * 1024), 0);
+    assert_int_equal(shmobj_segment_open(name, SHMOBJ_BACKEND_SHM, 0, &seg),
+                     SHMOBJ_ENOTREADY);
+    close(fd);
+    /* the way out the docs give: destroy the name, create it again */
+    assert_int_equal(shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM), 0);
+    seg = create_small(name);
+    shmobj_segment_close(seg);
+    assert_int_equal(shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM), 0);
+}
+
+/* ---- destroy and replace only segments (issue 29, defect 6) ---------- */
+
+static void file_write(const char *path, const char *text)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    ssize_t n = (ssize_t)strlen(text);
+    assert_int_equal(write(fd, text, (size_t)n), n);
+    close(fd);
+}
+
+static bool file_has(const char *path, const char *text)
+{
+    char buf[256] = {0};
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return false;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    return n == (ssize_t)strlen(text) && memcmp(buf, text, (size_t)n) == 0;
+}
+
+static void test_segment_destroy_foreign_enotseg(void **state)
+{
+    (void)state;
+    char path[128];
+    snprintf(path, sizeof path, "/tmp/shmobj-test-notseg-%ld", (long)getpid());
+    const char *text = "precious data, not a segment\n";
+    file_write(path, text);
+    assert_int_equal(shmobj_segment_destroy(path, SHMOBJ_BACKEND_FILE),
+                     SHMOBJ_ENOTSEG);
+    assert_true(file_has(path, text));
+    /* A large one whose first bytes are not a segment's. */
+    char big[8192];
+    memset(big, 'x', sizeof big);
+    big[sizeof big - 1] = 0;
+    int fd = open(path, O_WRONLY | O_TRUNC);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, big, sizeof big), (ssize_t)sizeof big);
+    close(fd);
+    assert_int_equal(shmobj_segment_destroy(path, SHMOBJ_BACKEND_FILE),
+                     SHMOBJ_ENOTSEG);
+    assert_int_equal(access(path, F_OK), 0);
+    unlink(path);
+
+    /* another program's shm object */
+    char name[96];
+    test_name(name, sizeof name, "othershm");
+    fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, "another program's object", 24, 0), 24);
+    assert_int_equal(shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM),
+                     SHMOBJ_ENOTSEG);
+    int fd2 = shm_open(name, O_RDONLY, 0);
+    assert_true(fd2 >= 0);
+    struct stat a, b;
+    assert_int_equal(fstat(fd, &a), 0);
+    assert_int_equal(fstat(fd2, &b), 0);
+    assert_true(a.st_ino == b.st_ino);
+    close(fd2);
+    close(fd);
+    shm_unlink(name);
+    assert_int_equal(shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM),
+                     SHMOBJ_ENOTFOUND);
+}
+
+static void test_segment_create_replace_foreign_enotseg(void **state)
+{
+    (void)state;
+    char path[128];
+    snprintf(path, sizeof path, "/tmp/shmobj-test-replace-%ld", (long)getpid());
+    const char *text = "a user's file\n";
+    file_write(path, text);
+    shmobj_segment_options o;
+    shmobj_segment_options_init(&o);
+    o.initial_size = 1 * MiB;
+    o.backend = SHMOBJ_BACKEND_FILE;
+    o.flags = SHMOBJ_SEGMENT_REPLACE;
+    shmobj_segment *seg = NULL;
+    assert_int_equal(shmobj_segment_create(path, &o, &seg), SHMOBJ_ENOTSEG);
+    assert_null(seg);
+    assert_true(file_has(path, text));
+    unlink(path);
+    /* a segment is replaced, as before */
+    assert_int_equal(shmobj_segment_create(path, &o, &seg), 0);
+    assert_int_equal(shmobj_segment_root_set(seg, "old", 1), 0);
+    shmobj_segment *seg2 = NULL;
+    assert_int_equal(shmobj_segment_create(path, &o, &seg2), 0);
+    shmobj_ref ref;
+    assert_int_equal(shmobj_segment_root_get(seg2, "old", &ref), SHMOBJ_ENOTFOUND);
+    shmobj_segment_close(seg);
+    shmobj_segment_close(seg2);
+    assert_int_equal(shmobj_segment_destroy(path, SHMOBJ_BACKEND_FILE), 0);
+
+    char name[96];
+    test_name(name, sizeof name, "replshm");
+    int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, "not ours", 8, 0), 8);
+    o.backend = SHMOBJ_BACKEND_SHM;
+    assert_int_equal(shmobj_segment_create(name, &o, &seg), SHMOBJ_ENOTSEG);
+    char buf[8];
+    assert_int_equal(pread(fd, buf, 8, 0), 8);
+    assert_memory_equal(buf, "not ours", 8);
+    int fd2 = shm_open(name, O_RDONLY, 0);
+    assert_true(fd2 >= 0); /* the name still names it */
+    close(fd2);
+    close(fd);
+    shm_unlink(name);
+}
+
+/* Objects a creator left empty or all zero (it died during set-up) are
+ * what SHMOBJ_ENOTREADY reports: destroy removes them, so the way out the
+ * documentation gives works. */
+static void test_segment_destroy_abandoned_empty_or_zero_ok(void **state)
+{
+    (void)state;
+    char name[96];
+    test_name(name, sizeof name, "abandoned");
+    int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM), 0);
+    fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, 1 * MiB), 0);
+    close(fd);
+    assert_int_equal(shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM), 0);
+    assert_int_equal(shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM),
+                     SHMOBJ_ENOTFOUND);
+    /* a segment made by a process of the other byte order is still ours */
+    shmobj_segment *seg = create_small(name);
+    shmobj_segment_close(seg);
+    struct shmobj__seg_header *h = raw_header(name, &fd);
+    h->magic = SHMOBJ__SEG_MAGIC_SWAPPED;
+    raw_release(h, fd);
+    assert_int_equal(shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1505,6 +1766,13 @@ int main(void)
         cmocka_unit_test(test_segment_replaced_queue_waits_ereplaced),
         cmocka_unit_test(test_segment_open_while_growing_not_corrupt),
         cmocka_unit_test(test_arena_public_damaged_heap_ecorrupt),
+        cmocka_unit_test(test_segment_grow_large_alloc_last_block_used_fits),
+        cmocka_unit_test(test_segment_grow_mdict_from_empty_no_enomem),
+        cmocka_unit_test(test_segment_open_empty_timeout_zero_enotready),
+        cmocka_unit_test(test_segment_destroy_foreign_enotseg),
+        cmocka_unit_test(test_segment_create_replace_foreign_enotseg),
+        cmocka_unit_test(test_segment_destroy_abandoned_empty_or_zero_ok),
     };
+    test_filter_from_env();
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
