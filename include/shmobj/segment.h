@@ -145,10 +145,14 @@ SHMOBJ_API int shmobj_segment_create(const char *name, const shmobj_segment_opti
  * @retval 0 success
  * @retval SHMOBJ_EINVAL bad name or backend
  * @retval SHMOBJ_ENOTFOUND no such segment (and timeout_ns is 0)
- * @retval SHMOBJ_ETIMEDOUT the segment did not appear or become ready in time
+ * @retval SHMOBJ_ETIMEDOUT the segment did not appear or become ready in
+ *         time (also an empty object made less than 0.2 s ago whose
+ *         creator holds no lock yet, when the timeout is shorter than what
+ *         remains of those 0.2 s: a creator takes its lock a few system
+ *         calls after it creates the name)
  * @retval SHMOBJ_ENOTREADY nobody is setting it up: its creator died
  *         before finishing, or the object is empty or all zero (at once,
- *         whatever the timeout)
+ *         whatever the timeout, once the object is 0.2 s old)
  * @retval SHMOBJ_ENOTSEG the object under that name is not a libshmobj
  *         segment (at once, whatever the timeout)
  * @retval SHMOBJ_EVERSION the segment has another format version

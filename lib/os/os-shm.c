@@ -328,6 +328,18 @@ int shmobj__os_fd_size(int fd, uint64_t *size)
     return 0;
 }
 
+int shmobj__os_fd_age_ns(int fd, uint64_t *age)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return errno_status(errno);
+    uint64_t changed = (uint64_t)st.st_ctim.tv_sec * UINT64_C(1000000000) +
+                       (uint64_t)st.st_ctim.tv_nsec;
+    uint64_t now = shmobj__os_realtime_ns();
+    *age = now > changed ? now - changed : 0;
+    return 0;
+}
+
 /* The size of the object behind fd before it grows to `size` (which must
  * fit an off_t). */
 static int size_before_grow(int fd, uint64_t size, uint64_t *old)

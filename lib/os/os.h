@@ -212,6 +212,11 @@ int shmobj__os_fd_named(int fd, const char *name, unsigned backend);
 /* Current size of the object behind fd. */
 int shmobj__os_fd_size(int fd, uint64_t *size);
 
+/* Nanoseconds since the object behind fd last changed its size or
+ * attributes (its status change time, on the realtime clock the kernel
+ * stamps it with); 0 when that time lies ahead of now. */
+int shmobj__os_fd_age_ns(int fd, uint64_t *age);
+
 /* Grow the object to `size` bytes and reserve its backing store
  * (fallocate), so a full /dev/shm or an empty huge-page pool fails here
  * with SHMOBJ_ENOMEM instead of a SIGBUS on first touch. */

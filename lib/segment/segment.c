@@ -340,10 +340,13 @@ int shmobj_segment_create(const char *name, const shmobj_segment_options *opts,
     return 0;
 }
 
-/* How long an opener that finds an empty object and no creator waits for
- * the object to change before it believes nobody is setting it up: the
+/* How long after an empty object was made (or last changed) an opener
+ * that finds no creator still believes one may be setting it up: the
  * creator takes its lock a few system calls after creating the name, and
- * an opener woken by the creation can run in between. */
+ * an opener woken by the creation can run in between. An empty object
+ * older than this is abandoned, and SHMOBJ_ENOTREADY is said at once,
+ * whatever the timeout; one younger, with a deadline that comes first,
+ * is SHMOBJ_ETIMEDOUT (it may yet be set up). */
 #define EMPTY_GRACE_NS (UINT64_C(200) * 1000000)
 
 static uint64_t min_u64(uint64_t a, uint64_t b)
@@ -390,8 +393,13 @@ static int wait_ready(int fd, const char *name, unsigned backend,
                 break;
             }
             if (!creator) {
+                /* The grace runs from the object's last change, not from
+                 * this look: an object left empty long ago is abandoned. */
+                uint64_t age = 0;
+                if (grace == 0 && (rc = shmobj__os_fd_age_ns(fd, &age)) != 0)
+                    break;
                 if (grace == 0)
-                    grace = now + EMPTY_GRACE_NS;
+                    grace = now + (age < EMPTY_GRACE_NS ? EMPTY_GRACE_NS - age : 0);
                 if (now >= grace || name == NULL) {
                     rc = SHMOBJ_ENOTREADY;
                     break;
