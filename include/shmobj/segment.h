@@ -32,7 +32,8 @@ enum shmobj_backend {
 
 /** @brief Flags of shmobj_segment_options.flags. */
 enum shmobj_segment_flag {
-    /** replace an existing segment of the same name instead of failing */
+    /** replace an existing segment of the same name instead of failing
+     *  (only a segment: see shmobj_segment_destroy()) */
     SHMOBJ_SEGMENT_REPLACE = 1u << 0,
     /** map all the pages of the new segment into the creating process at
      *  once (see shmobj_segment_prefault()) */
@@ -114,7 +115,12 @@ SHMOBJ_API void shmobj_segment_options_init(shmobj_segment_options *opts);
  *         backend; mode bits beyond 07777; REPLACE with a memfd;
  *         struct_size below the first release's or a non-zero field this
  *         release does not know
- * @retval SHMOBJ_EEXIST a segment of that name exists
+ * @retval SHMOBJ_EEXIST a segment of that name exists (without
+ *         SHMOBJ_SEGMENT_REPLACE; with it, the name was taken again under
+ *         the call 8 times)
+ * @retval SHMOBJ_ENOTSEG SHMOBJ_SEGMENT_REPLACE, and the name holds
+ *         something that is not a segment (see shmobj_segment_destroy(),
+ *         whose rule REPLACE follows): left alone
  * @retval SHMOBJ_EACCES the store refused creation
  * @retval SHMOBJ_ENOMEM the store has no room for initial_size (with
  *         SHMOBJ_SEGMENT_HUGE_REQUIRE: the huge-page pool is short), or no
@@ -216,11 +222,29 @@ SHMOBJ_API void shmobj_segment_close(shmobj_segment *seg);
 /**
  * @brief Remove a segment's name. Processes still attached keep using it;
  *        the memory is released when the last one detaches.
+ *
+ * Only a libshmobj segment's name is removed: the object is opened and
+ * judged first (a segment's magic, of any format version or byte order,
+ * or a creator still setting it up), and the name is unlinked only if it
+ * still names the object judged. What a creator that died during set-up
+ * leaves (an empty object, or one of whole pages, at least the smallest
+ * segment's size, whose header page is all zero: what
+ * shmobj_segment_open() reports as SHMOBJ_ENOTREADY) is removed too, so
+ * that name can be created again; nothing tells such an object from
+ * another program's empty or zero-filled one. A name replaced between the
+ * check and the unlink is judged again; the one moment left open is the
+ * single system call between the last look at the name and its unlink
+ * (the system has no call that unlinks a name only if it holds a given
+ * file).
  * @param[in] name segment name
  * @param[in] backend SHMOBJ_BACKEND_SHM or SHMOBJ_BACKEND_FILE
  * @retval 0 success
  * @retval SHMOBJ_EINVAL bad name or backend
  * @retval SHMOBJ_ENOTFOUND no such segment
+ * @retval SHMOBJ_ENOTSEG the name holds something else (a file, another
+ *         program's shared memory object, a symbolic link): left alone
+ * @retval SHMOBJ_EREPLACED the name was replaced under the call again and
+ *         again (8 times): left alone
  * @retval SHMOBJ_EACCES permission denied
  * @retval SHMOBJ_ESYS another system call failed (errno is kept)
  * @note Thread-safe.
