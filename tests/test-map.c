@@ -1676,6 +1676,132 @@ static void test_map_repair_of_deep_free_spares_reused_blocks(void **state)
     munmap((void *)freed, 65536);
 }
 
+/* ---- a full map gives room back (issue 29, defect 11) ---------------- */
+
+/* Fill a map of 1,000-byte values until the segment, at its maximum, has
+ * no room; returns how many keys went in. */
+static uint64_t fill_until_full(shmobj_map *m, const char *val)
+{
+    uint64_t n = 0;
+    for (;; n++) {
+        char key[32];
+        int kl = key16(n, key);
+        int rc = shmobj_map_set(m, key, (size_t)kl, val, 1000);
+        if (rc == SHMOBJ_ENOMEM)
+            return n;
+        assert_int_equal(rc, 0);
+    }
+}
+
+/* Deleting entries of a full map makes room for as many again: an
+ * allocation that fails first reclaims what the map itself retired. With
+ * 100 (then 1,000) of the values deleted, 50 inserts of the same size all
+ * succeed, and the map checks. */
+static void test_map_full_segment_gives_room_back(void **state)
+{
+    (void)state;
+    struct fixture f = {0};
+    shmobj_map *m;
+    seg_make(&f, 8 * MiB, 16 * MiB);
+    assert_int_equal(shmobj_map_create(f.seg, "m", &m), 0);
+    char val[1000];
+    memset(val, 'v', sizeof val);
+    uint64_t n = fill_until_full(m, val);
+    assert_true(n > 5000);
+    static const unsigned deleted[] = {100, 1000};
+    uint64_t next = n + 1000000; /* new keys from here on */
+    uint64_t base = 0;
+    for (size_t r = 0; r < 2; r++) {
+        for (unsigned i = 0; i < deleted[r]; i++) {
+            char key[32];
+            int kl = key16(base + i, key);
+            assert_int_equal(shmobj_map_del(m, key, (size_t)kl), 0);
+        }
+        base += deleted[r];
+        unsigned ok = 0;
+        for (unsigned i = 0; i < 50; i++) {
+            char key[32];
+            int kl = key16(next++, key);
+            if (shmobj_map_set(m, key, (size_t)kl, val, 1000) == 0)
+                ok++;
+        }
+        if (ok != 50)
+            fail_msg("%u of 50 inserts after %u of %llu values deleted", ok,
+                     deleted[r], (unsigned long long)n);
+        assert_int_equal(shmobj_map_check(m), 0);
+    }
+    /* the keys not deleted are all there */
+    char got[1000];
+    for (uint64_t i = base; i < n; i++) {
+        char key[32];
+        int kl = key16(i, key);
+        assert_int_equal(shmobj_map_get(m, key, (size_t)kl, got, sizeof got, NULL), 0);
+    }
+    shmobj_map_close(m);
+    shmobj_segment_close(f.seg);
+    shmobj_segment_destroy(f.name, SHMOBJ_BACKEND_SHM);
+}
+
+/* Fill until 16 keys in a row (of different shards) find no room: a
+ * failure may be one shard's table growth while entries still fit. Keys
+ * 0..*next-1 were tried (not all went in). */
+static void fill_strict(shmobj_map *m, const char *val, uint64_t *next)
+{
+    uint64_t k = 0;
+    for (unsigned fails = 0; fails < 16; k++) {
+        char key[32];
+        int kl = key16(k, key);
+        int rc = shmobj_map_set(m, key, (size_t)kl, val, 1000);
+        if (rc == SHMOBJ_ENOMEM) {
+            fails++;
+            continue;
+        }
+        assert_int_equal(rc, 0);
+        fails = 0;
+    }
+    *next = k;
+}
+
+/* A reader's guard holds what was retired after it: the failing insert
+ * waits for it only a bounded time, then says SHMOBJ_ENOMEM; once the
+ * guard is released the room comes back. */
+static void test_map_full_segment_guard_held_bounded_enomem(void **state)
+{
+    (void)state;
+    struct fixture f = {0};
+    shmobj_map *m;
+    seg_make(&f, 8 * MiB, 8 * MiB);
+    assert_int_equal(shmobj_map_create(f.seg, "m", &m), 0);
+    char val[1000];
+    memset(val, 'w', sizeof val);
+    uint64_t n;
+    fill_strict(m, val, &n);
+    char key[32];
+    int kl = key16(0, key);
+    shmobj_map_view v;
+    assert_int_equal(shmobj_map_get_view(m, key, (size_t)kl, &v), 0);
+    for (unsigned i = 1, gone = 0; gone < 200; i++) {
+        kl = key16(i, key);
+        int rc = shmobj_map_del(m, key, (size_t)kl);
+        assert_true(rc == 0 || rc == SHMOBJ_ENOTFOUND);
+        gone += rc == 0;
+    }
+    kl = key16(n + 5, key);
+    assert_int_equal(shmobj_map_set(m, key, (size_t)kl, val, 1000), SHMOBJ_ENOMEM);
+    shmobj_map_view_release(&v);
+    unsigned ok = 0;
+    for (unsigned i = 0; i < 50; i++) {
+        kl = key16(n + 10 + i, key);
+        if (shmobj_map_set(m, key, (size_t)kl, val, 1000) == 0)
+            ok++;
+    }
+    assert_int_equal(ok, 50);
+    assert_int_equal(shmobj_map_check(m), 0);
+    shmobj_map_close(m);
+    shmobj_segment_close(f.seg);
+    shmobj_segment_destroy(f.name, SHMOBJ_BACKEND_SHM);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1)
@@ -1696,6 +1822,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_map_threads_writers_lose_nothing, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_map_kill_writer_loop, setup_big, teardown),
         cmocka_unit_test(test_map_too_large_enomem),
+        cmocka_unit_test(test_map_full_segment_gives_room_back),
+        cmocka_unit_test(test_map_full_segment_guard_held_bounded_enomem),
         cmocka_unit_test_setup_teardown(test_map_damaged_table_ecorrupt, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_map_get_entry_at_mapping_end_bounded, setup_small,
                                         teardown),

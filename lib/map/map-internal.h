@@ -311,6 +311,11 @@ static inline void free_block(shmobj_map *m, shmobj__ref ref)
 /* Put an unlinked block (| SHMOBJ__MAP_RETIRE_DEEP for a cleared table)
  * on the limbo list of the current epoch; reclaims now and then. */
 void shmobj__map_retire(shmobj_map *m, struct shmobj__map_shard *s, uint64_t item);
+/* Free what the map retired in every shard, waiting (bounded) for the
+ * readers the epochs say may still see it: what an allocation that
+ * failed does before it gives up. Called with no shard lock held (it
+ * takes each in turn). 1 when something was freed (worth a retry). */
+int shmobj__map_reclaim_all(shmobj_map *m);
 /* Whether ref heads one of the shard's limbo lists. */
 int shmobj__map_in_limbo(struct shmobj__map_shard *s, uint64_t ref);
 /* Free the entries a (retired, unreadable) table references. */

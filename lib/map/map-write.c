@@ -163,12 +163,9 @@ static int entry_new(shmobj_map *m, uint64_t hash, const void *key,
     return 0;
 }
 
-int shmobj_map_set(shmobj_map *map, const void *key, size_t key_len,
-                   const void *value, size_t value_len)
+static int set_once(shmobj_map *map, const void *key, size_t key_len,
+                    const void *value, size_t value_len)
 {
-    if (!key_ok(map, key, key_len) || (value == NULL && value_len > 0) ||
-        value_len > UINT32_MAX)
-        return SHMOBJ_EINVAL;
     uint64_t hash = map_hash(map, key, key_len), idx;
     struct shmobj__map_shard *s = shard_of(map, hash);
     shmobj__ref ref;
@@ -213,11 +210,24 @@ int shmobj_map_set(shmobj_map *map, const void *key, size_t key_len,
     return rc;
 }
 
-int shmobj_map_add(shmobj_map *map, const void *key, size_t key_len,
-                   int64_t delta, int64_t *result)
+/* An allocation that failed reclaims what the map itself retired (in any
+ * shard) and tries once more: removed entries give their room back even
+ * in a segment at its maximum. */
+int shmobj_map_set(shmobj_map *map, const void *key, size_t key_len,
+                   const void *value, size_t value_len)
 {
-    if (!key_ok(map, key, key_len))
+    if (!key_ok(map, key, key_len) || (value == NULL && value_len > 0) ||
+        value_len > UINT32_MAX)
         return SHMOBJ_EINVAL;
+    int rc = set_once(map, key, key_len, value, value_len);
+    if (rc == SHMOBJ_ENOMEM && shmobj__map_reclaim_all(map))
+        rc = set_once(map, key, key_len, value, value_len);
+    return rc;
+}
+
+static int add_once(shmobj_map *map, const void *key, size_t key_len,
+                    int64_t delta, int64_t *result)
+{
     uint64_t hash = map_hash(map, key, key_len), idx;
     struct shmobj__map_shard *s = shard_of(map, hash);
     shmobj_htcore ht;
@@ -257,6 +267,17 @@ int shmobj_map_add(shmobj_map *map, const void *key, size_t key_len,
         }
     }
     shard_unlock(map, s);
+    return rc;
+}
+
+int shmobj_map_add(shmobj_map *map, const void *key, size_t key_len,
+                   int64_t delta, int64_t *result)
+{
+    if (!key_ok(map, key, key_len))
+        return SHMOBJ_EINVAL;
+    int rc = add_once(map, key, key_len, delta, result);
+    if (rc == SHMOBJ_ENOMEM && shmobj__map_reclaim_all(map))
+        rc = add_once(map, key, key_len, delta, result);
     return rc;
 }
 
@@ -300,6 +321,17 @@ int shmobj_map_clear(shmobj_map *map)
             return rc;
         oref = atomic_load(&s->table);
         rc = shmobj__map_table_new(map, MAP_MIN_CAPACITY, &nref, &nt);
+        if (rc == SHMOBJ_ENOMEM) {
+            /* room retired by the map itself first (no lock held then) */
+            shard_unlock(map, s);
+            if (!shmobj__map_reclaim_all(map))
+                return rc;
+            rc = shmobj__map_shard_lock(map, s);
+            if (rc != 0)
+                return rc;
+            oref = atomic_load(&s->table);
+            rc = shmobj__map_table_new(map, MAP_MIN_CAPACITY, &nref, &nt);
+        }
         if (rc != 0) {
             shard_unlock(map, s);
             return rc;
