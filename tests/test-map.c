@@ -1802,6 +1802,143 @@ static void test_map_full_segment_guard_held_bounded_enomem(void **state)
     shmobj_segment_destroy(f.name, SHMOBJ_BACKEND_SHM);
 }
 
+/* ---- handles outlive their segment (issue 29, defect 7) --------------- */
+
+enum close_kind { CK_SEG, CK_MAP, CK_ITER, CK_VIEW, CK_COUNT };
+
+static uint32_t attached_now(shmobj_segment *obs)
+{
+    shmobj_segment_info info = {.struct_size = sizeof info};
+    assert_int_equal(shmobj_segment_info_get(obs, &info), 0);
+    return info.attached;
+}
+
+/* What a handle still open answers once its segment handle is closed:
+ * SHMOBJ_ESTALE to everything but its close, and a view's bytes stay
+ * readable until it is released. */
+static void expect_stale(shmobj_map *m, shmobj_map_iter *it,
+                         const shmobj_map_view *v)
+{
+    char buf[64];
+    const void *k, *val;
+    size_t kl, vl;
+    if (m != NULL) {
+        assert_int_equal(shmobj_map_get(m, "k1", 2, buf, sizeof buf, NULL), SHMOBJ_ESTALE);
+        assert_int_equal(shmobj_map_contains(m, "k1", 2), SHMOBJ_ESTALE);
+        assert_int_equal(shmobj_map_set(m, "k9", 2, "x", 1), SHMOBJ_ESTALE);
+        assert_int_equal(shmobj_map_del(m, "k1", 2), SHMOBJ_ESTALE);
+        int64_t r;
+        assert_int_equal(shmobj_map_add(m, "n", 1, 1, &r), SHMOBJ_ESTALE);
+        uint64_t n;
+        assert_int_equal(shmobj_map_count(m, &n), SHMOBJ_ESTALE);
+        assert_int_equal(shmobj_map_check(m), SHMOBJ_ESTALE);
+        shmobj_map_view v2;
+        assert_int_equal(shmobj_map_get_view(m, "k1", 2, &v2), SHMOBJ_ESTALE);
+        shmobj_map_iter *it2;
+        assert_int_equal(shmobj_map_iter_open(m, &it2), SHMOBJ_ESTALE);
+    }
+    if (it != NULL)
+        assert_int_equal(shmobj_map_iter_next(it, &k, &kl, &val, &vl), SHMOBJ_ESTALE);
+    if (v != NULL) {
+        assert_int_equal(v->value_len, 8);
+        assert_memory_equal(v->value, "value-k0", 8);
+    }
+}
+
+/* Close a segment, a map, a cursor and a view in each of the 24 orders:
+ * nothing reads freed memory (the old order segment-then-map did, and
+ * crashed), the handles left answer SHMOBJ_ESTALE once the segment is
+ * closed, and the segment stays attached exactly until the last of them
+ * is closed. */
+static void test_map_close_orders_every_handle_kind(void **state)
+{
+    (void)state;
+    struct fixture f = {0};
+    seg_make(&f, 4 * MiB, 4 * MiB);
+    shmobj_segment *obs = f.seg; /* an observer handle, closed last */
+    char name[96];
+    memcpy(name, f.name, sizeof name);
+    {
+        shmobj_map *m;
+        assert_int_equal(shmobj_map_create(obs, "m", &m), 0);
+        for (int i = 0; i < 100; i++) {
+            char key[16], val[16];
+            snprintf(key, sizeof key, "k%d", i);
+            snprintf(val, sizeof val, "value-k%d", i);
+            assert_int_equal(shmobj_map_set(m, key, strlen(key), val, strlen(val)), 0);
+        }
+        shmobj_map_close(m);
+    }
+    for (unsigned perm = 0; perm < 24; perm++) {
+        /* the perm-th order of the four kinds (Lehmer code) */
+        unsigned order[CK_COUNT], pool[CK_COUNT] = {CK_SEG, CK_MAP, CK_ITER, CK_VIEW};
+        unsigned left = CK_COUNT, code = perm;
+        for (unsigned i = 0; i < CK_COUNT; i++) {
+            unsigned fact = 1;
+            for (unsigned j = 2; j < left; j++)
+                fact *= j;
+            unsigned pick = code / fact;
+            code %= fact;
+            order[i] = pool[pick];
+            for (unsigned j = pick; j + 1 < left; j++)
+                pool[j] = pool[j + 1];
+            left--;
+        }
+        shmobj_segment *seg = NULL;
+        assert_int_equal(shmobj_segment_open(name, SHMOBJ_BACKEND_SHM, 0, &seg), 0);
+        assert_int_equal(attached_now(obs), 2);
+        shmobj_map *m = NULL;
+        assert_int_equal(shmobj_map_open(seg, "m", &m), 0);
+        shmobj_map_iter *it = NULL;
+        assert_int_equal(shmobj_map_iter_open(m, &it), 0);
+        const void *k, *val;
+        size_t kl, vl;
+        assert_int_equal(shmobj_map_iter_next(it, &k, &kl, &val, &vl), 0);
+        shmobj_map_view v;
+        assert_int_equal(shmobj_map_get_view(m, "k0", 2, &v), 0);
+        bool seg_closed = false, view_held = true;
+        for (unsigned i = 0; i < CK_COUNT; i++) {
+            switch (order[i]) {
+            case CK_SEG:
+                shmobj_segment_close(seg);
+                seg_closed = true;
+                break;
+            case CK_MAP:
+                shmobj_map_close(m);
+                m = NULL;
+                break;
+            case CK_ITER:
+                shmobj_map_iter_close(it);
+                it = NULL;
+                break;
+            case CK_VIEW:
+                shmobj_map_view_release(&v);
+                view_held = false;
+                break;
+            }
+            bool any_left = i + 1 < CK_COUNT;
+            if (seg_closed) {
+                expect_stale(m, it, view_held ? &v : NULL);
+                /* attached while anything of it is open */
+                assert_int_equal(attached_now(obs), any_left ? 2 : 1);
+            } else {
+                assert_int_equal(attached_now(obs), 2);
+            }
+        }
+        /* every reader slot was given back: the map opens as often as
+         * there are slots */
+        shmobj_map *h[SHMOBJ_MAP_HANDLES_MAX];
+        unsigned got = 0;
+        while (got < SHMOBJ_MAP_HANDLES_MAX && shmobj_map_open(obs, "m", &h[got]) == 0)
+            got++;
+        assert_int_equal(got, SHMOBJ_MAP_HANDLES_MAX);
+        while (got > 0)
+            shmobj_map_close(h[--got]);
+    }
+    shmobj_segment_close(obs);
+    shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1)
@@ -1824,6 +1961,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_map_too_large_enomem),
         cmocka_unit_test(test_map_full_segment_gives_room_back),
         cmocka_unit_test(test_map_full_segment_guard_held_bounded_enomem),
+        cmocka_unit_test(test_map_close_orders_every_handle_kind),
         cmocka_unit_test_setup_teardown(test_map_damaged_table_ecorrupt, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_map_get_entry_at_mapping_end_bounded, setup_small,
                                         teardown),

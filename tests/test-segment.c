@@ -1730,6 +1730,67 @@ static void test_segment_destroy_abandoned_empty_or_zero_ok(void **state)
     assert_int_equal(shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM), 0);
 }
 
+/* ---- handles outlive their segment (issue 29, defect 7) --------------- */
+
+static uint32_t attached_count(shmobj_segment *obs)
+{
+    shmobj_segment_info info = {.struct_size = sizeof info};
+    assert_int_equal(shmobj_segment_info_get(obs, &info), 0);
+    return info.attached;
+}
+
+/* A queue closed after its segment, and before it: nothing reads freed
+ * memory, the segment stays attached until the queue is closed, the
+ * queue's calls that need the heap answer SHMOBJ_ESTALE meanwhile, and
+ * the queue is sound afterwards. */
+static void test_segment_close_before_queue_handle_safe(void **state)
+{
+    (void)state;
+    char name[96];
+    test_name(name, sizeof name, "qorder");
+    shmobj_segment *obs = create_small(name);
+    shmobj_queue *q0;
+    assert_int_equal(shmobj_queue_create(obs, "q", 64, 0, &q0), 0);
+    shmobj_queue_close(q0);
+    for (int seg_first = 0; seg_first < 2; seg_first++) {
+        shmobj_segment *seg = NULL;
+        assert_int_equal(shmobj_segment_open(name, SHMOBJ_BACKEND_SHM, 0, &seg), 0);
+        shmobj_queue *q;
+        assert_int_equal(shmobj_queue_open(seg, "q", &q), 0);
+        int fd;
+        assert_int_equal(shmobj_queue_notify_fd(q, &fd), 0);
+        shmobj_ref ref;
+        assert_int_equal(shmobj_queue_put_copy(q, "hello", 5, 0, 0, &ref), 0);
+        assert_int_equal(attached_count(obs), 2);
+        if (seg_first) {
+            shmobj_segment_close(seg);
+            assert_int_equal(attached_count(obs), 2); /* the queue holds it */
+            void *data;
+            assert_int_equal(shmobj_queue_msg_alloc(q, 512 * 1024, 0, &ref, &data),
+                             SHMOBJ_ESTALE);
+            assert_int_equal(shmobj_queue_put_copy(q, "x", 1, 0, 0, &ref),
+                             SHMOBJ_ESTALE);
+            shmobj_queue_close(q);
+        } else {
+            shmobj_queue_close(q);
+            assert_int_equal(attached_count(obs), 2);
+            shmobj_segment_close(seg);
+        }
+        assert_int_equal(attached_count(obs), 1);
+        /* the message is there, once, for the observer */
+        shmobj_queue *qo;
+        assert_int_equal(shmobj_queue_open(obs, "q", &qo), 0);
+        shmobj_ref got;
+        assert_int_equal(shmobj_queue_try_take(qo, &got), 0);
+        assert_int_equal(shmobj_queue_try_take(qo, &got), SHMOBJ_EEMPTY);
+        assert_int_equal(shmobj_queue_msg_free(qo, got), 0);
+        assert_int_equal(shmobj_queue_check(qo, NULL), 0);
+        shmobj_queue_close(qo);
+    }
+    shmobj_segment_close(obs);
+    assert_int_equal(shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1772,6 +1833,7 @@ int main(void)
         cmocka_unit_test(test_segment_destroy_foreign_enotseg),
         cmocka_unit_test(test_segment_create_replace_foreign_enotseg),
         cmocka_unit_test(test_segment_destroy_abandoned_empty_or_zero_ok),
+        cmocka_unit_test(test_segment_close_before_queue_handle_safe),
     };
     test_filter_from_env();
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -213,8 +213,17 @@ SHMOBJ_API int shmobj_segment_fd(const shmobj_segment *seg, int *fd);
 /**
  * @brief Detach and free the handle. The segment itself stays (see
  *        shmobj_segment_destroy()).
+ *
+ * Handles opened through it may be closed before or after it: maps,
+ * queues, map cursors and map views still open keep the mapping and the
+ * attachment until the last of them is closed (the segment counts as
+ * attached meanwhile), and from this call on they answer SHMOBJ_ESTALE to
+ * every call but their close (for a queue: every call that allocates or
+ * frees in the heap). Nothing may be called on `seg` afterwards; object
+ * views (shmobj_view) hold nothing and are unusable once it is closed.
  * @param[in] seg segment, or NULL (nothing happens)
- * @note Not thread-safe with other uses of the same handle.
+ * @note Not thread-safe with other uses of the same handle, or of the
+ *       handles opened through it.
  * @since 0.1
  */
 SHMOBJ_API void shmobj_segment_close(shmobj_segment *seg);

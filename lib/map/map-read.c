@@ -232,6 +232,10 @@ lookup_fast_section(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
     const uint8_t *base = m->base;
     struct shmobj__map_shard *s = &m->ctl->shards_[idx];
     uint64_t mapped = atomic_load_explicit(&m->sp->mapped, memory_order_acquire);
+    /* the segment handle was closed: the guarded path says SHMOBJ_ESTALE
+     * (the flag shares mapped's line) */
+    if (shmobj__space_closed(m->sp))
+        return MAP_FAST_NO;
     uint64_t shape = atomic_load_explicit(&m->shape[idx], memory_order_relaxed);
     uint64_t gmask = shape_gmask(shape);
     uint64_t g = shmobj_htcore_probe_home(hash, gmask);
@@ -435,6 +439,7 @@ int shmobj_map_get_view(shmobj_map *map, const void *key, size_t key_len,
     view->key_len = e.klen;
     view->map_ = map;
     view->guard_ = g;
+    shmobj__map_hold(map); /* the view outlives the map's close */
     return 0;
 }
 
@@ -442,8 +447,10 @@ void shmobj_map_view_release(shmobj_map_view *view)
 {
     if (view == NULL || view->map_ == NULL || view->guard_ == 0)
         return;
-    guard_leave(view->map_, view->guard_);
+    shmobj_map *map = view->map_;
+    guard_leave(map, view->guard_);
     memset(view, 0, sizeof *view);
+    shmobj__map_release(map);
 }
 
 int shmobj_map_contains(shmobj_map *map, const void *key, size_t key_len)

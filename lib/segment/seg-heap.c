@@ -242,14 +242,22 @@ static inline __attribute__((always_inline)) int heap_free(shmobj_segment *seg,
     return rc;
 }
 
+/* The layers' allocations and frees: refused with SHMOBJ_ESTALE once the
+ * segment handle was closed (the handles that still hold the space answer
+ * so). The check of a reference is not: a handle's close, after the
+ * segment's, still judges that its block lives before it writes there. */
 static int space_alloc(struct shmobj__space *sp, uint64_t size, uint64_t align,
                        shmobj__ref *out)
 {
+    if (__builtin_expect(shmobj__space_closed(sp), 0))
+        return SHMOBJ_ESTALE;
     return heap_alloc(sp->impl, size, align, out);
 }
 
 static int space_free(struct shmobj__space *sp, shmobj__ref ref)
 {
+    if (__builtin_expect(shmobj__space_closed(sp), 0))
+        return SHMOBJ_ESTALE;
     return heap_free(sp->impl, ref);
 }
 
@@ -283,6 +291,7 @@ const struct shmobj__space_ops shmobj__segment_space_ops = {
     .free = space_free,
     .check = space_check,
     .live = &shmobj__segment_live_ops,
+    .drop = shmobj__segment_drop,
 };
 
 static bool align_ok(size_t align)

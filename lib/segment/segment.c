@@ -90,6 +90,7 @@ static shmobj_segment *handle_new(int fd, unsigned backend, const char *name,
     atomic_init(&seg->space.mapped, mapped);
     seg->space.ops = &shmobj__segment_space_ops;
     seg->space.impl = seg;
+    atomic_init(&seg->space.holds, 1); /* the segment handle's own */
     seg->hdr = base;
     seg->max_size = max_size;
     seg->fd = fd;
@@ -606,12 +607,24 @@ int shmobj_segment_fd(const shmobj_segment *seg, int *fd)
     return 0;
 }
 
+/* The last hold is gone (the segment handle and every map and queue
+ * opened on it are closed): detach and free. */
+void shmobj__segment_drop(struct shmobj__space *sp)
+{
+    shmobj_segment *seg = sp->impl;
+    shmobj__seg_procs_detach(seg);
+    handle_free(seg);
+}
+
+/* Handles outlive their segment (space.h): what they still hold stays
+ * mapped and attached until the last of them is closed; meanwhile they
+ * answer SHMOBJ_ESTALE. */
 void shmobj_segment_close(shmobj_segment *seg)
 {
     if (seg == NULL)
         return;
-    shmobj__seg_procs_detach(seg);
-    handle_free(seg);
+    atomic_store_explicit(&seg->space.closed, 1, memory_order_relaxed);
+    shmobj__space_release(&seg->space);
 }
 
 /* Whether the object behind fd is one a libshmobj creator made, or was
