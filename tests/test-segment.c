@@ -1791,6 +1791,156 @@ static void test_segment_close_before_queue_handle_safe(void **state)
     assert_int_equal(shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM), 0);
 }
 
+/* ---- a process stopped at each step of growth (issue 29) --------------- */
+
+#include "test-stall.h"
+
+#define GROW_BLOCKS 400u
+#define GROW_WORKERS_MAX 4
+
+struct grow_model {
+    shmobj_ref ref[GROW_WORKERS_MAX][GROW_BLOCKS]; /* 0: none or freed */
+    uint32_t len[GROW_WORKERS_MAX][GROW_BLOCKS];
+    uint64_t done[GROW_WORKERS_MAX];
+    uint32_t ready;
+};
+
+struct grow_job {
+    const char *name;
+    struct grow_model *model;
+    unsigned w, workers;
+    const char *step;
+    int pin;
+};
+
+static unsigned char grow_byte(unsigned w, unsigned i)
+{
+    return (unsigned char)(w * 61 + i * 7 + 1);
+}
+
+static int grow_worker(void *p)
+{
+    struct grow_job *job = p;
+    if (job->pin)
+        test_stall_pin(0);
+    shmobj_segment *seg;
+    if (shmobj_segment_open(job->name, SHMOBJ_BACKEND_SHM, 5000000000LL, &seg) != 0)
+        return 10;
+    __atomic_fetch_add(&job->model->ready, 1, __ATOMIC_ACQ_REL);
+    for (unsigned ms = 0; __atomic_load_n(&job->model->ready, __ATOMIC_ACQUIRE) < job->workers; ms++) {
+        if (ms > 60000)
+            return 12;
+        test_sleep_ms(1);
+    }
+    if (job->step != NULL)
+        test_stall_arm(job->step, 1, TEST_STALL_STOP, 0);
+    uint64_t rs = 0x5151ULL + job->w;
+    for (unsigned i = 0; i < GROW_BLOCKS; i++) {
+        uint64_t r = test_xorshift(&rs);
+        /* the stopped one asks for large blocks: it is the one to grow */
+        size_t len = job->step != NULL ? 32768 + (size_t)(r % 65536) : 64 + (size_t)(r % 8192);
+        shmobj_ref ref;
+        void *ptr;
+        int rc = shmobj_arena_alloc(seg, len, 16, &ref, &ptr);
+        if (rc != 0)
+            return 20;
+        memset(ptr, grow_byte(job->w, i), len);
+        job->model->len[job->w][i] = (uint32_t)len;
+        __atomic_store_n(&job->model->ref[job->w][i], ref, __ATOMIC_RELEASE);
+        if (r % 5 == 0 && i > 0) { /* free an earlier one now and then */
+            unsigned k = (unsigned)(r >> 32) % i;
+            shmobj_ref old = job->model->ref[job->w][k];
+            if (old != 0) {
+                if (shmobj_arena_free(seg, old) != 0)
+                    return 21;
+                __atomic_store_n(&job->model->ref[job->w][k], 0, __ATOMIC_RELEASE);
+            }
+        }
+        __atomic_store_n(&job->model->done[job->w], i + 1, __ATOMIC_RELAXED);
+    }
+    test_stall_disarm();
+    shmobj_segment_close(seg);
+    return 0;
+}
+
+static void grow_run(const char *step, unsigned workers, int pin)
+{
+    char name[96];
+    test_name(name, sizeof name, "growstall");
+    shmobj_segment_options o;
+    shmobj_segment_options_init(&o);
+    o.initial_size = 1 * MiB;
+    o.max_size = 512 * MiB;
+    shmobj_segment *seg = NULL;
+    assert_int_equal(shmobj_segment_create(name, &o, &seg), 0);
+    struct grow_model *model = mmap(NULL, sizeof *model, PROT_READ | PROT_WRITE,
+                                    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    assert_true(model != MAP_FAILED);
+    struct grow_job jobs[GROW_WORKERS_MAX];
+    pid_t pids[GROW_WORKERS_MAX];
+    for (unsigned w = 0; w < workers; w++) {
+        jobs[w] = (struct grow_job){name, model, w, workers, w == 0 ? step : NULL, pin};
+        pids[w] = test_child_start(grow_worker, &jobs[w], 120);
+    }
+    int status = 0;
+    int r = test_stall_wait_stopped(pids[0], 60000, &status);
+    if (r != 1)
+        fail_msg("step %s: the armed worker %s (status %#x)", step,
+                 r == 0 ? "ended without reaching it" : "did not stop in time",
+                 (unsigned)status);
+    /* the others go on until they wait for the segment lock it holds */
+    uint64_t last = 0;
+    for (unsigned ms = 0, idle = 0; ms < 3000 && idle < 300; ms++) {
+        uint64_t now = 0;
+        for (unsigned w = 1; w < workers; w++)
+            now += __atomic_load_n(&model->done[w], __ATOMIC_RELAXED);
+        idle = now == last ? idle + 1 : 0;
+        last = now;
+        test_sleep_ms(1);
+    }
+    test_stall_resume(pids[0]);
+    for (unsigned w = 0; w < workers; w++) {
+        int rc = test_child_wait(pids[w]);
+        if (rc != 0)
+            fail_msg("step %s: worker %u exited with %d", step, w, rc);
+    }
+    /* every acknowledged block intact (no two overlap), the heap whole */
+    for (unsigned w = 0; w < workers; w++)
+        for (unsigned i = 0; i < GROW_BLOCKS; i++) {
+            if (model->ref[w][i] == 0)
+                continue;
+            void *ptr;
+            size_t usable;
+            assert_int_equal(shmobj_arena_ptr(seg, model->ref[w][i], &ptr, &usable), 0);
+            assert_true(usable >= model->len[w][i]);
+            const unsigned char *b = ptr;
+            for (uint32_t k = 0; k < model->len[w][i]; k++)
+                if (b[k] != grow_byte(w, i))
+                    fail_msg("step %s: block %u of worker %u changed at %u", step, i, w, k);
+        }
+    assert_int_equal(shmobj_arena_check(seg, NULL), 0);
+    munmap(model, sizeof *model);
+    shmobj_segment_close(seg);
+    shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM);
+}
+
+static const char *const grow_steps[] = {"segment.grow.locked", "segment.grow.reserved",
+                                         "segment.grow.handed"};
+
+static void test_segment_stall_every_grow_step(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < 3; i++)
+        grow_run(grow_steps[i], 3, 0);
+}
+
+static void test_segment_stall_every_grow_step_pinned(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < 3; i++)
+        grow_run(grow_steps[i], 4, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1834,6 +1984,8 @@ int main(void)
         cmocka_unit_test(test_segment_create_replace_foreign_enotseg),
         cmocka_unit_test(test_segment_destroy_abandoned_empty_or_zero_ok),
         cmocka_unit_test(test_segment_close_before_queue_handle_safe),
+        cmocka_unit_test(test_segment_stall_every_grow_step),
+        cmocka_unit_test(test_segment_stall_every_grow_step_pinned),
     };
     test_filter_from_env();
     return cmocka_run_group_tests(tests, NULL, NULL);

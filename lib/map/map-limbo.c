@@ -87,6 +87,7 @@ static void drain_item(shmobj_map *m, struct shmobj__map_shard *s, unsigned li,
     (void)arg;
     atomic_store_explicit(&s->intent_free, item, memory_order_release);
     atomic_store_explicit(&s->limbo_head[li], next, memory_order_release);
+    SHMOBJ__STEP("map.reclaim.freeing");
     if (item & SHMOBJ__MAP_RETIRE_DEEP)
         shmobj__map_table_free_entries(m, ref);
     free_block(m, ref);
@@ -134,6 +135,7 @@ void shmobj__map_retire(shmobj_map *m, struct shmobj__map_shard *s, uint64_t ite
     uint64_t head = atomic_load(&s->limbo_head[li]);
     memcpy(p + SHMOBJ__MAP_LINK_OFF, &head, 8);
     atomic_store_explicit(&s->limbo_head[li], item, memory_order_release);
+    SHMOBJ__STEP("map.retire.linked");
     uint64_t len = atomic_fetch_add(&s->limbo_len, 1) + 1;
     if (len % MAP_RECLAIM_EVERY == 0 || (item & SHMOBJ__MAP_RETIRE_DEEP))
         reclaim(m, s, len >= MAP_LIVENESS_AFTER);

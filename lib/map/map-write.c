@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "map-internal.h"
+#include "step.h"
 
 struct find_ctx {
     shmobj_map *m;
@@ -91,9 +92,11 @@ static int grow(shmobj_map *m, struct shmobj__map_shard *s, shmobj_htcore *ht,
         atomic_store(&s->intent_table, 0);
         return SHMOBJ_ECORRUPT;
     }
+    SHMOBJ__STEP("map.grow.built");
     write_begin(s);
     atomic_store_explicit(&s->table, nref, memory_order_release);
     write_end(s);
+    SHMOBJ__STEP("map.grow.published");
     shmobj__map_retire(m, s, oref);
     atomic_store_explicit(&s->intent_table, 0, memory_order_release);
     *ht = nt;
@@ -119,6 +122,7 @@ static int link_new(shmobj_map *m, struct shmobj__map_shard *s,
                  ? shmobj_htcore_ref_insert_at(ht, free_idx, hash, slot_of(ref))
                  : shmobj_htcore_ref_insert(ht, hash, slot_of(ref), NULL);
     write_end(s);
+    SHMOBJ__STEP("map.insert.linked");
     if (rc == SHMOBJ_HTCORE_EFULL) {
         rc = grow(m, s, ht, &tref);
         if (rc != 0)
@@ -177,6 +181,7 @@ static int set_once(shmobj_map *map, const void *key, size_t key_len,
     int rc = entry_new(map, hash, key, key_len, value, value_len, &ref);
     if (rc != 0)
         return rc;
+    SHMOBJ__STEP("map.set.entry_written");
     rc = shmobj__map_shard_lock(map, s);
     if (rc != 0) {
         free_block(map, ref);
@@ -184,6 +189,7 @@ static int set_once(shmobj_map *map, const void *key, size_t key_len,
     }
     atomic_store_explicit(&s->intent_new, ref, memory_order_relaxed);
     atomic_store_explicit(&s->intent_op, SHMOBJ__MAP_OP_SET, memory_order_release);
+    SHMOBJ__STEP("map.set.intent");
     struct ent oe;
     uint64_t free_idx;
     shmobj__ref tref;
@@ -194,6 +200,7 @@ static int set_once(shmobj_map *map, const void *key, size_t key_len,
         write_begin(s);
         shmobj_htcore_ref_replace(&ht, idx, slot_of(ref));
         write_end(s);
+        SHMOBJ__STEP("map.set.replaced");
         shmobj__map_retire(map, s, old);
     } else if (rc == SHMOBJ_ENOTFOUND) {
         rc = link_new(map, s, &ht, tref, hash, ref, free_idx);
@@ -297,9 +304,11 @@ int shmobj_map_del(shmobj_map *map, const void *key, size_t key_len)
         uint64_t old = oe.ref;
         atomic_store_explicit(&s->intent_old, old, memory_order_relaxed);
         atomic_store_explicit(&s->intent_op, SHMOBJ__MAP_OP_DEL, memory_order_release);
+        SHMOBJ__STEP("map.del.intent");
         write_begin(s);
         shmobj_htcore_erase(&ht, idx);
         write_end(s);
+        SHMOBJ__STEP("map.del.erased");
         atomic_fetch_sub_explicit(&s->count, 1, memory_order_relaxed);
         shmobj__map_retire(map, s, old);
         clear_intent(s);
