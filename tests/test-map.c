@@ -1825,6 +1825,9 @@ static void expect_stale(shmobj_map *m, shmobj_map_iter *it,
     if (m != NULL) {
         assert_int_equal(shmobj_map_get(m, "k1", 2, buf, sizeof buf, NULL), SHMOBJ_ESTALE);
         assert_int_equal(shmobj_map_contains(m, "k1", 2), SHMOBJ_ESTALE);
+        shmobj_map_get_req req = {.key = "k2", .key_len = 2, .buf = buf, .buf_len = sizeof buf};
+        assert_int_equal(shmobj_map_get_many(m, &req, 1), 0);
+        assert_int_equal(req.status, SHMOBJ_ESTALE);
         assert_int_equal(shmobj_map_set(m, "k9", 2, "x", 1), SHMOBJ_ESTALE);
         assert_int_equal(shmobj_map_del(m, "k1", 2), SHMOBJ_ESTALE);
         int64_t r;
