@@ -1676,6 +1676,734 @@ static void test_map_repair_of_deep_free_spares_reused_blocks(void **state)
     munmap((void *)freed, 65536);
 }
 
+/* ---- a full map gives room back (issue 29, defect 11) ---------------- */
+
+/* Fill a map of 1,000-byte values until the segment, at its maximum, has
+ * no room; returns how many keys went in. */
+static uint64_t fill_until_full(shmobj_map *m, const char *val)
+{
+    uint64_t n = 0;
+    for (;; n++) {
+        char key[32];
+        int kl = key16(n, key);
+        int rc = shmobj_map_set(m, key, (size_t)kl, val, 1000);
+        if (rc == SHMOBJ_ENOMEM)
+            return n;
+        assert_int_equal(rc, 0);
+    }
+}
+
+/* Deleting entries of a full map makes room for as many again: an
+ * allocation that fails first reclaims what the map itself retired. With
+ * 100 (then 1,000) of the values deleted, 50 inserts of the same size all
+ * succeed, and the map checks. */
+static void test_map_full_segment_gives_room_back(void **state)
+{
+    (void)state;
+    struct fixture f = {0};
+    shmobj_map *m;
+    seg_make(&f, 8 * MiB, 16 * MiB);
+    assert_int_equal(shmobj_map_create(f.seg, "m", &m), 0);
+    char val[1000];
+    memset(val, 'v', sizeof val);
+    uint64_t n = fill_until_full(m, val);
+    assert_true(n > 5000);
+    static const unsigned deleted[] = {100, 1000};
+    uint64_t next = n + 1000000; /* new keys from here on */
+    uint64_t base = 0;
+    for (size_t r = 0; r < 2; r++) {
+        for (unsigned i = 0; i < deleted[r]; i++) {
+            char key[32];
+            int kl = key16(base + i, key);
+            assert_int_equal(shmobj_map_del(m, key, (size_t)kl), 0);
+        }
+        base += deleted[r];
+        unsigned ok = 0;
+        for (unsigned i = 0; i < 50; i++) {
+            char key[32];
+            int kl = key16(next++, key);
+            if (shmobj_map_set(m, key, (size_t)kl, val, 1000) == 0)
+                ok++;
+        }
+        if (ok != 50)
+            fail_msg("%u of 50 inserts after %u of %llu values deleted", ok,
+                     deleted[r], (unsigned long long)n);
+        assert_int_equal(shmobj_map_check(m), 0);
+    }
+    /* the keys not deleted are all there */
+    char got[1000];
+    for (uint64_t i = base; i < n; i++) {
+        char key[32];
+        int kl = key16(i, key);
+        assert_int_equal(shmobj_map_get(m, key, (size_t)kl, got, sizeof got, NULL), 0);
+    }
+    shmobj_map_close(m);
+    shmobj_segment_close(f.seg);
+    shmobj_segment_destroy(f.name, SHMOBJ_BACKEND_SHM);
+}
+
+/* Fill until 16 keys in a row (of different shards) find no room: a
+ * failure may be one shard's table growth while entries still fit. Keys
+ * 0..*next-1 were tried (not all went in). */
+static void fill_strict(shmobj_map *m, const char *val, uint64_t *next)
+{
+    uint64_t k = 0;
+    for (unsigned fails = 0; fails < 16; k++) {
+        char key[32];
+        int kl = key16(k, key);
+        int rc = shmobj_map_set(m, key, (size_t)kl, val, 1000);
+        if (rc == SHMOBJ_ENOMEM) {
+            fails++;
+            continue;
+        }
+        assert_int_equal(rc, 0);
+        fails = 0;
+    }
+    *next = k;
+}
+
+/* A reader's guard holds what was retired after it: the failing insert
+ * waits for it only a bounded time, then says SHMOBJ_ENOMEM; once the
+ * guard is released the room comes back. */
+static void test_map_full_segment_guard_held_bounded_enomem(void **state)
+{
+    (void)state;
+    struct fixture f = {0};
+    shmobj_map *m;
+    seg_make(&f, 8 * MiB, 8 * MiB);
+    assert_int_equal(shmobj_map_create(f.seg, "m", &m), 0);
+    char val[1000];
+    memset(val, 'w', sizeof val);
+    uint64_t n;
+    fill_strict(m, val, &n);
+    char key[32];
+    int kl = key16(0, key);
+    shmobj_map_view v;
+    assert_int_equal(shmobj_map_get_view(m, key, (size_t)kl, &v), 0);
+    for (unsigned i = 1, gone = 0; gone < 200; i++) {
+        kl = key16(i, key);
+        int rc = shmobj_map_del(m, key, (size_t)kl);
+        assert_true(rc == 0 || rc == SHMOBJ_ENOTFOUND);
+        gone += rc == 0;
+    }
+    kl = key16(n + 5, key);
+    assert_int_equal(shmobj_map_set(m, key, (size_t)kl, val, 1000), SHMOBJ_ENOMEM);
+    shmobj_map_view_release(&v);
+    unsigned ok = 0;
+    for (unsigned i = 0; i < 50; i++) {
+        kl = key16(n + 10 + i, key);
+        if (shmobj_map_set(m, key, (size_t)kl, val, 1000) == 0)
+            ok++;
+    }
+    assert_int_equal(ok, 50);
+    assert_int_equal(shmobj_map_check(m), 0);
+    shmobj_map_close(m);
+    shmobj_segment_close(f.seg);
+    shmobj_segment_destroy(f.name, SHMOBJ_BACKEND_SHM);
+}
+
+/* ---- handles outlive their segment (issue 29, defect 7) --------------- */
+
+enum close_kind { CK_SEG, CK_MAP, CK_ITER, CK_VIEW, CK_COUNT };
+
+static uint32_t attached_now(shmobj_segment *obs)
+{
+    shmobj_segment_info info = {.struct_size = sizeof info};
+    assert_int_equal(shmobj_segment_info_get(obs, &info), 0);
+    return info.attached;
+}
+
+/* What a handle still open answers once its segment handle is closed:
+ * SHMOBJ_ESTALE to everything but its close, and a view's bytes stay
+ * readable until it is released. */
+static void expect_stale(shmobj_map *m, shmobj_map_iter *it,
+                         const shmobj_map_view *v)
+{
+    char buf[64];
+    const void *k, *val;
+    size_t kl, vl;
+    if (m != NULL) {
+        assert_int_equal(shmobj_map_get(m, "k1", 2, buf, sizeof buf, NULL), SHMOBJ_ESTALE);
+        assert_int_equal(shmobj_map_contains(m, "k1", 2), SHMOBJ_ESTALE);
+        shmobj_map_get_req req = {.key = "k2", .key_len = 2, .buf = buf, .buf_len = sizeof buf};
+        assert_int_equal(shmobj_map_get_many(m, &req, 1), 0);
+        assert_int_equal(req.status, SHMOBJ_ESTALE);
+        assert_int_equal(shmobj_map_set(m, "k9", 2, "x", 1), SHMOBJ_ESTALE);
+        assert_int_equal(shmobj_map_del(m, "k1", 2), SHMOBJ_ESTALE);
+        int64_t r;
+        assert_int_equal(shmobj_map_add(m, "n", 1, 1, &r), SHMOBJ_ESTALE);
+        uint64_t n;
+        assert_int_equal(shmobj_map_count(m, &n), SHMOBJ_ESTALE);
+        assert_int_equal(shmobj_map_check(m), SHMOBJ_ESTALE);
+        shmobj_map_view v2;
+        assert_int_equal(shmobj_map_get_view(m, "k1", 2, &v2), SHMOBJ_ESTALE);
+        shmobj_map_iter *it2;
+        assert_int_equal(shmobj_map_iter_open(m, &it2), SHMOBJ_ESTALE);
+    }
+    if (it != NULL)
+        assert_int_equal(shmobj_map_iter_next(it, &k, &kl, &val, &vl), SHMOBJ_ESTALE);
+    if (v != NULL) {
+        assert_int_equal(v->value_len, 8);
+        assert_memory_equal(v->value, "value-k0", 8);
+    }
+}
+
+/* Close a segment, a map, a cursor and a view in each of the 24 orders:
+ * nothing reads freed memory (the old order segment-then-map did, and
+ * crashed), the handles left answer SHMOBJ_ESTALE once the segment is
+ * closed, and the segment stays attached exactly until the last of them
+ * is closed. */
+static void test_map_close_orders_every_handle_kind(void **state)
+{
+    (void)state;
+    struct fixture f = {0};
+    seg_make(&f, 4 * MiB, 4 * MiB);
+    shmobj_segment *obs = f.seg; /* an observer handle, closed last */
+    char name[96];
+    memcpy(name, f.name, sizeof name);
+    {
+        shmobj_map *m;
+        assert_int_equal(shmobj_map_create(obs, "m", &m), 0);
+        for (int i = 0; i < 100; i++) {
+            char key[16], val[16];
+            snprintf(key, sizeof key, "k%d", i);
+            snprintf(val, sizeof val, "value-k%d", i);
+            assert_int_equal(shmobj_map_set(m, key, strlen(key), val, strlen(val)), 0);
+        }
+        shmobj_map_close(m);
+    }
+    for (unsigned perm = 0; perm < 24; perm++) {
+        /* the perm-th order of the four kinds (Lehmer code) */
+        unsigned order[CK_COUNT], pool[CK_COUNT] = {CK_SEG, CK_MAP, CK_ITER, CK_VIEW};
+        unsigned left = CK_COUNT, code = perm;
+        for (unsigned i = 0; i < CK_COUNT; i++) {
+            unsigned fact = 1;
+            for (unsigned j = 2; j < left; j++)
+                fact *= j;
+            unsigned pick = code / fact;
+            code %= fact;
+            order[i] = pool[pick];
+            for (unsigned j = pick; j + 1 < left; j++)
+                pool[j] = pool[j + 1];
+            left--;
+        }
+        shmobj_segment *seg = NULL;
+        assert_int_equal(shmobj_segment_open(name, SHMOBJ_BACKEND_SHM, 0, &seg), 0);
+        assert_int_equal(attached_now(obs), 2);
+        shmobj_map *m = NULL;
+        assert_int_equal(shmobj_map_open(seg, "m", &m), 0);
+        shmobj_map_iter *it = NULL;
+        assert_int_equal(shmobj_map_iter_open(m, &it), 0);
+        const void *k, *val;
+        size_t kl, vl;
+        assert_int_equal(shmobj_map_iter_next(it, &k, &kl, &val, &vl), 0);
+        shmobj_map_view v;
+        assert_int_equal(shmobj_map_get_view(m, "k0", 2, &v), 0);
+        bool seg_closed = false, view_held = true;
+        for (unsigned i = 0; i < CK_COUNT; i++) {
+            switch (order[i]) {
+            case CK_SEG:
+                shmobj_segment_close(seg);
+                seg_closed = true;
+                break;
+            case CK_MAP:
+                shmobj_map_close(m);
+                m = NULL;
+                break;
+            case CK_ITER:
+                shmobj_map_iter_close(it);
+                it = NULL;
+                break;
+            case CK_VIEW:
+                shmobj_map_view_release(&v);
+                view_held = false;
+                break;
+            }
+            bool any_left = i + 1 < CK_COUNT;
+            if (seg_closed) {
+                expect_stale(m, it, view_held ? &v : NULL);
+                /* attached while anything of it is open */
+                assert_int_equal(attached_now(obs), any_left ? 2 : 1);
+            } else {
+                assert_int_equal(attached_now(obs), 2);
+            }
+        }
+        /* every reader slot was given back: the map opens as often as
+         * there are slots */
+        shmobj_map *h[SHMOBJ_MAP_HANDLES_MAX];
+        unsigned got = 0;
+        while (got < SHMOBJ_MAP_HANDLES_MAX && shmobj_map_open(obs, "m", &h[got]) == 0)
+            got++;
+        assert_int_equal(got, SHMOBJ_MAP_HANDLES_MAX);
+        while (got > 0)
+            shmobj_map_close(h[--got]);
+    }
+    shmobj_segment_close(obs);
+    shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM);
+}
+
+/* ---- stalled processes at every step (issue 29) ---------------------- */
+
+#include "test-stall.h"
+
+#define STALL_KEYS 6000u   /* keys of each worker */
+#define STALL_OPS 12000u   /* operations of each worker */
+#define STALL_WORKERS_MAX 4
+
+/* What a worker knows was acknowledged: per key of its own, 0 (absent)
+ * or the version its last acknowledged set stored. One writer per key,
+ * read by the parent after every worker ended. */
+struct stall_model {
+    uint64_t ver[STALL_WORKERS_MAX][STALL_KEYS];
+    uint64_t done[STALL_WORKERS_MAX]; /* operations completed */
+    uint32_t ready;                    /* workers at the start line */
+};
+
+#define STALL_HOT 32u /* keys every worker changes often, others read */
+
+struct stall_val {
+    uint64_t id;   /* worker << 32 | key */
+    uint64_t ver;
+    uint64_t sum;  /* mixes both: a torn or foreign value does not match */
+    char pad[40];  /* 64 bytes: still the hot path's size */
+};
+
+static uint64_t stall_sum(uint64_t id, uint64_t ver)
+{
+    uint64_t x = id * 0x9e3779b97f4a7c15ULL ^ ver * 0xc2b2ae3d27d4eb4fULL;
+    return x ^ (x >> 29);
+}
+
+/* Keys of every third key of a worker are longer than the hot path's, so
+ * the general path and the guarded one are walked too. */
+static size_t stall_key(unsigned w, unsigned j, char *key)
+{
+    if (j % 3 == 0)
+        return (size_t)sprintf(key, "stall-key-of-worker-%u-number-%u-which-is-longer-than-sixty-four-bytes", w, j);
+    return (size_t)sprintf(key, "s%u.%u", w, j);
+}
+
+static void stall_value(unsigned w, unsigned j, uint64_t ver, struct stall_val *v)
+{
+    memset(v, 0, sizeof *v);
+    v->id = (uint64_t)w << 32 | j;
+    v->ver = ver;
+    v->sum = stall_sum(v->id, ver);
+}
+
+/* A value read for key (w, j): its own, whole. */
+static bool stall_value_ok(const void *p, size_t len, unsigned w, unsigned j)
+{
+    struct stall_val v;
+    if (len != sizeof v)
+        return false;
+    memcpy(&v, p, sizeof v);
+    return v.id == ((uint64_t)w << 32 | j) && v.sum == stall_sum(v.id, v.ver) && v.ver != 0;
+}
+
+struct stall_job {
+    struct fixture *f;
+    struct stall_model *model;
+    unsigned w, workers;
+    const char *step; /* armed in this worker, or NULL */
+    unsigned nth;
+    int pin;          /* pin to CPU 0 */
+    uint64_t seed;
+};
+
+static int stall_worker(void *p)
+{
+    struct stall_job *job = p;
+    if (job->pin)
+        test_stall_pin(0);
+    shmobj_segment *seg;
+    shmobj_map *m = child_open(job->f, &seg);
+    if (m == NULL)
+        return 10;
+    uint64_t rs = job->seed;
+    uint64_t *ver = job->model->ver[job->w];
+    char key[128];
+    struct stall_val v, got;
+    /* Every hot key present, then all start together: a worker that ran
+     * its whole loop before the others began would read nothing of
+     * theirs (one CPU for all of them is the pinned case). */
+    for (unsigned j = 0; j < STALL_HOT; j++) {
+        size_t kl = stall_key(job->w, j, key);
+        stall_value(job->w, j, 1, &v);
+        if (shmobj_map_set(m, key, kl, &v, sizeof v) != 0)
+            return 11;
+        ver[j] = 1;
+    }
+    __atomic_fetch_add(&job->model->ready, 1, __ATOMIC_ACQ_REL);
+    for (unsigned ms = 0; __atomic_load_n(&job->model->ready, __ATOMIC_ACQUIRE) < job->workers; ms++) {
+        if (ms > 60000)
+            return 12;
+        test_sleep_ms(1);
+    }
+    if (job->step != NULL)
+        test_stall_arm(job->step, job->nth, TEST_STALL_STOP, 0);
+    for (unsigned op = 0; op < STALL_OPS; op++) {
+        uint64_t r = test_xorshift(&rs);
+        /* a quarter of the work on a few hot keys, so that a key a stopped
+         * reader found is replaced, and its block freed and reused, while
+         * it is stopped */
+        unsigned j = (unsigned)((r & 3) == 0 ? (r >> 2) % STALL_HOT : (r >> 2) % STALL_KEYS);
+        size_t kl = stall_key(job->w, j, key);
+        unsigned what = (unsigned)(r >> 32) % 10;
+        int rc;
+        if (what < 5) { /* set: insert or replace */
+            uint64_t nv = ver[j] + 1;
+            stall_value(job->w, j, nv, &v);
+            rc = shmobj_map_set(m, key, kl, &v, sizeof v);
+            if (rc != 0)
+                return 20;
+            __atomic_store_n(&ver[j], nv, __ATOMIC_RELEASE);
+        } else if (what < 7) { /* delete */
+            rc = shmobj_map_del(m, key, kl);
+            if (rc != (ver[j] ? 0 : SHMOBJ_ENOTFOUND))
+                return 21;
+            __atomic_store_n(&ver[j], 0, __ATOMIC_RELEASE);
+        } else if (what < 8 && job->step == NULL) { /* own key: exactly the model */
+            size_t vl = 0;
+            rc = shmobj_map_get(m, key, kl, &got, sizeof got, &vl);
+            if (ver[j] == 0 ? rc != SHMOBJ_ENOTFOUND
+                            : rc != 0 || !stall_value_ok(&got, vl, job->w, j) ||
+                                  got.ver != ver[j])
+                return 22;
+        } else { /* another worker's key: absent or its own whole value (the
+                  * stopped worker reads only the others' hot keys, which
+                  * change under it while it is stopped) */
+            unsigned ow = (unsigned)(r >> 40) % job->workers;
+            unsigned oj = (unsigned)(r >> 48) % ((r & 4) ? STALL_HOT : STALL_KEYS);
+            if (job->step != NULL) {
+                ow = 1 + (unsigned)(r >> 40) % (job->workers - 1);
+                oj = (unsigned)(r >> 48) % STALL_HOT;
+                what = 8 + (what & 1);
+            }
+            kl = stall_key(ow, oj, key);
+            if (what == 8) {
+                size_t vl = 0;
+                rc = shmobj_map_get(m, key, kl, &got, sizeof got, &vl);
+                if (rc != SHMOBJ_ENOTFOUND && (rc != 0 || !stall_value_ok(&got, vl, ow, oj)))
+                    return 23;
+            } else {
+                shmobj_map_view mv;
+                rc = shmobj_map_get_view(m, key, kl, &mv);
+                if (rc == 0) {
+                    bool ok = stall_value_ok(mv.value, mv.value_len, ow, oj) &&
+                              mv.key_len == kl && memcmp(mv.key, key, kl) == 0;
+                    shmobj_map_view_release(&mv);
+                    if (!ok)
+                        return 24;
+                } else if (rc != SHMOBJ_ENOTFOUND) {
+                    return 25;
+                }
+            }
+        }
+        __atomic_store_n(&job->model->done[job->w], op + 1, __ATOMIC_RELAXED);
+    }
+    test_stall_disarm();
+    shmobj_map_close(m);
+    shmobj_segment_close(seg);
+    return 0;
+}
+
+/* Every acknowledged key present exactly once with its last value, the
+ * others absent, and the map whole. */
+static void stall_check(struct fixture *f, const struct stall_model *model,
+                        unsigned workers)
+{
+    char key[128];
+    struct stall_val got;
+    uint64_t present = 0;
+    for (unsigned w = 0; w < workers; w++)
+        for (unsigned j = 0; j < STALL_KEYS; j++) {
+            size_t kl = stall_key(w, j, key), vl = 0;
+            int rc = shmobj_map_get(f->map, key, kl, &got, sizeof got, &vl);
+            if (model->ver[w][j] == 0) {
+                assert_int_equal(rc, SHMOBJ_ENOTFOUND);
+            } else {
+                assert_int_equal(rc, 0);
+                assert_true(stall_value_ok(&got, vl, w, j));
+                assert_int_equal(got.ver, model->ver[w][j]);
+                present++;
+            }
+        }
+    /* each present exactly once: the cursor returns each key once, so
+     * counting every key it returns and matching the model is enough */
+    uint8_t *seen = calloc(STALL_WORKERS_MAX * STALL_KEYS, 1);
+    shmobj_map_iter *it;
+    assert_int_equal(shmobj_map_iter_open(f->map, &it), 0);
+    const void *k, *val;
+    size_t kl, vl;
+    uint64_t n = 0;
+    while (shmobj_map_iter_next(it, &k, &kl, &val, &vl) == 0) {
+        struct stall_val v;
+        assert_int_equal(vl, sizeof v);
+        memcpy(&v, val, sizeof v);
+        unsigned w = (unsigned)(v.id >> 32), j = (unsigned)v.id;
+        assert_true(w < workers && j < STALL_KEYS);
+        assert_true(stall_value_ok(val, vl, w, j));
+        assert_int_equal(seen[w * STALL_KEYS + j], 0);
+        seen[w * STALL_KEYS + j] = 1;
+        n++;
+    }
+    shmobj_map_iter_close(it);
+    free(seen);
+    assert_int_equal(n, present);
+    uint64_t count = 0;
+    assert_int_equal(shmobj_map_count(f->map, &count), 0);
+    assert_int_equal(count, present);
+    assert_int_equal(shmobj_map_check(f->map), 0);
+}
+
+/* One process stopped at `step` (its nth arrival) while the others go on
+ * for a while, then resumed; the model checked once all ended. */
+static void stall_run(const char *step, unsigned nth, unsigned workers, int pin)
+{
+    struct fixture f = {0};
+    /* small: the segment and every shard's table grow while they work */
+    seg_make(&f, 1 * MiB, 256 * MiB);
+    assert_int_equal(shmobj_map_create(f.seg, "m", &f.map), 0);
+    struct stall_model *model = shared_page(sizeof *model);
+    struct stall_job jobs[STALL_WORKERS_MAX];
+    pid_t pids[STALL_WORKERS_MAX];
+    for (unsigned w = 0; w < workers; w++) {
+        jobs[w] = (struct stall_job){&f, model, w, workers, w == 0 ? step : NULL,
+                                     nth, pin, 0x1234567ULL * (w + 1) + nth};
+        pids[w] = test_child_start(stall_worker, &jobs[w], 120);
+    }
+    int status = 0;
+    int r = test_stall_wait_stopped(pids[0], 60000, &status);
+    if (r != 1)
+        fail_msg("step %s: the armed worker %s (status %#x)", step,
+                 r == 0 ? "ended without reaching it" : "did not stop in time",
+                 (unsigned)status);
+    /* The others work meanwhile: 8,000 operations more, or to their end,
+     * or until they stop making progress (they wait for a lock the
+     * stopped one holds: it must be resumed well before their lock's
+     * bound of some seconds), 3 s at most. */
+    uint64_t before = 0, last = 0;
+    for (unsigned w = 1; w < workers; w++)
+        before += __atomic_load_n(&model->done[w], __ATOMIC_RELAXED);
+    last = before;
+    for (unsigned ms = 0, idle = 0; ms < 3000 && idle < 300; ms++) {
+        uint64_t now = 0;
+        unsigned ended = 0;
+        for (unsigned w = 1; w < workers; w++) {
+            uint64_t d = __atomic_load_n(&model->done[w], __ATOMIC_RELAXED);
+            now += d;
+            ended += d == STALL_OPS;
+        }
+        if (now >= before + 8000 || ended == workers - 1)
+            break;
+        idle = now == last ? idle + 1 : 0;
+        last = now;
+        test_sleep_ms(1);
+    }
+    test_stall_resume(pids[0]);
+    for (unsigned w = 0; w < workers; w++) {
+        int rc = test_child_wait(pids[w]);
+        if (rc != 0)
+            fail_msg("step %s: worker %u exited with %d", step, w, rc);
+    }
+    stall_check(&f, model, workers);
+    munmap(model, sizeof *model);
+    shmobj_map_close(f.map);
+    shmobj_segment_close(f.seg);
+    shmobj_segment_destroy(f.name, SHMOBJ_BACKEND_SHM);
+}
+
+/* Every step of the map's protocols with its arrival to stop at: often
+ * reached steps later (in the middle of the work), rare ones first. */
+static const struct {
+    const char *step;
+    unsigned nth;
+} map_steps[] = {
+    {"map.get.fast_found", 50},    {"map.get.fast_copied", 50},
+    {"map.get.guarded_found", 50}, {"map.get.guarded_copied", 50},
+    {"map.guard.counted", 100},    {"map.set.entry_written", 300},
+    {"map.set.intent", 300},       {"map.set.replaced", 200},
+    {"map.insert.linked", 200},    {"map.del.intent", 100},
+    {"map.del.erased", 100},       {"map.grow.built", 1},
+    {"map.grow.published", 1},    {"map.retire.linked", 200},
+    {"map.reclaim.freeing", 1},    {"map.epoch.scanned", 1},
+};
+
+static void test_map_stall_every_step(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof map_steps / sizeof map_steps[0]; i++)
+        stall_run(map_steps[i].step, map_steps[i].nth, 3, 0);
+}
+
+/* The same with four processes on one CPU. */
+static void test_map_stall_every_step_pinned(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof map_steps / sizeof map_steps[0]; i++)
+        stall_run(map_steps[i].step, map_steps[i].nth, 4, 1);
+}
+
+/* A full map: workers delete and insert 1,000-byte values, so a set that
+ * finds no room reclaims what was retired; one stopped inside that
+ * reclaim, holding a shard's lock, while the others go on. Every
+ * acknowledged change is there once resumed, nothing else. */
+#define RECL_KEYS 12000u
+
+struct recl_model {
+    uint64_t ver[RECL_KEYS]; /* 0: absent */
+    uint64_t done[STALL_WORKERS_MAX];
+    uint32_t ready;
+};
+
+static void recl_value(uint64_t i, uint64_t ver, char *v)
+{
+    memset(v, (int)(i + ver), 1000);
+    uint64_t w[3] = {i, ver, stall_sum(i, ver)};
+    memcpy(v, w, sizeof w);
+}
+
+static bool recl_value_ok(const char *v, size_t len, uint64_t i, uint64_t ver)
+{
+    char want[1000];
+    recl_value(i, ver, want);
+    return len == 1000 && memcmp(v, want, 1000) == 0;
+}
+
+struct recl_job {
+    struct fixture *f;
+    struct recl_model *model;
+    unsigned w, workers;
+    uint64_t n;
+    const char *step;
+};
+
+static int recl_worker(void *p)
+{
+    struct recl_job *job = p;
+    shmobj_segment *seg;
+    shmobj_map *m = child_open(job->f, &seg);
+    if (m == NULL)
+        return 10;
+    __atomic_fetch_add(&job->model->ready, 1, __ATOMIC_ACQ_REL);
+    for (unsigned ms = 0; __atomic_load_n(&job->model->ready, __ATOMIC_ACQUIRE) < job->workers; ms++) {
+        if (ms > 60000)
+            return 12;
+        test_sleep_ms(1);
+    }
+    if (job->step != NULL)
+        test_stall_arm(job->step, 1, TEST_STALL_STOP, 0);
+    uint64_t rs = 0x9876543ULL + job->w;
+    char key[32], v[1000];
+    for (unsigned op = 0; op < 600; op++) {
+        uint64_t i = test_xorshift(&rs) % job->n;
+        i -= i % job->workers;
+        i += job->w; /* the worker's own keys */
+        if (i >= job->n)
+            continue;
+        int kl = key16(i, key);
+        uint64_t *ver = &job->model->ver[i];
+        if (*ver != 0) {
+            if (shmobj_map_del(m, key, (size_t)kl) != 0)
+                return 20;
+            __atomic_store_n(ver, 0, __ATOMIC_RELEASE);
+        }
+        /* a key of another worker's, deleted meanwhile, may have taken
+         * the room: ENOMEM is an answer, not an acknowledgement */
+        uint64_t nv = op + 2;
+        recl_value(i, nv, v);
+        int rc = shmobj_map_set(m, key, (size_t)kl, v, 1000);
+        if (rc == 0)
+            __atomic_store_n(ver, nv, __ATOMIC_RELEASE);
+        else if (rc != SHMOBJ_ENOMEM)
+            return 21;
+        __atomic_store_n(&job->model->done[job->w], op + 1, __ATOMIC_RELAXED);
+    }
+    test_stall_disarm();
+    shmobj_map_close(m);
+    shmobj_segment_close(seg);
+    return 0;
+}
+
+static void recl_run(unsigned workers)
+{
+    struct fixture f = {0};
+    seg_make(&f, 4 * MiB, 4 * MiB);
+    assert_int_equal(shmobj_map_create(f.seg, "m", &f.map), 0);
+    struct recl_model *model = shared_page(sizeof *model);
+    char key[32], v[1000];
+    uint64_t n = 0;
+    for (unsigned fails = 0; fails < 16 && n < RECL_KEYS; n++) {
+        int kl = key16(n, key);
+        recl_value(n, 1, v);
+        int rc = shmobj_map_set(f.map, key, (size_t)kl, v, 1000);
+        if (rc == SHMOBJ_ENOMEM) {
+            fails++;
+            continue;
+        }
+        assert_int_equal(rc, 0);
+        fails = 0;
+        model->ver[n] = 1;
+    }
+    assert_true(n < RECL_KEYS); /* full */
+    struct recl_job jobs[STALL_WORKERS_MAX];
+    pid_t pids[STALL_WORKERS_MAX];
+    for (unsigned w = 0; w < workers; w++) {
+        jobs[w] = (struct recl_job){&f, model, w, workers, n, w == 0 ? "map.reclaim.locked" : NULL};
+        pids[w] = test_child_start(recl_worker, &jobs[w], 120);
+    }
+    int status = 0;
+    int r = test_stall_wait_stopped(pids[0], 60000, &status);
+    if (r != 1)
+        fail_msg("map.reclaim.locked: the armed worker %s (status %#x)",
+                 r == 0 ? "ended without reaching it" : "did not stop in time",
+                 (unsigned)status);
+    /* the others work until they wait for the lock it holds (or end) */
+    uint64_t last = 0;
+    for (unsigned ms = 0, idle = 0; ms < 3000 && idle < 300; ms++) {
+        uint64_t now = 0;
+        for (unsigned w = 1; w < workers; w++)
+            now += __atomic_load_n(&model->done[w], __ATOMIC_RELAXED);
+        idle = now == last ? idle + 1 : 0;
+        last = now;
+        test_sleep_ms(1);
+    }
+    test_stall_resume(pids[0]);
+    for (unsigned w = 0; w < workers; w++) {
+        int rc = test_child_wait(pids[w]);
+        if (rc != 0)
+            fail_msg("map.reclaim.locked: worker %u exited with %d", w, rc);
+    }
+    uint64_t present = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        int kl = key16(i, key);
+        size_t vl = 0;
+        int rc = shmobj_map_get(f.map, key, (size_t)kl, v, sizeof v, &vl);
+        if (model->ver[i] == 0) {
+            assert_int_equal(rc, SHMOBJ_ENOTFOUND);
+        } else {
+            assert_int_equal(rc, 0);
+            assert_true(recl_value_ok(v, vl, i, model->ver[i]));
+            present++;
+        }
+    }
+    uint64_t count = 0;
+    assert_int_equal(shmobj_map_count(f.map, &count), 0);
+    assert_int_equal(count, present);
+    assert_int_equal(shmobj_map_check(f.map), 0);
+    munmap(model, sizeof *model);
+    shmobj_map_close(f.map);
+    shmobj_segment_close(f.seg);
+    shmobj_segment_destroy(f.name, SHMOBJ_BACKEND_SHM);
+}
+
+static void test_map_stall_reclaim_when_full(void **state)
+{
+    (void)state;
+    recl_run(3);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1)
@@ -1696,6 +2424,12 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_map_threads_writers_lose_nothing, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_map_kill_writer_loop, setup_big, teardown),
         cmocka_unit_test(test_map_too_large_enomem),
+        cmocka_unit_test(test_map_full_segment_gives_room_back),
+        cmocka_unit_test(test_map_full_segment_guard_held_bounded_enomem),
+        cmocka_unit_test(test_map_close_orders_every_handle_kind),
+        cmocka_unit_test(test_map_stall_every_step),
+        cmocka_unit_test(test_map_stall_every_step_pinned),
+        cmocka_unit_test(test_map_stall_reclaim_when_full),
         cmocka_unit_test_setup_teardown(test_map_damaged_table_ecorrupt, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_map_get_entry_at_mapping_end_bounded, setup_small,
                                         teardown),

@@ -314,11 +314,13 @@ static void test_perms_create_file_symlink_refused(void **state)
     struct stat st;
     assert_int_equal(lstat(d.link, &st), 0);
     assert_true(S_ISLNK(st.st_mode));
-    /* REPLACE replaces the link, never what it points to. */
-    assert_int_equal(create_file_seg(d.link, SHMOBJ_SEGMENT_REPLACE), 0);
+    /* REPLACE replaces only a segment: neither the link nor what it
+     * points to is one (shmobj_segment_destroy()'s rule). */
+    assert_int_equal(create_file_seg(d.link, SHMOBJ_SEGMENT_REPLACE),
+                     SHMOBJ_ENOTSEG);
     assert_target_untouched(&d);
     assert_int_equal(lstat(d.link, &st), 0);
-    assert_true(S_ISREG(st.st_mode));
+    assert_true(S_ISLNK(st.st_mode));
     fdir_remove(&d);
 }
 
@@ -412,8 +414,14 @@ static void test_perms_shm_symlink_not_followed(void **state)
         shmobj_segment_open(name, SHMOBJ_BACKEND_SHM, 5000 * TEST_MS, &seg),
         SHMOBJ_ENOTSEG);
     assert_target_untouched(&d);
-    assert_int_equal(shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM), 0);
+    /* destroy removes only segments: the link is not one */
+    assert_int_equal(shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM),
+                     SHMOBJ_ENOTSEG);
     assert_target_untouched(&d);
+    struct stat st;
+    assert_int_equal(lstat(path, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    assert_int_equal(unlink(path), 0);
     fdir_remove(&d);
 }
 

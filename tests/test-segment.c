@@ -1469,6 +1469,478 @@ static void test_arena_public_damaged_heap_ecorrupt(void **state)
     shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM);
 }
 
+/* ---- growth within max_size (issue 29, defect 4) --------------------- */
+
+/* A request far larger than half the segment, made while the heap's last
+ * block is in use, fits once the segment grows: the growth is sized for
+ * the allocator's size class, not the bare request. */
+static void test_segment_grow_large_alloc_last_block_used_fits(void **state)
+{
+    (void)state;
+    char name[96];
+    test_name(name, sizeof name, "growlast");
+    shmobj_segment_options o;
+    shmobj_segment_options_init(&o);
+    o.initial_size = 1 * MiB;
+    o.max_size = 64 * MiB;
+    shmobj_segment *seg = NULL;
+    assert_int_equal(shmobj_segment_create(name, &o, &seg), 0);
+    /* Take the heap's one free block whole, so its last block is used. */
+    shmobj_arena_stats st = {.struct_size = sizeof st};
+    shmobj_ref whole, big;
+    /* The allocator looks for a block of the request's size class or
+     * above, so a request of a block's whole size may not find it: take
+     * 15/16 of the largest each time, down to the small exact classes. */
+    for (int i = 0; i < 64; i++) {
+        assert_int_equal(shmobj_arena_stats_get(seg, &st), 0);
+        if (st.free_blocks == 0)
+            break;
+        uint64_t want = st.largest_free;
+        if (want >= 512)
+            want -= want / 16;
+        assert_int_equal(shmobj_arena_alloc(seg, want, 16, &whole, NULL), 0);
+    }
+    assert_int_equal(st.free_blocks, 0);
+    shmobj_segment_info info = {.struct_size = sizeof info};
+    assert_int_equal(shmobj_segment_info_get(seg, &info), 0);
+    assert_int_equal(info.size, 1 * MiB); /* nothing grew yet */
+    /* Sizes just past a size class's start (the class's rounding is
+     * largest there), from 2 to 8 times the segment. */
+    static const uint64_t sizes[] = {2 * MiB + 100, 3 * MiB + 16, 5 * MiB + 1,
+                                     8 * MiB + 4096};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        void *p = NULL;
+        int rc = shmobj_arena_alloc(seg, sizes[i], 16, &big, &p);
+        if (rc != 0)
+            fail_msg("alloc of %llu bytes: %d, segment below its maximum",
+                     (unsigned long long)sizes[i], rc);
+        memset(p, 0xa5, sizes[i]);
+        /* keep it: the last block stays in use for the next request */
+    }
+    assert_int_equal(shmobj_arena_check(seg, NULL), 0);
+    /* What does not fit even at the maximum is still refused. */
+    assert_int_equal(shmobj_arena_alloc(seg, 64 * MiB, 16, &big, NULL),
+                     SHMOBJ_ENOMEM);
+    shmobj_segment_close(seg);
+    shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM);
+}
+
+/* A mutable dict growing from empty in a small growable segment: every
+ * set succeeds far below the maximum (the dict's body doubles, an
+ * allocation larger than half the segment while its last block is used). */
+static void test_segment_grow_mdict_from_empty_no_enomem(void **state)
+{
+    (void)state;
+    char name[96];
+    test_name(name, sizeof name, "growdict");
+    shmobj_segment_options o;
+    shmobj_segment_options_init(&o);
+    o.initial_size = 4 * MiB;
+    o.max_size = 1024 * MiB;
+    shmobj_segment *seg = NULL;
+    assert_int_equal(shmobj_segment_create(name, &o, &seg), 0);
+    shmobj_ref r;
+    shmobj_view d;
+    assert_int_equal(shmobj_obj_put(seg, &SHMOBJ_VAL_MDICT(), &r), 0);
+    assert_int_equal(shmobj_obj_get(seg, r, &d), 0);
+    for (int64_t i = 0; i < 120000; i++) {
+        char k[32];
+        snprintf(k, sizeof k, "key-%lld", (long long)i);
+        int rc = shmobj_mdict_set(&d, &SHMOBJ_VAL_STR(k), &SHMOBJ_VAL_STR(k));
+        if (rc != 0) {
+            shmobj_segment_info info = {.struct_size = sizeof info};
+            assert_int_equal(shmobj_segment_info_get(seg, &info), 0);
+            fail_msg("set of key %lld: %d with the segment at %llu of %llu bytes",
+                     (long long)i, rc, (unsigned long long)info.size,
+                     (unsigned long long)info.max_size);
+        }
+    }
+    assert_int_equal(shmobj_obj_check(seg, r), 0);
+    shmobj_segment_close(seg);
+    shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM);
+}
+
+/* ---- an empty object, timeout 0 (issue 29, defect 12) ---------------- */
+
+static void test_segment_open_empty_timeout_zero_enotready(void **state)
+{
+    (void)state;
+    char name[96];
+    test_name(name, sizeof name, "empty0");
+    int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    assert_true(fd >= 0);
+    /* Left by a creator that died at once: older than any creator still
+     * between its create and its lock. */
+    struct timespec ts = {0, 300 * 1000000L};
+    nanosleep(&ts, NULL);
+    shmobj_segment *seg = NULL;
+    assert_int_equal(shmobj_segment_open(name, SHMOBJ_BACKEND_SHM, 0, &seg),
+                     SHMOBJ_ENOTREADY);
+    assert_int_equal(shmobj_segment_open(name, SHMOBJ_BACKEND_SHM, 1000000, &seg),
+                     SHMOBJ_ENOTREADY);
+    assert_int_equal(shmobj_segment_open_fd(fd, 0, &seg), SHMOBJ_ENOTREADY);
+    /* zero-filled, as before */
+    assert_int_equal(ftruncate(fd, 64 * 1024), 0);
+    assert_int_equal(shmobj_segment_open(name, SHMOBJ_BACKEND_SHM, 0, &seg),
+                     SHMOBJ_ENOTREADY);
+    close(fd);
+    /* the way out the docs give: destroy the name, create it again */
+    assert_int_equal(shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM), 0);
+    seg = create_small(name);
+    shmobj_segment_close(seg);
+    assert_int_equal(shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM), 0);
+}
+
+/* ---- destroy and replace only segments (issue 29, defect 6) ---------- */
+
+static void file_write(const char *path, const char *text)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    ssize_t n = (ssize_t)strlen(text);
+    assert_int_equal(write(fd, text, (size_t)n), n);
+    close(fd);
+}
+
+static bool file_has(const char *path, const char *text)
+{
+    char buf[256] = {0};
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return false;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    return n == (ssize_t)strlen(text) && memcmp(buf, text, (size_t)n) == 0;
+}
+
+static void test_segment_destroy_foreign_enotseg(void **state)
+{
+    (void)state;
+    char path[128];
+    snprintf(path, sizeof path, "/tmp/shmobj-test-notseg-%ld", (long)getpid());
+    const char *text = "precious data, not a segment\n";
+    file_write(path, text);
+    assert_int_equal(shmobj_segment_destroy(path, SHMOBJ_BACKEND_FILE),
+                     SHMOBJ_ENOTSEG);
+    assert_true(file_has(path, text));
+    /* A large one whose first bytes are not a segment's. */
+    char big[8192];
+    memset(big, 'x', sizeof big);
+    big[sizeof big - 1] = 0;
+    int fd = open(path, O_WRONLY | O_TRUNC);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, big, sizeof big), (ssize_t)sizeof big);
+    close(fd);
+    assert_int_equal(shmobj_segment_destroy(path, SHMOBJ_BACKEND_FILE),
+                     SHMOBJ_ENOTSEG);
+    assert_int_equal(access(path, F_OK), 0);
+    unlink(path);
+
+    /* another program's shm object */
+    char name[96];
+    test_name(name, sizeof name, "othershm");
+    fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, "another program's object", 24, 0), 24);
+    assert_int_equal(shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM),
+                     SHMOBJ_ENOTSEG);
+    int fd2 = shm_open(name, O_RDONLY, 0);
+    assert_true(fd2 >= 0);
+    struct stat a, b;
+    assert_int_equal(fstat(fd, &a), 0);
+    assert_int_equal(fstat(fd2, &b), 0);
+    assert_true(a.st_ino == b.st_ino);
+    close(fd2);
+    close(fd);
+    shm_unlink(name);
+    assert_int_equal(shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM),
+                     SHMOBJ_ENOTFOUND);
+}
+
+static void test_segment_create_replace_foreign_enotseg(void **state)
+{
+    (void)state;
+    char path[128];
+    snprintf(path, sizeof path, "/tmp/shmobj-test-replace-%ld", (long)getpid());
+    const char *text = "a user's file\n";
+    file_write(path, text);
+    shmobj_segment_options o;
+    shmobj_segment_options_init(&o);
+    o.initial_size = 1 * MiB;
+    o.backend = SHMOBJ_BACKEND_FILE;
+    o.flags = SHMOBJ_SEGMENT_REPLACE;
+    shmobj_segment *seg = NULL;
+    assert_int_equal(shmobj_segment_create(path, &o, &seg), SHMOBJ_ENOTSEG);
+    assert_null(seg);
+    assert_true(file_has(path, text));
+    unlink(path);
+    /* a segment is replaced, as before */
+    assert_int_equal(shmobj_segment_create(path, &o, &seg), 0);
+    assert_int_equal(shmobj_segment_root_set(seg, "old", 1), 0);
+    shmobj_segment *seg2 = NULL;
+    assert_int_equal(shmobj_segment_create(path, &o, &seg2), 0);
+    shmobj_ref ref;
+    assert_int_equal(shmobj_segment_root_get(seg2, "old", &ref), SHMOBJ_ENOTFOUND);
+    shmobj_segment_close(seg);
+    shmobj_segment_close(seg2);
+    assert_int_equal(shmobj_segment_destroy(path, SHMOBJ_BACKEND_FILE), 0);
+
+    char name[96];
+    test_name(name, sizeof name, "replshm");
+    int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, "not ours", 8, 0), 8);
+    o.backend = SHMOBJ_BACKEND_SHM;
+    assert_int_equal(shmobj_segment_create(name, &o, &seg), SHMOBJ_ENOTSEG);
+    char buf[8];
+    assert_int_equal(pread(fd, buf, 8, 0), 8);
+    assert_memory_equal(buf, "not ours", 8);
+    int fd2 = shm_open(name, O_RDONLY, 0);
+    assert_true(fd2 >= 0); /* the name still names it */
+    close(fd2);
+    close(fd);
+    shm_unlink(name);
+}
+
+/* Objects a creator left empty or all zero (it died during set-up) are
+ * what SHMOBJ_ENOTREADY reports: destroy removes them, so the way out the
+ * documentation gives works. */
+static void test_segment_destroy_abandoned_empty_or_zero_ok(void **state)
+{
+    (void)state;
+    char name[96];
+    test_name(name, sizeof name, "abandoned");
+    int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM), 0);
+    fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, 1 * MiB), 0);
+    close(fd);
+    assert_int_equal(shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM), 0);
+    assert_int_equal(shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM),
+                     SHMOBJ_ENOTFOUND);
+    /* a segment made by a process of the other byte order is still ours */
+    shmobj_segment *seg = create_small(name);
+    shmobj_segment_close(seg);
+    struct shmobj__seg_header *h = raw_header(name, &fd);
+    h->magic = SHMOBJ__SEG_MAGIC_SWAPPED;
+    raw_release(h, fd);
+    assert_int_equal(shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM), 0);
+}
+
+/* ---- handles outlive their segment (issue 29, defect 7) --------------- */
+
+static uint32_t attached_count(shmobj_segment *obs)
+{
+    shmobj_segment_info info = {.struct_size = sizeof info};
+    assert_int_equal(shmobj_segment_info_get(obs, &info), 0);
+    return info.attached;
+}
+
+/* A queue closed after its segment, and before it: nothing reads freed
+ * memory, the segment stays attached until the queue is closed, the
+ * queue's calls that need the heap answer SHMOBJ_ESTALE meanwhile, and
+ * the queue is sound afterwards. */
+static void test_segment_close_before_queue_handle_safe(void **state)
+{
+    (void)state;
+    char name[96];
+    test_name(name, sizeof name, "qorder");
+    shmobj_segment *obs = create_small(name);
+    shmobj_queue *q0;
+    assert_int_equal(shmobj_queue_create(obs, "q", 64, 0, &q0), 0);
+    shmobj_queue_close(q0);
+    for (int seg_first = 0; seg_first < 2; seg_first++) {
+        shmobj_segment *seg = NULL;
+        assert_int_equal(shmobj_segment_open(name, SHMOBJ_BACKEND_SHM, 0, &seg), 0);
+        shmobj_queue *q;
+        assert_int_equal(shmobj_queue_open(seg, "q", &q), 0);
+        int fd;
+        assert_int_equal(shmobj_queue_notify_fd(q, &fd), 0);
+        shmobj_ref ref;
+        assert_int_equal(shmobj_queue_put_copy(q, "hello", 5, 0, 0, &ref), 0);
+        assert_int_equal(attached_count(obs), 2);
+        if (seg_first) {
+            shmobj_segment_close(seg);
+            assert_int_equal(attached_count(obs), 2); /* the queue holds it */
+            void *data;
+            assert_int_equal(shmobj_queue_msg_alloc(q, 512 * 1024, 0, &ref, &data),
+                             SHMOBJ_ESTALE);
+            assert_int_equal(shmobj_queue_put_copy(q, "x", 1, 0, 0, &ref),
+                             SHMOBJ_ESTALE);
+            shmobj_queue_close(q);
+        } else {
+            shmobj_queue_close(q);
+            assert_int_equal(attached_count(obs), 2);
+            shmobj_segment_close(seg);
+        }
+        assert_int_equal(attached_count(obs), 1);
+        /* the message is there, once, for the observer */
+        shmobj_queue *qo;
+        assert_int_equal(shmobj_queue_open(obs, "q", &qo), 0);
+        shmobj_ref got;
+        assert_int_equal(shmobj_queue_try_take(qo, &got), 0);
+        assert_int_equal(shmobj_queue_try_take(qo, &got), SHMOBJ_EEMPTY);
+        assert_int_equal(shmobj_queue_msg_free(qo, got), 0);
+        assert_int_equal(shmobj_queue_check(qo, NULL), 0);
+        shmobj_queue_close(qo);
+    }
+    shmobj_segment_close(obs);
+    assert_int_equal(shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM), 0);
+}
+
+/* ---- a process stopped at each step of growth (issue 29) --------------- */
+
+#include "test-stall.h"
+
+#define GROW_BLOCKS 400u
+#define GROW_WORKERS_MAX 4
+
+struct grow_model {
+    shmobj_ref ref[GROW_WORKERS_MAX][GROW_BLOCKS]; /* 0: none or freed */
+    uint32_t len[GROW_WORKERS_MAX][GROW_BLOCKS];
+    uint64_t done[GROW_WORKERS_MAX];
+    uint32_t ready;
+};
+
+struct grow_job {
+    const char *name;
+    struct grow_model *model;
+    unsigned w, workers;
+    const char *step;
+    int pin;
+};
+
+static unsigned char grow_byte(unsigned w, unsigned i)
+{
+    return (unsigned char)(w * 61 + i * 7 + 1);
+}
+
+static int grow_worker(void *p)
+{
+    struct grow_job *job = p;
+    if (job->pin)
+        test_stall_pin(0);
+    shmobj_segment *seg;
+    if (shmobj_segment_open(job->name, SHMOBJ_BACKEND_SHM, 5000000000LL, &seg) != 0)
+        return 10;
+    __atomic_fetch_add(&job->model->ready, 1, __ATOMIC_ACQ_REL);
+    for (unsigned ms = 0; __atomic_load_n(&job->model->ready, __ATOMIC_ACQUIRE) < job->workers; ms++) {
+        if (ms > 60000)
+            return 12;
+        test_sleep_ms(1);
+    }
+    if (job->step != NULL)
+        test_stall_arm(job->step, 1, TEST_STALL_STOP, 0);
+    uint64_t rs = 0x5151ULL + job->w;
+    for (unsigned i = 0; i < GROW_BLOCKS; i++) {
+        uint64_t r = test_xorshift(&rs);
+        /* the stopped one asks for large blocks: it is the one to grow */
+        size_t len = job->step != NULL ? 32768 + (size_t)(r % 65536) : 64 + (size_t)(r % 8192);
+        shmobj_ref ref;
+        void *ptr;
+        int rc = shmobj_arena_alloc(seg, len, 16, &ref, &ptr);
+        if (rc != 0)
+            return 20;
+        memset(ptr, grow_byte(job->w, i), len);
+        job->model->len[job->w][i] = (uint32_t)len;
+        __atomic_store_n(&job->model->ref[job->w][i], ref, __ATOMIC_RELEASE);
+        if (r % 5 == 0 && i > 0) { /* free an earlier one now and then */
+            unsigned k = (unsigned)(r >> 32) % i;
+            shmobj_ref old = job->model->ref[job->w][k];
+            if (old != 0) {
+                if (shmobj_arena_free(seg, old) != 0)
+                    return 21;
+                __atomic_store_n(&job->model->ref[job->w][k], 0, __ATOMIC_RELEASE);
+            }
+        }
+        __atomic_store_n(&job->model->done[job->w], i + 1, __ATOMIC_RELAXED);
+    }
+    test_stall_disarm();
+    shmobj_segment_close(seg);
+    return 0;
+}
+
+static void grow_run(const char *step, unsigned workers, int pin)
+{
+    char name[96];
+    test_name(name, sizeof name, "growstall");
+    shmobj_segment_options o;
+    shmobj_segment_options_init(&o);
+    o.initial_size = 1 * MiB;
+    o.max_size = 512 * MiB;
+    shmobj_segment *seg = NULL;
+    assert_int_equal(shmobj_segment_create(name, &o, &seg), 0);
+    struct grow_model *model = mmap(NULL, sizeof *model, PROT_READ | PROT_WRITE,
+                                    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    assert_true(model != MAP_FAILED);
+    struct grow_job jobs[GROW_WORKERS_MAX];
+    pid_t pids[GROW_WORKERS_MAX];
+    for (unsigned w = 0; w < workers; w++) {
+        jobs[w] = (struct grow_job){name, model, w, workers, w == 0 ? step : NULL, pin};
+        pids[w] = test_child_start(grow_worker, &jobs[w], 120);
+    }
+    int status = 0;
+    int r = test_stall_wait_stopped(pids[0], 60000, &status);
+    if (r != 1)
+        fail_msg("step %s: the armed worker %s (status %#x)", step,
+                 r == 0 ? "ended without reaching it" : "did not stop in time",
+                 (unsigned)status);
+    /* the others go on until they wait for the segment lock it holds */
+    uint64_t last = 0;
+    for (unsigned ms = 0, idle = 0; ms < 3000 && idle < 300; ms++) {
+        uint64_t now = 0;
+        for (unsigned w = 1; w < workers; w++)
+            now += __atomic_load_n(&model->done[w], __ATOMIC_RELAXED);
+        idle = now == last ? idle + 1 : 0;
+        last = now;
+        test_sleep_ms(1);
+    }
+    test_stall_resume(pids[0]);
+    for (unsigned w = 0; w < workers; w++) {
+        int rc = test_child_wait(pids[w]);
+        if (rc != 0)
+            fail_msg("step %s: worker %u exited with %d", step, w, rc);
+    }
+    /* every acknowledged block intact (no two overlap), the heap whole */
+    for (unsigned w = 0; w < workers; w++)
+        for (unsigned i = 0; i < GROW_BLOCKS; i++) {
+            if (model->ref[w][i] == 0)
+                continue;
+            void *ptr;
+            size_t usable;
+            assert_int_equal(shmobj_arena_ptr(seg, model->ref[w][i], &ptr, &usable), 0);
+            assert_true(usable >= model->len[w][i]);
+            const unsigned char *b = ptr;
+            for (uint32_t k = 0; k < model->len[w][i]; k++)
+                if (b[k] != grow_byte(w, i))
+                    fail_msg("step %s: block %u of worker %u changed at %u", step, i, w, k);
+        }
+    assert_int_equal(shmobj_arena_check(seg, NULL), 0);
+    munmap(model, sizeof *model);
+    shmobj_segment_close(seg);
+    shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM);
+}
+
+static const char *const grow_steps[] = {"segment.grow.locked", "segment.grow.reserved",
+                                         "segment.grow.handed"};
+
+static void test_segment_stall_every_grow_step(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < 3; i++)
+        grow_run(grow_steps[i], 3, 0);
+}
+
+static void test_segment_stall_every_grow_step_pinned(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < 3; i++)
+        grow_run(grow_steps[i], 4, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1505,6 +1977,16 @@ int main(void)
         cmocka_unit_test(test_segment_replaced_queue_waits_ereplaced),
         cmocka_unit_test(test_segment_open_while_growing_not_corrupt),
         cmocka_unit_test(test_arena_public_damaged_heap_ecorrupt),
+        cmocka_unit_test(test_segment_grow_large_alloc_last_block_used_fits),
+        cmocka_unit_test(test_segment_grow_mdict_from_empty_no_enomem),
+        cmocka_unit_test(test_segment_open_empty_timeout_zero_enotready),
+        cmocka_unit_test(test_segment_destroy_foreign_enotseg),
+        cmocka_unit_test(test_segment_create_replace_foreign_enotseg),
+        cmocka_unit_test(test_segment_destroy_abandoned_empty_or_zero_ok),
+        cmocka_unit_test(test_segment_close_before_queue_handle_safe),
+        cmocka_unit_test(test_segment_stall_every_grow_step),
+        cmocka_unit_test(test_segment_stall_every_grow_step_pinned),
     };
+    test_filter_from_env();
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -221,10 +221,17 @@ SHMOBJ_API int shmobj_map_open_or_create(shmobj_segment *seg, const char *name,
 
 /**
  * @brief Close a handle (the map stays in the segment).
+ *
+ * May come before or after the close of the segment handle it was opened
+ * through, and before or after its views are released and its cursors
+ * closed: the handle's slot (and its hold on the segment) goes with the
+ * last of them. Once the segment handle is closed, every call on the map,
+ * its cursors and views but this close, shmobj_map_iter_close() and
+ * shmobj_map_view_release() returns SHMOBJ_ESTALE.
  * @param[in] map handle, or NULL (nothing happens)
- * @note Not thread-safe with other uses of the same handle; views and
- *       cursors of the handle must be released first. Gives the handle's
- *       slot back, unless the map was destroyed (then nothing is written).
+ * @note Not thread-safe with other uses of the same handle. Gives the
+ *       handle's slot back, unless the map was destroyed (then nothing is
+ *       written).
  * @since 0.1
  */
 SHMOBJ_API void shmobj_map_close(shmobj_map *map);
@@ -240,7 +247,8 @@ SHMOBJ_API void shmobj_map_close(shmobj_map *map);
  * @retval SHMOBJ_EINVAL NULL argument or a length above UINT32_MAX
  * @retval SHMOBJ_ENOMEM the segment has no room for the entry (or for a
  *         bigger table)
- * @retval SHMOBJ_ESTALE the map was destroyed
+ * @retval SHMOBJ_ESTALE the map was destroyed, or its segment handle was
+ *         closed
  * @retval SHMOBJ_ECORRUPT the map is damaged
  * @retval SHMOBJ_EBUSY another live process held the shard's or the
  *         segment's lock for longer than 10 s (it is stopped, or the lock
@@ -265,7 +273,7 @@ SHMOBJ_API int shmobj_map_set(shmobj_map *map, const void *key, size_t key_len,
  * @retval SHMOBJ_ENOTFOUND no such key
  * @retval SHMOBJ_ENOBUFS buf_len is smaller than the value (see value_len)
  * @retval SHMOBJ_ESTALE the map was destroyed (noticed as the file's
- *         introduction says)
+ *         introduction says), or its segment handle was closed
  * @retval SHMOBJ_ECORRUPT the map is damaged
  * @note Thread- and process-safe. Takes no lock while no writer holds the
  *       key's shard (it retries when a writer raced); after 256 spins on a
@@ -322,7 +330,8 @@ SHMOBJ_API void shmobj_map_prefetch(shmobj_map *map, const void *key,
  * @retval 0 success: call shmobj_map_view_release(view) when done
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_ENOTFOUND no such key (no guard is held)
- * @retval SHMOBJ_ESTALE the map was destroyed (no guard is held)
+ * @retval SHMOBJ_ESTALE the map was destroyed, or its segment handle was
+ *         closed (no guard is held)
  * @retval SHMOBJ_ECORRUPT the map is damaged (no guard is held)
  * @note Thread- and process-safe; locks like shmobj_map_get().
  * @since 0.1
@@ -331,7 +340,8 @@ SHMOBJ_API int shmobj_map_get_view(shmobj_map *map, const void *key,
                                    size_t key_len, shmobj_map_view *view);
 
 /**
- * @brief Release the guard of a view from shmobj_map_get_view().
+ * @brief Release the guard of a view from shmobj_map_get_view(). Also
+ *        after its map's or its segment's close (see shmobj_map_close()).
  * @param[in] view view, or NULL (nothing happens); cleared
  * @note Thread-safe.
  * @since 0.1
@@ -346,7 +356,8 @@ SHMOBJ_API void shmobj_map_view_release(shmobj_map_view *view);
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_ENOTFOUND no such key
- * @retval SHMOBJ_ESTALE the map was destroyed
+ * @retval SHMOBJ_ESTALE the map was destroyed, or its segment handle was
+ *         closed
  * @retval SHMOBJ_ECORRUPT the map is damaged
  * @retval SHMOBJ_EBUSY another live process held the shard's or the
  *         segment's lock for longer than 10 s (it is stopped, or the lock
@@ -365,7 +376,7 @@ SHMOBJ_API int shmobj_map_del(shmobj_map *map, const void *key, size_t key_len);
  * @retval SHMOBJ_ENOTFOUND absent
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_ESTALE the map was destroyed (noticed as in
- *         shmobj_map_get())
+ *         shmobj_map_get()), or its segment handle was closed
  * @retval SHMOBJ_ECORRUPT the map is damaged
  * @note Thread- and process-safe; locks like shmobj_map_get().
  * @since 0.1
@@ -387,7 +398,8 @@ SHMOBJ_API int shmobj_map_contains(shmobj_map *map, const void *key,
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_ETYPE the value is not 8 bytes long
  * @retval SHMOBJ_ENOMEM no room for a new entry
- * @retval SHMOBJ_ESTALE the map was destroyed
+ * @retval SHMOBJ_ESTALE the map was destroyed, or its segment handle was
+ *         closed
  * @retval SHMOBJ_ECORRUPT the map is damaged
  * @retval SHMOBJ_EBUSY another live process held the shard's or the
  *         segment's lock for longer than 10 s (it is stopped, or the lock
@@ -404,7 +416,8 @@ SHMOBJ_API int shmobj_map_add(shmobj_map *map, const void *key, size_t key_len,
  * @param[out] count entries (a sum over shards, each exact at its moment)
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument
- * @retval SHMOBJ_ESTALE the map was destroyed
+ * @retval SHMOBJ_ESTALE the map was destroyed, or its segment handle was
+ *         closed
  * @note Thread- and process-safe, lock-free.
  * @since 0.1
  */
@@ -416,7 +429,8 @@ SHMOBJ_API int shmobj_map_count(shmobj_map *map, uint64_t *count);
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL map
  * @retval SHMOBJ_ENOMEM no room for the new empty tables
- * @retval SHMOBJ_ESTALE the map was destroyed
+ * @retval SHMOBJ_ESTALE the map was destroyed, or its segment handle was
+ *         closed
  * @retval SHMOBJ_ECORRUPT the map is damaged
  * @retval SHMOBJ_EBUSY another live process held the shard's or the
  *         segment's lock for longer than 10 s (it is stopped, or the lock
@@ -437,6 +451,7 @@ SHMOBJ_API int shmobj_map_clear(shmobj_map *map);
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_ENOMEM no memory for the cursor
+ * @retval SHMOBJ_ESTALE the map's segment handle was closed
  * @note Thread-safe; a cursor is used by one thread at a time.
  * @since 0.1
  */
@@ -463,7 +478,8 @@ SHMOBJ_API int shmobj_map_iter_open(shmobj_map *map, shmobj_map_iter **out);
  * @retval SHMOBJ_EINVAL NULL cursor
  * @retval SHMOBJ_ENOMEM no memory for the cursor's snapshot of a shard
  *         (that shard is skipped)
- * @retval SHMOBJ_ESTALE the map was destroyed (the cursor has ended)
+ * @retval SHMOBJ_ESTALE the map was destroyed (the cursor has ended), or
+ *         its segment handle was closed (every call)
  * @retval SHMOBJ_ECORRUPT a shard or an entry is damaged (that shard, or
  *         that entry, is skipped)
  * @note A cursor is used by one thread at a time.
@@ -474,7 +490,8 @@ SHMOBJ_API int shmobj_map_iter_next(shmobj_map_iter *it, const void **key,
                                     size_t *value_len);
 
 /**
- * @brief Free a cursor and release its guard.
+ * @brief Free a cursor and release its guard. Also after its map's or its
+ *        segment's close (see shmobj_map_close()).
  * @param[in] it cursor, or NULL (nothing happens)
  * @since 0.1
  */
@@ -486,7 +503,8 @@ SHMOBJ_API void shmobj_map_iter_close(shmobj_map_iter *it);
  * @param[in,out] stats struct_size set by the caller, the rest filled
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument or struct_size too small
- * @retval SHMOBJ_ESTALE the map was destroyed
+ * @retval SHMOBJ_ESTALE the map was destroyed, or its segment handle was
+ *         closed
  * @retval SHMOBJ_ECORRUPT the map is damaged
  * @retval SHMOBJ_EBUSY another live process held the shard's or the
  *         segment's lock for longer than 10 s (it is stopped, or the lock
@@ -507,7 +525,8 @@ SHMOBJ_API int shmobj_map_stats_get(shmobj_map *map, shmobj_map_stats *stats);
  * @param[in] map map
  * @retval 0 consistent
  * @retval SHMOBJ_EINVAL NULL map
- * @retval SHMOBJ_ESTALE the map was destroyed
+ * @retval SHMOBJ_ESTALE the map was destroyed, or its segment handle was
+ *         closed
  * @retval SHMOBJ_ECORRUPT something is damaged
  * @retval SHMOBJ_EBUSY another live process held the shard's or the
  *         segment's lock for longer than 10 s (it is stopped, or the lock

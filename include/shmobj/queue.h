@@ -275,6 +275,12 @@ SHMOBJ_API int shmobj_queue_open_or_create(shmobj_segment *seg,
  *        the handle still tracks (shmobj_queue_put_tracked()) are untracked
  *        as by shmobj_queue_untrack(): done ones are released, pending ones
  *        handed to the consumer's shmobj_queue_done().
+ *
+ * May come before or after the close of the segment handle it was opened
+ * through: the handle keeps the mapping and the attachment until it is
+ * closed, and from the segment's close on its calls that allocate or free
+ * in the heap (shmobj_queue_msg_alloc(), shmobj_queue_put_copy(),
+ * shmobj_queue_msg_free()) return SHMOBJ_ESTALE.
  * @param[in] q handle, or NULL (nothing happens)
  * @note Not thread-safe with other uses of the same handle.
  * @since 0.1
@@ -649,6 +655,8 @@ SHMOBJ_API int shmobj_queue_capacity(shmobj_queue *q, uint32_t *capacity);
  * @retval SHMOBJ_EINVAL NULL q or ref, unknown flags, len too large
  * @retval SHMOBJ_ENOMEM no room in the segment
  * @retval SHMOBJ_ECORRUPT the heap is damaged
+ * @retval SHMOBJ_ESTALE the segment handle was closed (and no retired
+ *         block was reused)
  * @note Thread- and process-safe (takes the segment lock, or the queue's
  *       retire lock when it reuses a retired block, see
  *       shmobj_queue_trim()). Works on a handle whose queue was destroyed
@@ -793,7 +801,8 @@ SHMOBJ_API int shmobj_queue_msg_free(shmobj_queue *q, shmobj_ref ref);
  *         removed or now names another segment (shmobj_segment_info_get()):
  *         its peers moved on
  * @retval SHMOBJ_ECORRUPT the heap or the ring is damaged (nothing sent)
- * @retval SHMOBJ_ESTALE the queue was destroyed (nothing sent)
+ * @retval SHMOBJ_ESTALE the queue was destroyed, or the segment handle
+ *         was closed (nothing sent)
  * @note Thread- and process-safe. The consumer reads the bytes with
  *       shmobj_queue_msg_data(). The copy is memcpy in pieces of 64 KiB
  *       up to 4 times the L2; beyond, on x86-64, a loop of streaming

@@ -32,7 +32,8 @@ enum shmobj_backend {
 
 /** @brief Flags of shmobj_segment_options.flags. */
 enum shmobj_segment_flag {
-    /** replace an existing segment of the same name instead of failing */
+    /** replace an existing segment of the same name instead of failing
+     *  (only a segment: see shmobj_segment_destroy()) */
     SHMOBJ_SEGMENT_REPLACE = 1u << 0,
     /** map all the pages of the new segment into the creating process at
      *  once (see shmobj_segment_prefault()) */
@@ -114,7 +115,12 @@ SHMOBJ_API void shmobj_segment_options_init(shmobj_segment_options *opts);
  *         backend; mode bits beyond 07777; REPLACE with a memfd;
  *         struct_size below the first release's or a non-zero field this
  *         release does not know
- * @retval SHMOBJ_EEXIST a segment of that name exists
+ * @retval SHMOBJ_EEXIST a segment of that name exists (without
+ *         SHMOBJ_SEGMENT_REPLACE; with it, the name was taken again under
+ *         the call 8 times)
+ * @retval SHMOBJ_ENOTSEG SHMOBJ_SEGMENT_REPLACE, and the name holds
+ *         something that is not a segment (see shmobj_segment_destroy(),
+ *         whose rule REPLACE follows): left alone
  * @retval SHMOBJ_EACCES the store refused creation
  * @retval SHMOBJ_ENOMEM the store has no room for initial_size (with
  *         SHMOBJ_SEGMENT_HUGE_REQUIRE: the huge-page pool is short), or no
@@ -145,10 +151,14 @@ SHMOBJ_API int shmobj_segment_create(const char *name, const shmobj_segment_opti
  * @retval 0 success
  * @retval SHMOBJ_EINVAL bad name or backend
  * @retval SHMOBJ_ENOTFOUND no such segment (and timeout_ns is 0)
- * @retval SHMOBJ_ETIMEDOUT the segment did not appear or become ready in time
+ * @retval SHMOBJ_ETIMEDOUT the segment did not appear or become ready in
+ *         time (also an empty object made less than 0.2 s ago whose
+ *         creator holds no lock yet, when the timeout is shorter than what
+ *         remains of those 0.2 s: a creator takes its lock a few system
+ *         calls after it creates the name)
  * @retval SHMOBJ_ENOTREADY nobody is setting it up: its creator died
  *         before finishing, or the object is empty or all zero (at once,
- *         whatever the timeout)
+ *         whatever the timeout, once the object is 0.2 s old)
  * @retval SHMOBJ_ENOTSEG the object under that name is not a libshmobj
  *         segment (at once, whatever the timeout)
  * @retval SHMOBJ_EVERSION the segment has another format version
@@ -203,8 +213,17 @@ SHMOBJ_API int shmobj_segment_fd(const shmobj_segment *seg, int *fd);
 /**
  * @brief Detach and free the handle. The segment itself stays (see
  *        shmobj_segment_destroy()).
+ *
+ * Handles opened through it may be closed before or after it: maps,
+ * queues, map cursors and map views still open keep the mapping and the
+ * attachment until the last of them is closed (the segment counts as
+ * attached meanwhile), and from this call on they answer SHMOBJ_ESTALE to
+ * every call but their close (for a queue: every call that allocates or
+ * frees in the heap). Nothing may be called on `seg` afterwards; object
+ * views (shmobj_view) hold nothing and are unusable once it is closed.
  * @param[in] seg segment, or NULL (nothing happens)
- * @note Not thread-safe with other uses of the same handle.
+ * @note Not thread-safe with other uses of the same handle, or of the
+ *       handles opened through it.
  * @since 0.1
  */
 SHMOBJ_API void shmobj_segment_close(shmobj_segment *seg);
@@ -212,11 +231,29 @@ SHMOBJ_API void shmobj_segment_close(shmobj_segment *seg);
 /**
  * @brief Remove a segment's name. Processes still attached keep using it;
  *        the memory is released when the last one detaches.
+ *
+ * Only a libshmobj segment's name is removed: the object is opened and
+ * judged first (a segment's magic, of any format version or byte order,
+ * or a creator still setting it up), and the name is unlinked only if it
+ * still names the object judged. What a creator that died during set-up
+ * leaves (an empty object, or one of whole pages, at least the smallest
+ * segment's size, whose header page is all zero: what
+ * shmobj_segment_open() reports as SHMOBJ_ENOTREADY) is removed too, so
+ * that name can be created again; nothing tells such an object from
+ * another program's empty or zero-filled one. A name replaced between the
+ * check and the unlink is judged again; the one moment left open is the
+ * single system call between the last look at the name and its unlink
+ * (the system has no call that unlinks a name only if it holds a given
+ * file).
  * @param[in] name segment name
  * @param[in] backend SHMOBJ_BACKEND_SHM or SHMOBJ_BACKEND_FILE
  * @retval 0 success
  * @retval SHMOBJ_EINVAL bad name or backend
  * @retval SHMOBJ_ENOTFOUND no such segment
+ * @retval SHMOBJ_ENOTSEG the name holds something else (a file, another
+ *         program's shared memory object, a symbolic link): left alone
+ * @retval SHMOBJ_EREPLACED the name was replaced under the call again and
+ *         again (8 times): left alone
  * @retval SHMOBJ_EACCES permission denied
  * @retval SHMOBJ_ESYS another system call failed (errno is kept)
  * @note Thread-safe.

@@ -91,6 +91,55 @@ static inline int list_remove(uint8_t *base, struct arena_ctl *c, uint64_t hs,
     return 0;
 }
 
+/* The size class an allocation of `need` block bytes searches from: the
+ * request rounded up to the next class start, so that any block of the
+ * class found fits (the "good fit" of TLSF). A value in that class;
+ * class_floor() gives its smallest block size. */
+static inline uint64_t class_want(uint64_t need)
+{
+    if (need < SMALL_BLOCK)
+        return need;
+    return need + (UINT64_C(1) << (msb64(need) - SL_LOG)) - 1;
+}
+
+/* The smallest block size of the class an allocation of `need` block bytes
+ * searches from: a free block smaller than this is never given to the
+ * request, even when it would hold it. */
+static inline uint64_t class_floor(uint64_t need)
+{
+    uint64_t want = class_want(need);
+    if (want < SMALL_BLOCK)
+        return want;
+    return want & ~((UINT64_C(1) << (msb64(want) - SL_LOG)) - 1);
+}
+
+/* Block bytes an allocation of `size` bytes aligned to `align` needs:
+ * header, rounding, and the worst leading gap for align >= 32 (align + 16:
+ * a 16-byte gap is too small for a free block and moves on by one more
+ * align). */
+static inline uint64_t block_need(uint64_t size, uint64_t align, uint64_t *bs_out)
+{
+    uint64_t bs = (size + HDR + 15) & ~UINT64_C(15);
+    if (bs < MIN_BLOCK)
+        bs = MIN_BLOCK;
+    *bs_out = bs;
+    return align > 16 ? bs + align + 16 : bs;
+}
+
+/* The size of the smallest free block that an allocation of (size, align)
+ * is sure to be given: what growth must add to the heap for the retry to
+ * succeed (the request alone is not enough, see class_floor()).
+ * UINT64_MAX when no heap could hold it. */
+static inline uint64_t shmobj__arena_fit_size(uint64_t size, uint64_t align)
+{
+    if (align < 16)
+        align = 16;
+    if (size == 0 || size >= OFF_LIMIT || align > MAX_ALIGN)
+        return UINT64_MAX;
+    uint64_t bs;
+    return class_floor(block_need(size, align, &bs));
+}
+
 static inline __attribute__((always_inline)) int
 shmobj__arena_alloc_inline(uint8_t *base, uint64_t mapped, uint64_t arena_off,
                            uint64_t size, uint64_t align, uint64_t *off,
@@ -110,20 +159,11 @@ shmobj__arena_alloc_inline(uint8_t *base, uint64_t mapped, uint64_t arena_off,
     if (size > he - hs)
         return SHMOBJ_ENOMEM;
 
-    uint64_t bs = (size + HDR + 15) & ~UINT64_C(15);
-    if (bs < MIN_BLOCK)
-        bs = MIN_BLOCK;
-    /* Worst leading gap for align >= 32 is align + 16 (a 16-byte gap is too
-     * small for a free block and moves on by one more align). */
-    uint64_t need = align > 16 ? bs + align + 16 : bs;
-
-    /* Round the request up to the next class start so that any block of the
-     * class found fits (the "good fit" of TLSF). */
+    uint64_t bs;
+    uint64_t need = block_need(size, align, &bs);
+    /* Search from the class whose every block fits (class_want()). */
     unsigned fl, sl;
-    uint64_t want = need;
-    if (want >= SMALL_BLOCK)
-        want += (UINT64_C(1) << (msb64(want) - SL_LOG)) - 1;
-    mapping_insert(want, &fl, &sl);
+    mapping_insert(class_want(need), &fl, &sl);
     if (fl >= FL_COUNT)
         return SHMOBJ_ENOMEM;
     uint32_t slmap = c->sl_bitmap[fl] & (~UINT32_C(0) << sl);

@@ -104,14 +104,51 @@ struct shmobj__space_ops {
     /* Liveness and locks; NULL in spaces without other processes (the
      * object layer's tests). */
     const struct shmobj__space_live_ops *live;
+    /* Called once the last hold is released (shmobj__space_release()):
+     * the owner frees the space. NULL: nothing to free. */
+    void (*drop)(struct shmobj__space *sp);
 };
 
+/* Handles outlive their segment. A handle of a layer above (a map, a
+ * queue, a map's cursor or view through its map) holds the space while it
+ * is open, so the segment handle's close leaves the mapping, the
+ * descriptors and the attachment in place until the last of them is
+ * closed (then `drop` frees them). From the segment's close on, `closed`
+ * is set: the handles' calls but their close answer SHMOBJ_ESTALE, and
+ * the space's alloc and free refuse with it too (its check does not: a
+ * close still judges the blocks it writes to). */
 struct shmobj__space {
     uint8_t *base;             /* this process's address of offset 0 */
     _Atomic uint64_t mapped;   /* bytes at base known to be backed; grows */
+    /* Set (1) by the owner's close; beside `mapped`, which the hot reads
+     * load anyway, so their look at it costs no other line. */
+    _Atomic uint32_t closed;
+    /* Holds: the owner's own (the segment handle's: 1 while it is open)
+     * plus one per open handle of a layer above. */
+    _Atomic uint32_t holds;
     const struct shmobj__space_ops *ops;
     void *impl;                /* owner's private data */
 };
+
+static inline void shmobj__space_hold(struct shmobj__space *sp)
+{
+    atomic_fetch_add_explicit(&sp->holds, 1, memory_order_relaxed);
+}
+
+/* Release one hold; the last one drops the space (ops->drop). */
+static inline void shmobj__space_release(struct shmobj__space *sp)
+{
+    if (atomic_fetch_sub_explicit(&sp->holds, 1, memory_order_acq_rel) == 1 &&
+        sp->ops->drop != NULL)
+        sp->ops->drop(sp);
+}
+
+/* Whether the owner (the segment handle) was closed: the handles still
+ * open on it answer SHMOBJ_ESTALE. */
+static inline bool shmobj__space_closed(const struct shmobj__space *sp)
+{
+    return atomic_load_explicit(&sp->closed, memory_order_relaxed) != 0;
+}
 
 /* The one conversion of a segment handle to its space. Every shmobj_segment
  * begins with its space (lib/segment/segment.h asserts the offset at

@@ -18,6 +18,7 @@
 #include <stdatomic.h>
 
 #include "map-internal.h"
+#include "step.h"
 
 /* Enter: count ourselves in the parity of the current epoch, then confirm
  * the epoch did not move meanwhile (else a writer may have judged our
@@ -32,6 +33,7 @@ int shmobj__map_guard_enter(shmobj_map *m, uint64_t *g)
     for (;;) {
         uint64_t e = atomic_load(ep);
         atomic_fetch_add(&m->reader->active[e & 1], 1);
+        SHMOBJ__STEP("map.guard.counted");
         if (atomic_load(ep) == e) {
             *g = e + 1;
             return 0;
@@ -107,6 +109,7 @@ void shmobj__map_epoch_advance(shmobj_map *m, int check_liveness)
             }
         }
     }
+    SHMOBJ__STEP("map.epoch.scanned");
     atomic_compare_exchange_strong(&c->epoch, &e, e + 1);
 }
 

@@ -61,6 +61,12 @@
 struct shmobj_map {
     struct shmobj__space *sp;
     shmobj_segment *seg;
+    /* The handle's own hold (1 until shmobj_map_close()) plus one per
+     * open cursor and unreleased view: the handle, its reader slot and its
+     * hold on the segment's space go when the last is released
+     * (shmobj__map_release()), so a cursor or view outlives its map's
+     * close and the map its segment's. */
+    _Atomic uint32_t holds;
     struct shmobj__map_ctl *ctl;
     shmobj__ref ctl_ref;
     struct shmobj__map_reader *reader; /* this handle's guard slot */
@@ -254,7 +260,7 @@ int shmobj__map_table_new(shmobj_map *m, uint64_t capacity, shmobj__ref *out,
  * block it opened (the map was destroyed, its memory perhaps reused): then
  * nothing of the block may be read or written. One lock-free look at the
  * block's header; every path but the unguarded copy-out try makes it. */
-static inline int map_stale(shmobj_map *m)
+static inline int map_destroyed(shmobj_map *m)
 {
     /* The control block was validated at open and the mapping never
      * moves, so its header is readable: one load of its generation. */
@@ -263,6 +269,24 @@ static inline int map_stale(shmobj_map *m)
                ? 0
                : SHMOBJ_ESTALE;
 }
+
+/* SHMOBJ_ESTALE also once the segment handle was closed (the handle
+ * outlives it, space.h, but answers nothing more). */
+static inline int map_stale(shmobj_map *m)
+{
+    if (shmobj__space_closed(m->sp))
+        return SHMOBJ_ESTALE;
+    return map_destroyed(m);
+}
+
+static inline void shmobj__map_hold(shmobj_map *m)
+{
+    atomic_fetch_add_explicit(&m->holds, 1, memory_order_relaxed);
+}
+
+/* Release one hold; the last gives the reader slot back (unless the map
+ * was destroyed), releases the segment and frees the handle. */
+void shmobj__map_release(shmobj_map *m);
 
 static inline void guard_leave(shmobj_map *m, uint64_t g)
 {
@@ -311,6 +335,11 @@ static inline void free_block(shmobj_map *m, shmobj__ref ref)
 /* Put an unlinked block (| SHMOBJ__MAP_RETIRE_DEEP for a cleared table)
  * on the limbo list of the current epoch; reclaims now and then. */
 void shmobj__map_retire(shmobj_map *m, struct shmobj__map_shard *s, uint64_t item);
+/* Free what the map retired in every shard, waiting (bounded) for the
+ * readers the epochs say may still see it: what an allocation that
+ * failed does before it gives up. Called with no shard lock held (it
+ * takes each in turn). 1 when something was freed (worth a retry). */
+int shmobj__map_reclaim_all(shmobj_map *m);
 /* Whether ref heads one of the shard's limbo lists. */
 int shmobj__map_in_limbo(struct shmobj__map_shard *s, uint64_t ref);
 /* Free the entries a (retired, unreadable) table references. */

@@ -77,10 +77,15 @@ int shmobj_map_iter_open(shmobj_map *map, shmobj_map_iter **out)
 {
     if (map == NULL || out == NULL)
         return SHMOBJ_EINVAL;
+    /* its segment handle was closed (a destroyed map's cursor opens, and
+     * its first step says SHMOBJ_ESTALE) */
+    if (shmobj__space_closed(map->sp))
+        return SHMOBJ_ESTALE;
     shmobj_map_iter *it = calloc(1, sizeof *it);
     if (it == NULL)
         return SHMOBJ_ENOMEM;
     it->map = map;
+    shmobj__map_hold(map); /* the cursor outlives the map's close */
     *out = it;
     return 0;
 }
@@ -91,6 +96,9 @@ MAP_READS_LINKAGE int MAP_READS_NAME(shmobj_map_iter_next)(shmobj_map_iter *it, 
 {
     if (it == NULL)
         return SHMOBJ_EINVAL;
+    /* its segment handle was closed: nothing more, every time */
+    if (shmobj__space_closed(it->map->sp))
+        return SHMOBJ_ESTALE;
     while (it->pos == it->n) {
         if (it->guard != 0) {
             guard_leave(it->map, it->guard);
@@ -157,6 +165,7 @@ void shmobj_map_iter_close(shmobj_map_iter *it)
         return;
     if (it->guard != 0)
         guard_leave(it->map, it->guard);
+    shmobj__map_release(it->map);
     free(it->refs);
     free(it);
 }

@@ -13,11 +13,16 @@
  *    before its entry is freed, so a repair that runs the deep free again
  *    meets only entries not yet freed.
  *  - Every walk of a list is bounded by the shard's count of items plus
- *    one (shmobj__map_limbo_walk), whatever a damaged link says. */
+ *    one (shmobj__map_limbo_walk), whatever a damaged link says.
+ *  - Retired memory never holds a full segment hostage: an allocation of
+ *    the map that fails first reclaims every shard's limbo, waiting a
+ *    bounded time for the readers the epochs say may still see it
+ *    (shmobj__map_reclaim_all). */
 #include <stdatomic.h>
 #include <string.h>
 
 #include "map-internal.h"
+#include "step.h"
 
 /* Free every entry a table references (the deep retirement of clear()).
  * Each slot is erased before its entry is freed, so the table records the
@@ -82,6 +87,7 @@ static void drain_item(shmobj_map *m, struct shmobj__map_shard *s, unsigned li,
     (void)arg;
     atomic_store_explicit(&s->intent_free, item, memory_order_release);
     atomic_store_explicit(&s->limbo_head[li], next, memory_order_release);
+    SHMOBJ__STEP("map.reclaim.freeing");
     if (item & SHMOBJ__MAP_RETIRE_DEEP)
         shmobj__map_table_free_entries(m, ref);
     free_block(m, ref);
@@ -129,6 +135,7 @@ void shmobj__map_retire(shmobj_map *m, struct shmobj__map_shard *s, uint64_t ite
     uint64_t head = atomic_load(&s->limbo_head[li]);
     memcpy(p + SHMOBJ__MAP_LINK_OFF, &head, 8);
     atomic_store_explicit(&s->limbo_head[li], item, memory_order_release);
+    SHMOBJ__STEP("map.retire.linked");
     uint64_t len = atomic_fetch_add(&s->limbo_len, 1) + 1;
     if (len % MAP_RECLAIM_EVERY == 0 || (item & SHMOBJ__MAP_RETIRE_DEEP))
         reclaim(m, s, len >= MAP_LIVENESS_AFTER);
@@ -140,4 +147,57 @@ int shmobj__map_in_limbo(struct shmobj__map_shard *s, uint64_t ref)
         if ((atomic_load(&s->limbo_head[li]) & ~SHMOBJ__MAP_RETIRE_DEEP) == ref)
             return 1;
     return 0;
+}
+
+/* How long an allocation that failed waits, at most, for readers to leave
+ * the epochs that hold retired memory back: a read section is short, but
+ * a reader preempted inside one (more processes than CPUs) may be off
+ * its CPU for some scheduler ticks. A guard held longer (a view, a
+ * cursor) keeps what was retired after it until it is released. */
+#define MAP_RECLAIM_WAIT_NS (UINT64_C(50) * 1000000)
+#define MAP_RECLAIM_YIELDS 8 /* rounds that only yield before sleeping */
+
+int shmobj__map_reclaim_all(shmobj_map *m)
+{
+    struct shmobj__map_ctl *c = m->ctl;
+    uint64_t deadline = 0;
+    int freed = 0;
+    for (unsigned round = 0;; round++) {
+        unsigned left = 0;
+        for (unsigned i = 0; i < SHMOBJ__MAP_SHARDS; i++) {
+            struct shmobj__map_shard *s = &c->shards_[i];
+            if (atomic_load(&s->limbo_head[0]) == 0 &&
+                atomic_load(&s->limbo_head[1]) == 0 &&
+                atomic_load(&s->limbo_head[2]) == 0)
+                continue;
+            if (shmobj__map_shard_lock(m, s) != 0)
+                continue; /* stale or damaged: nothing to win there */
+            SHMOBJ__STEP("map.reclaim.locked");
+            uint64_t before = atomic_load(&s->limbo_len);
+            reclaim(m, s, 1);
+            uint64_t after = atomic_load(&s->limbo_len);
+            if (after < before)
+                freed = 1;
+            for (unsigned li = 0; li < 3; li++)
+                if (atomic_load(&s->limbo_head[li]) != 0)
+                    left++;
+            shard_unlock(m, s);
+        }
+        if (left == 0)
+            return freed;
+        uint64_t now = shmobj__os_now_ns();
+        if (deadline == 0)
+            deadline = now + MAP_RECLAIM_WAIT_NS;
+        if (now >= deadline)
+            return freed;
+        /* readers still in an older epoch: let them run */
+        if (round < MAP_RECLAIM_YIELDS) {
+            m->sp->ops->live->pause(m->sp);
+        } else {
+            _Atomic uint32_t nap = 0;
+            (void)shmobj__os_futex_wait(&nap, 0, now + 1000000 < deadline
+                                                     ? now + 1000000
+                                                     : deadline);
+        }
+    }
 }

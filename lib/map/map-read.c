@@ -19,6 +19,7 @@
 
 #include "cpu.h"
 #include "map-internal.h"
+#include "step.h"
 
 /* ThreadSanitizer: the reads of an optimistic section (between the two
  * loads of a shard's seq) race with writers by design and are kept only
@@ -104,9 +105,11 @@ static int lookup(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
                                         &ht);
         if (rc == 0)
             rc = table_find(m, &ht, hash, key, klen, e);
+        SHMOBJ__STEP("map.get.guarded_found");
         if (rc == 0 && buf != NULL && e->vlen <= buf_len)
             copy_value(buf, ent_value(e), e->vlen);
         MAP_SECTION_END();
+        SHMOBJ__STEP("map.get.guarded_copied");
         atomic_thread_fence(memory_order_acquire);
         if (atomic_load_explicit(&s->seq, memory_order_relaxed) == q1)
             return rc;
@@ -232,6 +235,10 @@ lookup_fast_section(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
     const uint8_t *base = m->base;
     struct shmobj__map_shard *s = &m->ctl->shards_[idx];
     uint64_t mapped = atomic_load_explicit(&m->sp->mapped, memory_order_acquire);
+    /* the segment handle was closed: the guarded path says SHMOBJ_ESTALE
+     * (the flag shares mapped's line) */
+    if (shmobj__space_closed(m->sp))
+        return MAP_FAST_NO;
     uint64_t shape = atomic_load_explicit(&m->shape[idx], memory_order_relaxed);
     uint64_t gmask = shape_gmask(shape);
     uint64_t g = shmobj_htcore_probe_home(hash, gmask);
@@ -302,12 +309,18 @@ lookup_fast_section(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
                 return MAP_FAST_NO;
             if (!hot && m->read_delay_ns != 0)
                 read_delay(m->read_delay_ns);
+            /* found, not yet copied: the entry may be replaced, freed and
+             * its block reused before the copy */
+            SHMOBJ__STEP("map.get.fast_found");
             *vlen = h.value_len;
             if (h.value_len <= buf_len) {
                 if (hot)
                     copy_value_short(buf, value, h.value_len);
                 else
                     copy_value(buf, value, h.value_len);
+                /* copied, not yet judged: a writer may replace, free and
+                 * reuse the entry before the sequence is read again */
+                SHMOBJ__STEP("map.get.fast_copied");
                 /* the section ends on each way out, so that the caller's
                  * result folds into the path that knows the value fit */
                 atomic_thread_fence(memory_order_acquire);
@@ -435,6 +448,7 @@ int shmobj_map_get_view(shmobj_map *map, const void *key, size_t key_len,
     view->key_len = e.klen;
     view->map_ = map;
     view->guard_ = g;
+    shmobj__map_hold(map); /* the view outlives the map's close */
     return 0;
 }
 
@@ -442,8 +456,10 @@ void shmobj_map_view_release(shmobj_map_view *view)
 {
     if (view == NULL || view->map_ == NULL || view->guard_ == 0)
         return;
-    guard_leave(view->map_, view->guard_);
+    shmobj_map *map = view->map_;
+    guard_leave(map, view->guard_);
     memset(view, 0, sizeof *view);
+    shmobj__map_release(map);
 }
 
 int shmobj_map_contains(shmobj_map *map, const void *key, size_t key_len)

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "map-internal.h"
+#include "step.h"
 
 struct find_ctx {
     shmobj_map *m;
@@ -91,9 +92,11 @@ static int grow(shmobj_map *m, struct shmobj__map_shard *s, shmobj_htcore *ht,
         atomic_store(&s->intent_table, 0);
         return SHMOBJ_ECORRUPT;
     }
+    SHMOBJ__STEP("map.grow.built");
     write_begin(s);
     atomic_store_explicit(&s->table, nref, memory_order_release);
     write_end(s);
+    SHMOBJ__STEP("map.grow.published");
     shmobj__map_retire(m, s, oref);
     atomic_store_explicit(&s->intent_table, 0, memory_order_release);
     *ht = nt;
@@ -119,6 +122,7 @@ static int link_new(shmobj_map *m, struct shmobj__map_shard *s,
                  ? shmobj_htcore_ref_insert_at(ht, free_idx, hash, slot_of(ref))
                  : shmobj_htcore_ref_insert(ht, hash, slot_of(ref), NULL);
     write_end(s);
+    SHMOBJ__STEP("map.insert.linked");
     if (rc == SHMOBJ_HTCORE_EFULL) {
         rc = grow(m, s, ht, &tref);
         if (rc != 0)
@@ -163,12 +167,9 @@ static int entry_new(shmobj_map *m, uint64_t hash, const void *key,
     return 0;
 }
 
-int shmobj_map_set(shmobj_map *map, const void *key, size_t key_len,
-                   const void *value, size_t value_len)
+static int set_once(shmobj_map *map, const void *key, size_t key_len,
+                    const void *value, size_t value_len)
 {
-    if (!key_ok(map, key, key_len) || (value == NULL && value_len > 0) ||
-        value_len > UINT32_MAX)
-        return SHMOBJ_EINVAL;
     uint64_t hash = map_hash(map, key, key_len), idx;
     struct shmobj__map_shard *s = shard_of(map, hash);
     shmobj__ref ref;
@@ -180,6 +181,7 @@ int shmobj_map_set(shmobj_map *map, const void *key, size_t key_len,
     int rc = entry_new(map, hash, key, key_len, value, value_len, &ref);
     if (rc != 0)
         return rc;
+    SHMOBJ__STEP("map.set.entry_written");
     rc = shmobj__map_shard_lock(map, s);
     if (rc != 0) {
         free_block(map, ref);
@@ -187,6 +189,7 @@ int shmobj_map_set(shmobj_map *map, const void *key, size_t key_len,
     }
     atomic_store_explicit(&s->intent_new, ref, memory_order_relaxed);
     atomic_store_explicit(&s->intent_op, SHMOBJ__MAP_OP_SET, memory_order_release);
+    SHMOBJ__STEP("map.set.intent");
     struct ent oe;
     uint64_t free_idx;
     shmobj__ref tref;
@@ -197,6 +200,7 @@ int shmobj_map_set(shmobj_map *map, const void *key, size_t key_len,
         write_begin(s);
         shmobj_htcore_ref_replace(&ht, idx, slot_of(ref));
         write_end(s);
+        SHMOBJ__STEP("map.set.replaced");
         shmobj__map_retire(map, s, old);
     } else if (rc == SHMOBJ_ENOTFOUND) {
         rc = link_new(map, s, &ht, tref, hash, ref, free_idx);
@@ -213,11 +217,24 @@ int shmobj_map_set(shmobj_map *map, const void *key, size_t key_len,
     return rc;
 }
 
-int shmobj_map_add(shmobj_map *map, const void *key, size_t key_len,
-                   int64_t delta, int64_t *result)
+/* An allocation that failed reclaims what the map itself retired (in any
+ * shard) and tries once more: removed entries give their room back even
+ * in a segment at its maximum. */
+int shmobj_map_set(shmobj_map *map, const void *key, size_t key_len,
+                   const void *value, size_t value_len)
 {
-    if (!key_ok(map, key, key_len))
+    if (!key_ok(map, key, key_len) || (value == NULL && value_len > 0) ||
+        value_len > UINT32_MAX)
         return SHMOBJ_EINVAL;
+    int rc = set_once(map, key, key_len, value, value_len);
+    if (rc == SHMOBJ_ENOMEM && shmobj__map_reclaim_all(map))
+        rc = set_once(map, key, key_len, value, value_len);
+    return rc;
+}
+
+static int add_once(shmobj_map *map, const void *key, size_t key_len,
+                    int64_t delta, int64_t *result)
+{
     uint64_t hash = map_hash(map, key, key_len), idx;
     struct shmobj__map_shard *s = shard_of(map, hash);
     shmobj_htcore ht;
@@ -260,6 +277,17 @@ int shmobj_map_add(shmobj_map *map, const void *key, size_t key_len,
     return rc;
 }
 
+int shmobj_map_add(shmobj_map *map, const void *key, size_t key_len,
+                   int64_t delta, int64_t *result)
+{
+    if (!key_ok(map, key, key_len))
+        return SHMOBJ_EINVAL;
+    int rc = add_once(map, key, key_len, delta, result);
+    if (rc == SHMOBJ_ENOMEM && shmobj__map_reclaim_all(map))
+        rc = add_once(map, key, key_len, delta, result);
+    return rc;
+}
+
 int shmobj_map_del(shmobj_map *map, const void *key, size_t key_len)
 {
     if (!key_ok(map, key, key_len))
@@ -276,9 +304,11 @@ int shmobj_map_del(shmobj_map *map, const void *key, size_t key_len)
         uint64_t old = oe.ref;
         atomic_store_explicit(&s->intent_old, old, memory_order_relaxed);
         atomic_store_explicit(&s->intent_op, SHMOBJ__MAP_OP_DEL, memory_order_release);
+        SHMOBJ__STEP("map.del.intent");
         write_begin(s);
         shmobj_htcore_erase(&ht, idx);
         write_end(s);
+        SHMOBJ__STEP("map.del.erased");
         atomic_fetch_sub_explicit(&s->count, 1, memory_order_relaxed);
         shmobj__map_retire(map, s, old);
         clear_intent(s);
@@ -300,6 +330,17 @@ int shmobj_map_clear(shmobj_map *map)
             return rc;
         oref = atomic_load(&s->table);
         rc = shmobj__map_table_new(map, MAP_MIN_CAPACITY, &nref, &nt);
+        if (rc == SHMOBJ_ENOMEM) {
+            /* room retired by the map itself first (no lock held then) */
+            shard_unlock(map, s);
+            if (!shmobj__map_reclaim_all(map))
+                return rc;
+            rc = shmobj__map_shard_lock(map, s);
+            if (rc != 0)
+                return rc;
+            oref = atomic_load(&s->table);
+            rc = shmobj__map_table_new(map, MAP_MIN_CAPACITY, &nref, &nt);
+        }
         if (rc != 0) {
             shard_unlock(map, s);
             return rc;

@@ -209,11 +209,13 @@ static int map_attach(shmobj_segment *seg, shmobj__ref ref, shmobj_map **out)
     m->ctl = q;
     m->seed = hdr.seed;
     m->seed_mixed = shmobj_htcore_seed_mix(hdr.seed);
+    atomic_init(&m->holds, 1);
     rc = shmobj__map_reader_claim(m);
     if (rc != 0) {
         free(m);
         return rc;
     }
+    shmobj__space_hold(sp);
     *out = m;
     return 0;
 }
@@ -345,18 +347,29 @@ int shmobj_map_open_or_create(shmobj_segment *seg, const char *name,
     return rc;
 }
 
-void shmobj_map_close(shmobj_map *map)
+void shmobj__map_release(shmobj_map *map)
 {
-    if (map == NULL)
+    if (atomic_fetch_sub_explicit(&map->holds, 1, memory_order_acq_rel) != 1)
         return;
-    /* A destroyed map's slot is someone else's bytes now: not touched. */
-    if (map_stale(map) == 0) {
+    /* A destroyed map's slot is someone else's bytes now: not touched.
+     * After the segment's close the mapping is still there (this handle
+     * holds it), so the slot is given back. */
+    if (map_destroyed(map) == 0) {
         struct shmobj__map_reader *r = map->reader;
         uint64_t owner = atomic_load(&r->owner);
         if (owner != 0 && atomic_compare_exchange_strong(&r->owner, &owner, 0))
             shmobj__map_reader_release(map->ctl, (unsigned)(r - map->ctl->readers_));
     }
+    struct shmobj__space *sp = map->sp;
     free(map);
+    shmobj__space_release(sp);
+}
+
+void shmobj_map_close(shmobj_map *map)
+{
+    if (map == NULL)
+        return;
+    shmobj__map_release(map);
 }
 
 /* For tests: make this handle's unguarded reads wait `ns` between finding

@@ -305,6 +305,26 @@ int shmobj__os_fd_reopen(int fd, const char *name, unsigned backend,
     return 0;
 }
 
+int shmobj__os_obj_unlink_same(int fd, const char *name, unsigned backend)
+{
+    char path[PATH_MAX];
+    struct stat a, b;
+    int rc = object_path(name, backend, path, sizeof path);
+    if (rc != 0)
+        return rc;
+    if (fstat(fd, &a) != 0)
+        return errno_status(errno);
+    /* lstat: a link is not the object it points to, and unlinking the
+     * name would remove the link, not what was judged */
+    if (lstat(path, &b) != 0)
+        return errno_status(errno);
+    if (!S_ISREG(b.st_mode))
+        return SHMOBJ_ENOTSEG;
+    if (a.st_ino != b.st_ino || a.st_dev != b.st_dev)
+        return SHMOBJ_EREPLACED;
+    return shmobj__os_obj_unlink(name, backend);
+}
+
 int shmobj__os_fd_named(int fd, const char *name, unsigned backend)
 {
     char path[PATH_MAX];
@@ -325,6 +345,18 @@ int shmobj__os_fd_size(int fd, uint64_t *size)
     if (fstat(fd, &st) != 0)
         return errno_status(errno);
     *size = (uint64_t)st.st_size;
+    return 0;
+}
+
+int shmobj__os_fd_age_ns(int fd, uint64_t *age)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return errno_status(errno);
+    uint64_t changed = (uint64_t)st.st_ctim.tv_sec * UINT64_C(1000000000) +
+                       (uint64_t)st.st_ctim.tv_nsec;
+    uint64_t now = shmobj__os_realtime_ns();
+    *age = now > changed ? now - changed : 0;
     return 0;
 }
 

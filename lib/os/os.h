@@ -205,12 +205,26 @@ int shmobj__os_obj_wait_size(const char *name, unsigned backend, int fd,
 int shmobj__os_fd_reopen(int fd, const char *name, unsigned backend,
                          int *out);
 
+/* Unlink `name` if it still names the object behind fd (a look at the
+ * name, then the unlink: the kernel has no call that unlinks a name only
+ * if it holds a given inode, so a name replaced between the two system
+ * calls is not seen). SHMOBJ_EREPLACED when it names another object (a
+ * regular file), SHMOBJ_ENOTSEG when it names no regular file (a
+ * symbolic link to the object, say: the object is not what it names),
+ * SHMOBJ_ENOTFOUND when it names nothing. */
+int shmobj__os_obj_unlink_same(int fd, const char *name, unsigned backend);
+
 /* 1 while `name` still names the object behind fd (0 once it was
  * unlinked or replaced by another object; 1 also when it cannot be told). */
 int shmobj__os_fd_named(int fd, const char *name, unsigned backend);
 
 /* Current size of the object behind fd. */
 int shmobj__os_fd_size(int fd, uint64_t *size);
+
+/* Nanoseconds since the object behind fd last changed its size or
+ * attributes (its status change time, on the realtime clock the kernel
+ * stamps it with); 0 when that time lies ahead of now. */
+int shmobj__os_fd_age_ns(int fd, uint64_t *age);
 
 /* Grow the object to `size` bytes and reserve its backing store
  * (fallocate), so a full /dev/shm or an empty huge-page pool fails here

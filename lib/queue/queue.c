@@ -184,6 +184,7 @@ static int handle_new(shmobj_segment *seg, shmobj_ref ref, shmobj_queue **out)
     for (unsigned i = 0; i < SHMOBJ__RING_NOTIFY_MAX; i++)
         q->peers[i].wfd = -1;
     shmobj__os_pmutex_init(&q->lock);
+    shmobj__space_hold(sp); /* the handle outlives the segment's close */
     *out = q;
     return 0;
 }
@@ -283,10 +284,14 @@ void shmobj_queue_close(shmobj_queue *q)
 {
     if (q == NULL)
         return;
+    /* After the segment handle's close too: this handle's hold kept the
+     * mapping, so its records and listener slot are given back. */
     shmobj__queue_track_drop_all(q);
     shmobj__queue_notify_drop(q);
     shmobj__os_pmutex_destroy(&q->lock);
+    struct shmobj__space *sp = q->sp;
     free(q);
+    shmobj__space_release(sp);
 }
 
 /* How long a destroy waits for the threads asleep on the queue to leave

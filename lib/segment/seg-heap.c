@@ -10,6 +10,7 @@
 #include "arena-inline.h"
 #include "extstruct.h"
 #include "segment.h"
+#include "step.h"
 
 /* Growth adds at least half the current size, so a run of allocations
  * grows the object O(log n) times. */
@@ -112,37 +113,45 @@ void shmobj__segment_unlock(shmobj_segment *seg)
     shmobj__seg_unlock_word(seg, &seg->hdr->lock);
 }
 
-/* Grow the segment so that a block of `need` bytes fits. Called with the
- * lock held. */
-static int grow(shmobj_segment *seg, uint64_t need)
+/* Grow the segment so that a free block of `fit` bytes (what
+ * shmobj__arena_fit_size() says the retried allocation is sure to be
+ * given, its size class's smallest block, not the bare request) lies at
+ * the heap's end. Called with the lock held. SHMOBJ_ENOMEM only when even
+ * the maximum size could not hold it. */
+static int grow(shmobj_segment *seg, uint64_t fit)
 {
     uint64_t size = atomic_load_explicit(&seg->hdr->size, memory_order_relaxed);
     if (size >= seg->max_size)
         return SHMOBJ_ENOMEM;
+    SHMOBJ__STEP("segment.grow.locked");
     uint64_t page = shmobj__os_page_size();
     uint64_t want = size / GROWTH_DEN * GROWTH_NUM;
-    uint64_t min;
-    /* Room for the block plus its header, alignment slack and a page;
-     * whole pages of the segment's own size (a hugetlbfs object grows
-     * only by huge pages, and a partial transparent one would be small). */
-    if (!shmobj__add_ok(size, need, &min) ||
-        !shmobj__add_ok(min, 2 * page + 4096, &min) ||
+    uint64_t exact, min;
+    /* exact: the block and the 16-byte alignment of the heap's new end;
+     * min adds a page's slack and rounds to whole pages of the segment's
+     * own size (a hugetlbfs object grows only by huge pages, and a partial
+     * transparent one would be small). */
+    if (!shmobj__add_ok(size, fit, &exact) ||
+        !shmobj__add_ok(exact, 64, &exact) ||
+        !shmobj__add_ok(exact, 2 * page + 4096, &min) ||
         !shmobj__align_up(min, seg->page, &min) ||
         !shmobj__align_up(want, seg->page, &want))
         return SHMOBJ_ENOMEM;
     if (want < min)
         want = min;
     if (want > seg->max_size)
-        want = seg->max_size;
-    if (want < min)
+        want = seg->max_size; /* the maximum, whole pages already */
+    if (want < exact)
         return SHMOBJ_ENOMEM; /* even the maximum would not hold it */
     int rc = seg->thp ? shmobj__os_fd_grow_mapped(seg->fd, seg->space.base, want)
                       : shmobj__os_fd_grow(seg->fd, want);
+    SHMOBJ__STEP("segment.grow.reserved");
     if (rc == 0)
         rc = shmobj__segment_extend(&seg->space, want);
     if (rc == 0)
         rc = shmobj__arena_grow(seg->space.base, mapped_of(seg),
                                 SHMOBJ__SEG_ARENA_OFF, want);
+    SHMOBJ__STEP("segment.grow.handed");
     if (rc == 0)
         atomic_store_explicit(&seg->hdr->size, want, memory_order_release);
     return rc;
@@ -194,10 +203,7 @@ static __attribute__((noinline)) int alloc_grown(shmobj_segment *seg,
                                                  uint64_t size, uint64_t align,
                                                  uint64_t *off, uint16_t *gen)
 {
-    uint64_t need;
-    if (!shmobj__add_ok(size > align ? size : align, align, &need))
-        need = UINT64_MAX; /* grow() refuses it */
-    int rc = grow(seg, need);
+    int rc = grow(seg, shmobj__arena_fit_size(size, align));
     if (rc != 0)
         return SHMOBJ_ENOMEM;
     return shmobj__arena_alloc(seg->space.base, mapped_of(seg),
@@ -236,14 +242,22 @@ static inline __attribute__((always_inline)) int heap_free(shmobj_segment *seg,
     return rc;
 }
 
+/* The layers' allocations and frees: refused with SHMOBJ_ESTALE once the
+ * segment handle was closed (the handles that still hold the space answer
+ * so). The check of a reference is not: a handle's close, after the
+ * segment's, still judges that its block lives before it writes there. */
 static int space_alloc(struct shmobj__space *sp, uint64_t size, uint64_t align,
                        shmobj__ref *out)
 {
+    if (__builtin_expect(shmobj__space_closed(sp), 0))
+        return SHMOBJ_ESTALE;
     return heap_alloc(sp->impl, size, align, out);
 }
 
 static int space_free(struct shmobj__space *sp, shmobj__ref ref)
 {
+    if (__builtin_expect(shmobj__space_closed(sp), 0))
+        return SHMOBJ_ESTALE;
     return heap_free(sp->impl, ref);
 }
 
@@ -277,6 +291,7 @@ const struct shmobj__space_ops shmobj__segment_space_ops = {
     .free = space_free,
     .check = space_check,
     .live = &shmobj__segment_live_ops,
+    .drop = shmobj__segment_drop,
 };
 
 static bool align_ok(size_t align)

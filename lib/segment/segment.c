@@ -90,6 +90,7 @@ static shmobj_segment *handle_new(int fd, unsigned backend, const char *name,
     atomic_init(&seg->space.mapped, mapped);
     seg->space.ops = &shmobj__segment_space_ops;
     seg->space.impl = seg;
+    atomic_init(&seg->space.holds, 1); /* the segment handle's own */
     seg->hdr = base;
     seg->max_size = max_size;
     seg->fd = fd;
@@ -177,6 +178,12 @@ static uint64_t header_map_len(int fd)
     return gran;
 }
 
+/* Rounds of open, judge, unlink before destroy (or a create with REPLACE)
+ * gives up on a name that another process replaces again and again. */
+#define DESTROY_ROUNDS 8
+
+static int destroy_checked(const char *name, unsigned backend);
+
 int shmobj_segment_create(const char *name, const shmobj_segment_options *opts,
                           shmobj_segment **out)
 {
@@ -218,12 +225,24 @@ int shmobj_segment_create(const char *name, const shmobj_segment_options *opts,
         if (rc != 0 && (require || (rc != SHMOBJ_ENOMEM && rc != SHMOBJ_ENOTSUP)))
             return rc;
     }
-    if (rc != 0) {
-        rc = shmobj__os_obj_create(name, o.backend, o.mode,
-                                   (o.flags & SHMOBJ_SEGMENT_REPLACE) != 0, &fd);
-        if (rc != 0)
+    /* REPLACE removes only a segment (destroy's rule); a name taken again
+     * between that and the exclusive create is judged again. */
+    bool replace = (o.flags & SHMOBJ_SEGMENT_REPLACE) != 0;
+    for (unsigned i = 0; rc != 0 && i < DESTROY_ROUNDS; i++) {
+        if (replace) {
+            rc = destroy_checked(name, o.backend);
+            /* A name this process may not remove (another user's in a
+             * sticky directory) is left to the exclusive create, which
+             * says it exists. */
+            if (rc != 0 && rc != SHMOBJ_ENOTFOUND && rc != SHMOBJ_EACCES)
+                return rc == SHMOBJ_EREPLACED ? SHMOBJ_EEXIST : rc;
+        }
+        rc = shmobj__os_obj_create(name, o.backend, o.mode, false, &fd);
+        if (rc != 0 && (rc != SHMOBJ_EEXIST || !replace))
             return rc;
     }
+    if (rc != 0)
+        return rc;
     uint64_t gran = page, thp = 0;
     rc = shmobj__os_fd_page_size(fd, &gran);
     if (rc == 0 && gran > page &&
@@ -340,10 +359,13 @@ int shmobj_segment_create(const char *name, const shmobj_segment_options *opts,
     return 0;
 }
 
-/* How long an opener that finds an empty object and no creator waits for
- * the object to change before it believes nobody is setting it up: the
+/* How long after an empty object was made (or last changed) an opener
+ * that finds no creator still believes one may be setting it up: the
  * creator takes its lock a few system calls after creating the name, and
- * an opener woken by the creation can run in between. */
+ * an opener woken by the creation can run in between. An empty object
+ * older than this is abandoned, and SHMOBJ_ENOTREADY is said at once,
+ * whatever the timeout; one younger, with a deadline that comes first,
+ * is SHMOBJ_ETIMEDOUT (it may yet be set up). */
 #define EMPTY_GRACE_NS (UINT64_C(200) * 1000000)
 
 static uint64_t min_u64(uint64_t a, uint64_t b)
@@ -390,8 +412,13 @@ static int wait_ready(int fd, const char *name, unsigned backend,
                 break;
             }
             if (!creator) {
+                /* The grace runs from the object's last change, not from
+                 * this look: an object left empty long ago is abandoned. */
+                uint64_t age = 0;
+                if (grace == 0 && (rc = shmobj__os_fd_age_ns(fd, &age)) != 0)
+                    break;
                 if (grace == 0)
-                    grace = now + EMPTY_GRACE_NS;
+                    grace = now + (age < EMPTY_GRACE_NS ? EMPTY_GRACE_NS - age : 0);
                 if (now >= grace || name == NULL) {
                     rc = SHMOBJ_ENOTREADY;
                     break;
@@ -580,19 +607,103 @@ int shmobj_segment_fd(const shmobj_segment *seg, int *fd)
     return 0;
 }
 
+/* The last hold is gone (the segment handle and every map and queue
+ * opened on it are closed): detach and free. */
+void shmobj__segment_drop(struct shmobj__space *sp)
+{
+    shmobj_segment *seg = sp->impl;
+    shmobj__seg_procs_detach(seg);
+    handle_free(seg);
+}
+
+/* Handles outlive their segment (space.h): what they still hold stays
+ * mapped and attached until the last of them is closed; meanwhile they
+ * answer SHMOBJ_ESTALE. */
 void shmobj_segment_close(shmobj_segment *seg)
 {
     if (seg == NULL)
         return;
-    shmobj__seg_procs_detach(seg);
-    handle_free(seg);
+    atomic_store_explicit(&seg->space.closed, 1, memory_order_relaxed);
+    shmobj__space_release(&seg->space);
+}
+
+/* Whether the object behind fd is one a libshmobj creator made, or was
+ * making, so that destroy may remove its name (and REPLACE overwrite it):
+ * 0 for a segment's magic in either byte order (whatever its version or
+ * state: a segment of another release or a damaged one is still ours to
+ * remove); for an object whose creator holds its set-up lock; and for the
+ * two states a creator that died during set-up leaves, which open
+ * reports as SHMOBJ_ENOTREADY and which must stay removable: an empty
+ * object, and one sized to whole pages, at least the smallest segment,
+ * whose header page is all zero. Anything else is SHMOBJ_ENOTSEG. An
+ * empty file, or a zero-filled one of such a size, made by another
+ * program, is removed too: nothing in it tells it from an abandoned
+ * segment. */
+static int judge_ours(int fd)
+{
+    uint64_t size;
+    int rc = shmobj__os_fd_size(fd, &size);
+    if (rc != 0)
+        return rc;
+    if (size == 0 || creator_alive(fd))
+        return 0;
+    uint64_t hdr_len = header_map_len(fd);
+    if (size < hdr_len)
+        return SHMOBJ_ENOTSEG;
+    void *base;
+    if ((rc = shmobj__os_map_ro(fd, hdr_len, &base)) != 0)
+        return rc;
+    const struct shmobj__seg_header *h = base;
+    uint64_t magic = __atomic_load_n(&h->magic, __ATOMIC_ACQUIRE);
+    if (magic == SHMOBJ__SEG_MAGIC || magic == SHMOBJ__SEG_MAGIC_SWAPPED)
+        rc = 0;
+    else if (magic == 0 && header_page_zero(h) &&
+             size % shmobj__os_page_size() == 0 &&
+             size >= SHMOBJ__SEG_ARENA_OFF + 4 * shmobj__os_page_size())
+        rc = 0;
+    else
+        rc = SHMOBJ_ENOTSEG;
+    shmobj__os_unmap(base, hdr_len);
+    return rc;
+}
+
+struct destroy_ctx {
+    const char *name;
+    unsigned backend;
+};
+
+/* With the object pinned by a read-only descriptor: judge it, then unlink
+ * the name only if it still names that object. */
+static int destroy_fd(int fd, void *arg)
+{
+    const struct destroy_ctx *d = arg;
+    int rc = judge_ours(fd);
+    if (rc == 0)
+        rc = shmobj__os_obj_unlink_same(fd, d->name, d->backend);
+    return rc;
+}
+
+/* Remove the name if it holds a segment (judge_ours()). The object is
+ * opened by name and judged through that descriptor, then the name is
+ * looked at again (device and inode) just before the unlink: a name
+ * replaced meanwhile is judged afresh. What remains open is the moment
+ * between that last look and the unlink, one system call: the kernel has
+ * no call that unlinks a name only if it holds a given inode, so a
+ * process that replaces the name exactly then loses its object. */
+static int destroy_checked(const char *name, unsigned backend)
+{
+    struct destroy_ctx d = {name, backend};
+    int rc = SHMOBJ_EREPLACED;
+    for (unsigned i = 0; i < DESTROY_ROUNDS && rc == SHMOBJ_EREPLACED; i++)
+        rc = shmobj__os_obj_with_ro(name, backend, destroy_fd, &d);
+    return rc;
 }
 
 int shmobj_segment_destroy(const char *name, unsigned backend)
 {
     if (backend > SHMOBJ_BACKEND_FILE || !name_ok(name, backend))
         return SHMOBJ_EINVAL;
-    return shmobj__os_obj_unlink(name, backend);
+    return destroy_checked(name, backend);
 }
 
 int shmobj_segment_wait_attached(shmobj_segment *seg, unsigned count,

@@ -50,6 +50,10 @@ _Static_assert(offsetof(struct shmobj_segment, space) == 0,
                "(shmobj__space_of_seg in space.h)");
 
 
+/* Detach and free the handle once the last hold on its space is released
+ * (the space's drop). */
+void shmobj__segment_drop(struct shmobj__space *sp);
+
 /* The space of a handle, and back. */
 static inline struct shmobj__space *shmobj__segment_space(shmobj_segment *s)
 {
