@@ -1770,6 +1770,28 @@ static void test_segment_close_before_queue_handle_safe(void **state)
                              SHMOBJ_ESTALE);
             assert_int_equal(shmobj_queue_put_copy(q, "x", 1, 0, 0, &ref),
                              SHMOBJ_ESTALE);
+            /* every call through the handle, ring operations included */
+            shmobj_ref got, refs[2] = {ref, ref};
+            size_t n;
+            uint64_t count;
+            uint32_t cap;
+            shmobj_queue_stats st = {.struct_size = sizeof st};
+            assert_int_equal(shmobj_queue_put(q, ref), SHMOBJ_ESTALE);
+            assert_int_equal(shmobj_queue_try_put(q, ref), SHMOBJ_ESTALE);
+            assert_int_equal(shmobj_queue_take(q, &got), SHMOBJ_ESTALE);
+            assert_int_equal(shmobj_queue_try_take(q, &got), SHMOBJ_ESTALE);
+            assert_int_equal(shmobj_queue_try_peek(q, &got), SHMOBJ_ESTALE);
+            assert_int_equal(shmobj_queue_put_many(q, refs, 2, 0, &n), SHMOBJ_ESTALE);
+            assert_int_equal(shmobj_queue_take_many(q, refs, 2, 0, &n), SHMOBJ_ESTALE);
+            assert_false(shmobj_queue_has_messages(q));
+            assert_int_equal(shmobj_queue_count(q, &count), SHMOBJ_ESTALE);
+            assert_int_equal(shmobj_queue_capacity(q, &cap), SHMOBJ_ESTALE);
+            assert_int_equal(shmobj_queue_stats_get(q, &st), SHMOBJ_ESTALE);
+            assert_int_equal(shmobj_queue_check(q, NULL), SHMOBJ_ESTALE);
+            assert_int_equal(shmobj_queue_notify_arm(q), SHMOBJ_ESTALE);
+            assert_int_equal(shmobj_queue_msg_done(q, ref), SHMOBJ_ESTALE);
+            assert_int_equal(shmobj_queue_put_tracked(q, ref, 0), SHMOBJ_ESTALE);
+            assert_int_equal(shmobj_queue_wait_all(q, 0), SHMOBJ_ESTALE);
             shmobj_queue_close(q);
         } else {
             shmobj_queue_close(q);

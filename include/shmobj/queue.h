@@ -278,9 +278,9 @@ SHMOBJ_API int shmobj_queue_open_or_create(shmobj_segment *seg,
  *
  * May come before or after the close of the segment handle it was opened
  * through: the handle keeps the mapping and the attachment until it is
- * closed, and from the segment's close on its calls that allocate or free
- * in the heap (shmobj_queue_msg_alloc(), shmobj_queue_put_copy(),
- * shmobj_queue_msg_free()) return SHMOBJ_ESTALE.
+ * closed, and from the segment's close on every other call through it
+ * (puts, takes, peeks, message blocks, completion, statistics, the
+ * descriptor) returns SHMOBJ_ESTALE (shmobj_queue_has_messages(): false).
  * @param[in] q handle, or NULL (nothing happens)
  * @note Not thread-safe with other uses of the same handle.
  * @since 0.1

@@ -35,6 +35,8 @@ static __attribute__((noinline)) int put_timed_at(shmobj_queue *q,
 {
     if (q == NULL || !shmobj__ring_value_ok(ref))
         return SHMOBJ_EINVAL;
+    if (shmobj__space_closed(q->sp))
+        return SHMOBJ_ESTALE;
     /* one try first: a queue with room needs no deadline and no wait
      * loop (the blocking path tries again before it waits) */
     int rc = shmobj__ring_try_put_at(&q->ring, ref, at);
@@ -79,6 +81,7 @@ static inline int put_plain(shmobj_queue *q, shmobj_ref ref, int64_t timeout_ns)
 {
     uint64_t at;
     if (__builtin_expect(q != NULL && shmobj__ring_value_ok(ref) &&
+                             !shmobj__space_closed(q->sp) &&
                              ring_put_plain(&q->ring, ref, &at),
                          1)) {
         /* both seq_cst, in this order, as wake_consumers() then
@@ -113,6 +116,8 @@ static __attribute__((noinline)) int take_timed(shmobj_queue *q, shmobj_ref *ref
 {
     if (q == NULL || ref == NULL)
         return SHMOBJ_EINVAL;
+    if (shmobj__space_closed(q->sp))
+        return SHMOBJ_ESTALE;
     uint64_t v;
     /* as put_timed(): one try before any deadline or wait loop */
     int rc = peek ? shmobj__ring_try_peek(&q->ring, &v)
@@ -142,7 +147,7 @@ static inline int take_plain(shmobj_queue *q, shmobj_ref *ref,
                              int64_t timeout_ns)
 {
     uint64_t v;
-    if (__builtin_expect(q != NULL && ref != NULL &&
+    if (__builtin_expect(q != NULL && ref != NULL && !shmobj__space_closed(q->sp) &&
                              ring_take_plain(&q->ring, &v),
                          1)) {
         *ref = v;
@@ -192,6 +197,8 @@ int shmobj_queue_put_many(shmobj_queue *q, const shmobj_ref *refs, size_t n,
         *put = 0;
     if (q == NULL || put == NULL || (refs == NULL && n > 0))
         return SHMOBJ_EINVAL;
+    if (shmobj__space_closed(q->sp))
+        return SHMOBJ_ESTALE;
     /* every reference before any is sent: shmobj__ring_value_ok() of
      * them all, as the union of their low bits and the least of them (no
      * branch a reference) */
@@ -239,6 +246,8 @@ int shmobj_queue_take_many(shmobj_queue *q, shmobj_ref *refs, size_t max,
         *taken = 0;
     if (q == NULL || refs == NULL || taken == NULL || max == 0)
         return SHMOBJ_EINVAL;
+    if (shmobj__space_closed(q->sp))
+        return SHMOBJ_ESTALE;
     uint32_t chunk = max > UINT32_MAX ? UINT32_MAX : (uint32_t)max;
     uint32_t k = 0;
     _Static_assert(sizeof(shmobj_ref) == sizeof(uint64_t), "refs are words");
@@ -269,13 +278,16 @@ int shmobj_queue_take_many(shmobj_queue *q, shmobj_ref *refs, size_t max,
 bool shmobj_queue_has_messages(shmobj_queue *q)
 {
     uint64_t v;
-    return q != NULL && shmobj__ring_try_peek(&q->ring, &v) == 0;
+    return q != NULL && !shmobj__space_closed(q->sp) &&
+           shmobj__ring_try_peek(&q->ring, &v) == 0;
 }
 
 int shmobj_queue_count(shmobj_queue *q, uint64_t *count)
 {
     if (q == NULL || count == NULL)
         return SHMOBJ_EINVAL;
+    if (shmobj__space_closed(q->sp))
+        return SHMOBJ_ESTALE;
     if (!shmobj__ring_live(&q->ring))
         return shmobj__queue_op_status(q, SHMOBJ_ESTALE);
     *count = shmobj__ring_count(&q->ring);

@@ -105,6 +105,8 @@ static inline __attribute__((always_inline)) int msg_get(shmobj_queue *q,
 {
     if (q == NULL || ref == SHMOBJ_REF_NULL)
         return SHMOBJ_EINVAL;
+    if (shmobj__space_closed(q->sp))
+        return SHMOBJ_ESTALE;
     struct shmobj__space *sp = q->sp;
     uint64_t off = shmobj__ref_off(ref);
     if ((off & 15u) != 0) /* no heap block starts there */
@@ -222,6 +224,8 @@ int shmobj_queue_trim(shmobj_queue *q)
 {
     if (q == NULL)
         return SHMOBJ_EINVAL;
+    if (shmobj__space_closed(q->sp))
+        return SHMOBJ_ESTALE;
     int rc = shmobj__queue_gone(q);
     unsigned n;
     return rc != 0 ? rc : shmobj__queue_retire_drain(q, &n);
@@ -252,6 +256,8 @@ static int msg_alloc(shmobj_queue *q, size_t len, unsigned flags, bool copy_in,
     if (q == NULL || ref == NULL || (flags & ~SHMOBJ_QUEUE_MSG_TRACK) != 0 ||
         len > UINT64_MAX / 2)
         return SHMOBJ_EINVAL;
+    if (shmobj__space_closed(q->sp))
+        return SHMOBJ_ESTALE;
     struct shmobj__space *sp = q->sp;
     shmobj_ref r;
     uint64_t size = sizeof(struct shmobj__qmsg) + (uint64_t)len;
@@ -516,6 +522,8 @@ int shmobj_queue_put_copy(shmobj_queue *q, const void *data, size_t len,
     if (q == NULL || (data == NULL && len > 0) ||
         ((flags & SHMOBJ_QUEUE_MSG_TRACK) != 0 && ref == NULL))
         return SHMOBJ_EINVAL;
+    if (shmobj__space_closed(q->sp))
+        return SHMOBJ_ESTALE;
     shmobj_ref r;
     void *p;
     int rc = msg_alloc(q, len, flags, true, &r, &p);

@@ -82,6 +82,8 @@ int shmobj_queue_notify_fd(shmobj_queue *q, int *fd)
 {
     if (q == NULL || fd == NULL)
         return SHMOBJ_EINVAL;
+    if (shmobj__space_closed(q->sp))
+        return SHMOBJ_ESTALE;
     int gone = shmobj__queue_gone(q);
     if (gone != 0)
         return gone; /* its registrations are in the freed block */
@@ -146,6 +148,8 @@ int shmobj_queue_notify_arm(shmobj_queue *q)
 {
     if (q == NULL)
         return SHMOBJ_EINVAL;
+    if (shmobj__space_closed(q->sp))
+        return SHMOBJ_ESTALE;
     shmobj__os_pmutex_lock(&q->lock);
     int slot = q->notify_slot;
     shmobj__os_pmutex_unlock(&q->lock);

@@ -19,6 +19,8 @@ int shmobj_queue_stats_get(shmobj_queue *q, shmobj_queue_stats *out)
 {
     if (q == NULL || out == NULL || !shmobj__ext_out_ok(out, sizeof *out))
         return SHMOBJ_EINVAL;
+    if (shmobj__space_closed(q->sp))
+        return SHMOBJ_ESTALE;
     shmobj_queue_stats ours = {.struct_size = sizeof ours}, *stats = &ours;
     struct shmobj__ring *r = &q->ring;
     if (!shmobj__ring_live(r))
@@ -70,6 +72,8 @@ int shmobj_queue_check(shmobj_queue *q, uint64_t *bad_off)
 {
     if (q == NULL)
         return SHMOBJ_EINVAL;
+    if (shmobj__space_closed(q->sp))
+        return SHMOBJ_ESTALE;
     struct shmobj__ring *r = &q->ring;
     struct shmobj__ring_hdr *h = r->hdr;
     if (!shmobj__ring_live(r))

@@ -48,6 +48,8 @@ static int track_enter(shmobj_queue *q, shmobj_ref ref)
 {
     if (q == NULL || !shmobj__ring_value_ok(ref))
         return SHMOBJ_EINVAL;
+    if (shmobj__space_closed(q->sp))
+        return SHMOBJ_ESTALE;
     if (!shmobj__ring_live(&q->ring))
         return shmobj__queue_op_status(q, SHMOBJ_ESTALE);
     return 0;
@@ -174,6 +176,8 @@ int shmobj_queue_wait_all(shmobj_queue *q, int64_t timeout_ns)
 {
     if (q == NULL)
         return SHMOBJ_EINVAL;
+    if (shmobj__space_closed(q->sp))
+        return SHMOBJ_ESTALE;
     if (!shmobj__ring_live(&q->ring))
         return shmobj__queue_op_status(q, SHMOBJ_ESTALE);
     if (atomic_load_explicit(&q->tracked, memory_order_relaxed) == 0)

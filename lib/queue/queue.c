@@ -363,6 +363,8 @@ int shmobj_queue_spin_set(shmobj_queue *q, int64_t spin_ns)
 {
     if (q == NULL)
         return SHMOBJ_EINVAL;
+    if (shmobj__space_closed(q->sp))
+        return SHMOBJ_ESTALE;
     atomic_store_explicit(&q->spin_ns, spin_ns, memory_order_relaxed);
     return 0;
 }
@@ -371,6 +373,8 @@ int shmobj_queue_capacity(shmobj_queue *q, uint32_t *capacity)
 {
     if (q == NULL || capacity == NULL)
         return SHMOBJ_EINVAL;
+    if (shmobj__space_closed(q->sp))
+        return SHMOBJ_ESTALE;
     *capacity = (uint32_t)q->ring.capacity;
     return 0;
 }
