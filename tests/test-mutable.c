@@ -3283,6 +3283,46 @@ static void test_mlist_append_three_procs_one_cpu_no_loss(void **state)
         lmany_run(f, 3, 1);
 }
 
+/* ---- a closer killed between closing the counter and recording it -------- */
+
+static int lclose_die_main(void *p)
+{
+    const shmobj_view *l = p;
+    test_stall_arm("mlist.close.counter_closed", 1, TEST_STALL_KILL, 0);
+    shmobj_mlist_insert(l, 0, &SHMOBJ_VAL_INT(-7));
+    return 3; /* the step was never reached */
+}
+
+/* A lock holder killed right after it closed the reservation counter,
+ * before it recorded the count it closed, after removals shrank the list:
+ * the next locker must not take an older close's count (past len, places
+ * nobody reserved, which it would publish as nulls after a second's wait)
+ * nor refuse the list as damaged. */
+static void test_mlist_closer_killed_before_count_recorded(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_view l;
+    shmobj_ref r = make(f->seg, SHMOBJ_VAL_MLIST(), &l);
+    for (int i = 0; i < 40; i++)
+        assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_INT(i)), 0);
+    for (int i = 0; i < 20; i++)
+        assert_int_equal(shmobj_mlist_delete(&l, 0), 0);
+    assert_int_equal(len_of(&l), 20);
+    pid_t pid = test_child_start(lclose_die_main, &l, 20);
+    assert_int_equal(test_child_wait(pid), 128 + SIGKILL);
+    assert_int_equal(shmobj_mlist_insert(&l, 0, &SHMOBJ_VAL_INT(-1)), 0);
+    assert_int_equal(len_of(&l), 21);
+    int64_t x;
+    for (size_t i = 0; i < 21; i++) {
+        assert_int_equal(shmobj_mlist_get_int(&l, i, &x), 0);
+        assert_int_equal(x, i == 0 ? -1 : (int64_t)(i + 19));
+    }
+    assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_INT(40)), 0);
+    assert_int_equal(len_of(&l), 22);
+    assert_int_equal(shmobj_obj_check(f->seg, r), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, r), 0);
+}
+
 /* ---- damaged words that decide where an append writes ----------------------- */
 
 /* The words an append without the lock reads to find where it writes:
@@ -4484,6 +4524,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_mlist_damaged_append_words_never_redirect, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_mlist_stall_every_step_one_cpu, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mlist_closer_killed_before_count_recorded, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_mdict_iter_damaged_orders_ends_ecorrupt, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_mut_every_value_kind_round_trips_every_container,

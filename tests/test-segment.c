@@ -1337,6 +1337,28 @@ static void test_segment_replaced_reported(void **state)
 }
 
 
+/* A creator waiting without a deadline for consumers learns that its
+ * segment's name was removed (no consumer can find it any more): the wait
+ * ends with SHMOBJ_EREPLACED within a few of its slices. */
+static int wait_attached_forever_main(void *p)
+{
+    shmobj_segment *seg = p;
+    return -shmobj_segment_wait_attached(seg, 5, SHMOBJ_FOREVER);
+}
+
+static void test_segment_wait_attached_forever_removed_ereplaced(void **state)
+{
+    (void)state;
+    char name[96];
+    test_name(name, sizeof name, "waitrm");
+    shmobj_segment *a = create_small(name);
+    pid_t pid = test_child_start(wait_attached_forever_main, a, 10);
+    test_sleep_ms(100);
+    assert_int_equal(shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM), 0);
+    assert_int_equal(test_child_wait(pid), -SHMOBJ_EREPLACED);
+    shmobj_segment_close(a);
+}
+
 /* A consumer of a segment that its producer replaced under the same name
  * is told so: a timed take says EREPLACED at its deadline, and so does a
  * sender waiting for a completion that will never come. */
@@ -2006,6 +2028,7 @@ int main(void)
         cmocka_unit_test(test_segment_create_replace_foreign_enotseg),
         cmocka_unit_test(test_segment_destroy_abandoned_empty_or_zero_ok),
         cmocka_unit_test(test_segment_close_before_queue_handle_safe),
+        cmocka_unit_test(test_segment_wait_attached_forever_removed_ereplaced),
         cmocka_unit_test(test_segment_stall_every_grow_step),
         cmocka_unit_test(test_segment_stall_every_grow_step_pinned),
     };

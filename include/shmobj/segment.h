@@ -270,8 +270,9 @@ SHMOBJ_API int shmobj_segment_destroy(const char *name, unsigned backend);
  * @retval 0 that many are attached
  * @retval SHMOBJ_EINVAL seg is NULL
  * @retval SHMOBJ_ETIMEDOUT fewer attached in time
- * @retval SHMOBJ_EREPLACED fewer attached in time, and the segment's name
- *         was removed or now names another segment
+ * @retval SHMOBJ_EREPLACED the segment's name was removed or now names
+ *         another segment: noticed at the deadline, or within 50 ms of the
+ *         removal by a wait without one (nobody new can attach)
  * @retval SHMOBJ_ECORRUPT the table of processes is damaged
  * @note Thread-safe.
  * @since 0.1

@@ -439,15 +439,26 @@ static int list_close(struct shmobj__mc *c)
     struct shmobj__mlapps *a = list_apps(c);
     if (a == NULL)
         return SHMOBJ_ECORRUPT;
+    /* The count as it is now, recorded before the counter closes: a closer
+     * killed between the close and the exact count's store leaves this
+     * one, never an older close's (which, past removals, would name
+     * places nobody reserved) */
+    uint64_t now = atomic_load_explicit(list_res(m), memory_order_seq_cst);
+    if (!(now & SHMOBJ__MLIST_CLOSED))
+        atomic_store_explicit(&a->closed_r, now, memory_order_relaxed);
     uint64_t was = atomic_fetch_or_explicit(list_res(m), SHMOBJ__MLIST_CLOSED,
                                             memory_order_seq_cst);
     uint64_t r;
     if (!(was & SHMOBJ__MLIST_CLOSED)) {
         r = was;
+        SHMOBJ__STEP("mlist.close.counter_closed");
         atomic_store_explicit(&a->closed_r, r, memory_order_relaxed);
     } else {
-        /* a closer died holding it: its count */
+        /* a closer died holding it: its count, or len where publishers
+         * that read the count before the close moved len past it */
         r = atomic_load_explicit(&a->closed_r, memory_order_relaxed);
+        if (r < list_len(m))
+            r = list_len(m);
     }
     SHMOBJ__STEP("mlist.close.closed");
     uint64_t n = list_len(m), deadline = 0, w;
@@ -478,6 +489,15 @@ static int list_close(struct shmobj__mc *c)
             list_slot(c, p, &ls) != 0 ||
             atomic_load_explicit(slot_w0(ls.s), memory_order_acquire) == 0)
             break;
+        /* published on no reservation: only an item's own tag may be (the
+         * kinds shmobj__mut_item_make() writes); anything else is damage,
+         * never to become an item */
+        uint8_t tag = atomic_load_explicit((_Atomic uint8_t *)(void *)&ls.s->tag,
+                                           memory_order_acquire);
+        if (tag_written(tag) && !list_item_tag(tag)) {
+            rc = SHMOBJ_ECORRUPT;
+            break;
+        }
         rc = list_settle_place(c, p, &deadline);
     }
     if (rc != 0) {

@@ -136,6 +136,14 @@ static inline int tag_written(uint8_t tag)
     return tag != 0 && tag != SHMOBJ__SLOT_CLAIM;
 }
 
+/* Is tag one an item of a list holds (what shmobj__mut_item_make() and
+ * the appends write: scalars, an object or null, a link)? */
+static inline int list_item_tag(uint8_t tag)
+{
+    return tag == SHMOBJ__SLOT_BOOL || tag == SHMOBJ_TYPE_INT || tag == SHMOBJ_TYPE_UINT ||
+           tag == SHMOBJ_TYPE_DOUBLE || tag == SHMOBJ__SLOT_OBJ || tag == SHMOBJ__SLOT_LINK;
+}
+
 /* The list's reservation counter (the control block's count). */
 static inline _Atomic uint64_t *list_res(struct shmobj__mut *m)
 {

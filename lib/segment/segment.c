@@ -732,6 +732,11 @@ int shmobj_segment_wait_attached(shmobj_segment *seg, unsigned count,
                                    min_u64(deadline, now + CREATOR_CHECK_NS));
         if (rc != 0 && rc != SHMOBJ_ETIMEDOUT)
             return rc;
+        /* a slice passed with nobody new: a wait without a deadline must
+         * still end when the name was removed (the consumers it waits for
+         * can no longer find the segment) */
+        if (rc == SHMOBJ_ETIMEDOUT && !shmobj__segment_linked(seg))
+            return SHMOBJ_EREPLACED;
     }
 }
 
