@@ -121,8 +121,8 @@ SHMOBJ_API void shmobj_topic_config_init(shmobj_topic_config *cfg);
 /**
  * @brief Create a named topic in a segment and open it.
  *
- * The topic's block (384 bytes, 32 per ring slot, 64 per subscriber record,
- * 4 KiB of loan records: 73 KiB for 256 slots and 1,024 subscribers) is
+ * The topic's block (256 bytes, 32 per ring slot, 64 per subscriber record,
+ * 4 KiB of loan records: 76 KiB for 256 slots and 1,024 subscribers) is
  * published as the root `name` (one namespace for every kind of root).
  * @param[in] seg segment
  * @param[in] name 1..SHMOBJ_TOPIC_NAME_MAX bytes, NUL-terminated
