@@ -653,6 +653,7 @@ static void test_topic_kill_loop_publishers_subscribers(void **state)
     shmobj_topic *t;
     shmobj_topic_config cfg = cfg_of(16, 2, 32, SHMOBJ_TOPIC_BLOCK);
     assert_int_equal(shmobj_topic_create(f->seg, "kl", &cfg, &t), 0);
+    uint64_t b1 = used_blocks(f->seg);
     static const char *const steps[] = {
         "topic.publish.locked", "topic.publish.slot", "topic.publish.head",
         "topic.loan.recorded", "topic.reclaim.freed", "topic.take.read",
@@ -728,6 +729,8 @@ static void test_topic_kill_loop_publishers_subscribers(void **state)
     assert_int_equal(shmobj_topic_stats_get(t, &st), 0);
     assert_int_equal(st.subscribers, 1);
     assert_int_equal(st.loans, 0);
+    /* every block is a kept message: none leaked by the dead */
+    assert_int_equal(used_blocks(f->seg), b1 + st.retained);
     shmobj_topic_unsubscribe(s);
     shmobj_topic_close(t);
     assert_int_equal(shmobj_topic_destroy(f->seg, "kl"), 0);
