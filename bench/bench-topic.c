@@ -404,7 +404,7 @@ static int p1_run(const bench_ctx *ctx)
     j.ctx = ctx;
     bool big = strcmp(ctx->workload, "P1-1MiB") == 0;
     j.size = big ? (1u << 20) : 64;
-    j.count = big ? (ctx->quick ? 200 : 2000) : (ctx->quick ? 100000 : 1000000);
+    j.count = big ? (ctx->quick ? 200 : 2000) : (ctx->quick ? 30000 : 1000000);
     enum kind kind;
     const char *s = ctx->subject;
     if (strncmp(s, "shmobj-", 7) == 0) {

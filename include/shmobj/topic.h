@@ -289,7 +289,9 @@ SHMOBJ_API int shmobj_topic_publish(shmobj_topic *t, const void *data,
 /**
  * @brief Publish an existing heap block of the segment by reference (a
  *        typed object of one block, a raw block): on success it belongs
- *        to the topic, which frees it when every subscriber is done.
+ *        to the topic, which frees it when every subscriber is done. The
+ *        caller must not free it, nor publish it again (here or on another
+ *        topic): the topic would free it twice.
  * @param[in] ref the block
  * @param[in] len bytes of the message, at most the block's usable size
  * @retval SHMOBJ_ESTALE the reference names a freed block, or the topic

@@ -196,8 +196,11 @@ static int take_one(shmobj_topic_sub *s, shmobj_topic_msg *msg)
         uint64_t n = atomic_load_explicit(&r->next, memory_order_acquire);
         if (n != s->next) {
             /* only a publisher of an overwriting topic moves it, forward */
-            if (!overwrite || n < s->next)
-                return SHMOBJ_ECORRUPT;
+            if (!overwrite || n < s->next) {
+                /* or the record was taken back and joined again since */
+                rc = sub_status(s);
+                return rc != 0 ? rc : SHMOBJ_ECORRUPT;
+            }
             missed += n - s->next;
             s->next = n;
             if (s->taken == 0 && s->held < n) {
