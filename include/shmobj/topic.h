@@ -179,7 +179,9 @@ SHMOBJ_API int shmobj_topic_open_or_create(shmobj_segment *seg,
 
 /**
  * @brief Close a handle. Its subscribers must be closed first
- *        (shmobj_topic_unsubscribe()); its loans are given back.
+ *        (shmobj_topic_unsubscribe()). Loans not published stay recorded
+ *        for this process: cancel them first, or repair gives them back
+ *        once the process has ended.
  * @param[in] t the handle (nothing when NULL)
  * @since 0.3
  */
