@@ -323,6 +323,44 @@ static void test_topic_overwrite_missed_counted(void **state)
     assert_int_equal(used_blocks(f->seg), b0);
 }
 
+/* A topic destroyed under blocked callers: a taker asleep on an empty topic
+ * and a publisher waiting on a full one both wake with SHMOBJ_ESTALE. */
+static void test_topic_destroy_wakes_blocked_callers_stale(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_topic *t;
+    shmobj_topic_config cfg = cfg_of(2, 0, 8, SHMOBJ_TOPIC_BLOCK);
+    assert_int_equal(shmobj_topic_create(f->seg, "w", &cfg, &t), 0);
+    shmobj_topic_sub *full;
+    assert_int_equal(shmobj_topic_subscribe(t, &full), 0);
+    assert_int_equal(pub_one(t, 1, 0, 0), 0);
+    assert_int_equal(pub_one(t, 1, 1, 0), 0);
+    pid_t taker = fork();
+    if (taker == 0) {
+        shmobj_topic_sub *s;
+        shmobj_topic_msg m;
+        if (shmobj_topic_subscribe(t, &s) != 0)
+            _exit(1);
+        shmobj_topic_spin_set(s, 0);
+        _exit(shmobj_topic_take(s, &m, 20 * SEC) == SHMOBJ_ESTALE ? 0 : 2);
+    }
+    pid_t pub = fork();
+    if (pub == 0)
+        _exit(pub_one(t, 1, 2, 20 * SEC) == SHMOBJ_ESTALE ? 0 : 3);
+    /* both asleep (or about to be): then destroy */
+    for (unsigned i = 0; i < 2000; i++) {
+        if (atomic_load(&t->hdr->sub_waiters) == 1 &&
+            atomic_load(&t->hdr->pub_waiters) == 1)
+            break;
+        test_sleep_ms(1);
+    }
+    assert_int_equal(shmobj_topic_destroy(f->seg, "w"), 0);
+    assert_int_equal(test_child_wait(taker), 0);
+    assert_int_equal(test_child_wait(pub), 0);
+    shmobj_topic_unsubscribe(full);
+    shmobj_topic_close(t);
+}
+
 /* ---- 1,024 subscribers ---------------------------------------------------------- */
 
 static void test_topic_subscribers_1024_then_full(void **state)
@@ -929,6 +967,7 @@ int main(void)
         T(test_topic_loan_read_in_place),
         T(test_topic_block_full_times_out),
         T(test_topic_overwrite_missed_counted),
+        T(test_topic_destroy_wakes_blocked_callers_stale),
         T(test_topic_subscribers_1024_then_full),
         T(test_topic_notify_fd_readable_after_publish),
         T(test_topic_fanout_three_publishers_exactly_once),
