@@ -609,6 +609,108 @@ static void test_topic_fanout_three_publishers_exactly_once(void **state)
     munmap(bk, sizeof *bk);
 }
 
+/* The overwrite policy under real concurrency: two publisher processes,
+ * three subscriber processes of which two are slowed down; each subscriber
+ * sees one order (every seq is the previous + 1 + what it was told it
+ * missed), every publisher's messages in its order without duplicates, and
+ * takes + missed = everything published after it joined. */
+struct ow_book {
+    _Atomic unsigned joined, go, pubs_done;
+    _Atomic uint64_t got[3], missed[3];
+};
+
+static int ow_sub(shmobj_topic *t, struct ow_book *bk, unsigned id)
+{
+    shmobj_topic_sub *s;
+    if (shmobj_topic_subscribe(t, &s) != 0)
+        return 1;
+    shmobj_topic_spin_set(s, 0);
+    atomic_fetch_add(&bk->joined, 1);
+    if (!wait_flag(&bk->go, 1))
+        return 2;
+    uint64_t next[2] = {0, 0}, last = 0, got = 0, missed = 0;
+    bool first = true;
+    for (;;) {
+        shmobj_topic_msg m;
+        int rc = shmobj_topic_take(s, &m, 50 * TEST_MS);
+        if (rc == SHMOBJ_ETIMEDOUT && atomic_load(&bk->pubs_done) == 2) {
+            /* nothing more will come: count what was dropped at the end */
+            if (shmobj_topic_try_take(s, &m) == SHMOBJ_EEMPTY)
+                break;
+            continue;
+        }
+        if (rc == SHMOBJ_ETIMEDOUT)
+            continue;
+        if (rc != 0)
+            return 3;
+        const struct tmsg *x = m.data;
+        if (x->pub >= 2 || x->check != tmsg_check(x->pub, x->n))
+            return 4;
+        if (first ? m.seq != m.missed : m.seq != last + 1 + m.missed)
+            return 5;
+        if (x->n < next[x->pub])
+            return 6; /* out of order or twice */
+        next[x->pub] = x->n + 1;
+        first = false;
+        last = m.seq;
+        got++;
+        missed += m.missed;
+        if (id != 0 && got % 7 == 0)
+            test_sleep_ms(1); /* slow */
+        if (shmobj_topic_release(s, &m) != 0)
+            return 7;
+    }
+    atomic_store(&bk->got[id], got);
+    atomic_store(&bk->missed[id], missed);
+    shmobj_topic_unsubscribe(s);
+    return 0;
+}
+
+static void test_topic_overwrite_processes_counted(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_topic *t;
+    shmobj_topic_config cfg = cfg_of(16, 0, 8, SHMOBJ_TOPIC_OVERWRITE);
+    assert_int_equal(shmobj_topic_create(f->seg, "ow", &cfg, &t), 0);
+    struct ow_book *bk = shared_alloc(sizeof *bk);
+    pid_t subs[3], pubs[2];
+    for (unsigned i = 0; i < 3; i++) {
+        subs[i] = fork();
+        if (subs[i] == 0) {
+            alarm(60);
+            _exit(ow_sub(t, bk, i));
+        }
+    }
+    assert_true(wait_flag(&bk->joined, 3));
+    atomic_store(&bk->go, 1);
+    for (unsigned p = 0; p < 2; p++) {
+        pubs[p] = fork();
+        if (pubs[p] == 0) {
+            alarm(60);
+            for (uint64_t i = 0; i < 3000; i++)
+                if (pub_one(t, p, i, SEC) != 0)
+                    _exit(1);
+            atomic_fetch_add(&bk->pubs_done, 1);
+            _exit(0);
+        }
+    }
+    for (unsigned p = 0; p < 2; p++)
+        assert_int_equal(test_child_wait(pubs[p]), 0);
+    for (unsigned i = 0; i < 3; i++)
+        assert_int_equal(test_child_wait(subs[i]), 0);
+    shmobj_topic_stats st;
+    assert_int_equal(shmobj_topic_stats_get(t, &st), 0);
+    for (unsigned i = 0; i < 3; i++)
+        /* a subscriber's last message may come after what it missed, so
+         * takes + missed is everything up to its last message */
+        assert_true(atomic_load(&bk->got[i]) + atomic_load(&bk->missed[i]) <= 6000 &&
+                    atomic_load(&bk->got[i]) + atomic_load(&bk->missed[i]) +
+                            16 >= 6000);
+    shmobj_topic_close(t);
+    assert_int_equal(shmobj_topic_destroy(f->seg, "ow"), 0);
+    munmap(bk, sizeof *bk);
+}
+
 /* ---- dead processes -------------------------------------------------------------- */
 
 static void test_topic_dead_subscriber_released_by_repair(void **state)
@@ -971,6 +1073,7 @@ int main(void)
         T(test_topic_subscribers_1024_then_full),
         T(test_topic_notify_fd_readable_after_publish),
         T(test_topic_fanout_three_publishers_exactly_once),
+        T(test_topic_overwrite_processes_counted),
         T(test_topic_dead_subscriber_released_by_repair),
         T(test_topic_dead_publisher_loan_freed_by_repair),
         T(test_topic_kill_loop_publishers_subscribers),
