@@ -751,7 +751,7 @@ static void test_topic_dead_subscriber_released_by_repair(void **state)
     assert_int_equal(st.subscribers, 0);
     /* kept: what the ring has not reclaimed yet, nothing else */
     assert_true(st.retained >= 1 && st.retained <= 4);
-    assert_int_equal(used_blocks(f->seg), b1 + st.retained);
+    assert_int_equal(used_blocks(f->seg), b1 + st.retained + st.spares);
     shmobj_topic_close(t);
     assert_int_equal(shmobj_topic_destroy(f->seg, "d"), 0);
     assert_int_equal(used_blocks(f->seg), b0);
@@ -798,8 +798,9 @@ static void test_topic_kill_loop_publishers_subscribers(void **state)
         "topic.publish.locked", "topic.publish.slot", "topic.publish.head",
         "topic.loan.recorded", "topic.reclaim.freed", "topic.take.read",
         "topic.take.claimed", "topic.release.held", "topic.join.recorded",
+        "topic.reclaim.spared", "topic.loan.reused",
     };
-    enum { ROUNDS = 18 };
+    enum { ROUNDS = 22 };
     shmobj_topic_sub *s;
     assert_int_equal(shmobj_topic_subscribe(t, &s), 0); /* the live one */
     uint64_t seq_expect = 0;
@@ -870,7 +871,7 @@ static void test_topic_kill_loop_publishers_subscribers(void **state)
     assert_int_equal(st.subscribers, 1);
     assert_int_equal(st.loans, 0);
     /* every block is a kept message: none leaked by the dead */
-    assert_int_equal(used_blocks(f->seg), b1 + st.retained);
+    assert_int_equal(used_blocks(f->seg), b1 + st.retained + st.spares);
     shmobj_topic_unsubscribe(s);
     shmobj_topic_close(t);
     assert_int_equal(shmobj_topic_destroy(f->seg, "kl"), 0);
@@ -883,11 +884,12 @@ static void test_topic_kill_loop_publishers_subscribers(void **state)
  * resumed, all three finish and every subscriber saw every message of
  * every publisher exactly once, in one order. Four processes on one CPU
  * (pinned): more processes than CPUs. */
-static void stall_case(struct fixture *f, const char *step, unsigned nth)
+static void stall_case(struct fixture *f, const char *step, unsigned nth,
+                       uint32_t capacity)
 {
     uint64_t b0 = used_blocks(f->seg);
     shmobj_topic *t;
-    shmobj_topic_config cfg = cfg_of(16, 2, 16, SHMOBJ_TOPIC_BLOCK);
+    shmobj_topic_config cfg = cfg_of(capacity, 2, 16, SHMOBJ_TOPIC_BLOCK);
     assert_int_equal(shmobj_topic_create(f->seg, "st", &cfg, &t), 0);
     struct book *bk = shared_alloc(sizeof *bk);
     struct run r[4];
@@ -939,16 +941,79 @@ static void test_topic_stall_every_step_others_finish(void **state)
     static const struct {
         const char *step;
         unsigned nth;
+        uint32_t capacity;
     } cases[] = {
-        {"topic.join.locked", 1},    {"topic.join.recorded", 1},
-        {"topic.loan.recorded", 5},  {"topic.publish.locked", 5},
-        {"topic.publish.slot", 7},   {"topic.publish.head", 9},
-        {"topic.reclaim.freed", 3},  {"topic.take.read", 11},
-        {"topic.take.claimed", 13},  {"topic.release.held", 17},
-        {"topic.leave.locked", 1},   {"topic.leave.cleared", 1},
+        {"topic.join.locked", 1, 16},    {"topic.join.recorded", 1, 16},
+        {"topic.loan.recorded", 5, 16},  {"topic.publish.locked", 5, 16},
+        {"topic.publish.slot", 7, 16},   {"topic.publish.head", 9, 16},
+        {"topic.reclaim.spared", 5, 16},
+        {"topic.loan.reused", 4, 16},    {"topic.take.read", 11, 16},
+        {"topic.take.claimed", 13, 16},  {"topic.release.held", 17, 16},
+        {"topic.leave.locked", 1, 16},   {"topic.leave.cleared", 1, 16},
     };
     for (unsigned i = 0; i < sizeof cases / sizeof *cases; i++)
-        stall_case(f, cases[i].step, cases[i].nth);
+        stall_case(f, cases[i].step, cases[i].nth, cases[i].capacity);
+}
+
+/* A publisher stopped in a reclaim that frees blocks (the spare records
+ * full: blocks handed over by reference never take a spare back), while a
+ * subscriber process goes on taking; resumed, every message arrives once
+ * and in order, and no block is lost or freed twice. */
+static void test_topic_stall_reclaim_freed_no_loss(void **state)
+{
+    struct fixture *f = *state;
+    test_stall_pin(0);
+    shmobj_topic *t;
+    shmobj_topic_config cfg = cfg_of(8, 0, 8, SHMOBJ_TOPIC_BLOCK);
+    assert_int_equal(shmobj_topic_create(f->seg, "rf", &cfg, &t), 0);
+    uint64_t b1 = used_blocks(f->seg);
+    struct book *bk = shared_alloc(sizeof *bk);
+    pid_t sub = fork();
+    if (sub == 0) {
+        shmobj_topic_sub *s;
+        if (shmobj_topic_subscribe(t, &s) != 0)
+            _exit(1);
+        atomic_store(&bk->joined, 1);
+        for (uint64_t i = 0; i < 60; i++) {
+            shmobj_topic_msg m;
+            if (shmobj_topic_take(s, &m, 10 * SEC) != 0)
+                _exit(2);
+            if (((const struct tmsg *)m.data)->n != i)
+                _exit(3);
+            shmobj_topic_release(s, &m);
+        }
+        shmobj_topic_unsubscribe(s);
+        _exit(0);
+    }
+    assert_true(wait_flag(&bk->joined, 1));
+    pid_t pub = fork();
+    if (pub == 0) {
+        test_stall_arm("topic.reclaim.freed", 1, TEST_STALL_STOP, 0);
+        for (uint64_t i = 0; i < 60; i++) {
+            shmobj_ref r;
+            void *p;
+            if (shmobj_arena_alloc(f->seg, sizeof(struct tmsg), 16, &r, &p) != 0)
+                _exit(1);
+            struct tmsg m = {.pub = 1, .check = tmsg_check(1, i), .n = i};
+            memcpy(p, &m, sizeof m);
+            if (shmobj_topic_publish_ref(t, r, sizeof m, 10 * SEC) != 0)
+                _exit(2);
+        }
+        _exit(0);
+    }
+    assert_int_equal(test_stall_wait_stopped(pub, 20000, NULL), 1);
+    test_sleep_ms(100); /* the subscriber takes what is there */
+    test_stall_resume(pub);
+    assert_int_equal(test_child_wait(pub), 0);
+    assert_int_equal(test_child_wait(sub), 0);
+    assert_int_equal(shmobj_topic_repair(t, NULL), 0);
+    shmobj_topic_stats st;
+    assert_int_equal(shmobj_topic_stats_get(t, &st), 0);
+    assert_int_equal(st.spares, 16);
+    assert_int_equal(used_blocks(f->seg), b1 + st.retained + st.spares);
+    shmobj_topic_close(t);
+    assert_int_equal(shmobj_topic_destroy(f->seg, "rf"), 0);
+    munmap(bk, sizeof *bk);
 }
 
 /* A publisher stopped while it moves a slow subscriber forward (overwrite
@@ -1078,6 +1143,7 @@ int main(void)
         T(test_topic_dead_publisher_loan_freed_by_repair),
         T(test_topic_kill_loop_publishers_subscribers),
         T(test_topic_stall_every_step_others_finish),
+        T(test_topic_stall_reclaim_freed_no_loss),
         T(test_topic_stall_overwrite_skip_counted),
         T(test_topic_damaged_records_no_hang),
 #undef T

@@ -106,6 +106,7 @@ typedef struct shmobj_topic_stats {
     uint32_t loans;        /**< loans outstanding */
     uint64_t max_lag;      /**< most messages any subscriber has not taken */
     uint64_t missed;       /**< messages lost by all subscribers (overwrite) */
+    uint32_t spares;       /**< released message blocks kept for new loans */
 } shmobj_topic_stats;
 
 /**
@@ -122,7 +123,7 @@ SHMOBJ_API void shmobj_topic_config_init(shmobj_topic_config *cfg);
  * @brief Create a named topic in a segment and open it.
  *
  * The topic's block (256 bytes, 32 per ring slot, 64 per subscriber record,
- * 4 KiB of loan records: 76 KiB for 256 slots and 1,024 subscribers) is
+ * 4.25 KiB of loan records: 76 KiB for 256 slots and 1,024 subscribers) is
  * published as the root `name` (one namespace for every kind of root).
  * @param[in] seg segment
  * @param[in] name 1..SHMOBJ_TOPIC_NAME_MAX bytes, NUL-terminated

@@ -10,7 +10,9 @@
  *   the header (3 cache lines + the lock's line)
  *   the ring: capacity slots of 32 bytes
  *   the subscriber records: subscribers x 64 bytes
- *   the loan records: SHMOBJ_TOPIC_LOANS_MAX x 16 bytes
+ *   the loan records: SHMOBJ_TOPIC_LOANS_MAX x 16 bytes, then
+ *   SHMOBJ__TOPIC_SPARES records of blocks kept for reuse (token 0 and a
+ *   reference: the topic's; claimed by a loan with a CAS of the token)
  *
  * Sequences: message n (0, 1, ...) lives in slot n & (capacity - 1).
  * head is the next sequence to publish, tail the oldest message whose block
@@ -31,6 +33,9 @@
 
 #define SHMOBJ__TOPIC_MAGIC UINT32_C(0x43504f54) /* "TOPC" */
 #define SHMOBJ__TOPIC_VERSION UINT32_C(1)
+/* Message blocks a reclaim keeps for the next loans instead of freeing. */
+#define SHMOBJ__TOPIC_SPARES 16u
+#define SHMOBJ__TOPIC_LOANRECS (SHMOBJ_TOPIC_LOANS_MAX + SHMOBJ__TOPIC_SPARES)
 
 struct shmobj__topic_hdr {
     /* line 0: written at creation only (ident: and cleared by destroy) */

@@ -42,6 +42,50 @@ static int loan_record(shmobj_topic *t, uint64_t me, uint32_t *slot)
     return SHMOBJ_EFULL;
 }
 
+/* A spare block of at least size bytes (and not much more), claimed as a
+ * loan of this process: the CAS of the record's token moves the block
+ * from the topic to the loan in one step. */
+static bool spare_get(shmobj_topic *t, uint64_t me, uint64_t size,
+                      shmobj_topic_loan *loan)
+{
+    struct shmobj__space *sp = t->sp;
+    for (uint32_t i = SHMOBJ_TOPIC_LOANS_MAX; i < SHMOBJ__TOPIC_LOANRECS; i++) {
+        struct shmobj__topic_loanrec *l = &t->loans[i];
+        uint64_t z = 0;
+        if (atomic_load_explicit(&l->ref, memory_order_relaxed) == 0 ||
+            atomic_load_explicit(&l->token, memory_order_relaxed) != 0 ||
+            !atomic_compare_exchange_strong_explicit(&l->token, &z, me,
+                                                     memory_order_acq_rel,
+                                                     memory_order_relaxed))
+            continue;
+        SHMOBJ__STEP("topic.loan.reused");
+        shmobj__ref ref = atomic_load_explicit(&l->ref, memory_order_acquire);
+        uint64_t usable = 0;
+        void *data = NULL;
+        int rc = ref != 0 ? sp->ops->check(sp, ref, &usable) : SHMOBJ_ENOTFOUND;
+        if (rc == 0 && (usable < size || usable / 2 > size + 64)) {
+            /* another size: leave it for a loan it fits */
+            atomic_store_explicit(&l->token, 0, memory_order_release);
+            continue;
+        }
+        if (rc == 0)
+            rc = shmobj__space_at(sp, shmobj__ref_off(ref), size, &data);
+        if (rc != 0) {
+            /* no block there (or not one the heap knows: damage, not ours
+             * to free): the record is free again */
+            atomic_store_explicit(&l->ref, 0, memory_order_relaxed);
+            atomic_store_explicit(&l->token, 0, memory_order_release);
+            continue;
+        }
+        loan->ref = ref;
+        loan->data = data;
+        loan->size = size;
+        loan->slot = i;
+        return true;
+    }
+    return false;
+}
+
 int shmobj_topic_loan_get(shmobj_topic *t, uint64_t size, shmobj_topic_loan *loan)
 {
     if (t == NULL || loan == NULL || size == 0 || size > (UINT64_C(1) << 47))
@@ -52,6 +96,8 @@ int shmobj_topic_loan_get(shmobj_topic *t, uint64_t size, shmobj_topic_loan *loa
     uint64_t me = sp->ops->live->token(sp);
     if (me == 0)
         return SHMOBJ_EFULL;
+    if (spare_get(t, me, size, loan))
+        return 0;
     uint32_t slot;
     int rc = loan_record(t, me, &slot);
     if (rc == SHMOBJ_EFULL) {
@@ -90,7 +136,7 @@ int shmobj_topic_loan_get(shmobj_topic *t, uint64_t size, shmobj_topic_loan *loa
 static struct shmobj__topic_loanrec *loan_of(shmobj_topic *t,
                                              const shmobj_topic_loan *loan)
 {
-    if (loan->slot >= SHMOBJ_TOPIC_LOANS_MAX || loan->ref == 0)
+    if (loan->slot >= SHMOBJ__TOPIC_LOANRECS || loan->ref == 0)
         return NULL;
     struct shmobj__topic_loanrec *l = &t->loans[loan->slot];
     uint64_t me = t->sp->ops->live->token(t->sp);

@@ -57,7 +57,7 @@ uint64_t shmobj__topic_footprint(uint32_t capacity, uint32_t subs)
     return sizeof(struct shmobj__topic_hdr) +
            (uint64_t)capacity * sizeof(struct shmobj__topic_slot) +
            (uint64_t)subs * sizeof(struct shmobj__topic_subrec) +
-           (uint64_t)SHMOBJ_TOPIC_LOANS_MAX * sizeof(struct shmobj__topic_loanrec);
+           (uint64_t)SHMOBJ__TOPIC_LOANRECS * sizeof(struct shmobj__topic_loanrec);
 }
 
 static uint64_t topic_ident(shmobj_ref ref)
@@ -238,6 +238,21 @@ void shmobj__topic_unlock(shmobj_topic *t)
     t->sp->ops->live->unlock(t->sp, &t->hdr->lock);
 }
 
+/* Under the lock: keep a reclaimed block in a free spare record (token 0,
+ * no reference) for the next loan. False when none is free. */
+static bool spare_put(shmobj_topic *t, shmobj__ref ref)
+{
+    for (uint32_t i = SHMOBJ_TOPIC_LOANS_MAX; i < SHMOBJ__TOPIC_LOANRECS; i++) {
+        struct shmobj__topic_loanrec *l = &t->loans[i];
+        if (atomic_load_explicit(&l->token, memory_order_acquire) == 0 &&
+            atomic_load_explicit(&l->ref, memory_order_relaxed) == 0) {
+            atomic_store_explicit(&l->ref, ref, memory_order_release);
+            return true;
+        }
+    }
+    return false;
+}
+
 int shmobj__topic_reclaim(shmobj_topic *t)
 {
     struct shmobj__topic_hdr *h = t->hdr;
@@ -266,11 +281,19 @@ int shmobj__topic_reclaim(shmobj_topic *t)
     for (uint64_t s = tail; s < min; s++) {
         struct shmobj__topic_slot *sl = &t->slots[s & (t->capacity - 1)];
         if (atomic_load_explicit(&sl->seq, memory_order_relaxed) == s + 1) {
-            shmobj__ref ref = atomic_exchange_explicit(&sl->ref, 0,
-                                                       memory_order_relaxed);
-            if (ref != 0 && t->sp->ops->free(t->sp, ref) == SHMOBJ_ECORRUPT)
-                bad = SHMOBJ_ECORRUPT;
-            SHMOBJ__STEP("topic.reclaim.freed");
+            /* kept as a spare or freed before the slot lets go of it: a
+             * death in between leaves the block named twice, which the
+             * repair (a spare also in the ring) or the heap (a second free
+             * of a stale reference) resolves; never a leak */
+            shmobj__ref ref = atomic_load_explicit(&sl->ref, memory_order_relaxed);
+            if (ref != 0 && spare_put(t, ref)) {
+                SHMOBJ__STEP("topic.reclaim.spared");
+            } else if (ref != 0) {
+                if (t->sp->ops->free(t->sp, ref) == SHMOBJ_ECORRUPT)
+                    bad = SHMOBJ_ECORRUPT;
+                SHMOBJ__STEP("topic.reclaim.freed");
+            }
+            atomic_store_explicit(&sl->ref, 0, memory_order_relaxed);
         } else {
             bad = SHMOBJ_ECORRUPT; /* a slot below head never written */
         }
@@ -317,9 +340,19 @@ int shmobj__topic_repair_locked(shmobj_topic *t, uint64_t below,
         atomic_store_explicit(&r->token, 0, memory_order_release);
         n++;
     }
-    for (uint32_t i = 0; i < SHMOBJ_TOPIC_LOANS_MAX; i++) {
+    for (uint32_t i = 0; i < SHMOBJ__TOPIC_LOANRECS; i++) {
         struct shmobj__topic_loanrec *l = &t->loans[i];
         uint64_t tok = atomic_load_explicit(&l->token, memory_order_acquire);
+        if (tok == 0 && i >= SHMOBJ_TOPIC_LOANS_MAX) {
+            /* a spare that a reclaim which died had not yet taken out
+             * of its slot: the slot keeps it */
+            shmobj__ref ref = atomic_load_explicit(&l->ref, memory_order_relaxed);
+            if (ref != 0 && in_ring(t, ref)) {
+                atomic_store_explicit(&l->ref, 0, memory_order_release);
+                n++;
+            }
+            continue;
+        }
         if (tok == 0 || shmobj__space_token_alive(sp, tok))
             continue;
         shmobj__ref ref = atomic_load_explicit(&l->ref, memory_order_relaxed);
@@ -380,9 +413,12 @@ int shmobj_topic_stats_get(shmobj_topic *t, shmobj_topic_stats *st)
         if (next <= head && head - next > st->max_lag)
             st->max_lag = head - next;
     }
-    for (uint32_t i = 0; i < SHMOBJ_TOPIC_LOANS_MAX; i++)
+    for (uint32_t i = 0; i < SHMOBJ__TOPIC_LOANRECS; i++) {
         if (atomic_load_explicit(&t->loans[i].token, memory_order_relaxed) != 0)
             st->loans++;
+        else if (atomic_load_explicit(&t->loans[i].ref, memory_order_relaxed) != 0)
+            st->spares++;
+    }
     return 0;
 }
 
@@ -421,7 +457,7 @@ int shmobj_topic_destroy(shmobj_segment *seg, const char *name)
             if (r != 0)
                 (void)t->sp->ops->free(t->sp, r);
         }
-    for (uint32_t i = 0; i < SHMOBJ_TOPIC_LOANS_MAX; i++) {
+    for (uint32_t i = 0; i < SHMOBJ__TOPIC_LOANRECS; i++) {
         shmobj__ref r = atomic_exchange_explicit(&t->loans[i].ref, 0,
                                                  memory_order_relaxed);
         if (r != 0)
