@@ -168,6 +168,7 @@ static int ping_child(void *arg)
     if (shmobj_topic_subscribe(ping, &s) != 0)
         return 2;
     shmobj_topic_spin_set(s, 1000000000);
+    bench_pin(1); /* as W2's ping-pong: one side per CPU */
     wait_go(j->ctl);
     for (uint64_t i = 0; i < j->count + PING_WARMUP; i++) {
         shmobj_topic_msg m;
@@ -205,6 +206,7 @@ static int pingpong(struct job *parent, uint64_t rounds, uint64_t *samples)
     pid_t pid = bench_fork(ping_child, &j);
     if (pid < 0)
         return -1;
+    bench_pin(0);
     start_clock(&j);
     uint64_t msg[8] = {0};
     int rc = 0;
