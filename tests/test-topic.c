@@ -167,6 +167,20 @@ static void test_topic_create_bad_input_refused(void **state)
     assert_int_equal(shmobj_topic_release(s, &m), SHMOBJ_EINVAL);
     shmobj_topic_loan loan = {.ref = 999, .slot = 3};
     assert_int_equal(shmobj_topic_loan_publish(t, &loan, 1, 0), SHMOBJ_EINVAL);
+    /* a message whose header no longer carries the topic's stamp, or a
+     * slot that says more bytes than the loan had: damage, told */
+    assert_int_equal(shmobj_topic_loan_get(t, 32, &loan), 0);
+    ((uint8_t *)loan.data - SHMOBJ__TOPIC_MSG_HEADER)[0] ^= 1;
+    assert_int_equal(shmobj_topic_loan_publish(t, &loan, 32, 0), 0);
+    shmobj_topic_msg bad;
+    assert_int_equal(shmobj_topic_try_take(s, &bad), SHMOBJ_ECORRUPT);
+    assert_ptr_equal(bad.data, NULL);
+    assert_int_equal(shmobj_topic_loan_get(t, 32, &loan), 0);
+    assert_int_equal(shmobj_topic_loan_publish(t, &loan, 32, 0), 0);
+    uint64_t head = atomic_load(&t->hdr->head);
+    atomic_store(&t->slots[(head - 1) & (t->capacity - 1)].len, 33);
+    assert_int_equal(shmobj_topic_try_take(s, &bad), SHMOBJ_ECORRUPT);
+    assert_int_equal(shmobj_topic_release(s, &bad), 0);
     shmobj_topic_unsubscribe(s);
     shmobj_topic_close(t);
     assert_int_equal(shmobj_topic_destroy(f->seg, "t"), 0);

@@ -68,11 +68,26 @@ struct shmobj__topic_hdr {
 _Static_assert(sizeof(struct shmobj__topic_hdr) == 256, "topic header");
 
 struct shmobj__topic_slot {
-    _Atomic uint64_t seq; /* the sequence the slot holds (+1; 0: never) */
-    _Atomic uint64_t ref; /* the message block */
-    _Atomic uint64_t len; /* its length */
-    uint64_t pad;
+    _Atomic uint64_t seq;  /* the sequence the slot holds (+1; 0: never) */
+    _Atomic uint64_t ref;  /* the message block */
+    _Atomic uint64_t len;  /* its length */
+    _Atomic uint64_t kind; /* TOPIC_KIND_* */
 };
+
+/* What a slot's block is: a loan of this topic, whose first
+ * SHMOBJ__TOPIC_MSG_HEADER bytes are a struct shmobj__topic_msghdr and
+ * whose data follows; or any heap block handed over by reference, the
+ * data at its start. */
+enum { TOPIC_KIND_LOAN = 0, TOPIC_KIND_BLOCK = 1 };
+#define SHMOBJ__TOPIC_MSG_HEADER 64u
+struct shmobj__topic_msghdr {
+    uint64_t stamp; /* shmobj__topic_stamp() of the topic that lent it */
+    uint64_t size;  /* bytes of data the loan asked for */
+};
+static inline uint64_t shmobj__topic_stamp(uint64_t ident)
+{
+    return ident ^ UINT64_C(0x544f5049434d5347); /* "TOPICMSG" */
+}
 
 enum { TOPIC_NOTIFY_NONE = 0, TOPIC_NOTIFY_IDLE = 1, TOPIC_NOTIFY_ARMED = 2 };
 

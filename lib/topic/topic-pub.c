@@ -42,6 +42,18 @@ static int loan_record(shmobj_topic *t, uint64_t me, uint32_t *slot)
     return SHMOBJ_EFULL;
 }
 
+/* Write a loan's header (only what changed: a header left as it was
+ * stays in the subscribers' caches). */
+static void stamp_block(shmobj_topic *t, void *block, uint64_t size)
+{
+    struct shmobj__topic_msghdr *h = block;
+    uint64_t stamp = shmobj__topic_stamp(t->ident);
+    if (h->stamp != stamp)
+        h->stamp = stamp;
+    if (h->size != size)
+        h->size = size;
+}
+
 /* A spare block of at least size bytes (and not much more), claimed as a
  * loan of this process: the CAS of the record's token moves the block
  * from the topic to the loan in one step. */
@@ -63,13 +75,14 @@ static bool spare_get(shmobj_topic *t, uint64_t me, uint64_t size,
         uint64_t usable = 0;
         void *data = NULL;
         int rc = ref != 0 ? sp->ops->check(sp, ref, &usable) : SHMOBJ_ENOTFOUND;
-        if (rc == 0 && (usable < size || usable / 2 > size + 64)) {
+        uint64_t need = size + SHMOBJ__TOPIC_MSG_HEADER;
+        if (rc == 0 && (usable < need || usable / 2 > need + 64)) {
             /* another size: leave it for a loan it fits */
             atomic_store_explicit(&l->token, 0, memory_order_release);
             continue;
         }
         if (rc == 0)
-            rc = shmobj__space_at(sp, shmobj__ref_off(ref), size, &data);
+            rc = shmobj__space_at(sp, shmobj__ref_off(ref), need, &data);
         if (rc != 0) {
             /* no block there (or not one the heap knows: damage, not ours
              * to free): the record is free again */
@@ -77,8 +90,9 @@ static bool spare_get(shmobj_topic *t, uint64_t me, uint64_t size,
             atomic_store_explicit(&l->token, 0, memory_order_release);
             continue;
         }
+        stamp_block(t, data, size);
         loan->ref = ref;
-        loan->data = data;
+        loan->data = (uint8_t *)data + SHMOBJ__TOPIC_MSG_HEADER;
         loan->size = size;
         loan->slot = i;
         return true;
@@ -110,12 +124,13 @@ int shmobj_topic_loan_get(shmobj_topic *t, uint64_t size, shmobj_topic_loan *loa
         return rc;
     struct shmobj__topic_loanrec *l = &t->loans[slot];
     shmobj__ref ref;
-    rc = sp->ops->alloc(sp, size, 64, &ref);
+    rc = sp->ops->alloc(sp, size + SHMOBJ__TOPIC_MSG_HEADER, 64, &ref);
     void *data = NULL;
     if (rc == 0) {
         atomic_store_explicit(&l->ref, ref, memory_order_release);
         SHMOBJ__STEP("topic.loan.recorded");
-        rc = shmobj__space_at(sp, shmobj__ref_off(ref), size, &data);
+        rc = shmobj__space_at(sp, shmobj__ref_off(ref),
+                              size + SHMOBJ__TOPIC_MSG_HEADER, &data);
         if (rc != 0) {
             atomic_store_explicit(&l->ref, 0, memory_order_relaxed);
             (void)sp->ops->free(sp, ref);
@@ -125,8 +140,9 @@ int shmobj_topic_loan_get(shmobj_topic *t, uint64_t size, shmobj_topic_loan *loa
         atomic_store_explicit(&l->token, 0, memory_order_release);
         return rc;
     }
+    stamp_block(t, data, size);
     loan->ref = ref;
-    loan->data = data;
+    loan->data = (uint8_t *)data + SHMOBJ__TOPIC_MSG_HEADER;
     loan->size = size;
     loan->slot = slot;
     return 0;
@@ -256,7 +272,8 @@ static void wake_takers(shmobj_topic *t)
 
 /* Publish block ref of len bytes; loan: its record, or NULL. */
 static int publish(shmobj_topic *t, shmobj__ref ref, uint64_t len,
-                   struct shmobj__topic_loanrec *loan, int64_t timeout_ns)
+                   struct shmobj__topic_loanrec *loan, int64_t timeout_ns,
+                   uint64_t kind)
 {
     struct shmobj__topic_hdr *h = t->hdr;
     uint64_t deadline = UINT64_MAX, judged = 0;
@@ -316,6 +333,7 @@ static int publish(shmobj_topic *t, shmobj__ref ref, uint64_t len,
         struct shmobj__topic_slot *sl = &t->slots[head & (t->capacity - 1)];
         atomic_store_explicit(&sl->ref, ref, memory_order_relaxed);
         atomic_store_explicit(&sl->len, len, memory_order_relaxed);
+        atomic_store_explicit(&sl->kind, kind, memory_order_relaxed);
         atomic_store_explicit(&sl->seq, head + 1, memory_order_release);
         SHMOBJ__STEP("topic.publish.slot");
         atomic_store_explicit(&h->head, head + 1, memory_order_release);
@@ -340,7 +358,7 @@ int shmobj_topic_loan_publish(shmobj_topic *t, shmobj_topic_loan *loan,
     struct shmobj__topic_loanrec *l = loan_of(t, loan);
     if (l == NULL)
         return SHMOBJ_EINVAL;
-    int rc = publish(t, loan->ref, len, l, timeout_ns);
+    int rc = publish(t, loan->ref, len, l, timeout_ns, TOPIC_KIND_LOAN);
     if (rc == 0) {
         loan->ref = 0;
         loan->data = NULL;
@@ -377,5 +395,5 @@ int shmobj_topic_publish_ref(shmobj_topic *t, shmobj_ref ref, uint64_t len,
         return rc == SHMOBJ_ESTALE ? rc : SHMOBJ_ECORRUPT;
     if (len > usable)
         return SHMOBJ_EINVAL;
-    return publish(t, ref, len, NULL, timeout_ns);
+    return publish(t, ref, len, NULL, timeout_ns, TOPIC_KIND_BLOCK);
 }

@@ -221,6 +221,7 @@ static int take_one(shmobj_topic_sub *s, shmobj_topic_msg *msg)
         uint64_t seq = atomic_load_explicit(&sl->seq, memory_order_acquire);
         shmobj__ref ref = atomic_load_explicit(&sl->ref, memory_order_relaxed);
         uint64_t len = atomic_load_explicit(&sl->len, memory_order_relaxed);
+        uint64_t kind = atomic_load_explicit(&sl->kind, memory_order_relaxed);
         if (seq != n + 1) {
             if (overwrite)
                 continue; /* overwritten: our cursor moved, read it again */
@@ -239,16 +240,36 @@ static int take_one(shmobj_topic_sub *s, shmobj_topic_msg *msg)
         SHMOBJ__STEP("topic.take.claimed");
         s->next = n + 1;
         s->taken++;
-        /* the message is ours until released: now check and read it */
+        /* the message is ours until released: now check and read it. A
+         * loan is checked by its header (the topic's stamp, its size), on
+         * the lines the reader reads anyway; the heap's own check reads
+         * the heap's header, which every allocation writes, and is kept
+         * for blocks handed over by reference. */
         void *data = NULL;
-        uint64_t usable = 0;
-        rc = t->sp->ops->check(t->sp, ref, &usable);
-        if (rc == 0 && len > usable)
+        if (kind == TOPIC_KIND_LOAN) {
+            rc = shmobj__space_at(t->sp, shmobj__ref_off(ref),
+                                  SHMOBJ__TOPIC_MSG_HEADER + len, &data);
+            const struct shmobj__topic_msghdr *mh = data;
+            if (rc == 0 && (((uintptr_t)data & 63u) != 0 ||
+                            mh->stamp != shmobj__topic_stamp(t->ident) ||
+                            len > mh->size))
+                rc = SHMOBJ_ECORRUPT;
+            if (rc == 0)
+                data = (uint8_t *)data + SHMOBJ__TOPIC_MSG_HEADER;
+        } else if (kind == TOPIC_KIND_BLOCK) {
+            uint64_t usable = 0;
+            rc = t->sp->ops->check(t->sp, ref, &usable);
+            if (rc == 0 && len > usable)
+                rc = SHMOBJ_ECORRUPT;
+            if (rc == 0)
+                rc = shmobj__space_at(t->sp, shmobj__ref_off(ref), len, &data);
+        } else {
             rc = SHMOBJ_ECORRUPT;
-        if (rc == 0)
-            rc = shmobj__space_at(t->sp, shmobj__ref_off(ref), len, &data);
-        if (rc != 0)
+        }
+        if (rc != 0) {
             rc = SHMOBJ_ECORRUPT;
+            data = NULL;
+        }
         msg->data = data;
         msg->len = len;
         msg->ref = ref;
