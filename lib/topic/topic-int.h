@@ -83,6 +83,7 @@ enum { TOPIC_KIND_LOAN = 0, TOPIC_KIND_BLOCK = 1 };
 struct shmobj__topic_msghdr {
     uint64_t stamp; /* shmobj__topic_stamp() of the topic that lent it */
     uint64_t size;  /* bytes of data the loan asked for */
+    uint64_t cap;   /* the block's usable bytes, header included */
 };
 static inline uint64_t shmobj__topic_stamp(uint64_t ident)
 {

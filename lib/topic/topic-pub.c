@@ -44,7 +44,8 @@ static int loan_record(shmobj_topic *t, uint64_t me, uint32_t *slot)
 
 /* Write a loan's header (only what changed: a header left as it was
  * stays in the subscribers' caches). */
-static void stamp_block(shmobj_topic *t, void *block, uint64_t size)
+static void stamp_block(shmobj_topic *t, void *block, uint64_t size,
+                        uint64_t cap)
 {
     struct shmobj__topic_msghdr *h = block;
     uint64_t stamp = shmobj__topic_stamp(t->ident);
@@ -52,6 +53,8 @@ static void stamp_block(shmobj_topic *t, void *block, uint64_t size)
         h->stamp = stamp;
     if (h->size != size)
         h->size = size;
+    if (h->cap != cap)
+        h->cap = cap;
 }
 
 /* A spare block of at least size bytes (and not much more), claimed as a
@@ -72,17 +75,28 @@ static bool spare_get(shmobj_topic *t, uint64_t me, uint64_t size,
             continue;
         SHMOBJ__STEP("topic.loan.reused");
         shmobj__ref ref = atomic_load_explicit(&l->ref, memory_order_acquire);
-        uint64_t usable = 0;
         void *data = NULL;
-        int rc = ref != 0 ? sp->ops->check(sp, ref, &usable) : SHMOBJ_ENOTFOUND;
-        uint64_t need = size + SHMOBJ__TOPIC_MSG_HEADER;
-        if (rc == 0 && (usable < need || usable / 2 > need + 64)) {
+        uint64_t need = size + SHMOBJ__TOPIC_MSG_HEADER, cap = 0;
+        /* the block's own header says its size: no look at the heap,
+         * whose header line every allocation writes */
+        int rc = ref != 0 ? shmobj__space_at(sp, shmobj__ref_off(ref),
+                                             SHMOBJ__TOPIC_MSG_HEADER, &data)
+                          : SHMOBJ_ENOTFOUND;
+        if (rc == 0) {
+            const struct shmobj__topic_msghdr *mh = data;
+            cap = mh->cap;
+            if (((uintptr_t)data & 63u) != 0 ||
+                mh->stamp != shmobj__topic_stamp(t->ident) ||
+                cap < SHMOBJ__TOPIC_MSG_HEADER)
+                rc = SHMOBJ_ECORRUPT;
+        }
+        if (rc == 0 && (cap < need || cap / 2 > need + 64)) {
             /* another size: leave it for a loan it fits */
             atomic_store_explicit(&l->token, 0, memory_order_release);
             continue;
         }
         if (rc == 0)
-            rc = shmobj__space_at(sp, shmobj__ref_off(ref), need, &data);
+            rc = shmobj__space_at(sp, shmobj__ref_off(ref), cap, &data);
         if (rc != 0) {
             /* no block there (or not one the heap knows: damage, not ours
              * to free): the record is free again */
@@ -90,7 +104,7 @@ static bool spare_get(shmobj_topic *t, uint64_t me, uint64_t size,
             atomic_store_explicit(&l->token, 0, memory_order_release);
             continue;
         }
-        stamp_block(t, data, size);
+        stamp_block(t, data, size, cap);
         loan->ref = ref;
         loan->data = (uint8_t *)data + SHMOBJ__TOPIC_MSG_HEADER;
         loan->size = size;
@@ -140,7 +154,10 @@ int shmobj_topic_loan_get(shmobj_topic *t, uint64_t size, shmobj_topic_loan *loa
         atomic_store_explicit(&l->token, 0, memory_order_release);
         return rc;
     }
-    stamp_block(t, data, size);
+    uint64_t cap = 0;
+    if (sp->ops->check(sp, ref, &cap) != 0 || cap < size + SHMOBJ__TOPIC_MSG_HEADER)
+        cap = size + SHMOBJ__TOPIC_MSG_HEADER;
+    stamp_block(t, data, size, cap);
     loan->ref = ref;
     loan->data = (uint8_t *)data + SHMOBJ__TOPIC_MSG_HEADER;
     loan->size = size;
