@@ -14,5 +14,6 @@
 #include "shmobj/object.h"
 #include "shmobj/map.h"
 #include "shmobj/queue.h"
+#include "shmobj/topic.h"
 
 #endif /* SHMOBJ_H */

@@ -24,6 +24,7 @@ os       os common                        | -
 segment  segment os arena common          | segment arena version
 queue    queue os arena common            | queue segment arena
 map      map os arena htcore common       | map segment
+topic    topic os common                  | topic segment
 '
 
 layer_of_header() { # the layer folder holding lib/*/$1, or nothing
