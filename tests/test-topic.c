@@ -1138,11 +1138,59 @@ static void test_topic_damaged_records_no_hang(void **state)
     assert_int_equal(test_child_wait(pid), 0);
 }
 
+/* Handles outlive their segment, and a subscription its topic handle: the
+ * segment handle, the topic handle and a subscription closed in each of
+ * the 6 orders; after the segment's close, calls through the others
+ * answer SHMOBJ_ESTALE; the message published before is there for
+ * another handle. */
+static void test_topic_close_orders_every_handle_kind(void **state)
+{
+    struct fixture *f = *state;
+    static const int orders[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2},
+                                     {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
+    shmobj_topic *keep;
+    shmobj_topic_config cfg = cfg_of(16, 0, 8, SHMOBJ_TOPIC_BLOCK);
+    assert_int_equal(shmobj_topic_create(f->seg, "orders", &cfg, &keep), 0);
+    for (int o = 0; o < 6; o++) {
+        shmobj_segment *seg;
+        shmobj_topic *t;
+        shmobj_topic_sub *s;
+        shmobj_topic_msg msg;
+        assert_int_equal(shmobj_segment_open(f->name, SHMOBJ_BACKEND_SHM, 0, &seg), 0);
+        assert_int_equal(shmobj_topic_open(seg, "orders", &t), 0);
+        assert_int_equal(shmobj_topic_subscribe(t, &s), 0);
+        assert_int_equal(shmobj_topic_publish(t, "m", 1, 0), 0);
+        bool seg_closed = false, t_closed = false, s_closed = false;
+        for (int k = 0; k < 3; k++) {
+            switch (orders[o][k]) {
+            case 0:
+                shmobj_segment_close(seg);
+                seg_closed = true;
+                break;
+            case 1:
+                shmobj_topic_close(t);
+                t_closed = true;
+                break;
+            default:
+                shmobj_topic_unsubscribe(s);
+                s_closed = true;
+                break;
+            }
+            if (seg_closed && !t_closed)
+                assert_int_equal(shmobj_topic_publish(t, "x", 1, 0), SHMOBJ_ESTALE);
+            if (seg_closed && !s_closed)
+                assert_int_equal(shmobj_topic_try_take(s, &msg), SHMOBJ_ESTALE);
+        }
+    }
+    shmobj_topic_close(keep);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
         T(test_topic_create_open_destroy_roundtrip),
+        T(test_topic_close_orders_every_handle_kind),
         T(test_topic_create_bad_input_refused),
         T(test_topic_history_replay_order),
         T(test_topic_loan_read_in_place),

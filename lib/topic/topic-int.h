@@ -122,6 +122,10 @@ struct shmobj_topic {
     struct shmobj__topic_loanrec *loans;
     uint32_t capacity, history, subs_max, policy;
     _Atomic uint64_t serials; /* joins of this handle */
+    _Atomic uint32_t holds;   /* the handle's own (until its close) and one
+                                 per subscription made through it: the last
+                                 release frees it and releases its hold on
+                                 the segment's space */
     uint64_t stall_ns;        /* a live subscriber this long behind is
                                  judged (liveness) by a waiting publisher */
 };
@@ -148,6 +152,17 @@ static inline int shmobj__topic_live(shmobj_topic *t)
                ? 0
                : SHMOBJ_ESTALE;
 }
+
+/* At the entry of every call through a handle: the topic still there and
+ * its segment handle not closed (handles outlive their segment, and answer
+ * SHMOBJ_ESTALE from its close on, as maps and queues do). */
+static inline int shmobj__topic_usable(shmobj_topic *t)
+{
+    return shmobj__space_closed(t->sp) ? SHMOBJ_ESTALE : shmobj__topic_live(t);
+}
+
+/* Drop one hold of a topic handle (topic.c). */
+void shmobj__topic_release(shmobj_topic *t);
 
 /* Take the topic's lock (deadline 0: the default bound); a dead owner's
  * half-done work is repaired before it returns 0. */

@@ -118,7 +118,7 @@ int shmobj_topic_loan_get(shmobj_topic *t, uint64_t size, shmobj_topic_loan *loa
 {
     if (t == NULL || loan == NULL || size == 0 || size > (UINT64_C(1) << 47))
         return SHMOBJ_EINVAL;
-    if (shmobj__topic_live(t) != 0)
+    if (shmobj__topic_usable(t) != 0)
         return SHMOBJ_ESTALE;
     struct shmobj__space *sp = t->sp;
     uint64_t me = sp->ops->live->token(sp);
@@ -183,7 +183,7 @@ int shmobj_topic_loan_cancel(shmobj_topic *t, shmobj_topic_loan *loan)
 {
     if (t == NULL || loan == NULL)
         return SHMOBJ_EINVAL;
-    if (shmobj__topic_live(t) != 0)
+    if (shmobj__topic_usable(t) != 0)
         return SHMOBJ_ESTALE;
     struct shmobj__topic_loanrec *l = loan_of(t, loan);
     if (l == NULL)
@@ -337,7 +337,7 @@ static int publish(shmobj_topic *t, shmobj__ref ref, uint64_t len,
                 atomic_fetch_sub_explicit(&h->pub_waiters, 1, memory_order_relaxed);
                 if (wrc != 0)
                     return wrc;
-                if (shmobj__topic_live(t) != 0)
+                if (shmobj__topic_usable(t) != 0)
                     return SHMOBJ_ESTALE;
                 continue;
             }
@@ -370,7 +370,7 @@ int shmobj_topic_loan_publish(shmobj_topic *t, shmobj_topic_loan *loan,
 {
     if (t == NULL || loan == NULL || len == 0 || len > loan->size)
         return SHMOBJ_EINVAL;
-    if (shmobj__topic_live(t) != 0)
+    if (shmobj__topic_usable(t) != 0)
         return SHMOBJ_ESTALE;
     struct shmobj__topic_loanrec *l = loan_of(t, loan);
     if (l == NULL)
@@ -404,7 +404,7 @@ int shmobj_topic_publish_ref(shmobj_topic *t, shmobj_ref ref, uint64_t len,
 {
     if (t == NULL || ref == 0 || len == 0)
         return SHMOBJ_EINVAL;
-    if (shmobj__topic_live(t) != 0)
+    if (shmobj__topic_usable(t) != 0)
         return SHMOBJ_ESTALE;
     uint64_t usable = 0;
     int rc = t->sp->ops->check(t->sp, ref, &usable);

@@ -63,7 +63,7 @@ int shmobj_topic_subscribe(shmobj_topic *t, shmobj_topic_sub **out)
 {
     if (t == NULL || out == NULL)
         return SHMOBJ_EINVAL;
-    if (shmobj__topic_live(t) != 0)
+    if (shmobj__topic_usable(t) != 0)
         return SHMOBJ_ESTALE;
     uint64_t me = t->sp->ops->live->token(t->sp);
     if (me == 0)
@@ -112,6 +112,7 @@ int shmobj_topic_subscribe(shmobj_topic *t, shmobj_topic_sub **out)
     atomic_store_explicit(&r->token, me, memory_order_release);
     SHMOBJ__STEP("topic.join.recorded");
     shmobj__topic_unlock(t);
+    atomic_fetch_add_explicit(&t->holds, 1, memory_order_relaxed);
     s->t = t;
     s->rec = r;
     s->serial = serial;
@@ -148,6 +149,7 @@ void shmobj_topic_unsubscribe(shmobj_topic_sub *s)
     shmobj__os_notify_close(s->nrfd);
     shmobj__os_notify_close(s->nwfd);
     free(s);
+    shmobj__topic_release(t);
 }
 
 int shmobj_topic_spin_set(shmobj_topic_sub *s, int64_t spin_ns)
@@ -163,7 +165,7 @@ int shmobj_topic_spin_set(shmobj_topic_sub *s, int64_t spin_ns)
 /* Whether the record is still this subscriber's. */
 static int sub_status(shmobj_topic_sub *s)
 {
-    if (shmobj__topic_live(s->t) != 0)
+    if (shmobj__topic_usable(s->t) != 0)
         return SHMOBJ_ESTALE;
     struct shmobj__topic_subrec *r = s->rec;
     if (atomic_load_explicit(&r->serial, memory_order_relaxed) != s->serial ||

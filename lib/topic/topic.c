@@ -116,6 +116,8 @@ static int handle_new(shmobj_segment *seg, shmobj_ref ref, shmobj_topic **out)
     t->subs_max = subs;
     t->policy = pol;
     t->stall_ns = 1000 * 1000; /* 1 ms */
+    atomic_init(&t->holds, 1);
+    shmobj__space_hold(sp); /* the handle outlives the segment's close */
     *out = t;
     return 0;
 }
@@ -205,9 +207,20 @@ int shmobj_topic_open_or_create(shmobj_segment *seg, const char *name,
     return rc;
 }
 
+void shmobj__topic_release(shmobj_topic *t)
+{
+    if (atomic_fetch_sub_explicit(&t->holds, 1, memory_order_acq_rel) == 1) {
+        struct shmobj__space *sp = t->sp;
+        free(t);
+        shmobj__space_release(sp);
+    }
+}
+
+/* Subscriptions hold the handle: they may be ended before or after it. */
 void shmobj_topic_close(shmobj_topic *t)
 {
-    free(t);
+    if (t != NULL)
+        shmobj__topic_release(t);
 }
 
 /* ---- the lock, reclaim and repair ------------------------------------------ */
@@ -372,6 +385,8 @@ int shmobj_topic_repair(shmobj_topic *t, unsigned *freed)
 {
     if (t == NULL)
         return SHMOBJ_EINVAL;
+    if (shmobj__space_closed(t->sp))
+        return SHMOBJ_ESTALE;
     int rc = shmobj__topic_lock(t, 0);
     if (rc != 0)
         return rc;
@@ -388,7 +403,7 @@ int shmobj_topic_stats_get(shmobj_topic *t, shmobj_topic_stats *st)
 {
     if (t == NULL || st == NULL)
         return SHMOBJ_EINVAL;
-    if (shmobj__topic_live(t) != 0)
+    if (shmobj__topic_usable(t) != 0)
         return SHMOBJ_ESTALE;
     struct shmobj__topic_hdr *h = t->hdr;
     memset(st, 0, sizeof *st);
