@@ -5,7 +5,7 @@
  * - A reference is followed only after shmobj__tree_open() found a live
  *   object block at it whose header agrees with the arena's block; the
  *   views then check everything they read against that block's extent
- *   (objread.h).
+ *   (slot-read.h).
  * - A view remembers the generations of the blocks it points into. Every
  *   call that returns data read through a view first compares the
  *   generation in the arena header of the block it is about to touch with
@@ -18,9 +18,9 @@
 #include <string.h>
 
 #include "extstruct.h"
-#include "objmut.h"
-#include "objread.h"
-#include "objvalid.h"
+#include "mutable.h"
+#include "slot-read.h"
+#include "content-check.h"
 
 /* The public structs' sizes are ABI. */
 _Static_assert(sizeof(shmobj_view) == 80, "shmobj_view is 80 bytes");

@@ -1,8 +1,8 @@
 /* The growable list: chunks, appends, inserts, sets, removals, clears,
  * its repair after a writer's death (its reads, free and check are
- * objmutlread.c's).
+ * mutable-list-read.c's).
  *
- * Invariants kept here (with those of objmut.c, whose lock, sections and
+ * Invariants kept here (with those of mutable-section.c, whose lock, sections and
  * optimistic reads these use):
  * - Chunks never move once published: chunk k holds CHUNK0 << k items, so
  *   growth adds a chunk and copies nothing. Chunks are made in order (an
@@ -62,7 +62,7 @@
  *   copies a slot and then advances progress, so a step repeated is the
  *   same step), finishes a clear's frees, and frees each recorded block
  *   unless the place it was for holds it. */
-#include "objmutlist.h"
+#include "mutable-list.h"
 
 #include "cpu.h"
 #include "step.h"

@@ -1,12 +1,12 @@
-/* The growable list's pieces its writers (objmutlist.c) and its readers,
- * free and check (objmutlread.c) share: where an item lives, the slot's
+/* The growable list's pieces its writers (mutable-list-append.c) and its readers,
+ * free and check (mutable-list-read.c) share: where an item lives, the slot's
  * tag and payload, len and the reservation counter, the growth block, and
  * the list's lock, which closes the reservations (the invariants are
- * objmutlist.c's). */
-#ifndef SHMOBJ_OBJMUTLIST_H
-#define SHMOBJ_OBJMUTLIST_H
+ * mutable-list-append.c's). */
+#ifndef SHMOBJ_OBJECT_MUTABLE_LIST_H
+#define SHMOBJ_OBJECT_MUTABLE_LIST_H
 
-#include "objmut.h"
+#include "mutable.h"
 
 /* ---- the list ------------------------------------------------------------ */
 
@@ -172,7 +172,7 @@ list_apps(struct shmobj__mc *c)
     return a->magic == SHMOBJ__MLIST_MAGIC && a->recs == SHMOBJ__MLGROW_RECS ? a : NULL;
 }
 
-/* shmobj__mlist_help() (objmut.h): publish what is written past len, and
+/* shmobj__mlist_help() (mutable.h): publish what is written past len, and
  * settle a hole at len that has been stuck long enough (its claimant
  * dead, or nobody claimed it for SHMOBJ__MLIST_UNCLAIMED_NS): readers call
  * it before they read len, so that items a dead appender's place held
