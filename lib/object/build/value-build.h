@@ -1,4 +1,10 @@
-/* What the builder's files share: the measure (value-measure.c) and the
+/* The build room of the object layer (lib/object/build/): a value the
+ * caller describes is measured (value-measure.c), then written into one
+ * new block (value-write.c); references between objects (references.c)
+ * and the replacement of a value (value-replace.c). It sees the read core
+ * and the encoding (doc/architecture.md, "The object layer's rooms").
+ *
+ * What the builder's files share: the measure (value-measure.c) and the
  * writer (value-write.c) walk the same description, and the measure borrows
  * the writer's code for buffers.
  *

@@ -1,4 +1,10 @@
-/* The bytes of a typed object in a segment (doc/format-object.md is the
+/* The encoding room of the object layer (lib/object/encoding/): the bytes
+ * of slots, blocks and control blocks, the one index probe
+ * (index-probe.h) and the checks of content (content-check.h). It sees no
+ * other room; every other room reads the bytes through it
+ * (doc/architecture.md, "The object layer's rooms").
+ *
+ * The bytes of a typed object in a segment (doc/format-object.md is the
  * normative description; this header and that file must agree).
  *
  * This header holds the layout, its constants and the hashes the format is

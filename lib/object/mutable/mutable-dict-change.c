@@ -25,7 +25,10 @@
  *   held a value s that seq still has once the word is taken, which
  *   nothing moves, frees or replaces until the word is clear. An answer
  *   that changes nothing (an absent key, a value that is no int) is a
- *   read's, given without the word or the lock. */
+ *   read's, given without the word or the lock.
+ *
+ * The protocol step by step, its memory orders and what a stalled or
+ * killed process leaves: doc/protocols.md, section 4. */
 #include "mutable.h"
 
 /* The add of an int value, the lock held or the adder word owned: the

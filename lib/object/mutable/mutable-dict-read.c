@@ -10,7 +10,10 @@
  *   happened in between.
  * - The free and the check prove every body with the arena (strong
  *   opens); the free takes no lock (nobody may use a container being
- *   freed). */
+ *   freed).
+ *
+ * The protocol step by step, its memory orders and what a stalled or
+ * killed process leaves: doc/protocols.md, section 4. */
 #include "key-lookup.h"
 #include "mutable.h"
 #include "content-check.h"

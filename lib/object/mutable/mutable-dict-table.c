@@ -26,7 +26,10 @@
  * - A key slot holds an int, a short str or (in a version 3 body only) a
  *   medium str itself, and only a longer key names a child; the index is
  *   rebuilt from the slots' bytes alone for all three, so a pair whose
- *   key and value are inline needs no intent to be repaired. */
+ *   key and value are inline needs no intent to be repaired.
+ *
+ * The protocol step by step, its memory orders and what a stalled or
+ * killed process leaves: doc/protocols.md, section 4. */
 #include "key-lookup.h"
 #include "mutable.h"
 #include "content-check.h"

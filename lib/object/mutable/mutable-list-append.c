@@ -1,67 +1,17 @@
-/* The growable list: chunks, appends, inserts, sets, removals, clears,
- * its repair after a writer's death (its reads, free and check are
- * mutable-list-read.c's).
+/* The growable list's reservations and appends: the append without the
+ * lock (reserve a place, claim its slot, write, publish len), the growth
+ * of chunks without the lock, the judging of places that hold len back,
+ * the closing and reopening of the reservations by a lock holder, and the
+ * put under the lock (append, insert). The changes under the lock are
+ * mutable-list-change.c's, the repair mutable-list-repair.c's, the reads
+ * mutable-list-read.c's.
  *
- * Invariants kept here (with those of mutable-section.c, whose lock, sections and
- * optimistic reads these use):
- * - Chunks never move once published: chunk k holds CHUNK0 << k items, so
- *   growth adds a chunk and copies nothing. Chunks are made in order (an
- *   appender whose place lies in chunk k makes k - 1 first when it is
- *   missing: the appender whose place opened it may have died), so a
- *   position two missing chunks past the last is damage.
- * - len (its low SHMOBJ__MLIST_LEN_BITS) is a published prefix: every slot
- *   below it holds an item (a written tag; a skipped place holds a null).
- *   Without the lock it only grows, by a CAS from the exact word seen over
- *   a slot seen written; every lock holder advances its epoch (the bits
- *   above) when it closes the reservations, so a publisher stalled across
- *   a locked change fails its CAS instead of moving len over a slot the
- *   change emptied.
- * - An append of an item with no child takes no lock (once the growth
- *   block exists): one fetch-add of the reservation counter (the control
- *   block's count) hands it place p; it makes p's chunk if needed, claims
- *   the slot (CAS of its first word from 0 to a claim naming its token),
- *   checks len's epoch did not move since its reservation (else a lock
- *   holder skipped its place, and a removal may have emptied it again: it
- *   gives the slot back and reserves again, so that its items keep their
- *   order), writes the payload, CASes the first word from its claim to the
- *   item's tag (seq_cst), and publishes: while the slot at len is written it
- *   CASes len one further (seq_cst loads of len and tags, so of two
- *   appenders writing neighbouring places at least one sees the other's
- *   tag and publishes both). It waits for nobody: a place reserved below
- *   its own and not written yet holds len back, not the append, which
- *   returns 0 with its item written; the item becomes visible when the
- *   places before it are written or skipped. Places of one process are
- *   reserved in the order of its calls, so its items keep that order.
- * - A place whose claim names a dead handle, or which nobody claimed for
- *   SHMOBJ__MLIST_UNCLAIMED_NS, is skipped: whoever finds it holding len
- *   back (a publisher far ahead of it, a reader of len, a lock holder)
- *   claims it with its own token by a CAS from the exact word seen, then
- *   writes a null (payload 0, tag OBJ). A live claimant is never skipped;
- *   a slow one whose unclaimed place was skipped fails its claim's CAS and
- *   reserves again, so nothing is lost or written twice.
- * - A chunk made without the lock is recorded first in a grower's record
- *   of the growth block (its token, then the block), published by a CAS
- *   of the directory entry from 0 (the loser frees its own), and the
- *   record cleared; a lock holder frees a dead grower's recorded block
- *   unless the directory holds it.
- * - Every lock holder closes the reservations before it reads or changes
- *   anything: a fetch-or of SHMOBJ__MLIST_CLOSED into the counter (appends
- *   that see it take the lock), the count it held recorded in the growth
- *   block (closed_r: a closer that dies leaves the counter closed, and
- *   the next one takes the count from there), then every place below it
- *   settled: waited for while its claimant lives (SHMOBJ_EBUSY after some
- *   seconds), skipped otherwise; len becomes that count with the next
- *   epoch. A slot at len that a stalled appender claimed after that (its
- *   place was skipped and emptied again by a removal) is settled the same
- *   way before the holder writes there, and the holder claims the slot it
- *   writes past len with a CAS too. Unlocking reopens the counter at len.
- * - An append under the lock writes the slot, then len (release): a holder
- *   that dies between the two leaves a tag past len, which the repair
- *   zeroes.
- * - The repair rolls the moves of an insert or delete forward (each step
- *   copies a slot and then advances progress, so a step repeated is the
- *   same step), finishes a clear's frees, and frees each recorded block
- *   unless the place it was for holds it. */
+ * The protocol, its invariants (len a published prefix that only grows
+ * without the lock, with an epoch every lock holder advances; chunks
+ * never moved; places settled or skipped, never lost nor written twice;
+ * each process's items in its calls' order), the memory orders and what a
+ * stalled or killed process leaves at each named step are in
+ * doc/protocols.md, section 3, "The growable list". */
 #include "mutable-list.h"
 
 #include "cpu.h"

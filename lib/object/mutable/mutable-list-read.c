@@ -1,6 +1,6 @@
 /* The growable list's reads, its free and its check.
  *
- * Invariants kept here (with mutable-list-append.c's):
+ * Invariants kept here (with the list's protocol, doc/protocols.md, section 3):
  * - Every slot below len is written (len is a published prefix): a slot
  *   below len that is not (tag 0 or a claim) is damage, never a place
  *   being written, so a read never waits for an appender. A read past len

@@ -1,7 +1,7 @@
 /* Mutable containers: the control block's lock, writer sections and
  * optimistic reads, items and their children, and what the rest of the
  * layer calls on any mutable kind (length, items, free, check), which
- * hands each kind to its own file (the list: mutable-list-append.c; dicts and
+ * hands each kind to its own file (the list: mutable-list-*.c; dicts and
  * sets: mutable-dict-table.c and the files it names).
  *
  * Invariants kept here:
@@ -24,7 +24,10 @@
  *   generation check, so repairs may repeat.
  * - Children (blocks of items that are not scalars) are owned by exactly
  *   one place: a replaced, deleted or cleared item's child is freed once,
- *   a popped one handed over. */
+ *   a popped one handed over.
+ *
+ * The protocol step by step, its memory orders and what a stalled or
+ * killed process leaves: doc/protocols.md, section 2. */
 #include "mutable.h"
 
 #include "cpu.h"

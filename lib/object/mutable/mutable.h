@@ -1,9 +1,16 @@
-/* What the mutable containers' files share (mutable-section.c: the control block,
- * the lock, writer sections, optimistic reads, items, and the entry points
- * of the rest of the layer; mutable-list-append.c: the list; mutable-dict-table.c: the
- * dict and set table core and repair; mutable-dict-change.c: their changes;
- * mutable-dict-read.c: their reads, iteration, free and check) and what they
- * offer the rest of the layer (the views, the checker, the free, JSON).
+/* The mutable room of the object layer (lib/object/mutable/): the
+ * containers that change in place, one file per container and side. It
+ * sees the read core and the encoding, never the views or the builder
+ * (items are built through shmobj__obj_put, declared in the read core).
+ * Its protocols are doc/protocols.md's sections 2 to 4.
+ *
+ * What the mutable containers' files share (mutable-section.c: the
+ * control block, the lock, writer sections, optimistic reads, items, and
+ * the entry points of the rest of the layer; mutable-list-*.c: the list;
+ * mutable-dict-table.c: the dict and set table core and repair;
+ * mutable-dict-change.c: their changes; mutable-dict-read.c: their reads,
+ * iteration, free and check) and what they offer the rest of the layer
+ * (the views, the checker, the free, JSON).
  *
  * Invariants kept by what this header defines:
  * - Everything a reader takes from a container is read inside
@@ -184,7 +191,7 @@ static inline int shmobj__mut_block_fast(struct shmobj__space *sp, shmobj__ref r
     return 0;
 }
 
-/* ---- the list (mutable-list-append.c) ---------------------------------------------- */
+/* ---- the list (mutable-list-*.c) ----------------------------------------- */
 
 /* The repair of a list whose lock holder died (lock held). */
 int shmobj__mlist_repair(struct shmobj__mc *c);

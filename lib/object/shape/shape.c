@@ -1,4 +1,7 @@
-/* Shapes and records: a shape (field names, kinds and string capacities)
+/* The shape room of the object layer (lib/object/shape/), above the
+ * builder, whose writer it extends with records.
+ *
+ * Shapes and records: a shape (field names, kinds and string capacities)
  * built once in a block of its own, records that hold only their slots and
  * name their shape, and the use count that keeps a shape from being freed
  * while records name it.

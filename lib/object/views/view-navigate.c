@@ -1,4 +1,10 @@
-/* Navigation: from a reference or a view to the views of its items and
+/* The views room of the object layer (lib/object/views/): the generic
+ * walks over any value, which hand the mutable kinds to the mutable room:
+ * navigation (this file), lookups, fields, atomic scalars, JSON, the
+ * check of a graph and its free. The top room: it sees mutable, read and
+ * encoding (doc/architecture.md, "The object layer's rooms").
+ *
+ * Navigation: from a reference or a view to the views of its items and
  * keys, and the reads of string, bytes and buffer content in place.
  *
  * Invariants kept here:
