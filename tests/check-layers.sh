@@ -4,7 +4,9 @@
 # public include folder, so the compiler alone cannot stop a layer from
 # including a public header of another area or a header of a layer it must
 # not see; this test does, and it fails when a layer above lib/os calls the
-# system itself.
+# system itself. Inside a layer split into rooms (sub-folders, see
+# doc/architecture.md, "The object layer's rooms"), it checks the arrows
+# between the rooms the same way.
 #
 # usage: check-layers.sh SOURCE_ROOT
 set -u
@@ -27,9 +29,28 @@ map      map os arena htcore common       | map segment
 topic    topic os common                  | topic segment
 '
 
-layer_of_header() { # the layer folder holding lib/*/$1, or nothing
-    for d in lib/*/; do
-        [ -f "$d$1" ] && { basename "$d"; return; }
+# layer/room: the rooms of that layer whose headers it may include (itself
+# first). Every sub-folder of a layer must be here: a new room comes with
+# its arrows. The arrows form a DAG (encoding at the bottom, views at the
+# top); a file of a layer's own top folder may not include a room's header.
+rooms='
+object/encoding  encoding
+object/read      read encoding
+object/build     build read encoding
+object/mutable   mutable read encoding
+object/shape     shape build read encoding
+object/views     views mutable read encoding
+'
+
+layer_of_header() { # the layer folder holding lib/*/$1 or lib/*/*/$1, or nothing
+    for d in lib/*/ lib/*/*/; do
+        [ -f "$d$1" ] && { printf '%s\n' "$d" | cut -d/ -f2; return; }
+    done
+}
+
+room_of_header() { # the room of layer $1 holding header $2 ("" for its top)
+    for d in lib/"$1"/*/; do
+        [ -f "$d$2" ] && { basename "$d"; return; }
     done
 }
 
@@ -43,8 +64,22 @@ for dir in lib/*/; do
     fi
     sees=$(printf '%s\n' "$line" | sed 's/|.*//' | cut -d' ' -f2- )
     pub=" api types error $(printf '%s\n' "$line" | sed 's/.*|//') "
-    for f in "$dir"*.c "$dir"*.h; do
+    for sub in "$dir"*/; do
+        [ -d "$sub" ] || continue
+        r=$layer/$(basename "$sub")
+        if ! printf '%s\n' "$rooms" | awk -v r="$r" '$1 == r { f = 1 } END { exit !f }'; then
+            echo "room $r is not in tests/check-layers.sh: add its arrows"
+            fail=1
+        fi
+    done
+    for f in "$dir"*.c "$dir"*.h "$dir"*/*.c "$dir"*/*.h; do
         [ -f "$f" ] || continue
+        rel=${f#"$dir"}
+        case $rel in
+        */*) room=${rel%%/*}
+             rsees=$(printf '%s\n' "$rooms" | awk -v r="$layer/$room" '$1 == r' | cut -d' ' -f2-) ;;
+        *)   room= rsees= ;;
+        esac
         grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$f" |
             sed 's/^\([0-9]*\):.*"\([^"]*\)".*/\1 \2/' >"${TMPDIR:-/tmp}/layers.$$"
         while read -r n h; do
@@ -65,6 +100,15 @@ for dir in lib/*/; do
                         echo "$f:$n: layer $layer includes $h of layer $owner, outside its arrow"
                         fail=1 ;;
                     esac
+                    if [ "$owner" = "$layer" ]; then
+                        hroom=$(room_of_header "$layer" "$h")
+                        if [ -n "$hroom" ]; then
+                            case " $rsees " in *" $hroom "*) ;; *)
+                                echo "$f:$n: room ${room:-(top)} of $layer includes $h of room $hroom, outside its arrow"
+                                fail=1 ;;
+                            esac
+                        fi
+                    fi
                 fi ;;
             esac
         done <"${TMPDIR:-/tmp}/layers.$$"
@@ -75,7 +119,7 @@ done
 # System calls and process-wide side effects outside lib/os. The library
 # never prints, aborts or exits, and only lib/os talks to the kernel.
 # Allowed, each for a reason:
-#  lib/object/objjson.c fwrite: shmobj_view_json_write writes to the
+#  lib/object/views/json-print.c fwrite: shmobj_view_json_write writes to the
 #  caller's FILE, the caller's own I/O (stdio, not a system call of ours).
 calls='open|openat|close|read|write|pread|pwrite|mmap|munmap|mprotect|madvise|fcntl|ftruncate|fallocate|posix_fallocate|shm_open|shm_unlink|memfd_create|unlink|fstat|stat|getpid|gettid|clock_gettime|nanosleep|usleep|sleep|sched_yield|syscall|ioctl|pipe|pipe2|poll|dup|dup2|dup3|kill|fork|inotify_[a-z_]+|pthread_[a-z_]+|printf|fprintf|puts|fputs|fwrite|perror|abort|exit|_exit|assert'
 for f in $(find lib -name '*.c' -o -name '*.h' | grep -v '^lib/os/' | sort); do
@@ -83,7 +127,7 @@ for f in $(find lib -name '*.c' -o -name '*.h' | grep -v '^lib/os/' | sort); do
         grep -vE '^[0-9]+:[[:space:]]*(/\*|\*|//)' |
         while IFS= read -r hit; do
             case "$f:$hit" in
-            lib/object/objjson.c:*fwrite*) continue ;;
+            lib/object/views/json-print.c:*fwrite*) continue ;;
             esac
             echo "$f:$hit"
         done

@@ -18,7 +18,7 @@
 #include <cmocka.h>
 
 #include "map-layout.h"
-#include "objfmt.h"
+#include "format.h"
 #include "ring.h"
 #include "segment.h"
 #include "shmobj.h"

@@ -17,8 +17,8 @@
 
 #include <cmocka.h>
 
-#include "objfmt.h"
-#include "objlookup.h"
+#include "format.h"
+#include "key-lookup.h"
 #include "os.h"
 #include "segment.h"
 #include "shmobj.h"
@@ -1632,7 +1632,7 @@ static struct shmobj__slot *list_slot_at(const shmobj_view *l, uint64_t p)
 }
 
 /* The steps of an append without the lock, and of its growth and publish
- * (lib/object/objmutlist.c). */
+ * (lib/object/mutable/mutable-list-append.c). */
 static const char *const lstep_append[] = {
     "mlist.append.reserved", "mlist.grow.made", "mlist.append.claimed",
     "mlist.append.written",  "mlist.publish.seen",
@@ -3603,7 +3603,7 @@ static void test_mlist_stall_every_step_one_cpu(void **state)
 /* ---- dicts and sets: damaged orders, values of every kind, stalls ------- */
 
 /* The orders array of the body of dict or set v (its pairs' insertion
- * orders, objfmt.h). */
+ * orders, format.h). */
 static uint64_t *orders_of(shmobj_segment *seg, const shmobj_view *v, uint64_t *pcap)
 {
     void *bp;

@@ -15,7 +15,7 @@
 #include "shmobj.h"
 #include "space-heap.h"
 /* the format's hashes, to make keys that collide */
-#include "../lib/object/objfmt.h"
+#include "../lib/object/encoding/format.h"
 #include "test-util.h"
 
 #define SEG(sp) ((shmobj_segment *)(sp))
@@ -2006,7 +2006,7 @@ static void test_obj_free_paths(void **state)
  * it and the checker proves each key is found at its place; keys that
  * share a start position, and pairs that also share the high half of
  * their hash (the part an entry keeps), make every probe step over
- * entries and compare keys. The hashes are the format's (objfmt.h). */
+ * entries and compare keys. The hashes are the format's (format.h). */
 
 /* A candidate key: kind, int value or bytes (up to 15), and its hash. */
 struct ckey {

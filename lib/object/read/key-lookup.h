@@ -1,5 +1,5 @@
 /* The inline key lookups of the views: the comparisons of a key slot with
- * a prepared key, the one lookup over the probe of objindex.h, and the
+ * a prepared key, the one lookup over the probe of index-probe.h, and the
  * short-key fast path of the hot increments.
  *
  * Invariants kept here:
@@ -16,11 +16,11 @@
  *   same answer for the same bytes.
  * - A key slot's tag, length and payload are read once each; the checks
  *   and the comparison judge the same local values. */
-#ifndef SHMOBJ_OBJLOOKUP_H
-#define SHMOBJ_OBJLOOKUP_H
+#ifndef SHMOBJ_OBJECT_KEY_LOOKUP_H
+#define SHMOBJ_OBJECT_KEY_LOOKUP_H
 
-#include "objindex.h"
-#include "objread.h"
+#include "index-probe.h"
+#include "slot-read.h"
 
 /* Does the short string key slot of length kn (read once by the caller)
  * and payload pl hold the prepared key k? Only its first kn bytes count,
@@ -385,4 +385,4 @@ shmobj__record_find(const shmobj_view *rec, const shmobj_key *k, size_t *out)
     return step == SHMOBJ__PROBE_BAD ? SHMOBJ_ECORRUPT : SHMOBJ_ENOTFOUND;
 }
 
-#endif /* SHMOBJ_OBJLOOKUP_H */
+#endif /* SHMOBJ_OBJECT_KEY_LOOKUP_H */

@@ -3,8 +3,8 @@
  * (on the caller's description), the views (a buffer's extent), the
  * checker and the JSON printer (on segment bytes), so what is written and
  * what is accepted when read are judged by the same code. */
-#ifndef SHMOBJ_OBJVALID_H
-#define SHMOBJ_OBJVALID_H
+#ifndef SHMOBJ_OBJECT_CONTENT_CHECK_H
+#define SHMOBJ_OBJECT_CONTENT_CHECK_H
 
 #include <stdint.h>
 
@@ -39,4 +39,4 @@ int shmobj__buffer_extent_ok(unsigned ndim, const uint64_t *shape,
                              const int64_t *strides, uint64_t itemsize,
                              uint64_t nbytes);
 
-#endif /* SHMOBJ_OBJVALID_H */
+#endif /* SHMOBJ_OBJECT_CONTENT_CHECK_H */

@@ -1,4 +1,4 @@
-/* Validation of string and buffer content (objvalid.h).
+/* Validation of string and buffer content (content-check.h).
  *
  * Invariants kept here:
  * - shmobj__utf8_ok accepts exactly the well-formed UTF-8 of Unicode
@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "bounds.h"
-#include "objvalid.h"
+#include "content-check.h"
 
 int shmobj__utf8_ok(const uint8_t *s, uint64_t n)
 {

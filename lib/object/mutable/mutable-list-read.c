@@ -1,13 +1,13 @@
 /* The growable list's reads, its free and its check.
  *
- * Invariants kept here (with objmutlist.c's):
+ * Invariants kept here (with the list's protocol, doc/protocols.md, section 3):
  * - Every slot below len is written (len is a published prefix): a slot
  *   below len that is not (tag 0 or a claim) is damage, never a place
  *   being written, so a read never waits for an appender. A read past len
  *   first helps publish what appends wrote there (shmobj__mlist_help()).
  * - Free and check are bounded by the caller's budget; a list's place
  *   costs only its slot's unit. */
-#include "objmutlist.h"
+#include "mutable-list.h"
 
 #include "cpu.h"
 #include "step.h"

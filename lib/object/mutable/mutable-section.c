@@ -1,8 +1,8 @@
 /* Mutable containers: the control block's lock, writer sections and
  * optimistic reads, items and their children, and what the rest of the
  * layer calls on any mutable kind (length, items, free, check), which
- * hands each kind to its own file (the list: objmutlist.c; dicts and
- * sets: objmutdict.c and the files it names).
+ * hands each kind to its own file (the list: mutable-list-*.c; dicts and
+ * sets: mutable-dict-table.c and the files it names).
  *
  * Invariants kept here:
  * - A container's control block never moves (it is part of the object
@@ -24,8 +24,11 @@
  *   generation check, so repairs may repeat.
  * - Children (blocks of items that are not scalars) are owned by exactly
  *   one place: a replaced, deleted or cleared item's child is freed once,
- *   a popped one handed over. */
-#include "objmut.h"
+ *   a popped one handed over.
+ *
+ * The protocol step by step, its memory orders and what a stalled or
+ * killed process leaves: doc/protocols.md, section 2. */
+#include "mutable.h"
 
 #include "cpu.h"
 
@@ -203,7 +206,7 @@ int shmobj__mut_item_make(struct shmobj__space *sp, const shmobj_value *val,
     switch (val->type) {
     case SHMOBJ_TYPE_LINK:
     case SHMOBJ_TYPE_ADOPT: {
-        /* held as a fixed container's slot holds them (objemit.c): a link
+        /* held as a fixed container's slot holds them (value-write.c): a link
          * in a link slot, an adopted object in an object slot naming its
          * block, which is then this item's child */
         int adopt = val->type == SHMOBJ_TYPE_ADOPT;

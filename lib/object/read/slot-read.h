@@ -3,7 +3,7 @@
  * a view's blocks. Inline because they are the hot half of every access
  * (shmobj_view_item, the lookups' value views); the layer's other files
  * reach them out of line through shmobj__view_slot/shmobj__view_follow
- * (objnav.c).
+ * (view-navigate.c).
  *
  * Invariants kept here:
  * - Every offset, count and length read from the segment is checked against
@@ -18,10 +18,10 @@
  * - A view of a slot replaced while it is followed follows the new value
  *   (at most SHMOBJ__FOLLOW_RETRIES times): an error stands only for a slot that
  *   still names what failed. */
-#ifndef SHMOBJ_OBJREAD_H
-#define SHMOBJ_OBJREAD_H
+#ifndef SHMOBJ_OBJECT_SLOT_READ_H
+#define SHMOBJ_OBJECT_SLOT_READ_H
 
-#include "objint.h"
+#include "layer-interface.h"
 
 static inline struct shmobj__space *shmobj__space_of(const shmobj_view *v)
 {
@@ -342,4 +342,4 @@ static inline int shmobj__keyed_layout(const shmobj_view *v, uint64_t *keys,
     return 0;
 }
 
-#endif /* SHMOBJ_OBJREAD_H */
+#endif /* SHMOBJ_OBJECT_SLOT_READ_H */

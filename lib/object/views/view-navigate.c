@@ -1,11 +1,17 @@
-/* Navigation: from a reference or a view to the views of its items and
+/* The views room of the object layer (lib/object/views/): the generic
+ * walks over any value, which hand the mutable kinds to the mutable room:
+ * navigation (this file), lookups, fields, atomic scalars, JSON, the
+ * check of a graph and its free. The top room: it sees mutable, read and
+ * encoding (doc/architecture.md, "The object layer's rooms").
+ *
+ * Navigation: from a reference or a view to the views of its items and
  * keys, and the reads of string, bytes and buffer content in place.
  *
  * Invariants kept here:
  * - A reference is followed only after shmobj__tree_open() found a live
  *   object block at it whose header agrees with the arena's block; the
  *   views then check everything they read against that block's extent
- *   (objread.h).
+ *   (slot-read.h).
  * - A view remembers the generations of the blocks it points into. Every
  *   call that returns data read through a view first compares the
  *   generation in the arena header of the block it is about to touch with
@@ -18,9 +24,9 @@
 #include <string.h>
 
 #include "extstruct.h"
-#include "objmut.h"
-#include "objread.h"
-#include "objvalid.h"
+#include "mutable.h"
+#include "slot-read.h"
+#include "content-check.h"
 
 /* The public structs' sizes are ABI. */
 _Static_assert(sizeof(shmobj_view) == 80, "shmobj_view is 80 bytes");

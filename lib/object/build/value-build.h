@@ -1,5 +1,11 @@
-/* What the builder's files share: the measure (objmeasure.c) and the
- * writer (objemit.c) walk the same description, and the measure borrows
+/* The build room of the object layer (lib/object/build/): a value the
+ * caller describes is measured (value-measure.c), then written into one
+ * new block (value-write.c); references between objects (references.c)
+ * and the replacement of a value (value-replace.c). It sees the read core
+ * and the encoding (doc/architecture.md, "The object layer's rooms").
+ *
+ * What the builder's files share: the measure (value-measure.c) and the
+ * writer (value-write.c) walk the same description, and the measure borrows
  * the writer's code for buffers.
  *
  * Invariants kept by what this header defines:
@@ -9,10 +15,10 @@
  *   thread) gives SHMOBJ_EINVAL, never a write outside the block.
  * - A writer whose blk is NULL only measures: it moves its cursor and
  *   writes nothing (used for buffers, whose shape checks are long). */
-#ifndef SHMOBJ_OBJBUILD_H
-#define SHMOBJ_OBJBUILD_H
+#ifndef SHMOBJ_OBJECT_VALUE_BUILD_H
+#define SHMOBJ_OBJECT_VALUE_BUILD_H
 
-#include "objint.h"
+#include "layer-interface.h"
 
 /* Largest block the builder writes: references carry 48-bit offsets. */
 #define SHMOBJ__MAX_BLOCK (UINT64_C(1) << 46)
@@ -157,16 +163,16 @@ static inline int shmobj__desc_mut_bytes(const shmobj_value *v, uint64_t *bytes)
     return 0;
 }
 
-/* objemit.c: write (or measure) the buffer description v at the 16-aligned
+/* value-write.c: write (or measure) the buffer description v at the 16-aligned
  * block-relative pos, filling the header fields h a buffer sets. */
 int shmobj__emit_buffer(struct shmobj__wr *w, const shmobj_value *v, uint64_t pos,
                         struct shmobj__obj *h);
 
-/* objmeasure.c: the bytes of the block a description needs, and in
+/* value-measure.c: the bytes of the block a description needs, and in
  * *need64 the SHMOBJ__M_* bits of what it holds. */
 int shmobj__measure(const shmobj_value *val, uint64_t *size, int *need64);
 
-/* objemit.c: write (or measure) the value v into the slot at the
+/* value-write.c: write (or measure) the value v into the slot at the
  * block-relative slot_rel (the builder's common path, records' fields
  * among its callers). */
 int shmobj__emit_value(struct shmobj__wr *w, const shmobj_value *v, uint64_t slot_rel,
@@ -196,30 +202,30 @@ shmobj__tree_new(struct shmobj__space *sp, uint64_t size, uint64_t align, uint16
     return 0;
 }
 
-/* objshape.c: write the record description v at the next 16-aligned
+/* shape.c: write the record description v at the next 16-aligned
  * position; *rel
  * receives it. Checks every value against the shape. */
 int shmobj__emit_record(struct shmobj__wr *w, const shmobj_value *v, int depth,
                         uint64_t *rel);
 
-/* objref.c: check the reference an ADOPT (adopt 1) or LINK description
+/* references.c: check the reference an ADOPT (adopt 1) or LINK description
  * gives: a live object block of the space; an adopted one must hold an
  * object (not a scalar, null or a shape) and be owned by nobody yet. */
 int shmobj__ref_check(struct shmobj__space *sp, shmobj__ref ref, int adopt);
 
-/* objref.c: take a use of a shape (record 1; `uses` its count) or the
+/* references.c: take a use of a shape (record 1; `uses` its count) or the
  * ADOPTED mark of the block `ref` names, and log it in w->cl; past the
  * log's size, nothing (shmobj__claim will). */
 int shmobj__claim_now(struct shmobj__wr *w, int record, shmobj__ref ref,
                       _Atomic uint64_t *uses);
 
-/* objref.c: give back what the log holds (a put that failed). */
+/* references.c: give back what the log holds (a put that failed). */
 void shmobj__claims_undo(struct shmobj__space *sp, struct shmobj__claims *cl);
 
-/* objref.c: after a block was written, take what its records and adopted
+/* references.c: after a block was written, take what its records and adopted
  * objects need (a use of each record's shape, the ADOPTED mark of each
  * adopted block); on failure give back what was taken and return the
  * error. */
 int shmobj__claim(struct shmobj__space *sp, uint64_t blk, uint64_t blen, uint16_t gen);
 
-#endif /* SHMOBJ_OBJBUILD_H */
+#endif /* SHMOBJ_OBJECT_VALUE_BUILD_H */

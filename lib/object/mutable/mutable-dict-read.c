@@ -1,7 +1,7 @@
 /* Mutable dicts and sets: lookups, iteration and ranks, the free of a
  * whole container and its check.
  *
- * Invariants kept here (with those of objmut.c and objmutdict.c):
+ * Invariants kept here (with those of mutable-section.c and mutable-dict-table.c):
  * - Every read runs inside shmobj__mut_read() and keeps nothing unless the
  *   container's sequence held across it.
  * - orders[p] ascends with p and orders only grow, so an iteration that
@@ -10,10 +10,13 @@
  *   happened in between.
  * - The free and the check prove every body with the arena (strong
  *   opens); the free takes no lock (nobody may use a container being
- *   freed). */
-#include "objlookup.h"
-#include "objmut.h"
-#include "objvalid.h"
+ *   freed).
+ *
+ * The protocol step by step, its memory orders and what a stalled or
+ * killed process leaves: doc/protocols.md, section 4. */
+#include "key-lookup.h"
+#include "mutable.h"
+#include "content-check.h"
 
 /* ---- reads --------------------------------------------------------------- */
 

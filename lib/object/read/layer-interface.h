@@ -1,18 +1,21 @@
 /* The object layer's internal interface: what its files share beyond the
- * bytes (objfmt.h). Nothing here is seen outside lib/object.
+ * bytes (format.h). Nothing here is seen outside lib/object.
  *
- * The headers form a DAG, each including only what it names:
+ * The read room: the inline core every other room reads through. Its
+ * headers sit above the encoding room and below the mutable containers,
+ * the builder, the shapes and the generic views, so the rooms' includes
+ * form a DAG (doc/architecture.md, "The object layer's rooms"):
  *
- *     objfmt.h    the layout, constants and the format's hashes
- *     objvalid.h  UTF-8 and buffer-extent validation         (objfmt.h)
- *     objindex.h  the one probe of every index               (objfmt.h)
- *     objint.h    this: views' flags, liveness, key descriptions, the
- *                 functions one file of the layer offers the others
- *                                                  (objfmt.h, space.h, arena.h)
- *     objread.h   the inline readers of a slot and an object (objint.h)
- *     objlookup.h the inline key comparisons and lookups     (objread.h,
- *                                                            objindex.h)
- *     objbuild.h  what the builder's files share             (objint.h)
+ *     encoding/format.h         the layout, constants and the format's hashes
+ *     encoding/content-check.h  UTF-8 and buffer-extent validation
+ *     encoding/index-probe.h    the one probe of every index   (format.h)
+ *     read/layer-interface.h    this: views' flags, liveness, key
+ *                               descriptions, the functions one room
+ *                               offers the others  (format.h, space.h, arena.h)
+ *     read/slot-read.h          the inline readers of a slot and an object
+ *     read/key-lookup.h         the inline key comparisons and lookups
+ *     build/value-build.h       what the builder's files share
+ *     mutable/mutable.h         what the mutable containers share
  *
  * and every .c file includes the one of them it needs most (which brings
  * the rest it depends on).
@@ -27,19 +30,19 @@
  *   SHMOBJ__SSTR_MAX bytes the word a short key slot holds.
  * - The work bound of every walk over a graph (free, replace, check, JSON)
  *   is shmobj__work_budget(). */
-#ifndef SHMOBJ_OBJINT_H
-#define SHMOBJ_OBJINT_H
+#ifndef SHMOBJ_OBJECT_LAYER_INTERFACE_H
+#define SHMOBJ_OBJECT_LAYER_INTERFACE_H
 
 #include <string.h>
 
 #include "arena.h"
-#include "objfmt.h"
+#include "format.h"
 #include "space.h"
 
 /* shmobj_view.flags */
 #define SHMOBJ__VIEW_RO 0x01    /* the slot is immutable (tuple item, key) */
 #define SHMOBJ__VIEW_NAMES 0x02 /* a struct with field names */
-/* An item of a mutable container (objmut.c): its slot may be given an
+/* An item of a mutable container (mutable-section.c): its slot may be given an
  * item of another kind, so a scalar read compares the tag again. */
 #define SHMOBJ__VIEW_MUT 0x04
 /* A packed tuple of strings (SHMOBJ__OBJ_PACKED): its items are found in
@@ -81,7 +84,7 @@ static inline uint64_t shmobj__work_budget(struct shmobj__space *sp)
  * grew the segment past this process's view (a mutable list's newer
  * chunks and children): widen it once to a full budget of the segment as
  * it is now (extend(0)), then refuse. A walk spends at most two budgets of
- * the segment's size, linear still; sp NULL is never widened (objvalid.c).
+ * the segment's size, linear still; sp NULL is never widened (content-check.c).
  * 0 with n units charged, or SHMOBJ_ECORRUPT. */
 int shmobj__work_widen(struct shmobj__space *sp, uint64_t *budget, uint64_t n);
 
@@ -188,7 +191,7 @@ static inline int shmobj__key_ready(const shmobj_key *k)
 
 /* ---- functions one file of the layer offers the others ---------------- */
 
-/* objnav.c: check a reference to an object block and return its extent. A
+/* view-navigate.c: check a reference to an object block and return its extent. A
  * reference the caller passed (from_caller) that names no block of the
  * segment gives SHMOBJ_EINVAL, and a live block that is not an object (no
  * tree magic) SHMOBJ_ETYPE; a reference read from a slot gives
@@ -198,29 +201,29 @@ static inline int shmobj__key_ready(const shmobj_key *k)
 int shmobj__tree_open(struct shmobj__space *sp, shmobj__ref ref, int from_caller,
                       uint64_t *blk, uint64_t *blen);
 
-/* objnav.c: resolve the OBJ slot payload `p` found in the block
+/* view-navigate.c: resolve the OBJ slot payload `p` found in the block
  * [blk, blk + blen) with generation bgen: fill the view's object part
  * (obj, obj block, type, count, len, dtype, ndim) after checking
  * everything it read. */
 int shmobj__view_follow(struct shmobj__space *sp, uint64_t p, uint64_t blk,
                         uint64_t blen, uint16_t bgen, shmobj_view *out);
 
-/* objnav.c: the rest of a slot view whose follow of the OBJ payload p
+/* view-navigate.c: the rest of a slot view whose follow of the OBJ payload p
  * (read from slot s) failed with rc: the slot is read again, and a value
  * replaced under the view is followed anew, up to SHMOBJ__FOLLOW_RETRIES
- * times (objread.h). Out of line: the first follow's callers keep their
+ * times (slot-read.h). Out of line: the first follow's callers keep their
  * registers. */
 int shmobj__view_refollow(struct shmobj__space *sp, struct shmobj__slot *s, uint64_t p,
                           int rc, uint64_t blk, uint64_t blen, uint16_t bgen,
                           shmobj_view *out);
 
-/* objnav.c: the view of the value of the object block [blk, blk + blen)
+/* view-navigate.c: the view of the value of the object block [blk, blk + blen)
  * of generation gen, opened by shmobj__tree_open(): its root slot's, or a
  * record alone's (version 3, ROOTREC: its header is the tree header). */
 int shmobj__view_root(struct shmobj__space *sp, uint64_t blk, uint64_t blen, uint16_t gen,
                       shmobj_view *out);
 
-/* objnav.c: the object part of the view of the OBJ slot s (payload p, in
+/* view-navigate.c: the object part of the view of the OBJ slot s (payload p, in
  * the block [blk, blk + blen) of generation bgen) whose reserved0 is
  * SHMOBJ__SLOT_PTUP_MARK: a packed tuple whose header is the slot's
  * reserved fields while p is inline, else (the slot was replaced) the
@@ -228,14 +231,14 @@ int shmobj__view_root(struct shmobj__space *sp, uint64_t blk, uint64_t blen, uin
 int shmobj__view_ptup(struct shmobj__space *sp, struct shmobj__slot *s, uint64_t p,
                       uint64_t blk, uint64_t blen, uint16_t bgen, shmobj_view *out);
 
-/* objnav.c: fill a view of the slot at segment offset `slot_off` in the
+/* view-navigate.c: fill a view of the slot at segment offset `slot_off` in the
  * block [blk, blk + blen) of generation bgen. `ro` marks immutable
  * slots. */
 int shmobj__view_slot(struct shmobj__space *sp, uint64_t slot_off,
                       uint64_t blk, uint64_t blen, uint16_t bgen, int ro,
                       shmobj_view *out);
 
-/* objlookup.c: the position of a prepared key in the index of a dict, set
+/* view-lookup.c: the position of a prepared key in the index of a dict, set
  * or named struct (the view's object checked live by the caller); counts
  * the index entries read into *probes when not NULL. The lookup every
  * public call ends in when its inline fast path does not decide, and the
@@ -243,12 +246,12 @@ int shmobj__view_slot(struct shmobj__space *sp, uint64_t slot_off,
 int shmobj__index_find(const shmobj_view *v, const shmobj_key *key, size_t *out,
                        uint64_t *probes);
 
-/* objemit.c: put a value tree into a new block (shmobj_obj_put without the
+/* value-write.c: put a value tree into a new block (shmobj_obj_put without the
  * checks of its public arguments). */
 int shmobj__obj_put(struct shmobj__space *sp, const shmobj_value *val,
                     shmobj__ref *out);
 
-/* objref.c: a reference given as a mutable container's item, taken as
+/* references.c: a reference given as a mutable container's item, taken as
  * its slot holds it. A link (adopt 0): checked as a put checks it. An
  * adoption (adopt 1): checked, then the block's ADOPTED mark taken
  * (SHMOBJ_EOWNED when another container holds it). shmobj__ref_unadopt()
@@ -257,18 +260,18 @@ int shmobj__obj_put(struct shmobj__space *sp, const shmobj_value *val,
 int shmobj__ref_take(struct shmobj__space *sp, shmobj__ref ref, int adopt);
 void shmobj__ref_unadopt(struct shmobj__space *sp, shmobj__ref ref);
 
-/* objfree.c: free the block `ref` names and every separate block it
+/* graph-free.c: free the block `ref` names and every separate block it
  * reaches; from_caller as for shmobj__tree_open(). Charges *budget one
  * unit per slot walked. */
 int shmobj__free_tree(struct shmobj__space *sp, shmobj__ref ref, int from_caller,
                       int depth, uint64_t *budget);
 
-/* objfree.c: free the separate blocks the items of the container v reach
+/* graph-free.c: free the separate blocks the items of the container v reach
  * (v's own block stays). */
 int shmobj__free_children(struct shmobj__space *sp, const shmobj_view *v,
                           int depth, uint64_t *budget);
 
-/* ---- shapes and records (objshape.c) ---------------------------------- */
+/* ---- shapes and records (shape.c) ---------------------------------- */
 
 /* A record view keeps what its shape's view needs, copied when it was made
  * (checked then): `len` the shape block's reference, `ndim` log2 of the
@@ -347,4 +350,4 @@ void shmobj__shape_unuse_view(struct shmobj__space *sp, const shmobj_view *rec);
  * with SHMOBJ_EINUSE while records use it. */
 int shmobj__shape_free(struct shmobj__space *sp, shmobj__ref ref, uint64_t blk);
 
-#endif /* SHMOBJ_OBJINT_H */
+#endif /* SHMOBJ_OBJECT_LAYER_INTERFACE_H */

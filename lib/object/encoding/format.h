@@ -1,9 +1,15 @@
-/* The bytes of a typed object in a segment (doc/format-object.md is the
+/* The encoding room of the object layer (lib/object/encoding/): the bytes
+ * of slots, blocks and control blocks, the one index probe
+ * (index-probe.h) and the checks of content (content-check.h). It sees no
+ * other room; every other room reads the bytes through it
+ * (doc/architecture.md, "The object layer's rooms").
+ *
+ * The bytes of a typed object in a segment (doc/format-object.md is the
  * normative description; this header and that file must agree).
  *
  * This header holds the layout, its constants and the hashes the format is
  * laid out by, and nothing else: no function of the layer is declared here
- * (lib/object/objint.h declares those), so a change of the code never
+ * (lib/object/read/layer-interface.h declares those), so a change of the code never
  * touches the description of the bytes, and a file that only needs the
  * bytes (the checker's layout, a test pinning a hash) includes only them.
  *
@@ -24,8 +30,8 @@
  *
  * Nothing here is trusted by a reader: every tag, count, length and offset
  * is checked against the extent of the block it was found in before use. */
-#ifndef SHMOBJ_OBJFMT_H
-#define SHMOBJ_OBJFMT_H
+#ifndef SHMOBJ_OBJECT_FORMAT_H
+#define SHMOBJ_OBJECT_FORMAT_H
 
 #include <stdatomic.h>
 #include <stddef.h>
@@ -218,7 +224,7 @@ static inline uint64_t shmobj__value_rel(unsigned type, uint64_t cap, uint64_t i
 /* Index entry e: 0 empty, else (item + 1) | (hash >> 32) << 32, the high
  * half of the key's hash kept so that most probes of other keys are told
  * apart without reading their slots. Probes start at hash & (len - 1) and
- * step by one (lib/object/objindex.h walks them). */
+ * step by one (lib/object/encoding/index-probe.h walks them). */
 static inline uint64_t shmobj__index_entry(uint64_t item, uint64_t hash)
 {
     return (item + 1) | (hash >> 32 << 32);
@@ -512,7 +518,7 @@ struct shmobj__mut {
     _Atomic uint64_t item_tag;
     _Atomic uint64_t item_payload;
     /* Dict: 0, or the token (widened) of the one handle making an int add
-     * without the lock (objmutdwrite.c). Its owner: CAS from 0 before it
+     * without the lock (mutable-dict-change.c). Its owner: CAS from 0 before it
      * reads seq, store of 0 (release) after its fetch-add; a lock holder
      * that moves or frees value slots (rebuild, clear, a value's
      * replacement, a repair) waits inside its section until it is 0 or
@@ -540,7 +546,7 @@ static inline uint64_t shmobj__mut_body_bytes(unsigned type)
 /* A list's growth block (version 4 of the list, magic "SML4"), named by
  * the control block's retired2: a raw arena block of 64-byte alignment.
  *
- * Appends without the lock (objmutlist.c, doc/format-object.md) reserve
+ * Appends without the lock (mutable-list-append.c, doc/format-object.md) reserve
  * a place with one fetch-add of the control block's `count` (a list's
  * reservation counter), claim its slot, write it, and publish it by
  * moving `len` over every consecutive written slot. The slot states, in
@@ -622,7 +628,7 @@ _Static_assert(sizeof(struct shmobj__mlapps) == 64 * (1 + SHMOBJ__MLGROW_RECS),
  * values, inside writer sections. A pair is a key slot and a value slot
  * (a set's value slot is null); a hole's key slot has tag
  * SHMOBJ__SLOT_HOLE. Index entries are those of the fixed dicts
- * (shmobj__index_entry, probed by objindex.h) and name pair places; a
+ * (shmobj__index_entry, probed by index-probe.h) and name pair places; a
  * hole's entry stays until the next rebuild, so no probe is ever cut
  * short. orders[p] is pair p's insertion order, ascending in p. */
 struct shmobj__mbody {
@@ -639,4 +645,4 @@ _Static_assert(sizeof(struct shmobj__mbody) == 32, "body header is 32 bytes");
 /* The key slot tag of a deleted pair (a hole): never a key. */
 #define SHMOBJ__SLOT_HOLE 0x42
 
-#endif /* SHMOBJ_OBJFMT_H */
+#endif /* SHMOBJ_OBJECT_FORMAT_H */

@@ -23,8 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "objint.h"
-#include "objvalid.h"
+#include "layer-interface.h"
+#include "content-check.h"
 
 struct out {
     FILE *f;     /* stream, or NULL for the buffer */

@@ -1,9 +1,9 @@
 /* Mutable dicts and sets: the table core (bodies, key comparison, the
  * probe, the index and its rebuild, the growth of a body) and the repair
- * after a writer's death; the changes are in objmutdwrite.c, the reads,
- * iteration, free and check in objmutdread.c.
+ * after a writer's death; the changes are in mutable-dict-change.c, the reads,
+ * iteration, free and check in mutable-dict-read.c.
  *
- * Invariants kept here (with those of objmut.c, whose lock, sections and
+ * Invariants kept here (with those of mutable-section.c, whose lock, sections and
  * optimistic reads these use):
  * - A body is written whole before it is published (the control block's
  *   body, inside a writer section) and grows only by a rebuild into a new
@@ -14,7 +14,7 @@
  *   the old body's.
  * - Pairs are appended at len and never move inside a body: a delete
  *   turns the pair into a hole (its key slot's tag, one store), whose
- *   index entry stays until the next rebuild, so the probe of objindex.h,
+ *   index entry stays until the next rebuild, so the probe of index-probe.h,
  *   the fixed dicts' own, is never cut short and needs no tombstone. A
  *   rebuild copies the live pairs in order, with their orders.
  * - A repair rebuilds the index from the pairs and recounts them, so a
@@ -26,10 +26,13 @@
  * - A key slot holds an int, a short str or (in a version 3 body only) a
  *   medium str itself, and only a longer key names a child; the index is
  *   rebuilt from the slots' bytes alone for all three, so a pair whose
- *   key and value are inline needs no intent to be repaired. */
-#include "objlookup.h"
-#include "objmut.h"
-#include "objvalid.h"
+ *   key and value are inline needs no intent to be repaired.
+ *
+ * The protocol step by step, its memory orders and what a stalled or
+ * killed process leaves: doc/protocols.md, section 4. */
+#include "key-lookup.h"
+#include "mutable.h"
+#include "content-check.h"
 
 
 

@@ -14,8 +14,8 @@
  *   items: what can be freed is freed. */
 #include <string.h>
 
-#include "objint.h"
-#include "objmut.h"
+#include "layer-interface.h"
+#include "mutable.h"
 
 static int free_slot(struct shmobj__space *sp, struct shmobj__slot *s,
                      uint64_t blk, uint64_t blen, uint16_t gen, int depth,
@@ -37,7 +37,7 @@ int shmobj__free_children(struct shmobj__space *sp, const shmobj_view *v,
     case SHMOBJ_TYPE_MLIST:
     case SHMOBJ_TYPE_MDICT:
     case SHMOBJ_TYPE_MSET:
-        /* their items live in blocks of their own (objmut.c) */
+        /* their items live in blocks of their own (mutable-section.c) */
         return shmobj__mut_free(sp, v, depth, budget);
     default:
         return 0; /* sets, strings, bytes, buffers hold no references out */

@@ -3,7 +3,7 @@
  *
  * Invariants kept here:
  * - A lean walk of the description that only adds up the sizes the
- *   writer (objemit.c) will use, with the same structural checks: types,
+ *   writer (value-write.c) will use, with the same structural checks: types,
  *   depth, counts, lengths and NULL pointers (through shmobj__desc_mem and
  *   shmobj__desc_key, the writer's own resolution), buffer shapes (through
  *   the writer's own code). So shmobj_obj_size() refuses what a put would.
@@ -11,7 +11,7 @@
  *   also stops at the size measured here, so the two can never disagree by
  *   more than an error.
  * - Every sum is overflow-checked and bounded by SHMOBJ__MAX_BLOCK. */
-#include "objbuild.h"
+#include "value-build.h"
 
 static int measure_obj(const shmobj_value *v, int depth, uint64_t *cur, int *need64);
 static inline __attribute__((always_inline)) int
@@ -75,7 +75,7 @@ measure_slot(const shmobj_value *v, int depth, uint64_t *cur, int *need64)
 
 /* A record: its header and slots, then each field's bytes in field
  * order: a string's or bytes' inline (no header, no alignment, a NUL
- * after), any other value's as a slot's (objshape.c writes the same). The
+ * after), any other value's as a slot's (shape.c writes the same). The
  * kinds are checked against the shape by the writer, which has the
  * segment. */
 static int measure_record(const shmobj_value *v, int depth, uint64_t pos, uint64_t *cur,
@@ -232,7 +232,7 @@ static int measure_obj(const shmobj_value *v, int depth, uint64_t *cur, int *nee
     case SHMOBJ_TYPE_MLIST:
     case SHMOBJ_TYPE_MDICT:
     case SHMOBJ_TYPE_MSET:
-        /* created empty: the header and the control block (objfmt.h) */
+        /* created empty: the header and the control block (format.h) */
         rc = shmobj__desc_mut_bytes(v, &n);
         if (rc != 0)
             return rc;

@@ -1,68 +1,18 @@
-/* The growable list: chunks, appends, inserts, sets, removals, clears,
- * its repair after a writer's death (its reads, free and check are
- * objmutlread.c's).
+/* The growable list's reservations and appends: the append without the
+ * lock (reserve a place, claim its slot, write, publish len), the growth
+ * of chunks without the lock, the judging of places that hold len back,
+ * the closing and reopening of the reservations by a lock holder, and the
+ * put under the lock (append, insert). The changes under the lock are
+ * mutable-list-change.c's, the repair mutable-list-repair.c's, the reads
+ * mutable-list-read.c's.
  *
- * Invariants kept here (with those of objmut.c, whose lock, sections and
- * optimistic reads these use):
- * - Chunks never move once published: chunk k holds CHUNK0 << k items, so
- *   growth adds a chunk and copies nothing. Chunks are made in order (an
- *   appender whose place lies in chunk k makes k - 1 first when it is
- *   missing: the appender whose place opened it may have died), so a
- *   position two missing chunks past the last is damage.
- * - len (its low SHMOBJ__MLIST_LEN_BITS) is a published prefix: every slot
- *   below it holds an item (a written tag; a skipped place holds a null).
- *   Without the lock it only grows, by a CAS from the exact word seen over
- *   a slot seen written; every lock holder advances its epoch (the bits
- *   above) when it closes the reservations, so a publisher stalled across
- *   a locked change fails its CAS instead of moving len over a slot the
- *   change emptied.
- * - An append of an item with no child takes no lock (once the growth
- *   block exists): one fetch-add of the reservation counter (the control
- *   block's count) hands it place p; it makes p's chunk if needed, claims
- *   the slot (CAS of its first word from 0 to a claim naming its token),
- *   checks len's epoch did not move since its reservation (else a lock
- *   holder skipped its place, and a removal may have emptied it again: it
- *   gives the slot back and reserves again, so that its items keep their
- *   order), writes the payload, CASes the first word from its claim to the
- *   item's tag (seq_cst), and publishes: while the slot at len is written it
- *   CASes len one further (seq_cst loads of len and tags, so of two
- *   appenders writing neighbouring places at least one sees the other's
- *   tag and publishes both). It waits for nobody: a place reserved below
- *   its own and not written yet holds len back, not the append, which
- *   returns 0 with its item written; the item becomes visible when the
- *   places before it are written or skipped. Places of one process are
- *   reserved in the order of its calls, so its items keep that order.
- * - A place whose claim names a dead handle, or which nobody claimed for
- *   SHMOBJ__MLIST_UNCLAIMED_NS, is skipped: whoever finds it holding len
- *   back (a publisher far ahead of it, a reader of len, a lock holder)
- *   claims it with its own token by a CAS from the exact word seen, then
- *   writes a null (payload 0, tag OBJ). A live claimant is never skipped;
- *   a slow one whose unclaimed place was skipped fails its claim's CAS and
- *   reserves again, so nothing is lost or written twice.
- * - A chunk made without the lock is recorded first in a grower's record
- *   of the growth block (its token, then the block), published by a CAS
- *   of the directory entry from 0 (the loser frees its own), and the
- *   record cleared; a lock holder frees a dead grower's recorded block
- *   unless the directory holds it.
- * - Every lock holder closes the reservations before it reads or changes
- *   anything: a fetch-or of SHMOBJ__MLIST_CLOSED into the counter (appends
- *   that see it take the lock), the count it held recorded in the growth
- *   block (closed_r: a closer that dies leaves the counter closed, and
- *   the next one takes the count from there), then every place below it
- *   settled: waited for while its claimant lives (SHMOBJ_EBUSY after some
- *   seconds), skipped otherwise; len becomes that count with the next
- *   epoch. A slot at len that a stalled appender claimed after that (its
- *   place was skipped and emptied again by a removal) is settled the same
- *   way before the holder writes there, and the holder claims the slot it
- *   writes past len with a CAS too. Unlocking reopens the counter at len.
- * - An append under the lock writes the slot, then len (release): a holder
- *   that dies between the two leaves a tag past len, which the repair
- *   zeroes.
- * - The repair rolls the moves of an insert or delete forward (each step
- *   copies a slot and then advances progress, so a step repeated is the
- *   same step), finishes a clear's frees, and frees each recorded block
- *   unless the place it was for holds it. */
-#include "objmutlist.h"
+ * The protocol, its invariants (len a published prefix that only grows
+ * without the lock, with an epoch every lock holder advances; chunks
+ * never moved; places settled or skipped, never lost nor written twice;
+ * each process's items in its calls' order), the memory orders and what a
+ * stalled or killed process leaves at each named step are in
+ * doc/protocols.md, section 3, "The growable list". */
+#include "mutable-list.h"
 
 #include "cpu.h"
 #include "step.h"
@@ -373,7 +323,7 @@ static void list_growers_reap(struct shmobj__mc *c, struct shmobj__mlapps *a)
 /* ---- the lock: closing and reopening the reservations --------------------- */
 
 /* Reopen the reservations at len (lock held). */
-static void list_open(struct shmobj__mc *c)
+void shmobj__mlist_open(struct shmobj__mc *c)
 {
     if (list_apps(c) == NULL)
         return;
@@ -382,7 +332,7 @@ static void list_open(struct shmobj__mc *c)
 
 void shmobj__mlist_unlock(struct shmobj__mc *c)
 {
-    list_open(c);
+    shmobj__mlist_open(c);
     shmobj__mut_unlock(c);
 }
 
@@ -428,10 +378,10 @@ static int list_settle_place(struct shmobj__mc *c, uint64_t p, uint64_t *deadlin
 }
 
 /* Close the reservations (lock held): every place reserved settled and
- * published, len at the next epoch, the counter closed until list_open().
+ * published, len at the next epoch, the counter closed until shmobj__mlist_open().
  * 0, SHMOBJ_EBUSY after some seconds of a live claimant (reopened),
  * SHMOBJ_ECORRUPT for a damaged block or counter. */
-static int list_close(struct shmobj__mc *c)
+int shmobj__mlist_close(struct shmobj__mc *c)
 {
     struct shmobj__mut *m = c->m;
     if (atomic_load_explicit(apps_ref(m), memory_order_relaxed) == 0)
@@ -513,183 +463,6 @@ static int list_close(struct shmobj__mc *c)
     return 0;
 }
 
-/* Is the block `ref` what item `at` (below len) holds? */
-static int list_holds(struct shmobj__mc *c, uint64_t at, shmobj__ref ref)
-{
-    struct lslot ls;
-    if (at >= list_len(c->m) ||
-        list_slot(c, at, &ls) != 0)
-        return 0;
-    return slot_child(ls.s) == ref;
-}
-
-/* The recorded blocks after a put (append, set, insert) at `at`: kept
- * when the item holds them, freed otherwise. */
-static void list_settle(struct shmobj__mc *c, uint64_t at)
-{
-    struct shmobj__mut *m = c->m;
-    shmobj__ref sp_ = atomic_load_explicit(&m->spare, memory_order_relaxed);
-    shmobj__ref rt = atomic_load_explicit(&m->retired, memory_order_relaxed);
-    if (sp_ != 0 && !list_holds(c, at, sp_))
-        shmobj__mut_child_free(c->sp, sp_);
-    if (rt != 0 && !list_holds(c, at, rt))
-        shmobj__mut_child_free(c->sp, rt);
-    atomic_store_explicit(&m->spare, 0, memory_order_relaxed);
-    atomic_store_explicit(&m->retired, 0, memory_order_relaxed);
-}
-
-/* Move items by one place towards end, from progress p: each step copies
- * item p - 1 (up) or p + 1 (down) to p and then moves progress there, so a
- * step repeated after a death is the same step. */
-static int list_shift(struct shmobj__mc *c, uint64_t p, uint64_t end, int up)
-{
-    struct lslot to, from;
-    while (p != end) {
-        uint64_t src = up ? p - 1 : p + 1;
-        int rc = list_slot(c, p, &to);
-        if (rc == 0)
-            rc = list_slot(c, src, &from);
-        if (rc != 0)
-            return rc;
-        slot_copy(to.s, from.s);
-        p = src;
-        atomic_store_explicit(&c->m->progress, p, memory_order_relaxed);
-        SHMOBJ__STEP("mlist.move.step");
-    }
-    return 0;
-}
-
-/* Roll an insert or a removal forward from its progress: for an insert,
- * items [at, old_len) move up by one and the new item goes to at; for a
- * removal, items (at, old_len) move down by one; len becomes old_len + 1
- * or old_len - 1. */
-static int list_move_finish(struct shmobj__mc *c, int insert)
-{
-    struct shmobj__mut *m = c->m;
-    uint64_t at = atomic_load_explicit(&m->at, memory_order_relaxed);
-    uint64_t n = atomic_load_explicit(&m->old_len, memory_order_relaxed);
-    uint64_t p = atomic_load_explicit(&m->progress, memory_order_relaxed);
-    struct lslot to;
-    if (insert ? at > n || p > n || p < at : at >= n || p < at || p >= n)
-        return SHMOBJ_ECORRUPT;
-    int rc = list_shift(c, p, insert ? at : n - 1, insert);
-    if (rc == 0 && insert) {
-        rc = list_slot(c, at, &to);
-        if (rc == 0)
-            shmobj__mut_slot_put(
-                to.s, (uint8_t)atomic_load_explicit(&m->item_tag, memory_order_relaxed), 0,
-                atomic_load_explicit(&m->item_payload, memory_order_relaxed));
-    }
-    if (rc == 0 && !insert) {
-        /* the place given up goes back to tag 0 (slots past len) */
-        rc = list_slot(c, n - 1, &to);
-        if (rc == 0)
-            slot_zero(to.s);
-    }
-    if (rc != 0)
-        return rc;
-    n = insert ? n + 1 : n - 1;
-    list_len_put(m, n);
-    return 0;
-}
-
-/* Free the children of items [0, progress) of a cleared list and zero
- * their slots, from the top, progress following. */
-static int list_clear_finish(struct shmobj__mc *c)
-{
-    struct shmobj__mut *m = c->m;
-    uint64_t p = atomic_load_explicit(&m->progress, memory_order_relaxed);
-    for (; p > 0; p--) {
-        struct lslot ls;
-        int rc = list_slot(c, p - 1, &ls);
-        if (rc != 0)
-            return rc;
-        shmobj__mut_child_free(c->sp, slot_child(ls.s));
-        slot_zero(ls.s);
-        atomic_store_explicit(&m->progress, p - 1, memory_order_relaxed);
-    }
-    return 0;
-}
-
-int shmobj__mlist_repair(struct shmobj__mc *c)
-{
-    struct shmobj__mut *m = c->m;
-    /* appends without the lock over, and dead appenders' places settled,
-     * before anything moves */
-    int rc = list_close(c);
-    if (rc != 0)
-        return rc;
-    uint64_t op = atomic_load_explicit(&m->op, memory_order_relaxed);
-    uint64_t len = list_len(m);
-    uint64_t at = atomic_load_explicit(&m->at, memory_order_relaxed);
-    struct lslot ls;
-    switch (op) {
-    case SHMOBJ__MUT_OP_NONE:
-        break;
-    case SHMOBJ__MUT_OP_CHUNK: {
-        shmobj__ref s = atomic_load_explicit(&m->spare, memory_order_relaxed);
-        if (at >= SHMOBJ__MLIST_CHUNKS)
-            return SHMOBJ_ECORRUPT;
-        if (s != 0 && atomic_load_explicit(&list_dir(m)[at], memory_order_relaxed) != s)
-            (void)c->sp->ops->free(c->sp, s);
-        /* a growth block being made (spare2) */
-        s = atomic_load_explicit(&m->spare2, memory_order_relaxed);
-        if (s != 0 && atomic_load_explicit(apps_ref(m), memory_order_relaxed) != s)
-            (void)c->sp->ops->free(c->sp, s);
-        atomic_store_explicit(&m->spare, 0, memory_order_relaxed);
-        atomic_store_explicit(&m->spare2, 0, memory_order_relaxed);
-        break;
-    }
-    case SHMOBJ__MUT_OP_PUT:
-        /* an append's slot written past len is given up with the rest
-         * (below) */
-        list_settle(c, at);
-        break;
-    case SHMOBJ__MUT_OP_INSERT:
-        if (len == atomic_load_explicit(&m->old_len, memory_order_relaxed))
-            rc = list_move_finish(c, 1);
-        if (rc == 0)
-            list_settle(c, at);
-        break;
-    case SHMOBJ__MUT_OP_REMOVE: {
-        if (len == atomic_load_explicit(&m->old_len, memory_order_relaxed))
-            rc = list_move_finish(c, 0);
-        if (rc != 0)
-            return rc;
-        /* the item removed is nowhere now: its child goes (a pop's caller
-         * died before it was handed over) */
-        shmobj__mut_child_free(c->sp, atomic_load_explicit(&m->retired, memory_order_relaxed));
-        atomic_store_explicit(&m->retired, 0, memory_order_relaxed);
-        break;
-    }
-    case SHMOBJ__MUT_OP_CLEAR:
-        list_len_put(m, 0);
-        rc = list_clear_finish(c);
-        break;
-    default:
-        return SHMOBJ_ECORRUPT;
-    }
-    if (rc != 0)
-        return rc;
-    /* Blocks the op did not free are forgotten: a holder killed between
-     * writing them and its op left them where they were (the old child of
-     * an item shmobj_mlist_set() had not replaced) or never handed over,
-     * and no later intent's repair may free them */
-    atomic_store_explicit(&m->spare, 0, memory_order_relaxed);
-    atomic_store_explicit(&m->spare2, 0, memory_order_relaxed);
-    atomic_store_explicit(&m->retired, 0, memory_order_relaxed);
-    /* A holder that died between an append's slot and len's store (with no
-     * intent for an item without a child) left a tag at len: published by
-     * the next close (list_close()'s places past its count), or zeroed
-     * here when this repair's intent kept the close from it. */
-    len = list_len(m);
-    if (op != SHMOBJ__MUT_OP_NONE && len < SHMOBJ__MLIST_LEN_MASK &&
-        list_slot(c, len, &ls) == 0 && tag_written(ls.s->tag))
-        slot_zero(ls.s);
-    list_open(c);
-    return 0;
-}
-
 /* Make sure the chunk holding item p exists (lock held). */
 static int list_reserve(struct shmobj__mc *c, uint64_t p)
 {
@@ -718,82 +491,6 @@ static int list_reserve(struct shmobj__mc *c, uint64_t p)
         atomic_store_explicit(&m->spare, 0, memory_order_relaxed);
     }
     atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_NONE, memory_order_relaxed);
-    return rc;
-}
-
-/* Make the growth block of a list that has none (lock held: no append
- * without the lock was ever made). Slots past len are zeroed first (a
- * dead holder's tag). A block that cannot be had leaves the list to
- * appends under the lock. */
-static void list_apps_make(struct shmobj__mc *c)
-{
-    struct shmobj__mut *m = c->m;
-    uint64_t n = list_len(m);
-    shmobj__ref r;
-    for (unsigned k = 0; k < SHMOBJ__MLIST_CHUNKS; k++) {
-        uint64_t ref = atomic_load_explicit(&list_dir(m)[k], memory_order_relaxed), off;
-        uint64_t start = SHMOBJ__MLIST_CHUNK0 * ((UINT64_C(1) << k) - 1);
-        uint64_t items = (uint64_t)SHMOBJ__MLIST_CHUNK0 << k;
-        if (ref == 0 || start + items <= n)
-            continue;
-        if (shmobj__mut_block_fast(c->sp, ref, chunk_bytes(k), &off) != 0)
-            return; /* damage: the lock's way meets it */
-        uint64_t from = n > start ? n - start : 0;
-        memset(c->sp->base + off + 16 * from, 0, (size_t)(16 * (items - from)));
-    }
-    atomic_store_explicit(&m->at, 0, memory_order_relaxed);
-    atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_CHUNK, memory_order_relaxed);
-    if (c->sp->ops->alloc(c->sp, sizeof(struct shmobj__mlapps), 64, &r) == 0) {
-        atomic_store_explicit(&m->spare2, r, memory_order_relaxed);
-        struct shmobj__mlapps *a =
-            (struct shmobj__mlapps *)(void *)(c->sp->base + shmobj__ref_off(r));
-        memset(a, 0, sizeof *a);
-        a->magic = SHMOBJ__MLIST_MAGIC;
-        a->recs = SHMOBJ__MLGROW_RECS;
-        /* closed at len: the holder reopens them at its unlock */
-        atomic_store_explicit(&a->closed_r, n, memory_order_relaxed);
-        atomic_store_explicit(list_res(m), n | SHMOBJ__MLIST_CLOSED, memory_order_relaxed);
-        shmobj__mut_wbegin(m);
-        atomic_store_explicit(apps_ref(m), r, memory_order_release);
-        shmobj__mut_wend(m);
-        atomic_store_explicit(&m->spare2, 0, memory_order_relaxed);
-    }
-    atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_NONE, memory_order_relaxed);
-}
-
-/* Lock a list for a change: the lock, its growth block made, the
- * reservations closed and every reserved place published. */
-int shmobj__mlist_lock(struct shmobj__mc *c)
-{
-    int rc = shmobj__mut_lock(c);
-    if (rc != 0)
-        return rc;
-    if (atomic_load_explicit(apps_ref(c->m), memory_order_relaxed) == 0)
-        list_apps_make(c);
-    rc = list_close(c);
-    if (rc != 0)
-        shmobj__mut_unlock(c);
-    return rc;
-}
-
-/* A writer's call on a list: open, make the item, lock. On success the
- * caller holds the lock, reservations closed. */
-static int list_begin(const shmobj_view *list, const shmobj_value *val,
-                      struct shmobj__mc *c, struct shmobj__mitem *it)
-{
-    int rc = shmobj__mut_open(list, 1u << SHMOBJ_TYPE_MLIST, c);
-    if (rc != 0)
-        return rc;
-    if (val != NULL) {
-        /* built before the lock is taken: the lock is held for the slot
-         * stores only */
-        rc = shmobj__mut_item_make(c->sp, val, it);
-        if (rc != 0)
-            return rc;
-    }
-    rc = shmobj__mlist_lock(c);
-    if (rc != 0 && val != NULL)
-        shmobj__mut_item_drop(c->sp, it);
     return rc;
 }
 
@@ -864,7 +561,7 @@ static int list_put_new(struct shmobj__mc *c, uint64_t i, const struct shmobj__m
         atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_INSERT, memory_order_relaxed);
         SHMOBJ__STEP("mlist.insert.intent");
         shmobj__mut_wbegin(m);
-        rc = list_move_finish(c, 1);
+        rc = shmobj__mlist_move_finish(c, 1);
         shmobj__mut_wend(m);
         if (rc != 0)
             return rc;
@@ -928,7 +625,7 @@ static int list_insert_at(const shmobj_view *list, int append, size_t i,
             return rc;
         }
     } else {
-        rc = list_begin(list, val, &c, &it);
+        rc = shmobj__mlist_begin(list, val, &c, &it);
         if (rc != 0)
             return rc;
     }
@@ -948,161 +645,4 @@ int shmobj_mlist_append(const shmobj_view *list, const shmobj_value *val)
 int shmobj_mlist_insert(const shmobj_view *list, size_t i, const shmobj_value *val)
 {
     return list_insert_at(list, 0, i, val);
-}
-
-int shmobj_mlist_set(const shmobj_view *list, size_t i, const shmobj_value *val)
-{
-    struct shmobj__mc c;
-    struct shmobj__mitem it;
-    struct lslot ls;
-    if (val == NULL)
-        return SHMOBJ_EINVAL;
-    int rc = list_begin(list, val, &c, &it);
-    if (rc != 0)
-        return rc;
-    struct shmobj__mut *m = c.m;
-    if (i >= list_len(m))
-        rc = SHMOBJ_ERANGE;
-    else
-        rc = list_slot(&c, i, &ls);
-    if (rc == 0) {
-        atomic_store_explicit(&m->at, i, memory_order_relaxed);
-        atomic_store_explicit(&m->spare, it.child, memory_order_relaxed);
-        shmobj__ref old = slot_child(ls.s);
-        atomic_store_explicit(&m->retired, old, memory_order_relaxed);
-        atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_PUT, memory_order_relaxed);
-        shmobj__mut_wbegin(m);
-        shmobj__mut_slot_put(ls.s, it.tag, 0, it.payload);
-        shmobj__mut_wend(m);
-        atomic_store_explicit(&m->spare, 0, memory_order_relaxed);
-        shmobj__mut_child_free(c.sp, old);
-        atomic_store_explicit(&m->retired, 0, memory_order_relaxed);
-        atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_NONE, memory_order_relaxed);
-    }
-    shmobj__mlist_unlock(&c);
-    if (rc != 0)
-        shmobj__mut_item_drop(c.sp, &it);
-    return rc;
-}
-
-/* Remove item i (lock held); its child is handed to *child. */
-static int list_remove(struct shmobj__mc *c, uint64_t i, shmobj__ref *child,
-                       struct shmobj__mitem *was)
-{
-    struct shmobj__mut *m = c->m;
-    uint64_t n = list_len(m);
-    struct lslot ls;
-    if (i >= n)
-        return SHMOBJ_ERANGE;
-    int rc = list_slot(c, i, &ls);
-    if (rc != 0)
-        return rc;
-    was->tag = ls.s->tag;
-    was->payload = atomic_load_explicit(&ls.s->payload, memory_order_relaxed);
-    was->child = slot_child(ls.s);
-    *child = was->child;
-    atomic_store_explicit(&m->at, i, memory_order_relaxed);
-    atomic_store_explicit(&m->old_len, n, memory_order_relaxed);
-    atomic_store_explicit(&m->progress, i, memory_order_relaxed);
-    atomic_store_explicit(&m->retired, was->child, memory_order_relaxed);
-    atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_REMOVE, memory_order_relaxed);
-    SHMOBJ__STEP("mlist.delete.intent");
-    shmobj__mut_wbegin(m);
-    rc = list_move_finish(c, 0);
-    shmobj__mut_wend(m);
-    return rc;
-}
-
-static void list_remove_done(struct shmobj__mc *c)
-{
-    atomic_store_explicit(&c->m->retired, 0, memory_order_relaxed);
-    atomic_store_explicit(&c->m->op, SHMOBJ__MUT_OP_NONE, memory_order_relaxed);
-}
-
-int shmobj_mlist_delete(const shmobj_view *list, size_t i)
-{
-    struct shmobj__mc c;
-    struct shmobj__mitem was;
-    shmobj__ref child = 0;
-    int rc = list_begin(list, NULL, &c, NULL);
-    if (rc != 0)
-        return rc;
-    rc = list_remove(&c, i, &child, &was);
-    if (rc == 0) {
-        shmobj__mut_child_free(c.sp, child);
-        list_remove_done(&c);
-    }
-    shmobj__mlist_unlock(&c);
-    return rc;
-}
-
-int shmobj_mlist_pop(const shmobj_view *list, int64_t i, shmobj_ref *out)
-{
-    struct shmobj__mc c;
-    struct shmobj__mitem was;
-    shmobj__ref child = 0, box = 0;
-    struct lslot ls;
-    int rc = list_begin(list, NULL, &c, NULL);
-    if (rc != 0)
-        return rc;
-    uint64_t n = list_len(c.m), at;
-    if (i < 0 ? (uint64_t)-(i + 1) >= n : (uint64_t)i >= n) {
-        shmobj__mlist_unlock(&c);
-        return SHMOBJ_ERANGE;
-    }
-    at = i < 0 ? n - (uint64_t)-(i + 1) - 1 : (uint64_t)i;
-    rc = list_slot(&c, at, &ls);
-    if (rc == 0 && out != NULL && slot_child(ls.s) == 0) {
-        /* a scalar, null or link goes to the caller in a block of its own,
-         * made before anything changes (ENOMEM leaves the list as it was) */
-        shmobj_value v;
-        rc = shmobj__mut_item_value(ls.s->tag,
-                                    atomic_load_explicit(&ls.s->payload, memory_order_relaxed), &v);
-        if (rc == 0)
-            rc = shmobj__obj_put(c.sp, &v, &box);
-    }
-    if (rc == 0)
-        rc = list_remove(&c, at, &child, &was);
-    if (rc == 0) {
-        if (out == NULL)
-            shmobj__mut_child_free(c.sp, child);
-        else
-            *out = child != 0 ? child : box;
-        /* an adopted child is the caller's again: its mark cleared */
-        if (out != NULL && child != 0)
-            shmobj__mut_child_handover(c.sp, child);
-        list_remove_done(&c);
-    } else if (box != 0) {
-        (void)c.sp->ops->free(c.sp, box);
-    }
-    shmobj__mlist_unlock(&c);
-    return rc;
-}
-
-static int mlist_clear_closed(struct shmobj__mc *c);
-
-int shmobj__mlist_clear(struct shmobj__mc *c)
-{
-    int rc = list_close(c);
-    if (rc != 0)
-        return rc;
-    rc = mlist_clear_closed(c);
-    list_open(c);
-    return rc;
-}
-
-static int mlist_clear_closed(struct shmobj__mc *c)
-{
-    struct shmobj__mut *m = c->m;
-    uint64_t n = list_len(m);
-    atomic_store_explicit(&m->old_len, n, memory_order_relaxed);
-    atomic_store_explicit(&m->progress, n, memory_order_relaxed);
-    atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_CLEAR, memory_order_relaxed);
-    shmobj__mut_wbegin(m);
-    list_len_put(m, 0);
-    shmobj__mut_wend(m);
-    int rc = list_clear_finish(c);
-    if (rc == 0)
-        atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_NONE, memory_order_relaxed);
-    return rc;
 }

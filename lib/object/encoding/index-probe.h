@@ -5,7 +5,7 @@
  * so where the writer puts a key and where a reader looks for it cannot
  * disagree. Only the comparison of the key met with the key sought differs
  * between them (a description's key for the builder, a key slot for the
- * readers: lib/object/objlookup.h).
+ * readers: lib/object/read/key-lookup.h).
  *
  * Invariants kept here:
  * - The sequence is the format's: start at hash & (cap - 1), step by one,
@@ -14,12 +14,12 @@
  *   cannot loop; an entry naming an item at or past `count` stops the
  *   probe as damage before its item is touched.
  * - Each entry is read once; what is judged is the local copy. */
-#ifndef SHMOBJ_OBJINDEX_H
-#define SHMOBJ_OBJINDEX_H
+#ifndef SHMOBJ_OBJECT_INDEX_PROBE_H
+#define SHMOBJ_OBJECT_INDEX_PROBE_H
 
 #include <stdint.h>
 
-#include "objfmt.h"
+#include "format.h"
 
 /* What shmobj__probe_next() met. */
 enum shmobj__probe_step {
@@ -88,4 +88,4 @@ static inline uint64_t shmobj__probe_reads(const struct shmobj__probe *p, int st
     return cap - (p->end - p->at) + (step == SHMOBJ__PROBE_EMPTY || step == SHMOBJ__PROBE_BAD);
 }
 
-#endif /* SHMOBJ_OBJINDEX_H */
+#endif /* SHMOBJ_OBJECT_INDEX_PROBE_H */

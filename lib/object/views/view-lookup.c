@@ -2,12 +2,12 @@
  * the views of the values found.
  *
  * Invariants kept here:
- * - Every lookup ends in shmobj__lookup() (objlookup.h) over the one probe
- *   of objindex.h: the public calls differ only in how the key arrives (a
+ * - Every lookup ends in shmobj__lookup() (key-lookup.h) over the one probe
+ *   of index-probe.h: the public calls differ only in how the key arrives (a
  *   value, a C string, a key prepared once) and in which comparison runs
  *   inline, never in where they look or what they accept.
  * - A key is described by shmobj__desc_key() and prepared by
- *   shmobj__key_prepare() (objint.h), the builder's own description of its
+ *   shmobj__key_prepare() (layer-interface.h), the builder's own description of its
  *   keys, so a key is hashed and compared the way it was written.
  * - A lookup reads through a view only after checking that the view's
  *   object block is still the one it was made from (SHMOBJ_ESTALE
@@ -15,8 +15,8 @@
  *   shmobj__body_size() checked when the view was made. */
 #include <string.h>
 
-#include "objlookup.h"
-#include "objmut.h"
+#include "key-lookup.h"
+#include "mutable.h"
 
 int shmobj__key_equal(const shmobj_view *v, const struct shmobj__slot *ks,
                       const shmobj_key *k)

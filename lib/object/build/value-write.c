@@ -1,5 +1,5 @@
 /* Writing: a value description into one new block, in one pass after the
- * measure (objmeasure.c) sized it; the public put calls.
+ * measure (value-measure.c) sized it; the public put calls.
  *
  * Invariants kept here:
  * - The writer never moves its cursor past the size measured
@@ -10,7 +10,7 @@
  *   64-aligned; the block is allocated 64-aligned when it holds a buffer,
  *   so block-relative alignment is segment alignment.
  * - Keys enter their index through the probe every reader walks
- *   (objindex.h), and a key equal to an earlier one (same kind and bytes)
+ *   (index-probe.h), and a key equal to an earlier one (same kind and bytes)
  *   refuses the put: readers never meet two equal keys.
  * - Content is checked on the caller's bytes (UTF-8 of strings and keys,
  *   buffer extents), before or while they are copied, never read back
@@ -19,9 +19,9 @@
  *   nothing is published here. */
 #include <string.h>
 
-#include "objbuild.h"
-#include "objindex.h"
-#include "objvalid.h"
+#include "value-build.h"
+#include "index-probe.h"
+#include "content-check.h"
 
 /* Copy n bytes to o: a few word moves for strings of up to 32 bytes instead
  * of a call to memcpy. [o, o + n) lies in the block (checked by the caller). */
@@ -389,7 +389,7 @@ static int emit_obj(struct shmobj__wr *w, const shmobj_value *v, int depth, uint
     case SHMOBJ_TYPE_MLIST:
     case SHMOBJ_TYPE_MDICT:
     case SHMOBJ_TYPE_MSET:
-        /* empty, its control block zeroed (objfmt.h, "mutable containers");
+        /* empty, its control block zeroed (format.h, "mutable containers");
          * its items will live in blocks of their own, so a free must walk
          * this block: SEPARATE from the start */
         rc = shmobj__desc_mut_bytes(v, &body);

@@ -17,9 +17,9 @@
  *   and the consistency of every index with its keys. */
 #include <string.h>
 
-#include "objint.h"
-#include "objmut.h"
-#include "objvalid.h"
+#include "layer-interface.h"
+#include "mutable.h"
+#include "content-check.h"
 
 struct ck {
     struct shmobj__space *sp;
@@ -52,7 +52,7 @@ static int ck_obj(struct ck *c, const shmobj_view *v, int depth);
 static int ck_slot(struct ck *c, uint64_t slot_off, const shmobj_view *parent,
                    int ro, int kind, int depth);
 
-/* An item slot of a mutable container (objmut.c's walk), in the block
+/* An item slot of a mutable container (mutable-section.c's walk), in the block
  * [blk, blk + blen) of generation gen. */
 struct ck_mut {
     struct ck *c;
@@ -225,7 +225,7 @@ static int ck_record(struct ck *c, const shmobj_view *v, int depth)
 {
     shmobj_view sv, f;
     struct shmobj__shape_info si;
-    /* the shape's block in full (views check it lighter, objshape.c) */
+    /* the shape's block in full (views check it lighter, shape.c) */
     int src = shmobj__shape_open(c->sp, v->len, 0, &si);
     if (src != 0)
         return src;

@@ -3,10 +3,10 @@
  * add to an int value and the store of an int over an int, which the
  * owner of the control block's adder word may make without the lock.
  *
- * Invariants kept here (with those of objmut.c and objmutdict.c):
+ * Invariants kept here (with those of mutable-section.c and mutable-dict-table.c):
  * - Before a change the holder records its intent (op, at, the blocks it
  *   brings in spare and spare2, those it takes out in retired and
- *   retired2) and clears it last, so the repair (objmutdict.c) frees what
+ *   retired2) and clears it last, so the repair (mutable-dict-table.c) frees what
  *   no pair holds and keeps what one does.
  * - A new pair is written at len inside a writer section, with its order
  *   (the container's next) and its index entry; a replaced value's child
@@ -25,8 +25,11 @@
  *   held a value s that seq still has once the word is taken, which
  *   nothing moves, frees or replaces until the word is clear. An answer
  *   that changes nothing (an absent key, a value that is no int) is a
- *   read's, given without the word or the lock. */
-#include "objmut.h"
+ *   read's, given without the word or the lock.
+ *
+ * The protocol step by step, its memory orders and what a stalled or
+ * killed process leaves: doc/protocols.md, section 4. */
+#include "mutable.h"
 
 /* The add of an int value, the lock held or the adder word owned: the
  * value slot of the key's pair, an atomic fetch-add. */

@@ -3,7 +3,7 @@
  *
  * Invariants kept here:
  * - An adopted object is a separate block of its container, reached and
- *   freed as a replaced item is (objfree.c), so an object has one owner:
+ *   freed as a replaced item is (graph-free.c), so an object has one owner:
  *   the ADOPTED bit of its block's tree header, taken by one atomic OR
  *   whose previous value must not have it (SHMOBJ_EOWNED otherwise). A
  *   mutable container takes the bit for an item it adopts before the item
@@ -27,8 +27,8 @@
  *   damage (SHMOBJ_ECORRUPT). The check is the arena's O(1) one, so bytes
  *   of another block's payload that forge a whole block, tree header and
  *   root included, at that offset pass it (doc/format-arena.md). */
-#include "objbuild.h"
-#include "objread.h"
+#include "value-build.h"
+#include "slot-read.h"
 
 int shmobj__ref_check(struct shmobj__space *sp, shmobj__ref ref, int adopt)
 {

@@ -17,7 +17,7 @@
  *   EACCES, NULL out-parameter EINVAL, freed block ESTALE. */
 #include <string.h>
 
-#include "objlookup.h"
+#include "key-lookup.h"
 
 /* ---- one scalar slot through its view ---------------------------------- */
 

@@ -1,9 +1,16 @@
-/* What the mutable containers' files share (objmut.c: the control block,
- * the lock, writer sections, optimistic reads, items, and the entry points
- * of the rest of the layer; objmutlist.c: the list; objmutdict.c: the
- * dict and set table core and repair; objmutdwrite.c: their changes;
- * objmutdread.c: their reads, iteration, free and check) and what they
- * offer the rest of the layer (the views, the checker, the free, JSON).
+/* The mutable room of the object layer (lib/object/mutable/): the
+ * containers that change in place, one file per container and side. It
+ * sees the read core and the encoding, never the views or the builder
+ * (items are built through shmobj__obj_put, declared in the read core).
+ * Its protocols are doc/protocols.md's sections 2 to 4.
+ *
+ * What the mutable containers' files share (mutable-section.c: the
+ * control block, the lock, writer sections, optimistic reads, items, and
+ * the entry points of the rest of the layer; mutable-list-*.c: the list;
+ * mutable-dict-table.c: the dict and set table core and repair;
+ * mutable-dict-change.c: their changes; mutable-dict-read.c: their reads,
+ * iteration, free and check) and what they offer the rest of the layer
+ * (the views, the checker, the free, JSON).
  *
  * Invariants kept by what this header defines:
  * - Everything a reader takes from a container is read inside
@@ -14,12 +21,12 @@
  *   retry, never a fault.
  * - Every change is made by the lock holder (shmobj__mut_lock), inside a
  *   writer section for anything a reader could see half done, and after
- *   its intent is recorded (struct shmobj__mut, objfmt.h), so the next
+ *   its intent is recorded (struct shmobj__mut, format.h), so the next
  *   locker after its death can finish or undo it (shmobj__mut_repair). */
-#ifndef SHMOBJ_OBJMUT_H
-#define SHMOBJ_OBJMUT_H
+#ifndef SHMOBJ_OBJECT_MUTABLE_H
+#define SHMOBJ_OBJECT_MUTABLE_H
 
-#include "objlookup.h"
+#include "key-lookup.h"
 #include "step.h"
 
 /* A checked handle on a container, made from its view: the control block
@@ -184,21 +191,21 @@ static inline int shmobj__mut_block_fast(struct shmobj__space *sp, shmobj__ref r
     return 0;
 }
 
-/* ---- the list (objmutlist.c) ---------------------------------------------- */
+/* ---- the list (mutable-list-*.c) ----------------------------------------- */
 
 /* The repair of a list whose lock holder died (lock held). */
 int shmobj__mlist_repair(struct shmobj__mc *c);
 /* Clear a list (lock held). */
 int shmobj__mlist_clear(struct shmobj__mc *c);
 /* Publish what appends without the lock wrote past a list's len, and skip
- * a place holding it back whose claimant died (objmutlist.h). */
+ * a place holding it back whose claimant died (mutable-list.h). */
 void shmobj__mlist_help(struct shmobj__mc *c);
 /* The length of a list, checked against its chunks (inside a read). */
 int shmobj__mlist_places(struct shmobj__mc *c, uint64_t *count);
 /* Free every child and chunk (the container's own block stays). */
 int shmobj__mlist_free(struct shmobj__mc *c, int depth, uint64_t *budget);
 
-/* ---- dict and set (objmutdict.c, objmutdwrite.c, objmutdread.c) ------------ */
+/* ---- dict and set (mutable-dict-table.c, mutable-dict-change.c, mutable-dict-read.c) ------------ */
 
 #define SHMOBJ__MD_KINDS (1u << SHMOBJ_TYPE_MDICT | 1u << SHMOBJ_TYPE_MSET)
 
@@ -437,7 +444,7 @@ int shmobj__mut_len(const shmobj_view *v, size_t *len);
  * the i-th member), and key i (dict, set). */
 int shmobj__mut_item(const shmobj_view *v, size_t i, shmobj_view *item);
 int shmobj__mut_key(const shmobj_view *v, size_t i, shmobj_view *key);
-/* Free what the container owns (objfree.c's walk, whose depth and budget
+/* Free what the container owns (graph-free.c's walk, whose depth and budget
  * the children's frees go on charging). */
 int shmobj__mut_free(struct shmobj__space *sp, const shmobj_view *v, int depth,
                      uint64_t *budget);
@@ -459,4 +466,4 @@ int shmobj__mlist_check(struct shmobj__mc *c, uint64_t *budget, shmobj__mut_chil
 /* Item and key views of a dict or set by rank (the i-th live pair). */
 int shmobj__mdict_nth(const shmobj_view *v, size_t i, int want_key, shmobj_view *out);
 
-#endif /* SHMOBJ_OBJMUT_H */
+#endif /* SHMOBJ_OBJECT_MUTABLE_H */

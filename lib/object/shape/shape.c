@@ -1,4 +1,7 @@
-/* Shapes and records: a shape (field names, kinds and string capacities)
+/* The shape room of the object layer (lib/object/shape/), above the
+ * builder, whose writer it extends with records.
+ *
+ * Shapes and records: a shape (field names, kinds and string capacities)
  * built once in a block of its own, records that hold only their slots and
  * name their shape, and the use count that keeps a shape from being freed
  * while records name it.
@@ -16,7 +19,7 @@
  *   shape is copied into the view then, so later lookups never use a
  *   length or capacity read again.
  * - A record holds one use of its shape from before its block is returned
- *   by a put (taken as it is written, objref.c) to the moment it is
+ *   by a put (taken as it is written, references.c) to the moment it is
  *   unreachable (its block freed, or its slot replaced:
  *   shmobj__free_children); the
  *   free of a shape succeeds only by the compare-and-swap of a count of 0
@@ -26,14 +29,14 @@
  * - A record's strings and bytes are checked against the shape's kinds
  *   and capacities on the caller's bytes while they are copied, and a
  *   record's fields are written in field order, as the measure
- *   (objmeasure.c) counted them. */
+ *   (value-measure.c) counted them. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "objbuild.h"
-#include "objindex.h"
-#include "objread.h"
-#include "objvalid.h"
+#include "value-build.h"
+#include "index-probe.h"
+#include "slot-read.h"
+#include "content-check.h"
 #include "racy.h"
 
 int shmobj_shape_put(shmobj_segment *seg, const shmobj_field *fields, size_t n,

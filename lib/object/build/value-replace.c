@@ -15,7 +15,7 @@
  *   (SHMOBJ_ESTALE) before anything is written or freed. */
 #include <string.h>
 
-#include "objbuild.h"
+#include "value-build.h"
 
 int shmobj_view_set(shmobj_view *view, const shmobj_value *val)
 {

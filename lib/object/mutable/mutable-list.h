@@ -1,12 +1,14 @@
-/* The growable list's pieces its writers (objmutlist.c) and its readers,
- * free and check (objmutlread.c) share: where an item lives, the slot's
- * tag and payload, len and the reservation counter, the growth block, and
- * the list's lock, which closes the reservations (the invariants are
- * objmutlist.c's). */
-#ifndef SHMOBJ_OBJMUTLIST_H
-#define SHMOBJ_OBJMUTLIST_H
+/* The growable list's pieces its files share: the appends and the
+ * reservations (mutable-list-append.c), the locked changes
+ * (mutable-list-change.c), the repair (mutable-list-repair.c) and the
+ * reads, free and check (mutable-list-read.c): where an item lives, the
+ * slot's tag and payload, len and the reservation counter, the growth
+ * block, and the list's lock, which closes the reservations. The protocol
+ * and its invariants: doc/protocols.md, "The growable list". */
+#ifndef SHMOBJ_OBJECT_MUTABLE_LIST_H
+#define SHMOBJ_OBJECT_MUTABLE_LIST_H
 
-#include "objmut.h"
+#include "mutable.h"
 
 /* ---- the list ------------------------------------------------------------ */
 
@@ -180,7 +182,7 @@ list_apps(struct shmobj__mc *c)
     return a->magic == SHMOBJ__MLIST_MAGIC && a->recs == SHMOBJ__MLGROW_RECS ? a : NULL;
 }
 
-/* shmobj__mlist_help() (objmut.h): publish what is written past len, and
+/* shmobj__mlist_help() (mutable.h): publish what is written past len, and
  * settle a hole at len that has been stuck long enough (its claimant
  * dead, or nobody claimed it for SHMOBJ__MLIST_UNCLAIMED_NS): readers call
  * it before they read len, so that items a dead appender's place held
@@ -192,5 +194,23 @@ list_apps(struct shmobj__mc *c)
  * it. */
 int shmobj__mlist_lock(struct shmobj__mc *c);
 void shmobj__mlist_unlock(struct shmobj__mc *c);
+
+/* What the list's files offer each other (doc/protocols.md, "The growable
+ * list"): */
+/* Close the reservations (lock held): every place below the count settled
+ * and published, len at that count with the next epoch
+ * (mutable-list-append.c). 0, SHMOBJ_EBUSY, or an error. */
+int shmobj__mlist_close(struct shmobj__mc *c);
+/* Reopen the reservations at len (lock held). */
+void shmobj__mlist_open(struct shmobj__mc *c);
+/* A writer's call on a list: open, make the item, lock
+ * (mutable-list-change.c). On success the caller holds the lock,
+ * reservations closed. */
+int shmobj__mlist_begin(const shmobj_view *list, const shmobj_value *val,
+                        struct shmobj__mc *c, struct shmobj__mitem *it);
+/* Roll an insert's (insert != 0) or a delete's moves forward from the
+ * recorded progress, and finish a clear's frees (mutable-list-repair.c). */
+int shmobj__mlist_move_finish(struct shmobj__mc *c, int insert);
+int shmobj__mlist_clear_finish(struct shmobj__mc *c);
 
 #endif
