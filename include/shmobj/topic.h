@@ -143,6 +143,9 @@ SHMOBJ_API int shmobj_topic_create(shmobj_segment *seg, const char *name,
 
 /**
  * @brief Open an existing topic by name.
+ * @param[in] seg the segment
+ * @param[in] name the topic's name (a root name of the segment)
+ * @param[out] out the handle
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument or bad name
  * @retval SHMOBJ_ENOTFOUND no root of that name
@@ -159,6 +162,10 @@ SHMOBJ_API int shmobj_topic_open(shmobj_segment *seg, const char *name,
 /**
  * @brief Open a topic, waiting up to timeout_ns for another process to
  *        create it (the side that starts first need not create it).
+ * @param[in] seg the segment
+ * @param[in] name the topic's name (a root name of the segment)
+ * @param[in] timeout_ns how long to wait: 0 not at all, negative for ever, else nanoseconds
+ * @param[out] out the handle
  * @retval SHMOBJ_ETIMEDOUT it did not appear in time
  * @retval others as shmobj_topic_open()
  * @since 0.3
@@ -170,6 +177,10 @@ SHMOBJ_API int shmobj_topic_open_timed(shmobj_segment *seg, const char *name,
  * @brief Open the topic, creating it with cfg when it does not exist.
  *        Of several processes doing this at once, one creates it and the
  *        others open it. An existing topic keeps its own configuration.
+ * @param[in] seg the segment
+ * @param[in] name the topic's name (a root name of the segment)
+ * @param[in] cfg the configuration, used when it is created (NULL: the defaults)
+ * @param[out] out the handle
  * @retval as shmobj_topic_create() and shmobj_topic_open()
  * @since 0.3
  */
@@ -179,10 +190,13 @@ SHMOBJ_API int shmobj_topic_open_or_create(shmobj_segment *seg,
                                            shmobj_topic **out);
 
 /**
- * @brief Close a handle. Its subscribers must be closed first
- *        (shmobj_topic_unsubscribe()). Loans not published stay recorded
- *        for this process: cancel them first, or repair gives them back
- *        once the process has ended.
+ * @brief Close a handle. Its subscribers may be ended before or after it
+ *        (each holds the handle until shmobj_topic_unsubscribe()), and it
+ *        may be closed before or after its segment handle: from the
+ *        segment's close on, calls through it and its subscribers return
+ *        SHMOBJ_ESTALE. Loans not published stay recorded for this
+ *        process: cancel them first, or repair gives them back once the
+ *        process has ended.
  * @param[in] t the handle (nothing when NULL)
  * @since 0.3
  */
@@ -193,6 +207,8 @@ SHMOBJ_API void shmobj_topic_close(shmobj_topic *t);
  *        back to the heap, and every handle's next call fails with
  *        SHMOBJ_ESTALE (blocked calls wake). Data pointers of messages
  *        still held become invalid.
+ * @param[in] seg the segment
+ * @param[in] name the topic's name (a root name of the segment)
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument or bad name
  * @retval SHMOBJ_ENOTFOUND no root of that name
@@ -221,6 +237,8 @@ SHMOBJ_API int shmobj_topic_repair(shmobj_topic *t, unsigned *freed);
 
 /**
  * @brief Read the topic's figures.
+ * @param[in] t the topic handle
+ * @param[out] st the figures
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_ESTALE the topic was destroyed
@@ -253,6 +271,9 @@ SHMOBJ_API int shmobj_topic_loan_get(shmobj_topic *t, uint64_t size,
  * @brief Publish a loan as a message of `len` bytes (at most its size).
  *        On success the block belongs to the topic; on failure it is still
  *        the caller's loan (publish again or cancel it).
+ * @param[in] t the topic handle
+ * @param[in,out] loan the loan (from shmobj_topic_loan_get())
+ * @param[in] len bytes of the message
  * @param[in] timeout_ns under SHMOBJ_TOPIC_BLOCK, how long to wait for the
  *            slowest subscriber (negative: forever; 0: not at all)
  * @retval 0 published
@@ -274,6 +295,8 @@ SHMOBJ_API int shmobj_topic_loan_publish(shmobj_topic *t,
 
 /**
  * @brief Give an unpublished loan's block back.
+ * @param[in] t the topic handle
+ * @param[in,out] loan the loan (from shmobj_topic_loan_get())
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument or a loan not of this handle
  * @since 0.3
@@ -283,6 +306,10 @@ SHMOBJ_API int shmobj_topic_loan_cancel(shmobj_topic *t,
 
 /**
  * @brief Publish a copy of `len` bytes (a loan, one copy, a publish).
+ * @param[in] t the topic handle
+ * @param[in] data the bytes to copy into the message
+ * @param[in] len bytes of the message
+ * @param[in] timeout_ns how long to wait: 0 not at all, negative for ever, else nanoseconds
  * @retval as shmobj_topic_loan_get() and shmobj_topic_loan_publish()
  * @since 0.3
  */
@@ -295,6 +322,8 @@ SHMOBJ_API int shmobj_topic_publish(shmobj_topic *t, const void *data,
  *        to the topic, which frees it when every subscriber is done. The
  *        caller must not free it, nor publish it again (here or on another
  *        topic): the topic would free it twice.
+ * @param[in] t the topic handle
+ * @param[in] timeout_ns how long to wait: 0 not at all, negative for ever, else nanoseconds
  * @param[in] ref the block
  * @param[in] len bytes of the message, at most the block's usable size
  * @retval SHMOBJ_ESTALE the reference names a freed block, or the topic
@@ -311,6 +340,8 @@ SHMOBJ_API int shmobj_topic_publish_ref(shmobj_topic *t, shmobj_ref ref,
 /**
  * @brief Join the topic. The subscriber first gets the last `history`
  *        messages still kept, then every message published after.
+ * @param[in] t the topic handle
+ * @param[out] out the new subscriber
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_EFULL every subscriber record is held by a live
@@ -334,6 +365,7 @@ SHMOBJ_API void shmobj_topic_unsubscribe(shmobj_topic_sub *s);
 /**
  * @brief How long a blocking take spins before it sleeps (default 20 us):
  *        spinning answers faster, sleeping leaves the CPU to others.
+ * @param[in] s the subscriber
  * @param[in] spin_ns nanoseconds (negative: 0)
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL handle
@@ -343,6 +375,7 @@ SHMOBJ_API int shmobj_topic_spin_set(shmobj_topic_sub *s, int64_t spin_ns);
 
 /**
  * @brief Take the next message, waiting up to timeout_ns for one.
+ * @param[in] s the subscriber
  * @param[in] timeout_ns negative: forever; 0: do not wait
  * @param[out] msg the message, to be read in place, then released
  * @retval 0 success
@@ -359,6 +392,11 @@ SHMOBJ_API int shmobj_topic_take(shmobj_topic_sub *s, shmobj_topic_msg *msg,
 
 /**
  * @brief shmobj_topic_take() without waiting.
+ * @param[in] s the subscriber
+ * @param[out] msg the message, to be read in place, then released
+ * @retval 0 a message was taken
+ * @retval SHMOBJ_EEMPTY none is there yet
+ * @retval others as shmobj_topic_take()
  * @since 0.3
  */
 SHMOBJ_API int shmobj_topic_try_take(shmobj_topic_sub *s, shmobj_topic_msg *msg);
@@ -366,6 +404,10 @@ SHMOBJ_API int shmobj_topic_try_take(shmobj_topic_sub *s, shmobj_topic_msg *msg)
 /**
  * @brief Take up to `max` messages: waits up to timeout_ns for the first,
  *        then takes what is there without waiting.
+ * @param[in] s the subscriber
+ * @param[out] msgs room for `max` messages
+ * @param[in] max the most messages to take
+ * @param[in] timeout_ns how long to wait: 0 not at all, negative for ever, else nanoseconds
  * @param[out] n how many were taken
  * @retval 0 at least one taken
  * @retval as shmobj_topic_take() otherwise
@@ -378,6 +420,8 @@ SHMOBJ_API int shmobj_topic_take_batch(shmobj_topic_sub *s,
 /**
  * @brief Release a message taken, and with it every message taken before
  *        it: their bytes may go away after this.
+ * @param[in] s the subscriber
+ * @param[in] msg a message this subscriber took
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument, or a message not taken by s
  * @retval SHMOBJ_ESTALE the topic was destroyed or the record taken back
@@ -389,11 +433,13 @@ SHMOBJ_API int shmobj_topic_release(shmobj_topic_sub *s,
 /**
  * @brief A descriptor that polls readable once a message is there for this
  *        subscriber after shmobj_topic_notify_arm(). Owned by the handle.
+ * @param[in] s the subscriber
+ * @param[out] fd the descriptor (the subscriber's: do not close it)
  * @retval 0 success
  * @retval SHMOBJ_ENOTSUP the system has no /proc/self/fd
  * @retval SHMOBJ_ESTALE the topic was destroyed
  * @retval SHMOBJ_ESYS the pipe could not be made
- * @note A publisher reaches the descriptor through /proc/<pid>/fd: both
+ * @note A publisher reaches the descriptor through /proc/PID/fd: both
  *       sides must share a PID namespace and be allowed to open it.
  * @since 0.3
  */
@@ -403,6 +449,7 @@ SHMOBJ_API int shmobj_topic_notify_fd(shmobj_topic_sub *s, int *fd);
  * @brief Ask for one wake-up: the descriptor becomes readable when a
  *        message is there (at once when one already is). Call again after
  *        each wake-up, then take until SHMOBJ_EEMPTY.
+ * @param[in] s the subscriber
  * @retval 0 success
  * @retval SHMOBJ_EINVAL no descriptor was asked for
  * @retval SHMOBJ_ESTALE the topic was destroyed

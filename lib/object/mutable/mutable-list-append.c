@@ -18,10 +18,14 @@
 #include "step.h"
 
 /* A closer asks a claimant's liveness every LIST_CLOSE_LIVENESS spins and
- * gives up (SHMOBJ_EBUSY) after LIST_CLOSE_SPINS, some seconds: an append
- * takes well under a microsecond unless its process is descheduled. */
+ * gives up (SHMOBJ_EBUSY) after LIST_CLOSE_SPINS (some seconds) or
+ * LIST_CLOSE_NS (the library's lock bound), whichever comes first: an
+ * append takes well under a microsecond unless its process is
+ * descheduled, and on a loaded machine each of the yields between spins
+ * may last a time slice, so the count alone would bound nothing. */
 #define LIST_CLOSE_LIVENESS 1024
 #define LIST_CLOSE_SPINS (UINT64_C(1) << 26)
+#define LIST_CLOSE_NS (UINT64_C(10000000000))
 /* An append whose place is LIST_HOLE_SLACK (or a multiple) past a hole
  * holding len back judges the hole; a reader judges it when it has been
  * stuck LIST_JUDGE_NS since first seen. */
@@ -346,6 +350,7 @@ static int list_settle_place(struct shmobj__mc *c, uint64_t p, uint64_t *deadlin
     int rc = list_place(c, list_apps(c), p, &ls);
     if (rc != 0)
         return rc;
+    uint64_t give_up = 0;
     for (uint64_t i = 0;; i++) {
         uint64_t w0 = atomic_load_explicit(slot_w0(ls.s), memory_order_acquire);
         uint8_t tag = (uint8_t)w0;
@@ -354,6 +359,11 @@ static int list_settle_place(struct shmobj__mc *c, uint64_t p, uint64_t *deadlin
         if (i % LIST_CLOSE_LIVENESS == LIST_CLOSE_LIVENESS - 1) {
             if (c->sp->ops->live == NULL)
                 return SHMOBJ_ECORRUPT;
+            uint64_t t = list_now_ns(c);
+            if (give_up == 0)
+                give_up = t + LIST_CLOSE_NS;
+            else if (t >= give_up)
+                return SHMOBJ_EBUSY;
             if (tag == SHMOBJ__SLOT_CLAIM &&
                 !shmobj__space_token_holder_alive(c->sp, w0 >> 32)) {
                 (void)list_skip(c, ls.s, w0);
