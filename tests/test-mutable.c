@@ -1309,6 +1309,25 @@ static void test_mlist_kill_writer_loop(void **state)
             }
         }
         n = len_of(&l);
+        if (n != c && n != c + 1) {
+            print_message("round %u: len %zu after %llu ops;", round, n,
+                          (unsigned long long)c);
+            size_t i0 = 0;
+            while (i0 < n && list_item_is(&l, i0))
+                i0++;
+            print_message(" first wrong at %zu (committed before the round %llu):", i0,
+                          (unsigned long long)next);
+            for (size_t i = i0; i < n && i < i0 + 4; i++) {
+                shmobj_view v;
+                int64_t xv = 0;
+                const char *sv = "";
+                int g = shmobj_mlist_get(&l, i, &v);
+                if (g == 0 && shmobj_int_get(&v, &xv) != 0)
+                    (void)shmobj_str_get(&v, &sv, NULL);
+                print_message(" [%zu]=%s%lld'%s'", i, item_is_null(&l, i) ? "null" : "", (long long)xv, sv);
+            }
+            print_message("\n");
+        }
         assert_true(n == c || n == c + 1);
         /* item c, the op killed, may also be null: an append without the
          * lock killed between its reservation and its publication */

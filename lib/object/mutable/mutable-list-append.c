@@ -452,10 +452,20 @@ int shmobj__mlist_close(struct shmobj__mc *c)
         /* published on no reservation: only an item's own tag may be (the
          * kinds shmobj__mut_item_make() writes); anything else is damage,
          * never to become an item */
-        uint8_t tag = atomic_load_explicit((_Atomic uint8_t *)(void *)&ls.s->tag,
-                                           memory_order_acquire);
+        uint64_t w0 = atomic_load_explicit(slot_w0(ls.s), memory_order_acquire);
+        uint8_t tag = (uint8_t)w0;
         if (tag_written(tag) && !list_item_tag(tag)) {
             rc = SHMOBJ_ECORRUPT;
+            break;
+        }
+        /* a dead claimant past the count (a holder killed after claiming
+         * the slot at len, an appender of an older epoch) reserved no
+         * place now: its slot goes back to 0, never to a null nobody put */
+        if (tag == SHMOBJ__SLOT_CLAIM && c->sp->ops->live != NULL &&
+            !shmobj__space_token_holder_alive(c->sp, w0 >> 32)) {
+            (void)atomic_compare_exchange_strong_explicit(slot_w0(ls.s), &w0, 0,
+                                                          memory_order_seq_cst,
+                                                          memory_order_relaxed);
             break;
         }
         rc = list_settle_place(c, p, &deadline);
