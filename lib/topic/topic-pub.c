@@ -82,12 +82,14 @@ static bool spare_get(shmobj_topic *t, uint64_t me, uint64_t size,
         int rc = ref != 0 ? shmobj__space_at(sp, shmobj__ref_off(ref),
                                              SHMOBJ__TOPIC_MSG_HEADER, &data)
                           : SHMOBJ_ENOTFOUND;
+        /* alignment first: a damaged reference must not make the header's
+         * reads misaligned */
+        if (rc == 0 && ((uintptr_t)data & 63u) != 0)
+            rc = SHMOBJ_ECORRUPT;
         if (rc == 0) {
             const struct shmobj__topic_msghdr *mh = data;
             cap = mh->cap;
-            if (((uintptr_t)data & 63u) != 0 ||
-                mh->stamp != shmobj__topic_stamp(t->ident) ||
-                cap < SHMOBJ__TOPIC_MSG_HEADER)
+            if (mh->stamp != shmobj__topic_stamp(t->ident) || cap < SHMOBJ__TOPIC_MSG_HEADER)
                 rc = SHMOBJ_ECORRUPT;
         }
         if (rc == 0 && (cap < need || cap / 2 > need + 64)) {
