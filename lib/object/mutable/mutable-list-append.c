@@ -356,6 +356,10 @@ static int list_settle_place(struct shmobj__mc *c, uint64_t p, uint64_t *deadlin
         uint8_t tag = (uint8_t)w0;
         if (tag_written(tag))
             return 0;
+        /* no writer leaves bytes beside a tag of 0: damage, which no skip
+         * (a CAS from 0) could ever settle */
+        if (tag == 0 && w0 != 0)
+            return SHMOBJ_ECORRUPT;
         if (i % LIST_CLOSE_LIVENESS == LIST_CLOSE_LIVENESS - 1) {
             if (c->sp->ops->live == NULL)
                 return SHMOBJ_ECORRUPT;
