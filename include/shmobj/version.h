@@ -16,14 +16,14 @@ extern "C" {
 #endif
 
 #define SHMOBJ_VERSION_MAJOR 0 /**< incompatible API changes */
-#define SHMOBJ_VERSION_MINOR 3 /**< compatible additions */
+#define SHMOBJ_VERSION_MINOR 4 /**< compatible additions */
 #define SHMOBJ_VERSION_PATCH 0 /**< fixes */
 /** @brief The version as one number: major * 10000 + minor * 100 + patch. */
 #define SHMOBJ_VERSION_NUMBER                                                  \
     (SHMOBJ_VERSION_MAJOR * 10000 + SHMOBJ_VERSION_MINOR * 100 +               \
      SHMOBJ_VERSION_PATCH)
 /** @brief The version as a string, "major.minor.patch". */
-#define SHMOBJ_VERSION_STRING "0.3.0"
+#define SHMOBJ_VERSION_STRING "0.4.0"
 
 /** @brief Version of the segment layout this library reads and writes. */
 #define SHMOBJ_FORMAT_VERSION 5
@@ -39,7 +39,7 @@ SHMOBJ_API unsigned shmobj_version(void);
 
 /**
  * @brief The loaded library's version as a string.
- * @return a static string such as "0.3.0". Never NULL.
+ * @return a static string such as "0.4.0". Never NULL.
  * @note Thread-safe.
  * @since 0.1
  */
