@@ -5,7 +5,9 @@
  * and shmobj_queue_stats_get() / shmobj_queue_check(). */
 #include <fcntl.h>
 #include <pwd.h>
+#include <signal.h>
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -709,6 +711,91 @@ static void test_segment_peek_random_damage_documented_codes(void **state)
     assert_int_equal(shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM), 0);
 }
 
+/* A child asleep in a blocking take or put on queue `q` of segment `name`
+ * until a message (or room) comes or it is killed. */
+struct waiter {
+    const char *name;
+    const char *q;
+    int put;
+};
+
+static int waiter_main(void *arg)
+{
+    struct waiter *w = arg;
+    shmobj_segment *seg;
+    shmobj_queue *q;
+    if (shmobj_segment_open(w->name, SHMOBJ_BACKEND_SHM, WAIT_NS, &seg) != 0 ||
+        shmobj_queue_open(seg, w->q, &q) != 0)
+        return 1;
+    shmobj_ref ref = 0;
+    int rc = w->put ? shmobj_obj_put_int(seg, 1, &ref) : 0;
+    if (rc == 0)
+        rc = w->put ? shmobj_queue_put(q, ref) : shmobj_queue_take(q, &ref);
+    shmobj_queue_close(q);
+    shmobj_segment_close(seg);
+    return rc == 0 ? 0 : 2;
+}
+
+/* Until the queue's figures count `cons` consumers and `prod` producers
+ * waiting (10 s at most). */
+static void waiting_reach(shmobj_queue *q, uint32_t cons, uint32_t prod)
+{
+    shmobj_queue_stats st = {.struct_size = sizeof st};
+    for (int i = 0; i < 1000; i++) {
+        assert_int_equal(shmobj_queue_stats_get(q, &st), 0);
+        if (st.consumers_waiting == cons && st.producers_waiting == prod)
+            return;
+        test_sleep_ms(10);
+    }
+    fail_msg("waiting %u consumers, %u producers; expected %u and %u",
+             st.consumers_waiting, st.producers_waiting, cons, prod);
+}
+
+/* A process killed by SIGKILL while asleep in a take or a put is not
+ * counted as waiting, while a live one asleep beside it still is; and
+ * the figures repaired nothing (a later wake-up still does). */
+static void test_queue_stats_killed_waiter_not_waiting(void **state)
+{
+    (void)state;
+    char name[96];
+    test_name(name, sizeof name, "qstats-killed");
+    shmobj_segment *seg = create_small(name);
+    shmobj_queue *empty, *full;
+    assert_int_equal(shmobj_queue_create(seg, "empty", 4, 0, &empty), 0);
+    assert_int_equal(shmobj_queue_create(seg, "full", 2, 0, &full), 0);
+    shmobj_ref ref;
+    assert_int_equal(shmobj_obj_put_int(seg, 7, &ref), 0);
+    assert_int_equal(shmobj_queue_put(full, ref), 0);
+    assert_int_equal(shmobj_queue_put(full, ref), 0);
+    struct waiter taker = {name, "empty", 0}, putter = {name, "full", 1};
+    pid_t doomed_taker = test_child_start(waiter_main, &taker, 30);
+    pid_t doomed_putter = test_child_start(waiter_main, &putter, 30);
+    waiting_reach(empty, 1, 0);
+    waiting_reach(full, 0, 1);
+    pid_t live_taker = test_child_start(waiter_main, &taker, 30);
+    waiting_reach(empty, 2, 0);
+    assert_int_equal(kill(doomed_taker, SIGKILL), 0);
+    assert_int_equal(kill(doomed_putter, SIGKILL), 0);
+    assert_int_equal(test_child_wait(doomed_taker), 128 + SIGKILL);
+    assert_int_equal(test_child_wait(doomed_putter), 128 + SIGKILL);
+    /* the totals in the ring still hold the dead; the figures do not */
+    shmobj_ref ring;
+    assert_int_equal(shmobj_segment_root_get(seg, "empty", &ring), 0);
+    struct shmobj__ring_hdr *h;
+    assert_int_equal(shmobj_arena_ptr(seg, ring, (void **)&h, NULL), 0);
+    assert_int_equal(atomic_load(&h->cons_waiters), 2);
+    waiting_reach(empty, 1, 0);
+    waiting_reach(full, 0, 0);
+    assert_int_equal(atomic_load(&h->cons_waiters), 2);
+    /* the live one is woken by a message and leaves */
+    assert_int_equal(shmobj_queue_put(empty, ref), 0);
+    assert_int_equal(test_child_wait(live_taker), 0);
+    waiting_reach(empty, 0, 0);
+    shmobj_queue_close(empty);
+    shmobj_queue_close(full);
+    drop(seg, name);
+}
+
 /* A destroyed queue: stats and check say ESTALE. */
 static void test_queue_stats_destroyed_estale(void **state)
 {
@@ -744,6 +831,7 @@ int main(void)
         cmocka_unit_test(test_queue_check_damaged_slot_offset),
         cmocka_unit_test(test_queue_check_threads_live_queue_consistent),
         cmocka_unit_test(test_queue_stats_destroyed_estale),
+        cmocka_unit_test(test_queue_stats_killed_waiter_not_waiting),
         cmocka_unit_test(test_queue_check_random_damage_documented_codes),
         cmocka_unit_test(test_segment_peek_random_damage_documented_codes),
     };
