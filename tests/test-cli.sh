@@ -90,10 +90,11 @@ wait_line() {
 }
 
 # serve NAME FD: a helper keeps segment NAME alive while descriptor FD
-# (a fifo into its standard input) stays open
+# (a fifo into its standard input) stays open (600 s at most: far past the
+# test's own timeout, so a slow machine never sees the segment go early)
 serve() {
     mkfifo "$tmp/fifo-$2"
-    "$helper" serve "$1" 100 <"$tmp/fifo-$2" >"$tmp/ready-$2" &
+    "$helper" serve "$1" 600 <"$tmp/fifo-$2" >"$tmp/ready-$2" &
     eval "exec $2>\"$tmp/fifo-$2\""
     helpers="$helpers $2"
     wait_line "$tmp/ready-$2" '^ready' || fail "helper for $1 never got ready"

@@ -394,16 +394,28 @@ int shmobj_tool_topic_subs(shmobj_topic *t, shmobj_topic_sub_info **subs,
     return SHMOBJ_EBUSY;
 }
 
+/* The attached handles, read once and read again only when a token is
+ * not among them (a handle attached since): a topic of many subscribers
+ * costs one walk of the process table, not one per subscriber. */
 uint32_t shmobj_tool_token_pid(shmobj_segment *seg, uint32_t token)
 {
     static shmobj_segment_proc procs[1024];
-    size_t n = 0;
-    int rc = shmobj_segment_procs_get(seg, procs, 1024, &n);
-    if (rc != 0 && rc != SHMOBJ_ENOBUFS)
-        return 0;
-    for (size_t i = 0; i < n && i < 1024; i++)
-        if (procs[i].token == token)
-            return procs[i].pid;
+    static size_t n;
+    static shmobj_segment *of;
+    for (int round = 0; round < 2; round++) {
+        if (of == seg)
+            for (size_t i = 0; i < n; i++)
+                if (procs[i].token == token)
+                    return procs[i].pid;
+        if (round == 1)
+            break;
+        size_t count = 0;
+        int rc = shmobj_segment_procs_get(seg, procs, 1024, &count);
+        if (rc != 0 && rc != SHMOBJ_ENOBUFS)
+            return 0;
+        n = count < 1024 ? count : 1024;
+        of = seg;
+    }
     return 0;
 }
 

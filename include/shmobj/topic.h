@@ -97,7 +97,10 @@ typedef struct shmobj_topic_msg {
     uint64_t missed;
 } shmobj_topic_msg;
 
-/** @brief Figures of a topic, for tools and tests. */
+/** @brief Figures of a topic, for tools and tests. `subscribers` and
+ *         `max_lag` count the records of dead subscribers too, until
+ *         repair frees them; shmobj_topic_subscribers_get() tells them
+ *         apart. */
 typedef struct shmobj_topic_stats {
     uint64_t published;    /**< messages published so far */
     uint64_t retained;     /**< messages whose blocks are still kept */
