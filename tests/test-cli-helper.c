@@ -8,7 +8,8 @@
  *       that path), a queue "idle" nobody feeds, a mutable dict "state"
  *       holding a growable list of 3 and a set of 2, and a topic "news"
  *       of 5 messages whose one subscriber (the helper) took 2 of them;
- *       the map also holds a key of bytes that are not text. Prints
+ *       the map also holds a key of bytes that are not text, a text key
+ *       that JSON must escape, and a counter the work adds to. Prints
  *       "ready PID" and keeps putting and
  *       taking messages and adding to the map until SECONDS passed or its
  *       standard input closes; then removes the segment.
@@ -62,6 +63,9 @@ static int populate_more(shmobj_segment *seg, shmobj_map *m, shmobj_topic **t,
 {
     const unsigned char key[4] = {0xff, 0x00, 0x01, 0x02};
     TRY("binary key", shmobj_map_set(m, key, sizeof key, "\x01\x02", 2));
+    const char *text = "say \"h\xc3\xa9\"\n\\";
+    TRY("text key", shmobj_map_set(m, text, strlen(text), "a\tb", 3));
+    TRY("counter", shmobj_map_add(m, "counter", 7, 0, NULL)); /* before ready */
     shmobj_queue *idle;
     TRY("idle", shmobj_queue_create(seg, "idle", 4, 0, &idle));
     shmobj_queue_close(idle);
