@@ -1895,16 +1895,20 @@ public:
             return create(seg, name, capacity, ec);
         });
     }
-    /// Open a queue, waiting (asleep) up to timeout_ns for it to be created.
+    /// Open a queue, waiting (asleep) up to timeout_ns for it to be created
+    /// (0: look once; absent: SHMOBJ_ENOTFOUND; not in time: SHMOBJ_ETIMEDOUT).
     static queue open(const segment &seg, const std::string &name, std::int64_t timeout_ns,
                       std::error_code &ec)
     {
         shmobj_queue *q = nullptr;
-        if (!set_status(ec, shmobj_queue_open_timed(seg.c(), name.c_str(), timeout_ns, &q)))
+        int rc = timeout_ns == 0 ? shmobj_queue_open(seg.c(), name.c_str(), &q)
+                                 : shmobj_queue_open_timed(seg.c(), name.c_str(), timeout_ns, &q);
+        if (!set_status(ec, rc))
             return queue();
         return adopt(seg, q);
     }
-    /// Open a queue, waiting (asleep) up to timeout_ns for it to be created.
+    /// Open a queue, waiting (asleep) up to timeout_ns for it to be created
+    /// (0: look once; absent: SHMOBJ_ENOTFOUND; not in time: SHMOBJ_ETIMEDOUT).
     static queue open(const segment &seg, const std::string &name, std::int64_t timeout_ns = 0)
     {
         return detail::or_throw("shmobj_queue_open_timed", [&](std::error_code &ec) {
@@ -2458,16 +2462,20 @@ public:
         return detail::or_throw("shmobj_map_create",
                                 [&](std::error_code &ec) { return create(seg, name, ec); });
     }
-    /// Open a map, waiting (asleep) up to timeout_ns for it to be created.
+    /// Open a map, waiting (asleep) up to timeout_ns for it to be created
+    /// (0: look once; absent: SHMOBJ_ENOTFOUND; not in time: SHMOBJ_ETIMEDOUT).
     static map open(const segment &seg, const std::string &name, std::int64_t timeout_ns,
                     std::error_code &ec)
     {
         shmobj_map *m = nullptr;
-        if (!set_status(ec, shmobj_map_open_timed(seg.c(), name.c_str(), timeout_ns, &m)))
+        int rc = timeout_ns == 0 ? shmobj_map_open(seg.c(), name.c_str(), &m)
+                                 : shmobj_map_open_timed(seg.c(), name.c_str(), timeout_ns, &m);
+        if (!set_status(ec, rc))
             return map();
         return adopt(seg, m);
     }
-    /// Open a map, waiting (asleep) up to timeout_ns for it to be created.
+    /// Open a map, waiting (asleep) up to timeout_ns for it to be created
+    /// (0: look once; absent: SHMOBJ_ENOTFOUND; not in time: SHMOBJ_ETIMEDOUT).
     static map open(const segment &seg, const std::string &name, std::int64_t timeout_ns = 0)
     {
         return detail::or_throw("shmobj_map_open_timed", [&](std::error_code &ec) {
@@ -2941,7 +2949,9 @@ public:
                       std::error_code &ec)
     {
         shmobj_topic *t = nullptr;
-        if (!set_status(ec, shmobj_topic_open_timed(seg.c(), name.c_str(), timeout_ns, &t)))
+        int rc = timeout_ns == 0 ? shmobj_topic_open(seg.c(), name.c_str(), &t)
+                                 : shmobj_topic_open_timed(seg.c(), name.c_str(), timeout_ns, &t);
+        if (!set_status(ec, rc))
             return topic();
         return adopt(seg, t);
     }
@@ -2998,12 +3008,18 @@ public:
     {
         return published(shmobj_topic_publish(c(), data, len, timeout_ns), ec);
     }
-    /// Publish a copy of len bytes; false when the ring stayed full.
-    bool publish(const void *data, std::size_t len, std::int64_t timeout_ns = forever) const
+    /// Publish a copy of len bytes; false when the ring stayed full. (No
+    /// default timeout here: publish("text", 0) is the string's form.)
+    bool publish(const void *data, std::size_t len, std::int64_t timeout_ns) const
     {
         return detail::or_throw("shmobj_topic_publish", [&](std::error_code &ec) {
             return publish(data, len, timeout_ns, ec);
         });
+    }
+    /// Publish a copy of a string's bytes; false when the ring stayed full.
+    bool publish(std::string_view bytes, std::int64_t timeout_ns, std::error_code &ec) const noexcept
+    {
+        return publish(bytes.data(), bytes.size(), timeout_ns, ec);
     }
     /// Publish a copy of a string's bytes; false when the ring stayed full.
     bool publish(std::string_view bytes, std::int64_t timeout_ns = forever) const
