@@ -35,7 +35,10 @@
 //   shmobj::error: it sets ec to the status (cleared on success) and
 //   returns an empty result (a null handle, std::nullopt, false, 0). Only
 //   a failed allocation of the process's own memory (std::bad_alloc) can
-//   still leave it, as in <filesystem>.
+//   still leave it, as in <filesystem>. Operators and begin() have theirs
+//   under a name: v[i] is item(i, ec), v["k"] find(k, ec), list[i]
+//   at(i, ec), dict[k] get(k, ec), and items(ec) iterates without
+//   throwing; a container's constructor from a view takes ec too.
 // What is an ordinary outcome rather than an error is neither thrown nor
 // set in ec: a take or put that times out or finds the queue empty or
 // full, a key or root that is absent, a completion wait that times out;
@@ -1147,6 +1150,8 @@ public:
     /// Items, pairs or members now.
     std::size_t size() const { return v_.size(); }
     /// Whether it is empty now.
+    bool empty(std::error_code &ec) const noexcept { return size(ec) == 0 && !ec; }
+    /// Whether it is empty now.
     bool empty() const { return size() == 0; }
     /// Remove every item (children freed).
     void clear(std::error_code &ec) const noexcept { set_status(ec, shmobj_mut_clear(v_.c())); }
@@ -1978,11 +1983,16 @@ public:
                                 [&](std::error_code &ec) { return put(r, timeout_ns, ec); });
     }
     /// Take, waiting while the queue is empty.
-    ref take() const
+    ref take(std::error_code &ec) const noexcept
     {
         ref r = 0;
-        check(shmobj_queue_take(c(), &r), "shmobj_queue_take");
+        set_status(ec, shmobj_queue_take(c(), &r));
         return r;
+    }
+    /// Take, waiting while the queue is empty.
+    ref take() const
+    {
+        return detail::or_throw("shmobj_queue_take", [&](std::error_code &ec) { return take(ec); });
     }
     /// Take, waiting up to timeout_ns (0: do not wait); nullopt when none came.
     std::optional<ref> take(std::int64_t timeout_ns, std::error_code &ec) const noexcept
