@@ -2954,7 +2954,8 @@ public:
         return detail::or_throw("shmobj_topic_create",
                                 [&](std::error_code &ec) { return create(seg, name, cfg, ec); });
     }
-    /// Open a topic, waiting up to timeout_ns for it to be created.
+    /// Open a topic, waiting (asleep) up to timeout_ns for it to be created
+    /// (0: look once; absent: SHMOBJ_ENOTFOUND; not in time: SHMOBJ_ETIMEDOUT).
     static topic open(const segment &seg, const std::string &name, std::int64_t timeout_ns,
                       std::error_code &ec)
     {
@@ -2965,7 +2966,8 @@ public:
             return topic();
         return adopt(seg, t);
     }
-    /// Open a topic, waiting up to timeout_ns for it to be created.
+    /// Open a topic, waiting (asleep) up to timeout_ns for it to be created
+    /// (0: look once; absent: SHMOBJ_ENOTFOUND; not in time: SHMOBJ_ETIMEDOUT).
     static topic open(const segment &seg, const std::string &name, std::int64_t timeout_ns = 0)
     {
         return detail::or_throw("shmobj_topic_open_timed", [&](std::error_code &ec) {
