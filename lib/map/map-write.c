@@ -223,6 +223,8 @@ static int set_once(shmobj_map *map, const void *key, size_t key_len,
 int shmobj_map_set(shmobj_map *map, const void *key, size_t key_len,
                    const void *value, size_t value_len)
 {
+    if (map != NULL && map->sp->readonly)
+        return SHMOBJ_ERDONLY;
     if (!key_ok(map, key, key_len) || (value == NULL && value_len > 0) ||
         value_len > UINT32_MAX)
         return SHMOBJ_EINVAL;
@@ -280,6 +282,8 @@ static int add_once(shmobj_map *map, const void *key, size_t key_len,
 int shmobj_map_add(shmobj_map *map, const void *key, size_t key_len,
                    int64_t delta, int64_t *result)
 {
+    if (map != NULL && map->sp->readonly)
+        return SHMOBJ_ERDONLY;
     if (!key_ok(map, key, key_len))
         return SHMOBJ_EINVAL;
     int rc = add_once(map, key, key_len, delta, result);
@@ -290,6 +294,8 @@ int shmobj_map_add(shmobj_map *map, const void *key, size_t key_len,
 
 int shmobj_map_del(shmobj_map *map, const void *key, size_t key_len)
 {
+    if (map != NULL && map->sp->readonly)
+        return SHMOBJ_ERDONLY;
     if (!key_ok(map, key, key_len))
         return SHMOBJ_EINVAL;
     uint64_t hash = map_hash(map, key, key_len), idx;
@@ -319,6 +325,8 @@ int shmobj_map_del(shmobj_map *map, const void *key, size_t key_len)
 
 int shmobj_map_clear(shmobj_map *map)
 {
+    if (map != NULL && map->sp->readonly)
+        return SHMOBJ_ERDONLY;
     if (map == NULL)
         return SHMOBJ_EINVAL;
     for (unsigned i = 0; i < SHMOBJ__MAP_SHARDS; i++) {
