@@ -117,10 +117,13 @@ static int why(const struct target *t, int rc)
 
 /* Attach to a segment to look at it; a message and an exit status when
  * that cannot be done. A segment the peek finds stale is reported as
- * such rather than as "not ready". */
-static int attach(const struct target *t, shmobj_segment **seg)
+ * such rather than as "not ready". Commands that only read pass
+ * SHMOBJ_SEGMENT_RDONLY: they then take no lock and write nothing, so a
+ * stuck lock holder does not stop them; check passes 0 and is read-write
+ * where the user may write (it may then repair) and read-only elsewhere. */
+static int attach(const struct target *t, unsigned flags, shmobj_segment **seg)
 {
-    int rc = shmobj_segment_open(t->name, t->backend, 0, seg);
+    int rc = shmobj_segment_open_flags(t->name, t->backend, flags, 0, seg);
     if (rc == 0)
         return 0;
     if (rc == SHMOBJ_ENOTREADY) {
@@ -523,7 +526,7 @@ static int cmd_stat(int argc, char **argv)
     if (!target_parse(argv[1], &t))
         return why(&t, SHMOBJ_EINVAL);
     shmobj_segment *seg;
-    int status = attach(&t, &seg);
+    int status = attach(&t, SHMOBJ_SEGMENT_RDONLY, &seg);
     if (status != 0)
         return status;
     char a[32], b[32], c[48];
@@ -705,7 +708,7 @@ static int cmd_dump(int argc, char **argv)
     if (!target_parse(args[0], &t))
         return why(&t, SHMOBJ_EINVAL);
     shmobj_segment *seg;
-    int status = attach(&t, &seg);
+    int status = attach(&t, SHMOBJ_SEGMENT_RDONLY, &seg);
     if (status != 0)
         return status;
     /* Compact JSON into memory first: --pretty re-indents it, and a dump
@@ -874,13 +877,17 @@ static int cmd_check(int argc, char **argv)
     if (!target_parse(argv[1], &t))
         return why(&t, SHMOBJ_EINVAL);
     shmobj_segment *seg;
-    int status = attach(&t, &seg);
+    int status = attach(&t, 0, &seg);
     if (status == EXIT_DAMAGED)
         printf("header: damaged at offset 0 (0x0)\n");
     if (status != 0)
         return status;
     struct check_state cs = {.t = &t};
     bool incomplete = false;
+    shmobj_segment_info si = {.struct_size = sizeof si};
+    if (shmobj_segment_info_get(seg, &si) == 0 &&
+        (si.flags & SHMOBJ_SEGMENT_INFO_READONLY))
+        printf("%s: read-only: not repaired (this user may only read it)\n", t.arg);
     uint64_t bad = 0;
     int rc = shmobj_arena_check(seg, &bad);
     if (rc == SHMOBJ_ECORRUPT)
@@ -1236,7 +1243,7 @@ static int cmd_top(int argc, char **argv)
     if (!target_parse(name, &t))
         return why(&t, SHMOBJ_EINVAL);
     shmobj_segment *seg;
-    int status = attach(&t, &seg);
+    int status = attach(&t, SHMOBJ_SEGMENT_RDONLY, &seg);
     if (status != 0)
         return status;
     struct sigaction sa;
