@@ -176,7 +176,7 @@ SHMOBJ_API int shmobj_segment_create(const char *name, const shmobj_segment_opti
  * @retval SHMOBJ_ELAYOUT it was made by a differently built process
  * @retval SHMOBJ_ECORRUPT its header is damaged (e.g. a state that is
  *         neither set-up nor ready)
- * @retval SHMOBJ_EACCES permission denied
+ * @retval SHMOBJ_EACCES the caller may not read the object
  * @retval SHMOBJ_EFULL the table of attached processes is full
  * @retval SHMOBJ_ENOMEM no memory for the handle
  * @retval SHMOBJ_ESYS another system call failed (errno is kept)
@@ -379,7 +379,8 @@ typedef struct shmobj_segment_info {
     uint32_t format_version; /**< SHMOBJ_FORMAT_VERSION of the segment */
     uint64_t size;           /**< bytes currently backed */
     uint64_t max_size;       /**< largest size it may grow to */
-    uint32_t attached;       /**< handles attached now, caller's included */
+    uint32_t attached;       /**< handles attached now, caller's included
+                                  (a read-only handle is not counted) */
     uint32_t backend;        /**< enum shmobj_backend */
     /** pid of the creating process, as its own PID namespace numbers it
      *  (informational: another namespace may number it differently)
@@ -464,6 +465,8 @@ SHMOBJ_API int shmobj_segment_prefault(shmobj_segment *seg);
  * @retval SHMOBJ_EBUSY another live process held the segment lock for
  *         longer than 10 s (it is stopped, or the lock word was damaged to
  *         name it)
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe (takes the segment lock).
  * @since 0.1
  */
@@ -486,6 +489,8 @@ SHMOBJ_API int shmobj_segment_root_set(shmobj_segment *seg, const char *name,
  * @retval SHMOBJ_EBUSY another live process held the segment lock for
  *         longer than 10 s (it is stopped, or the lock word was damaged to
  *         name it)
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe (takes the segment lock).
  * @since 0.1
  */
@@ -556,6 +561,8 @@ SHMOBJ_API int shmobj_segment_root_wait(shmobj_segment *seg, const char *name,
  *         longer than 10 s (it is stopped, or the lock word was damaged to
  *         name it)
  * @retval SHMOBJ_ECORRUPT the root directory or the segment lock is damaged
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe (takes the segment lock).
  * @since 0.1
  */
