@@ -123,7 +123,7 @@ static __attribute__((noinline)) int peek_ro(shmobj_queue *q, shmobj_ref *ref,
 {
     uint64_t v;
     uint64_t deadline = timeout_ns != 0 ? shmobj__os_deadline(timeout_ns) : 0;
-    for (;;) {
+    for (unsigned i = 1;; i++) {
         int rc = shmobj__ring_try_peek_ro(&q->ring, &v);
         if (rc == 0) {
             *ref = v;
@@ -135,6 +135,10 @@ static __attribute__((noinline)) int peek_ro(shmobj_queue *q, shmobj_ref *ref,
                                                           : shmobj__queue_op_status(q, rc);
         if (shmobj__space_closed(q->sp))
             return SHMOBJ_ESTALE;
+        /* as a sleeper's wait: one without a deadline ends when the
+         * segment's name was removed (nobody can put any more) */
+        if (deadline == UINT64_MAX && i % 64 == 0 && !q->sp->ops->live->linked(q->sp))
+            return SHMOBJ_EREPLACED;
         shmobj__os_sleep_ns(RO_PEEK_SLICE_NS);
     }
 }

@@ -193,6 +193,32 @@ static int read_ro(struct shmobj__mc *c, int (*reader)(struct shmobj__mc *, void
     }
 }
 
+/* A read-only check's wait for a container no change is under way in:
+ * 0, or SHMOBJ_EBUSY after MUT_RO_READ_NS (a writer stopped, or one that
+ * died and left its intent for the next writer's repair). */
+static int ro_quiet(struct shmobj__mc *c)
+{
+    const struct shmobj__space_live_ops *live = c->sp->ops->live;
+    uint64_t deadline = 0;
+    for (unsigned t = 0;; t++) {
+        if (!(atomic_load_explicit(&c->m->seq, memory_order_acquire) & 1) &&
+            atomic_load_explicit(&c->m->op, memory_order_relaxed) == SHMOBJ__MUT_OP_NONE)
+            return 0;
+        if (live == NULL)
+            return SHMOBJ_EBUSY;
+        if (t < MUT_READ_TRIES) {
+            shmobj__cpu_relax();
+            continue;
+        }
+        uint64_t now = live->now_ns(c->sp);
+        if (deadline == 0)
+            deadline = now + MUT_RO_READ_NS;
+        else if (now >= deadline)
+            return SHMOBJ_EBUSY;
+        live->pause(c->sp);
+    }
+}
+
 int shmobj__mut_read(struct shmobj__mc *c, int (*reader)(struct shmobj__mc *, void *),
                      void *arg)
 {
@@ -433,7 +459,13 @@ int shmobj__mut_check(struct shmobj__space *sp, const shmobj_view *v, uint64_t *
     /* A change under way, or left by a dead writer: what readers would
      * meet is the container after the lock's repair, so check that (a
      * repair that fails is damage). */
-    if ((atomic_load_explicit(&c.m->seq, memory_order_acquire) & 1) ||
+    if (sp->readonly) {
+        /* no lock to take: wait (bounded) for the change to end; one left
+         * by a dead writer only a writer's lock repairs */
+        rc = ro_quiet(&c);
+        if (rc != 0)
+            return rc;
+    } else if ((atomic_load_explicit(&c.m->seq, memory_order_acquire) & 1) ||
         atomic_load_explicit(&c.m->op, memory_order_relaxed) != SHMOBJ__MUT_OP_NONE) {
         rc = shmobj__mut_lock(&c);
         if (rc != 0)
