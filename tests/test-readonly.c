@@ -603,12 +603,12 @@ static int child_read_forever(void *p)
                                        SHMOBJ_SEGMENT_RDONLY, 0, &seg), 0);
     shmobj_map *m;
     CHECK_RC(shmobj_map_open(seg, "m", &m), 0);
-    shmobj_ref ref;
+    shmobj_ref ref, mlref, mdref;
     shmobj_view ml, md;
-    CHECK_RC(shmobj_segment_root_get(seg, "ml", &ref), 0);
-    CHECK_RC(shmobj_obj_get(seg, ref, &ml), 0);
-    CHECK_RC(shmobj_segment_root_get(seg, "md", &ref), 0);
-    CHECK_RC(shmobj_obj_get(seg, ref, &md), 0);
+    CHECK_RC(shmobj_segment_root_get(seg, "ml", &mlref), 0);
+    CHECK_RC(shmobj_obj_get(seg, mlref, &ml), 0);
+    CHECK_RC(shmobj_segment_root_get(seg, "md", &mdref), 0);
+    CHECK_RC(shmobj_obj_get(seg, mdref, &md), 0);
     shmobj_key key;
     CHECK_RC(shmobj_key_init(&key, &SHMOBJ_VAL_STR("a")), 0);
     for (;;) {
@@ -617,6 +617,9 @@ static int child_read_forever(void *p)
         char val[64];
         int rc = shmobj_map_get(m, "key-5", 5, val, sizeof val, &n);
         CHECK(rc == 0 || rc == SHMOBJ_ENOTFOUND);
+        /* key-7 is 21 plus the writer's round, and never missing */
+        CHECK_RC(shmobj_map_get(m, "key-7", 5, &x, sizeof x, &n), 0);
+        CHECK(n == sizeof x && x >= 21 && x <= 21 + 16);
         shmobj_map_iter *it;
         CHECK_RC(shmobj_map_iter_open(m, &it), 0);
         const void *k, *v;
@@ -629,6 +632,9 @@ static int child_read_forever(void *p)
         rc = shmobj_mdict_get_int(&md, &key, &x);
         CHECK(rc == 0 || rc == SHMOBJ_ENOTFOUND);
         CHECK_RC(shmobj_segment_root_get(seg, "obj", &ref), 0);
+        /* a check meeting a change waits for it, and finds no damage */
+        CHECK_RC(shmobj_obj_check(seg, mlref), 0);
+        CHECK_RC(shmobj_obj_check(seg, mdref), 0);
     }
 }
 
@@ -687,6 +693,9 @@ static void test_readonly_stopped_reader_never_blocks_writer(void **state)
         /* a lock the reader held would hold this up for its 10 s bound */
         assert_true(secs < 5.0);
         assert_int_equal(kill(pid, SIGCONT), 0);
+        /* and once more with the reader running: its reads retry across
+         * the changes and keep finding what was there */
+        writer_round(&f, round);
         test_sleep_ms(20 + (unsigned)round * 7);
     }
     /* the reader is still reading happily: it was not killed by a check */
