@@ -336,7 +336,7 @@ if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null 2>&1 &&
     # works and check repairs nothing and says so (that not a byte changes
     # is test-readonly's: the helper here keeps writing)
     chmod 0644 "/dev/shm/$live"
-    for c in stat check "dump --pretty"; do
+    for c in stat check "dump --pretty" "top -n 1 -i 0.2"; do
         # shellcheck disable=SC2086
         setpriv --reuid=nobody --regid=nogroup --clear-groups "$tool" $c "$live" \
             >"$tmp/out" 2>"$tmp/err"
