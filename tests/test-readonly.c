@@ -445,6 +445,9 @@ static int writes_refused(shmobj_segment *seg, shmobj_ref shape)
     CHECK_RC(shmobj_map_create(seg, "m2", &m), E);
     CHECK_RC(shmobj_map_open(seg, "m", &m), 0);
     CHECK_RC(shmobj_map_set(m, "k", 1, "v", 1), E);
+    shmobj_map_set_req req = {.key = "k", .key_len = 1, .value = "v", .value_len = 1};
+    CHECK_RC(shmobj_map_set_many(m, &req, 1), E);
+    CHECK(req.status == E);
     CHECK_RC(shmobj_map_add(m, "key-1", 5, 1, &x), E);
     CHECK_RC(shmobj_map_del(m, "key-1", 5), E);
     CHECK_RC(shmobj_map_clear(m), E);

@@ -290,6 +290,9 @@ SHMOBJ_API int shmobj_map_set(shmobj_map *map, const void *key, size_t key_len,
  * @param[in] n number of requests
  * @retval 0 every request was answered (see each status)
  * @retval SHMOBJ_EINVAL NULL map, or NULL reqs with n > 0 (nothing answered)
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): every status says so, nothing was
+ *         written
  * @note Thread- and process-safe; holds a shard's lock for up to 16 sets,
  *       so single writers of the same shard wait longer than behind one.
  * @since 0.4

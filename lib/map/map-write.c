@@ -279,6 +279,11 @@ int shmobj_map_set_many(shmobj_map *map, shmobj_map_set_req *reqs, size_t n)
 {
     if (map == NULL || (reqs == NULL && n > 0))
         return SHMOBJ_EINVAL;
+    if (map->sp->readonly) {
+        for (size_t i = 0; i < n; i++)
+            reqs[i].status = SHMOBJ_ERDONLY;
+        return SHMOBJ_ERDONLY;
+    }
     for (size_t at = 0; at < n; at += SET_BATCH) {
         shmobj_map_set_req *r = reqs + at;
         size_t k = n - at < SET_BATCH ? n - at : SET_BATCH;
