@@ -18,7 +18,7 @@
 static void test_error_strerror_every_code(void **state)
 {
     (void)state;
-    for (int code = -1; code >= SHMOBJ_EPEERDEAD; code--) {
+    for (int code = -1; code >= SHMOBJ_ERDONLY; code--) {
         const char *msg = shmobj_strerror(code);
         assert_non_null(msg);
         assert_string_not_equal(msg, "unknown error");
@@ -67,6 +67,7 @@ static void test_error_codes_stable(void **state)
     assert_int_equal(SHMOBJ_EOWNED, -24);
     assert_int_equal(SHMOBJ_ETRACKFULL, -25);
     assert_int_equal(SHMOBJ_EPEERDEAD, -26);
+    assert_int_equal(SHMOBJ_ERDONLY, -27);
 }
 
 /* shmobj__mem_equal at every length a key takes its inline paths for (and

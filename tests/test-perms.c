@@ -8,9 +8,10 @@
  *
  * What the library does, as these cases hold it:
  * - opening a segment opens its object read-write (the opener maps it
- *   shared and writes its attachment), so the mode must grant read and
- *   write: 0600 keeps everyone else out, 0640 keeps the group out too, and
- *   0660 is the mode that lets the group in;
+ *   shared and writes its attachment) where the mode grants read and
+ *   write, and read-only where it grants reading alone: 0600 keeps
+ *   everyone else out, 0640 lets the group read (a read-only handle; with
+ *   SHMOBJ_SEGMENT_RDWR it is kept out), and 0660 lets the group write;
  * - creating never takes over an existing name: O_EXCL refuses another
  *   user's object (SHMOBJ_EEXIST, the object untouched), and refuses a
  *   symlink at the path, dangling or not, so a creator is never led to
@@ -81,7 +82,7 @@ static int status_code(int rc)
     return rc <= 0 && rc > -CHILD_SETUP_FAILED ? -rc : CHILD_SETUP_FAILED - 1;
 }
 
-enum child_op { OP_OPEN, OP_CREATE, OP_CREATE_REPLACE };
+enum child_op { OP_OPEN, OP_OPEN_RDWR, OP_CREATE, OP_CREATE_REPLACE };
 
 struct child_job {
     enum child_op op;
@@ -98,6 +99,16 @@ static int child_main(void *p)
     int rc;
     if (job->op == OP_OPEN) {
         rc = shmobj_segment_open(job->name, job->backend, 0, &seg);
+        /* a read-only handle says so, and refuses a write */
+        shmobj_segment_info info = {.struct_size = sizeof info};
+        shmobj_ref ref;
+        if (rc == 0 && shmobj_segment_info_get(seg, &info) == 0 &&
+            (info.flags & SHMOBJ_SEGMENT_INFO_READONLY) &&
+            shmobj_obj_put_int(seg, 1, &ref) != SHMOBJ_ERDONLY)
+            rc = CHILD_SETUP_FAILED - 2;
+    } else if (job->op == OP_OPEN_RDWR) {
+        rc = shmobj_segment_open_flags(job->name, job->backend,
+                                       SHMOBJ_SEGMENT_RDWR, 0, &seg);
     } else {
         shmobj_segment_options o;
         shmobj_segment_options_init(&o);
@@ -161,8 +172,9 @@ static void test_perms_open_0600_stranger_eacces(void **state)
     assert_int_equal(shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM), 0);
 }
 
-/* Read permission alone is not enough: open needs the object read-write. */
-static void test_perms_open_0640_group_eacces(void **state)
+/* Read permission alone gives a read-only handle (test-readonly.c holds
+ * what it may do); asked to write, the group is kept out. */
+static void test_perms_open_0640_group_readonly(void **state)
 {
     (void)state;
     require_root();
@@ -170,7 +182,8 @@ static void test_perms_open_0640_group_eacces(void **state)
     test_name(name, sizeof name, "p640");
     shmobj_segment *seg = make_segment(name, SHMOBJ_BACKEND_SHM, 0640);
     chgrp_shm(name, GROUP_IN);
-    assert_int_equal(as_stranger(OP_OPEN, name, SHMOBJ_BACKEND_SHM),
+    assert_int_equal(as_stranger(OP_OPEN, name, SHMOBJ_BACKEND_SHM), 0);
+    assert_int_equal(as_stranger(OP_OPEN_RDWR, name, SHMOBJ_BACKEND_SHM),
                      SHMOBJ_EACCES);
     shmobj_segment_close(seg);
     assert_int_equal(shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM), 0);
@@ -477,7 +490,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_perms_open_0600_stranger_eacces),
-        cmocka_unit_test(test_perms_open_0640_group_eacces),
+        cmocka_unit_test(test_perms_open_0640_group_readonly),
         cmocka_unit_test(test_perms_open_0660_group_ok),
         cmocka_unit_test(test_perms_open_0660_other_group_eacces),
         cmocka_unit_test(test_perms_create_stranger_name_eexist),

@@ -98,10 +98,13 @@ int shmobj_tool_why(const struct target *t, int rc)
 
 /* Attach to a segment to look at it; a message and an exit status when
  * that cannot be done. A segment the peek finds stale is reported as
- * such rather than as "not ready". */
-int shmobj_tool_attach(const struct target *t, shmobj_segment **seg)
+ * such rather than as "not ready". Commands that only read pass
+ * SHMOBJ_SEGMENT_RDONLY: they then take no lock and write nothing, so a
+ * stuck lock holder does not stop them; check passes 0 and is read-write
+ * where the user may write (it may then repair) and read-only elsewhere. */
+int shmobj_tool_attach(const struct target *t, unsigned flags, shmobj_segment **seg)
 {
-    int rc = shmobj_segment_open(t->name, t->backend, 0, seg);
+    int rc = shmobj_segment_open_flags(t->name, t->backend, flags, 0, seg);
     if (rc == 0)
         return 0;
     if (rc == SHMOBJ_ENOTREADY) {

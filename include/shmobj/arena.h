@@ -57,6 +57,8 @@ typedef struct shmobj_arena_stats {
  * @retval SHMOBJ_EBUSY another live process held the segment lock for
  *         longer than 10 s (it is stopped, or the lock word was damaged to
  *         name it)
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe (takes the segment lock).
  * @since 0.1
  */
@@ -74,6 +76,8 @@ SHMOBJ_API int shmobj_arena_alloc(shmobj_segment *seg, size_t size,
  * @retval SHMOBJ_EBUSY another live process held the segment lock for
  *         longer than 10 s (it is stopped, or the lock word was damaged to
  *         name it)
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe (takes the segment lock).
  * @since 0.1
  */

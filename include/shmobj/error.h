@@ -48,7 +48,8 @@ extern "C" {
     X(EINUSE, -23, "still in use: other objects refer to it (free or detach them first)") \
     X(EOWNED, -24, "the object already belongs to a container: adopt it once, or link to it") \
     X(ETRACKFULL, -25, "the completion table is full: wait for or drop earlier tracked messages") \
-    X(EPEERDEAD, -26, "the process this call waited for died before answering")
+    X(EPEERDEAD, -26, "the process this call waited for died before answering") \
+    X(ERDONLY, -27, "the segment is attached read-only: this call would write to it")
 
 /**
  * @brief Status codes. 0 is success; every error is negative.
@@ -116,6 +117,8 @@ typedef enum shmobj_status {
     SHMOBJ_ETRACKFULL = -25,
     /** -26: the process the call was waiting for (a consumer that owed a completion, a lock holder) died; what it held was released */
     SHMOBJ_EPEERDEAD = -26,
+    /** -27: the segment is attached read-only (opened with SHMOBJ_SEGMENT_RDONLY, or by a process that may only read it): the call would write to the segment, take one of its locks or record an attachment in it; nothing was done @since 0.4 */
+    SHMOBJ_ERDONLY = -27,
 } shmobj_status;
 
 /** @cond INTERNAL */

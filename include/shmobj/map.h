@@ -127,6 +127,8 @@ typedef struct shmobj_map_stats {
  * @retval SHMOBJ_EBUSY another live process held the shard's or the
  *         segment's lock for longer than 10 s (it is stopped, or the lock
  *         word was damaged to name it)
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe. Two processes creating the same name at
  *       once: the name is published create-only, under the segment lock,
  *       so exactly one succeeds and the other gets SHMOBJ_EEXIST (see
@@ -263,6 +265,8 @@ SHMOBJ_API void shmobj_map_close(shmobj_map *map);
  * @retval SHMOBJ_EBUSY another live process held the shard's or the
  *         segment's lock for longer than 10 s (it is stopped, or the lock
  *         word was damaged to name it)
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe; readers see the old or the new value.
  * @since 0.1
  */
@@ -286,6 +290,9 @@ SHMOBJ_API int shmobj_map_set(shmobj_map *map, const void *key, size_t key_len,
  * @param[in] n number of requests
  * @retval 0 every request was answered (see each status)
  * @retval SHMOBJ_EINVAL NULL map, or NULL reqs with n > 0 (nothing answered)
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): every status says so, nothing was
+ *         written
  * @note Thread- and process-safe; holds a shard's lock for up to 16 sets,
  *       so single writers of the same shard wait longer than behind one.
  * @since 0.4
@@ -366,6 +373,8 @@ SHMOBJ_API void shmobj_map_prefetch(shmobj_map *map, const void *key,
  * @retval SHMOBJ_ESTALE the map was destroyed, or its segment handle was
  *         closed (no guard is held)
  * @retval SHMOBJ_ECORRUPT the map is damaged (no guard is held)
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe; locks like shmobj_map_get().
  * @since 0.1
  */
@@ -395,6 +404,8 @@ SHMOBJ_API void shmobj_map_view_release(shmobj_map_view *view);
  * @retval SHMOBJ_EBUSY another live process held the shard's or the
  *         segment's lock for longer than 10 s (it is stopped, or the lock
  *         word was damaged to name it)
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe.
  * @since 0.1
  */
@@ -437,6 +448,8 @@ SHMOBJ_API int shmobj_map_contains(shmobj_map *map, const void *key,
  * @retval SHMOBJ_EBUSY another live process held the shard's or the
  *         segment's lock for longer than 10 s (it is stopped, or the lock
  *         word was damaged to name it)
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe: concurrent additions are never lost.
  * @since 0.1
  */
@@ -468,6 +481,8 @@ SHMOBJ_API int shmobj_map_count(shmobj_map *map, uint64_t *count);
  * @retval SHMOBJ_EBUSY another live process held the shard's or the
  *         segment's lock for longer than 10 s (it is stopped, or the lock
  *         word was damaged to name it)
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe.
  * @since 0.1
  */

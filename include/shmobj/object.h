@@ -488,6 +488,8 @@ SHMOBJ_API int shmobj_obj_size(const shmobj_value *val, size_t *bytes);
  * @retval SHMOBJ_ENOMEM the segment has no block that large
  * @retval SHMOBJ_ECORRUPT the segment's heap, or a shape the description
  *         names, is damaged
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe (allocation takes the segment lock). The
  *       object is private to the caller until it publishes the reference.
  * @since 0.1
@@ -504,6 +506,8 @@ SHMOBJ_API int shmobj_obj_put(shmobj_segment *seg, const shmobj_value *val,
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_ENOMEM the segment is full
  * @retval SHMOBJ_ECORRUPT the segment's heap is damaged
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe.
  * @since 0.1
  */
@@ -518,6 +522,8 @@ SHMOBJ_API int shmobj_obj_put_int(shmobj_segment *seg, int64_t x, shmobj_ref *re
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_ENOMEM the segment is full
  * @retval SHMOBJ_ECORRUPT the segment's heap is damaged
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe.
  * @since 0.1
  */
@@ -533,6 +539,8 @@ SHMOBJ_API int shmobj_obj_put_double(shmobj_segment *seg, double x, shmobj_ref *
  * @retval SHMOBJ_EINVAL NULL argument or invalid UTF-8
  * @retval SHMOBJ_ENOMEM the segment is full
  * @retval SHMOBJ_ECORRUPT the segment's heap is damaged
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe.
  * @since 0.1
  */
@@ -549,6 +557,8 @@ SHMOBJ_API int shmobj_obj_put_str(shmobj_segment *seg, const char *s, size_t len
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_ENOMEM the segment is full
  * @retval SHMOBJ_ECORRUPT the segment's heap is damaged
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe.
  * @since 0.1
  */
@@ -571,6 +581,8 @@ SHMOBJ_API int shmobj_obj_put_bytes(shmobj_segment *seg, const void *p, size_t n
  * @retval SHMOBJ_EINVAL NULL argument, bad dtype, ndim or shape
  * @retval SHMOBJ_ENOMEM the segment is full
  * @retval SHMOBJ_ECORRUPT the segment's heap is damaged
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe. Data left unset holds whatever the heap
  *       block held before: fill it before publishing the reference.
  * @since 0.1
@@ -596,6 +608,8 @@ SHMOBJ_API int shmobj_obj_put_buffer(shmobj_segment *seg, unsigned dtype,
  *         alone; see shmobj_shape_free())
  * @retval SHMOBJ_ECORRUPT the object's header or tree is damaged (the blocks
  *         that could be reached are freed)
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe against other allocations. Nobody may use
  *       the object afterwards: calls through views of it give
  *       SHMOBJ_ESTALE (::shmobj_view says what that check covers and what
@@ -928,6 +942,8 @@ SHMOBJ_API int shmobj_view_get_key(const shmobj_view *view, const shmobj_key *ke
  * @retval SHMOBJ_ECORRUPT the slot is damaged (nothing changed), or the new
  *         value is in place but the old one is damaged (what could be
  *         reached of it was freed)
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe for the slot itself: two concurrent
  *       replacements each free exactly one old value. But no process may
  *       still read the old object (hold a view of it or of anything inside
@@ -968,6 +984,8 @@ SHMOBJ_API int shmobj_bool_get(const shmobj_view *view, int *out);
  * @retval SHMOBJ_ETYPE not a bool
  * @retval SHMOBJ_EACCES the value is immutable
  * @retval SHMOBJ_ESTALE the value's block was freed: nothing was stored
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe (atomic store, release).
  * @since 0.1
  */
@@ -995,6 +1013,8 @@ SHMOBJ_API int shmobj_int_get(const shmobj_view *view, int64_t *out);
  * @retval SHMOBJ_ETYPE not an int
  * @retval SHMOBJ_EACCES the value is immutable
  * @retval SHMOBJ_ESTALE the value's block was freed: nothing was stored
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe (atomic store, release).
  * @since 0.1
  */
@@ -1010,6 +1030,8 @@ SHMOBJ_API int shmobj_int_set(const shmobj_view *view, int64_t x);
  * @retval SHMOBJ_ETYPE not an int
  * @retval SHMOBJ_EACCES the value is immutable
  * @retval SHMOBJ_ESTALE the value's block was freed: nothing was added
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe (atomic fetch-add, acq_rel): concurrent
  *       adds from any number of processes lose nothing.
  * @since 0.1
@@ -1027,6 +1049,8 @@ SHMOBJ_API int shmobj_int_add(const shmobj_view *view, int64_t delta, int64_t *o
  * @retval SHMOBJ_ETYPE not an int
  * @retval SHMOBJ_EACCES the value is immutable
  * @retval SHMOBJ_ESTALE the value's block was freed: nothing was stored
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe (strong CAS, acq_rel).
  * @since 0.1
  */
@@ -1047,6 +1071,8 @@ SHMOBJ_API int shmobj_int_cas(const shmobj_view *view, int64_t *expected, int64_
  * @retval SHMOBJ_ENOTFOUND no such key
  * @retval SHMOBJ_ECORRUPT the index, a key or the value's slot is damaged
  * @retval SHMOBJ_ESTALE the view's block was freed: nothing was added
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe (atomic fetch-add, acq_rel); lock-free.
  *       O(1) expected.
  * @since 0.1
@@ -1070,6 +1096,8 @@ SHMOBJ_API int shmobj_view_key_int_add(const shmobj_view *view, const shmobj_key
  * @retval SHMOBJ_ERANGE i >= length
  * @retval SHMOBJ_ECORRUPT the item's slot is damaged
  * @retval SHMOBJ_ESTALE the view's block was freed: nothing was added
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe (atomic fetch-add, acq_rel). O(1).
  * @since 0.1
  */
@@ -1115,6 +1143,8 @@ SHMOBJ_API int shmobj_uint_get(const shmobj_view *view, uint64_t *out);
  * @retval SHMOBJ_ETYPE not a uint
  * @retval SHMOBJ_EACCES the value is immutable
  * @retval SHMOBJ_ESTALE the value's block was freed: nothing was stored
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe (atomic store, release).
  * @since 0.1
  */
@@ -1130,6 +1160,8 @@ SHMOBJ_API int shmobj_uint_set(const shmobj_view *view, uint64_t x);
  * @retval SHMOBJ_ETYPE not a uint
  * @retval SHMOBJ_EACCES the value is immutable
  * @retval SHMOBJ_ESTALE the value's block was freed: nothing was added
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe (atomic fetch-add, acq_rel).
  * @since 0.1
  */
@@ -1146,6 +1178,8 @@ SHMOBJ_API int shmobj_uint_add(const shmobj_view *view, uint64_t delta, uint64_t
  * @retval SHMOBJ_ETYPE not a uint
  * @retval SHMOBJ_EACCES the value is immutable
  * @retval SHMOBJ_ESTALE the value's block was freed: nothing was stored
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe (strong CAS, acq_rel).
  * @since 0.1
  */
@@ -1173,6 +1207,8 @@ SHMOBJ_API int shmobj_double_get(const shmobj_view *view, double *out);
  * @retval SHMOBJ_ETYPE not a double
  * @retval SHMOBJ_EACCES the value is immutable
  * @retval SHMOBJ_ESTALE the value's block was freed: nothing was stored
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe (atomic store, release).
  * @since 0.1
  */
@@ -1188,6 +1224,8 @@ SHMOBJ_API int shmobj_double_set(const shmobj_view *view, double x);
  * @retval SHMOBJ_ETYPE not a double
  * @retval SHMOBJ_EACCES the value is immutable
  * @retval SHMOBJ_ESTALE the value's block was freed: nothing was added
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe: concurrent adds lose nothing.
  * @since 0.1
  */
@@ -1453,6 +1491,8 @@ typedef struct shmobj_field {
  *         a kind other than STR and BYTES
  * @retval SHMOBJ_ENOMEM the segment is full
  * @retval SHMOBJ_ECORRUPT the segment's heap is damaged
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe (allocation takes the segment lock).
  * @since 0.2
  */
@@ -1472,6 +1512,8 @@ SHMOBJ_API int shmobj_shape_put(shmobj_segment *seg, const shmobj_field *fields,
  * @retval SHMOBJ_ESTALE the shape was already freed, or another process is
  *         freeing it
  * @retval SHMOBJ_ECORRUPT the shape's block is damaged
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe (a compare-and-swap on the use count,
  *       then the allocator's lock).
  * @since 0.2
@@ -1505,6 +1547,8 @@ SHMOBJ_API int shmobj_shape_free(shmobj_segment *seg, shmobj_ref shape);
  * @retval SHMOBJ_EOWNED an adopted object is owned already
  * @retval SHMOBJ_ENOMEM the segment is full
  * @retval SHMOBJ_ECORRUPT the shape or the segment's heap is damaged
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe. The record is private to the caller
  *       until it publishes the reference. The offsets, kinds and
  *       capacities are read from the shape in the segment, and `c` is read
@@ -1549,6 +1593,8 @@ SHMOBJ_API int shmobj_record_put_struct(shmobj_segment *seg, shmobj_ref shape,
  * @retval SHMOBJ_EOWNED an adopted object is owned already
  * @retval SHMOBJ_ENOMEM the segment is full
  * @retval SHMOBJ_ECORRUPT the shape or the segment's heap is damaged
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe. The record is private to the caller
  *       until it publishes the reference. Costs one comparison of kind and
  *       capacity per field over shmobj_record_put_struct().
@@ -1669,6 +1715,8 @@ SHMOBJ_API int shmobj_record_shape(const shmobj_view *view, shmobj_ref *shape);
  * @retval SHMOBJ_EBUSY a live process held the list's lock for 10 s, or
  *         was in the middle of an append without the lock for some
  *         seconds
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe. A scalar or null is appended without
  *       the list's lock while no writer holds it: the appender reserves
  *       its place with one atomic add, writes its slot and moves the
@@ -1703,6 +1751,8 @@ SHMOBJ_API int shmobj_mlist_append(const shmobj_view *list, const shmobj_value *
  * @retval SHMOBJ_EBUSY a live process held the list's lock for 10 s, or
  *         was in the middle of an append without the lock for some
  *         seconds
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe (the list's lock).
  * @since 0.2
  */
@@ -1730,6 +1780,8 @@ SHMOBJ_API int shmobj_mlist_insert(const shmobj_view *list, size_t i,
  * @retval SHMOBJ_EBUSY a live process held the list's lock for 10 s, or
  *         was in the middle of an append without the lock for some
  *         seconds
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe (the list's lock).
  * @since 0.2
  */
@@ -1751,6 +1803,8 @@ SHMOBJ_API int shmobj_mlist_pop(const shmobj_view *list, int64_t i, shmobj_ref *
  * @retval SHMOBJ_EBUSY a live process held the list's lock for 10 s, or
  *         was in the middle of an append without the lock for some
  *         seconds
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe (the list's lock).
  * @since 0.2
  */
@@ -1773,6 +1827,8 @@ SHMOBJ_API int shmobj_mlist_delete(const shmobj_view *list, size_t i);
  * @retval SHMOBJ_EBUSY a live process held the list's lock for 10 s, or
  *         was in the middle of an append without the lock for some
  *         seconds
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe (the list's lock).
  * @since 0.2
  */
@@ -1795,6 +1851,8 @@ SHMOBJ_API int shmobj_mlist_set(const shmobj_view *list, size_t i,
  *         or (a dict) was in the middle of an add without the lock
  *         (shmobj_mdict_int_add()) for some seconds, or (a list) of an
  *         append without the lock for some seconds (nothing changed)
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe (the container's lock).
  * @since 0.2
  */
@@ -1863,6 +1921,8 @@ SHMOBJ_API int shmobj_mlist_get_int(const shmobj_view *list, size_t i, int64_t *
  * @retval SHMOBJ_EBUSY a live process held the dict's lock for 10 s, or was
  *         in the middle of an add without the lock (shmobj_mdict_int_add())
  *         for some seconds (nothing changed)
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe (the dict's lock). An int set over an int
  *       takes no lock when no other process is adding to or setting the
  *       same dict that way and no writer is changing it (one atomic store).
@@ -1929,6 +1989,8 @@ SHMOBJ_API int shmobj_mdict_get_int(const shmobj_view *dict, const shmobj_key *k
  * @retval SHMOBJ_ESTALE the dict's block was freed
  * @retval SHMOBJ_ECORRUPT the dict is damaged
  * @retval SHMOBJ_EBUSY a live process held the dict's lock for 10 s
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe: concurrent adds lose nothing. An add
  *       takes no lock when no other process is adding to the same dict
  *       and no writer is changing it (one atomic fetch-add on the value,
@@ -1950,6 +2012,8 @@ SHMOBJ_API int shmobj_mdict_int_add(const shmobj_view *dict, const shmobj_key *k
  * @retval SHMOBJ_ESTALE the container's block was freed
  * @retval SHMOBJ_ECORRUPT the container is damaged
  * @retval SHMOBJ_EBUSY a live process held the container's lock for 10 s
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe (the container's lock). A key found
  *       absent by a lock-free read (as shmobj_mut_contains()) returns
  *       SHMOBJ_ENOTFOUND without the lock.
@@ -1987,6 +2051,8 @@ SHMOBJ_API int shmobj_mut_contains(const shmobj_view *c, const shmobj_value *key
  * @retval SHMOBJ_ESTALE the set's block was freed
  * @retval SHMOBJ_ECORRUPT the set is damaged
  * @retval SHMOBJ_EBUSY a live process held the set's lock for 10 s
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe (the set's lock).
  * @since 0.2
  */

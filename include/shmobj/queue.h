@@ -168,6 +168,8 @@ enum shmobj_queue_msg_flag {
  * @retval SHMOBJ_ECORRUPT the segment is damaged
  * @retval SHMOBJ_EBUSY another live process held the segment lock (which
  *         the root look-up takes) for longer than 10 s
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe. Two processes creating the same name at
  *       once: the name is published create-only, under the segment lock,
  *       so exactly one succeeds and the other gets SHMOBJ_EEXIST.
@@ -302,6 +304,8 @@ SHMOBJ_API void shmobj_queue_close(shmobj_queue *q);
  * @retval SHMOBJ_ENOMEM no memory for a temporary handle
  * @retval SHMOBJ_EBUSY another live process held the segment lock (which
  *         the root look-up takes) for longer than 10 s
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Process-safe. Handles still open elsewhere get SHMOBJ_ESTALE from
  *       their next call (see "Destroyed queues" above); a call running at
  *       that moment may still complete on the freed block, so destroy a
@@ -338,6 +342,8 @@ SHMOBJ_API int shmobj_queue_destroy(shmobj_segment *seg, const char *name);
  * @retval SHMOBJ_EBUSY another live process held the queue's retire lock
  *         for longer than 10 s (it is stopped, or the lock word was damaged
  *         to name it)
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Process-safe and thread-safe.
  * @since 0.1
  */
@@ -371,6 +377,8 @@ SHMOBJ_API int shmobj_queue_spin_set(shmobj_queue *q, int64_t spin_ns);
  * @retval SHMOBJ_EREPLACED the segment's name was removed or now names
  *         another segment while the call waited (checked after every wait
  *         slice of 100 ms): its peers moved on; nothing was sent
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe, lock-free while there is room. Waits
  *       without limit for a peer, but not for a segment that is gone (see
  *       SHMOBJ_EREPLACED).
@@ -387,6 +395,8 @@ SHMOBJ_API int shmobj_queue_put(shmobj_queue *q, shmobj_ref ref);
  * @retval SHMOBJ_EFULL the queue is full
  * @retval SHMOBJ_ECORRUPT as for shmobj_queue_put()
  * @retval SHMOBJ_ESTALE as for shmobj_queue_put()
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe, lock-free, never blocks.
  * @since 0.1
  */
@@ -408,6 +418,8 @@ SHMOBJ_API int shmobj_queue_try_put(shmobj_queue *q, shmobj_ref ref);
  * @retval SHMOBJ_ECORRUPT as for shmobj_queue_put()
  * @retval SHMOBJ_ESTALE as for shmobj_queue_put(), also when the queue was
  *         destroyed while the caller waited
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe.
  * @since 0.1
  */
@@ -428,6 +440,8 @@ SHMOBJ_API int shmobj_queue_put_timed(shmobj_queue *q, shmobj_ref ref,
  * @retval SHMOBJ_EREPLACED the segment's name was removed or now names
  *         another segment while the call waited (checked after every wait
  *         slice of 100 ms): its peers moved on; nothing was taken
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe, lock-free while messages wait. Waits
  *       without limit for a peer, but not for a segment that is gone (see
  *       SHMOBJ_EREPLACED).
@@ -450,6 +464,8 @@ SHMOBJ_API int shmobj_queue_take(shmobj_queue *q, shmobj_ref *ref);
  *         block no longer checks out (damage); nothing was taken
  * @retval SHMOBJ_ESTALE the queue was destroyed, also while the caller
  *         waited (nothing was written)
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe, lock-free, never blocks.
  * @since 0.1
  */
@@ -473,6 +489,8 @@ SHMOBJ_API int shmobj_queue_try_take(shmobj_queue *q, shmobj_ref *ref);
  *         block no longer checks out (damage); nothing was taken
  * @retval SHMOBJ_ESTALE the queue was destroyed, also while the caller
  *         waited (nothing was written)
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe.
  * @since 0.1
  */
@@ -506,6 +524,8 @@ SHMOBJ_API int shmobj_queue_take_timed(shmobj_queue *q, shmobj_ref *ref,
  *         removed or now names another segment (*put were put)
  * @retval SHMOBJ_ECORRUPT as for shmobj_queue_put() (*put were put)
  * @retval SHMOBJ_ESTALE the queue was destroyed (*put were put)
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe, lock-free while there is room.
  * @since 0.2
  */
@@ -534,6 +554,8 @@ SHMOBJ_API int shmobj_queue_put_many(shmobj_queue *q, const shmobj_ref *refs,
  * @retval SHMOBJ_ECORRUPT as for shmobj_queue_take() (nothing was taken)
  * @retval SHMOBJ_ESTALE the queue was destroyed, also while the caller
  *         waited (nothing was taken)
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe, lock-free while messages wait. A message
  *       that a damaged slot follows is delivered; the damage is reported by
  *       the next call.
@@ -657,6 +679,8 @@ SHMOBJ_API int shmobj_queue_capacity(shmobj_queue *q, uint32_t *capacity);
  * @retval SHMOBJ_ECORRUPT the heap is damaged
  * @retval SHMOBJ_ESTALE the segment handle was closed (and no retired
  *         block was reused)
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe (takes the segment lock, or the queue's
  *       retire lock when it reuses a retired block, see
  *       shmobj_queue_trim()). Works on a handle whose queue was destroyed
@@ -704,6 +728,8 @@ SHMOBJ_API int shmobj_queue_msg_data(shmobj_queue *q, shmobj_ref ref,
  *         shmobj_queue_msg_data())
  * @retval SHMOBJ_ETYPE ref names a live block that is not a message block
  * @retval SHMOBJ_ECORRUPT as for shmobj_queue_msg_data()
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe. Call it once per message: a second call
  *       on an untracked block, or on a tracked one whose sender gave up,
  *       gets SHMOBJ_ESTALE, also while the block waits in the retire FIFO.
@@ -736,6 +762,8 @@ SHMOBJ_API int shmobj_queue_msg_done(shmobj_queue *q, shmobj_ref ref);
  *         shmobj_queue_msg_data())
  * @retval SHMOBJ_ETYPE ref names a live block that is not a message block
  * @retval SHMOBJ_ECORRUPT as for shmobj_queue_msg_data()
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe.
  * @since 0.1
  */
@@ -754,6 +782,8 @@ SHMOBJ_API int shmobj_queue_msg_wait_done(shmobj_queue *q, shmobj_ref ref,
  *         shmobj_queue_msg_data())
  * @retval SHMOBJ_ETYPE ref names a live block that is not a message block
  * @retval SHMOBJ_ECORRUPT as for shmobj_queue_msg_data()
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe.
  * @since 0.1
  */
@@ -773,6 +803,8 @@ SHMOBJ_API int shmobj_queue_msg_reset(shmobj_queue *q, shmobj_ref ref);
  *         handed over to the consumer by an earlier call
  * @retval SHMOBJ_ETYPE ref names a live block that is not a message block
  * @retval SHMOBJ_ECORRUPT as for shmobj_queue_msg_data()
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe (may take the segment lock).
  * @since 0.1
  */
@@ -803,6 +835,8 @@ SHMOBJ_API int shmobj_queue_msg_free(shmobj_queue *q, shmobj_ref ref);
  * @retval SHMOBJ_ECORRUPT the heap or the ring is damaged (nothing sent)
  * @retval SHMOBJ_ESTALE the queue was destroyed, or the segment handle
  *         was closed (nothing sent)
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe. The consumer reads the bytes with
  *       shmobj_queue_msg_data(). The copy is memcpy in pieces of 64 KiB
  *       up to 4 times the L2; beyond, on x86-64, a loop of streaming
@@ -865,6 +899,8 @@ SHMOBJ_API int shmobj_queue_put_copy(shmobj_queue *q, const void *data,
  *         removed or now names another segment (nothing sent)
  * @retval SHMOBJ_ECORRUPT as for shmobj_queue_put()
  * @retval SHMOBJ_ESTALE the queue was destroyed (nothing sent)
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe. Lock-free while there is room.
  * @since 0.2
  */
@@ -886,6 +922,8 @@ SHMOBJ_API int shmobj_queue_put_tracked(shmobj_queue *q, shmobj_ref ref,
  *         (shmobj_queue_untrack()) before this call; this call emptied the
  *         record; or the queue was destroyed
  * @retval SHMOBJ_ECORRUPT the queue's block no longer checks out
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe, lock-free.
  * @since 0.2
  */
@@ -913,6 +951,8 @@ SHMOBJ_API int shmobj_queue_done(shmobj_queue *q, shmobj_ref ref);
  * @retval SHMOBJ_ESTALE the queue was destroyed, also while the caller
  *         waited
  * @retval SHMOBJ_ECORRUPT the queue's block no longer checks out
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe. Sleeps on a futex after the handle's spin
  *       (shmobj_queue_spin_set()).
  * @since 0.2
@@ -941,6 +981,8 @@ SHMOBJ_API int shmobj_queue_wait_done(shmobj_queue *q, shmobj_ref ref,
  * @retval SHMOBJ_ESTALE the queue was destroyed, also while the caller
  *         waited
  * @retval SHMOBJ_ECORRUPT the queue's block no longer checks out
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread-safe with the handle's other calls. Looks through every
  *       completion record of the queue once, unless the handle holds none.
  * @since 0.2
@@ -963,6 +1005,8 @@ SHMOBJ_API int shmobj_queue_wait_all(shmobj_queue *q, int64_t timeout_ns);
  * @retval SHMOBJ_ENOTFOUND this handle tracks no such reference
  * @retval SHMOBJ_ESTALE the queue was destroyed
  * @retval SHMOBJ_ECORRUPT the queue's block no longer checks out
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe, lock-free.
  * @since 0.2
  */
@@ -991,6 +1035,8 @@ SHMOBJ_API int shmobj_queue_untrack(shmobj_queue *q, shmobj_ref ref);
  * @retval SHMOBJ_ECORRUPT the queue's block no longer checks out
  * @retval SHMOBJ_ENOTSUP /proc is not available
  * @retval SHMOBJ_ESYS creating the pipe failed (errno is kept)
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread-safe. Linux only. The registration belongs to the process
  *       that made it: a child forked afterwards opens its own handle with
  *       shmobj_queue_open() before it asks for a descriptor.
@@ -1008,6 +1054,8 @@ SHMOBJ_API int shmobj_queue_notify_fd(shmobj_queue *q, int *fd);
  * @retval SHMOBJ_EINVAL q is NULL or shmobj_queue_notify_fd() was not called
  * @retval SHMOBJ_ESTALE the queue was destroyed
  * @retval SHMOBJ_ECORRUPT the queue's block no longer checks out
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread-safe. Producers write to the descriptor once per arm, not
  *       once per message.
  * @since 0.1

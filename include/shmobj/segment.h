@@ -56,7 +56,15 @@ enum shmobj_segment_flag {
      *  allowed transparent huge pages (SHMOBJ_ENOTSUP otherwise), other
      *  files must be on hugetlbfs (SHMOBJ_ENOTSUP). Implies
      *  SHMOBJ_SEGMENT_HUGE @since 0.2 */
-    SHMOBJ_SEGMENT_HUGE_REQUIRE = 1u << 3
+    SHMOBJ_SEGMENT_HUGE_REQUIRE = 1u << 3,
+    /** for shmobj_segment_open_flags() only: attach read-only, even where
+     *  the caller may write (see "Read-only handles" at
+     *  shmobj_segment_open_flags()) @since 0.4 */
+    SHMOBJ_SEGMENT_RDONLY = 1u << 4,
+    /** for shmobj_segment_open_flags() only: attach read-write or fail
+     *  with SHMOBJ_EACCES, never fall back to a read-only handle
+     *  @since 0.4 */
+    SHMOBJ_SEGMENT_RDWR = 1u << 5
 };
 
 /** @brief Longest segment name, in bytes, without the terminating NUL. */
@@ -72,10 +80,11 @@ typedef struct shmobj_segment_options {
     uint32_t backend;      /**< enum shmobj_backend */
     uint32_t flags;        /**< enum shmobj_segment_flag bits */
     /** permission bits of the backing object (not narrowed by the umask);
-     *  default 0600. Opening a segment needs both read and write
-     *  permission, since every process maps it read-write and records its
-     *  attachment in it: 0660 lets the group open it, 0640 does not (the
-     *  group gets SHMOBJ_EACCES, like everyone else under 0600) */
+     *  default 0600. A process with read and write permission attaches
+     *  read-write; one with read permission only attaches read-only (see
+     *  shmobj_segment_open_flags()): 0660 lets the group use the segment,
+     *  0640 lets it read, 0644 lets everyone read, and under 0600 everyone
+     *  else gets SHMOBJ_EACCES */
     uint32_t mode;
     /** bytes backed at creation, rounded up to the page size; default
      *  64 MiB. The smallest segment is 32 KiB of header and tables plus
@@ -139,7 +148,9 @@ SHMOBJ_API int shmobj_segment_create(const char *name, const shmobj_segment_opti
  * @brief Attach to an existing segment by name.
  *
  * When the name does not exist yet, or its creator is still setting it up,
- * waits up to timeout_ns for it (inotify and futex; no polling). A creator
+ * waits up to timeout_ns for it (inotify and futex; no polling). A caller
+ * that may read the segment but not write it gets a read-only handle
+ * (see shmobj_segment_open_flags()). A creator
  * that died during set-up is detected: the call fails with
  * SHMOBJ_ENOTREADY and the stale name can be removed with
  * shmobj_segment_destroy().
@@ -165,7 +176,7 @@ SHMOBJ_API int shmobj_segment_create(const char *name, const shmobj_segment_opti
  * @retval SHMOBJ_ELAYOUT it was made by a differently built process
  * @retval SHMOBJ_ECORRUPT its header is damaged (e.g. a state that is
  *         neither set-up nor ready)
- * @retval SHMOBJ_EACCES permission denied
+ * @retval SHMOBJ_EACCES the caller may not read the object
  * @retval SHMOBJ_EFULL the table of attached processes is full
  * @retval SHMOBJ_ENOMEM no memory for the handle
  * @retval SHMOBJ_ESYS another system call failed (errno is kept)
@@ -176,8 +187,76 @@ SHMOBJ_API int shmobj_segment_open(const char *name, unsigned backend, int64_t t
                         shmobj_segment **out);
 
 /**
+ * @brief Attach to an existing segment by name, read-write or read-only.
+ *
+ * shmobj_segment_open() is this call with flags 0.
+ *
+ * Read-only handles. With SHMOBJ_SEGMENT_RDONLY, or without flags when
+ * the backing object may be read but not written by the caller (a 0640
+ * segment opened by its group, a 0644 one by anyone, a file on a
+ * read-only mount), the handle is read-only: the object is opened and
+ * mapped for reading only, and nothing the process does through the
+ * handle, or through the maps, queues, topics and views opened on it, can
+ * change a byte of the segment, take one of its locks or wait on a
+ * writer without a bound. It records no attachment: it is not counted in
+ * shmobj_segment_info.attached or listed by shmobj_segment_procs_get()
+ * (it has no token), and its death leaves nothing to clean up.
+ *
+ * What works read-only: every view and read of objects (scalars,
+ * strings, buffers, lists, dicts, records, mutable containers and their
+ * iteration, JSON), the named roots (get, wait, next: read as a
+ * sequence-counter reader), the map's copy-out reads (get, get_many,
+ * contains, count, iteration, statistics, check), the queue's peeks,
+ * count, statistics and check, the topic's statistics, the arena's
+ * statistics and check, and the segment's info, procs, prefault and
+ * wait_attached. A segment that a writer grows is seen grown, as by any
+ * handle. Every call that would write answers SHMOBJ_ERDONLY before it
+ * touches the segment: allocations and frees, puts, sets, adds and
+ * deletes of objects, maps and mutable containers, the queue's puts,
+ * takes, completions and notify descriptors, topic publishing,
+ * subscribing and repair, root changes, and shmobj_map_get_view() (a
+ * view pins its entry with a reader record the handle may not write:
+ * copy the value out with shmobj_map_get()). A read that meets a writer
+ * inside its change retries; a writer that stays inside it (stopped, or
+ * dead: only a read-write handle repairs) makes the read give up with
+ * SHMOBJ_EBUSY after the library's usual bound of 10 s instead of
+ * waiting on it.
+ *
+ * @param[in] name name as given to shmobj_segment_create()
+ * @param[in] backend SHMOBJ_BACKEND_SHM or SHMOBJ_BACKEND_FILE
+ * @param[in] flags 0, SHMOBJ_SEGMENT_RDONLY or SHMOBJ_SEGMENT_RDWR
+ * @param[in] timeout_ns 0 to fail at once, SHMOBJ_FOREVER, or nanoseconds
+ * @param[out] out the new handle; shmobj_segment_info_get() tells whether
+ *             it is read-only (SHMOBJ_SEGMENT_INFO_READONLY)
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL bad name or backend, unknown flag bits, or both
+ *         SHMOBJ_SEGMENT_RDONLY and SHMOBJ_SEGMENT_RDWR
+ * @retval SHMOBJ_ENOTFOUND no such segment (and timeout_ns is 0)
+ * @retval SHMOBJ_ETIMEDOUT as for shmobj_segment_open()
+ * @retval SHMOBJ_ENOTREADY as for shmobj_segment_open()
+ * @retval SHMOBJ_ENOTSEG the object under that name is not a libshmobj
+ *         segment
+ * @retval SHMOBJ_EVERSION the segment has another format version
+ * @retval SHMOBJ_ELAYOUT it was made by a differently built process
+ * @retval SHMOBJ_ECORRUPT its header is damaged
+ * @retval SHMOBJ_EACCES the caller may not read the object (with
+ *         SHMOBJ_SEGMENT_RDWR: may not read and write it)
+ * @retval SHMOBJ_EFULL the table of attached processes is full (read-write
+ *         handles only)
+ * @retval SHMOBJ_ENOMEM no memory for the handle
+ * @retval SHMOBJ_ESYS another system call failed (errno is kept)
+ * @note Thread-safe.
+ * @since 0.4
+ */
+SHMOBJ_API int shmobj_segment_open_flags(const char *name, unsigned backend,
+                                         unsigned flags, int64_t timeout_ns,
+                                         shmobj_segment **out);
+
+/**
  * @brief Attach to a segment through a file descriptor (memfd passed over a
- *        Unix socket, or inherited). The descriptor is duplicated.
+ *        Unix socket, or inherited). The descriptor is duplicated. A
+ *        descriptor opened for reading only gives a read-only handle (see
+ *        shmobj_segment_open_flags()).
  * @param[in] fd descriptor of the segment's backing object
  * @param[in] timeout_ns how long to wait for the creator's set-up
  * @param[out] out the new handle
@@ -288,7 +367,10 @@ enum shmobj_segment_info_flag {
      *  with SHMOBJ_SEGMENT_REPLACE */
     SHMOBJ_SEGMENT_INFO_LINKED = 1u << 0,
     /** the process that created the segment still has its handle open */
-    SHMOBJ_SEGMENT_INFO_CREATOR_ATTACHED = 1u << 1
+    SHMOBJ_SEGMENT_INFO_CREATOR_ATTACHED = 1u << 1,
+    /** this handle is read-only (see shmobj_segment_open_flags()): it is
+     *  not counted in `attached` @since 0.4 */
+    SHMOBJ_SEGMENT_INFO_READONLY = 1u << 2
 };
 
 /** @brief Facts about a segment, see shmobj_segment_info_get(). */
@@ -297,7 +379,8 @@ typedef struct shmobj_segment_info {
     uint32_t format_version; /**< SHMOBJ_FORMAT_VERSION of the segment */
     uint64_t size;           /**< bytes currently backed */
     uint64_t max_size;       /**< largest size it may grow to */
-    uint32_t attached;       /**< handles attached now, caller's included */
+    uint32_t attached;       /**< handles attached now, caller's included
+                                  (a read-only handle is not counted) */
     uint32_t backend;        /**< enum shmobj_backend */
     /** pid of the creating process, as its own PID namespace numbers it
      *  (informational: another namespace may number it differently)
@@ -382,6 +465,8 @@ SHMOBJ_API int shmobj_segment_prefault(shmobj_segment *seg);
  * @retval SHMOBJ_EBUSY another live process held the segment lock for
  *         longer than 10 s (it is stopped, or the lock word was damaged to
  *         name it)
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe (takes the segment lock).
  * @since 0.1
  */
@@ -404,6 +489,8 @@ SHMOBJ_API int shmobj_segment_root_set(shmobj_segment *seg, const char *name,
  * @retval SHMOBJ_EBUSY another live process held the segment lock for
  *         longer than 10 s (it is stopped, or the lock word was damaged to
  *         name it)
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe (takes the segment lock).
  * @since 0.1
  */
@@ -474,6 +561,8 @@ SHMOBJ_API int shmobj_segment_root_wait(shmobj_segment *seg, const char *name,
  *         longer than 10 s (it is stopped, or the lock word was damaged to
  *         name it)
  * @retval SHMOBJ_ECORRUPT the root directory or the segment lock is damaged
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe (takes the segment lock).
  * @since 0.1
  */

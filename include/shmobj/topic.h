@@ -139,6 +139,8 @@ SHMOBJ_API void shmobj_topic_config_init(shmobj_topic_config *cfg);
  * @retval SHMOBJ_ENOMEM no room in the segment or for the handle
  * @retval SHMOBJ_EFULL the root directory is full
  * @retval SHMOBJ_ECORRUPT the segment is damaged
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @since 0.3
  */
 SHMOBJ_API int shmobj_topic_create(shmobj_segment *seg, const char *name,
@@ -218,6 +220,8 @@ SHMOBJ_API void shmobj_topic_close(shmobj_topic *t);
  * @retval SHMOBJ_ENOTFOUND no root of that name
  * @retval SHMOBJ_ETYPE the root is not a topic
  * @retval SHMOBJ_ECORRUPT the topic is damaged
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @since 0.3
  */
 SHMOBJ_API int shmobj_topic_destroy(shmobj_segment *seg, const char *name);
@@ -235,6 +239,8 @@ SHMOBJ_API int shmobj_topic_destroy(shmobj_segment *seg, const char *name);
  * @retval SHMOBJ_ESTALE the topic was destroyed
  * @retval SHMOBJ_ECORRUPT the topic's records are damaged
  * @retval SHMOBJ_EBUSY a live process held the topic's lock for 10 s
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @since 0.3
  */
 SHMOBJ_API int shmobj_topic_repair(shmobj_topic *t, unsigned *freed);
@@ -316,6 +322,8 @@ SHMOBJ_API int shmobj_topic_subscribers_get(shmobj_topic *t,
  * @retval SHMOBJ_ENOMEM no room in the segment
  * @retval SHMOBJ_EFULL SHMOBJ_TOPIC_LOANS_MAX loans are outstanding
  * @retval SHMOBJ_ESTALE the topic was destroyed
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @since 0.3
  */
 SHMOBJ_API int shmobj_topic_loan_get(shmobj_topic *t, uint64_t size,
@@ -341,6 +349,8 @@ SHMOBJ_API int shmobj_topic_loan_get(shmobj_topic *t, uint64_t size,
  * @retval SHMOBJ_ECORRUPT the topic is damaged
  * @retval SHMOBJ_EBUSY a live process held the topic's lock for 10 s
  * @retval SHMOBJ_EREPLACED the segment's name now names another segment
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @since 0.3
  */
 SHMOBJ_API int shmobj_topic_loan_publish(shmobj_topic *t,
@@ -353,6 +363,8 @@ SHMOBJ_API int shmobj_topic_loan_publish(shmobj_topic *t,
  * @param[in,out] loan the loan (from shmobj_topic_loan_get())
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument or a loan not of this handle
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @since 0.3
  */
 SHMOBJ_API int shmobj_topic_loan_cancel(shmobj_topic *t,
@@ -365,6 +377,8 @@ SHMOBJ_API int shmobj_topic_loan_cancel(shmobj_topic *t,
  * @param[in] len bytes of the message
  * @param[in] timeout_ns how long to wait: 0 not at all, negative for ever, else nanoseconds
  * @retval as shmobj_topic_loan_get() and shmobj_topic_loan_publish()
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @since 0.3
  */
 SHMOBJ_API int shmobj_topic_publish(shmobj_topic *t, const void *data,
@@ -384,6 +398,8 @@ SHMOBJ_API int shmobj_topic_publish(shmobj_topic *t, const void *data,
  *         was destroyed
  * @retval SHMOBJ_ECORRUPT the reference names no block
  * @retval others as shmobj_topic_loan_publish()
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @since 0.3
  */
 SHMOBJ_API int shmobj_topic_publish_ref(shmobj_topic *t, shmobj_ref ref,
@@ -404,6 +420,8 @@ SHMOBJ_API int shmobj_topic_publish_ref(shmobj_topic *t, shmobj_ref ref,
  * @retval SHMOBJ_ENOMEM no memory for the handle
  * @retval SHMOBJ_ECORRUPT the topic is damaged
  * @retval SHMOBJ_EBUSY a live process held the topic's lock for 10 s
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
+ *         shmobj_segment_open_flags()): nothing was written
  * @since 0.3
  */
 SHMOBJ_API int shmobj_topic_subscribe(shmobj_topic *t, shmobj_topic_sub **out);

@@ -126,6 +126,14 @@ struct shmobj__space {
     /* Holds: the owner's own (the segment handle's: 1 while it is open)
      * plus one per open handle of a layer above. */
     _Atomic uint32_t holds;
+    /* Set once, before the handle is handed out, and never changed: the
+     * segment is mapped read-only in this process (a handle opened with
+     * SHMOBJ_SEGMENT_RDONLY, or by a process that may only read it). Every
+     * call that would store a byte, take a lock or claim a record answers
+     * SHMOBJ_ERDONLY before it touches the segment: a store through the
+     * mapping would fault. The space's alloc, free and lock refuse, and
+     * its token is 0. */
+    bool readonly;
     const struct shmobj__space_ops *ops;
     void *impl;                /* owner's private data */
 };
@@ -148,6 +156,13 @@ static inline void shmobj__space_release(struct shmobj__space *sp)
 static inline bool shmobj__space_closed(const struct shmobj__space *sp)
 {
     return atomic_load_explicit(&sp->closed, memory_order_relaxed) != 0;
+}
+
+/* SHMOBJ_ERDONLY when the space is mapped read-only (see `readonly`): the
+ * first check of every call of the layers above that writes. */
+static inline int shmobj__space_writable(const struct shmobj__space *sp)
+{
+    return sp->readonly ? SHMOBJ_ERDONLY : 0;
 }
 
 /* The one conversion of a segment handle to its space. Every shmobj_segment

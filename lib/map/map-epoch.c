@@ -29,6 +29,9 @@ int shmobj__map_guard_enter(shmobj_map *m, uint64_t *g)
 {
     if (map_stale(m) != 0)
         return SHMOBJ_ESTALE;
+    /* a read-only handle has no reader slot: it cannot pin what it reads */
+    if (m->reader == NULL)
+        return SHMOBJ_ERDONLY;
     _Atomic uint64_t *ep = &m->ctl->epoch;
     for (;;) {
         uint64_t e = atomic_load(ep);

@@ -105,6 +105,12 @@ struct shmobj_map_iter {
     uint64_t *refs;       /* snapshot of the current shard's entries */
     size_t n, cap, pos;
     uint64_t guard;       /* epoch + 1 of the held guard; 0 = none */
+    /* A read-only handle's cursor holds no guard: it copies the shard's
+     * entries (klen, vlen as two u32, key, value, each padded to 8)
+     * inside the snapshot's validated section; refs[i] is then entry i's
+     * offset in `copy`. */
+    uint8_t *copy;
+    size_t copy_len, copy_cap;
 };
 
 /* A bounds-checked entry, copied to locals once. */
@@ -132,6 +138,10 @@ static inline uint64_t slot_of(shmobj__ref ref)
                                     blocking reader died */
 #define MAP_MIN_CAPACITY 16
 #define MAP_ITER_LOCK_AFTER 8    /* optimistic snapshot attempts */
+#define MAP_RO_SNAPSHOT_TRIES 100000 /* a read-only cursor's tries of one shard */
+#define MAP_RO_WAIT_STEPS 10000  /* 1 ms sleeps of a read-only reader on a
+                                    shard inside a writer section before
+                                    SHMOBJ_EBUSY (about the lock's 10 s) */
 
 static inline struct shmobj__map_shard *shard_of(const shmobj_map *m, uint64_t hash)
 {

@@ -12,18 +12,67 @@
  *  - Every error moves the cursor on (past the shard, or to the end when
  *    the map is gone), so a loop until ENOTFOUND ends. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "map-internal.h"
 
+/* Bytes of one copied entry in a read-only cursor's buffer. */
+static size_t copy_size(const struct ent *e)
+{
+    return 8 + (((size_t)e->klen + 7) & ~(size_t)7) + (((size_t)e->vlen + 7) & ~(size_t)7);
+}
+
+/* A read-only cursor's copy of the entries it.refs[0 .. n) name, made
+ * inside the caller's read section (the bytes are judged only if it
+ * held): refs[i] becomes the entry's offset in it->copy. */
+static int copy_entries(shmobj_map_iter *it)
+{
+    it->copy_len = 0;
+    for (size_t i = 0; i < it->n; i++) {
+        struct ent e;
+        int rc = shmobj__map_entry_peek(it->map, it->refs[i], &e);
+        if (rc != 0)
+            return SHMOBJ_ECORRUPT;
+        size_t need = copy_size(&e);
+        if (need > SIZE_MAX - it->copy_len)
+            return SHMOBJ_ENOMEM;
+        if (it->copy_len + need > it->copy_cap) {
+            size_t ncap = it->copy_cap ? it->copy_cap : 4096;
+            while (ncap < it->copy_len + need)
+                ncap = ncap > SIZE_MAX / 2 ? it->copy_len + need : ncap * 2;
+            uint8_t *nb = realloc(it->copy, ncap);
+            if (nb == NULL)
+                return SHMOBJ_ENOMEM;
+            it->copy = nb;
+            it->copy_cap = ncap;
+        }
+        uint8_t *p = it->copy + it->copy_len;
+        memcpy(p, &e.klen, 4);
+        memcpy(p + 4, &e.vlen, 4);
+        memcpy(p + 8, ent_key(&e), e.klen);
+        memcpy(p + 8 + ((e.klen + 7) & ~(size_t)7), ent_value(&e), e.vlen);
+        it->refs[i] = it->copy_len;
+        it->copy_len += need;
+    }
+    return 0;
+}
+
 /* Copy the entry refs of one shard's table, consistently: inside a
  * validated read section, or under the lock when writers keep racing. The
- * cursor's guard, taken before, keeps every copied entry alive. */
+ * cursor's guard, taken before, keeps every copied entry alive. A
+ * read-only handle's cursor has no guard and may not lock: it copies the
+ * entries themselves inside the section, and tries only optimistically
+ * (a writer that stays inside its section ends it in SHMOBJ_EBUSY, see
+ * shmobj__map_wait_writer()). */
 static int snapshot(shmobj_map_iter *it, struct shmobj__map_shard *s)
 {
     shmobj_map *m = it->map;
+    int ro = m->reader == NULL;
     unsigned spins = 0;
     for (unsigned tries = 0;; tries++) {
-        int locked = tries >= MAP_ITER_LOCK_AFTER;
+        int locked = !ro && tries >= MAP_ITER_LOCK_AFTER;
+        if (ro && tries >= MAP_RO_SNAPSHOT_TRIES)
+            return SHMOBJ_EBUSY; /* writers kept changing the shard */
         uint64_t q1 = 0;
         if (locked) {
             int rc = shmobj__map_shard_lock(m, s);
@@ -62,6 +111,8 @@ static int snapshot(shmobj_map_iter *it, struct shmobj__map_shard *s)
                 i++;
             }
         }
+        if (rc == 0 && ro)
+            rc = copy_entries(it);
         if (locked) {
             shard_unlock(m, s);
         } else {
@@ -106,10 +157,12 @@ MAP_READS_LINKAGE int MAP_READS_NAME(shmobj_map_iter_next)(shmobj_map_iter *it, 
         }
         if (it->shard >= SHMOBJ__MAP_SHARDS)
             return SHMOBJ_ENOTFOUND;
-        int rc = shmobj__map_guard_enter(it->map, &it->guard);
+        /* read-only: no guard (the snapshot copies), the map's state only */
+        int rc = it->map->reader == NULL ? map_stale(it->map)
+                                         : shmobj__map_guard_enter(it->map, &it->guard);
         if (rc == 0) {
             rc = snapshot(it, &it->map->ctl->shards_[it->shard]);
-            if (rc != 0) {
+            if (rc != 0 && it->guard != 0) {
                 guard_leave(it->map, it->guard);
                 it->guard = 0;
             }
@@ -123,6 +176,21 @@ MAP_READS_LINKAGE int MAP_READS_NAME(shmobj_map_iter_next)(shmobj_map_iter *it, 
             return rc;
         }
         it->shard++;
+    }
+    if (it->map->reader == NULL) {
+        const uint8_t *p = it->copy + it->refs[it->pos++];
+        uint32_t kl, vl;
+        memcpy(&kl, p, 4);
+        memcpy(&vl, p + 4, 4);
+        if (key != NULL)
+            *key = p + 8;
+        if (key_len != NULL)
+            *key_len = kl;
+        if (value != NULL)
+            *value = p + 8 + ((kl + 7) & ~(size_t)7);
+        if (value_len != NULL)
+            *value_len = vl;
+        return 0;
     }
     struct ent e;
 #if defined(__GNUC__)
@@ -167,5 +235,6 @@ void shmobj_map_iter_close(shmobj_map_iter *it)
         guard_leave(it->map, it->guard);
     shmobj__map_release(it->map);
     free(it->refs);
+    free(it->copy);
     free(it);
 }

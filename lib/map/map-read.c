@@ -45,6 +45,16 @@ int shmobj__map_wait_writer(shmobj_map *m, struct shmobj__map_shard *s,
         shmobj__cpu_relax();
         return 0;
     }
+    /* A read-only handle may not queue on the lock (nor repair): it
+     * sleeps in 1 ms steps, and gives up after MAP_RO_WAIT_STEPS of them
+     * with the shard still inside a section (a writer stopped or dead
+     * there) rather than wait on it for ever. */
+    if (m->sp->readonly) {
+        if (*spins - MAP_SPIN_LIMIT >= MAP_RO_WAIT_STEPS)
+            return SHMOBJ_EBUSY;
+        shmobj__os_sleep_ns(UINT64_C(1000000));
+        return map_stale(m);
+    }
     *spins = 0;
     int rc = shmobj__map_shard_lock(m, s);
     if (rc == 0)
@@ -366,7 +376,19 @@ lookup_guarded(shmobj_map *m, uint64_t hash, const void *key, size_t klen,
 {
     struct ent e;
     uint64_t g;
-    int rc = shmobj__map_guard_enter(m, &g);
+    int rc;
+    if (m->reader == NULL) {
+        /* Read-only, no guard to hold: lookup() copies the value inside
+         * its validated section, which is all a copy-out needs (a block
+         * is freed only after its unlink moved seq). */
+        rc = map_stale(m);
+        if (rc == 0)
+            rc = lookup(m, hash, key, klen, &e, buf, buf_len);
+        if (rc == 0)
+            *vlen = e.vlen;
+        return rc;
+    }
+    rc = shmobj__map_guard_enter(m, &g);
     if (rc != 0)
         return rc;
     rc = lookup(m, hash, key, klen, &e, buf, buf_len);

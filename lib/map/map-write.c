@@ -235,6 +235,8 @@ static int set_once(shmobj_map *map, const void *key, size_t key_len,
 int shmobj_map_set(shmobj_map *map, const void *key, size_t key_len,
                    const void *value, size_t value_len)
 {
+    if (map != NULL && map->sp->readonly)
+        return SHMOBJ_ERDONLY;
     if (!key_ok(map, key, key_len) || (value == NULL && value_len > 0) ||
         value_len > UINT32_MAX)
         return SHMOBJ_EINVAL;
@@ -277,6 +279,11 @@ int shmobj_map_set_many(shmobj_map *map, shmobj_map_set_req *reqs, size_t n)
 {
     if (map == NULL || (reqs == NULL && n > 0))
         return SHMOBJ_EINVAL;
+    if (map->sp->readonly) {
+        for (size_t i = 0; i < n; i++)
+            reqs[i].status = SHMOBJ_ERDONLY;
+        return SHMOBJ_ERDONLY;
+    }
     for (size_t at = 0; at < n; at += SET_BATCH) {
         shmobj_map_set_req *r = reqs + at;
         size_t k = n - at < SET_BATCH ? n - at : SET_BATCH;
@@ -362,6 +369,8 @@ static int add_once(shmobj_map *map, const void *key, size_t key_len,
 int shmobj_map_add(shmobj_map *map, const void *key, size_t key_len,
                    int64_t delta, int64_t *result)
 {
+    if (map != NULL && map->sp->readonly)
+        return SHMOBJ_ERDONLY;
     if (!key_ok(map, key, key_len))
         return SHMOBJ_EINVAL;
     int rc = add_once(map, key, key_len, delta, result);
@@ -372,6 +381,8 @@ int shmobj_map_add(shmobj_map *map, const void *key, size_t key_len,
 
 int shmobj_map_del(shmobj_map *map, const void *key, size_t key_len)
 {
+    if (map != NULL && map->sp->readonly)
+        return SHMOBJ_ERDONLY;
     if (!key_ok(map, key, key_len))
         return SHMOBJ_EINVAL;
     uint64_t hash = map_hash(map, key, key_len), idx;
@@ -401,6 +412,8 @@ int shmobj_map_del(shmobj_map *map, const void *key, size_t key_len)
 
 int shmobj_map_clear(shmobj_map *map)
 {
+    if (map != NULL && map->sp->readonly)
+        return SHMOBJ_ERDONLY;
     if (map == NULL)
         return SHMOBJ_EINVAL;
     for (unsigned i = 0; i < SHMOBJ__MAP_SHARDS; i++) {

@@ -66,6 +66,72 @@ static uint64_t limbo_bytes(shmobj_map *m, struct shmobj__map_shard *s)
     return n;
 }
 
+/* Run fn on shard s as it is at one moment: under the shard's lock, or,
+ * for a read-only handle (which may not take it), inside a read section
+ * validated by the shard's seq like a lookup's (a writer that keeps the
+ * shard inside its section ends it with SHMOBJ_EBUSY, as in
+ * shmobj__map_wait_writer(), and one that keeps changing it with
+ * SHMOBJ_EBUSY after MAP_RO_VISIT_TRIES tries). fn starts afresh on
+ * each try. */
+#define MAP_RO_VISIT_TRIES 100000
+
+static int shard_visit(shmobj_map *m, struct shmobj__map_shard *s,
+                       int (*fn)(shmobj_map *m, struct shmobj__map_shard *s, void *arg),
+                       void *arg)
+{
+    if (!m->sp->readonly) {
+        int rc = shmobj__map_shard_lock(m, s);
+        if (rc != 0)
+            return rc;
+        rc = fn(m, s, arg);
+        shard_unlock(m, s);
+        return rc;
+    }
+    unsigned spins = 0;
+    for (unsigned t = 0; t < MAP_RO_VISIT_TRIES; t++) {
+        uint64_t q1 = atomic_load_explicit(&s->seq, memory_order_acquire);
+        if (q1 & 1) {
+            int rc = shmobj__map_wait_writer(m, s, &spins);
+            if (rc != 0)
+                return rc;
+            continue;
+        }
+        int rc = fn(m, s, arg);
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load_explicit(&s->seq, memory_order_relaxed) == q1)
+            return rc;
+    }
+    return SHMOBJ_EBUSY;
+}
+
+struct shard_stats {
+    shmobj_map_stats st;
+    uint64_t probe_total;
+};
+
+static int shard_stats(shmobj_map *map, struct shmobj__map_shard *s, void *arg)
+{
+    struct shard_stats *r = arg;
+    shmobj_map_stats *st = &r->st;
+    shmobj_htcore ht;
+    shmobj_htcore_stats hs;
+    memset(r, 0, sizeof *r);
+    shmobj__ref tref = atomic_load(&s->table);
+    int rc = shmobj__map_table_at(map, tref, &ht);
+    if (rc == 0) {
+        shmobj_htcore_stats_get(&ht, &hs);
+        st->count = hs.count;
+        st->slots = hs.slots;
+        st->tombstones = hs.tombstones;
+        r->probe_total = hs.probe_total;
+        st->probe_max = hs.probe_max;
+        st->table_bytes = block_bytes(map, tref);
+        st->entry_bytes = table_entry_bytes(map, &ht);
+        st->pending_bytes = limbo_bytes(map, s);
+    }
+    return rc;
+}
+
 int shmobj_map_stats_get(shmobj_map *map, shmobj_map_stats *out)
 {
     /* Unchanged since the first release. */
@@ -77,29 +143,19 @@ int shmobj_map_stats_get(shmobj_map *map, shmobj_map_stats *out)
     /* Counted as held, not changed: no reclaiming here (it would make two
      * calls in a row disagree). */
     for (unsigned i = 0; i < SHMOBJ__MAP_SHARDS; i++) {
-        struct shmobj__map_shard *s = &map->ctl->shards_[i];
-        shmobj_htcore ht;
-        shmobj_htcore_stats hs;
-        int rc = shmobj__map_shard_lock(map, s);
+        struct shard_stats r;
+        int rc = shard_visit(map, &map->ctl->shards_[i], shard_stats, &r);
         if (rc != 0)
             return rc;
-        shmobj__ref tref = atomic_load(&s->table);
-        rc = shmobj__map_table_at(map, tref, &ht);
-        if (rc == 0) {
-            shmobj_htcore_stats_get(&ht, &hs);
-            st->count += hs.count;
-            st->slots += hs.slots;
-            st->tombstones += hs.tombstones;
-            probe_total += hs.probe_total;
-            if (hs.probe_max > st->probe_max)
-                st->probe_max = hs.probe_max;
-            st->table_bytes += block_bytes(map, tref);
-            st->entry_bytes += table_entry_bytes(map, &ht);
-            st->pending_bytes += limbo_bytes(map, s);
-        }
-        shard_unlock(map, s);
-        if (rc != 0)
-            return rc;
+        st->count += r.st.count;
+        st->slots += r.st.slots;
+        st->tombstones += r.st.tombstones;
+        probe_total += r.probe_total;
+        if (r.st.probe_max > st->probe_max)
+            st->probe_max = r.st.probe_max;
+        st->table_bytes += r.st.table_bytes;
+        st->entry_bytes += r.st.entry_bytes;
+        st->pending_bytes += r.st.pending_bytes;
     }
     st->total_bytes = block_bytes(map, map->ctl_ref) + st->table_bytes +
                       st->entry_bytes + st->pending_bytes;
@@ -133,27 +189,29 @@ static int check_hash(void *ctx, uint64_t v, uint64_t *hash)
     return 0;
 }
 
+static int shard_check(shmobj_map *map, struct shmobj__map_shard *s, void *arg)
+{
+    struct check_ctx *c = arg;
+    shmobj_htcore ht;
+    int rc = shmobj__map_table_at(map, atomic_load(&s->table), &ht);
+    if (rc == 0)
+        rc = shmobj_htcore_check(&ht, check_hash, c);
+    if (rc == 0 && atomic_load(&s->count) != shmobj_htcore_count(&ht))
+        rc = SHMOBJ_ECORRUPT;
+    if (rc == 0 && (atomic_load(&s->seq) & 1))
+        rc = SHMOBJ_ECORRUPT;
+    for (unsigned li = 0; rc == 0 && li < 3; li++)
+        rc = shmobj__map_limbo_walk(map, s, li, NULL, NULL);
+    return rc;
+}
+
 int shmobj_map_check(shmobj_map *map)
 {
     if (map == NULL)
         return SHMOBJ_EINVAL;
     for (unsigned i = 0; i < SHMOBJ__MAP_SHARDS; i++) {
-        struct shmobj__map_shard *s = &map->ctl->shards_[i];
         struct check_ctx c = {map, i};
-        shmobj_htcore ht;
-        int rc = shmobj__map_shard_lock(map, s);
-        if (rc != 0)
-            return rc;
-        rc = shmobj__map_table_at(map, atomic_load(&s->table), &ht);
-        if (rc == 0)
-            rc = shmobj_htcore_check(&ht, check_hash, &c);
-        if (rc == 0 && atomic_load(&s->count) != shmobj_htcore_count(&ht))
-            rc = SHMOBJ_ECORRUPT;
-        if (rc == 0 && (atomic_load(&s->seq) & 1))
-            rc = SHMOBJ_ECORRUPT;
-        for (unsigned li = 0; rc == 0 && li < 3; li++)
-            rc = shmobj__map_limbo_walk(map, s, li, NULL, NULL);
-        shard_unlock(map, s);
+        int rc = shard_visit(map, &map->ctl->shards_[i], shard_check, &c);
         if (rc != 0)
             return rc;
     }
@@ -210,7 +268,9 @@ static int map_attach(shmobj_segment *seg, shmobj__ref ref, shmobj_map **out)
     m->seed = hdr.seed;
     m->seed_mixed = shmobj_htcore_seed_mix(hdr.seed);
     atomic_init(&m->holds, 1);
-    rc = shmobj__map_reader_claim(m);
+    /* A read-only handle claims no reader slot (it would write one): its
+     * reads copy out inside validated sections and hold nothing. */
+    rc = sp->readonly ? 0 : shmobj__map_reader_claim(m);
     if (rc != 0) {
         free(m);
         return rc;
@@ -354,7 +414,7 @@ void shmobj__map_release(shmobj_map *map)
     /* A destroyed map's slot is someone else's bytes now: not touched.
      * After the segment's close the mapping is still there (this handle
      * holds it), so the slot is given back. */
-    if (map_destroyed(map) == 0) {
+    if (map->reader != NULL && map_destroyed(map) == 0) {
         struct shmobj__map_reader *r = map->reader;
         uint64_t owner = atomic_load(&r->owner);
         if (owner != 0 && atomic_compare_exchange_strong(&r->owner, &owner, 0))

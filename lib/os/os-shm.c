@@ -46,6 +46,7 @@ static int errno_status(int e)
         return SHMOBJ_EEXIST;
     case EACCES:
     case EPERM:
+    case EROFS: /* a file on a read-only mount: no write permission */
         return SHMOBJ_EACCES;
     case ENOSPC:
     case ENOMEM:
@@ -143,6 +144,17 @@ static int obj_open(const char *name, unsigned backend, int flags, int *fd);
 int shmobj__os_obj_open(const char *name, unsigned backend, int *fd)
 {
     return obj_open(name, backend, O_RDWR | O_CLOEXEC, fd);
+}
+
+int shmobj__os_obj_open_ro(const char *name, unsigned backend, int *fd)
+{
+    return obj_open(name, backend, O_RDONLY | O_CLOEXEC, fd);
+}
+
+bool shmobj__os_fd_writable(int fd)
+{
+    int fl = fcntl(fd, F_GETFL);
+    return fl >= 0 && (fl & O_ACCMODE) == O_RDWR;
 }
 
 int shmobj__os_obj_with_ro(const char *name, unsigned backend,
@@ -560,8 +572,23 @@ int shmobj__os_map(int fd, uint64_t max_size, void **base)
     return shmobj__os_map_aligned(fd, max_size, 0, false, base);
 }
 
+static int map_prot(int fd, uint64_t len, uint64_t align, bool thp, int prot,
+                    void **base);
+
 int shmobj__os_map_aligned(int fd, uint64_t len, uint64_t align, bool thp,
                            void **base)
+{
+    return map_prot(fd, len, align, thp, PROT_READ | PROT_WRITE, base);
+}
+
+int shmobj__os_map_aligned_ro(int fd, uint64_t len, uint64_t align, bool thp,
+                              void **base)
+{
+    return map_prot(fd, len, align, thp, PROT_READ, base);
+}
+
+static int map_prot(int fd, uint64_t len, uint64_t align, bool thp, int prot,
+                    void **base)
 {
     if (len == 0 || len > (uint64_t)SIZE_MAX ||
         (align != 0 && ((align & (align - 1)) != 0 || align > len)))
@@ -569,8 +596,7 @@ int shmobj__os_map_aligned(int fd, uint64_t len, uint64_t align, bool thp,
     uint64_t page = shmobj__os_page_size();
     void *p;
     if (align <= page) {
-        p = mmap(NULL, (size_t)len, PROT_READ | PROT_WRITE,
-                 MAP_SHARED | MAP_NORESERVE, fd, 0);
+        p = mmap(NULL, (size_t)len, prot, MAP_SHARED | MAP_NORESERVE, fd, 0);
         if (p == MAP_FAILED)
             return errno_status(errno);
     } else {
@@ -584,7 +610,7 @@ int shmobj__os_map_aligned(int fd, uint64_t len, uint64_t align, bool thp,
             return errno_status(errno);
         uintptr_t a = ((uintptr_t)r + (uintptr_t)align - 1) &
                       ~((uintptr_t)align - 1);
-        p = mmap((void *)a, (size_t)len, PROT_READ | PROT_WRITE,
+        p = mmap((void *)a, (size_t)len, prot,
                  MAP_SHARED | MAP_NORESERVE | MAP_FIXED, fd, 0);
         if (p == MAP_FAILED) {
             int e = errno;
@@ -630,6 +656,22 @@ int shmobj__os_prefault(void *base, uint64_t len)
      * cannot clobber what another process writes there meanwhile. */
     for (uint64_t off = 0; off < len; off += page)
         __atomic_fetch_or((unsigned char *)base + off, 0, __ATOMIC_RELAXED);
+    return 0;
+}
+
+int shmobj__os_prefault_ro(const void *base, uint64_t len)
+{
+    if (len == 0)
+        return 0;
+#if defined(MADV_POPULATE_READ)
+    if (madvise((void *)base, (size_t)len, MADV_POPULATE_READ) == 0)
+        return 0;
+    if (errno != EINVAL) /* EINVAL: a kernel older than 5.14 */
+        return errno_status(errno);
+#endif
+    uint64_t page = shmobj__os_page_size();
+    for (uint64_t off = 0; off < len; off += page)
+        (void)*(volatile const unsigned char *)((const unsigned char *)base + off);
     return 0;
 }
 

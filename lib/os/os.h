@@ -178,6 +178,14 @@ int shmobj__os_obj_create(const char *name, unsigned backend, unsigned mode,
 /* Open an existing backing object read-write. SHMOBJ_ENOTFOUND if absent. */
 int shmobj__os_obj_open(const char *name, unsigned backend, int *fd);
 
+/* Open an existing backing object read-only, to attach to it read-only
+ * (a process that may only read it). SHMOBJ_ENOTFOUND if absent. */
+int shmobj__os_obj_open_ro(const char *name, unsigned backend, int *fd);
+
+/* True when fd was opened for reading and writing (a descriptor passed
+ * read-only can only be mapped read-only). */
+bool shmobj__os_fd_writable(int fd);
+
 /* Open an existing backing object read-only, call fn(fd, ctx) and close
  * it again; fn's result, or the open's error as shmobj__os_obj_open gives
  * it. For tools that look at a segment without attaching to it
@@ -271,6 +279,11 @@ bool shmobj__os_thp_allowed(int fd, unsigned backend);
 int shmobj__os_map_aligned(int fd, uint64_t len, uint64_t align, bool thp,
                            void **base);
 
+/* shmobj__os_map_aligned() mapped read-only (PROT_READ): a store through
+ * it faults, so nothing this process does can change the object. */
+int shmobj__os_map_aligned_ro(int fd, uint64_t len, uint64_t align, bool thp,
+                              void **base);
+
 /* Grow the object to `size` bytes as shmobj__os_fd_grow, reserving the new
  * pages through the caller's mapping at `base` (which covers `size`) with
  * a populating write, so that a mapping advised for transparent huge pages
@@ -282,6 +295,10 @@ int shmobj__os_fd_grow_mapped(int fd, void *base, uint64_t size);
  * process, writable, so that first accesses take no page fault. Leaves the
  * bytes as they are. */
 int shmobj__os_prefault(void *base, uint64_t len);
+
+/* shmobj__os_prefault() for a read-only mapping: the pages are read in
+ * (MADV_POPULATE_READ, or a load of each), never written. */
+int shmobj__os_prefault_ro(const void *base, uint64_t len);
 
 /* ---- this process only (lib/os/os-local.c) -------------------------------- */
 

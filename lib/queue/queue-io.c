@@ -37,6 +37,8 @@ static __attribute__((noinline)) int put_timed_at(shmobj_queue *q,
         return SHMOBJ_EINVAL;
     if (shmobj__space_closed(q->sp))
         return SHMOBJ_ESTALE;
+    if (q->sp->readonly)
+        return SHMOBJ_ERDONLY;
     /* one try first: a queue with room needs no deadline and no wait
      * loop (the blocking path tries again before it waits) */
     int rc = shmobj__ring_try_put_at(&q->ring, ref, at);
@@ -81,7 +83,7 @@ static inline int put_plain(shmobj_queue *q, shmobj_ref ref, int64_t timeout_ns)
 {
     uint64_t at;
     if (__builtin_expect(q != NULL && shmobj__ring_value_ok(ref) &&
-                             !shmobj__space_closed(q->sp) &&
+                             !shmobj__space_closed(q->sp) && !q->sp->readonly &&
                              ring_put_plain(&q->ring, ref, &at),
                          1)) {
         /* both seq_cst, in this order, as wake_consumers() then
@@ -111,6 +113,36 @@ int shmobj_queue_put_timed(shmobj_queue *q, shmobj_ref ref, int64_t timeout_ns)
     return put_plain(q, ref, timeout_ns);
 }
 
+/* A read-only handle's peek: it may not count itself among the sleepers
+ * (a write), so it looks again every RO_PEEK_SLICE_NS until a message is
+ * there or the deadline passes. */
+#define RO_PEEK_SLICE_NS (UINT64_C(1000000))
+
+static __attribute__((noinline)) int peek_ro(shmobj_queue *q, shmobj_ref *ref,
+                                             int64_t timeout_ns)
+{
+    uint64_t v;
+    uint64_t deadline = timeout_ns != 0 ? shmobj__os_deadline(timeout_ns) : 0;
+    for (unsigned i = 1;; i++) {
+        int rc = shmobj__ring_try_peek_ro(&q->ring, &v);
+        if (rc == 0) {
+            *ref = v;
+            return 0;
+        }
+        if (rc != SHMOBJ_EEMPTY || timeout_ns == 0 ||
+            shmobj__os_now_ns() >= deadline)
+            return rc == SHMOBJ_EEMPTY && timeout_ns != 0 ? SHMOBJ_ETIMEDOUT
+                                                          : shmobj__queue_op_status(q, rc);
+        if (shmobj__space_closed(q->sp))
+            return SHMOBJ_ESTALE;
+        /* as a sleeper's wait: one without a deadline ends when the
+         * segment's name was removed (nobody can put any more) */
+        if (deadline == UINT64_MAX && i % 64 == 0 && !q->sp->ops->live->linked(q->sp))
+            return SHMOBJ_EREPLACED;
+        shmobj__os_sleep_ns(RO_PEEK_SLICE_NS);
+    }
+}
+
 static __attribute__((noinline)) int take_timed(shmobj_queue *q, shmobj_ref *ref,
                                                 int64_t timeout_ns, bool peek)
 {
@@ -118,6 +150,8 @@ static __attribute__((noinline)) int take_timed(shmobj_queue *q, shmobj_ref *ref
         return SHMOBJ_EINVAL;
     if (shmobj__space_closed(q->sp))
         return SHMOBJ_ESTALE;
+    if (q->sp->readonly)
+        return peek ? peek_ro(q, ref, timeout_ns) : SHMOBJ_ERDONLY;
     uint64_t v;
     /* as put_timed(): one try before any deadline or wait loop */
     int rc = peek ? shmobj__ring_try_peek(&q->ring, &v)
@@ -148,7 +182,7 @@ static inline int take_plain(shmobj_queue *q, shmobj_ref *ref,
 {
     uint64_t v;
     if (__builtin_expect(q != NULL && ref != NULL && !shmobj__space_closed(q->sp) &&
-                             ring_take_plain(&q->ring, &v),
+                             !q->sp->readonly && ring_take_plain(&q->ring, &v),
                          1)) {
         *ref = v;
         if (__builtin_expect(ring_take_woken(&q->ring), 0))
@@ -195,6 +229,8 @@ int shmobj_queue_put_many(shmobj_queue *q, const shmobj_ref *refs, size_t n,
 {
     if (put != NULL)
         *put = 0;
+    if (q != NULL && q->sp->readonly)
+        return SHMOBJ_ERDONLY;
     if (q == NULL || put == NULL || (refs == NULL && n > 0))
         return SHMOBJ_EINVAL;
     if (shmobj__space_closed(q->sp))
@@ -244,6 +280,8 @@ int shmobj_queue_take_many(shmobj_queue *q, shmobj_ref *refs, size_t max,
 {
     if (taken != NULL)
         *taken = 0;
+    if (q != NULL && q->sp->readonly)
+        return SHMOBJ_ERDONLY;
     if (q == NULL || refs == NULL || taken == NULL || max == 0)
         return SHMOBJ_EINVAL;
     if (shmobj__space_closed(q->sp))
@@ -279,7 +317,8 @@ bool shmobj_queue_has_messages(shmobj_queue *q)
 {
     uint64_t v;
     return q != NULL && !shmobj__space_closed(q->sp) &&
-           shmobj__ring_try_peek(&q->ring, &v) == 0;
+           (q->sp->readonly ? shmobj__ring_try_peek_ro(&q->ring, &v)
+                            : shmobj__ring_try_peek(&q->ring, &v)) == 0;
 }
 
 int shmobj_queue_count(shmobj_queue *q, uint64_t *count)

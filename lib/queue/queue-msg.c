@@ -222,6 +222,8 @@ int shmobj__queue_retire_drain(shmobj_queue *q, unsigned *n)
 
 int shmobj_queue_trim(shmobj_queue *q)
 {
+    if (q != NULL && q->sp->readonly)
+        return SHMOBJ_ERDONLY;
     if (q == NULL)
         return SHMOBJ_EINVAL;
     if (shmobj__space_closed(q->sp))
@@ -307,6 +309,8 @@ static int msg_alloc(shmobj_queue *q, size_t len, unsigned flags, bool copy_in,
 int shmobj_queue_msg_alloc(shmobj_queue *q, size_t len, unsigned flags,
                            shmobj_ref *ref, void **data)
 {
+    if (q != NULL && q->sp->readonly)
+        return SHMOBJ_ERDONLY;
     return msg_alloc(q, len, flags, false, ref, data);
 }
 
@@ -333,6 +337,8 @@ static void msg_wake(struct shmobj__qmsg *m)
 
 int shmobj_queue_msg_done(shmobj_queue *q, shmobj_ref ref)
 {
+    if (q != NULL && q->sp->readonly)
+        return SHMOBJ_ERDONLY;
     struct msg g;
     int rc = msg_get(q, ref, &g);
     if (rc != 0)
@@ -355,6 +361,8 @@ int shmobj_queue_msg_done(shmobj_queue *q, shmobj_ref ref)
 int shmobj_queue_msg_wait_done(shmobj_queue *q, shmobj_ref ref,
                                int64_t timeout_ns)
 {
+    if (q != NULL && q->sp->readonly)
+        return SHMOBJ_ERDONLY;
     struct msg g;
     int rc = msg_get(q, ref, &g);
     if (rc != 0)
@@ -391,6 +399,8 @@ int shmobj_queue_msg_wait_done(shmobj_queue *q, shmobj_ref ref,
 
 int shmobj_queue_msg_reset(shmobj_queue *q, shmobj_ref ref)
 {
+    if (q != NULL && q->sp->readonly)
+        return SHMOBJ_ERDONLY;
     struct msg g;
     int rc = msg_get(q, ref, &g);
     if (rc != 0)
@@ -414,6 +424,8 @@ int shmobj_queue_msg_reset(shmobj_queue *q, shmobj_ref ref)
 
 int shmobj_queue_msg_free(shmobj_queue *q, shmobj_ref ref)
 {
+    if (q != NULL && q->sp->readonly)
+        return SHMOBJ_ERDONLY;
     struct msg g;
     int rc = msg_get(q, ref, &g);
     if (rc != 0)
@@ -519,6 +531,8 @@ static void copy_in(const shmobj_queue *q, void *dst, const void *src, size_t le
 int shmobj_queue_put_copy(shmobj_queue *q, const void *data, size_t len,
                           unsigned flags, int64_t timeout_ns, shmobj_ref *ref)
 {
+    if (q != NULL && q->sp->readonly)
+        return SHMOBJ_ERDONLY;
     if (q == NULL || (data == NULL && len > 0) ||
         ((flags & SHMOBJ_QUEUE_MSG_TRACK) != 0 && ref == NULL))
         return SHMOBJ_EINVAL;

@@ -80,6 +80,8 @@ static bool notify_seize(struct shmobj__ring_hdr *h, unsigned i,
 
 int shmobj_queue_notify_fd(shmobj_queue *q, int *fd)
 {
+    if (q != NULL && q->sp->readonly)
+        return SHMOBJ_ERDONLY;
     if (q == NULL || fd == NULL)
         return SHMOBJ_EINVAL;
     if (shmobj__space_closed(q->sp))
@@ -146,6 +148,8 @@ out:
 
 int shmobj_queue_notify_arm(shmobj_queue *q)
 {
+    if (q != NULL && q->sp->readonly)
+        return SHMOBJ_ERDONLY;
     if (q == NULL)
         return SHMOBJ_EINVAL;
     if (shmobj__space_closed(q->sp))

@@ -82,6 +82,8 @@ static void track_drop(shmobj_queue *q, uint32_t idx, uint32_t from)
 int shmobj_queue_put_tracked(shmobj_queue *q, shmobj_ref ref,
                              int64_t timeout_ns)
 {
+    if (q != NULL && q->sp->readonly)
+        return SHMOBJ_ERDONLY;
     int rc = track_enter(q, ref);
     if (rc != 0)
         return rc;
@@ -109,6 +111,8 @@ int shmobj_queue_put_tracked(shmobj_queue *q, shmobj_ref ref,
 
 int shmobj_queue_done(shmobj_queue *q, shmobj_ref ref)
 {
+    if (q != NULL && q->sp->readonly)
+        return SHMOBJ_ERDONLY;
     int rc = track_enter(q, ref);
     if (rc != 0)
         return rc;
@@ -135,6 +139,8 @@ int shmobj_queue_done(shmobj_queue *q, shmobj_ref ref)
 
 int shmobj_queue_wait_done(shmobj_queue *q, shmobj_ref ref, int64_t timeout_ns)
 {
+    if (q != NULL && q->sp->readonly)
+        return SHMOBJ_ERDONLY;
     uint32_t idx;
     int rc = track_mine(q, ref, &idx);
     if (rc != 0)
@@ -152,6 +158,8 @@ int shmobj_queue_wait_done(shmobj_queue *q, shmobj_ref ref, int64_t timeout_ns)
 
 int shmobj_queue_untrack(shmobj_queue *q, shmobj_ref ref)
 {
+    if (q != NULL && q->sp->readonly)
+        return SHMOBJ_ERDONLY;
     uint32_t idx;
     int rc = track_mine(q, ref, &idx);
     if (rc != 0)
@@ -174,6 +182,8 @@ int shmobj_queue_untrack(shmobj_queue *q, shmobj_ref ref)
 
 int shmobj_queue_wait_all(shmobj_queue *q, int64_t timeout_ns)
 {
+    if (q != NULL && q->sp->readonly)
+        return SHMOBJ_ERDONLY;
     if (q == NULL)
         return SHMOBJ_EINVAL;
     if (shmobj__space_closed(q->sp))

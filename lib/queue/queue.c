@@ -334,6 +334,8 @@ static void destroy_wake(shmobj_queue *q)
 
 int shmobj_queue_destroy(shmobj_segment *seg, const char *name)
 {
+    if (seg != NULL && shmobj__space_of_seg(seg)->readonly)
+        return SHMOBJ_ERDONLY;
     if (seg == NULL || name_ok(name) != 0)
         return SHMOBJ_EINVAL;
     shmobj_ref ref;

@@ -606,6 +606,36 @@ int shmobj__ring_try_peek(struct shmobj__ring *r, uint64_t *v)
     }
 }
 
+#define PEEK_RO_TRIES 10000
+
+int shmobj__ring_try_peek_ro(struct shmobj__ring *r, uint64_t *v)
+{
+    struct shmobj__ring_hdr *h = r->hdr;
+    if (!shmobj__ring_live(r))
+        return SHMOBJ_ESTALE;
+    for (unsigned t = 0; t < PEEK_RO_TRIES; t++) {
+        uint64_t d0 = atomic_load_explicit(&h->deq_pos, memory_order_acquire);
+        uint64_t d = d0, w = 0;
+        /* the head is the first slot from d0 on that is not skipped;
+         * bounded by the ring's capacity */
+        for (uint64_t k = 0; k < r->capacity; k++, d++) {
+            w = atomic_load_explicit(&r->slots[d & r->mask].word,
+                                     memory_order_acquire);
+            if (w != m_skipped(d))
+                break;
+        }
+        bool found = is_value_at(r, w, d);
+        /* still the head: nothing was taken between the loads */
+        if (atomic_load_explicit(&h->deq_pos, memory_order_acquire) == d0) {
+            if (!found)
+                return SHMOBJ_EEMPTY;
+            *v = value_ref(w);
+            return 0;
+        }
+    }
+    return SHMOBJ_EBUSY;
+}
+
 uint64_t shmobj__ring_count(const struct shmobj__ring *r)
 {
     uint64_t d = atomic_load_explicit(&r->hdr->deq_pos, memory_order_acquire);

@@ -382,6 +382,13 @@ int shmobj__ring_try_put(struct shmobj__ring *r, uint64_t v);
 int shmobj__ring_try_put_at(struct shmobj__ring *r, uint64_t v, uint64_t *at);
 int shmobj__ring_try_take(struct shmobj__ring *r, uint64_t *v);
 int shmobj__ring_try_peek(struct shmobj__ring *r, uint64_t *v);
+/* shmobj__ring_try_peek() writing nothing, for a read-only handle: it
+ * steps over skipped slots in its own look instead of for everybody, and
+ * leaves a stalled producer's slot to a writer (what lies behind it is
+ * not seen until then). SHMOBJ_EEMPTY also when the head cannot be told
+ * from damage (shmobj_queue_check() judges that); SHMOBJ_EBUSY when
+ * consumers moved the head under every one of many looks. */
+int shmobj__ring_try_peek_ro(struct shmobj__ring *r, uint64_t *v);
 
 /* Batches: put v[0 .. n) in order, or take up to n, each message exactly
  * as the single operation would; *done / *got says how many. put_many

@@ -249,15 +249,15 @@ static inline __attribute__((always_inline)) int heap_free(shmobj_segment *seg,
 static int space_alloc(struct shmobj__space *sp, uint64_t size, uint64_t align,
                        shmobj__ref *out)
 {
-    if (__builtin_expect(shmobj__space_closed(sp), 0))
-        return SHMOBJ_ESTALE;
+    if (__builtin_expect(shmobj__space_closed(sp) || sp->readonly, 0))
+        return sp->readonly ? SHMOBJ_ERDONLY : SHMOBJ_ESTALE;
     return heap_alloc(sp->impl, size, align, out);
 }
 
 static int space_free(struct shmobj__space *sp, shmobj__ref ref)
 {
-    if (__builtin_expect(shmobj__space_closed(sp), 0))
-        return SHMOBJ_ESTALE;
+    if (__builtin_expect(shmobj__space_closed(sp) || sp->readonly, 0))
+        return sp->readonly ? SHMOBJ_ERDONLY : SHMOBJ_ESTALE;
     return heap_free(sp->impl, ref);
 }
 
@@ -304,6 +304,8 @@ int shmobj_arena_alloc(shmobj_segment *seg, size_t size, size_t align,
 {
     if (seg == NULL || ref == NULL || size == 0 || !align_ok(align))
         return SHMOBJ_EINVAL;
+    if (seg->space.readonly)
+        return SHMOBJ_ERDONLY;
     int rc = heap_alloc(seg, size, align < 16 ? 16 : align, ref);
     /* The arena placed the block inside this process's view (the lock
      * synchronised the view first), so its address needs no check. */
@@ -316,6 +318,8 @@ int shmobj_arena_free(shmobj_segment *seg, shmobj_ref ref)
 {
     if (seg == NULL || ref == SHMOBJ_REF_NULL)
         return SHMOBJ_EINVAL;
+    if (seg->space.readonly)
+        return SHMOBJ_ERDONLY;
     return heap_free(seg, ref);
 }
 
@@ -334,10 +338,43 @@ int shmobj_arena_ptr(shmobj_segment *seg, shmobj_ref ref, void **ptr,
     return 0;
 }
 
+/* A read-only handle may not take the lock: it walks the heap as it is,
+ * as shmobj_segment_peek() does. A walk that a writer's change made fail
+ * is tried again; the same failure at the same place twice in a row is
+ * the heap's, and failures that keep moving are SHMOBJ_EBUSY. */
+#define RO_WALK_TRIES 8
+
+static int ro_walk(shmobj_segment *seg, shmobj_arena_stats *stats,
+                   uint64_t *bad_off)
+{
+    int last = 0;
+    uint64_t last_bad = 0;
+    for (unsigned i = 0; i < RO_WALK_TRIES; i++) {
+        int rc = sync_view(seg);
+        uint64_t bad = 0;
+        if (rc == 0)
+            rc = stats != NULL
+                     ? shmobj__arena_stats(seg->space.base, mapped_of(seg),
+                                           SHMOBJ__SEG_ARENA_OFF, stats)
+                     : shmobj__arena_check(seg->space.base, mapped_of(seg),
+                                           SHMOBJ__SEG_ARENA_OFF, &bad);
+        if (bad_off != NULL)
+            *bad_off = bad;
+        if (rc == 0 || (i > 0 && rc == last && bad == last_bad))
+            return rc;
+        last = rc;
+        last_bad = bad;
+        shmobj__os_sleep_ns(UINT64_C(1000000));
+    }
+    return SHMOBJ_EBUSY;
+}
+
 int shmobj_arena_stats_get(shmobj_segment *seg, shmobj_arena_stats *stats)
 {
     if (seg == NULL || stats == NULL || !shmobj__ext_out_ok(stats, sizeof *stats))
         return SHMOBJ_EINVAL;
+    if (seg->space.readonly)
+        return ro_walk(seg, stats, NULL);
     int rc = shmobj__segment_lock(seg);
     if (rc != 0)
         return rc;
@@ -352,6 +389,8 @@ int shmobj_arena_check(shmobj_segment *seg, uint64_t *bad_off)
     if (seg == NULL)
         return SHMOBJ_EINVAL;
     uint64_t bad = 0;
+    if (seg->space.readonly)
+        return ro_walk(seg, NULL, bad_off != NULL ? bad_off : &bad);
     int rc = shmobj__segment_lock(seg);
     if (rc != 0)
         return rc;

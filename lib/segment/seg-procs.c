@@ -161,6 +161,10 @@ static int reattach(shmobj_segment *seg, uint32_t gen, uint32_t *token)
 
 int shmobj__seg_procs_self(shmobj_segment *seg, uint32_t *token)
 {
+    /* A read-only handle has no slot and gets none: whatever asked for a
+     * token meant to write a record or take a lock. */
+    if (seg->space.readonly)
+        return SHMOBJ_ERDONLY;
     uint32_t gen = shmobj__os_forks_seen(); /* registered by the attach */
     if (atomic_load_explicit(&seg->attached_gen, memory_order_acquire) == gen) {
         *token = atomic_load_explicit(&seg->token, memory_order_relaxed);
@@ -173,8 +177,10 @@ int shmobj__seg_procs_state(shmobj_segment *seg, uint32_t token)
 {
     /* Probe through this process's own description: a forked child that
      * has not attached yet would otherwise look through its parent's. */
-    uint32_t self;
-    if (shmobj__seg_procs_self(seg, &self) != 0)
+    uint32_t self = 0;
+    /* A read-only handle holds no lock, so its description sees every
+     * other's: it judges with no token of its own. */
+    if (!seg->space.readonly && shmobj__seg_procs_self(seg, &self) != 0)
         return SHMOBJ__OS_OWNER_ALIVE;
     uint32_t slot = token & (SHMOBJ__SEG_PROCS - 1);
     if ((token >> SHMOBJ__SEG_SLOT_BITS) == 0 || (token >> 31) != 0)

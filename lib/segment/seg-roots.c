@@ -68,6 +68,8 @@ static int root_put(shmobj_segment *seg, const char *name, shmobj_ref ref,
 {
     if (seg == NULL || !root_name_ok(name) || ref == SHMOBJ_REF_NULL)
         return SHMOBJ_EINVAL;
+    if (seg->space.readonly)
+        return SHMOBJ_ERDONLY;
     int rc = shmobj__segment_lock(seg);
     if (rc != 0)
         return rc;
@@ -115,11 +117,48 @@ int shmobj_segment_root_add(shmobj_segment *seg, const char *name,
     return root_put(seg, name, ref, false);
 }
 
+/* A read-only handle may not take the lock, so it reads the directory
+ * as a sequence-counter reader: root_seq before and after, the result
+ * kept only when no change was published in between. Every change bumps
+ * root_seq after it is made, under the lock; an entry is renamed only
+ * while its ref is 0 and after a delete's bump, so a name torn by a
+ * change is always followed by a bump before the second look. A writer
+ * stopped inside its change leaves root_seq as it was and the entry it
+ * writes unpublished (ref 0), so the reader never waits on it. Tries
+ * that keep meeting changes end in SHMOBJ_EBUSY. */
+#define RO_TRIES 1000
+
+static int ro_lookup(shmobj_segment *seg, const char *name, shmobj_ref *ref)
+{
+    struct shmobj__seg_root *r = roots(seg);
+    for (unsigned t = 0; t < RO_TRIES; t++) {
+        uint32_t q =
+            atomic_load_explicit(&seg->hdr->root_seq, memory_order_acquire);
+        shmobj_ref found = 0;
+        for (unsigned i = 0; i < SHMOBJ__SEG_ROOTS && found == 0; i++) {
+            shmobj_ref v = __atomic_load_n(&r[i].ref, __ATOMIC_ACQUIRE);
+            if (v != 0 && strncmp(r[i].name, name, SHMOBJ__SEG_ROOT_NAME) == 0)
+                found = v;
+        }
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load_explicit(&seg->hdr->root_seq, memory_order_relaxed) == q) {
+            if (found == 0)
+                return SHMOBJ_ENOTFOUND;
+            *ref = found;
+            return 0;
+        }
+        shmobj__os_yield();
+    }
+    return SHMOBJ_EBUSY;
+}
+
 /* Look name up under the lock, taken until `deadline` (0: the default
  * bound). */
 static int root_lookup(shmobj_segment *seg, const char *name, uint64_t deadline,
                        shmobj_ref *ref)
 {
+    if (seg->space.readonly)
+        return ro_lookup(seg, name, ref);
     int rc = shmobj__segment_lock_until(seg, deadline);
     if (rc != 0)
         return rc;
@@ -168,6 +207,8 @@ int shmobj_segment_root_del(shmobj_segment *seg, const char *name)
 {
     if (seg == NULL || !root_name_ok(name))
         return SHMOBJ_EINVAL;
+    if (seg->space.readonly)
+        return SHMOBJ_ERDONLY;
     int rc = shmobj__segment_lock(seg);
     if (rc != 0)
         return rc;
@@ -235,26 +276,49 @@ int shmobj_segment_root_next(shmobj_segment *seg, uint32_t *cursor,
         !shmobj__ext_out_ok(out, sizeof *out))
         return SHMOBJ_EINVAL;
     shmobj_root_info ours = {.struct_size = sizeof ours}, *info = &ours;
-    int rc = shmobj__segment_lock(seg);
-    if (rc != 0)
-        return rc;
+    bool ro = seg->space.readonly;
     struct shmobj__seg_root *r = roots(seg);
-    uint32_t i = *cursor;
-    while (i < SHMOBJ__SEG_ROOTS &&
-           __atomic_load_n(&r[i].ref, __ATOMIC_ACQUIRE) == 0)
-        i++;
+    uint32_t i;
+    shmobj_ref ref;
+    size_t n;
+    /* read-only: one entry read as ro_lookup() reads the directory */
+    for (unsigned t = 0;; t++) {
+        if (ro && t == RO_TRIES)
+            return SHMOBJ_EBUSY;
+        uint32_t q = 0;
+        if (ro)
+            q = atomic_load_explicit(&seg->hdr->root_seq, memory_order_acquire);
+        int rc = ro ? 0 : shmobj__segment_lock(seg);
+        if (rc != 0)
+            return rc;
+        i = *cursor;
+        while (i < SHMOBJ__SEG_ROOTS &&
+               __atomic_load_n(&r[i].ref, __ATOMIC_ACQUIRE) == 0)
+            i++;
+        ref = 0;
+        n = 0;
+        if (i < SHMOBJ__SEG_ROOTS) {
+            ref = __atomic_load_n(&r[i].ref, __ATOMIC_ACQUIRE);
+            n = strnlen(r[i].name, SHMOBJ__SEG_ROOT_NAME);
+            if (n < SHMOBJ__SEG_ROOT_NAME) {
+                memset(info->name, 0, sizeof info->name);
+                memcpy(info->name, r[i].name, n);
+            }
+        }
+        if (!ro) {
+            shmobj__segment_unlock(seg);
+            break;
+        }
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load_explicit(&seg->hdr->root_seq, memory_order_relaxed) == q &&
+            (i >= SHMOBJ__SEG_ROOTS || ref != 0))
+            break;
+        shmobj__os_yield();
+    }
     if (i >= SHMOBJ__SEG_ROOTS) {
-        shmobj__segment_unlock(seg);
         *cursor = SHMOBJ__SEG_ROOTS;
         return SHMOBJ_ENOTFOUND;
     }
-    shmobj_ref ref = r[i].ref;
-    size_t n = strnlen(r[i].name, SHMOBJ__SEG_ROOT_NAME);
-    if (n < SHMOBJ__SEG_ROOT_NAME) {
-        memset(info->name, 0, sizeof info->name);
-        memcpy(info->name, r[i].name, n);
-    }
-    shmobj__segment_unlock(seg);
     *cursor = i + 1;
     if (n == 0 || n >= SHMOBJ__SEG_ROOT_NAME)
         return SHMOBJ_ECORRUPT;

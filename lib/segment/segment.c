@@ -117,6 +117,22 @@ static int live_open(shmobj_segment *seg)
     return 0;
 }
 
+/* A read-only handle takes no slot and holds no OFD lock: it records
+ * nothing in the segment. Its own description (a duplicate of the
+ * mapping's, which holds no lock either) serves to see others' locks, so
+ * it judges liveness like any handle; the fork count is registered as
+ * an attach would. */
+static int ro_attach(shmobj_segment *seg)
+{
+    int fd = shmobj__os_fd_dup(seg->fd);
+    if (fd < 0)
+        return SHMOBJ_ESYS;
+    atomic_store(&seg->live_fd, fd);
+    atomic_store_explicit(&seg->attached_gen, shmobj__os_fork_generation(),
+                          memory_order_release);
+    return 0;
+}
+
 static void handle_free(shmobj_segment *seg)
 {
     if (seg->space.base != NULL)
@@ -441,7 +457,10 @@ static int wait_ready(int fd, const char *name, unsigned backend,
                 break;
             continue;
         }
-        if (base == NULL && (rc = shmobj__os_map(fd, hdr_len, &base)) != 0)
+        /* Read-only: the wait only looks (and sleeps on the state's
+         * futex, which needs no write access), and works through a
+         * descriptor that may only read. */
+        if (base == NULL && (rc = shmobj__os_map_ro(fd, hdr_len, &base)) != 0)
             break;
         struct shmobj__seg_header *h = base;
         uint64_t magic = __atomic_load_n(&h->magic, __ATOMIC_ACQUIRE);
@@ -493,8 +512,10 @@ static int wait_ready(int fd, const char *name, unsigned backend,
     return rc;
 }
 
-/* Attach to the object behind fd (owned by this call from here on). */
-static int open_fd(int fd, const char *name, unsigned backend,
+/* Attach to the object behind fd (owned by this call from here on);
+ * read-only when `ro`: the object is mapped PROT_READ and the handle
+ * takes no attachment slot, no lock and writes nothing (space.h). */
+static int open_fd(int fd, const char *name, unsigned backend, bool ro,
                    uint64_t deadline, shmobj_segment **out)
 {
     int rc = wait_ready(fd, name, backend, deadline);
@@ -509,9 +530,9 @@ static int open_fd(int fd, const char *name, unsigned backend,
     if (rc == 0)
         rc = shmobj__os_fd_page_size(fd, &gran);
     if (rc == 0)
-        rc = shmobj__os_map(fd, hdr_len, &base);
+        rc = shmobj__os_map_ro(fd, hdr_len, &base);
     if (rc == 0) {
-        struct shmobj__seg_header *h = base;
+        const struct shmobj__seg_header *h = base;
         rc = shmobj__seg_header_validate_fd(h, fd, &file_size);
         max = h->max_size;
         pages = h->pages;
@@ -528,9 +549,10 @@ static int open_fd(int fd, const char *name, unsigned backend,
         if (thp > max || max % thp != 0)
             thp = 0;
     }
+    uint64_t align = thp != 0 ? thp : (gran > shmobj__os_page_size() ? gran : 0);
     if (rc == 0)
-        rc = shmobj__os_map_aligned(fd, max, thp != 0 ? thp : (gran > shmobj__os_page_size() ? gran : 0),
-                                    thp != 0, &base);
+        rc = ro ? shmobj__os_map_aligned_ro(fd, max, align, thp != 0, &base)
+                : shmobj__os_map_aligned(fd, max, align, thp != 0, &base);
     if (rc != 0) {
         shmobj__os_fd_close(fd);
         return rc;
@@ -549,9 +571,12 @@ static int open_fd(int fd, const char *name, unsigned backend,
     rc = shmobj__seg_header_validate_fd(seg->hdr, fd, &file_size);
     if (rc == 0 && (seg->hdr->max_size != max || seg->hdr->backend != backend))
         rc = SHMOBJ_ECORRUPT;
-    if (rc == 0)
+    seg->space.readonly = ro;
+    if (rc == 0 && ro)
+        rc = ro_attach(seg);
+    else if (rc == 0)
         rc = live_open(seg);
-    if (rc == 0)
+    if (rc == 0 && !ro)
         rc = shmobj__seg_procs_attach(seg);
     if (rc != 0) {
         handle_free(seg);
@@ -561,26 +586,46 @@ static int open_fd(int fd, const char *name, unsigned backend,
     return 0;
 }
 
-int shmobj_segment_open(const char *name, unsigned backend, int64_t timeout_ns,
-                        shmobj_segment **out)
+/* Read-only, asked for or (without SHMOBJ_SEGMENT_RDWR) because the
+ * object may only be read: the name is opened read-write first, and
+ * read-only when that is refused (SHMOBJ_EACCES). */
+int shmobj_segment_open_flags(const char *name, unsigned backend,
+                              unsigned flags, int64_t timeout_ns,
+                              shmobj_segment **out)
 {
     if (out == NULL)
         return SHMOBJ_EINVAL;
     *out = NULL;
-    if (backend > SHMOBJ_BACKEND_FILE || !name_ok(name, backend))
+    const unsigned both = SHMOBJ_SEGMENT_RDONLY | SHMOBJ_SEGMENT_RDWR;
+    if (backend > SHMOBJ_BACKEND_FILE || !name_ok(name, backend) ||
+        (flags & ~both) != 0 || (flags & both) == both)
         return SHMOBJ_EINVAL;
+    bool ro = (flags & SHMOBJ_SEGMENT_RDONLY) != 0;
     uint64_t deadline = shmobj__os_deadline(timeout_ns);
     int fd;
     int rc;
-    while ((rc = shmobj__os_obj_open(name, backend, &fd)) == SHMOBJ_ENOTFOUND &&
-           timeout_ns != 0) {
+    for (;;) {
+        rc = ro ? shmobj__os_obj_open_ro(name, backend, &fd)
+                : shmobj__os_obj_open(name, backend, &fd);
+        if (rc == SHMOBJ_EACCES && !ro && !(flags & SHMOBJ_SEGMENT_RDWR)) {
+            ro = true;
+            continue;
+        }
+        if (rc != SHMOBJ_ENOTFOUND || timeout_ns == 0)
+            break;
         rc = shmobj__os_obj_wait_exists(name, backend, deadline);
         if (rc != 0)
             return rc;
     }
     if (rc != 0)
         return rc;
-    return open_fd(fd, name, backend, deadline, out);
+    return open_fd(fd, name, backend, ro, deadline, out);
+}
+
+int shmobj_segment_open(const char *name, unsigned backend, int64_t timeout_ns,
+                        shmobj_segment **out)
+{
+    return shmobj_segment_open_flags(name, backend, 0, timeout_ns, out);
 }
 
 int shmobj_segment_open_fd(int fd, int64_t timeout_ns, shmobj_segment **out)
@@ -596,6 +641,7 @@ int shmobj_segment_open_fd(int fd, int64_t timeout_ns, shmobj_segment **out)
     /* The backend is the one the header records (any backend's object can
      * be passed as a descriptor). */
     return open_fd(dup_fd, NULL, SHMOBJ_BACKEND_MEMFD,
+                   !shmobj__os_fd_writable(dup_fd),
                    shmobj__os_deadline(timeout_ns), out);
 }
 
@@ -704,84 +750,6 @@ int shmobj_segment_destroy(const char *name, unsigned backend)
     if (backend > SHMOBJ_BACKEND_FILE || !name_ok(name, backend))
         return SHMOBJ_EINVAL;
     return destroy_checked(name, backend);
-}
-
-int shmobj_segment_wait_attached(shmobj_segment *seg, unsigned count,
-                                 int64_t timeout_ns)
-{
-    if (seg == NULL)
-        return SHMOBJ_EINVAL;
-    uint64_t deadline = shmobj__os_deadline(timeout_ns);
-    uint32_t self;
-    int rc = shmobj__seg_procs_self(seg, &self);
-    if (rc != 0)
-        return rc;
-    for (;;) {
-        /* Read the sequence before counting: an attach after the count
-         * changes it and the futex wait returns at once. A death changes
-         * nothing in the segment, so the wait is sliced to notice it. */
-        uint32_t seq =
-            atomic_load_explicit(&seg->hdr->attach_seq, memory_order_acquire);
-        if (shmobj__seg_procs_count(seg, seg->proc_slot) >= count)
-            return 0;
-        uint64_t now = shmobj__os_now_ns();
-        if (now >= deadline)
-            return shmobj__segment_linked(seg) ? SHMOBJ_ETIMEDOUT
-                                               : SHMOBJ_EREPLACED;
-        rc = shmobj__os_futex_wait(&seg->hdr->attach_seq, seq,
-                                   min_u64(deadline, now + CREATOR_CHECK_NS));
-        if (rc != 0 && rc != SHMOBJ_ETIMEDOUT)
-            return rc;
-        /* a slice passed with nobody new: a wait without a deadline must
-         * still end when the name was removed (the consumers it waits for
-         * can no longer find the segment) */
-        if (rc == SHMOBJ_ETIMEDOUT && !shmobj__segment_linked(seg))
-            return SHMOBJ_EREPLACED;
-    }
-}
-
-bool shmobj__segment_linked(shmobj_segment *seg)
-{
-    if (seg->backend == SHMOBJ_BACKEND_MEMFD || seg->name == NULL)
-        return true; /* no name to lose */
-    return shmobj__os_fd_named(seg->fd, seg->name, seg->backend) != 0;
-}
-
-int shmobj_segment_prefault(shmobj_segment *seg)
-{
-    if (seg == NULL)
-        return SHMOBJ_EINVAL;
-    uint64_t size = atomic_load_explicit(&seg->hdr->size, memory_order_acquire);
-    /* widen this process's view to the published size first */
-    int rc = shmobj__segment_extend(&seg->space, size);
-    if (rc != 0)
-        return rc;
-    return shmobj__os_prefault(seg->space.base, size);
-}
-
-int shmobj_segment_info_get(shmobj_segment *seg, shmobj_segment_info *info)
-{
-    /* The first release's struct ended before creator_pid. */
-    if (seg == NULL || info == NULL ||
-        !shmobj__ext_out_ok(info, offsetof(shmobj_segment_info, creator_pid)))
-        return SHMOBJ_EINVAL;
-    shmobj_segment_info i = {0};
-    i.format_version = seg->hdr->format_version;
-    i.size = atomic_load_explicit(&seg->hdr->size, memory_order_acquire);
-    i.max_size = seg->max_size;
-    i.attached = shmobj__seg_procs_count(seg, UINT32_MAX);
-    i.backend = seg->backend;
-    i.creator_pid = seg->hdr->creator_pid;
-    i.created_ns = seg->hdr->created_ns;
-    if (shmobj__segment_linked(seg))
-        i.flags |= SHMOBJ_SEGMENT_INFO_LINKED;
-    if (seg->creator ||
-        shmobj__os_live_probe(atomic_load(&seg->live_fd),
-                              SHMOBJ__SEG_LIVE_CREATOR))
-        i.flags |= SHMOBJ_SEGMENT_INFO_CREATOR_ATTACHED;
-    i.page_size = seg->page_size;
-    shmobj__ext_out(info, &i, sizeof i);
-    return 0;
 }
 
 /* A look for tools (seg-peek.c): the name checked as an open checks it,

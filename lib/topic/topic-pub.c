@@ -118,6 +118,8 @@ static bool spare_get(shmobj_topic *t, uint64_t me, uint64_t size,
 
 int shmobj_topic_loan_get(shmobj_topic *t, uint64_t size, shmobj_topic_loan *loan)
 {
+    if (t != NULL && t->sp->readonly)
+        return SHMOBJ_ERDONLY;
     if (t == NULL || loan == NULL || size == 0 || size > (UINT64_C(1) << 47))
         return SHMOBJ_EINVAL;
     if (shmobj__topic_usable(t) != 0)
@@ -183,6 +185,8 @@ static struct shmobj__topic_loanrec *loan_of(shmobj_topic *t,
 
 int shmobj_topic_loan_cancel(shmobj_topic *t, shmobj_topic_loan *loan)
 {
+    if (t != NULL && t->sp->readonly)
+        return SHMOBJ_ERDONLY;
     if (t == NULL || loan == NULL)
         return SHMOBJ_EINVAL;
     if (shmobj__topic_usable(t) != 0)
@@ -370,6 +374,8 @@ static int publish(shmobj_topic *t, shmobj__ref ref, uint64_t len,
 int shmobj_topic_loan_publish(shmobj_topic *t, shmobj_topic_loan *loan,
                               uint64_t len, int64_t timeout_ns)
 {
+    if (t != NULL && t->sp->readonly)
+        return SHMOBJ_ERDONLY;
     if (t == NULL || loan == NULL || len == 0 || len > loan->size)
         return SHMOBJ_EINVAL;
     if (shmobj__topic_usable(t) != 0)
@@ -388,6 +394,8 @@ int shmobj_topic_loan_publish(shmobj_topic *t, shmobj_topic_loan *loan,
 int shmobj_topic_publish(shmobj_topic *t, const void *data, uint64_t len,
                          int64_t timeout_ns)
 {
+    if (t != NULL && t->sp->readonly)
+        return SHMOBJ_ERDONLY;
     if (t == NULL || (data == NULL && len != 0) || len == 0)
         return SHMOBJ_EINVAL;
     shmobj_topic_loan loan;
@@ -404,6 +412,8 @@ int shmobj_topic_publish(shmobj_topic *t, const void *data, uint64_t len,
 int shmobj_topic_publish_ref(shmobj_topic *t, shmobj_ref ref, uint64_t len,
                              int64_t timeout_ns)
 {
+    if (t != NULL && t->sp->readonly)
+        return SHMOBJ_ERDONLY;
     if (t == NULL || ref == 0 || len == 0)
         return SHMOBJ_EINVAL;
     if (shmobj__topic_usable(t) != 0)

@@ -61,6 +61,8 @@ static int find_record(shmobj_topic *t, uint32_t *idx)
 
 int shmobj_topic_subscribe(shmobj_topic *t, shmobj_topic_sub **out)
 {
+    if (t != NULL && t->sp->readonly)
+        return SHMOBJ_ERDONLY;
     if (t == NULL || out == NULL)
         return SHMOBJ_EINVAL;
     if (shmobj__topic_usable(t) != 0)

@@ -383,6 +383,8 @@ int shmobj__topic_repair_locked(shmobj_topic *t, uint64_t below,
 
 int shmobj_topic_repair(shmobj_topic *t, unsigned *freed)
 {
+    if (t != NULL && t->sp->readonly)
+        return SHMOBJ_ERDONLY;
     if (t == NULL)
         return SHMOBJ_EINVAL;
     if (shmobj__space_closed(t->sp))
@@ -488,6 +490,8 @@ int shmobj_topic_subscribers_get(shmobj_topic *t, shmobj_topic_sub_info *subs,
 
 int shmobj_topic_destroy(shmobj_segment *seg, const char *name)
 {
+    if (seg != NULL && shmobj__space_of_seg(seg)->readonly)
+        return SHMOBJ_ERDONLY;
     if (seg == NULL || name_ok(name) != 0)
         return SHMOBJ_EINVAL;
     shmobj_ref ref;

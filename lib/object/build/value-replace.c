@@ -24,6 +24,8 @@ int shmobj_view_set(shmobj_view *view, const shmobj_value *val)
     if (view->flags & SHMOBJ__VIEW_RO)
         return SHMOBJ_EACCES;
     struct shmobj__space *sp = shmobj__space_of_seg(view->seg);
+    if (sp->readonly)
+        return SHMOBJ_ERDONLY;
     struct shmobj__slot *s = view->slot;
     /* A view kept past a free of the slot's block would write into (and
      * free what is reachable from) whatever was built there since. */

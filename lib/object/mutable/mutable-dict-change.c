@@ -356,6 +356,8 @@ static int put_locked(struct shmobj__mc *c, const shmobj_key *k, const struct sh
 
 int shmobj_mdict_set(const shmobj_view *dict, const shmobj_value *key, const shmobj_value *val)
 {
+    if (shmobj__view_writable(dict) != 0)
+        return SHMOBJ_ERDONLY;
     struct shmobj__mc c;
     shmobj_key k;
     struct shmobj__mitem it;
@@ -397,6 +399,8 @@ int shmobj_mdict_set(const shmobj_view *dict, const shmobj_value *key, const shm
 
 int shmobj_mset_add(const shmobj_view *set, const shmobj_value *key)
 {
+    if (shmobj__view_writable(set) != 0)
+        return SHMOBJ_ERDONLY;
     struct shmobj__mc c;
     shmobj_key k;
     struct shmobj__mitem it = {SHMOBJ__SLOT_OBJ, 0, 0, 0};
@@ -416,6 +420,8 @@ int shmobj_mset_add(const shmobj_view *set, const shmobj_value *key)
 
 int shmobj_mut_delete(const shmobj_view *cv, const shmobj_value *key)
 {
+    if (shmobj__view_writable(cv) != 0)
+        return SHMOBJ_ERDONLY;
     struct shmobj__mc c;
     shmobj_key k;
     struct shmobj__mdbody b;
@@ -543,6 +549,8 @@ static __attribute__((noinline)) int int_add_locked(struct shmobj__mc c, const s
 int shmobj_mdict_int_add(const shmobj_view *dict, const shmobj_key *key, int64_t delta,
                          int64_t *old)
 {
+    if (shmobj__view_writable(dict) != 0)
+        return SHMOBJ_ERDONLY;
     struct shmobj__mc c;
     int rc = shmobj__mdict_open_key(dict, key, &c);
     if (rc != 0)

@@ -188,6 +188,9 @@ static int list_publish(struct shmobj__mc *c, uint64_t mine, struct shmobj__slot
 
 void shmobj__mlist_help(struct shmobj__mc *c)
 {
+    /* A read-only handle may not publish: it reads the published prefix */
+    if (c->sp->readonly)
+        return;
     struct shmobj__mut *m = c->m;
     uint64_t r = atomic_load_explicit(list_res(m), memory_order_relaxed);
     if ((r & SHMOBJ__MLIST_CLOSED) || list_len(m) >= r)
@@ -625,6 +628,8 @@ static int list_insert_at(const shmobj_view *list, int append, size_t i,
     struct shmobj__mitem it;
     if (val == NULL)
         return SHMOBJ_EINVAL;
+    if (shmobj__view_writable(list) != 0)
+        return SHMOBJ_ERDONLY;
     int rc;
     if (append) {
         rc = shmobj__mut_open(list, 1u << SHMOBJ_TYPE_MLIST, &c);

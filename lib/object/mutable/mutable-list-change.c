@@ -85,6 +85,8 @@ int shmobj__mlist_begin(const shmobj_view *list, const shmobj_value *val,
 
 int shmobj_mlist_set(const shmobj_view *list, size_t i, const shmobj_value *val)
 {
+    if (shmobj__view_writable(list) != 0)
+        return SHMOBJ_ERDONLY;
     struct shmobj__mc c;
     struct shmobj__mitem it;
     struct lslot ls;
@@ -154,6 +156,8 @@ static void list_remove_done(struct shmobj__mc *c)
 
 int shmobj_mlist_delete(const shmobj_view *list, size_t i)
 {
+    if (shmobj__view_writable(list) != 0)
+        return SHMOBJ_ERDONLY;
     struct shmobj__mc c;
     struct shmobj__mitem was;
     shmobj__ref child = 0;
@@ -171,6 +175,8 @@ int shmobj_mlist_delete(const shmobj_view *list, size_t i)
 
 int shmobj_mlist_pop(const shmobj_view *list, int64_t i, shmobj_ref *out)
 {
+    if (shmobj__view_writable(list) != 0)
+        return SHMOBJ_ERDONLY;
     struct shmobj__mc c;
     struct shmobj__mitem was;
     shmobj__ref child = 0, box = 0;

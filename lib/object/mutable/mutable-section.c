@@ -155,9 +155,75 @@ void shmobj__mut_unlock(struct shmobj__mc *c)
     raw_unlock(c, 0);
 }
 
+/* shmobj__mut_read() for a read-only handle, which may not take the
+ * lock: optimistic tries only, giving the processor away between them
+ * after the first MUT_READ_TRIES, until MUT_RO_READ_NS has passed with
+ * the container always inside a section (a writer stopped or dead in it:
+ * only a writer's lock repairs) and then SHMOBJ_EBUSY. */
+#define MUT_RO_READ_NS (UINT64_C(10) * 1000000000)
+
+static int read_ro(struct shmobj__mc *c, int (*reader)(struct shmobj__mc *, void *),
+                   void *arg)
+{
+    struct shmobj__mut *m = c->m;
+    const struct shmobj__space_live_ops *live = c->sp->ops->live;
+    uint64_t deadline = 0;
+    for (unsigned t = 0;; t++) {
+        uint64_t s = atomic_load_explicit(&m->seq, memory_order_acquire);
+        if (!(s & 1)) {
+            int rc = reader(c, arg);
+            atomic_thread_fence(memory_order_acquire);
+            if (atomic_load_explicit(&m->seq, memory_order_relaxed) == s)
+                return shmobj__obj_live(c->v) ? rc : SHMOBJ_ESTALE;
+        }
+        if (t < MUT_READ_TRIES || live == NULL) {
+            if (live == NULL && t >= MUT_READ_TRIES)
+                return SHMOBJ_EBUSY;
+            shmobj__cpu_relax();
+            continue;
+        }
+        if (!shmobj__obj_live(c->v))
+            return SHMOBJ_ESTALE;
+        uint64_t now = live->now_ns(c->sp);
+        if (deadline == 0)
+            deadline = now + MUT_RO_READ_NS;
+        else if (now >= deadline)
+            return SHMOBJ_EBUSY;
+        live->pause(c->sp);
+    }
+}
+
+/* A read-only check's wait for a container no change is under way in:
+ * 0, or SHMOBJ_EBUSY after MUT_RO_READ_NS (a writer stopped, or one that
+ * died and left its intent for the next writer's repair). */
+static int ro_quiet(struct shmobj__mc *c)
+{
+    const struct shmobj__space_live_ops *live = c->sp->ops->live;
+    uint64_t deadline = 0;
+    for (unsigned t = 0;; t++) {
+        if (!(atomic_load_explicit(&c->m->seq, memory_order_acquire) & 1) &&
+            atomic_load_explicit(&c->m->op, memory_order_relaxed) == SHMOBJ__MUT_OP_NONE)
+            return 0;
+        if (live == NULL)
+            return SHMOBJ_EBUSY;
+        if (t < MUT_READ_TRIES) {
+            shmobj__cpu_relax();
+            continue;
+        }
+        uint64_t now = live->now_ns(c->sp);
+        if (deadline == 0)
+            deadline = now + MUT_RO_READ_NS;
+        else if (now >= deadline)
+            return SHMOBJ_EBUSY;
+        live->pause(c->sp);
+    }
+}
+
 int shmobj__mut_read(struct shmobj__mc *c, int (*reader)(struct shmobj__mc *, void *),
                      void *arg)
 {
+    if (c->sp->readonly)
+        return read_ro(c, reader, arg);
     struct shmobj__mut *m = c->m;
     for (unsigned t = 0; t < MUT_READ_TRIES; t++) {
         uint64_t s = atomic_load_explicit(&m->seq, memory_order_acquire);
@@ -304,6 +370,8 @@ int shmobj__mut_child_free_in(struct shmobj__space *sp, shmobj__ref child, int d
 
 int shmobj_mut_clear(const shmobj_view *cv)
 {
+    if (shmobj__view_writable(cv) != 0)
+        return SHMOBJ_ERDONLY;
     struct shmobj__mc c;
     int rc = shmobj__mut_open(cv, 1u << SHMOBJ_TYPE_MLIST | 1u << SHMOBJ_TYPE_MDICT |
                                       1u << SHMOBJ_TYPE_MSET, &c);
@@ -391,7 +459,13 @@ int shmobj__mut_check(struct shmobj__space *sp, const shmobj_view *v, uint64_t *
     /* A change under way, or left by a dead writer: what readers would
      * meet is the container after the lock's repair, so check that (a
      * repair that fails is damage). */
-    if ((atomic_load_explicit(&c.m->seq, memory_order_acquire) & 1) ||
+    if (sp->readonly) {
+        /* no lock to take: wait (bounded) for the change to end; one left
+         * by a dead writer only a writer's lock repairs */
+        rc = ro_quiet(&c);
+        if (rc != 0)
+            return rc;
+    } else if ((atomic_load_explicit(&c.m->seq, memory_order_acquire) & 1) ||
         atomic_load_explicit(&c.m->op, memory_order_relaxed) != SHMOBJ__MUT_OP_NONE) {
         rc = shmobj__mut_lock(&c);
         if (rc != 0)

@@ -28,6 +28,16 @@ static inline struct shmobj__space *shmobj__space_of(const shmobj_view *v)
     return shmobj__space_of_seg(v->seg);
 }
 
+/* SHMOBJ_ERDONLY when the view's segment is attached read-only (space.h):
+ * the first check of every write through a view, before any byte of the
+ * segment is touched. */
+static inline int shmobj__view_writable(const shmobj_view *v)
+{
+    return v != NULL && v->seg != NULL && shmobj__space_of(v)->readonly
+               ? SHMOBJ_ERDONLY
+               : 0;
+}
+
 static inline uint64_t shmobj__off_of(struct shmobj__space *sp, const void *p)
 {
     return (uint64_t)((const uint8_t *)p - sp->base);

@@ -44,6 +44,8 @@ int shmobj_shape_put(shmobj_segment *seg, const shmobj_field *fields, size_t n,
     struct shmobj__space *sp = shmobj__space_of_seg(seg);
     if (sp == NULL || fields == NULL || shape == NULL || n == 0 || n > SHMOBJ__SHAPE_MAX)
         return SHMOBJ_EINVAL;
+    if (sp->readonly)
+        return SHMOBJ_ERDONLY;
     /* Names are few and a shape is built once: the index grows (up to 16
      * times the smallest, 8 KiB at most) until no two names start their
      * probe at the same entry, so a lookup by name reads one entry and one
@@ -294,6 +296,8 @@ int shmobj_shape_free(shmobj_segment *seg, shmobj_ref shape)
     struct shmobj__space *sp = shmobj__space_of_seg(seg);
     if (sp == NULL || shape == SHMOBJ_REF_NULL)
         return SHMOBJ_EINVAL;
+    if (sp->readonly)
+        return SHMOBJ_ERDONLY;
     return shmobj__shape_free(sp, shape, shmobj__ref_off(shape));
 }
 
@@ -365,6 +369,8 @@ static int record_from_struct(shmobj_segment *seg, shmobj_ref shape, const shmob
     shmobj_value local[32], *items = local;
     if (sp == NULL || c == NULL || ref == NULL || shape == SHMOBJ_REF_NULL)
         return SHMOBJ_EINVAL;
+    if (sp->readonly)
+        return SHMOBJ_ERDONLY;
     int rc = shmobj__shape_open(sp, shape, 1, &si);
     if (rc != 0)
         return rc;

@@ -141,6 +141,8 @@ int shmobj_obj_free(shmobj_segment *seg, shmobj_ref ref)
     struct shmobj__space *sp = shmobj__space_of_seg(seg);
     if (sp == NULL || ref == SHMOBJ_REF_NULL)
         return SHMOBJ_EINVAL;
+    if (sp->readonly)
+        return SHMOBJ_ERDONLY;
     /* Fast path: a block that never had a slot replaced holds no reference
      * out, so only the arena needs to see it (its free checks the
      * generation: a stale ref still gives SHMOBJ_ESTALE). The header read

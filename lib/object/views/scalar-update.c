@@ -57,7 +57,9 @@ static inline double bits_double(uint64_t u)
         return (v) == NULL ? SHMOBJ_EINVAL : SHMOBJ_ETYPE
 #define WRITABLE_OR_FAIL(v)                                                  \
     if ((v)->flags & SHMOBJ__VIEW_RO)                                        \
-        return SHMOBJ_EACCES
+        return SHMOBJ_EACCES;                                                \
+    if (shmobj__view_writable(v) != 0)                                       \
+        return SHMOBJ_ERDONLY
 /* Before a write: the slot's block must still be the view's. After a read:
  * the value loaded is returned only if the block was not freed before the
  * load (the acquire load of the value orders the check after it). */
@@ -176,6 +178,8 @@ static inline int item_int_slot(const shmobj_view *v, size_t i, _Atomic uint64_t
         return SHMOBJ_ETYPE;
     if (write && type == SHMOBJ_TYPE_TUPLE)
         return SHMOBJ_EACCES;
+    if (write && shmobj__view_writable(v) != 0)
+        return SHMOBJ_ERDONLY;
     if (i >= v->count)
         return SHMOBJ_ERANGE;
     if (v->flags & SHMOBJ__VIEW_PACKED)
@@ -285,6 +289,8 @@ key_int_add_keyed(const shmobj_view *view, const shmobj_key *key, int64_t delta,
 int shmobj_view_key_int_add(const shmobj_view *view, const shmobj_key *key,
                             int64_t delta, int64_t *old)
 {
+    if (shmobj__view_writable(view) != 0)
+        return SHMOBJ_ERDONLY;
     if (view != NULL && view->type == SHMOBJ_TYPE_RECORD)
         return record_key_int_add(view, key, delta, old);
     return key_int_add_keyed(view, key, delta, old);
