@@ -249,12 +249,15 @@ int shmobj_tool_check(int argc, char **argv)
     if (!shmobj_tool_target_parse(argv[1], &t))
         return shmobj_tool_why(&t, SHMOBJ_EINVAL);
     shmobj_segment *seg;
-    int status = shmobj_tool_attach(&t, &seg);
+    int status = shmobj_tool_attach(&t, 0, &seg);
     if (status == EXIT_DAMAGED)
         printf("header: damaged at offset 0 (0x0)\n");
     if (status != 0)
         return status;
     struct check_state cs = {.t = &t};
+    shmobj_segment_info si = {.struct_size = sizeof si};
+    if (shmobj_segment_info_get(seg, &si) == 0 && (si.flags & SHMOBJ_SEGMENT_INFO_READONLY))
+        printf("%s: read-only: not repaired (this user may only read it)\n", t.arg);
     uint64_t bad = 0;
     shmobj_arena_stats hs = {.struct_size = sizeof hs};
     int rc = shmobj_arena_check(seg, &bad);

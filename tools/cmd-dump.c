@@ -231,7 +231,7 @@ int shmobj_tool_dump(int argc, char **argv)
     if (!shmobj_tool_target_parse(args[0], &t))
         return shmobj_tool_why(&t, SHMOBJ_EINVAL);
     shmobj_segment *seg;
-    int status = shmobj_tool_attach(&t, &seg);
+    int status = shmobj_tool_attach(&t, SHMOBJ_SEGMENT_RDONLY, &seg);
     if (status != 0)
         return status;
     /* Compact JSON into memory first: --pretty re-indents it, and a dump

@@ -207,7 +207,7 @@ int shmobj_tool_stat(int argc, char **argv)
     if (!shmobj_tool_target_parse(name, &t))
         return shmobj_tool_why(&t, SHMOBJ_EINVAL);
     shmobj_segment *seg;
-    int status = shmobj_tool_attach(&t, &seg);
+    int status = shmobj_tool_attach(&t, SHMOBJ_SEGMENT_RDONLY, &seg);
     if (status != 0)
         return status;
     char a[32], b[32], c[48];

@@ -32,8 +32,9 @@ struct target {
 bool shmobj_tool_target_parse(const char *arg, struct target *t);
 /* Say why a segment cannot be used; the exit status that goes with it. */
 int shmobj_tool_why(const struct target *t, int rc);
-/* Attach to look; a message and an exit status when that cannot be done. */
-int shmobj_tool_attach(const struct target *t, shmobj_segment **seg);
+/* Attach to look (flags: SHMOBJ_SEGMENT_RDONLY for the commands that only
+ * read); a message and an exit status when that cannot be done. */
+int shmobj_tool_attach(const struct target *t, unsigned flags, shmobj_segment **seg);
 
 /* ---- usage and small formatting (shmobj.c) -------------------------------- */
 
