@@ -77,8 +77,11 @@ enum shmobj_type_ref {
                                   kinds (shmobj_shape_put()) */
     SHMOBJ_TYPE_RECORD = 18, /**< fields by index or by name through a shape */
     SHMOBJ_TYPE_LINK = 19,   /**< a weak reference to another object */
-    SHMOBJ_TYPE_ADOPT = 20   /**< description only: an object already put,
+    SHMOBJ_TYPE_ADOPT = 20,  /**< description only: an object already put,
                                   taken over by the new container */
+    SHMOBJ_TYPE_TABLE = 21   /**< rows of one shape stored back to back
+                                  (shmobj_table_put(), shmobj/table.h);
+                                  @since 0.4 */
 };
 
 /** @brief Element types of a buffer. The numbers are part of the format. */
