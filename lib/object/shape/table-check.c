@@ -49,7 +49,7 @@ int shmobj__table_cell(const shmobj_view *t, uint64_t row, size_t field,
 int shmobj__table_free(struct shmobj__space *sp, const shmobj_view *t)
 {
     struct shmobj__tab o;
-    int rc = shmobj__tab_open(t, &o), first = rc;
+    int rc = shmobj__tab_open_in(sp, t, &o), first = rc;
     if (rc != 0)
         return rc;
     for (unsigned k = 0; k < SHMOBJ__TABLE_CHUNKS; k++) {
@@ -98,7 +98,7 @@ static int check_layout(const shmobj_view *t, const struct shmobj__tab *o)
     for (uint64_t f = 0; f < t->count; f++) {
         struct shmobj__field d;
         struct shmobj__tcol c;
-        shmobj__tab_desc(t, f, &d);
+        shmobj__tab_desc(o->sp, t, f, &d);
         if (!shmobj__field_ok(d.kind, d.cap) || d.reserved0 != 0 || d.reserved1 != 0 ||
             shmobj__tab_field_place(&d, o->row_size, &c) != 0)
             return SHMOBJ_ECORRUPT;
@@ -116,7 +116,7 @@ int shmobj__table_check(struct shmobj__space *sp, const shmobj_view *t, uint64_t
     struct shmobj__tab o;
     struct shmobj__shape_info si;
     uint64_t cap, len;
-    int rc = shmobj__tab_open(t, &o);
+    int rc = shmobj__tab_open_in(sp, t, &o);
     if (rc == 0) /* the shape's block in full (views check it lighter) */
         rc = shmobj__shape_open(sp, t->len, 0, &si);
     if (rc == 0 && si.count != t->count)

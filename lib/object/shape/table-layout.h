@@ -67,23 +67,24 @@ static inline int shmobj__tab_field_place(const struct shmobj__field *d, uint64_
 }
 
 /* The descriptor of field i (< count) of the shape of table view v. */
-static inline void shmobj__tab_desc(const shmobj_view *v, uint64_t i, struct shmobj__field *d)
+static inline void shmobj__tab_desc(const struct shmobj__space *sp, const shmobj_view *v,
+                                    uint64_t i, struct shmobj__field *d)
 {
-    const uint8_t *so =
-        shmobj__space_of(v)->base + shmobj__ref_off(v->len) + SHMOBJ__PREFIX;
+    const uint8_t *so = sp->base + shmobj__ref_off(v->len) + SHMOBJ__PREFIX;
     memcpy(d, so + shmobj__shape_descs() + 16 * i, sizeof *d);
 }
 
-/* Open the table view v: SHMOBJ_EINVAL (NULL), SHMOBJ_ETYPE, SHMOBJ_ESTALE,
- * or SHMOBJ_ECORRUPT for a control block that is not a table's. */
-static inline int shmobj__tab_open(const shmobj_view *v, struct shmobj__tab *o)
+/* Open the table view v of the space sp (the walks' views name no
+ * segment): SHMOBJ_EINVAL (NULL), SHMOBJ_ETYPE, SHMOBJ_ESTALE, or
+ * SHMOBJ_ECORRUPT for a control block that is not a table's. */
+static inline int shmobj__tab_open_in(struct shmobj__space *sp, const shmobj_view *v,
+                                      struct shmobj__tab *o)
 {
     if (v == NULL)
         return SHMOBJ_EINVAL;
     if (v->type != SHMOBJ_TYPE_TABLE)
         return SHMOBJ_ETYPE;
-    struct shmobj__space *sp = shmobj__space_of(v);
-    if (!shmobj__obj_live(v))
+    if (!shmobj__blk_live(sp, v->obj_blk, v->obj_gen))
         return SHMOBJ_ESTALE;
     /* a table is its block's value and nothing else's: its free frees its
      * chunks, which an inline copy would share (the view's make checked
@@ -100,6 +101,12 @@ static inline int shmobj__tab_open(const shmobj_view *v, struct shmobj__tab *o)
     return 0;
 }
 
+/* The same for a view a caller gave. */
+static inline int shmobj__tab_open(const shmobj_view *v, struct shmobj__tab *o)
+{
+    return v == NULL ? SHMOBJ_EINVAL : shmobj__tab_open_in(shmobj__space_of(v), v, o);
+}
+
 /* The place of field `field` of table view v: SHMOBJ_ERANGE past the
  * shape's fields, SHMOBJ_ECORRUPT for a descriptor no table holds. */
 static inline int shmobj__tab_col(const shmobj_view *v, const struct shmobj__tab *o,
@@ -108,7 +115,7 @@ static inline int shmobj__tab_col(const shmobj_view *v, const struct shmobj__tab
     struct shmobj__field d;
     if (field >= v->count)
         return SHMOBJ_ERANGE;
-    shmobj__tab_desc(v, field, &d);
+    shmobj__tab_desc(o->sp, v, field, &d);
     return shmobj__tab_field_place(&d, o->row_size, c) == 0 ? 0 : SHMOBJ_ECORRUPT;
 }
 
