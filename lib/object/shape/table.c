@@ -114,8 +114,10 @@ int shmobj_table_put(shmobj_segment *seg, shmobj_ref shape, size_t row_size,
     return 0;
 }
 
-/* The content of the caller's rows a table refuses: a BOOL byte other
- * than 0 or 1, a STR field that is not UTF-8 up to its first NUL. */
+/* The content of rows a table refuses: a BOOL byte other than 0 or 1, a
+ * STR field that is not UTF-8 up to its first NUL. Checked on the copy in
+ * the segment, before it is published, so a caller's thread that changes
+ * its rows during the call cannot slip bad bytes past the check. */
 static int rows_ok(const shmobj_view *v, const struct shmobj__tab *o, const uint8_t *rows,
                    uint64_t n)
 {
@@ -217,9 +219,6 @@ int shmobj_table_append(const shmobj_view *table, const void *rows, size_t n,
         return rc;
     if (row_size != o.row_size)
         return SHMOBJ_EINVAL;
-    rc = rows_ok(table, &o, rows, n);
-    if (rc != 0)
-        return rc;
     rc = tab_lock(table, &o);
     if (rc != 0)
         return rc;
@@ -237,6 +236,7 @@ int shmobj_table_append(const shmobj_view *table, const void *rows, size_t n,
         if (rc == 0) {
             /* past the length: nobody reads these bytes yet */
             memcpy(dst, src, (size_t)(run * o.row_size));
+            rc = rows_ok(table, &o, dst, run);
             src += run * o.row_size;
             i += run;
         }
