@@ -265,18 +265,22 @@ int shmobj_table_len(const shmobj_view *table, uint64_t *rows)
     return 0;
 }
 
-/* Row i of a table view, below the length loaded now (acquire: the row is
- * whole). */
-static int row_of(const shmobj_view *table, uint64_t i, struct shmobj__tab *o, uint8_t **p,
-                  uint64_t *run)
+/* Row i of an opened table, below the length loaded now (acquire: the
+ * row is whole). */
+static int row_in(const struct shmobj__tab *o, uint64_t i, uint8_t **p, uint64_t *run)
 {
-    int rc = shmobj__tab_open(table, o);
-    if (rc != 0)
-        return rc;
     uint64_t len = atomic_load_explicit(&o->t->len, memory_order_acquire);
     if (i >= len)
         return SHMOBJ_ERANGE;
     return shmobj__tab_row(o, i, len, p, run);
+}
+
+/* The same for a table view, opened first. */
+static int row_of(const shmobj_view *table, uint64_t i, struct shmobj__tab *o, uint8_t **p,
+                  uint64_t *run)
+{
+    int rc = shmobj__tab_open(table, o);
+    return rc != 0 ? rc : row_in(o, i, p, run);
 }
 
 int shmobj_table_get(const shmobj_view *table, uint64_t row, void *out, size_t row_size)
@@ -350,7 +354,7 @@ int shmobj_table_column_get(const shmobj_view *table, size_t field, uint64_t fir
     if (rc == 0)
         rc = shmobj__tab_col(table, &o, field, &c);
     if (rc == 0)
-        rc = row_of(table, first, &o, &p, &run);
+        rc = row_in(&o, first, &p, &run);
     if (rc != 0)
         return rc;
     shmobj_buffer_info ours = {0};
@@ -417,7 +421,7 @@ static int cell_at(const shmobj_view *table, uint64_t row, size_t field, unsigne
     if (rc == 0 && !(c.kind == kind || (kind == SHMOBJ_TYPE_INT && c.kind == SHMOBJ_TYPE_UINT)))
         rc = SHMOBJ_ETYPE;
     if (rc == 0)
-        rc = row_of(table, row, &o, &p, NULL);
+        rc = row_in(&o, row, &p, NULL);
     if (rc != 0)
         return rc;
     /* 8-aligned: the chunk is 64-aligned, row size and offset multiples
