@@ -124,6 +124,12 @@ static inline int shmobj__tab_col(const shmobj_view *v, const struct shmobj__tab
  * 1), and the first row is at most i (no overflow). */
 static inline unsigned shmobj__tab_chunk_of(uint64_t i, uint64_t chunk0, uint64_t *start)
 {
+    if (i < chunk0) {
+        /* chunk 0, a table's only chunk when it was made large enough:
+         * no division on the common path */
+        *start = 0;
+        return 0;
+    }
     unsigned k = 63u - (unsigned)__builtin_clzll(i / chunk0 + 1);
     *start = chunk0 * ((UINT64_C(1) << k) - 1);
     return k;
