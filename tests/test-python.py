@@ -330,7 +330,9 @@ class TestTable(SegmentCase):
         self.assertEqual([t.get(i, "id") for i in range(10)],
                          [i + 1500 + (5 if i == 7 else 0) for i in range(10)])
         self.assertEqual(t.get(2, "x"), 1501.0)
-        self.assertIn('"name":"row-2"', self.seg.get("t").json())
+        js = json.loads(self.seg.get("t").json())
+        self.assertEqual(js["$table"], ["id", "x", "name", "ok"])
+        self.assertEqual(js["rows"][2][2], "row-2")
         with self.assertRaises(shmobj.Error) as cm:
             t.row(10)
         self.assertEqual(cm.exception.code, shmobj.ERANGE)

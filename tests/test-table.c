@@ -254,14 +254,16 @@ static void test_table_fields_by_name_atomic_updates(void **state)
     assert_int_equal(shmobj_table_int_add(&v, 0, POS_N, 1, NULL), SHMOBJ_ERANGE);
     assert_int_equal(shmobj_table_int_get(&v, 0, fhits, NULL), SHMOBJ_EINVAL);
     assert_int_equal(shmobj_table_int_get(NULL, 0, fhits, &x), SHMOBJ_EINVAL);
-    /* JSON: an array of objects */
+    /* JSON: the names once, then each row's fields */
     char buf[4096];
     size_t n;
     assert_int_equal(shmobj_view_json(&v, buf, sizeof buf, &n), 0);
-    assert_non_null(strstr(buf, "\"hits\":0,\"flags\":61680,\"tag\":\"row-0\","
-                                "\"ok\":true,\"raw\":{\"$bytes\":3,\"hex\":\"0000ee\"}}"));
-    assert_non_null(strstr(buf, "\"hits\":9,"));
-    assert_int_equal(buf[0], '[');
+    assert_memory_equal(buf, "{\"$table\":[\"x\",\"y\",\"hits\",\"flags\",\"tag\",\"ok\",\"raw\"],"
+                             "\"rows\":[[0.0,-0.0,0,61680,\"row-0\",true,"
+                             "{\"$bytes\":3,\"hex\":\"0000ee\"}],[",
+                        100);
+    assert_non_null(strstr(buf, ",9,61687,\"row-7\",false,"));
+    assert_int_equal(buf[n - 1], '}');
     assert_int_equal(shmobj_obj_check(f->seg, t), 0);
     assert_int_equal(shmobj_obj_free(f->seg, t), 0);
     assert_int_equal(shmobj_shape_free(f->seg, shape), 0);
@@ -446,7 +448,7 @@ static void test_table_bad_input_refused(void **state)
     assert_int_equal(shmobj_table_row_get(&v, 1, &rp, NULL), SHMOBJ_ERANGE);
     char js[512];
     assert_int_equal(shmobj_view_json(&v, js, sizeof js, NULL), 0);
-    assert_non_null(strstr(js, "\"tag\":\"aaaaaaaaaaaa\""));
+    assert_non_null(strstr(js, ",\"aaaaaaaaaaaa\","));
     /* calls on a view of something else */
     assert_int_equal(shmobj_obj_get(f->seg, other, &ov), 0);
     assert_int_equal(shmobj_table_len(&ov, &len), SHMOBJ_ETYPE);
@@ -458,6 +460,47 @@ static void test_table_bad_input_refused(void **state)
     assert_int_equal(shmobj_table_int_add(&v, 0, 2, 1, NULL), SHMOBJ_ESTALE);
     assert_int_equal(shmobj_shape_free(f->seg, shape), 0);
     assert_int_equal(shmobj_obj_free(f->seg, other), 0);
+}
+
+/* A table of 1-byte rows filling most of a small segment: the check and
+ * the JSON printer charge a row by its bytes, so neither runs out of its
+ * budget on a well-formed table, however small its rows. */
+static void test_table_tiny_rows_check_json_within_budget(void **state)
+{
+    (void)state;
+    char name[96];
+    shmobj_segment *seg;
+    shmobj_segment_options o;
+    shmobj_segment_options_init(&o);
+    o.initial_size = 4 * MiB;
+    o.max_size = 4 * MiB;
+    test_name(name, sizeof name, "tiny");
+    assert_int_equal(shmobj_segment_create(name, &o, &seg), 0);
+    static const shmobj_field one[] = {{"b", SHMOBJ_TYPE_BOOL, 0, 0}};
+    enum { N = 3 * 1000 * 1000 };
+    shmobj_ref shape, t;
+    shmobj_view v;
+    assert_int_equal(shmobj_shape_put(seg, one, 1, &shape), 0);
+    assert_int_equal(shmobj_table_put(seg, shape, 1, N, &t), 0);
+    assert_int_equal(shmobj_obj_get(seg, t, &v), 0);
+    uint8_t *rows = calloc(N, 1);
+    for (int i = 0; i < N; i += 3)
+        rows[i] = 1;
+    assert_int_equal(shmobj_table_append(&v, rows, N, 1, NULL), 0);
+    assert_int_equal(shmobj_obj_check(seg, t), 0);
+    size_t len = 0;
+    assert_int_equal(shmobj_view_json(&v, NULL, 0, &len), SHMOBJ_ENOBUFS);
+    assert_true(len > (size_t)N * 5); /* every row printed */
+    shmobj_buffer_info b = {.struct_size = sizeof b};
+    assert_int_equal(shmobj_table_column_get(&v, 0, 0, &b), 0);
+    assert_int_equal(b.shape[0], N);
+    assert_int_equal(b.strides[0], 1);
+    assert_memory_equal(b.data, rows, N); /* the column is the rows */
+    free(rows);
+    assert_int_equal(shmobj_obj_free(seg, t), 0);
+    assert_int_equal(shmobj_shape_free(seg, shape), 0);
+    shmobj_segment_close(seg);
+    shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM);
 }
 
 /* ---- appenders in several processes ------------------------------------ */
@@ -889,6 +932,7 @@ int main(void)
         T(test_table_column_strided_array),
         T(test_table_100k_rows_cost_their_bytes),
         T(test_table_bad_input_refused),
+        T(test_table_tiny_rows_check_json_within_budget),
         T(test_table_append_processes_nothing_lost_order_kept),
         T(test_table_append_killed_anywhere),
         T(test_table_stall_every_step),

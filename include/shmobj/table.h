@@ -48,7 +48,8 @@
  * **Lifetime.** A table is an object: shmobj_obj_get() gives its view
  * (type SHMOBJ_TYPE_TABLE; shmobj_view_len() its rows, shmobj_view_key()
  * its field names), shmobj_obj_check() validates it whole, JSON prints it
- * as an array of objects, and shmobj_obj_free() frees it with its chunks.
+ * as `{"$table":[names],"rows":[[fields of row 0],...]}`, and
+ * shmobj_obj_free() frees it with its chunks.
  * It holds one use of its shape (shmobj_shape_free() is refused while it
  * exists). Pointers returned by shmobj_table_row_get() and
  * shmobj_table_column_get() stay valid until the table is freed; like a

@@ -10,7 +10,7 @@
  *   generation large enough for its rows, chunks made in order and none
  *   named twice, a length within them, and in every published row a bool
  *   of 0 or 1 and strings of UTF-8. Its work is bounded by the budget:
- *   one unit per row and per 16 bytes of it.
+ *   one unit per 16 bytes of rows, and one per run of rows.
  * - The free takes each chunk out of the directory (an exchange with 0)
  *   before it frees it, so a free repeated after a process died in one
  *   frees no chunk twice; the shape's use goes back last. */
@@ -136,8 +136,10 @@ int shmobj__table_check(struct shmobj__space *sp, const shmobj_view *t, uint64_t
         rc = shmobj__tab_row(&o, i, len, &p, &run);
         if (rc != 0)
             return rc;
-        /* a row costs 1 + row_size / 16 units: a well-formed table fits */
-        if (shmobj__work_take(sp, budget, run * (1 + o.row_size / 16)) != 0)
+        /* a run costs its bytes / 16 units and one more: a well-formed
+         * table fits (its rows lie in its chunks, whose bytes the arena
+         * proved) */
+        if (shmobj__work_take(sp, budget, 1 + run * o.row_size / 16) != 0)
             return SHMOBJ_ECORRUPT;
         for (uint64_t f = 0; f < t->count; f++) {
             struct shmobj__tcol c;

@@ -25,6 +25,7 @@
 
 #include "layer-interface.h"
 #include "content-check.h"
+#include "shmobj/table.h"
 
 struct out {
     FILE *f;     /* stream, or NULL for the buffer */
@@ -283,7 +284,7 @@ static int dump_cell(struct out *o, const struct shmobj__cell *c)
         break;
     case SHMOBJ_TYPE_STR:
         put_str(o, c->p, (size_t)c->n);
-        return spend(o, c->n / 64);
+        return 0;
     default: /* BYTES */
         snprintf(tmp, sizeof tmp, "{\"$bytes\":%" PRIu64, c->n);
         puts_(o, tmp);
@@ -293,46 +294,56 @@ static int dump_cell(struct out *o, const struct shmobj__cell *c)
             puts_(o, "\"");
         }
         puts_(o, "}");
-        return spend(o, c->n / 64);
+        return 0;
     }
     puts_(o, tmp);
     return 0;
 }
 
-/* A table: an array of its rows, each an object of its fields, by name.
+/* A table: {"$table":[its field names],"rows":[[a row's fields],...]}.
  * Each row is read as it is when printed; rows appended meanwhile may or
- * may not be. */
+ * may not be. The names are printed once (charged as keys), and a row
+ * costs its bytes / 16 units: its text is at most a few times its bytes
+ * (a field takes one byte at least), so a well-formed table is printed
+ * within the budget however small its rows, and the output stays linear
+ * in the segment's size whatever the shape's names. */
 static int dump_table(struct out *o, const shmobj_view *v)
 {
-    size_t n;
-    int rc = shmobj_view_len(v, &n);
+    shmobj_table_info info = {.struct_size = sizeof info};
+    int rc = shmobj_table_info_get(v, &info);
     if (rc != 0)
         return rc;
-    puts_(o, "[");
-    for (size_t r = 0; r < n; r++) {
-        puts_(o, r > 0 ? ",{" : "{");
+    puts_(o, "{\"$table\":[");
+    for (uint32_t f = 0; f < v->count; f++) {
+        shmobj_view k;
+        if (f > 0)
+            puts_(o, ",");
+        rc = shmobj_view_key(v, f, &k);
+        if (rc == 0)
+            rc = dump_key(o, &k);
+        if (rc != 0)
+            return rc;
+    }
+    puts_(o, "],\"rows\":[");
+    for (uint64_t r = 0; r < info.rows; r++) {
+        /* the units of bytes [r, r + 1) x row_size: row_size < 2^17 */
+        rc = spend(o, ((r + 1) * info.row_size) / 16 - (r * info.row_size) / 16);
+        if (rc != 0)
+            return rc;
+        puts_(o, r > 0 ? ",[" : "[");
         for (uint32_t f = 0; f < v->count; f++) {
-            shmobj_view k;
             struct shmobj__cell c;
             if (f > 0)
                 puts_(o, ",");
-            rc = spend(o, 1);
-            if (rc == 0)
-                rc = shmobj_view_key(v, f, &k);
-            if (rc == 0)
-                rc = dump_key(o, &k);
-            if (rc == 0) {
-                puts_(o, ":");
-                rc = shmobj__table_cell(v, r, f, &c);
-            }
+            rc = shmobj__table_cell(v, r, f, &c);
             if (rc == 0)
                 rc = dump_cell(o, &c);
             if (rc != 0)
                 return rc;
         }
-        puts_(o, "}");
+        puts_(o, "]");
     }
-    puts_(o, "]");
+    puts_(o, "]}");
     return 0;
 }
 
