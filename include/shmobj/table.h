@@ -103,7 +103,9 @@ typedef struct shmobj_table_info {
  *         "Layout"), or shape names no block of this segment
  * @retval SHMOBJ_ETYPE shape is not a shape
  * @retval SHMOBJ_ESTALE the shape was freed or is being freed
- * @retval SHMOBJ_ENOMEM the segment is full
+ * @retval SHMOBJ_ENOMEM the segment is full, or the first chunk would be
+ *         larger than a block can be (2^46 bytes)
+ * @retval SHMOBJ_EBUSY another live process held the segment lock for 10 s
  * @retval SHMOBJ_ECORRUPT the shape or the segment's heap is damaged
  * @note Thread- and process-safe. The table is private to the caller until
  *       it publishes the reference.
@@ -127,7 +129,8 @@ SHMOBJ_API int shmobj_table_put(shmobj_segment *seg, shmobj_ref shape, size_t ro
  * @retval SHMOBJ_ESTALE the table was freed (see ::shmobj_view)
  * @retval SHMOBJ_ENOMEM the segment is full, or the next chunk would be
  *         larger than a block can be (nothing appended)
- * @retval SHMOBJ_EBUSY a live process held the table's lock for 10 s
+ * @retval SHMOBJ_EBUSY a live process held the table's lock (or, while a
+ *         chunk is made, the segment lock) for 10 s
  * @retval SHMOBJ_ECORRUPT the table or its lock word is damaged
  * @note Thread- and process-safe: the table's lock is held while the rows
  *       are written; they become visible together, with one store of the
