@@ -297,11 +297,10 @@ int shmobj_table_get(const shmobj_view *table, uint64_t row, void *out, size_t r
     if (o.row_size % 8 == 0) {
         /* word by word, each an atomic load: an 8-byte field (aligned in
          * every row) updated meanwhile is never torn */
-        uint64_t *d = out;
         for (uint64_t w = 0; w < o.row_size / 8; w++) {
             uint64_t x = atomic_load_explicit((_Atomic uint64_t *)(void *)(p + 8 * w),
                                               memory_order_relaxed);
-            memcpy(d + w, &x, sizeof x);
+            memcpy((uint8_t *)out + 8 * w, &x, sizeof x); /* out: any alignment */
         }
     } else {
         /* no 8-byte field in such a row: nothing is updated in place */
