@@ -46,6 +46,15 @@ int shmobj__table_cell(const shmobj_view *t, uint64_t row, size_t field,
     return 0;
 }
 
+/* Is ref, read from the directory of table view t, the table's own block
+ * or its shape's? Never a chunk: a free of it would free what the table
+ * is made of. */
+static bool not_a_chunk(const shmobj_view *t, uint64_t ref)
+{
+    uint64_t off = shmobj__ref_off(ref);
+    return off == t->obj_blk || off == shmobj__ref_off(t->len);
+}
+
 int shmobj__table_free(struct shmobj__space *sp, const shmobj_view *t)
 {
     struct shmobj__tab o;
@@ -56,6 +65,10 @@ int shmobj__table_free(struct shmobj__space *sp, const shmobj_view *t)
         uint64_t ref = atomic_exchange_explicit(&o.t->dir[k], 0, memory_order_acq_rel);
         if (ref == 0)
             continue;
+        if (not_a_chunk(t, ref)) {
+            first = first != 0 ? first : SHMOBJ_ECORRUPT;
+            continue;
+        }
         rc = sp->ops->free(sp, ref);
         if (rc != 0 && first == 0)
             first = rc;
@@ -65,8 +78,9 @@ int shmobj__table_free(struct shmobj__space *sp, const shmobj_view *t)
 }
 
 /* Every chunk: live blocks of the arena large enough, made in order, none
- * named twice; the rows they hold into *cap. */
-static int check_chunks(const struct shmobj__tab *o, uint64_t *cap)
+ * named twice, none the table's own block or its shape's; the rows they
+ * hold into *cap. */
+static int check_chunks(const shmobj_view *t, const struct shmobj__tab *o, uint64_t *cap)
 {
     uint64_t seen[SHMOBJ__TABLE_CHUNKS];
     unsigned n = 0;
@@ -76,7 +90,7 @@ static int check_chunks(const struct shmobj__tab *o, uint64_t *cap)
                  usable = 0;
         if (ref == 0)
             continue;
-        if (n != k || !shmobj__tab_chunk_rows(o, k, &rows, &bytes) ||
+        if (n != k || not_a_chunk(t, ref) || !shmobj__tab_chunk_rows(o, k, &rows, &bytes) ||
             o->sp->ops->check(o->sp, ref, &usable) != 0 || usable < bytes ||
             !shmobj__aligned(shmobj__ref_off(ref), 64))
             return SHMOBJ_ECORRUPT;
@@ -124,7 +138,7 @@ int shmobj__table_check(struct shmobj__space *sp, const shmobj_view *t, uint64_t
     if (rc == 0)
         rc = check_layout(t, &o);
     if (rc == 0)
-        rc = check_chunks(&o, &cap);
+        rc = check_chunks(t, &o, &cap);
     if (rc != 0)
         return rc;
     len = atomic_load_explicit(&o.t->len, memory_order_acquire);
