@@ -24,6 +24,12 @@ dtype and shape. Wrappers name what Python has no type for: ``MList``,
 shape made with ``Segment.shape``), ``Link`` and ``Adopt`` (a weak
 reference to, or the taking over of, an object already put).
 
+Tables (``Segment.table``): many records of one shape stored as C struct
+rows, laid out as a C compiler lays out a struct of the same fields in the
+same order (so a C program's ``struct`` and a numpy structured dtype read
+the same rows); ``Table.append`` takes rows as bytes, ``Table.column``
+shows a field of every row to numpy in place.
+
 Reads (``Segment.get``) give a ``View``: containers answer ``len``,
 ``[]``, ``in`` and iteration; items are views again (they live in the
 segment and change in place), keys and set members are Python values (they
@@ -52,7 +58,7 @@ import json
 import os
 import sys
 
-__all__ = ["Error", "Segment", "View", "Queue", "Map", "MList", "MDict",
+__all__ = ["Error", "Segment", "View", "Table", "Queue", "Map", "MList", "MDict",
            "MSet", "Struct", "Record", "Shape", "Link", "Adopt", "FOREVER",
            "BACKEND_SHM", "BACKEND_FILE", "BACKEND_MEMFD"]
 
@@ -68,12 +74,12 @@ BACKEND_SHM, BACKEND_FILE, BACKEND_MEMFD = 0, 1, 2
 # enum shmobj_type and shmobj_type_ref (stable numbers, part of the format)
 NULL, BOOL, INT, UINT, DOUBLE, STR, BYTES, BUFFER = 1, 2, 3, 4, 5, 6, 7, 8
 LIST, TUPLE, DICT, SET, STRUCT, MLIST, MDICT, MSET = 9, 10, 11, 12, 13, 14, 15, 16
-SHAPE, RECORD, LINK, ADOPT = 17, 18, 19, 20
+SHAPE, RECORD, LINK, ADOPT, TABLE = 17, 18, 19, 20, 21
 TYPE_NAMES = {NULL: "null", BOOL: "bool", INT: "int", UINT: "uint",
               DOUBLE: "double", STR: "str", BYTES: "bytes", BUFFER: "buffer",
               LIST: "list", TUPLE: "tuple", DICT: "dict", SET: "set",
               STRUCT: "struct", MLIST: "mlist", MDICT: "mdict", MSET: "mset",
-              SHAPE: "shape", RECORD: "record", LINK: "link"}
+              SHAPE: "shape", RECORD: "record", LINK: "link", TABLE: "table"}
 
 # enum shmobj_dtype, with the ctypes type of an element and the letters of
 # the buffer protocol that map to it
@@ -205,6 +211,12 @@ class _Field(ctypes.Structure):
                 ("capacity", ctypes.c_uint32), ("offset", _u64)]
 
 
+class _TableInfo(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_uint32), ("row_size", ctypes.c_uint32),
+                ("fields", ctypes.c_uint32), ("chunks", ctypes.c_uint32),
+                ("shape", _u64), ("rows", _u64), ("capacity", _u64)]
+
+
 class _QueueStats(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_uint32), ("capacity", ctypes.c_uint32),
                 ("depth", _u64), ("puts", _u64), ("takes", _u64),
@@ -288,6 +300,20 @@ _buffer_get = _fn("shmobj_buffer_get", _int, _p, ctypes.POINTER(_BufferInfo))
 _view_follow = _fn("shmobj_view_follow", _int, _p, _p)
 _link_get = _fn("shmobj_link_get", _int, _p, _Pu64)
 _record_shape = _fn("shmobj_record_shape", _int, _p, _Pu64)
+_table_put = _fn("shmobj_table_put", _int, _p, _u64, _size, _u64, _Pu64)
+_table_append = _fn("shmobj_table_append", _int, _p, _p, _size, _size, _Pu64)
+_table_len = _fn("shmobj_table_len", _int, _p, _Pu64)
+_table_get = _fn("shmobj_table_get", _int, _p, _u64, _p, _size)
+_table_index = _fn("shmobj_table_index", _int, _p, _str, _Psize)
+_table_column = _fn("shmobj_table_column_get", _int, _p, _size, _u64,
+                    ctypes.POINTER(_BufferInfo))
+_table_info = _fn("shmobj_table_info_get", _int, _p, ctypes.POINTER(_TableInfo))
+_table_int_get = _fn("shmobj_table_int_get", _int, _p, _u64, _size, _Pi64)
+_table_int_add = _fn("shmobj_table_int_add", _int, _p, _u64, _size, _i64, _Pi64)
+_table_double_get = _fn("shmobj_table_double_get", _int, _p, _u64, _size,
+                        ctypes.POINTER(ctypes.c_double))
+_table_double_add = _fn("shmobj_table_double_add", _int, _p, _u64, _size, ctypes.c_double,
+                        ctypes.POINTER(ctypes.c_double))
 _mlist_append = _fn("shmobj_mlist_append", _int, _p, _PV)
 _mlist_insert = _fn("shmobj_mlist_insert", _int, _p, _size, _PV)
 _mlist_delete = _fn("shmobj_mlist_delete", _int, _p, _size)
@@ -841,6 +867,10 @@ class Segment:
         v = View(self)
         _check(_obj_get(self._handle(), ref, v._v), "get")
         v._t = _view_type(v._v)
+        if v._t == TABLE:
+            t = Table(self)
+            t._v, t._t = v._v, TABLE
+            return t
         return v
 
     def free(self, ref):
@@ -850,7 +880,8 @@ class Segment:
     def shape(self, fields):
         """Make a shape: ``fields`` a list of (name, kind) or (name, kind,
         capacity), kind one of bool, int, float, str, bytes, Link, None
-        (any object) or a type number (shmobj.UINT, ...)."""
+        (any object) or a type number (shmobj.UINT, ...); a fourth item is
+        the field's offset in a C struct (a table's row)."""
         arr = (_Field * len(fields))()
         names = []
         for i, f in enumerate(fields):
@@ -861,10 +892,39 @@ class Segment:
             arr[i].name = _nm(name)
             arr[i].kind = kind
             arr[i].capacity = f[2] if len(f) > 2 else 0
+            arr[i].offset = f[3] if len(f) > 3 else 0
             names.append(name)
         ref = _u64()
         _check(_shape_put(self._handle(), arr, len(fields), ctypes.byref(ref)), "shape")
         return Shape(ref.value, names)
+
+    def table(self, fields, capacity=1024, root=None):
+        """Make a table: ``fields`` a list of (name, kind) or (name, kind,
+        capacity) as for ``shape``, of the kinds a row holds (bool, int,
+        shmobj.UINT, float, Link, and str or bytes with a capacity). Each
+        field is placed as a C compiler places a struct's member (bool one
+        byte, the others 8 bytes aligned to 8, str and bytes arrays of their
+        capacity), so the rows are the bytes of the C struct of the same
+        fields in the same order. ``capacity``: the rows of the first chunk.
+        With ``root``, also publish it under that name. Returns the Table;
+        its shape and reference are ``table.shape_ref`` and ``table.ref``."""
+        placed, off, align = [], 0, 1
+        for f in fields:
+            name, kind = f[0], _KINDS.get(f[1], f[1])
+            cap = f[2] if len(f) > 2 else 0
+            size = {BOOL: 1, STR: cap, BYTES: cap}.get(kind, 8)
+            a = 8 if size == 8 and kind not in (STR, BYTES) else 1
+            off = (off + a - 1) // a * a
+            placed.append((name, kind, cap, off))
+            off, align = off + size, max(align, a)
+        row_size = max((off + align - 1) // align * align, 1)
+        shape = self.shape(placed)
+        ref = _u64()
+        _check(_table_put(self._handle(), shape.ref, row_size, capacity, ctypes.byref(ref)),
+               "table")
+        if root is not None:
+            self.root_set(root, ref.value)
+        return self.get(ref.value)
 
     def queue(self, name, **kw):
         """``Queue(self, name, ...)``."""
@@ -1398,6 +1458,113 @@ class View:
 
 
 # ---- queues -------------------------------------------------------------------
+
+
+class Table(View):
+    """A table (``Segment.table``, or ``Segment.get`` of one): rows of one
+    shape as the bytes of a C struct. ``len`` is its rows; ``append`` adds
+    rows from bytes (one row, or several back to back, e.g. a numpy
+    structured array's ``tobytes()``), ``row(i)`` copies one out as bytes,
+    ``add``/``get`` update and read a field of a row atomically, and
+    ``column(name)`` is a numpy array of a field over the rows, in place."""
+
+    __slots__ = ()
+
+    def __len__(self):
+        n = _u64()
+        _check(_table_len(self._ok(), ctypes.byref(n)), "len")
+        return n.value
+
+    def info(self):
+        """A dict: row_size, fields, chunks, rows, capacity, shape (ref)."""
+        i = _TableInfo()
+        i.struct_size = ctypes.sizeof(_TableInfo)
+        _check(_table_info(self._ok(), ctypes.byref(i)), "table info")
+        return {k: getattr(i, k) for k in ("row_size", "fields", "chunks", "rows",
+                                            "capacity", "shape")}
+
+    @property
+    def row_size(self):
+        return self.info()["row_size"]
+
+    def append(self, rows):
+        """Append rows given as bytes (a multiple of the row size); returns
+        the index of the first."""
+        mv = memoryview(rows).cast("B")
+        rs = self.row_size
+        if len(mv) == 0 or len(mv) % rs:
+            raise Error(EINVAL, "append: %d bytes are no whole rows of %d" % (len(mv), rs))
+        buf = (ctypes.c_char * len(mv)).from_buffer_copy(mv)
+        first = _u64()
+        _check(_table_append(self._ok(), buf, len(mv) // rs, rs, ctypes.byref(first)),
+               "append")
+        return first.value
+
+    def row(self, i):
+        """A copy of row ``i`` as bytes."""
+        rs = self.row_size
+        buf = ctypes.create_string_buffer(rs)
+        _check(_table_get(self._ok(), i, buf, rs), "row %d" % i)
+        return buf.raw
+
+    def field(self, name):
+        """The position of field ``name``."""
+        f = _size()
+        _check(_table_index(self._ok(), name.encode(), ctypes.byref(f)), "field %r" % name)
+        return f.value
+
+    def _pos(self, name):
+        return name if isinstance(name, int) else self.field(name)
+
+    def get(self, i, name=None, default=None):
+        """The int or float field ``name`` of row ``i``, read atomically."""
+        f, x, d = self._pos(name), _i64(), ctypes.c_double()
+        rc = _table_int_get(self._ok(), i, f, ctypes.byref(x))
+        if rc == 0:
+            return x.value
+        if rc == ETYPE:
+            _check(_table_double_get(self._v, i, f, ctypes.byref(d)), "get %r" % (name,))
+            return d.value
+        _check(rc, "get %r" % (name,))
+
+    def add(self, i, name, delta=1):
+        """Add to the int or float field ``name`` of row ``i`` atomically;
+        returns the value before."""
+        f = self._pos(name)
+        if isinstance(delta, float):
+            d = ctypes.c_double()
+            _check(_table_double_add(self._ok(), i, f, delta, ctypes.byref(d)), "add")
+            return d.value
+        x = _i64()
+        _check(_table_int_add(self._ok(), i, f, _i64c(delta), ctypes.byref(x)), "add")
+        return x.value
+
+    def _runs(self, name):
+        f, n, first = self._pos(name), len(self), 0
+        while first < n:
+            info = _BufferInfo()
+            info.struct_size = ctypes.sizeof(_BufferInfo)
+            _check(_table_column(self._ok(), f, first, ctypes.byref(info)), "column")
+            yield info
+            first += info.shape[0]
+
+    def column(self, name):
+        """Field ``name`` of every row as a numpy array: in place (no copy,
+        writable shared memory) when the rows lie in one chunk, else a copy
+        of the runs joined."""
+        import numpy
+        parts = []
+        for info in self._runs(name):
+            shape = tuple(info.shape[i] for i in range(info.ndim))
+            strides = tuple(info.strides[i] for i in range(info.ndim))
+            raw = self._export(ctypes.c_char * max(info.nbytes, 1), info.data)
+            parts.append(numpy.ndarray(shape, dtype=_NUMPY[info.dtype], buffer=raw,
+                                       strides=strides))
+        if len(parts) == 1:
+            return parts[0]
+        if not parts:
+            return numpy.zeros(0)
+        return numpy.concatenate(parts)
 
 
 class Queue:

@@ -21,7 +21,7 @@ arrows='
 common   common                           | version
 htcore   htcore                           | -
 arena    arena common                     | arena
-object   object arena common              | object
+object   object arena common              | object table
 os       os common                        | -
 segment  segment os arena common          | segment arena version
 queue    queue os arena common            | queue segment arena

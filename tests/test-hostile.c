@@ -125,7 +125,7 @@ static void docs_read(const char *path)
 
 static void docs_load(void)
 {
-    static const char *const areas[] = {"arena", "map", "object", "queue", "segment"};
+    static const char *const areas[] = {"arena", "map", "object", "queue", "segment", "table"};
     const char *dir = getenv("SHMOBJ_HOSTILE_HEADERS");
     char path[4096];
     if (dir == NULL)
@@ -196,7 +196,7 @@ static uint64_t image_len, used_end;
 static shmobj_ref tracked_ref;
 /* live blocks of every kind, as hostile values: a word that names one is
  * a reference of the wrong kind, not a wild one */
-static shmobj_ref live_refs[8];
+static shmobj_ref live_refs[10];
 static unsigned nlive;
 
 static void build(const char *path)
@@ -252,6 +252,16 @@ static void build(const char *path)
     shmobj_value rv = SHMOBJ_VAL_LIST_OF(SHMOBJ_VAL_RECORD(shape, items, 4),
                                          SHMOBJ_VAL_RECORD(shape, items, 4));
     assert_int_equal(shmobj_obj_put(seg, &rv, &rec), 0);
+    /* a table of the same struct: three rows over two chunks */
+    shmobj_ref tab;
+    shmobj_view tv2;
+    assert_int_equal(shmobj_table_put(seg, shape, sizeof(struct hrec), 2, &tab), 0);
+    assert_int_equal(shmobj_obj_get(seg, tab, &tv2), 0);
+    for (int i = 0; i < 3; i++) {
+        struct hrec hr = {i, "row", 0.5 * i, target};
+        assert_int_equal(shmobj_table_append(&tv2, &hr, 1, sizeof hr, NULL), 0);
+    }
+    assert_int_equal(shmobj_segment_root_set(seg, "table", tab), 0);
     static const char *const names[] = {"x", "y"};
     uint64_t bshape[2] = {2, 3};
     float fdata[6] = {1, 2, 3, 4, 5, 6};
@@ -300,7 +310,8 @@ static void build(const char *path)
     assert_int_equal(shmobj_segment_root_set(seg, "target", target), 0);
     assert_int_equal(shmobj_segment_root_set(seg, "rec", rec), 0);
     assert_int_equal(shmobj_segment_root_set(seg, "raw", raw), 0);
-    static const char *const kinds[] = {"m", "q", "obj", "shape", "target", "rec", "raw"};
+    static const char *const kinds[] = {"m", "q", "obj", "shape", "target", "rec", "raw",
+                                        "table"};
     nlive = 0;
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
         assert_int_equal(shmobj_segment_root_get(seg, kinds[i], &live_refs[nlive++]), 0);
@@ -532,9 +543,53 @@ static void mut_writers(const shmobj_view *top)
         CALL(shmobj_mut_clear, &s);
 }
 
+/* Every table call on the table view t: reads, atomic updates, an append
+ * from this program's struct, and a new table of its shape. */
+static void table_calls(shmobj_segment *seg, const shmobj_view *t)
+{
+    uint64_t len = 0, run;
+    size_t field = 0;
+    struct hrec c = {1, "x", 2.0, 0};
+    const void *p;
+    int64_t x = 0;
+    double d = 0;
+    shmobj_ref r;
+    volatile uint8_t sink = 0;
+    shmobj_table_info info = {.struct_size = sizeof info};
+    CALL(shmobj_table_len, t, &len);
+    CALL(shmobj_table_info_get, t, &info);
+    for (uint64_t i = 0; i < 4; i++) {
+        CALL(shmobj_table_get, t, i, &c, sizeof c);
+        if (CALL(shmobj_table_row_get, t, i, &p, &run) == 0)
+            sink = ((const uint8_t *)p)[run * sizeof c - 1];
+        for (size_t f = 0; f < 5; f++) {
+            shmobj_buffer_info b = {.struct_size = sizeof b};
+            if (CALL(shmobj_table_column_get, t, f, i, &b) == 0)
+                sink = ((const uint8_t *)b.data)[b.nbytes - 1];
+            CALL(shmobj_table_int_get, t, i, f, &x);
+            CALL(shmobj_table_int_add, t, i, f, 1, &x);
+            CALL(shmobj_table_int_cas, t, i, f, &x, x);
+            CALL(shmobj_table_int_set, t, i, f, x);
+            CALL(shmobj_table_double_get, t, i, f, &d);
+            CALL(shmobj_table_double_add, t, i, f, 1, &d);
+            CALL(shmobj_table_double_set, t, i, f, d);
+        }
+    }
+    CALL(shmobj_table_index, t, "score", &field);
+    CALL(shmobj_table_index, t, "nope", &field);
+    struct hrec rows[3] = {{7, "seven", 7.0, 0}, {8, "eight", 8.0, 0}, {9, "nine", 9.0, 0}};
+    CALL(shmobj_table_append, t, rows, 3, sizeof rows[0], NULL);
+    if (CALL(shmobj_record_shape, t, &r) == 0 || CALL(shmobj_table_info_get, t, &info) == 0) {
+        shmobj_ref nt;
+        if (CALL(shmobj_table_put, seg, info.shape, sizeof(struct hrec), 4, &nt) == 0)
+            CALL(shmobj_obj_free, seg, nt);
+    }
+    (void)sink;
+}
+
 static void objects(shmobj_segment *seg)
 {
-    static const char *const roots[] = {"obj", "rec", "target", "shape"};
+    static const char *const roots[] = {"obj", "rec", "table", "target", "shape"};
     shmobj_ref r;
     shmobj_view v;
     for (size_t i = 0; i < sizeof roots / sizeof roots[0]; i++) {
@@ -552,6 +607,8 @@ static void objects(shmobj_segment *seg)
             }
             if (i == 0)
                 mut_writers(&v);
+            if (i == 2)
+                table_calls(seg, &v);
         }
         CALL(shmobj_obj_check, seg, r);
     }
@@ -567,7 +624,7 @@ static void objects(shmobj_segment *seg)
         if (CALL(shmobj_record_put_fields, seg, r, rec_fields, 4, &c, &rr) == 0)
             CALL(shmobj_obj_free, seg, rr);
     }
-    for (size_t i = 0; i < 3; i++)
+    for (size_t i = 0; i < 4; i++)
         if (CALL(shmobj_segment_root_get, seg, roots[i], &r) == 0)
             CALL(shmobj_obj_free, seg, r);
     if (CALL(shmobj_segment_root_get, seg, "shape", &r) == 0)

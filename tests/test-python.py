@@ -6,7 +6,9 @@
 Every value kind round trip, views as Python containers, mutable
 containers, atomic adds from several processes, buffers shown to numpy
 without a copy and written from a second process, queues and completion
-with a second process, the shared map, errors, the asyncio example, and
+with a second process, the shared map, tables (rows appended from bytes,
+fields added to from several processes, columns shown to numpy in place),
+errors, the asyncio example, and
 every order of closing a segment and dropping its views, queues, maps and
 exported arrays (in child interpreters, so that a crash fails a test and
 not the runner). numpy parts are skipped only when numpy is missing, which
@@ -16,6 +18,7 @@ import array
 import gc
 import json
 import os
+import struct
 import subprocess
 import sys
 import textwrap
@@ -290,6 +293,67 @@ class TestViews(SegmentCase):
         with self.assertRaises(shmobj.Error) as cm:
             len(v)
         self.assertEqual(cm.exception.code, shmobj.ESTALE)
+
+
+class TestTable(SegmentCase):
+    FIELDS = [("id", int), ("x", float), ("name", str, 12), ("ok", bool)]
+    ROW = "=qd12s?3x"  # the C struct of FIELDS: 32 bytes
+
+    def rows(self, lo, hi):
+        return b"".join(struct.pack(self.ROW, i, i * 0.5, b"row-%d" % i, i % 2 == 0)
+                        for i in range(lo, hi))
+
+    def test_table_append_row_add_from_processes(self):
+        t = self.seg.table(self.FIELDS, capacity=4, root="t")
+        self.assertEqual(t.type, shmobj.TABLE)
+        self.assertEqual(t.row_size, struct.calcsize(self.ROW))
+        self.assertEqual(t.append(self.rows(0, 3)), 0)
+        self.assertEqual(t.append(self.rows(3, 10)), 3)
+        self.assertEqual(len(t), 10)
+        self.assertEqual(struct.unpack(self.ROW, t.row(7)), (7, 3.5, b"row-7\0\0\0\0\0\0\0",
+                                                             False))
+        self.assertEqual(t.get(7, "x"), 3.5)
+        self.assertEqual(t.add(7, "id", 5), 7)
+        self.assertEqual(t.info()["chunks"], 2)
+        code = textwrap.dedent("""
+            import sys, shmobj
+            with shmobj.Segment(sys.argv[1], timeout_ns=10**10) as seg:
+                t = seg.get("t")
+                for _ in range(500):
+                    for i in range(10):
+                        t.add(i, "id", 1)
+                        t.add(i, "x", 1.0)
+        """)
+        procs = [subprocess.Popen([sys.executable, "-c", code, self.name]) for _ in range(3)]
+        for p in procs:
+            self.assertEqual(p.wait(60), 0)
+        self.assertEqual([t.get(i, "id") for i in range(10)],
+                         [i + 1500 + (5 if i == 7 else 0) for i in range(10)])
+        self.assertEqual(t.get(2, "x"), 1501.0)
+        js = json.loads(self.seg.get("t").json())
+        self.assertEqual(js["$table"], ["id", "x", "name", "ok"])
+        self.assertEqual(js["rows"][2][2], "row-2")
+        with self.assertRaises(shmobj.Error) as cm:
+            t.row(10)
+        self.assertEqual(cm.exception.code, shmobj.ERANGE)
+        with self.assertRaises(shmobj.Error) as cm:
+            t.append(b"short")
+        self.assertEqual(cm.exception.code, shmobj.EINVAL)
+
+    @unittest.skipIf(numpy is None, "numpy is missing")
+    def test_table_column_numpy_in_place(self):
+        t = self.seg.table(self.FIELDS, capacity=100)
+        t.append(self.rows(0, 100))
+        dt = numpy.dtype([("id", "i8"), ("x", "f8"), ("name", "S12"), ("ok", "?")], align=True)
+        self.assertEqual(dt.itemsize, t.row_size)  # numpy lays the struct out the same
+        x = t.column("x")
+        self.assertEqual(x.dtype, numpy.dtype("float64"))
+        self.assertTrue(numpy.array_equal(x, numpy.arange(100) * 0.5))
+        t.add(3, "x", 1.0)
+        self.assertEqual(x[3], 2.5)  # in place: the add shows in the array
+        self.assertEqual(int(t.column("ok").sum()), 50)
+        t.append(numpy.zeros(3, dtype=dt).tobytes())  # a second chunk
+        self.assertEqual(len(t.column("id")), 103)
 
 
 @unittest.skipIf(numpy is None, "numpy is missing")

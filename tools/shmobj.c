@@ -185,7 +185,8 @@ const char *shmobj_tool_type_name(int type)
     static const char *names[] = {"?",    "null",  "bool",   "int",  "uint",
                                   "double", "str", "bytes",  "buffer", "list",
                                   "tuple", "dict", "set",    "struct", "mlist",
-                                  "mdict", "mset", "shape",  "record", "link"};
+                                  "mdict", "mset", "shape",  "record", "link",
+                                  "adopt", "table"};
     return type > 0 && type < (int)(sizeof names / sizeof names[0])
                ? names[type]
                : "?";

@@ -77,8 +77,11 @@ enum shmobj_type_ref {
                                   kinds (shmobj_shape_put()) */
     SHMOBJ_TYPE_RECORD = 18, /**< fields by index or by name through a shape */
     SHMOBJ_TYPE_LINK = 19,   /**< a weak reference to another object */
-    SHMOBJ_TYPE_ADOPT = 20   /**< description only: an object already put,
+    SHMOBJ_TYPE_ADOPT = 20,  /**< description only: an object already put,
                                   taken over by the new container */
+    SHMOBJ_TYPE_TABLE = 21   /**< rows of one shape stored back to back
+                                  (shmobj_table_put(), shmobj/table.h);
+                                  @since 0.4 */
 };
 
 /** @brief Element types of a buffer. The numbers are part of the format. */
@@ -681,14 +684,16 @@ SHMOBJ_API int shmobj_view_type(const shmobj_view *view);
 
 /**
  * @brief Length: items of a list, tuple, set, struct or dict (pairs), bytes
- *        of a string (without NUL), bytes, or a buffer's data.
+ *        of a string (without NUL), bytes, or a buffer's data; the rows of
+ *        a table (shmobj/table.h, since 0.4).
  * @param[in] view a filled view
  * @param[out] len the length
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_ETYPE a scalar or null has no length
  * @retval SHMOBJ_ESTALE the view's block was freed (see ::shmobj_view)
- * @retval SHMOBJ_ECORRUPT a mutable container's control block is damaged
+ * @retval SHMOBJ_ECORRUPT a mutable container's or a table's control block
+ *         is damaged
  * @note Thread- and process-safe. O(1).
  * @since 0.1
  */

@@ -645,4 +645,50 @@ _Static_assert(sizeof(struct shmobj__mbody) == 32, "body header is 32 bytes");
 /* The key slot tag of a deleted pair (a hole): never a key. */
 #define SHMOBJ__SLOT_HOLE 0x42
 
+
+/* ---- tables: records of one shape, row after row (doc/format-object.md,
+ * "Tables") ---------------------------------------------------------------
+ *
+ * A table is the value of a block of its own: the root slot names a heap
+ * object of tag SHMOBJ_TYPE_TABLE at offset 32 whose header is a record's
+ * (count: the shape's fields, len: the shape's reference; the table holds
+ * one use of it), followed by this control block. Rows are the bytes of
+ * the C struct the shape's field offsets describe, row_size apart, in
+ * chunks that never move: chunk k holds chunk0 << k rows, the rows from
+ * chunk0 * (2^k - 1) on, and is a raw arena block of 64-byte alignment
+ * named by dir[k] (0 until made). An appender holds the lock, writes the
+ * rows past len (making the chunk first when they open one) and publishes
+ * them with one release store of len: every row below len is whole, and a
+ * row never changes after but through atomic updates of its 8-byte
+ * fields. */
+#define SHMOBJ__TABLE_VERSION 1
+#define SHMOBJ__TABLE_CHUNKS 40
+/* Most bytes of a row (a field's bytes are checked against overlap with a
+ * bitmap of this many bits), most rows of chunk 0. */
+#define SHMOBJ__TABLE_ROW_MAX 65536
+#define SHMOBJ__TABLE_CHUNK0_MAX (UINT64_C(1) << 32)
+
+struct shmobj__table {
+    /* The library's lock, taken by appenders only (readers and atomic
+     * updates never take it); its word at 0 is 0 or the holder's token. */
+    _Alignas(16) uint8_t lock[SHMOBJ__MUT_LOCK_BYTES];
+    /* Published rows: every row below is whole. Stored (release) by the
+     * lock holder only, after the rows it exposes; loaded acquire. Never
+     * goes down. */
+    _Atomic uint64_t len;
+    uint64_t reserved1[7]; /* 0: len alone on its line */
+    uint32_t version;      /* SHMOBJ__TABLE_VERSION; written once */
+    uint32_t row_size;     /* bytes of a row, 1..SHMOBJ__TABLE_ROW_MAX; written once */
+    uint64_t chunk0;       /* rows of chunk 0, 1..SHMOBJ__TABLE_CHUNK0_MAX; written once */
+    uint64_t reserved2[2]; /* 0 */
+    /* Chunk references: 0 until made; stored (release) once by the lock
+     * holder, before len reaches the chunk's first row. */
+    _Atomic uint64_t dir[SHMOBJ__TABLE_CHUNKS];
+};
+_Static_assert(sizeof(struct shmobj__table) == 480, "table control block is 480 bytes");
+_Static_assert(offsetof(struct shmobj__table, len) == 64, "table len at 64");
+_Static_assert(offsetof(struct shmobj__table, version) == 128, "table version at 128");
+_Static_assert(offsetof(struct shmobj__table, chunk0) == 136, "table chunk0 at 136");
+_Static_assert(offsetof(struct shmobj__table, dir) == 160, "table directory at 160");
+
 #endif /* SHMOBJ_OBJECT_FORMAT_H */

@@ -351,4 +351,30 @@ void shmobj__shape_unuse_view(struct shmobj__space *sp, const shmobj_view *rec);
  * with SHMOBJ_EINUSE while records use it. */
 int shmobj__shape_free(struct shmobj__space *sp, shmobj__ref ref, uint64_t blk);
 
+
+/* ---- tables (shape/table.c, shape/table-check.c) -------------------- */
+
+/* One field of one row, read for the JSON printer: the field's kind, a
+ * scalar's bits (one atomic load; LINK: the reference, 0 for none), a STR's
+ * bytes up to its first NUL or a BYTES field's capacity (p, n: in place,
+ * in the row). */
+struct shmobj__cell {
+    unsigned kind;
+    uint64_t bits;
+    const uint8_t *p;
+    uint64_t n;
+};
+
+/* Field `field` of row `row` (< the length) of the table view t. */
+int shmobj__table_cell(const shmobj_view *t, uint64_t row, size_t field,
+                       struct shmobj__cell *out);
+
+/* Free the chunks of the table view t (its block stays, the caller frees
+ * it) and give its shape's use back. */
+int shmobj__table_free(struct shmobj__space *sp, const shmobj_view *t);
+
+/* Check the table view t whole: control block, shape and layout, every
+ * chunk with the arena, every row's strings and bools; spends *budget. */
+int shmobj__table_check(struct shmobj__space *sp, const shmobj_view *t, uint64_t *budget);
+
 #endif /* SHMOBJ_OBJECT_LAYER_INTERFACE_H */

@@ -111,6 +111,14 @@ shmobj__body_size(const struct shmobj__obj *h, uint64_t rem, uint64_t *out)
             return SHMOBJ_ECORRUPT;
         *out = 16 * n;
         break;
+    case SHMOBJ_TYPE_TABLE:
+        /* a record's header (its shape checked the same way), then the
+         * control block, whose fields are checked where they are used
+         * (table.c) */
+        if (h->flags != 0 || h->dtype != 0 || h->ndim != 0)
+            return SHMOBJ_ECORRUPT;
+        *out = sizeof(struct shmobj__table);
+        break;
     case SHMOBJ_TYPE_SHAPE:
         /* cap a power of two from shmobj__index_cap(n) to GROWTH times it,
          * without computing it (every record view checks its shape): for a
@@ -186,7 +194,7 @@ shmobj__view_obj_at(struct shmobj__space *sp, uint64_t off, uint64_t ob, uint64_
     out->dtype = h.dtype;
     out->ndim = h.ndim;
     out->flags |= (uint8_t)(h.flags & SHMOBJ__OBJ_NAMES ? SHMOBJ__VIEW_NAMES : 0);
-    if (h.tag == SHMOBJ_TYPE_RECORD)
+    if (h.tag == SHMOBJ_TYPE_RECORD || h.tag == SHMOBJ_TYPE_TABLE)
         return shmobj__record_view(sp, &h, out); /* its shape, out of line */
     return 0;
 }

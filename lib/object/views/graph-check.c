@@ -329,6 +329,8 @@ static int ck_obj(struct ck *c, const shmobj_view *v, int depth)
         return ck_record(c, v, depth);
     case SHMOBJ_TYPE_SHAPE:
         return ck_shape(c, v, depth);
+    case SHMOBJ_TYPE_TABLE:
+        return shmobj__table_check(c->sp, v, &c->budget);
     case SHMOBJ_TYPE_MLIST:
     case SHMOBJ_TYPE_MDICT:
     case SHMOBJ_TYPE_MSET: {

@@ -39,6 +39,9 @@ int shmobj__free_children(struct shmobj__space *sp, const shmobj_view *v,
     case SHMOBJ_TYPE_MSET:
         /* their items live in blocks of their own (mutable-section.c) */
         return shmobj__mut_free(sp, v, depth, budget);
+    case SHMOBJ_TYPE_TABLE:
+        /* its chunks and its shape's use (table-check.c) */
+        return shmobj__table_free(sp, v);
     default:
         return 0; /* sets, strings, bytes, buffers hold no references out */
     }

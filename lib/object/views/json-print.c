@@ -25,6 +25,7 @@
 
 #include "layer-interface.h"
 #include "content-check.h"
+#include "shmobj/table.h"
 
 struct out {
     FILE *f;     /* stream, or NULL for the buffer */
@@ -253,6 +254,99 @@ static int dump_shape(struct out *o, const shmobj_view *v)
     return 0;
 }
 
+/* One field of a table's row (shmobj__table_cell). */
+static int dump_cell(struct out *o, const struct shmobj__cell *c)
+{
+    char tmp[48];
+    int64_t i;
+    double d;
+    switch (c->kind) {
+    case SHMOBJ_TYPE_BOOL:
+        puts_(o, c->bits ? "true" : "false");
+        return 0;
+    case SHMOBJ_TYPE_INT:
+        memcpy(&i, &c->bits, sizeof i);
+        snprintf(tmp, sizeof tmp, "%" PRId64, i);
+        break;
+    case SHMOBJ_TYPE_UINT:
+        snprintf(tmp, sizeof tmp, "%" PRIu64, c->bits);
+        break;
+    case SHMOBJ_TYPE_DOUBLE:
+        memcpy(&d, &c->bits, sizeof d);
+        put_double(o, d);
+        return 0;
+    case SHMOBJ_TYPE_LINK:
+        if (c->bits == 0)
+            snprintf(tmp, sizeof tmp, "null");
+        else
+            snprintf(tmp, sizeof tmp, "{\"$link\":%" PRIu64 "}",
+                     c->bits & ((UINT64_C(1) << 48) - 1));
+        break;
+    case SHMOBJ_TYPE_STR:
+        put_str(o, c->p, (size_t)c->n);
+        return 0;
+    default: /* BYTES */
+        snprintf(tmp, sizeof tmp, "{\"$bytes\":%" PRIu64, c->n);
+        puts_(o, tmp);
+        if (c->n <= 32) {
+            puts_(o, ",\"hex\":\"");
+            put_hex(o, c->p, (size_t)c->n);
+            puts_(o, "\"");
+        }
+        puts_(o, "}");
+        return 0;
+    }
+    puts_(o, tmp);
+    return 0;
+}
+
+/* A table: {"$table":[its field names],"rows":[[a row's fields],...]}.
+ * Each row is read as it is when printed; rows appended meanwhile may or
+ * may not be. The names are printed once (charged as keys), and a row
+ * costs its bytes / 16 units: its text is at most a few times its bytes
+ * (a field takes one byte at least), so a well-formed table is printed
+ * within the budget however small its rows, and the output stays linear
+ * in the segment's size whatever the shape's names. */
+static int dump_table(struct out *o, const shmobj_view *v)
+{
+    shmobj_table_info info = {.struct_size = sizeof info};
+    int rc = shmobj_table_info_get(v, &info);
+    if (rc != 0)
+        return rc;
+    puts_(o, "{\"$table\":[");
+    for (uint32_t f = 0; f < v->count; f++) {
+        shmobj_view k;
+        if (f > 0)
+            puts_(o, ",");
+        rc = shmobj_view_key(v, f, &k);
+        if (rc == 0)
+            rc = dump_key(o, &k);
+        if (rc != 0)
+            return rc;
+    }
+    puts_(o, "],\"rows\":[");
+    for (uint64_t r = 0; r < info.rows; r++) {
+        /* the units of bytes [r, r + 1) x row_size: row_size < 2^17 */
+        rc = spend(o, ((r + 1) * info.row_size) / 16 - (r * info.row_size) / 16);
+        if (rc != 0)
+            return rc;
+        puts_(o, r > 0 ? ",[" : "[");
+        for (uint32_t f = 0; f < v->count; f++) {
+            struct shmobj__cell c;
+            if (f > 0)
+                puts_(o, ",");
+            rc = shmobj__table_cell(v, r, f, &c);
+            if (rc == 0)
+                rc = dump_cell(o, &c);
+            if (rc != 0)
+                return rc;
+        }
+        puts_(o, "]");
+    }
+    puts_(o, "]}");
+    return 0;
+}
+
 /* A scalar, read by its kind's accessor (so with its checks) into the
  * union member of that kind, then printed. */
 static int dump_scalar(struct out *o, const shmobj_view *v)
@@ -350,6 +444,8 @@ static int dump(struct out *o, const shmobj_view *v, int depth)
     }
     case SHMOBJ_TYPE_SHAPE:
         return dump_shape(o, v);
+    case SHMOBJ_TYPE_TABLE:
+        return dump_table(o, v);
     case SHMOBJ_TYPE_LIST:
     case SHMOBJ_TYPE_TUPLE:
     case SHMOBJ_TYPE_SET:

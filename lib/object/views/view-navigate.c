@@ -27,6 +27,7 @@
 #include "mutable.h"
 #include "slot-read.h"
 #include "content-check.h"
+#include "shmobj/table.h"
 
 /* The public structs' sizes are ABI. */
 _Static_assert(sizeof(shmobj_view) == 80, "shmobj_view is 80 bytes");
@@ -282,6 +283,14 @@ int shmobj_view_len(const shmobj_view *view, size_t *len)
     case SHMOBJ_TYPE_MDICT:
     case SHMOBJ_TYPE_MSET:
         return shmobj__mut_len(view, len);
+    case SHMOBJ_TYPE_TABLE: {
+        /* its rows */
+        uint64_t rows;
+        int rc = shmobj_table_len(view, &rows);
+        if (rc == 0)
+            *len = (size_t)rows;
+        return rc;
+    }
     default:
         return SHMOBJ_ETYPE;
     }
@@ -361,8 +370,8 @@ int shmobj_view_key(const shmobj_view *view, size_t i, shmobj_view *key)
     shmobj_view sv;
     if (view == NULL || key == NULL)
         return SHMOBJ_EINVAL;
-    if (view->type == SHMOBJ_TYPE_RECORD) {
-        /* a record's names are its shape's */
+    if (view->type == SHMOBJ_TYPE_RECORD || view->type == SHMOBJ_TYPE_TABLE) {
+        /* a record's names (a table's fields) are its shape's */
         if (i >= view->count)
             return SHMOBJ_ERANGE;
         if (!shmobj__obj_live(view))
