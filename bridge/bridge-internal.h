@@ -70,7 +70,8 @@ struct route_conf {
     uint32_t batch;    /* inbound: messages per fetch */
     uint32_t capacity; /* queue capacity when the bridge creates it */
     uint32_t interval_ms; /* map: how often local changes are looked for */
-    uint32_t replicas;    /* streams and buckets the bridge makes */
+    uint32_t replicas;
+    uint32_t ack_wait_ms; /* inbound: JetStream redelivers after this */    /* streams and buckets the bridge makes */
 };
 
 struct shmobj_bridge_config {

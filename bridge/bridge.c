@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 int64_t bridge__now_ns(void)
 {
@@ -156,6 +157,12 @@ static int connect_nats(struct shmobj_bridge *b, char *err, size_t err_len)
             s = natsOptions_SetServers(o, list, n);
         free(urls);
         what = "url";
+    }
+    if (s == NATS_OK && c->creds != NULL && access(c->creds, R_OK) != 0) {
+        int e = errno;
+        natsOptions_Destroy(o);
+        return fail(err, err_len, e == ENOENT ? SHMOBJ_ENOTFOUND : SHMOBJ_EACCES,
+                    "credentials file %s: %s", c->creds, strerror(e));
     }
     if (s == NATS_OK && c->creds != NULL) {
         s = natsOptions_SetUserCredentialsFromFiles(o, c->creds, NULL);
@@ -310,12 +317,25 @@ int shmobj_bridge_start(const shmobj_bridge_config *cfg, shmobj_bridge_log_fn lo
         jsAccountInfo *ai = NULL;
         jsErrCode jerr = 0;
         natsStatus s = natsConnection_JetStream(&js, b->nc, NULL);
-        if (s == NATS_OK)
+        /* a cluster that is still electing its JetStream leader answers
+         * late: up to 10 s */
+        int64_t until = bridge__now_ns() + 10000000000;
+        while (s == NATS_OK) {
             s = js_GetAccountInfo(&ai, js, NULL, &jerr);
-        if (s != NATS_OK) {
+            if ((s != NATS_TIMEOUT && s != NATS_NO_RESPONDERS) || bridge__now_ns() > until)
+                break;
+            struct timespec ts = {0, 200000000};
+            nanosleep(&ts, NULL);
+        }
+        if (s == NATS_TIMEOUT) {
+            /* a server (or cluster) that answers slowly: the routes retry */
+            bridge__log(b, "JetStream did not answer within 10 s; the routes will retry");
+        } else if (s != NATS_OK) {
             const char *text = nats_GetLastError(NULL);
             rc = fail(err, err_len, s == NATS_NO_RESPONDERS || s == NATS_NOT_FOUND ||
-                                        s == NATS_TIMEOUT ? SHMOBJ_ENOTSUP : SHMOBJ_ESYS,
+                                        jerr == JSNotEnabledErr ||
+                                        jerr == JSNotEnabledForAccountErr
+                                        ? SHMOBJ_ENOTSUP : SHMOBJ_ESYS,
                       "JetStream at %s: %s%s%s (is the server run with -js?)",
                       b->conf->url, natsStatus_GetText(s), text ? ": " : "",
                       text ? text : "");

@@ -142,6 +142,7 @@ static int parse_route(shmobj_bridge_config *cfg, char **tok, int ntok,
     r.capacity = 1024;
     r.interval_ms = 100;
     r.replicas = 1;
+    r.ack_wait_ms = 10000;
     struct end a, z;
     if (parse_end(tok[0], &a) != 0 || parse_end(tok[2], &z) != 0)
         return fail(err, err_len, SHMOBJ_EINVAL,
@@ -215,6 +216,8 @@ static int parse_route(shmobj_bridge_config *cfg, char **tok, int ntok,
             rc = parse_u32(v, 1, 4096, &r.batch);
         else if (strcmp(k, "capacity") == 0)
             rc = parse_u32(v, 2, 1u << 20, &r.capacity);
+        else if (strcmp(k, "ack-wait-ms") == 0)
+            rc = parse_u32(v, 100, 3600000, &r.ack_wait_ms);
         else if (strcmp(k, "replicas") == 0)
             rc = parse_u32(v, 1, 5, &r.replicas);
         else if (strcmp(k, "interval-ms") == 0)
@@ -224,7 +227,7 @@ static int parse_route(shmobj_bridge_config *cfg, char **tok, int ntok,
         if (rc == SHMOBJ_ENOTFOUND)
             return fail(err, err_len, SHMOBJ_EINVAL,
                         "unknown route option '%s' (name, durable, dead, window, "
-                        "batch, capacity, replicas, interval-ms)", k);
+                        "batch, capacity, replicas, ack-wait-ms, interval-ms)", k);
         if (rc != 0)
             return fail(err, err_len, SHMOBJ_EINVAL, "bad value '%s' of route option %s",
                         v, k);

@@ -39,7 +39,7 @@ static void usage(FILE *f)
             "routes:  queue:Q -> stream:STREAM/SUBJECT   topic:T -> stream:STREAM/SUBJECT\n"
             "         stream:STREAM/SUBJECT -> queue:Q   stream:STREAM/SUBJECT -> topic:T\n"
             "         map:M -> kv:BUCKET (export)  map:M <- kv:BUCKET (import)  map:M <-> kv:BUCKET\n"
-            "options: name= durable= dead= window= batch= capacity= replicas= interval-ms=\n");
+            "options: name= durable= dead= window= batch= capacity= replicas= ack-wait-ms= interval-ms=\n");
 }
 
 int main(int argc, char **argv)

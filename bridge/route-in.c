@@ -1,17 +1,23 @@
 /*
- * Inbound routes: a durable JetStream pull consumer feeding a local queue
+ * Inbound routes: a durable JetStream consumer feeding a local queue
  * or topic. A message is acknowledged only after the local put returned 0,
  * so a bridge killed anywhere loses nothing: the consumer delivers again
  * what was not acknowledged. To keep such a redelivery from being put a
  * second time, the route records in the state map (key "in:ROUTE") the
  * stream sequence of the last message it put, after the put and before the
- * ack; a redelivered message at or below it is acknowledged and skipped.
+ * ack; a message at or below it is acknowledged and skipped (a
+ * redelivery, also one of a server that lost the consumer's ack floor in a
+ * crash and delivers it as new).
  * Only a kill between a put and that record puts one message twice.
  *
  * Backpressure: a full queue (or a topic whose slowest subscriber is a ring
  * behind) makes the route wait in slices, telling JetStream the message is
- * in progress so it is not delivered elsewhere meanwhile; it fetches no more
- * than one batch at a time, so it never buffers beyond that.
+ * in progress so it is not delivered again meanwhile. The consumer's
+ * MaxAckPending is the route's batch: JetStream sends no more than that
+ * ahead of the bridge's acks, so the bridge never buffers beyond it. (A
+ * push consumer with that bound rather than pull requests: each message
+ * arrives without the round trip of a request, and the C client's fetch
+ * of this version wrote past its list when a server came back mid-fetch.)
  */
 #include "bridge-internal.h"
 
@@ -83,7 +89,7 @@ static int put_local(struct in *o, natsMsg *m)
                 shmobj_obj_free(r->b->seg, ref);
             return SHMOBJ_ETIMEDOUT;
         }
-        if (bridge__now_ns() - progress > 5000000000) {
+        if (bridge__now_ns() - progress > (int64_t)r->c->ack_wait_ms * 1000000 / 3) {
             natsMsg_InProgress(m, NULL);
             progress = bridge__now_ns();
         }
@@ -123,13 +129,16 @@ static int subscribe(struct in *o)
     jsSubOptions so;
     jsSubOptions_Init(&so);
     so.Stream = r->c->stream;
+    so.ManualAck = true;
+    so.Config.Durable = r->c->durable;
     so.Config.AckPolicy = js_AckExplicit;
-    so.Config.AckWait = 30 * (int64_t)1000000000;
-    so.Config.MaxAckPending = r->c->batch * 4 > 1024 ? r->c->batch * 4 : 1024;
+    so.Config.AckWait = (int64_t)r->c->ack_wait_ms * 1000000;
+    /* the server sends no more than a batch the bridge has not acked: the
+     * bridge never holds more than that */
+    so.Config.MaxAckPending = r->c->batch;
     so.Config.MaxDeliver = -1;
     jsErrCode jerr = 0;
-    natsStatus s = js_PullSubscribe(&o->sub, r->js, r->c->subject, r->c->durable, NULL,
-                                    &so, &jerr);
+    natsStatus s = js_SubscribeSync(&o->sub, r->js, r->c->subject, NULL, &so, &jerr);
     if (s != NATS_OK) {
         bridge__route_error(r, "consumer %s on %s: %s (%s)", r->c->durable, r->c->stream,
                             natsStatus_GetText(s), nats_GetLastError(NULL));
@@ -154,8 +163,8 @@ static int route_in(struct in *o)
         sleep_ns(500000000);
     }
     while (!atomic_load(&b->stop)) {
-        natsMsgList list = {0};
-        s = natsSubscription_Fetch(&list, o->sub, (int)r->c->batch, 50, NULL);
+        natsMsg *m = NULL;
+        s = natsSubscription_NextMsg(&m, o->sub, 50);
         if (s == NATS_TIMEOUT)
             continue;
         if (s != NATS_OK) {
@@ -163,39 +172,38 @@ static int route_in(struct in *o)
             sleep_ns(100000000);
             continue;
         }
-        int i = 0;
-        for (; i < list.Count && !atomic_load(&b->stop); i++) {
-            natsMsg *m = list.Msgs[i];
-            jsMsgMetaData *md = NULL;
-            uint64_t seq = 0, delivered = 1;
-            if (natsMsg_GetMetaData(&md, m) == NATS_OK) {
-                seq = md->Sequence.Stream;
-                delivered = md->NumDelivered;
-                jsMsgMetaData_Destroy(md);
-            }
-            if (delivered > 1 && seq != 0 && seq <= o->last) {
-                natsMsg_Ack(m, NULL); /* put before a restart; its ack was lost */
-                continue;
-            }
-            rc = put_local(o, m);
-            if (rc == SHMOBJ_ETIMEDOUT)
-                break; /* stopping: not acknowledged, delivered again later */
-            if (rc != 0) {
-                atomic_fetch_add(&r->st.failed, 1);
-                bridge__route_error(r, "stream message %" PRIu64 " refused: %s", seq,
-                                    shmobj_strerror(rc));
-                natsMsg_Term(m, NULL);
-                continue;
-            }
-            if (seq > o->last) {
-                o->last = seq;
-                shmobj_map_set(o->state, o->key, o->key_len, &o->last, sizeof o->last);
-            }
-            natsMsg_Ack(m, NULL);
-            atomic_fetch_add(&r->st.msgs, 1);
-            atomic_fetch_add(&r->st.bytes, (uint64_t)natsMsg_GetDataLength(m));
+        jsMsgMetaData *md = NULL;
+        uint64_t seq = 0;
+        if (natsMsg_GetMetaData(&md, m) == NATS_OK) {
+            seq = md->Sequence.Stream;
+            jsMsgMetaData_Destroy(md);
         }
-        natsMsgList_Destroy(&list);
+        if (seq != 0 && seq <= o->last) {
+            natsMsg_Ack(m, NULL); /* put before a restart; its ack was lost */
+            natsMsg_Destroy(m);
+            continue;
+        }
+        rc = put_local(o, m);
+        if (rc == SHMOBJ_ETIMEDOUT) { /* stopping: delivered again later */
+            natsMsg_Destroy(m);
+            break;
+        }
+        if (rc != 0) {
+            atomic_fetch_add(&r->st.failed, 1);
+            bridge__route_error(r, "stream message %" PRIu64 " refused: %s", seq,
+                                shmobj_strerror(rc));
+            natsMsg_Term(m, NULL);
+            natsMsg_Destroy(m);
+            continue;
+        }
+        if (seq > o->last) {
+            o->last = seq;
+            shmobj_map_set(o->state, o->key, o->key_len, &o->last, sizeof o->last);
+        }
+        natsMsg_Ack(m, NULL);
+        atomic_fetch_add(&r->st.msgs, 1);
+        atomic_fetch_add(&r->st.bytes, (uint64_t)natsMsg_GetDataLength(m));
+        natsMsg_Destroy(m);
     }
     return 0;
 }
@@ -210,10 +218,8 @@ void *bridge__route_in(void *arg)
         int zero = 0;
         atomic_compare_exchange_strong(&o.r->b->failed_rc, &zero, rc);
     }
-    if (o.sub != NULL) {
-        natsSubscription_Unsubscribe(o.sub); /* the durable consumer stays */
-        natsSubscription_Destroy(o.sub);
-    }
+    /* destroyed without an unsubscribe: the durable consumer stays */
+    natsSubscription_Destroy(o.sub);
     shmobj_queue_close(o.q);
     shmobj_topic_close(o.t);
     shmobj_map_close(o.state);

@@ -270,13 +270,18 @@ static void retire(struct out *o)
             release_local(o, f.ref);
         }
     }
+    bool retried = false;
     for (uint64_t pos = r->head; pos < r->tail; pos++) {
         pthread_mutex_lock(&r->lock);
         struct flight *f = ring_at(r, pos);
         bool again = f->state == FL_RETRY;
         pthread_mutex_unlock(&r->lock);
-        if (again)
+        if (again) {
+            if (!retried) /* the server refused or is away: not in a spin */
+                sleep_ns(20000000);
+            retried = true;
             publish(o, f);
+        }
     }
 }
 
