@@ -113,6 +113,7 @@ struct route {
     struct flight *ring;
     uint32_t ring_cap;    /* power of two >= window */
     uint64_t head, tail;  /* ring positions: [head, tail) used */
+    _Atomic uint32_t retries; /* flights the handler gave back to send again */
     jsCtx *js;
 };
 

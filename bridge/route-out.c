@@ -120,6 +120,8 @@ static void on_ack(jsCtx *js, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void
         if (f != NULL && f->state == FL_SENT) {
             f->state = pae == NULL ? FL_ACKED : FL_RETRY;
             atomic_fetch_sub(&r->st.inflight, 1);
+            if (pae != NULL)
+                atomic_fetch_add(&r->retries, 1);
         }
         pthread_mutex_unlock(&r->lock);
         if (pae != NULL)
@@ -232,6 +234,7 @@ static void publish(struct out *o, struct flight *f)
         if (f->state == FL_SENT) {
             f->state = FL_RETRY;
             atomic_fetch_sub(&r->st.inflight, 1);
+            atomic_fetch_add(&r->retries, 1);
         }
         pthread_mutex_unlock(&r->lock);
         atomic_fetch_add(&r->st.retried, 1);
@@ -271,12 +274,15 @@ static void retire(struct out *o)
         }
     }
     bool retried = false;
+    if (atomic_load(&r->retries) == 0)
+        return;
     for (uint64_t pos = r->head; pos < r->tail; pos++) {
         pthread_mutex_lock(&r->lock);
         struct flight *f = ring_at(r, pos);
         bool again = f->state == FL_RETRY;
         pthread_mutex_unlock(&r->lock);
         if (again) {
+            atomic_fetch_sub(&r->retries, 1);
             if (!retried) /* the server refused or is away: not in a spin */
                 sleep_ns(20000000);
             retried = true;
