@@ -1,6 +1,5 @@
 /*
- * The configuration: `KEY VALUE` lines and `route` lines (shmobj-bridge(1),
- * doc/bridge.md), from a file or the command line. Every line is checked
+ * The configuration: `KEY VALUE` lines and `route` lines (doc/bridge.md), from a file or the command line. Every line is checked
  * whole before anything is kept, so a bad line changes nothing; names are
  * checked against the limits of what they will name (a root of the
  * segment, a JetStream stream, a durable consumer).

@@ -1,6 +1,5 @@
 /*
- * shmobj-bridge: the command around libshmobj-bridge (shmobj-bridge(1),
- * doc/bridge.md). Reads a configuration file and/or `--KEY VALUE` options
+ * shmobj-bridge: the command around libshmobj-bridge (doc/bridge.md). Reads a configuration file and/or `--KEY VALUE` options
  * (the same keys), starts the bridge, prints a status line every --status
  * seconds and on SIGUSR1, and stops on SIGINT or SIGTERM.
  * Exit: 0 stopped by a signal, 1 bad configuration or failed start (the

@@ -7,8 +7,8 @@
  * A bridge attaches to one segment and one NATS server (or cluster) and
  * runs its routes, each in a thread of its own, until shmobj_bridge_stop().
  * The routes, their delivery semantics and failure modes are described in
- * doc/bridge.md; the configuration lines in shmobj-bridge(1), which is
- * this library's command. Link with `pkg-config --libs shmobj-bridge`.
+ * doc/bridge.md, with the configuration lines that shmobj-bridge, this
+ * library's command, and shmobj_bridge_config_line() take. Link with `pkg-config --libs shmobj-bridge`.
  *
  * Every call that can fail returns 0 or a negative SHMOBJ_E* status
  * (shmobj/error.h) and, where it takes an `err` buffer, writes there a
