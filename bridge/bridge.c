@@ -222,19 +222,21 @@ void shmobj_bridge_stop(shmobj_bridge *b)
     if (b == NULL)
         return;
     atomic_store(&b->stop, true);
+    for (unsigned i = 0; i < b->nroutes; i++)
+        if (b->routes[i].started)
+            pthread_join(b->routes[i].thread, NULL);
+    /* closed first: no ack handler runs after this, so the rings can go */
+    if (b->nc != NULL)
+        natsConnection_Close(b->nc);
     for (unsigned i = 0; i < b->nroutes; i++) {
         struct route *r = &b->routes[i];
-        if (r->started)
-            pthread_join(r->thread, NULL);
         if (r->js != NULL)
             jsCtx_Destroy(r->js);
         pthread_mutex_destroy(&r->lock);
         free(r->ring);
     }
-    if (b->nc != NULL) {
-        natsConnection_Close(b->nc);
+    if (b->nc != NULL)
         natsConnection_Destroy(b->nc);
-    }
     shmobj_segment_close(b->seg);
     free(b->routes);
     shmobj_bridge_config_free(b->conf);

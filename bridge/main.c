@@ -7,6 +7,8 @@
  */
 #include "shmobj-bridge.h"
 
+#include <nats/nats.h>
+
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -127,5 +129,6 @@ int main(int argc, char **argv)
     printf("%s\n", line);
     fflush(stdout);
     shmobj_bridge_stop(b);
+    nats_Close(); /* the client's threads and buffers, before exit */
     return code;
 }

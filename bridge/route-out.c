@@ -43,6 +43,7 @@ struct out {
     shmobj_topic_sub *sub;
     shmobj_map *state;
     uint64_t epoch, next_seq;
+    uint32_t window; /* the route's, at most half a topic's ring */
     int64_t max_payload;
     struct bridge_buf enc;
     char subject_prefix[BRIDGE_NAME_MAX * 2 + 8];
@@ -429,8 +430,13 @@ static int route_out(struct out *o)
         bridge__route_error(r, "journal: %s", shmobj_strerror(rc));
         return rc;
     }
+    o->window = r->c->window;
+    shmobj_topic_stats ts;
+    if (o->t != NULL && shmobj_topic_stats_get(o->t, &ts) == 0 && ts.capacity >= 4 &&
+        o->window > ts.capacity / 2)
+        o->window = ts.capacity / 2; /* never hold publishers up on our acks */
     uint32_t cap = 2;
-    while (cap < r->c->window + nje + 1)
+    while (cap < o->window + nje + 1)
         cap *= 2;
     r->ring = calloc(cap, sizeof *r->ring);
     if (r->ring == NULL) {
@@ -455,14 +461,14 @@ static int route_out(struct out *o)
     while (!atomic_load(&b->stop)) {
         retire(o);
         uint64_t used = r->tail - r->head;
-        if (used >= r->c->window) {
+        if (used >= o->window) {
             sleep_ns(200000);
             continue;
         }
         int64_t wait = atomic_load(&r->st.inflight) ? 1000000 : SLICE_NS;
         if (o->t != NULL) {
             shmobj_topic_msg msgs[64];
-            unsigned n = 0, room = (unsigned)(r->c->window - used);
+            unsigned n = 0, room = (unsigned)(o->window - used);
             rc = shmobj_topic_take_batch(o->sub, msgs, room < 64 ? room : 64, &n, wait);
             if (rc == SHMOBJ_ETIMEDOUT || rc == SHMOBJ_EEMPTY)
                 continue;

@@ -26,6 +26,13 @@
 extern "C" {
 #endif
 
+/** @brief Marks the calls libshmobj-bridge exports (the rest is hidden). */
+#if defined(__GNUC__)
+#define SHMOBJ_BRIDGE_API __attribute__((visibility("default")))
+#else
+#define SHMOBJ_BRIDGE_API
+#endif
+
 /** @brief A bridge's configuration, built line by line. Opaque. */
 typedef struct shmobj_bridge_config shmobj_bridge_config;
 /** @brief A running bridge. Opaque. */
@@ -54,7 +61,7 @@ typedef void (*shmobj_bridge_log_fn)(void *arg, const char *line);
  * @retval SHMOBJ_ENOMEM no memory
  * @since 0.4
  */
-int shmobj_bridge_config_new(shmobj_bridge_config **out);
+SHMOBJ_BRIDGE_API int shmobj_bridge_config_new(shmobj_bridge_config **out);
 
 /**
  * @brief Add one configuration line: `KEY VALUE` (segment, url, creds,
@@ -70,7 +77,7 @@ int shmobj_bridge_config_new(shmobj_bridge_config **out);
  * @retval SHMOBJ_ENOMEM no memory
  * @since 0.4
  */
-int shmobj_bridge_config_line(shmobj_bridge_config *cfg, const char *line,
+SHMOBJ_BRIDGE_API int shmobj_bridge_config_line(shmobj_bridge_config *cfg, const char *line,
                               char *err, size_t err_len);
 
 /**
@@ -89,7 +96,7 @@ int shmobj_bridge_config_line(shmobj_bridge_config *cfg, const char *line,
  * @retval SHMOBJ_ENOMEM no memory
  * @since 0.4
  */
-int shmobj_bridge_config_file(shmobj_bridge_config *cfg, const char *path,
+SHMOBJ_BRIDGE_API int shmobj_bridge_config_file(shmobj_bridge_config *cfg, const char *path,
                               char *err, size_t err_len);
 
 /**
@@ -97,7 +104,7 @@ int shmobj_bridge_config_file(shmobj_bridge_config *cfg, const char *path,
  * @param[in] cfg the configuration, or NULL (nothing happens)
  * @since 0.4
  */
-void shmobj_bridge_config_free(shmobj_bridge_config *cfg);
+SHMOBJ_BRIDGE_API void shmobj_bridge_config_free(shmobj_bridge_config *cfg);
 
 /**
  * @brief Attach to the segment, connect to NATS, check every route's
@@ -118,7 +125,7 @@ void shmobj_bridge_config_free(shmobj_bridge_config *cfg);
  * @retval others the segment's open (shmobj_segment_open())
  * @since 0.4
  */
-int shmobj_bridge_start(const shmobj_bridge_config *cfg,
+SHMOBJ_BRIDGE_API int shmobj_bridge_start(const shmobj_bridge_config *cfg,
                         shmobj_bridge_log_fn log, void *log_arg,
                         shmobj_bridge **out, char *err, size_t err_len);
 
@@ -128,7 +135,7 @@ int shmobj_bridge_start(const shmobj_bridge_config *cfg,
  * @return the number of routes (0 for NULL)
  * @since 0.4
  */
-unsigned shmobj_bridge_route_count(const shmobj_bridge *b);
+SHMOBJ_BRIDGE_API unsigned shmobj_bridge_route_count(const shmobj_bridge *b);
 
 /**
  * @brief Counters and name of route i.
@@ -141,7 +148,7 @@ unsigned shmobj_bridge_route_count(const shmobj_bridge *b);
  * @retval SHMOBJ_ERANGE no such route
  * @since 0.4
  */
-int shmobj_bridge_stats_get(shmobj_bridge *b, unsigned i,
+SHMOBJ_BRIDGE_API int shmobj_bridge_stats_get(shmobj_bridge *b, unsigned i,
                             shmobj_bridge_stats *st, const char **name);
 
 /**
@@ -153,7 +160,7 @@ int shmobj_bridge_stats_get(shmobj_bridge *b, unsigned i,
  * @retval SHMOBJ_EINVAL NULL argument or cap 0
  * @since 0.4
  */
-int shmobj_bridge_status_line(shmobj_bridge *b, char *buf, size_t cap);
+SHMOBJ_BRIDGE_API int shmobj_bridge_status_line(shmobj_bridge *b, char *buf, size_t cap);
 
 /**
  * @brief Whether a route has ended on an error it cannot get over (its
@@ -164,7 +171,7 @@ int shmobj_bridge_status_line(shmobj_bridge *b, char *buf, size_t cap);
  * @retval others the error that ended the first route that ended
  * @since 0.4
  */
-int shmobj_bridge_check(shmobj_bridge *b);
+SHMOBJ_BRIDGE_API int shmobj_bridge_check(shmobj_bridge *b);
 
 /**
  * @brief Stop the routes (each finishes the message in its hands and
@@ -173,7 +180,7 @@ int shmobj_bridge_check(shmobj_bridge *b);
  * @param[in] b the bridge, or NULL (nothing happens)
  * @since 0.4
  */
-void shmobj_bridge_stop(shmobj_bridge *b);
+SHMOBJ_BRIDGE_API void shmobj_bridge_stop(shmobj_bridge *b);
 
 /**
  * @brief Encode a typed object in the bridge's wire encoding (CBOR,
@@ -190,7 +197,7 @@ void shmobj_bridge_stop(shmobj_bridge *b);
  * @retval others shmobj_obj_get() and the views' errors
  * @since 0.4
  */
-int shmobj_bridge_obj_encode(shmobj_segment *seg, shmobj_ref ref, void **data,
+SHMOBJ_BRIDGE_API int shmobj_bridge_obj_encode(shmobj_segment *seg, shmobj_ref ref, void **data,
                              size_t *len);
 
 /**
@@ -208,7 +215,7 @@ int shmobj_bridge_obj_encode(shmobj_segment *seg, shmobj_ref ref, void **data,
  * @retval others shmobj_obj_put()
  * @since 0.4
  */
-int shmobj_bridge_obj_decode(shmobj_segment *seg, const void *data, size_t len,
+SHMOBJ_BRIDGE_API int shmobj_bridge_obj_decode(shmobj_segment *seg, const void *data, size_t len,
                              shmobj_ref *ref);
 
 #ifdef __cplusplus

@@ -671,12 +671,22 @@ static void test_bridge_topic_to_topic(void **state)
     assert_int_equal(shmobj_topic_subscribe(tb, &sub), 0);
     pid_t ba = bridge_start(w.seg_a, "ta", w.url, "topic:ticks -> stream:TT/tt", NULL);
     pid_t bb = bridge_start(w.seg_b, "tb", w.url, "stream:TT/tt -> topic:ticks", NULL);
-    msleep(500); /* the bridge's subscription exists before we publish */
+    shmobj_topic_stats st = {0};
+    for (int i = 0; i < 500 && st.subscribers == 0; i++) {
+        msleep(20); /* the bridge's subscription exists before we publish */
+        assert_int_equal(shmobj_topic_stats_get(ta, &st), 0);
+    }
+    assert_int_equal(st.subscribers, 1);
     enum { N = 500 };
     for (unsigned i = 0; i < N; i++) {
         char m[32];
         int n = snprintf(m, sizeof m, "tick %u", i);
-        assert_int_equal(shmobj_topic_publish(ta, m, (uint64_t)n, 5000000000), 0);
+        int rc = shmobj_topic_publish(ta, m, (uint64_t)n, 20000000000);
+        if (rc != 0) {
+            shmobj_topic_stats_get(ta, &st);
+            fail_msg("publish %u: %s (subscribers %u, lag %llu)", i, shmobj_strerror(rc),
+                     st.subscribers, (unsigned long long)st.max_lag);
+        }
     }
     for (unsigned i = 0; i < N; i++) {
         shmobj_topic_msg msg;
