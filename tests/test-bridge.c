@@ -649,6 +649,16 @@ static void test_bridge_map_kv_both_ways(void **state)
     assert_true(map_wait(ma, "k1", NULL, 5000));
     assert_int_equal(shmobj_map_del(ma, "a key with spaces", 17), 0);
     assert_true(map_wait(mb, "a key with spaces", NULL, 5000));
+    /* both hosts write one key while A's bridge is away: the bucket's
+     * revision (B's write) wins over A's write it never saw */
+    assert_int_equal(reap(ba, SIGTERM, 10), 0);
+    assert_int_equal(shmobj_map_set(mb, "k2", 2, "from-b", 6), 0);
+    msleep(300); /* B's bridge sends it */
+    assert_int_equal(shmobj_map_set(ma, "k2", 2, "from-a", 6), 0);
+    ba = bridge_start(w.seg_a, "ma", w.url, "map:cache <-> kv:CACHE interval-ms=20", NULL);
+    assert_true(map_wait(ma, "k2", "from-b", 10000));
+    msleep(300);
+    assert_true(map_wait(mb, "k2", "from-b", 1000));
     assert_int_equal(reap(ba, SIGTERM, 10), 0);
     assert_int_equal(reap(bb, SIGTERM, 10), 0);
     shmobj_map_close(ma);
