@@ -17,6 +17,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
@@ -29,6 +30,54 @@ static const char *bridge_path;
 static char nats_path[256];
 static char tmpdir[256];
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+/* Every process a test starts, and every segment it makes, so that a test
+ * that fails half-way leaves no server, bridge or segment behind (its
+ * teardown ends them); a child also dies with the test process itself. */
+static pid_t kids[64];
+static unsigned nkids;
+static char segs[8][64];
+static unsigned nsegs;
+
+static void kid_add(pid_t pid)
+{
+    if (nkids < sizeof kids / sizeof kids[0])
+        kids[nkids++] = pid;
+}
+
+static void kid_gone(pid_t pid)
+{
+    for (unsigned i = 0; i < nkids; i++)
+        if (kids[i] == pid) {
+            kids[i] = kids[--nkids];
+            return;
+        }
+}
+
+static void seg_add(const char *name)
+{
+    if (nsegs < sizeof segs / sizeof segs[0])
+        snprintf(segs[nsegs++], sizeof segs[0], "%s", name);
+}
+
+static void child_setup(void)
+{
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    for (unsigned i = 0; i < nkids; i++) {
+        kill(kids[i], SIGKILL);
+        waitpid(kids[i], NULL, 0);
+    }
+    nkids = 0;
+    for (unsigned i = 0; i < nsegs; i++)
+        shmobj_segment_destroy(segs[i], SHMOBJ_BACKEND_SHM);
+    nsegs = 0;
+    return 0;
+}
 
 static int64_t now_ns(void)
 {
@@ -74,6 +123,7 @@ static pid_t nats_start(int port, const char *dir, const char *conf)
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
+        child_setup();
         int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
         dup2(fd, 1);
         dup2(fd, 2);
@@ -88,6 +138,7 @@ static pid_t nats_start(int port, const char *dir, const char *conf)
                   (char *)NULL);
         _exit(127);
     }
+    kid_add(pid);
     for (int i = 0; i < 200 && !port_open(port); i++)
         msleep(25);
     assert_true(port_open(port));
@@ -100,12 +151,15 @@ static int reap(pid_t pid, int sig, int seconds)
     if (sig)
         kill(pid, sig);
     for (int i = 0; i < seconds * 100; i++) {
-        if (waitpid(pid, &st, WNOHANG) == pid)
+        if (waitpid(pid, &st, WNOHANG) == pid) {
+            kid_gone(pid);
             return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        }
         msleep(10);
     }
     kill(pid, SIGKILL);
     waitpid(pid, &st, 0);
+    kid_gone(pid);
     fail_msg("process %ld did not end within %d s", (long)pid, seconds);
     return -1;
 }
@@ -121,6 +175,7 @@ static pid_t bridge_start(const char *seg, const char *name, const char *url,
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
+        child_setup();
         int fo = open(out, O_WRONLY | O_CREAT | O_APPEND, 0600);
         int fe = open(err, O_WRONLY | O_CREAT | O_APPEND, 0600);
         dup2(fo, 1);
@@ -133,6 +188,7 @@ static pid_t bridge_start(const char *seg, const char *name, const char *url,
                   url, "--status", "0.2", "--route", r1, (char *)NULL);
         _exit(127);
     }
+    kid_add(pid);
     return pid;
 }
 
@@ -170,6 +226,8 @@ static void world_up(struct world *w, const char *conf)
     shmobj_segment_options_init(&o);
     test_name(w->seg_a, sizeof w->seg_a, "bra");
     test_name(w->seg_b, sizeof w->seg_b, "brb");
+    seg_add(w->seg_a);
+    seg_add(w->seg_b);
     assert_int_equal(shmobj_segment_create(w->seg_a, &o, &w->a), 0);
     assert_int_equal(shmobj_segment_create(w->seg_b, &o, &w->b), 0);
 }
@@ -269,6 +327,7 @@ static void test_bridge_cbor_round_trip_same_object(void **state)
     shmobj_segment_options o;
     shmobj_segment_options_init(&o);
     assert_int_equal(shmobj_segment_create(test_name(name, sizeof name, "brc"), &o, &seg), 0);
+    seg_add(name);
     float f[6] = {1, 2, 3, 4, 5, 6};
     uint64_t shape[2] = {2, 3};
     shmobj_value items[2] = {SHMOBJ_VAL_INT(-5), SHMOBJ_VAL_STR("x")};
@@ -593,6 +652,7 @@ static void test_bridge_bad_credentials_clear_error(void **state)
     char path[64] = "/nonexistent/user.creds";
     pid_t pid = fork();
     if (pid == 0) {
+        child_setup();
         char out[512];
         snprintf(out, sizeof out, "%s/cb.err", tmpdir);
         int fe = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
@@ -601,6 +661,7 @@ static void test_bridge_bad_credentials_clear_error(void **state)
               path, "--route", "queue:jobs -> stream:CJ/cj", (char *)NULL);
         _exit(127);
     }
+    kid_add(pid);
     assert_int_equal(reap(pid, 0, 10), 1);
     assert_true(file_has("cb", "err", "credentials"));
     /* the right ones work */
@@ -749,6 +810,8 @@ static void test_bridge_cluster_node_dies(void **state)
     shmobj_segment_options_init(&o);
     test_name(w.seg_a, sizeof w.seg_a, "bca");
     test_name(w.seg_b, sizeof w.seg_b, "bcb");
+    seg_add(w.seg_a);
+    seg_add(w.seg_b);
     assert_int_equal(shmobj_segment_create(w.seg_a, &o, &w.a), 0);
     assert_int_equal(shmobj_segment_create(w.seg_b, &o, &w.b), 0);
     /* the cluster elects its JetStream leader: the bridges retry until then */
@@ -809,17 +872,17 @@ int main(int argc, char **argv)
     }
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bridge_config_bad_lines_einval),
-        cmocka_unit_test(test_bridge_cbor_round_trip_same_object),
-        cmocka_unit_test(test_bridge_queue_to_queue_two_hosts),
-        cmocka_unit_test(test_bridge_server_restart_nothing_lost),
-        cmocka_unit_test(test_bridge_killed_at_random_resumes),
-        cmocka_unit_test(test_bridge_full_local_queue_backpressure),
-        cmocka_unit_test(test_bridge_oversize_message_counted),
-        cmocka_unit_test(test_bridge_bad_credentials_clear_error),
-        cmocka_unit_test(test_bridge_map_kv_both_ways),
-        cmocka_unit_test(test_bridge_topic_to_topic),
-        cmocka_unit_test(test_bridge_cluster_node_dies),
+        cmocka_unit_test_teardown(test_bridge_config_bad_lines_einval, teardown),
+        cmocka_unit_test_teardown(test_bridge_cbor_round_trip_same_object, teardown),
+        cmocka_unit_test_teardown(test_bridge_queue_to_queue_two_hosts, teardown),
+        cmocka_unit_test_teardown(test_bridge_server_restart_nothing_lost, teardown),
+        cmocka_unit_test_teardown(test_bridge_killed_at_random_resumes, teardown),
+        cmocka_unit_test_teardown(test_bridge_full_local_queue_backpressure, teardown),
+        cmocka_unit_test_teardown(test_bridge_oversize_message_counted, teardown),
+        cmocka_unit_test_teardown(test_bridge_bad_credentials_clear_error, teardown),
+        cmocka_unit_test_teardown(test_bridge_map_kv_both_ways, teardown),
+        cmocka_unit_test_teardown(test_bridge_topic_to_topic, teardown),
+        cmocka_unit_test_teardown(test_bridge_cluster_node_dies, teardown),
     };
     test_filter_from_env();
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
