@@ -8,8 +8,9 @@
  *          Metrics set-Mops/s, get-Mops/s, iter-Mops/s, bytes/item (heap
  *          bytes the map holds, block headers included, divided by the
  *          items), keys-seen (distinct keys the iteration returned).
- *          Subject `shmobj-batch`: the same, the gets made 16 at a time
- *          with shmobj_map_get_many() (same order, every value compared).
+ *          Subject `shmobj-batch`: the same, the sets made 16 at a time
+ *          with shmobj_map_set_many() and the gets 16 at a time with
+ *          shmobj_map_get_many() (same order, every value compared).
  *          Subject `shmobj-huge`: `shmobj` in a memfd segment of 2 MiB
  *          pages from the huge-page pool (SHMOBJ_SEGMENT_HUGE_REQUIRE);
  *          as root it adds to /proc/sys/vm/nr_hugepages the pages the
@@ -175,6 +176,26 @@ static void set_range(shmobj_map *m, const struct data *d, size_t from, size_t t
     }
 }
 
+/* Requests per shmobj_map_set_many() call of the shmobj-batch subject. */
+#define SET_BATCH 16
+
+/* set_range() through shmobj_map_set_many(), SET_BATCH keys per call. */
+static void set_range_batched(shmobj_map *m, const struct data *d, size_t from, size_t to)
+{
+    shmobj_map_set_req req[SET_BATCH];
+    for (size_t j = from; j < to; j += SET_BATCH) {
+        size_t k = to - j < SET_BATCH ? to - j : SET_BATCH;
+        for (size_t i = 0; i < k; i++)
+            req[i] = (shmobj_map_set_req){key_at(d, j + i), d->klen, val_at(d, j + i), d->vlen,
+                                          0, 0};
+        int rc = shmobj_map_set_many(m, req, k);
+        for (size_t i = 0; i < k && rc == 0; i++)
+            rc = req[i].status;
+        if (rc != 0)
+            die("set_many", rc);
+    }
+}
+
 /* Keys ahead that the shmobj-prefetch variant hints (shmobj_map_prefetch). */
 #define PREFETCH_AHEAD 6
 
@@ -245,7 +266,10 @@ static int run_h1(const bench_ctx *ctx)
         return rc;
 
     double t0 = now_s();
-    set_range(e.map, &d, 0, n);
+    if (ctx->arg == H1_BATCH)
+        set_range_batched(e.map, &d, 0, n);
+    else
+        set_range(e.map, &d, 0, n);
     double t1 = now_s();
     struct timespec c1, c2;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);

@@ -38,6 +38,31 @@ for s in $(grep -rhoE '@since[[:space:]]+[0-9]+\.[0-9]+' include | awk '{print $
         fail=1
     fi
 done
+# Every tag names a release of doc/versioning.md's table ("| X.Y.0 |"),
+# whose last row is the library's version; a tag of another form (no
+# number, a patch, a "v") names none.
+doc=doc/versioning.md
+rows=$(sed -n 's/^| \([0-9][0-9]*\.[0-9][0-9]*\.[0-9][0-9]*\) |.*/\1/p' "$doc")
+if [ -z "$rows" ]; then
+    echo "$doc: no table of releases (rows '| X.Y.Z | ... |')"
+    fail=1
+elif [ "$(echo "$rows" | tail -n 1)" != "$project" ]; then
+    echo "$doc: the last release listed is $(echo "$rows" | tail -n 1), the library is $project"
+    fail=1
+fi
+for s in $(grep -rhoE '@since[[:space:]]+[0-9]+\.[0-9]+' include | awk '{print $2}' | sort -u); do
+    echo "$rows" | grep -qx "$s\.0" || {
+        echo "@since $s names no release of $doc:"
+        grep -rn -E "@since[[:space:]]+$s([^0-9]|\$)" include | head -5
+        fail=1
+    }
+done
+odd=$(grep -rn '@since' include | grep -vE '@since[[:space:]]+[0-9]+\.[0-9]+([^.0-9]|$)')
+if [ -n "$odd" ]; then
+    echo "@since tags that are not X.Y:"
+    echo "$odd" | head -5
+    fail=1
+fi
 if [ "$n" -eq 0 ]; then
     echo "no @since found in include/"
     exit 1

@@ -5,9 +5,18 @@
  *       creates segment NAME with a queue "jobs", a map "cache", objects
  *       "config" (a dict), "weights" (a buffer) and "answer" (an int), and
  *       a raw block "blob" (NAME with a slash: a file-backed segment at
- *       that path); prints "ready PID" and keeps putting and
+ *       that path), a queue "idle" nobody feeds, a mutable dict "state"
+ *       holding a growable list of 3 and a set of 2, and a topic "news"
+ *       of 5 messages whose one subscriber (the helper) took 2 of them;
+ *       the map also holds a key of bytes that are not text, a text key
+ *       that JSON must escape, and a counter the work adds to. Prints
+ *       "ready PID" and keeps putting and
  *       taking messages and adding to the map until SECONDS passed or its
  *       standard input closes; then removes the segment.
+ *   test-cli-helper wait-queue NAME
+ *       takes from queue "idle" of segment NAME, asleep until killed.
+ *   test-cli-helper wait-topic NAME
+ *       joins topic "news" and sleeps in a take until killed.
  *   test-cli-helper damage-heap NAME ROOT
  *       sets bit 2 (always zero, doc/format-arena.md) of the header word of
  *       ROOT's block and prints the offset of that block's header.
@@ -44,6 +53,52 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The objects beyond the first ones: a mutable dict of mutable
+ * containers, a queue nobody feeds and a topic with a lagging subscriber
+ * (kept open in *t and *sub). */
+static int populate_more(shmobj_segment *seg, shmobj_map *m, shmobj_topic **t,
+                         shmobj_topic_sub **sub)
+{
+    const unsigned char key[4] = {0xff, 0x00, 0x01, 0x02};
+    TRY("binary key", shmobj_map_set(m, key, sizeof key, "\x01\x02", 2));
+    const char *text = "say \"h\xc3\xa9\"\n\\";
+    TRY("text key", shmobj_map_set(m, text, strlen(text), "a\tb", 3));
+    TRY("counter", shmobj_map_add(m, "counter", 7, 0, NULL)); /* before ready */
+    shmobj_queue *idle;
+    TRY("idle", shmobj_queue_create(seg, "idle", 4, 0, &idle));
+    shmobj_queue_close(idle);
+    shmobj_value st = SHMOBJ_VAL_MDICT();
+    shmobj_ref ref;
+    TRY("state", shmobj_obj_put(seg, &st, &ref));
+    TRY("state root", shmobj_segment_root_set(seg, "state", ref));
+    shmobj_view v, list, set;
+    TRY("state view", shmobj_obj_get(seg, ref, &v));
+    shmobj_value k1 = SHMOBJ_VAL_STR("queue"), k2 = SHMOBJ_VAL_STR("seen");
+    shmobj_value ml = SHMOBJ_VAL_MLIST(), ms = SHMOBJ_VAL_MSET();
+    TRY("state list", shmobj_mdict_set(&v, &k1, &ml));
+    TRY("state set", shmobj_mdict_set(&v, &k2, &ms));
+    TRY("list view", shmobj_mdict_get(&v, &k1, &list));
+    TRY("set view", shmobj_mdict_get(&v, &k2, &set));
+    for (int i = 0; i < 3; i++) {
+        shmobj_value x = SHMOBJ_VAL_INT(i);
+        TRY("append", shmobj_mlist_append(&list, &x));
+    }
+    for (int i = 0; i < 2; i++) {
+        shmobj_value x = SHMOBJ_VAL_INT(10 + i);
+        TRY("add", shmobj_mset_add(&set, &x));
+    }
+    TRY("topic", shmobj_topic_create(seg, "news", NULL, t));
+    TRY("subscribe", shmobj_topic_subscribe(*t, sub));
+    for (int i = 0; i < 5; i++)
+        TRY("publish", shmobj_topic_publish(*t, "hello", 5, 0));
+    for (int i = 0; i < 2; i++) {
+        shmobj_topic_msg msg;
+        TRY("topic take", shmobj_topic_try_take(*sub, &msg));
+        TRY("topic release", shmobj_topic_release(*sub, &msg));
+    }
+    return 0;
 }
 
 static int populate(shmobj_segment *seg, shmobj_queue **q, shmobj_map **m)
@@ -97,7 +152,9 @@ static int serve(const char *name, double seconds)
     TRY("create", shmobj_segment_create(name, &o, &seg));
     shmobj_queue *q = NULL;
     shmobj_map *m = NULL;
-    if (populate(seg, &q, &m) != 0) {
+    shmobj_topic *t = NULL;
+    shmobj_topic_sub *sub = NULL;
+    if (populate(seg, &q, &m) != 0 || populate_more(seg, m, &t, &sub) != 0) {
         shmobj_segment_close(seg);
         shmobj_segment_destroy(name, backend);
         return 1;
@@ -132,11 +189,38 @@ static int serve(const char *name, double seconds)
     }
     if (rc != 0)
         fail("work", rc);
+    shmobj_topic_unsubscribe(sub);
+    shmobj_topic_close(t);
     shmobj_queue_close(q);
     shmobj_map_close(m);
     shmobj_segment_close(seg);
     shmobj_segment_destroy(name, backend);
     return rc != 0;
+}
+
+/* Asleep in a take (of queue "idle", or of topic "news") until killed. */
+static int wait_in(const char *name, int topic)
+{
+    shmobj_segment *seg;
+    TRY("open", shmobj_segment_open(name, SHMOBJ_BACKEND_SHM, 5 * SECOND, &seg));
+    if (topic) {
+        shmobj_topic *t;
+        shmobj_topic_sub *sub;
+        shmobj_topic_msg msg;
+        TRY("topic", shmobj_topic_open(seg, "news", &t));
+        TRY("subscribe", shmobj_topic_subscribe(t, &sub));
+        printf("waiting %d\n", (int)getpid());
+        fflush(stdout);
+        TRY("topic take", shmobj_topic_take(sub, &msg, -1));
+    } else {
+        shmobj_queue *q;
+        shmobj_ref ref;
+        TRY("queue", shmobj_queue_open(seg, "idle", &q));
+        printf("waiting %d\n", (int)getpid());
+        fflush(stdout);
+        TRY("take", shmobj_queue_take(q, &ref));
+    }
+    return 1; /* woken: nothing ever comes */
 }
 
 static int damage(const char *name, const char *root, int map)
@@ -171,11 +255,16 @@ int main(int argc, char **argv)
 {
     if (argc == 4 && strcmp(argv[1], "serve") == 0)
         return serve(argv[2], atof(argv[3]));
+    if (argc == 3 && strcmp(argv[1], "wait-queue") == 0)
+        return wait_in(argv[2], 0);
+    if (argc == 3 && strcmp(argv[1], "wait-topic") == 0)
+        return wait_in(argv[2], 1);
     if (argc == 4 && strcmp(argv[1], "damage-heap") == 0)
         return damage(argv[2], argv[3], 0);
     if (argc == 4 && strcmp(argv[1], "damage-map") == 0)
         return damage(argv[2], argv[3], 1);
     fprintf(stderr, "usage: test-cli-helper serve NAME SECONDS | "
+                    "wait-queue NAME | wait-topic NAME | "
                     "damage-heap NAME ROOT | damage-map NAME ROOT\n");
     return 2;
 }

@@ -60,6 +60,25 @@ hasnt() {
     fi
 }
 
+# json WHAT FILE: FILE holds one valid JSON value (python3, and jq when
+# there is one)
+json() {
+    python3 -m json.tool "$tmp/$2" >/dev/null 2>"$tmp/json.err" ||
+        { fail "$1: not valid JSON: $(head -n 1 "$tmp/json.err")"; head -c 600 "$tmp/$2" >&2; }
+    if command -v jq >/dev/null 2>&1; then
+        jq -e . "$tmp/$2" >/dev/null 2>&1 || fail "$1: jq does not read it"
+    fi
+}
+
+# jqtrue WHAT FILE EXPR: the JSON in FILE makes the Python expression
+# EXPR (over d, the parsed value) true
+jqtrue() {
+    python3 -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+sys.exit(0 if eval(sys.argv[2]) else 1)' "$tmp/$2" "$3" 2>"$tmp/json.err" ||
+        { fail "$1: not true: $3"; sed 's/^/  | /' "$tmp/json.err" >&2; }
+}
+
 # wait_line FILE PATTERN: until FILE holds a line matching PATTERN, 10 s
 wait_line() {
     i=0
@@ -71,10 +90,11 @@ wait_line() {
 }
 
 # serve NAME FD: a helper keeps segment NAME alive while descriptor FD
-# (a fifo into its standard input) stays open
+# (a fifo into its standard input) stays open (600 s at most: far past the
+# test's own timeout, so a slow machine never sees the segment go early)
 serve() {
     mkfifo "$tmp/fifo-$2"
-    "$helper" serve "$1" 100 <"$tmp/fifo-$2" >"$tmp/ready-$2" &
+    "$helper" serve "$1" 600 <"$tmp/fifo-$2" >"$tmp/ready-$2" &
     eval "exec $2>\"$tmp/fifo-$2\""
     helpers="$helpers $2"
     wait_line "$tmp/ready-$2" '^ready' || fail "helper for $1 never got ready"
@@ -87,6 +107,15 @@ for c in ls stat dump check rm top; do
     run "$c --help" 0 "$c" --help
     has out "^usage: shmobj $c" "$c --help"
 done
+# ls names every column it prints
+run "ls --help" 0 ls --help
+for col in NAME BACK SIZE MAX USED CREATOR ATT STATE; do
+    has out "^  $col " "ls --help explains column $col"
+done
+run "stat bad entries" 2 stat -e many x
+has err "^shmobj stat: bad number of entries 'many'" "stat bad -e says why"
+run "dump -e without a value" 2 dump x -e
+has err "^shmobj dump: option '-e' needs a value" "dump -e without a value says why"
 run "no command" 2
 run "unknown command" 2 frobnicate
 has err "unknown command" "unknown command"
@@ -140,13 +169,34 @@ has out "fragmentation" "stat: heap"
 has out "^processes (1 attached besides this tool)" "stat: processes"
 has out "pid $hpid .* creator" "stat: the helper's handle"
 has out "jobs  *queue .*depth [0-9]*/64, puts [0-9]*, takes [0-9]*, skipped 0, rescued 0" "stat: queue"
-has out "cache  *map .*count 10[01], load [0-9.]*, [0-9.]* bytes/item" "stat: map"
+has out "cache  *map .*count 103, load [0-9.]*, [0-9.]* bytes/item" "stat: map"
 has out "config  *object .*type dict len 4" "stat: dict object"
 has out "weights  *object .*type buffer f32\[4,8\]" "stat: buffer object"
 has out "answer  *object .*type int" "stat: int object"
 has out "events  *object .*type mlist" "stat: growable list object"
 has out "position  *object .*type record" "stat: record object"
 has out "blob  *raw" "stat: raw block"
+# what the roots hold: map entries (text, bytes, a counter), members with
+# the sizes of containers, mutable ones too, and a topic's subscribers
+has out '^      "key[0-9]*" = "value"$' "stat: map entries"
+has out '^      \.\.\. more entries (103 in all' "stat: map entries bounded by default"
+has out '^      "tags"  *list  *len 2$' "stat: a member's size"
+has out "state  *object .*type mdict len 2" "stat: mutable dict object"
+has out '^      "queue"  *mlist  *len 3$' "stat: size of a growable list inside"
+has out '^      "seen"  *mset  *len 2$' "stat: size of a mutable set inside"
+has out "news  *topic .*published 5, kept 5, capacity 256, history 0, 1 subscriber, max lag 3" "stat: topic"
+has out "^      subscriber pid $hpid token [0-9]*: lag 3, held 0, missed 0" "stat: a subscriber's lag"
+has out "idle  *queue .*depth 0/4" "stat: idle queue"
+run "stat -e all" 0 stat -e all "$live"
+[ "$(grep -c '^      "key[0-9]*" = "value"$' "$tmp/out")" -eq 100 ] ||
+    fail "stat -e all: $(grep -c '^      "key' "$tmp/out") text entries, expected 100"
+has out '^      "counter" = 0x[0-9a-f]\{16\} (int64 [0-9]*)$' "stat -e all: an int64 counter"
+has out '^      0xff000102 = 0x0102$' "stat -e all: bytes that are not text, in hex"
+has out '^      "say \\"h[^"]*\\"\\n\\\\" = "a\\tb"$' "stat -e all: text escaped"
+hasnt out "more entries" "stat -e all leaves nothing out"
+run "stat -e 0" 0 stat --entries=0 "$live"
+hasnt out '^      "key' "stat -e 0 lists no entry"
+has out "cache  *map .*count 103" "stat -e 0 still has the figures"
 # ls only peeks: after ls and stat, still just the helper attached
 run "ls again" 0 ls "$live"
 awk -v n="$live" '$1 == n { print $7 }' "$tmp/out" >"$tmp/row"
@@ -172,11 +222,33 @@ run "dump" 0 dump "$live"
 has out '"answer":42' "dump: every root"
 has out '"jobs":{"\$queue":{"capacity":64' "dump: queue"
 has out '"blob":{"\$raw":256}' "dump: raw"
+json "dump" out
+jqtrue "dump: map entries" out 'd["cache"]["$map"]["count"] == 103 and d["cache"]["$map"]["entries"]["key7"] == "value" and "truncated" not in d["cache"]["$map"]'
+jqtrue "dump: bytes that are not text" out 'd["cache"]["$map"]["entries"]["$bytes:ff000102"] == {"$bytes": 2, "hex": "0102"}'
+jqtrue "dump: a counter" out 'd["cache"]["$map"]["entries"]["counter"]["int64"] >= 0'
+jqtrue "dump: a text key JSON escapes" out 'd["cache"]["$map"]["entries"]["say \"h\u00e9\"\n\\"] == "a\tb"'
+jqtrue "dump: mutable containers" out 'd["state"] == {"queue": [0, 1, 2], "seen": [10, 11]}'
+jqtrue "dump: topic" out 'd["news"]["$topic"]["published"] == 5 and [s["lag"] for s in d["news"]["$topic"]["subscribers"]] == [3]'
+jqtrue "dump: waiting" out 'd["idle"]["$queue"]["consumers_waiting"] == 0'
+run "dump --json --pretty" 0 dump --json --pretty "$live"
+json "dump --pretty" out
+run "dump -e 5 ROOT" 0 dump -e 5 "$live" cache
+json "dump -e 5 cache" out
+jqtrue "dump -e 5: five entries, truncated" out 'len(d["$map"]["entries"]) == 5 and d["$map"]["truncated"] is True'
+run "dump topic ROOT" 0 dump "$live" news
+json "dump news" out
 run "dump missing root" 2 dump "$live" nosuchroot
 has err "no root named 'nosuchroot'" "dump missing root"
 
 run "check" 0 check "$live"
-has out "^$live: ok: heap, 8 roots (1 queue, 1 map, 5 objects, 1 other)" "check"
+has out "^$live: ok: heap, 11 roots (2 queues, 1 map, 6 objects, 1 topic, 1 other)" "check"
+# what it found, and where: a line per part with its block's offset
+has out "^heap: ok, [0-9]* blocks in use" "check: the heap"
+has out "^queue 'jobs' at offset [0-9]* (0x[0-9a-f]*), [0-9.]* KiB: ok, [0-9]* messages* of 64 waiting" "check: a queue and where"
+has out "^map 'cache' at offset [0-9]* (0x[0-9a-f]*), .*: ok, 103 entries" "check: a map and where"
+has out "^object 'config' at offset [0-9]* (0x[0-9a-f]*), .*: ok, dict len 4" "check: an object and where"
+has out "^topic 'news' at offset [0-9]* (0x[0-9a-f]*), .*: ok, 5 published, 1 subscriber$" "check: a topic and where"
+has out "^raw 'blob' at offset .*: not checked" "check: a raw block is not checked"
 
 run "top" 0 top -n 3 -i 0.3 "$live"
 has out "frame 3" "top: three frames"
@@ -189,10 +261,46 @@ awk '$1 == "jobs" { print $4 }' "$tmp/out" >"$tmp/rates"
 [ "$(head -n 1 "$tmp/rates")" = "-" ] || fail "top: frame 1 has a rate: $(head -n 1 "$tmp/rates")"
 tail -n +2 "$tmp/rates" | grep -q '^[1-9][0-9]*$' ||
     fail "top: no later frame has a positive puts/s: $(tr '\n' ' ' <"$tmp/rates")"
+has out "^news  *5  *[-0-9]*  *1  *0  *3  *0$" "top: the topic: 1 subscriber, none dead, lag 3"
+has out "^  subscriber pid $hpid token [0-9]*: lag 3" "top: each subscriber's lag"
 # a map's figure is its entries' net change, not its operations: top says so
 run "top --help" 0 top --help
 has out "no operation counters" "top --help says a map's figure is no operation rate"
 run "top bad interval" 2 top -i 0 "$live"
+
+# ---- a process killed while it waited is not listed as waiting -------------------
+"$helper" wait-queue "$live" >"$tmp/wq" 2>&1 &
+wq=$!
+"$helper" wait-topic "$live" >"$tmp/wt" 2>&1 &
+wt=$!
+wait_line "$tmp/wq" '^waiting' || fail "queue waiter never started"
+wait_line "$tmp/wt" '^waiting' || fail "topic waiter never started"
+i=0
+while :; do
+    "$tool" stat "$live" >"$tmp/out" 2>"$tmp/err"
+    grep -q "idle .*waiting 1 consumers 0 producers" "$tmp/out" && break
+    i=$((i + 1))
+    [ $i -gt 200 ] && { fail "stat never listed the blocked taker as waiting"; break; }
+    sleep 0.05
+done
+has out "news  *topic .*2 subscribers" "stat: the blocked subscriber"
+kill -KILL $wq $wt
+wait $wq 2>/dev/null
+wait $wt 2>/dev/null
+run "stat after the waiters were killed" 0 stat "$live"
+has out "idle  *queue .*depth 0/4" "stat: idle queue after the kill"
+hasnt out "idle .*waiting" "stat lists a killed taker as waiting"
+has out "news  *topic .*1 subscriber (and 1 dead)" "stat: the killed subscriber is dead, not live"
+has out "^      subscriber dead (its process is gone" "stat: the killed subscriber's line"
+run "top after the waiters were killed" 0 top -n 1 "$live"
+has out "^idle  *0  *4  *-  *-  *0/0 " "top lists a killed taker as waiting"
+has out "^news  *5  *-  *1  *1  *3 " "top: one live subscriber, one dead"
+run "dump after the waiters were killed" 0 dump "$live"
+json "dump after the kill" out
+jqtrue "dump: no waiting consumer after the kill" out 'd["idle"]["$queue"]["consumers_waiting"] == 0'
+jqtrue "dump: the dead subscriber" out '[s["dead"] for s in d["news"]["$topic"]["subscribers"]] == [False, True]'
+run "check after the waiters were killed" 0 check "$live"
+has out "^topic 'news' .*: ok, 5 published, 1 subscriber, 1 record of dead subscribers" "check: dead subscriber records are told, not damage"
 
 # ---- missing -----------------------------------------------------------------
 for c in stat check dump top ls rm; do
@@ -234,8 +342,20 @@ cp "/dev/shm/$live" "/dev/shm/$tag-stale"
 printf '\000\000\000\000' | dd of="/dev/shm/$tag-stale" bs=1 seek=8 conv=notrunc 2>/dev/null
 run "ls stale" 0 ls "$tag-stale"
 has out "^$tag-stale .* stale" "ls stale"
+has out "^  setting-up, stale: MAX, USED, CREATOR and ATT" "ls explains the '-' of a stale segment"
 run "stat stale" 2 stat "$tag-stale"
 has err "stale: its creator died during set-up" "stat stale"
+# every '-' of ls is explained under the table
+cp "/dev/shm/$live" "/dev/shm/$tag-version"
+# the format version (offset 12, doc/format.md) of a later library
+printf '\377' | dd of="/dev/shm/$tag-version" bs=1 seek=12 conv=notrunc 2>/dev/null
+run "ls another version" 0 ls "$tag-version" "$tag-orphan"
+has out "^$tag-version .* - *- *- *- version$" "ls: a segment of another version"
+has out "^  version: made by a libshmobj of another segment format" "ls explains the '-' of another version"
+hasnt out "^  setting-up" "ls explains only the '-' it printed"
+run "ls ready" 0 ls "$tag-orphan"
+hasnt out "^'-'" "ls without a '-' explains none"
+rm -f "/dev/shm/$tag-version"
 run "rm stale and orphaned" 0 rm "$tag-stale" "$tag-orphan"
 [ -e "/dev/shm/$tag-stale" ] && fail "rm kept the stale segment"
 [ -e "/dev/shm/$tag-orphan" ] && fail "rm kept the orphaned segment"
@@ -341,7 +461,7 @@ serve "$tmp/seg.file" 6
 run "ls PATH" 0 ls "$tmp/seg.file"
 has out "^$tmp/seg.file  *file .* 1 ready" "ls PATH"
 run "check PATH" 0 check "$tmp/seg.file"
-has out "ok: heap, 8 roots" "check PATH"
+has out "ok: heap, 11 roots" "check PATH"
 run "stat PATH" 0 stat "$tmp/seg.file"
 has out "backend file" "stat PATH"
 # a copy of a shm segment in a file is not a file-backed segment

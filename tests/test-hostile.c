@@ -612,6 +612,10 @@ static void map_calls(shmobj_segment *seg)
     CALL(shmobj_map_check, m);
     CALL(shmobj_map_set, m, "key-5", 5, "new", 3);
     CALL(shmobj_map_set, m, "fresh", 5, "value", 5);
+    shmobj_map_set_req sets[3] = {{"key-7", 5, "v7", 2, 0, 0},
+                                  {"fresh2", 6, "v", 1, 0, 0},
+                                  {"key-7", 5, "again", 5, 0, 0}};
+    CALL(shmobj_map_set_many, m, sets, 3);
     CALL(shmobj_map_del, m, "key-6", 5);
     CALL(shmobj_map_add, m, "counter", 7, 1, NULL);
     CALL(shmobj_map_check, m);

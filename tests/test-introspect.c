@@ -2,10 +2,13 @@
  * read-only look by name that never attaches, waits or writes),
  * shmobj_segment_procs_get() (the attached handles),
  * shmobj_segment_root_next() (the root directory with each root's kind),
- * and shmobj_queue_stats_get() / shmobj_queue_check(). */
+ * shmobj_queue_stats_get() / shmobj_queue_check(), and
+ * shmobj_topic_subscribers_get(). */
 #include <fcntl.h>
 #include <pwd.h>
+#include <signal.h>
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -23,6 +26,7 @@
 #include "segment.h"
 #include "shmobj.h"
 #include "test-util.h"
+#include "topic-int.h"
 
 #define MiB (UINT64_C(1) << 20)
 #define WAIT_NS (10000 * TEST_MS)
@@ -406,19 +410,22 @@ static void test_segment_root_next_every_kind(void **state)
     assert_int_equal(shmobj_arena_alloc(seg, 100, 0, &gone, NULL), 0);
     assert_int_equal(shmobj_segment_root_set(seg, "s", gone), 0);
     assert_int_equal(shmobj_arena_free(seg, gone), 0);
+    shmobj_topic *t;
+    assert_int_equal(shmobj_topic_create(seg, "t", NULL, &t), 0);
     struct {
         const char *name;
         unsigned kind;
         int seen;
     } want[] = {{"q", SHMOBJ_ROOT_QUEUE, 0}, {"m", SHMOBJ_ROOT_MAP, 0},
                 {"o", SHMOBJ_ROOT_OBJECT, 0}, {"r", SHMOBJ_ROOT_RAW, 0},
-                {"s", SHMOBJ_ROOT_STALE, 0}};
+                {"s", SHMOBJ_ROOT_STALE, 0}, {"t", SHMOBJ_ROOT_TOPIC, 0}};
+    const unsigned nwant = sizeof want / sizeof want[0];
     uint32_t cur = 0;
     shmobj_root_info ri = {.struct_size = sizeof ri};
     int rc, n = 0;
     while ((rc = shmobj_segment_root_next(seg, &cur, &ri)) == 0) {
         n++;
-        for (unsigned i = 0; i < 5; i++) {
+        for (unsigned i = 0; i < nwant; i++) {
             if (strcmp(ri.name, want[i].name) != 0)
                 continue;
             want[i].seen++;
@@ -438,11 +445,14 @@ static void test_segment_root_next_every_kind(void **state)
             if (ri.kind == SHMOBJ_ROOT_OBJECT)
                 assert_int_equal((uint32_t)first_word(seg, ri.ref),
                                  SHMOBJ__TREE_MAGIC);
+            if (ri.kind == SHMOBJ_ROOT_TOPIC)
+                assert_int_equal((uint32_t)first_word(seg, ri.ref),
+                                 SHMOBJ__TOPIC_MAGIC);
         }
     }
     assert_int_equal(rc, SHMOBJ_ENOTFOUND);
-    assert_int_equal(n, 5);
-    for (unsigned i = 0; i < 5; i++)
+    assert_int_equal(n, (int)nwant);
+    for (unsigned i = 0; i < nwant; i++)
         assert_int_equal(want[i].seen, 1);
     /* past the end stays at the end */
     assert_int_equal(shmobj_segment_root_next(seg, &cur, &ri), SHMOBJ_ENOTFOUND);
@@ -451,6 +461,7 @@ static void test_segment_root_next_every_kind(void **state)
     assert_int_equal(shmobj_segment_root_next(seg, &cur, &ri), SHMOBJ_EINVAL);
     shmobj_queue_close(q);
     shmobj_map_close(m);
+    shmobj_topic_close(t);
     drop(seg, name);
 }
 
@@ -709,6 +720,194 @@ static void test_segment_peek_random_damage_documented_codes(void **state)
     assert_int_equal(shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM), 0);
 }
 
+/* A child asleep in a blocking take or put on queue `q` of segment `name`
+ * until a message (or room) comes or it is killed. */
+struct waiter {
+    const char *name;
+    const char *q;
+    int put;
+};
+
+static int waiter_main(void *arg)
+{
+    struct waiter *w = arg;
+    shmobj_segment *seg;
+    shmobj_queue *q;
+    if (shmobj_segment_open(w->name, SHMOBJ_BACKEND_SHM, WAIT_NS, &seg) != 0 ||
+        shmobj_queue_open(seg, w->q, &q) != 0)
+        return 1;
+    shmobj_ref ref = 0;
+    int rc = w->put ? shmobj_obj_put_int(seg, 1, &ref) : 0;
+    if (rc == 0)
+        rc = w->put ? shmobj_queue_put(q, ref) : shmobj_queue_take(q, &ref);
+    shmobj_queue_close(q);
+    shmobj_segment_close(seg);
+    return rc == 0 ? 0 : 2;
+}
+
+/* Until the queue's figures count `cons` consumers and `prod` producers
+ * waiting (10 s at most). */
+static void waiting_reach(shmobj_queue *q, uint32_t cons, uint32_t prod)
+{
+    shmobj_queue_stats st = {.struct_size = sizeof st};
+    for (int i = 0; i < 1000; i++) {
+        assert_int_equal(shmobj_queue_stats_get(q, &st), 0);
+        if (st.consumers_waiting == cons && st.producers_waiting == prod)
+            return;
+        test_sleep_ms(10);
+    }
+    fail_msg("waiting %u consumers, %u producers; expected %u and %u",
+             st.consumers_waiting, st.producers_waiting, cons, prod);
+}
+
+/* A process killed by SIGKILL while asleep in a take or a put is not
+ * counted as waiting, while a live one asleep beside it still is; and
+ * the figures repaired nothing (a later wake-up still does). */
+static void test_queue_stats_killed_waiter_not_waiting(void **state)
+{
+    (void)state;
+    char name[96];
+    test_name(name, sizeof name, "qstats-killed");
+    shmobj_segment *seg = create_small(name);
+    shmobj_queue *empty, *full;
+    assert_int_equal(shmobj_queue_create(seg, "empty", 4, 0, &empty), 0);
+    assert_int_equal(shmobj_queue_create(seg, "full", 2, 0, &full), 0);
+    shmobj_ref ref;
+    assert_int_equal(shmobj_obj_put_int(seg, 7, &ref), 0);
+    assert_int_equal(shmobj_queue_put(full, ref), 0);
+    assert_int_equal(shmobj_queue_put(full, ref), 0);
+    struct waiter taker = {name, "empty", 0}, putter = {name, "full", 1};
+    pid_t doomed_taker = test_child_start(waiter_main, &taker, 30);
+    pid_t doomed_putter = test_child_start(waiter_main, &putter, 30);
+    waiting_reach(empty, 1, 0);
+    waiting_reach(full, 0, 1);
+    pid_t live_taker = test_child_start(waiter_main, &taker, 30);
+    waiting_reach(empty, 2, 0);
+    assert_int_equal(kill(doomed_taker, SIGKILL), 0);
+    assert_int_equal(kill(doomed_putter, SIGKILL), 0);
+    assert_int_equal(test_child_wait(doomed_taker), 128 + SIGKILL);
+    assert_int_equal(test_child_wait(doomed_putter), 128 + SIGKILL);
+    /* the totals in the ring still hold the dead; the figures do not */
+    shmobj_ref ring;
+    assert_int_equal(shmobj_segment_root_get(seg, "empty", &ring), 0);
+    struct shmobj__ring_hdr *h;
+    assert_int_equal(shmobj_arena_ptr(seg, ring, (void **)&h, NULL), 0);
+    assert_int_equal(atomic_load(&h->cons_waiters), 2);
+    waiting_reach(empty, 1, 0);
+    waiting_reach(full, 0, 0);
+    assert_int_equal(atomic_load(&h->cons_waiters), 2);
+    /* the live one is woken by a message and leaves */
+    assert_int_equal(shmobj_queue_put(empty, ref), 0);
+    assert_int_equal(test_child_wait(live_taker), 0);
+    waiting_reach(empty, 0, 0);
+    shmobj_queue_close(empty);
+    shmobj_queue_close(full);
+    drop(seg, name);
+}
+
+/* A child that joins topic "t" of segment `name`, says so through a pipe
+ * and sleeps in a take until it is killed. */
+struct topic_joiner {
+    const char *name;
+    int ready[2];
+};
+
+static int topic_joiner_main(void *arg)
+{
+    struct topic_joiner *j = arg;
+    close(j->ready[0]);
+    shmobj_segment *seg;
+    shmobj_topic *t;
+    shmobj_topic_sub *sub;
+    if (shmobj_segment_open(j->name, SHMOBJ_BACKEND_SHM, WAIT_NS, &seg) != 0 ||
+        shmobj_topic_open(seg, "t", &t) != 0 || shmobj_topic_subscribe(t, &sub) != 0)
+        return 1;
+    char c = 'r';
+    if (write(j->ready[1], &c, 1) != 1)
+        return 2;
+    shmobj_topic_msg msg;
+    (void)shmobj_topic_take(sub, &msg, 60 * INT64_C(1000000000));
+    return 3;
+}
+
+/* Each subscriber's lag, held messages and liveness: ours behind by 6
+ * with one message held, a joiner killed asleep in a take listed as dead
+ * (never as a live subscriber) until a repair frees its record. */
+static void test_topic_subscribers_get_lag_and_dead(void **state)
+{
+    (void)state;
+    char name[96];
+    test_name(name, sizeof name, "tsubs");
+    shmobj_segment *seg = create_small(name);
+    shmobj_topic *t;
+    assert_int_equal(shmobj_topic_create(seg, "t", NULL, &t), 0);
+    shmobj_topic_sub *sub;
+    assert_int_equal(shmobj_topic_subscribe(t, &sub), 0);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(shmobj_topic_publish(t, "m", 1, 0), 0);
+    shmobj_topic_msg m1, m2;
+    assert_int_equal(shmobj_topic_try_take(sub, &m1), 0);
+    assert_int_equal(shmobj_topic_try_take(sub, &m2), 0);
+    assert_int_equal(shmobj_topic_release(sub, &m1), 0);
+    struct topic_joiner j = {.name = name};
+    assert_int_equal(pipe(j.ready), 0);
+    pid_t child = test_child_start(topic_joiner_main, &j, 30);
+    close(j.ready[1]);
+    char c;
+    assert_int_equal(read(j.ready[0], &c, 1), 1);
+    close(j.ready[0]);
+    test_sleep_ms(20); /* most likely asleep in its take by now */
+    assert_int_equal(kill(child, SIGKILL), 0);
+    assert_int_equal(test_child_wait(child), 128 + SIGKILL);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(shmobj_topic_publish(t, "m", 1, 0), 0);
+    shmobj_topic_sub_info si[4];
+    size_t n = 99;
+    memset(si, 0xa5, sizeof si);
+    assert_int_equal(shmobj_topic_subscribers_get(t, si, 4, &n), 0);
+    assert_int_equal(n, 2);
+    shmobj_segment_proc self[4];
+    size_t np;
+    assert_int_equal(shmobj_segment_procs_get(seg, self, 4, &np), 0);
+    assert_int_equal(np, 1);
+    unsigned mine = si[0].token == self[0].token ? 0 : 1;
+    assert_int_equal(si[mine].token, self[0].token);
+    assert_int_equal(si[mine].flags, 0);
+    assert_int_equal(si[mine].next, 2);
+    assert_int_equal(si[mine].lag, 6);
+    assert_int_equal(si[mine].held, 1);
+    assert_int_equal(si[mine].missed, 0);
+    assert_int_equal(si[mine].reserved, 0);
+    assert_int_equal(si[1 - mine].flags & SHMOBJ_TOPIC_SUB_DEAD,
+                     SHMOBJ_TOPIC_SUB_DEAD);
+    assert_int_equal(si[1 - mine].next, 5);
+    assert_int_equal(si[1 - mine].lag, 3);
+    assert_int_equal(si[1 - mine].held, 0);
+    assert_true(si[0].index < si[1].index);
+    /* too small an array: the first, and how many there are */
+    assert_int_equal(shmobj_topic_subscribers_get(t, si, 1, &n), SHMOBJ_ENOBUFS);
+    assert_int_equal(n, 2);
+    assert_int_equal(shmobj_topic_subscribers_get(t, NULL, 0, &n), SHMOBJ_ENOBUFS);
+    assert_int_equal(shmobj_topic_subscribers_get(t, NULL, 1, &n), SHMOBJ_EINVAL);
+    assert_int_equal(shmobj_topic_subscribers_get(t, si, 4, NULL), SHMOBJ_EINVAL);
+    assert_int_equal(shmobj_topic_subscribers_get(NULL, si, 4, &n), SHMOBJ_EINVAL);
+    /* the dead record goes with a repair */
+    unsigned freed = 0;
+    assert_int_equal(shmobj_topic_repair(t, &freed), 0);
+    assert_int_equal(freed, 1);
+    assert_int_equal(shmobj_topic_subscribers_get(t, si, 4, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(si[0].token, self[0].token);
+    assert_int_equal(shmobj_topic_release(sub, &m2), 0);
+    shmobj_topic_unsubscribe(sub);
+    assert_int_equal(shmobj_topic_subscribers_get(t, si, 4, &n), 0);
+    assert_int_equal(n, 0);
+    assert_int_equal(shmobj_topic_destroy(seg, "t"), 0);
+    assert_int_equal(shmobj_topic_subscribers_get(t, si, 4, &n), SHMOBJ_ESTALE);
+    shmobj_topic_close(t);
+    drop(seg, name);
+}
+
 /* A destroyed queue: stats and check say ESTALE. */
 static void test_queue_stats_destroyed_estale(void **state)
 {
@@ -744,6 +943,8 @@ int main(void)
         cmocka_unit_test(test_queue_check_damaged_slot_offset),
         cmocka_unit_test(test_queue_check_threads_live_queue_consistent),
         cmocka_unit_test(test_queue_stats_destroyed_estale),
+        cmocka_unit_test(test_queue_stats_killed_waiter_not_waiting),
+        cmocka_unit_test(test_topic_subscribers_get_lag_and_dead),
         cmocka_unit_test(test_queue_check_random_damage_documented_codes),
         cmocka_unit_test(test_segment_peek_random_damage_documented_codes),
     };

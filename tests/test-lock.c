@@ -3,7 +3,8 @@
  * the release wakes a waiter that announced itself in `sleepers`, a
  * waiter that sleeps is handed the lock by the release, mutual exclusion
  * between processes that contend all the time, a holder killed while
- * others sleep, a waiter killed while announced, and the plain release
+ * others sleep, a waiter killed while announced, owners judged only in
+ * long waits (or by a caller about to give up), and the plain release
  * once the process is registered for the waiters' barrier. */
 #include <errno.h>
 #include <setjmp.h>
@@ -38,6 +39,7 @@ struct shared {
     _Atomic uint32_t step;       /* hand-shakes between the processes */
     uint64_t counter;            /* changed only under the lock */
     _Atomic int child_rc;
+    _Atomic int judged;          /* calls of the judge */
 };
 
 static struct shared *shared_new(void)
@@ -59,6 +61,7 @@ static void shared_free(struct shared *sh)
 static int judge(void *ctx, uint32_t owner)
 {
     struct shared *sh = ctx;
+    atomic_fetch_add(&sh->judged, 1);
     if (owner == 0 || owner >= TOKENS)
         return SHMOBJ__OS_OWNER_BAD;
     return atomic_load(&sh->alive[owner]);
@@ -153,6 +156,71 @@ static void test_lock_sleeping_waiter_gets_lock(void **state)
     assert_int_equal(sh->counter, 42);
     assert_int_equal(shmobj__os_lock_owner(&sh->lock), 0);
     assert_int_equal(atomic_load(&sh->lock.sleepers), 0);
+    shared_free(sh);
+}
+
+/* ---- liveness is judged only when a wait is long ---------------------- */
+
+static int take_and_give_back(void *arg)
+{
+    struct shared *sh = arg;
+    int rc = lock_for(sh, TOK_CHILD, 10000);
+    if (rc == 0)
+        shmobj__os_lock_release(&sh->lock);
+    return rc == 0 ? 0 : 1;
+}
+
+/* Judging an owner is a system call in a segment (a probe of its OFD
+ * lock): a waiter whose holder lets go within its first short sleep must
+ * not judge it. The holder gives the lock back as soon as it sees the
+ * waiter announced (spinning, not sleeping, so it sees it within
+ * microseconds). A trial where the holder was descheduled past the short
+ * sleep may judge once; of five trials, one must have judged nobody
+ * (every trial judged at least once when the owner was judged before
+ * each sleep). */
+static void test_lock_short_wait_judges_nobody(void **state)
+{
+    (void)state;
+    struct shared *sh = shared_new();
+    int fewest = INT32_MAX;
+    for (int trial = 0; trial < 5 && fewest > 0; trial++) {
+        atomic_store(&sh->judged, 0);
+        assert_int_equal(lock_for(sh, TOK_PARENT, 1000), 0);
+        pid_t child = test_child_start(take_and_give_back, sh, 30);
+        uint64_t until = shmobj__os_now_ns() + 5000 * TEST_MS;
+        while (atomic_load(&sh->lock.sleepers) == 0 && shmobj__os_now_ns() < until)
+            ;
+        assert_int_not_equal(atomic_load(&sh->lock.sleepers), 0);
+        shmobj__os_lock_release(&sh->lock);
+        assert_int_equal(test_child_wait(child), 0);
+        int n = atomic_load(&sh->judged);
+        if (n < fewest)
+            fewest = n;
+    }
+    assert_int_equal(fewest, 0);
+    shared_free(sh);
+}
+
+/* A caller that does not wait (its deadline already passed) still takes
+ * over a dead owner's lock: judging only long waits must not leave a dead
+ * owner's lock to callers that only ever try. */
+static void test_lock_try_dead_owner_takes_over(void **state)
+{
+    (void)state;
+    struct shared *sh = shared_new();
+    atomic_store(&sh->lock.word, TOK_CHILD);
+    atomic_store(&sh->alive[TOK_CHILD], SHMOBJ__OS_OWNER_DEAD);
+    assert_int_equal(shmobj__os_lock_acquire(&sh->lock, TOK_PARENT, shmobj__os_now_ns(), judge,
+                                             sh),
+                     SHMOBJ_EOWNERDEAD);
+    assert_int_equal(shmobj__os_lock_owner(&sh->lock), TOK_PARENT);
+    shmobj__os_lock_release(&sh->lock);
+    /* a live owner, on the other hand, makes such a caller give up */
+    atomic_store(&sh->lock.word, TOK_OTHER);
+    assert_int_equal(shmobj__os_lock_acquire(&sh->lock, TOK_PARENT, shmobj__os_now_ns(), judge,
+                                             sh),
+                     SHMOBJ_ETIMEDOUT);
+    assert_int_equal(shmobj__os_lock_owner(&sh->lock), TOK_OTHER);
     shared_free(sh);
 }
 
@@ -347,6 +415,8 @@ int main(void)
         cmocka_unit_test(test_lock_threads_same_token_waits_for_holder),
         cmocka_unit_test(test_lock_release_wakes_announced_sleeper),
         cmocka_unit_test(test_lock_sleeping_waiter_gets_lock),
+        cmocka_unit_test(test_lock_short_wait_judges_nobody),
+        cmocka_unit_test(test_lock_try_dead_owner_takes_over),
         cmocka_unit_test(test_lock_three_processes_count_exact),
         cmocka_unit_test(test_lock_holder_killed_sleeper_takes_over),
         cmocka_unit_test(test_lock_killed_sleeper_leaves_lock_usable),

@@ -290,6 +290,59 @@ static void test_map_get_many_matches_single_gets(void **state)
     assert_int_equal(shmobj_map_get_many(NULL, reqs, 1), SHMOBJ_EINVAL);
 }
 
+/* A batch of sets answers each request as a single set would, in order
+ * for one key (the later value stays), refusing bad requests alone. */
+static void test_map_set_many_matches_single_sets(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_map *m = f->map;
+    enum { KEYS = 500, REQS = 41 };
+    char keys[KEYS][24];
+    uint64_t model[KEYS];
+    bool present[KEYS] = {false};
+    for (int i = 0; i < KEYS; i++)
+        snprintf(keys[i], sizeof keys[i], "k%d", i);
+    shmobj_map_set_req reqs[REQS];
+    uint64_t vals[REQS];
+    for (int round = 0; round < 300; round++) {
+        size_t n = (size_t)(rnd() % (REQS + 1));
+        for (size_t j = 0; j < n; j++) {
+            int i = (int)(rnd() % KEYS);
+            vals[j] = rnd();
+            reqs[j] = (shmobj_map_set_req){keys[i], strlen(keys[i]), &vals[j], 8, 77, 0};
+            if (rnd() % 16 == 0) /* a bad request: a value length with no value */
+                reqs[j].value = NULL;
+        }
+        assert_int_equal(shmobj_map_set_many(m, reqs, n), 0);
+        for (size_t j = 0; j < n; j++) {
+            int i = atoi((const char *)reqs[j].key + 1);
+            if (reqs[j].value == NULL) {
+                assert_int_equal(reqs[j].status, SHMOBJ_EINVAL);
+                continue;
+            }
+            assert_int_equal(reqs[j].status, 0);
+            model[i] = vals[j]; /* in request order: the later one stays */
+            present[i] = true;
+        }
+        for (int i = 0; i < KEYS; i++) {
+            uint64_t got = 0;
+            int rc = shmobj_map_get(m, keys[i], strlen(keys[i]), &got, 8, NULL);
+            assert_int_equal(rc, present[i] ? 0 : SHMOBJ_ENOTFOUND);
+            if (present[i])
+                assert_true(got == model[i]);
+        }
+    }
+    uint64_t count = 0, want = 0;
+    for (int i = 0; i < KEYS; i++)
+        want += present[i];
+    assert_int_equal(shmobj_map_count(m, &count), 0);
+    assert_int_equal(count, want);
+    assert_int_equal(shmobj_map_check(m), 0);
+    assert_int_equal(shmobj_map_set_many(m, NULL, 0), 0);
+    assert_int_equal(shmobj_map_set_many(m, NULL, 1), SHMOBJ_EINVAL);
+    assert_int_equal(shmobj_map_set_many(NULL, reqs, 1), SHMOBJ_EINVAL);
+}
+
 /* A view stays intact while the key is replaced and deleted. */
 static void test_map_view_survives_replace(void **state)
 {
@@ -888,22 +941,29 @@ struct kill_arg {
     struct fixture *f;
     _Atomic uint64_t *committed; /* ops finished */
     uint64_t start;
+    int batch; /* the two sets of an op in one batch */
 };
 
 #define HOT 64
 
-/* Operation i of the kill test: set key i, set a hot key to i, and delete
- * a key of long ago, so that replacements and deletions are killed too. */
-static int kill_op(shmobj_map *m, uint64_t i)
+/* Operation i of the kill test: set key i, set a hot key to i (both in
+ * one shmobj_map_set_many() when `batch`), and delete a key of long ago,
+ * so that replacements and deletions are killed too. */
+static int kill_op_as(shmobj_map *m, uint64_t i, int batch)
 {
-    char key[32];
-    int kl = key16(i, key);
+    char key[32], hot[32];
+    int kl = key16(i, key), hl = sprintf(hot, "hot-%llu", (unsigned long long)(i % HOT));
     uint64_t v = i * 7 + 1;
-    if (shmobj_map_set(m, key, (size_t)kl, &v, 8) != 0)
-        return 11;
-    kl = sprintf(key, "hot-%llu", (unsigned long long)(i % HOT));
-    if (shmobj_map_set(m, key, (size_t)kl, &i, 8) != 0)
-        return 12;
+    if (batch) {
+        shmobj_map_set_req r[2] = {{key, (size_t)kl, &v, 8, 0, 0}, {hot, (size_t)hl, &i, 8, 0, 0}};
+        if (shmobj_map_set_many(m, r, 2) != 0 || r[0].status != 0 || r[1].status != 0)
+            return 14;
+    } else {
+        if (shmobj_map_set(m, key, (size_t)kl, &v, 8) != 0)
+            return 11;
+        if (shmobj_map_set(m, hot, (size_t)hl, &i, 8) != 0)
+            return 12;
+    }
     if (i >= 1000 && i % 2 == 0) {
         kl = key16(i - 1000, key);
         int rc = shmobj_map_del(m, key, (size_t)kl);
@@ -911,6 +971,11 @@ static int kill_op(shmobj_map *m, uint64_t i)
             return 13;
     }
     return 0;
+}
+
+static int kill_op(shmobj_map *m, uint64_t i)
+{
+    return kill_op_as(m, i, 0);
 }
 
 static int killed_writer_main(void *p)
@@ -921,20 +986,19 @@ static int killed_writer_main(void *p)
     if (m == NULL)
         return 10;
     for (uint64_t i = a->start;; i++) {
-        int rc = kill_op(m, i);
+        int rc = kill_op_as(m, i, a->batch);
         if (rc != 0)
             return rc;
         atomic_store(a->committed, i + 1);
     }
 }
 
-static void test_map_kill_writer_loop(void **state)
+static void kill_writer_loop(struct fixture *f, unsigned rounds, int batch)
 {
-    struct fixture *f = *state;
     _Atomic uint64_t *committed = shared_page(4096);
     uint64_t next = 0;
-    for (unsigned round = 0; round < kill_rounds; round++) {
-        struct kill_arg a = {f, committed, next};
+    for (unsigned round = 0; round < rounds; round++) {
+        struct kill_arg a = {f, committed, next, batch};
         pid_t pid = test_child_start(killed_writer_main, &a, 60);
         /* let it run a random while, then kill it anywhere */
         uint64_t until = next + 1 + rnd() % 3000;
@@ -969,7 +1033,7 @@ static void test_map_kill_writer_loop(void **state)
             /* the committed value, or the one the dead writer was setting */
             assert_true(got == last || (got == c && c % HOT == h));
         }
-        if (round % 10 == 0 || round + 1 == kill_rounds)
+        if (round % 10 == 0 || round + 1 == rounds)
             assert_int_equal(shmobj_map_check(f->map), 0);
         /* finish op c here, so the next round starts from a known state */
         assert_int_equal(kill_op(f->map, c), 0);
@@ -993,8 +1057,21 @@ static void test_map_kill_writer_loop(void **state)
             biggest = n + 16;
     }
     assert_true(held >= st.total_bytes);
-    assert_true(held - st.total_bytes <= (uint64_t)kill_rounds * biggest);
+    assert_true(held - st.total_bytes <= (uint64_t)rounds * biggest);
     munmap((void *)committed, 4096);
+}
+
+static void test_map_kill_writer_loop(void **state)
+{
+    kill_writer_loop(*state, kill_rounds, 0);
+}
+
+/* The same with each op's two sets in one shmobj_map_set_many(): a kill
+ * inside a batch leaves each set whole or undone, and leaks at most one
+ * block. */
+static void test_map_kill_batch_writer_loop(void **state)
+{
+    kill_writer_loop(*state, kill_rounds / 2, 1);
 }
 
 /* ---- bad input ------------------------------------------------------------------- */
@@ -2427,6 +2504,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_map_set_get_basic, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_map_get_every_key_and_value_length, setup_small,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_map_set_many_matches_single_sets, setup_small,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_map_get_many_matches_single_gets, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_map_view_survives_replace, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_map_random_vs_reference, setup_small, teardown),
@@ -2438,6 +2517,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_map_add_two_procs_no_lost_increment, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_map_threads_writers_lose_nothing, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_map_kill_writer_loop, setup_big, teardown),
+        cmocka_unit_test_setup_teardown(test_map_kill_batch_writer_loop, setup_big, teardown),
         cmocka_unit_test(test_map_too_large_enomem),
         cmocka_unit_test(test_map_full_segment_gives_room_back),
         cmocka_unit_test(test_map_full_segment_guard_held_bounded_enomem),

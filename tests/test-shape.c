@@ -572,6 +572,41 @@ static uint8_t *shape_desc(struct shmobj__space *sp, shmobj_ref shape, unsigned 
     return sp->base + OFF(shape) + 32 + 32 + 16 * i;
 }
 
+/* What the README says a record costs: a 16-byte slot per field and a
+ * 16-byte header, in a heap block with a 16-byte header of its own. A C
+ * struct of five 8-byte fields (40 bytes) takes 112 bytes of heap. */
+struct cost_row {
+    int64_t id, count;
+    double x, y;
+    int64_t flags;
+};
+
+static void test_record_put_fields_costs_slots_and_header(void **state)
+{
+    struct shmobj__space *sp = *state;
+    shmobj_field f[] = {SHMOBJ_FIELD_OF(struct cost_row, id, SHMOBJ_TYPE_INT),
+                        SHMOBJ_FIELD_OF(struct cost_row, count, SHMOBJ_TYPE_INT),
+                        SHMOBJ_FIELD_OF(struct cost_row, x, SHMOBJ_TYPE_DOUBLE),
+                        SHMOBJ_FIELD_OF(struct cost_row, y, SHMOBJ_TYPE_DOUBLE),
+                        SHMOBJ_FIELD_OF(struct cost_row, flags, SHMOBJ_TYPE_INT)};
+    shmobj_ref shape, rec;
+    assert_int_equal(shmobj_shape_put(SEG(sp), f, 5, &shape), 0);
+    struct cost_row r = {1, 2, 3.0, 4.0, 5};
+    assert_int_equal(sizeof r, 40);
+    assert_int_equal(shmobj_record_put_fields(SEG(sp), shape, f, 5, &r, &rec), 0);
+    uint64_t usable = 0;
+    assert_int_equal(sp->ops->check(sp, rec, &usable), 0);
+    assert_int_equal(usable, 16 * 5 + 16);
+    shmobj_view v, x;
+    assert_int_equal(shmobj_obj_get(SEG(sp), rec, &v), 0);
+    assert_int_equal(shmobj_field_get(&v, "y", &x), 0);
+    double y;
+    assert_int_equal(shmobj_double_get(&x, &y), 0);
+    assert_true(y == 4.0);
+    assert_int_equal(shmobj_obj_free(SEG(sp), rec), 0);
+    assert_int_equal(shmobj_shape_free(SEG(sp), shape), 0);
+}
+
 /* shmobj_record_put_fields() reads the caller's struct where the caller's
  * own table says: a shape whose recorded offsets were damaged (here, far
  * outside any struct: shmobj_record_put_struct() would read there) still
@@ -1110,6 +1145,7 @@ int main(void)
         T(test_record_alone_version2_still_read),
         T(test_record_put_struct_reads_c_struct),
         T(test_record_put_fields_reads_only_callers_table),
+        T(test_record_put_fields_costs_slots_and_header),
         T(test_record_put_mismatch_einval),
         T(test_shape_put_bad_fields_einval),
         T(test_shape_free_in_use_einuse),
@@ -1119,6 +1155,7 @@ int main(void)
         cmocka_unit_test(test_shape_free_threads_racing_put),
         cmocka_unit_test(test_record_key_int_add_two_processes),
         cmocka_unit_test(test_shape_uses_process_killed_anywhere),
+
     };
     test_filter_from_env();
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,6 +1,7 @@
-// What shmobj.hpp does not wrap, from C++17: a consumer process started
+// The C calls beside shmobj.hpp, from C++17: a consumer process started
 // first, objects sent with completion (shmobj_queue_put_tracked), and a
-// mutable dict inside the object. Every class of shmobj.hpp gives its C
+// mutable dict inside the object, all through the C functions (tour.cpp
+// does the same with the wrappers). Every class of shmobj.hpp gives its C
 // handle with c(), so any C call takes it; shmobj::check() turns a status
 // into an exception. C descriptions work in C++ too when their arrays are
 // named (SHMOBJ_VAL_DICT(kv, n)): only the *_OF macros, which would build

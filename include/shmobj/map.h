@@ -81,6 +81,16 @@ typedef struct shmobj_map_get_req {
     uint32_t reserved_; /**< internal */
 } shmobj_map_get_req;
 
+/** @brief One set of a batch, see shmobj_map_set_many(). @since 0.4 */
+typedef struct shmobj_map_set_req {
+    const void *key;   /**< in: key bytes (may be NULL when key_len is 0) */
+    size_t key_len;    /**< in: bytes of key, at most UINT32_MAX */
+    const void *value; /**< in: value bytes (may be NULL when value_len is 0) */
+    size_t value_len;  /**< in: bytes of value, at most UINT32_MAX */
+    int status;        /**< out: what shmobj_map_set() would return */
+    uint32_t reserved_; /**< internal */
+} shmobj_map_set_req;
+
 /** @brief Statistics of a map, see shmobj_map_stats_get(). */
 typedef struct shmobj_map_stats {
     uint32_t struct_size;  /**< sizeof(shmobj_map_stats), set by the caller */
@@ -258,6 +268,29 @@ SHMOBJ_API void shmobj_map_close(shmobj_map *map);
  */
 SHMOBJ_API int shmobj_map_set(shmobj_map *map, const void *key, size_t key_len,
                               const void *value, size_t value_len);
+
+/**
+ * @brief Insert or replace many keys at once, for bulk loads.
+ *
+ * Each request is answered as shmobj_map_set() would answer it, into its
+ * own `status`, in the order given (of two requests for one key, the later
+ * value stays). The requests are taken in groups of 16: their keys' table
+ * groups are loaded together, and the sets that fall in one shard share
+ * one hold of its lock, so a batch costs less than as many single sets.
+ * A batch is not atomic: a reader may see some of its keys set and not
+ * others (the sets are made shard by shard), and a process killed inside
+ * it leaves each request done whole or not at all and leaks at most one
+ * block, as shmobj_map_set() does.
+ * @param[in] map map
+ * @param[in,out] reqs n requests
+ * @param[in] n number of requests
+ * @retval 0 every request was answered (see each status)
+ * @retval SHMOBJ_EINVAL NULL map, or NULL reqs with n > 0 (nothing answered)
+ * @note Thread- and process-safe; holds a shard's lock for up to 16 sets,
+ *       so single writers of the same shard wait longer than behind one.
+ * @since 0.4
+ */
+SHMOBJ_API int shmobj_map_set_many(shmobj_map *map, shmobj_map_set_req *reqs, size_t n);
 
 /**
  * @brief Copy a value out.

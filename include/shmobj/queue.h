@@ -1031,8 +1031,12 @@ typedef struct shmobj_queue_stats {
                             stalled before publishing */
     uint64_t rescued;  /**< slots producers released for a consumer that
                             died holding them */
-    uint32_t consumers_waiting; /**< consumer threads asleep or about to be */
-    uint32_t producers_waiting; /**< producer threads asleep or about to be */
+    /** consumer threads of live processes asleep or about to be (a
+     *  process killed while asleep is left out once it is gone; see the
+     *  note of shmobj_queue_stats_get()) */
+    uint32_t consumers_waiting;
+    /** producer threads of live processes asleep or about to be */
+    uint32_t producers_waiting;
     uint32_t listeners;  /**< pollable descriptors registered */
     uint32_t armed;      /**< of them, armed (waiting for a message) */
     uint64_t retired_blocks; /**< done message blocks held back from the
@@ -1046,7 +1050,12 @@ typedef struct shmobj_queue_stats {
  * Each figure is one relaxed load of the queue's own counters (no counter
  * is kept for this call: puts and takes are the ring's positions), so
  * they are a snapshot of moving values: two calls a second apart give the
- * messages per second as the difference of `takes`.
+ * messages per second as the difference of `takes`. The waiting threads
+ * leave out those of processes that died asleep: their counts stay in the
+ * queue's totals until a later wake-up repairs them (see "Crashes"
+ * above), and this call subtracts what the sleeper records of dead
+ * handles hold (a process that found all 8 records taken is counted in
+ * the totals only, and stays counted).
  * @param[in] q queue
  * @param[in,out] stats struct_size set by the caller, the rest filled
  * @retval 0 success

@@ -610,7 +610,10 @@ enum shmobj_root_kind {
     SHMOBJ_ROOT_MAP = 2,    /**< a map (shmobj/map.h) */
     SHMOBJ_ROOT_OBJECT = 3, /**< a typed object (shmobj/object.h) */
     SHMOBJ_ROOT_STALE = 4,  /**< the block it names was freed */
-    SHMOBJ_ROOT_BAD = 5     /**< the reference names no block of the heap */
+    SHMOBJ_ROOT_BAD = 5,    /**< the reference names no block of the heap */
+    /** a topic (shmobj/topic.h); before 0.4 a topic was told as RAW
+     *  @since 0.4 */
+    SHMOBJ_ROOT_TOPIC = 6
 };
 
 /** @brief One named root, see shmobj_segment_root_next(). */
@@ -627,7 +630,7 @@ typedef struct shmobj_root_info {
  *
  * Start with *cursor = 0 and call until SHMOBJ_ENOTFOUND. The kind comes
  * from the block's magic (a queue's ring, a map's control block, an
- * object's header); whether the root is sound is what opening or checking
+ * object's header, a topic's header); whether the root is sound is what opening or checking
  * it as that kind says.
  * @param[in] seg segment
  * @param[in,out] cursor position in the directory: 0 at first, moved past

@@ -29,6 +29,7 @@
 #ifndef SHMOBJ_TOPIC_H
 #define SHMOBJ_TOPIC_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "shmobj/api.h"
@@ -96,7 +97,10 @@ typedef struct shmobj_topic_msg {
     uint64_t missed;
 } shmobj_topic_msg;
 
-/** @brief Figures of a topic, for tools and tests. */
+/** @brief Figures of a topic, for tools and tests. `subscribers` and
+ *         `max_lag` count the records of dead subscribers too, until
+ *         repair frees them; shmobj_topic_subscribers_get() tells them
+ *         apart. */
 typedef struct shmobj_topic_stats {
     uint64_t published;    /**< messages published so far */
     uint64_t retained;     /**< messages whose blocks are still kept */
@@ -246,6 +250,56 @@ SHMOBJ_API int shmobj_topic_repair(shmobj_topic *t, unsigned *freed);
  * @since 0.3
  */
 SHMOBJ_API int shmobj_topic_stats_get(shmobj_topic *t, shmobj_topic_stats *st);
+
+/** @brief Bits of shmobj_topic_sub_info.flags. */
+enum shmobj_topic_sub_flag {
+    /** the handle that joined is gone (its process died, or closed its
+     *  segment without leaving): the record waits for repair (publishers
+     *  and joiners do it when they need it, or shmobj_topic_repair()) */
+    SHMOBJ_TOPIC_SUB_DEAD = 1u << 0,
+    /** its pollable descriptor is armed (shmobj_topic_notify_arm()) */
+    SHMOBJ_TOPIC_SUB_ARMED = 1u << 1
+};
+
+/** @brief One subscriber of a topic, see shmobj_topic_subscribers_get(). */
+typedef struct shmobj_topic_sub_info {
+    /** attachment token of the segment handle it joined through (as
+     *  shmobj_segment_proc.token names it) */
+    uint32_t token;
+    uint32_t flags;   /**< enum shmobj_topic_sub_flag bits */
+    uint64_t next;    /**< sequence of the next message it will take */
+    uint64_t lag;     /**< messages published that it has not taken yet */
+    uint64_t held;    /**< messages it took and has not released yet */
+    uint64_t missed;  /**< messages it lost (SHMOBJ_TOPIC_OVERWRITE) */
+    uint32_t index;   /**< its record in the topic (informational) */
+    uint32_t reserved; /**< 0 */
+} shmobj_topic_sub_info;
+
+/**
+ * @brief The subscribers of a topic now: each one's lag, held messages
+ *        and losses, and whether the process that joined is still alive.
+ *
+ * Lists the records in use, in record order. A subscriber whose process
+ * died (killed while it waited, for instance) keeps its record until
+ * repair, and is listed with SHMOBJ_TOPIC_SUB_DEAD, never as a live one.
+ * @param[in] t the topic handle
+ * @param[out] subs where the entries go (may be NULL when cap is 0)
+ * @param[in] cap entries available at subs
+ * @param[out] count subscribers in use (also on SHMOBJ_ENOBUFS)
+ * @retval 0 success: subs[0 .. *count) filled
+ * @retval SHMOBJ_EINVAL NULL t or count, or NULL subs with cap > 0
+ * @retval SHMOBJ_ENOBUFS more than cap are in use: the first cap are
+ *         filled, *count says how many there are
+ * @retval SHMOBJ_ESTALE the topic was destroyed, or its segment handle was
+ *         closed
+ * @retval SHMOBJ_ECORRUPT the topic's counters are inconsistent
+ * @note Thread- and process-safe; lock-free, writes nothing. A snapshot:
+ *       subscribers come, go and move meanwhile.
+ * @since 0.4
+ */
+SHMOBJ_API int shmobj_topic_subscribers_get(shmobj_topic *t,
+                                            shmobj_topic_sub_info *subs,
+                                            size_t cap, size_t *count);
 
 /* ---- publishing ------------------------------------------------------------ */
 

@@ -2,7 +2,8 @@
  *
  * Invariants kept here:
  *  - Every change happens under the shard lock. A new entry is written
- *    before the lock is taken, so the critical section only links it;
+ *    before the lock is taken, so the critical section only links it (a
+ *    batch writes each just before it links it, under the lock);
  *    linked entries are never changed (but for an 8-byte value that
  *    shmobj_map_add adds to atomically).
  *  - Before a change the lock holder records its intent (intent_op and
@@ -167,33 +168,21 @@ static int entry_new(shmobj_map *m, uint64_t hash, const void *key,
     return 0;
 }
 
-static int set_once(shmobj_map *map, const void *key, size_t key_len,
-                    const void *value, size_t value_len)
+/* Replace or link the written entry ref of key (hash, shard s) under the
+ * shard lock, its intent recorded and cleared around the change; frees ref
+ * when it was not linked. */
+static int set_locked(shmobj_map *map, struct shmobj__map_shard *s, uint64_t hash,
+                      const void *key, size_t key_len, shmobj__ref ref)
 {
-    uint64_t hash = map_hash(map, key, key_len), idx;
-    struct shmobj__map_shard *s = shard_of(map, hash);
-    shmobj__ref ref;
     shmobj_htcore ht;
-    /* Start loading the key's group now; the miss overlaps the allocation.
-     * The block is written before the lock is taken: the critical section
-     * only links it. */
-    prefetch_hash(map, hash);
-    int rc = entry_new(map, hash, key, key_len, value, value_len, &ref);
-    if (rc != 0)
-        return rc;
-    SHMOBJ__STEP("map.set.entry_written");
-    rc = shmobj__map_shard_lock(map, s);
-    if (rc != 0) {
-        free_block(map, ref);
-        return rc;
-    }
+    uint64_t idx;
     atomic_store_explicit(&s->intent_new, ref, memory_order_relaxed);
     atomic_store_explicit(&s->intent_op, SHMOBJ__MAP_OP_SET, memory_order_release);
     SHMOBJ__STEP("map.set.intent");
     struct ent oe;
     uint64_t free_idx;
     shmobj__ref tref;
-    rc = locked_find_free(map, s, &ht, &tref, hash, key, key_len, &idx, &oe, &free_idx);
+    int rc = locked_find_free(map, s, &ht, &tref, hash, key, key_len, &idx, &oe, &free_idx);
     if (rc == 0) {
         uint64_t old = oe.ref;
         atomic_store_explicit(&s->intent_old, old, memory_order_release);
@@ -213,6 +202,29 @@ static int set_once(shmobj_map *map, const void *key, size_t key_len,
         free_block(map, ref);
     }
     clear_intent(s);
+    return rc;
+}
+
+static int set_once(shmobj_map *map, const void *key, size_t key_len,
+                    const void *value, size_t value_len)
+{
+    uint64_t hash = map_hash(map, key, key_len);
+    struct shmobj__map_shard *s = shard_of(map, hash);
+    shmobj__ref ref;
+    /* Start loading the key's group now; the miss overlaps the allocation.
+     * The block is written before the lock is taken: the critical section
+     * only links it. */
+    prefetch_hash(map, hash);
+    int rc = entry_new(map, hash, key, key_len, value, value_len, &ref);
+    if (rc != 0)
+        return rc;
+    SHMOBJ__STEP("map.set.entry_written");
+    rc = shmobj__map_shard_lock(map, s);
+    if (rc != 0) {
+        free_block(map, ref);
+        return rc;
+    }
+    rc = set_locked(map, s, hash, key, key_len, ref);
     shard_unlock(map, s);
     return rc;
 }
@@ -230,6 +242,76 @@ int shmobj_map_set(shmobj_map *map, const void *key, size_t key_len,
     if (rc == SHMOBJ_ENOMEM && shmobj__map_reclaim_all(map))
         rc = set_once(map, key, key_len, value, value_len);
     return rc;
+}
+
+/* Sets a batch sorts by shard at a time: enough that a shard's lock is
+ * taken once for several of them (64 shards), few enough for the stack. */
+#define SET_BATCH 256
+
+/* The sets r[idx[0..k)] (validated, hashes in hash[]), all of shard s, in
+ * that order under one hold of its lock. Each entry is written just before
+ * it is linked, so that a kill leaks at most one, as a single set's does. */
+static void set_shard_run(shmobj_map *map, struct shmobj__map_shard *s, shmobj_map_set_req *r,
+                          const uint64_t *hash, const uint16_t *idx, size_t k)
+{
+    int rc = shmobj__map_shard_lock(map, s);
+    for (size_t j = 0; j < k; j++) {
+        size_t i = idx[j];
+        if (j + 1 < k)
+            prefetch_hash(map, hash[idx[j + 1]]);
+        if (rc == 0) {
+            shmobj__ref ref;
+            r[i].status = entry_new(map, hash[i], r[i].key, r[i].key_len, r[i].value,
+                                    r[i].value_len, &ref);
+            if (r[i].status == 0)
+                r[i].status = set_locked(map, s, hash[i], r[i].key, r[i].key_len, ref);
+        } else {
+            r[i].status = rc;
+        }
+    }
+    if (rc == 0)
+        shard_unlock(map, s);
+}
+
+int shmobj_map_set_many(shmobj_map *map, shmobj_map_set_req *reqs, size_t n)
+{
+    if (map == NULL || (reqs == NULL && n > 0))
+        return SHMOBJ_EINVAL;
+    for (size_t at = 0; at < n; at += SET_BATCH) {
+        shmobj_map_set_req *r = reqs + at;
+        size_t k = n - at < SET_BATCH ? n - at : SET_BATCH;
+        uint64_t hash[SET_BATCH];
+        uint16_t idx[SET_BATCH];
+        unsigned start[SHMOBJ__MAP_SHARDS + 1] = {0};
+        /* a counting sort by shard, stable: one key's sets keep their order */
+        for (size_t i = 0; i < k; i++) {
+            r[i].status = key_ok(map, r[i].key, r[i].key_len) &&
+                                  (r[i].value != NULL || r[i].value_len == 0) &&
+                                  r[i].value_len <= UINT32_MAX
+                              ? 0
+                              : SHMOBJ_EINVAL;
+            if (r[i].status == 0) {
+                hash[i] = map_hash(map, r[i].key, r[i].key_len);
+                start[(hash[i] >> SHMOBJ__MAP_SHARD_SHIFT) + 1]++;
+            }
+        }
+        for (unsigned sh = 0; sh < SHMOBJ__MAP_SHARDS; sh++)
+            start[sh + 1] += start[sh];
+        unsigned fill[SHMOBJ__MAP_SHARDS];
+        memcpy(fill, start, sizeof fill);
+        for (size_t i = 0; i < k; i++)
+            if (r[i].status == 0)
+                idx[fill[hash[i] >> SHMOBJ__MAP_SHARD_SHIFT]++] = (uint16_t)i;
+        for (unsigned sh = 0; sh < SHMOBJ__MAP_SHARDS; sh++)
+            if (start[sh + 1] > start[sh])
+                set_shard_run(map, &map->ctl->shards_[sh], r, hash, idx + start[sh],
+                              start[sh + 1] - start[sh]);
+        /* a full segment: as shmobj_map_set(), once more after a reclaim */
+        for (size_t i = 0; i < k; i++)
+            if (r[i].status == SHMOBJ_ENOMEM && shmobj__map_reclaim_all(map))
+                r[i].status = set_once(map, r[i].key, r[i].key_len, r[i].value, r[i].value_len);
+    }
+    return 0;
 }
 
 static int add_once(shmobj_map *map, const void *key, size_t key_len,

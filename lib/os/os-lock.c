@@ -33,15 +33,16 @@
  * missed `sleepers` (its store still buffered while the waiter looked)
  * costs at most that slice; once one ran out, it makes the barrier and
  * sleeps the liveness slice. A waiter whose barrier the kernel refuses
- * sleeps in 1 ms slices instead.
+ * sleeps in 1 ms slices instead. A new owner starts the sequence again.
  *
  * The release that finds `sleepers` set clears it and wakes one sleeper; a
  * waiter that has slept sets `sleepers` again before it takes the lock
  * (others may still sleep: its own release wakes the next), and one that
  * gives up after a sleep wakes another if the word was cleared meanwhile.
  * `sleepers` left set by a waiter that was killed costs the next release
- * one wake of nobody. A waiter spins first, sleeps in slices and asks the
- * owner-state callback (the segment's liveness slots) whether the owner is
+ * one wake of nobody. A waiter spins first, sleeps in slices and, once an
+ * owner kept the lock past a short sleep, asks the owner-state callback
+ * (the segment's liveness slots, a system call) whether the owner is
  * still attached between them: a dead owner's word is taken over with one
  * CAS from the exact value that named it, so of several waiters one wins
  * and returns SHMOBJ_EOWNERDEAD (repair the guarded state, keep the lock);
@@ -154,6 +155,7 @@ int shmobj__os_lock_acquire(shmobj__os_lock *l, uint32_t self,
     if (bounded)
         deadline = shmobj__os_deadline((int64_t)SHMOBJ__OS_LOCK_DEFAULT_NS);
     bool slept = false, short_ran_out = false;
+    uint32_t waited_on = 0; /* the owner the sleeps below wait on */
     for (;;) {
         w = atomic_load_explicit(&l->word, memory_order_relaxed);
         if (w == 0) {
@@ -168,12 +170,24 @@ int shmobj__os_lock_acquire(shmobj__os_lock *l, uint32_t self,
             continue;
         }
         uint32_t owner = w & ~OLD_CONTENDED;
+        /* A new owner is waited on afresh: a short sleep first, and no
+         * judgement of it until that ran out. */
+        if (owner != waited_on) {
+            waited_on = owner;
+            short_ran_out = false;
+        }
+        uint64_t now = shmobj__os_now_ns();
         /* Our own token names another thread of this process as the
          * owner; in a process with no other thread it names nobody (the
-         * word was damaged to our token): no live lock holds it. */
-        int state = owner != self ? owner_state(ctx, owner)
-                    : shmobj__os_threads_alone() ? SHMOBJ__OS_OWNER_BAD
-                                                 : SHMOBJ__OS_OWNER_ALIVE;
+         * word was damaged to our token): no live lock holds it. Another
+         * owner is judged only once it held the lock past a short sleep,
+         * or before the caller gives up (a dead owner is taken over even
+         * by a caller that never waits): the judgement is a system call,
+         * and most waits end sooner. */
+        int state = owner == self ? (shmobj__os_threads_alone() ? SHMOBJ__OS_OWNER_BAD
+                                                                : SHMOBJ__OS_OWNER_ALIVE)
+                    : short_ran_out || now >= deadline ? owner_state(ctx, owner)
+                                                       : SHMOBJ__OS_OWNER_ALIVE;
         if (state == SHMOBJ__OS_OWNER_BAD)
             return leave(l, slept, SHMOBJ_ECORRUPT);
         if (state == SHMOBJ__OS_OWNER_DEAD) {
@@ -185,7 +199,6 @@ int shmobj__os_lock_acquire(shmobj__os_lock *l, uint32_t self,
                 return SHMOBJ_EOWNERDEAD;
             continue;
         }
-        uint64_t now = shmobj__os_now_ns();
         if (now >= deadline)
             return leave(l, slept,
                          bounded ? SHMOBJ_EBUSY : SHMOBJ_ETIMEDOUT);

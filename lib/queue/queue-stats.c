@@ -15,6 +15,31 @@
 #include "extstruct.h"
 #include "queue-internal.h"
 
+/* A process killed while asleep in a blocking call leaves its count in the
+ * waiter totals until a waker repairs its sleeper record (ring-sleep.c):
+ * the figures leave out what the records of dead handles hold, judged by
+ * the attachment tokens, without writing (the repair stays the wakers').
+ * A record holds no more than its process contributes to a total, so
+ * this never hides a live sleeper; the counts of a process that found
+ * every record taken are in the totals only and stay there. */
+static void dead_sleepers_leave(shmobj_queue *q, shmobj_queue_stats *stats)
+{
+    struct shmobj__ring_hdr *h = q->ring.hdr;
+    uint32_t *side[2] = {&stats->consumers_waiting, &stats->producers_waiting};
+    for (unsigned i = 0; i < SHMOBJ__RING_SLEEPERS; i++) {
+        struct shmobj__ring_sleeper *s = &h->sleepers[i];
+        uint64_t o = atomic_load_explicit(&s->owner, memory_order_acquire);
+        uint64_t t = atomic_load_explicit(&s->token, memory_order_relaxed);
+        if (o == 0 || o == SHMOBJ__RING_SLEEPER_BUSY || t != o ||
+            shmobj__space_token_alive(q->sp, o))
+            continue;
+        for (unsigned k = 0; k < 2; k++) {
+            uint32_t c = atomic_load_explicit(&s->count[k], memory_order_relaxed);
+            *side[k] = *side[k] > c ? *side[k] - c : 0;
+        }
+    }
+}
+
 int shmobj_queue_stats_get(shmobj_queue *q, shmobj_queue_stats *out)
 {
     if (q == NULL || out == NULL || !shmobj__ext_out_ok(out, sizeof *out))
@@ -36,6 +61,7 @@ int shmobj_queue_stats_get(shmobj_queue *q, shmobj_queue_stats *out)
         atomic_load_explicit(&h->cons_waiters, memory_order_relaxed);
     stats->producers_waiting =
         atomic_load_explicit(&h->prod_waiters, memory_order_relaxed);
+    dead_sleepers_leave(q, stats);
     stats->armed = atomic_load_explicit(&h->armed, memory_order_relaxed);
     stats->listeners = 0;
     for (unsigned i = 0; i < SHMOBJ__RING_NOTIFY_MAX; i++)

@@ -4,13 +4,29 @@
  * Every lock in a segment (the segment lock, the map's shard locks, the
  * queue's retire lock) goes through here, so they share one wait policy:
  * a deadline always (the caller's, or SHMOBJ__OS_LOCK_DEFAULT_NS), the
- * owner's liveness looked at while waiting, and SHMOBJ_EOWNERDEAD handed
- * to exactly one waiter when the owner's handle is gone. */
+ * owner's liveness looked at while waiting (once a wait is long, and an
+ * alive verdict kept a few milliseconds), and SHMOBJ_EOWNERDEAD handed to
+ * exactly one waiter when the owner's handle is gone. */
 #include "segment.h"
+
+/* How long an owner judged alive is taken to be so by this handle's lock
+ * waits: a dead owner is noticed at most this much later. */
+#define OWNER_SEEN_MS 10
 
 static int owner_state(void *ctx, uint32_t owner)
 {
-    return shmobj__seg_procs_state(ctx, owner);
+    shmobj_segment *seg = ctx;
+    _Atomic uint64_t *seen = &seg->owners_seen[owner % 64];
+    uint32_t now_ms = (uint32_t)(shmobj__os_now_ns() / 1000000);
+    uint64_t v = atomic_load_explicit(seen, memory_order_relaxed);
+    /* (owner is never 0, the empty entry's token) */
+    if ((uint32_t)(v >> 32) == owner && (int32_t)((uint32_t)v - now_ms) > 0)
+        return SHMOBJ__OS_OWNER_ALIVE;
+    int state = shmobj__seg_procs_state(seg, owner);
+    if (state == SHMOBJ__OS_OWNER_ALIVE)
+        atomic_store_explicit(seen, (uint64_t)owner << 32 | (uint32_t)(now_ms + OWNER_SEEN_MS),
+                              memory_order_relaxed);
+    return state;
 }
 
 /* Tests only (segment.h), never set by the library: a kill test stops a

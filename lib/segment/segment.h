@@ -44,6 +44,12 @@ struct shmobj_segment {
     _Atomic uint32_t attached_gen;
     /* Serialises this process's growth of its view (extend). */
     shmobj__os_pmutex view_lock;
+    /* Lock owners lately judged alive (seg-lock.c): entry token % 64 holds
+     * token << 32 | the millisecond (mod 2^32) until which the verdict
+     * stands, so that the waits on a busy lock make one liveness probe (a
+     * system call) per owner per few milliseconds, not one per wait.
+     * Relaxed: a lost or stale entry costs one probe more. */
+    _Atomic uint64_t owners_seen[64];
 };
 _Static_assert(offsetof(struct shmobj_segment, space) == 0,
                "the layers above convert a segment handle to its space "

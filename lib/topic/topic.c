@@ -437,6 +437,50 @@ int shmobj_topic_stats_get(shmobj_topic *t, shmobj_topic_stats *st)
     return 0;
 }
 
+int shmobj_topic_subscribers_get(shmobj_topic *t, shmobj_topic_sub_info *subs,
+                                 size_t cap, size_t *count)
+{
+    if (t == NULL || count == NULL || (subs == NULL && cap > 0))
+        return SHMOBJ_EINVAL;
+    if (shmobj__topic_usable(t) != 0)
+        return SHMOBJ_ESTALE;
+    uint64_t head = atomic_load_explicit(&t->hdr->head, memory_order_acquire);
+    uint32_t hwm;
+    if (!shmobj__topic_hwm(t, &hwm))
+        return SHMOBJ_ECORRUPT;
+    size_t n = 0;
+    for (uint32_t i = 0; i < hwm; i++) {
+        struct shmobj__topic_subrec *r = &t->subs[i];
+        uint64_t tok = atomic_load_explicit(&r->token, memory_order_acquire);
+        if (tok == 0)
+            continue;
+        if (n < cap) {
+            /* each word judged alone: a subscriber moving meanwhile may
+             * have taken past the head read above (lag 0 then) */
+            uint64_t next = atomic_load_explicit(&r->next, memory_order_relaxed);
+            uint64_t held = atomic_load_explicit(&r->held, memory_order_relaxed);
+            shmobj_topic_sub_info *o = &subs[n];
+            memset(o, 0, sizeof *o);
+            o->token = tok <= UINT32_MAX ? (uint32_t)tok : 0;
+            o->index = i;
+            o->next = next;
+            o->lag = next <= head ? head - next : 0;
+            o->held = held <= next ? next - held : 0;
+            o->missed = atomic_load_explicit(&r->missed, memory_order_relaxed);
+            if (!shmobj__space_token_alive(t->sp, tok))
+                o->flags |= SHMOBJ_TOPIC_SUB_DEAD;
+            if (atomic_load_explicit(&r->notify, memory_order_relaxed) ==
+                TOPIC_NOTIFY_ARMED)
+                o->flags |= SHMOBJ_TOPIC_SUB_ARMED;
+        }
+        n++;
+    }
+    *count = n;
+    if (shmobj__topic_usable(t) != 0)
+        return SHMOBJ_ESTALE;
+    return n > cap ? SHMOBJ_ENOBUFS : 0;
+}
+
 /* ---- destroy ----------------------------------------------------------------- */
 
 /* How long a destroy waits for the threads asleep on the topic to leave. */

@@ -1,24 +1,27 @@
-/* The build room of the object layer (lib/object/build/): a value the
- * caller describes is measured (value-measure.c), then written into one
- * new block (value-write.c); references between objects (references.c)
- * and the replacement of a value (value-replace.c). It sees the read core
- * and the encoding (doc/architecture.md, "The object layer's rooms").
+/* The build room of the object layer (lib/object/build/): a put (the
+ * calls in value-put.c, the walk at the top of value-write.c) measures
+ * the value the caller describes (value-measure.c), allocates one block
+ * of that size, writes the value into it (value-write.c) and takes what
+ * its records and adopted objects need (references.c); value-replace.c
+ * replaces a value in place. It sees
+ * the read core and the encoding (doc/architecture.md, "The object
+ * layer's rooms").
  *
- * What the builder's files share: the measure (value-measure.c) and the
- * writer (value-write.c) walk the same description, and the measure borrows
- * the writer's code for buffers.
+ * What the builder's files share: the two passes walk the same
+ * description, and every question both must answer alike about it (the
+ * layout of a container, a packed tuple, a buffer; where a key lives) is
+ * answered once, here.
  *
- * Invariants kept by what this header defines:
- * - The writer never moves its cursor past the size the measure found
- *   (struct shmobj__wr.lim), and a put fails unless it ends exactly
- *   there, so a description that changes between the passes (another
- *   thread) gives SHMOBJ_EINVAL, never a write outside the block.
- * - A writer whose blk is NULL only measures: it moves its cursor and
- *   writes nothing (used for buffers, whose shape checks are long). */
+ * Invariant kept by what this header defines: the writer never moves its
+ * cursor past the size the measure found (struct shmobj__wr.lim), and a
+ * put fails unless it ends exactly there, so a description that changes
+ * between the passes (another thread) gives SHMOBJ_EINVAL, never a write
+ * outside the block. */
 #ifndef SHMOBJ_OBJECT_VALUE_BUILD_H
 #define SHMOBJ_OBJECT_VALUE_BUILD_H
 
 #include "layer-interface.h"
+#include "content-check.h"
 
 /* Largest block the builder writes: references carry 48-bit offsets. */
 #define SHMOBJ__MAX_BLOCK (UINT64_C(1) << 46)
@@ -37,18 +40,16 @@ struct shmobj__claims {
     int after;                          /* overflowed: claim by a walk */
 };
 
-/* A writing (or, with blk NULL, measuring) pass over one block. */
+/* The writing pass over one block. */
 struct shmobj__wr {
-    uint8_t *blk;     /* this process's address of the block; NULL: measure */
+    uint8_t *blk;     /* this process's address of the block */
     uint64_t blk_off; /* segment offset of the block */
     uint16_t gen;     /* its generation */
     uint64_t cur;     /* next free byte, relative to the block */
     uint64_t lim;     /* bytes the cursor may reach (the block's size) */
-    int need64;       /* holds a buffer: allocate 64-aligned */
-    struct shmobj__space *sp; /* the space records' shapes, adopted and
-                               * linked objects are checked in; NULL:
-                               * measure */
-    struct shmobj__claims *cl; /* what the put took; NULL: measure */
+    struct shmobj__space *sp;  /* the space records' shapes, adopted and
+                                * linked objects are checked in */
+    struct shmobj__claims *cl; /* what the put took */
 };
 
 /* The bits of shmobj__measure()'s *need64: what the block will hold. */
@@ -163,20 +164,64 @@ static inline int shmobj__desc_mut_bytes(const shmobj_value *v, uint64_t *bytes)
     return 0;
 }
 
-/* value-write.c: write (or measure) the buffer description v at the 16-aligned
- * block-relative pos, filling the header fields h a buffer sets. */
-int shmobj__emit_buffer(struct shmobj__wr *w, const shmobj_value *v, uint64_t pos,
-                        struct shmobj__obj *h);
+/* The layout of the buffer description v whose object starts at the
+ * 16-aligned block-relative pos: its data starts data_rel bytes after pos,
+ * 64-aligned in the block (which a put allocates 64-aligned), after the
+ * header, the buffer header, the shape and the strides. */
+struct shmobj__buffer_layout {
+    unsigned dtype, ndim;
+    const uint64_t *shape;                 /* the caller's */
+    int64_t strides[SHMOBJ_BUFFER_MAXDIM]; /* the caller's, or C order */
+    uint64_t nbytes;                       /* bytes of data */
+    uint64_t data_rel;                     /* from pos to the data */
+};
+
+/* Lay out the buffer description v at pos (above), checking its dtype,
+ * dimensions, shape and strides: SHMOBJ_EINVAL for a bad one. */
+static inline int shmobj__desc_buffer(const shmobj_value *v, uint64_t pos,
+                                      struct shmobj__buffer_layout *l)
+{
+    const shmobj_buffer_desc *b = v->v.buf;
+    if (b == NULL)
+        return SHMOBJ_EINVAL;
+    unsigned nd = b->ndim;
+    uint64_t isz = shmobj__dtype_size(b->dtype), fixed, start;
+    const uint64_t *shape = b->shape;
+    if (isz == 0 || nd > SHMOBJ_BUFFER_MAXDIM || (nd > 0 && shape == NULL))
+        return SHMOBJ_EINVAL;
+    l->dtype = b->dtype;
+    l->ndim = nd;
+    l->shape = shape;
+    if (b->strides == NULL) {
+        uint64_t acc = isz;
+        for (unsigned d = nd; d-- > 0;) {
+            if (acc > INT64_MAX)
+                return SHMOBJ_EINVAL;
+            l->strides[d] = (int64_t)acc;
+            if (!shmobj__mul_ok(acc, shape[d], &acc))
+                return SHMOBJ_EINVAL;
+        }
+        l->nbytes = acc;
+        if (b->nbytes != 0 && b->nbytes != acc)
+            return SHMOBJ_EINVAL;
+    } else {
+        if (nd > 0)
+            memcpy(l->strides, b->strides, 8u * nd);
+        l->nbytes = b->nbytes;
+        if (!shmobj__buffer_extent_ok(nd, shape, l->strides, isz, l->nbytes))
+            return SHMOBJ_EINVAL;
+    }
+    fixed = 16 + sizeof(struct shmobj__bufhdr) + 16u * nd;
+    if (!shmobj__add_ok(pos, fixed, &start) ||
+        !shmobj__align_up(start, SHMOBJ__DATA_ALIGN, &start))
+        return SHMOBJ_EINVAL;
+    l->data_rel = start - pos;
+    return 0;
+}
 
 /* value-measure.c: the bytes of the block a description needs, and in
  * *need64 the SHMOBJ__M_* bits of what it holds. */
 int shmobj__measure(const shmobj_value *val, uint64_t *size, int *need64);
-
-/* value-write.c: write (or measure) the value v into the slot at the
- * block-relative slot_rel (the builder's common path, records' fields
- * among its callers). */
-int shmobj__emit_value(struct shmobj__wr *w, const shmobj_value *v, uint64_t slot_rel,
-                       int depth);
 
 /* Allocate an object block of size bytes (align: 16, or 64 for buffers)
  * and write its tree header with flags; *r and *p receive its reference
@@ -201,12 +246,6 @@ shmobj__tree_new(struct shmobj__space *sp, uint64_t size, uint64_t align, uint16
     t->size = size;
     return 0;
 }
-
-/* shape.c: write the record description v at the next 16-aligned
- * position; *rel
- * receives it. Checks every value against the shape. */
-int shmobj__emit_record(struct shmobj__wr *w, const shmobj_value *v, int depth,
-                        uint64_t *rel);
 
 /* references.c: check the reference an ADOPT (adopt 1) or LINK description
  * gives: a live object block of the space; an adopted one must hold an

@@ -14,6 +14,7 @@
  *                               offers the others  (format.h, space.h, arena.h)
  *     read/slot-read.h          the inline readers of a slot and an object
  *     read/key-lookup.h         the inline key comparisons and lookups
+ *     read/shape-read.h         the light check of a shape, its use count
  *     build/value-build.h       what the builder's files share
  *     mutable/mutable.h         what the mutable containers share
  *

@@ -1,5 +1,7 @@
 /* The shape room of the object layer (lib/object/shape/), above the
- * builder, whose writer it extends with records.
+ * builder: it makes and frees shapes, and puts records from C structs
+ * through the builder's put (which writes records itself,
+ * build/value-write.c).
  *
  * Shapes and records: a shape (field names, kinds and string capacities)
  * built once in a block of its own, records that hold only their slots and
@@ -14,30 +16,27 @@
  * - A record is read only through a shape found whole with exactly the
  *   record's number of fields: within the mapped segment, of the
  *   reference's generation, its header and body within its own extent
- *   (shape_open_light; shmobj__shape_open() adds the arena's check of the
- *   block, for the checker and for errors); what a view needs of the
- *   shape is copied into the view then, so later lookups never use a
- *   length or capacity read again.
+ *   (shmobj__shape_open_light() of read/shape-read.h;
+ *   shmobj__shape_open() adds the arena's check of the block, for the
+ *   checker and for errors); what a view needs of the shape is copied
+ *   into the view then, so later lookups never use a length or capacity
+ *   read again.
  * - A record holds one use of its shape from before its block is returned
  *   by a put (taken as it is written, references.c) to the moment it is
  *   unreachable (its block freed, or its slot replaced:
- *   shmobj__free_children); the
- *   free of a shape succeeds only by the compare-and-swap of a count of 0
- *   to CLOSING, after which no use is taken, so no live record names a
- *   freed shape unless a process died between the two steps of a free of
- *   its block (then its reads give SHMOBJ_ESTALE).
- * - A record's strings and bytes are checked against the shape's kinds
- *   and capacities on the caller's bytes while they are copied, and a
- *   record's fields are written in field order, as the measure
- *   (value-measure.c) counted them. */
+ *   shmobj__free_children); the free of a shape succeeds only by the
+ *   compare-and-swap of a count of 0 to CLOSING, after which no use is
+ *   taken, so no live record names a freed shape unless a process died
+ *   between the two steps of a free of its block (then its reads give
+ *   SHMOBJ_ESTALE). A record is checked against its shape as it is
+ *   written (build/value-write.c). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "value-build.h"
 #include "index-probe.h"
-#include "slot-read.h"
+#include "shape-read.h"
 #include "content-check.h"
-#include "racy.h"
 
 int shmobj_shape_put(shmobj_segment *seg, const shmobj_field *fields, size_t n,
                      shmobj_ref *shape)
@@ -192,59 +191,11 @@ int shmobj__shape_open(struct shmobj__space *sp, shmobj__ref ref, int from_calle
     return 0;
 }
 
-/* A shape checked without the arena's walk of the block's boundary tags,
- * for the hot paths (every record view: C1 takes one per record; a
- * record's put and free, which add to and take from its use count): the
- * shape's block must lie in the mapped
- * segment, carry the reference's generation (one load: a freed shape
- * fails it), and hold a whole shape in the extent its own tree header
- * gives, itself bounded by the mapped segment. So every later read
- * through the view stays inside the mapping, and a freed shape is
- * SHMOBJ_ESTALE; what only the arena's walk sees (a forged reference into
- * another block's bytes that look like a shape) is left to
- * shmobj_obj_check(), which opens shapes fully. */
-static inline __attribute__((always_inline)) int
-shape_open_light(struct shmobj__space *sp, shmobj__ref ref,
-                            struct shmobj__shape_info *out)
-{
-    uint64_t blk = shmobj__ref_off(ref), body;
-    uint64_t mapped = atomic_load_explicit(&sp->mapped, memory_order_acquire);
-    if (blk < 16 || !shmobj__aligned(blk, 16) ||
-        !shmobj__range_ok(blk, SHMOBJ__PREFIX + 16, mapped))
-        return SHMOBJ_ECORRUPT;
-    if (!shmobj__blk_live(sp, blk, shmobj__ref_gen(ref)))
-        return SHMOBJ_ESTALE;
-    const struct shmobj__tree *t = (const void *)(sp->base + blk);
-    const struct shmobj__slot *root = (const void *)(t + 1);
-    /* A record put may race the shape's free: what is read here is kept
-     * only if the use count taken afterwards says the shape was not being
-     * freed (a racing free makes the put SHMOBJ_ESTALE). */
-    SHMOBJ__RACY_BEGIN();
-    uint64_t size = t->size;
-    struct shmobj__obj h;
-    memcpy(&h, sp->base + blk + SHMOBJ__PREFIX, sizeof h);
-    bool bad = t->magic != SHMOBJ__TREE_MAGIC || !shmobj__tree_version_ok(t->version) ||
-               !(atomic_load_explicit(&((struct shmobj__tree *)t)->flags,
-                                      memory_order_relaxed) &
-                 SHMOBJ__TREE_SHAPE) ||
-               size % 16 != 0 || size / 16 > UINT32_MAX || size < SHMOBJ__PREFIX + 16 ||
-               !shmobj__range_ok(blk, size, mapped) || root->tag != SHMOBJ__SLOT_OBJ ||
-               h.tag != SHMOBJ_TYPE_SHAPE ||
-               shmobj__body_size(&h, size - SHMOBJ__PREFIX - 16, &body) != 0;
-    SHMOBJ__RACY_END();
-    if (bad)
-        return SHMOBJ_ECORRUPT;
-    *out = (struct shmobj__shape_info){.blk = blk, .blen = size, .gen = shmobj__ref_gen(ref),
-                                       .count = h.count, .cap = h.len,
-                                       .obj = (const void *)(sp->base + blk + SHMOBJ__PREFIX)};
-    return 0;
-}
-
 int shmobj__record_view(struct shmobj__space *sp, const struct shmobj__obj *h,
                         shmobj_view *out)
 {
     struct shmobj__shape_info si;
-    int rc = shape_open_light(sp, h->len, &si);
+    int rc = shmobj__shape_open_light(sp, h->len, &si);
     if (rc != 0)
         return rc;
     if (si.count != h->count)
@@ -261,7 +212,7 @@ int shmobj__rootrec_view(struct shmobj__space *sp, uint64_t blk, uint64_t blen, 
     struct shmobj__shape_info si;
     const struct shmobj__tree *t = (const void *)(sp->base + blk);
     shmobj__ref shape = t->size;
-    int rc = shape_open_light(sp, shape, &si);
+    int rc = shmobj__shape_open_light(sp, shape, &si);
     if (rc != 0)
         return rc;
     /* count < 2^16: no overflow */
@@ -279,19 +230,13 @@ int shmobj__rootrec_view(struct shmobj__space *sp, uint64_t blk, uint64_t blen, 
     return 0;
 }
 
-static _Atomic uint64_t *uses_of(struct shmobj__space *sp, const struct shmobj__shape_info *si)
-{
-    return &((struct shmobj__shape_meta *)(sp->base + si->blk + SHMOBJ__PREFIX +
-                                           SHMOBJ__SHAPE_META))->uses;
-}
-
 int shmobj__shape_use(struct shmobj__space *sp, shmobj__ref shape)
 {
     struct shmobj__shape_info si;
     int rc = shmobj__shape_open(sp, shape, 0, &si);
     if (rc != 0)
         return rc;
-    _Atomic uint64_t *u = uses_of(sp, &si);
+    _Atomic uint64_t *u = shmobj__shape_uses(sp, &si);
     uint64_t old = atomic_fetch_add_explicit(u, 1, memory_order_acq_rel);
     if (old & SHMOBJ__SHAPE_CLOSING) {
         /* its free began first: the record may not name it */
@@ -314,9 +259,9 @@ static void unuse_at(_Atomic uint64_t *u)
 void shmobj__shape_unuse(struct shmobj__space *sp, shmobj__ref shape)
 {
     struct shmobj__shape_info si;
-    if (shape_open_light(sp, shape, &si) != 0)
+    if (shmobj__shape_open_light(sp, shape, &si) != 0)
         return; /* gone already (damage, or a free that a dead process began) */
-    unuse_at(uses_of(sp, &si));
+    unuse_at(shmobj__shape_uses(sp, &si));
 }
 
 void shmobj__shape_unuse_view(struct shmobj__space *sp, const shmobj_view *rec)
@@ -337,7 +282,7 @@ int shmobj__shape_free(struct shmobj__space *sp, shmobj__ref ref, uint64_t blk)
     if (rc != 0)
         return rc;
     uint64_t expect = 0;
-    if (!atomic_compare_exchange_strong_explicit(uses_of(sp, &si), &expect,
+    if (!atomic_compare_exchange_strong_explicit(shmobj__shape_uses(sp, &si), &expect,
                                                  SHMOBJ__SHAPE_CLOSING, memory_order_acq_rel,
                                                  memory_order_acquire))
         return expect & SHMOBJ__SHAPE_CLOSING ? SHMOBJ_ESTALE : SHMOBJ_EINUSE;
@@ -350,138 +295,6 @@ int shmobj_shape_free(shmobj_segment *seg, shmobj_ref shape)
     if (sp == NULL || shape == SHMOBJ_REF_NULL)
         return SHMOBJ_EINVAL;
     return shmobj__shape_free(sp, shape, shmobj__ref_off(shape));
-}
-
-static inline void put_istr(uint8_t *at, unsigned kind, uint64_t len, uint64_t rel)
-{
-    struct shmobj__slot *s = (void *)at;
-    s->tag = SHMOBJ__SLOT_ISTR;
-    s->reserved0 = (uint8_t)kind;
-    s->reserved1 = 0;
-    s->reserved2 = (uint32_t)len;
-    atomic_store_explicit(&s->payload, rel, memory_order_relaxed);
-}
-
-int shmobj__emit_record(struct shmobj__wr *w, const shmobj_value *v, int depth,
-                        uint64_t *rel)
-{
-    struct shmobj__shape_info si;
-    uint64_t n = v->v.r.count, pos, end;
-    const shmobj_value *items = v->v.r.items;
-    if (depth >= SHMOBJ_OBJ_MAXDEPTH || w->sp == NULL)
-        return SHMOBJ_EINVAL;
-    /* The caller's shape: the light check of views suffices to write
-     * through it (the use count is the shape's own word), and when it
-     * fails the full one gives the precise error. */
-    int rc = shape_open_light(w->sp, v->v.r.shape, &si);
-    if (rc != 0) {
-        rc = shmobj__shape_open(w->sp, v->v.r.shape, 1, &si);
-        if (rc != 0)
-            return rc;
-    }
-    if (n != si.count || items == NULL)
-        return SHMOBJ_EINVAL;
-    /* the record's use, before its reference can leave the put */
-    rc = shmobj__claim_now(w, 1, v->v.r.shape, uses_of(w->sp, &si));
-    if (rc != 0)
-        return rc;
-    pos = (w->cur + 15) & ~UINT64_C(15);
-    if (!shmobj__add_ok(pos, 16 + 16 * n, &end) || end > w->lim)
-        return SHMOBJ_EINVAL;
-    w->cur = end;
-    const uint8_t *descs = (const uint8_t *)si.obj + shmobj__shape_descs();
-    for (uint64_t i = 0; i < n; i++) {
-        const shmobj_value *it = &items[i];
-        struct shmobj__field d;
-        uint64_t slot = pos + 16 + 16 * i;
-        memcpy(&d, descs + 16 * i, sizeof d); /* once: judged and used as read */
-        if (it->reserved != 0)
-            return SHMOBJ_EINVAL;
-        switch (d.kind) {
-        case SHMOBJ_TYPE_STR:
-        case SHMOBJ_TYPE_BYTES: {
-            /* inline after the slots: no header, a NUL after */
-            uint64_t len;
-            if (it->type != d.kind)
-                return SHMOBJ_EINVAL;
-            rc = shmobj__desc_mem(it->type, it->v.s.ptr, it->v.s.len, &len);
-            if (rc != 0)
-                return rc;
-            if ((d.cap != 0 && len > d.cap) || len >= UINT32_MAX || len >= w->lim ||
-                w->cur > w->lim - len - 1)
-                return SHMOBJ_EINVAL;
-            if (d.kind == SHMOBJ_TYPE_STR && !shmobj__utf8_ok_inline(it->v.s.ptr, len))
-                return SHMOBJ_EINVAL;
-            if (len > 0)
-                memcpy(w->blk + w->cur, it->v.s.ptr, (size_t)len);
-            w->blk[w->cur + len] = 0;
-            put_istr(w->blk + slot, d.kind, len, w->cur);
-            w->cur += len + 1;
-            continue;
-        }
-        case SHMOBJ_TYPE_BOOL:
-        case SHMOBJ_TYPE_INT:
-        case SHMOBJ_TYPE_UINT:
-        case SHMOBJ_TYPE_DOUBLE: {
-            /* the scalar slot here, the kind known: no call (a scalar
-             * slot's tag is its kind) */
-            uint64_t pl;
-            if (it->type != d.kind)
-                return SHMOBJ_EINVAL;
-            if (d.kind == SHMOBJ_TYPE_BOOL) {
-                if (it->v.b != 0 && it->v.b != 1)
-                    return SHMOBJ_EINVAL;
-                pl = (uint64_t)it->v.b;
-            } else {
-                memcpy(&pl, &it->v, sizeof pl); /* i, u and d share the bytes */
-            }
-            struct shmobj__slot *s = (void *)(w->blk + slot);
-            s->tag = d.kind;
-            s->reserved0 = 0;
-            s->reserved1 = 0;
-            s->reserved2 = 0;
-            atomic_store_explicit(&s->payload, pl, memory_order_relaxed);
-            continue;
-        }
-        case SHMOBJ_TYPE_LINK:
-            if (it->type != d.kind)
-                return SHMOBJ_EINVAL;
-            break;
-        case SHMOBJ_TYPE_NULL:
-            /* an OBJ slot: null or any object but a string (strings go in
-             * STR fields, inline) */
-            switch (it->type) {
-            case SHMOBJ_TYPE_BOOL:
-            case SHMOBJ_TYPE_INT:
-            case SHMOBJ_TYPE_UINT:
-            case SHMOBJ_TYPE_DOUBLE:
-            case SHMOBJ_TYPE_LINK:
-            case SHMOBJ_TYPE_STR:
-            case SHMOBJ_TYPE_BYTES:
-                return SHMOBJ_EINVAL;
-            default:
-                break;
-            }
-            break;
-        default:
-            return SHMOBJ_ECORRUPT; /* a kind no shape is written with */
-        }
-        rc = shmobj__emit_value(w, it, slot, depth + 1);
-        if (rc != 0)
-            return rc;
-    }
-    if (depth == 0) {
-        /* a record alone (version 3): at 0, its header the tree header,
-         * which holds the shape in the size's place (the put checked its
-         * size already: it ends here) */
-        ((struct shmobj__tree *)(void *)w->blk)->size = v->v.r.shape;
-    } else {
-        struct shmobj__obj h = {.tag = SHMOBJ_TYPE_RECORD, .count = (uint32_t)n,
-                                .len = v->v.r.shape};
-        memcpy(w->blk + pos, &h, sizeof h);
-    }
-    *rel = pos;
-    return 0;
 }
 
 /* The value of one field of a C struct: its kind and capacity, `at` where
