@@ -148,5 +148,25 @@ if [ -n "$casts" ]; then
     fail=1
 fi
 
+# The NATS bridge (bridge/) is a client of the library, not a layer: it
+# includes the public headers (<shmobj.h>, <shmobj/...>) and its own, never
+# a header of lib/.
+for f in bridge/*.c bridge/*.h; do
+    [ -f "$f" ] || continue
+    grep -n '^[[:space:]]*#[[:space:]]*include' "$f" |
+        sed -n 's/^\([0-9]*\):[^"<]*["<]\([^">]*\)[">].*/\1 \2/p' >"${TMPDIR:-/tmp}/bridge.$$"
+    while read -r n h; do
+        case $h in
+        shmobj.h|shmobj/*.h|shmobj-bridge.h|bridge-internal.h) ;;
+        */*|stdatomic.h|pthread.h|std*.h|time.h|unistd.h|errno.h|ctype.h|signal.h|inttypes.h) ;;
+        *) [ -n "$(layer_of_header "$h")" ] && {
+               echo "$f:$n: the bridge includes $h of lib/: use the public API"
+               fail=1
+           } ;;
+        esac
+    done <"${TMPDIR:-/tmp}/bridge.$$"
+    rm -f "${TMPDIR:-/tmp}/bridge.$$"
+done
+
 [ $fail = 0 ] && echo "layers: every include within its arrow, no system call outside lib/os"
 exit $fail
