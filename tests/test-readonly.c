@@ -135,6 +135,13 @@ static void fixture_make(struct fixture *f, unsigned mode, uint64_t size,
     assert_int_equal(shmobj_record_put_struct(seg, f->shape, &r, &ref), 0);
     put_root(seg, "rec", ref);
 
+    /* a table of two rows of the same struct */
+    assert_int_equal(shmobj_table_put(seg, f->shape, sizeof(struct rec), 4, &ref), 0);
+    assert_int_equal(shmobj_obj_get(seg, ref, &v), 0);
+    struct rec rows[2] = {{5, 0.5}, {6, 1.5}};
+    assert_int_equal(shmobj_table_append(&v, rows, 2, sizeof(struct rec), NULL), 0);
+    put_root(seg, "tab", ref);
+
     shmobj_map *m;
     assert_int_equal(shmobj_map_create(seg, "m", &m), 0);
     for (int i = 0; i < MAP_KEYS; i++) {
@@ -360,7 +367,7 @@ static int read_segment(shmobj_segment *seg)
     ri.struct_size = sizeof ri;
     while (shmobj_segment_root_next(seg, &cursor, &ri) == 0)
         roots++;
-    CHECK(roots == 8); /* obj ml md ms rec m q t */
+    CHECK(roots == 9); /* obj ml md ms rec tab m q t */
     shmobj_ref ref;
     CHECK_RC(shmobj_segment_root_wait(seg, "obj", 0, &ref), 0);
     CHECK_RC(shmobj_segment_root_wait(seg, "nope", 10 * TEST_MS, &ref),
@@ -419,6 +426,28 @@ static int writes_refused(shmobj_segment *seg, shmobj_ref shape)
     CHECK_RC(shmobj_obj_get(seg, ref, &v), 0);
     CHECK_RC(shmobj_key_init(&key, &SHMOBJ_VAL_STR("x")), 0);
     CHECK_RC(shmobj_view_key_int_add(&v, &key, 1, NULL), E);
+
+    /* a table: its rows read, nothing appended or changed */
+    CHECK_RC(shmobj_segment_root_get(seg, "tab", &ref), 0);
+    CHECK_RC(shmobj_obj_get(seg, ref, &v), 0);
+    uint64_t rows = 0;
+    struct rec row;
+    double d = 0;
+    CHECK_RC(shmobj_table_len(&v, &rows), 0);
+    CHECK(rows == 2);
+    CHECK_RC(shmobj_table_get(&v, 1, &row, sizeof row), 0);
+    CHECK(row.x == 6);
+    CHECK_RC(shmobj_table_int_get(&v, 0, 0, &x), 0);
+    CHECK(x == 5);
+    CHECK_RC(shmobj_table_append(&v, &row, 1, sizeof row, NULL), E);
+    CHECK_RC(shmobj_table_int_set(&v, 0, 0, 9), E);
+    CHECK_RC(shmobj_table_int_add(&v, 0, 0, 1, NULL), E);
+    CHECK_RC(shmobj_table_int_cas(&v, 0, 0, &x, 3), E);
+    CHECK_RC(shmobj_table_double_set(&v, 0, 1, 2.0), E);
+    CHECK_RC(shmobj_table_double_add(&v, 0, 1, 2.0, &d), E);
+    CHECK_RC(shmobj_table_put(seg, shape, sizeof row, 4, &ref), E);
+    CHECK_RC(shmobj_table_int_get(&v, 0, 0, &x), 0);
+    CHECK(x == 5);
 
     CHECK_RC(shmobj_segment_root_get(seg, "ml", &ref), 0);
     CHECK_RC(shmobj_obj_get(seg, ref, &v), 0);

@@ -97,6 +97,7 @@ typedef struct shmobj_table_info {
  *            table holds before it grows)
  * @param[out] table reference to the table, owned by the caller (free it
  *             with shmobj_obj_free())
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument, row_size or capacity out of range,
  *         a field the table cannot hold or that does not fit (see
@@ -121,6 +122,7 @@ SHMOBJ_API int shmobj_table_put(shmobj_segment *seg, shmobj_ref shape, size_t ro
  * @param[in] n rows, 1 or more
  * @param[in] row_size the table's row size (sizeof the struct)
  * @param[out] first the index of the first row appended (may be NULL)
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only
  * @retval 0 success: the n rows are the table's, consecutive
  * @retval SHMOBJ_EINVAL NULL argument, n 0, row_size not the table's, a
  *         string field that is not UTF-8 or a bool field neither 0 nor 1
@@ -288,6 +290,7 @@ SHMOBJ_API int shmobj_table_int_get(const shmobj_view *table, uint64_t row, size
  * @param[in] row the row's index
  * @param[in] field the field's position
  * @param[in] x the new value
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_ETYPE table is not a table, or the field is not INT or UINT
@@ -307,6 +310,7 @@ SHMOBJ_API int shmobj_table_int_set(const shmobj_view *table, uint64_t row, size
  * @param[in] field the field's position
  * @param[in] delta what to add
  * @param[out] old the value before the add (may be NULL)
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL table
  * @retval SHMOBJ_ETYPE table is not a table, or the field is not INT or UINT
@@ -328,6 +332,7 @@ SHMOBJ_API int shmobj_table_int_add(const shmobj_view *table, uint64_t row, size
  * @param[in,out] expected the value expected; on SHMOBJ_EBUSY, the value
  *                found
  * @param[in] desired the value stored when the field held *expected
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only
  * @retval 0 success: desired was stored
  * @retval SHMOBJ_EBUSY the field did not hold *expected (nothing stored)
  * @retval SHMOBJ_EINVAL NULL argument
@@ -365,6 +370,7 @@ SHMOBJ_API int shmobj_table_double_get(const shmobj_view *table, uint64_t row, s
  * @param[in] row the row's index
  * @param[in] field the field's position
  * @param[in] x the new value
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL table
  * @retval SHMOBJ_ETYPE table is not a table, or the field is not DOUBLE
@@ -384,6 +390,7 @@ SHMOBJ_API int shmobj_table_double_set(const shmobj_view *table, uint64_t row, s
  * @param[in] field the field's position
  * @param[in] delta what to add
  * @param[out] old the value before the add (may be NULL)
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL table
  * @retval SHMOBJ_ETYPE table is not a table, or the field is not DOUBLE

@@ -67,7 +67,10 @@ int shmobj_table_put(shmobj_segment *seg, shmobj_ref shape, size_t row_size,
         row_size > SHMOBJ__TABLE_ROW_MAX || capacity == 0 ||
         capacity > SHMOBJ__TABLE_CHUNK0_MAX)
         return SHMOBJ_EINVAL;
-    int rc = shmobj__shape_open(sp, shape, 1, &si);
+    /* before the shape's use is taken: a store a read-only mapping faults */
+    int rc = shmobj__space_writable(sp);
+    if (rc == 0)
+        rc = shmobj__shape_open(sp, shape, 1, &si);
     if (rc != 0)
         return rc;
     if (!layout_ok(sp, &si, row_size))
@@ -215,6 +218,8 @@ int shmobj_table_append(const shmobj_view *table, const void *rows, size_t n,
     if (table == NULL || rows == NULL || n == 0)
         return SHMOBJ_EINVAL;
     int rc = shmobj__tab_open(table, &o);
+    if (rc == 0)
+        rc = shmobj__view_writable(table);
     if (rc != 0)
         return rc;
     if (row_size != o.row_size)
@@ -407,14 +412,18 @@ int shmobj_table_info_get(const shmobj_view *table, shmobj_table_info *info)
 }
 
 /* The address of field `field` of row `row` of kind `kind` (INT also
- * takes UINT): the atomic calls' common opening. */
+ * takes UINT): the atomic calls' common opening; `write`: the call stores
+ * there (SHMOBJ_ERDONLY on a read-only handle, whose mapping a store
+ * would fault). */
 static int cell_at(const shmobj_view *table, uint64_t row, size_t field, unsigned kind,
-                   _Atomic uint64_t **w)
+                   int write, _Atomic uint64_t **w)
 {
     struct shmobj__tab o;
     struct shmobj__tcol c;
     uint8_t *p;
     int rc = shmobj__tab_open(table, &o);
+    if (rc == 0 && write)
+        rc = shmobj__view_writable(table);
     if (rc == 0)
         rc = shmobj__tab_col(table, &o, field, &c);
     if (rc == 0 && !(c.kind == kind || (kind == SHMOBJ_TYPE_INT && c.kind == SHMOBJ_TYPE_UINT)))
@@ -432,7 +441,7 @@ static int cell_at(const shmobj_view *table, uint64_t row, size_t field, unsigne
 int shmobj_table_int_get(const shmobj_view *table, uint64_t row, size_t field, int64_t *out)
 {
     _Atomic uint64_t *w;
-    int rc = out == NULL ? SHMOBJ_EINVAL : cell_at(table, row, field, SHMOBJ_TYPE_INT, &w);
+    int rc = out == NULL ? SHMOBJ_EINVAL : cell_at(table, row, field, SHMOBJ_TYPE_INT, 0, &w);
     if (rc == 0)
         *out = (int64_t)atomic_load_explicit(w, memory_order_acquire);
     return rc;
@@ -441,7 +450,7 @@ int shmobj_table_int_get(const shmobj_view *table, uint64_t row, size_t field, i
 int shmobj_table_int_set(const shmobj_view *table, uint64_t row, size_t field, int64_t x)
 {
     _Atomic uint64_t *w;
-    int rc = cell_at(table, row, field, SHMOBJ_TYPE_INT, &w);
+    int rc = cell_at(table, row, field, SHMOBJ_TYPE_INT, 1, &w);
     if (rc == 0)
         atomic_store_explicit(w, (uint64_t)x, memory_order_release);
     return rc;
@@ -451,7 +460,7 @@ int shmobj_table_int_add(const shmobj_view *table, uint64_t row, size_t field, i
                          int64_t *old)
 {
     _Atomic uint64_t *w;
-    int rc = cell_at(table, row, field, SHMOBJ_TYPE_INT, &w);
+    int rc = cell_at(table, row, field, SHMOBJ_TYPE_INT, 1, &w);
     if (rc != 0)
         return rc;
     /* unsigned: wraps as a UINT field does, and an INT's overflow is
@@ -467,7 +476,7 @@ int shmobj_table_int_cas(const shmobj_view *table, uint64_t row, size_t field,
 {
     _Atomic uint64_t *w;
     int rc = expected == NULL ? SHMOBJ_EINVAL
-                              : cell_at(table, row, field, SHMOBJ_TYPE_INT, &w);
+                              : cell_at(table, row, field, SHMOBJ_TYPE_INT, 1, &w);
     if (rc != 0)
         return rc;
     uint64_t e = (uint64_t)*expected;
@@ -495,7 +504,7 @@ static uint64_t double_bits(double d)
 int shmobj_table_double_get(const shmobj_view *table, uint64_t row, size_t field, double *out)
 {
     _Atomic uint64_t *w;
-    int rc = out == NULL ? SHMOBJ_EINVAL : cell_at(table, row, field, SHMOBJ_TYPE_DOUBLE, &w);
+    int rc = out == NULL ? SHMOBJ_EINVAL : cell_at(table, row, field, SHMOBJ_TYPE_DOUBLE, 0, &w);
     if (rc == 0)
         *out = bits_double(atomic_load_explicit(w, memory_order_acquire));
     return rc;
@@ -504,7 +513,7 @@ int shmobj_table_double_get(const shmobj_view *table, uint64_t row, size_t field
 int shmobj_table_double_set(const shmobj_view *table, uint64_t row, size_t field, double x)
 {
     _Atomic uint64_t *w;
-    int rc = cell_at(table, row, field, SHMOBJ_TYPE_DOUBLE, &w);
+    int rc = cell_at(table, row, field, SHMOBJ_TYPE_DOUBLE, 1, &w);
     if (rc == 0)
         atomic_store_explicit(w, double_bits(x), memory_order_release);
     return rc;
@@ -514,7 +523,7 @@ int shmobj_table_double_add(const shmobj_view *table, uint64_t row, size_t field
                             double *old)
 {
     _Atomic uint64_t *w;
-    int rc = cell_at(table, row, field, SHMOBJ_TYPE_DOUBLE, &w);
+    int rc = cell_at(table, row, field, SHMOBJ_TYPE_DOUBLE, 1, &w);
     if (rc != 0)
         return rc;
     uint64_t was = atomic_load_explicit(w, memory_order_relaxed);
