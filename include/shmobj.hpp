@@ -1838,6 +1838,195 @@ public:
     }
 };
 
+// ---- table ----------------------------------------------------------------
+
+/// A table of T: records of one shape stored row after row as the bytes of
+/// T (include/shmobj/table.h), for T's whose fields all have a fixed size
+/// (no const char * or object_ref field). Rows never move; appends by many
+/// processes at once keep each one's order; fields of a row are read and
+/// updated atomically in place. Holds a share of its segment.
+///
+///     shmobj::ref t = shmobj::table<reading>::make(seg, shape, 1024);
+///     shmobj::table<reading> tab(seg.get(t));
+///     tab.append(reading{7, 21.5, "boiler"});
+///     tab.add(0, *reading_type.index("id"), 1);
+///     for (const reading &r : tab) ...
+template <class T> class table {
+    static_assert(std::is_standard_layout_v<T> && std::is_trivially_copyable_v<T>,
+                  "a table's row struct is standard-layout and trivially copyable");
+    view v_;
+
+public:
+    table() = default;
+    /// The table a view shows (SHMOBJ_ETYPE from its calls otherwise).
+    explicit table(view v) noexcept : v_(std::move(v)) {}
+
+    /// Build a table of rows of T with room for capacity rows before it
+    /// grows; shape was made from T's fields (record_type::make_shape()).
+    /// The caller owns it (segment::free()).
+    static ref make(const segment &seg, ref shape, std::uint64_t capacity,
+                    std::error_code &ec) noexcept
+    {
+        ref r = 0;
+        set_status(ec, shmobj_table_put(seg.c(), shape, sizeof(T), capacity, &r));
+        return r;
+    }
+    /// Build a table of rows of T (see make(seg, shape, capacity, ec)).
+    static ref make(const segment &seg, ref shape, std::uint64_t capacity)
+    {
+        return detail::or_throw("shmobj_table_put", [&](std::error_code &ec) {
+            return make(seg, shape, capacity, ec);
+        });
+    }
+
+    /// The view of the table.
+    const view &as_view() const noexcept { return v_; }
+
+    /// Append n rows; the index of the first.
+    std::uint64_t append(const T *rows, std::size_t n, std::error_code &ec) noexcept
+    {
+        std::uint64_t first = 0;
+        set_status(ec, shmobj_table_append(v_.c(), rows, n, sizeof(T), &first));
+        return first;
+    }
+    /// Append n rows; the index of the first.
+    std::uint64_t append(const T *rows, std::size_t n)
+    {
+        return detail::or_throw("shmobj_table_append",
+                                [&](std::error_code &ec) { return append(rows, n, ec); });
+    }
+    /// Append one row; its index.
+    std::uint64_t append(const T &row) { return append(&row, 1); }
+    /// Append one row; its index.
+    std::uint64_t append(const T &row, std::error_code &ec) noexcept
+    {
+        return append(&row, 1, ec);
+    }
+
+    /// Rows published so far.
+    std::uint64_t size(std::error_code &ec) const noexcept
+    {
+        std::uint64_t n = 0;
+        set_status(ec, shmobj_table_len(v_.c(), &n));
+        return n;
+    }
+    /// Rows published so far.
+    std::uint64_t size() const
+    {
+        return detail::or_throw("shmobj_table_len",
+                                [&](std::error_code &ec) { return size(ec); });
+    }
+
+    /// A copy of row i (each 8-byte field read atomically).
+    T get(std::uint64_t i, std::error_code &ec) const noexcept
+    {
+        T out{};
+        set_status(ec, shmobj_table_get(v_.c(), i, &out, sizeof out));
+        return out;
+    }
+    /// A copy of row i.
+    T get(std::uint64_t i) const
+    {
+        return detail::or_throw("shmobj_table_get",
+                                [&](std::error_code &ec) { return get(i, ec); });
+    }
+    /// A copy of row i.
+    T operator[](std::uint64_t i) const { return get(i); }
+
+    /// Add delta atomically to the integer field `field` of row i; the
+    /// value before.
+    std::int64_t add(std::uint64_t i, std::size_t field, std::int64_t delta,
+                     std::error_code &ec) noexcept
+    {
+        std::int64_t old = 0;
+        set_status(ec, shmobj_table_int_add(v_.c(), i, field, delta, &old));
+        return old;
+    }
+    /// Add delta atomically to an integer field; the value before.
+    std::int64_t add(std::uint64_t i, std::size_t field, std::int64_t delta)
+    {
+        return detail::or_throw("shmobj_table_int_add", [&](std::error_code &ec) {
+            return add(i, field, delta, ec);
+        });
+    }
+    /// Add delta atomically to the double field `field` of row i; the
+    /// value before.
+    double add_double(std::uint64_t i, std::size_t field, double delta,
+                      std::error_code &ec) noexcept
+    {
+        double old = 0;
+        set_status(ec, shmobj_table_double_add(v_.c(), i, field, delta, &old));
+        return old;
+    }
+    /// Add delta atomically to a double field; the value before.
+    double add_double(std::uint64_t i, std::size_t field, double delta)
+    {
+        return detail::or_throw("shmobj_table_double_add", [&](std::error_code &ec) {
+            return add_double(i, field, delta, ec);
+        });
+    }
+
+    /// Field `field` of the rows from `first` on that lie in one run (the
+    /// rows of one chunk) as a strided buffer: info.shape[0] rows,
+    /// info.strides[0] == sizeof(T). Read the next run from first +
+    /// info.shape[0].
+    shmobj_buffer_info column(std::size_t field, std::uint64_t first,
+                              std::error_code &ec) const noexcept
+    {
+        shmobj_buffer_info info{};
+        info.struct_size = sizeof info;
+        set_status(ec, shmobj_table_column_get(v_.c(), field, first, &info));
+        return info;
+    }
+    /// A run of one field's values as a strided buffer.
+    shmobj_buffer_info column(std::size_t field, std::uint64_t first) const
+    {
+        return detail::or_throw("shmobj_table_column_get", [&](std::error_code &ec) {
+            return column(field, first, ec);
+        });
+    }
+
+    /// Rows by value, from the first to the last published when begin()
+    /// was called (rows appended meanwhile are not visited; rows never
+    /// move, so nothing is skipped or seen twice).
+    class iterator {
+        const table *t_ = nullptr;
+        std::uint64_t i_ = 0;
+
+    public:
+        using iterator_category = std::input_iterator_tag;
+        using value_type = T;
+        using difference_type = std::ptrdiff_t;
+        using pointer = const T *;
+        using reference = T;
+        iterator() = default;
+        iterator(const table *t, std::uint64_t i) noexcept : t_(t), i_(i) {}
+        T operator*() const { return t_->get(i_); }
+        iterator &operator++() noexcept
+        {
+            ++i_;
+            return *this;
+        }
+        bool operator==(const iterator &o) const noexcept { return i_ == o.i_; }
+        bool operator!=(const iterator &o) const noexcept { return i_ != o.i_; }
+    };
+    class range {
+        const table *t_;
+        std::uint64_t n_;
+
+    public:
+        range(const table *t, std::uint64_t n) noexcept : t_(t), n_(n) {}
+        iterator begin() const noexcept { return iterator(t_, 0); }
+        iterator end() const noexcept { return iterator(t_, n_); }
+    };
+    /// The rows published now, for range-for.
+    range rows() const { return range(this, size()); }
+    /// For range-for: the rows published when the loop starts.
+    iterator begin() const { return iterator(this, 0); }
+    /// For range-for: the rows published when the loop starts.
+    iterator end() const { return iterator(this, size()); }
+};
+
 // ---- queue ----------------------------------------------------------------
 
 /// How a completion wait ended (queue::wait_done(), queue::wait_all()).
