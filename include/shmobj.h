@@ -15,5 +15,6 @@
 #include "shmobj/map.h"
 #include "shmobj/queue.h"
 #include "shmobj/topic.h"
+#include "shmobj/service.h"
 
 #endif /* SHMOBJ_H */
