@@ -116,8 +116,12 @@ int shmobj_queue_notify_fd(shmobj_queue *q, int *fd)
             if (s != SHMOBJ__NOTIFY_IDLE && s != SHMOBJ__NOTIFY_ARMED)
                 continue;
             uint64_t owner = atomic_load_explicit(&n->token, memory_order_relaxed);
-            if (!shmobj__space_token_alive(q->sp, owner) && notify_seize(h, i, s))
+            if (!shmobj__space_token_alive(q->sp, owner) && notify_seize(h, i, s)) {
                 slot = (int)i;
+                /* the dead listener's FIFO */
+                shmobj__os_notify_forget(
+                    atomic_load_explicit(&n->ino, memory_order_relaxed));
+            }
         }
     }
     if (slot < 0) {
@@ -200,7 +204,7 @@ void shmobj__queue_notify_drop(shmobj_queue *q)
             }
         }
     }
-    shmobj__os_notify_close(q->notify_rfd);
+    shmobj__os_notify_destroy(q->notify_rfd); /* and unlinks its FIFO */
     shmobj__os_notify_close(q->notify_wfd);
     for (unsigned i = 0; i < SHMOBJ__RING_NOTIFY_MAX; i++)
         shmobj__os_notify_close(q->peers[i].wfd);

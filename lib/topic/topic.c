@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "mix.h"
+#include "os-notify.h"
 #include "step.h"
 #include "topic-int.h"
 
@@ -347,9 +348,13 @@ int shmobj__topic_repair_locked(shmobj_topic *t, uint64_t below,
             continue;
         if (shmobj__space_token_alive(sp, tok))
             continue;
-        if (atomic_exchange_explicit(&r->notify, TOPIC_NOTIFY_NONE,
-                                     memory_order_acq_rel) == TOPIC_NOTIFY_ARMED)
+        uint32_t was = atomic_exchange_explicit(&r->notify, TOPIC_NOTIFY_NONE,
+                                                memory_order_acq_rel);
+        if (was == TOPIC_NOTIFY_ARMED)
             atomic_fetch_sub_explicit(&t->hdr->armed, 1, memory_order_relaxed);
+        if (was != TOPIC_NOTIFY_NONE) /* the dead subscriber's FIFO */
+            shmobj__os_notify_forget(atomic_load_explicit(&r->nino,
+                                                          memory_order_relaxed));
         atomic_store_explicit(&r->token, 0, memory_order_release);
         n++;
     }
