@@ -326,6 +326,134 @@ static void test_notify_dead_waiter_fifo_removed(void **state)
     shmobj_queue_close(q);
 }
 
+/* ---- wait-sets ----------------------------------------------------------------- */
+
+static int caller(void *arg)
+{
+    shmobj_segment *seg = arg;
+    shmobj_service *svc;
+    if (shmobj_service_open(seg, "svc", 5 * SEC, &svc) != 0)
+        return 1;
+    shmobj_service_msg req = {.data = "ping", .len = 4, .flags = SHMOBJ_SERVICE_BYTES};
+    shmobj_service_msg resp;
+    int rc = shmobj_service_call(svc, &req, 10 * SEC, &resp);
+    if (rc == 0)
+        rc = shmobj_service_release(svc, &resp);
+    return rc == 0 ? 0 : 2;
+}
+
+static int put_later(void *arg)
+{
+    shmobj_segment *seg = arg;
+    shmobj_queue *q;
+    if (shmobj_queue_open(seg, "q", &q) != 0)
+        return 1;
+    test_sleep_ms(150);
+    shmobj_ref ref;
+    if (shmobj_arena_alloc(seg, 16, 0, &ref, NULL) != 0)
+        return 2;
+    return shmobj_queue_put(q, ref) == 0 ? 0 : 3;
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void test_waitset_queue_topic_service_one_call(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q;
+    shmobj_topic *t;
+    shmobj_topic_sub *sub;
+    shmobj_service *svc;
+    assert_int_equal(shmobj_queue_create(f->seg, "q", 16, 0, &q), 0);
+    assert_int_equal(shmobj_topic_create(f->seg, "t", NULL, &t), 0);
+    assert_int_equal(shmobj_topic_subscribe(t, &sub), 0);
+    assert_int_equal(shmobj_service_create(f->seg, "svc", 8, 0, &svc), 0);
+    shmobj_waitset *ws;
+    void *tags[4];
+    size_t n = 9;
+    int qtag, ttag, stag;
+    assert_int_equal(shmobj_waitset_create(&ws), 0);
+    /* bad input */
+    assert_int_equal(shmobj_waitset_create(NULL), SHMOBJ_EINVAL);
+    assert_int_equal(shmobj_waitset_wait(ws, 0, tags, 4, &n), SHMOBJ_EINVAL); /* empty */
+    assert_int_equal(shmobj_waitset_add_queue(NULL, q, &qtag), SHMOBJ_EINVAL);
+    assert_int_equal(shmobj_waitset_add_queue(ws, NULL, &qtag), SHMOBJ_EINVAL);
+    assert_int_equal(shmobj_waitset_add_topic(ws, NULL, &ttag), SHMOBJ_EINVAL);
+    assert_int_equal(shmobj_waitset_add_service(ws, NULL, &stag), SHMOBJ_EINVAL);
+    assert_int_equal(shmobj_waitset_add_queue(ws, q, &qtag), 0);
+    assert_int_equal(shmobj_waitset_add_topic(ws, sub, &ttag), 0);
+    assert_int_equal(shmobj_waitset_add_service(ws, svc, &stag), 0);
+    assert_int_equal(shmobj_waitset_wait(ws, 0, NULL, 4, &n), SHMOBJ_EINVAL);
+    assert_int_equal(shmobj_waitset_wait(ws, 0, tags, 0, &n), SHMOBJ_EINVAL);
+    assert_int_equal(shmobj_waitset_wait(ws, 0, tags, 4, NULL), SHMOBJ_EINVAL);
+    /* nothing yet: the timeout, near its length */
+    assert_int_equal(shmobj_waitset_wait(ws, 0, tags, 4, &n), SHMOBJ_ETIMEDOUT);
+    assert_int_equal(n, 0);
+    uint64_t t0 = now_ns();
+    assert_int_equal(shmobj_waitset_wait(ws, 250 * TEST_MS, tags, 4, &n),
+                     SHMOBJ_ETIMEDOUT);
+    uint64_t took = now_ns() - t0;
+    assert_true(took >= 240 * 1000000ull && took < 2000 * 1000000ull);
+    /* a put by another process, while we sleep */
+    pid_t pid = test_child_start(put_later, f->seg, 10);
+    assert_int_equal(shmobj_waitset_wait(ws, 5 * SEC, tags, 4, &n), 0);
+    assert_int_equal(n, 1);
+    assert_ptr_equal(tags[0], &qtag);
+    assert_int_equal(test_child_wait(pid), 0);
+    shmobj_ref ref;
+    assert_int_equal(shmobj_queue_try_take(q, &ref), 0);
+    assert_int_equal(shmobj_arena_free(f->seg, ref), 0);
+    /* a publish already there before the wait */
+    assert_int_equal(shmobj_topic_publish(t, "x", 1, SEC), 0);
+    assert_int_equal(shmobj_waitset_wait(ws, 5 * SEC, tags, 4, &n), 0);
+    assert_int_equal(n, 1);
+    assert_ptr_equal(tags[0], &ttag);
+    shmobj_topic_msg m;
+    assert_int_equal(shmobj_topic_try_take(sub, &m), 0);
+    assert_int_equal(shmobj_topic_release(sub, &m), 0);
+    /* a call to the service */
+    pid = test_child_start(caller, f->seg, 20);
+    assert_int_equal(shmobj_waitset_wait(ws, 5 * SEC, tags, 4, &n), 0);
+    assert_int_equal(n, 1);
+    assert_ptr_equal(tags[0], &stag);
+    shmobj_service_msg req;
+    assert_int_equal(shmobj_service_take(svc, 0, &req), 0);
+    shmobj_service_msg resp = {.data = "pong", .len = 4, .flags = SHMOBJ_SERVICE_BYTES};
+    assert_int_equal(shmobj_service_reply(svc, &req, &resp), 0);
+    assert_int_equal(test_child_wait(pid), 0);
+    /* two at once: both reported, in the order added */
+    assert_int_equal(shmobj_arena_alloc(f->seg, 16, 0, &ref, NULL), 0);
+    assert_int_equal(shmobj_queue_put(q, ref), 0);
+    assert_int_equal(shmobj_topic_publish(t, "y", 1, SEC), 0);
+    assert_int_equal(shmobj_waitset_wait(ws, SEC, tags, 4, &n), 0);
+    assert_int_equal(n, 2);
+    assert_ptr_equal(tags[0], &qtag);
+    assert_ptr_equal(tags[1], &ttag);
+    assert_int_equal(shmobj_waitset_wait(ws, SEC, tags, 1, &n), 0);
+    assert_int_equal(n, 1);
+    /* a member destroyed is reported ready; its take tells why */
+    assert_int_equal(shmobj_queue_try_take(q, &ref), 0);
+    assert_int_equal(shmobj_arena_free(f->seg, ref), 0);
+    assert_int_equal(shmobj_topic_try_take(sub, &m), 0);
+    assert_int_equal(shmobj_topic_release(sub, &m), 0);
+    assert_int_equal(shmobj_service_destroy(f->seg, "svc"), 0);
+    assert_int_equal(shmobj_waitset_wait(ws, SEC, tags, 4, &n), 0);
+    assert_int_equal(n, 1);
+    assert_ptr_equal(tags[0], &stag);
+    assert_int_equal(shmobj_service_take(svc, 0, &req), SHMOBJ_ESTALE);
+    shmobj_waitset_destroy(ws);
+    shmobj_waitset_destroy(NULL);
+    shmobj_service_close(svc);
+    shmobj_topic_unsubscribe(sub);
+    shmobj_topic_close(t);
+    shmobj_queue_close(q);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 5 && strcmp(argv[1], "ns-waiter") == 0)
@@ -337,6 +465,7 @@ int main(int argc, char **argv)
         T(test_notify_service_server_in_other_pid_namespace),
         T(test_notify_fifo_removed_on_close),
         T(test_notify_dead_waiter_fifo_removed),
+        T(test_waitset_queue_topic_service_one_call),
 #undef T
     };
     test_filter_from_env();

@@ -317,10 +317,16 @@ static void test_service_call_raw_block_and_object(void **state)
         shmobj_service *v;
         if (shmobj_service_open(f->seg, "kinds", SEC, &v) != 0)
             _exit(1);
-        for (int i = 0; i < 2; i++) {
+        for (int i = 0; i < 3; i++) {
             shmobj_service_msg req;
             if (shmobj_service_take(v, 5 * SEC, &req) != 0)
                 _exit(2);
+            if (i == 2) { /* an echo of the block itself */
+                shmobj_service_msg back = req;
+                if (shmobj_service_reply(v, &req, &back) != 0)
+                    _exit(10);
+                continue;
+            }
             shmobj_service_msg resp = {0};
             if (req.flags == 0) {
                 /* a raw block: answer with an object holding its first word */
@@ -372,6 +378,15 @@ static void test_service_call_raw_block_and_object(void **state)
     assert_int_equal(*p, 84);
     assert_int_equal(shmobj_service_release(s, &resp), 0);
     assert_int_equal(resp.ref, 0);
+    /* a raw block sent back as its own answer */
+    assert_int_equal(shmobj_arena_alloc(f->seg, 8, 0, &req.ref, (void **)&p), 0);
+    *p = 7;
+    req.flags = 0;
+    assert_int_equal(shmobj_service_call(s, &req, 5 * SEC, &resp), 0);
+    assert_int_equal(resp.ref, req.ref);
+    assert_int_equal(shmobj_arena_ptr(f->seg, resp.ref, (void **)&p, NULL), 0);
+    assert_int_equal(*p, 7);
+    assert_int_equal(shmobj_service_release(s, &resp), 0);
     assert_int_equal(test_child_wait(pid), 0);
     shmobj_service_close(s);
     assert_int_equal(shmobj_service_destroy(f->seg, "kinds"), 0);

@@ -267,7 +267,9 @@ SHMOBJ_API int shmobj_service_take(shmobj_service *svc, int64_t timeout_ns,
  * @param[in,out] req the request taken; cleared on success
  * @param[in] resp the response: bytes (SHMOBJ_SERVICE_BYTES), or a raw
  *            block or object by reference, the client's (or, when the
- *            client gave up or died, freed) once this returns 0
+ *            client gave up or died, freed) once this returns 0; the
+ *            request itself may be sent back (req, or its ref), then it is
+ *            not freed
  * @retval 0 answered (also when the client had gone: then the response was
  *         freed)
  * @retval SHMOBJ_EINVAL NULL argument, req not taken by this process (or

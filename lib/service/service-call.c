@@ -315,8 +315,9 @@ int shmobj__svc_answer(shmobj_service *svc, shmobj_service_msg *req,
     atomic_store_explicit(&c->resp_flags, flags, memory_order_relaxed);
     atomic_store_explicit(&c->resp, r, memory_order_relaxed);
     SHMOBJ__STEP("service.reply.stored");
-    shmobj__svc_msg_free(svc, atomic_load_explicit(&c->req, memory_order_relaxed),
-                         c->req_flags);
+    shmobj_ref rq = atomic_load_explicit(&c->req, memory_order_relaxed);
+    if (rq != r) /* a request sent back as the response stays */
+        shmobj__svc_msg_free(svc, rq, c->req_flags);
     SHMOBJ__STEP("service.reply.freed");
     struct shmobj__svc_slot *s = &svc->slots[c->slot]; /* before the call goes */
     for (;;) {
