@@ -440,7 +440,10 @@ static int client_main(void *arg)
     shmobj_service *s;
     if (shmobj_service_open(r->f->seg, r->name, 5 * SEC, &s) != 0)
         return 1;
-    test_stall_pin(r->id + 1);
+    /* a CPU other than its server's (ids 1 and 2 of the stall test): a
+     * server woken on the client's CPU would answer before the client
+     * looks, and the client's wait would never be reached */
+    test_stall_pin(r->id);
     if (r->step != NULL)
         test_stall_arm(r->step, r->nth, r->action, 0);
     for (uint32_t i = 0; i < r->calls; i++) {
@@ -754,7 +757,7 @@ static void test_service_stall_every_step_others_finish(void **state)
         assert_int_equal(shmobj_service_create(f->seg, "stall", 8, 0, &s), 0);
         memset(bd, 0, sizeof *bd);
         struct role stalled = {.f = f, .bd = bd, .name = "stall", .id = 1,
-                               .calls = 20, .step = sc->step, .nth = 2,
+                               .calls = 60, .step = sc->step, .nth = 2,
                                .action = TEST_STALL_STOP};
         struct role server = {.f = f, .bd = bd, .name = "stall", .id = 2};
         struct role client = {.f = f, .bd = bd, .name = "stall", .id = 3,

@@ -204,9 +204,12 @@ SHMOBJ_API int shmobj_service_destroy(shmobj_segment *seg, const char *name);
  * @retval SHMOBJ_ENOMEM no room in the segment for the call (nothing sent)
  * @retval SHMOBJ_ENOTSUP this process has no attachment token (nothing sent)
  * @retval SHMOBJ_EREPLACED the segment's name was removed or replaced while
- *         the call waited for room (nothing sent)
- * @retval SHMOBJ_ESTALE the service was destroyed or the segment handle
- *         closed
+ *         the call waited for room (nothing sent), or, seen after a wait
+ *         slice, while it waited for the answer (the call is given up as
+ *         at a timeout)
+ * @retval SHMOBJ_ESTALE the service was destroyed, or the segment handle
+ *         was closed (before or while the call waited: then the call is
+ *         given up as at a timeout)
  * @retval SHMOBJ_ECORRUPT the call block or the queue is damaged
  * @note Thread- and process-safe. The wait sleeps on a futex and looks at
  *       the server's liveness once per slice of 100 ms.

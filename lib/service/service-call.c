@@ -95,19 +95,25 @@ static int call_wait(shmobj_service *svc, shmobj_ref ref,
                      struct shmobj__svc_call *c, struct shmobj__svc_slot *s,
                      uint64_t deadline, shmobj_service_msg *resp)
 {
-    bool quiet = false;
+    bool quiet = false, gone_name = false;
     for (;;) {
         uint32_t w = atomic_load_explicit(&s->wake, memory_order_acquire);
         uint64_t st = atomic_load_explicit(&c->state, memory_order_acquire);
         if ((st & SHMOBJ__SVC_STATE) == SHMOBJ__SVC_REPLIED)
             return collect(svc, ref, c, st, resp);
-        if (shmobj__svc_stale(svc))
+        if (atomic_load_explicit(&svc->hdr->ident, memory_order_relaxed) != svc->ident)
             return SHMOBJ_ESTALE; /* destroyed: the call went with it */
+        if (shmobj__space_closed(svc->sp))
+            break; /* the segment handle closed: give the call up */
         if (quiet && server_dead(svc, st)) {
             int rc = peer_dead(svc, ref, c, st);
             if (rc <= 0)
                 return rc;
             continue;
+        }
+        if (quiet && !svc->sp->ops->live->linked(svc->sp)) {
+            gone_name = true; /* the segment's name moved on: so did its peers */
+            break;
         }
         uint64_t now = shmobj__os_now_ns();
         if (now >= deadline)
@@ -136,7 +142,9 @@ static int call_wait(shmobj_service *svc, shmobj_ref ref,
                                                     memory_order_acq_rel,
                                                     memory_order_relaxed)) {
             SHMOBJ__STEP("service.call.gone");
-            return SHMOBJ_ETIMEDOUT;
+            return shmobj__space_closed(svc->sp) ? SHMOBJ_ESTALE
+                   : gone_name                    ? SHMOBJ_EREPLACED
+                                                  : SHMOBJ_ETIMEDOUT;
         }
     }
 }
@@ -216,7 +224,8 @@ int shmobj_service_call(shmobj_service *svc, const shmobj_service_msg *req,
         return rc;
     }
     SHMOBJ__STEP("service.call.sent");
-    return call_wait(svc, ref, c, &svc->slots[c->slot], deadline, resp);
+    uint32_t slot = c->slot; /* ours: written by this call before its claim */
+    return call_wait(svc, ref, c, &svc->slots[slot % svc->nslots], deadline, resp);
 }
 
 /* ---- server --------------------------------------------------------------- */
@@ -319,7 +328,10 @@ int shmobj__svc_answer(shmobj_service *svc, shmobj_service_msg *req,
     if (rq != r) /* a request sent back as the response stays */
         shmobj__svc_msg_free(svc, rq, c->req_flags);
     SHMOBJ__STEP("service.reply.freed");
-    struct shmobj__svc_slot *s = &svc->slots[c->slot]; /* before the call goes */
+    uint32_t slot = c->slot; /* before the call goes; read again, so bounded */
+    if (slot >= svc->nslots)
+        return SHMOBJ_ECORRUPT;
+    struct shmobj__svc_slot *s = &svc->slots[slot];
     for (;;) {
         if (st & SHMOBJ__SVC_GONE) {
             /* its client gave up: nobody collects the answer */

@@ -372,7 +372,7 @@ int shmobj__svc_slot_claim(shmobj_service *svc, shmobj_ref call,
 void shmobj__svc_retire(shmobj_service *svc, shmobj_ref ref,
                         struct shmobj__svc_call *c, unsigned parts)
 {
-    uint32_t slot = c->slot; /* checked by shmobj__svc_call_at() */
+    uint32_t slot = c->slot; /* read again: bounded again below */
     shmobj_ref resp = atomic_load_explicit(&c->resp, memory_order_acquire);
     uint32_t resp_flags = atomic_load_explicit(&c->resp_flags, memory_order_relaxed);
     shmobj_ref req = atomic_load_explicit(&c->req, memory_order_relaxed);
@@ -385,9 +385,10 @@ void shmobj__svc_retire(shmobj_service *svc, shmobj_ref ref,
     (void)svc->sp->ops->free(svc->sp, ref);
     SHMOBJ__STEP("service.retire.call");
     uint64_t expect = ref;
-    atomic_compare_exchange_strong_explicit(&svc->slots[slot].call, &expect, 0,
-                                            memory_order_release,
-                                            memory_order_relaxed);
+    if (slot < svc->nslots)
+        atomic_compare_exchange_strong_explicit(&svc->slots[slot].call, &expect, 0,
+                                                memory_order_release,
+                                                memory_order_relaxed);
 }
 
 /* ---- repair ------------------------------------------------------------------ */
