@@ -326,6 +326,66 @@ static void test_notify_dead_waiter_fifo_removed(void **state)
     shmobj_queue_close(q);
 }
 
+static int listen_armed(void *arg)
+{
+    shmobj_segment *seg = arg;
+    shmobj_queue *q;
+    int fd;
+    if (shmobj_queue_open(seg, "q2", &q) != 0 || shmobj_queue_notify_fd(q, &fd) != 0)
+        return 1;
+    for (int i = 0; i < 3; i++) {
+        if (shmobj_queue_notify_arm(q) != 0 || !readable(fd, 5000))
+            return 2;
+        shmobj_ref ref;
+        while (shmobj_queue_try_take(q, &ref) == 0) {
+        }
+    }
+    if (shmobj_queue_notify_arm(q) != 0)
+        return 3;
+    struct stat st;
+    char path[96];
+    snprintf(path, sizeof path, "/dev/shm/.shmobj-test-ino2-%d", (int)getppid());
+    FILE *out = fstat(fd, &st) == 0 ? fopen(path, "w") : NULL;
+    if (out == NULL)
+        return 5;
+    fprintf(out, "%llu\n", (unsigned long long)st.st_ino);
+    fclose(out);
+    raise(SIGKILL); /* armed, its FIFO known to the producer */
+    return 4;
+}
+
+/* A producer that kept the FIFO of a listener open (it signalled it
+ * before) finds it without a reader at its next write: the name goes. And
+ * a queue destroyed with a dead listener's registration removes its FIFO. */
+static void test_notify_dead_waiter_fifo_removed_by_cached_writer(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_queue *q;
+    assert_int_equal(shmobj_queue_create(f->seg, "q2", 16, 0, &q), 0);
+    pid_t pid = test_child_start(listen_armed, f->seg, 20);
+    shmobj_ref ref;
+    for (int i = 0; i < 3; i++) {
+        test_sleep_ms(50);
+        assert_int_equal(shmobj_arena_alloc(f->seg, 16, 0, &ref, NULL), 0);
+        assert_int_equal(shmobj_queue_put(q, ref), 0);
+    }
+    assert_int_equal(test_child_wait(pid), 128 + SIGKILL);
+    char path[96];
+    snprintf(path, sizeof path, "/dev/shm/.shmobj-test-ino2-%d", (int)getpid());
+    FILE *in = fopen(path, "r");
+    assert_non_null(in);
+    unsigned long long ino = 0;
+    assert_int_equal(fscanf(in, "%llu", &ino), 1);
+    fclose(in);
+    unlink(path);
+    assert_true(fifo_exists(ino));
+    assert_int_equal(shmobj_arena_alloc(f->seg, 16, 0, &ref, NULL), 0);
+    assert_int_equal(shmobj_queue_put(q, ref), 0);
+    assert_false(fifo_exists(ino));
+    shmobj_queue_close(q);
+    assert_int_equal(shmobj_queue_destroy(f->seg, "q2"), 0);
+}
+
 /* ---- wait-sets ----------------------------------------------------------------- */
 
 static int caller(void *arg)
@@ -465,6 +525,7 @@ int main(int argc, char **argv)
         T(test_notify_service_server_in_other_pid_namespace),
         T(test_notify_fifo_removed_on_close),
         T(test_notify_dead_waiter_fifo_removed),
+        T(test_notify_dead_waiter_fifo_removed_by_cached_writer),
         T(test_waitset_queue_topic_service_one_call),
 #undef T
     };

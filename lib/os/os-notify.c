@@ -208,6 +208,12 @@ void shmobj__os_notify_signal(int wfd)
     while (n < 0 && errno == EINTR);
     /* EAGAIN: the pipe is full, hence readable already; EPIPE: nobody
      * listens any more, nothing to wake */
+    if (n < 0 && errno == EPIPE) {
+        /* a FIFO without a reader is a dead consumer's: its name goes */
+        struct stat st;
+        if (fstat(wfd, &st) == 0 && S_ISFIFO(st.st_mode))
+            shmobj__os_notify_forget((uint64_t)st.st_ino);
+    }
     if (n < 0 && errno == EPIPE && !was_pending) {
         const struct timespec now = {0, 0};
         while (sigtimedwait(&pipe_set, NULL, &now) < 0 && errno == EINTR)

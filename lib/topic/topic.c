@@ -496,6 +496,17 @@ int shmobj_topic_destroy(shmobj_segment *seg, const char *name)
             break;
         shmobj__os_sleep_ns(1000 * 1000);
     }
+    /* the FIFOs of dead subscribers: nobody repairs their records now */
+    uint32_t hwm;
+    if (shmobj__topic_hwm(t, &hwm))
+        for (uint32_t i = 0; i < hwm; i++) {
+            struct shmobj__topic_subrec *r = &t->subs[i];
+            uint64_t tok = atomic_load_explicit(&r->token, memory_order_acquire);
+            if (tok != 0 && !shmobj__space_token_alive(t->sp, tok) &&
+                atomic_load_explicit(&r->notify, memory_order_relaxed) != TOPIC_NOTIFY_NONE)
+                shmobj__os_notify_forget(atomic_load_explicit(&r->nino,
+                                                              memory_order_relaxed));
+        }
     shmobj_topic_close(t);
     rc = shmobj_segment_root_del(seg, name);
     if (rc != 0)
