@@ -803,7 +803,7 @@ static int run_grower(struct wctx *w) { blocks(w, GROW_MIN, GROW_MAX, 6); return
 #define BLOCK_HDR 64 /* a block's header and alignment, at most */
 #define LEAK_MSG (SHMOBJ_QUEUE_MSG_HEADER + 16 + 2 * BLOCK_HDR)
 /* a service client's request and call made but not yet in the table, or
- * the answer it collected (doc/protocols.md, section 9); a server's
+ * the answer it collected (doc/protocols.md, section 10); a server's
  * answer made but not yet in its call */
 #define LEAK_SVC_CLIENT (2 * (64 + BLOCK_HDR))
 #define LEAK_SVC_SERVER (64 + BLOCK_HDR)
