@@ -16,5 +16,7 @@
 #include "shmobj/queue.h"
 #include "shmobj/topic.h"
 #include "shmobj/table.h"
+#include "shmobj/service.h"
+#include "shmobj/waitset.h"
 
 #endif /* SHMOBJ_H */

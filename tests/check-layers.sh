@@ -27,6 +27,8 @@ segment  segment os arena common          | segment arena version
 queue    queue os arena common            | queue segment arena
 map      map os arena htcore common       | map segment
 topic    topic os common                  | topic segment
+service  service os common                | service queue segment object
+waitset  waitset os common                | waitset queue topic service
 '
 
 # layer/room: the rooms of that layer whose headers it may include (itself

@@ -31,6 +31,9 @@
  *     an add; every acknowledged key not deleted since is there with its
  *     value, no deleted key is, and no key nobody set (but the one a
  *     killed writer was setting);
+ *   - the service (clients check that each answer names its call; a
+ *     server is killed holding calls, a client waiting on one): after the
+ *     repair no call is left in its table;
  *   - heap bytes neither the map nor the controller's books account for
  *     are at most what the kills may leak: per kill, the largest block its
  *     kind of worker had in hand (doc/format-arena.md, format-map.md,
@@ -84,6 +87,7 @@
 
 #define MAP_NAME "chaos-map"
 #define COUNTERS_NAME "chaos-counters"
+#define SVC_NAME "chaos-svc"
 #define MLIST_NAME "chaos-mlist"
 #define MDICT_NAME "chaos-mdict"
 /* counters of a dict writer; keys it keeps: it deletes seq - MKEEP after
@@ -116,6 +120,7 @@ enum rec_kind {
     R_MSET,      /* a: key id, b: 0 a string key, 1 a counter (set to 0) */
     R_MDEL,      /* a: key id (string key) */
     R_MADD,      /* a: counter key */
+    R_CALL,      /* a: call id (its answer named it) */
     R_VIOLATION, /* a: what (enum viol), b, c: details */
 };
 
@@ -133,6 +138,7 @@ enum viol {
     V_MSG,         /* a message's bytes are not what its producer wrote */
     V_OWNKEY,      /* a writer's own acknowledged key was gone */
     V_MITEM,       /* a mutable container's item is not what its writer made */
+    V_SVC,         /* a service's answer is not the one to its call */
 };
 
 /* ---- what every worker shares with the controller (MAP_SHARED) ---------- */
@@ -158,6 +164,7 @@ struct wctx {
     shmobj_queue *q[2];
     shmobj_view counters;
     shmobj_view mlist, mdict;
+    shmobj_service *svc;
     int fd;
     uint32_t slot;
     uint64_t inst; /* unique over the run; ids are inst << 24 | seq */
@@ -285,7 +292,7 @@ static bool pattern_ok(const void *p, uint64_t size, uint64_t pat)
 enum op_code { OP_PUT = 1, OP_TAKE_C, OP_DATA, OP_DONE, OP_WAIT, OP_FREE_MSG,
                OP_SET, OP_GET, OP_DEL, OP_ITER, OP_CHECK, OP_ADD, OP_ALLOC,
                OP_FREE, OP_PTR, OP_APPEND, OP_MGET, OP_MSET, OP_MDEL, OP_MADD,
-               OP_MITER };
+               OP_MITER, OP_CALL, OP_SERVE };
 
 static void produce(struct wctx *w, int qi)
 {
@@ -451,6 +458,54 @@ static int run_adder(struct wctx *w)
             send_rec(w, R_ADD, i, 0, 0);
         else
             check_rc(w, OP_ADD, rc);
+    }
+    return 0; /* not reached: workers end by SIGKILL */
+}
+
+/* A service's clients: each call carries an id and its check, and the
+ * answer must name that id. A timeout, a full table or the death of the
+ * server holding the call are outcomes the kills explain. */
+static int run_svc_client(struct wctx *w)
+{
+    for (;;) {
+        uint64_t q[2] = {next_id(w), 0};
+        q[1] = ~q[0] * UINT64_C(0x9e3779b97f4a7c15);
+        shmobj_service_msg req = {.data = q, .len = sizeof q,
+                                  .flags = SHMOBJ_SERVICE_BYTES};
+        shmobj_service_msg resp;
+        int rc = shmobj_service_call(w->svc, &req, (int64_t)(5 + wrnd(w) % 40) * MS,
+                                     &resp);
+        if (rc == 0) {
+            const uint64_t *a = resp.data;
+            if (resp.len != sizeof q || a[0] != q[0] || a[1] != ~q[1])
+                violation(w, V_SVC, q[0], resp.len);
+            else
+                send_rec(w, R_CALL, q[0], 0, 0);
+            rc = shmobj_service_release(w->svc, &resp);
+            check_rc(w, OP_CALL, rc);
+        } else if (rc != SHMOBJ_EPEERDEAD) {
+            check_rc(w, OP_CALL, rc);
+        }
+    }
+    return 0; /* not reached: workers end by SIGKILL */
+}
+
+static int run_svc_server(struct wctx *w)
+{
+    for (;;) {
+        shmobj_service_msg req;
+        int rc = shmobj_service_take(w->svc, 50 * MS, &req);
+        if (rc != 0) {
+            check_rc(w, OP_SERVE, rc);
+            continue;
+        }
+        uint64_t a[2] = {0, 0};
+        if (req.len == sizeof a)
+            memcpy(a, req.data, sizeof a);
+        a[1] = ~a[1];
+        shmobj_service_msg resp = {.data = a, .len = sizeof a,
+                                   .flags = SHMOBJ_SERVICE_BYTES};
+        check_rc(w, OP_SERVE, shmobj_service_reply(w->svc, &req, &resp));
     }
     return 0; /* not reached: workers end by SIGKILL */
 }
@@ -747,6 +802,11 @@ static int run_grower(struct wctx *w) { blocks(w, GROW_MIN, GROW_MAX, 6); return
 #define LEAK_MCHILD 256 /* a dict writer's key or string value, as a block */
 #define BLOCK_HDR 64 /* a block's header and alignment, at most */
 #define LEAK_MSG (SHMOBJ_QUEUE_MSG_HEADER + 16 + 2 * BLOCK_HDR)
+/* a service client's request and call made but not yet in the table, or
+ * the answer it collected (doc/protocols.md, section 10); a server's
+ * answer made but not yet in its call */
+#define LEAK_SVC_CLIENT (2 * (64 + BLOCK_HDR))
+#define LEAK_SVC_SERVER (64 + BLOCK_HDR)
 
 /* The worker table: a new kind is one function and one row. */
 struct kind {
@@ -771,6 +831,8 @@ static const struct kind kinds[] = {
     {"grower", run_grower, 1, GROW_MAX + BLOCK_HDR, -1, -1, false},
     {"mlist-appender", run_mlist_appender, 2, LEAK_MLIST_CHUNK, -1, -1, false},
     {"mdict-writer", run_mdict_writer, 2, LEAK_MDICT, -1, -1, false},
+    {"svc-client", run_svc_client, 2, LEAK_SVC_CLIENT, -1, -1, false},
+    {"svc-server", run_svc_server, 1, LEAK_SVC_SERVER, -1, -1, false},
 };
 #define NKINDS (sizeof kinds / sizeof kinds[0])
 
@@ -838,6 +900,7 @@ struct chaos {
     shmobj_segment *seg;
     shmobj_map *map;
     shmobj_queue *q[2];
+    shmobj_service *svc;
     shmobj_ref counters_ref;
     shmobj_ref mlist_ref, mdict_ref; /* made anew at each checkpoint */
     struct shared *sh;
@@ -860,6 +923,7 @@ struct chaos {
      * and counter keys (1 + acknowledged adds) */
     struct idset app_acked, mkeys, mctr;
     uint64_t mlist_len_max;  /* the longest list seen at a checkpoint */
+    uint64_t svc_calls;      /* service calls answered */
     uint64_t md_live_max;    /* most live dict keys a round can have had */
     uint64_t md_kills0;      /* dict writers killed before this round */
     uint64_t mlist_items, mdict_items; /* checked at checkpoints */
@@ -989,6 +1053,9 @@ static void take_rec(struct chaos *c, const struct rec *r)
     case R_MADD:
         (*idset_at(&c->mctr, r->a))++;
         break;
+    case R_CALL:
+        c->svc_calls++;
+        break;
     case R_VIOLATION:
         c->ops--;
         report(c, "worker %u (%s): what %llu, %#llx, %lld", r->worker,
@@ -1048,6 +1115,8 @@ static int worker_main(void *p)
         rc = shmobj_segment_root_get(w.seg, MDICT_NAME, &dref);
     if (rc == 0 && ++step)
         rc = shmobj_obj_get(w.seg, dref, &w.mdict);
+    if (rc == 0 && ++step)
+        rc = shmobj_service_open(w.seg, SVC_NAME, 5 * SEC, &w.svc);
     if (rc != 0) {
         violation(&w, V_RC, step, (uint64_t)(int64_t)rc);
         return 1;
@@ -1532,6 +1601,20 @@ static void checkpoint(struct chaos *c, bool last)
      * consumer's, each unacknowledged delivery a killed producer's */
     queue_drain(c, 0);
     queue_drain(c, 1);
+
+    /* the service: what dead clients and servers left goes to the repair
+     * (and calls still queued are answered, their clients dead) */
+    uint32_t pend = 0;
+    shmobj_service_msg sreq;
+    (void)shmobj_service_repair(c->svc, NULL);
+    while (shmobj_service_take(c->svc, 0, &sreq) == 0) {
+        shmobj_service_msg none = {.data = "", .len = 0, .flags = SHMOBJ_SERVICE_BYTES};
+        if (shmobj_service_reply(c->svc, &sreq, &none) != 0)
+            report(c, "service: a queued call could not be answered");
+    }
+    (void)shmobj_service_repair(c->svc, NULL);
+    if (shmobj_service_pending(c->svc, &pend) != 0 || pend != 0)
+        report(c, "service: %u calls left after the repair", pend);
     uint64_t lost = 0, unacked = 0;
     for (uint64_t i = 0; i < c->msgs.cap; i++) {
         if (c->msgs.keys[i] == 0)
@@ -1648,6 +1731,7 @@ static void test_chaos_kill_workers_state_holds(void **state)
         assert_int_equal(shmobj_queue_create(c->seg, queue_names[i], QCAP, 0, &c->q[i]), 0);
         shmobj__queue_stall_set(c->q[i], 2 * (uint64_t)MS);
     }
+    assert_int_equal(shmobj_service_create(c->seg, SVC_NAME, 64, 0, &c->svc), 0);
     shmobj_value zeros[NCOUNTERS];
     for (int i = 0; i < NCOUNTERS; i++)
         zeros[i] = SHMOBJ_VAL_INT(0);
@@ -1724,6 +1808,8 @@ static void test_chaos_kill_workers_state_holds(void **state)
                   (unsigned long long)c->dup, (unsigned long long)c->leak_peak,
                   (unsigned long long)c->leak_bound_min,
                   (unsigned long long)(c->peak_size / MiB));
+    print_message("chaos: %llu service calls answered, each its own\n",
+                  (unsigned long long)c->svc_calls);
     print_message("chaos: mutable containers: %llu list items and %llu dict items "
                   "checked; longest list %llu\n",
                   (unsigned long long)c->mlist_items, (unsigned long long)c->mdict_items,
@@ -1736,6 +1822,7 @@ static void test_chaos_kill_workers_state_holds(void **state)
 
     for (int i = 0; i < 2; i++)
         shmobj_queue_close(c->q[i]);
+    shmobj_service_close(c->svc);
     shmobj_map_close(c->map);
     shmobj_segment_close(c->seg);
     shmobj_segment_destroy(c->name, SHMOBJ_BACKEND_SHM);

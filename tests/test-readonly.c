@@ -142,6 +142,11 @@ static void fixture_make(struct fixture *f, unsigned mode, uint64_t size,
     assert_int_equal(shmobj_table_append(&v, rows, 2, sizeof(struct rec), NULL), 0);
     put_root(seg, "tab", ref);
 
+    /* a service: its table and its queue of calls */
+    shmobj_service *svc;
+    assert_int_equal(shmobj_service_create(seg, "svc", 4, 0, &svc), 0);
+    shmobj_service_close(svc);
+
     shmobj_map *m;
     assert_int_equal(shmobj_map_create(seg, "m", &m), 0);
     for (int i = 0; i < MAP_KEYS; i++) {
@@ -367,7 +372,7 @@ static int read_segment(shmobj_segment *seg)
     ri.struct_size = sizeof ri;
     while (shmobj_segment_root_next(seg, &cursor, &ri) == 0)
         roots++;
-    CHECK(roots == 9); /* obj ml md ms rec tab m q t */
+    CHECK(roots == 11); /* obj ml md ms rec tab svc svc/calls m q t */
     shmobj_ref ref;
     CHECK_RC(shmobj_segment_root_wait(seg, "obj", 0, &ref), 0);
     CHECK_RC(shmobj_segment_root_wait(seg, "nope", 10 * TEST_MS, &ref),
@@ -426,6 +431,19 @@ static int writes_refused(shmobj_segment *seg, shmobj_ref shape)
     CHECK_RC(shmobj_obj_get(seg, ref, &v), 0);
     CHECK_RC(shmobj_key_init(&key, &SHMOBJ_VAL_STR("x")), 0);
     CHECK_RC(shmobj_view_key_int_add(&v, &key, 1, NULL), E);
+
+    /* a service: opened (its repair writes nothing), no call, take or
+     * repair */
+    shmobj_service *svc;
+    shmobj_service_msg msg = {.data = "x", .len = 1, .flags = SHMOBJ_SERVICE_BYTES}, got;
+    uint32_t pending = 0;
+    CHECK_RC(shmobj_service_create(seg, "svc2", 4, 0, &svc), E);
+    CHECK_RC(shmobj_service_open(seg, "svc", 0, &svc), 0);
+    CHECK_RC(shmobj_service_pending(svc, &pending), 0);
+    CHECK_RC(shmobj_service_call(svc, &msg, 1000000, &got), E);
+    CHECK_RC(shmobj_service_take(svc, 0, &got), E);
+    CHECK_RC(shmobj_service_repair(svc, NULL), E);
+    shmobj_service_close(svc);
 
     /* a table: its rows read, nothing appended or changed */
     CHECK_RC(shmobj_segment_root_get(seg, "tab", &ref), 0);

@@ -97,8 +97,10 @@
  *
  * **Event loops.** shmobj_queue_notify_fd() hands a consumer a descriptor
  * that becomes readable when messages wait; shmobj_queue_notify_arm() before
- * each poll() tells producers to write to it. It is the read end of a pipe
- * that producers open through `/proc/PID/fd/N` of the consumer (Linux),
+ * each poll() tells producers to write to it. It is the read end of a FIFO
+ * in /dev/shm named by its inode, which producers open by name (no pid:
+ * it works between PID namespaces and, mode 0622, between users; where
+ * /dev/shm cannot hold a FIFO, a pipe reached through `/proc/PID/fd/N`),
  * and they write one byte only when the consumer armed it, so a busy queue
  * costs no system call per message.
  */
@@ -1033,7 +1035,7 @@ SHMOBJ_API int shmobj_queue_untrack(shmobj_queue *q, shmobj_ref ref);
  * @retval SHMOBJ_EFULL 8 live handles already listen on this queue
  * @retval SHMOBJ_ESTALE the queue was destroyed
  * @retval SHMOBJ_ECORRUPT the queue's block no longer checks out
- * @retval SHMOBJ_ENOTSUP /proc is not available
+ * @retval SHMOBJ_ENOTSUP neither /dev/shm nor /proc is available
  * @retval SHMOBJ_ESYS creating the pipe failed (errno is kept)
  * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
  *         shmobj_segment_open_flags()): nothing was written

@@ -508,11 +508,13 @@ SHMOBJ_API int shmobj_topic_release(shmobj_topic_sub *s,
  * @param[in] s the subscriber
  * @param[out] fd the descriptor (the subscriber's: do not close it)
  * @retval 0 success
- * @retval SHMOBJ_ENOTSUP the system has no /proc/self/fd
+ * @retval SHMOBJ_ENOTSUP the system has neither /dev/shm nor /proc/self/fd
  * @retval SHMOBJ_ESTALE the topic was destroyed
  * @retval SHMOBJ_ESYS the pipe could not be made
- * @note A publisher reaches the descriptor through /proc/PID/fd: both
- *       sides must share a PID namespace and be allowed to open it.
+ * @note The descriptor is a FIFO in /dev/shm that publishers open by name:
+ *       it works between PID namespaces that share /dev/shm and between
+ *       users (mode 0622). Without /dev/shm it is a pipe reached through
+ *       /proc/PID/fd, within one PID namespace.
  * @since 0.3
  */
 SHMOBJ_API int shmobj_topic_notify_fd(shmobj_topic_sub *s, int *fd);

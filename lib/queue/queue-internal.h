@@ -111,6 +111,9 @@ int shmobj__queue_put_timed(shmobj_queue *q, shmobj_ref ref, int64_t timeout_ns,
 int shmobj__queue_retire_drain(shmobj_queue *q, unsigned *n);
 /* queue-notify.c: wake every armed listener (one write each per arm). */
 void shmobj__queue_notify_fire(shmobj_queue *q);
+/* queue-notify.c: unlink the FIFOs of registered listeners that died
+ * (a destroy: nobody reclaims their entries any more). */
+void shmobj__queue_notify_forget_dead(shmobj_queue *q);
 /* queue-notify.c: give up the handle's registration (unless the queue is
  * gone) and close its pipe and its peers' write ends. */
 void shmobj__queue_notify_drop(shmobj_queue *q);

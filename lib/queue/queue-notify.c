@@ -118,8 +118,12 @@ int shmobj_queue_notify_fd(shmobj_queue *q, int *fd)
             if (s != SHMOBJ__NOTIFY_IDLE && s != SHMOBJ__NOTIFY_ARMED)
                 continue;
             uint64_t owner = atomic_load_explicit(&n->token, memory_order_relaxed);
-            if (!shmobj__space_token_alive(q->sp, owner) && notify_seize(h, i, s))
+            if (!shmobj__space_token_alive(q->sp, owner) && notify_seize(h, i, s)) {
                 slot = (int)i;
+                /* the dead listener's FIFO */
+                shmobj__os_notify_forget(
+                    atomic_load_explicit(&n->ino, memory_order_relaxed));
+            }
         }
     }
     if (slot < 0) {
@@ -185,6 +189,19 @@ int shmobj_queue_notify_arm(shmobj_queue *q)
     return 0;
 }
 
+void shmobj__queue_notify_forget_dead(shmobj_queue *q)
+{
+    struct shmobj__ring_hdr *h = q->ring.hdr;
+    for (unsigned i = 0; i < SHMOBJ__RING_NOTIFY_MAX; i++) {
+        struct shmobj__ring_notify *n = &h->notify[i];
+        uint32_t s = atomic_load_explicit(&n->state, memory_order_acquire);
+        uint64_t owner = atomic_load_explicit(&n->token, memory_order_relaxed);
+        if ((s == SHMOBJ__NOTIFY_IDLE || s == SHMOBJ__NOTIFY_ARMED) &&
+            !shmobj__space_token_alive(q->sp, owner))
+            shmobj__os_notify_forget(atomic_load_explicit(&n->ino, memory_order_relaxed));
+    }
+}
+
 void shmobj__queue_notify_drop(shmobj_queue *q)
 {
     /* a destroyed queue's block is not ours to write any more */
@@ -204,7 +221,7 @@ void shmobj__queue_notify_drop(shmobj_queue *q)
             }
         }
     }
-    shmobj__os_notify_close(q->notify_rfd);
+    shmobj__os_notify_destroy(q->notify_rfd); /* and unlinks its FIFO */
     shmobj__os_notify_close(q->notify_wfd);
     for (unsigned i = 0; i < SHMOBJ__RING_NOTIFY_MAX; i++)
         shmobj__os_notify_close(q->peers[i].wfd);

@@ -351,6 +351,7 @@ int shmobj_queue_destroy(shmobj_segment *seg, const char *name)
      * second destroy and a late open too */
     atomic_store_explicit(&q->ring.hdr->ident, 0, memory_order_relaxed);
     destroy_wake(q);
+    shmobj__queue_notify_forget_dead(q);
     unsigned n;
     (void)shmobj__queue_retire_drain(q, &n);
     shmobj_queue_close(q);

@@ -148,7 +148,7 @@ void shmobj_topic_unsubscribe(shmobj_topic_sub *s)
         if (atomic_load_explicit(&t->hdr->pub_waiters, memory_order_seq_cst) != 0)
             shmobj__topic_wake_publishers(t);
     }
-    shmobj__os_notify_close(s->nrfd);
+    shmobj__os_notify_destroy(s->nrfd); /* and unlinks its FIFO */
     shmobj__os_notify_close(s->nwfd);
     free(s);
     shmobj__topic_release(t);

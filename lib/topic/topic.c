@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "mix.h"
+#include "os-notify.h"
 #include "step.h"
 #include "topic-int.h"
 
@@ -347,9 +348,13 @@ int shmobj__topic_repair_locked(shmobj_topic *t, uint64_t below,
             continue;
         if (shmobj__space_token_alive(sp, tok))
             continue;
-        if (atomic_exchange_explicit(&r->notify, TOPIC_NOTIFY_NONE,
-                                     memory_order_acq_rel) == TOPIC_NOTIFY_ARMED)
+        uint32_t was = atomic_exchange_explicit(&r->notify, TOPIC_NOTIFY_NONE,
+                                                memory_order_acq_rel);
+        if (was == TOPIC_NOTIFY_ARMED)
             atomic_fetch_sub_explicit(&t->hdr->armed, 1, memory_order_relaxed);
+        if (was != TOPIC_NOTIFY_NONE) /* the dead subscriber's FIFO */
+            shmobj__os_notify_forget(atomic_load_explicit(&r->nino,
+                                                          memory_order_relaxed));
         atomic_store_explicit(&r->token, 0, memory_order_release);
         n++;
     }
@@ -539,6 +544,17 @@ int shmobj_topic_destroy(shmobj_segment *seg, const char *name)
             break;
         shmobj__os_sleep_ns(1000 * 1000);
     }
+    /* the FIFOs of dead subscribers: nobody repairs their records now */
+    uint32_t hwm;
+    if (shmobj__topic_hwm(t, &hwm))
+        for (uint32_t i = 0; i < hwm; i++) {
+            struct shmobj__topic_subrec *r = &t->subs[i];
+            uint64_t tok = atomic_load_explicit(&r->token, memory_order_acquire);
+            if (tok != 0 && !shmobj__space_token_alive(t->sp, tok) &&
+                atomic_load_explicit(&r->notify, memory_order_relaxed) != TOPIC_NOTIFY_NONE)
+                shmobj__os_notify_forget(atomic_load_explicit(&r->nino,
+                                                              memory_order_relaxed));
+        }
     shmobj_topic_close(t);
     rc = shmobj_segment_root_del(seg, name);
     if (rc != 0)
