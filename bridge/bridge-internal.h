@@ -135,6 +135,10 @@ void bridge__log(struct shmobj_bridge *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void bridge__route_error(struct route *r, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* Write the message fmt says into err (err_len bytes; NULL: none) and
+ * return rc: the error path of the calls that explain their failures. */
+int bridge__fail(char *err, size_t err_len, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 int bridge__status_of_nats(natsStatus s);
 int bridge__stream_ensure(struct route *r, jsCtx *js, bool wildcard_ok);
 int64_t bridge__now_ns(void);

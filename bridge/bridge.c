@@ -123,10 +123,7 @@ static void on_reconnect(natsConnection *nc, void *arg)
     bridge__log(b, "reconnected to the NATS server");
 }
 
-static int fail(char *err, size_t err_len, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int fail(char *err, size_t err_len, int rc, const char *fmt, ...)
+int bridge__fail(char *err, size_t err_len, int rc, const char *fmt, ...)
 {
     if (err != NULL && err_len > 0) {
         va_list ap;
@@ -161,7 +158,7 @@ static int connect_nats(struct shmobj_bridge *b, char *err, size_t err_len)
     if (s == NATS_OK && c->creds != NULL && access(c->creds, R_OK) != 0) {
         int e = errno;
         natsOptions_Destroy(o);
-        return fail(err, err_len, e == ENOENT ? SHMOBJ_ENOTFOUND : SHMOBJ_EACCES,
+        return bridge__fail(err, err_len, e == ENOENT ? SHMOBJ_ENOTFOUND : SHMOBJ_EACCES,
                     "credentials file %s: %s", c->creds, strerror(e));
     }
     if (s == NATS_OK && c->creds != NULL) {
@@ -208,7 +205,7 @@ static int connect_nats(struct shmobj_bridge *b, char *err, size_t err_len)
         rc = SHMOBJ_EACCES;
     if (s == NATS_NO_SERVER)
         rc = SHMOBJ_ETIMEDOUT;
-    return fail(err, err_len, rc, "NATS %s (%s): %s%s%s", what, c->url,
+    return bridge__fail(err, err_len, rc, "NATS %s (%s): %s%s%s", what, c->url,
                 natsStatus_GetText(s), text ? ": " : "", text ? text : "");
 }
 
@@ -276,13 +273,13 @@ int shmobj_bridge_start(const shmobj_bridge_config *cfg, shmobj_bridge_log_fn lo
                         void *log_arg, shmobj_bridge **out, char *err, size_t err_len)
 {
     if (cfg == NULL || out == NULL)
-        return fail(err, err_len, SHMOBJ_EINVAL, "no configuration");
+        return bridge__fail(err, err_len, SHMOBJ_EINVAL, "no configuration");
     if (cfg->segment[0] == 0)
-        return fail(err, err_len, SHMOBJ_EINVAL, "no segment given (segment NAME)");
+        return bridge__fail(err, err_len, SHMOBJ_EINVAL, "no segment given (segment NAME)");
     if (cfg->url == NULL)
-        return fail(err, err_len, SHMOBJ_EINVAL, "no NATS server given (url URL)");
+        return bridge__fail(err, err_len, SHMOBJ_EINVAL, "no NATS server given (url URL)");
     if (cfg->nroutes == 0)
-        return fail(err, err_len, SHMOBJ_EINVAL, "no route given (route ...)");
+        return bridge__fail(err, err_len, SHMOBJ_EINVAL, "no route given (route ...)");
     struct shmobj_bridge *b = calloc(1, sizeof *b);
     if (b == NULL)
         return SHMOBJ_ENOMEM;
@@ -308,7 +305,7 @@ int shmobj_bridge_start(const shmobj_bridge_config *cfg, shmobj_bridge_log_fn lo
     }
     rc = shmobj_segment_open(b->conf->segment, SHMOBJ_BACKEND_SHM, 5000000000, &b->seg);
     if (rc != 0) {
-        fail(err, err_len, rc, "segment %s: %s", b->conf->segment, shmobj_strerror(rc));
+        bridge__fail(err, err_len, rc, "segment %s: %s", b->conf->segment, shmobj_strerror(rc));
         shmobj_bridge_stop(b);
         return rc;
     }
@@ -334,7 +331,7 @@ int shmobj_bridge_start(const shmobj_bridge_config *cfg, shmobj_bridge_log_fn lo
             bridge__log(b, "JetStream did not answer within 10 s; the routes will retry");
         } else if (s != NATS_OK) {
             const char *text = nats_GetLastError(NULL);
-            rc = fail(err, err_len, s == NATS_NO_RESPONDERS || s == NATS_NOT_FOUND ||
+            rc = bridge__fail(err, err_len, s == NATS_NO_RESPONDERS || s == NATS_NOT_FOUND ||
                                         jerr == JSNotEnabledErr ||
                                         jerr == JSNotEnabledForAccountErr
                                         ? SHMOBJ_ENOTSUP : SHMOBJ_ESYS,
@@ -356,7 +353,7 @@ int shmobj_bridge_start(const shmobj_bridge_config *cfg, shmobj_bridge_log_fn lo
                               : r->c->kind == ROUTE_MAP_KV ? bridge__route_kv
                                                            : bridge__route_in;
         if (pthread_create(&r->thread, NULL, fn, r) != 0) {
-            rc = fail(err, err_len, SHMOBJ_ESYS, "cannot start a thread: %s",
+            rc = bridge__fail(err, err_len, SHMOBJ_ESYS, "cannot start a thread: %s",
                       strerror(errno));
             shmobj_bridge_stop(b);
             return rc;

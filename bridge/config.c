@@ -14,20 +14,6 @@
 #include <string.h>
 #include <unistd.h>
 
-static int fail(char *err, size_t err_len, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int fail(char *err, size_t err_len, int rc, const char *fmt, ...)
-{
-    if (err != NULL && err_len > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, err_len, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
-
 int shmobj_bridge_config_new(shmobj_bridge_config **out)
 {
     if (out == NULL)
@@ -132,7 +118,7 @@ static int parse_route(shmobj_bridge_config *cfg, char **tok, int ntok,
                        char *err, size_t err_len)
 {
     if (ntok < 3)
-        return fail(err, err_len, SHMOBJ_EINVAL,
+        return bridge__fail(err, err_len, SHMOBJ_EINVAL,
                     "a route is: route SOURCE ARROW DESTINATION [OPTION=VALUE...]");
     struct route_conf r;
     memset(&r, 0, sizeof r);
@@ -144,7 +130,7 @@ static int parse_route(shmobj_bridge_config *cfg, char **tok, int ntok,
     r.ack_wait_ms = 10000;
     struct end a, z;
     if (parse_end(tok[0], &a) != 0 || parse_end(tok[2], &z) != 0)
-        return fail(err, err_len, SHMOBJ_EINVAL,
+        return bridge__fail(err, err_len, SHMOBJ_EINVAL,
                     "route ends are queue:NAME, topic:NAME, map:NAME, "
                     "stream:STREAM/SUBJECT or kv:BUCKET (got '%s' and '%s')",
                     tok[0], tok[2]);
@@ -171,25 +157,25 @@ static int parse_route(shmobj_bridge_config *cfg, char **tok, int ntok,
         else if (strcmp(arrow, "<-") == 0)
             r.kv_dir = map_first ? KV_IMPORT : KV_EXPORT;
         else
-            return fail(err, err_len, SHMOBJ_EINVAL,
+            return bridge__fail(err, err_len, SHMOBJ_EINVAL,
                         "a map route's arrow is ->, <- or <-> (got '%s')", arrow);
     } else {
-        return fail(err, err_len, SHMOBJ_EINVAL,
+        return bridge__fail(err, err_len, SHMOBJ_EINVAL,
                     "no route goes %s %s %s: routes are queue|topic -> stream, "
                     "stream -> queue|topic, map ->|<-|<-> kv", tok[0], arrow, tok[2]);
     }
     if (copy_name(r.local, sizeof r.local, local->name, local->name_len) != 0)
-        return fail(err, err_len, SHMOBJ_ERANGE, "local name '%s': 1..%d bytes",
+        return bridge__fail(err, err_len, SHMOBJ_ERANGE, "local name '%s': 1..%d bytes",
                     local->name, SHMOBJ_ROOT_NAME_MAX);
     if (copy_name(r.stream, sizeof r.stream, remote->name, remote->name_len) != 0 ||
         !plain_name(r.stream))
-        return fail(err, err_len, SHMOBJ_ERANGE,
+        return bridge__fail(err, err_len, SHMOBJ_ERANGE,
                     "stream or bucket name '%.*s': 1..%d letters, digits, - or _",
                     (int)remote->name_len, remote->name, BRIDGE_NAME_MAX - 1);
     if (remote->subject != NULL &&
         copy_name(r.subject, sizeof r.subject, remote->subject,
                   strlen(remote->subject)) != 0)
-        return fail(err, err_len, SHMOBJ_ERANGE, "subject '%s' too long",
+        return bridge__fail(err, err_len, SHMOBJ_ERANGE, "subject '%s' too long",
                     remote->subject);
     static const char *const kind_word[] = {"", "out", "topic-out", "in",
                                             "topic-in", "kv"};
@@ -197,7 +183,7 @@ static int parse_route(shmobj_bridge_config *cfg, char **tok, int ntok,
     for (int i = 3; i < ntok; i++) {
         char *eq = strchr(tok[i], '=');
         if (eq == NULL)
-            return fail(err, err_len, SHMOBJ_EINVAL, "route option '%s' is not KEY=VALUE",
+            return bridge__fail(err, err_len, SHMOBJ_EINVAL, "route option '%s' is not KEY=VALUE",
                         tok[i]);
         *eq = 0;
         const char *k = tok[i], *v = eq + 1;
@@ -224,11 +210,11 @@ static int parse_route(shmobj_bridge_config *cfg, char **tok, int ntok,
         else
             rc = SHMOBJ_ENOTFOUND;
         if (rc == SHMOBJ_ENOTFOUND)
-            return fail(err, err_len, SHMOBJ_EINVAL,
+            return bridge__fail(err, err_len, SHMOBJ_EINVAL,
                         "unknown route option '%s' (name, durable, dead, window, "
                         "batch, capacity, replicas, ack-wait-ms, interval-ms)", k);
         if (rc != 0)
-            return fail(err, err_len, SHMOBJ_EINVAL, "bad value '%s' of route option %s",
+            return bridge__fail(err, err_len, SHMOBJ_EINVAL, "bad value '%s' of route option %s",
                         v, k);
     }
     struct route_conf *nr = realloc(cfg->routes, (cfg->nroutes + 1) * sizeof *nr);
@@ -237,7 +223,7 @@ static int parse_route(shmobj_bridge_config *cfg, char **tok, int ntok,
     for (unsigned i = 0; i < cfg->nroutes; i++)
         if (strcmp(nr[i].id, r.id) == 0) {
             cfg->routes = nr;
-            return fail(err, err_len, SHMOBJ_EINVAL,
+            return bridge__fail(err, err_len, SHMOBJ_EINVAL,
                         "two routes named '%s': give one a name=NAME", r.id);
         }
     nr[cfg->nroutes++] = r;
@@ -259,10 +245,10 @@ int shmobj_bridge_config_line(shmobj_bridge_config *cfg, const char *line,
                               char *err, size_t err_len)
 {
     if (cfg == NULL || line == NULL)
-        return fail(err, err_len, SHMOBJ_EINVAL, "no configuration or no line");
+        return bridge__fail(err, err_len, SHMOBJ_EINVAL, "no configuration or no line");
     char buf[1024];
     if (strlen(line) >= sizeof buf)
-        return fail(err, err_len, SHMOBJ_ERANGE, "line longer than %zu bytes",
+        return bridge__fail(err, err_len, SHMOBJ_ERANGE, "line longer than %zu bytes",
                     sizeof buf - 1);
     strcpy(buf, line);
     char *tok[32];
@@ -271,7 +257,7 @@ int shmobj_bridge_config_line(shmobj_bridge_config *cfg, const char *line,
         if (ntok == 0 && s[0] == '#')
             return 0;
         if (ntok == 32)
-            return fail(err, err_len, SHMOBJ_EINVAL, "more than 32 words on a line");
+            return bridge__fail(err, err_len, SHMOBJ_EINVAL, "more than 32 words on a line");
         tok[ntok++] = s;
     }
     if (ntok == 0)
@@ -280,14 +266,14 @@ int shmobj_bridge_config_line(shmobj_bridge_config *cfg, const char *line,
     if (strcmp(k, "route") == 0)
         return parse_route(cfg, tok + 1, ntok - 1, err, err_len);
     if (ntok != 2)
-        return fail(err, err_len, SHMOBJ_EINVAL, "'%s' takes one value", k);
+        return bridge__fail(err, err_len, SHMOBJ_EINVAL, "'%s' takes one value", k);
     const char *v = tok[1];
     if (strcmp(k, "segment") == 0)
         return copy_name(cfg->segment, sizeof cfg->segment, v, strlen(v)) == 0
-                   ? 0 : fail(err, err_len, SHMOBJ_ERANGE, "segment name too long");
+                   ? 0 : bridge__fail(err, err_len, SHMOBJ_ERANGE, "segment name too long");
     if (strcmp(k, "name") == 0) {
         if (copy_name(cfg->name, sizeof cfg->name, v, strlen(v)) != 0 || !plain_name(v))
-            return fail(err, err_len, SHMOBJ_EINVAL,
+            return bridge__fail(err, err_len, SHMOBJ_EINVAL,
                         "bridge name '%s': 1..%d letters, digits, - or _", v,
                         BRIDGE_NAME_MAX - 1);
         return 0;
@@ -304,11 +290,11 @@ int shmobj_bridge_config_line(shmobj_bridge_config *cfg, const char *line,
         return set_str(&cfg->tls_key, v);
     if (strcmp(k, "tls") == 0) {
         if (strcmp(v, "on") != 0 && strcmp(v, "off") != 0)
-            return fail(err, err_len, SHMOBJ_EINVAL, "tls is on or off");
+            return bridge__fail(err, err_len, SHMOBJ_EINVAL, "tls is on or off");
         cfg->tls = strcmp(v, "on") == 0;
         return 0;
     }
-    return fail(err, err_len, SHMOBJ_EINVAL,
+    return bridge__fail(err, err_len, SHMOBJ_EINVAL,
                 "unknown key '%s' (segment, url, creds, tls, tls-ca, tls-cert, "
                 "tls-key, name, route)", k);
 }
@@ -317,11 +303,11 @@ int shmobj_bridge_config_file(shmobj_bridge_config *cfg, const char *path,
                               char *err, size_t err_len)
 {
     if (cfg == NULL || path == NULL)
-        return fail(err, err_len, SHMOBJ_EINVAL, "no configuration or no path");
+        return bridge__fail(err, err_len, SHMOBJ_EINVAL, "no configuration or no path");
     FILE *f = fopen(path, "r");
     if (f == NULL) {
         int e = errno;
-        fail(err, err_len, 0, "%s: %s", path, strerror(e));
+        bridge__fail(err, err_len, 0, "%s: %s", path, strerror(e));
         errno = e;
         return e == ENOENT ? SHMOBJ_ENOTFOUND : SHMOBJ_ESYS;
     }
@@ -330,7 +316,7 @@ int shmobj_bridge_config_file(shmobj_bridge_config *cfg, const char *path,
     for (unsigned n = 1; fgets(line, sizeof line, f) != NULL; n++) {
         rc = shmobj_bridge_config_line(cfg, line, sub, sizeof sub);
         if (rc != 0) {
-            fail(err, err_len, rc, "%s:%u: %s", path, n, sub);
+            bridge__fail(err, err_len, rc, "%s:%u: %s", path, n, sub);
             break;
         }
     }
