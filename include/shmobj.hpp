@@ -183,6 +183,15 @@ struct topic_holder {
     topic_holder &operator=(const topic_holder &) = delete;
 };
 
+struct service_holder {
+    segment_ptr seg;
+    shmobj_service *s;
+    service_holder(segment_ptr sp, shmobj_service *p) noexcept : seg(std::move(sp)), s(p) {}
+    ~service_holder() { shmobj_service_close(s); }
+    service_holder(const service_holder &) = delete;
+    service_holder &operator=(const service_holder &) = delete;
+};
+
 struct subscription_holder {
     std::shared_ptr<topic_holder> topic;
     shmobj_topic_sub *s;
@@ -1835,6 +1844,168 @@ public:
     {
         return detail::or_throw("shmobj::record_type::get",
                                 [&](std::error_code &ec) { return get(rec, ec); });
+    }
+};
+
+// ---- service ----------------------------------------------------------------
+
+/// A request/response service (include/shmobj/service.h) with requests
+/// and responses of bytes. Holds a share of its segment; the destructor
+/// closes the handle (the service stays until destroy()).
+///
+///     auto svc = shmobj::service::open(seg, "adder", 5'000'000'000);
+///     std::string answer = svc.call("41", 250'000'000);   // a client
+///     if (auto req = svc.take(1'000'000'000))              // a server
+///         svc.reply(*req, "42");
+class service {
+    std::shared_ptr<detail::service_holder> h_;
+
+    static service adopt(const segment &seg, shmobj_service *s)
+    {
+        service out;
+        try {
+            out.h_ = std::make_shared<detail::service_holder>(seg.holder(), s);
+        } catch (...) {
+            shmobj_service_close(s);
+            throw;
+        }
+        return out;
+    }
+
+public:
+    /// A request taken by a server: its bytes (valid until it is answered
+    /// or released) and what reply() needs.
+    class request {
+        friend class service;
+        shmobj_service_msg m_{};
+
+    public:
+        /// The request's bytes.
+        std::string_view bytes() const noexcept
+        {
+            return {static_cast<const char *>(m_.data), m_.len};
+        }
+        /// The C message.
+        shmobj_service_msg *c() noexcept { return &m_; }
+    };
+
+    /// No service.
+    service() = default;
+
+    /// Create a service for up to capacity calls in flight (a power of
+    /// two).
+    static service create(const segment &seg, const std::string &name, std::uint32_t capacity,
+                          std::error_code &ec)
+    {
+        shmobj_service *s = nullptr;
+        if (!set_status(ec, shmobj_service_create(seg.c(), name.c_str(), capacity, 0, &s)))
+            return service();
+        return adopt(seg, s);
+    }
+    /// Create a service.
+    static service create(const segment &seg, const std::string &name, std::uint32_t capacity)
+    {
+        return detail::or_throw("shmobj_service_create", [&](std::error_code &ec) {
+            return create(seg, name, capacity, ec);
+        });
+    }
+    /// Open a service, waiting up to timeout_ns for it to be created (0:
+    /// look once).
+    static service open(const segment &seg, const std::string &name, std::int64_t timeout_ns,
+                        std::error_code &ec)
+    {
+        shmobj_service *s = nullptr;
+        if (!set_status(ec, shmobj_service_open(seg.c(), name.c_str(), timeout_ns, &s)))
+            return service();
+        return adopt(seg, s);
+    }
+    /// Open a service.
+    static service open(const segment &seg, const std::string &name, std::int64_t timeout_ns = 0)
+    {
+        return detail::or_throw("shmobj_service_open", [&](std::error_code &ec) {
+            return open(seg, name, timeout_ns, ec);
+        });
+    }
+
+    /// The C handle.
+    shmobj_service *c() const noexcept { return h_ ? h_->s : nullptr; }
+
+    /// Send request and wait up to timeout_ns for its own response.
+    /// SHMOBJ_ETIMEDOUT when none came (the late answer is freed),
+    /// SHMOBJ_EPEERDEAD when the server that took it died.
+    std::string call(std::string_view req, std::int64_t timeout_ns, std::error_code &ec) const
+    {
+        shmobj_service_msg in{};
+        in.data = req.data();
+        in.len = req.size();
+        in.flags = SHMOBJ_SERVICE_BYTES;
+        shmobj_service_msg out{};
+        if (!set_status(ec, shmobj_service_call(c(), &in, timeout_ns, &out)))
+            return std::string();
+        std::string answer(static_cast<const char *>(out.data), out.len);
+        (void)shmobj_service_release(c(), &out);
+        return answer;
+    }
+    /// Send request and wait for its response.
+    std::string call(std::string_view req, std::int64_t timeout_ns) const
+    {
+        return detail::or_throw("shmobj_service_call", [&](std::error_code &ec) {
+            return call(req, timeout_ns, ec);
+        });
+    }
+
+    /// Take the next request, waiting up to timeout_ns; std::nullopt when
+    /// none came.
+    std::optional<request> take(std::int64_t timeout_ns, std::error_code &ec) const
+    {
+        request r;
+        int rc = shmobj_service_take(c(), timeout_ns, &r.m_);
+        if (rc == SHMOBJ_ETIMEDOUT || rc == SHMOBJ_EEMPTY) {
+            ec.clear();
+            return std::nullopt;
+        }
+        if (!set_status(ec, rc))
+            return std::nullopt;
+        return r;
+    }
+    /// Take the next request; std::nullopt when none came in time.
+    std::optional<request> take(std::int64_t timeout_ns) const
+    {
+        return detail::or_throw("shmobj_service_take", [&](std::error_code &ec) {
+            return take(timeout_ns, ec);
+        });
+    }
+
+    /// Answer a taken request with bytes; the request is freed.
+    void reply(request &req, std::string_view resp, std::error_code &ec) const noexcept
+    {
+        shmobj_service_msg out{};
+        out.data = resp.data();
+        out.len = resp.size();
+        out.flags = SHMOBJ_SERVICE_BYTES;
+        set_status(ec, shmobj_service_reply(c(), &req.m_, &out));
+    }
+    /// Answer a taken request with bytes.
+    void reply(request &req, std::string_view resp) const
+    {
+        detail::or_throw("shmobj_service_reply", [&](std::error_code &ec) {
+            reply(req, resp, ec);
+            return 0;
+        });
+    }
+    /// Give a taken request back unanswered (its client's call says
+    /// SHMOBJ_ENOTFOUND).
+    void release(request &req, std::error_code &ec) const noexcept
+    {
+        set_status(ec, shmobj_service_release(c(), &req.m_));
+    }
+    /// Give a taken request back unanswered.
+    void release(request &req) const
+    {
+        detail::or_throw("shmobj_service_release", [&](std::error_code &ec) {
+            release(req, ec);
+            return 0;
+        });
     }
 };
 

@@ -436,6 +436,58 @@ void test_cxx_completion_peer_dead(void **)
     shmobj::segment::destroy(name);
 }
 
+// ---- services --------------------------------------------------------------
+
+// A server process answers each call with its own request's bytes
+// doubled; a call nobody answers in time says SHMOBJ_ETIMEDOUT; a request
+// given back unanswered makes its call SHMOBJ_ENOTFOUND; the service
+// handle outlives the segment object it came from.
+void test_cxx_service_call_take_reply(void **)
+{
+    std::string name = unique_name("svc");
+    shmobj::service svc;
+    {
+        shmobj::segment seg = shmobj::segment::create(name, 4u << 20);
+        svc = shmobj::service::create(seg, "echo", 8);
+    }
+    std::error_code ec;
+    svc.call("nobody", 50 * TEST_MS, ec);
+    assert_true(ec == SHMOBJ_ETIMEDOUT);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        alarm(20);
+        try {
+            shmobj::segment s = shmobj::segment::open(name, 5000 * TEST_MS);
+            shmobj::service server = shmobj::service::open(s, "echo", 5000 * TEST_MS);
+            for (int i = 0; i < 3; i++) {
+                auto req = server.take(5000 * TEST_MS);
+                if (!req)
+                    _exit(1);
+                if (req->bytes() == "give back") {
+                    server.release(*req);
+                    continue;
+                }
+                std::string twice(req->bytes());
+                twice += req->bytes();
+                server.reply(*req, twice);
+            }
+            _exit(0);
+        } catch (...) {
+            _exit(2);
+        }
+    }
+    assert_true(svc.call("ab", 5000 * TEST_MS) == "abab");
+    svc.call("give back", 5000 * TEST_MS, ec);
+    assert_true(ec == SHMOBJ_ENOTFOUND);
+    assert_true(svc.call("xyz", 5000 * TEST_MS) == "xyzxyz");
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    assert_false(svc.take(0).has_value());
+    shmobj::segment::destroy(name);
+}
+
 // ---- topics ----------------------------------------------------------------
 
 // Publish copies, loans and references; every subscription reads every
@@ -732,6 +784,7 @@ int main()
         cmocka_unit_test(test_cxx_table_roundtrip),
         cmocka_unit_test(test_cxx_completion),
         cmocka_unit_test(test_cxx_completion_peer_dead),
+        cmocka_unit_test(test_cxx_service_call_take_reply),
         cmocka_unit_test(test_cxx_topic),
         cmocka_unit_test(test_cxx_map_ranges),
         cmocka_unit_test(test_cxx_error_code_forms),

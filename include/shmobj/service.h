@@ -107,7 +107,6 @@ typedef struct shmobj_service_msg {
  *            2..SHMOBJ_SERVICE_CAPACITY_MAX
  * @param[in] flags 0
  * @param[out] out the new handle
- * @retval SHMOBJ_ERDONLY the segment is attached read-only
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument, bad name, capacity or flags
  * @retval SHMOBJ_EEXIST a root of that name (or of its queue's) exists
@@ -116,6 +115,7 @@ typedef struct shmobj_service_msg {
  * @retval SHMOBJ_ENOTSUP the segment has no process table (no liveness)
  * @retval SHMOBJ_ESTALE the segment handle was closed
  * @retval SHMOBJ_ECORRUPT the segment is damaged
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only
  * @since 0.4
  */
 SHMOBJ_API int shmobj_service_create(shmobj_segment *seg, const char *name,
@@ -188,7 +188,6 @@ SHMOBJ_API int shmobj_service_destroy(shmobj_segment *seg, const char *name);
  *            whole call: room in the queue, the server's work, the answer
  * @param[out] resp the response on success: the caller's, to give back
  *             with shmobj_service_release()
- * @retval SHMOBJ_ERDONLY the segment is attached read-only
  * @retval 0 the response to this request is in *resp
  * @retval SHMOBJ_EINVAL NULL argument, timeout_ns 0 or below (other than
  *         SHMOBJ_FOREVER), unknown flags, NULL data with len > 0, len
@@ -213,6 +212,7 @@ SHMOBJ_API int shmobj_service_destroy(shmobj_segment *seg, const char *name);
  *         was closed (before or while the call waited: then the call is
  *         given up as at a timeout)
  * @retval SHMOBJ_ECORRUPT the call block or the queue is damaged
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only
  * @note Thread- and process-safe. The wait sleeps on a futex and looks at
  *       the server's liveness once per slice of 100 ms.
  * @since 0.4
@@ -228,13 +228,13 @@ SHMOBJ_API int shmobj_service_call(shmobj_service *svc,
  * @param[in] svc the handle
  * @param[in,out] msg a message from shmobj_service_call() or
  *            shmobj_service_take(); cleared on success
- * @retval SHMOBJ_ERDONLY the segment is attached read-only
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument, a null reference, or a request not
  *         taken by this process (or answered already)
  * @retval SHMOBJ_ESTALE the block (or the request's call) was freed already
  * @retval SHMOBJ_ECORRUPT the block is not one the heap knows, or the
  *         request's call is damaged
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only
  * @since 0.4
  */
 SHMOBJ_API int shmobj_service_release(shmobj_service *svc,
@@ -249,7 +249,6 @@ SHMOBJ_API int shmobj_service_release(shmobj_service *svc,
  * @param[out] req the request: the server's until its
  *             shmobj_service_reply() (bytes: data and len are valid until
  *             then)
- * @retval SHMOBJ_ERDONLY the segment is attached read-only
  * @retval 0 a request is in *req
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_EEMPTY no call waits (timeout_ns 0)
@@ -260,6 +259,7 @@ SHMOBJ_API int shmobj_service_release(shmobj_service *svc,
  * @retval SHMOBJ_ESTALE the service was destroyed or the segment handle
  *         closed
  * @retval SHMOBJ_ECORRUPT the queue is damaged
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only
  * @note Thread- and process-safe. Calls given up by their clients, and
  *       damaged ones, are freed or skipped here and never handed out.
  * @since 0.4
@@ -277,7 +277,6 @@ SHMOBJ_API int shmobj_service_take(shmobj_service *svc, int64_t timeout_ns,
  *            client gave up or died, freed) once this returns 0; the
  *            request itself may be sent back (req, or its ref), then it is
  *            not freed
- * @retval SHMOBJ_ERDONLY the segment is attached read-only
  * @retval 0 answered (also when the client had gone: then the response was
  *         freed)
  * @retval SHMOBJ_EINVAL NULL argument, req not taken by this process (or
@@ -287,6 +286,7 @@ SHMOBJ_API int shmobj_service_take(shmobj_service *svc, int64_t timeout_ns,
  *         is still the caller's: answer again or release it)
  * @retval SHMOBJ_ESTALE the call was freed (the service destroyed)
  * @retval SHMOBJ_ECORRUPT the call block is damaged
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only
  * @note Thread- and process-safe, lock-free apart from the allocation of
  *       bytes.
  * @since 0.4
@@ -301,12 +301,12 @@ SHMOBJ_API int shmobj_service_reply(shmobj_service *svc,
  *        with their requests and responses.
  * @param[in] svc the handle
  * @param[out] freed calls freed; may be NULL
- * @retval SHMOBJ_ERDONLY the segment is attached read-only
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL svc
  * @retval SHMOBJ_ENOTSUP this process has no attachment token
  * @retval SHMOBJ_ESTALE the service was destroyed or the segment handle
  *         closed
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only
  * @note Thread- and process-safe, lock-free (each call is claimed by one
  *       compare-and-swap). Reads the process table: a few system calls per
  *       call examined.

@@ -97,7 +97,6 @@ typedef struct shmobj_table_info {
  *            table holds before it grows)
  * @param[out] table reference to the table, owned by the caller (free it
  *             with shmobj_obj_free())
- * @retval SHMOBJ_ERDONLY the segment is attached read-only
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument, row_size or capacity out of range,
  *         a field the table cannot hold or that does not fit (see
@@ -108,6 +107,7 @@ typedef struct shmobj_table_info {
  *         larger than a block can be (2^46 bytes)
  * @retval SHMOBJ_EBUSY another live process held the segment lock for 10 s
  * @retval SHMOBJ_ECORRUPT the shape or the segment's heap is damaged
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only
  * @note Thread- and process-safe. The table is private to the caller until
  *       it publishes the reference.
  * @since 0.4
@@ -122,7 +122,6 @@ SHMOBJ_API int shmobj_table_put(shmobj_segment *seg, shmobj_ref shape, size_t ro
  * @param[in] n rows, 1 or more
  * @param[in] row_size the table's row size (sizeof the struct)
  * @param[out] first the index of the first row appended (may be NULL)
- * @retval SHMOBJ_ERDONLY the segment is attached read-only
  * @retval 0 success: the n rows are the table's, consecutive
  * @retval SHMOBJ_EINVAL NULL argument, n 0, row_size not the table's, a
  *         string field that is not UTF-8 or a bool field neither 0 nor 1
@@ -134,6 +133,7 @@ SHMOBJ_API int shmobj_table_put(shmobj_segment *seg, shmobj_ref shape, size_t ro
  * @retval SHMOBJ_EBUSY a live process held the table's lock (or, while a
  *         chunk is made, the segment lock) for 10 s
  * @retval SHMOBJ_ECORRUPT the table or its lock word is damaged
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only
  * @note Thread- and process-safe: the table's lock is held while the rows
  *       are written; they become visible together, with one store of the
  *       length. Each process's rows keep the order of its calls.
@@ -290,13 +290,13 @@ SHMOBJ_API int shmobj_table_int_get(const shmobj_view *table, uint64_t row, size
  * @param[in] row the row's index
  * @param[in] field the field's position
  * @param[in] x the new value
- * @retval SHMOBJ_ERDONLY the segment is attached read-only
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_ETYPE table is not a table, or the field is not INT or UINT
  * @retval SHMOBJ_ERANGE row >= the length, or field >= the fields
  * @retval SHMOBJ_ESTALE the table was freed (see ::shmobj_view)
  * @retval SHMOBJ_ECORRUPT the table is damaged
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only
  * @note Thread- and process-safe, O(1), lock-free (a release store).
  * @since 0.4
  */
@@ -310,13 +310,13 @@ SHMOBJ_API int shmobj_table_int_set(const shmobj_view *table, uint64_t row, size
  * @param[in] field the field's position
  * @param[in] delta what to add
  * @param[out] old the value before the add (may be NULL)
- * @retval SHMOBJ_ERDONLY the segment is attached read-only
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL table
  * @retval SHMOBJ_ETYPE table is not a table, or the field is not INT or UINT
  * @retval SHMOBJ_ERANGE row >= the length, or field >= the fields
  * @retval SHMOBJ_ESTALE the table was freed (see ::shmobj_view)
  * @retval SHMOBJ_ECORRUPT the table is damaged
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only
  * @note Thread- and process-safe, O(1), lock-free (one fetch-add, acq_rel):
  *       no increment is lost, whatever the number of processes adding.
  * @since 0.4
@@ -332,7 +332,6 @@ SHMOBJ_API int shmobj_table_int_add(const shmobj_view *table, uint64_t row, size
  * @param[in,out] expected the value expected; on SHMOBJ_EBUSY, the value
  *                found
  * @param[in] desired the value stored when the field held *expected
- * @retval SHMOBJ_ERDONLY the segment is attached read-only
  * @retval 0 success: desired was stored
  * @retval SHMOBJ_EBUSY the field did not hold *expected (nothing stored)
  * @retval SHMOBJ_EINVAL NULL argument
@@ -340,6 +339,7 @@ SHMOBJ_API int shmobj_table_int_add(const shmobj_view *table, uint64_t row, size
  * @retval SHMOBJ_ERANGE row >= the length, or field >= the fields
  * @retval SHMOBJ_ESTALE the table was freed (see ::shmobj_view)
  * @retval SHMOBJ_ECORRUPT the table is damaged
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only
  * @note Thread- and process-safe, O(1), lock-free (acq_rel).
  * @since 0.4
  */
@@ -370,13 +370,13 @@ SHMOBJ_API int shmobj_table_double_get(const shmobj_view *table, uint64_t row, s
  * @param[in] row the row's index
  * @param[in] field the field's position
  * @param[in] x the new value
- * @retval SHMOBJ_ERDONLY the segment is attached read-only
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL table
  * @retval SHMOBJ_ETYPE table is not a table, or the field is not DOUBLE
  * @retval SHMOBJ_ERANGE row >= the length, or field >= the fields
  * @retval SHMOBJ_ESTALE the table was freed (see ::shmobj_view)
  * @retval SHMOBJ_ECORRUPT the table is damaged
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only
  * @note Thread- and process-safe, O(1), lock-free.
  * @since 0.4
  */
@@ -390,13 +390,13 @@ SHMOBJ_API int shmobj_table_double_set(const shmobj_view *table, uint64_t row, s
  * @param[in] field the field's position
  * @param[in] delta what to add
  * @param[out] old the value before the add (may be NULL)
- * @retval SHMOBJ_ERDONLY the segment is attached read-only
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL table
  * @retval SHMOBJ_ETYPE table is not a table, or the field is not DOUBLE
  * @retval SHMOBJ_ERANGE row >= the length, or field >= the fields
  * @retval SHMOBJ_ESTALE the table was freed (see ::shmobj_view)
  * @retval SHMOBJ_ECORRUPT the table is damaged
+ * @retval SHMOBJ_ERDONLY the segment is attached read-only
  * @note Thread- and process-safe, O(1), lock-free (a compare-and-swap
  *       loop): no add is lost.
  * @since 0.4
