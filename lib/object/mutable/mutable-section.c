@@ -447,6 +447,30 @@ int shmobj__mut_free(struct shmobj__space *sp, const shmobj_view *v, int depth,
     return shmobj__mlist_free(&c, depth, budget);
 }
 
+/* The check of a read-only handle, which has no lock to take: it waits
+ * (bounded) for a change under way to end, checks, and believes a finding
+ * of damage only if no change began meanwhile (seq unmoved): a change
+ * that ran under the check moves its words as it goes. A container
+ * changed under every try gives SHMOBJ_EBUSY, never a false damage. */
+static int check_ro(struct shmobj__mc *c, uint64_t *budget, shmobj__mut_child_fn child,
+                    void *ctx)
+{
+    uint64_t b0 = *budget;
+    for (unsigned t = 0; t < MUT_READ_TRIES; t++) {
+        int rc = ro_quiet(c);
+        if (rc != 0)
+            return rc;
+        uint64_t s = atomic_load_explicit(&c->m->seq, memory_order_acquire);
+        rc = c->type != SHMOBJ_TYPE_MLIST ? shmobj__mdict_check(c, budget, child, ctx)
+                                          : shmobj__mlist_check(c, budget, child, ctx);
+        atomic_thread_fence(memory_order_acquire);
+        if (rc == 0 || atomic_load_explicit(&c->m->seq, memory_order_relaxed) == s)
+            return rc;
+        *budget = b0; /* checked again from the start */
+    }
+    return SHMOBJ_EBUSY;
+}
+
 int shmobj__mut_check(struct shmobj__space *sp, const shmobj_view *v, uint64_t *budget,
                       shmobj__mut_child_fn child, void *ctx)
 {
@@ -459,13 +483,9 @@ int shmobj__mut_check(struct shmobj__space *sp, const shmobj_view *v, uint64_t *
     /* A change under way, or left by a dead writer: what readers would
      * meet is the container after the lock's repair, so check that (a
      * repair that fails is damage). */
-    if (sp->readonly) {
-        /* no lock to take: wait (bounded) for the change to end; one left
-         * by a dead writer only a writer's lock repairs */
-        rc = ro_quiet(&c);
-        if (rc != 0)
-            return rc;
-    } else if ((atomic_load_explicit(&c.m->seq, memory_order_acquire) & 1) ||
+    if (sp->readonly)
+        return check_ro(&c, budget, child, ctx);
+    if ((atomic_load_explicit(&c.m->seq, memory_order_acquire) & 1) ||
         atomic_load_explicit(&c.m->op, memory_order_relaxed) != SHMOBJ__MUT_OP_NONE) {
         rc = shmobj__mut_lock(&c);
         if (rc != 0)
