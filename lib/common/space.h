@@ -222,4 +222,17 @@ static inline int shmobj__space_at(struct shmobj__space *sp, uint64_t off,
     return 0;
 }
 
+/* The live block ref names: this process's address of it and its usable
+ * bytes. SHMOBJ_ESTALE for a freed block, SHMOBJ_ECORRUPT for a reference
+ * to no block; the first step of opening a named structure (a queue, a
+ * topic, a service) before its magic is read. */
+static inline int shmobj__space_block(struct shmobj__space *sp, shmobj__ref ref, void **mem,
+                                      uint64_t *usable)
+{
+    int rc = sp->ops->check(sp, ref, usable);
+    if (rc != 0)
+        return rc == SHMOBJ_ESTALE ? SHMOBJ_ESTALE : SHMOBJ_ECORRUPT;
+    return shmobj__space_at(sp, shmobj__ref_off(ref), *usable, mem);
+}
+
 #endif /* SHMOBJ_SPACE_H */

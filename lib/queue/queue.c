@@ -133,11 +133,8 @@ static int handle_new(shmobj_segment *seg, shmobj_ref ref, shmobj_queue **out)
 {
     struct shmobj__space *sp = shmobj__space_of_seg(seg);
     uint64_t usable = 0;
-    int rc = sp->ops->check(sp, ref, &usable);
-    if (rc != 0)
-        return rc == SHMOBJ_ESTALE ? SHMOBJ_ESTALE : SHMOBJ_ECORRUPT;
     void *mem;
-    rc = shmobj__space_at(sp, shmobj__ref_off(ref), usable, &mem);
+    int rc = shmobj__space_block(sp, ref, &mem, &usable);
     if (rc != 0)
         return rc;
     if (usable < sizeof(uint32_t) ||

@@ -67,11 +67,8 @@ static int handle_new(shmobj_segment *seg, shmobj_ref ref, shmobj_service **out)
     if (sp->ops->live == NULL)
         return SHMOBJ_ENOTSUP;
     uint64_t usable = 0;
-    int rc = sp->ops->check(sp, ref, &usable);
-    if (rc != 0)
-        return rc == SHMOBJ_ESTALE ? rc : SHMOBJ_ECORRUPT;
     void *mem;
-    rc = shmobj__space_at(sp, shmobj__ref_off(ref), usable, &mem);
+    int rc = shmobj__space_block(sp, ref, &mem, &usable);
     if (rc != 0)
         return rc;
     struct shmobj__svc_hdr *h = mem;
