@@ -178,8 +178,10 @@ int shmobj__mlist_check(struct shmobj__mc *cp, uint64_t *budget, shmobj__mut_chi
         /* ... and a counter left closed: its closer may have died holding
          * the lock, whose repair settles what that closer was doing (a
          * place it claimed at len reads as a null now, not after the next
-         * writer's lock) */
-        if ((r & SHMOBJ__MLIST_CLOSED) || (r & SHMOBJ__MLIST_LEN_MASK) > list_len(m)) {
+         * writer's lock). A read-only handle may not lock: it checks the
+         * published prefix, which is what its own reads meet. */
+        if (!c.sp->readonly &&
+            ((r & SHMOBJ__MLIST_CLOSED) || (r & SHMOBJ__MLIST_LEN_MASK) > list_len(m))) {
             rc = shmobj__mlist_lock(&c);
             if (rc != 0)
                 return rc == SHMOBJ_EBUSY || rc == SHMOBJ_ETIMEDOUT ? rc : SHMOBJ_ECORRUPT;
