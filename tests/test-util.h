@@ -38,6 +38,13 @@ static inline const char *test_name(char *buf, size_t len, const char *tag)
  * where cmocka.h was included first (the fuzz drivers take the generator
  * alone). */
 #ifdef fail_msg
+/* Unbuffered output: a test program that dies (or a child that calls
+ * _exit()) loses nothing it printed, so a failure shows how far it got. */
+__attribute__((constructor)) static void test_output_unbuffered(void)
+{
+    setvbuf(stdout, NULL, _IONBF, 0);
+}
+
 /* fork() for the helpers below; test-common.c replaces it to check what a
  * failed fork does. */
 static pid_t (*test_fork)(void) = fork;
