@@ -3,9 +3,11 @@
  *
  * test_hostile_sweep_every_call_documented builds one small file-backed
  * segment holding one of each kind (a map with items, a queue with
- * messages in flight and a tracked reference, every object kind with the
- * mutable list, dict and set, a shape and its records, links and an
- * adopted child, a raw block), closes it and keeps its bytes. Each case
+ * messages in flight and a tracked reference, a topic with history, a
+ * loan and a dead subscriber's held messages, a service with calls given
+ * up, waiting from a dead client and held by a dead server, every object
+ * kind with the mutable list, dict and set, a shape and its records, links
+ * and an adopted child, a raw block), closes it and keeps its bytes. Each case
  * writes those bytes with one word replaced by a hostile value (0, all
  * ones, the segment's size, the word's own offset with the word's
  * generation bits, the word plus 16: a reference one slot off, the
@@ -13,7 +15,7 @@
  * object's, a shape's, a raw block's, and the attachment token the child
  * will get: the caller's own token in a lock word, an adder, appender or
  * claim record) into a fresh file, and a forked child opens it and
- * calls every read and write path of every kind. The property: each call
+ * calls every read and write path of every kind (wait-sets included). The property: each call
  * returns 0 or one of the codes its documentation (the @retval lines of
  * include/shmobj/<area>.h, read at run time) lists, and the child ends
  * (no crash, no abort, no hang: it is killed after HOSTILE_CASE_S). A
@@ -99,15 +101,17 @@ static void docs_read(const char *path)
             if (sscanf(p + 8, "%47[A-Z_]", code) == 1 && code_of(code) < 0)
                 cur.codes[cur.n++] = code_of(code);
         }
-        /* a description copied from another call brings its codes */
+        /* a description copied from another call brings its codes, as
+         * does "@retval others as shmobj_a() and shmobj_b()" */
         if ((p = strstr(line, "@copydetails shmobj_")) != NULL ||
-            (p = strstr(line, "@copydoc shmobj_")) != NULL) {
+            (p = strstr(line, "@copydoc shmobj_")) != NULL ||
+            (p = strstr(line, "@retval others as shmobj_")) != NULL) {
             char from[64];
             const struct doc *d;
-            if (sscanf(strstr(p, "shmobj_"), "%63[a-z_]", from) == 1 &&
-                (d = doc_of(from)) != NULL)
-                for (unsigned i = 0; i < d->n && cur.n < 32; i++)
-                    cur.codes[cur.n++] = d->codes[i];
+            for (p = strstr(p, "shmobj_"); p != NULL; p = strstr(p + 1, "shmobj_"))
+                if (sscanf(p, "%63[a-z_]", from) == 1 && (d = doc_of(from)) != NULL)
+                    for (unsigned i = 0; i < d->n && cur.n < 32; i++)
+                        cur.codes[cur.n++] = d->codes[i];
         }
         if (strncmp(line, "SHMOBJ_API", 10) == 0 && (p = strstr(line, "shmobj_")) != NULL &&
             ndocs < sizeof docs / sizeof docs[0]) {
@@ -125,7 +129,9 @@ static void docs_read(const char *path)
 
 static void docs_load(void)
 {
-    static const char *const areas[] = {"arena", "map", "object", "queue", "segment", "table"};
+    static const char *const areas[] = {"arena", "map",   "object",  "queue",
+                                        "segment", "table", "topic", "service",
+                                        "waitset"};
     const char *dir = getenv("SHMOBJ_HOSTILE_HEADERS");
     char path[4096];
     if (dir == NULL)
@@ -196,8 +202,96 @@ static uint64_t image_len, used_end;
 static shmobj_ref tracked_ref;
 /* live blocks of every kind, as hostile values: a word that names one is
  * a reference of the wrong kind, not a wild one */
-static shmobj_ref live_refs[10];
+static shmobj_ref live_refs[12];
 static unsigned nlive;
+
+/* ---- topics and services: their records as processes left them --------- */
+
+enum { TOPIC_MSGS = 6 };
+
+/* A subscriber that takes one message and dies holding it. */
+static int topic_dead_sub(void *arg)
+{
+    shmobj_segment *seg;
+    shmobj_topic *t;
+    shmobj_topic_sub *sub;
+    shmobj_topic_msg msg;
+    if (shmobj_segment_open(arg, SHMOBJ_BACKEND_FILE, 0, &seg) != 0 ||
+        shmobj_topic_open(seg, "t", &t) != 0 || shmobj_topic_subscribe(t, &sub) != 0 ||
+        shmobj_topic_try_take(sub, &msg) != 0)
+        return 1;
+    return 0; /* no release, no close: the record is a dead one's */
+}
+
+/* A client whose call waits (killed while it does). */
+static int service_client(void *arg)
+{
+    shmobj_segment *seg;
+    shmobj_service *svc;
+    shmobj_service_msg req = {0, "request", 7, SHMOBJ_SERVICE_BYTES, 0}, resp;
+    if (shmobj_segment_open(arg, SHMOBJ_BACKEND_FILE, 0, &seg) != 0 ||
+        shmobj_service_open(seg, "s", 0, &svc) != 0)
+        return 1;
+    (void)shmobj_service_call(svc, &req, SHMOBJ_FOREVER, &resp);
+    return 0;
+}
+
+/* A server that takes one request and dies holding it. */
+static int service_dead_server(void *arg)
+{
+    shmobj_segment *seg;
+    shmobj_service *svc;
+    shmobj_service_msg req;
+    if (shmobj_segment_open(arg, SHMOBJ_BACKEND_FILE, 0, &seg) != 0 ||
+        shmobj_service_open(seg, "s", 0, &svc) != 0 ||
+        shmobj_service_take(svc, 2 * TEST_MS * 1000, &req) != 0)
+        return 1;
+    return 0;
+}
+
+/* A topic with history, messages held by a dead subscriber and a loan
+ * outstanding; a service with a call given up, a call taken by a server
+ * that died, and a call waiting from a client that died. */
+static void build_topic_service(shmobj_segment *seg, const char *path)
+{
+    shmobj_topic_config cfg;
+    shmobj_topic_config_init(&cfg);
+    cfg.capacity = 8;
+    cfg.history = 3;
+    cfg.subscribers = 4;
+    shmobj_topic *t;
+    shmobj_topic_sub *sub;
+    shmobj_topic_msg msg;
+    assert_int_equal(shmobj_topic_create(seg, "t", &cfg, &t), 0);
+    assert_int_equal(shmobj_topic_subscribe(t, &sub), 0);
+    for (int i = 0; i < TOPIC_MSGS; i++) {
+        char m[32];
+        int n = snprintf(m, sizeof m, "message %d of the topic", i);
+        assert_int_equal(shmobj_topic_publish(t, m, (size_t)n, 0), 0);
+    }
+    assert_int_equal(test_child_wait(test_child_start(topic_dead_sub, (void *)path, 10)), 0);
+    assert_int_equal(shmobj_topic_try_take(sub, &msg), 0);
+    shmobj_topic_loan loan;
+    assert_int_equal(shmobj_topic_loan_get(t, 48, &loan), 0);
+    memset(loan.data, 'l', 48);
+    shmobj_topic_close(t); /* the subscriber and the loan stay recorded */
+
+    shmobj_service *svc;
+    shmobj_service_msg req = {0, "given up", 8, SHMOBJ_SERVICE_BYTES, 0}, resp;
+    assert_int_equal(shmobj_service_create(seg, "s", 4, 0, &svc), 0);
+    assert_int_equal(shmobj_service_call(svc, &req, TEST_MS, &resp), SHMOBJ_ETIMEDOUT);
+    pid_t client = test_child_start(service_client, (void *)path, 10);
+    test_sleep_ms(50);
+    assert_int_equal(test_child_wait(test_child_start(service_dead_server, (void *)path, 10)),
+                     0);
+    kill(client, SIGKILL);
+    test_child_wait(client);
+    client = test_child_start(service_client, (void *)path, 10);
+    test_sleep_ms(50);
+    kill(client, SIGKILL);
+    test_child_wait(client);
+    shmobj_service_close(svc);
+}
 
 static void build(const char *path)
 {
@@ -239,6 +333,7 @@ static void build(const char *path)
     assert_int_equal(shmobj_arena_alloc(seg, 64, 16, &tracked_ref, NULL), 0);
     assert_int_equal(shmobj_queue_put_tracked(q, tracked_ref, 0), 0);
     shmobj_queue_close(q);
+    build_topic_service(seg, path);
 
     /* the objects */
     shmobj_ref shape, target, adopted, rec, top, raw;
@@ -311,7 +406,7 @@ static void build(const char *path)
     assert_int_equal(shmobj_segment_root_set(seg, "rec", rec), 0);
     assert_int_equal(shmobj_segment_root_set(seg, "raw", raw), 0);
     static const char *const kinds[] = {"m", "q", "obj", "shape", "target", "rec", "raw",
-                                        "table"};
+                                        "table", "t", "s"};
     nlive = 0;
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
         assert_int_equal(shmobj_segment_root_get(seg, kinds[i], &live_refs[nlive++]), 0);
@@ -748,6 +843,104 @@ static void queue_calls(shmobj_segment *seg)
     CALL(shmobj_queue_destroy, seg, "q");
 }
 
+/* Every call of a subscriber, a publisher and a wait-set on the topic. */
+static void topic_calls(shmobj_segment *seg)
+{
+    shmobj_topic *t;
+    if (CALL(shmobj_topic_open, seg, "t", &t) != 0)
+        return;
+    shmobj_topic_stats st;
+    CALL(shmobj_topic_stats_get, t, &st);
+    shmobj_topic_sub_info infos[8];
+    size_t n;
+    CALL(shmobj_topic_subscribers_get, t, infos, 8, &n);
+    shmobj_topic_sub *sub;
+    if (CALL(shmobj_topic_subscribe, t, &sub) == 0) {
+        shmobj_topic_msg msgs[4];
+        for (int i = 0; i < 12 && CALL(shmobj_topic_try_take, sub, &msgs[0]) == 0; i++) {
+            volatile uint8_t sum = 0;
+            for (uint64_t j = 0; j < msgs[0].len && j < 4096; j++)
+                sum ^= ((const uint8_t *)msgs[0].data)[j];
+            (void)sum;
+            CALL(shmobj_topic_release, sub, &msgs[0]);
+        }
+        CALL(shmobj_topic_publish, t, "fresh", 5, TEST_MS);
+        unsigned got;
+        if (CALL(shmobj_topic_take_batch, sub, msgs, 4, &got, TEST_MS) == 0)
+            for (unsigned i = 0; i < got && i < 4; i++)
+                CALL(shmobj_topic_release, sub, &msgs[i]);
+        CALL(shmobj_topic_take, sub, &msgs[0], TEST_MS);
+        int fd;
+        if (CALL(shmobj_topic_notify_fd, sub, &fd) == 0)
+            CALL(shmobj_topic_notify_arm, sub);
+        shmobj_waitset *ws;
+        if (CALL(shmobj_waitset_create, &ws) == 0) {
+            void *tags[2];
+            if (CALL(shmobj_waitset_add_topic, ws, sub, sub) == 0)
+                CALL(shmobj_waitset_wait, ws, 0, tags, 2, &n);
+            shmobj_waitset_destroy(ws);
+        }
+        note("shmobj_topic_unsubscribe");
+        shmobj_topic_unsubscribe(sub);
+    }
+    shmobj_topic_loan loan;
+    if (CALL(shmobj_topic_loan_get, t, 64, &loan) == 0) {
+        memset(loan.data, 'x', 64);
+        CALL(shmobj_topic_loan_publish, t, &loan, 64, TEST_MS);
+    }
+    if (CALL(shmobj_topic_loan_get, t, 16, &loan) == 0)
+        CALL(shmobj_topic_loan_cancel, t, &loan);
+    unsigned freed;
+    CALL(shmobj_topic_repair, t, &freed);
+    CALL(shmobj_topic_stats_get, t, &st);
+    note("shmobj_topic_close");
+    shmobj_topic_close(t);
+    CALL(shmobj_topic_destroy, seg, "t");
+}
+
+/* Every call of a server and a client on the service. */
+static void service_calls(shmobj_segment *seg)
+{
+    shmobj_service *svc;
+    if (CALL(shmobj_service_open, seg, "s", 0, &svc) != 0)
+        return;
+    uint32_t count;
+    CALL(shmobj_service_pending, svc, &count);
+    shmobj_service_msg req;
+    for (int i = 0; i < 4 && CALL(shmobj_service_take, svc, 0, &req) == 0; i++) {
+        volatile uint8_t sum = 0;
+        for (size_t j = 0; req.data != NULL && j < req.len && j < 4096; j++)
+            sum ^= ((const uint8_t *)req.data)[j];
+        (void)sum;
+        if (i % 2 == 0) {
+            shmobj_service_msg resp = {0, "answer", 6, SHMOBJ_SERVICE_BYTES, 0};
+            CALL(shmobj_service_reply, svc, &req, &resp);
+        } else {
+            CALL(shmobj_service_release, svc, &req);
+        }
+    }
+    shmobj_service_msg call = {0, "no server", 9, SHMOBJ_SERVICE_BYTES, 0}, resp;
+    if (CALL(shmobj_service_call, svc, &call, TEST_MS, &resp) == 0)
+        CALL(shmobj_service_release, svc, &resp);
+    int fd;
+    if (CALL(shmobj_service_notify_fd, svc, &fd) == 0)
+        CALL(shmobj_service_notify_arm, svc);
+    shmobj_waitset *ws;
+    if (CALL(shmobj_waitset_create, &ws) == 0) {
+        void *tags[2];
+        size_t n;
+        if (CALL(shmobj_waitset_add_service, ws, svc, svc) == 0)
+            CALL(shmobj_waitset_wait, ws, 0, tags, 2, &n);
+        shmobj_waitset_destroy(ws);
+    }
+    uint32_t freed;
+    CALL(shmobj_service_repair, svc, &freed);
+    CALL(shmobj_service_pending, svc, &count);
+    note("shmobj_service_close");
+    shmobj_service_close(svc);
+    CALL(shmobj_service_destroy, seg, "s");
+}
+
 static void segment_calls(shmobj_segment *seg, const char *path)
 {
     shmobj_segment_peek_info pi = {.struct_size = sizeof pi};
@@ -797,6 +990,8 @@ static int child_main(void *arg)
     segment_calls(seg, path);
     map_calls(seg);
     queue_calls(seg);
+    topic_calls(seg);
+    service_calls(seg);
     objects(seg);
     after_calls(seg);
     note("shmobj_segment_close");

@@ -187,7 +187,7 @@ SHMOBJ_API int shmobj_topic_open_timed(shmobj_segment *seg, const char *name,
  * @param[in] name the topic's name (a root name of the segment)
  * @param[in] cfg the configuration, used when it is created (NULL: the defaults)
  * @param[out] out the handle
- * @retval as shmobj_topic_create() and shmobj_topic_open()
+ * @retval others as shmobj_topic_create() and shmobj_topic_open()
  * @since 0.3
  */
 SHMOBJ_API int shmobj_topic_open_or_create(shmobj_segment *seg,
@@ -322,6 +322,8 @@ SHMOBJ_API int shmobj_topic_subscribers_get(shmobj_topic *t,
  * @retval SHMOBJ_ENOMEM no room in the segment
  * @retval SHMOBJ_EFULL SHMOBJ_TOPIC_LOANS_MAX loans are outstanding
  * @retval SHMOBJ_ESTALE the topic was destroyed
+ * @retval SHMOBJ_ECORRUPT the segment's heap is damaged (nothing was
+ *         allocated)
  * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
  *         shmobj_segment_open_flags()): nothing was written
  * @since 0.3
@@ -376,7 +378,7 @@ SHMOBJ_API int shmobj_topic_loan_cancel(shmobj_topic *t,
  * @param[in] data the bytes to copy into the message
  * @param[in] len bytes of the message
  * @param[in] timeout_ns how long to wait: 0 not at all, negative for ever, else nanoseconds
- * @retval as shmobj_topic_loan_get() and shmobj_topic_loan_publish()
+ * @retval others as shmobj_topic_loan_get() and shmobj_topic_loan_publish()
  * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
  *         shmobj_segment_open_flags()): nothing was written
  * @since 0.3
@@ -482,7 +484,7 @@ SHMOBJ_API int shmobj_topic_try_take(shmobj_topic_sub *s, shmobj_topic_msg *msg)
  * @param[in] timeout_ns how long to wait: 0 not at all, negative for ever, else nanoseconds
  * @param[out] n how many were taken
  * @retval 0 at least one taken
- * @retval as shmobj_topic_take() otherwise
+ * @retval others as shmobj_topic_take()
  * @since 0.3
  */
 SHMOBJ_API int shmobj_topic_take_batch(shmobj_topic_sub *s,
