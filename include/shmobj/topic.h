@@ -157,8 +157,8 @@ SHMOBJ_API int shmobj_topic_create(shmobj_segment *seg, const char *name,
  * @retval SHMOBJ_ENOTFOUND no root of that name
  * @retval SHMOBJ_ETYPE the root is not a topic
  * @retval SHMOBJ_ESTALE the topic is being destroyed
- * @retval SHMOBJ_ECORRUPT / SHMOBJ_EVERSION the topic's block is damaged or
- *         of another format
+ * @retval SHMOBJ_ECORRUPT the topic's block is damaged
+ * @retval SHMOBJ_EVERSION the topic's block has another format version
  * @retval SHMOBJ_ENOMEM no memory for the handle
  * @since 0.3
  */
