@@ -21,6 +21,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
+#include <nats/nats.h>
 #include <shmobj.h>
 
 #include "shmobj-bridge.h"
@@ -776,6 +777,142 @@ static void test_bridge_topic_to_topic(void **state)
     world_down(&w);
 }
 
+/* A delivery lost on its way (as to a cluster node that dies with it)
+ * comes again after the ack wait, behind later messages the bridge put
+ * already: it is put then, not taken for a redelivery of one put before.
+ * The test plays the lost delivery: it binds the durable consumer first,
+ * receives the stream's first message and drops it unacknowledged. */
+static void test_bridge_lost_delivery_put_later(void **state)
+{
+    (void)state;
+    struct world w;
+    world_up(&w, NULL);
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    jsErrCode jerr = 0;
+    assert_int_equal(natsConnection_ConnectTo(&nc, w.url), NATS_OK);
+    assert_int_equal(natsConnection_JetStream(&js, nc, NULL), NATS_OK);
+    jsStreamConfig sc;
+    jsStreamConfig_Init(&sc);
+    const char *subjects[] = {"gp"};
+    sc.Name = "GP";
+    sc.Subjects = subjects;
+    sc.SubjectsLen = 1;
+    assert_int_equal(js_AddStream(NULL, js, &sc, NULL, &jerr), NATS_OK);
+    enum { N = 40 };
+    char body[100];
+    memset(body, 'a', sizeof body);
+    snprintf(body, 12, "m%010u", 0u);
+    assert_int_equal(js_Publish(NULL, js, "gp", body, sizeof body, NULL, &jerr), NATS_OK);
+    natsSubscription *lost = NULL;
+    assert_int_equal(natsConnection_SubscribeSync(&lost, nc, "gp-deliver"), NATS_OK);
+    jsConsumerConfig cc;
+    jsConsumerConfig_Init(&cc);
+    cc.Durable = "GPD";
+    cc.DeliverSubject = "gp-deliver";
+    cc.FilterSubject = "gp";
+    cc.AckPolicy = js_AckExplicit;
+    cc.AckWait = 3000000000; /* the route's ack-wait-ms=3000 */
+    cc.MaxAckPending = 64;
+    cc.MaxDeliver = -1;
+    assert_int_equal(js_AddConsumer(NULL, js, "GP", &cc, NULL, &jerr), NATS_OK);
+    natsMsg *m = NULL;
+    assert_int_equal(natsSubscription_NextMsg(&m, lost, 5000), NATS_OK);
+    natsMsg_Destroy(m); /* never acknowledged: "lost on its way" */
+    natsSubscription_Unsubscribe(lost);
+    natsSubscription_Destroy(lost);
+    for (unsigned i = 1; i < N; i++) {
+        memset(body, 'a' + (int)(i % 26), sizeof body);
+        snprintf(body, 12, "m%010u", i);
+        assert_int_equal(js_Publish(NULL, js, "gp", body, sizeof body, NULL, &jerr), NATS_OK);
+    }
+    shmobj_queue *qb;
+    assert_int_equal(shmobj_queue_open_or_create(w.b, "jobs", 1024, 0, &qb), 0);
+    pid_t bb = bridge_start(w.seg_b, "gpb", w.url,
+                            "stream:GP/gp -> queue:jobs durable=GPD ack-wait-ms=3000", NULL);
+    unsigned char seen[N] = {0};
+    unsigned dups = 0;
+    unsigned got = take_all(qb, N, N, seen, &dups, 15);
+    if (!seen[0])
+        print_message("the first message, delivered again after the others, was not put\n");
+    assert_int_equal(got, N);
+    assert_int_equal(dups, 0);
+    assert_int_equal(reap(bb, SIGTERM, 10), 0);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    shmobj_queue_close(qb);
+    world_down(&w);
+}
+
+/* What a shortfall of the cluster test is: the ids still missing, the
+ * stream's and the consumer's state as the cluster sees them, which of the
+ * missing ids the stream holds, and the bridges' last status lines. */
+static void cluster_report(const char *url, const unsigned char *seen, unsigned n,
+                           const char *stream, const char *durable)
+{
+    unsigned miss = 0;
+    print_message("missing ids:");
+    for (unsigned i = 0; i < n; i++)
+        if (!seen[i] && miss++ < 40)
+            print_message(" %u", i);
+    print_message(" (%u in all)\n", miss);
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    if (natsConnection_ConnectTo(&nc, url) != NATS_OK ||
+        natsConnection_JetStream(&js, nc, NULL) != NATS_OK) {
+        print_message("no connection to the cluster: %s\n", nats_GetLastError(NULL));
+        natsConnection_Destroy(nc);
+        return;
+    }
+    jsStreamInfo *si = NULL;
+    jsConsumerInfo *ci = NULL;
+    jsErrCode jerr = 0;
+    if (js_GetStreamInfo(&si, js, stream, NULL, &jerr) == NATS_OK) {
+        print_message("stream %s: msgs %llu first %llu last %llu\n", stream,
+                      (unsigned long long)si->State.Msgs,
+                      (unsigned long long)si->State.FirstSeq,
+                      (unsigned long long)si->State.LastSeq);
+        unsigned char *in_stream = calloc(n, 1);
+        for (uint64_t q = si->State.FirstSeq; q <= si->State.LastSeq; q++) {
+            natsMsg *m = NULL;
+            if (js_GetMsg(&m, js, stream, q, NULL, &jerr) != NATS_OK)
+                continue;
+            unsigned i = (unsigned)strtoul(natsMsg_GetData(m) + 1, NULL, 10);
+            if (i < n) {
+                if (!seen[i])
+                    print_message("missing id %u is stream sequence %llu\n", i,
+                                  (unsigned long long)q);
+                in_stream[i] = 1;
+            }
+            natsMsg_Destroy(m);
+        }
+        for (unsigned i = 0; i < n; i++)
+            if (!in_stream[i])
+                print_message("id %u is not in the stream\n", i);
+        free(in_stream);
+        jsStreamInfo_Destroy(si);
+    } else {
+        print_message("stream info: %s\n", nats_GetLastError(NULL));
+    }
+    if (js_GetConsumerInfo(&ci, js, stream, durable, NULL, &jerr) == NATS_OK) {
+        print_message("consumer %s: delivered %llu/%llu ack floor %llu/%llu ack pending %lld "
+                      "redelivered %lld pending %llu\n", durable,
+                      (unsigned long long)ci->Delivered.Consumer,
+                      (unsigned long long)ci->Delivered.Stream,
+                      (unsigned long long)ci->AckFloor.Consumer,
+                      (unsigned long long)ci->AckFloor.Stream, (long long)ci->NumAckPending,
+                      (long long)ci->NumRedelivered, (unsigned long long)ci->NumPending);
+        jsConsumerInfo_Destroy(ci);
+    }
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "tail -n 1 '%s/cla.out' '%s/clb.out'; cat '%s/cla.err' '%s/clb.err'",
+             tmpdir, tmpdir, tmpdir, tmpdir);
+    if (system(cmd) != 0)
+        print_message("no bridge output\n");
+}
+
 /* Three nodes on loopback; the stream has three replicas; the node the
  * bridges were told of first dies while messages flow, and none is lost.
  * Run only with SHMOBJ_BRIDGE_CLUSTER=1: in one run of the suite 994 of
@@ -823,7 +960,7 @@ static void test_bridge_cluster_node_dies(void **state)
     assert_int_equal(shmobj_segment_create(w.seg_b, &o, &w.b), 0);
     /* the cluster elects its JetStream leader: the bridges retry until then */
     pid_t ba = bridge_start(w.seg_a, "cla", url, "queue:jobs -> stream:CL/cl replicas=3", NULL);
-    pid_t bb = bridge_start(w.seg_b, "clb", url, "stream:CL/cl -> queue:jobs replicas=3", NULL);
+    pid_t bb = bridge_start(w.seg_b, "clb", url, "stream:CL/cl -> queue:jobs replicas=3 durable=CLD", NULL);
     shmobj_queue *qa, *qb;
     assert_int_equal(shmobj_queue_open_or_create(w.a, "jobs", 1024, 0, &qa), 0);
     assert_int_equal(shmobj_queue_open_or_create(w.b, "jobs", 1024, 0, &qb), 0);
@@ -837,6 +974,14 @@ static void test_bridge_cluster_node_dies(void **state)
     for (unsigned i = N / 2; i < N; i++)
         put_msg(qa, i, 100);
     got += take_all(qb, N - got, N, seen, &dups, 40);
+    if (got < N) {
+        cluster_report(url, seen, N, "CL", "CLD");
+        unsigned late = take_all(qb, N - got, N, seen, &dups, 40);
+        print_message("%u more arrived in the next 40 s\n", late);
+        got += late;
+        if (late)
+            cluster_report(url, seen, N, "CL", "CLD");
+    }
     assert_int_equal(got, N);
     assert_int_equal(dups, 0);
     assert_int_equal(reap(ba, SIGTERM, 10), 0);
@@ -889,6 +1034,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_bridge_bad_credentials_clear_error, teardown),
         cmocka_unit_test_teardown(test_bridge_map_kv_both_ways, teardown),
         cmocka_unit_test_teardown(test_bridge_topic_to_topic, teardown),
+        cmocka_unit_test_teardown(test_bridge_lost_delivery_put_later, teardown),
         cmocka_unit_test_teardown(test_bridge_cluster_node_dies, teardown),
     };
     test_filter_from_env();
