@@ -5,7 +5,8 @@
  * store in a temporary folder. The failure tests restart the server, kill
  * the bridges at random points, fill the receiving queue, send a message
  * larger than the server takes, offer wrong credentials, and kill a node
- * of a three-node cluster. Every wait is bounded.
+ * of a three-node cluster (SHMOBJ_BRIDGE_CLUSTER=0 skips that one), and
+ * lose a delivery on its way. Every wait is bounded.
  *
  * usage: test-bridge SHMOBJ_BRIDGE_PATH
  */
@@ -844,6 +845,27 @@ static void test_bridge_lost_delivery_put_later(void **state)
     world_down(&w);
 }
 
+/* The consumer's deliveries as the cluster counts them: more deliveries
+ * than messages are redeliveries (of deliveries lost with the node, or of
+ * acks lost with it). */
+static void consumer_line(const char *url, const char *stream, const char *durable)
+{
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    jsConsumerInfo *ci = NULL;
+    jsErrCode jerr = 0;
+    if (natsConnection_ConnectTo(&nc, url) == NATS_OK &&
+        natsConnection_JetStream(&js, nc, NULL) == NATS_OK &&
+        js_GetConsumerInfo(&ci, js, stream, durable, NULL, &jerr) == NATS_OK) {
+        print_message("consumer %s: %llu deliveries of %llu messages\n", durable,
+                      (unsigned long long)ci->Delivered.Consumer,
+                      (unsigned long long)ci->Delivered.Stream);
+        jsConsumerInfo_Destroy(ci);
+    }
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+}
+
 /* What a shortfall of the cluster test is: the ids still missing, the
  * stream's and the consumer's state as the cluster sees them, which of the
  * missing ids the stream holds, and the bridges' last status lines. */
@@ -915,14 +937,20 @@ static void cluster_report(const char *url, const unsigned char *seen, unsigned 
 
 /* Three nodes on loopback; the stream has three replicas; the node the
  * bridges were told of first dies while messages flow, and none is lost.
- * Run only with SHMOBJ_BRIDGE_CLUSTER=1: in one run of the suite 994 of
- * 1,000 messages arrived within 40 s of the kill (lost, or redelivered
- * later than that: not yet known; doc/bridge.md, "Known problems"). */
+ * Deliveries that were on their way through the dead node come again
+ * after the ack wait, behind later ones: the inbound route used to take
+ * them for redeliveries of messages it had put and acknowledged them
+ * without a put (47 of 1,000 lost in one run under load; what
+ * test_bridge_lost_delivery_put_later checks without a cluster). On a
+ * shortfall the test says which ids are missing, whether the stream has
+ * them, and what the consumer delivered. In the default suite (a run takes
+ * 4 to 19 s on a loaded 2-CPU machine); SHMOBJ_BRIDGE_CLUSTER=0 skips it. */
 static void test_bridge_cluster_node_dies(void **state)
 {
     (void)state;
-    if (getenv("SHMOBJ_BRIDGE_CLUSTER") == NULL) {
-        print_message("skipped: set SHMOBJ_BRIDGE_CLUSTER=1 to run the three-node cluster test\n");
+    const char *run = getenv("SHMOBJ_BRIDGE_CLUSTER");
+    if (run != NULL && strcmp(run, "0") == 0) {
+        print_message("skipped: SHMOBJ_BRIDGE_CLUSTER=0\n");
         skip();
     }
     int port[3], cport[3];
@@ -960,7 +988,10 @@ static void test_bridge_cluster_node_dies(void **state)
     assert_int_equal(shmobj_segment_create(w.seg_b, &o, &w.b), 0);
     /* the cluster elects its JetStream leader: the bridges retry until then */
     pid_t ba = bridge_start(w.seg_a, "cla", url, "queue:jobs -> stream:CL/cl replicas=3", NULL);
-    pid_t bb = bridge_start(w.seg_b, "clb", url, "stream:CL/cl -> queue:jobs replicas=3 durable=CLD", NULL);
+    /* a delivery lost with the node comes again after the ack wait */
+    pid_t bb = bridge_start(w.seg_b, "clb", url,
+                            "stream:CL/cl -> queue:jobs replicas=3 durable=CLD ack-wait-ms=2000",
+                            NULL);
     shmobj_queue *qa, *qb;
     assert_int_equal(shmobj_queue_open_or_create(w.a, "jobs", 1024, 0, &qa), 0);
     assert_int_equal(shmobj_queue_open_or_create(w.b, "jobs", 1024, 0, &qb), 0);
@@ -970,10 +1001,14 @@ static void test_bridge_cluster_node_dies(void **state)
     for (unsigned i = 0; i < N / 2; i++)
         put_msg(qa, i, 100);
     got += take_all(qb, N / 4, N, seen, &dups, 40);
+    int64_t kill_at = now_ns();
     reap(node[0], SIGKILL, 10);
     for (unsigned i = N / 2; i < N; i++)
         put_msg(qa, i, 100);
     got += take_all(qb, N - got, N, seen, &dups, 40);
+    print_message("%u of %u messages %.1f s after the kill\n", got, N,
+                  (double)(now_ns() - kill_at) / 1e9);
+    consumer_line(url, "CL", "CLD");
     if (got < N) {
         cluster_report(url, seen, N, "CL", "CLD");
         unsigned late = take_all(qb, N - got, N, seen, &dups, 40);
