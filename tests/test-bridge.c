@@ -845,6 +845,78 @@ static void test_bridge_lost_delivery_put_later(void **state)
     world_down(&w);
 }
 
+static unsigned state_keys(shmobj_map *m, const char *prefix)
+{
+    shmobj_map_iter *it;
+    unsigned n = 0;
+    const void *k, *v;
+    size_t kl, vl;
+    assert_int_equal(shmobj_map_iter_open(m, &it), 0);
+    while (shmobj_map_iter_next(it, &k, &kl, &v, &vl) == 0)
+        if (kl >= strlen(prefix) && memcmp(k, prefix, strlen(prefix)) == 0)
+            n++;
+    shmobj_map_iter_close(it);
+    return n;
+}
+
+/* A route that takes one subject of a stream with two sees gaps in the
+ * stream's sequences: it puts every message of its subject once, and the
+ * sequences it records above its floor go once the server's ack floor
+ * passes them (they would otherwise grow without end). */
+static void test_bridge_stream_of_two_subjects_floor_rises(void **state)
+{
+    (void)state;
+    struct world w;
+    world_up(&w, NULL);
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    jsErrCode jerr = 0;
+    assert_int_equal(natsConnection_ConnectTo(&nc, w.url), NATS_OK);
+    assert_int_equal(natsConnection_JetStream(&js, nc, NULL), NATS_OK);
+    jsStreamConfig sc;
+    jsStreamConfig_Init(&sc);
+    const char *subjects[] = {"gx.a", "gx.b"};
+    sc.Name = "GX";
+    sc.Subjects = subjects;
+    sc.SubjectsLen = 2;
+    assert_int_equal(js_AddStream(NULL, js, &sc, NULL, &jerr), NATS_OK);
+    enum { N = 60 };
+    char body[100];
+    for (unsigned i = 0; i < 2 * N; i++) {
+        unsigned id = i / 2;
+        memset(body, 'a' + (int)(id % 26), sizeof body);
+        snprintf(body, 12, "m%010u", id);
+        assert_int_equal(js_Publish(NULL, js, i % 2 ? "gx.b" : "gx.a", body, sizeof body, NULL,
+                                    &jerr), NATS_OK);
+    }
+    shmobj_queue *qb;
+    shmobj_map *st;
+    assert_int_equal(shmobj_queue_open_or_create(w.b, "jobs", 1024, 0, &qb), 0);
+    assert_int_equal(shmobj_map_open_or_create(w.b, "shmobj-bridge", &st), 0);
+    pid_t bb = bridge_start(w.seg_b, "gxb", w.url, "stream:GX/gx.a -> queue:jobs", NULL);
+    unsigned char seen[N] = {0};
+    unsigned dups = 0;
+    assert_int_equal(take_all(qb, N, N, seen, &dups, 15), N);
+    unsigned above = N;
+    for (int i = 0; i < 100 && above > 0; i++) {
+        msleep(100);
+        above = state_keys(st, "in:jobs.in:");
+    }
+    assert_int_equal(above, 0);
+    assert_int_equal(state_keys(st, "in:jobs.in"), 1); /* the floor */
+    /* killed and started again: nothing is put twice */
+    assert_int_equal(reap(bb, SIGKILL, 10), 128 + SIGKILL);
+    bb = bridge_start(w.seg_b, "gxb", w.url, "stream:GX/gx.a -> queue:jobs", NULL);
+    assert_int_equal(take_all(qb, 1, N, seen, &dups, 2), 0);
+    assert_int_equal(dups, 0);
+    assert_int_equal(reap(bb, SIGTERM, 10), 0);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    shmobj_map_close(st);
+    shmobj_queue_close(qb);
+    world_down(&w);
+}
+
 /* The consumer's deliveries as the cluster counts them: more deliveries
  * than messages are redeliveries (of deliveries lost with the node, or of
  * acks lost with it). */
@@ -1070,6 +1142,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_bridge_map_kv_both_ways, teardown),
         cmocka_unit_test_teardown(test_bridge_topic_to_topic, teardown),
         cmocka_unit_test_teardown(test_bridge_lost_delivery_put_later, teardown),
+        cmocka_unit_test_teardown(test_bridge_stream_of_two_subjects_floor_rises, teardown),
         cmocka_unit_test_teardown(test_bridge_cluster_node_dies, teardown),
     };
     test_filter_from_env();
