@@ -48,7 +48,6 @@ struct in {
     uint64_t *above; /* sequences above the floor that were put, ascending */
     size_t nabove, cap_above;
     int64_t floor_asked; /* when the server's ack floor was last asked for */
-    bool dirty;          /* the floor rose and is not yet written */
 };
 
 #define FLOOR_ASK_NS 1000000000
@@ -95,7 +94,6 @@ static void floor_settle(struct in *o)
     /* the floor first: a kill in between leaves keys it covers, never a
      * sequence put and recorded nowhere */
     shmobj_map_set(o->state, o->key, o->key_len, &o->floor, sizeof o->floor);
-    o->dirty = false;
     for (size_t j = 0; j < i; j++)
         shmobj_map_del(o->state, k, above_key(o, o->above[j], k));
     if (i > 0) {
@@ -109,10 +107,11 @@ static void mark_put(struct in *o, uint64_t seq)
 {
     if (seq == o->floor + 1) {
         o->floor = seq;
-        if (o->nabove == 0)
-            o->dirty = true; /* written once for the batch */
-        else
-            floor_settle(o);
+        if (o->nabove == 0) {
+            shmobj_map_set(o->state, o->key, o->key_len, &o->floor, sizeof o->floor);
+            return;
+        }
+        floor_settle(o);
         return;
     }
     if (o->nabove == o->cap_above) {
@@ -313,42 +312,6 @@ static int subscribe(struct in *o)
     return 0;
 }
 
-/* One delivered message: skipped (acknowledged) when put before, refused
- * (terminated), or put and recorded, then true: the caller acks it after
- * the state is written. *stopping when the route stops during a wait. */
-static bool put_one(struct in *o, natsMsg *m, bool *stopping)
-{
-    struct route *r = o->r;
-    jsMsgMetaData *md = NULL;
-    uint64_t seq = 0;
-    if (natsMsg_GetMetaData(&md, m) == NATS_OK) {
-        seq = md->Sequence.Stream;
-        jsMsgMetaData_Destroy(md);
-    }
-    if (seq != 0 && put_before(o, seq)) {
-        natsMsg_Ack(m, NULL); /* put already; its ack was lost */
-        natsMsg_Destroy(m);
-        return false;
-    }
-    int rc = put_local(o, m);
-    if (rc == SHMOBJ_ETIMEDOUT) { /* stopping: delivered again later */
-        *stopping = true;
-        natsMsg_Destroy(m);
-        return false;
-    }
-    if (rc != 0) {
-        atomic_fetch_add(&r->st.failed, 1);
-        bridge__route_error(r, "stream message %" PRIu64 " refused: %s", seq,
-                            shmobj_strerror(rc));
-        natsMsg_Term(m, NULL);
-        natsMsg_Destroy(m);
-        return false;
-    }
-    if (seq != 0)
-        mark_put(o, seq);
-    return true;
-}
-
 static int route_in(struct in *o)
 {
     struct route *r = o->r;
@@ -364,11 +327,7 @@ static int route_in(struct in *o)
             return 0;
         sleep_ns(500000000);
     }
-    natsMsg **done = calloc(r->c->batch, sizeof *done);
-    if (done == NULL)
-        return SHMOBJ_ENOMEM;
-    bool stopping = false;
-    while (!stopping && !atomic_load(&b->stop)) {
+    while (!atomic_load(&b->stop)) {
         natsMsg *m = NULL;
         floor_ask(o);
         s = natsSubscription_NextMsg(&m, o->sub, 50);
@@ -379,29 +338,37 @@ static int route_in(struct in *o)
             sleep_ns(100000000);
             continue;
         }
-        /* put what has arrived (up to a batch), record it once, then ack
-         * each: one write of the state per batch rather than per message */
-        uint32_t n = 0;
-        while (m != NULL) {
-            if (put_one(o, m, &stopping))
-                done[n++] = m;
-            m = NULL;
-            if (stopping || n == r->c->batch ||
-                natsSubscription_NextMsg(&m, o->sub, 0) != NATS_OK)
-                m = NULL;
+        jsMsgMetaData *md = NULL;
+        uint64_t seq = 0;
+        if (natsMsg_GetMetaData(&md, m) == NATS_OK) {
+            seq = md->Sequence.Stream;
+            jsMsgMetaData_Destroy(md);
         }
-        if (o->dirty) {
-            shmobj_map_set(o->state, o->key, o->key_len, &o->floor, sizeof o->floor);
-            o->dirty = false;
+        if (seq != 0 && put_before(o, seq)) {
+            natsMsg_Ack(m, NULL); /* put already; its ack was lost */
+            natsMsg_Destroy(m);
+            continue;
         }
-        for (uint32_t i = 0; i < n; i++) {
-            natsMsg_Ack(done[i], NULL);
-            atomic_fetch_add(&r->st.msgs, 1);
-            atomic_fetch_add(&r->st.bytes, (uint64_t)natsMsg_GetDataLength(done[i]));
-            natsMsg_Destroy(done[i]);
+        rc = put_local(o, m);
+        if (rc == SHMOBJ_ETIMEDOUT) { /* stopping: delivered again later */
+            natsMsg_Destroy(m);
+            break;
         }
+        if (rc != 0) {
+            atomic_fetch_add(&r->st.failed, 1);
+            bridge__route_error(r, "stream message %" PRIu64 " refused: %s", seq,
+                                shmobj_strerror(rc));
+            natsMsg_Term(m, NULL);
+            natsMsg_Destroy(m);
+            continue;
+        }
+        if (seq != 0)
+            mark_put(o, seq);
+        natsMsg_Ack(m, NULL);
+        atomic_fetch_add(&r->st.msgs, 1);
+        atomic_fetch_add(&r->st.bytes, (uint64_t)natsMsg_GetDataLength(m));
+        natsMsg_Destroy(m);
     }
-    free(done);
     return 0;
 }
 
