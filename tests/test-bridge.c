@@ -1016,7 +1016,8 @@ static void cluster_report(const char *url, const unsigned char *seen, unsigned 
  * test_bridge_lost_delivery_put_later checks without a cluster). On a
  * shortfall the test says which ids are missing, whether the stream has
  * them, and what the consumer delivered. In the default suite (a run takes
- * 3 to 22 s on a loaded 2-CPU machine); SHMOBJ_BRIDGE_CLUSTER=0 skips it. */
+ * 3 to 33 s, median 9 s, on a loaded 2-CPU machine); SHMOBJ_BRIDGE_CLUSTER=0
+ * skips it. */
 static void test_bridge_cluster_node_dies(void **state)
 {
     (void)state;
