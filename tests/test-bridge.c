@@ -5,7 +5,8 @@
  * store in a temporary folder. The failure tests restart the server, kill
  * the bridges at random points, fill the receiving queue, send a message
  * larger than the server takes, offer wrong credentials, and kill a node
- * of a three-node cluster. Every wait is bounded.
+ * of a three-node cluster (SHMOBJ_BRIDGE_CLUSTER=0 skips that one), and
+ * lose a delivery on its way. Every wait is bounded.
  *
  * usage: test-bridge SHMOBJ_BRIDGE_PATH
  */
@@ -21,6 +22,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
+#include <nats/nats.h>
 #include <shmobj.h>
 
 #include "shmobj-bridge.h"
@@ -776,16 +778,252 @@ static void test_bridge_topic_to_topic(void **state)
     world_down(&w);
 }
 
+/* A delivery lost on its way (as to a cluster node that dies with it)
+ * comes again after the ack wait, behind later messages the bridge put
+ * already: it is put then, not taken for a redelivery of one put before.
+ * The test plays the lost delivery: it binds the durable consumer first,
+ * receives the stream's first message and drops it unacknowledged. */
+static void test_bridge_lost_delivery_put_later(void **state)
+{
+    (void)state;
+    struct world w;
+    world_up(&w, NULL);
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    jsErrCode jerr = 0;
+    assert_int_equal(natsConnection_ConnectTo(&nc, w.url), NATS_OK);
+    assert_int_equal(natsConnection_JetStream(&js, nc, NULL), NATS_OK);
+    jsStreamConfig sc;
+    jsStreamConfig_Init(&sc);
+    const char *subjects[] = {"gp"};
+    sc.Name = "GP";
+    sc.Subjects = subjects;
+    sc.SubjectsLen = 1;
+    assert_int_equal(js_AddStream(NULL, js, &sc, NULL, &jerr), NATS_OK);
+    enum { N = 40 };
+    char body[100];
+    memset(body, 'a', sizeof body);
+    snprintf(body, 12, "m%010u", 0u);
+    assert_int_equal(js_Publish(NULL, js, "gp", body, sizeof body, NULL, &jerr), NATS_OK);
+    natsSubscription *lost = NULL;
+    assert_int_equal(natsConnection_SubscribeSync(&lost, nc, "gp-deliver"), NATS_OK);
+    jsConsumerConfig cc;
+    jsConsumerConfig_Init(&cc);
+    cc.Durable = "GPD";
+    cc.DeliverSubject = "gp-deliver";
+    cc.FilterSubject = "gp";
+    cc.AckPolicy = js_AckExplicit;
+    cc.AckWait = 3000000000; /* the route's ack-wait-ms=3000 */
+    cc.MaxAckPending = 64;
+    cc.MaxDeliver = -1;
+    assert_int_equal(js_AddConsumer(NULL, js, "GP", &cc, NULL, &jerr), NATS_OK);
+    natsMsg *m = NULL;
+    assert_int_equal(natsSubscription_NextMsg(&m, lost, 5000), NATS_OK);
+    natsMsg_Destroy(m); /* never acknowledged: "lost on its way" */
+    natsSubscription_Unsubscribe(lost);
+    natsSubscription_Destroy(lost);
+    for (unsigned i = 1; i < N; i++) {
+        memset(body, 'a' + (int)(i % 26), sizeof body);
+        snprintf(body, 12, "m%010u", i);
+        assert_int_equal(js_Publish(NULL, js, "gp", body, sizeof body, NULL, &jerr), NATS_OK);
+    }
+    shmobj_queue *qb;
+    assert_int_equal(shmobj_queue_open_or_create(w.b, "jobs", 1024, 0, &qb), 0);
+    pid_t bb = bridge_start(w.seg_b, "gpb", w.url,
+                            "stream:GP/gp -> queue:jobs durable=GPD ack-wait-ms=3000", NULL);
+    unsigned char seen[N] = {0};
+    unsigned dups = 0;
+    unsigned got = take_all(qb, N, N, seen, &dups, 15);
+    if (!seen[0])
+        print_message("the first message, delivered again after the others, was not put\n");
+    assert_int_equal(got, N);
+    assert_int_equal(dups, 0);
+    assert_int_equal(reap(bb, SIGTERM, 10), 0);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    shmobj_queue_close(qb);
+    world_down(&w);
+}
+
+static unsigned state_keys(shmobj_map *m, const char *prefix)
+{
+    shmobj_map_iter *it;
+    unsigned n = 0;
+    const void *k, *v;
+    size_t kl, vl;
+    assert_int_equal(shmobj_map_iter_open(m, &it), 0);
+    while (shmobj_map_iter_next(it, &k, &kl, &v, &vl) == 0)
+        if (kl >= strlen(prefix) && memcmp(k, prefix, strlen(prefix)) == 0)
+            n++;
+    shmobj_map_iter_close(it);
+    return n;
+}
+
+/* A route that takes one subject of a stream with two sees gaps in the
+ * stream's sequences: it puts every message of its subject once, and the
+ * sequences it records above its floor go once the server's ack floor
+ * passes them (they would otherwise grow without end). */
+static void test_bridge_stream_of_two_subjects_floor_rises(void **state)
+{
+    (void)state;
+    struct world w;
+    world_up(&w, NULL);
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    jsErrCode jerr = 0;
+    assert_int_equal(natsConnection_ConnectTo(&nc, w.url), NATS_OK);
+    assert_int_equal(natsConnection_JetStream(&js, nc, NULL), NATS_OK);
+    jsStreamConfig sc;
+    jsStreamConfig_Init(&sc);
+    const char *subjects[] = {"gx.a", "gx.b"};
+    sc.Name = "GX";
+    sc.Subjects = subjects;
+    sc.SubjectsLen = 2;
+    assert_int_equal(js_AddStream(NULL, js, &sc, NULL, &jerr), NATS_OK);
+    enum { N = 60 };
+    char body[100];
+    for (unsigned i = 0; i < 2 * N; i++) {
+        unsigned id = i / 2;
+        memset(body, 'a' + (int)(id % 26), sizeof body);
+        snprintf(body, 12, "m%010u", id);
+        assert_int_equal(js_Publish(NULL, js, i % 2 ? "gx.b" : "gx.a", body, sizeof body, NULL,
+                                    &jerr), NATS_OK);
+    }
+    shmobj_queue *qb;
+    shmobj_map *st;
+    assert_int_equal(shmobj_queue_open_or_create(w.b, "jobs", 1024, 0, &qb), 0);
+    assert_int_equal(shmobj_map_open_or_create(w.b, "shmobj-bridge", &st), 0);
+    pid_t bb = bridge_start(w.seg_b, "gxb", w.url, "stream:GX/gx.a -> queue:jobs", NULL);
+    unsigned char seen[N] = {0};
+    unsigned dups = 0;
+    assert_int_equal(take_all(qb, N, N, seen, &dups, 15), N);
+    unsigned above = N;
+    for (int i = 0; i < 100 && above > 0; i++) {
+        msleep(100);
+        above = state_keys(st, "in:jobs.in:");
+    }
+    assert_int_equal(above, 0);
+    assert_int_equal(state_keys(st, "in:jobs.in"), 1); /* the floor */
+    /* killed and started again: nothing is put twice */
+    assert_int_equal(reap(bb, SIGKILL, 10), 128 + SIGKILL);
+    bb = bridge_start(w.seg_b, "gxb", w.url, "stream:GX/gx.a -> queue:jobs", NULL);
+    assert_int_equal(take_all(qb, 1, N, seen, &dups, 2), 0);
+    assert_int_equal(dups, 0);
+    assert_int_equal(reap(bb, SIGTERM, 10), 0);
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    shmobj_map_close(st);
+    shmobj_queue_close(qb);
+    world_down(&w);
+}
+
+/* The consumer's deliveries as the cluster counts them: more deliveries
+ * than messages are redeliveries (of deliveries lost with the node, or of
+ * acks lost with it). */
+static void consumer_line(const char *url, const char *stream, const char *durable)
+{
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    jsConsumerInfo *ci = NULL;
+    jsErrCode jerr = 0;
+    if (natsConnection_ConnectTo(&nc, url) == NATS_OK &&
+        natsConnection_JetStream(&js, nc, NULL) == NATS_OK &&
+        js_GetConsumerInfo(&ci, js, stream, durable, NULL, &jerr) == NATS_OK) {
+        print_message("consumer %s: %llu deliveries of %llu messages\n", durable,
+                      (unsigned long long)ci->Delivered.Consumer,
+                      (unsigned long long)ci->Delivered.Stream);
+        jsConsumerInfo_Destroy(ci);
+    }
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+}
+
+/* What a shortfall of the cluster test is: the ids still missing, the
+ * stream's and the consumer's state as the cluster sees them, which of the
+ * missing ids the stream holds, and the bridges' last status lines. */
+static void cluster_report(const char *url, const unsigned char *seen, unsigned n,
+                           const char *stream, const char *durable)
+{
+    unsigned miss = 0;
+    print_message("missing ids:");
+    for (unsigned i = 0; i < n; i++)
+        if (!seen[i] && miss++ < 40)
+            print_message(" %u", i);
+    print_message(" (%u in all)\n", miss);
+    natsConnection *nc = NULL;
+    jsCtx *js = NULL;
+    if (natsConnection_ConnectTo(&nc, url) != NATS_OK ||
+        natsConnection_JetStream(&js, nc, NULL) != NATS_OK) {
+        print_message("no connection to the cluster: %s\n", nats_GetLastError(NULL));
+        natsConnection_Destroy(nc);
+        return;
+    }
+    jsStreamInfo *si = NULL;
+    jsConsumerInfo *ci = NULL;
+    jsErrCode jerr = 0;
+    if (js_GetStreamInfo(&si, js, stream, NULL, &jerr) == NATS_OK) {
+        print_message("stream %s: msgs %llu first %llu last %llu\n", stream,
+                      (unsigned long long)si->State.Msgs,
+                      (unsigned long long)si->State.FirstSeq,
+                      (unsigned long long)si->State.LastSeq);
+        unsigned char *in_stream = calloc(n, 1);
+        for (uint64_t q = si->State.FirstSeq; q <= si->State.LastSeq; q++) {
+            natsMsg *m = NULL;
+            if (js_GetMsg(&m, js, stream, q, NULL, &jerr) != NATS_OK)
+                continue;
+            unsigned i = (unsigned)strtoul(natsMsg_GetData(m) + 1, NULL, 10);
+            if (i < n) {
+                if (!seen[i])
+                    print_message("missing id %u is stream sequence %llu\n", i,
+                                  (unsigned long long)q);
+                in_stream[i] = 1;
+            }
+            natsMsg_Destroy(m);
+        }
+        for (unsigned i = 0; i < n; i++)
+            if (!in_stream[i])
+                print_message("id %u is not in the stream\n", i);
+        free(in_stream);
+        jsStreamInfo_Destroy(si);
+    } else {
+        print_message("stream info: %s\n", nats_GetLastError(NULL));
+    }
+    if (js_GetConsumerInfo(&ci, js, stream, durable, NULL, &jerr) == NATS_OK) {
+        print_message("consumer %s: delivered %llu/%llu ack floor %llu/%llu ack pending %lld "
+                      "redelivered %lld pending %llu\n", durable,
+                      (unsigned long long)ci->Delivered.Consumer,
+                      (unsigned long long)ci->Delivered.Stream,
+                      (unsigned long long)ci->AckFloor.Consumer,
+                      (unsigned long long)ci->AckFloor.Stream, (long long)ci->NumAckPending,
+                      (long long)ci->NumRedelivered, (unsigned long long)ci->NumPending);
+        jsConsumerInfo_Destroy(ci);
+    }
+    jsCtx_Destroy(js);
+    natsConnection_Destroy(nc);
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "tail -n 1 '%s/cla.out' '%s/clb.out'; cat '%s/cla.err' '%s/clb.err'",
+             tmpdir, tmpdir, tmpdir, tmpdir);
+    if (system(cmd) != 0)
+        print_message("no bridge output\n");
+}
+
 /* Three nodes on loopback; the stream has three replicas; the node the
  * bridges were told of first dies while messages flow, and none is lost.
- * Run only with SHMOBJ_BRIDGE_CLUSTER=1: in one run of the suite 994 of
- * 1,000 messages arrived within 40 s of the kill (lost, or redelivered
- * later than that: not yet known; doc/bridge.md, "Known problems"). */
+ * Deliveries that were on their way through the dead node come again
+ * after the ack wait, behind later ones: the inbound route used to take
+ * them for redeliveries of messages it had put and acknowledged them
+ * without a put (47 of 1,000 lost in one run under load; what
+ * test_bridge_lost_delivery_put_later checks without a cluster). On a
+ * shortfall the test says which ids are missing, whether the stream has
+ * them, and what the consumer delivered. In the default suite (a run takes
+ * 3 to 33 s, median 9 s, on a loaded 2-CPU machine); SHMOBJ_BRIDGE_CLUSTER=0
+ * skips it. */
 static void test_bridge_cluster_node_dies(void **state)
 {
     (void)state;
-    if (getenv("SHMOBJ_BRIDGE_CLUSTER") == NULL) {
-        print_message("skipped: set SHMOBJ_BRIDGE_CLUSTER=1 to run the three-node cluster test\n");
+    const char *run = getenv("SHMOBJ_BRIDGE_CLUSTER");
+    if (run != NULL && strcmp(run, "0") == 0) {
+        print_message("skipped: SHMOBJ_BRIDGE_CLUSTER=0\n");
         skip();
     }
     int port[3], cport[3];
@@ -823,7 +1061,10 @@ static void test_bridge_cluster_node_dies(void **state)
     assert_int_equal(shmobj_segment_create(w.seg_b, &o, &w.b), 0);
     /* the cluster elects its JetStream leader: the bridges retry until then */
     pid_t ba = bridge_start(w.seg_a, "cla", url, "queue:jobs -> stream:CL/cl replicas=3", NULL);
-    pid_t bb = bridge_start(w.seg_b, "clb", url, "stream:CL/cl -> queue:jobs replicas=3", NULL);
+    /* a delivery lost with the node comes again after the ack wait */
+    pid_t bb = bridge_start(w.seg_b, "clb", url,
+                            "stream:CL/cl -> queue:jobs replicas=3 durable=CLD ack-wait-ms=2000",
+                            NULL);
     shmobj_queue *qa, *qb;
     assert_int_equal(shmobj_queue_open_or_create(w.a, "jobs", 1024, 0, &qa), 0);
     assert_int_equal(shmobj_queue_open_or_create(w.b, "jobs", 1024, 0, &qb), 0);
@@ -833,10 +1074,22 @@ static void test_bridge_cluster_node_dies(void **state)
     for (unsigned i = 0; i < N / 2; i++)
         put_msg(qa, i, 100);
     got += take_all(qb, N / 4, N, seen, &dups, 40);
+    int64_t kill_at = now_ns();
     reap(node[0], SIGKILL, 10);
     for (unsigned i = N / 2; i < N; i++)
         put_msg(qa, i, 100);
     got += take_all(qb, N - got, N, seen, &dups, 40);
+    print_message("%u of %u messages %.1f s after the kill\n", got, N,
+                  (double)(now_ns() - kill_at) / 1e9);
+    consumer_line(url, "CL", "CLD");
+    if (got < N) {
+        cluster_report(url, seen, N, "CL", "CLD");
+        unsigned late = take_all(qb, N - got, N, seen, &dups, 40);
+        print_message("%u more arrived in the next 40 s\n", late);
+        got += late;
+        if (late)
+            cluster_report(url, seen, N, "CL", "CLD");
+    }
     assert_int_equal(got, N);
     assert_int_equal(dups, 0);
     assert_int_equal(reap(ba, SIGTERM, 10), 0);
@@ -889,6 +1142,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_bridge_bad_credentials_clear_error, teardown),
         cmocka_unit_test_teardown(test_bridge_map_kv_both_ways, teardown),
         cmocka_unit_test_teardown(test_bridge_topic_to_topic, teardown),
+        cmocka_unit_test_teardown(test_bridge_lost_delivery_put_later, teardown),
+        cmocka_unit_test_teardown(test_bridge_stream_of_two_subjects_floor_rises, teardown),
         cmocka_unit_test_teardown(test_bridge_cluster_node_dies, teardown),
     };
     test_filter_from_env();
