@@ -17,6 +17,7 @@
 #include "shmobj/topic.h"
 #include "shmobj/table.h"
 #include "shmobj/service.h"
+#include "shmobj/watch.h"
 #include "shmobj/waitset.h"
 
 #endif /* SHMOBJ_H */

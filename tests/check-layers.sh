@@ -21,14 +21,14 @@ arrows='
 common   common                           | version
 htcore   htcore                           | -
 arena    arena common                     | arena
-object   object arena common              | object table
+object   object arena common              | object table watch
 os       os common                        | -
-segment  segment os arena common          | segment arena version
+segment  segment os arena common          | segment arena version watch
 queue    queue os arena common            | queue segment arena
-map      map os arena htcore common       | map segment
+map      map os arena htcore common       | map segment watch
 topic    topic os common                  | topic segment
 service  service os common                | service queue segment object
-waitset  waitset os common                | waitset queue topic service
+waitset  waitset os common                | waitset queue topic service watch
 '
 
 # layer/room: the rooms of that layer whose headers it may include (itself

@@ -16,6 +16,7 @@ struct heap {
     struct shmobj__space sp;
     uint64_t size;
     uint64_t live;
+    _Atomic uint64_t no_watch; /* space.watch_used: nobody watches */
 };
 
 static int h_alloc(struct shmobj__space *sp, uint64_t size, uint64_t align,
@@ -69,6 +70,7 @@ struct shmobj__space *space_heap_create(uint64_t size)
     memset(h->sp.base, 0, size);
     atomic_init(&h->sp.mapped, size);
     h->sp.ops = &heap_ops;
+    h->sp.watch_used = &h->no_watch;
     h->size = size;
     if (shmobj__arena_init(h->sp.base, size, ARENA_OFF, size) != 0) {
         free(h->sp.base);

@@ -14,6 +14,10 @@ extern "C" {
 /** @brief An attached segment (one per process and attach). Opaque. */
 typedef struct shmobj_segment shmobj_segment;
 
+/** @brief A watch on a map's key or a mutable container (shmobj/watch.h).
+ *  Opaque. @since 0.4 */
+typedef struct shmobj_watch shmobj_watch;
+
 /**
  * @brief A reference to a block in a segment, valid in every process.
  *

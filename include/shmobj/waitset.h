@@ -1,15 +1,17 @@
 /**
  * @file shmobj/waitset.h
- * @brief Waiting on several queues, topic subscribers and services in one
- *        call.
+ * @brief Waiting on several queues, topic subscribers, services and
+ *        watches in one call.
  *
  * A wait-set holds members, each a queue (its consumers' side), a topic
- * subscriber or a service (its servers' side), with a tag of the caller's.
+ * subscriber, a service (its servers' side) or a watch (shmobj/watch.h),
+ * with a tag of the caller's.
  * shmobj_waitset_wait() arms every member's descriptor
  * (shmobj_queue_notify_fd(), shmobj_topic_notify_fd(),
  * shmobj_service_notify_fd()), polls them all, and returns the tags of the
  * members that have something: the caller then takes from those with a
- * timeout of 0 until SHMOBJ_EEMPTY. Readiness is a hint (another consumer
+ * timeout of 0 until SHMOBJ_EEMPTY (a watch: shmobj_watch_consume()).
+ * Readiness is a hint (another consumer
  * may take first), and a member whose queue, topic or service was
  * destroyed is reported ready too (its take says SHMOBJ_ESTALE).
  *
@@ -32,6 +34,7 @@
 #include "shmobj/service.h"
 #include "shmobj/topic.h"
 #include "shmobj/types.h"
+#include "shmobj/watch.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -114,6 +117,21 @@ SHMOBJ_API int shmobj_waitset_add_topic(shmobj_waitset *ws,
  */
 SHMOBJ_API int shmobj_waitset_add_service(shmobj_waitset *ws,
                                           shmobj_service *svc, void *tag);
+
+/**
+ * @brief Add a watch: ready when its map key or container changed since
+ *        its last shmobj_watch_consume().
+ * @param[in] ws the wait-set
+ * @param[in] w the watch (its descriptor, see shmobj_watch_fd())
+ * @param[in] tag returned by shmobj_waitset_wait() when it is ready
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL ws or w
+ * @retval SHMOBJ_EFULL SHMOBJ_WAITSET_MAX members already
+ * @note A watch whose map or container was destroyed is reported ready
+ *       (its consume says SHMOBJ_ESTALE).
+ * @since 0.4
+ */
+SHMOBJ_API int shmobj_waitset_add_watch(shmobj_waitset *ws, shmobj_watch *w, void *tag);
 
 /**
  * @brief Wait until at least one member is ready, or the timeout passes.

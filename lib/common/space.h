@@ -107,7 +107,21 @@ struct shmobj__space_ops {
     /* Called once the last hold is released (shmobj__space_release()):
      * the owner frees the space. NULL: nothing to free. */
     void (*drop)(struct shmobj__space *sp);
+    /* Watches (shmobj/watch.h, seg-watch.c). `watch_open` registers this
+     * process's interest in the block `obj` names (a reference), for the
+     * key hash `key` or, with SHMOBJ__WATCH_WHOLE in flags, for any change
+     * of the block: SHMOBJ_ENOTSUP where the space has none (NULL).
+     * `changed` wakes the watchers of block offset `obj` (of key hash
+     * `key`, or all of them with SHMOBJ__WATCH_WHOLE); called only through
+     * shmobj__space_changed(), which reads one word first. */
+    int (*watch_open)(struct shmobj__space *sp, shmobj__ref obj, uint64_t key,
+                      unsigned flags, shmobj_watch **out);
+    void (*changed)(struct shmobj__space *sp, uint64_t obj, uint64_t key,
+                    unsigned flags);
 };
+
+/* flags of watch_open and changed: the whole block, not one key of it. */
+#define SHMOBJ__WATCH_WHOLE 1u
 
 /* Handles outlive their segment. A handle of a layer above (a map, a
  * queue, a map's cursor or view through its map) holds the space while it
@@ -136,7 +150,27 @@ struct shmobj__space {
     bool readonly;
     const struct shmobj__space_ops *ops;
     void *impl;                /* owner's private data */
+    /* The word that says whether anyone watches anything in this space
+     * (seg-layout.h, struct shmobj__seg_watch_head: a bit per watch
+     * entry in use); a space without watches points it at a zero word of
+     * its own. Set before the handle is handed out, never changed. */
+    const _Atomic uint64_t *watch_used;
 };
+
+/* After a committed change of block offset `obj` (key hash `key`, or the
+ * whole block with SHMOBJ__WATCH_WHOLE): wake its watchers. With nobody
+ * watching anything in the segment this is two loads and a branch; the
+ * compiler barrier keeps the load after the change's stores in program
+ * order, which the watcher's barrier at its registration relies on
+ * (seg-watch.c). */
+static inline void shmobj__space_changed(struct shmobj__space *sp, uint64_t obj,
+                                         uint64_t key, unsigned flags)
+{
+    atomic_signal_fence(memory_order_seq_cst);
+    if (__builtin_expect(atomic_load_explicit(sp->watch_used, memory_order_relaxed) != 0,
+                         0))
+        sp->ops->changed(sp, obj, key, flags);
+}
 
 static inline void shmobj__space_hold(struct shmobj__space *sp)
 {

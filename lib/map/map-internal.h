@@ -12,6 +12,7 @@
  *   map-batch.c   batched gets and prefetch hints
  *   map-write.c   set, add, del, clear and table growth
  *   map-iter.c    cursors
+ *   map-watch.c   watches of a key (shmobj/watch.h)
  *   map.c         create, open, close, statistics and the check
  *
  * Invariants every source keeps (doc/format-map.md gives the reasoning):
@@ -142,6 +143,14 @@ static inline uint64_t slot_of(shmobj__ref ref)
 #define MAP_RO_WAIT_STEPS 10000  /* 1 ms sleeps of a read-only reader on a
                                     shard inside a writer section before
                                     SHMOBJ_EBUSY (about the lock's 10 s) */
+
+/* After a committed change of key hash `hash` (or, with
+ * SHMOBJ__WATCH_WHOLE, of every key): wake the key's watchers (space.h;
+ * map-watch.c makes them). */
+static inline void map_changed(shmobj_map *m, uint64_t hash, unsigned flags)
+{
+    shmobj__space_changed(m->sp, shmobj__ref_off(m->ctl_ref), hash, flags);
+}
 
 static inline struct shmobj__map_shard *shard_of(const shmobj_map *m, uint64_t hash)
 {

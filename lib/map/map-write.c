@@ -13,7 +13,9 @@
  *    a replaced table is retired, never freed at once (map-limbo.c).
  *  - Growth builds the new table while readers keep using the old one
  *    (unchanged meanwhile), then publishes it with one store inside a
- *    short writer section. */
+ *    short writer section.
+ *  - After the lock is given back, a change is reported to the watchers
+ *    of its key (map_changed(): one load when nobody watches). */
 #include <stdatomic.h>
 #include <string.h>
 
@@ -226,6 +228,8 @@ static int set_once(shmobj_map *map, const void *key, size_t key_len,
     }
     rc = set_locked(map, s, hash, key, key_len, ref);
     shard_unlock(map, s);
+    if (rc == 0)
+        map_changed(map, hash, 0);
     return rc;
 }
 
@@ -271,8 +275,12 @@ static void set_shard_run(shmobj_map *map, struct shmobj__map_shard *s, shmobj_m
             r[i].status = rc;
         }
     }
-    if (rc == 0)
+    if (rc == 0) {
         shard_unlock(map, s);
+        for (size_t j = 0; j < k; j++)
+            if (r[idx[j]].status == 0)
+                map_changed(map, hash[idx[j]], 0);
+    }
 }
 
 int shmobj_map_set_many(shmobj_map *map, shmobj_map_set_req *reqs, size_t n)
@@ -363,6 +371,8 @@ static int add_once(shmobj_map *map, const void *key, size_t key_len,
         }
     }
     shard_unlock(map, s);
+    if (rc == 0)
+        map_changed(map, hash, 0);
     return rc;
 }
 
@@ -407,6 +417,8 @@ int shmobj_map_del(shmobj_map *map, const void *key, size_t key_len)
         clear_intent(s);
     }
     shard_unlock(map, s);
+    if (rc == 0)
+        map_changed(map, hash, 0);
     return rc;
 }
 
@@ -450,6 +462,7 @@ int shmobj_map_clear(shmobj_map *map)
         shmobj__map_retire(map, s, oref | SHMOBJ__MAP_RETIRE_DEEP);
         clear_intent(s);
         shard_unlock(map, s);
+        map_changed(map, 0, SHMOBJ__WATCH_WHOLE);
     }
     return 0;
 }

@@ -104,6 +104,11 @@ static bool barrier_everywhere(void)
     return syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0) == 0;
 }
 
+bool shmobj__os_barrier_everywhere(void)
+{
+    return barrier_everywhere();
+}
+
 void shmobj__os_lock_release_fenced(shmobj__os_lock *l)
 {
     atomic_store_explicit(&l->word, 0, memory_order_release);

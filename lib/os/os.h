@@ -129,6 +129,13 @@ static inline void shmobj__os_lock_release(shmobj__os_lock *l)
                                               memory_order_relaxed) != 0, 0))
         shmobj__os_lock_wake(l, 1);
 }
+/* The slow side of a two-party barrier (os-lock.c): a full fence here and
+ * on every CPU running a process registered for the locks' barrier, so a
+ * peer that stored and then loaded with only a compiler barrier between
+ * (a lock's release, a watched structure's change) has its store visible
+ * to this thread's next load, or loads what this thread stored before.
+ * False when the kernel refused (only this CPU's fence was made). */
+bool shmobj__os_barrier_everywhere(void);
 /* The token in the word (0 when free), for tests and tools. */
 uint32_t shmobj__os_lock_owner(const shmobj__os_lock *l);
 

@@ -239,6 +239,9 @@ static inline __attribute__((always_inline)) int heap_free(shmobj_segment *seg,
                                    SHMOBJ__SEG_ARENA_OFF, shmobj__ref_off(ref),
                                    shmobj__ref_gen(ref));
     heap_unlock(seg);
+    /* a destroyed map or a freed container: its watchers find it stale */
+    if (rc == 0)
+        shmobj__space_changed(&seg->space, shmobj__ref_off(ref), 0, SHMOBJ__WATCH_WHOLE);
     return rc;
 }
 
@@ -292,6 +295,8 @@ const struct shmobj__space_ops shmobj__segment_space_ops = {
     .check = space_check,
     .live = &shmobj__segment_live_ops,
     .drop = shmobj__segment_drop,
+    .watch_open = shmobj__seg_watch_open,
+    .changed = shmobj__seg_watch_changed,
 };
 
 static bool align_ok(size_t align)

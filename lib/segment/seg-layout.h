@@ -152,6 +152,80 @@ _Static_assert(sizeof(struct shmobj__seg_header) == 256, "layout");
 _Static_assert(sizeof(struct shmobj__seg_header) <= SHMOBJ__SEG_HEADER_SIZE,
                "header page");
 
+/* The watch table (seg-watch.c, shmobj/watch.h), in the header page after
+ * the header: bytes that segments of earlier builds leave zero, which
+ * reads as "no watch", so neither the format version nor the header's
+ * size changed for it. A build that does not know it ignores it (its
+ * writers then wake nobody).
+ *
+ *   offset 256    struct shmobj__seg_watch_head (64 bytes)
+ *   offset 320    SHMOBJ__SEG_WATCHES entries of 64 bytes, to 3904 */
+#define SHMOBJ__SEG_WATCH_OFF 256
+#define SHMOBJ__SEG_WATCHES 56
+#define SHMOBJ__SEG_WATCH_ALL ((UINT64_C(1) << SHMOBJ__SEG_WATCHES) - 1)
+
+struct shmobj__seg_watch_head {
+    /* Bit i set while entry i may hold a registration. Set (seq_cst
+     * fetch-or) by a watcher once its entry is complete, cleared
+     * (fetch-and) by the watcher's close before it frees the entry; an
+     * entry of a dead watcher keeps its bit until it is reclaimed. Read
+     * (relaxed) after every change of a watchable structure: 0 means
+     * nobody watches anything here, and the change wakes nobody. Only a
+     * hint: the entries' state words are the truth, and bits beyond
+     * SHMOBJ__SEG_WATCHES are ignored. */
+    _Atomic uint64_t used;
+    uint64_t reserved[7]; /* zero */
+};
+_Static_assert(sizeof(struct shmobj__seg_watch_head) == 64, "layout");
+
+/* Entry states, in the low byte of `state`; the owner's token above bit
+ * 32, so that one word tells who holds the entry in every state. */
+enum {
+    SHMOBJ__SEG_WATCH_FREE = 0,
+    SHMOBJ__SEG_WATCH_BUSY = 1,  /* being filled, or emptied, by the owner */
+    SHMOBJ__SEG_WATCH_IDLE = 2,  /* registered, not armed */
+    SHMOBJ__SEG_WATCH_ARMED = 3, /* registered: the next change writes to
+                                    its FIFO */
+};
+
+/* One watch: a process's interest in a block (a map's control block with
+ * a key hash, or a mutable container), and how to wake it. */
+struct shmobj__seg_watch {
+    /* state | owner token << 32 (0 when FREE). Moved by CAS from the exact
+     * value seen (acq_rel): FREE -> BUSY by a claimant, any state of a
+     * dead owner -> BUSY by a reclaimer, BUSY -> IDLE (release) once the
+     * fields below are written, IDLE <-> ARMED by the owner's arm and a
+     * writer's wake-up, IDLE/ARMED -> BUSY -> FREE by the owner's close.
+     * The fields below are written only by whoever holds it BUSY. */
+    _Atomic uint64_t state;
+    /* Changes seen by writers since the entry was filled: a writer that
+     * matches the entry adds 1 (seq_cst) before it looks at the state for
+     * ARMED; the owner compares it with what it consumed. Wraps. */
+    _Atomic uint64_t changes;
+    _Atomic uint64_t obj;   /* reference of the watched block */
+    _Atomic uint64_t key;   /* key hash (the map's seeded hash), or 0 */
+    _Atomic uint64_t ino;   /* the owner's FIFO (os-notify.h) */
+    _Atomic uint32_t pid;   /* the owner's pid: its pipe without /dev/shm */
+    _Atomic int32_t fd;     /* the read end's descriptor in the owner */
+    _Atomic uint32_t flags; /* SHMOBJ__WATCH_WHOLE (space.h): any change
+                               of the block, not one key */
+    uint32_t reserved0;     /* zero */
+    uint64_t reserved1;     /* zero */
+};
+_Static_assert(sizeof(struct shmobj__seg_watch) == 64, "layout");
+_Static_assert(offsetof(struct shmobj__seg_watch, changes) == 8, "layout");
+_Static_assert(offsetof(struct shmobj__seg_watch, obj) == 16, "layout");
+_Static_assert(offsetof(struct shmobj__seg_watch, key) == 24, "layout");
+_Static_assert(offsetof(struct shmobj__seg_watch, ino) == 32, "layout");
+_Static_assert(offsetof(struct shmobj__seg_watch, pid) == 40, "layout");
+_Static_assert(offsetof(struct shmobj__seg_watch, fd) == 44, "layout");
+_Static_assert(offsetof(struct shmobj__seg_watch, flags) == 48, "layout");
+_Static_assert(SHMOBJ__SEG_WATCH_OFF >= sizeof(struct shmobj__seg_header) &&
+                   SHMOBJ__SEG_WATCH_OFF + 64 + SHMOBJ__SEG_WATCHES * 64 <=
+                       SHMOBJ__SEG_HEADER_SIZE,
+               "the watch table lies in the header page, after the header");
+_Static_assert(SHMOBJ__SEG_WATCHES <= 64, "one bit each in `used`");
+
 /* One attachment slot. Its occupant is whoever holds the OFD lock on byte
  * SHMOBJ__SEG_LIVE_BASE + index: the kernel, not these bytes, decides who
  * owns a slot, so claiming needs no segment lock and damage here can only

@@ -87,6 +87,7 @@ static shmobj_segment *handle_new(int fd, unsigned backend, const char *name,
         return NULL;
     }
     seg->space.base = base;
+    seg->space.watch_used = shmobj__seg_watch_used(base);
     atomic_init(&seg->space.mapped, mapped);
     seg->space.ops = &shmobj__segment_space_ops;
     seg->space.impl = seg;
@@ -326,6 +327,7 @@ int shmobj_segment_create(const char *name, const shmobj_segment_options *opts,
         return rc;
     }
     seg->space.base = base;
+    seg->space.watch_used = shmobj__seg_watch_used(base);
     seg->hdr = base;
     atomic_store(&seg->space.mapped, size);
 

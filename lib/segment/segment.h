@@ -166,6 +166,17 @@ int shmobj__seg_peek_fd(int fd, void *ctx);
 /* The space operations of a segment (seg-heap.c). */
 extern const struct shmobj__space_ops shmobj__segment_space_ops;
 
+/* ---- watches (seg-watch.c) ---- */
+
+/* space.ops.watch_open and space.ops.changed (space.h). */
+int shmobj__seg_watch_open(struct shmobj__space *sp, shmobj__ref obj, uint64_t key,
+                           unsigned flags, shmobj_watch **out);
+void shmobj__seg_watch_changed(struct shmobj__space *sp, uint64_t obj, uint64_t key,
+                               unsigned flags);
+/* The word of the header page that says whether anything is watched
+ * (space.watch_used); a zero word when base is NULL. */
+const _Atomic uint64_t *shmobj__seg_watch_used(void *base);
+
 /* Prepare the heap of a new segment of `size` bytes (seg-heap.c). */
 int shmobj__seg_heap_init(shmobj_segment *seg, uint64_t size);
 

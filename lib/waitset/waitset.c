@@ -1,5 +1,5 @@
-/* Wait-sets: one poll over the descriptors of queues, topic subscribers
- * and services (shmobj/waitset.h).
+/* Wait-sets: one poll over the descriptors of queues, topic subscribers,
+ * services and watches (shmobj/waitset.h).
  *
  * Invariants kept here:
  * - Every member is armed before each poll, and a member's arm makes its
@@ -13,11 +13,12 @@
 #include "os-notify.h"
 #include "os.h"
 #include "shmobj/waitset.h"
+#include "shmobj/watch.h"
 
 /* Each wait arms again after this long without a wake-up. */
 #define WAIT_SLICE_NS (100 * 1000 * 1000ull)
 
-enum kind { KIND_QUEUE, KIND_TOPIC, KIND_SERVICE };
+enum kind { KIND_QUEUE, KIND_TOPIC, KIND_SERVICE, KIND_WATCH };
 
 struct member {
     enum kind kind;
@@ -60,6 +61,9 @@ static int add(shmobj_waitset *ws, enum kind kind, void *handle, void *tag)
     case KIND_TOPIC:
         rc = shmobj_topic_notify_fd(handle, &fd);
         break;
+    case KIND_WATCH:
+        rc = shmobj_watch_fd(handle, &fd);
+        break;
     default:
         rc = shmobj_service_notify_fd(handle, &fd);
         break;
@@ -88,6 +92,11 @@ int shmobj_waitset_add_service(shmobj_waitset *ws, shmobj_service *svc, void *ta
                                      : add(ws, KIND_SERVICE, svc, tag);
 }
 
+int shmobj_waitset_add_watch(shmobj_waitset *ws, shmobj_watch *w, void *tag)
+{
+    return ws == NULL || w == NULL ? SHMOBJ_EINVAL : add(ws, KIND_WATCH, w, tag);
+}
+
 /* Arm every member; those whose arm failed are marked ready. */
 static unsigned arm_all(shmobj_waitset *ws)
 {
@@ -100,6 +109,9 @@ static unsigned arm_all(shmobj_waitset *ws)
             break;
         case KIND_TOPIC:
             rc = shmobj_topic_notify_arm(ws->m[i].handle);
+            break;
+        case KIND_WATCH:
+            rc = shmobj_watch_arm(ws->m[i].handle);
             break;
         default:
             rc = shmobj_service_notify_arm(ws->m[i].handle);

@@ -149,6 +149,8 @@ int_try_unlocked(struct shmobj__mc *c, const shmobj_key *key, int64_t v, int sto
     }
     SHMOBJ__STEP("mdict.int.added");
     atomic_store_explicit(&c->m->adder, 0, memory_order_release);
+    if (rc == 0)
+        shmobj__mut_changed(c);
     return rc;
 }
 

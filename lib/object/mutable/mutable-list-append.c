@@ -254,6 +254,9 @@ static inline __attribute__((always_inline)) int list_append_free(struct shmobj_
         if (list_publish(c, p, ls.s, &hole, &hs) == 1 && hole < p &&
             (p - hole) % LIST_HOLE_SLACK == 0)
             list_judge(c, a, hole, hs, 1);
+        /* published by us or, past a hole, by the appender before us,
+         * which reports it after its own publish */
+        shmobj__mut_changed(c);
         return 0;
     }
     return 1;

@@ -150,9 +150,15 @@ int shmobj__mut_adders_drain(struct shmobj__mc *c)
     }
 }
 
+/* The lock is taken to change the container (a read takes it only after
+ * many failed optimistic tries) and not every change moves seq (an append
+ * under the lock publishes by len alone): its watchers are woken after
+ * every hold, a read's included (a spurious wake-up, which shmobj/watch.h
+ * allows). */
 void shmobj__mut_unlock(struct shmobj__mc *c)
 {
     raw_unlock(c, 0);
+    shmobj__mut_changed(c);
 }
 
 /* shmobj__mut_read() for a read-only handle, which may not take the

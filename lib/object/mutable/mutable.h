@@ -75,6 +75,14 @@ void shmobj__mut_adder_reap(struct shmobj__mc *c);
  * replaced: 0, or SHMOBJ_EBUSY after some seconds of a live adder. */
 int shmobj__mut_adders_drain(struct shmobj__mc *c);
 
+/* After a change made without the lock (an append, an int add): wake the
+ * container's watchers (space.h; one load when nobody watches). The
+ * changes under the lock are reported by shmobj__mut_unlock(). */
+static inline void shmobj__mut_changed(struct shmobj__mc *c)
+{
+    shmobj__space_changed(c->sp, c->v->obj_blk, 0, SHMOBJ__WATCH_WHOLE);
+}
+
 /* Writer section: readers retry what they read across it. */
 static inline void shmobj__mut_wbegin(struct shmobj__mut *m)
 {
