@@ -273,6 +273,34 @@ static void test_watch_container_changes_wake(void **state)
     assert_int_equal(shmobj_obj_free(f->seg, sr), 0);
 }
 
+/* Two containers built in one graph (one block, perhaps): a change of one
+ * wakes its own watch only, the graph's free both. */
+static void test_watch_containers_in_one_graph(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_value items[2] = {SHMOBJ_VAL_MLIST(), SHMOBJ_VAL_MDICT()};
+    shmobj_view g, l, d;
+    shmobj_ref gr = make(f->seg, SHMOBJ_VAL_LIST(items, 2), &g);
+    assert_int_equal(shmobj_view_item(&g, 0, &l), 0);
+    assert_int_equal(shmobj_view_item(&g, 1, &d), 0);
+    shmobj_watch *wl, *wd;
+    assert_int_equal(shmobj_watch_container(&l, &wl), 0);
+    assert_int_equal(shmobj_watch_container(&d, &wd), 0);
+    assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_INT(1)), 0);
+    woken_once(wl);
+    assert_int_equal(shmobj_watch_consume(wd), SHMOBJ_EEMPTY);
+    assert_int_equal(shmobj_mdict_set(&d, &SHMOBJ_VAL_INT(1), &SHMOBJ_VAL_INT(2)), 0);
+    woken_once(wd);
+    assert_int_equal(shmobj_watch_consume(wl), SHMOBJ_EEMPTY);
+    assert_int_equal(shmobj_obj_free(f->seg, gr), 0);
+    assert_true(readable(wl, 1000));
+    assert_true(readable(wd, 1000));
+    assert_int_equal(shmobj_watch_consume(wl), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_watch_consume(wd), SHMOBJ_ESTALE);
+    shmobj_watch_close(wl);
+    shmobj_watch_close(wd);
+}
+
 /* ---- many watchers, the limit, a killed watcher ------------------------- */
 
 static void test_watch_many_watchers_and_limit(void **state)
@@ -495,6 +523,7 @@ int main(void)
         T(test_watch_map_other_key_no_wake),
         T(test_watch_map_destroyed_estale),
         T(test_watch_container_changes_wake),
+        T(test_watch_containers_in_one_graph),
         T(test_watch_many_watchers_and_limit),
         T(test_watch_killed_watcher_entries_reused),
         T(test_watch_waitset_with_queue),

@@ -239,9 +239,6 @@ static inline __attribute__((always_inline)) int heap_free(shmobj_segment *seg,
                                    SHMOBJ__SEG_ARENA_OFF, shmobj__ref_off(ref),
                                    shmobj__ref_gen(ref));
     heap_unlock(seg);
-    /* a destroyed map or a freed container: its watchers find it stale */
-    if (rc == 0)
-        shmobj__space_changed(&seg->space, shmobj__ref_off(ref), 0, SHMOBJ__WATCH_WHOLE);
     return rc;
 }
 
@@ -325,7 +322,13 @@ int shmobj_arena_free(shmobj_segment *seg, shmobj_ref ref)
         return SHMOBJ_EINVAL;
     if (seg->space.readonly)
         return SHMOBJ_ERDONLY;
-    return heap_free(seg, ref);
+    int rc = heap_free(seg, ref);
+    /* a destroyed map (its control block freed): its watchers find it
+     * stale (seg-watch.c). The layers' own frees (space_free) are not
+     * watched blocks but for objects, whose free reports itself. */
+    if (rc == 0)
+        shmobj__space_changed(&seg->space, shmobj__ref_off(ref), 0, SHMOBJ__WATCH_WHOLE);
+    return rc;
 }
 
 int shmobj_arena_ptr(shmobj_segment *seg, shmobj_ref ref, void **ptr,

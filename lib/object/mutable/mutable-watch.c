@@ -1,5 +1,5 @@
 /* Watches of a mutable container (shmobj/watch.h): the container is named
- * by its block, the word its changes report (shmobj__mut_changed() after
+ * by its block and its place in it, the words its changes report (shmobj__mut_changed() after
  * a change made without the lock, shmobj__mut_unlock() after one made
  * under it); the table of watches and the handle's calls are the
  * segment's, reached through the space. A freed container is reported by
@@ -24,6 +24,8 @@ int shmobj_watch_container(const shmobj_view *container, shmobj_watch **out)
         return SHMOBJ_ESTALE;
     if (c.sp->ops->watch_open == NULL)
         return SHMOBJ_ENOTSUP;
+    /* named by its block (whose free reports every watch of it) and its
+     * place there, as shmobj__mut_changed() reports its changes */
     return c.sp->ops->watch_open(c.sp, shmobj__ref_make(container->obj_blk, container->obj_gen),
-                                 0, SHMOBJ__WATCH_WHOLE, out);
+                                 shmobj__off_of(c.sp, container->obj), 0, out);
 }

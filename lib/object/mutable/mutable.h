@@ -80,7 +80,9 @@ int shmobj__mut_adders_drain(struct shmobj__mc *c);
  * changes under the lock are reported by shmobj__mut_unlock(). */
 static inline void shmobj__mut_changed(struct shmobj__mc *c)
 {
-    shmobj__space_changed(c->sp, c->v->obj_blk, 0, SHMOBJ__WATCH_WHOLE);
+    /* the block, and the container in it (a graph's block may hold
+     * several): the words shmobj_watch_container() registers */
+    shmobj__space_changed(c->sp, c->v->obj_blk, shmobj__off_of(c->sp, c->v->obj), 0);
 }
 
 /* Writer section: readers retry what they read across it. */

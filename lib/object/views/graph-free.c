@@ -136,6 +136,8 @@ int shmobj__free_tree(struct shmobj__space *sp, shmobj__ref ref, int from_caller
         rc = free_slot(sp, (void *)(sp->base + blk + sizeof(struct shmobj__tree)),
                        blk, blen, shmobj__ref_gen(ref), depth, budget);
     int rc2 = sp->ops->free(sp, ref);
+    if (rc2 == 0) /* its mutable containers' watchers find them stale */
+        shmobj__space_changed(sp, blk, 0, SHMOBJ__WATCH_WHOLE);
     return rc2 != 0 ? rc2 : rc;
 }
 
@@ -161,6 +163,8 @@ int shmobj_obj_free(shmobj_segment *seg, shmobj_ref ref)
             atomic_load_explicit(&((struct shmobj__tree *)t)->flags,
                                  memory_order_acquire) == 0) {
             int rc = sp->ops->free(sp, ref);
+            if (rc == 0)
+                shmobj__space_changed(sp, off, 0, SHMOBJ__WATCH_WHOLE);
             if (rc != SHMOBJ_ESTALE && rc != SHMOBJ_ECORRUPT)
                 return rc;
             /* Let the full path decide which error to report. */
