@@ -3460,6 +3460,155 @@ public:
     }
 };
 
+// ---- watches and wait-sets ---------------------------------------------------
+
+/// A watch on a map's key or a mutable container (shmobj/watch.h): woken
+/// when it changes. Move-only; closed by its destructor.
+class watch {
+    struct closer {
+        void operator()(shmobj_watch *w) const noexcept { shmobj_watch_close(w); }
+    };
+    std::unique_ptr<shmobj_watch, closer> w_;
+
+    explicit watch(shmobj_watch *w) noexcept : w_(w) {}
+
+public:
+    watch() = default;
+
+    /// Watch one key of a map (shmobj_watch_map_key()).
+    static watch map_key(const map &m, std::string_view key, std::error_code &ec) noexcept
+    {
+        shmobj_watch *w = nullptr;
+        set_status(ec, shmobj_watch_map_key(m.c(), key.data(), key.size(), &w));
+        return watch(w);
+    }
+    /// Watch one key of a map (shmobj_watch_map_key()).
+    static watch map_key(const map &m, std::string_view key)
+    {
+        return detail::or_throw("shmobj_watch_map_key",
+                                [&](std::error_code &ec) { return map_key(m, key, ec); });
+    }
+    /// Watch a mutable container (shmobj_watch_container()).
+    static watch container(const view &v, std::error_code &ec) noexcept
+    {
+        shmobj_watch *w = nullptr;
+        set_status(ec, shmobj_watch_container(v.c(), &w));
+        return watch(w);
+    }
+    /// Watch a mutable container (shmobj_watch_container()).
+    static watch container(const view &v)
+    {
+        return detail::or_throw("shmobj_watch_container",
+                                [&](std::error_code &ec) { return container(v, ec); });
+    }
+
+    /// The C handle (nullptr for no watch).
+    shmobj_watch *c() const noexcept { return w_.get(); }
+    /// Whether this object holds a watch.
+    explicit operator bool() const noexcept { return w_ != nullptr; }
+
+    /// The pollable descriptor (shmobj_watch_fd()); it belongs to the watch.
+    int fd() const
+    {
+        int fd = -1;
+        check(shmobj_watch_fd(c(), &fd), "shmobj_watch_fd");
+        return fd;
+    }
+    /// Arm the descriptor (shmobj_watch_arm()).
+    void arm() const { check(shmobj_watch_arm(c()), "shmobj_watch_arm"); }
+    /// Take the changes since the last consume and arm the descriptor.
+    /// @return whether something changed (shmobj_watch_consume())
+    bool consume(std::error_code &ec) const noexcept
+    {
+        int rc = shmobj_watch_consume(c());
+        set_status(ec, rc == SHMOBJ_EEMPTY ? 0 : rc);
+        return rc == 0;
+    }
+    /// Take the changes since the last consume and arm the descriptor.
+    /// @return whether something changed (shmobj_watch_consume())
+    bool consume() const
+    {
+        return detail::or_throw("shmobj_watch_consume",
+                                [&](std::error_code &ec) { return consume(ec); });
+    }
+    /// Wait until something changed since the last consume, or the timeout.
+    /// @return false at the timeout (shmobj_watch_wait())
+    bool wait(std::int64_t timeout_ns, std::error_code &ec) const noexcept
+    {
+        int rc = shmobj_watch_wait(c(), timeout_ns);
+        set_status(ec, rc == SHMOBJ_ETIMEDOUT ? 0 : rc);
+        return rc == 0;
+    }
+    /// Wait until something changed since the last consume, or the timeout.
+    /// @return false at the timeout (shmobj_watch_wait())
+    bool wait(std::int64_t timeout_ns = forever) const
+    {
+        return detail::or_throw("shmobj_watch_wait",
+                                [&](std::error_code &ec) { return wait(timeout_ns, ec); });
+    }
+};
+
+/// One wait on several queues, subscriptions, services and watches
+/// (shmobj/waitset.h). Its members must outlive it: it keeps their C
+/// handles, not a share of them. Move-only; one thread's.
+class waitset {
+    struct destroyer {
+        void operator()(shmobj_waitset *ws) const noexcept { shmobj_waitset_destroy(ws); }
+    };
+    std::unique_ptr<shmobj_waitset, destroyer> ws_;
+
+public:
+    /// An empty wait-set.
+    waitset()
+    {
+        shmobj_waitset *ws = nullptr;
+        check(shmobj_waitset_create(&ws), "shmobj_waitset_create");
+        ws_.reset(ws);
+    }
+    /// The C handle.
+    shmobj_waitset *c() const noexcept { return ws_.get(); }
+
+    /// Add a queue: tag comes back from wait() when messages wait in it.
+    void add(const queue &q, void *tag)
+    {
+        check(shmobj_waitset_add_queue(c(), q.c(), tag), "shmobj_waitset_add_queue");
+    }
+    /// Add a topic subscription.
+    void add(const subscription &s, void *tag)
+    {
+        check(shmobj_waitset_add_topic(c(), s.c(), tag), "shmobj_waitset_add_topic");
+    }
+    /// Add a service's servers' side.
+    void add(const service &s, void *tag)
+    {
+        check(shmobj_waitset_add_service(c(), s.c(), tag), "shmobj_waitset_add_service");
+    }
+    /// Add a watch: ready when its key or container changed since its last
+    /// consume.
+    void add(const watch &w, void *tag)
+    {
+        check(shmobj_waitset_add_watch(c(), w.c(), tag), "shmobj_waitset_add_watch");
+    }
+
+    /// The tags of the members ready, in the order they were added; empty
+    /// at the timeout (shmobj_waitset_wait()).
+    std::vector<void *> wait(std::int64_t timeout_ns, std::error_code &ec) const
+    {
+        std::vector<void *> tags(SHMOBJ_WAITSET_MAX);
+        std::size_t n = 0;
+        int rc = shmobj_waitset_wait(c(), timeout_ns, tags.data(), tags.size(), &n);
+        set_status(ec, rc == SHMOBJ_ETIMEDOUT ? 0 : rc);
+        tags.resize(rc == 0 ? n : 0);
+        return tags;
+    }
+    /// The tags of the members ready; empty at the timeout.
+    std::vector<void *> wait(std::int64_t timeout_ns = forever) const
+    {
+        return detail::or_throw("shmobj_waitset_wait",
+                                [&](std::error_code &ec) { return wait(timeout_ns, ec); });
+    }
+};
+
 } // namespace shmobj
 
 #endif // SHMOBJ_HPP

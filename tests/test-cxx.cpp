@@ -597,6 +597,38 @@ void test_cxx_map_ranges(void **)
     assert_int_equal(m.size(), 0);
 }
 
+// A watch of a key and of a list in a wait-set with a queue: each woken
+// by its own change, consumed, and quiet again.
+void test_cxx_watch_waitset(void **)
+{
+    shmobj::segment seg = make_segment("watch");
+    shmobj::map m = shmobj::map::create(seg, "kv");
+    shmobj::queue q = shmobj::queue::create(seg, "q", 8);
+    shmobj::watch wk = shmobj::watch::map_key(m, "k");
+    assert_true(wk.fd() >= 0);
+    assert_false(wk.consume());
+    assert_false(wk.wait(0));
+    shmobj::waitset ws;
+    int ktag = 0, qtag = 0;
+    ws.add(wk, &ktag);
+    ws.add(q, &qtag);
+    assert_true(ws.wait(0).empty());
+    m.set("other", std::string("x"));
+    assert_true(ws.wait(0).empty());
+    m.set("k", std::string("v"));
+    std::vector<void *> ready = ws.wait(shmobj::forever);
+    assert_int_equal(ready.size(), 1);
+    assert_ptr_equal(ready[0], &ktag);
+    assert_true(wk.wait(0));
+    assert_true(wk.consume());
+    assert_true(ws.wait(0).empty());
+    std::error_code ec;
+    shmobj::watch bad = shmobj::watch::map_key(shmobj::map(), "k", ec);
+    assert_int_equal(ec.value(), SHMOBJ_EINVAL);
+    assert_false(static_cast<bool>(bad));
+    assert_int_equal(thrown([&] { shmobj::watch::map_key(shmobj::map(), "k"); }), SHMOBJ_EINVAL);
+}
+
 // ---- errors ----------------------------------------------------------------
 
 // Every error_code form sets the library's code and throws nothing; the
@@ -787,6 +819,7 @@ int main()
         cmocka_unit_test(test_cxx_service_call_take_reply),
         cmocka_unit_test(test_cxx_topic),
         cmocka_unit_test(test_cxx_map_ranges),
+        cmocka_unit_test(test_cxx_watch_waitset),
         cmocka_unit_test(test_cxx_error_code_forms),
         cmocka_unit_test(test_cxx_every_destruction_order),
     };
