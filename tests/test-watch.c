@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "shmobj.h"
+#include "step.h"
 #include "test-util.h"
 
 #define MiB (UINT64_C(1) << 20)
@@ -450,6 +451,42 @@ static void test_watch_wait_timeouts(void **state)
     shmobj_watch_close(w);
 }
 
+/* A writer killed after it counted a change and before it wrote to the
+ * watcher's FIFO: the descriptor stays quiet, but the wait's next look at
+ * the counter (a slice of 100 ms) sees the change. */
+static void die_at_count(const char *step)
+{
+    if (strcmp(step, "watch.changed.counted") == 0)
+        raise(SIGKILL);
+}
+
+static int change_and_die(void *arg)
+{
+    shmobj__step_hook = die_at_count;
+    return change_later(arg);
+}
+
+static void test_watch_writer_killed_before_wake_bounded(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_watch *w;
+    assert_int_equal(shmobj_watch_map_key(f->map, "k", 1, &w), 0);
+    /* the wait is asleep when the writer counts and dies */
+    struct change c = {f->seg, "k", 0, 150};
+    pid_t pid = test_child_start(change_and_die, &c, 10);
+    uint64_t t0 = now_ns();
+    assert_int_equal(shmobj_watch_wait(w, 5 * SEC), 0);
+    assert_true(now_ns() - t0 < 1000 * 1000000ull);
+    assert_int_equal(test_child_wait(pid), 128 + SIGKILL);
+    /* the key's change was committed before the count */
+    int64_t v = 0;
+    size_t len = 0;
+    assert_int_equal(shmobj_map_get(f->map, "k", 1, &v, sizeof v, &len), 0);
+    assert_int_equal(v, 7);
+    assert_int_equal(shmobj_watch_consume(w), 0);
+    shmobj_watch_close(w);
+}
+
 /* ---- bad inputs ---------------------------------------------------------- */
 
 static void test_watch_bad_inputs(void **state)
@@ -528,6 +565,7 @@ int main(void)
         T(test_watch_killed_watcher_entries_reused),
         T(test_watch_waitset_with_queue),
         T(test_watch_wait_timeouts),
+        T(test_watch_writer_killed_before_wake_bounded),
         T(test_watch_bad_inputs),
         T(test_watch_segment_closed_estale),
 #undef T

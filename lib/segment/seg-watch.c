@@ -32,6 +32,7 @@
 #include "os-notify.h"
 #include "segment.h"
 #include "shmobj/watch.h"
+#include "step.h"
 
 /* Each wait looks at the counter again after this long without a wake. */
 #define WAIT_SLICE_NS (UINT64_C(100) * 1000000)
@@ -106,6 +107,7 @@ void shmobj__seg_watch_changed(struct shmobj__space *sp, uint64_t obj, uint64_t 
             atomic_load_explicit(&e->key, memory_order_relaxed) != key)
             continue;
         atomic_fetch_add_explicit(&e->changes, 1, memory_order_seq_cst);
+        SHMOBJ__STEP("watch.changed.counted");
         /* armed now (by this owner or the next: a spurious wake-up at
          * worst)? one write per arm */
         st = atomic_load_explicit(&e->state, memory_order_seq_cst);
