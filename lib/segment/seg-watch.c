@@ -88,7 +88,7 @@ static void wake(struct shmobj__seg_watch *e)
  * (and key, unless either side watches the whole block), and wake those
  * armed. */
 void shmobj__seg_watch_changed(struct shmobj__space *sp, uint64_t obj, uint64_t key,
-                          unsigned flags)
+                               unsigned flags)
 {
     uint64_t used = atomic_load_explicit(&watch_head(sp->base)->used, memory_order_acquire) &
                     SHMOBJ__SEG_WATCH_ALL;
@@ -151,9 +151,9 @@ static unsigned index_of(struct shmobj__space *sp, const struct shmobj__seg_watc
     return (unsigned)(((const uint8_t *)e - (sp->base + SHMOBJ__SEG_WATCH_OFF + 64)) / 64);
 }
 
-/* space.ops.watch_open */
+/* space.ops.watch_open (the map's and the object layer's watches) */
 int shmobj__seg_watch_open(struct shmobj__space *sp, shmobj__ref obj, uint64_t key,
-                      unsigned flags, shmobj_watch **out)
+                           unsigned flags, shmobj_watch **out)
 {
     if (sp->readonly)
         return SHMOBJ_ERDONLY;
