@@ -79,21 +79,26 @@ static void set_int(shmobj_map *m, const char *key, int64_t v)
 struct change {
     shmobj_segment *seg;
     const char *key;
-    int del;      /* delete instead of set */
-    unsigned ms;  /* wait before the change */
+    int del;          /* delete instead of set */
+    unsigned ms;      /* wait before the change */
+    const char *name; /* when set: open the segment by this name instead */
 };
 
 static int change_later(void *arg)
 {
     struct change *c = arg;
     shmobj_map *m;
-    if (shmobj_map_open(c->seg, "m", &m) != 0)
+    shmobj_segment *own = NULL;
+    if (c->name != NULL && shmobj_segment_open(c->name, SHMOBJ_BACKEND_SHM, 0, &own) != 0)
+        return 4;
+    if (shmobj_map_open(own != NULL ? own : c->seg, "m", &m) != 0)
         return 1;
     test_sleep_ms(c->ms);
     int64_t v = 7;
     int rc = c->del ? shmobj_map_del(m, c->key, strlen(c->key))
                     : shmobj_map_set(m, c->key, strlen(c->key), &v, sizeof v);
     shmobj_map_close(m);
+    shmobj_segment_close(own);
     return rc == 0 ? 0 : 2;
 }
 
@@ -104,7 +109,7 @@ static void test_watch_map_key_set_by_child_wakes_poll(void **state)
     assert_int_equal(shmobj_watch_map_key(f->map, "k", 1, &w), 0);
     assert_false(readable(w, 0));
     assert_int_equal(shmobj_watch_consume(w), SHMOBJ_EEMPTY);
-    struct change c = {f->seg, "k", 0, 100};
+    struct change c = {f->seg, "k", 0, 100, NULL};
     pid_t pid = test_child_start(change_later, &c, 10);
     assert_true(readable(w, 5000));
     assert_int_equal(test_child_wait(pid), 0);
@@ -135,7 +140,7 @@ static void test_watch_map_other_key_no_wake(void **state)
         snprintf(key, sizeof key, "other-%d", i);
         set_int(f->map, key, i);
     }
-    struct change c = {f->seg, "kk", 0, 0};
+    struct change c = {f->seg, "kk", 0, 0, NULL};
     assert_int_equal(test_child_wait(test_child_start(change_later, &c, 10)), 0);
     assert_int_equal(shmobj_map_del(f->map, "other-3", 7), 0);
     assert_false(readable(w, 100));
@@ -398,7 +403,7 @@ static void test_watch_waitset_with_queue(void **state)
     assert_int_equal(shmobj_waitset_add_watch(ws, w, &wtag), 0);
     assert_int_equal(shmobj_waitset_wait(ws, 0, tags, 4, &n), SHMOBJ_ETIMEDOUT);
     /* the key set by another process, while we sleep */
-    struct change c = {f->seg, "k", 0, 100};
+    struct change c = {f->seg, "k", 0, 100, NULL};
     pid_t pid = test_child_start(change_later, &c, 10);
     assert_int_equal(shmobj_waitset_wait(ws, 5 * SEC, tags, 4, &n), 0);
     assert_int_equal(n, 1);
@@ -437,9 +442,9 @@ static void test_watch_wait_timeouts(void **state)
     assert_int_equal(shmobj_watch_wait(w, 250 * TEST_MS), SHMOBJ_ETIMEDOUT);
     uint64_t took = now_ns() - t0;
     assert_true(took >= 240 * 1000000ull && took < 2000 * 1000000ull);
-    /* a change by another process ends the wait early; the wait does not
-     * consume it */
-    struct change c = {f->seg, "k", 0, 100};
+    /* a change by another process (through a handle of its own) ends the
+     * wait early; the wait does not consume it */
+    struct change c = {f->seg, "k", 0, 100, f->name};
     pid_t pid = test_child_start(change_later, &c, 10);
     t0 = now_ns();
     assert_int_equal(shmobj_watch_wait(w, 5 * SEC), 0);
@@ -472,7 +477,7 @@ static void test_watch_writer_killed_before_wake_bounded(void **state)
     shmobj_watch *w;
     assert_int_equal(shmobj_watch_map_key(f->map, "k", 1, &w), 0);
     /* the wait is asleep when the writer counts and dies */
-    struct change c = {f->seg, "k", 0, 150};
+    struct change c = {f->seg, "k", 0, 150, NULL};
     pid_t pid = test_child_start(change_and_die, &c, 10);
     uint64_t t0 = now_ns();
     assert_int_equal(shmobj_watch_wait(w, 5 * SEC), 0);
