@@ -131,7 +131,7 @@ static void docs_load(void)
 {
     static const char *const areas[] = {"arena", "map",   "object",  "queue",
                                         "segment", "table", "topic", "service",
-                                        "waitset"};
+                                        "waitset", "watch"};
     const char *dir = getenv("SHMOBJ_HOSTILE_HEADERS");
     char path[4096];
     if (dir == NULL)
@@ -293,6 +293,11 @@ static void build_topic_service(shmobj_segment *seg, const char *path)
     shmobj_service_close(svc);
 }
 
+/* Watches the builder leaves registered while its image is taken (closed
+ * by image_prepare()), so the sweep damages the watch table's entries
+ * too, under every writer's look through them. */
+static shmobj_watch *build_watches[2];
+
 static void build(const char *path)
 {
     shmobj_segment *seg;
@@ -313,6 +318,7 @@ static void build(const char *path)
     }
     assert_int_equal(shmobj_map_del(m, "key-3", 5), 0);
     assert_int_equal(shmobj_map_add(m, "counter", 7, 5, NULL), 0);
+    assert_int_equal(shmobj_watch_map_key(m, "key-5", 5, &build_watches[0]), 0);
     shmobj_map_close(m);
 
     /* the queue: a taken message not yet done, two waiting, a copy, a
@@ -397,6 +403,7 @@ static void build(const char *path)
                          0);
     }
     assert_int_equal(shmobj_mut_delete(&md, &SHMOBJ_VAL_STR("k4")), 0);
+    assert_int_equal(shmobj_watch_container(&md, &build_watches[1]), 0);
     assert_int_equal(shmobj_mut_delete(&ms, &SHMOBJ_VAL_INT(7)), 0);
     assert_int_equal(shmobj_mlist_delete(&ml, 3), 0);
     assert_int_equal(shmobj_arena_alloc(seg, 100, 0, &raw, NULL), 0);
@@ -621,7 +628,14 @@ static void mut_writers(const shmobj_view *top)
         CALL(shmobj_mlist_delete, &l, 1);
     }
     if (CALL(shmobj_view_get_str, top, "md", &d) == 0) {
+        shmobj_watch *w = NULL;
+        CALL(shmobj_watch_container, &d, &w);
         CALL(shmobj_mdict_set, &d, &SHMOBJ_VAL_STR("key-1"), &SHMOBJ_VAL_INT(1));
+        if (w != NULL) {
+            CALL(shmobj_watch_consume, w);
+            CALL(shmobj_watch_wait, w, 0);
+            shmobj_watch_close(w);
+        }
         CALL(shmobj_mdict_set, &d, &SHMOBJ_VAL_STR("new key"), &SHMOBJ_VAL_STR("x"));
         CALL(shmobj_mut_delete, &d, &SHMOBJ_VAL_STR("k0"));
     }
@@ -762,7 +776,17 @@ static void map_calls(shmobj_segment *seg)
     shmobj_map_stats st = {.struct_size = sizeof st};
     CALL(shmobj_map_stats_get, m, &st);
     CALL(shmobj_map_check, m);
+    shmobj_watch *w = NULL;
+    int fd;
+    if (CALL(shmobj_watch_map_key, m, "key-5", 5, &w) == 0)
+        CALL(shmobj_watch_fd, w, &fd);
     CALL(shmobj_map_set, m, "key-5", 5, "new", 3);
+    if (w != NULL) {
+        CALL(shmobj_watch_consume, w);
+        CALL(shmobj_watch_arm, w);
+        CALL(shmobj_watch_wait, w, 0);
+        shmobj_watch_close(w);
+    }
     CALL(shmobj_map_set, m, "fresh", 5, "value", 5);
     shmobj_map_set_req sets[3] = {{"key-7", 5, "v7", 2, 0, 0},
                                   {"fresh2", 6, "v", 1, 0, 0},
@@ -1128,6 +1152,8 @@ static uint64_t *image_prepare(char *path, size_t path_len, size_t *nw)
     snprintf(path, path_len, "%s/damaged", dir);
     build(base);
     image_load(base);
+    for (int i = 0; i < 2; i++)
+        shmobj_watch_close(build_watches[i]);
     unlink(base);
     file_write_n(path, NULL, NULL, 0);
     assert_int_equal(test_child_wait(test_child_start(probe_main, path, HOSTILE_CASE_S)), 0);
