@@ -29,7 +29,10 @@
  * No change that begins after the watch's creation returned is missed: the
  * arm, and the creation, look at the entry's change counter after they
  * announce themselves, as the writer looks at the announcement after it
- * counted. What a watch does not promise:
+ * counted (the creation's announcement is made visible to every writer by
+ * membarrier(2); on a kernel without it, a change made while the watch is
+ * being created may go unseen, the next one is seen). What a watch does
+ * not promise:
  * - Wake-ups may be spurious. A map key is known by its 64-bit hash, so a
  *   change of another key of the same hash wakes it (rare: about one pair
  *   in 2^64), and any change of a container wakes all its watches. A
