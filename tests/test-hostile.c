@@ -7,7 +7,8 @@
  * loan and a dead subscriber's held messages, a service with calls given
  * up, waiting from a dead client and held by a dead server, every object
  * kind with the mutable list, dict and set, a shape and its records, links
- * and an adopted child, a raw block), closes it and keeps its bytes. Each case
+ * and an adopted child, a raw block, a watch of a map key and one of the
+ * dict in the watch table), closes it and keeps its bytes. Each case
  * writes those bytes with one word replaced by a hostile value (0, all
  * ones, the segment's size, the word's own offset with the word's
  * generation bits, the word plus 16: a reference one slot off, the
