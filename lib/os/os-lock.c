@@ -45,9 +45,10 @@
  * never waits for a waiter the scheduler has not run yet), sleeps in
  * slices and, once an owner kept the lock past a short sleep, asks the
  * owner-state callback (the segment's liveness slots, a system call)
- * whether the owner is still attached between them: a dead owner's word is taken over with one
- * CAS from the exact value that named it, so of several waiters one wins
- * and returns SHMOBJ_EOWNERDEAD (repair the guarded state, keep the lock);
+ * whether the owner is still attached between them: a dead owner's word
+ * is taken over with one CAS from the exact value that named it, so of
+ * several waiters one wins and returns SHMOBJ_EOWNERDEAD (repair the
+ * guarded state, keep the lock);
  * a word that names no possible owner is SHMOBJ_ECORRUPT (so is one that
  * names the caller's own token in a process with no other thread: no
  * acquire here nests, so only damage puts it there); a live owner
@@ -74,7 +75,8 @@
  * the segment lock: 100 pauses (3.6 us on the 2-CPU AMD EPYC virtual
  * machine) slept ~2,800 times per writer per 50,000 sets, and a woken
  * waiter that found the lock taken again slept at once; this bound sleeps
- * ~100 times (doc/architecture.md, "Waiting for a lock"). */
+ * ~100 times (doc/protocols.md, section 1, "Waiting with more processes
+ * than CPUs"). */
 #define SPIN_NS (UINT64_C(20) * 1000)
 /* Of that, how long one owner may keep the lock before the spin ends: an
  * owner that keeps it longer is most likely off its CPU (preempted, or
