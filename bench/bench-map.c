@@ -25,7 +25,14 @@
  *                        n gets each at once: get-Mops/s is their total;
  *          shmobj-Nproc  four processes insert disjoint quarters at once,
  *                        then the parent counts and looks every key up:
- *                        keys-missing (must be 0), and set-Mops/s total.
+ *                        keys-missing (must be 0), and set-Mops/s total;
+ *          shmobj-1w     the same inserts made by one writer process
+ *                        alone: what the four writers are measured against
+ *                        (on 2 CPUs they must not do worse);
+ *          shmobj-8w, shmobj-16w
+ *                        8 and 16 writer processes, each its own part of
+ *                        the keys: many more writers than CPUs.
+ *          Writer k is pinned to CPU k modulo the CPUs allowed.
  *
  * Keys, values and the get orders are prepared before any timing, the same
  * way as the private-table peer (bench/peers-h1.c) so the figures compare.
@@ -332,10 +339,13 @@ static void pin(int k)
     (void)bench_pin(k);
 }
 
+/* The most processes an H2 subject forks (shmobj-16w). */
+#define H2_MAX_PROCS 16
+
 struct shared {
     volatile int ready, go;
-    volatile double t_start[8], t_end[8];
-    volatile size_t bad[8];
+    volatile double t_start[H2_MAX_PROCS], t_end[H2_MAX_PROCS];
+    volatile size_t bad[H2_MAX_PROCS];
 };
 
 static shmobj_map *child_map(struct env *e, shmobj_segment **seg)
@@ -467,7 +477,7 @@ static int run_h2_writers(const bench_ctx *ctx)
     prepare(&d, 1, n);
     env_open(&e, &d);
     struct shared *sh = shared_make();
-    pid_t pids[8];
+    pid_t pids[H2_MAX_PROCS];
     for (int w = 0; w < writers; w++) {
         pids[w] = fork();
         if (pids[w] == 0) {
@@ -518,6 +528,9 @@ static const bench_entry table[] = {
     {"H2", "shmobj-1proc", run_h2_readers, 1},
     {"H2", "shmobj-2proc", run_h2_readers, 2},
     {"H2", "shmobj-Nproc", run_h2_writers, 4},
+    {"H2", "shmobj-1w", run_h2_writers, 1},
+    {"H2", "shmobj-8w", run_h2_writers, 8},
+    {"H2", "shmobj-16w", run_h2_writers, 16},
     {NULL, NULL, NULL, 0},
 };
 

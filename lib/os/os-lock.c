@@ -40,12 +40,15 @@
  * (others may still sleep: its own release wakes the next), and one that
  * gives up after a sleep wakes another if the word was cleared meanwhile.
  * `sleepers` left set by a waiter that was killed costs the next release
- * one wake of nobody. A waiter spins first, sleeps in slices and, once an
- * owner kept the lock past a short sleep, asks the owner-state callback
- * (the segment's liveness slots, a system call) whether the owner is
- * still attached between them: a dead owner's word is taken over with one
- * CAS from the exact value that named it, so of several waiters one wins
- * and returns SHMOBJ_EOWNERDEAD (repair the guarded state, keep the lock);
+ * one wake of nobody. A waiter spins first (a bounded time, and again
+ * after each wake: a release wakes, it does not hand over, so the lock
+ * never waits for a waiter the scheduler has not run yet), sleeps in
+ * slices and, once an owner kept the lock past a short sleep, asks the
+ * owner-state callback (the segment's liveness slots, a system call)
+ * whether the owner is still attached between them: a dead owner's word
+ * is taken over with one CAS from the exact value that named it, so of
+ * several waiters one wins and returns SHMOBJ_EOWNERDEAD (repair the
+ * guarded state, keep the lock);
  * a word that names no possible owner is SHMOBJ_ECORRUPT (so is one that
  * names the caller's own token in a process with no other thread: no
  * acquire here nests, so only damage puts it there); a live owner
@@ -64,9 +67,26 @@
 /* Bit 31 of a word: format 2's "contended" mark, masked off when a word is
  * judged so that a word carrying it still names its owner. */
 #define OLD_CONTENDED UINT32_C(0x80000000)
-/* Spins before the first sleep: most critical sections here are shorter
- * than a futex round trip. */
-#define SPINS 100
+/* How long a waiter spins before it sleeps, and again after each wake.
+ * A sleep and its wake cost both processes a system call and a context
+ * switch each, tens of microseconds on a virtual machine; most waits for
+ * an owner that runs end sooner, even one that takes a page fault in its
+ * critical section. Four writers of a map on 2 CPUs, each allocation under
+ * the segment lock: 100 pauses (3.6 us on the 2-CPU AMD EPYC virtual
+ * machine) slept ~2,800 times per writer per 50,000 sets, and a woken
+ * waiter that found the lock taken again slept at once: 15,000-20,500
+ * futex calls per run of 200,000 sets, 700-1,700 with this spin
+ * (doc/protocols.md, section 1, "Waiting with more processes than
+ * CPUs"). */
+#define SPIN_NS (UINT64_C(20) * 1000)
+/* Of that, how long one owner may keep the lock before the spin ends: an
+ * owner that keeps it longer is most likely off its CPU (preempted, or
+ * waiting on the kernel), and the spin would only take CPU from it. While
+ * the lock changes hands the spin goes on: the lock is moving. */
+#define SPIN_OWNER_NS (UINT64_C(5) * 1000)
+/* Pauses between the clock reads of a spin: a read costs about as much as
+ * one pause; the first reads none (most spins end within it). */
+#define SPIN_CLOCK_EVERY 16
 /* How long a waiter sleeps before it looks at its owner's liveness again;
  * bounds how late a dead owner is noticed. */
 #define LIVENESS_SLICE_NS (UINT64_C(20) * 1000000)
@@ -135,6 +155,43 @@ static int leave(shmobj__os_lock *l, bool slept, int rc)
     return rc;
 }
 
+/* Spin until the word is free and ours (true), or for SPIN_NS and no
+ * later than `deadline` (0: none) (false). A waiter that has slept marks
+ * `sleepers` before it takes the lock: others may still sleep, and its
+ * release must wake the next. */
+static bool spin(shmobj__os_lock *l, uint32_t self, bool slept,
+                 uint64_t deadline)
+{
+    uint64_t until = 0, owner_until = 0;
+    uint32_t owner = 0; /* the owner seen at the last clock read */
+    for (unsigned i = 1;; i++) {
+        shmobj__cpu_relax();
+        uint32_t w = atomic_load_explicit(&l->word, memory_order_relaxed);
+        if (w == 0) {
+            if (slept)
+                atomic_store_explicit(&l->sleepers, 1, memory_order_relaxed);
+            if (atomic_compare_exchange_weak_explicit(
+                    &l->word, &w, self, memory_order_acquire,
+                    memory_order_relaxed))
+                return true;
+        }
+        if (i % SPIN_CLOCK_EVERY == 0) {
+            uint64_t now = shmobj__os_now_ns();
+            if (until == 0) {
+                until = now + SPIN_NS;
+                if (deadline != 0 && deadline < until)
+                    until = deadline;
+            }
+            if (w != owner) {
+                owner = w;
+                owner_until = now + SPIN_OWNER_NS;
+            }
+            if (now >= until || (w != 0 && now >= owner_until))
+                return false;
+        }
+    }
+}
+
 int shmobj__os_lock_acquire(shmobj__os_lock *l, uint32_t self,
                             uint64_t deadline, shmobj__os_owner_fn owner_state,
                             void *ctx)
@@ -146,14 +203,8 @@ int shmobj__os_lock_acquire(shmobj__os_lock *l, uint32_t self,
      * owner wrote before its release. */
     if (shmobj__os_lock_try(l, self))
         return 0;
-    for (int i = 0; i < SPINS; i++) {
-        shmobj__cpu_relax();
-        w = atomic_load_explicit(&l->word, memory_order_relaxed);
-        if (w == 0 && atomic_compare_exchange_weak_explicit(
-                          &l->word, &w, self, memory_order_acquire,
-                          memory_order_relaxed))
-            return 0;
-    }
+    if (spin(l, self, false, deadline))
+        return 0;
     /* The default bound starts at the first wait: the uncontended path
      * reads no clock (a clock read can cost more than the whole lock). */
     bool bounded = deadline == 0;
@@ -229,6 +280,14 @@ int shmobj__os_lock_acquire(shmobj__os_lock *l, uint32_t self,
         uint64_t until = deadline - now > slice ? now + slice : deadline;
         int rc = shmobj__os_futex_wait(&l->sleepers, 1, until);
         slept = true;
+        /* Woken (by a release, most likely): the lock is free or soon
+         * will be, and is not handed to us (whoever comes first takes it,
+         * so a release never waits for a waiter the scheduler has not run
+         * yet). Spin again before sleeping again: a woken waiter that
+         * found the lock taken once more and slept at once made a convoy,
+         * each release waking a waiter that went straight back to sleep. */
+        if (rc == 0 && spin(l, self, true, deadline))
+            return 0;
         if (rc == SHMOBJ_ETIMEDOUT)
             short_ran_out = true;
         if (rc != 0 && rc != SHMOBJ_ETIMEDOUT) {

@@ -50,6 +50,10 @@ struct shmobj_segment {
      * system call) per owner per few milliseconds, not one per wait.
      * Relaxed: a lost or stale entry costs one probe more. */
     _Atomic uint64_t owners_seen[64];
+    /* The heap page (offset / page) this process last read ahead of its
+     * allocations (seg-heap.c, touch_ahead): a hint, relaxed; a stale
+     * value (a fork, another thread) costs one read more or one fewer. */
+    _Atomic uint64_t ahead_page;
 };
 _Static_assert(offsetof(struct shmobj_segment, space) == 0,
                "the layers above convert a segment handle to its space "
