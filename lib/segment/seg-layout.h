@@ -1,6 +1,6 @@
-/* The bytes at the start of every segment (format version 2). doc/format.md
- * is the normative description; this header and its _Static_asserts are the
- * code side of it.
+/* The bytes at the start of every segment (format SHMOBJ_FORMAT_VERSION).
+ * doc/format.md is the normative description; this header and its
+ * _Static_asserts are the code side of it.
  *
  *   offset 0      struct shmobj__seg_header   (one page, 4096 bytes)
  *   offset 4096   process table, SHMOBJ__SEG_PROCS entries of 16 bytes
