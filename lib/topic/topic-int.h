@@ -170,8 +170,11 @@ int shmobj__topic_lock(shmobj_topic *t, uint64_t deadline);
 void shmobj__topic_unlock(shmobj_topic *t);
 
 /* Under the lock: free the blocks of messages every subscriber released
- * that left the history; returns the new tail or a negative code. */
-int shmobj__topic_reclaim(shmobj_topic *t);
+ * that left the history; 0 or a negative code. With `for_loans`, the walk
+ * stops once the spare records are full and it gave at least one block to
+ * them: the rest stay in the ring, to be spares for later loans, and a
+ * publisher that sends messages of one size then allocates nothing. */
+int shmobj__topic_reclaim(shmobj_topic *t, bool for_loans);
 
 /* Under the lock: free the records of dead subscribers (those that hold
  * sequences below `below`, or all when below is UINT64_MAX) and the loans

@@ -255,19 +255,19 @@ static int make_room(shmobj_topic *t, bool judge, bool *room)
     *room = head - tail < t->capacity;
     if (*room)
         return 0;
-    int rc = shmobj__topic_reclaim(t);
+    int rc = shmobj__topic_reclaim(t, true);
     if (rc == 0 && atomic_load_explicit(&h->tail, memory_order_relaxed) + t->capacity <= head &&
         t->policy == SHMOBJ_TOPIC_OVERWRITE) {
         rc = skip_slow(t, head);
         if (rc == 0)
-            rc = shmobj__topic_reclaim(t);
+            rc = shmobj__topic_reclaim(t, true);
     }
     if (rc == 0 && judge &&
         atomic_load_explicit(&h->tail, memory_order_relaxed) + t->capacity <= head) {
         /* the records holding it up may be of dead subscribers */
         rc = shmobj__topic_repair_locked(t, head - t->capacity + 1, NULL);
         if (rc == 0)
-            rc = shmobj__topic_reclaim(t);
+            rc = shmobj__topic_reclaim(t, true);
     }
     if (rc != 0)
         return rc;

@@ -264,7 +264,7 @@ static bool spare_put(shmobj_topic *t, shmobj__ref ref)
     return false;
 }
 
-int shmobj__topic_reclaim(shmobj_topic *t)
+int shmobj__topic_reclaim(shmobj_topic *t, bool for_loans)
 {
     struct shmobj__topic_hdr *h = t->hdr;
     uint64_t head = atomic_load_explicit(&h->head, memory_order_relaxed);
@@ -289,6 +289,7 @@ int shmobj__topic_reclaim(shmobj_topic *t)
             min = held;
     }
     int bad = 0;
+    bool spared = false;
     for (uint64_t s = tail; s < min; s++) {
         struct shmobj__topic_slot *sl = &t->slots[s & (t->capacity - 1)];
         if (atomic_load_explicit(&sl->seq, memory_order_relaxed) == s + 1) {
@@ -298,7 +299,10 @@ int shmobj__topic_reclaim(shmobj_topic *t)
              * of a stale reference) resolves; never a leak */
             shmobj__ref ref = atomic_load_explicit(&sl->ref, memory_order_relaxed);
             if (ref != 0 && spare_put(t, ref)) {
+                spared = true;
                 SHMOBJ__STEP("topic.reclaim.spared");
+            } else if (ref != 0 && for_loans && spared) {
+                break; /* the spares are full: the rest wait in the ring */
             } else if (ref != 0) {
                 if (t->sp->ops->free(t->sp, ref) == SHMOBJ_ECORRUPT)
                     bad = SHMOBJ_ECORRUPT;
@@ -396,7 +400,7 @@ int shmobj_topic_repair(shmobj_topic *t, unsigned *freed)
         return rc;
     rc = shmobj__topic_repair_locked(t, UINT64_MAX, freed);
     if (rc == 0)
-        rc = shmobj__topic_reclaim(t);
+        rc = shmobj__topic_reclaim(t, false);
     shmobj__topic_unlock(t);
     if (rc == 0)
         shmobj__topic_wake_publishers(t);
