@@ -98,6 +98,9 @@ static int populate_more(shmobj_segment *seg, shmobj_map *m, shmobj_topic **t,
         TRY("topic take", shmobj_topic_try_take(*sub, &msg));
         TRY("topic release", shmobj_topic_release(*sub, &msg));
     }
+    shmobj_service *svc;
+    TRY("service", shmobj_service_create(seg, "rpc", 4, 0, &svc));
+    shmobj_service_close(svc);
     return 0;
 }
 

@@ -185,6 +185,7 @@ has out "state  *object .*type mdict len 2" "stat: mutable dict object"
 has out '^      "queue"  *mlist  *len 3$' "stat: size of a growable list inside"
 has out '^      "seen"  *mset  *len 2$' "stat: size of a mutable set inside"
 has out "news  *topic .*published 5, kept 5, capacity 256, history 0, 1 subscriber, max lag 3" "stat: topic"
+has out "rpc  *service .*0 calls waiting (queue rpc/calls)" "stat: a service and its queue"
 has out "^      subscriber pid $hpid token [0-9]*: lag 3, held 0, missed 0" "stat: a subscriber's lag"
 has out "idle  *queue .*depth 0/4" "stat: idle queue"
 run "stat -e all" 0 stat -e all "$live"
@@ -229,6 +230,7 @@ jqtrue "dump: a counter" out 'd["cache"]["$map"]["entries"]["counter"]["int64"] 
 jqtrue "dump: a text key JSON escapes" out 'd["cache"]["$map"]["entries"]["say \"h\u00e9\"\n\\"] == "a\tb"'
 jqtrue "dump: mutable containers" out 'd["state"] == {"queue": [0, 1, 2], "seen": [10, 11]}'
 jqtrue "dump: topic" out 'd["news"]["$topic"]["published"] == 5 and [s["lag"] for s in d["news"]["$topic"]["subscribers"]] == [3]'
+jqtrue "dump: service" out 'd["rpc"]["$service"]["pending"] == 0'
 jqtrue "dump: waiting" out 'd["idle"]["$queue"]["consumers_waiting"] == 0'
 run "dump --json --pretty" 0 dump --json --pretty "$live"
 json "dump --pretty" out
@@ -241,7 +243,8 @@ run "dump missing root" 2 dump "$live" nosuchroot
 has err "no root named 'nosuchroot'" "dump missing root"
 
 run "check" 0 check "$live"
-has out "^$live: ok: heap, 11 roots (2 queues, 1 map, 6 objects, 1 topic, 1 other)" "check"
+has out "^$live: ok: heap, 13 roots (3 queues, 1 map, 6 objects, 1 topic, 1 service, 1 other)" "check"
+has out "^service 'rpc' at offset [0-9]* (0x[0-9a-f]*), .*: ok, 0 calls waiting$" "check: a service"
 # what it found, and where: a line per part with its block's offset
 has out "^heap: ok, [0-9]* blocks in use" "check: the heap"
 has out "^queue 'jobs' at offset [0-9]* (0x[0-9a-f]*), [0-9.]* KiB: ok, [0-9]* messages* of 64 waiting" "check: a queue and where"
@@ -477,7 +480,7 @@ serve "$tmp/seg.file" 6
 run "ls PATH" 0 ls "$tmp/seg.file"
 has out "^$tmp/seg.file  *file .* 1 ready" "ls PATH"
 run "check PATH" 0 check "$tmp/seg.file"
-has out "ok: heap, 11 roots" "check PATH"
+has out "ok: heap, 13 roots" "check PATH"
 run "stat PATH" 0 stat "$tmp/seg.file"
 has out "backend file" "stat PATH"
 # a copy of a shm segment in a file is not a file-backed segment

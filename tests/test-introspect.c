@@ -24,6 +24,7 @@
 #include "format.h"
 #include "ring.h"
 #include "segment.h"
+#include "service-int.h"
 #include "shmobj.h"
 #include "test-util.h"
 #include "topic-int.h"
@@ -412,13 +413,16 @@ static void test_segment_root_next_every_kind(void **state)
     assert_int_equal(shmobj_arena_free(seg, gone), 0);
     shmobj_topic *t;
     assert_int_equal(shmobj_topic_create(seg, "t", NULL, &t), 0);
+    shmobj_service *svc;
+    assert_int_equal(shmobj_service_create(seg, "v", 4, 0, &svc), 0);
     struct {
         const char *name;
         unsigned kind;
         int seen;
     } want[] = {{"q", SHMOBJ_ROOT_QUEUE, 0}, {"m", SHMOBJ_ROOT_MAP, 0},
                 {"o", SHMOBJ_ROOT_OBJECT, 0}, {"r", SHMOBJ_ROOT_RAW, 0},
-                {"s", SHMOBJ_ROOT_STALE, 0}, {"t", SHMOBJ_ROOT_TOPIC, 0}};
+                {"s", SHMOBJ_ROOT_STALE, 0}, {"t", SHMOBJ_ROOT_TOPIC, 0},
+                {"v", SHMOBJ_ROOT_SERVICE, 0}, {"v/calls", SHMOBJ_ROOT_QUEUE, 0}};
     const unsigned nwant = sizeof want / sizeof want[0];
     uint32_t cur = 0;
     shmobj_root_info ri = {.struct_size = sizeof ri};
@@ -448,6 +452,8 @@ static void test_segment_root_next_every_kind(void **state)
             if (ri.kind == SHMOBJ_ROOT_TOPIC)
                 assert_int_equal((uint32_t)first_word(seg, ri.ref),
                                  SHMOBJ__TOPIC_MAGIC);
+            if (ri.kind == SHMOBJ_ROOT_SERVICE)
+                assert_int_equal(first_word(seg, ri.ref), SHMOBJ__SVC_MAGIC);
         }
     }
     assert_int_equal(rc, SHMOBJ_ENOTFOUND);
@@ -462,6 +468,7 @@ static void test_segment_root_next_every_kind(void **state)
     shmobj_queue_close(q);
     shmobj_map_close(m);
     shmobj_topic_close(t);
+    shmobj_service_close(svc);
     drop(seg, name);
 }
 

@@ -36,7 +36,7 @@ struct check_state {
     struct root *roots;
     size_t nroots;
     unsigned bad;
-    unsigned queues, maps, objects, topics, others;
+    unsigned queues, maps, objects, topics, services, others;
     bool incomplete;
 };
 
@@ -166,6 +166,26 @@ static int check_topic(shmobj_segment *seg, const struct root *r,
     return rc;
 }
 
+static int check_service(shmobj_segment *seg, const struct root *r,
+                         struct check_state *cs)
+{
+    cs->services++;
+    shmobj_service *svc;
+    uint32_t pending = 0;
+    int rc = shmobj_service_open(seg, r->ri.name, 0, &svc);
+    if (rc == 0) {
+        rc = shmobj_service_pending(svc, &pending);
+        shmobj_service_close(svc);
+    }
+    if (rc == 0) {
+        ok_head(r);
+        printf("ok, %" PRIu32 " call%s waiting\n", pending, shmobj_tool_plural(pending));
+    } else if (rc != SHMOBJ_EBUSY && rc != SHMOBJ_ENOMEM) {
+        damaged(cs, "service", r->ri.name, r->off, rc);
+    }
+    return rc;
+}
+
 static int check_root(shmobj_segment *seg, const struct root *r,
                       struct check_state *cs)
 {
@@ -177,6 +197,8 @@ static int check_root(shmobj_segment *seg, const struct root *r,
         return check_map(seg, r, cs);
     case SHMOBJ_ROOT_TOPIC:
         return check_topic(seg, r, cs);
+    case SHMOBJ_ROOT_SERVICE:
+        return check_service(seg, r, cs);
     case SHMOBJ_ROOT_OBJECT: {
         cs->objects++;
         rc = shmobj_obj_check(seg, r->ri.ref);
@@ -301,6 +323,8 @@ int shmobj_tool_check(int argc, char **argv)
            cs.objects, shmobj_tool_plural(cs.objects));
     if (cs.topics)
         printf("%u topic%s, ", cs.topics, shmobj_tool_plural(cs.topics));
+    if (cs.services)
+        printf("%u service%s, ", cs.services, shmobj_tool_plural(cs.services));
     printf("%u other%s)\n", cs.others, shmobj_tool_plural(cs.others));
     return 0;
 }

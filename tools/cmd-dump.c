@@ -70,6 +70,20 @@ static int dump_map(shmobj_segment *seg, const shmobj_root_info *ri, FILE *f,
     return rc;
 }
 
+static int dump_service(shmobj_segment *seg, const shmobj_root_info *ri, FILE *f)
+{
+    shmobj_service *svc;
+    uint32_t pending;
+    int rc = shmobj_service_open(seg, ri->name, 0, &svc);
+    if (rc != 0)
+        return rc;
+    rc = shmobj_service_pending(svc, &pending);
+    shmobj_service_close(svc);
+    if (rc == 0)
+        fprintf(f, "{\"$service\":{\"pending\":%" PRIu32 "}}", pending);
+    return rc;
+}
+
 static int dump_topic(shmobj_segment *seg, const shmobj_root_info *ri, FILE *f,
                       uint64_t entries)
 {
@@ -125,6 +139,8 @@ static int dump_root(shmobj_segment *seg, const shmobj_root_info *ri, FILE *f,
         return dump_map(seg, ri, f, entries);
     case SHMOBJ_ROOT_TOPIC:
         return dump_topic(seg, ri, f, entries);
+    case SHMOBJ_ROOT_SERVICE:
+        return dump_service(seg, ri, f);
     case SHMOBJ_ROOT_RAW:
         fprintf(f, "{\"$raw\":%" PRIu64 "}", ri->bytes);
         return 0;

@@ -97,6 +97,22 @@ static void stat_map(shmobj_segment *seg, const shmobj_root_info *ri,
     shmobj_map_close(m);
 }
 
+/* A service: the calls waiting for a server. */
+static void stat_service(shmobj_segment *seg, const shmobj_root_info *ri)
+{
+    shmobj_service *svc = NULL;
+    uint32_t pending = 0;
+    int rc = shmobj_service_open(seg, ri->name, 0, &svc);
+    if (rc == 0)
+        rc = shmobj_service_pending(svc, &pending);
+    shmobj_service_close(svc);
+    if (rc != 0)
+        printf(" (%s)\n", shmobj_strerror(rc));
+    else
+        printf(" %" PRIu32 " call%s waiting (queue %s%s)\n", pending,
+               shmobj_tool_plural(pending), ri->name, "/calls");
+}
+
 static void stat_topic(shmobj_segment *seg, const shmobj_root_info *ri,
                        uint64_t entries)
 {
@@ -272,6 +288,8 @@ int shmobj_tool_stat(int argc, char **argv)
             stat_object(seg, &ri, entries);
         else if (ri.kind == SHMOBJ_ROOT_TOPIC)
             stat_topic(seg, &ri, entries);
+        else if (ri.kind == SHMOBJ_ROOT_SERVICE)
+            stat_service(seg, &ri);
         else
             printf("\n");
     }

@@ -170,6 +170,8 @@ const char *shmobj_tool_kind_name(unsigned kind)
         return "object";
     case SHMOBJ_ROOT_TOPIC:
         return "topic";
+    case SHMOBJ_ROOT_SERVICE:
+        return "service";
     case SHMOBJ_ROOT_RAW:
         return "raw";
     case SHMOBJ_ROOT_STALE:

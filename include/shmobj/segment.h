@@ -702,7 +702,11 @@ enum shmobj_root_kind {
     SHMOBJ_ROOT_BAD = 5,    /**< the reference names no block of the heap */
     /** a topic (shmobj/topic.h); before 0.4 a topic was told as RAW
      *  @since 0.4 */
-    SHMOBJ_ROOT_TOPIC = 6
+    SHMOBJ_ROOT_TOPIC = 6,
+    /** a service's table of calls (shmobj/service.h); its queue of calls
+     *  is the root `NAME/calls`, told as a queue
+     *  @since 0.4 */
+    SHMOBJ_ROOT_SERVICE = 7
 };
 
 /** @brief One named root, see shmobj_segment_root_next(). */
@@ -719,8 +723,8 @@ typedef struct shmobj_root_info {
  *
  * Start with *cursor = 0 and call until SHMOBJ_ENOTFOUND. The kind comes
  * from the block's magic (a queue's ring, a map's control block, an
- * object's header, a topic's header); whether the root is sound is what opening or checking
- * it as that kind says.
+ * object's header, a topic's header, a service's table); whether the root
+ * is sound is what opening or checking it as that kind says.
  * @param[in] seg segment
  * @param[in,out] cursor position in the directory: 0 at first, moved past
  *                the entry returned (or past a damaged one)

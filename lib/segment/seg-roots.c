@@ -227,14 +227,16 @@ int shmobj_segment_root_del(shmobj_segment *seg, const char *name)
 /* ---- walking the directory (tools) ---- */
 
 /* The first bytes of each kind's block, as doc/format-queue.md,
- * format-map.md, format-object.md and format-topic.md give them. The
- * segment layer cannot see those layers' headers (the direction of
- * dependence), so the values are repeated here; tests/test-introspect.c pins each against its home
- * at compile time and by creating one root of every kind. */
+ * format-map.md, format-object.md, format-topic.md and format-service.md
+ * give them. The segment layer cannot see those layers' headers (the
+ * direction of dependence), so the values are repeated here;
+ * tests/test-introspect.c pins each against its home by creating one root
+ * of every kind. */
 #define KIND_QUEUE_MAGIC UINT32_C(0x474e5251)        /* "QRNG", u32 at 0 */
 #define KIND_MAP_MAGIC UINT64_C(0x31304d4a424f4d53)  /* "SMOBJM01", u64 at 0 */
 #define KIND_OBJECT_MAGIC UINT32_C(0x4a424f53)       /* "SOBJ", u32 at 0 */
 #define KIND_TOPIC_MAGIC UINT32_C(0x43504f54)        /* "TOPC", u32 at 0 */
+#define KIND_SERVICE_MAGIC UINT64_C(0x3130435653484d53) /* "SHMSVC01", u64 at 0 */
 
 /* What ref names, judged after the lock is given back: the check is
  * lock-free and the first word is only compared, so a block freed
@@ -267,6 +269,8 @@ static void root_kind(shmobj_segment *seg, shmobj_ref ref,
         info->kind = SHMOBJ_ROOT_OBJECT;
     else if ((uint32_t)w == KIND_TOPIC_MAGIC)
         info->kind = SHMOBJ_ROOT_TOPIC;
+    else if (w == KIND_SERVICE_MAGIC)
+        info->kind = SHMOBJ_ROOT_SERVICE;
 }
 
 int shmobj_segment_root_next(shmobj_segment *seg, uint32_t *cursor,
