@@ -3,7 +3,8 @@
 No build step: the module is one file that loads the C library and calls
 it. It creates and opens segments, builds objects from Python values and
 reads them in place through views, updates scalars atomically, shows
-buffers (tensors) to numpy without a copy, and uses queues and shared maps.
+buffers (tensors) to numpy without a copy, and uses queues, shared maps,
+topics, services, watches and wait-sets.
 
     import shmobj
     with shmobj.Segment.create("demo", size=1 << 20) as seg:
@@ -35,10 +36,37 @@ Reads (``Segment.get``) give a ``View``: containers answer ``len``,
 segment and change in place), keys and set members are Python values (they
 are immutable). ``View.to_python()`` copies a whole value out.
 
-Lifetime. Every view, queue and map holds its Segment. ``Segment.close()``
-(or the end of its ``with`` block) closes the queue and map handles opened
-through it and detaches; afterwards every call through a view, queue or map
-of that segment raises ``Error`` with code ``ESTALE``, and never touches
+Topics, services, watches and wait-sets (timeouts in seconds, None: for
+ever). ``Segment.topic`` gives a ``Topic`` (``publish``, ``subscribe``,
+``stats``); a ``Subscription`` takes ``Message`` objects whose ``data`` is
+a memoryview of the bytes in place until ``release()`` (or the end of a
+``with`` block). ``Segment.service`` gives a ``Service``: ``call`` returns
+the response's bytes (Error EPEERDEAD when the server died holding the
+request), ``take`` gives a ``Request`` to ``reply`` to. ``Map.watch(key)``
+and ``View.watch()`` give a ``Watch`` (``wait``, ``consume``); a
+``WaitSet`` waits on queues, subscriptions, services and watches at once.
+Subscriptions, services and watches have ``fileno()`` for select/poll.
+
+    with shmobj.Segment.create("demo", size=1 << 20) as seg:
+        t = seg.topic("news", create=True, history=4)
+        sub = t.subscribe()
+        t.publish(b"hello")
+        with sub.take(timeout=1) as msg:
+            print(msg.seq, bytes(msg.data))
+        m = seg.map("config", create=True)
+        w = m.watch("mode")
+        ws = shmobj.WaitSet()
+        ws.add(sub, "news")
+        ws.add(w, "config")
+        m["mode"] = b"fast"
+        print(ws.wait(timeout=1))        # ['config']
+        ws.close()
+
+Lifetime. Every view and handle holds its Segment. ``Segment.close()``
+(or the end of its ``with`` block) closes the queue, map, topic,
+subscription, service and watch handles opened through it and detaches;
+afterwards every call through a view or handle of that segment raises
+``Error`` with code ``ESTALE`` (a wait-set with such a member too), and never touches
 unmapped memory. Memory given out to Python objects (a numpy array or
 memoryview of a buffer, of bytes or of a message block) stays mapped while
 any such object lives: the detach itself waits for the last of them. So no

@@ -8,7 +8,9 @@ containers, atomic adds from several processes, buffers shown to numpy
 without a copy and written from a second process, queues and completion
 with a second process, the shared map, tables (rows appended from bytes,
 fields added to from several processes, columns shown to numpy in place),
-errors, the asyncio example, and
+topics (fan-out, history for a late joiner), services served by a forked
+child (the answer, EPEERDEAD when it dies holding the request), watches
+woken by a child's map set, wait-sets, errors, the asyncio example, and
 every order of closing a segment and dropping its views, queues, maps and
 exported arrays (in child interpreters, so that a crash fails a test and
 not the runner). numpy parts are skipped only when numpy is missing, which
