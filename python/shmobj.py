@@ -2029,14 +2029,38 @@ def _ns(timeout):
     return min(int(timeout * 1e9), (1 << 63) - 1)
 
 
-def _inplace(seg, ptr, n):
+def _inplace(seg, ptr, n, hold):
     """``n`` bytes at ``ptr`` in ``seg`` as a memoryview that keeps the
-    segment mapped while it (or a slice of it) lives."""
+    segment mapped, and ``hold`` alive, while it (or a slice of it) lives."""
     if n == 0:
         return memoryview(b"")
     arr = (ctypes.c_char * n).from_address(ptr)
     arr._shmobj_pin = _Pin(seg)
+    arr._shmobj_hold = hold
     return memoryview(arr).cast("B")
+
+
+class _Hold:
+    """A message taken (``m``) and how to give it back: given back when the
+    last of its Message (or Request) and its memoryview goes, unless it
+    was given back before (then ``m`` is None)."""
+
+    __slots__ = ("give", "m")
+
+    def __init__(self, give, m):
+        self.give, self.m = give, m
+
+    def take(self):
+        m, self.m = self.m, None
+        return m
+
+    def __del__(self):
+        m = self.take()
+        if m is not None:
+            try:
+                self.give(m)
+            except Exception:  # its handle was closed: that gave it back
+                pass
 
 
 def _outbytes(data):
@@ -2163,11 +2187,12 @@ class Message:
     policy). ``bytes(msg)`` copies it. Release it (or use ``with``): a
     subscriber holding messages holds the publishers back."""
 
-    __slots__ = ("_sub", "_m", "data", "seq", "missed", "__weakref__")
+    __slots__ = ("_sub", "_hold", "data", "seq", "missed")
 
     def __init__(self, sub, m):
-        self._sub, self._m = sub, m
-        self.data = _inplace(sub._seg, m.data, m.len)
+        self._sub = sub
+        self._hold = _Hold(sub._give, m)
+        self.data = _inplace(sub._seg, m.data, m.len, self._hold)
         self.seq, self.missed = m.seq, m.missed
 
     def __bytes__(self):
@@ -2178,28 +2203,32 @@ class Message:
 
     def release(self):
         """Give the message back; its ``data`` is released too (reading
-        it afterwards raises ValueError). Releasing twice does nothing."""
-        m, self._m = self._m, None
-        if m is None:
+        it afterwards raises ValueError). Releasing twice does nothing.
+        A message dropped unreleased is released once neither it nor its
+        ``data`` is referenced any more."""
+        if self._hold.m is None:
             return
+        h = self._sub._h()
+        m = self._hold.take()
         try:
             self.data.release()
         except BufferError:  # a buffer of it is exported: leave it
             pass
-        _check(_topic_release(self._sub._h(), ctypes.byref(m)), "release")
+        _check(_topic_release(h, ctypes.byref(m)), "release")
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
         if self._sub.closed:  # unsubscribing released it
-            self._m = None
+            self._hold.take()
             return
         self.release()
 
     def __repr__(self):
+        live = self._hold.m is not None
         return "<shmobj.Message seq=%d len=%d%s>" % (
-            self.seq, len(self.data) if self._m else 0, "" if self._m else " released")
+            self.seq, len(self.data) if live else 0, "" if live else " released")
 
 
 class Subscription(_Handle):
@@ -2214,6 +2243,9 @@ class Subscription(_Handle):
         h = _p()
         _check(_topic_subscribe(topic._h(), ctypes.byref(h)), "subscribe " + str(self.name))
         self._cell = self._seg._adopt(h.value, _topic_unsubscribe)
+
+    def _give(self, m):
+        _topic_release(self._h(), ctypes.byref(m))
 
     def take(self, timeout=None):
         """The next message (a Message), waiting up to ``timeout`` seconds
@@ -2249,12 +2281,14 @@ class Request:
     carries an object: then ``ref``). Answer with ``reply()``, or give it
     back unanswered with ``release()`` (the caller gets ENOTFOUND)."""
 
-    __slots__ = ("_svc", "_m", "data", "ref")
+    __slots__ = ("_svc", "_hold", "data", "ref")
 
     def __init__(self, svc, m):
-        self._svc, self._m = svc, m
+        self._svc = svc
+        self._hold = _Hold(svc._give, m)
         self.ref = m.ref
-        self.data = _inplace(svc._seg, m.data, m.len) if m.flags & _SERVICE_BYTES else None
+        self.data = (_inplace(svc._seg, m.data, m.len, self._hold)
+                     if m.flags & _SERVICE_BYTES else None)
 
     def __bytes__(self):
         if self.data is None:
@@ -2262,8 +2296,7 @@ class Request:
         return self.data.tobytes()
 
     def _done(self):
-        if self._m is None:
-            raise Error(EINVAL, "the request was answered or released already")
+        self._hold.take()
         if self.data is not None:
             try:
                 self.data.release()
@@ -2271,31 +2304,34 @@ class Request:
                 pass
 
     def reply(self, data):
-        """Answer with a copy of ``data`` (bytes-like, or str as UTF-8)."""
+        """Answer with a copy of ``data`` (bytes-like, or str as UTF-8).
+        A request dropped unanswered is given back (as ``release()``) once
+        neither it nor its ``data`` is referenced any more."""
         raw, n = _outbytes(data)
         h = self._svc._h()
-        self._done()
+        m = self._hold.m
+        if m is None:
+            raise Error(EINVAL, "the request was answered or released already")
         resp = _ServiceMsg(flags=_SERVICE_BYTES, len=n)
         resp.data = ctypes.cast(ctypes.c_char_p(raw), _p)
-        m, self._m = self._m, None
         _check(_svc_reply(h, ctypes.byref(m), ctypes.byref(resp)), "reply")
+        self._done()
 
     def release(self):
         """Give the request back unanswered (its caller gets ENOTFOUND).
         Does nothing once answered or released."""
-        if self._m is None:
+        m = self._hold.m
+        if m is None:
             return
-        h = self._svc._h()
+        _check(_svc_release(self._svc._h(), ctypes.byref(m)), "release")
         self._done()
-        m, self._m = self._m, None
-        _check(_svc_release(h, ctypes.byref(m)), "release")
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
         if self._svc.closed:
-            self._m = None
+            self._hold.take()
             return
         self.release()
 
@@ -2324,6 +2360,9 @@ class Service(_Handle):
             rc = _svc_open(seg._handle(), _nm(name), _ns(timeout), ctypes.byref(h))
         _check(rc, "service " + str(name))
         self._cell = seg._adopt(h.value, _svc_close)
+
+    def _give(self, m):
+        _svc_release(self._h(), ctypes.byref(m))
 
     @staticmethod
     def destroy(seg, name):

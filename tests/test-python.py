@@ -781,6 +781,20 @@ class TestTopic(SegmentCase):
             shmobj.Topic(self.seg, "none")
         self.assertEqual(cm.exception.code, shmobj.ENOTFOUND)
 
+    def test_topic_dropped_message_is_released(self):
+        t = self.seg.topic("full", create=True, capacity=2)
+        sub = t.subscribe()
+        self.assertTrue(t.publish(b"a", timeout=0))
+        self.assertTrue(t.publish(b"b", timeout=0))
+        self.assertFalse(t.publish(b"c", timeout=0))  # full until released
+        data = sub.take(0).data  # the message dropped, its bytes kept
+        self.assertFalse(t.publish(b"c", timeout=0))
+        self.assertEqual(bytes(data), b"a")
+        del data
+        sub.take(0)  # dropped at once
+        self.assertTrue(t.publish(b"c", timeout=0))
+        self.assertTrue(t.publish(b"d", timeout=0))
+
 
 class TestService(SegmentCase):
     def test_service_call_served_by_forked_child(self):
@@ -831,11 +845,13 @@ class TestService(SegmentCase):
         def serve():
             with shmobj.Segment(name) as seg, seg.service("rel") as s:
                 s.take(timeout=10).release()
+                s.take(timeout=10)  # dropped unanswered: given back too
 
         pid = fork_child(serve)
-        with self.assertRaises(shmobj.Error) as cm:
-            svc.call(b"x", timeout=10)
-        self.assertEqual(cm.exception.code, shmobj.ENOTFOUND)
+        for _ in range(2):
+            with self.assertRaises(shmobj.Error) as cm:
+                svc.call(b"x", timeout=10)
+            self.assertEqual(cm.exception.code, shmobj.ENOTFOUND)
         self.assertEqual(child_status(pid), 0)
 
 
