@@ -2024,9 +2024,11 @@ def _ns(timeout):
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
         raise Error(EINVAL, "a timeout is seconds (int or float) or None, not %r"
                     % (timeout,))
-    if timeout < 0:
+    if timeout != timeout:
+        raise Error(EINVAL, "a timeout is not NaN")
+    if timeout < 0 or timeout * 1e9 >= (1 << 63):
         return FOREVER
-    return min(int(timeout * 1e9), (1 << 63) - 1)
+    return int(timeout * 1e9)
 
 
 def _inplace(seg, ptr, n, hold):
