@@ -3,7 +3,8 @@
 No build step: the module is one file that loads the C library and calls
 it. It creates and opens segments, builds objects from Python values and
 reads them in place through views, updates scalars atomically, shows
-buffers (tensors) to numpy without a copy, and uses queues and shared maps.
+buffers (tensors) to numpy without a copy, and uses queues, shared maps,
+topics, services, watches and wait-sets.
 
     import shmobj
     with shmobj.Segment.create("demo", size=1 << 20) as seg:
@@ -35,10 +36,37 @@ Reads (``Segment.get``) give a ``View``: containers answer ``len``,
 segment and change in place), keys and set members are Python values (they
 are immutable). ``View.to_python()`` copies a whole value out.
 
-Lifetime. Every view, queue and map holds its Segment. ``Segment.close()``
-(or the end of its ``with`` block) closes the queue and map handles opened
-through it and detaches; afterwards every call through a view, queue or map
-of that segment raises ``Error`` with code ``ESTALE``, and never touches
+Topics, services, watches and wait-sets (timeouts in seconds, None: for
+ever). ``Segment.topic`` gives a ``Topic`` (``publish``, ``subscribe``,
+``stats``); a ``Subscription`` takes ``Message`` objects whose ``data`` is
+a memoryview of the bytes in place until ``release()`` (or the end of a
+``with`` block). ``Segment.service`` gives a ``Service``: ``call`` returns
+the response's bytes (Error EPEERDEAD when the server died holding the
+request), ``take`` gives a ``Request`` to ``reply`` to. ``Map.watch(key)``
+and ``View.watch()`` give a ``Watch`` (``wait``, ``consume``); a
+``WaitSet`` waits on queues, subscriptions, services and watches at once.
+Subscriptions, services and watches have ``fileno()`` for select/poll.
+
+    with shmobj.Segment.create("demo", size=1 << 20) as seg:
+        t = seg.topic("news", create=True, history=4)
+        sub = t.subscribe()
+        t.publish(b"hello")
+        with sub.take(timeout=1) as msg:
+            print(msg.seq, bytes(msg.data))
+        m = seg.map("config", create=True)
+        w = m.watch("mode")
+        ws = shmobj.WaitSet()
+        ws.add(sub, "news")
+        ws.add(w, "config")
+        m["mode"] = b"fast"
+        print(ws.wait(timeout=1))        # ['config']
+        ws.close()
+
+Lifetime. Every view and handle holds its Segment. ``Segment.close()``
+(or the end of its ``with`` block) closes the queue, map, topic,
+subscription, service and watch handles opened through it and detaches;
+afterwards every call through a view or handle of that segment raises
+``Error`` with code ``ESTALE`` (a wait-set with such a member too), and never touches
 unmapped memory. Memory given out to Python objects (a numpy array or
 memoryview of a buffer, of bytes or of a message block) stays mapped while
 any such object lives: the detach itself waits for the last of them. So no
@@ -59,8 +87,10 @@ import os
 import sys
 
 __all__ = ["Error", "Segment", "View", "Table", "Queue", "Map", "MList", "MDict",
-           "MSet", "Struct", "Record", "Shape", "Link", "Adopt", "FOREVER",
-           "BACKEND_SHM", "BACKEND_FILE", "BACKEND_MEMFD"]
+           "MSet", "Struct", "Record", "Shape", "Link", "Adopt", "Topic", "Subscription",
+           "Message", "Service", "Request", "Watch", "WaitSet", "FOREVER",
+           "TOPIC_BLOCK", "TOPIC_OVERWRITE", "BACKEND_SHM", "BACKEND_FILE",
+           "BACKEND_MEMFD"]
 
 try:
     _lib = ctypes.CDLL(os.environ.get("SHMOBJ_LIBRARY") or "libshmobj.so.0")
@@ -933,6 +963,14 @@ class Segment:
     def map(self, name, **kw):
         """``Map(self, name, ...)``."""
         return Map(self, name, **kw)
+
+    def topic(self, name, **kw):
+        """``Topic(self, name, ...)``."""
+        return Topic(self, name, **kw)
+
+    def service(self, name, **kw):
+        """``Service(self, name, ...)``."""
+        return Service(self, name, **kw)
 
 
 # ---- views -------------------------------------------------------------------
@@ -1904,3 +1942,624 @@ class Map:
 
     def __iter__(self):
         return iter(self.keys())
+
+
+# ---- topics, services, watches, wait-sets ------------------------------------
+
+TOPIC_BLOCK, TOPIC_OVERWRITE = 0, 1
+_SERVICE_OBJECT, _SERVICE_BYTES = 1, 2
+
+
+class _TopicConfig(ctypes.Structure):
+    _fields_ = [("capacity", ctypes.c_uint32), ("history", ctypes.c_uint32),
+                ("subscribers", ctypes.c_uint32), ("policy", ctypes.c_uint32)]
+
+
+class _TopicMsg(ctypes.Structure):
+    _fields_ = [("data", _p), ("len", _u64), ("ref", _u64), ("seq", _u64),
+                ("missed", _u64)]
+
+
+class _TopicStats(ctypes.Structure):
+    _fields_ = [("published", _u64), ("retained", _u64), ("capacity", ctypes.c_uint32),
+                ("history", ctypes.c_uint32), ("subscribers", ctypes.c_uint32),
+                ("loans", ctypes.c_uint32), ("max_lag", _u64), ("missed", _u64),
+                ("spares", ctypes.c_uint32)]
+
+
+class _ServiceMsg(ctypes.Structure):
+    _fields_ = [("ref", _u64), ("data", _p), ("len", _size), ("flags", ctypes.c_uint),
+                ("call", _u64)]
+
+
+_PP = ctypes.POINTER(_p)
+_topic_cfg_init = _fn("shmobj_topic_config_init", None, ctypes.POINTER(_TopicConfig))
+_topic_create = _fn("shmobj_topic_open_or_create", _int, _p, _str,
+                    ctypes.POINTER(_TopicConfig), _PP)
+_topic_open = _fn("shmobj_topic_open", _int, _p, _str, _PP)
+_topic_open_timed = _fn("shmobj_topic_open_timed", _int, _p, _str, _i64, _PP)
+_topic_close = _fn("shmobj_topic_close", None, _p)
+_topic_destroy = _fn("shmobj_topic_destroy", _int, _p, _str)
+_topic_stats = _fn("shmobj_topic_stats_get", _int, _p, ctypes.POINTER(_TopicStats))
+_topic_publish = _fn("shmobj_topic_publish", _int, _p, _p, _u64, _i64)
+_topic_subscribe = _fn("shmobj_topic_subscribe", _int, _p, _PP)
+_topic_unsubscribe = _fn("shmobj_topic_unsubscribe", None, _p)
+_topic_take = _fn("shmobj_topic_take", _int, _p, ctypes.POINTER(_TopicMsg), _i64)
+_topic_release = _fn("shmobj_topic_release", _int, _p, ctypes.POINTER(_TopicMsg))
+_topic_notify_fd = _fn("shmobj_topic_notify_fd", _int, _p, ctypes.POINTER(_int))
+_topic_notify_arm = _fn("shmobj_topic_notify_arm", _int, _p)
+_svc_create = _fn("shmobj_service_create", _int, _p, _str, ctypes.c_uint32,
+                  ctypes.c_uint, _PP)
+_svc_open = _fn("shmobj_service_open", _int, _p, _str, _i64, _PP)
+_svc_close = _fn("shmobj_service_close", None, _p)
+_svc_destroy = _fn("shmobj_service_destroy", _int, _p, _str)
+_PSM = ctypes.POINTER(_ServiceMsg)
+_svc_call = _fn("shmobj_service_call", _int, _p, _PSM, _i64, _PSM)
+_svc_release = _fn("shmobj_service_release", _int, _p, _PSM)
+_svc_take = _fn("shmobj_service_take", _int, _p, _i64, _PSM)
+_svc_reply = _fn("shmobj_service_reply", _int, _p, _PSM, _PSM)
+_svc_pending = _fn("shmobj_service_pending", _int, _p, ctypes.POINTER(ctypes.c_uint32))
+_svc_notify_fd = _fn("shmobj_service_notify_fd", _int, _p, ctypes.POINTER(_int))
+_svc_notify_arm = _fn("shmobj_service_notify_arm", _int, _p)
+_watch_map_key = _fn("shmobj_watch_map_key", _int, _p, _str, _size, _PP)
+_watch_container = _fn("shmobj_watch_container", _int, _p, _PP)
+_watch_fd = _fn("shmobj_watch_fd", _int, _p, ctypes.POINTER(_int))
+_watch_arm = _fn("shmobj_watch_arm", _int, _p)
+_watch_consume = _fn("shmobj_watch_consume", _int, _p)
+_watch_wait = _fn("shmobj_watch_wait", _int, _p, _i64)
+_watch_close = _fn("shmobj_watch_close", None, _p)
+_ws_create = _fn("shmobj_waitset_create", _int, _PP)
+_ws_destroy = _fn("shmobj_waitset_destroy", None, _p)
+_ws_add_queue = _fn("shmobj_waitset_add_queue", _int, _p, _p, _p)
+_ws_add_topic = _fn("shmobj_waitset_add_topic", _int, _p, _p, _p)
+_ws_add_service = _fn("shmobj_waitset_add_service", _int, _p, _p, _p)
+_ws_add_watch = _fn("shmobj_waitset_add_watch", _int, _p, _p, _p)
+_ws_wait = _fn("shmobj_waitset_wait", _int, _p, _i64, _PP, _size, _Psize)
+
+
+def _ns(timeout):
+    """A timeout in seconds (None or negative: for ever) in nanoseconds."""
+    if timeout is None:
+        return FOREVER
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise Error(EINVAL, "a timeout is seconds (int or float) or None, not %r"
+                    % (timeout,))
+    if timeout != timeout:
+        raise Error(EINVAL, "a timeout is not NaN")
+    if timeout < 0 or timeout * 1e9 >= (1 << 63):
+        return FOREVER
+    return int(timeout * 1e9)
+
+
+def _inplace(seg, ptr, n, hold):
+    """``n`` bytes at ``ptr`` in ``seg`` as a memoryview that keeps the
+    segment mapped, and ``hold`` alive, while it (or a slice of it) lives."""
+    if n == 0:
+        return memoryview(b"")
+    arr = (ctypes.c_char * n).from_address(ptr)
+    arr._shmobj_pin = _Pin(seg)
+    arr._shmobj_hold = hold
+    return memoryview(arr).cast("B")
+
+
+class _Hold:
+    """A message taken (``m``) and how to give it back: given back when the
+    last of its Message (or Request) and its memoryview goes, unless it
+    was given back before (then ``m`` is None)."""
+
+    __slots__ = ("give", "m")
+
+    def __init__(self, give, m):
+        self.give, self.m = give, m
+
+    def take(self):
+        m, self.m = self.m, None
+        return m
+
+    def __del__(self):
+        m = self.take()
+        if m is not None:
+            try:
+                self.give(m)
+            except Exception:  # its handle was closed: that gave it back
+                pass
+
+
+def _outbytes(data):
+    """A Python bytes-like as (bytes, length) for the library."""
+    if isinstance(data, str):
+        raw = data.encode()
+    else:
+        try:
+            raw = data if isinstance(data, bytes) else memoryview(data).tobytes()
+        except TypeError:
+            raise Error(EINVAL, "bytes wanted, not %s" % type(data).__name__) from None
+    return raw, len(raw)
+
+
+class _Handle:
+    """A C handle registered with its segment (closed with it)."""
+
+    _kind = "handle"
+
+    def _h(self):
+        h = self._cell[0]
+        if h is None:
+            raise Error(ESTALE, "%s %s is closed" % (self._kind, self.name))
+        return h
+
+    @property
+    def closed(self):
+        return self._cell[0] is None
+
+    @property
+    def segment(self):
+        return self._seg
+
+    def close(self):
+        h = self._seg._release(self._cell)
+        if h:
+            self._closer(h)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self):
+        return "<shmobj.%s %r%s>" % (type(self).__name__, self.name,
+                                     " closed" if self.closed else "")
+
+
+class Topic(_Handle):
+    """A handle of a topic: publish/subscribe, every subscriber gets every
+    message, a late joiner first the last ``history`` kept. Holds its
+    segment; ``close()`` (or ``with``) gives the handle back."""
+
+    _kind = "topic"
+    _closer = staticmethod(_topic_close)
+
+    def __init__(self, seg, name, create=False, capacity=256, history=0,
+                 subscribers=1024, policy=TOPIC_BLOCK, timeout=0):
+        """Open the topic ``name``, waiting up to ``timeout`` seconds for
+        it; with ``create``, open it or create it with ``capacity`` ring
+        slots (a power of two, more than ``history``), ``history``
+        messages kept for late joiners, at most ``subscribers``, and the
+        ``policy`` for a full ring (TOPIC_BLOCK or TOPIC_OVERWRITE)."""
+        self._seg, self.name = seg, name
+        h = _p()
+        if create:
+            cfg = _TopicConfig()
+            _topic_cfg_init(ctypes.byref(cfg))
+            for f, x in (("capacity", capacity), ("history", history),
+                         ("subscribers", subscribers), ("policy", policy)):
+                if isinstance(x, bool) or not isinstance(x, int) or not 0 <= x < 1 << 32:
+                    raise Error(EINVAL, "topic %s: bad %s %r" % (name, f, x))
+                setattr(cfg, f, x)
+            rc = _topic_create(seg._handle(), _nm(name), ctypes.byref(cfg), ctypes.byref(h))
+        else:
+            t = _ns(timeout)
+            if t == 0:  # ENOTFOUND, as a queue or a map says
+                rc = _topic_open(seg._handle(), _nm(name), ctypes.byref(h))
+            else:
+                rc = _topic_open_timed(seg._handle(), _nm(name), t, ctypes.byref(h))
+        _check(rc, "topic " + str(name))
+        self._cell = seg._adopt(h.value, _topic_close)
+
+    @staticmethod
+    def destroy(seg, name):
+        """Remove the topic ``name`` (its handles' calls give ESTALE)."""
+        _check(_topic_destroy(seg._handle(), _nm(name)), "destroy topic " + str(name))
+
+    def publish(self, data, timeout=None):
+        """Publish a copy of ``data`` (bytes-like, or str as UTF-8), waiting
+        up to ``timeout`` seconds (None: for ever) for room under
+        TOPIC_BLOCK; False when there was none in time."""
+        raw, n = _outbytes(data)
+        rc = _topic_publish(self._h(), ctypes.cast(ctypes.c_char_p(raw), _p), n, _ns(timeout))
+        if rc in (ETIMEDOUT, EFULL):
+            return False
+        _check(rc, "publish")
+        return True
+
+    def subscribe(self):
+        """Join: a Subscription that gets the messages kept for late
+        joiners, then every message published after."""
+        return Subscription(self)
+
+    def stats(self):
+        """The topic's figures as a dict (published, retained, capacity,
+        history, subscribers, loans, max_lag, missed, spares)."""
+        s = _TopicStats()
+        _check(_topic_stats(self._h(), ctypes.byref(s)), "stats")
+        return {f: getattr(s, f) for f, _ in _TopicStats._fields_}
+
+
+class Message:
+    """A message taken from a subscription: ``data`` its bytes in place (a
+    memoryview, valid until ``release()``), ``seq`` its place in the
+    topic's order, ``missed`` the messages lost just before it (overwrite
+    policy). ``bytes(msg)`` copies it. Release it (or use ``with``): a
+    subscriber holding messages holds the publishers back."""
+
+    __slots__ = ("_sub", "_hold", "data", "seq", "missed")
+
+    def __init__(self, sub, m):
+        self._sub = sub
+        self._hold = _Hold(sub._give, m)
+        self.data = _inplace(sub._seg, m.data, m.len, self._hold)
+        self.seq, self.missed = m.seq, m.missed
+
+    def __bytes__(self):
+        return self.data.tobytes()
+
+    def __len__(self):
+        return len(self.data)
+
+    def release(self):
+        """Give the message back; its ``data`` is released too (reading
+        it afterwards raises ValueError). Releasing twice does nothing.
+        A message dropped unreleased is released once neither it nor its
+        ``data`` is referenced any more."""
+        if self._hold.m is None:
+            return
+        h = self._sub._h()
+        m = self._hold.take()
+        try:
+            self.data.release()
+        except BufferError:  # a buffer of it is exported: leave it
+            pass
+        _check(_topic_release(h, ctypes.byref(m)), "release")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self._sub.closed:  # unsubscribing released it
+            self._hold.take()
+            return
+        self.release()
+
+    def __repr__(self):
+        live = self._hold.m is not None
+        return "<shmobj.Message seq=%d len=%d%s>" % (
+            self.seq, len(self.data) if live else 0, "" if live else " released")
+
+
+class Subscription(_Handle):
+    """A subscriber of a topic. ``close()`` (or ``with``) leaves the
+    topic, releasing the messages it holds."""
+
+    _kind = "subscription"
+    _closer = staticmethod(_topic_unsubscribe)
+
+    def __init__(self, topic):
+        self._seg, self.name, self.topic = topic._seg, topic.name, topic
+        h = _p()
+        _check(_topic_subscribe(topic._h(), ctypes.byref(h)), "subscribe " + str(self.name))
+        self._cell = self._seg._adopt(h.value, _topic_unsubscribe)
+
+    def _give(self, m):
+        _topic_release(self._h(), ctypes.byref(m))
+
+    def take(self, timeout=None):
+        """The next message (a Message), waiting up to ``timeout`` seconds
+        (None: for ever); None when none came in time."""
+        m = _TopicMsg()
+        rc = _topic_take(self._h(), ctypes.byref(m), _ns(timeout))
+        if rc in (ETIMEDOUT, EEMPTY):
+            return None
+        _check(rc, "take")
+        return Message(self, m)
+
+    def try_take(self):
+        """The next message, or None at once."""
+        return self.take(0)
+
+    def fileno(self):
+        """A descriptor that becomes readable when a message waits (for
+        select, poll, asyncio's add_reader): call arm() before each wait,
+        then try_take() until None."""
+        fd = _int()
+        _check(_topic_notify_fd(self._h(), ctypes.byref(fd)), "fileno")
+        return fd.value
+
+    def arm(self):
+        """Empty the descriptor and ask for a wake-up at the next message
+        (readable at once when one already waits)."""
+        _check(_topic_notify_arm(self._h()), "arm")
+
+
+class Request:
+    """A request taken by a server: ``data`` its bytes in place (a
+    memoryview, valid until answered or released; None for a request that
+    carries an object: then ``ref``). Answer with ``reply()``, or give it
+    back unanswered with ``release()`` (the caller gets ENOTFOUND)."""
+
+    __slots__ = ("_svc", "_hold", "data", "ref")
+
+    def __init__(self, svc, m):
+        self._svc = svc
+        self._hold = _Hold(svc._give, m)
+        self.ref = m.ref
+        self.data = (_inplace(svc._seg, m.data, m.len, self._hold)
+                     if m.flags & _SERVICE_BYTES else None)
+
+    def __bytes__(self):
+        if self.data is None:
+            raise Error(ETYPE, "the request carries an object, not bytes")
+        return self.data.tobytes()
+
+    def _done(self):
+        self._hold.take()
+        if self.data is not None:
+            try:
+                self.data.release()
+            except BufferError:
+                pass
+
+    def reply(self, data):
+        """Answer with a copy of ``data`` (bytes-like, or str as UTF-8).
+        A request dropped unanswered is given back (as ``release()``) once
+        neither it nor its ``data`` is referenced any more."""
+        raw, n = _outbytes(data)
+        h = self._svc._h()
+        m = self._hold.m
+        if m is None:
+            raise Error(EINVAL, "the request was answered or released already")
+        resp = _ServiceMsg(flags=_SERVICE_BYTES, len=n)
+        resp.data = ctypes.cast(ctypes.c_char_p(raw), _p)
+        _check(_svc_reply(h, ctypes.byref(m), ctypes.byref(resp)), "reply")
+        self._done()
+
+    def release(self):
+        """Give the request back unanswered (its caller gets ENOTFOUND).
+        Does nothing once answered or released."""
+        m = self._hold.m
+        if m is None:
+            return
+        _check(_svc_release(self._svc._h(), ctypes.byref(m)), "release")
+        self._done()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self._svc.closed:
+            self._hold.take()
+            return
+        self.release()
+
+
+class Service(_Handle):
+    """A handle of a service: request/response between processes, for its
+    clients (``call``) and its servers (``take``, then ``reply``). Holds its
+    segment; ``close()`` (or ``with``) gives the handle back."""
+
+    _kind = "service"
+    _closer = staticmethod(_svc_close)
+
+    def __init__(self, seg, name, create=False, capacity=64, timeout=0):
+        """Open the service ``name``, waiting up to ``timeout`` seconds for
+        it; with ``create``, create it (``capacity`` calls may wait, a
+        power of two), or open it when it exists already."""
+        self._seg, self.name = seg, name
+        h = _p()
+        rc = EEXIST
+        if create:
+            if isinstance(capacity, bool) or not isinstance(capacity, int) \
+                    or not 0 <= capacity < 1 << 32:
+                raise Error(EINVAL, "service %s: bad capacity %r" % (name, capacity))
+            rc = _svc_create(seg._handle(), _nm(name), capacity, 0, ctypes.byref(h))
+        if rc == EEXIST:
+            rc = _svc_open(seg._handle(), _nm(name), _ns(timeout), ctypes.byref(h))
+        _check(rc, "service " + str(name))
+        self._cell = seg._adopt(h.value, _svc_close)
+
+    def _give(self, m):
+        _svc_release(self._h(), ctypes.byref(m))
+
+    @staticmethod
+    def destroy(seg, name):
+        """Remove the service ``name`` (its handles' calls give ESTALE)."""
+        _check(_svc_destroy(seg._handle(), _nm(name)), "destroy service " + str(name))
+
+    def call(self, data, timeout=None):
+        """Send ``data`` (bytes-like, or str as UTF-8) and wait up to
+        ``timeout`` seconds (None: for ever) for the answer; returns the
+        response's bytes (copied; the response is given back). Raises
+        Error: ETIMEDOUT (no answer in time), EPEERDEAD (the server died
+        holding the request), ENOTFOUND (the server gave it back), ..."""
+        raw, n = _outbytes(data)
+        h = self._h()
+        t = _ns(timeout)
+        if t == 0:
+            raise Error(EINVAL, "call: a timeout of 0 cannot be met")
+        req = _ServiceMsg(flags=_SERVICE_BYTES, len=n)
+        req.data = ctypes.cast(ctypes.c_char_p(raw), _p)
+        resp = _ServiceMsg()
+        _check(_svc_call(h, ctypes.byref(req), t, ctypes.byref(resp)), "call " + str(self.name))
+        try:
+            if resp.flags & _SERVICE_BYTES:
+                return ctypes.string_at(resp.data, resp.len) if resp.len else b""
+            raise Error(ETYPE, "call: the response is not bytes")
+        finally:
+            _svc_release(h, ctypes.byref(resp))
+
+    def take(self, timeout=None):
+        """Server: the next request (a Request), waiting up to ``timeout``
+        seconds (None: for ever); None when none came in time."""
+        m = _ServiceMsg()
+        rc = _svc_take(self._h(), _ns(timeout), ctypes.byref(m))
+        if rc in (ETIMEDOUT, EEMPTY):
+            return None
+        _check(rc, "take")
+        return Request(self, m)
+
+    def try_take(self):
+        return self.take(0)
+
+    def pending(self):
+        """Calls outstanding (waiting, being served or answered)."""
+        n = ctypes.c_uint32()
+        _check(_svc_pending(self._h(), ctypes.byref(n)), "pending")
+        return n.value
+
+    def fileno(self):
+        """A descriptor that becomes readable when calls wait: call arm()
+        before each wait, then try_take() until None."""
+        fd = _int()
+        _check(_svc_notify_fd(self._h(), ctypes.byref(fd)), "fileno")
+        return fd.value
+
+    def arm(self):
+        """Empty the descriptor and ask for a wake-up at the next call."""
+        _check(_svc_notify_arm(self._h()), "arm")
+
+
+class Watch(_Handle):
+    """Being woken when a map's key or a mutable container changes
+    (``Map.watch``, ``View.watch``). Changes are counted, not described:
+    read the value again. A watch belongs to the process and thread that
+    made it. Closed with its segment."""
+
+    _kind = "watch"
+    _closer = staticmethod(_watch_close)
+
+    def __init__(self, seg, name, h):
+        self._seg, self.name = seg, name
+        self._cell = seg._adopt(h, _watch_close)
+
+    def fileno(self):
+        """A descriptor that becomes readable once a change happened since
+        the last consume() (a hint: consume() says)."""
+        fd = _int()
+        _check(_watch_fd(self._h(), ctypes.byref(fd)), "fileno")
+        return fd.value
+
+    def consume(self):
+        """True when something changed since the last consume (or since
+        the watch was made); also arms the descriptor."""
+        rc = _watch_consume(self._h())
+        if rc == EEMPTY:
+            return False
+        _check(rc, "consume")
+        return True
+
+    def wait(self, timeout=None):
+        """Wait up to ``timeout`` seconds (None: for ever) for a change
+        since the last consume, without consuming it; True when one came."""
+        rc = _watch_wait(self._h(), _ns(timeout))
+        if rc == ETIMEDOUT:
+            return False
+        _check(rc, "wait")
+        return True
+
+
+def _map_watch(self, key):
+    """A Watch of ``key`` (str or bytes): woken when it is set, replaced,
+    added to or removed."""
+    k = _b(key)
+    h = _p()
+    _check(_watch_map_key(self._h(), k, len(k), ctypes.byref(h)), "watch %r" % (key,))
+    return Watch(self._seg, "%s[%r]" % (self.name, key), h.value)
+
+
+Map.watch = _map_watch
+
+
+def _view_watch(self):
+    """A Watch of this mutable container (MList, MDict or MSet): woken when
+    it changes."""
+    self._ok()
+    h = _p()
+    _check(_watch_container(self._v, ctypes.byref(h)), "watch")
+    return Watch(self._seg, "container", h.value)
+
+
+View.watch = _view_watch
+
+
+class WaitSet:
+    """Waiting on several queues, subscriptions, services and watches at
+    once: ``add(obj, tag)``, then ``wait(timeout)`` gives the tags of the
+    members ready. Holds its members; once one of them is closed (or its
+    segment), wait() raises Error ESTALE. Not shared between threads."""
+
+    def __init__(self):
+        h = _p()
+        _check(_ws_create(ctypes.byref(h)), "waitset")
+        self._ws = h.value
+        self._members = []  # (object, tag); the C tag is the index + 1
+
+    def add(self, obj, tag=None):
+        """Add a Queue, Subscription, Service (its servers' side) or Watch;
+        ``tag`` (any object; the member itself when None) is what wait()
+        reports for it."""
+        ws = self._h()
+        add = {Queue: _ws_add_queue, Subscription: _ws_add_topic,
+               Service: _ws_add_service, Watch: _ws_add_watch}.get(type(obj))
+        if add is None:
+            for cls, f in ((Queue, _ws_add_queue), (Subscription, _ws_add_topic),
+                           (Service, _ws_add_service), (Watch, _ws_add_watch)):
+                if isinstance(obj, cls):
+                    add = f
+        if add is None:
+            raise Error(EINVAL, "a wait-set takes a Queue, Subscription, Service or "
+                        "Watch, not %s" % type(obj).__name__)
+        _check(add(ws, obj._h(), len(self._members) + 1), "waitset add")
+        self._members.append((obj, obj if tag is None else tag))
+
+    def wait(self, timeout=None):
+        """Wait up to ``timeout`` seconds (None: for ever) until at least
+        one member is ready; the tags of those ready, in the order they
+        were added ([] when none was in time). Ready is a hint: take with
+        a timeout of 0 (or consume) until there is nothing."""
+        ws = self._h()
+        for obj, _ in self._members:
+            if obj._cell[0] is None:
+                raise Error(ESTALE, "waitset: a member (%r) is closed" % (obj,))
+        n = len(self._members)
+        if n == 0:
+            raise Error(EINVAL, "waitset: empty")
+        tags = (_p * n)()
+        got = _size()
+        rc = _ws_wait(ws, _ns(timeout), tags, n, ctypes.byref(got))
+        if rc == ETIMEDOUT:
+            return []
+        _check(rc, "waitset wait")
+        return [self._members[tags[i] - 1][1] for i in range(got.value)]
+
+    def __len__(self):
+        return len(self._members)
+
+    def _h(self):
+        if self._ws is None:
+            raise Error(ESTALE, "waitset is closed")
+        return self._ws
+
+    def close(self):
+        """Free the wait-set (not its members)."""
+        ws, self._ws = self._ws, None
+        if ws:
+            _ws_destroy(ws)
+        self._members = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass

@@ -8,7 +8,9 @@ containers, atomic adds from several processes, buffers shown to numpy
 without a copy and written from a second process, queues and completion
 with a second process, the shared map, tables (rows appended from bytes,
 fields added to from several processes, columns shown to numpy in place),
-errors, the asyncio example, and
+topics (fan-out, history for a late joiner), services served by a forked
+child (the answer, EPEERDEAD when it dies holding the request), watches
+woken by a child's map set, wait-sets, errors, the asyncio example, and
 every order of closing a segment and dropping its views, queues, maps and
 exported arrays (in child interpreters, so that a crash fails a test and
 not the runner). numpy parts are skipped only when numpy is missing, which
@@ -710,6 +712,259 @@ class TestLifetime(unittest.TestCase):
             q.close()  # after the segment's close: nothing to do, no crash
             m.close()
             seg.close()
+        finally:
+            shmobj.Segment.destroy(name)
+
+
+def fork_child(fn):
+    """Run fn() in a forked child, which opens what it needs itself and
+    ends with os._exit (0: fn returned; 1: it raised); returns the pid."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            fn()
+            code = 0
+        except BaseException:
+            import traceback
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    return pid
+
+
+def child_status(pid):
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+class TestTopic(SegmentCase):
+    def test_topic_fan_out_and_late_joiner_sees_history(self):
+        t = self.seg.topic("news", create=True, capacity=16, history=2)
+        a, b = t.subscribe(), t.subscribe()
+        for i in range(3):
+            self.assertTrue(t.publish(b"m%d" % i, timeout=1))
+        for sub in (a, b):
+            got = []
+            for i in range(3):
+                with sub.take(timeout=1) as m:
+                    self.assertIsInstance(m.data, memoryview)
+                    got.append((m.seq, bytes(m.data), m.missed))
+            self.assertEqual(got, [(0, b"m0", 0), (1, b"m1", 0), (2, b"m2", 0)])
+            self.assertIsNone(sub.try_take())
+        late = t.subscribe()  # the last two kept, then what comes after
+        t.publish("m3")
+        self.assertEqual([bytes(late.take(1)) for _ in range(3)], [b"m1", b"m2", b"m3"])
+        self.assertIsNone(late.take(timeout=0.01))
+        st = t.stats()
+        self.assertEqual((st["published"], st["history"], st["subscribers"]), (4, 2, 3))
+
+    def test_topic_message_release_and_fileno(self):
+        t = self.seg.topic("t", create=True, capacity=4)
+        sub = t.subscribe()
+        fd = sub.fileno()
+        self.assertIsInstance(fd, int)
+        sub.arm()
+        t.publish(b"x" * 100)
+        import select
+        self.assertEqual(select.select([fd], [], [], 5)[0], [fd])
+        m = sub.try_take()
+        self.assertEqual((len(m), m.seq), (100, 0))
+        m.release()
+        with self.assertRaises(ValueError):  # the view went with it
+            m.data[0]
+        m.release()  # twice: nothing
+        with self.assertRaises(shmobj.Error) as cm:
+            t.publish(12)
+        self.assertEqual(cm.exception.code, shmobj.EINVAL)
+        with self.assertRaises(shmobj.Error) as cm:
+            shmobj.Topic(self.seg, "none")
+        self.assertEqual(cm.exception.code, shmobj.ENOTFOUND)
+
+    def test_topic_dropped_message_is_released(self):
+        t = self.seg.topic("full", create=True, capacity=2)
+        sub = t.subscribe()
+        self.assertTrue(t.publish(b"a", timeout=0))
+        self.assertTrue(t.publish(b"b", timeout=0))
+        self.assertFalse(t.publish(b"c", timeout=0))  # full until released
+        data = sub.take(0).data  # the message dropped, its bytes kept
+        self.assertFalse(t.publish(b"c", timeout=0))
+        self.assertEqual(bytes(data), b"a")
+        del data
+        sub.take(0)  # dropped at once
+        self.assertTrue(t.publish(b"c", timeout=0))
+        self.assertTrue(t.publish(b"d", timeout=0))
+
+
+class TestService(SegmentCase):
+    def test_service_call_served_by_forked_child(self):
+        svc = self.seg.service("sq", create=True, capacity=4)
+        name = self.name
+
+        def serve():
+            with shmobj.Segment(name) as seg, seg.service("sq") as s:
+                for _ in range(2):
+                    req = s.take(timeout=10)
+                    n = int(bytes(req.data))
+                    req.reply(str(n * n))
+
+        pid = fork_child(serve)
+        try:
+            self.assertEqual(svc.call(b"12", timeout=10), b"144")
+            self.assertEqual(svc.call("-3", timeout=10), b"9")
+        finally:
+            self.assertEqual(child_status(pid), 0)
+        self.assertEqual(svc.pending(), 0)
+        with self.assertRaises(shmobj.Error) as cm:
+            svc.call(b"1", timeout=0.05)  # nobody serves now
+        self.assertEqual(cm.exception.code, shmobj.ETIMEDOUT)
+
+    def test_service_server_dies_holding_request_gives_epeerdead(self):
+        svc = self.seg.service("die", create=True)
+        name = self.name
+
+        def serve_and_die():
+            seg = shmobj.Segment(name)
+            req = seg.service("die").take(timeout=10)
+            assert bytes(req.data) == b"hello"
+            os._exit(7)  # holding the request, unanswered
+
+        pid = fork_child(serve_and_die)
+        t0 = time.monotonic()
+        with self.assertRaises(shmobj.Error) as cm:
+            svc.call(b"hello", timeout=10)
+        self.assertEqual(cm.exception.code, shmobj.EPEERDEAD)
+        self.assertEqual(cm.exception.name, "SHMOBJ_EPEERDEAD")
+        self.assertLess(time.monotonic() - t0, 5)
+        self.assertEqual(child_status(pid), 7)
+
+    def test_service_release_unanswered_gives_enotfound(self):
+        svc = self.seg.service("rel", create=True)
+        name = self.name
+
+        def serve():
+            with shmobj.Segment(name) as seg, seg.service("rel") as s:
+                s.take(timeout=10).release()
+                s.take(timeout=10)  # dropped unanswered: given back too
+
+        pid = fork_child(serve)
+        for _ in range(2):
+            with self.assertRaises(shmobj.Error) as cm:
+                svc.call(b"x", timeout=10)
+            self.assertEqual(cm.exception.code, shmobj.ENOTFOUND)
+        self.assertEqual(child_status(pid), 0)
+
+
+class TestWatch(SegmentCase):
+    def test_watch_woken_by_child_map_set(self):
+        m = self.seg.map("cfg", create=True)
+        w = m.watch("mode")
+        self.assertIsInstance(w.fileno(), int)
+        self.assertFalse(w.consume())
+        self.assertFalse(w.wait(timeout=0.01))
+        name = self.name
+
+        def setter():
+            with shmobj.Segment(name) as seg, seg.map("cfg") as cm:
+                time.sleep(0.05)
+                cm["other"] = b"no wake-up"
+                cm["mode"] = b"fast"
+
+        pid = fork_child(setter)
+        self.assertTrue(w.wait(timeout=10))
+        self.assertEqual(child_status(pid), 0)
+        self.assertTrue(w.consume())
+        self.assertEqual(m["mode"], b"fast")
+        self.assertFalse(w.consume())
+        w.close()
+        w.close()
+
+    def test_watch_container(self):
+        v = self.seg.get(self.seg.put(shmobj.MList([1])))
+        w = v.watch()
+        v.append(2)
+        self.assertTrue(w.wait(1))
+        self.assertTrue(w.consume())
+        with self.assertRaises(shmobj.Error) as cm:
+            self.seg.get(self.seg.put([1, 2])).watch()  # not mutable
+        self.assertEqual(cm.exception.code, shmobj.ETYPE)
+
+
+class TestWaitSet(SegmentCase):
+    def test_waitset_queue_and_watch(self):
+        q = self.seg.queue("jobs", create=True)
+        m = self.seg.map("cfg", create=True)
+        w = m.watch("k")
+        ws = shmobj.WaitSet()
+        ws.add(q, "queue")
+        ws.add(w, "watch")
+        self.assertEqual(ws.wait(timeout=0.01), [])
+        name = self.name
+
+        def child():
+            with shmobj.Segment(name) as seg, seg.map("cfg") as cm:
+                time.sleep(0.05)
+                cm["k"] = b"v"
+
+        pid = fork_child(child)
+        self.assertEqual(ws.wait(timeout=10), ["watch"])
+        self.assertEqual(child_status(pid), 0)
+        self.assertTrue(w.consume())
+        q.put_bytes(b"job")
+        self.assertEqual(ws.wait(timeout=10), ["queue"])
+        m["k"] = b"w"
+        self.assertEqual(ws.wait(timeout=10), ["queue", "watch"])
+        with self.assertRaises(shmobj.Error) as cm:
+            ws.add(m, "map")
+        self.assertEqual(cm.exception.code, shmobj.EINVAL)
+        w.close()
+        with self.assertRaises(shmobj.Error) as cm:  # a member closed: no wait
+            ws.wait(0)
+        self.assertEqual(cm.exception.code, shmobj.ESTALE)
+        ws.close()
+
+    def test_waitset_subscription_and_service(self):
+        t = self.seg.topic("t", create=True)
+        svc = self.seg.service("s", create=True)
+        with shmobj.WaitSet() as ws:
+            sub = t.subscribe()
+            ws.add(sub)
+            ws.add(svc, "svc")
+            t.publish(b"1")
+            self.assertEqual(ws.wait(timeout=10), [sub])
+
+
+class TestNewHandlesLifetime(unittest.TestCase):
+    def test_lifetime_topic_service_watch_closed_with_segment(self):
+        name = seg_name()
+        seg = shmobj.Segment.create(name, size=1 << 20)
+        try:
+            t = seg.topic("t", create=True, history=1)
+            sub = t.subscribe()
+            t.publish(b"kept")
+            msg = sub.take(1)
+            svc = seg.service("s", create=True)
+            m = seg.map("m", create=True)
+            w = m.watch("k")
+            lw = seg.get(seg.put(shmobj.MDict())).watch()
+            ws = shmobj.WaitSet()
+            ws.add(sub, 1)
+            ws.add(w, 2)
+            seg.close()
+            self.assertEqual(bytes(msg.data), b"kept")  # still mapped
+            for call in [lambda: t.publish(b"x"), lambda: t.subscribe(), t.stats,
+                         lambda: sub.take(0), sub.fileno, msg.release,
+                         lambda: svc.call(b"x", 1), lambda: svc.take(0), svc.fileno,
+                         w.consume, lambda: w.wait(0), w.fileno, lw.consume,
+                         lambda: m.watch("k"), lambda: ws.wait(0)]:
+                with self.assertRaises(shmobj.Error) as cm:
+                    call()
+                self.assertEqual(cm.exception.code, shmobj.ESTALE)
+            with msg:  # released with its subscription: nothing to do
+                pass
+            for h in (sub, t, svc, w, lw, m, ws):
+                h.close()
+                h.close()
         finally:
             shmobj.Segment.destroy(name)
 
