@@ -21,6 +21,10 @@
  *
  * @note A wait-set is one thread's: it is not safe to use from two threads
  *       at once. The descriptors it arms belong to the members' handles.
+ * @note A wait-set keeps its members' handles, not copies: each member's
+ *       handle (queue, subscriber, service, watch) must stay open while it
+ *       is in the set. Close the members after shmobj_waitset_destroy(), or
+ *       make a new set without the member before closing it.
  */
 #ifndef SHMOBJ_WAITSET_H
 #define SHMOBJ_WAITSET_H
