@@ -272,10 +272,12 @@ static void build_topic_service(shmobj_segment *seg, const char *path)
     }
     assert_int_equal(test_child_wait(test_child_start(topic_dead_sub, (void *)path, 10)), 0);
     assert_int_equal(shmobj_topic_try_take(sub, &msg), 0);
+    assert_int_equal(shmobj_topic_release(sub, &msg), 0);
+    shmobj_topic_unsubscribe(sub);
     shmobj_topic_loan loan;
     assert_int_equal(shmobj_topic_loan_get(t, 48, &loan), 0);
     memset(loan.data, 'l', 48);
-    shmobj_topic_close(t); /* the subscriber and the loan stay recorded */
+    shmobj_topic_close(t); /* the loan stays recorded */
 
     shmobj_service *svc;
     shmobj_service_msg req = {0, "given up", 8, SHMOBJ_SERVICE_BYTES, 0}, resp;
