@@ -9,6 +9,7 @@
 
 #include "arena-inline.h"
 #include "extstruct.h"
+#include "racy.h"
 #include "segment.h"
 #include "step.h"
 
@@ -227,8 +228,12 @@ static __attribute__((noinline)) void touch_ahead(shmobj_segment *seg,
 {
     atomic_store_explicit(&seg->ahead_page, page, memory_order_relaxed);
     uint64_t at = page << __builtin_ctzll(seg->page);
-    if (at < mapped_of(seg))
+    if (at < mapped_of(seg)) {
+        /* the byte's value is never used: a writer may change it at once */
+        SHMOBJ__RACY_BEGIN();
         (void)*(volatile const uint8_t *)((const uint8_t *)seg->space.base + at);
+        SHMOBJ__RACY_END();
+    }
 }
 
 static inline __attribute__((always_inline)) int
