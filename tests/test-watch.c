@@ -5,6 +5,7 @@
  * and bad inputs. */
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -492,6 +493,79 @@ static void test_watch_writer_killed_before_wake_bounded(void **state)
     shmobj_watch_close(w);
 }
 
+/* Many writers on one key's entry, more processes than CPUs, all pinned to
+ * one CPU, and one writer stopped at watch.changed.counted (its change
+ * counted, its wake-up not yet written) while the others go on: every
+ * round of the watcher's waits ends within the bound, and the change of
+ * the stopped writer, once it is resumed and done, is not lost. */
+enum { STALL_WRITERS = 5, STALL_SETS = 200 };
+
+static void stop_at_count(const char *step)
+{
+    static int stopped;
+    if (!stopped && strcmp(step, "watch.changed.counted") == 0) {
+        stopped = 1;
+        raise(SIGSTOP);
+    }
+}
+
+static int writer_on_one_cpu(void *arg)
+{
+    struct change *c = arg;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(0, &one);
+    (void)sched_setaffinity(0, sizeof one, &one);
+    shmobj_map *m;
+    if (shmobj_map_open(c->seg, "m", &m) != 0)
+        return 1;
+    for (int64_t i = 0; i < (c->del ? 1 : STALL_SETS); i++)
+        if (shmobj_map_set(m, c->key, strlen(c->key), &i, sizeof i) != 0)
+            return 2;
+    shmobj_map_close(m);
+    return 0;
+}
+
+static int staller_on_one_cpu(void *arg)
+{
+    shmobj__step_hook = stop_at_count;
+    return writer_on_one_cpu(arg);
+}
+
+static void test_watch_writers_on_one_cpu_one_stopped(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_watch *w;
+    assert_int_equal(shmobj_watch_map_key(f->map, "k", 1, &w), 0);
+    struct change many = {f->seg, "k", 0, 0, NULL}, once = {f->seg, "k", 1, 0, NULL};
+    pid_t stalled = test_child_start(staller_on_one_cpu, &once, 30);
+    int st;
+    /* stopped at the step: its change counted, its wake-up not written */
+    assert_int_equal(waitpid(stalled, &st, WUNTRACED), stalled);
+    assert_true(WIFSTOPPED(st));
+    assert_int_equal(shmobj_watch_consume(w), 0); /* the counted change */
+    pid_t pids[STALL_WRITERS];
+    for (int i = 0; i < STALL_WRITERS; i++)
+        pids[i] = test_child_start(writer_on_one_cpu, &many, 30);
+    /* the others go on and wake the watcher, the stopped one aside */
+    assert_int_equal(shmobj_watch_wait(w, 10 * SEC), 0);
+    assert_int_equal(shmobj_watch_consume(w), 0);
+    for (int i = 0; i < STALL_WRITERS; i++)
+        assert_int_equal(test_child_wait(pids[i]), 0);
+    (void)shmobj_watch_consume(w);
+    assert_int_equal(shmobj_watch_consume(w), SHMOBJ_EEMPTY);
+    /* resumed, it writes its wake-up and ends; nothing is counted twice
+     * and no later change is missed */
+    assert_int_equal(kill(stalled, SIGCONT), 0);
+    assert_int_equal(test_child_wait(stalled), 0);
+    assert_int_equal(shmobj_watch_consume(w), SHMOBJ_EEMPTY);
+    set_int(f->map, "k", 99);
+    assert_int_equal(shmobj_watch_wait(w, 5 * SEC), 0);
+    assert_int_equal(shmobj_watch_consume(w), 0);
+    assert_int_equal(shmobj_watch_consume(w), SHMOBJ_EEMPTY);
+    shmobj_watch_close(w);
+}
+
 /* ---- bad inputs ---------------------------------------------------------- */
 
 static void test_watch_bad_inputs(void **state)
@@ -573,6 +647,7 @@ int main(void)
         T(test_watch_writer_killed_before_wake_bounded),
         T(test_watch_bad_inputs),
         T(test_watch_segment_closed_estale),
+        T(test_watch_writers_on_one_cpu_one_stopped),
 #undef T
     };
     test_filter_from_env();
