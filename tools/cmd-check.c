@@ -170,13 +170,8 @@ static int check_service(shmobj_segment *seg, const struct root *r,
                          struct check_state *cs)
 {
     cs->services++;
-    shmobj_service *svc;
     uint32_t pending = 0;
-    int rc = shmobj_service_open(seg, r->ri.name, 0, &svc);
-    if (rc == 0) {
-        rc = shmobj_service_pending(svc, &pending);
-        shmobj_service_close(svc);
-    }
+    int rc = shmobj_tool_service_pending(seg, r->ri.name, &pending);
     if (rc == 0) {
         ok_head(r);
         printf("ok, %" PRIu32 " call%s waiting\n", pending, shmobj_tool_plural(pending));

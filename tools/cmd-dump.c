@@ -72,13 +72,8 @@ static int dump_map(shmobj_segment *seg, const shmobj_root_info *ri, FILE *f,
 
 static int dump_service(shmobj_segment *seg, const shmobj_root_info *ri, FILE *f)
 {
-    shmobj_service *svc;
     uint32_t pending;
-    int rc = shmobj_service_open(seg, ri->name, 0, &svc);
-    if (rc != 0)
-        return rc;
-    rc = shmobj_service_pending(svc, &pending);
-    shmobj_service_close(svc);
+    int rc = shmobj_tool_service_pending(seg, ri->name, &pending);
     if (rc == 0)
         fprintf(f, "{\"$service\":{\"pending\":%" PRIu32 "}}", pending);
     return rc;

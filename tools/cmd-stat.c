@@ -100,12 +100,8 @@ static void stat_map(shmobj_segment *seg, const shmobj_root_info *ri,
 /* A service: the calls waiting for a server. */
 static void stat_service(shmobj_segment *seg, const shmobj_root_info *ri)
 {
-    shmobj_service *svc = NULL;
     uint32_t pending = 0;
-    int rc = shmobj_service_open(seg, ri->name, 0, &svc);
-    if (rc == 0)
-        rc = shmobj_service_pending(svc, &pending);
-    shmobj_service_close(svc);
+    int rc = shmobj_tool_service_pending(seg, ri->name, &pending);
     if (rc != 0)
         printf(" (%s)\n", shmobj_strerror(rc));
     else

@@ -360,6 +360,19 @@ void shmobj_tool_members_text(FILE *f, const shmobj_view *v, uint64_t max,
                 len - (size_t)shown);
 }
 
+/* ---- services -------------------------------------------------------------------- */
+
+int shmobj_tool_service_pending(shmobj_segment *seg, const char *name, uint32_t *pending)
+{
+    shmobj_service *svc;
+    int rc = shmobj_service_open(seg, name, 0, &svc);
+    if (rc != 0)
+        return rc;
+    rc = shmobj_service_pending(svc, pending);
+    shmobj_service_close(svc);
+    return rc;
+}
+
 /* ---- topic subscribers ------------------------------------------------------------- */
 
 int shmobj_tool_topic_subs(shmobj_topic *t, shmobj_topic_sub_info **subs,

@@ -95,6 +95,8 @@ void shmobj_tool_members_text(FILE *f, const shmobj_view *v, uint64_t max,
  * caller frees it. */
 int shmobj_tool_topic_subs(shmobj_topic *t, shmobj_topic_sub_info **subs,
                            size_t *n);
+/* The calls waiting in the service named `name` (opened and closed here). */
+int shmobj_tool_service_pending(shmobj_segment *seg, const char *name, uint32_t *pending);
 /* The pid of the handle of token `token`, 0 when none is attached. */
 uint32_t shmobj_tool_token_pid(shmobj_segment *seg, uint32_t token);
 /* One subscriber for people: "pid P token T: lag L, held H, missed M". */
