@@ -2939,6 +2939,85 @@ static void test_mlist_append_kill_tail_holder_loop(void **state)
     munmap((void *)out, 4096);
 }
 
+/* An appender stopped holding a claimed place while another appends
+ * more than a million items: the other runs ahead of the stopped place
+ * only so far (then it waits for the place to be settled, as a lock
+ * holder does), so what it wrote unpublished never outgrows what a
+ * closer accepts as reservations under way. Once the stopped one is
+ * killed, the other finishes, every item is there once and in order, the
+ * dead one's place a null, and the list checks clean. out[0] counts the
+ * runner's appends, out[1] its failures. */
+#define LRUN_N 1200000
+
+static int lrun_stopped(void *p)
+{
+    shmobj_view *l = p;
+    test_stall_arm("mlist.append.claimed", 1, TEST_STALL_STOP, 0);
+    (void)shmobj_mlist_append(l, &SHMOBJ_VAL_INT(-2));
+    return 1;
+}
+
+struct lrun {
+    shmobj_view l;
+    _Atomic uint64_t *out;
+};
+
+static int lrun_runner(void *p)
+{
+    struct lrun *a = p;
+    for (uint64_t i = 0; i < LRUN_N; i++) {
+        if (shmobj_mlist_append(&a->l, &SHMOBJ_VAL_INT((int64_t)i)) != 0) {
+            atomic_fetch_add(&a->out[1], 1);
+            return 1;
+        }
+        atomic_store(&a->out[0], i + 1);
+    }
+    return 0;
+}
+
+static void test_mlist_append_runs_ahead_of_stopped_claim_boundedly(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_view l;
+    shmobj_ref r = make(f->seg, SHMOBJ_VAL_MLIST(), &l);
+    _Atomic uint64_t *out = shared_page(4096);
+    assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_INT(-1)), 0);
+    pid_t sp = test_child_start(lrun_stopped, &l, 120);
+    int st = 0;
+    assert_int_equal(test_stall_wait_stopped(sp, 20000, &st), 1);
+    struct lrun a = {l, out};
+    pid_t rp = test_child_start(lrun_runner, &a, 120);
+    /* until it stops gaining (waiting on the stopped place) or is done */
+    uint64_t seen = 0;
+    for (unsigned still = 0; still < 20 && atomic_load(&out[0]) < LRUN_N;) {
+        test_sleep_ms(10);
+        uint64_t now = atomic_load(&out[0]);
+        still = now == seen ? still + 1 : 0;
+        seen = now;
+    }
+    print_message("  the runner wrote %llu items past the stopped place\n",
+                  (unsigned long long)atomic_load(&out[0]));
+    kill(sp, SIGKILL);
+    assert_int_equal(test_child_wait(sp), 128 + SIGKILL);
+    assert_int_equal(test_child_wait(rp), 0);
+    assert_int_equal(atomic_load(&out[1]), 0);
+    assert_int_equal(shmobj_obj_check(f->seg, r), 0);
+    assert_int_equal(len_of(&l), LRUN_N + 2);
+    int64_t x = 0;
+    assert_int_equal(shmobj_mlist_get_int(&l, 0, &x), 0);
+    assert_int_equal(x, -1);
+    shmobj_view it;
+    assert_int_equal(shmobj_mlist_get(&l, 1, &it), 0);
+    assert_int_equal(it.type, SHMOBJ_TYPE_NULL);
+    for (size_t i = 2; i < LRUN_N + 2; i++) {
+        assert_int_equal(shmobj_mlist_get_int(&l, i, &x), 0);
+        if (x != (int64_t)(i - 2))
+            fail_msg("item %zu is %lld", i, (long long)x);
+    }
+    assert_int_equal(shmobj_obj_free(f->seg, r), 0);
+    munmap((void *)out, 4096);
+}
+
 /* Two processes append in strict alternation (each waits until the list's
  * length says the other appended), so that every append takes the tail
  * from the other's word: the items alternate exactly, each process's in
@@ -4530,6 +4609,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_mlist_append_kill_tail_holder_loop, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_mlist_append_runs_ahead_of_stopped_claim_boundedly,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_mlist_append_alternating_procs_take_turns_in_order,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_mut_word_naming_self_alone_cleared, setup, teardown),

@@ -37,6 +37,11 @@
 /* A bound of the publish loop and of the places a closer settles past its
  * count (stalled claimants of emptied slots). */
 #define LIST_PUBLISH_MAX (UINT64_C(1) << 40)
+/* How far appenders run ahead of len (past a place a stalled appender
+ * holds) before they take the lock, whose closer settles that place: what
+ * is written unpublished stays far below LIST_OUTSTANDING_MAX, the bound
+ * a closer accepts before it calls the count damage. */
+#define LIST_RUNAHEAD (UINT64_C(1) << 16)
 #define LIST_LATE_MAX 64
 #define LIST_OUTSTANDING_MAX (UINT64_C(1) << 20)
 
@@ -64,8 +69,10 @@ static int list_place(struct shmobj__mc *c, struct shmobj__mlapps *a, uint64_t p
     _Atomic uint64_t *dir = list_dir(c->m);
     if (atomic_load_explicit(&dir[k], memory_order_acquire) == 0) {
         /* chunks are made in order; the one before may be missing still
-         * when the appender whose place opened it died first (more places
-         * are never reserved at once than a chunk holds) */
+         * when the appender whose place opened it stalled or died first
+         * (every appender makes its place's chunk before it reserves
+         * again, so two in a row are missing only past damage or more
+         * appends reserved at once than the chunk before holds) */
         unsigned from = k;
         if (k > 0 && atomic_load_explicit(&dir[k - 1], memory_order_acquire) == 0) {
             if (k > 1 && atomic_load_explicit(&dir[k - 2], memory_order_acquire) == 0)
@@ -219,6 +226,10 @@ static inline __attribute__((always_inline)) int list_append_free(struct shmobj_
         return 1;
     struct shmobj__mut *m = c->m;
     for (unsigned t = 0; t < LIST_CLAIM_TRIES; t++) {
+        /* len first: the count read after it is not below it while open */
+        uint64_t n0 = list_len(m);
+        if (atomic_load_explicit(list_res(m), memory_order_relaxed) - n0 >= LIST_RUNAHEAD)
+            return 1; /* far past a stalled place (or closed): the lock waits for it */
         uint64_t p = atomic_fetch_add_explicit(list_res(m), 1, memory_order_seq_cst);
         uint64_t e0 = atomic_load_explicit(&m->len, memory_order_seq_cst) &
                       ~SHMOBJ__MLIST_LEN_MASK;
@@ -432,8 +443,8 @@ int shmobj__mlist_close(struct shmobj__mc *c)
     }
     SHMOBJ__STEP("mlist.close.closed");
     uint64_t n = list_len(m), deadline = 0, w;
-    /* outstanding places: as many as appends under way, far fewer than
-     * LIST_OUTSTANDING_MAX */
+    /* outstanding places: LIST_RUNAHEAD past len and one per append
+     * under way, far fewer than LIST_OUTSTANDING_MAX */
     if (r < n || r - n > LIST_OUTSTANDING_MAX || r > SHMOBJ__MLIST_LEN_MASK ||
         chunk_of(r - (r > 0), &w) >= SHMOBJ__MLIST_CHUNKS)
         return SHMOBJ_ECORRUPT;
