@@ -3549,8 +3549,8 @@ public:
 };
 
 /// One wait on several queues, subscriptions, services and watches
-/// (shmobj/waitset.h). Its members must outlive it: it keeps their C
-/// handles, not a share of them. Move-only; one thread's.
+/// (shmobj/waitset.h). Its members must outlive it or be removed first: it
+/// keeps their C handles, not a share of them. Move-only; one thread's.
 class waitset {
     struct destroyer {
         void operator()(shmobj_waitset *ws) const noexcept { shmobj_waitset_destroy(ws); }
@@ -3588,6 +3588,12 @@ public:
     void add(const watch &w, void *tag)
     {
         check(shmobj_waitset_add_watch(c(), w.c(), tag), "shmobj_waitset_add_watch");
+    }
+    /// Take a member out (then it may be closed); throws
+    /// shmobj::error(SHMOBJ_ENOTFOUND) when it is not in the set.
+    template <class Member> void remove(const Member &m)
+    {
+        check(shmobj_waitset_remove(c(), m.c()), "shmobj_waitset_remove");
     }
 
     /// The tags of the members ready, in the order they were added; empty

@@ -2014,6 +2014,7 @@ _ws_add_queue = _fn("shmobj_waitset_add_queue", _int, _p, _p, _p)
 _ws_add_topic = _fn("shmobj_waitset_add_topic", _int, _p, _p, _p)
 _ws_add_service = _fn("shmobj_waitset_add_service", _int, _p, _p, _p)
 _ws_add_watch = _fn("shmobj_waitset_add_watch", _int, _p, _p, _p)
+_ws_remove = _fn("shmobj_waitset_remove", _int, _p, _p)
 _ws_wait = _fn("shmobj_waitset_wait", _int, _p, _i64, _PP, _size, _Psize)
 
 
@@ -2497,7 +2498,8 @@ class WaitSet:
         h = _p()
         _check(_ws_create(ctypes.byref(h)), "waitset")
         self._ws = h.value
-        self._members = []  # (object, tag); the C tag is the index + 1
+        self._members = {}  # C tag -> (object, tag), in the order added
+        self._next = 1
 
     def add(self, obj, tag=None):
         """Add a Queue, Subscription, Service (its servers' side) or Watch;
@@ -2514,8 +2516,20 @@ class WaitSet:
         if add is None:
             raise Error(EINVAL, "a wait-set takes a Queue, Subscription, Service or "
                         "Watch, not %s" % type(obj).__name__)
-        _check(add(ws, obj._h(), len(self._members) + 1), "waitset add")
-        self._members.append((obj, obj if tag is None else tag))
+        _check(add(ws, obj._h(), self._next), "waitset add")
+        self._members[self._next] = (obj, obj if tag is None else tag)
+        self._next += 1
+
+    def remove(self, obj):
+        """Take a member out (then it may be closed); Error ENOTFOUND when
+        it is not in the set."""
+        ws = self._h()
+        for ctag, (member, _) in self._members.items():
+            if member is obj:
+                _check(_ws_remove(ws, obj._h()), "waitset remove")
+                del self._members[ctag]
+                return
+        raise Error(ENOTFOUND, "waitset: %r is not a member" % (obj,))
 
     def wait(self, timeout=None):
         """Wait up to ``timeout`` seconds (None: for ever) until at least
@@ -2523,7 +2537,7 @@ class WaitSet:
         were added ([] when none was in time). Ready is a hint: take with
         a timeout of 0 (or consume) until there is nothing."""
         ws = self._h()
-        for obj, _ in self._members:
+        for obj, _ in self._members.values():
             if obj._cell[0] is None:
                 raise Error(ESTALE, "waitset: a member (%r) is closed" % (obj,))
         n = len(self._members)
@@ -2535,7 +2549,7 @@ class WaitSet:
         if rc == ETIMEDOUT:
             return []
         _check(rc, "waitset wait")
-        return [self._members[tags[i] - 1][1] for i in range(got.value)]
+        return [self._members[tags[i]][1] for i in range(got.value)]
 
     def __len__(self):
         return len(self._members)
@@ -2550,7 +2564,7 @@ class WaitSet:
         ws, self._ws = self._ws, None
         if ws:
             _ws_destroy(ws)
-        self._members = []
+        self._members = {}
 
     def __enter__(self):
         return self

@@ -622,6 +622,11 @@ void test_cxx_watch_waitset(void **)
     assert_true(wk.wait(0));
     assert_true(wk.consume());
     assert_true(ws.wait(0).empty());
+    // the watch taken out: its changes no longer wake the set
+    ws.remove(wk);
+    assert_int_equal(thrown([&] { ws.remove(wk); }), SHMOBJ_ENOTFOUND);
+    m.set("k", std::string("w"));
+    assert_true(ws.wait(0).empty());
     std::error_code ec;
     shmobj::watch bad = shmobj::watch::map_key(shmobj::map(), "k", ec);
     assert_int_equal(ec.value(), SHMOBJ_EINVAL);

@@ -506,6 +506,23 @@ static void test_waitset_queue_topic_service_one_call(void **state)
     assert_int_equal(n, 1);
     assert_ptr_equal(tags[0], &stag);
     assert_int_equal(shmobj_service_take(svc, 0, &req), SHMOBJ_ESTALE);
+    /* the destroyed member taken out: the others, quiet, keep their order */
+    assert_int_equal(shmobj_waitset_remove(ws, svc), 0);
+    assert_int_equal(shmobj_waitset_remove(ws, svc), SHMOBJ_ENOTFOUND);
+    assert_int_equal(shmobj_waitset_remove(NULL, q), SHMOBJ_EINVAL);
+    assert_int_equal(shmobj_waitset_remove(ws, NULL), SHMOBJ_EINVAL);
+    assert_int_equal(shmobj_waitset_wait(ws, 0, tags, 4, &n), SHMOBJ_ETIMEDOUT);
+    assert_int_equal(shmobj_topic_publish(t, "z", 1, SEC), 0);
+    assert_int_equal(shmobj_waitset_wait(ws, SEC, tags, 4, &n), 0);
+    assert_int_equal(n, 1);
+    assert_ptr_equal(tags[0], &ttag);
+    assert_int_equal(shmobj_waitset_remove(ws, sub), 0);
+    assert_int_equal(shmobj_waitset_wait(ws, 0, tags, 4, &n), SHMOBJ_ETIMEDOUT);
+    assert_int_equal(shmobj_waitset_remove(ws, q), 0);
+    assert_int_equal(shmobj_waitset_wait(ws, 0, tags, 4, &n), SHMOBJ_EINVAL); /* empty */
+    assert_int_equal(shmobj_waitset_add_queue(ws, q, &qtag), 0);
+    assert_int_equal(shmobj_topic_try_take(sub, &m), 0);
+    assert_int_equal(shmobj_topic_release(sub, &m), 0);
     shmobj_waitset_destroy(ws);
     shmobj_waitset_destroy(NULL);
     shmobj_service_close(svc);

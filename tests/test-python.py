@@ -917,6 +917,18 @@ class TestWaitSet(SegmentCase):
         with self.assertRaises(shmobj.Error) as cm:
             ws.add(m, "map")
         self.assertEqual(cm.exception.code, shmobj.EINVAL)
+        self.assertTrue(w.consume())
+        q.msg_done(q.take(0))
+        # the queue taken out: its messages no longer wake the set
+        ws.remove(q)
+        with self.assertRaises(shmobj.Error) as cm:
+            ws.remove(q)
+        self.assertEqual(cm.exception.code, shmobj.ENOTFOUND)
+        self.assertEqual(len(ws), 1)
+        q.put_bytes(b"job")
+        self.assertEqual(ws.wait(timeout=0.01), [])
+        m["k"] = b"x"
+        self.assertEqual(ws.wait(timeout=10), ["watch"])
         w.close()
         with self.assertRaises(shmobj.Error) as cm:  # a member closed: no wait
             ws.wait(0)

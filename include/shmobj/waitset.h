@@ -23,8 +23,9 @@
  *       at once. The descriptors it arms belong to the members' handles.
  * @note A wait-set keeps its members' handles, not copies: each member's
  *       handle (queue, subscriber, service, watch) must stay open while it
- *       is in the set. Close the members after shmobj_waitset_destroy(), or
- *       make a new set without the member before closing it.
+ *       is in the set. Take a member out with shmobj_waitset_remove()
+ *       before closing its handle, or close the members after
+ *       shmobj_waitset_destroy().
  */
 #ifndef SHMOBJ_WAITSET_H
 #define SHMOBJ_WAITSET_H
@@ -136,6 +137,21 @@ SHMOBJ_API int shmobj_waitset_add_service(shmobj_waitset *ws,
  * @since 0.4
  */
 SHMOBJ_API int shmobj_waitset_add_watch(shmobj_waitset *ws, shmobj_watch *w, void *tag);
+
+/**
+ * @brief Take a member out of the set; the others keep their order.
+ *
+ * After it returns, the member's handle may be closed. Its descriptor
+ * stays its handle's (see shmobj_queue_notify_fd()): the set made none.
+ * @param[in] ws the wait-set
+ * @param[in] member the handle given to an add call (a shmobj_queue, a
+ *            shmobj_topic_sub, a shmobj_service or a shmobj_watch)
+ * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL ws or member
+ * @retval SHMOBJ_ENOTFOUND the handle is not a member of this set
+ * @since 0.4
+ */
+SHMOBJ_API int shmobj_waitset_remove(shmobj_waitset *ws, const void *member);
 
 /**
  * @brief Wait until at least one member is ready, or the timeout passes.

@@ -97,6 +97,23 @@ int shmobj_waitset_add_watch(shmobj_waitset *ws, shmobj_watch *w, void *tag)
     return ws == NULL || w == NULL ? SHMOBJ_EINVAL : add(ws, KIND_WATCH, w, tag);
 }
 
+int shmobj_waitset_remove(shmobj_waitset *ws, const void *member)
+{
+    if (ws == NULL || member == NULL)
+        return SHMOBJ_EINVAL;
+    for (unsigned i = 0; i < ws->n; i++) {
+        if (ws->m[i].handle != member)
+            continue;
+        ws->n--;
+        for (unsigned j = i; j < ws->n; j++) {
+            ws->m[j] = ws->m[j + 1];
+            ws->fd[j] = ws->fd[j + 1];
+        }
+        return 0;
+    }
+    return SHMOBJ_ENOTFOUND;
+}
+
 /* Arm every member; those whose arm failed are marked ready. */
 static unsigned arm_all(shmobj_waitset *ws)
 {
