@@ -1880,13 +1880,67 @@ public:
         shmobj_service_msg m_{};
 
     public:
-        /// The request's bytes.
+        /// The request's bytes (empty when it is an object or a raw block).
         std::string_view bytes() const noexcept
         {
             return {static_cast<const char *>(m_.data), m_.len};
         }
+        /// Whether the request is a typed object (read it with
+        /// service::object()).
+        bool is_object() const noexcept { return (m_.flags & SHMOBJ_SERVICE_OBJECT) != 0; }
         /// The C message.
         shmobj_service_msg *c() noexcept { return &m_; }
+    };
+
+    /// A response received by call_object(): bytes or a typed object, the
+    /// client's until this goes, which gives it back
+    /// (shmobj_service_release()). Move-only.
+    class response {
+        friend class service;
+        std::shared_ptr<detail::service_holder> h_;
+        shmobj_service_msg m_{};
+        view v_;
+
+        void reset() noexcept
+        {
+            if (h_ && m_.ref != 0)
+                (void)shmobj_service_release(h_->s, &m_);
+            m_ = {};
+            v_ = view();
+            h_.reset();
+        }
+
+    public:
+        response() = default;
+        response(response &&o) noexcept : h_(std::move(o.h_)), m_(o.m_), v_(std::move(o.v_))
+        {
+            o.m_ = {};
+        }
+        response &operator=(response &&o) noexcept
+        {
+            if (this != &o) {
+                reset();
+                h_ = std::move(o.h_);
+                m_ = o.m_;
+                v_ = std::move(o.v_);
+                o.m_ = {};
+            }
+            return *this;
+        }
+        response(const response &) = delete;
+        response &operator=(const response &) = delete;
+        ~response() { reset(); }
+
+        /// Whether the response is a typed object.
+        bool is_object() const noexcept { return (m_.flags & SHMOBJ_SERVICE_OBJECT) != 0; }
+        /// The object (an empty view when the response is bytes): valid
+        /// while this response lives, SHMOBJ_ESTALE on reads after.
+        const view &object() const noexcept { return v_; }
+        /// The bytes (empty when the response is an object).
+        std::string_view bytes() const noexcept
+        {
+            return {static_cast<const char *>(m_.data), m_.len};
+        }
     };
 
     /// No service.
@@ -1954,6 +2008,64 @@ public:
         });
     }
 
+    /// Send value as a typed object (written into the segment here and
+    /// handed over by reference, no copy) and wait up to timeout_ns for its
+    /// own response, bytes or an object. The object is freed by the service
+    /// (or here, when the call fails before it is sent).
+    response call_object(value_ref req, std::int64_t timeout_ns, std::error_code &ec) const
+    {
+        response out;
+        ref r = 0;
+        if (!set_status(ec, shmobj_obj_put(h_ ? h_->seg->s : nullptr, req.c(), &r)))
+            return out;
+        shmobj_service_msg in{};
+        in.ref = r;
+        in.flags = SHMOBJ_SERVICE_OBJECT;
+        int rc = shmobj_service_call(c(), &in, timeout_ns, &out.m_);
+        if (rc == SHMOBJ_EINVAL || rc == SHMOBJ_EFULL || rc == SHMOBJ_ENOMEM ||
+            rc == SHMOBJ_ENOTSUP || rc == SHMOBJ_ERDONLY)
+            (void)shmobj_obj_free(h_->seg->s, r); /* nothing was sent */
+        if (!set_status(ec, rc))
+            return out;
+        out.h_ = h_;
+        if (out.is_object()) {
+            shmobj_view v;
+            if (set_status(ec, shmobj_obj_get(h_->seg->s, out.m_.ref, &v)))
+                out.v_ = view(v, h_->seg);
+            else
+                out.reset();
+        }
+        return out;
+    }
+    /// Send value as a typed object and wait for its response.
+    response call_object(value_ref req, std::int64_t timeout_ns) const
+    {
+        return detail::or_throw("shmobj_service_call", [&](std::error_code &ec) {
+            return call_object(req, timeout_ns, ec);
+        });
+    }
+
+    /// A taken request's object (it holds a share of the segment; valid
+    /// until the request is answered or released). SHMOBJ_ETYPE when the
+    /// request is not an object.
+    view object(const request &req, std::error_code &ec) const
+    {
+        shmobj_view v;
+        if (!req.is_object()) {
+            set_status(ec, SHMOBJ_ETYPE);
+            return view();
+        }
+        if (!set_status(ec, shmobj_obj_get(h_ ? h_->seg->s : nullptr, req.m_.ref, &v)))
+            return view();
+        return view(v, h_->seg);
+    }
+    /// A taken request's object.
+    view object(const request &req) const
+    {
+        return detail::or_throw("shmobj_obj_get",
+                                [&](std::error_code &ec) { return object(req, ec); });
+    }
+
     /// Take the next request, waiting up to timeout_ns; std::nullopt when
     /// none came.
     std::optional<request> take(std::int64_t timeout_ns, std::error_code &ec) const
@@ -1993,6 +2105,28 @@ public:
             return 0;
         });
     }
+    /// Answer a taken request with value as a typed object (written into
+    /// the segment here, handed over by reference); the request is freed.
+    void reply_object(request &req, value_ref resp, std::error_code &ec) const noexcept
+    {
+        ref r = 0;
+        if (!set_status(ec, shmobj_obj_put(h_ ? h_->seg->s : nullptr, resp.c(), &r)))
+            return;
+        shmobj_service_msg out{};
+        out.ref = r;
+        out.flags = SHMOBJ_SERVICE_OBJECT;
+        if (!set_status(ec, shmobj_service_reply(c(), &req.m_, &out)))
+            (void)shmobj_obj_free(h_->seg->s, r); /* not handed over */
+    }
+    /// Answer a taken request with value as a typed object.
+    void reply_object(request &req, value_ref resp) const
+    {
+        detail::or_throw("shmobj_service_reply", [&](std::error_code &ec) {
+            reply_object(req, resp, ec);
+            return 0;
+        });
+    }
+
     /// Give a taken request back unanswered (its client's call says
     /// SHMOBJ_ENOTFOUND).
     void release(request &req, std::error_code &ec) const noexcept

@@ -488,6 +488,74 @@ void test_cxx_service_call_take_reply(void **)
     shmobj::segment::destroy(name);
 }
 
+// Typed objects both ways: a server process reads each request object in
+// place and answers with an object (or, for a request of bytes, says
+// SHMOBJ_ETYPE and answers with bytes); the client's response frees
+// itself when it goes, and every block comes back to the heap.
+void test_cxx_service_objects(void **)
+{
+    std::string name = unique_name("svco");
+    shmobj::segment seg = shmobj::segment::create(name, 4u << 20);
+    shmobj::service svc = shmobj::service::create(seg, "adder", 8);
+    shmobj_arena_stats before{}, after{};
+    before.struct_size = after.struct_size = sizeof before;
+    assert_int_equal(shmobj_arena_stats_get(seg.c(), &before), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        alarm(20);
+        try {
+            shmobj::segment s = shmobj::segment::open(name, 5000 * TEST_MS);
+            shmobj::service server = shmobj::service::open(s, "adder", 5000 * TEST_MS);
+            for (int i = 0; i < 2; i++) {
+                auto req = server.take(5000 * TEST_MS);
+                if (!req)
+                    _exit(1);
+                std::error_code ec;
+                shmobj::view v = server.object(*req, ec);
+                if (!req->is_object()) {
+                    if (ec != SHMOBJ_ETYPE)
+                        _exit(3);
+                    server.reply(*req, "bytes");
+                    continue;
+                }
+                std::int64_t sum = v["a"].as_int() + v["b"].as_int();
+                server.reply_object(*req, shmobj::dict({{shmobj::str("sum"),
+                                                         shmobj::integer(sum)}}));
+            }
+            _exit(0);
+        } catch (...) {
+            _exit(2);
+        }
+    }
+    {
+        shmobj::service::response r = svc.call_object(
+            shmobj::dict({{shmobj::str("a"), shmobj::integer(20)},
+                          {shmobj::str("b"), shmobj::integer(22)}}),
+            5000 * TEST_MS);
+        assert_true(r.is_object());
+        assert_int_equal(r.object()["sum"].as_int(), 42);
+        shmobj::service::response moved = std::move(r);
+        assert_int_equal(moved.object()["sum"].as_int(), 42);
+    }
+    std::string bytes = svc.call("plain", 5000 * TEST_MS);
+    assert_true(bytes == "bytes");
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    // a call that cannot be sent gives its object back
+    std::error_code ec;
+    shmobj::service none;
+    shmobj::service::response r = none.call_object(shmobj::integer(1), 1, ec);
+    assert_true(ec == SHMOBJ_EINVAL);
+    assert_false(r.is_object());
+    svc.call_object(shmobj::integer(1), 0, ec);
+    assert_true(ec == SHMOBJ_EINVAL);
+    assert_int_equal(shmobj_arena_stats_get(seg.c(), &after), 0);
+    assert_int_equal(after.used_blocks, before.used_blocks);
+    shmobj::segment::destroy(name);
+}
+
 // ---- topics ----------------------------------------------------------------
 
 // Publish copies, loans and references; every subscription reads every
@@ -822,6 +890,7 @@ int main()
         cmocka_unit_test(test_cxx_completion),
         cmocka_unit_test(test_cxx_completion_peer_dead),
         cmocka_unit_test(test_cxx_service_call_take_reply),
+        cmocka_unit_test(test_cxx_service_objects),
         cmocka_unit_test(test_cxx_topic),
         cmocka_unit_test(test_cxx_map_ranges),
         cmocka_unit_test(test_cxx_watch_waitset),
