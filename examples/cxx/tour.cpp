@@ -1,8 +1,9 @@
 // The whole library from C++17 with shmobj.hpp: a record type declared
 // once from a struct, readings sent as records with completion, a worker
 // process that files them into a mutable dict, list and set, counts them
-// in the shared map and announces each on a topic, and a sender that
-// reads it all back. The worker starts first and waits for the rest.
+// in the shared map and announces each on a topic, then answers a question
+// sent as a typed object through a service, and a sender that reads it all
+// back. The worker starts first and waits for the rest.
 //
 //   tour [NAME] [READINGS]
 #include <shmobj.hpp>
@@ -37,6 +38,7 @@ int work(const std::string &name, int readings)
     auto jobs = shmobj::queue::open(seg, "jobs", wait_ns);
     auto events = shmobj::topic::open(seg, "events", wait_ns);
     auto counts = shmobj::map::open(seg, "counts", wait_ns);
+    auto ask = shmobj::service::open(seg, "ask", wait_ns);
     shmobj::view filed = seg.get(*seg.root_wait("filed", wait_ns));
     shmobj::mutable_dict by_sensor(filed["by_sensor"]); // sensor -> readings
     shmobj::mutable_list hot(filed["hot"]);             // ids above 30 C
@@ -57,6 +59,15 @@ int work(const std::string &name, int readings)
         events.publish(event);
         jobs.done(*r); // the sender may free the record now
     }
+
+    // one question, {"sensor": name}, read in place; the answer an object too
+    std::optional<shmobj::service::request> q = ask.take(wait_ns);
+    if (!q)
+        return 1;
+    std::string sensor(ask.object(*q)["sensor"].as_str());
+    std::int64_t n = by_sensor.get_int(sensor).value_or(0);
+    ask.reply_object(*q, shmobj::dict({{shmobj::str("sensor"), shmobj::str(sensor)},
+                                       {shmobj::str("readings"), shmobj::integer(n)}}));
     return 0;
 }
 
@@ -76,6 +87,7 @@ bool send(const std::string &name, int readings)
     seg.root_set("filed", filed);
     shmobj::ref shape = reading_type.make_shape(seg);
     auto jobs = shmobj::queue::create(seg, "jobs", 16);
+    auto ask = shmobj::service::create(seg, "ask", 4);
 
     const char *names[] = {"boiler", "attic", "cellar"};
     for (int i = 0; i < readings; i++) {
@@ -87,6 +99,12 @@ bool send(const std::string &name, int readings)
             return false;
         seg.free(r); // done: no one reads it any more
     }
+
+    // a question as a typed object; the answer frees itself when it goes
+    shmobj::service::response a =
+        ask.call_object(shmobj::dict({{shmobj::str("sensor"), shmobj::str("boiler")}}), wait_ns);
+    std::int64_t boiler = a.object()["readings"].as_int();
+    std::printf("boiler: %lld readings (asked)\n", static_cast<long long>(boiler));
 
     int events_seen = 0;
     while (std::optional<shmobj::topic_message> m = news.take(0)) {
@@ -109,6 +127,7 @@ bool send(const std::string &name, int readings)
     std::optional<std::int64_t> counted = counts.get_as<std::int64_t>("readings");
     seg.free(shape); // its records are all freed
     return total == readings && events_seen == readings && counted == readings &&
+           boiler == (readings + 2) / 3 &&
            hot == static_cast<std::size_t>(readings > 8 ? readings - 8 : 0);
 }
 
