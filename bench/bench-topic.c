@@ -17,7 +17,9 @@
  *                     of the other side's index), waiting by a short spin
  *                     then sched_yield, since 5 processes share 2 CPUs.
  *   unix-socket-4sub  a Unix stream socket pair per subscriber.
- *   boost-4sub        listed; skipped (no Boost peer for P1 is built yet).
+ *   boost-4sub        a Boost.Interprocess message_queue per subscriber,
+ *                     the message sent into each: in bench-topic-boost
+ *                     (C++), which this program execs for that subject.
  *
  * Every message is the same pattern with its sequence number in the first
  * word, so the expected sum is known to both sides. The publisher produces
@@ -31,29 +33,20 @@
  * trip, publish to take of the echo, the taker spinning), comparable with
  * W2's shmobj-spin.
  */
-#include "bench-util.h"
+#include "bench-fanout.h"
+#include "peers-util.h"
 
-#include <stdalign.h>
 #include <stdatomic.h>
 #include <sys/socket.h>
 
 #include "shmobj.h"
 
-#define MAXSUB 8
+#define MAXSUB FANOUT_MAXSUB
 #define CACHELINE 64
-
-struct ctl {
-    alignas(CACHELINE) atomic_uint ready;
-    alignas(CACHELINE) atomic_uint go;
-    alignas(CACHELINE) uint64_t t0_ns;
-    uint64_t t_end[MAXSUB];
-    uint64_t sum[MAXSUB];
-    int failed[MAXSUB];
-};
 
 struct job {
     const bench_ctx *ctx;
-    struct ctl *ctl;
+    struct fanout_ctl *ctl;
     unsigned nsub, id;
     size_t size;
     uint64_t count;
@@ -64,37 +57,14 @@ struct job {
     int sock[MAXSUB][2];
 };
 
-static uint64_t *source(size_t size, uint64_t *rest)
+static void wait_go(struct fanout_ctl *c)
 {
-    uint64_t *p = bench_alloc(size);
-    if (p == NULL)
-        return NULL;
-    bench_rng r;
-    bench_rng_seed(&r, 42);
-    bench_rng_fill(&r, p, size);
-    p[0] = 0;
-    *rest = bench_sum64(p, size);
-    return p;
-}
-
-static uint64_t expected_sum(uint64_t count, uint64_t rest)
-{
-    return count * (count - 1) / 2 + count * rest;
-}
-
-static void wait_go(struct ctl *c)
-{
-    atomic_fetch_add(&c->ready, 1);
-    while (atomic_load(&c->go) == 0)
-        sched_yield();
+    fanout_wait_go(c);
 }
 
 static void start_clock(struct job *j)
 {
-    while (atomic_load(&j->ctl->ready) < j->nsub)
-        sched_yield();
-    j->ctl->t0_ns = bench_now_ns();
-    atomic_store(&j->ctl->go, 1);
+    fanout_start_clock(j->ctl, j->nsub);
 }
 
 static int segment_new(uint64_t size, shmobj_segment **seg)
@@ -399,14 +369,15 @@ static int sock_pub(struct job *j, uint64_t *src)
 
 enum kind { K_TOPIC, K_QUEUE, K_RING, K_SOCK };
 
+static char **p1_argv; /* for the exec of the Boost peer */
+
 static int p1_run(const bench_ctx *ctx)
 {
     struct job j;
     memset(&j, 0, sizeof j);
     j.ctx = ctx;
-    bool big = strcmp(ctx->workload, "P1-1MiB") == 0;
-    j.size = big ? (1u << 20) : 64;
-    j.count = big ? (ctx->quick ? 200 : 2000) : (ctx->quick ? 30000 : 1000000);
+    fanout_size(ctx, &j.size, &j.count);
+    bool big = j.size >= (1u << 20);
     enum kind kind;
     const char *s = ctx->subject;
     if (strncmp(s, "shmobj-", 7) == 0) {
@@ -422,12 +393,12 @@ static int p1_run(const bench_ctx *ctx)
         kind = K_SOCK;
         j.nsub = 4;
     } else {
-        return bench_skip("%s: no Boost peer for P1 is built", s);
+        peers_exec_sibling("bench-topic-boost", p1_argv);
     }
     if (j.nsub == 0 || j.nsub > MAXSUB)
         return bench_fail("bad subject %s", s);
     uint64_t rest;
-    uint64_t *src = source(j.size, &rest);
+    uint64_t *src = fanout_source(j.size, &rest);
     j.ctl = bench_shared_alloc(sizeof *j.ctl);
     if (src == NULL || j.ctl == NULL)
         return bench_fail("out of memory");
@@ -485,18 +456,8 @@ static int p1_run(const bench_ctx *ctx)
             bad = 1;
     if (bad)
         return bench_fail("%s: transfer failed", s);
-    uint64_t want = expected_sum(j.count, rest), end = 0;
-    for (unsigned k = 0; k < j.nsub; k++) {
-        if (j.ctl->sum[k] != want)
-            return bench_fail("%s: subscriber %u read a wrong sum", s, k);
-        if (j.ctl->t_end[k] > end)
-            end = j.ctl->t_end[k];
-    }
-    double secs = (double)(end - j.ctl->t0_ns) / 1e9;
-    bench_report(ctx, "Mmsgs/s", (double)j.count / 1e6 / secs);
-    if (big)
-        bench_report(ctx, "GiB/s", (double)j.count * (double)j.size / secs /
-                                       (double)(1u << 30));
+    if (fanout_report(ctx, j.ctl, j.nsub, j.size, j.count, rest) != 0)
+        return bench_fail("%s: a subscriber read a wrong sum", s);
     if (kind == K_TOPIC && j.nsub == 1 && !big) {
         uint64_t rounds = ctx->quick ? 20000 : 100000;
         uint64_t *samples = bench_alloc(rounds * sizeof *samples);
@@ -538,5 +499,6 @@ int main(int argc, char **argv)
 {
     static const bench_entry table[] = {P1("P1-64"), P1("P1-1MiB"),
                                         {NULL, NULL, NULL, 0}};
+    p1_argv = argv;
     return bench_main(argc, argv, table);
 }
