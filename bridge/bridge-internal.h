@@ -129,6 +129,7 @@ struct shmobj_bridge {
     shmobj_bridge_log_fn log;
     void *log_arg;
     _Atomic uint64_t disconnects, reconnects;
+    atomic_bool closed; /* the client's last callback ran: b may go */
 };
 
 void bridge__log(struct shmobj_bridge *b, const char *fmt, ...)

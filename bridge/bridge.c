@@ -112,7 +112,8 @@ static void on_disconnect(natsConnection *nc, void *arg)
     (void)nc;
     struct shmobj_bridge *b = arg;
     atomic_fetch_add(&b->disconnects, 1);
-    bridge__log(b, "disconnected from the NATS server; reconnecting");
+    if (!atomic_load(&b->stop)) /* not the bridge's own close */
+        bridge__log(b, "disconnected from the NATS server; reconnecting");
 }
 
 static void on_reconnect(natsConnection *nc, void *arg)
@@ -121,6 +122,16 @@ static void on_reconnect(natsConnection *nc, void *arg)
     struct shmobj_bridge *b = arg;
     atomic_fetch_add(&b->reconnects, 1);
     bridge__log(b, "reconnected to the NATS server");
+}
+
+/* The client's callbacks run on its own thread, after the call that
+ * caused them returned: the closed one comes last, and only then may the
+ * bridge they are given be freed. */
+static void on_closed(natsConnection *nc, void *arg)
+{
+    (void)nc;
+    struct shmobj_bridge *b = arg;
+    atomic_store(&b->closed, true);
 }
 
 int bridge__fail(char *err, size_t err_len, int rc, const char *fmt, ...)
@@ -191,6 +202,8 @@ static int connect_nats(struct shmobj_bridge *b, char *err, size_t err_len)
         s = natsOptions_SetDisconnectedCB(o, on_disconnect, b);
     if (s == NATS_OK)
         s = natsOptions_SetReconnectedCB(o, on_reconnect, b);
+    if (s == NATS_OK)
+        s = natsOptions_SetClosedCB(o, on_closed, b);
     if (s == NATS_OK) {
         what = "connect";
         s = natsConnection_Connect(&b->nc, o);
@@ -222,9 +235,14 @@ void shmobj_bridge_stop(shmobj_bridge *b)
     for (unsigned i = 0; i < b->nroutes; i++)
         if (b->routes[i].started)
             pthread_join(b->routes[i].thread, NULL);
-    /* closed first: no ack handler runs after this, so the rings can go */
-    if (b->nc != NULL)
+    /* closed first: no ack handler runs after this, so the rings can go;
+     * the disconnected and closed callbacks may still be queued: wait
+     * (bounded) until the closed one, the last, ran */
+    if (b->nc != NULL) {
         natsConnection_Close(b->nc);
+        for (unsigned ms = 0; ms < 5000 && !atomic_load(&b->closed); ms++)
+            nanosleep(&(struct timespec){0, 1000000}, NULL);
+    }
     for (unsigned i = 0; i < b->nroutes; i++) {
         struct route *r = &b->routes[i];
         if (r->js != NULL)

@@ -128,7 +128,25 @@ struct shmobj_topic {
                                  the segment's space */
     uint64_t stall_ns;        /* a live subscriber this long behind is
                                  judged (liveness) by a waiting publisher */
+    _Atomic uint32_t spare_at; /* the spare record this handle last filled
+                                  or took: where its next look starts */
 };
+
+/* Spare record k of SHMOBJ__TOPIC_SPARES, counted from where this
+ * handle's last look at the spares ended. */
+static inline struct shmobj__topic_loanrec *shmobj__topic_spare(shmobj_topic *t, uint32_t k,
+                                                                uint32_t *index)
+{
+    uint32_t at = atomic_load_explicit(&t->spare_at, memory_order_relaxed);
+    *index = SHMOBJ_TOPIC_LOANS_MAX + (at + k) % SHMOBJ__TOPIC_SPARES;
+    return &t->loans[*index];
+}
+
+/* Where the next look at the spares starts. */
+static inline void shmobj__topic_spare_seen(shmobj_topic *t, uint32_t index)
+{
+    atomic_store_explicit(&t->spare_at, index - SHMOBJ_TOPIC_LOANS_MAX, memory_order_relaxed);
+}
 
 struct shmobj_topic_sub {
     shmobj_topic *t;
@@ -171,9 +189,10 @@ void shmobj__topic_unlock(shmobj_topic *t);
 
 /* Under the lock: free the blocks of messages every subscriber released
  * that left the history; 0 or a negative code. With `for_loans`, the walk
- * stops once the spare records are full and it gave at least one block to
- * them: the rest stay in the ring, to be spares for later loans, and a
- * publisher that sends messages of one size then allocates nothing. */
+ * stops once it gave one block to a spare record (room for one message,
+ * its block ready for the next loan): the rest stay in the ring, to be
+ * spares for later loans, and a publisher that sends messages of one size
+ * then allocates nothing. */
 int shmobj__topic_reclaim(shmobj_topic *t, bool for_loans);
 
 /* Under the lock: free the records of dead subscribers (those that hold

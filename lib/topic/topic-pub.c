@@ -64,8 +64,9 @@ static bool spare_get(shmobj_topic *t, uint64_t me, uint64_t size,
                       shmobj_topic_loan *loan)
 {
     struct shmobj__space *sp = t->sp;
-    for (uint32_t i = SHMOBJ_TOPIC_LOANS_MAX; i < SHMOBJ__TOPIC_LOANRECS; i++) {
-        struct shmobj__topic_loanrec *l = &t->loans[i];
+    for (uint32_t k = 0; k < SHMOBJ__TOPIC_SPARES; k++) {
+        uint32_t i;
+        struct shmobj__topic_loanrec *l = shmobj__topic_spare(t, k, &i);
         uint64_t z = 0;
         if (atomic_load_explicit(&l->ref, memory_order_relaxed) == 0 ||
             atomic_load_explicit(&l->token, memory_order_relaxed) != 0 ||
@@ -107,6 +108,7 @@ static bool spare_get(shmobj_topic *t, uint64_t me, uint64_t size,
             continue;
         }
         stamp_block(t, data, size, cap);
+        shmobj__topic_spare_seen(t, i);
         loan->ref = ref;
         loan->data = (uint8_t *)data + SHMOBJ__TOPIC_MSG_HEADER;
         loan->size = size;

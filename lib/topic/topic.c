@@ -253,11 +253,13 @@ void shmobj__topic_unlock(shmobj_topic *t)
  * no reference) for the next loan. False when none is free. */
 static bool spare_put(shmobj_topic *t, shmobj__ref ref)
 {
-    for (uint32_t i = SHMOBJ_TOPIC_LOANS_MAX; i < SHMOBJ__TOPIC_LOANRECS; i++) {
-        struct shmobj__topic_loanrec *l = &t->loans[i];
+    for (uint32_t k = 0; k < SHMOBJ__TOPIC_SPARES; k++) {
+        uint32_t i;
+        struct shmobj__topic_loanrec *l = shmobj__topic_spare(t, k, &i);
         if (atomic_load_explicit(&l->token, memory_order_acquire) == 0 &&
             atomic_load_explicit(&l->ref, memory_order_relaxed) == 0) {
             atomic_store_explicit(&l->ref, ref, memory_order_release);
+            shmobj__topic_spare_seen(t, i);
             return true;
         }
     }
@@ -301,8 +303,6 @@ int shmobj__topic_reclaim(shmobj_topic *t, bool for_loans)
             if (ref != 0 && spare_put(t, ref)) {
                 spared = true;
                 SHMOBJ__STEP("topic.reclaim.spared");
-            } else if (ref != 0 && for_loans && spared) {
-                break; /* the spares are full: the rest wait in the ring */
             } else if (ref != 0) {
                 if (t->sp->ops->free(t->sp, ref) == SHMOBJ_ECORRUPT)
                     bad = SHMOBJ_ECORRUPT;
@@ -313,6 +313,9 @@ int shmobj__topic_reclaim(shmobj_topic *t, bool for_loans)
             bad = SHMOBJ_ECORRUPT; /* a slot below head never written */
         }
         atomic_store_explicit(&h->tail, s + 1, memory_order_release);
+        if (for_loans && spared)
+            break; /* room made, its block kept for the next loan: the
+                      rest wait in the ring until room is needed again */
     }
     return bad;
 }
