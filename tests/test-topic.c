@@ -969,6 +969,85 @@ static void test_topic_stall_every_step_others_finish(void **state)
         stall_case(f, cases[i].step, cases[i].nth, cases[i].capacity);
 }
 
+/* Wake-ups of sleeping takers: a taker stopped just after it said it
+ * would sleep (topic.take.sleepy) while a message is published takes it
+ * once resumed; then, 21 times, the taker goes to sleep and one message is
+ * published: the first publish after a taker went to sleep wakes it, so
+ * each take returns within a fraction of the 100 ms slice that a lost
+ * wake-up costs (the median is checked, not each round: a loaded machine
+ * may delay one). */
+struct sleepy_book {
+    _Atomic unsigned joined, fail;
+    _Atomic uint64_t pub_ns, lat_ns[21];
+};
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void test_topic_sleeping_taker_woken_by_first_publish(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_topic *t;
+    shmobj_topic_config cfg = cfg_of(16, 0, 8, SHMOBJ_TOPIC_BLOCK);
+    assert_int_equal(shmobj_topic_create(f->seg, "sl", &cfg, &t), 0);
+    struct sleepy_book *bk = shared_alloc(sizeof *bk);
+    pid_t pid = fork();
+    if (pid == 0) {
+        shmobj_topic_sub *s;
+        if (shmobj_topic_subscribe(t, &s) != 0)
+            _exit(1);
+        shmobj_topic_spin_set(s, 0); /* straight to sleep */
+        atomic_store(&bk->joined, 1);
+        test_stall_arm("topic.take.sleepy", 1, TEST_STALL_STOP, 0);
+        for (uint64_t i = 0; i < 22; i++) {
+            shmobj_topic_msg m;
+            if (shmobj_topic_take(s, &m, 10 * SEC) != 0)
+                _exit(2);
+            uint64_t now = mono_ns();
+            if (((const struct tmsg *)m.data)->n != i)
+                _exit(3);
+            if (i > 0)
+                atomic_store(&bk->lat_ns[i - 1], now - atomic_load(&bk->pub_ns));
+            shmobj_topic_release(s, &m);
+        }
+        shmobj_topic_unsubscribe(s);
+        _exit(0);
+    }
+    assert_true(wait_flag(&bk->joined, 1));
+    int st = 0;
+    assert_int_equal(test_stall_wait_stopped(pid, 20000, &st), 1);
+    assert_int_equal(pub_one(t, 0, 0, SEC), 0);
+    test_stall_resume(pid);
+    for (uint64_t i = 1; i < 22; i++) {
+        test_sleep_ms(20); /* it takes message i - 1 and sleeps again */
+        atomic_store(&bk->pub_ns, mono_ns());
+        assert_int_equal(pub_one(t, 0, i, SEC), 0);
+        while (atomic_load(&bk->lat_ns[i - 1]) == 0 && waitpid(pid, &st, WNOHANG) == 0)
+            test_sleep_ms(1);
+    }
+    assert_int_equal(test_child_wait(pid), 0);
+    uint64_t lat[21];
+    for (unsigned i = 0; i < 21; i++)
+        lat[i] = atomic_load(&bk->lat_ns[i]);
+    qsort(lat, 21, sizeof *lat, cmp_u64);
+    print_message("  wake-up after a publish: median %llu us, worst %llu us\n",
+                  (unsigned long long)lat[10] / 1000, (unsigned long long)lat[20] / 1000);
+    assert_true(lat[10] < 50 * 1000000ull);
+    shmobj_topic_close(t);
+    assert_int_equal(shmobj_topic_destroy(f->seg, "sl"), 0);
+    munmap(bk, sizeof *bk);
+}
+
 /* A publisher stopped in a reclaim that frees blocks (the spare records
  * full: blocks handed over by reference never take a spare back), while a
  * subscriber process goes on taking; resumed, every message arrives once
@@ -1206,6 +1285,7 @@ int main(void)
         T(test_topic_kill_loop_publishers_subscribers),
         T(test_topic_stall_every_step_others_finish),
         T(test_topic_stall_reclaim_freed_no_loss),
+        T(test_topic_sleeping_taker_woken_by_first_publish),
         T(test_topic_stall_overwrite_skip_counted),
         T(test_topic_damaged_records_no_hang),
 #undef T

@@ -32,7 +32,7 @@
 #include "space.h"
 
 #define SHMOBJ__TOPIC_MAGIC UINT32_C(0x43504f54) /* "TOPC" */
-#define SHMOBJ__TOPIC_VERSION UINT32_C(1)
+#define SHMOBJ__TOPIC_VERSION UINT32_C(2)
 /* Message blocks a reclaim keeps for the next loans instead of freeing. */
 #define SHMOBJ__TOPIC_SPARES 16u
 #define SHMOBJ__TOPIC_LOANRECS (SHMOBJ_TOPIC_LOANS_MAX + SHMOBJ__TOPIC_SPARES)
@@ -59,7 +59,9 @@ struct shmobj__topic_hdr {
     _Atomic uint32_t armed;       /* subscriber descriptors armed */
     _Atomic uint32_t sub_hwm;     /* records [0, sub_hwm) were ever used */
     _Atomic uint64_t missed;      /* messages skipped (overwrite), total */
-    uint8_t pad2[64 - 40];
+    _Atomic uint32_t sleepy;      /* a taker is about to sleep: set by it,
+                                     cleared by the publisher that wakes */
+    uint8_t pad2[64 - 44];
     /* line 3: the subscribers' side */
     _Atomic uint32_t rel_event;   /* bumped by releases publishers wait for */
     _Atomic uint32_t pub_waiters; /* publishers asleep on rel_event */

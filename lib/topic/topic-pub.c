@@ -287,7 +287,10 @@ static void wake_takers(shmobj_topic *t)
 {
     struct shmobj__topic_hdr *h = t->hdr;
     atomic_thread_fence(memory_order_seq_cst);
-    if (atomic_load_explicit(&h->sub_waiters, memory_order_relaxed) != 0) {
+    /* only the first publish after a taker went to sleep wakes (all) */
+    if (atomic_load_explicit(&h->sub_waiters, memory_order_relaxed) != 0 &&
+        atomic_load_explicit(&h->sleepy, memory_order_relaxed) != 0 &&
+        atomic_exchange_explicit(&h->sleepy, 0, memory_order_seq_cst) != 0) {
         atomic_fetch_add_explicit(&h->pub_event, 1, memory_order_release);
         shmobj__os_futex_wake(&h->pub_event, INT32_MAX);
     }

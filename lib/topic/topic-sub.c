@@ -14,9 +14,12 @@
  *   passes, so its block stays until it is released.
  * - A release moves held forward (never back), then looks at pub_waiters
  *   after a seq_cst fence (see topic-pub.c).
- * - A taker that sleeps counts itself in sub_waiters, then looks at head
- *   once more; a publisher stores head, then looks at sub_waiters after a
- *   seq_cst fence: one sees the other. */
+ * - A taker that sleeps counts itself in sub_waiters and sets sleepy,
+ *   then looks at head once more after a seq_cst fence; a publisher stores
+ *   head, then looks at sub_waiters and sleepy after a seq_cst fence: one
+ *   sees the other. The publisher that clears sleepy wakes every sleeper,
+ *   so publishers make no system call while no taker went to sleep since
+ *   the last wake-up. */
 #include <stdlib.h>
 
 #include "mix.h"
@@ -316,6 +319,9 @@ int shmobj_topic_take(shmobj_topic_sub *s, shmobj_topic_msg *msg,
     }
     for (;;) {
         atomic_fetch_add_explicit(&h->sub_waiters, 1, memory_order_seq_cst);
+        if (atomic_load_explicit(&h->sleepy, memory_order_relaxed) == 0)
+            atomic_store_explicit(&h->sleepy, 1, memory_order_seq_cst);
+        SHMOBJ__STEP("topic.take.sleepy");
         atomic_thread_fence(memory_order_seq_cst);
         uint32_t ev = atomic_load_explicit(&h->pub_event, memory_order_seq_cst);
         rc = take_one(s, msg);
