@@ -191,10 +191,11 @@ void shmobj__topic_unlock(shmobj_topic *t);
 
 /* Under the lock: free the blocks of messages every subscriber released
  * that left the history; 0 or a negative code. With `for_loans`, the walk
- * stops once it gave one block to a spare record (room for one message,
- * its block ready for the next loan): the rest stay in the ring, to be
- * spares for later loans, and a publisher that sends messages of one size
- * then allocates nothing. */
+ * stops once the spare records are full and it gave at least one block to
+ * them: the rest stay in the ring, to be spares for later loans, and a
+ * publisher that sends messages of one size then allocates nothing (and
+ * reads the subscribers' records once per batch of spares, not per
+ * message). */
 int shmobj__topic_reclaim(shmobj_topic *t, bool for_loans);
 
 /* Under the lock: free the records of dead subscribers (those that hold

@@ -303,6 +303,8 @@ int shmobj__topic_reclaim(shmobj_topic *t, bool for_loans)
             if (ref != 0 && spare_put(t, ref)) {
                 spared = true;
                 SHMOBJ__STEP("topic.reclaim.spared");
+            } else if (ref != 0 && for_loans && spared) {
+                break; /* the spares are full: the rest wait in the ring */
             } else if (ref != 0) {
                 if (t->sp->ops->free(t->sp, ref) == SHMOBJ_ECORRUPT)
                     bad = SHMOBJ_ECORRUPT;
@@ -313,9 +315,6 @@ int shmobj__topic_reclaim(shmobj_topic *t, bool for_loans)
             bad = SHMOBJ_ECORRUPT; /* a slot below head never written */
         }
         atomic_store_explicit(&h->tail, s + 1, memory_order_release);
-        if (for_loans && spared)
-            break; /* room made, its block kept for the next loan: the
-                      rest wait in the ring until room is needed again */
     }
     return bad;
 }
