@@ -34,6 +34,11 @@
  *   - the service (clients check that each answer names its call; a
  *     server is killed holding calls, a client waiting on one): after the
  *     repair no call is left in its table;
+ *   - the topic (overwriting; publishers by loan and by copy, subscribers
+ *     that hold what they take for a while): every message a subscriber
+ *     takes is whole, and its sequence follows the one it took before by
+ *     exactly one plus the count of messages it is told it missed; after
+ *     the repair no record or loan of the dead is left;
  *   - heap bytes neither the map nor the controller's books account for
  *     are at most what the kills may leak: per kill, the largest block its
  *     kind of worker had in hand (doc/format-arena.md, format-map.md,
@@ -90,6 +95,7 @@
 #define SVC_NAME "chaos-svc"
 #define MLIST_NAME "chaos-mlist"
 #define MDICT_NAME "chaos-mdict"
+#define TOPIC_NAME "chaos-topic"
 /* counters of a dict writer; keys it keeps: it deletes seq - MKEEP after
  * setting seq */
 #define MCTRS 4
@@ -121,6 +127,8 @@ enum rec_kind {
     R_MDEL,      /* a: key id (string key) */
     R_MADD,      /* a: counter key */
     R_CALL,      /* a: call id (its answer named it) */
+    R_TPUB,      /* a: message id (its publish returned 0) */
+    R_TGOT,      /* a: message id (a subscriber took it, in order) */
     R_VIOLATION, /* a: what (enum viol), b, c: details */
 };
 
@@ -139,6 +147,8 @@ enum viol {
     V_OWNKEY,      /* a writer's own acknowledged key was gone */
     V_MITEM,       /* a mutable container's item is not what its writer made */
     V_SVC,         /* a service's answer is not the one to its call */
+    V_TMSG,        /* a topic message is not what its publisher wrote */
+    V_TSEQ,        /* a topic message's sequence skips more than it says */
 };
 
 /* ---- what every worker shares with the controller (MAP_SHARED) ---------- */
@@ -165,6 +175,7 @@ struct wctx {
     shmobj_view counters;
     shmobj_view mlist, mdict;
     shmobj_service *svc;
+    shmobj_topic *topic;
     int fd;
     uint32_t slot;
     uint64_t inst; /* unique over the run; ids are inst << 24 | seq */
@@ -292,7 +303,8 @@ static bool pattern_ok(const void *p, uint64_t size, uint64_t pat)
 enum op_code { OP_PUT = 1, OP_TAKE_C, OP_DATA, OP_DONE, OP_WAIT, OP_FREE_MSG,
                OP_SET, OP_GET, OP_DEL, OP_ITER, OP_CHECK, OP_ADD, OP_ALLOC,
                OP_FREE, OP_PTR, OP_APPEND, OP_MGET, OP_MSET, OP_MDEL, OP_MADD,
-               OP_MITER, OP_CALL, OP_SERVE };
+               OP_MITER, OP_CALL, OP_SERVE, OP_PUBLISH, OP_SUBSCRIBE, OP_TTAKE,
+               OP_TRELEASE };
 
 static void produce(struct wctx *w, int qi)
 {
@@ -506,6 +518,91 @@ static int run_svc_server(struct wctx *w)
         shmobj_service_msg resp = {.data = a, .len = sizeof a,
                                    .flags = SHMOBJ_SERVICE_BYTES};
         check_rc(w, OP_SERVE, shmobj_service_reply(w->svc, &req, &resp));
+    }
+    return 0; /* not reached: workers end by SIGKILL */
+}
+
+/* The topic's messages: an id and a word derived from it. */
+struct tmsg {
+    uint64_t id, check;
+};
+
+static uint64_t tmsg_check(uint64_t id)
+{
+    return ~id * UINT64_C(0x9e3779b97f4a7c15);
+}
+
+/* A topic publisher: by loan (built in place) or by copy, never waiting
+ * long (the policy overwrites; a dead subscriber's held message is judged
+ * by a publisher that waits). */
+static int run_topic_pub(struct wctx *w)
+{
+    for (;;) {
+        maybe_hold(w);
+        struct tmsg m = {next_id(w), 0};
+        m.check = tmsg_check(m.id);
+        int rc;
+        if (wrnd(w) % 2 == 0) {
+            shmobj_topic_loan loan;
+            rc = shmobj_topic_loan_get(w->topic, sizeof m, &loan);
+            if (rc == 0) {
+                memcpy(loan.data, &m, sizeof m);
+                rc = shmobj_topic_loan_publish(w->topic, &loan, sizeof m, 20 * MS);
+                if (rc != 0)
+                    check_rc(w, OP_PUBLISH, shmobj_topic_loan_cancel(w->topic, &loan));
+            }
+        } else {
+            rc = shmobj_topic_publish(w->topic, &m, sizeof m, 20 * MS);
+        }
+        if (rc == 0)
+            send_rec(w, R_TPUB, m.id, 0, 0);
+        else
+            check_rc(w, OP_PUBLISH, rc);
+        if (w->seq % 64 == 0)
+            sleep_ns(MS); /* let the subscribers keep up, mostly */
+    }
+    return 0; /* not reached: workers end by SIGKILL */
+}
+
+/* A topic subscriber: each message whole, its sequence the last one's +
+ * 1 + what it is told it missed; now and then it holds a few messages
+ * before it releases them (a kill then leaves them held). */
+static int run_topic_sub(struct wctx *w)
+{
+    shmobj_topic_sub *s = NULL;
+    int rc;
+    while ((rc = shmobj_topic_subscribe(w->topic, &s)) != 0) {
+        check_rc(w, OP_SUBSCRIBE, rc);
+        sleep_ns(MS);
+    }
+    bool first = true;
+    uint64_t last = 0;
+    shmobj_topic_msg held[4];
+    unsigned nheld = 0;
+    for (;;) {
+        maybe_hold(w);
+        shmobj_topic_msg *msg = &held[nheld];
+        rc = shmobj_topic_take(s, msg, 50 * MS);
+        if (rc != 0) {
+            check_rc(w, OP_TTAKE, rc);
+            continue;
+        }
+        struct tmsg m = {0, 0};
+        if (msg->len == sizeof m)
+            memcpy(&m, msg->data, sizeof m);
+        if (msg->len != sizeof m || m.check != tmsg_check(m.id))
+            violation(w, V_TMSG, msg->seq, msg->len);
+        else if (!first && msg->seq != last + 1 + msg->missed)
+            violation(w, V_TSEQ, msg->seq, (uint64_t)(int64_t)(last + msg->missed));
+        else
+            send_rec(w, R_TGOT, m.id, 0, 0);
+        first = false;
+        last = msg->seq;
+        if (++nheld < 1 + wrnd(w) % 4)
+            continue;
+        for (unsigned i = 0; i < nheld; i++)
+            check_rc(w, OP_TRELEASE, shmobj_topic_release(s, &held[i]));
+        nheld = 0;
     }
     return 0; /* not reached: workers end by SIGKILL */
 }
@@ -807,6 +904,8 @@ static int run_grower(struct wctx *w) { blocks(w, GROW_MIN, GROW_MAX, 6); return
  * answer made but not yet in its call */
 #define LEAK_SVC_CLIENT (2 * (64 + BLOCK_HDR))
 #define LEAK_SVC_SERVER (64 + BLOCK_HDR)
+/* a publisher killed between a loan's allocation and its record */
+#define LEAK_TOPIC_PUB (64 + sizeof(struct tmsg) + 2 * BLOCK_HDR)
 
 /* The worker table: a new kind is one function and one row. */
 struct kind {
@@ -833,6 +932,8 @@ static const struct kind kinds[] = {
     {"mdict-writer", run_mdict_writer, 2, LEAK_MDICT, -1, -1, false},
     {"svc-client", run_svc_client, 2, LEAK_SVC_CLIENT, -1, -1, false},
     {"svc-server", run_svc_server, 1, LEAK_SVC_SERVER, -1, -1, false},
+    {"topic-publisher", run_topic_pub, 1, LEAK_TOPIC_PUB, -1, -1, false},
+    {"topic-subscriber", run_topic_sub, 2, 0, -1, -1, false},
 };
 #define NKINDS (sizeof kinds / sizeof kinds[0])
 
@@ -901,6 +1002,7 @@ struct chaos {
     shmobj_map *map;
     shmobj_queue *q[2];
     shmobj_service *svc;
+    shmobj_topic *topic; /* made anew at each checkpoint */
     shmobj_ref counters_ref;
     shmobj_ref mlist_ref, mdict_ref; /* made anew at each checkpoint */
     struct shared *sh;
@@ -924,6 +1026,7 @@ struct chaos {
     struct idset app_acked, mkeys, mctr;
     uint64_t mlist_len_max;  /* the longest list seen at a checkpoint */
     uint64_t svc_calls;      /* service calls answered */
+    uint64_t tpub, tgot;     /* topic publishes acknowledged, messages taken */
     uint64_t md_live_max;    /* most live dict keys a round can have had */
     uint64_t md_kills0;      /* dict writers killed before this round */
     uint64_t mlist_items, mdict_items; /* checked at checkpoints */
@@ -1056,6 +1159,12 @@ static void take_rec(struct chaos *c, const struct rec *r)
     case R_CALL:
         c->svc_calls++;
         break;
+    case R_TPUB:
+        c->tpub++;
+        break;
+    case R_TGOT:
+        c->tgot++;
+        break;
     case R_VIOLATION:
         c->ops--;
         report(c, "worker %u (%s): what %llu, %#llx, %lld", r->worker,
@@ -1117,6 +1226,8 @@ static int worker_main(void *p)
         rc = shmobj_obj_get(w.seg, dref, &w.mdict);
     if (rc == 0 && ++step)
         rc = shmobj_service_open(w.seg, SVC_NAME, 5 * SEC, &w.svc);
+    if (rc == 0 && ++step)
+        rc = shmobj_topic_open(w.seg, TOPIC_NAME, &w.topic);
     if (rc != 0) {
         violation(&w, V_RC, step, (uint64_t)(int64_t)rc);
         return 1;
@@ -1334,6 +1445,13 @@ static void release_blocks(struct chaos *c, uint64_t inst)
  * names (the workers started after this open them). */
 static void mutables_make(struct chaos *c)
 {
+    shmobj_topic_config tc;
+    shmobj_topic_config_init(&tc);
+    tc.capacity = 64;
+    tc.history = 4;
+    tc.subscribers = 16;
+    tc.policy = SHMOBJ_TOPIC_OVERWRITE;
+    assert_int_equal(shmobj_topic_create(c->seg, TOPIC_NAME, &tc, &c->topic), 0);
     shmobj_value l = SHMOBJ_VAL_MLIST(), d = SHMOBJ_VAL_MDICT();
     int rc = shmobj_obj_put(c->seg, &l, &c->mlist_ref);
     if (rc == 0)
@@ -1546,6 +1664,29 @@ static void mutables_check(struct chaos *c)
     idset_reset(&c->mctr);
 }
 
+/* The topic, every worker dead: the repair gives back every record and
+ * loan; then the topic goes, and its blocks with it. */
+static void topic_check(struct chaos *c)
+{
+    unsigned freed = 0;
+    int rc = shmobj_topic_repair(c->topic, &freed);
+    if (rc != 0)
+        report(c, "topic repair: %s", shmobj_errname(rc));
+    shmobj_topic_stats st;
+    memset(&st, 0, sizeof st);
+    rc = shmobj_topic_stats_get(c->topic, &st);
+    if (rc != 0)
+        report(c, "topic stats: %s", shmobj_errname(rc));
+    else if (st.subscribers != 0 || st.loans != 0)
+        report(c, "topic: %u subscriber records and %u loans left after the repair",
+               st.subscribers, st.loans);
+    shmobj_topic_close(c->topic);
+    c->topic = NULL;
+    rc = shmobj_topic_destroy(c->seg, TOPIC_NAME);
+    if (rc != 0)
+        report(c, "topic destroy: %s", shmobj_errname(rc));
+}
+
 /* Every worker killed; everything checked; blocks the dead held freed. */
 static void checkpoint(struct chaos *c, bool last)
 {
@@ -1672,8 +1813,9 @@ static void checkpoint(struct chaos *c, bool last)
     /* the blocks the dead held: their bytes unchanged, then freed */
     release_blocks(c, 0);
 
-    /* the mutable containers, then freed */
+    /* the mutable containers and the topic, then freed */
     mutables_check(c);
+    topic_check(c);
 
     /* what the kills leaked */
     shmobj_arena_stats as = {.struct_size = sizeof as};
@@ -1810,6 +1952,9 @@ static void test_chaos_kill_workers_state_holds(void **state)
                   (unsigned long long)(c->peak_size / MiB));
     print_message("chaos: %llu service calls answered, each its own\n",
                   (unsigned long long)c->svc_calls);
+    print_message("chaos: topic: %llu publishes acknowledged, %llu messages taken whole "
+                  "and in order\n",
+                  (unsigned long long)c->tpub, (unsigned long long)c->tgot);
     print_message("chaos: mutable containers: %llu list items and %llu dict items "
                   "checked; longest list %llu\n",
                   (unsigned long long)c->mlist_items, (unsigned long long)c->mdict_items,
@@ -1823,6 +1968,7 @@ static void test_chaos_kill_workers_state_holds(void **state)
     for (int i = 0; i < 2; i++)
         shmobj_queue_close(c->q[i]);
     shmobj_service_close(c->svc);
+    shmobj_topic_close(c->topic);
     shmobj_map_close(c->map);
     shmobj_segment_close(c->seg);
     shmobj_segment_destroy(c->name, SHMOBJ_BACKEND_SHM);
