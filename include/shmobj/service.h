@@ -145,6 +145,7 @@ SHMOBJ_API int shmobj_service_create(shmobj_segment *seg, const char *name,
  * @retval SHMOBJ_EFULL a handle inherited through fork() could not attach
  *         (see shmobj_segment_root_wait())
  * @retval SHMOBJ_ECORRUPT the service's table or queue is damaged
+ * @retval SHMOBJ_EVERSION the service's queue has another format version
  * @since 0.4
  */
 SHMOBJ_API int shmobj_service_open(shmobj_segment *seg, const char *name,
