@@ -219,7 +219,12 @@ SHMOBJ_API void shmobj_topic_close(shmobj_topic *t);
  * @retval SHMOBJ_EINVAL NULL argument or bad name
  * @retval SHMOBJ_ENOTFOUND no root of that name
  * @retval SHMOBJ_ETYPE the root is not a topic
+ * @retval SHMOBJ_ESTALE the topic is being destroyed already
  * @retval SHMOBJ_ECORRUPT the topic is damaged
+ * @retval SHMOBJ_EVERSION the topic's block has another format version
+ * @retval SHMOBJ_EBUSY a live process held the topic's lock, or the
+ *         segment lock, for 10 s
+ * @retval SHMOBJ_ENOMEM no memory for a handle
  * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
  *         shmobj_segment_open_flags()): nothing was written
  * @since 0.3
@@ -365,6 +370,11 @@ SHMOBJ_API int shmobj_topic_loan_publish(shmobj_topic *t,
  * @param[in,out] loan the loan (from shmobj_topic_loan_get())
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument or a loan not of this handle
+ * @retval SHMOBJ_ESTALE the topic was destroyed (its loans' blocks went
+ *         back with it), or the heap found the block freed already: the
+ *         loan's record is cleared all the same
+ * @retval SHMOBJ_ECORRUPT the heap refused the block as damaged: the
+ *         loan's record is cleared all the same
  * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
  *         shmobj_segment_open_flags()): nothing was written
  * @since 0.3

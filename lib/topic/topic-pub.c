@@ -98,6 +98,12 @@ static bool spare_get(shmobj_topic *t, uint64_t me, uint64_t size,
             atomic_store_explicit(&l->token, 0, memory_order_release);
             continue;
         }
+        /* the loan's writer trusts the block to hold size bytes, so the
+         * heap judges it before it is lent: live, of this generation, and
+         * as large as its header (the segment's bytes) says */
+        uint64_t usable = 0;
+        if (rc == 0 && (sp->ops->check(sp, ref, &usable) != 0 || usable < cap))
+            rc = SHMOBJ_ECORRUPT;
         if (rc == 0)
             rc = shmobj__space_at(sp, shmobj__ref_off(ref), cap, &data);
         if (rc != 0) {
