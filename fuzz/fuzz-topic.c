@@ -18,9 +18,17 @@
  * outstanding loan's record, every loan record, the spare records; the
  * 64-byte header of a message block in the ring, in a spare record or on
  * loan), an offset in it and up to 16 bytes to write there. After the
- * edits every operation runs; then the saved bytes are put back, and so
- * are the kept subscriber handles and loan, whose cursors the exercise
- * moved (they are process memory, not segment bytes).
+ * edits every operation runs: fresh handles opened and closed; the kept
+ * subscribers' batch, releases and a take waiting 1 ms; a new subscriber
+ * joining, taking the history, arming a descriptor and leaving; loans
+ * published and cancelled (the outstanding one among them), publishes by
+ * copy and by reference, which fire the armed descriptors, until the ring
+ * is full and a publish waits 200 us, judging the records that hold it
+ * up; repair, statistics and the subscriber list; the same on "o", whose
+ * publishes move the slow subscriber forward; and last the destroy of
+ * both. Then the saved bytes are put back, and so are the kept subscriber
+ * handles and loan, whose cursors the exercise moved (they are process
+ * memory, not segment bytes).
  *
  * Properties (abort on violation): nothing crashes or reads outside the
  * mapping (every byte of every message taken is read), every call returns
@@ -212,6 +220,7 @@ static void fuzz_setup(void)
     seg = fuzz_segment();
     setup_block_topic();
     setup_overwrite_topic();
+    shmobj__topic_stall_set(topic, 0);
     add_topic(topic);
     /* the outstanding loan: its record and its header */
     fuzz_region_add(&topic->loans[loan.slot], sizeof *topic->loans);
@@ -378,7 +387,8 @@ static void figures(shmobj_topic *t)
     expect_status(figures_status_ok(rc) || rc == SHMOBJ_ENOBUFS, rc, "subscribers_get status");
     fuzz_expect(rc != 0 || n <= t->subs_max, "subscribers within the records");
     rc = shmobj_topic_subscribers_get(t, NULL, 0, &n);
-    expect_status(figures_status_ok(rc) || rc == SHMOBJ_ENOBUFS, rc, "subscribers_get (count) status");
+    expect_status(figures_status_ok(rc) || rc == SHMOBJ_ENOBUFS, rc,
+                  "subscribers_get (count) status");
 }
 
 /* The kept subscribers of "t": the holder's batch, wait and releases; the
@@ -488,6 +498,19 @@ static void descriptors(void)
     }
 }
 
+/* The ring fills (the subscribers took none of the last messages): a
+ * publish that waits then judges the records holding it up, at once (the
+ * handle's stall time is 0), and gives up after 200 us. */
+static void waiting_publisher(void)
+{
+    for (int i = 0; i < 4; i++) {
+        int rc = shmobj_topic_publish(topic, "waits", 5, 200000);
+        expect_status(copy_status_ok(rc), rc, "publish (waiting) status");
+        if (rc != 0)
+            break;
+    }
+}
+
 static void repair(shmobj_topic *t)
 {
     unsigned freed = 0;
@@ -527,6 +550,7 @@ static void fuzz_exercise(void)
     publishers(topic, &loan);
     descriptors();
     publishers(topic, NULL); /* fires the descriptors armed */
+    waiting_publisher();
     drain(holder, 16);
     drain(behind, 16);
     repair(topic);
