@@ -78,8 +78,9 @@ static bool spare_get(shmobj_topic *t, uint64_t me, uint64_t size,
         shmobj__ref ref = atomic_load_explicit(&l->ref, memory_order_acquire);
         void *data = NULL;
         uint64_t need = size + SHMOBJ__TOPIC_MSG_HEADER, cap = 0;
-        /* the block's own header says its size: no look at the heap,
-         * whose header line every allocation writes */
+        /* the block's own header says its size: spares of other sizes
+         * are passed over without a look at the heap, whose header line
+         * every allocation writes */
         int rc = ref != 0 ? shmobj__space_at(sp, shmobj__ref_off(ref),
                                              SHMOBJ__TOPIC_MSG_HEADER, &data)
                           : SHMOBJ_ENOTFOUND;
