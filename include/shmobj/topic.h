@@ -323,12 +323,15 @@ SHMOBJ_API int shmobj_topic_subscribers_get(shmobj_topic *t,
  * @param[in] size bytes (1 and up)
  * @param[out] loan the block
  * @retval 0 success
- * @retval SHMOBJ_EINVAL NULL argument or size 0
+ * @retval SHMOBJ_EINVAL NULL argument, size 0 or above 2^47
  * @retval SHMOBJ_ENOMEM no room in the segment
  * @retval SHMOBJ_EFULL SHMOBJ_TOPIC_LOANS_MAX loans are outstanding
  * @retval SHMOBJ_ESTALE the topic was destroyed
  * @retval SHMOBJ_ECORRUPT the segment's heap is damaged (nothing was
  *         allocated)
+ * @retval SHMOBJ_EBUSY every loan record was taken and a live process
+ *         held the topic's lock for 10 s (the repair that gives dead
+ *         publishers' loans back waits for it)
  * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
  *         shmobj_segment_open_flags()): nothing was written
  * @since 0.3
@@ -463,6 +466,7 @@ SHMOBJ_API int shmobj_topic_spin_set(shmobj_topic_sub *s, int64_t spin_ns);
  * @param[in] timeout_ns negative: forever; 0: do not wait
  * @param[out] msg the message, to be read in place, then released
  * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_EEMPTY no message (timeout 0)
  * @retval SHMOBJ_ETIMEDOUT no message within the timeout
  * @retval SHMOBJ_ESTALE the topic was destroyed, or the subscriber's record
@@ -494,6 +498,7 @@ SHMOBJ_API int shmobj_topic_try_take(shmobj_topic_sub *s, shmobj_topic_msg *msg)
  * @param[in] timeout_ns how long to wait: 0 not at all, negative for ever, else nanoseconds
  * @param[out] n how many were taken
  * @retval 0 at least one taken
+ * @retval SHMOBJ_EINVAL NULL argument or max 0
  * @retval others as shmobj_topic_take()
  * @since 0.3
  */
@@ -520,6 +525,7 @@ SHMOBJ_API int shmobj_topic_release(shmobj_topic_sub *s,
  * @param[in] s the subscriber
  * @param[out] fd the descriptor (the subscriber's: do not close it)
  * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_ENOTSUP the system has neither /dev/shm nor /proc/self/fd
  * @retval SHMOBJ_ESTALE the topic was destroyed
  * @retval SHMOBJ_ESYS the pipe could not be made
