@@ -87,6 +87,41 @@ write("fuzz-map", {
     "every-lock-dead": b"".join(edit(1 + i, 0, u32(9 | 2 << 10)) for i in range(64)),
 })
 
+# fuzz-topic: topic "t" (capacity 8, 4 records): 0 constants line, 1 lock
+# line, 2 publishers' line, 3 subscribers' line, 4 slots, 5 subscriber
+# records (the holder's, then the one behind), 6 loan records, 7 spare
+# records, 8..11 the headers of the loans in the ring (sequences 18..21;
+# 10 is the loan the holder took first, in slot 4), 12..16 the spare
+# blocks' headers, 17 the outstanding loan's record, 18 its header; then
+# topic "o" (capacity 4, overwrite): 19..22 its header's lines, 23 slots,
+# 24 records, 25 loan records, 26 spare records, 27..31 its spare blocks'
+# headers. In a line: head 0, tail 8, sub_hwm 28 (publishers'); in a
+# record: token 0, next 8, held 16, notify 32, pid 40, inode 48; in a
+# loan's header: stamp 0, size 8, cap 16.
+notify_armed = u32(2) + u32(3) + u32(1) + u32(0) + u64(12345)
+write("fuzz-topic", {
+    "lock-dead": edit(1, 0, u32(5 | 1 << 10)),
+    "lock-dead-contended": edit(1, 0, u32(0x80000000 | 7 | 3 << 10)),
+    "lock-impossible": edit(1, 0, u32(5)),
+    "lock-junk": edit(20, 0, u32(0xdeadbeef)),
+    "ident-zero": edit(0, 8, u64(0)),
+    "version-99": edit(0, 4, u32(99)),
+    "tail-zero": edit(2, 8, u64(0)),
+    "head-huge": edit(2, 0, u64(0xffffffffffffffff)),
+    "hwm-huge": edit(2, 28, u32(0xffffffff)),
+    "waiters-huge": edit(2, 20, u32(0xffffffff)) + edit(3, 4, u32(0xffffffff)),
+    "slot-kind-junk": edit(4, 4 * 32 + 24, u64(7)),
+    "record-held-huge": edit(5, 16, u64(1 << 63)),
+    "record-dead": edit(5, 64, u64(5 | 1 << 10)),
+    "record-armed-foreign": edit(5, 64 + 32, notify_armed) + edit(2, 24, u32(1)),
+    "loan-dead-junk": edit(6, 16, u64(5 | 1 << 10) + u64(0x0001000000008040)),
+    "spare-ref-junk": edit(7, 8, u64(0x0001000000008040)),
+    # findings (tests/test-fuzz-regress.c): a slot's length that wraps the
+    # header's 64 bytes round, with a loan header's size to match; a spare
+    # block's header claiming more bytes than the block has
+    "slot-len-wrap": edit(4, 4 * 32 + 16, u64(2**64 - 32)) + edit(10, 8, u64(2**64 - 1)),
+    "spare-cap-large": b"".join(edit(27 + i, 16, u64(155)) for i in range(5)),
+})
 
 # fuzz-object, mutable containers: "MUT:" then edits of 5 bytes (u32: top
 # byte the block, 0 the object block, then the list's chunks, the dict's

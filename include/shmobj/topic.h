@@ -219,7 +219,12 @@ SHMOBJ_API void shmobj_topic_close(shmobj_topic *t);
  * @retval SHMOBJ_EINVAL NULL argument or bad name
  * @retval SHMOBJ_ENOTFOUND no root of that name
  * @retval SHMOBJ_ETYPE the root is not a topic
+ * @retval SHMOBJ_ESTALE the topic is being destroyed already
  * @retval SHMOBJ_ECORRUPT the topic is damaged
+ * @retval SHMOBJ_EVERSION the topic's block has another format version
+ * @retval SHMOBJ_EBUSY a live process held the topic's lock, or the
+ *         segment lock, for 10 s
+ * @retval SHMOBJ_ENOMEM no memory for a handle
  * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
  *         shmobj_segment_open_flags()): nothing was written
  * @since 0.3
@@ -318,12 +323,15 @@ SHMOBJ_API int shmobj_topic_subscribers_get(shmobj_topic *t,
  * @param[in] size bytes (1 and up)
  * @param[out] loan the block
  * @retval 0 success
- * @retval SHMOBJ_EINVAL NULL argument or size 0
+ * @retval SHMOBJ_EINVAL NULL argument, size 0 or above 2^47
  * @retval SHMOBJ_ENOMEM no room in the segment
  * @retval SHMOBJ_EFULL SHMOBJ_TOPIC_LOANS_MAX loans are outstanding
  * @retval SHMOBJ_ESTALE the topic was destroyed
  * @retval SHMOBJ_ECORRUPT the segment's heap is damaged (nothing was
  *         allocated)
+ * @retval SHMOBJ_EBUSY every loan record was taken and a live process
+ *         held the topic's lock for 10 s (the repair that gives dead
+ *         publishers' loans back waits for it)
  * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
  *         shmobj_segment_open_flags()): nothing was written
  * @since 0.3
@@ -365,6 +373,11 @@ SHMOBJ_API int shmobj_topic_loan_publish(shmobj_topic *t,
  * @param[in,out] loan the loan (from shmobj_topic_loan_get())
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument or a loan not of this handle
+ * @retval SHMOBJ_ESTALE the topic was destroyed (its loans' blocks went
+ *         back with it), or the heap found the block freed already: the
+ *         loan's record is cleared all the same
+ * @retval SHMOBJ_ECORRUPT the heap refused the block as damaged: the
+ *         loan's record is cleared all the same
  * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
  *         shmobj_segment_open_flags()): nothing was written
  * @since 0.3
@@ -453,6 +466,7 @@ SHMOBJ_API int shmobj_topic_spin_set(shmobj_topic_sub *s, int64_t spin_ns);
  * @param[in] timeout_ns negative: forever; 0: do not wait
  * @param[out] msg the message, to be read in place, then released
  * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_EEMPTY no message (timeout 0)
  * @retval SHMOBJ_ETIMEDOUT no message within the timeout
  * @retval SHMOBJ_ESTALE the topic was destroyed, or the subscriber's record
@@ -484,6 +498,7 @@ SHMOBJ_API int shmobj_topic_try_take(shmobj_topic_sub *s, shmobj_topic_msg *msg)
  * @param[in] timeout_ns how long to wait: 0 not at all, negative for ever, else nanoseconds
  * @param[out] n how many were taken
  * @retval 0 at least one taken
+ * @retval SHMOBJ_EINVAL NULL argument or max 0
  * @retval others as shmobj_topic_take()
  * @since 0.3
  */
@@ -510,6 +525,7 @@ SHMOBJ_API int shmobj_topic_release(shmobj_topic_sub *s,
  * @param[in] s the subscriber
  * @param[out] fd the descriptor (the subscriber's: do not close it)
  * @retval 0 success
+ * @retval SHMOBJ_EINVAL NULL argument
  * @retval SHMOBJ_ENOTSUP the system has neither /dev/shm nor /proc/self/fd
  * @retval SHMOBJ_ESTALE the topic was destroyed
  * @retval SHMOBJ_ESYS the pipe could not be made

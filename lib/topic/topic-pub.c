@@ -78,8 +78,9 @@ static bool spare_get(shmobj_topic *t, uint64_t me, uint64_t size,
         shmobj__ref ref = atomic_load_explicit(&l->ref, memory_order_acquire);
         void *data = NULL;
         uint64_t need = size + SHMOBJ__TOPIC_MSG_HEADER, cap = 0;
-        /* the block's own header says its size: no look at the heap,
-         * whose header line every allocation writes */
+        /* the block's own header says its size: spares of other sizes
+         * are passed over without a look at the heap, whose header line
+         * every allocation writes */
         int rc = ref != 0 ? shmobj__space_at(sp, shmobj__ref_off(ref),
                                              SHMOBJ__TOPIC_MSG_HEADER, &data)
                           : SHMOBJ_ENOTFOUND;
@@ -98,6 +99,12 @@ static bool spare_get(shmobj_topic *t, uint64_t me, uint64_t size,
             atomic_store_explicit(&l->token, 0, memory_order_release);
             continue;
         }
+        /* the loan's writer trusts the block to hold size bytes, so the
+         * heap judges it before it is lent: live, of this generation, and
+         * as large as its header (the segment's bytes) says */
+        uint64_t usable = 0;
+        if (rc == 0 && (sp->ops->check(sp, ref, &usable) != 0 || usable < cap))
+            rc = SHMOBJ_ECORRUPT;
         if (rc == 0)
             rc = shmobj__space_at(sp, shmobj__ref_off(ref), cap, &data);
         if (rc != 0) {

@@ -254,8 +254,12 @@ static int take_one(shmobj_topic_sub *s, shmobj_topic_msg *msg)
          * for blocks handed over by reference. */
         void *data = NULL;
         if (kind == TOPIC_KIND_LOAN) {
-            rc = shmobj__space_at(t->sp, shmobj__ref_off(ref),
-                                  SHMOBJ__TOPIC_MSG_HEADER + len, &data);
+            /* the slot's length is the segment's: header + len must not
+             * wrap round to a short range */
+            uint64_t span;
+            rc = shmobj__add_ok(SHMOBJ__TOPIC_MSG_HEADER, len, &span)
+                     ? shmobj__space_at(t->sp, shmobj__ref_off(ref), span, &data)
+                     : SHMOBJ_ECORRUPT;
             const struct shmobj__topic_msghdr *mh = data;
             if (rc == 0 && (((uintptr_t)data & 63u) != 0 ||
                             mh->stamp != shmobj__topic_stamp(t->ident) ||
