@@ -101,6 +101,12 @@ struct shmobj__space_ops {
      * return its usable size: SHMOBJ_ESTALE / SHMOBJ_ECORRUPT otherwise.
      * Lock-free: reads the block header only. */
     int (*check)(struct shmobj__space *sp, shmobj__ref ref, uint64_t *usable);
+    /* The usable size of the block a reference names when its header word
+     * says it is in use with the reference's generation, else 0: one load,
+     * without the boundary tag check() also compares, for hot paths that
+     * then stay within that many bytes, bounds-checked. NULL: check() is
+     * used (shmobj__space_usable()). */
+    uint64_t (*usable)(struct shmobj__space *sp, shmobj__ref ref);
     /* Liveness and locks; NULL in spaces without other processes (the
      * object layer's tests). */
     const struct shmobj__space_live_ops *live;
@@ -240,6 +246,16 @@ static inline bool shmobj__space_token_holder_alive(struct shmobj__space *sp,
 /* Bounds-check [off, off + len) and return a pointer to it, extending this
  * process's view first when the range lies beyond it. Use this for every
  * offset read from shared memory. */
+/* The usable size of a reference's block, from its header word (see
+ * usable in struct shmobj__space_ops), or 0. */
+static inline uint64_t shmobj__space_usable(struct shmobj__space *sp, shmobj__ref ref)
+{
+    uint64_t u = 0;
+    if (sp->ops->usable != NULL)
+        return sp->ops->usable(sp, ref);
+    return sp->ops->check(sp, ref, &u) == 0 ? u : 0;
+}
+
 static inline int shmobj__space_at(struct shmobj__space *sp, uint64_t off,
                                    uint64_t len, void **out)
 {

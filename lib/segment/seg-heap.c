@@ -317,11 +317,21 @@ static int space_check(struct shmobj__space *sp, shmobj__ref ref,
     return rc;
 }
 
+static uint64_t space_usable(struct shmobj__space *sp, shmobj__ref ref)
+{
+    uint64_t off = shmobj__ref_off(ref);
+    /* its header word lies in the heap, within this view */
+    if (off < SHMOBJ__SEG_ARENA_OFF + 16 || (off & 15) != 0 || off > mapped_of(sp->impl))
+        return 0;
+    return shmobj__arena_usable_if(sp->base, off, shmobj__ref_gen(ref));
+}
+
 const struct shmobj__space_ops shmobj__segment_space_ops = {
     .extend = shmobj__segment_extend,
     .alloc = space_alloc,
     .free = space_free,
     .check = space_check,
+    .usable = space_usable,
     .live = &shmobj__segment_live_ops,
     .drop = shmobj__segment_drop,
     .watch_open = shmobj__seg_watch_open,

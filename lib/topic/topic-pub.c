@@ -100,10 +100,10 @@ static bool spare_get(shmobj_topic *t, uint64_t me, uint64_t size,
             continue;
         }
         /* the loan's writer trusts the block to hold size bytes, so the
-         * heap judges it before it is lent: live, of this generation, and
-         * as large as its header (the segment's bytes) says */
-        uint64_t usable = 0;
-        if (rc == 0 && (sp->ops->check(sp, ref, &usable) != 0 || usable < cap))
+         * heap's header word must say it is live, of this generation, and
+         * as large as its own header (the segment's bytes) says: one load,
+         * as the list's chunks are judged */
+        if (rc == 0 && shmobj__space_usable(sp, ref) < cap)
             rc = SHMOBJ_ECORRUPT;
         if (rc == 0)
             rc = shmobj__space_at(sp, shmobj__ref_off(ref), cap, &data);
