@@ -744,6 +744,34 @@ static void test_service_kill_every_step_nothing_leaked(void **state)
     munmap(bd, sizeof *bd);
 }
 
+/* A creator killed between its queue and its service's name leaves only
+ * the queue: a create says SHMOBJ_EEXIST and an open finds no service;
+ * a destroy removes what is left, and the name is free again. */
+static void test_service_creator_killed_halfway_destroy_cleans(void **state)
+{
+    struct fixture *f = *state;
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        test_stall_arm("service.create.queued", 1, TEST_STALL_KILL, 0);
+        shmobj_service *s;
+        (void)shmobj_service_create(f->seg, "half", 8, 0, &s);
+        _exit(1);
+    }
+    assert_int_equal(test_child_wait(pid), 128 + SIGKILL);
+    shmobj_service *svc = NULL;
+    shmobj_ref r;
+    assert_int_equal(shmobj_segment_root_get(f->seg, "half/calls", &r), 0);
+    assert_int_equal(shmobj_service_create(f->seg, "half", 8, 0, &svc), SHMOBJ_EEXIST);
+    assert_int_equal(shmobj_service_open(f->seg, "half", 0, &svc), SHMOBJ_ENOTFOUND);
+    assert_int_equal(shmobj_service_destroy(f->seg, "half"), 0);
+    assert_int_equal(shmobj_segment_root_get(f->seg, "half/calls", &r), SHMOBJ_ENOTFOUND);
+    assert_int_equal(shmobj_service_destroy(f->seg, "half"), SHMOBJ_ENOTFOUND);
+    assert_int_equal(shmobj_service_create(f->seg, "half", 8, 0, &svc), 0);
+    shmobj_service_close(svc);
+    assert_int_equal(shmobj_service_destroy(f->seg, "half"), 0);
+}
+
 /* A process stopped at each step while another client and server go on;
  * resumed, it finishes, and nothing is left. */
 static void test_service_stall_every_step_others_finish(void **state)
@@ -885,6 +913,7 @@ int main(void)
         T(test_service_client_killed_nothing_leaked),
         T(test_service_notify_fd_readable_when_called),
         T(test_service_kill_every_step_nothing_leaked),
+        T(test_service_creator_killed_halfway_destroy_cleans),
         T(test_service_stall_every_step_others_finish),
         T(test_service_stall_gone_and_repair_killed),
 #undef T

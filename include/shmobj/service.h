@@ -109,7 +109,9 @@ typedef struct shmobj_service_msg {
  * @param[out] out the new handle
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL argument, bad name, capacity or flags
- * @retval SHMOBJ_EEXIST a root of that name (or of its queue's) exists
+ * @retval SHMOBJ_EEXIST a root of that name (or of its queue's) exists; a
+ *         creator that died half-way leaves its queue's, which
+ *         shmobj_service_destroy() removes
  * @retval SHMOBJ_ENOMEM no room in the segment or for the handle
  * @retval SHMOBJ_EFULL the root directory is full
  * @retval SHMOBJ_ENOTSUP the segment has no process table (no liveness)
@@ -165,11 +167,13 @@ SHMOBJ_API void shmobj_service_close(shmobj_service *svc);
  *        responses). Destroy a service only once no process uses it: a
  *        call waiting elsewhere returns SHMOBJ_ESTALE at its next wait
  *        slice.
+ * Also removes what a creator that died half-way left: its queue's name
+ * without the service's.
  * @param[in] seg segment
  * @param[in] name its name
  * @retval 0 success
  * @retval SHMOBJ_EINVAL NULL seg or bad name
- * @retval SHMOBJ_ENOTFOUND no such service
+ * @retval SHMOBJ_ENOTFOUND no such service (nor a half-made one's queue)
  * @retval SHMOBJ_ETYPE the root of that name is not a service
  * @retval SHMOBJ_ESTALE the segment handle was closed
  * @retval SHMOBJ_ECORRUPT the service is damaged

@@ -120,6 +120,9 @@ int shmobj_service_create(shmobj_segment *seg, const char *name,
     rc = shmobj_queue_create(seg, qname, capacity, 0, &q);
     if (rc != 0)
         return rc;
+    /* a creator that dies from here on leaves the queue's name without the
+     * service's: shmobj_service_destroy() removes it */
+    SHMOBJ__STEP("service.create.queued");
     uint32_t slots = 2 * capacity;
     uint64_t size = block_bytes(slots);
     shmobj_ref ref = 0;
@@ -205,7 +208,12 @@ int shmobj_service_destroy(shmobj_segment *seg, const char *name)
     if (shmobj__space_closed(sp))
         return SHMOBJ_ESTALE;
     shmobj_ref ref;
+    char qname[SHMOBJ_ROOT_NAME_MAX + 1];
+    queue_name(qname, name);
     int rc = shmobj_segment_root_get(seg, name, &ref);
+    if (rc == SHMOBJ_ENOTFOUND)
+        /* only the queue of a creator that died half-way, or nothing */
+        return shmobj_queue_destroy(seg, qname) == 0 ? 0 : SHMOBJ_ENOTFOUND;
     if (rc != 0)
         return rc;
     shmobj_service *svc;
@@ -214,8 +222,6 @@ int shmobj_service_destroy(shmobj_segment *seg, const char *name)
         return rc;
     /* from here every handle's next look at the ident fails */
     atomic_store_explicit(&svc->hdr->ident, 0, memory_order_relaxed);
-    char qname[SHMOBJ_ROOT_NAME_MAX + 1];
-    queue_name(qname, name);
     (void)shmobj_queue_destroy(seg, qname);
     for (uint32_t i = 0; i < svc->nslots; i++) {
         struct shmobj__svc_slot *s = &svc->slots[i];
