@@ -1963,6 +1963,24 @@ public:
             return create(seg, name, capacity, ec);
         });
     }
+    /// Open a service, or create it (for up to capacity calls in flight)
+    /// when there is none.
+    static service open_or_create(const segment &seg, const std::string &name,
+                                  std::uint32_t capacity, std::error_code &ec)
+    {
+        shmobj_service *s = nullptr;
+        if (!set_status(ec, shmobj_service_open_or_create(seg.c(), name.c_str(), capacity, 0, &s)))
+            return service();
+        return adopt(seg, s);
+    }
+    /// Open a service, or create it when there is none.
+    static service open_or_create(const segment &seg, const std::string &name,
+                                  std::uint32_t capacity)
+    {
+        return detail::or_throw("shmobj_service_open_or_create", [&](std::error_code &ec) {
+            return open_or_create(seg, name, capacity, ec);
+        });
+    }
     /// Open a service, waiting up to timeout_ns for it to be created (0:
     /// look once).
     static service open(const segment &seg, const std::string &name, std::int64_t timeout_ns,

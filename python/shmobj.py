@@ -1988,8 +1988,8 @@ _topic_take = _fn("shmobj_topic_take", _int, _p, ctypes.POINTER(_TopicMsg), _i64
 _topic_release = _fn("shmobj_topic_release", _int, _p, ctypes.POINTER(_TopicMsg))
 _topic_notify_fd = _fn("shmobj_topic_notify_fd", _int, _p, ctypes.POINTER(_int))
 _topic_notify_arm = _fn("shmobj_topic_notify_arm", _int, _p)
-_svc_create = _fn("shmobj_service_create", _int, _p, _str, ctypes.c_uint32,
-                  ctypes.c_uint, _PP)
+_svc_open_or_create = _fn("shmobj_service_open_or_create", _int, _p, _str, ctypes.c_uint32,
+                          ctypes.c_uint, _PP)
 _svc_open = _fn("shmobj_service_open", _int, _p, _str, _i64, _PP)
 _svc_close = _fn("shmobj_service_close", None, _p)
 _svc_destroy = _fn("shmobj_service_destroy", _int, _p, _str)
@@ -2353,13 +2353,12 @@ class Service(_Handle):
         power of two), or open it when it exists already."""
         self._seg, self.name = seg, name
         h = _p()
-        rc = EEXIST
         if create:
             if isinstance(capacity, bool) or not isinstance(capacity, int) \
                     or not 0 <= capacity < 1 << 32:
                 raise Error(EINVAL, "service %s: bad capacity %r" % (name, capacity))
-            rc = _svc_create(seg._handle(), _nm(name), capacity, 0, ctypes.byref(h))
-        if rc == EEXIST:
+            rc = _svc_open_or_create(seg._handle(), _nm(name), capacity, 0, ctypes.byref(h))
+        else:
             rc = _svc_open(seg._handle(), _nm(name), _ns(timeout), ctypes.byref(h))
         _check(rc, "service " + str(name))
         self._cell = seg._adopt(h.value, _svc_close)

@@ -496,7 +496,7 @@ void test_cxx_service_objects(void **)
 {
     std::string name = unique_name("svco");
     shmobj::segment seg = shmobj::segment::create(name, 4u << 20);
-    shmobj::service svc = shmobj::service::create(seg, "adder", 8);
+    shmobj::service svc = shmobj::service::open_or_create(seg, "adder", 8);
     shmobj_arena_stats before{}, after{};
     before.struct_size = after.struct_size = sizeof before;
     assert_int_equal(shmobj_arena_stats_get(seg.c(), &before), 0);
@@ -506,7 +506,7 @@ void test_cxx_service_objects(void **)
         alarm(20);
         try {
             shmobj::segment s = shmobj::segment::open(name, 5000 * TEST_MS);
-            shmobj::service server = shmobj::service::open(s, "adder", 5000 * TEST_MS);
+            shmobj::service server = shmobj::service::open_or_create(s, "adder", 8);
             for (int i = 0; i < 2; i++) {
                 auto req = server.take(5000 * TEST_MS);
                 if (!req)

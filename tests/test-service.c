@@ -744,6 +744,44 @@ static void test_service_kill_every_step_nothing_leaked(void **state)
     munmap(bd, sizeof *bd);
 }
 
+/* Five processes open-or-create one service at once: one creates, all
+ * get a handle of that one service (each child's call is answered here),
+ * and a root of another kind is refused as such. */
+static int ooc_main(void *p)
+{
+    struct fixture *f = p;
+    shmobj_service *s;
+    if (shmobj_service_open_or_create(f->seg, "ooc", 8, 0, &s) != 0)
+        return 1;
+    int rc = call_one(s, 3, 1, 10 * SEC);
+    shmobj_service_close(s);
+    return rc == 0 ? 0 : 2;
+}
+
+static void test_service_open_or_create_racing_one_service(void **state)
+{
+    struct fixture *f = *state;
+    pid_t pid[4];
+    for (int i = 0; i < 4; i++)
+        pid[i] = test_child_start(ooc_main, f, 30);
+    shmobj_service *s;
+    assert_int_equal(shmobj_service_open_or_create(f->seg, "ooc", 8, 0, &s), 0);
+    for (int served = 0, i = 0; served < 4 && i < 400; i++)
+        if (serve_one(s, 9, 50 * TEST_MS) == 0)
+            served++;
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(test_child_wait(pid[i]), 0);
+    shmobj_service_close(s);
+    assert_int_equal(shmobj_service_destroy(f->seg, "ooc"), 0);
+    shmobj_ref r;
+    assert_int_equal(shmobj_arena_alloc(f->seg, 16, 0, &r, NULL), 0);
+    assert_int_equal(shmobj_segment_root_set(f->seg, "other", r), 0);
+    assert_int_equal(shmobj_service_open_or_create(f->seg, "other", 8, 0, &s), SHMOBJ_ETYPE);
+    assert_int_equal(shmobj_service_open_or_create(f->seg, "", 8, 0, &s), SHMOBJ_EINVAL);
+    assert_int_equal(shmobj_segment_root_del(f->seg, "other"), 0);
+    assert_int_equal(shmobj_arena_free(f->seg, r), 0);
+}
+
 /* A creator killed between its queue and its service's name leaves only
  * the queue: a create says SHMOBJ_EEXIST and an open finds no service;
  * a destroy removes what is left, and the name is free again. */
@@ -764,6 +802,7 @@ static void test_service_creator_killed_halfway_destroy_cleans(void **state)
     assert_int_equal(shmobj_segment_root_get(f->seg, "half/calls", &r), 0);
     assert_int_equal(shmobj_service_create(f->seg, "half", 8, 0, &svc), SHMOBJ_EEXIST);
     assert_int_equal(shmobj_service_open(f->seg, "half", 0, &svc), SHMOBJ_ENOTFOUND);
+    assert_int_equal(shmobj_service_open_or_create(f->seg, "half", 8, 0, &svc), SHMOBJ_EEXIST);
     assert_int_equal(shmobj_service_destroy(f->seg, "half"), 0);
     assert_int_equal(shmobj_segment_root_get(f->seg, "half/calls", &r), SHMOBJ_ENOTFOUND);
     assert_int_equal(shmobj_service_destroy(f->seg, "half"), SHMOBJ_ENOTFOUND);
@@ -914,6 +953,7 @@ int main(void)
         T(test_service_notify_fd_readable_when_called),
         T(test_service_kill_every_step_nothing_leaked),
         T(test_service_creator_killed_halfway_destroy_cleans),
+        T(test_service_open_or_create_racing_one_service),
         T(test_service_stall_every_step_others_finish),
         T(test_service_stall_gone_and_repair_killed),
 #undef T

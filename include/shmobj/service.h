@@ -154,6 +154,26 @@ SHMOBJ_API int shmobj_service_open(shmobj_segment *seg, const char *name,
                                    int64_t timeout_ns, shmobj_service **out);
 
 /**
+ * @brief Open a service, or create it when there is none: for processes
+ *        that may start in any order. Of creators racing on one name, one
+ *        creates and the others open what it made.
+ * @param[in] seg segment
+ * @param[in] name 1..SHMOBJ_SERVICE_NAME_MAX bytes, NUL-terminated
+ * @param[in] capacity as shmobj_service_create(), used when it creates
+ * @param[in] flags 0
+ * @param[out] out the handle
+ * @retval 0 success
+ * @retval SHMOBJ_EEXIST the name stays taken without a service: the queue
+ *         a creator that died half-way left (shmobj_service_destroy()
+ *         removes it)
+ * @retval others as shmobj_service_create() and shmobj_service_open()
+ * @since 0.4
+ */
+SHMOBJ_API int shmobj_service_open_or_create(shmobj_segment *seg, const char *name,
+                                             uint32_t capacity, unsigned flags,
+                                             shmobj_service **out);
+
+/**
  * @brief Close a handle (and its descriptor). Calls in flight elsewhere are
  *        not affected. NULL is accepted.
  * @param[in] svc the handle

@@ -190,6 +190,26 @@ int shmobj_service_open(shmobj_segment *seg, const char *name,
     return 0;
 }
 
+/* Rounds of an open-or-create, and how long each open waits for a
+ * concurrent creator to publish the name (its queue is made first). */
+#define OPEN_OR_CREATE_ROUNDS 16
+#define OPEN_OR_CREATE_WAIT_NS (10 * 1000 * 1000)
+
+int shmobj_service_open_or_create(shmobj_segment *seg, const char *name,
+                                  uint32_t capacity, unsigned flags,
+                                  shmobj_service **out)
+{
+    for (unsigned i = 0; i < OPEN_OR_CREATE_ROUNDS; i++) {
+        int rc = shmobj_service_create(seg, name, capacity, flags, out);
+        if (rc != SHMOBJ_EEXIST)
+            return rc;
+        rc = shmobj_service_open(seg, name, OPEN_OR_CREATE_WAIT_NS, out);
+        if (rc != SHMOBJ_ENOTFOUND && rc != SHMOBJ_ETIMEDOUT && rc != SHMOBJ_ESTALE)
+            return rc;
+    }
+    return SHMOBJ_EEXIST;
+}
+
 void shmobj_service_close(shmobj_service *svc)
 {
     if (svc == NULL)
