@@ -53,6 +53,10 @@
 #define HOSTILE_CLI_EVERY 50
 #define HOSTILE_MULTI_CASES 200
 #define HOSTILE_CASE_S 20
+/* The tool's four commands: a damaged lock word may name a live process
+ * (this one), whose lock a command rightly waits for up to its 10 s
+ * bound (SHMOBJ_EBUSY), more than once; 60 s still catches a hang. */
+#define HOSTILE_CLI_S 60
 #define SEG_BYTES (1u << 20)
 #define MAX_FAILS 40
 
@@ -1126,7 +1130,7 @@ static int run_case(const char *path, int cli, const uint64_t *offs, const uint6
     int st = test_child_wait(test_child_start(child_main, (void *)path, HOSTILE_CASE_S));
     if (st == 0 && cli) {
         file_write_n(path, offs, vals, n);
-        st = test_child_wait(test_child_start(cli_main, (void *)path, HOSTILE_CASE_S));
+        st = test_child_wait(test_child_start(cli_main, (void *)path, HOSTILE_CLI_S));
     }
     /* SHMOBJ_HOSTILE_KEEP=DIR keeps each failing case's damaged bytes */
     const char *keep = getenv("SHMOBJ_HOSTILE_KEEP");
