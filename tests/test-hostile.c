@@ -53,9 +53,10 @@
 #define HOSTILE_CLI_EVERY 50
 #define HOSTILE_MULTI_CASES 200
 #define HOSTILE_CASE_S 20
-/* The tool's four commands: a damaged lock word may name a live process
- * (this one), whose lock a command rightly waits for up to its 10 s
- * bound (SHMOBJ_EBUSY), more than once; 60 s still catches a hang. */
+/* The tool's four commands: a read-only reader that meets a map shard
+ * inside a writer's section (a damaged odd seq) waits up to 10 s for it,
+ * then says SHMOBJ_EBUSY (it may neither lock nor repair), and dump reads
+ * the map twice; 60 s still catches a hang. */
 #define HOSTILE_CLI_S 60
 #define SEG_BYTES (1u << 20)
 #define MAX_FAILS 40
