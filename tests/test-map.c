@@ -2496,6 +2496,39 @@ static void test_map_stall_reclaim_when_full(void **state)
     recl_run(3);
 }
 
+/* A shard left inside a writer's section (its seq odd) with no live
+ * process holding its lock: a read-only handle, which may not repair it,
+ * says SHMOBJ_EBUSY at once instead of waiting out its 10 s bound (no
+ * writer will ever end that section); a writable handle repairs it. */
+static void test_map_readonly_reader_gives_up_at_once_on_a_dead_section(void **state)
+{
+    struct fixture *f = *state;
+    char buf[16];
+    assert_int_equal(shmobj_map_set(f->map, "d7", 2, "v", 1), 0);
+    struct shmobj__map_ctl *c = shmobj__map_control(f->map);
+    uint64_t h = shmobj_htcore_hash64("d7", 2, c->seed);
+    struct shmobj__map_shard *sh = &c->shards_[h >> SHMOBJ__MAP_SHARD_SHIFT];
+    atomic_fetch_add(&sh->seq, 1); /* odd: a section no live writer is in */
+    shmobj_segment *ro;
+    shmobj_map *rm;
+    assert_int_equal(shmobj_segment_open_flags(f->name, SHMOBJ_BACKEND_SHM,
+                                               SHMOBJ_SEGMENT_RDONLY, 0, &ro), 0);
+    assert_int_equal(shmobj_map_open(ro, "m", &rm), 0);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    assert_int_equal(shmobj_map_get(rm, "d7", 2, buf, sizeof buf, NULL), SHMOBJ_EBUSY);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (t1.tv_sec - t0.tv_sec > 5)
+        fail_msg("the read-only get waited %lld s for a section nobody will end",
+                 (long long)(t1.tv_sec - t0.tv_sec));
+    shmobj_map_close(rm);
+    shmobj_segment_close(ro);
+    /* a writable handle's reader queues on the lock, repairs, and reads */
+    size_t len = 0;
+    assert_int_equal(shmobj_map_get(f->map, "d7", 2, buf, sizeof buf, &len), 0);
+    assert_int_equal(len, 1);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1)
@@ -2535,6 +2568,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_map_stats_count_every_block),
         cmocka_unit_test_setup_teardown(test_map_open_many_handles_from_processes, setup_small, teardown),
         cmocka_unit_test_setup_teardown(test_map_repair_of_deep_free_spares_reused_blocks, setup_small, teardown),
+        cmocka_unit_test_setup_teardown(test_map_readonly_reader_gives_up_at_once_on_a_dead_section,
+                                        setup_small, teardown),
     };
     test_filter_from_env();
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -315,6 +315,10 @@ SHMOBJ_API int shmobj_map_set_many(shmobj_map *map, shmobj_map_set_req *reqs, si
  * @retval SHMOBJ_ESTALE the map was destroyed (noticed as the file's
  *         introduction says), or its segment handle was closed
  * @retval SHMOBJ_ECORRUPT the map is damaged
+ * @retval SHMOBJ_EBUSY on a read-only handle, which may neither lock nor
+ *         repair: the key's shard stayed inside a writer's section, for
+ *         10 s while a live process holds its lock, or at once when none
+ *         does (its writer died there; a writable handle repairs it)
  * @note Thread- and process-safe. Takes no lock while no writer holds the
  *       key's shard (it retries when a writer raced); after 256 spins on a
  *       shard in a writer's section it queues on the shard's lock.

@@ -47,10 +47,18 @@ int shmobj__map_wait_writer(shmobj_map *m, struct shmobj__map_shard *s,
     }
     /* A read-only handle may not queue on the lock (nor repair): it
      * sleeps in 1 ms steps, and gives up after MAP_RO_WAIT_STEPS of them
-     * with the shard still inside a section (a writer stopped or dead
-     * there) rather than wait on it for ever. */
+     * with the shard still inside a section (a writer stopped there)
+     * rather than wait on it for ever; at once when no live process holds
+     * the shard's lock, since then no writer will end the section (its
+     * writer died, or the word is damage) until a writable handle repairs
+     * it. */
     if (m->sp->readonly) {
-        if (*spins - MAP_SPIN_LIMIT >= MAP_RO_WAIT_STEPS)
+        uint32_t waited = *spins - MAP_SPIN_LIMIT;
+        if (waited >= MAP_RO_WAIT_STEPS ||
+            (waited % 16 == 0 &&
+             !shmobj__space_token_alive(
+                 m->sp, atomic_load_explicit(&s->lock.word, memory_order_acquire) &
+                            ~UINT32_C(0x80000000))))
             return SHMOBJ_EBUSY;
         shmobj__os_sleep_ns(UINT64_C(1000000));
         return map_stale(m);
