@@ -34,6 +34,20 @@
 #define MAP_SECTION_END() ((void)0)
 #endif
 
+/* Is the shard inside a section that no live process holds its lock for?
+ * A writer holds the lock for its whole section, so a lock word seen free
+ * or dead between two loads of the same odd seq (acquire: a release of the
+ * lock after that section would have shown a later seq) means its writer
+ * died there, or the words are damage: only a writable handle's repair
+ * ends it. */
+static bool section_orphaned(shmobj_map *m, struct shmobj__map_shard *s)
+{
+    uint64_t q = atomic_load_explicit(&s->seq, memory_order_acquire);
+    uint32_t w = atomic_load_explicit(&s->lock.word, memory_order_acquire);
+    return (q & 1) != 0 && !shmobj__space_token_alive(m->sp, w & ~UINT32_C(0x80000000)) &&
+           atomic_load_explicit(&s->seq, memory_order_acquire) == q;
+}
+
 /* Wait out a writer section: spin briefly, then queue on the lock (which
  * also repairs the shard when its writer died inside the section). An
  * error means the shard cannot be repaired, or the map is gone: the reader
@@ -48,17 +62,11 @@ int shmobj__map_wait_writer(shmobj_map *m, struct shmobj__map_shard *s,
     /* A read-only handle may not queue on the lock (nor repair): it
      * sleeps in 1 ms steps, and gives up after MAP_RO_WAIT_STEPS of them
      * with the shard still inside a section (a writer stopped there)
-     * rather than wait on it for ever; at once when no live process holds
-     * the shard's lock, since then no writer will end the section (its
-     * writer died, or the word is damage) until a writable handle repairs
-     * it. */
+     * rather than wait on it for ever; at once when the section is
+     * orphaned (section_orphaned()). */
     if (m->sp->readonly) {
         uint32_t waited = *spins - MAP_SPIN_LIMIT;
-        if (waited >= MAP_RO_WAIT_STEPS ||
-            (waited % 16 == 0 &&
-             !shmobj__space_token_alive(
-                 m->sp, atomic_load_explicit(&s->lock.word, memory_order_acquire) &
-                            ~UINT32_C(0x80000000))))
+        if (waited >= MAP_RO_WAIT_STEPS || (waited % 16 == 0 && section_orphaned(m, s)))
             return SHMOBJ_EBUSY;
         shmobj__os_sleep_ns(UINT64_C(1000000));
         return map_stale(m);
