@@ -739,7 +739,23 @@ class _Pin:
             pass
 
 
-class Segment:
+class _Closing:
+    """``with`` and garbage collection close what ``close()`` closes."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class Segment(_Closing):
     """An attached segment: ``Segment(name)`` opens one, ``Segment.create``
     makes one. Use ``with`` or call ``close()``. See the module's text for
     what close does to views, queues, maps and exported memory."""
@@ -833,18 +849,6 @@ class Segment:
         self._pins -= 1
         if self._pins == 0 and self._h is None:
             self._detach()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def __repr__(self):
         return "<shmobj.Segment %r%s>" % (self.name, " closed" if self.closed else "")
@@ -1605,7 +1609,7 @@ class Table(View):
         return numpy.concatenate(parts)
 
 
-class Queue:
+class Queue(_Closing):
     """A handle of a queue: references between processes, FIFO. Holds its
     segment; ``close()`` (or ``with``) gives the handle back."""
 
@@ -1636,18 +1640,6 @@ class Queue:
         h = self._seg._release(self._cell)
         if h:
             _q_close(h)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     @staticmethod
     def destroy(seg, name):
@@ -1799,7 +1791,7 @@ def _b(x):
     raise Error(EINVAL, "map keys and values are str or bytes, not %s" % type(x).__name__)
 
 
-class Map:
+class Map(_Closing):
     """A shared map: keys and values are bytes (a str is encoded as UTF-8);
     dict-like. Holds its segment; ``close()`` (or ``with``) gives the
     handle back."""
@@ -1831,18 +1823,6 @@ class Map:
         h = self._seg._release(self._cell)
         if h:
             _map_close(h)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def get(self, key, default=None):
         """A copy of the value (bytes), or ``default`` when absent."""
@@ -2078,7 +2058,7 @@ def _outbytes(data):
     return raw, len(raw)
 
 
-class _Handle:
+class _Handle(_Closing):
     """A C handle registered with its segment (closed with it)."""
 
     _kind = "handle"
@@ -2101,18 +2081,6 @@ class _Handle:
         h = self._seg._release(self._cell)
         if h:
             self._closer(h)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def __repr__(self):
         return "<shmobj.%s %r%s>" % (type(self).__name__, self.name,
@@ -2487,7 +2455,7 @@ def _view_watch(self):
 View.watch = _view_watch
 
 
-class WaitSet:
+class WaitSet(_Closing):
     """Waiting on several queues, subscriptions, services and watches at
     once: ``add(obj, tag)``, then ``wait(timeout)`` gives the tags of the
     members ready. Holds its members; once one of them is closed (or its
@@ -2564,15 +2532,3 @@ class WaitSet:
         if ws:
             _ws_destroy(ws)
         self._members = {}
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
