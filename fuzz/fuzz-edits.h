@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "shmobj.h"
@@ -47,6 +48,18 @@ static void fuzz_die(const char *what)
 {
     fprintf(stderr, "%s: %s\n", FUZZ_NAME, what);
     exit(1);
+}
+
+/* The bound of one input's exercise in the targets whose readers take
+ * locks: far above what an exercise takes, far below the 10 s a live
+ * holder is waited for. */
+#define FUZZ_EXERCISE_MAX_NS (3 * 1000000000ll)
+
+static inline long long fuzz_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000ll + ts.tv_nsec;
 }
 
 static shmobj_segment *fuzz_seg;

@@ -16,7 +16,7 @@
  * The shard lock words are edited too (a region each): check() takes every
  * shard's lock, and the library's lock must refuse a word of garbage
  * (SHMOBJ_ECORRUPT) or take it over from a dead owner and repair the shard,
- * at once: the whole exercise must end within EXERCISE_MAX_NS. A word that
+ * at once: the whole exercise must end within FUZZ_EXERCISE_MAX_NS. A word that
  * names a live handle of this process is set to 0 first: it is
  * indistinguishable from a lock held by that handle, which a locker rightly
  * waits for (10 s, then SHMOBJ_EBUSY).
@@ -38,19 +38,6 @@
 #define FUZZ_NAME "fuzz-map"
 #define FUZZ_REGIONS_MAX (4 * KEYS + 64 * 4 + 8)
 #include "fuzz-edits.h"
-
-#include <time.h>
-
-/* Far above what the readers take, far below the 10 s a live holder is
- * waited for. */
-#define EXERCISE_MAX_NS (3 * 1000000000ll)
-
-static long long now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000000000ll + ts.tv_nsec;
-}
 
 struct shmobj__map_ctl *shmobj__map_control(shmobj_map *map);
 
@@ -191,7 +178,7 @@ static void writers(void)
 static void fuzz_exercise(void)
 {
     keep_locks_off_live();
-    long long t0 = now_ns();
+    long long t0 = fuzz_now_ns();
     for (int i = 0; i < KEYS; i++) {
         char key[KEY_MAX];
         uint64_t buf[VALUE_WORDS];
@@ -253,5 +240,5 @@ static void fuzz_exercise(void)
     rc = shmobj_map_stats_get(map, &st);
     fuzz_expect(rc == 0 || rc == SHMOBJ_ECORRUPT || rc == SHMOBJ_ESTALE, "stats status");
     writers();
-    fuzz_expect(now_ns() - t0 < EXERCISE_MAX_NS, "bounded: no lock word waited on");
+    fuzz_expect(fuzz_now_ns() - t0 < FUZZ_EXERCISE_MAX_NS, "bounded: no lock word waited on");
 }

@@ -29,7 +29,7 @@
  * and draining take that lock, and the library's lock must refuse a word
  * of garbage (SHMOBJ_ECORRUPT) or take it over from a dead owner and
  * repair the FIFO, at once: the whole exercise must end within
- * EXERCISE_MAX_NS. A word that names a live handle of this process is set
+ * FUZZ_EXERCISE_MAX_NS. A word that names a live handle of this process is set
  * to 0 first: it is indistinguishable from a lock that handle holds, which
  * a locker rightly waits for (10 s, then SHMOBJ_EBUSY).
  *
@@ -50,19 +50,6 @@
 
 #define FUZZ_NAME "fuzz-queue"
 #include "fuzz-edits.h"
-
-#include <time.h>
-
-/* Far above what the exercise takes, far below the 10 s a live holder is
- * waited for. */
-#define EXERCISE_MAX_NS (3 * 1000000000ll)
-
-static long long now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000000000ll + ts.tv_nsec;
-}
 
 static shmobj_segment *seg;
 static shmobj_queue *queue;
@@ -291,7 +278,7 @@ static void tracked_message(void)
 static void fuzz_exercise(void)
 {
     keep_lock_off_live();
-    long long t0 = now_ns();
+    long long t0 = fuzz_now_ns();
     shmobj_queue *q2;
     int rc = shmobj_queue_open(seg, "q", &q2);
     fuzz_expect(rc == 0 || rc == SHMOBJ_ECORRUPT || rc == SHMOBJ_EVERSION ||
@@ -351,5 +338,5 @@ static void fuzz_exercise(void)
     fuzz_expect(rc == 0 || rc == SHMOBJ_ECORRUPT || rc == SHMOBJ_ESTALE, "trim status");
     uint64_t bad = 0;
     fuzz_expect(shmobj_arena_check(seg, &bad) == 0, "heap intact");
-    fuzz_expect(now_ns() - t0 < EXERCISE_MAX_NS, "bounded: no lock word waited on");
+    fuzz_expect(fuzz_now_ns() - t0 < FUZZ_EXERCISE_MAX_NS, "bounded: no lock word waited on");
 }

@@ -34,7 +34,7 @@
  * mapping (every byte of every message taken is read), every call returns
  * 0 or one of the codes its documentation lists, the heap's own check
  * still passes (no block freed twice, none written through a damaged
- * reference), and the whole exercise ends within EXERCISE_MAX_NS: the
+ * reference), and the whole exercise ends within FUZZ_EXERCISE_MAX_NS: the
  * library's lock must refuse a topic's lock word of garbage
  * (SHMOBJ_ECORRUPT) or take it over from a dead owner and repair, at once.
  * A word that names a live handle of this process is set to 0 first: it
@@ -55,19 +55,6 @@
 
 #define FUZZ_NAME "fuzz-topic"
 #include "fuzz-edits.h"
-
-#include <time.h>
-
-/* Far above what the exercise takes, far below the 10 s a live holder is
- * waited for. */
-#define EXERCISE_MAX_NS (3 * 1000000000ll)
-
-static long long now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000000000ll + ts.tv_nsec;
-}
 
 /* A property of a call's status, naming the code when it fails. */
 static void expect_status(int ok, int rc, const char *what)
@@ -541,7 +528,7 @@ static void fuzz_exercise(void)
 {
     keep_lock_off_live(topic);
     keep_lock_off_live(otopic);
-    long long t0 = now_ns();
+    long long t0 = fuzz_now_ns();
     opens("t");
     opens("o");
     figures(topic);
@@ -569,7 +556,7 @@ static void fuzz_exercise(void)
     expect_status(destroy_status_ok(rc), rc, "destroy (overwrite) status");
     uint64_t bad = 0;
     fuzz_expect(shmobj_arena_check(seg, &bad) == 0, "heap intact");
-    fuzz_expect(now_ns() - t0 < EXERCISE_MAX_NS, "bounded: no lock word waited on");
+    fuzz_expect(fuzz_now_ns() - t0 < FUZZ_EXERCISE_MAX_NS, "bounded: no lock word waited on");
     *holder = saved_sub[0];
     *behind = saved_sub[1];
     *oholder = saved_sub[2];
