@@ -94,6 +94,14 @@ struct shmobj__space_ops {
      * lock; may grow the segment. SHMOBJ_ENOMEM when full. */
     int (*alloc)(struct shmobj__space *sp, uint64_t size, uint64_t align,
                  shmobj__ref *out);
+    /* As alloc, and *dirty: how many of the block's first bytes may hold
+     * anything; the bytes past them read as zero. The heap knows which of
+     * its space no block ever held (it reads as zero, as the backing
+     * object was made), so zeroing a large block from there costs
+     * nothing: no write, and no page touched before it is used. NULL:
+     * every byte may (shmobj__space_alloc_dirty()). */
+    int (*alloc_dirty)(struct shmobj__space *sp, uint64_t size, uint64_t align,
+                       shmobj__ref *out, uint64_t *dirty);
     /* Free the block a reference names. SHMOBJ_ESTALE if the generation no
      * longer matches, SHMOBJ_ECORRUPT if it does not name a live block. */
     int (*free)(struct shmobj__space *sp, shmobj__ref ref);
@@ -246,6 +254,19 @@ static inline bool shmobj__space_token_holder_alive(struct shmobj__space *sp,
 /* Bounds-check [off, off + len) and return a pointer to it, extending this
  * process's view first when the range lies beyond it. Use this for every
  * offset read from shared memory. */
+/* Allocate a block and say how many of its first bytes may be non-zero
+ * (see alloc_dirty in struct shmobj__space_ops): a caller that needs it
+ * zeroed clears that many, no more. */
+static inline int shmobj__space_alloc_dirty(struct shmobj__space *sp, uint64_t size,
+                                            uint64_t align, shmobj__ref *out,
+                                            uint64_t *dirty)
+{
+    *dirty = size;
+    if (sp->ops->alloc_dirty != NULL)
+        return sp->ops->alloc_dirty(sp, size, align, out, dirty);
+    return sp->ops->alloc(sp, size, align, out);
+}
+
 /* The usable size of a reference's block, from its header word (see
  * usable in struct shmobj__space_ops), or 0. */
 static inline uint64_t shmobj__space_usable(struct shmobj__space *sp, shmobj__ref ref)

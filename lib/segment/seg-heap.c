@@ -1,10 +1,7 @@
-/* The segment's heap: the segment lock and its repair, growth, and
- * the space operations (alloc, free, check, extend) the layers above use.
- *
- * Growth is ordered so that a process killed at any point leaves a state the
- * next locker can finish: (1) grow and reserve the backing object, (2) hand
- * the new bytes to the arena, (3) publish the new size in the header. Repair
- * redoes (2) and (3) from the object's real size; (2) is idempotent. */
+/* The segment's heap: the space operations (alloc, free, check, usable)
+ * the layers above use, their segment lock's fast path, and the public
+ * raw-block calls of shmobj/arena.h. Growth and repair are in
+ * seg-grow.c. */
 #include <string.h>
 
 #include "arena-inline.h"
@@ -12,151 +9,6 @@
 #include "racy.h"
 #include "segment.h"
 #include "step.h"
-
-/* Growth adds at least half the current size, so a run of allocations
- * grows the object O(log n) times. */
-#define GROWTH_NUM 3
-#define GROWTH_DEN 2
-
-static uint64_t mapped_of(shmobj_segment *seg)
-{
-    return atomic_load_explicit(&seg->space.mapped, memory_order_acquire);
-}
-
-/* Widen this process's view to the heap's published size: another process
- * may have grown the segment, and the arena checks every block against its
- * heap end. The published size is not trusted: extend() checks it against
- * the object's real size. */
-static int sync_view(shmobj_segment *seg)
-{
-    uint64_t size = atomic_load_explicit(&seg->hdr->size, memory_order_acquire);
-    if (size <= mapped_of(seg))
-        return 0;
-    return shmobj__segment_extend(&seg->space, size);
-}
-
-int shmobj__seg_heap_init(shmobj_segment *seg, uint64_t size)
-{
-    return shmobj__arena_init(seg->space.base, mapped_of(seg),
-                              SHMOBJ__SEG_ARENA_OFF, size);
-}
-
-int shmobj__segment_extend(struct shmobj__space *sp, uint64_t end)
-{
-    shmobj_segment *seg = sp->impl;
-    if (end > seg->max_size)
-        return SHMOBJ_ECORRUPT;
-    shmobj__os_pmutex_lock(&seg->view_lock);
-    uint64_t file_size = 0;
-    int rc = shmobj__os_fd_size(seg->fd, &file_size);
-    if (rc == 0) {
-        /* The whole maximum range is mapped already (os_map); what changes
-         * is how much of it is backed by the object and safe to touch. */
-        if (file_size > seg->max_size)
-            file_size = seg->max_size;
-        if (file_size > mapped_of(seg))
-            atomic_store_explicit(&sp->mapped, file_size, memory_order_release);
-        if (end > file_size)
-            rc = SHMOBJ_ECORRUPT;
-    }
-    shmobj__os_pmutex_unlock(&seg->view_lock);
-    return rc;
-}
-
-int shmobj__seg_heap_repair(shmobj_segment *seg)
-{
-    uint64_t file_size;
-    int rc = shmobj__segment_extend(&seg->space, 0);
-    if (rc == 0)
-        rc = shmobj__os_fd_size(seg->fd, &file_size);
-    if (rc != 0)
-        return rc;
-    if (file_size > seg->max_size)
-        file_size = seg->max_size;
-    uint8_t *base = seg->space.base;
-    uint64_t mapped = mapped_of(seg);
-    /* Finish a growth the dead owner started; a no-op when the arena
-     * already spans the object. It may have died between truncating the
-     * object larger and reserving the pages: adopt them only once they are
-     * reserved, or a first touch could SIGBUS. */
-    uint64_t heap = atomic_load(&seg->hdr->size);
-    bool adopt = file_size > heap && shmobj__os_fd_grow(seg->fd, file_size) == 0;
-    if (adopt)
-        (void)shmobj__arena_grow(base, mapped, SHMOBJ__SEG_ARENA_OFF, file_size);
-    rc = shmobj__arena_rebuild(base, mapped, SHMOBJ__SEG_ARENA_OFF);
-    if (rc == 0 && adopt)
-        atomic_store_explicit(&seg->hdr->size, file_size, memory_order_release);
-    return rc;
-}
-
-int shmobj__segment_lock_until(shmobj_segment *seg, uint64_t deadline)
-{
-    int rc = shmobj__seg_lock_word(seg, &seg->hdr->lock, deadline);
-    if (rc == SHMOBJ_EOWNERDEAD)
-        rc = shmobj__seg_heap_repair(seg); /* idempotent: a repairer that
-                                              dies is repaired again */
-    else if (rc != 0)
-        return rc;
-    if (rc == 0)
-        rc = sync_view(seg);
-    if (rc != 0)
-        shmobj__seg_unlock_broken(seg, &seg->hdr->lock);
-    return rc;
-}
-
-int shmobj__segment_lock(shmobj_segment *seg)
-{
-    return shmobj__segment_lock_until(seg, 0);
-}
-
-void shmobj__segment_unlock(shmobj_segment *seg)
-{
-    shmobj__seg_unlock_word(seg, &seg->hdr->lock);
-}
-
-/* Grow the segment so that a free block of `fit` bytes (what
- * shmobj__arena_fit_size() says the retried allocation is sure to be
- * given, its size class's smallest block, not the bare request) lies at
- * the heap's end. Called with the lock held. SHMOBJ_ENOMEM only when even
- * the maximum size could not hold it. */
-static int grow(shmobj_segment *seg, uint64_t fit)
-{
-    uint64_t size = atomic_load_explicit(&seg->hdr->size, memory_order_relaxed);
-    if (size >= seg->max_size)
-        return SHMOBJ_ENOMEM;
-    SHMOBJ__STEP("segment.grow.locked");
-    uint64_t page = shmobj__os_page_size();
-    uint64_t want = size / GROWTH_DEN * GROWTH_NUM;
-    uint64_t exact, min;
-    /* exact: the block and the 16-byte alignment of the heap's new end;
-     * min adds a page's slack and rounds to whole pages of the segment's
-     * own size (a hugetlbfs object grows only by huge pages, and a partial
-     * transparent one would be small). */
-    if (!shmobj__add_ok(size, fit, &exact) ||
-        !shmobj__add_ok(exact, 64, &exact) ||
-        !shmobj__add_ok(exact, 2 * page + 4096, &min) ||
-        !shmobj__align_up(min, seg->page, &min) ||
-        !shmobj__align_up(want, seg->page, &want))
-        return SHMOBJ_ENOMEM;
-    if (want < min)
-        want = min;
-    if (want > seg->max_size)
-        want = seg->max_size; /* the maximum, whole pages already */
-    if (want < exact)
-        return SHMOBJ_ENOMEM; /* even the maximum would not hold it */
-    int rc = seg->thp ? shmobj__os_fd_grow_mapped(seg->fd, seg->space.base, want)
-                      : shmobj__os_fd_grow(seg->fd, want);
-    SHMOBJ__STEP("segment.grow.reserved");
-    if (rc == 0)
-        rc = shmobj__segment_extend(&seg->space, want);
-    if (rc == 0)
-        rc = shmobj__arena_grow(seg->space.base, mapped_of(seg),
-                                SHMOBJ__SEG_ARENA_OFF, want);
-    SHMOBJ__STEP("segment.grow.handed");
-    if (rc == 0)
-        atomic_store_explicit(&seg->hdr->size, want, memory_order_release);
-    return rc;
-}
 
 /* The segment lock around one allocator call. Its uncontended case is
  * inline: this handle's token is current in this process (the fast path
@@ -183,7 +35,7 @@ static inline __attribute__((always_inline)) int heap_lock(shmobj_segment *seg)
             1)) {
         if (__builtin_expect(
                 atomic_load_explicit(&seg->hdr->size, memory_order_acquire) <=
-                    mapped_of(seg),
+                    shmobj__seg_mapped(seg),
                 1))
             return 0;
         /* Held, but the view must widen first: let go and take the
@@ -204,10 +56,10 @@ static __attribute__((noinline)) int alloc_grown(shmobj_segment *seg,
                                                  uint64_t size, uint64_t align,
                                                  uint64_t *off, uint16_t *gen)
 {
-    int rc = grow(seg, shmobj__arena_fit_size(size, align));
+    int rc = shmobj__seg_heap_grow(seg, shmobj__arena_fit_size(size, align));
     if (rc != 0)
         return SHMOBJ_ENOMEM;
-    return shmobj__arena_alloc(seg->space.base, mapped_of(seg),
+    return shmobj__arena_alloc(seg->space.base, shmobj__seg_mapped(seg),
                                SHMOBJ__SEG_ARENA_OFF, size, align, off, gen);
 }
 
@@ -228,7 +80,7 @@ static __attribute__((noinline)) void touch_ahead(shmobj_segment *seg,
 {
     atomic_store_explicit(&seg->ahead_page, page, memory_order_relaxed);
     uint64_t at = page << __builtin_ctzll(seg->page);
-    if (at < mapped_of(seg)) {
+    if (at < shmobj__seg_mapped(seg)) {
         /* the byte's value is never used: a writer may change it at once */
         SHMOBJ__RACY_BEGIN();
         (void)*(volatile const uint8_t *)((const uint8_t *)seg->space.base + at);
@@ -236,19 +88,30 @@ static __attribute__((noinline)) void touch_ahead(shmobj_segment *seg,
     }
 }
 
+/* An allocation. With `untouched` non-NULL, also the heap's untouched
+ * mark as it was before this block: the block's bytes past it and past its
+ * first 64 read as zero. */
 static inline __attribute__((always_inline)) int
-heap_alloc(shmobj_segment *seg, uint64_t size, uint64_t align, shmobj__ref *out)
+heap_alloc(shmobj_segment *seg, uint64_t size, uint64_t align, shmobj__ref *out,
+           uint64_t *untouched)
 {
     int rc = heap_lock(seg);
     if (rc != 0)
         return rc;
     uint64_t off = 0;
     uint16_t gen = 0;
-    rc = shmobj__arena_alloc_inline(seg->space.base, mapped_of(seg),
+    rc = shmobj__arena_alloc_inline(seg->space.base, shmobj__seg_mapped(seg),
                                     SHMOBJ__SEG_ARENA_OFF, size, align, &off,
                                     &gen);
     if (__builtin_expect(rc == SHMOBJ_ENOMEM, 0))
         rc = alloc_grown(seg, size, align, &off, &gen);
+    if (rc == 0) {
+        if (untouched != NULL)
+            *untouched = atomic_load_explicit(&seg->hdr->untouched, memory_order_relaxed);
+        /* past the block and the header and links a split or a later
+         * merge leaves at its end */
+        shmobj__seg_untouched_raise(seg, off + shmobj__arena_usable_if(seg->space.base, off, gen) + 64);
+    }
     heap_unlock(seg);
     if (rc == 0) {
         *out = shmobj__ref_make(off, gen);
@@ -267,7 +130,7 @@ static inline __attribute__((always_inline)) int heap_free(shmobj_segment *seg,
     int rc = heap_lock(seg);
     if (rc != 0)
         return rc;
-    rc = shmobj__arena_free_inline(seg->space.base, mapped_of(seg),
+    rc = shmobj__arena_free_inline(seg->space.base, shmobj__seg_mapped(seg),
                                    SHMOBJ__SEG_ARENA_OFF, shmobj__ref_off(ref),
                                    shmobj__ref_gen(ref));
     heap_unlock(seg);
@@ -283,7 +146,28 @@ static int space_alloc(struct shmobj__space *sp, uint64_t size, uint64_t align,
 {
     if (__builtin_expect(shmobj__space_closed(sp) || sp->readonly, 0))
         return sp->readonly ? SHMOBJ_ERDONLY : SHMOBJ_ESTALE;
-    return heap_alloc(sp->impl, size, align, out);
+    return heap_alloc(sp->impl, size, align, out, NULL);
+}
+
+/* What of a new block may be non-zero: its first 64 bytes (a free block's
+ * links) and what lies below the untouched mark. A large block from the
+ * heap's top is thus neither written nor touched by a caller that zeroes
+ * it: its pages stay unmapped in this process until used. */
+static int space_alloc_dirty(struct shmobj__space *sp, uint64_t size, uint64_t align,
+                             shmobj__ref *out, uint64_t *dirty)
+{
+    if (__builtin_expect(shmobj__space_closed(sp) || sp->readonly, 0))
+        return sp->readonly ? SHMOBJ_ERDONLY : SHMOBJ_ESTALE;
+    uint64_t untouched = 0;
+    int rc = heap_alloc(sp->impl, size, align, out, &untouched);
+    if (rc != 0)
+        return rc;
+    uint64_t off = shmobj__ref_off(*out);
+    uint64_t d = untouched == 0 || untouched <= off ? 0 : untouched - off;
+    if (d < 64)
+        d = 64;
+    *dirty = d < size ? d : size;
+    return 0;
 }
 
 static int space_free(struct shmobj__space *sp, shmobj__ref ref)
@@ -300,18 +184,18 @@ static int space_check(struct shmobj__space *sp, shmobj__ref ref,
     uint64_t off = shmobj__ref_off(ref);
     /* The block may lie in a part another process grew: widen the view
      * before judging the reference. */
-    if (sync_view(seg) != 0 ||
-        (off >= mapped_of(seg) && shmobj__segment_extend(sp, off + 1) != 0))
+    if (shmobj__seg_sync_view(seg) != 0 ||
+        (off >= shmobj__seg_mapped(seg) && shmobj__segment_extend(sp, off + 1) != 0))
         return SHMOBJ_ECORRUPT;
-    int rc = shmobj__arena_check_ref(sp->base, mapped_of(seg),
+    int rc = shmobj__arena_check_ref(sp->base, shmobj__seg_mapped(seg),
                                      SHMOBJ__SEG_ARENA_OFF, off,
                                      shmobj__ref_gen(ref), usable);
     /* Growth hands the heap its new bytes before it publishes the size
-     * (see grow()), so a heap end beyond this view may be that moment of
+     * (see shmobj__seg_heap_grow()), so a heap end beyond this view may be that moment of
      * another process's growth, not damage: widen the view to the
      * object's real size and judge once more (the failing path only). */
     if (rc == SHMOBJ_ECORRUPT && shmobj__segment_extend(sp, 0) == 0)
-        rc = shmobj__arena_check_ref(sp->base, mapped_of(seg),
+        rc = shmobj__arena_check_ref(sp->base, shmobj__seg_mapped(seg),
                                      SHMOBJ__SEG_ARENA_OFF, off,
                                      shmobj__ref_gen(ref), usable);
     return rc;
@@ -321,7 +205,7 @@ static uint64_t space_usable(struct shmobj__space *sp, shmobj__ref ref)
 {
     uint64_t off = shmobj__ref_off(ref);
     /* its header word lies in the heap, within this view */
-    if (off < SHMOBJ__SEG_ARENA_OFF + 16 || (off & 15) != 0 || off > mapped_of(sp->impl))
+    if (off < SHMOBJ__SEG_ARENA_OFF + 16 || (off & 15) != 0 || off > shmobj__seg_mapped(sp->impl))
         return 0;
     return shmobj__arena_usable_if(sp->base, off, shmobj__ref_gen(ref));
 }
@@ -329,6 +213,7 @@ static uint64_t space_usable(struct shmobj__space *sp, shmobj__ref ref)
 const struct shmobj__space_ops shmobj__segment_space_ops = {
     .extend = shmobj__segment_extend,
     .alloc = space_alloc,
+    .alloc_dirty = space_alloc_dirty,
     .free = space_free,
     .check = space_check,
     .usable = space_usable,
@@ -350,7 +235,7 @@ int shmobj_arena_alloc(shmobj_segment *seg, size_t size, size_t align,
         return SHMOBJ_EINVAL;
     if (seg->space.readonly)
         return SHMOBJ_ERDONLY;
-    int rc = heap_alloc(seg, size, align < 16 ? 16 : align, ref);
+    int rc = heap_alloc(seg, size, align < 16 ? 16 : align, ref, NULL);
     /* The arena placed the block inside this process's view (the lock
      * synchronised the view first), so its address needs no check. */
     if (rc == 0 && ptr != NULL)
@@ -400,13 +285,13 @@ static int ro_walk(shmobj_segment *seg, shmobj_arena_stats *stats,
     int last = 0;
     uint64_t last_bad = 0;
     for (unsigned i = 0; i < RO_WALK_TRIES; i++) {
-        int rc = sync_view(seg);
+        int rc = shmobj__seg_sync_view(seg);
         uint64_t bad = 0;
         if (rc == 0)
             rc = stats != NULL
-                     ? shmobj__arena_stats(seg->space.base, mapped_of(seg),
+                     ? shmobj__arena_stats(seg->space.base, shmobj__seg_mapped(seg),
                                            SHMOBJ__SEG_ARENA_OFF, stats)
-                     : shmobj__arena_check(seg->space.base, mapped_of(seg),
+                     : shmobj__arena_check(seg->space.base, shmobj__seg_mapped(seg),
                                            SHMOBJ__SEG_ARENA_OFF, &bad);
         if (bad_off != NULL)
             *bad_off = bad;
@@ -428,7 +313,7 @@ int shmobj_arena_stats_get(shmobj_segment *seg, shmobj_arena_stats *stats)
     int rc = shmobj__segment_lock(seg);
     if (rc != 0)
         return rc;
-    rc = shmobj__arena_stats(seg->space.base, mapped_of(seg),
+    rc = shmobj__arena_stats(seg->space.base, shmobj__seg_mapped(seg),
                              SHMOBJ__SEG_ARENA_OFF, stats);
     shmobj__segment_unlock(seg);
     return rc;
@@ -444,7 +329,7 @@ int shmobj_arena_check(shmobj_segment *seg, uint64_t *bad_off)
     int rc = shmobj__segment_lock(seg);
     if (rc != 0)
         return rc;
-    rc = shmobj__arena_check(seg->space.base, mapped_of(seg),
+    rc = shmobj__arena_check(seg->space.base, shmobj__seg_mapped(seg),
                              SHMOBJ__SEG_ARENA_OFF, &bad);
     shmobj__segment_unlock(seg);
     if (bad_off != NULL)

@@ -30,6 +30,8 @@
 #define SHMOBJ__SEG_MAGIC_SWAPPED UINT64_C(0x53484d4f424a0001)
 
 #define SHMOBJ__SEG_HEADER_SIZE 4096
+/* The granule the heap's untouched mark is raised by (bytes). */
+#define SHMOBJ__SEG_UNTOUCHED_STEP (UINT64_C(64) << 10)
 #define SHMOBJ__SEG_PROCS_OFF 4096
 #define SHMOBJ__SEG_PROCS 1024
 #define SHMOBJ__SEG_ROOTS_OFF 20480
@@ -124,11 +126,24 @@ struct shmobj__seg_header {
      * no root was ever written to (formerly a reserved zero word, so
      * segments of earlier builds read as "no change yet"). */
     _Atomic uint32_t root_seq;
-    uint8_t pad1[64 - 16];
+    /* The heap's untouched mark: no block ever held a byte at or past it
+     * (heap bytes written there are free blocks' headers and links, at a
+     * block's start). Raised under `lock`, past the end of every block
+     * handed out (rounded up to SHMOBJ__SEG_UNTOUCHED_STEP, so that
+     * allocations at the heap's top seldom write this line), to the old
+     * end at every growth (whose old sentinel stays inside the merged
+     * block) and to the heap's end when a dead holder's lock is repaired
+     * (its allocation may have been made and not marked). The bytes of a
+     * new block past its first 64 and past the mark read as zero, as the
+     * object was made: seg-heap.c's alloc_dirty says so, and a caller that
+     * zeroes a new block clears only the rest.
+     * 0: unknown, nothing is untouched. */
+    _Atomic uint64_t untouched;
+    uint8_t pad1[64 - 24];
 
     /* ---- the segment lock, own cache line ---- */
     /* Guards the arena, growth and the root directory. A holder that dies
-     * is repaired by the next locker (seg-lock.c, seg-heap.c). */
+     * is repaired by the next locker (seg-lock.c, seg-grow.c). */
     shmobj__os_lock lock;
 };
 
@@ -147,6 +162,7 @@ _Static_assert(offsetof(struct shmobj__seg_header, pages) == 100, "layout");
 _Static_assert(offsetof(struct shmobj__seg_header, attach_seq) == 136, "layout");
 _Static_assert(offsetof(struct shmobj__seg_header, size) == 128, "layout");
 _Static_assert(offsetof(struct shmobj__seg_header, root_seq) == 140, "layout");
+_Static_assert(offsetof(struct shmobj__seg_header, untouched) == 144, "layout");
 _Static_assert(offsetof(struct shmobj__seg_header, lock) == 192, "layout");
 _Static_assert(sizeof(struct shmobj__seg_header) == 256, "layout");
 _Static_assert(sizeof(struct shmobj__seg_header) <= SHMOBJ__SEG_HEADER_SIZE,

@@ -181,10 +181,36 @@ void shmobj__seg_watch_changed(struct shmobj__space *sp, uint64_t obj, uint64_t 
  * (space.watch_used); a zero word when base is NULL. */
 const _Atomic uint64_t *shmobj__seg_watch_used(void *base);
 
-/* Prepare the heap of a new segment of `size` bytes (seg-heap.c). */
+/* ---- the heap's growth and repair (seg-grow.c) ---- */
+
+/* Prepare the heap of a new segment of `size` bytes. */
 int shmobj__seg_heap_init(shmobj_segment *seg, uint64_t size);
 
-/* Repair after a lock owner died (seg-heap.c). */
+/* Repair after a lock owner died. */
 int shmobj__seg_heap_repair(shmobj_segment *seg);
+
+/* Widen this process's view to the heap's published size. */
+int shmobj__seg_sync_view(shmobj_segment *seg);
+
+/* Grow the segment so that a free block of `fit` bytes lies at the heap's
+ * end (lock held). SHMOBJ_ENOMEM when even the maximum size cannot. */
+int shmobj__seg_heap_grow(shmobj_segment *seg, uint64_t fit);
+
+/* The bytes of the segment this process maps now. */
+static inline uint64_t shmobj__seg_mapped(shmobj_segment *seg)
+{
+    return atomic_load_explicit(&seg->space.mapped, memory_order_acquire);
+}
+
+/* Raise the heap's untouched mark (see `untouched` in seg-layout.h) past
+ * `end`. With the segment lock held. A mark of 0 (unknown) stays 0. */
+static inline __attribute__((always_inline)) void
+shmobj__seg_untouched_raise(shmobj_segment *seg, uint64_t end)
+{
+    uint64_t u = atomic_load_explicit(&seg->hdr->untouched, memory_order_relaxed);
+    if (__builtin_expect(end > u && u != 0, 0) &&
+        shmobj__align_up(end, SHMOBJ__SEG_UNTOUCHED_STEP, &end))
+        atomic_store_explicit(&seg->hdr->untouched, end, memory_order_relaxed);
+}
 
 #endif /* SHMOBJ_SEGMENT_INTERNAL_H */

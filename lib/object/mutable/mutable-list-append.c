@@ -290,14 +290,15 @@ static int list_grow(struct shmobj__mc *c, struct shmobj__mlapps *a, unsigned k)
                                                          memory_order_relaxed))
                 continue;
             shmobj__ref r = 0;
+            uint64_t dirty = 0;
             atomic_store_explicit(&g->k, k, memory_order_relaxed);
             int rc = atomic_load_explicit(dir, memory_order_acquire) != 0
                          ? 0
-                         : c->sp->ops->alloc(c->sp, chunk_bytes(k), 16, &r);
+                         : shmobj__space_alloc_dirty(c->sp, chunk_bytes(k), 16, &r, &dirty);
             if (rc == 0 && r != 0) {
                 atomic_store_explicit(&g->ref, r, memory_order_release);
                 /* every slot of a new chunk is 0: not reserved, or not written */
-                memset(c->sp->base + shmobj__ref_off(r), 0, (size_t)chunk_bytes(k));
+                memset(c->sp->base + shmobj__ref_off(r), 0, (size_t)dirty);
                 SHMOBJ__STEP("mlist.grow.made");
                 uint64_t z2 = 0;
                 if (!atomic_compare_exchange_strong_explicit(dir, &z2, r, memory_order_release,
@@ -517,11 +518,12 @@ static int list_reserve(struct shmobj__mc *c, uint64_t p)
     shmobj__ref r;
     atomic_store_explicit(&m->at, k, memory_order_relaxed);
     atomic_store_explicit(&m->op, SHMOBJ__MUT_OP_CHUNK, memory_order_relaxed);
-    int rc = c->sp->ops->alloc(c->sp, chunk_bytes(k), 16, &r);
+    uint64_t dirty;
+    int rc = shmobj__space_alloc_dirty(c->sp, chunk_bytes(k), 16, &r, &dirty);
     if (rc == 0) {
         atomic_store_explicit(&m->spare, r, memory_order_relaxed);
         /* every slot past len has tag 0 */
-        memset(c->sp->base + shmobj__ref_off(r), 0, (size_t)chunk_bytes(k));
+        memset(c->sp->base + shmobj__ref_off(r), 0, (size_t)dirty);
         /* beyond len: no reader looks at it before a later release of len;
          * a CAS, as a grower without the lock (a slow one) publishes */
         uint64_t z = 0;
