@@ -2042,7 +2042,10 @@ static unsigned dirty_model_run(shmobj_segment *seg, uint64_t seed, unsigned ops
                      (unsigned long long)size, (unsigned long long)dirty,
                      (unsigned long long)bad, p[bad]);
         clean += dirty < size;
-        memset(p, 0xa5, (size_t)shmobj__space_usable(sp, ref));
+        /* what lets the heap skip the mark for blocks far below it */
+        uint64_t usable = shmobj__space_usable(sp, ref);
+        assert_true(usable >= size && usable - size < SHMOBJ__SEG_UNTOUCHED_STEP);
+        memset(p, 0xa5, (size_t)usable);
         live[slot] = ref;
     }
     for (unsigned i = 0; i < DIRTY_LIVE; i++)

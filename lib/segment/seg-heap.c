@@ -106,11 +106,16 @@ heap_alloc(shmobj_segment *seg, uint64_t size, uint64_t align, shmobj__ref *out,
     if (__builtin_expect(rc == SHMOBJ_ENOMEM, 0))
         rc = alloc_grown(seg, size, align, &off, &gen);
     if (rc == 0) {
+        uint64_t u = atomic_load_explicit(&seg->hdr->untouched, memory_order_relaxed);
         if (untouched != NULL)
-            *untouched = atomic_load_explicit(&seg->hdr->untouched, memory_order_relaxed);
-        /* past the block and the header and links a split or a later
-         * merge leaves at its end */
-        shmobj__seg_untouched_raise(seg, off + shmobj__arena_usable_if(seg->space.base, off, gen) + 64);
+            *untouched = u;
+        /* Past the block and the header and links a split or a later merge
+         * leaves at its end. A block exceeds its request by less than a
+         * step (the arena splits off any rest that could be a block), so
+         * one far below the mark needs no look at its size. */
+        if (__builtin_expect(off + size + SHMOBJ__SEG_UNTOUCHED_STEP > u, 0))
+            shmobj__seg_untouched_raise(
+                seg, off + shmobj__arena_usable_if(seg->space.base, off, gen) + 64);
     }
     heap_unlock(seg);
     if (rc == 0) {
