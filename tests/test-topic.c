@@ -1048,6 +1048,74 @@ static void test_topic_sleeping_taker_woken_by_first_publish(void **state)
     munmap(bk, sizeof *bk);
 }
 
+/* Two takers asleep and the publisher, all on one CPU: the one publish
+ * that clears sleepy must wake both (a wake of one would leave the other
+ * to its 100 ms slice), and a taker that went back to sleep after the
+ * other's wake-up must be seen by the next publish. Medians per taker. */
+struct sleepy2_book {
+    _Atomic unsigned joined;
+    _Atomic uint64_t pub_ns, lat_ns[2][15];
+};
+
+static void test_topic_two_sleeping_takers_one_cpu_both_woken(void **state)
+{
+    struct fixture *f = *state;
+    cpu_set_t was;
+    assert_int_equal(sched_getaffinity(0, sizeof was, &was), 0);
+    test_stall_pin(0); /* the children inherit it */
+    shmobj_topic *t;
+    shmobj_topic_config cfg = cfg_of(16, 0, 8, SHMOBJ_TOPIC_BLOCK);
+    assert_int_equal(shmobj_topic_create(f->seg, "sl2", &cfg, &t), 0);
+    struct sleepy2_book *bk = shared_alloc(sizeof *bk);
+    pid_t pid[2];
+    for (unsigned w = 0; w < 2; w++) {
+        pid[w] = fork();
+        if (pid[w] == 0) {
+            shmobj_topic_sub *s;
+            if (shmobj_topic_subscribe(t, &s) != 0)
+                _exit(1);
+            shmobj_topic_spin_set(s, 0); /* straight to sleep */
+            atomic_fetch_add(&bk->joined, 1);
+            for (uint64_t i = 0; i < 15; i++) {
+                shmobj_topic_msg m;
+                if (shmobj_topic_take(s, &m, 10 * SEC) != 0)
+                    _exit(2);
+                uint64_t now = mono_ns();
+                if (((const struct tmsg *)m.data)->n != i)
+                    _exit(3);
+                atomic_store(&bk->lat_ns[w][i], now - atomic_load(&bk->pub_ns));
+                shmobj_topic_release(s, &m);
+            }
+            shmobj_topic_unsubscribe(s);
+            _exit(0);
+        }
+    }
+    assert_true(wait_flag(&bk->joined, 2));
+    int st = 0;
+    for (uint64_t i = 0; i < 15; i++) {
+        test_sleep_ms(20); /* both take message i - 1 and sleep again */
+        atomic_store(&bk->pub_ns, mono_ns());
+        assert_int_equal(pub_one(t, 0, i, SEC), 0);
+        for (unsigned w = 0; w < 2; w++)
+            while (atomic_load(&bk->lat_ns[w][i]) == 0 && waitpid(pid[w], &st, WNOHANG) == 0)
+                test_sleep_ms(1);
+    }
+    for (unsigned w = 0; w < 2; w++) {
+        assert_int_equal(test_child_wait(pid[w]), 0);
+        uint64_t lat[15];
+        for (unsigned i = 0; i < 15; i++)
+            lat[i] = atomic_load(&bk->lat_ns[w][i]);
+        qsort(lat, 15, sizeof *lat, cmp_u64);
+        print_message("  taker %u: wake-up after a publish: median %llu us, worst %llu us\n", w,
+                      (unsigned long long)lat[7] / 1000, (unsigned long long)lat[14] / 1000);
+        assert_true(lat[7] < 50 * 1000000ull);
+    }
+    shmobj_topic_close(t);
+    assert_int_equal(shmobj_topic_destroy(f->seg, "sl2"), 0);
+    munmap(bk, sizeof *bk);
+    assert_int_equal(sched_setaffinity(0, sizeof was, &was), 0);
+}
+
 /* A publisher stopped in a reclaim that frees blocks (the spare records
  * full: blocks handed over by reference never take a spare back), while a
  * subscriber process goes on taking; resumed, every message arrives once
@@ -1286,6 +1354,7 @@ int main(void)
         T(test_topic_stall_every_step_others_finish),
         T(test_topic_stall_reclaim_freed_no_loss),
         T(test_topic_sleeping_taker_woken_by_first_publish),
+        T(test_topic_two_sleeping_takers_one_cpu_both_woken),
         T(test_topic_stall_overwrite_skip_counted),
         T(test_topic_damaged_records_no_hang),
 #undef T
