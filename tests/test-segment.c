@@ -2110,6 +2110,11 @@ static void test_segment_alloc_dirty_block_ending_on_step(void **state)
     uint8_t *p = sp->base + top;
     assert_int_equal(dirty_first_nonzero(p, dirty, size + step), size + step);
     assert_int_equal(sp->ops->free(sp, b), 0);
+    /* a mark of 0 (unknown, or damage): nothing is taken for zero */
+    atomic_store(&seg->hdr->untouched, 0);
+    assert_int_equal(shmobj__space_alloc_dirty(sp, 4 * step, 16, &b, &dirty), 0);
+    assert_int_equal(dirty, 4 * step);
+    assert_int_equal(sp->ops->free(sp, b), 0);
     shmobj_segment_close(seg);
     shmobj_segment_destroy(name, SHMOBJ_BACKEND_SHM);
 }

@@ -168,7 +168,9 @@ static int space_alloc_dirty(struct shmobj__space *sp, uint64_t size, uint64_t a
     if (rc != 0)
         return rc;
     uint64_t off = shmobj__ref_off(*out);
-    uint64_t d = untouched == 0 || untouched <= off ? 0 : untouched - off;
+    uint64_t d = untouched == 0 ? size /* unknown: all of it */
+                 : untouched <= off ? 0
+                                    : untouched - off;
     if (d < 64)
         d = 64;
     *dirty = d < size ? d : size;
