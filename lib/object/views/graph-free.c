@@ -165,9 +165,9 @@ int shmobj_obj_free(shmobj_segment *seg, shmobj_ref ref)
         uint16_t flags = atomic_load_explicit(&((struct shmobj__tree *)t)->flags,
                                               memory_order_acquire);
         uint16_t version = t->version;
-        int rootrec = flags == SHMOBJ__TREE_ROOTREC && shmobj__tree_rootrec(version, flags);
         if (t->magic == SHMOBJ__TREE_MAGIC && shmobj__tree_version_ok(version) &&
-            (flags == 0 || rootrec)) {
+            (flags == 0 ||
+             (flags == SHMOBJ__TREE_ROOTREC && shmobj__tree_rootrec(version, flags)))) {
             /* Read before the free, used only after it succeeded: the
              * arena's free checks the generation under the heap's lock,
              * so a block it frees was ours until then, and its header,
@@ -179,7 +179,7 @@ int shmobj_obj_free(shmobj_segment *seg, shmobj_ref ref)
             memcpy(&shape, (const uint8_t *)&t->size, sizeof shape);
             int rc = sp->ops->free(sp, ref);
             if (rc == 0) {
-                if (rootrec)
+                if (flags != 0)
                     shmobj__shape_unuse(sp, shape); /* checks the shape */
                 shmobj__space_changed(sp, off, 0, SHMOBJ__WATCH_WHOLE);
             }
