@@ -2441,6 +2441,60 @@ static void test_obj_size_keys_before_values_as_written(void **state)
     assert_int_equal(shmobj_obj_check(SEG(*state), rs), 0);
 }
 
+/* Below the root, a tuple of strings is written packed with its header
+ * in its slot, in one pass over its items: an item met part-way that
+ * makes it no packed tuple (a NUL inside, another kind) has it written
+ * with slots from the same place, over the bytes copied before it, and
+ * the put's size is the measure's; bad UTF-8 there refuses the put. */
+static void test_tuple_below_root_packed_or_slots_one_pass(void **state)
+{
+    static const char *const a = "https://a.example.com";
+    shmobj_value cases[3] = {
+        SHMOBJ_VAL_TUPLE_OF(SHMOBJ_VAL_STR(a), SHMOBJ_VAL_STR("ab")),
+        SHMOBJ_VAL_TUPLE_OF(SHMOBJ_VAL_STR(a), SHMOBJ_VAL_STRN("a\0b", 3)),
+        SHMOBJ_VAL_TUPLE_OF(SHMOBJ_VAL_STR(a), SHMOBJ_VAL_INT(1)),
+    };
+    /* the tree header and root, the list's header and 3 slots; the first
+     * tuple packed, 22 + 3 body bytes; the others 16-aligned, a header and
+     * 2 slots, then their strings as objects (16 + bytes + NUL, aligned) */
+    size_t size, want = 32 + 64 + 25 + 7 + (48 + 38 + 10 + 20) + 12 + (48 + 38);
+    shmobj_value list = SHMOBJ_VAL_LIST(cases, 3);
+    assert_int_equal(shmobj_obj_size(&list, &size), 0);
+    assert_int_equal(size, want);
+    shmobj_ref r = put(state, list);
+    shmobj_view v, t, it;
+    const char *s;
+    size_t n;
+    int64_t x;
+    assert_int_equal(shmobj_obj_get(SEG(*state), r, &v), 0);
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(shmobj_view_item(&v, i, &t), 0);
+        assert_int_equal(shmobj_view_type(&t), SHMOBJ_TYPE_TUPLE);
+        assert_int_equal(shmobj_view_len(&t, &n), 0);
+        assert_int_equal(n, 2);
+        assert_int_equal(shmobj_view_item(&t, 0, &it), 0);
+        assert_int_equal(shmobj_str_get(&it, &s, &n), 0);
+        assert_int_equal(n, strlen(a));
+        assert_string_equal(s, a);
+        assert_int_equal(shmobj_view_item(&t, 1, &it), 0);
+        if (i == 2) {
+            assert_int_equal(shmobj_int_get(&it, &x), 0);
+            assert_int_equal(x, 1);
+            continue;
+        }
+        assert_int_equal(shmobj_str_get(&it, &s, &n), 0);
+        assert_int_equal(n, i == 0 ? 2 : 3);
+        assert_memory_equal(s, i == 0 ? "ab" : "a\0b", n + 1);
+    }
+    assert_int_equal(shmobj_obj_free(SEG(*state), r), 0);
+    /* bad UTF-8 after a good item: refused, nothing left behind */
+    uint64_t live = space_heap_live(*state);
+    shmobj_value bad = SHMOBJ_VAL_LIST_OF(
+        SHMOBJ_VAL_TUPLE_OF(SHMOBJ_VAL_STR(a), SHMOBJ_VAL_STRN("a\xff", 2)));
+    assert_int_equal(shmobj_obj_put(SEG(*state), &bad, &r), SHMOBJ_EINVAL);
+    assert_int_equal(space_heap_live(*state), live);
+}
+
 /* A tuple whose items are all strings without a NUL inside is written
  * packed (format version 2): a header and the strings back to back, each
  * with its NUL, no slot per item. It reads as any tuple (its length, its
@@ -2666,6 +2720,7 @@ int main(void)
         T(test_dict_key_medium_roundtrip_and_damage),
         T(test_field_get_key_every_length),
         T(test_tuple_of_str_packed_roundtrip_and_damage),
+        T(test_tuple_below_root_packed_or_slots_one_pass),
         T(test_view_prepared_keys),
         T(test_obj_index_colliding_keys_build_lookup_check_agree),
         T(test_obj_free_paths),

@@ -738,6 +738,28 @@ static void test_shape_free_in_use_einuse(void **state)
     assert_int_equal(shmobj_obj_free(SEG(sp), notshape), 0);
 }
 
+/* A record alone gives its shape's use back once, however often its
+ * reference is freed: a second free, before or after its block was
+ * reused, is SHMOBJ_ESTALE and leaves the other records' uses alone. */
+static void test_record_free_twice_gives_one_use_back(void **state)
+{
+    struct shmobj__space *sp = *state;
+    shmobj_ref shape = player_shape(state);
+    shmobj_value items[2][PLAYER_N];
+    shmobj_ref a = put(state, player(shape, items[0], 1, "a"));
+    shmobj_ref b = put(state, player(shape, items[1], 2, "b"));
+    assert_int_equal(shmobj_obj_free(SEG(sp), a), 0);
+    assert_int_equal(shmobj_obj_free(SEG(sp), a), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_shape_free(SEG(sp), shape), SHMOBJ_EINUSE);
+    shmobj_ref c = put(state, player(shape, items[0], 3, "c"));
+    assert_int_equal(OFF(c), OFF(a)); /* its block again */
+    assert_int_equal(shmobj_obj_free(SEG(sp), a), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_obj_free(SEG(sp), b), 0);
+    assert_int_equal(shmobj_shape_free(SEG(sp), shape), SHMOBJ_EINUSE);
+    assert_int_equal(shmobj_obj_free(SEG(sp), c), 0);
+    assert_int_equal(shmobj_shape_free(SEG(sp), shape), 0);
+}
+
 /* The checker holds records to their shape and shapes to themselves. */
 static void test_record_check_damage_ecorrupt(void **state)
 {
@@ -1149,6 +1171,7 @@ int main(void)
         T(test_record_put_mismatch_einval),
         T(test_shape_put_bad_fields_einval),
         T(test_shape_free_in_use_einuse),
+        T(test_record_free_twice_gives_one_use_back),
         T(test_record_check_damage_ecorrupt),
         T(test_shape_uses_many_records_counted),
         T(test_shape_json_names_kinds),

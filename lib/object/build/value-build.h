@@ -128,8 +128,9 @@ static inline int shmobj__desc_packed(const shmobj_value *v, uint64_t *bytes)
  * builder writes packed with its header in its slot (version 3,
  * SHMOBJ__SLOT_PTUP_MARK): below the root, packed (*bytes its body), at
  * most SHMOBJ__PTUP_MAX_COUNT items and a body below 2^32 bytes? Else it
- * is written as shmobj__desc_packed() says. The measure and the writer ask
- * this one question. */
+ * is written as shmobj__desc_packed() says. The measure asks it here; the
+ * writer (emit_ptup() in value-write.c) answers the same question item by
+ * item as it copies them, in one pass. */
 static inline int shmobj__desc_ptup(const shmobj_value *v, int depth, uint64_t *bytes)
 {
     return depth > 0 && depth < SHMOBJ_OBJ_MAXDEPTH && v->v.c.count <= SHMOBJ__PTUP_MAX_COUNT &&

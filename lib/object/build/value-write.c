@@ -546,24 +546,50 @@ static __attribute__((noinline)) int emit_packed(struct shmobj__wr *w, const shm
 
 /* Write the tuple v below the root packed, its header in its slot at
  * slot_rel (shmobj__desc_ptup, SHMOBJ__SLOT_PTUP_MARK) and its body at
- * the cursor, unaligned; 1 when v is not one. */
+ * the cursor, unaligned; 1 when v is not one. One pass: each item is
+ * judged as shmobj__desc_ptup() judges it and copied at once, so the
+ * description is not walked a second time before its bytes are. An item
+ * that makes it no packed tuple (it is then written with slots from the
+ * same position) is met before the cursor moves, and whatever was copied
+ * before it is overwritten. The measure's answer is the same question's:
+ * a description changed since then gives a size the put refuses. */
 static __attribute__((noinline)) int emit_ptup(struct shmobj__wr *w, const shmobj_value *v,
                                                int depth, uint64_t slot_rel)
 {
-    uint64_t body, pos = w->cur;
-    if (!shmobj__desc_ptup(v, depth, &body))
+    /* the count and items read once: the slot and the body agree on them */
+    const uint64_t n = v->v.c.count;
+    const shmobj_value *items = v->v.c.items;
+    uint64_t pos = w->cur, at = 0;
+    if (depth >= SHMOBJ_OBJ_MAXDEPTH || n == 0 || n > SHMOBJ__PTUP_MAX_COUNT || items == NULL)
         return 1;
-    /* the count read once: the slot and the body agree on it */
-    uint64_t n = v->v.c.count;
-    if (n == 0 || n > SHMOBJ__PTUP_MAX_COUNT)
-        return SHMOBJ_EINVAL;
-    int rc = advance(w, pos, 0, body);
-    if (rc == 0)
-        rc = emit_packed_body(v, n, w->blk + pos, body);
-    if (rc != 0)
-        return rc;
+    /* cur <= lim: the body may take what is left of the block, no more
+     * (a slot layout of the same items takes more bytes than the packed
+     * one, so a description the measure judged either way fits) */
+    uint64_t room = w->lim - pos;
+    uint8_t *o = w->blk + pos;
+    for (uint64_t i = 0; i < n; i++) {
+        const shmobj_value *it = &items[i];
+        uint64_t len;
+        if (it->type != SHMOBJ_TYPE_STR || it->reserved != 0 ||
+            shmobj__desc_mem(SHMOBJ_TYPE_STR, it->v.s.ptr, it->v.s.len, &len) != 0 ||
+            len >= SHMOBJ__MAX_BLOCK)
+            return 1;
+        /* (a length found by strlen has no NUL inside) */
+        if (it->v.s.len != SHMOBJ_STRLEN && len > 0 && memchr(it->v.s.ptr, 0, len) != NULL)
+            return 1;
+        if (len >= room - at)
+            return SHMOBJ_EINVAL;
+        if (!shmobj__utf8_ok_inline(it->v.s.ptr, len))
+            return SHMOBJ_EINVAL;
+        copy_bytes(o + at, it->v.s.ptr, len);
+        o[at + len] = 0;
+        at += len + 1;
+    }
+    if (at >= UINT32_MAX)
+        return 1; /* a body no slot can hold: slots, from pos again */
+    w->cur = pos + at;
     put_words(w->blk + slot_rel,
-              SHMOBJ__SLOT_OBJ | (uint64_t)SHMOBJ__SLOT_PTUP_MARK << 8 | n << 16 | body << 32,
+              SHMOBJ__SLOT_OBJ | (uint64_t)SHMOBJ__SLOT_PTUP_MARK << 8 | n << 16 | at << 32,
               shmobj__ref_make(w->blk_off + pos, w->gen));
     return 0;
 }

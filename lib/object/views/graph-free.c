@@ -5,7 +5,8 @@
  * - Inline objects go with their block; only the separate blocks (slots
  *   replaced by shmobj_view_set) are reached by a walk, and only from a
  *   block whose SEPARATE flag says one of its slots was ever replaced, so
- *   freeing a tree that never changed costs one arena free.
+ *   freeing a tree that never changed costs one arena free (a record
+ *   alone: that free, then its shape's use given back).
  * - The walk reads the segment through the views' checked paths
  *   (shmobj__tree_open, shmobj__view_follow) and is bounded in depth
  *   (SHMOBJ_OBJ_MAXDEPTH) and in work (shmobj__work_budget), so a damaged
@@ -158,13 +159,30 @@ int shmobj_obj_free(shmobj_segment *seg, shmobj_ref ref)
     if (shmobj__aligned(off, 16) && shmobj__range_ok(off, SHMOBJ__PREFIX, mapped)) {
         const struct shmobj__tree *t = (const void *)(sp->base + off);
         /* any flag (separate blocks, records, adopted, a shape) takes the
-         * full path */
-        if (t->magic == SHMOBJ__TREE_MAGIC && shmobj__tree_version_ok(t->version) &&
-            atomic_load_explicit(&((struct shmobj__tree *)t)->flags,
-                                 memory_order_acquire) == 0) {
+         * full path, but ROOTREC alone: a record alone (version 3) whose
+         * fields reach no other block, which gives its shape's use back
+         * after the arena freed it */
+        uint16_t flags = atomic_load_explicit(&((struct shmobj__tree *)t)->flags,
+                                              memory_order_acquire);
+        uint16_t version = t->version;
+        if (t->magic == SHMOBJ__TREE_MAGIC && shmobj__tree_version_ok(version) &&
+            (flags == 0 ||
+             (flags == SHMOBJ__TREE_ROOTREC && shmobj__tree_rootrec(version, flags)))) {
+            /* Read before the free, used only after it succeeded: the
+             * arena's free checks the generation under the heap's lock,
+             * so a block it frees was ours until then, and its header,
+             * written once by the put, still named its shape. Given back
+             * after the free, a crash in between leaves the shape one use
+             * too many (it is never freed), never a record whose shape
+             * is gone. */
+            shmobj__ref shape;
+            memcpy(&shape, (const uint8_t *)&t->size, sizeof shape);
             int rc = sp->ops->free(sp, ref);
-            if (rc == 0)
+            if (rc == 0) {
+                if (flags != 0)
+                    shmobj__shape_unuse(sp, shape); /* checks the shape */
                 shmobj__space_changed(sp, off, 0, SHMOBJ__WATCH_WHOLE);
+            }
             if (rc != SHMOBJ_ESTALE && rc != SHMOBJ_ECORRUPT)
                 return rc;
             /* Let the full path decide which error to report. */
