@@ -26,7 +26,7 @@ extern "C" {
 #define SHMOBJ_VERSION_STRING "0.4.0"
 
 /** @brief Version of the segment layout this library reads and writes. */
-#define SHMOBJ_FORMAT_VERSION 5
+#define SHMOBJ_FORMAT_VERSION 6
 
 /**
  * @brief Version of the library actually loaded (may differ from the headers

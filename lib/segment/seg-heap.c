@@ -10,6 +10,7 @@
 #include "arena-inline.h"
 #include "extstruct.h"
 #include "racy.h"
+#include "seg-cache.h"
 #include "segment.h"
 #include "step.h"
 
@@ -27,7 +28,7 @@ static uint64_t mapped_of(shmobj_segment *seg)
  * may have grown the segment, and the arena checks every block against its
  * heap end. The published size is not trusted: extend() checks it against
  * the object's real size. */
-static int sync_view(shmobj_segment *seg)
+int shmobj__seg_heap_sync_view(shmobj_segment *seg)
 {
     uint64_t size = atomic_load_explicit(&seg->hdr->size, memory_order_acquire);
     if (size <= mapped_of(seg))
@@ -83,7 +84,7 @@ int shmobj__seg_heap_repair(shmobj_segment *seg)
     bool adopt = file_size > heap && shmobj__os_fd_grow(seg->fd, file_size) == 0;
     if (adopt)
         (void)shmobj__arena_grow(base, mapped, SHMOBJ__SEG_ARENA_OFF, file_size);
-    rc = shmobj__arena_rebuild(base, mapped, SHMOBJ__SEG_ARENA_OFF);
+    rc = shmobj__seg_cache_rebuild(seg); /* and dead processes' caches */
     if (rc == 0 && adopt)
         atomic_store_explicit(&seg->hdr->size, file_size, memory_order_release);
     return rc;
@@ -98,7 +99,7 @@ int shmobj__segment_lock_until(shmobj_segment *seg, uint64_t deadline)
     else if (rc != 0)
         return rc;
     if (rc == 0)
-        rc = sync_view(seg);
+        rc = shmobj__seg_heap_sync_view(seg);
     if (rc != 0)
         shmobj__seg_unlock_broken(seg, &seg->hdr->lock);
     return rc;
@@ -204,6 +205,15 @@ static __attribute__((noinline)) int alloc_grown(shmobj_segment *seg,
                                                  uint64_t size, uint64_t align,
                                                  uint64_t *off, uint16_t *gen)
 {
+    /* Cached blocks first (this handle's, dead processes'): a segment
+     * whose every block was freed serves a large block again. */
+    if (shmobj__seg_cache_reclaim_locked(seg)) {
+        int rc = shmobj__arena_alloc(seg->space.base, mapped_of(seg),
+                                     SHMOBJ__SEG_ARENA_OFF, size, align, off,
+                                     gen);
+        if (rc != SHMOBJ_ENOMEM)
+            return rc;
+    }
     int rc = grow(seg, shmobj__arena_fit_size(size, align));
     if (rc != 0)
         return SHMOBJ_ENOMEM;
@@ -239,6 +249,8 @@ static __attribute__((noinline)) void touch_ahead(shmobj_segment *seg,
 static inline __attribute__((always_inline)) int
 heap_alloc(shmobj_segment *seg, uint64_t size, uint64_t align, shmobj__ref *out)
 {
+    if (seg_cache_alloc(seg, size, align, out) == 0)
+        return 0;
     int rc = heap_lock(seg);
     if (rc != 0)
         return rc;
@@ -264,6 +276,8 @@ heap_alloc(shmobj_segment *seg, uint64_t size, uint64_t align, shmobj__ref *out)
 static inline __attribute__((always_inline)) int heap_free(shmobj_segment *seg,
                                                            shmobj__ref ref)
 {
+    if (seg_cache_free(seg, ref) == 0)
+        return 0;
     int rc = heap_lock(seg);
     if (rc != 0)
         return rc;
@@ -300,7 +314,7 @@ static int space_check(struct shmobj__space *sp, shmobj__ref ref,
     uint64_t off = shmobj__ref_off(ref);
     /* The block may lie in a part another process grew: widen the view
      * before judging the reference. */
-    if (sync_view(seg) != 0 ||
+    if (shmobj__seg_heap_sync_view(seg) != 0 ||
         (off >= mapped_of(seg) && shmobj__segment_extend(sp, off + 1) != 0))
         return SHMOBJ_ECORRUPT;
     int rc = shmobj__arena_check_ref(sp->base, mapped_of(seg),
@@ -386,68 +400,4 @@ int shmobj_arena_ptr(shmobj_segment *seg, shmobj_ref ref, void **ptr,
     if (usable != NULL)
         *usable = (size_t)n;
     return 0;
-}
-
-/* A read-only handle may not take the lock: it walks the heap as it is,
- * as shmobj_segment_peek() does. A walk that a writer's change made fail
- * is tried again; the same failure at the same place twice in a row is
- * the heap's, and failures that keep moving are SHMOBJ_EBUSY. */
-#define RO_WALK_TRIES 8
-
-static int ro_walk(shmobj_segment *seg, shmobj_arena_stats *stats,
-                   uint64_t *bad_off)
-{
-    int last = 0;
-    uint64_t last_bad = 0;
-    for (unsigned i = 0; i < RO_WALK_TRIES; i++) {
-        int rc = sync_view(seg);
-        uint64_t bad = 0;
-        if (rc == 0)
-            rc = stats != NULL
-                     ? shmobj__arena_stats(seg->space.base, mapped_of(seg),
-                                           SHMOBJ__SEG_ARENA_OFF, stats)
-                     : shmobj__arena_check(seg->space.base, mapped_of(seg),
-                                           SHMOBJ__SEG_ARENA_OFF, &bad);
-        if (bad_off != NULL)
-            *bad_off = bad;
-        if (rc == 0 || (i > 0 && rc == last && bad == last_bad))
-            return rc;
-        last = rc;
-        last_bad = bad;
-        shmobj__os_sleep_ns(UINT64_C(1000000));
-    }
-    return SHMOBJ_EBUSY;
-}
-
-int shmobj_arena_stats_get(shmobj_segment *seg, shmobj_arena_stats *stats)
-{
-    if (seg == NULL || stats == NULL || !shmobj__ext_out_ok(stats, sizeof *stats))
-        return SHMOBJ_EINVAL;
-    if (seg->space.readonly)
-        return ro_walk(seg, stats, NULL);
-    int rc = shmobj__segment_lock(seg);
-    if (rc != 0)
-        return rc;
-    rc = shmobj__arena_stats(seg->space.base, mapped_of(seg),
-                             SHMOBJ__SEG_ARENA_OFF, stats);
-    shmobj__segment_unlock(seg);
-    return rc;
-}
-
-int shmobj_arena_check(shmobj_segment *seg, uint64_t *bad_off)
-{
-    if (seg == NULL)
-        return SHMOBJ_EINVAL;
-    uint64_t bad = 0;
-    if (seg->space.readonly)
-        return ro_walk(seg, NULL, bad_off != NULL ? bad_off : &bad);
-    int rc = shmobj__segment_lock(seg);
-    if (rc != 0)
-        return rc;
-    rc = shmobj__arena_check(seg->space.base, mapped_of(seg),
-                             SHMOBJ__SEG_ARENA_OFF, &bad);
-    shmobj__segment_unlock(seg);
-    if (bad_off != NULL)
-        *bad_off = bad;
-    return rc;
 }
