@@ -6,8 +6,9 @@
  * stays used in the heap with CACHED set and its generation bumped as a
  * free bumps it (shmobj__arena_cache_put()), and its header offset goes on
  * a stack of its size class here; an allocation of at most
- * SEG_CACHE_MAX_REQ bytes and 16-byte alignment takes the smallest cached
- * block whose class is sure to hold it (shmobj__arena_cache_get()). Either
+ * SEG_CACHE_MAX_REQ bytes and at most 64-byte alignment takes the
+ * smallest cached block whose class is sure to hold it (and whose payload
+ * is so aligned) (shmobj__arena_cache_get()). Either
  * touches no shared lock and no line of the heap's control block: two
  * compare-and-swaps on the block's own header word and one on the
  * process-local try-lock. Anything else (a miss, a full class or cache, a
@@ -36,6 +37,9 @@
 /* What one process may hold back from the others, and so what a kill
  * leaves cached until a repair gives it back (doc/format-arena.md). */
 #define SEG_CACHE_MAX_BYTES (UINT64_C(256) << 10)
+/* The largest alignment served (the layers' queue messages and tables ask
+ * for 64): a class's top block serves when its payload has it. */
+#define SEG_CACHE_MAX_ALIGN 64u
 
 /* The class of a cached block of `s` bytes (a multiple of 16, 32 to
  * SEG_CACHE_MAX_BLOCK): below 512 one per 16 bytes; from 512 on, eight per
@@ -108,7 +112,7 @@ static inline __attribute__((always_inline)) int
 seg_cache_alloc(shmobj_segment *seg, uint64_t size, uint64_t align,
                 shmobj__ref *out)
 {
-    if (size > SEG_CACHE_MAX_REQ || align > 16)
+    if (size > SEG_CACHE_MAX_REQ || align > SEG_CACHE_MAX_ALIGN)
         return 1;
     struct shmobj__seg_cache *k = &seg->cache;
     if (!seg_cache_enter(seg, k))
@@ -141,6 +145,10 @@ seg_cache_alloc(shmobj_segment *seg, uint64_t size, uint64_t align,
     }
     while (m != 0) {
         unsigned c = (unsigned)__builtin_ctzll(m);
+        if (((k->slot[c][k->count[c] - 1] + HDR) & (align - 1)) != 0) {
+            m &= m - 1; /* its top block is not aligned so: the next class */
+            continue;
+        }
         uint64_t e = seg_cache_pop(k, c);
         uint64_t h = e & SIZE_MASK;
         uint16_t gen = (uint16_t)(e >> GEN_SHIFT);
