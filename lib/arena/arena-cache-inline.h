@@ -28,22 +28,28 @@ shmobj__arena_cache_put(uint8_t *base, uint64_t mapped, uint64_t arena_off,
                         uint64_t off, uint16_t gen, uint32_t token,
                         uint64_t bsize, uint64_t *hdr, uint16_t *ngen)
 {
-    struct arena_ctl *c;
-    uint64_t hs, he, h, w;
-    if (used_block(base, mapped, arena_off, off, gen, __ATOMIC_RELAXED, &c,
-                   &hs, &he, &h, &w) != 0)
-        return 1;
-    uint64_t s = w_size(w);
-    if (s != bsize || s < MIN_BLOCK || s > he - HDR - h ||
-        ld(base, PREV(h + s)) != s)
+    /* The caller read the block's word within its view
+     * (shmobj__arena_usable_if(): used, not cached, generation gen, bsize
+     * bytes); the swap below checks it again. What the put adds, as
+     * shmobj__arena_check_ref() does: the block lies in the heap (after
+     * the control block of an open arena, the header after it before the
+     * heap's end, which lies in the view), and that header's boundary tag
+     * agrees, so payload bytes that only look like a header are refused. */
+    uint64_t h = off - HDR;
+    const struct arena_ctl *c =
+        (const struct arena_ctl *)(const void *)(base + arena_off);
+    uint64_t he = __atomic_load_n(&c->heap_end, __ATOMIC_ACQUIRE);
+    if (off < heap_start_for(arena_off) + HDR || (off & 15) != 0 ||
+        he > mapped || h >= he || bsize < MIN_BLOCK ||
+        bsize > he - HDR - h || ld(base, PREV(h + bsize)) != bsize)
         return 1;
     uint64_t *p = (uint64_t *)(void *)(base + WORD(h));
-    uint64_t nw;
+    uint64_t w = __atomic_load_n(p, __ATOMIC_RELAXED), nw;
     do {
         /* a lock holder may change PREV_FREE meanwhile: the swap fails
          * and the loop takes the new word */
         if ((w & (F_USED | F_CACHED)) != F_USED || w_gen(w) != gen ||
-            w_size(w) != s)
+            w_size(w) != bsize)
             return 1;
         nw = (w | F_CACHED) + (UINT64_C(1) << GEN_SHIFT);
     } while (!__atomic_compare_exchange_n(p, &w, nw, false, __ATOMIC_RELEASE,

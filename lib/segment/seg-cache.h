@@ -32,11 +32,12 @@
 /* Requests the cache serves: the A1 workload's range (16..4096 bytes) and
  * most of the layers' own allocations. */
 #define SEG_CACHE_MAX_REQ 4096u
-/* Their blocks: header, rounding, and a tail too small to split off. */
-#define SEG_CACHE_MAX_BLOCK (SEG_CACHE_MAX_REQ + 16u + 32u)
+/* Their blocks: header, rounding up to a class (seg_cache_round(): 4,096
+ * bytes ask for a block of 4,608), and a tail too small to split off. */
+#define SEG_CACHE_MAX_BLOCK (4608u + 16u)
 /* What one process may hold back from the others, and so what a kill
  * leaves cached until a repair gives it back (doc/format-arena.md). */
-#define SEG_CACHE_MAX_BYTES (UINT64_C(256) << 10)
+#define SEG_CACHE_MAX_BYTES (UINT64_C(512) << 10)
 /* The largest alignment served (the layers' queue messages and tables ask
  * for 64): a class's top block serves when its payload has it. */
 #define SEG_CACHE_MAX_ALIGN 64u
@@ -52,13 +53,20 @@ static inline unsigned seg_cache_class(uint64_t s)
     return 32u + (f - 9u) * 8u + (unsigned)((s >> (f - 3u)) & 7u);
 }
 
-/* The smallest size of class c's blocks. */
+/* The smallest size of class c's blocks (c < 64). */
+#define SEG_CACHE_F8(f)                                                        \
+    (1u << (f)), (9u << ((f) - 3)), (10u << ((f) - 3)), (11u << ((f) - 3)),    \
+        (12u << ((f) - 3)), (13u << ((f) - 3)), (14u << ((f) - 3)),            \
+        (15u << ((f) - 3))
+static const uint16_t seg_cache_floors[SHMOBJ__SEG_CACHE_CLASSES] = {
+    0,   16,  32,  48,  64,  80,  96,  112, 128, 144, 160,
+    176, 192, 208, 224, 240, 256, 272, 288, 304, 320, 336,
+    352, 368, 384, 400, 416, 432, 448, 464, 480, 496,
+    SEG_CACHE_F8(9), SEG_CACHE_F8(10), SEG_CACHE_F8(11), SEG_CACHE_F8(12)};
+
 static inline uint64_t seg_cache_floor(unsigned c)
 {
-    if (c < 32)
-        return (uint64_t)c << 4;
-    unsigned f = 9u + (c - 32u) / 8u;
-    return (UINT64_C(1) << f) + ((uint64_t)((c - 32u) % 8u) << (f - 3u));
+    return seg_cache_floors[c];
 }
 
 /* The first class whose every block holds `need` bytes. */
@@ -66,6 +74,26 @@ static inline unsigned seg_cache_want(uint64_t need)
 {
     unsigned c = seg_cache_class(need);
     return c + (seg_cache_floor(c) != need);
+}
+
+/* The class a cacheable allocation of `size` bytes aligned to `align`
+ * takes its block from, with the size it asks the heap for: its block
+ * rounded up to the floor of the first class whose every block holds it,
+ * less the header. Every block of that class then serves every request of
+ * the class (as the size classes of mimalloc and jemalloc: at most 1/8
+ * more bytes, none below 512), and a block freed into the cache serves the
+ * next request of its class, not only one of its own size or less.
+ * SHMOBJ__SEG_CACHE_CLASSES when the request is not for the cache. */
+static inline unsigned seg_cache_round(uint64_t *size, uint64_t align)
+{
+    if (*size > SEG_CACHE_MAX_REQ || align > SEG_CACHE_MAX_ALIGN)
+        return SHMOBJ__SEG_CACHE_CLASSES;
+    uint64_t need = (*size + HDR + 15) & ~UINT64_C(15);
+    if (need < MIN_BLOCK)
+        need = MIN_BLOCK;
+    unsigned c = seg_cache_want(need);
+    *size = seg_cache_floor(c) - HDR;
+    return c;
 }
 
 /* Take the cache for this thread, fit for use by this process's current
@@ -107,45 +135,24 @@ static inline uint64_t seg_cache_pop(struct shmobj__seg_cache *k, unsigned c)
     return k->slot[c][n];
 }
 
-/* An allocation from the cache: 0 with *out, or 1 (go the locked way). */
+/* An allocation from the cache of a request of class c (seg_cache_round():
+ * every block of class c holds it): 0 with *out, or 1 (go the locked way).
+ * It takes a block of class c or c + 1: at most a class more than asked
+ * for (1/8 above 512, 16 bytes below), as the layers size their blocks
+ * by the request (a chunk of a mutable list is "at least its bytes, less
+ * than twice"). */
 static inline __attribute__((always_inline)) int
-seg_cache_alloc(shmobj_segment *seg, uint64_t size, uint64_t align,
+seg_cache_alloc(shmobj_segment *seg, unsigned c, uint64_t align,
                 shmobj__ref *out)
 {
-    if (size > SEG_CACHE_MAX_REQ || align > SEG_CACHE_MAX_ALIGN)
-        return 1;
     struct shmobj__seg_cache *k = &seg->cache;
     if (!seg_cache_enter(seg, k))
         return 1;
-    uint64_t need = (size + HDR + 15) & ~UINT64_C(15);
-    if (need < MIN_BLOCK)
-        need = MIN_BLOCK;
-    /* A block at most a quarter larger than asked for, as the locked
-     * heap, which splits, gives at most 16 bytes more: the layers size
-     * their blocks by the request (a chunk of a mutable list is "at least
-     * its bytes, less than twice"). So the classes from the first whose
-     * every block fits (want) to the last whose every block is within
-     * `limit`. */
-    uint64_t limit = (need + need / 4) & ~UINT64_C(15);
-    unsigned want = seg_cache_want(need), hi = seg_cache_class(limit + 16);
-    uint64_t fit = want < hi ? (~UINT64_C(0) << want) &
-                                   ~(~UINT64_C(0) << hi)
-                             : 0;
-    uint64_t m = k->bitmap & fit;
-    /* The class that holds `need` itself has blocks both smaller and
-     * larger: its top one serves when it fits (a block freed and asked
-     * for again at one size, most of all). Its size is in the header word
-     * the get loads anyway. */
-    unsigned c0 = seg_cache_class(need);
-    if (c0 != want && ((k->bitmap >> c0) & 1) != 0) {
-        uint64_t h = k->slot[c0][k->count[c0] - 1] & SIZE_MASK;
-        uint64_t s = w_size(ld(seg->space.base, WORD(h)));
-        if (s >= need && s <= limit)
-            m |= UINT64_C(1) << c0;
-    }
+    uint64_t m = k->bitmap & (UINT64_C(3) << c);
     while (m != 0) {
-        unsigned c = (unsigned)__builtin_ctzll(m);
-        if (((k->slot[c][k->count[c] - 1] + HDR) & (align - 1)) != 0) {
+        c = (unsigned)__builtin_ctzll(m);
+        if (align > 16 &&
+            ((k->slot[c][k->count[c] - 1] + HDR) & (align - 1)) != 0) {
             m &= m - 1; /* its top block is not aligned so: the next class */
             continue;
         }
@@ -158,7 +165,7 @@ seg_cache_alloc(shmobj_segment *seg, uint64_t size, uint64_t align,
             *out = shmobj__ref_make(h + HDR, gen);
             return 0;
         }
-        m = k->bitmap & fit; /* a repair took it: the next */
+        m &= k->bitmap; /* a repair took it: the next */
     }
     seg_cache_leave(k);
     return 1;

@@ -246,11 +246,13 @@ static __attribute__((noinline)) void touch_ahead(shmobj_segment *seg,
     }
 }
 
-static inline __attribute__((always_inline)) int
-heap_alloc(shmobj_segment *seg, uint64_t size, uint64_t align, shmobj__ref *out)
+/* The locked allocation and free, when this process's cache cannot serve
+ * (seg-cache.h): out of line, so that the cache's hit, most calls, saves
+ * and restores none of the registers they need. */
+static __attribute__((noinline)) int
+heap_alloc_locked(shmobj_segment *seg, uint64_t size, uint64_t align,
+                  shmobj__ref *out)
 {
-    if (seg_cache_alloc(seg, size, align, out) == 0)
-        return 0;
     int rc = heap_lock(seg);
     if (rc != 0)
         return rc;
@@ -273,11 +275,9 @@ heap_alloc(shmobj_segment *seg, uint64_t size, uint64_t align, shmobj__ref *out)
     return rc;
 }
 
-static inline __attribute__((always_inline)) int heap_free(shmobj_segment *seg,
-                                                           shmobj__ref ref)
+static __attribute__((noinline)) int heap_free_locked(shmobj_segment *seg,
+                                                      shmobj__ref ref)
 {
-    if (seg_cache_free(seg, ref) == 0)
-        return 0;
     int rc = heap_lock(seg);
     if (rc != 0)
         return rc;
@@ -286,6 +286,23 @@ static inline __attribute__((always_inline)) int heap_free(shmobj_segment *seg,
                                    shmobj__ref_gen(ref));
     heap_unlock(seg);
     return rc;
+}
+
+static inline __attribute__((always_inline)) int
+heap_alloc(shmobj_segment *seg, uint64_t size, uint64_t align, shmobj__ref *out)
+{
+    unsigned c = seg_cache_round(&size, align);
+    if (c < SHMOBJ__SEG_CACHE_CLASSES && seg_cache_alloc(seg, c, align, out) == 0)
+        return 0;
+    return heap_alloc_locked(seg, size, align, out);
+}
+
+static inline __attribute__((always_inline)) int heap_free(shmobj_segment *seg,
+                                                           shmobj__ref ref)
+{
+    if (seg_cache_free(seg, ref) == 0)
+        return 0;
+    return heap_free_locked(seg, ref);
 }
 
 /* The layers' allocations and frees: refused with SHMOBJ_ESTALE once the

@@ -16,7 +16,7 @@
  * lock. Process memory; guarded by `busy`, a try-lock (a thread that
  * finds it taken uses the locked heap instead, so nobody waits on it). */
 #define SHMOBJ__SEG_CACHE_CLASSES 64 /* size classes, one bit each in bitmap */
-#define SHMOBJ__SEG_CACHE_DEPTH 16   /* blocks per class */
+#define SHMOBJ__SEG_CACHE_DEPTH 32   /* blocks per class */
 struct shmobj__seg_cache {
     _Atomic uint32_t busy;   /* 1 while a thread uses the cache */
     /* shmobj__os_forks_seen() and the handle's token of the blocks held:
