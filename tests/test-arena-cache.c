@@ -199,7 +199,7 @@ static int fill_and_die(void *p)
     for (int i = 0; i < 400; i++)
         if (shmobj_arena_free(s, r[i]) != 0)
             return 12;
-    if (s->cache.bitmap == 0 || s->cache.bytes < 128 * 1024)
+    if (atomic_load(&s->cache.bitmap) == 0 || s->cache.bytes < 128 * 1024)
         return 13; /* nothing left to prove: the cache must be full */
     if (a->hold_lock) {
         killed_seg = s;

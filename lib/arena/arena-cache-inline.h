@@ -34,12 +34,15 @@ shmobj__arena_cache_put(uint8_t *base, uint64_t mapped, uint64_t arena_off,
      * shmobj__arena_check_ref() does: the block lies in the heap (after
      * the control block of an open arena, the header after it before the
      * heap's end, which lies in the view), and that header's boundary tag
-     * agrees, so payload bytes that only look like a header are refused. */
+     * agrees, so payload bytes that only look like a header are refused.
+     * A damaged control block (its magic) sends the free the locked way,
+     * which says SHMOBJ_ECORRUPT. */
     uint64_t h = off - HDR;
     const struct arena_ctl *c =
         (const struct arena_ctl *)(const void *)(base + arena_off);
     uint64_t he = __atomic_load_n(&c->heap_end, __ATOMIC_ACQUIRE);
-    if (off < heap_start_for(arena_off) + HDR || (off & 15) != 0 ||
+    if (__atomic_load_n(&c->magic, __ATOMIC_RELAXED) != ARENA_MAGIC ||
+        off < heap_start_for(arena_off) + HDR || (off & 15) != 0 ||
         he > mapped || h >= he || bsize < MIN_BLOCK ||
         bsize > he - HDR - h || ld(base, PREV(h + bsize)) != bsize)
         return 1;

@@ -15,6 +15,8 @@
  * per handle, so that allocations failing at the maximum size stay cheap.
  * A dead process holds at most SEG_CACHE_MAX_BYTES back until then. */
 #define SEG_CACHE_RECLAIM_NS UINT64_C(100000000)
+/* How long a close waits for the segment lock to give its blocks back. */
+#define SEG_CACHE_CLOSE_NS INT64_C(100000000)
 
 static uint64_t mapped_now(shmobj_segment *seg)
 {
@@ -27,8 +29,8 @@ bool shmobj__seg_cache_flush_locked(shmobj_segment *seg)
     if (!seg_cache_enter(seg, k))
         return false;
     bool any = false;
-    while (k->bitmap != 0) {
-        unsigned c = (unsigned)__builtin_ctzll(k->bitmap);
+    while (seg_cache_bits(k) != 0) {
+        unsigned c = (unsigned)__builtin_ctzll(seg_cache_bits(k));
         uint64_t e = seg_cache_pop(k, c);
         uint64_t h = e & SIZE_MASK;
         uint16_t gen = (uint16_t)(e >> GEN_SHIFT);
@@ -93,7 +95,7 @@ bool shmobj__seg_cache_reclaim_locked(shmobj_segment *seg)
 
 void shmobj__seg_cache_close(shmobj_segment *seg)
 {
-    if (seg->space.readonly || seg->cache.bitmap == 0)
+    if (seg->space.readonly || seg_cache_bits(&seg->cache) == 0)
         return;
     /* A forked child's inherited cache holds its parent's blocks: the
      * flush finds them foreign (seg_cache_enter()) and gives none back;
@@ -101,8 +103,11 @@ void shmobj__seg_cache_close(shmobj_segment *seg)
     if (atomic_load_explicit(&seg->attached_gen, memory_order_acquire) !=
         shmobj__os_forks_seen())
         return;
-    if (shmobj__segment_lock(seg) != 0)
-        return; /* left cached: a repair frees them once we are detached */
+    /* A close does not wait long for a lock another process holds: left
+     * cached, the blocks are a detached token's, which the next rebuild
+     * gives back. */
+    if (shmobj__segment_lock_until(seg, shmobj__os_deadline(SEG_CACHE_CLOSE_NS)) != 0)
+        return;
     (void)shmobj__seg_cache_flush_locked(seg);
     shmobj__segment_unlock(seg);
 }

@@ -111,7 +111,7 @@ seg_cache_enter(shmobj_segment *seg, struct shmobj__seg_cache *k)
         atomic_exchange_explicit(&k->busy, 1, memory_order_acquire) != 0)
         return false;
     if (__builtin_expect(k->forks != forks || k->token != self, 0)) {
-        k->bitmap = 0;
+        atomic_store_explicit(&k->bitmap, 0, memory_order_relaxed);
         k->bytes = 0;
         memset(k->count, 0, sizeof k->count);
         k->forks = forks;
@@ -125,12 +125,18 @@ static inline void seg_cache_leave(struct shmobj__seg_cache *k)
     atomic_store_explicit(&k->busy, 0, memory_order_release);
 }
 
+static inline uint64_t seg_cache_bits(struct shmobj__seg_cache *k)
+{
+    return atomic_load_explicit(&k->bitmap, memory_order_relaxed);
+}
+
 /* Pop the top slot of class c: its header offset and generation. */
 static inline uint64_t seg_cache_pop(struct shmobj__seg_cache *k, unsigned c)
 {
     unsigned n = --k->count[c];
     if (n == 0)
-        k->bitmap &= ~(UINT64_C(1) << c);
+        atomic_store_explicit(&k->bitmap, seg_cache_bits(k) & ~(UINT64_C(1) << c),
+                              memory_order_relaxed);
     k->bytes -= seg_cache_floor(c);
     return k->slot[c][n];
 }
@@ -146,9 +152,12 @@ seg_cache_alloc(shmobj_segment *seg, unsigned c, uint64_t align,
                 shmobj__ref *out)
 {
     struct shmobj__seg_cache *k = &seg->cache;
-    if (!seg_cache_enter(seg, k))
+    /* Nothing cached of these classes (a process that only allocates, as
+     * a queue's producer): no try-lock taken. A stale answer costs one
+     * miss, or one pass through the cache. */
+    if ((seg_cache_bits(k) & (UINT64_C(3) << c)) == 0 || !seg_cache_enter(seg, k))
         return 1;
-    uint64_t m = k->bitmap & (UINT64_C(3) << c);
+    uint64_t m = seg_cache_bits(k) & (UINT64_C(3) << c);
     while (m != 0) {
         c = (unsigned)__builtin_ctzll(m);
         if (align > 16 &&
@@ -165,7 +174,7 @@ seg_cache_alloc(shmobj_segment *seg, unsigned c, uint64_t align,
             *out = shmobj__ref_make(h + HDR, gen);
             return 0;
         }
-        m &= k->bitmap; /* a repair took it: the next */
+        m &= seg_cache_bits(k); /* a repair took it: the next */
     }
     seg_cache_leave(k);
     return 1;
@@ -202,7 +211,8 @@ seg_cache_free(shmobj_segment *seg, shmobj__ref ref)
         return 1;
     }
     k->slot[c][k->count[c]++] = h | (uint64_t)ng << GEN_SHIFT;
-    k->bitmap |= UINT64_C(1) << c;
+    atomic_store_explicit(&k->bitmap, seg_cache_bits(k) | UINT64_C(1) << c,
+                          memory_order_relaxed);
     k->bytes += seg_cache_floor(c);
     seg_cache_leave(k);
     return 0;

@@ -25,7 +25,10 @@ struct shmobj__seg_cache {
     uint32_t forks;
     uint32_t token;
     uint64_t bytes;          /* sum of the class floors of the blocks */
-    uint64_t bitmap;         /* bit c: count[c] != 0 */
+    /* bit c: count[c] != 0. Written with the try-lock held; read also
+     * without it (relaxed), by an allocation that finds its classes empty
+     * and so takes neither the try-lock nor the cache */
+    _Atomic uint64_t bitmap;
     uint64_t reclaim_ns;     /* when this handle last walked the heap for
                                 dead processes' cached blocks */
     uint8_t count[SHMOBJ__SEG_CACHE_CLASSES];
