@@ -369,7 +369,7 @@ static int churn(void *p)
     enum { LIVE = 64 };
     shmobj_ref r[LIVE] = {0};
     uint64_t *ptr[LIVE] = {0};
-    for (int i = 0; i < 20000; i++) {
+    for (int i = 0; i < 50000; i++) {
         unsigned k = (unsigned)(test_xorshift(&rng) % LIVE);
         if (r[k] != 0) {
             if (ptr[k][0] != ((uint64_t)a->id << 32 | k))
@@ -378,7 +378,8 @@ static int churn(void *p)
                 return 11;
         }
         void *q;
-        size_t n = 16 + (size_t)(test_xorshift(&rng) % 4081);
+        /* few classes, so that the threads meet on the same stacks */
+        size_t n = 16 + (size_t)(test_xorshift(&rng) % 64);
         if (shmobj_arena_alloc(a->seg, n, 0, &r[k], &q) != 0)
             return 12;
         ptr[k] = q;
@@ -393,7 +394,7 @@ static int churn(void *p)
 }
 
 /* Four threads allocate and free on one handle: its cache serves one at a
- * time, and no block is handed to two of them. */
+ * time, no block is handed to two of them and none is lost. */
 static void test_cache_threads_share_one_handle(void **state)
 {
     struct fixture *f = *state;
@@ -406,9 +407,10 @@ static void test_cache_threads_share_one_handle(void **state)
     }
     for (unsigned i = 0; i < 4; i++)
         assert_int_equal(test_thread_wait(&t[i]), 0);
-    assert_int_equal(atomic_load(&handed), 4 * 20000);
-    assert_int_equal(shmobj_arena_check(f->seg, NULL), 0);
-    assert_int_equal(stats_of(f->seg).used_bytes, 0);
+    assert_int_equal(atomic_load(&handed), 4 * 50000);
+    /* every block back: none lost from the cache's stacks (it would stay
+     * cached, out of the one free block, for as long as this process) */
+    expect_all_free(f->seg);
 }
 
 /* ---- a full segment --------------------------------------------------------- */
