@@ -70,16 +70,22 @@ shmobj__arena_cache_put(uint8_t *base, uint64_t mapped, uint64_t arena_off,
  * shrinks): CACHED cleared by a compare-and-swap, the block stays used
  * and is handed out with gen. SHMOBJ_ESTALE when it is no longer this
  * cache's (a repair judged the cache's owner dead and freed it; it may
- * have been allocated and cached anew since, with a later generation):
- * the caller forgets it. */
+ * have been allocated and cached anew since, with a later generation), or
+ * is smaller than `need` bytes: the caller forgets it. */
 static inline __attribute__((always_inline)) int
-shmobj__arena_cache_get(uint8_t *base, uint64_t h, uint16_t gen)
+shmobj__arena_cache_get(uint8_t *base, uint64_t h, uint16_t gen,
+                        uint64_t need)
 {
     uint64_t *p = (uint64_t *)(void *)(base + WORD(h));
     uint64_t w = __atomic_load_n(p, __ATOMIC_RELAXED);
     do {
+        /* The size too: a block this process cached keeps its size while
+         * cached, but bytes another process wrote over the heap (or
+         * restored, as the fuzz targets do) may show a CACHED header of
+         * this generation and another size, which must never be handed
+         * out for a request it cannot hold. */
         if ((w & (F_USED | F_CACHED)) != (F_USED | F_CACHED) ||
-            w_gen(w) != gen)
+            w_gen(w) != gen || w_size(w) < need)
             return SHMOBJ_ESTALE;
     } while (!__atomic_compare_exchange_n(p, &w, w & ~F_CACHED, false,
                                           __ATOMIC_ACQUIRE, __ATOMIC_RELAXED));

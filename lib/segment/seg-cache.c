@@ -34,7 +34,7 @@ bool shmobj__seg_cache_flush_locked(shmobj_segment *seg)
         uint64_t e = seg_cache_pop(k, c);
         uint64_t h = e & SIZE_MASK;
         uint16_t gen = (uint16_t)(e >> GEN_SHIFT);
-        if (shmobj__arena_cache_get(seg->space.base, h, gen) != 0)
+        if (shmobj__arena_cache_get(seg->space.base, h, gen, MIN_BLOCK) != 0)
             continue;
         /* An error leaves the block used: the heap check names it. */
         if (shmobj__arena_free(seg->space.base, mapped_now(seg),

@@ -157,6 +157,7 @@ seg_cache_alloc(shmobj_segment *seg, unsigned c, uint64_t align,
      * miss, or one pass through the cache. */
     if ((seg_cache_bits(k) & (UINT64_C(3) << c)) == 0 || !seg_cache_enter(seg, k))
         return 1;
+    uint64_t need = seg_cache_floor(c);
     uint64_t m = seg_cache_bits(k) & (UINT64_C(3) << c);
     while (m != 0) {
         c = (unsigned)__builtin_ctzll(m);
@@ -168,7 +169,8 @@ seg_cache_alloc(shmobj_segment *seg, unsigned c, uint64_t align,
         uint64_t e = seg_cache_pop(k, c);
         uint64_t h = e & SIZE_MASK;
         uint16_t gen = (uint16_t)(e >> GEN_SHIFT);
-        if (__builtin_expect(shmobj__arena_cache_get(seg->space.base, h, gen) == 0,
+        if (__builtin_expect(shmobj__arena_cache_get(seg->space.base, h, gen,
+                                                     need) == 0,
                              1)) {
             seg_cache_leave(k);
             *out = shmobj__ref_make(h + HDR, gen);
