@@ -18,7 +18,7 @@
  *   test-cli-helper wait-topic NAME
  *       joins topic "news" and sleeps in a take until killed.
  *   test-cli-helper damage-heap NAME ROOT
- *       sets bit 2 (always zero, doc/format-arena.md) of the header word of
+ *       sets bit 3 (always zero, doc/format-arena.md) of the header word of
  *       ROOT's block and prints the offset of that block's header.
  *   test-cli-helper damage-map NAME ROOT
  *       adds one to the count field of the table of shard 0 of map ROOT
@@ -236,7 +236,7 @@ static int damage(const char *name, const char *root, int map)
     TRY("ptr", shmobj_arena_ptr(seg, ref, (void **)&p, NULL));
     uint64_t off = ref & ((UINT64_C(1) << 48) - 1);
     if (!map) {
-        p[-8] |= 4; /* header word, bits 2-3 must be zero */
+        p[-8] |= 8; /* header word, bit 3 must be zero (bit 2: CACHED) */
         printf("%llu\n", (unsigned long long)(off - 16));
     } else {
         /* shard 0 at 65,792, its table reference at +72 */

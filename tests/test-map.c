@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "map-layout.h"
+#include "segment.h"
 #include "shmobj.h"
 #include "shmobj/map.h"
 #include "shmobj_htcore.h"
@@ -1715,6 +1716,11 @@ static void test_map_repair_of_deep_free_spares_reused_blocks(void **state)
     void *arg[2] = {f, &d};
     assert_int_equal(test_child_wait(test_child_start(deep_clearer_main, arg, 60)), 128 + SIGKILL);
     assert_int_equal(atomic_load(&freed[0]), d.after);
+    /* The dead writer's frees went to its allocation cache: the heap's
+     * repair gives them back, for the other map to take. */
+    assert_int_equal(shmobj__segment_lock(f->seg), 0);
+    assert_int_equal(shmobj__seg_cache_rebuild(f->seg), 0);
+    shmobj__segment_unlock(f->seg);
     /* the other map's new entries, of the same size, take the freed blocks */
     const uint8_t *ctl = (const uint8_t *)shmobj__map_control(f->map);
     shmobj_ref cref;

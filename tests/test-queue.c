@@ -36,6 +36,16 @@ struct fixture {
     shmobj_segment *seg;
 };
 
+/* Give this handle's cached blocks back to the heap's free lists (its
+ * statistics do), so that the heap hands the blocks freed last out first
+ * again: the tests that make a new structure take a destroyed one's place
+ * rely on it. */
+static void heap_uncache(shmobj_segment *seg)
+{
+    shmobj_arena_stats st = {.struct_size = sizeof st};
+    assert_int_equal(shmobj_arena_stats_get(seg, &st), 0);
+}
+
 static int setup(void **state)
 {
     struct fixture *f = calloc(1, sizeof *f);
@@ -3238,6 +3248,7 @@ static void test_queue_ops_after_destroy_stale(void **state)
     /* the heap hands the block freed last out first: a new queue of the
      * same size takes the old one's place, and the stale handle must not
      * put into it or take from it */
+    heap_uncache(f->seg);
     shmobj_queue *nq;
     assert_int_equal(shmobj_queue_create(f->seg, "new", 8, 0, &nq), 0);
     assert_int_equal(shmobj__queue_ring(nq)->hdr, shmobj__queue_ring(h)->hdr);
@@ -3622,6 +3633,7 @@ static void test_queue_single_blocking_calls_corrupt_and_stale(void **state)
     assert_int_equal(shmobj_queue_destroy(f->seg, "plainblk"), 0);
     plain_block_expect(h, PLAIN_PUT, SHMOBJ_ESTALE);
     plain_block_expect(h, PLAIN_TAKE, SHMOBJ_ESTALE);
+    heap_uncache(f->seg);
     shmobj_queue *nq;
     assert_int_equal(shmobj_queue_create(f->seg, "plainnew", 4, 0, &nq), 0);
     assert_int_equal(shmobj__queue_ring(nq)->hdr, shmobj__queue_ring(h)->hdr);
@@ -3690,6 +3702,7 @@ static void test_queue_single_calls_used_handle_stale_after_destroy(void **state
     assert_int_equal(shmobj_queue_take(h, &r), 0);
     shmobj_queue_close(q);
     assert_int_equal(shmobj_queue_destroy(f->seg, "plainuse"), 0);
+    heap_uncache(f->seg);
     shmobj_queue *nq;
     assert_int_equal(shmobj_queue_create(f->seg, "plainuse2", 4, 0, &nq), 0);
     assert_int_equal(shmobj__queue_ring(nq)->hdr, shmobj__queue_ring(h)->hdr);

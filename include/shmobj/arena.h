@@ -27,10 +27,12 @@ typedef struct shmobj_arena_stats {
     uint32_t reserved0;     /**< zero */
     uint64_t total_bytes;   /**< bytes of heap, headers included */
     uint64_t used_bytes;    /**< bytes in live blocks, headers included */
-    uint64_t free_bytes;    /**< bytes in free blocks, headers included */
+    /** bytes in free blocks, headers included; blocks waiting in the
+     *  allocation caches of processes count as free */
+    uint64_t free_bytes;
     uint64_t largest_free;  /**< usable bytes of the largest free block */
     uint64_t used_blocks;   /**< live blocks */
-    uint64_t free_blocks;   /**< free blocks */
+    uint64_t free_blocks;   /**< free blocks, cached ones included */
     /** 0..1000: 1000 * (1 - largest_free / free_bytes), 0 when no free bytes */
     uint32_t fragmentation_permille;
     uint32_t reserved1;     /**< zero */
@@ -59,7 +61,12 @@ typedef struct shmobj_arena_stats {
  *         name it)
  * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
  *         shmobj_segment_open_flags()): nothing was written
- * @note Thread- and process-safe (takes the segment lock).
+ * @note Thread- and process-safe (takes the segment lock, unless the
+ *       handle's allocation cache serves the call). A block of up to 4,096
+ *       bytes aligned to at most 64 is rounded up to its size class (at
+ *       most 1/8 more above 512 bytes; shmobj_arena_ptr() tells the usable
+ *       size), and one such block that this handle freed may be handed
+ *       out again without the segment lock (doc/format-arena.md).
  * @since 0.1
  */
 SHMOBJ_API int shmobj_arena_alloc(shmobj_segment *seg, size_t size,
@@ -78,7 +85,10 @@ SHMOBJ_API int shmobj_arena_alloc(shmobj_segment *seg, size_t size,
  *         name it)
  * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
  *         shmobj_segment_open_flags()): nothing was written
- * @note Thread- and process-safe (takes the segment lock).
+ * @note Thread- and process-safe (takes the segment lock, unless the
+ *       block, of at most 4,624 bytes, goes to the handle's allocation
+ *       cache: then every reference to it is stale at once, as after any
+ *       free, and the handle's close or a full heap gives it back to all).
  * @since 0.1
  */
 SHMOBJ_API int shmobj_arena_free(shmobj_segment *seg, shmobj_ref ref);
@@ -112,6 +122,10 @@ SHMOBJ_API int shmobj_arena_ptr(shmobj_segment *seg, shmobj_ref ref,
  *         longer than 10 s (it is stopped, or the lock word was damaged to
  *         name it)
  * @note Thread- and process-safe (takes the segment lock; walks the heap).
+ *       A writable handle first gives the blocks its own allocation cache
+ *       holds back to the free lists, so that one process's figures are
+ *       exact; other processes' cached blocks count in free_bytes and
+ *       free_blocks but not in largest_free.
  * @since 0.1
  */
 SHMOBJ_API int shmobj_arena_stats_get(shmobj_segment *seg,

@@ -233,7 +233,7 @@ shmobj__arena_alloc_inline(uint8_t *base, uint64_t mapped, uint64_t arena_off,
         if (rc != 0)
             return rc;
     } else {
-        st_low(base, WORD(nx), ld(base, WORD(nx)) & ~F_PREV_FREE);
+        prev_free_mark(base, WORD(nx), false);
     }
     *off = a + HDR;
     *gen = g;
@@ -244,7 +244,10 @@ shmobj__arena_alloc_inline(uint8_t *base, uint64_t mapped, uint64_t arena_off,
  * in an arena whose control block checks: its header h and header word w
  * (loaded with `order`: the lock-free reference check pairs an acquire
  * with a free's commit). SHMOBJ_ECORRUPT when off cannot be a block,
- * SHMOBJ_ESTALE when the block is free or has another generation. */
+ * SHMOBJ_ESTALE when the block is free, sits in a process's cache (its
+ * generation was bumped as a free bumps it, and CACHED says it is not
+ * live even for the reference its next allocation will hand out) or has
+ * another generation. */
 static inline __attribute__((always_inline)) int
 used_block(const uint8_t *base, uint64_t mapped, uint64_t arena_off,
            uint64_t off, uint16_t gen, int order, struct arena_ctl **c,
@@ -258,7 +261,7 @@ used_block(const uint8_t *base, uint64_t mapped, uint64_t arena_off,
         return SHMOBJ_ECORRUPT;
     *w = __atomic_load_n((const uint64_t *)(const void *)(base + WORD(*h)),
                          order);
-    if ((*w & F_USED) == 0 || w_gen(*w) != gen)
+    if ((*w & (F_USED | F_CACHED)) != F_USED || w_gen(*w) != gen)
         return SHMOBJ_ESTALE;
     return 0;
 }
@@ -338,7 +341,7 @@ shmobj__arena_free_inline(uint8_t *base, uint64_t mapped, uint64_t arena_off,
         st(base, PREV(nx + ns), size);
     } else {
         st(base, PREV(nx), size);
-        st_low(base, WORD(nx), wn | F_PREV_FREE);
+        prev_free_mark(base, WORD(nx), true);
     }
     return list_insert(base, c, hs, he, start, size);
 }

@@ -20,9 +20,16 @@
  *    generation found there (gen_at()): allocations at one offset take
  *    consecutive generations for as long as its bytes hold its last header.
  *  - A used block's generation (bits 48-63 of its word) is written only by
- *    its owner (a renewal, shmobj__arena_gen_renew()) and by its own free;
- *    a lock holder changing a used neighbour's PREV_FREE flag stores the
- *    word's low half alone (st_low()).
+ *    its owner (a renewal, shmobj__arena_gen_renew()), by its own free and
+ *    by its move into a process's cache; a lock holder changes a used
+ *    neighbour's PREV_FREE flag by an atomic read-modify-write
+ *    (prev_free_mark()), never by a store of a word it loaded before.
+ *  - CACHED is set only in a used block: the block sits in the allocation
+ *    cache of the process whose token its payload holds (see "cached
+ *    blocks" below). Its owner sets and clears the flag without the lock,
+ *    by a compare-and-swap of the whole word; every other writer of that
+ *    word (prev_free_mark(), the rebuild's mark_low()) changes it by an
+ *    atomic read-modify-write as well, so no change of either is lost.
  *
  * Byte layout (integers in host byte order, positions are offsets from
  * base; doc/format-arena.md restates it):
@@ -39,7 +46,8 @@
  *
  *   block header at h (16 bytes; payload at h + 16, 16-byte aligned):
  *     +0      u64 prev_size    size of the previous block (0 for the first)
- *     +8      u64 word         bit 0 USED, bit 1 PREV_FREE, bits 2-3 zero,
+ *     +8      u64 word         bit 0 USED, bit 1 PREV_FREE, bit 2
+ *                              CACHED (only with USED), bit 3 zero,
  *                              bits 4-47 block size (a multiple of 16,
  *                              header included; 0 only in the sentinel),
  *                              bits 48-63 generation
@@ -47,6 +55,14 @@
  *     +16     u64 next_free    header offset of the next block on the list
  *     +24     u64 prev_free    header offset of the previous one; not
  *                              kept (any value) in the first block of a list
+ *
+ *   cached block payload (a used block with CACHED set):
+ *     +16     u32 token        attachment token of the process whose
+ *                              cache holds it (seg-procs.c)
+ *     +20     u32 magic        CACHE_MAGIC "CAC1"; both written by the
+ *                              owner just after it set CACHED, so a
+ *                              repair frees the block only when both say
+ *                              a dead process holds it
  *
  *   Size classes (block sizes): below 512 bytes class (0, size / 16); from
  *   512 on, f = floor(log2 size), class (f - 8, the five bits of size after
@@ -79,7 +95,9 @@
 
 #define F_USED UINT64_C(1)
 #define F_PREV_FREE UINT64_C(2)
-#define F_RESERVED UINT64_C(0xc)
+#define F_CACHED UINT64_C(4)
+#define F_RESERVED UINT64_C(0x8)
+#define CACHE_MAGIC UINT32_C(0x31434143) /* "CAC1" */
 #define SIZE_MASK UINT64_C(0x0000fffffffffff0)
 #define GEN_SHIFT 48
 
@@ -126,23 +144,24 @@ static inline void st_commit(uint8_t *base, uint64_t off, uint64_t v)
     __atomic_store_n((uint64_t *)(void *)(base + off), v, __ATOMIC_RELEASE);
 }
 
-/* Store bits 0-31 of a header word and leave bits 32-63 as they are: the
- * one way a lock holder changes the PREV_FREE flag of a used block (a
- * neighbour of the block it allocates or frees, or any block in a
- * rebuild), whose size it does not change. The block's owner may renew its
- * generation (bits 48-63) meanwhile without the lock
- * (shmobj__arena_gen_renew() in arena.h); a store of the whole word
- * loaded before that would undo the renewal and make a stale reference
- * valid again. */
-static inline void st_low(uint8_t *base, uint64_t off, uint64_t v)
+/* Set (on) or clear the PREV_FREE flag of the used block or sentinel
+ * whose word is at `off`: the one way a lock holder changes the word of a
+ * block it does not own (a neighbour of the block it allocates or frees).
+ * Its owner may meanwhile, without the lock, renew its generation
+ * (shmobj__arena_gen_renew() in arena.h) or set or clear CACHED by a
+ * compare-and-swap (arena-inline.h, the cache). A store of a value loaded
+ * before would undo either: a renewal undone makes a stale reference
+ * valid again, a CACHED undone hands a cached block out twice or loses
+ * it. An atomic OR / AND changes the one bit and keeps every other, and
+ * the owner's compare-and-swap, meeting a word changed since its load,
+ * fails and loads again: whichever comes second sees the first. */
+static inline void prev_free_mark(uint8_t *base, uint64_t off, bool on)
 {
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    __atomic_store_n((uint32_t *)(void *)(base + off), (uint32_t)v,
-                     __ATOMIC_RELAXED);
-#else
-    __atomic_store_n((uint32_t *)(void *)(base + off + 4), (uint32_t)v,
-                     __ATOMIC_RELAXED);
-#endif
+    uint64_t *p = (uint64_t *)(void *)(base + off);
+    if (on)
+        __atomic_fetch_or(p, F_PREV_FREE, __ATOMIC_RELAXED);
+    else
+        __atomic_fetch_and(p, ~F_PREV_FREE, __ATOMIC_RELAXED);
 }
 
 #define PREV(h) (h)

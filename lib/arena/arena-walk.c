@@ -20,15 +20,56 @@
 
 struct walk {
     uint64_t used_bytes, free_bytes, largest, used_blocks, free_blocks;
+    uint64_t cached_bytes, cached_blocks; /* in processes' caches, not in
+                                             used_* */
     uint64_t sum, mix; /* order-free fingerprint of the free blocks' offsets */
 };
 
 /* What the rebuild's walk writes through: the caller's writable view of
- * the region and its control block, whose lists the caller has emptied. */
+ * the region and its control block, whose lists the caller has emptied;
+ * and the judge of cached blocks' owners (NULL: none is freed). */
 struct fix {
     uint8_t *base;
     struct arena_ctl *c;
+    shmobj__arena_dead_fn dead;
+    void *ctx;
 };
+
+/* Whether the cached block h, whose word was w, belongs to a process the
+ * caller judges dead: its payload holds CACHE_MAGIC and a token that
+ * fix->dead() calls dead. The payload's bytes are whatever its owner or
+ * a user that wrote after its free left; they are read only to decide,
+ * and the caller frees the block by a compare-and-swap from w, which
+ * fails when the block left the cache since w was read (its owner took it
+ * back: then it was alive), so the token read belongs to the caching that
+ * w shows. */
+static bool cached_dead(const struct fix *fix, uint64_t h)
+{
+    const uint32_t *p = (const uint32_t *)(const void *)(fix->base + h + HDR);
+    uint32_t token = __atomic_load_n(&p[0], __ATOMIC_ACQUIRE);
+    uint32_t magic = __atomic_load_n(&p[1], __ATOMIC_RELAXED);
+    return magic == CACHE_MAGIC && fix->dead(fix->ctx, token);
+}
+
+/* The rebuild's flags of a used block or the sentinel: PREV_FREE as the
+ * walk found, reserved bits cleared, CACHED and the generation kept. A
+ * compare-and-swap, not a store: the block's owner may set or clear
+ * CACHED, or renew the generation, meanwhile without the lock (see
+ * prev_free_mark()). */
+static void mark_low(uint8_t *base, uint64_t h, bool prev_free)
+{
+    uint64_t *p = (uint64_t *)(void *)(base + WORD(h));
+    uint64_t w = __atomic_load_n(p, __ATOMIC_RELAXED), nw;
+    do {
+        nw = (w & ~(F_PREV_FREE | F_RESERVED)) |
+             (prev_free ? F_PREV_FREE : 0);
+        if ((nw & F_USED) == 0)
+            nw &= ~F_CACHED;
+        if (nw == w)
+            return;
+    } while (!__atomic_compare_exchange_n(p, &w, nw, false, __ATOMIC_RELAXED,
+                                          __ATOMIC_RELAXED));
+}
 
 /* Walk the block chain: the one loop of the check, the statistics and the
  * rebuild. strict: also verify boundary tags, flags and coalescing (the
@@ -53,12 +94,32 @@ static int walk_blocks(const uint8_t *base, uint64_t hs, uint64_t he,
         bool end = h == he - HDR;
         if ((strict && (ld(base, PREV(h)) != prev_size ||
                         ((w & F_PREV_FREE) != 0) != prev_free ||
-                        (w & F_RESERVED) != 0)) ||
+                        (w & F_RESERVED) != 0 ||
+                        ((w & F_CACHED) != 0 && (is_free || end)))) ||
             (end ? s != 0 || is_free
                  : s < MIN_BLOCK || s > he - HDR - h ||
                        (strict && is_free && prev_free))) {
             *bad = h;
             return SHMOBJ_ECORRUPT;
+        }
+        if (fix != NULL && fix->dead != NULL && !end &&
+            (w & (F_USED | F_CACHED)) == (F_USED | F_CACHED) &&
+            cached_dead(fix, h)) {
+            /* A dead process's cached block: free, with the generation
+             * its caching bumped. */
+            uint64_t fw = w_make(s, w & F_PREV_FREE, w_gen(w));
+            if (__atomic_compare_exchange_n(
+                    (uint64_t *)(void *)(fix->base + WORD(h)), &w, fw, false,
+                    __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
+                /* its magic goes, so that no stale one is found there
+                 * when the offset holds a used block again */
+                __atomic_store_n((uint32_t *)(void *)(fix->base + h + HDR + 4),
+                                 0, __ATOMIC_RELAXED);
+                w = fw;
+                is_free = true;
+            } else {
+                w = ld(base, WORD(h)); /* its owner took it back */
+            }
         }
         if (fix != NULL) {
             if (is_free && prev_free) {
@@ -79,10 +140,7 @@ static int walk_blocks(const uint8_t *base, uint64_t hs, uint64_t he,
                 }
             }
             st(fix->base, PREV(h), prev_size);
-            /* the low half only: a used block's owner may renew its
-             * generation meanwhile (arena.h) */
-            st_low(fix->base, WORD(h), (w & ~(F_PREV_FREE | F_RESERVED)) |
-                                           (prev_free ? F_PREV_FREE : 0));
+            mark_low(fix->base, h, prev_free);
         }
         if (end)
             return 0;
@@ -95,6 +153,9 @@ static int walk_blocks(const uint8_t *base, uint64_t hs, uint64_t he,
                 wk->largest = s;
             wk->sum += h;
             wk->mix ^= shmobj__mix64(h);
+        } else if ((w & F_CACHED) != 0) {
+            wk->cached_bytes += s;
+            wk->cached_blocks++;
         } else {
             wk->used_bytes += s;
             wk->used_blocks++;
@@ -190,6 +251,13 @@ fail:
 
 int shmobj__arena_rebuild(uint8_t *base, uint64_t mapped, uint64_t arena_off)
 {
+    return shmobj__arena_rebuild_reclaim(base, mapped, arena_off, NULL, NULL);
+}
+
+int shmobj__arena_rebuild_reclaim(uint8_t *base, uint64_t mapped,
+                                  uint64_t arena_off, shmobj__arena_dead_fn dead,
+                                  void *ctx)
+{
     struct arena_ctl *c;
     uint64_t hs, he, bad;
     int rc = ctl_get(base, mapped, arena_off, &c, &hs, &he);
@@ -218,7 +286,7 @@ int shmobj__arena_rebuild(uint8_t *base, uint64_t mapped, uint64_t arena_off)
     c->fl_bitmap = 0;
     memset(c->sl_bitmap, 0, sizeof(c->sl_bitmap));
     memset(c->heads, 0, sizeof(c->heads));
-    const struct fix fix = {base, c};
+    const struct fix fix = {base, c, dead, ctx};
     return walk_blocks(base, hs, he, false, &fix, &wk, &bad);
 }
 
@@ -236,15 +304,19 @@ int shmobj__arena_stats(const uint8_t *base, uint64_t mapped,
         return rc;
     shmobj_arena_stats st = {0};
     st.total_bytes = he - HDR - hs;
+    /* A block in a process's cache is free to the application (it was
+     * freed, and its next allocation by that process needs no lock): it
+     * counts as free, but not as largest_free (only the cache's owner
+     * can hand it out). */
     st.used_bytes = wk.used_bytes;
-    st.free_bytes = wk.free_bytes;
+    st.free_bytes = wk.free_bytes + wk.cached_bytes;
     st.largest_free = wk.largest != 0 ? wk.largest - HDR : 0;
     st.used_blocks = wk.used_blocks;
-    st.free_blocks = wk.free_blocks;
+    st.free_blocks = wk.free_blocks + wk.cached_blocks;
     /* Measured on block sizes, so one free block reads as 0 permille. */
     st.fragmentation_permille =
-        wk.free_bytes != 0
-            ? (uint32_t)(1000 - (wk.largest * 1000) / wk.free_bytes)
+        st.free_bytes != 0
+            ? (uint32_t)(1000 - (wk.largest * 1000) / st.free_bytes)
             : 0;
     shmobj__ext_out(out, &st, sizeof st);
     return 0;

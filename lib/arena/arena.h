@@ -47,7 +47,9 @@ static inline uint64_t shmobj__arena_usable_if(const uint8_t *base,
     const uint64_t *w = (const void *)(base + off - 8);
     uint64_t v = __atomic_load_n(w, __ATOMIC_ACQUIRE);
     uint64_t size = v & UINT64_C(0x0000fffffffffff0);
-    if ((v & 1u) == 0 || (uint16_t)(v >> 48) != gen || size < 32)
+    /* USED (bit 0) and not CACHED (bit 2): a block in a process's cache
+     * is not live, whatever generation is asked for */
+    if ((v & 5u) != 1u || (uint16_t)(v >> 48) != gen || size < 32)
         return 0;
     return size - 16;
 }
@@ -129,8 +131,23 @@ int shmobj__arena_check(const uint8_t *base, uint64_t mapped,
  * Afterwards shmobj__arena_check() passes. */
 int shmobj__arena_rebuild(uint8_t *base, uint64_t mapped, uint64_t arena_off);
 
+/* Judge of a cached block's owner for shmobj__arena_rebuild_reclaim():
+ * true when the process whose attachment token is `token` is dead, so that
+ * nothing but the heap can give its cached blocks back. */
+typedef bool (*shmobj__arena_dead_fn)(void *ctx, uint32_t token);
+
+/* shmobj__arena_rebuild(), which also frees every block of a process's
+ * allocation cache (CACHED) whose owner `dead` judges dead (NULL: none).
+ * Safe while live processes take blocks out of their caches and put
+ * blocks in, without the lock: the caller holds the lock, which keeps
+ * every other change of the chain out. */
+int shmobj__arena_rebuild_reclaim(uint8_t *base, uint64_t mapped,
+                                  uint64_t arena_off, shmobj__arena_dead_fn dead,
+                                  void *ctx);
+
 /* Fill statistics (see shmobj_arena_stats; out->struct_size set by the
- * caller). Walks the heap. fragmentation_permille compares the largest free
+ * caller). Walks the heap. Blocks in processes' allocation caches count as
+ * free bytes and free blocks, never as largest_free. fragmentation_permille compares the largest free
  * block with all free bytes, both headers included, so a single free block
  * reads 0. */
 int shmobj__arena_stats(const uint8_t *base, uint64_t mapped,

@@ -6,6 +6,7 @@
  * the new bytes to the arena, (3) publish the new size in the header. Repair
  * redoes (2) and (3) from the object's real size; (2) is idempotent. */
 #include "arena.h"
+#include "seg-cache.h"
 #include "segment.h"
 #include "step.h"
 
@@ -83,7 +84,7 @@ int shmobj__seg_heap_repair(shmobj_segment *seg)
     bool adopt = file_size > heap && shmobj__os_fd_grow(seg->fd, file_size) == 0;
     if (adopt)
         (void)shmobj__arena_grow(base, mapped, SHMOBJ__SEG_ARENA_OFF, file_size);
-    rc = shmobj__arena_rebuild(base, mapped, SHMOBJ__SEG_ARENA_OFF);
+    rc = shmobj__seg_cache_rebuild(seg); /* and dead processes' caches */
     if (rc == 0 && adopt)
         atomic_store_explicit(&seg->hdr->size, file_size, memory_order_release);
     return rc;

@@ -1,12 +1,14 @@
 /* The segment's heap: the space operations (alloc, free, check, usable)
- * the layers above use, their segment lock's fast path, and the public
- * raw-block calls of shmobj/arena.h. Growth and repair are in
- * seg-grow.c. */
+ * the layers above use, this process's allocation cache in front of them
+ * (seg-cache.h), their segment lock's fast path, and the public raw-block
+ * calls of shmobj/arena.h. Growth and repair are in seg-grow.c, the
+ * statistics and the check in seg-heap-stats.c. */
 #include <string.h>
 
 #include "arena-inline.h"
 #include "extstruct.h"
 #include "racy.h"
+#include "seg-cache.h"
 #include "segment.h"
 #include "step.h"
 
@@ -56,6 +58,15 @@ static __attribute__((noinline)) int alloc_grown(shmobj_segment *seg,
                                                  uint64_t size, uint64_t align,
                                                  uint64_t *off, uint16_t *gen)
 {
+    /* Cached blocks first (this handle's, dead processes'): a segment
+     * whose every block was freed serves a large block again. */
+    if (shmobj__seg_cache_reclaim_locked(seg)) {
+        int rc = shmobj__arena_alloc(seg->space.base, shmobj__seg_mapped(seg),
+                                     SHMOBJ__SEG_ARENA_OFF, size, align, off,
+                                     gen);
+        if (rc != SHMOBJ_ENOMEM)
+            return rc;
+    }
     int rc = shmobj__seg_heap_grow(seg, shmobj__arena_fit_size(size, align));
     if (rc != 0)
         return SHMOBJ_ENOMEM;
@@ -88,12 +99,12 @@ static __attribute__((noinline)) void touch_ahead(shmobj_segment *seg,
     }
 }
 
-/* An allocation. With `untouched` non-NULL, also the heap's untouched
- * mark as it was before this block: the block's bytes past it and past its
- * first 64 read as zero. */
-static inline __attribute__((always_inline)) int
-heap_alloc(shmobj_segment *seg, uint64_t size, uint64_t align, shmobj__ref *out,
-           uint64_t *untouched)
+/* The locked allocation and free, when this process's cache cannot serve
+ * (seg-cache.h): out of line, so that the cache's hit, most calls, saves
+ * and restores none of the registers they need. */
+static __attribute__((noinline)) int
+heap_alloc_locked(shmobj_segment *seg, uint64_t size, uint64_t align,
+                  shmobj__ref *out, uint64_t *untouched)
 {
     int rc = heap_lock(seg);
     if (rc != 0)
@@ -129,8 +140,8 @@ heap_alloc(shmobj_segment *seg, uint64_t size, uint64_t align, shmobj__ref *out,
     return rc;
 }
 
-static inline __attribute__((always_inline)) int heap_free(shmobj_segment *seg,
-                                                           shmobj__ref ref)
+static __attribute__((noinline)) int heap_free_locked(shmobj_segment *seg,
+                                                      shmobj__ref ref)
 {
     int rc = heap_lock(seg);
     if (rc != 0)
@@ -140,6 +151,31 @@ static inline __attribute__((always_inline)) int heap_free(shmobj_segment *seg,
                                    shmobj__ref_gen(ref));
     heap_unlock(seg);
     return rc;
+}
+
+/* An allocation: from this process's cache (seg-cache.h), else the
+ * heap's. With `untouched` non-NULL, also the heap's untouched mark as it
+ * was before this block: the block's bytes past it and past its first 64
+ * read as zero (0, all of it may not, for a block from the cache). */
+static inline __attribute__((always_inline)) int
+heap_alloc(shmobj_segment *seg, uint64_t size, uint64_t align, shmobj__ref *out,
+           uint64_t *untouched)
+{
+    unsigned c = seg_cache_round(&size, align);
+    if (c < SHMOBJ__SEG_CACHE_CLASSES && seg_cache_alloc(seg, c, align, out) == 0) {
+        if (untouched != NULL)
+            *untouched = 0;
+        return 0;
+    }
+    return heap_alloc_locked(seg, size, align, out, untouched);
+}
+
+static inline __attribute__((always_inline)) int heap_free(shmobj_segment *seg,
+                                                           shmobj__ref ref)
+{
+    if (seg_cache_free(seg, ref) == 0)
+        return 0;
+    return heap_free_locked(seg, ref);
 }
 
 /* The layers' allocations and frees: refused with SHMOBJ_ESTALE once the
@@ -278,68 +314,4 @@ int shmobj_arena_ptr(shmobj_segment *seg, shmobj_ref ref, void **ptr,
     if (usable != NULL)
         *usable = (size_t)n;
     return 0;
-}
-
-/* A read-only handle may not take the lock: it walks the heap as it is,
- * as shmobj_segment_peek() does. A walk that a writer's change made fail
- * is tried again; the same failure at the same place twice in a row is
- * the heap's, and failures that keep moving are SHMOBJ_EBUSY. */
-#define RO_WALK_TRIES 8
-
-static int ro_walk(shmobj_segment *seg, shmobj_arena_stats *stats,
-                   uint64_t *bad_off)
-{
-    int last = 0;
-    uint64_t last_bad = 0;
-    for (unsigned i = 0; i < RO_WALK_TRIES; i++) {
-        int rc = shmobj__seg_sync_view(seg);
-        uint64_t bad = 0;
-        if (rc == 0)
-            rc = stats != NULL
-                     ? shmobj__arena_stats(seg->space.base, shmobj__seg_mapped(seg),
-                                           SHMOBJ__SEG_ARENA_OFF, stats)
-                     : shmobj__arena_check(seg->space.base, shmobj__seg_mapped(seg),
-                                           SHMOBJ__SEG_ARENA_OFF, &bad);
-        if (bad_off != NULL)
-            *bad_off = bad;
-        if (rc == 0 || (i > 0 && rc == last && bad == last_bad))
-            return rc;
-        last = rc;
-        last_bad = bad;
-        shmobj__os_sleep_ns(UINT64_C(1000000));
-    }
-    return SHMOBJ_EBUSY;
-}
-
-int shmobj_arena_stats_get(shmobj_segment *seg, shmobj_arena_stats *stats)
-{
-    if (seg == NULL || stats == NULL || !shmobj__ext_out_ok(stats, sizeof *stats))
-        return SHMOBJ_EINVAL;
-    if (seg->space.readonly)
-        return ro_walk(seg, stats, NULL);
-    int rc = shmobj__segment_lock(seg);
-    if (rc != 0)
-        return rc;
-    rc = shmobj__arena_stats(seg->space.base, shmobj__seg_mapped(seg),
-                             SHMOBJ__SEG_ARENA_OFF, stats);
-    shmobj__segment_unlock(seg);
-    return rc;
-}
-
-int shmobj_arena_check(shmobj_segment *seg, uint64_t *bad_off)
-{
-    if (seg == NULL)
-        return SHMOBJ_EINVAL;
-    uint64_t bad = 0;
-    if (seg->space.readonly)
-        return ro_walk(seg, NULL, bad_off != NULL ? bad_off : &bad);
-    int rc = shmobj__segment_lock(seg);
-    if (rc != 0)
-        return rc;
-    rc = shmobj__arena_check(seg->space.base, shmobj__seg_mapped(seg),
-                             SHMOBJ__SEG_ARENA_OFF, &bad);
-    shmobj__segment_unlock(seg);
-    if (bad_off != NULL)
-        *bad_off = bad;
-    return rc;
 }

@@ -660,6 +660,7 @@ int shmobj_segment_fd(const shmobj_segment *seg, int *fd)
 void shmobj__segment_drop(struct shmobj__space *sp)
 {
     shmobj_segment *seg = sp->impl;
+    shmobj__seg_cache_close(seg);
     shmobj__seg_procs_detach(seg);
     handle_free(seg);
 }

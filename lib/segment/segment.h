@@ -10,6 +10,32 @@
 #include "shmobj/segment.h"
 #include "space.h"
 
+/* This handle's allocation cache in this process (seg-cache.h): blocks it
+ * freed, kept used in the heap with CACHED set (arena-internal.h), that
+ * its next allocations of their sizes take back without the segment
+ * lock. Process memory; guarded by `busy`, a try-lock (a thread that
+ * finds it taken uses the locked heap instead, so nobody waits on it). */
+#define SHMOBJ__SEG_CACHE_CLASSES 64 /* size classes, one bit each in bitmap */
+#define SHMOBJ__SEG_CACHE_DEPTH 32   /* blocks per class */
+struct shmobj__seg_cache {
+    _Atomic uint32_t busy;   /* 1 while a thread uses the cache */
+    /* shmobj__os_forks_seen() and the handle's token of the blocks held:
+     * a forked child finds them different and forgets the blocks, which
+     * stay its parent's */
+    uint32_t forks;
+    uint32_t token;
+    uint64_t bytes;          /* sum of the class floors of the blocks */
+    /* bit c: count[c] != 0. Written with the try-lock held; read also
+     * without it (relaxed), by an allocation that finds its classes empty
+     * and so takes neither the try-lock nor the cache */
+    _Atomic uint64_t bitmap;
+    uint64_t reclaim_ns;     /* when this handle last walked the heap for
+                                dead processes' cached blocks */
+    uint8_t count[SHMOBJ__SEG_CACHE_CLASSES];
+    /* header offset | generation << 48 of each block, a stack per class */
+    uint64_t slot[SHMOBJ__SEG_CACHE_CLASSES][SHMOBJ__SEG_CACHE_DEPTH];
+};
+
 struct shmobj_segment {
     /* First member: a shmobj_segment * is a struct shmobj__space * (see
      * space.h); the layers above reach the segment only through it. */
@@ -54,6 +80,7 @@ struct shmobj_segment {
      * allocations (seg-heap.c, touch_ahead): a hint, relaxed; a stale
      * value (a fork, another thread) costs one read more or one fewer. */
     _Atomic uint64_t ahead_page;
+    struct shmobj__seg_cache cache;
 };
 _Static_assert(offsetof(struct shmobj_segment, space) == 0,
                "the layers above convert a segment handle to its space "
@@ -212,5 +239,24 @@ shmobj__seg_untouched_raise(shmobj_segment *seg, uint64_t end)
         shmobj__align_up(end, SHMOBJ__SEG_UNTOUCHED_STEP, &end))
         atomic_store_explicit(&seg->hdr->untouched, end, memory_order_relaxed);
 }
+
+/* ---- allocation caches (seg-cache.c) ---- */
+
+/* Give this handle's cached blocks back to the heap, with the segment
+ * lock held; a no-op when another thread uses the cache or it holds a
+ * parent's blocks (a forked child). True when it gave any back. */
+bool shmobj__seg_cache_flush_locked(shmobj_segment *seg);
+/* With the segment lock held, after an allocation found no block: give
+ * back this handle's cached blocks, and (at most every 100 ms per handle)
+ * those of dead processes, by a rebuild.
+ * True when the allocation is worth trying again. */
+bool shmobj__seg_cache_reclaim_locked(shmobj_segment *seg);
+/* The repair's rebuild of the heap, which also frees the cached blocks of
+ * dead processes (lock held). */
+int shmobj__seg_cache_rebuild(shmobj_segment *seg);
+/* The judge shmobj__arena_rebuild_reclaim() asks (ctx: the segment). */
+bool shmobj__seg_cache_owner_dead(void *ctx, uint32_t token);
+/* Before the handle detaches: give its cached blocks back. */
+void shmobj__seg_cache_close(shmobj_segment *seg);
 
 #endif /* SHMOBJ_SEGMENT_INTERNAL_H */

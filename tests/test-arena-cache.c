@@ -1,0 +1,466 @@
+/* The processes' allocation caches of the segment heap (lib/segment/
+ * seg-cache.h, lib/arena/arena-cache-inline.h): a block a handle frees
+ * waits in its cache, used in the heap with CACHED set, for the handle's
+ * next allocation of its size. These tests hold what a user relies on:
+ * a reference to a cached block is stale; the check and the statistics
+ * see cached blocks as free; a process killed with a full cache, even
+ * holding the segment lock, leaks nothing once the heap is repaired; a
+ * forked child never takes its parent's cached blocks; threads share one
+ * handle's cache; a segment whose blocks were all freed serves a large
+ * block again. */
+#define _GNU_SOURCE 1
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "segment.h"
+#include "shmobj.h"
+#include "test-util.h"
+
+#define MiB (UINT64_C(1) << 20)
+#define OFF(r) ((r) & ((UINT64_C(1) << 48) - 1))
+#define GEN(r) ((uint16_t)((r) >> 48))
+
+struct fixture {
+    char name[96];
+    shmobj_segment *seg;
+};
+
+static int setup_sized(void **state, uint64_t initial, uint64_t max)
+{
+    struct fixture *f = calloc(1, sizeof *f);
+    if (f == NULL)
+        return -1;
+    test_name(f->name, sizeof f->name, "acache");
+    shmobj_segment_options o;
+    shmobj_segment_options_init(&o);
+    o.initial_size = initial;
+    o.max_size = max;
+    if (shmobj_segment_create(f->name, &o, &f->seg) != 0) {
+        free(f);
+        return -1;
+    }
+    *state = f;
+    return 0;
+}
+
+static int setup(void **state) { return setup_sized(state, 4 * MiB, 64 * MiB); }
+static int setup_fixed(void **state) { return setup_sized(state, 1 * MiB, 1 * MiB); }
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_segment_close(f->seg);
+    (void)shmobj_segment_destroy(f->name, 0);
+    free(f);
+    return 0;
+}
+
+/* The header word of the block a reference names (bit 2: CACHED). */
+static uint64_t word_of(shmobj_segment *seg, shmobj_ref r)
+{
+    return atomic_load((_Atomic uint64_t *)(void *)(seg->space.base + OFF(r) - 8));
+}
+
+static void *shared_page(size_t len)
+{
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    assert_true(p != MAP_FAILED);
+    return p;
+}
+
+static shmobj_arena_stats stats_of(shmobj_segment *seg)
+{
+    shmobj_arena_stats st = {.struct_size = sizeof st};
+    assert_int_equal(shmobj_arena_stats_get(seg, &st), 0);
+    return st;
+}
+
+/* ---- references ------------------------------------------------------------ */
+
+/* A freed block waits in the cache: the reference to it is stale for
+ * every call, and so is the reference its next allocation will hand out
+ * (a guess of the bumped generation) while it waits; the allocation of
+ * its size then takes it back with that generation. */
+static void test_cache_stale_reference_refused(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_ref r, guess, again;
+    void *p;
+    size_t usable;
+    assert_int_equal(shmobj_arena_alloc(f->seg, 200, 0, &r, &p), 0);
+    assert_int_equal(shmobj_arena_free(f->seg, r), 0);
+    assert_true((word_of(f->seg, r) & 4) != 0); /* cached, not in the lists */
+    assert_int_equal(shmobj_arena_ptr(f->seg, r, &p, &usable), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_arena_free(f->seg, r), SHMOBJ_ESTALE);
+    guess = OFF(r) | (shmobj_ref)(uint16_t)(GEN(r) + 1) << 48;
+    assert_int_equal(shmobj_arena_ptr(f->seg, guess, &p, &usable), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_arena_free(f->seg, guess), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_arena_alloc(f->seg, 200, 0, &again, &p), 0);
+    assert_int_equal(again, guess);
+    assert_true((word_of(f->seg, again) & 4) == 0);
+    assert_int_equal(shmobj_arena_ptr(f->seg, again, &p, &usable), 0);
+    assert_int_equal(shmobj_arena_ptr(f->seg, r, &p, &usable), SHMOBJ_ESTALE);
+    assert_int_equal(shmobj_arena_free(f->seg, again), 0);
+    assert_int_equal(shmobj_arena_check(f->seg, NULL), 0);
+}
+
+/* ---- check and statistics -------------------------------------------------- */
+
+static int stats_child(void *arg)
+{
+    const char *name = arg;
+    shmobj_segment *s;
+    if (shmobj_segment_open(name, SHMOBJ_BACKEND_SHM, 0, &s) != 0)
+        return 10;
+    shmobj_arena_stats st = {.struct_size = sizeof st};
+    uint64_t bad = 0;
+    int rc = shmobj_arena_check(s, &bad);
+    if (rc != 0)
+        return 11;
+    if (shmobj_arena_stats_get(s, &st) != 0)
+        return 12;
+    /* the parent's cached blocks are free bytes, not used ones */
+    shmobj_segment_close(s);
+    return st.used_bytes == 0 && st.free_bytes + st.used_bytes == st.total_bytes ? 0 : 13;
+}
+
+/* Blocks in the cache are checked as sound and counted free, by this
+ * process and by another one, whose statistics cannot give them back. */
+static void test_cache_stats_and_check_see_cached_blocks(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_arena_stats before = stats_of(f->seg);
+    assert_int_equal(before.used_bytes, 0);
+    shmobj_ref r[64];
+    for (int i = 0; i < 64; i++)
+        assert_int_equal(shmobj_arena_alloc(f->seg, 16 + (size_t)i * 48, 0, &r[i], NULL), 0);
+    for (int i = 0; i < 64; i++)
+        assert_int_equal(shmobj_arena_free(f->seg, r[i]), 0);
+    unsigned cached = 0;
+    for (int i = 0; i < 64; i++)
+        cached += (word_of(f->seg, r[i]) & 4) != 0;
+    assert_true(cached > 16);
+    uint64_t bad = 1;
+    assert_int_equal(shmobj_arena_check(f->seg, &bad), 0);
+    assert_int_equal(test_child_wait(test_child_start(stats_child, f->name, 30)), 0);
+    /* this handle's statistics give its own blocks back first: exact */
+    shmobj_arena_stats after = stats_of(f->seg);
+    assert_int_equal(after.used_bytes, 0);
+    assert_int_equal(after.free_blocks, before.free_blocks);
+    assert_int_equal(after.largest_free, before.largest_free);
+    for (int i = 0; i < 64; i++)
+        assert_true((word_of(f->seg, r[i]) & 4) == 0 || GEN(r[i]) == 0);
+}
+
+/* ---- kills ----------------------------------------------------------------- */
+
+struct kill_arg {
+    const char *name;
+    _Atomic int *ready; /* shared: the child's cache is full */
+    int hold_lock;      /* die inside the segment lock */
+};
+
+static shmobj_segment *killed_seg;
+static int die_in_lock;
+
+static void die_holding_lock(shmobj_segment *seg, shmobj__os_lock *l, int phase)
+{
+    if (die_in_lock && seg == killed_seg && l == &seg->hdr->lock &&
+        phase == SHMOBJ__SEG_LOCK_TAKEN)
+        raise(SIGKILL);
+}
+
+/* Fill the cache (blocks of many sizes freed), then wait to be killed, or
+ * die holding the segment lock (an allocation too large for the cache). */
+static int fill_and_die(void *p)
+{
+    struct kill_arg *a = p;
+    shmobj_segment *s;
+    if (shmobj_segment_open(a->name, SHMOBJ_BACKEND_SHM, 0, &s) != 0)
+        return 10;
+    shmobj_ref r[400];
+    for (int i = 0; i < 400; i++)
+        if (shmobj_arena_alloc(s, 16 + (size_t)(i * 37) % 4000, 0, &r[i], NULL) != 0)
+            return 11;
+    for (int i = 0; i < 400; i++)
+        if (shmobj_arena_free(s, r[i]) != 0)
+            return 12;
+    if (atomic_load(&s->cache.bitmap) == 0 || s->cache.bytes < 128 * 1024)
+        return 13; /* nothing left to prove: the cache must be full */
+    if (a->hold_lock) {
+        killed_seg = s;
+        die_in_lock = 1;
+        shmobj__seg_lock_hook = die_holding_lock;
+        shmobj_arena_stats st = {.struct_size = sizeof st};
+        (void)shmobj_arena_stats_get(s, &st); /* takes the lock */
+        return 14;
+    }
+    atomic_store(a->ready, 1);
+    for (;;)
+        pause();
+}
+
+static void expect_all_free(shmobj_segment *seg)
+{
+    shmobj_arena_stats st = stats_of(seg);
+    assert_int_equal(st.used_bytes, 0);
+    assert_int_equal(st.used_blocks, 0);
+    /* one free block, no cached one: largest_free counts no cached block */
+    assert_int_equal(st.free_blocks, 1);
+    assert_int_equal(st.largest_free + 16, st.free_bytes);
+    assert_int_equal(shmobj_arena_check(seg, NULL), 0);
+}
+
+/* A process killed with a full cache, while it holds no lock: its blocks
+ * count free at once, and the heap's repair (the one that follows a dead
+ * lock owner, or an allocation that finds no free block) gives them back
+ * to the lists. */
+static void test_cache_killed_owner_blocks_reclaimed(void **state)
+{
+    struct fixture *f = *state;
+    _Atomic int *ready = shared_page(4096);
+    struct kill_arg a = {f->name, ready, 0};
+    pid_t pid = test_child_start(fill_and_die, &a, 30);
+    for (int i = 0; i < 20000 && atomic_load(ready) == 0; i++)
+        test_sleep_ms(1);
+    assert_int_equal(atomic_load(ready), 1);
+    kill(pid, SIGKILL);
+    assert_int_equal(test_child_wait(pid), 128 + SIGKILL);
+    shmobj_arena_stats st = stats_of(f->seg);
+    assert_int_equal(st.used_bytes, 0);
+    assert_true(st.free_blocks > 1); /* cached, not yet on the lists */
+    assert_int_equal(shmobj_arena_check(f->seg, NULL), 0);
+    assert_int_equal(shmobj__segment_lock(f->seg), 0);
+    assert_int_equal(shmobj__seg_cache_rebuild(f->seg), 0);
+    shmobj__segment_unlock(f->seg);
+    expect_all_free(f->seg);
+    munmap((void *)ready, 4096);
+}
+
+/* The same, killed inside the segment lock: the next locker's repair
+ * frees the dead process's cached blocks with the rest. */
+static void test_cache_killed_lock_holder_blocks_reclaimed(void **state)
+{
+    struct fixture *f = *state;
+    _Atomic int *ready = shared_page(4096);
+    struct kill_arg a = {f->name, ready, 1};
+    assert_int_equal(test_child_wait(test_child_start(fill_and_die, &a, 30)), 128 + SIGKILL);
+    expect_all_free(f->seg); /* the statistics take the lock: repair */
+    munmap((void *)ready, 4096);
+}
+
+/* A segment at its maximum size that a dead process's cache holds most
+ * of: an allocation that finds no free block walks the heap for dead
+ * processes' cached blocks before it says SHMOBJ_ENOMEM. */
+static void test_cache_killed_owner_blocks_serve_enomem(void **state)
+{
+    struct fixture *f = *state;
+    _Atomic int *ready = shared_page(4096);
+    struct kill_arg a = {f->name, ready, 0};
+    pid_t pid = test_child_start(fill_and_die, &a, 30);
+    for (int i = 0; i < 20000 && atomic_load(ready) == 0; i++)
+        test_sleep_ms(1);
+    assert_int_equal(atomic_load(ready), 1);
+    kill(pid, SIGKILL);
+    assert_int_equal(test_child_wait(pid), 128 + SIGKILL);
+    /* what no free block holds but the dead cache and the rest together */
+    shmobj_arena_stats st = stats_of(f->seg);
+    /* larger than any free block, smaller than the one all will make
+     * (less the rounding to a size class, 1/32 of it) */
+    uint64_t want = st.free_bytes - st.free_bytes / 16;
+    assert_true(want > st.largest_free);
+    shmobj_ref big;
+    assert_int_equal(shmobj_arena_alloc(f->seg, want, 0, &big, NULL), 0);
+    assert_int_equal(shmobj_arena_free(f->seg, big), 0);
+    expect_all_free(f->seg);
+    munmap((void *)ready, 4096);
+}
+
+/* ---- fork ------------------------------------------------------------------ */
+
+struct fork_arg {
+    shmobj_segment *seg;
+    shmobj_ref *cached;
+    int n;
+};
+
+static int child_allocates(void *p)
+{
+    struct fork_arg *a = p;
+    shmobj_ref r[32];
+    for (int i = 0; i < a->n; i++) {
+        if (shmobj_arena_alloc(a->seg, 100 + (size_t)i * 64, 0, &r[i], NULL) != 0)
+            return 10;
+        for (int j = 0; j < a->n; j++)
+            if (OFF(r[i]) == OFF(a->cached[j]))
+                return 11; /* a block of the parent's cache */
+    }
+    for (int i = 0; i < a->n; i++)
+        if (shmobj_arena_free(a->seg, r[i]) != 0)
+            return 12;
+    /* and what it freed it takes back itself */
+    for (int i = 0; i < a->n; i++)
+        if (shmobj_arena_alloc(a->seg, 100 + (size_t)i * 64, 0, &r[i], NULL) != 0)
+            return 13;
+    for (int i = 0; i < a->n; i++)
+        if (shmobj_arena_free(a->seg, r[i]) != 0)
+            return 14;
+    shmobj_segment_close(a->seg);
+    return 0;
+}
+
+/* A forked child using the handle it inherited never allocates a block of
+ * its parent's cache (its own copy of the cache is forgotten), and the
+ * parent still takes its cached blocks back afterwards. */
+static void test_cache_forked_child_never_takes_parent_blocks(void **state)
+{
+    struct fixture *f = *state;
+    enum { N = 20 };
+    shmobj_ref r[N];
+    for (int i = 0; i < N; i++)
+        assert_int_equal(shmobj_arena_alloc(f->seg, 100 + (size_t)i * 64, 0, &r[i], NULL), 0);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(shmobj_arena_free(f->seg, r[i]), 0);
+    struct fork_arg a = {f->seg, r, N};
+    assert_int_equal(test_child_wait(test_child_start(child_allocates, &a, 30)), 0);
+    shmobj_ref back[N];
+    for (int i = N - 1; i >= 0; i--) {
+        assert_int_equal(shmobj_arena_alloc(f->seg, 100 + (size_t)i * 64, 0, &back[i], NULL), 0);
+        int mine = 0;
+        for (int j = 0; j < N; j++)
+            mine += OFF(back[i]) == OFF(r[j]);
+        assert_int_equal(mine, 1); /* one of its own cached blocks */
+    }
+    for (int i = 0; i < N; i++)
+        assert_int_equal(shmobj_arena_free(f->seg, back[i]), 0);
+    assert_int_equal(shmobj_arena_check(f->seg, NULL), 0);
+    shmobj_arena_stats st = stats_of(f->seg);
+    assert_int_equal(st.used_bytes, 0);
+}
+
+/* ---- threads --------------------------------------------------------------- */
+
+struct thread_arg {
+    shmobj_segment *seg;
+    unsigned id;
+    _Atomic unsigned long *handed; /* blocks handed out, all threads */
+};
+
+/* Each live block holds its owner's stamp: a block handed to two threads
+ * at once shows the other's stamp at its free. */
+static int churn(void *p)
+{
+    struct thread_arg *a = p;
+    uint64_t rng = 0x9e3779b97f4a7c15u * (a->id + 1);
+    enum { LIVE = 64 };
+    shmobj_ref r[LIVE] = {0};
+    uint64_t *ptr[LIVE] = {0};
+    for (int i = 0; i < 50000; i++) {
+        unsigned k = (unsigned)(test_xorshift(&rng) % LIVE);
+        if (r[k] != 0) {
+            if (ptr[k][0] != ((uint64_t)a->id << 32 | k))
+                return 10;
+            if (shmobj_arena_free(a->seg, r[k]) != 0)
+                return 11;
+        }
+        void *q;
+        /* few classes, so that the threads meet on the same stacks */
+        size_t n = 16 + (size_t)(test_xorshift(&rng) % 64);
+        if (shmobj_arena_alloc(a->seg, n, 0, &r[k], &q) != 0)
+            return 12;
+        ptr[k] = q;
+        ptr[k][0] = (uint64_t)a->id << 32 | k;
+        atomic_fetch_add(a->handed, 1);
+    }
+    for (int k = 0; k < LIVE; k++)
+        if (ptr[k][0] != ((uint64_t)a->id << 32 | (unsigned)k) ||
+            shmobj_arena_free(a->seg, r[k]) != 0)
+            return 13;
+    return 0;
+}
+
+/* Four threads allocate and free on one handle: its cache serves one at a
+ * time, no block is handed to two of them and none is lost. */
+static void test_cache_threads_share_one_handle(void **state)
+{
+    struct fixture *f = *state;
+    _Atomic unsigned long handed = 0;
+    struct test_thread t[4];
+    struct thread_arg a[4];
+    for (unsigned i = 0; i < 4; i++) {
+        a[i] = (struct thread_arg){f->seg, i, &handed};
+        assert_int_equal(test_thread_start(&t[i], churn, &a[i]), 0);
+    }
+    for (unsigned i = 0; i < 4; i++)
+        assert_int_equal(test_thread_wait(&t[i]), 0);
+    assert_int_equal(atomic_load(&handed), 4 * 50000);
+    /* every block back: none lost from the cache's stacks (it would stay
+     * cached, out of the one free block, for as long as this process) */
+    expect_all_free(f->seg);
+}
+
+/* ---- a full segment --------------------------------------------------------- */
+
+/* A segment that cannot grow, filled with small blocks and then emptied
+ * (a quarter megabyte of them waits in the cache): the largest block the
+ * empty heap holds is served again. */
+static void test_cache_full_segment_serves_big_block_after_frees(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_arena_stats empty = stats_of(f->seg);
+    enum { MAXN = 8192 };
+    shmobj_ref *r = calloc(MAXN, sizeof *r);
+    assert_non_null(r);
+    int n = 0;
+    while (n < MAXN && shmobj_arena_alloc(f->seg, 100 + (size_t)(n % 7) * 16, 0, &r[n], NULL) == 0)
+        n++;
+    assert_true(n > 1000 && n < MAXN);
+    /* every 37th first, into the cache, spread over the heap; then the
+     * rest (their classes full, to the lists) */
+    for (int i = 0; i < n; i += 37)
+        assert_int_equal(shmobj_arena_free(f->seg, r[i]), 0);
+    for (int i = 0; i < n; i++)
+        if (i % 37 != 0)
+            assert_int_equal(shmobj_arena_free(f->seg, r[i]), 0);
+    assert_true(f->seg->cache.bytes > 0);
+    shmobj_ref big;
+    uint64_t want = empty.largest_free - empty.largest_free / 16;
+    assert_int_equal(shmobj_arena_alloc(f->seg, want, 0, &big, NULL), 0);
+    assert_int_equal(shmobj_arena_free(f->seg, big), 0);
+    free(r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_cache_stale_reference_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cache_stats_and_check_see_cached_blocks, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_cache_killed_owner_blocks_reclaimed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cache_killed_lock_holder_blocks_reclaimed, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_cache_killed_owner_blocks_serve_enomem, setup_fixed,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_cache_forked_child_never_takes_parent_blocks, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_cache_threads_share_one_handle, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cache_full_segment_serves_big_block_after_frees,
+                                        setup_fixed, teardown),
+    };
+    test_filter_from_env();
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
