@@ -2096,7 +2096,8 @@ static void test_segment_alloc_dirty_block_ending_on_step(void **state)
     struct shmobj__space *sp = shmobj__space_of_seg(seg);
     shmobj__ref a = 0, b = 0;
     uint64_t dirty = 0;
-    assert_int_equal(shmobj__space_alloc_dirty(sp, 64, 16, &a, &dirty), 0);
+    /* larger than what an allocation cache keeps: its free merges at once */
+    assert_int_equal(shmobj__space_alloc_dirty(sp, 8192, 16, &a, &dirty), 0);
     uint64_t top = shmobj__ref_off(a);
     assert_int_equal(sp->ops->free(sp, a), 0);
     uint64_t step = SHMOBJ__SEG_UNTOUCHED_STEP;
