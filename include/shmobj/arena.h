@@ -62,7 +62,7 @@ typedef struct shmobj_arena_stats {
  * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
  *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe (takes the segment lock, unless the
- *       handle's allocation cache serves the call). A block of up to 4,096
+ *       handle's allocation cache serves the call). A block of up to 7,664
  *       bytes aligned to at most 64 is rounded up to its size class (at
  *       most 1/8 more above 512 bytes; shmobj_arena_ptr() tells the usable
  *       size), and one such block that this handle freed may be handed
@@ -86,7 +86,7 @@ SHMOBJ_API int shmobj_arena_alloc(shmobj_segment *seg, size_t size,
  * @retval SHMOBJ_ERDONLY the segment is attached read-only (see
  *         shmobj_segment_open_flags()): nothing was written
  * @note Thread- and process-safe (takes the segment lock, unless the
- *       block, of at most 4,624 bytes, goes to the handle's allocation
+ *       block, of at most 7,696 bytes, goes to the handle's allocation
  *       cache: then every reference to it is stale at once, as after any
  *       free, and the handle's close or a full heap gives it back to all).
  * @since 0.1

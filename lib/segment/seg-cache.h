@@ -29,12 +29,13 @@
 #include "arena-cache-inline.h"
 #include "segment.h"
 
-/* Requests the cache serves: the A1 workload's range (16..4096 bytes) and
- * most of the layers' own allocations. */
-#define SEG_CACHE_MAX_REQ 4096u
-/* Their blocks: header, rounding up to a class (seg_cache_round(): 4,096
- * bytes ask for a block of 4,608), and a tail too small to split off. */
-#define SEG_CACHE_MAX_BLOCK (4608u + 16u)
+/* Requests the cache serves: up to the last class's floor (7,680) less
+ * the header: the A1 workload's range (16..4096 bytes), E1's objects of
+ * about 4.5 KiB and most of the layers' own allocations. */
+#define SEG_CACHE_MAX_REQ 7664u
+/* Their blocks: header, rounding up to a class (seg_cache_round(): 7,664
+ * bytes ask for a block of 7,680), and a tail too small to split off. */
+#define SEG_CACHE_MAX_BLOCK (7680u + 16u)
 /* What one process may hold back from the others, and so what a kill
  * leaves cached until a repair gives it back (doc/format-arena.md). */
 #define SEG_CACHE_MAX_BYTES (UINT64_C(512) << 10)
