@@ -1991,6 +1991,20 @@ static void test_segment_stall_every_grow_step_pinned(void **state)
 
 #define DIRTY_LIVE 256u
 
+/* A segment of `initial` bytes that may grow to `max`, named after tag. */
+static shmobj_segment *dirty_segment(char *name, size_t len, const char *tag,
+                                     uint64_t initial, uint64_t max)
+{
+    test_name(name, len, tag);
+    shmobj_segment_options o;
+    shmobj_segment_options_init(&o);
+    o.initial_size = initial;
+    o.max_size = max;
+    shmobj_segment *seg = NULL;
+    assert_int_equal(shmobj_segment_create(name, &o, &seg), 0);
+    return seg;
+}
+
 /* The first non-zero byte of a block past `from`, or `to` when none. */
 static uint64_t dirty_first_nonzero(const uint8_t *p, uint64_t from, uint64_t to)
 {
@@ -2060,13 +2074,7 @@ static void test_segment_alloc_dirty_covers_every_written_byte(void **state)
     unsigned clean = 0;
     for (uint64_t seed = 1; seed <= 6; seed++) {
         char name[96];
-        test_name(name, sizeof name, "dirty");
-        shmobj_segment_options o;
-        shmobj_segment_options_init(&o);
-        o.initial_size = 1 * MiB;
-        o.max_size = 1024 * MiB;
-        shmobj_segment *seg = NULL;
-        assert_int_equal(shmobj_segment_create(name, &o, &seg), 0);
+        shmobj_segment *seg = dirty_segment(name, sizeof name, "dirty", 1 * MiB, 1024 * MiB);
         clean += dirty_model_run(seg, seed * 0x9e3779b97f4a7c15ULL, 3000);
         uint64_t bad = 0;
         assert_int_equal(shmobj_arena_check(seg, &bad), 0);
@@ -2086,13 +2094,7 @@ static void test_segment_alloc_dirty_block_ending_on_step(void **state)
 {
     (void)state;
     char name[96];
-    test_name(name, sizeof name, "dirtystep");
-    shmobj_segment_options o;
-    shmobj_segment_options_init(&o);
-    o.initial_size = 8 * MiB;
-    o.max_size = 8 * MiB;
-    shmobj_segment *seg = NULL;
-    assert_int_equal(shmobj_segment_create(name, &o, &seg), 0);
+    shmobj_segment *seg = dirty_segment(name, sizeof name, "dirtystep", 8 * MiB, 8 * MiB);
     struct shmobj__space *sp = shmobj__space_of_seg(seg);
     shmobj__ref a = 0, b = 0;
     uint64_t dirty = 0;
@@ -2140,13 +2142,7 @@ static void test_segment_alloc_dirty_after_holder_killed_growing(void **state)
 {
     (void)state;
     char name[96];
-    test_name(name, sizeof name, "dirtykill");
-    shmobj_segment_options o;
-    shmobj_segment_options_init(&o);
-    o.initial_size = 1 * MiB;
-    o.max_size = 64 * MiB;
-    shmobj_segment *seg = NULL;
-    assert_int_equal(shmobj_segment_create(name, &o, &seg), 0);
+    shmobj_segment *seg = dirty_segment(name, sizeof name, "dirtykill", 1 * MiB, 64 * MiB);
     struct shmobj__space *sp = shmobj__space_of_seg(seg);
     /* the heap's last block free, so the growth merges it with the new space */
     shmobj__ref small = 0;
