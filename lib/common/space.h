@@ -251,9 +251,6 @@ static inline bool shmobj__space_token_holder_alive(struct shmobj__space *sp,
            (word != live->token(sp) || !live->alone(sp));
 }
 
-/* Bounds-check [off, off + len) and return a pointer to it, extending this
- * process's view first when the range lies beyond it. Use this for every
- * offset read from shared memory. */
 /* Allocate a block and say how many of its first bytes may be non-zero
  * (see alloc_dirty in struct shmobj__space_ops): a caller that needs it
  * zeroed clears that many, no more. */
@@ -277,6 +274,9 @@ static inline uint64_t shmobj__space_usable(struct shmobj__space *sp, shmobj__re
     return sp->ops->check(sp, ref, &u) == 0 ? u : 0;
 }
 
+/* Bounds-check [off, off + len) and return a pointer to it, extending this
+ * process's view first when the range lies beyond it. Use this for every
+ * offset read from shared memory. */
 static inline int shmobj__space_at(struct shmobj__space *sp, uint64_t off,
                                    uint64_t len, void **out)
 {
