@@ -2352,7 +2352,10 @@ static bool stall_walk(shmobj_segment *seg, const struct stall_case *c, bool pin
     struct stall_arg args[STALL_PRODUCERS + 2];
     pid_t pids[STALL_PRODUCERS + 2];
     /* producers 0..2, consumers 3..4; the stopped one is producer 0 or
-     * consumer 3 */
+     * consumer 3. Its peers of the same role start once it stopped when
+     * they could starve it of its nth call: the batch callers, and the
+     * other consumer (on one CPU under valgrind it took every message
+     * before the stopped one's second take, four walks in a row). */
     for (unsigned i = 0; i < STALL_PRODUCERS + 2; i++) {
         bool cons = i >= STALL_PRODUCERS;
         bool stopped = cons ? (c->consumer && i == STALL_PRODUCERS)
@@ -2360,7 +2363,8 @@ static bool stall_walk(shmobj_segment *seg, const struct stall_case *c, bool pin
         args[i] = (struct stall_arg){q, sh, i, stopped && c->batch,
                                      c->completion, pin,
                                      stopped ? c->step : NULL, c->nth,
-                                     c->batch && !stopped && cons == c->consumer};
+                                     !stopped && cons == c->consumer &&
+                                         (c->batch || c->consumer)};
         int (*fn)(void *) = cons ? stall_consumer
                             : c->completion ? stall_sender : stall_producer;
         pids[i] = test_child_start(fn, &args[i], 30);
