@@ -868,7 +868,9 @@ static int churn_forever(void *arg)
             shmobj_arena_free(s, live[i]);
             live[i] = 0;
         } else {
-            shmobj_arena_alloc(s, 16 + (x >> 16) % 1024, (x & 1) ? 64 : 0,
+            /* larger than what the allocation cache serves: every call
+             * takes the segment lock, where the kills are aimed */
+            shmobj_arena_alloc(s, 8192 + (x >> 16) % 8192, (x & 1) ? 64 : 0,
                                &live[i], NULL);
         }
     }
