@@ -18,11 +18,6 @@
 /* How long a close waits for the segment lock to give its blocks back. */
 #define SEG_CACHE_CLOSE_NS INT64_C(100000000)
 
-static uint64_t mapped_now(shmobj_segment *seg)
-{
-    return atomic_load_explicit(&seg->space.mapped, memory_order_acquire);
-}
-
 bool shmobj__seg_cache_flush_locked(shmobj_segment *seg)
 {
     struct shmobj__seg_cache *k = &seg->cache;
@@ -37,7 +32,7 @@ bool shmobj__seg_cache_flush_locked(shmobj_segment *seg)
         if (shmobj__arena_cache_get(seg->space.base, h, gen, MIN_BLOCK) != 0)
             continue;
         /* An error leaves the block used: the heap check names it. */
-        if (shmobj__arena_free(seg->space.base, mapped_now(seg),
+        if (shmobj__arena_free(seg->space.base, shmobj__seg_mapped(seg),
                                SHMOBJ__SEG_ARENA_OFF, h + HDR, gen) == 0)
             any = true;
     }
@@ -76,7 +71,7 @@ bool shmobj__seg_cache_owner_dead(void *ctx, uint32_t token)
 int shmobj__seg_cache_rebuild(shmobj_segment *seg)
 {
     struct verdicts v = {.seg = seg};
-    return shmobj__arena_rebuild_reclaim(seg->space.base, mapped_now(seg),
+    return shmobj__arena_rebuild_reclaim(seg->space.base, shmobj__seg_mapped(seg),
                                          SHMOBJ__SEG_ARENA_OFF, verdict, &v);
 }
 

@@ -191,8 +191,7 @@ seg_cache_free(shmobj_segment *seg, shmobj__ref ref)
     uint64_t off = shmobj__ref_off(ref);
     uint16_t gen = shmobj__ref_gen(ref);
     uint8_t *base = seg->space.base;
-    uint64_t mapped = atomic_load_explicit(&seg->space.mapped,
-                                           memory_order_acquire);
+    uint64_t mapped = shmobj__seg_mapped(seg);
     /* Its header word lies within this view: its size, read first to pick
      * the class, is checked again by the put. */
     if (off < SHMOBJ__SEG_ARENA_OFF + HDR || (off & 15) != 0 || off > mapped)
