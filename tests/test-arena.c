@@ -842,6 +842,30 @@ static void test_arena_rebuild_torn_free_merges(void **state)
     free(h.base);
 }
 
+/* Damage to the sentinel's flags: CACHED (only a used block below the
+ * sentinel may carry it) and a reserved bit. The rebuild clears both, so
+ * the check passes after it (found by fuzz-arena: it kept CACHED on the
+ * sentinel, which the check refuses). */
+static void test_arena_rebuild_clears_sentinel_flags(void **state)
+{
+    (void)state;
+    uint64_t cs = shmobj__arena_control_size();
+    uint64_t end = cs + 16384;
+    struct heap h = heap_new(end, 0, end);
+    enum { N = 4 };
+    struct live l[N];
+    setup_live(&h, l, N);
+    uint64_t *sentinel = (uint64_t *)(void *)(h.base + end - 8);
+    for (uint64_t flags = 4; flags <= 12; flags += 4) {
+        *sentinel |= flags;
+        assert_int_equal(h_check(&h), SHMOBJ_ECORRUPT);
+        assert_int_equal(shmobj__arena_rebuild(h.base, h.mapped, 0), 0);
+        assert_int_equal(h_check(&h), 0);
+        assert_live_intact(&h, l, N);
+    }
+    free(h.base);
+}
+
 /* A grow killed after the old sentinel became a block and before heap_end
  * was published (format: doc/format-arena.md). */
 static void test_arena_rebuild_torn_grow_completes(void **state)
@@ -1088,6 +1112,7 @@ int main(void)
         cmocka_unit_test(test_arena_check_damaged_never_crashes),
         cmocka_unit_test(test_arena_rebuild_free_lists_damaged),
         cmocka_unit_test(test_arena_rebuild_torn_free_merges),
+        cmocka_unit_test(test_arena_rebuild_clears_sentinel_flags),
         cmocka_unit_test(test_arena_rebuild_torn_grow_completes),
         cmocka_unit_test(test_arena_rebuild_after_sigkill),
         cmocka_unit_test(test_arena_gen_renew_refuses_old_refs),

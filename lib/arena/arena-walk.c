@@ -52,18 +52,19 @@ static bool cached_dead(const struct fix *fix, uint64_t h)
 }
 
 /* The rebuild's flags of a used block or the sentinel: PREV_FREE as the
- * walk found, reserved bits cleared, CACHED and the generation kept. A
+ * walk found, reserved bits cleared, the generation kept, and CACHED kept
+ * on a used block only (a free block or the sentinel is in no cache). A
  * compare-and-swap, not a store: the block's owner may set or clear
  * CACHED, or renew the generation, meanwhile without the lock (see
  * prev_free_mark()). */
-static void mark_low(uint8_t *base, uint64_t h, bool prev_free)
+static void mark_low(uint8_t *base, uint64_t h, bool prev_free, bool sentinel)
 {
     uint64_t *p = (uint64_t *)(void *)(base + WORD(h));
     uint64_t w = __atomic_load_n(p, __ATOMIC_RELAXED), nw;
     do {
         nw = (w & ~(F_PREV_FREE | F_RESERVED)) |
              (prev_free ? F_PREV_FREE : 0);
-        if ((nw & F_USED) == 0)
+        if ((nw & F_USED) == 0 || sentinel)
             nw &= ~F_CACHED;
         if (nw == w)
             return;
@@ -140,7 +141,7 @@ static int walk_blocks(const uint8_t *base, uint64_t hs, uint64_t he,
                 }
             }
             st(fix->base, PREV(h), prev_size);
-            mark_low(fix->base, h, prev_free);
+            mark_low(fix->base, h, prev_free, end);
         }
         if (end)
             return 0;
