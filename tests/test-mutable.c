@@ -1723,6 +1723,108 @@ static void test_mlist_append_killed_at_each_step(void **state)
     }
 }
 
+/* The removals of a lock holder killed after its change and before it
+ * reopens the reservations (mlist.open.opening). */
+enum lremove_kind { LREMOVE_DELETE, LREMOVE_POP, LREMOVE_CLEAR };
+
+struct lremove_kill {
+    shmobj_view l;
+    enum lremove_kind kind;
+};
+
+static int lremove_die(void *p)
+{
+    struct lremove_kill *k = p;
+    test_stall_arm("mlist.open.opening", 1, TEST_STALL_KILL, 0);
+    int rc = k->kind == LREMOVE_DELETE ? shmobj_mlist_delete(&k->l, 5)
+             : k->kind == LREMOVE_POP  ? shmobj_mlist_pop(&k->l, -1, NULL)
+                                       : shmobj_mut_clear(&k->l);
+    return rc == 0 ? 2 : 1;
+}
+
+/* A delete, a pop and a clear, each finished by a holder killed before it
+ * reopened the reservations: the next locker's close finds the counter
+ * still closed and must not settle the places the removal emptied (they
+ * would come back as nulls nobody put). The list keeps exactly what the
+ * removal left, and appends after it land right behind. */
+static void test_mlist_removal_killed_before_reopen(void **state)
+{
+    struct fixture *f = *state;
+    static const size_t left[] = {19, 19, 0};
+    for (int kind = LREMOVE_DELETE; kind <= LREMOVE_CLEAR; kind++) {
+        shmobj_view l;
+        shmobj_ref r = make(f->seg, SHMOBJ_VAL_MLIST(), &l);
+        for (int i = 0; i < 20; i++)
+            assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_INT(i)), 0);
+        struct lremove_kill k = {l, (enum lremove_kind)kind};
+        pid_t pid = test_child_start(lremove_die, &k, 60);
+        assert_int_equal(test_child_wait(pid), 128 + SIGKILL);
+        assert_int_equal(shmobj_obj_check(f->seg, r), 0);
+        size_t n = len_of(&l);
+        assert_int_equal(n, left[kind]);
+        for (size_t i = 0; i < n; i++)
+            assert_int_equal(item_int(&l, i), (int64_t)(kind == LREMOVE_DELETE && i >= 5 ? i + 1 : i));
+        assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_INT(-7)), 0);
+        assert_int_equal(len_of(&l), n + 1);
+        assert_int_equal(item_int(&l, n), -7);
+        assert_int_equal(shmobj_obj_check(f->seg, r), 0);
+        assert_int_equal(shmobj_obj_free(f->seg, r), 0);
+    }
+}
+
+/* Append `x` after stopping once at mlist.append.reserved (its place
+ * reserved, not yet claimed). */
+static int lreserve_stopped(void *p)
+{
+    const int64_t *x = p;
+    shmobj_view l = *(const shmobj_view *)(const void *)(x + 1);
+    test_stall_arm("mlist.append.reserved", 1, TEST_STALL_STOP, 0);
+    return shmobj_mlist_append(&l, &SHMOBJ_VAL_INT(x[0])) == 0 ? 0 : 1;
+}
+
+/* Read the length twice, as readers do while a place holds len back (the
+ * first sighting records the hole and its time, the second judges it). */
+static void len_twice(const shmobj_view *l)
+{
+    for (int i = 0; i < 2; i++)
+        (void)len_of(l);
+}
+
+/* A hole seen stuck, settled, its item popped, and more than
+ * SHMOBJ__MLIST_UNCLAIMED_NS later the same place reserved again by
+ * another appender: the judge must see a new hole there (len's epoch
+ * moved with the pop), not the old one stuck since long ago, so the new
+ * appender's place is not skipped the moment it is seen. Places are
+ * reused this way whenever items are removed at the end. */
+static void test_mlist_hole_judged_anew_after_place_reused(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_view l;
+    shmobj_ref r = make(f->seg, SHMOBJ_VAL_MLIST(), &l);
+    for (int i = 0; i < 20; i++)
+        assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_INT(i)), 0);
+    struct {
+        int64_t x;
+        shmobj_view l;
+    } arg[2] = {{100, l}, {200, l}};
+    for (int round = 0; round < 2; round++) {
+        pid_t pid = test_child_start(lreserve_stopped, &arg[round], 60);
+        int st = 0;
+        assert_int_equal(test_stall_wait_stopped(pid, 20000, &st), 1);
+        len_twice(&l); /* place 20 seen stuck (first round), judged */
+        test_stall_resume(pid);
+        assert_int_equal(test_child_wait(pid), 0);
+        assert_int_equal(len_of(&l), 21);
+        assert_int_equal(item_int(&l, 20), arg[round].x);
+        if (round == 0) {
+            assert_int_equal(shmobj_mlist_pop(&l, -1, NULL), 0);
+            test_sleep_ms(1200); /* past SHMOBJ__MLIST_UNCLAIMED_NS */
+        }
+    }
+    assert_int_equal(shmobj_obj_check(f->seg, r), 0);
+    assert_int_equal(shmobj_obj_free(f->seg, r), 0);
+}
+
 /* ---- a list grown by another process -------------------------------------- */
 
 struct lgrow {
@@ -4573,6 +4675,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_mlist_append_races_pop_insert, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mlist_append_races_clear, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mlist_readers_never_see_unpublished_append, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_mlist_hole_judged_anew_after_place_reused, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_mlist_removal_killed_before_reopen, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_mlist_append_killed_at_each_step, setup,
                                         teardown),

@@ -560,9 +560,10 @@ static inline uint64_t shmobj__mut_body_bytes(unsigned type)
  * null (tag SHMOBJ__SLOT_OBJ, payload 0): a skipped place reads as null.
  *
  * This block holds the rest of what appends without the lock share:
- * where a hole was first seen stuck (stuck_at, place + 1, and stuck_ns,
- * the monotonic time then: advisory, a damaged value only makes a skip
- * come early or late), and the growers' records, one line each: an
+ * where a hole was first seen stuck (stuck_at, 1 + len's word, its epoch
+ * and place, so that a place reused after a removal is a new hole; and
+ * stuck_ns, the monotonic time then: advisory, a damaged value only makes
+ * a skip come early or late), and the growers' records, one line each: an
  * appender whose place lies in a chunk not made yet CASes its token into
  * a free record's `tok`, allocates the chunk, records it in `ref` (and
  * its index in `k`), zeroes it, CASes the directory entry from 0 and
@@ -576,6 +577,9 @@ static inline uint64_t shmobj__mut_body_bytes(unsigned type)
 /* A list's reservation counter (control block `count`) while a lock
  * holder holds the list: appends seeing it take the lock. */
 #define SHMOBJ__MLIST_CLOSED (UINT64_C(1) << 63)
+/* In a list's closed_r: its closer settled every place below the count
+ * (and may have removed items since), so nothing is left to settle. */
+#define SHMOBJ__MLIST_SETTLED (UINT64_C(1) << 63)
 /* A list's len: the published items in the low bits, an epoch above that
  * every lock holder advances, so that a publisher stalled across a locked
  * change fails its CAS of len. */
@@ -595,11 +599,12 @@ _Static_assert(sizeof(struct shmobj__mlgrow) == 64, "a grower's record has its o
 struct shmobj__mlapps {
     uint32_t magic;            /* SHMOBJ__MLIST_MAGIC, written once */
     uint32_t recs;             /* SHMOBJ__MLGROW_RECS */
-    _Atomic uint64_t stuck_at; /* 0, or 1 + the place seen stuck */
+    _Atomic uint64_t stuck_at; /* 0, or 1 + len's word (epoch, place) seen stuck */
     _Atomic uint64_t stuck_ns; /* when it was first seen stuck */
     /* The count of places the last closer of the reservations found (lock
-     * holders only): the next closer's when the counter was left closed
-     * by one that died. */
+     * holders only), with SHMOBJ__MLIST_SETTLED once it settled them all:
+     * the next closer's when the counter was left closed by one that
+     * died. */
     _Atomic uint64_t closed_r;
     uint64_t reserved[4]; /* 0 */
     struct shmobj__mlgrow g[SHMOBJ__MLGROW_RECS];

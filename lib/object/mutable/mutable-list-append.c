@@ -124,20 +124,23 @@ static int list_skip(struct shmobj__mc *c, struct shmobj__slot *s, uint64_t w0)
     return 1;
 }
 
-/* Judge the hole at place n (slot s) holding len back, without waiting:
- * the first sighting records the place and the time in the growth block;
- * later ones skip it once its claimant is dead (asked every
- * LIST_JUDGE_NS) or once it stayed unclaimed SHMOBJ__MLIST_UNCLAIMED_NS.
- * force: judge now (a publisher LIST_HOLE_SLACK past it). */
-static void list_judge(struct shmobj__mc *c, struct shmobj__mlapps *a, uint64_t n,
+/* Judge the hole holding len back while len's word (epoch and place) is
+ * v, its slot s, without waiting: the first sighting records v and the
+ * time in the growth block; later ones skip it once its claimant is dead
+ * (asked every LIST_JUDGE_NS) or once it stayed unclaimed
+ * SHMOBJ__MLIST_UNCLAIMED_NS. The epoch tells a place reused after a
+ * removal (a lock holder moved the epoch) from the hole seen there before,
+ * which may have been settled long ago. force: judge now (a publisher
+ * LIST_HOLE_SLACK past it). */
+static void list_judge(struct shmobj__mc *c, struct shmobj__mlapps *a, uint64_t v,
                        struct shmobj__slot *s, int force)
 {
     if (c->sp->ops->live == NULL)
         return;
-    uint64_t now = list_now_ns(c);
-    if (atomic_load_explicit(&a->stuck_at, memory_order_relaxed) != n + 1) {
+    uint64_t now = list_now_ns(c), n = v & SHMOBJ__MLIST_LEN_MASK;
+    if (atomic_load_explicit(&a->stuck_at, memory_order_relaxed) != v + 1) {
         atomic_store_explicit(&a->stuck_ns, now, memory_order_relaxed);
-        atomic_store_explicit(&a->stuck_at, n + 1, memory_order_relaxed);
+        atomic_store_explicit(&a->stuck_at, v + 1, memory_order_relaxed);
         if (!force)
             return;
     }
@@ -158,8 +161,8 @@ static void list_judge(struct shmobj__mc *c, struct shmobj__mlapps *a, uint64_t 
 }
 
 /* Move len over every written slot from where it is (not past the
- * reservations): 0, or 1 when it stopped at a hole (held in *hole, its
- * slot in *hs). The seq_cst loads pair with the appenders' seq_cst CAS of
+ * reservations): 0, or 1 when it stopped at a hole (len's word then, epoch
+ * and place, in *hole, its slot in *hs). The seq_cst loads pair with the appenders' seq_cst CAS of
  * their tags. */
 static int list_publish(struct shmobj__mc *c, uint64_t mine, struct shmobj__slot *ms,
                         uint64_t *hole, struct shmobj__slot **hs)
@@ -182,7 +185,7 @@ static int list_publish(struct shmobj__mc *c, uint64_t mine, struct shmobj__slot
         uint8_t tag = atomic_load_explicit((_Atomic uint8_t *)(void *)&ls.s->tag,
                                            memory_order_seq_cst);
         if (!tag_written(tag)) {
-            *hole = n;
+            *hole = v;
             *hs = ls.s;
             return 1;
         }
@@ -262,8 +265,9 @@ static inline __attribute__((always_inline)) int list_append_free(struct shmobj_
         SHMOBJ__STEP("mlist.append.written");
         uint64_t hole;
         struct shmobj__slot *hs;
-        if (list_publish(c, p, ls.s, &hole, &hs) == 1 && hole < p &&
-            (p - hole) % LIST_HOLE_SLACK == 0)
+        if (list_publish(c, p, ls.s, &hole, &hs) == 1 &&
+            (hole & SHMOBJ__MLIST_LEN_MASK) < p &&
+            (p - (hole & SHMOBJ__MLIST_LEN_MASK)) % LIST_HOLE_SLACK == 0)
             list_judge(c, a, hole, hs, 1);
         /* published by us or, past a hole, by the appender before us,
          * which reports it after its own publish */
@@ -349,6 +353,7 @@ void shmobj__mlist_open(struct shmobj__mc *c)
 {
     if (list_apps(c) == NULL)
         return;
+    SHMOBJ__STEP("mlist.open.opening");
     atomic_store_explicit(list_res(c->m), list_len(c->m), memory_order_release);
 }
 
@@ -437,9 +442,11 @@ int shmobj__mlist_close(struct shmobj__mc *c)
         atomic_store_explicit(&a->closed_r, r, memory_order_relaxed);
     } else {
         /* a closer died holding it: its count, or len where publishers
-         * that read the count before the close moved len past it */
+         * that read the count before the close moved len past it; len
+         * alone when it had settled them all (its removals since then
+         * emptied places below its count that nobody holds) */
         r = atomic_load_explicit(&a->closed_r, memory_order_relaxed);
-        if (r < list_len(m))
+        if ((r & SHMOBJ__MLIST_SETTLED) || r < list_len(m))
             r = list_len(m);
     }
     SHMOBJ__STEP("mlist.close.closed");
@@ -501,7 +508,7 @@ int shmobj__mlist_close(struct shmobj__mc *c)
     uint64_t e = atomic_load_explicit(&m->len, memory_order_relaxed) & ~SHMOBJ__MLIST_LEN_MASK;
     atomic_store_explicit(&m->len, (e + (UINT64_C(1) << SHMOBJ__MLIST_LEN_BITS)) | p,
                           memory_order_release);
-    atomic_store_explicit(&a->closed_r, p, memory_order_relaxed);
+    atomic_store_explicit(&a->closed_r, p | SHMOBJ__MLIST_SETTLED, memory_order_relaxed);
     return 0;
 }
 

@@ -36,8 +36,9 @@ static void list_apps_make(struct shmobj__mc *c)
         memset(a, 0, sizeof *a);
         a->magic = SHMOBJ__MLIST_MAGIC;
         a->recs = SHMOBJ__MLGROW_RECS;
-        /* closed at len: the holder reopens them at its unlock */
-        atomic_store_explicit(&a->closed_r, n, memory_order_relaxed);
+        /* closed at len, nothing to settle: the holder reopens them at
+         * its unlock */
+        atomic_store_explicit(&a->closed_r, n | SHMOBJ__MLIST_SETTLED, memory_order_relaxed);
         atomic_store_explicit(list_res(m), n | SHMOBJ__MLIST_CLOSED, memory_order_relaxed);
         shmobj__mut_wbegin(m);
         atomic_store_explicit(apps_ref(m), r, memory_order_release);
