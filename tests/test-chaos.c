@@ -129,6 +129,7 @@ enum rec_kind {
     R_CALL,      /* a: call id (its answer named it) */
     R_TPUB,      /* a: message id (its publish returned 0) */
     R_TGOT,      /* a: message id (a subscriber took it, in order) */
+    R_MPOP,      /* a: the int popped from the mutable list (an append's) */
     R_VIOLATION, /* a: what (enum viol), b, c: details */
 };
 
@@ -304,7 +305,7 @@ enum op_code { OP_PUT = 1, OP_TAKE_C, OP_DATA, OP_DONE, OP_WAIT, OP_FREE_MSG,
                OP_SET, OP_GET, OP_DEL, OP_ITER, OP_CHECK, OP_ADD, OP_ALLOC,
                OP_FREE, OP_PTR, OP_APPEND, OP_MGET, OP_MSET, OP_MDEL, OP_MADD,
                OP_MITER, OP_CALL, OP_SERVE, OP_PUBLISH, OP_SUBSCRIBE, OP_TTAKE,
-               OP_TRELEASE };
+               OP_TRELEASE, OP_MPOP, OP_MINSERT };
 
 static void produce(struct wctx *w, int qi)
 {
@@ -647,6 +648,55 @@ static int run_mlist_appender(struct wctx *w)
     return 0; /* not reached: workers end by SIGKILL */
 }
 
+/* The mutable list's remover (one instance at a time): it pops the last
+ * item and reports the append it held, or puts the marker -1 at a random
+ * place, reads it there and deletes it, while the appenders append and
+ * everyone dies. A removal killed after its change and before the lock
+ * is given back is what the next locker must repair without inventing
+ * items (nulls nobody appended, items popped coming back). */
+static int run_mlist_remover(struct wctx *w)
+{
+    for (;;) {
+        maybe_hold(w);
+        size_t n = 0;
+        int rc = shmobj_view_len(&w->mlist, &n);
+        if (rc != 0 || n < 2) {
+            check_rc(w, OP_MGET, rc);
+            sleep_ns(MS);
+            continue;
+        }
+        if (wrnd(w) % 2 == 0) {
+            shmobj_ref got = 0;
+            rc = shmobj_mlist_pop(&w->mlist, -1, &got);
+            if (rc != 0) {
+                check_rc(w, OP_MPOP, rc);
+                continue;
+            }
+            shmobj_view v;
+            int64_t x = 0;
+            /* a null (a killed appender's place) or an older marker is
+             * no append: nothing to report */
+            if (shmobj_obj_get(w->seg, got, &v) == 0 && shmobj_int_get(&v, &x) == 0 && x > 0)
+                send_rec(w, R_MPOP, (uint64_t)x, 0, 0);
+            check_rc(w, OP_MPOP, shmobj_obj_free(w->seg, got));
+            continue;
+        }
+        size_t at = (size_t)(wrnd(w) % n);
+        int64_t x = 0;
+        rc = shmobj_mlist_insert(&w->mlist, at, &SHMOBJ_VAL_INT(-1));
+        if (rc == 0) {
+            /* appends only add after it, and this is the only remover */
+            rc = shmobj_mlist_get_int(&w->mlist, at, &x);
+            if (rc == 0 && x != -1)
+                violation(w, V_MITEM, (uint64_t)x, at);
+            if (rc == 0)
+                rc = shmobj_mlist_delete(&w->mlist, at);
+        }
+        check_rc(w, OP_MINSERT, rc);
+    }
+    return 0; /* not reached: workers end by SIGKILL */
+}
+
 /* A dict writer's string key for id (19 bytes: a child, not inline) and
  * its value: an int for an even id, a string (a child) for an odd one. */
 static void mkey_of(uint64_t id, char buf[24])
@@ -929,6 +979,7 @@ static const struct kind kinds[] = {
     {"raw-blocks", run_raw, 1, RAW_MAX + BLOCK_HDR, -1, -1, false},
     {"grower", run_grower, 1, GROW_MAX + BLOCK_HDR, -1, -1, false},
     {"mlist-appender", run_mlist_appender, 2, LEAK_MLIST_CHUNK, -1, -1, false},
+    {"mlist-remover", run_mlist_remover, 1, LEAK_MLIST_CHUNK, -1, -1, false},
     {"mdict-writer", run_mdict_writer, 2, LEAK_MDICT, -1, -1, false},
     {"svc-client", run_svc_client, 2, LEAK_SVC_CLIENT, -1, -1, false},
     {"svc-server", run_svc_server, 1, LEAK_SVC_SERVER, -1, -1, false},
@@ -1024,11 +1075,13 @@ struct chaos {
      * acknowledged sequence number; the dict's string keys (K_SET, K_DEL)
      * and counter keys (1 + acknowledged adds) */
     struct idset app_acked, mkeys, mctr;
+    struct idset app_popped; /* list items popped (R_MPOP), by id */
     uint64_t mlist_len_max;  /* the longest list seen at a checkpoint */
     uint64_t svc_calls;      /* service calls answered */
     uint64_t tpub, tgot;     /* topic publishes acknowledged, messages taken */
     uint64_t md_live_max;    /* most live dict keys a round can have had */
     uint64_t md_kills0;      /* dict writers killed before this round */
+    uint64_t mlr_kills0;     /* list removers killed before this round */
     uint64_t mlist_items, mdict_items; /* checked at checkpoints */
     struct block *blocks;
     size_t nblocks, blocks_cap;
@@ -1164,6 +1217,11 @@ static void take_rec(struct chaos *c, const struct rec *r)
         break;
     case R_TGOT:
         c->tgot++;
+        break;
+    case R_MPOP:
+        if (*idset_at(&c->app_popped, r->a) != 0)
+            report(c, "mutable list: %#llx popped twice", (unsigned long long)r->a);
+        *idset_at(&c->app_popped, r->a) = 1;
         break;
     case R_VIOLATION:
         c->ops--;
@@ -1469,8 +1527,22 @@ static void idset_reset(struct idset *s)
     memset(s, 0, sizeof *s);
 }
 
-/* The list: each instance's items in its order, 1, 2, ..., up to its last
- * acknowledged append or one more (its in-flight one). */
+/* Appends of instance inst from seq `from` to `to` (inclusive) that are
+ * not in the list: each must have been popped, or be one of the pops a
+ * killed remover made and never reported. */
+static void mlist_missing(struct chaos *c, uint64_t inst, uint64_t from, uint64_t to,
+                          uint64_t *unreported)
+{
+    for (uint64_t seq = from; seq <= to; seq++)
+        if (*idset_at(&c->app_popped, inst << 24 | seq) == 0)
+            (*unreported)++;
+}
+
+/* The list: each instance's items in its order, every acknowledged append
+ * there once unless popped (at most one pop per killed remover was never
+ * reported), none popped back, up to its last acknowledged append or one
+ * more (its in-flight one); the remover's markers at most one per killed
+ * remover, nulls at most one per killed appender. */
 static void mlist_check(struct chaos *c)
 {
     int rc = shmobj_obj_check(c->seg, c->mlist_ref);
@@ -1489,10 +1561,15 @@ static void mlist_check(struct chaos *c)
         c->mlist_len_max = n;
     c->mlist_items += n;
     struct idset seen = {0};
-    uint64_t nulls = 0, app_kills = 0;
-    for (unsigned k = 0; k < NKINDS; k++)
+    uint64_t nulls = 0, markers = 0, unreported = 0, app_kills = 0, rm_kills = 0;
+    for (unsigned k = 0; k < NKINDS; k++) {
         if (kinds[k].run == run_mlist_appender)
             app_kills += c->kills_kind[k];
+        if (kinds[k].run == run_mlist_remover)
+            rm_kills += c->kills_kind[k];
+    }
+    rm_kills -= c->mlr_kills0;
+    c->mlr_kills0 += rm_kills;
     for (size_t i = 0; i < n; i++) {
         int64_t v = 0;
         shmobj_view nv;
@@ -1506,6 +1583,13 @@ static void mlist_check(struct chaos *c)
                        (unsigned long long)nulls, (unsigned long long)app_kills);
             continue;
         }
+        if (rc == 0 && v == -1) {
+            /* a remover killed between its insert and its delete */
+            if (++markers > rm_kills)
+                report(c, "mutable list: %llu markers, %llu removers killed this round",
+                       (unsigned long long)markers, (unsigned long long)rm_kills);
+            continue;
+        }
         uint64_t inst = (uint64_t)v >> 24, seq = (uint64_t)v & 0xffffff;
         if (rc != 0 || inst == 0 || inst > c->insts || seq == 0) {
             report(c, "mutable list: item %zu: %s %#llx", i,
@@ -1513,20 +1597,29 @@ static void mlist_check(struct chaos *c)
             continue;
         }
         uint32_t *s = idset_at(&seen, inst);
-        if (seq != *s + 1u)
+        if (seq <= *s)
             report(c, "mutable list: item %zu is append %llu of instance %llu, after its %u",
                    i, (unsigned long long)seq, (unsigned long long)inst, *s);
-        *s = (uint32_t)seq;
+        else
+            mlist_missing(c, inst, *s + 1u, seq - 1, &unreported);
+        if (*idset_at(&c->app_popped, (uint64_t)v) != 0)
+            report(c, "mutable list: item %zu, %#llx, was popped and is there again", i,
+                   (unsigned long long)v);
+        s = idset_at(&seen, inst);
+        if (seq > *s)
+            *s = (uint32_t)seq;
     }
     for (uint64_t i = 0; i < c->app_acked.cap; i++) {
         uint64_t inst = c->app_acked.keys[i];
         if (inst == 0)
             continue;
         uint32_t got = *idset_at(&seen, inst);
-        if (got < c->app_acked.flags[i])
-            report(c, "mutable list: instance %llu has %u items, %u appends acknowledged",
-                   (unsigned long long)inst, got, c->app_acked.flags[i]);
+        mlist_missing(c, inst, (uint64_t)got + 1, c->app_acked.flags[i], &unreported);
     }
+    if (unreported > rm_kills)
+        report(c, "mutable list: %llu acknowledged appends neither there nor popped, "
+                  "%llu removers killed this round",
+               (unsigned long long)unreported, (unsigned long long)rm_kills);
     for (uint64_t i = 0; i < seen.cap; i++) {
         uint64_t inst = seen.keys[i];
         if (inst == 0)
@@ -1660,6 +1753,7 @@ static void mutables_check(struct chaos *c)
     if (rc != 0)
         report(c, "mutable dict: free: %s", shmobj_errname(rc));
     idset_reset(&c->app_acked);
+    idset_reset(&c->app_popped);
     idset_reset(&c->mkeys);
     idset_reset(&c->mctr);
 }
@@ -1980,6 +2074,7 @@ static void test_chaos_kill_workers_state_holds(void **state)
     idset_free(&c->inflight);
     idset_free(&c->lastset);
     idset_free(&c->app_acked);
+    idset_free(&c->app_popped);
     idset_free(&c->mkeys);
     idset_free(&c->mctr);
     free(c->blocks);
