@@ -22,9 +22,12 @@
  *     producer;
  *   - each counter is at least the sum of its acknowledged adds, and all
  *     of them together exceed that sum by at most one per killed adder;
- *   - the mutable list (appended to by several workers): the library's
- *     check passes; it holds every acknowledged append exactly once, in
- *     each instance's order, and at most one more per killed appender;
+ *   - the mutable list (appended to by several workers, one remover
+ *     popping the last item or inserting a marker and deleting it): the
+ *     library's check passes; it holds every acknowledged append once,
+ *     in each instance's order, unless it was popped, and no popped one;
+ *     at most one more item per killed appender, one marker and one
+ *     unreported pop per killed remover;
  *   - the mutable dict (its writers add to counters of their own, set and
  *     delete keys of their own): the library's check passes; each counter
  *     is its acknowledged adds, or one more when its writer was killed in
