@@ -3780,10 +3780,11 @@ static const struct {
     {"mlist.read.len", LS_READ},          {"mlist.close.closed", LS_LOCKER},
     {"mlist.close.settled", LS_LOCKER},   {"mlist.insert.intent", LS_LOCKER},
     {"mlist.move.step", LS_LOCKER},       {"mlist.delete.intent", LS_LOCKER},
+    {"mlist.open.opening", LS_LOCKER},
 };
 
-/* Every step of the list's append, publish, skip, read, close, insert and
- * delete, walked with one process stopped there while three appenders and
+/* Every step of the list's append, publish, skip, read, close, insert,
+ * delete and reopening, walked with one process stopped there while three appenders and
  * a watcher go on (five processes on two CPUs). */
 static void test_mlist_stall_every_step(void **state)
 {
