@@ -26,8 +26,10 @@
 
 #include <cmocka.h>
 
+#include "seg-cache.h"
 #include "segment.h"
 #include "shmobj.h"
+#include "test-stall.h"
 #include "test-util.h"
 
 #define MiB (UINT64_C(1) << 20)
@@ -290,6 +292,65 @@ static void test_cache_killed_owner_blocks_serve_enomem(void **state)
     munmap((void *)ready, 4096);
 }
 
+/* ---- refills --------------------------------------------------------------- */
+
+/* A process that only allocates: the miss that takes the lock also fills
+ * the class (8 blocks of 128 bytes more, at most 4 KiB), so the next
+ * allocations of the class come from the cache, each a block of its own
+ * that the heap's check sees as sound; and the blocks go back whole. */
+static void test_cache_refill_serves_allocations_without_lock(void **state)
+{
+    struct fixture *f = *state;
+    uint64_t size = 100;
+    unsigned c = seg_cache_round(&size, 16);
+    struct shmobj__seg_cache *k = &f->seg->cache;
+    assert_int_equal(k->count[c], 0);
+    enum { N = 40 };
+    shmobj_ref r[N];
+    for (int i = 0; i < N; i++) {
+        void *p;
+        assert_int_equal(shmobj_arena_alloc(f->seg, 100, 0, &r[i], &p), 0);
+        memset(p, 0xa5, 100);
+        /* one miss, then SEG_CACHE_REFILL hits: the count tells which */
+        assert_int_equal(k->count[c], (SEG_CACHE_REFILL - i % (SEG_CACHE_REFILL + 1)));
+        for (int j = 0; j < i; j++)
+            assert_true(r[j] != r[i]);
+    }
+    assert_int_equal(shmobj_arena_check(f->seg, NULL), 0);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(shmobj_arena_free(f->seg, r[i]), 0);
+    expect_all_free(f->seg); /* the statistics give the cache back first */
+}
+
+/* Allocate 100 bytes, killed at the refill's third block (between its
+ * allocation and its put), holding the segment lock. */
+static int refill_and_die(void *p)
+{
+    struct kill_arg *a = p;
+    shmobj_segment *s;
+    if (shmobj_segment_open(a->name, SHMOBJ_BACKEND_SHM, 0, &s) != 0)
+        return 10;
+    test_stall_arm("segment.cache.refill", 3, TEST_STALL_KILL, 0);
+    shmobj_ref r;
+    (void)shmobj_arena_alloc(s, 100, 0, &r, NULL);
+    return 11;
+}
+
+/* A process killed inside a refill: the repair that follows frees the
+ * blocks it had put into its cache; what stays in use is the block being
+ * put and the one its call was allocating (which a kill before any
+ * allocation returns leaves too). */
+static void test_cache_killed_in_refill_leaks_two_blocks(void **state)
+{
+    struct fixture *f = *state;
+    struct kill_arg a = {f->name, NULL, 1};
+    assert_int_equal(test_child_wait(test_child_start(refill_and_die, &a, 30)), 128 + SIGKILL);
+    shmobj_arena_stats st = stats_of(f->seg); /* takes the lock: repair */
+    assert_int_equal(st.used_blocks, 2);
+    assert_int_equal(st.used_bytes, 2 * 128);
+    assert_int_equal(shmobj_arena_check(f->seg, NULL), 0);
+}
+
 /* ---- fork ------------------------------------------------------------------ */
 
 struct fork_arg {
@@ -454,6 +515,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cache_killed_lock_holder_blocks_reclaimed, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_cache_killed_owner_blocks_serve_enomem, setup_fixed,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_cache_refill_serves_allocations_without_lock,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cache_killed_in_refill_leaks_two_blocks, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_cache_forked_child_never_takes_parent_blocks, setup,
                                         teardown),

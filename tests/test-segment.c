@@ -1447,7 +1447,11 @@ static void test_segment_open_while_growing_not_corrupt(void **state)
  * behind the segment lock (arena-inline.h): each damage of the heap that
  * the core's own calls refuse is still SHMOBJ_ECORRUPT through the public
  * calls, writes nothing, and once the bytes are restored both work again.
- * The control block's magic and heap end, and a block's boundary tag. */
+ * The control block's magic and heap end, and a block's boundary tag. The
+ * damaged allocations ask for more than the process's allocation cache
+ * serves: a block from the cache (the first allocation filled its class)
+ * is handed out by its own header word, which no damage here touches. */
+#define PUB_UNCACHED 9000
 static void test_arena_public_damaged_heap_ecorrupt(void **state)
 {
     (void)state;
@@ -1467,16 +1471,16 @@ static void test_arena_public_damaged_heap_ecorrupt(void **state)
 
     uint64_t saved = *magic;
     *magic ^= 1;
-    assert_int_equal(shmobj_arena_alloc(s, 100, 0, &r2, NULL), SHMOBJ_ECORRUPT);
+    assert_int_equal(shmobj_arena_alloc(s, PUB_UNCACHED, 0, &r2, NULL), SHMOBJ_ECORRUPT);
     assert_int_equal(shmobj_arena_free(s, r), SHMOBJ_ECORRUPT);
     *magic = saved;
 
     saved = *heap_end;
     *heap_end = s->max_size + 4096; /* beyond anything mapped */
-    assert_int_equal(shmobj_arena_alloc(s, 100, 0, &r2, NULL), SHMOBJ_ECORRUPT);
+    assert_int_equal(shmobj_arena_alloc(s, PUB_UNCACHED, 0, &r2, NULL), SHMOBJ_ECORRUPT);
     assert_int_equal(shmobj_arena_free(s, r), SHMOBJ_ECORRUPT);
     *heap_end = saved | 8; /* not a multiple of 16 */
-    assert_int_equal(shmobj_arena_alloc(s, 100, 0, &r2, NULL), SHMOBJ_ECORRUPT);
+    assert_int_equal(shmobj_arena_alloc(s, PUB_UNCACHED, 0, &r2, NULL), SHMOBJ_ECORRUPT);
     *heap_end = saved;
 
     *tag = 144;

@@ -42,6 +42,13 @@
 /* The largest alignment served (the layers' queue messages and tables ask
  * for 64): a class's top block serves when its payload has it. */
 #define SEG_CACHE_MAX_ALIGN 64u
+/* A miss served under the segment lock also fills its class with up to
+ * SEG_CACHE_REFILL more blocks, of at most SEG_CACHE_REFILL_BYTES in all
+ * (seg_cache_refill_count()): a process that only allocates (inserts
+ * into a map, puts to a queue) then takes the lock once per so many
+ * allocations, not once per allocation. */
+#define SEG_CACHE_REFILL 8u
+#define SEG_CACHE_REFILL_BYTES 4096u
 
 /* The class of a cached block of `s` bytes (a multiple of 16, 32 to
  * SEG_CACHE_MAX_BLOCK): below 512 one per 16 bytes; from 512 on, eight per
@@ -131,6 +138,32 @@ static inline uint64_t seg_cache_bits(struct shmobj__seg_cache *k)
     return atomic_load_explicit(&k->bitmap, memory_order_relaxed);
 }
 
+/* How many blocks of class c a refill adds (the cache entered): within
+ * the class's depth, the cache's bytes and SEG_CACHE_REFILL_BYTES. */
+static inline unsigned seg_cache_refill_count(const struct shmobj__seg_cache *k, unsigned c)
+{
+    uint64_t f = seg_cache_floor(c), n = SEG_CACHE_REFILL_BYTES / f;
+    if (n > SEG_CACHE_REFILL)
+        n = SEG_CACHE_REFILL;
+    uint64_t room = (uint64_t)(SHMOBJ__SEG_CACHE_DEPTH - k->count[c]);
+    if (n > room)
+        n = room;
+    if (k->bytes + n * f > SEG_CACHE_MAX_BYTES)
+        n = (SEG_CACHE_MAX_BYTES - k->bytes) / f;
+    return (unsigned)n;
+}
+
+/* Push a block put into the cache (shmobj__arena_cache_put()) on class
+ * c's stack, which has room. */
+static inline void seg_cache_push(struct shmobj__seg_cache *k, unsigned c, uint64_t h,
+                                  uint16_t gen)
+{
+    k->slot[c][k->count[c]++] = h | (uint64_t)gen << GEN_SHIFT;
+    atomic_store_explicit(&k->bitmap, seg_cache_bits(k) | UINT64_C(1) << c,
+                          memory_order_relaxed);
+    k->bytes += seg_cache_floor(c);
+}
+
 /* Pop the top slot of class c: its header offset and generation. */
 static inline uint64_t seg_cache_pop(struct shmobj__seg_cache *k, unsigned c)
 {
@@ -212,10 +245,7 @@ seg_cache_free(shmobj_segment *seg, shmobj__ref ref)
         seg_cache_leave(k);
         return 1;
     }
-    k->slot[c][k->count[c]++] = h | (uint64_t)ng << GEN_SHIFT;
-    atomic_store_explicit(&k->bitmap, seg_cache_bits(k) | UINT64_C(1) << c,
-                          memory_order_relaxed);
-    k->bytes += seg_cache_floor(c);
+    seg_cache_push(k, c, h, ng);
     seg_cache_leave(k);
     return 0;
 }

@@ -99,12 +99,65 @@ static __attribute__((noinline)) void touch_ahead(shmobj_segment *seg,
     }
 }
 
+/* Raise the untouched mark past the block at off, of generation gen, for
+ * a request of size bytes (lock held). A block exceeds its request by
+ * less than a step (the arena splits off any rest that could be a
+ * block), so one far below the mark needs no look at its size. */
+static inline __attribute__((always_inline)) void
+heap_mark_touched(shmobj_segment *seg, uint64_t off, uint16_t gen, uint64_t size, uint64_t u)
+{
+    /* Past the block and the header and links a split or a later merge
+     * leaves at its end. */
+    if (__builtin_expect(off + size + SHMOBJ__SEG_UNTOUCHED_STEP > u, 0))
+        shmobj__seg_untouched_raise(
+            seg, off + shmobj__arena_usable_if(seg->space.base, off, gen) + 64);
+}
+
+/* After a miss of cache class c served under the lock: more blocks of
+ * the class, allocated now and put into this handle's cache, so that the
+ * next allocations of the class take no lock. Only from free blocks (no
+ * growth for them); nothing when another thread has the cache. A kill
+ * between a block's allocation and its put leaves that one block used
+ * (doc/format-arena.md); those put are a dead process's cached blocks,
+ * which a repair frees. */
+static __attribute__((noinline)) void heap_refill_locked(shmobj_segment *seg, unsigned c,
+                                                         uint64_t size, uint64_t align)
+{
+    struct shmobj__seg_cache *k = &seg->cache;
+    if (!seg_cache_enter(seg, k))
+        return;
+    uint8_t *base = seg->space.base;
+    uint64_t mapped = shmobj__seg_mapped(seg);
+    for (unsigned n = seg_cache_refill_count(k, c); n > 0; n--) {
+        uint64_t off = 0, h;
+        uint16_t gen = 0, ng;
+        if (shmobj__arena_alloc_inline(base, mapped, SHMOBJ__SEG_ARENA_OFF, size, align, &off,
+                                       &gen) != 0)
+            break;
+        heap_mark_touched(seg, off, gen, size,
+                          atomic_load_explicit(&seg->hdr->untouched, memory_order_relaxed));
+        SHMOBJ__STEP("segment.cache.refill");
+        uint64_t usable = shmobj__arena_usable_if(base, off, gen);
+        /* a block of another class (a rest too small to split off made it
+         * larger) is freed again: the stack is one class's */
+        if (seg_cache_class(usable + HDR) != c ||
+            shmobj__arena_cache_put(base, mapped, SHMOBJ__SEG_ARENA_OFF, off, gen, k->token,
+                                    usable + HDR, &h, &ng) != 0) {
+            (void)shmobj__arena_free_inline(base, mapped, SHMOBJ__SEG_ARENA_OFF, off, gen);
+            break;
+        }
+        seg_cache_push(k, c, h, ng);
+    }
+    seg_cache_leave(k);
+}
+
 /* The locked allocation and free, when this process's cache cannot serve
  * (seg-cache.h): out of line, so that the cache's hit, most calls, saves
- * and restores none of the registers they need. */
+ * and restores none of the registers they need. c: the cache class of
+ * the request, whose cache missed (SHMOBJ__SEG_CACHE_CLASSES: none). */
 static __attribute__((noinline)) int
 heap_alloc_locked(shmobj_segment *seg, uint64_t size, uint64_t align,
-                  shmobj__ref *out, uint64_t *untouched)
+                  shmobj__ref *out, uint64_t *untouched, unsigned c)
 {
     int rc = heap_lock(seg);
     if (rc != 0)
@@ -120,13 +173,9 @@ heap_alloc_locked(shmobj_segment *seg, uint64_t size, uint64_t align,
         uint64_t u = atomic_load_explicit(&seg->hdr->untouched, memory_order_relaxed);
         if (untouched != NULL)
             *untouched = u;
-        /* Past the block and the header and links a split or a later merge
-         * leaves at its end. A block exceeds its request by less than a
-         * step (the arena splits off any rest that could be a block), so
-         * one far below the mark needs no look at its size. */
-        if (__builtin_expect(off + size + SHMOBJ__SEG_UNTOUCHED_STEP > u, 0))
-            shmobj__seg_untouched_raise(
-                seg, off + shmobj__arena_usable_if(seg->space.base, off, gen) + 64);
+        heap_mark_touched(seg, off, gen, size, u);
+        if (c < SHMOBJ__SEG_CACHE_CLASSES)
+            heap_refill_locked(seg, c, size, align);
     }
     heap_unlock(seg);
     if (rc == 0) {
@@ -167,7 +216,7 @@ heap_alloc(shmobj_segment *seg, uint64_t size, uint64_t align, shmobj__ref *out,
             *untouched = 0;
         return 0;
     }
-    return heap_alloc_locked(seg, size, align, out, untouched);
+    return heap_alloc_locked(seg, size, align, out, untouched, c);
 }
 
 static inline __attribute__((always_inline)) int heap_free(shmobj_segment *seg,
