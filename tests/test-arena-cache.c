@@ -351,6 +351,81 @@ static void test_cache_killed_in_refill_leaks_two_blocks(void **state)
     assert_int_equal(shmobj_arena_check(f->seg, NULL), 0);
 }
 
+/* A process that frees more blocks of a class than its cache holds: the
+ * free that finds the class full goes to the heap with half the class's
+ * blocks, so the class never holds more than its depth and drops to half
+ * of it at once; every block goes back whole. */
+static void test_cache_full_class_drains_half(void **state)
+{
+    struct fixture *f = *state;
+    uint64_t size = 100;
+    unsigned c = seg_cache_round(&size, 16);
+    struct shmobj__seg_cache *k = &f->seg->cache;
+    enum { N = 80 };
+    shmobj_ref r[N];
+    for (int i = 0; i < N; i++)
+        assert_int_equal(shmobj_arena_alloc(f->seg, 100, 0, &r[i], NULL), 0);
+    int drains = 0;
+    for (int i = 0; i < N; i++) {
+        unsigned before = k->count[c];
+        assert_int_equal(shmobj_arena_free(f->seg, r[i]), 0);
+        if (before == SHMOBJ__SEG_CACHE_DEPTH) {
+            assert_int_equal(k->count[c], SHMOBJ__SEG_CACHE_DEPTH / 2);
+            drains++;
+        } else {
+            assert_int_equal(k->count[c], before + 1);
+        }
+        assert_true(k->count[c] <= SHMOBJ__SEG_CACHE_DEPTH);
+    }
+    assert_true(drains >= 2);
+    assert_int_equal(shmobj_arena_check(f->seg, NULL), 0);
+    expect_all_free(f->seg);
+}
+
+struct drain_arg {
+    const char *name;
+    _Atomic int *started; /* shared: frees begun */
+};
+
+/* Allocate 80 blocks of 100 bytes and free them in order, killed at the
+ * first block a drain takes out of the cache (holding the segment lock). */
+static int drain_and_die(void *p)
+{
+    struct drain_arg *a = p;
+    shmobj_segment *s;
+    if (shmobj_segment_open(a->name, SHMOBJ_BACKEND_SHM, 0, &s) != 0)
+        return 10;
+    shmobj_ref r[80];
+    for (int i = 0; i < 80; i++)
+        if (shmobj_arena_alloc(s, 100, 0, &r[i], NULL) != 0)
+            return 11;
+    test_stall_arm("segment.cache.drain", 1, TEST_STALL_KILL, 0);
+    for (int i = 0; i < 80; i++) {
+        atomic_store(a->started, i + 1);
+        if (shmobj_arena_free(s, r[i]) != 0)
+            return 12;
+    }
+    return 13;
+}
+
+/* A process killed inside a drain: the repair frees its cached blocks,
+ * and what stays in use is the blocks it had not freed and the one the
+ * drain had taken out of the cache. */
+static void test_cache_killed_in_drain_leaks_one_block(void **state)
+{
+    struct fixture *f = *state;
+    _Atomic int *started = shared_page(4096);
+    struct drain_arg a = {f->name, started};
+    assert_int_equal(test_child_wait(test_child_start(drain_and_die, &a, 30)), 128 + SIGKILL);
+    int freed = atomic_load(started); /* the last of them was killed in its drain */
+    assert_true(freed > SHMOBJ__SEG_CACHE_DEPTH / 2 && freed < 80);
+    shmobj_arena_stats st = stats_of(f->seg); /* takes the lock: repair */
+    assert_int_equal(st.used_blocks, (uint64_t)(80 - freed + 1));
+    assert_int_equal(st.used_bytes, (uint64_t)(80 - freed + 1) * 128);
+    assert_int_equal(shmobj_arena_check(f->seg, NULL), 0);
+    munmap((void *)started, 4096);
+}
+
 /* ---- fork ------------------------------------------------------------------ */
 
 struct fork_arg {
@@ -519,6 +594,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cache_refill_serves_allocations_without_lock,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_cache_killed_in_refill_leaks_two_blocks, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_cache_full_class_drains_half, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cache_killed_in_drain_leaks_one_block, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_cache_forked_child_never_takes_parent_blocks, setup,
                                         teardown),

@@ -217,9 +217,10 @@ seg_cache_alloc(shmobj_segment *seg, unsigned c, uint64_t align,
 }
 
 /* A free into the cache: 0 when it took the block, or 1 (go the locked
- * way, which also gives every error). */
+ * way, which also gives every error). *full: the class whose stack was
+ * full, for the locked free to drain (SHMOBJ__SEG_CACHE_CLASSES: none). */
 static inline __attribute__((always_inline)) int
-seg_cache_free(shmobj_segment *seg, shmobj__ref ref)
+seg_cache_free(shmobj_segment *seg, shmobj__ref ref, unsigned *full)
 {
     uint64_t off = shmobj__ref_off(ref);
     uint16_t gen = shmobj__ref_gen(ref);
@@ -238,8 +239,12 @@ seg_cache_free(shmobj_segment *seg, shmobj__ref ref)
         return 1;
     uint64_t h;
     uint16_t ng;
-    if (k->count[c] >= SHMOBJ__SEG_CACHE_DEPTH ||
-        k->bytes + seg_cache_floor(c) > SEG_CACHE_MAX_BYTES ||
+    if (k->count[c] >= SHMOBJ__SEG_CACHE_DEPTH) {
+        *full = c;
+        seg_cache_leave(k);
+        return 1;
+    }
+    if (k->bytes + seg_cache_floor(c) > SEG_CACHE_MAX_BYTES ||
         shmobj__arena_cache_put(base, mapped, SHMOBJ__SEG_ARENA_OFF, off, gen,
                                 k->token, usable + HDR, &h, &ng) != 0) {
         seg_cache_leave(k);

@@ -189,8 +189,33 @@ heap_alloc_locked(shmobj_segment *seg, uint64_t size, uint64_t align,
     return rc;
 }
 
+/* After a free that found cache class c full (lock held): half of the
+ * class's blocks go back to the heap with it, so that a process that
+ * frees what others allocate (a queue's consumer) takes the lock once
+ * per so many frees. A kill between a block's leaving the cache and its
+ * free leaves that block in use (doc/format-arena.md). */
+static __attribute__((noinline)) void heap_drain_locked(shmobj_segment *seg, unsigned c)
+{
+    struct shmobj__seg_cache *k = &seg->cache;
+    if (!seg_cache_enter(seg, k))
+        return;
+    uint8_t *base = seg->space.base;
+    uint64_t mapped = shmobj__seg_mapped(seg);
+    for (unsigned n = k->count[c] / 2; n > 0 && k->count[c] > 0; n--) {
+        uint64_t e = seg_cache_pop(k, c);
+        uint64_t h = e & SIZE_MASK;
+        uint16_t gen = (uint16_t)(e >> GEN_SHIFT);
+        /* a block a repair took from the cache is no longer this one's */
+        if (shmobj__arena_cache_get(base, h, gen, seg_cache_floor(c)) != 0)
+            continue;
+        SHMOBJ__STEP("segment.cache.drain");
+        (void)shmobj__arena_free_inline(base, mapped, SHMOBJ__SEG_ARENA_OFF, h + HDR, gen);
+    }
+    seg_cache_leave(k);
+}
+
 static __attribute__((noinline)) int heap_free_locked(shmobj_segment *seg,
-                                                      shmobj__ref ref)
+                                                      shmobj__ref ref, unsigned full)
 {
     int rc = heap_lock(seg);
     if (rc != 0)
@@ -198,6 +223,8 @@ static __attribute__((noinline)) int heap_free_locked(shmobj_segment *seg,
     rc = shmobj__arena_free_inline(seg->space.base, shmobj__seg_mapped(seg),
                                    SHMOBJ__SEG_ARENA_OFF, shmobj__ref_off(ref),
                                    shmobj__ref_gen(ref));
+    if (rc == 0 && full < SHMOBJ__SEG_CACHE_CLASSES)
+        heap_drain_locked(seg, full);
     heap_unlock(seg);
     return rc;
 }
@@ -222,9 +249,10 @@ heap_alloc(shmobj_segment *seg, uint64_t size, uint64_t align, shmobj__ref *out,
 static inline __attribute__((always_inline)) int heap_free(shmobj_segment *seg,
                                                            shmobj__ref ref)
 {
-    if (seg_cache_free(seg, ref) == 0)
+    unsigned full = SHMOBJ__SEG_CACHE_CLASSES;
+    if (seg_cache_free(seg, ref, &full) == 0)
         return 0;
-    return heap_free_locked(seg, ref);
+    return heap_free_locked(seg, ref, full);
 }
 
 /* The layers' allocations and frees: refused with SHMOBJ_ESTALE once the
