@@ -1762,8 +1762,10 @@ static void test_mlist_removal_killed_before_reopen(void **state)
         assert_int_equal(shmobj_obj_check(f->seg, r), 0);
         size_t n = len_of(&l);
         assert_int_equal(n, left[kind]);
-        for (size_t i = 0; i < n; i++)
-            assert_int_equal(item_int(&l, i), (int64_t)(kind == LREMOVE_DELETE && i >= 5 ? i + 1 : i));
+        for (size_t i = 0; i < n; i++) {
+            size_t was = kind == LREMOVE_DELETE && i >= 5 ? i + 1 : i; /* item 5 deleted */
+            assert_int_equal(item_int(&l, i), (int64_t)was);
+        }
         assert_int_equal(shmobj_mlist_append(&l, &SHMOBJ_VAL_INT(-7)), 0);
         assert_int_equal(len_of(&l), n + 1);
         assert_int_equal(item_int(&l, n), -7);

@@ -162,8 +162,8 @@ static void list_judge(struct shmobj__mc *c, struct shmobj__mlapps *a, uint64_t 
 
 /* Move len over every written slot from where it is (not past the
  * reservations): 0, or 1 when it stopped at a hole (len's word then, epoch
- * and place, in *hole, its slot in *hs). The seq_cst loads pair with the appenders' seq_cst CAS of
- * their tags. */
+ * and place, in *hole, its slot in *hs). The seq_cst loads pair with the
+ * appenders' seq_cst CAS of their tags. */
 static int list_publish(struct shmobj__mc *c, uint64_t mine, struct shmobj__slot *ms,
                         uint64_t *hole, struct shmobj__slot **hs)
 {
