@@ -201,7 +201,7 @@ static __attribute__((noinline)) void heap_drain_locked(shmobj_segment *seg, uns
         return;
     uint8_t *base = seg->space.base;
     uint64_t mapped = shmobj__seg_mapped(seg);
-    for (unsigned n = k->count[c] / 2; n > 0 && k->count[c] > 0; n--) {
+    for (unsigned n = k->count[c] / 2; n > 0; n--) { /* each pops one */
         uint64_t e = seg_cache_pop(k, c);
         uint64_t h = e & SIZE_MASK;
         uint16_t gen = (uint16_t)(e >> GEN_SHIFT);
