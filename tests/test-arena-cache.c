@@ -426,6 +426,89 @@ static void test_cache_killed_in_drain_leaks_one_block(void **state)
     munmap((void *)started, 4096);
 }
 
+/* ---- a process stopped in a refill or a drain --------------------------------- */
+
+#define CHURN_BLOCKS 40 /* per round: more than a class holds, so frees drain */
+
+struct churn_arg {
+    const char *name;
+    int who;
+    unsigned pin; /* 1: on one CPU */
+    const char *stop_at; /* NULL, or the step to stop at once */
+};
+
+/* Rounds of CHURN_BLOCKS allocations of 100 bytes, each stamped with
+ * (who, round, i) and read back before all are freed: a block handed to
+ * two processes at once shows another's stamp. */
+static int churn_proc(void *p)
+{
+    struct churn_arg *a = p;
+    if (a->pin)
+        test_stall_pin(0);
+    shmobj_segment *s;
+    if (shmobj_segment_open(a->name, SHMOBJ_BACKEND_SHM, 0, &s) != 0)
+        return 10;
+    if (a->stop_at != NULL)
+        test_stall_arm(a->stop_at, 1, TEST_STALL_STOP, 0);
+    for (uint64_t round = 0; round < 200; round++) {
+        shmobj_ref r[CHURN_BLOCKS];
+        uint64_t *pl[CHURN_BLOCKS];
+        for (int i = 0; i < CHURN_BLOCKS; i++) {
+            if (shmobj_arena_alloc(s, 100, 0, &r[i], (void **)&pl[i]) != 0)
+                return 11;
+            pl[i][0] = (uint64_t)a->who << 48 | round << 16 | (uint64_t)i;
+        }
+        for (int i = 0; i < CHURN_BLOCKS; i++)
+            if (pl[i][0] != ((uint64_t)a->who << 48 | round << 16 | (uint64_t)i))
+                return 12;
+        for (int i = 0; i < CHURN_BLOCKS; i++)
+            if (shmobj_arena_free(s, r[i]) != 0)
+                return 13;
+    }
+    shmobj_segment_close(s);
+    return 0;
+}
+
+/* One process stopped at a step of the refill or the drain (holding the
+ * segment lock, its cache half filled or half drained) while four others
+ * (five processes on two CPUs, or all on one) allocate and free the same
+ * class; then resumed. Every process finishes, no block is handed to two
+ * at once, and once all have closed the heap checks clean with every
+ * block free again. */
+static void cache_stall_walk(struct fixture *f, unsigned pin)
+{
+    static const char *const steps[] = {"segment.cache.refill", "segment.cache.drain"};
+    for (size_t st = 0; st < sizeof steps / sizeof *steps; st++) {
+        struct churn_arg sa = {f->name, 1, pin, steps[st]};
+        pid_t sp = test_child_start(churn_proc, &sa, 60);
+        int status = 0;
+        assert_int_equal(test_stall_wait_stopped(sp, 20000, &status), 1);
+        struct churn_arg wa[4];
+        pid_t wp[4];
+        for (int w = 0; w < 4; w++) {
+            wa[w] = (struct churn_arg){f->name, 2 + w, pin, NULL};
+            wp[w] = test_child_start(churn_proc, &wa[w], 60);
+        }
+        test_sleep_ms(100);
+        test_stall_resume(sp);
+        for (int w = 0; w < 4; w++)
+            assert_int_equal(test_child_wait(wp[w]), 0);
+        assert_int_equal(test_child_wait(sp), 0);
+        assert_int_equal(shmobj_arena_check(f->seg, NULL), 0);
+        expect_all_free(f->seg);
+    }
+}
+
+static void test_cache_stall_refill_and_drain(void **state)
+{
+    cache_stall_walk(*state, 0);
+}
+
+static void test_cache_stall_refill_and_drain_one_cpu(void **state)
+{
+    cache_stall_walk(*state, 1);
+}
+
 /* ---- fork ------------------------------------------------------------------ */
 
 struct fork_arg {
@@ -597,6 +680,9 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_cache_full_class_drains_half, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cache_killed_in_drain_leaks_one_block, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_cache_stall_refill_and_drain, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cache_stall_refill_and_drain_one_cpu, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_cache_forked_child_never_takes_parent_blocks, setup,
                                         teardown),
