@@ -675,21 +675,25 @@ struct step_case {
      * (its call freed, so only the dead process knew it), as any block a
      * process holds when it is killed */
     unsigned leaks;
+    /* a client's step comes after the answer: the kill test serves the
+     * call before the client dies, else only after (a client answered
+     * at once would never reach its wait) */
+    bool answered;
 };
 
 /* With a process killed at each step, the other side ends with a
  * documented result and, after the repair, nothing is left. */
 static const struct step_case steps[] = {
-    {"service.call.noted", CLIENT, 0, 0},
-    {"service.call.sent", CLIENT, 0, 0},
-    {"service.call.wait", CLIENT, 0, 0},
-    {"service.call.collect", CLIENT, 0, 0},
-    {"service.retire.parts", CLIENT, 0, 0},
-    {"service.retire.call", CLIENT, 0, 1},
-    {"service.take.taken", SERVER, SHMOBJ_ETIMEDOUT, 0},
-    {"service.reply.stored", SERVER, SHMOBJ_EPEERDEAD, 0},
-    {"service.reply.freed", SERVER, SHMOBJ_EPEERDEAD, 0},
-    {"service.reply.published", SERVER, 0, 0},
+    {"service.call.noted", CLIENT, 0, 0, false},
+    {"service.call.sent", CLIENT, 0, 0, false},
+    {"service.call.wait", CLIENT, 0, 0, false},
+    {"service.call.collect", CLIENT, 0, 0, true},
+    {"service.retire.parts", CLIENT, 0, 0, true},
+    {"service.retire.call", CLIENT, 0, 1, true},
+    {"service.take.taken", SERVER, SHMOBJ_ETIMEDOUT, 0, false},
+    {"service.reply.stored", SERVER, SHMOBJ_EPEERDEAD, 0, false},
+    {"service.reply.freed", SERVER, SHMOBJ_EPEERDEAD, 0, false},
+    {"service.reply.published", SERVER, 0, 0, false},
 };
 
 static void test_service_kill_every_step_nothing_leaked(void **state)
@@ -708,8 +712,9 @@ static void test_service_kill_every_step_nothing_leaked(void **state)
         int rc;
         if (sc->who == CLIENT) {
             pid = test_child_start(client_main, &r, 30);
-            /* this process serves: the client dies at its step */
-            for (int i = 0; i < 100 && (rc = serve_one(s, 9, 50 * TEST_MS)) != 0; i++)
+            /* this process serves: the client dies at its step, after
+             * the answer or before it is given */
+            for (int i = 0; sc->answered && i < 100 && serve_one(s, 9, 50 * TEST_MS) != 0; i++)
                 if (waitpid(pid, NULL, WNOHANG) == pid) {
                     pid = 0;
                     break;
