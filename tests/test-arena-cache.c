@@ -295,9 +295,10 @@ static void test_cache_killed_owner_blocks_serve_enomem(void **state)
 /* ---- refills --------------------------------------------------------------- */
 
 /* A process that only allocates: the miss that takes the lock also fills
- * the class (8 blocks of 128 bytes more, at most 4 KiB), so the next
- * allocations of the class come from the cache, each a block of its own
- * that the heap's check sees as sound; and the blocks go back whole. */
+ * the class (8 blocks of 128 bytes more, at most 4 KiB, carved from one
+ * run and handed out in address order), so the next allocations of the
+ * class come from the cache, each a block of its own that the heap's
+ * check sees as sound; and the blocks go back whole. */
 static void test_cache_refill_serves_allocations_without_lock(void **state)
 {
     struct fixture *f = *state;
@@ -315,6 +316,8 @@ static void test_cache_refill_serves_allocations_without_lock(void **state)
         assert_int_equal(k->count[c], (SEG_CACHE_REFILL - i % (SEG_CACHE_REFILL + 1)));
         for (int j = 0; j < i; j++)
             assert_true(r[j] != r[i]);
+        if (i % (SEG_CACHE_REFILL + 1) >= 2)
+            assert_int_equal(OFF(r[i]), OFF(r[i - 1]) + 128);
     }
     assert_int_equal(shmobj_arena_check(f->seg, NULL), 0);
     for (int i = 0; i < N; i++)
@@ -322,33 +325,108 @@ static void test_cache_refill_serves_allocations_without_lock(void **state)
     expect_all_free(f->seg); /* the statistics give the cache back first */
 }
 
-/* Allocate 100 bytes, killed at the refill's third block (between its
- * allocation and its put), holding the segment lock. */
+/* A run that the heap hands out with a rest too small to split off (16
+ * bytes) makes its last block 16 bytes larger, of another class: that
+ * one goes back to the heap, and the class gets the seven others. The
+ * heap of a fixed segment is cut down until its last free block holds
+ * the call's block and such a run (1,168 bytes). */
+static void test_cache_carved_run_with_a_longer_last_block(void **state)
+{
+    struct fixture *f = *state;
+    shmobj_ref fill[2];
+    shmobj_arena_stats st = stats_of(f->seg);
+    assert_int_equal(st.free_blocks, 1);
+    /* two steps: a free block is only given to a request a size class
+     * below its own, so the exact cut is made in a small one */
+    assert_int_equal(shmobj_arena_alloc(f->seg, st.largest_free - 24 * 1024, 0, &fill[0], NULL),
+                     0);
+    st = stats_of(f->seg);
+    assert_int_equal(st.free_blocks, 1);
+    assert_int_equal(shmobj_arena_alloc(f->seg, st.largest_free - 1168, 0, &fill[1], NULL), 0);
+    st = stats_of(f->seg);
+    assert_int_equal(st.largest_free + 16, 1168);
+    uint64_t size = 100;
+    unsigned c = seg_cache_round(&size, 16);
+    shmobj_ref r;
+    assert_int_equal(shmobj_arena_alloc(f->seg, 100, 0, &r, NULL), 0);
+    assert_int_equal(f->seg->cache.count[c], SEG_CACHE_REFILL - 1);
+    st = stats_of(f->seg); /* gives the cache back first */
+    assert_int_equal(shmobj_arena_check(f->seg, NULL), 0);
+    assert_int_equal(st.used_blocks, 3);
+    assert_int_equal(st.free_blocks, 1);
+    assert_int_equal(st.largest_free + 16, 1040);
+    assert_int_equal(shmobj_arena_free(f->seg, r), 0);
+    assert_int_equal(shmobj_arena_free(f->seg, fill[1]), 0);
+    assert_int_equal(shmobj_arena_free(f->seg, fill[0]), 0);
+    expect_all_free(f->seg);
+}
+
+/* A refill killed at its step's third pass, holding the segment lock:
+ * the child allocates `size` bytes. */
+struct refill_kill {
+    const char *name;
+    const char *step;
+    uint64_t size;
+};
+
 static int refill_and_die(void *p)
 {
-    struct kill_arg *a = p;
+    const struct refill_kill *a = p;
     shmobj_segment *s;
     if (shmobj_segment_open(a->name, SHMOBJ_BACKEND_SHM, 0, &s) != 0)
         return 10;
-    test_stall_arm("segment.cache.refill", 3, TEST_STALL_KILL, 0);
+    test_stall_arm(a->step, 3, TEST_STALL_KILL, 0);
     shmobj_ref r;
-    (void)shmobj_arena_alloc(s, 100, 0, &r, NULL);
+    (void)shmobj_arena_alloc(s, a->size, 0, &r, NULL);
     return 11;
 }
 
-/* A process killed inside a refill: the repair that follows frees the
- * blocks it had put into its cache; what stays in use is the block being
- * put and the one its call was allocating (which a kill before any
- * allocation returns leaves too). */
-static void test_cache_killed_in_refill_leaks_two_blocks(void **state)
+/* Kill a refill of `size`-byte requests at the third pass of `step`,
+ * let the repair run: `blocks` blocks of `bytes` bytes in all stay used,
+ * the heap checks clean and has `free_blocks` free blocks, cached ones
+ * included (the statistics count a cached block as free, as what its
+ * owner will hand out again). */
+static void refill_killed_leaves(struct fixture *f, const char *step, uint64_t size,
+                                 uint64_t blocks, uint64_t bytes, uint64_t free_blocks)
 {
-    struct fixture *f = *state;
-    struct kill_arg a = {f->name, NULL, 1};
+    struct refill_kill a = {f->name, step, size};
     assert_int_equal(test_child_wait(test_child_start(refill_and_die, &a, 30)), 128 + SIGKILL);
     shmobj_arena_stats st = stats_of(f->seg); /* takes the lock: repair */
-    assert_int_equal(st.used_blocks, 2);
-    assert_int_equal(st.used_bytes, 2 * 128);
+    assert_int_equal(st.used_blocks, blocks);
+    assert_int_equal(st.used_bytes, bytes);
+    assert_int_equal(st.free_blocks, free_blocks);
     assert_int_equal(shmobj_arena_check(f->seg, NULL), 0);
+}
+
+/* Blocks of 128 bytes are carved from one run of 8: killed before its
+ * third cut, the run's blocks and its rest are cached under the dead
+ * process's token, which the repair frees; only the block its call was
+ * allocating stays used (which a kill before any allocation returns
+ * leaves too). */
+static void test_cache_killed_in_carving_leaks_only_its_call(void **state)
+{
+    /* the run's blocks went back into the free block after them */
+    refill_killed_leaves(*state, "segment.cache.refill", 100, 1, 128, 1);
+}
+
+/* Killed between the third cut's commit and the magic of the rest it
+ * made: the rest (five blocks' bytes) is cached but carries no magic, so
+ * no repair may take it for a dead process's, and it stays where it is
+ * (doc/format-arena.md): the three blocks cut before it are one free
+ * block, the rest a cached one, then the free block after the run. */
+static void test_cache_killed_after_cut_leaks_the_rest(void **state)
+{
+    refill_killed_leaves(*state, "arena.carve.cut", 100, 1, 128, 3);
+}
+
+/* Blocks of 640 bytes are refilled one by one (above the carving's
+ * limit): killed at the third, between its allocation and its put, the
+ * block being put and the call's stay used; the two put are freed. */
+static void test_cache_killed_in_refill_leaks_two_blocks(void **state)
+{
+    /* the two put are one free block, then the one being put, then the
+     * free block after them */
+    refill_killed_leaves(*state, "segment.cache.refill", 600, 2, 2 * 640, 2);
 }
 
 /* A process that frees more blocks of a class than its cache holds: the
@@ -477,7 +555,8 @@ static int churn_proc(void *p)
  * block free again. */
 static void cache_stall_walk(struct fixture *f, unsigned pin)
 {
-    static const char *const steps[] = {"segment.cache.refill", "segment.cache.drain"};
+    static const char *const steps[] = {"segment.cache.refill", "arena.carve.cut",
+                                        "segment.cache.drain"};
     for (size_t st = 0; st < sizeof steps / sizeof *steps; st++) {
         struct churn_arg sa = {f->name, 1, pin, steps[st]};
         pid_t sp = test_child_start(churn_proc, &sa, 60);
@@ -676,6 +755,12 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_cache_refill_serves_allocations_without_lock,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cache_carved_run_with_a_longer_last_block,
+                                        setup_fixed, teardown),
+        cmocka_unit_test_setup_teardown(test_cache_killed_in_carving_leaks_only_its_call, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_cache_killed_after_cut_leaks_the_rest, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_cache_killed_in_refill_leaks_two_blocks, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_cache_full_class_drains_half, setup, teardown),

@@ -10,6 +10,7 @@
 #define SHMOBJ_ARENA_CACHE_INLINE_H
 
 #include "arena-inline.h"
+#include "step.h"
 
 /* Move the used block whose payload starts at off, with generation gen,
  * into the allocation cache of the process whose token is `token`, without
@@ -96,6 +97,74 @@ shmobj__arena_cache_get(uint8_t *base, uint64_t h, uint16_t gen,
     __atomic_store_n((uint32_t *)(void *)(base + h + HDR + 4), 0,
                      __ATOMIC_RELAXED);
     return 0;
+}
+
+/* Refill by carving (the heap's lock held): a run of blocks of one size,
+ * allocated as one block, is cut front first into cached blocks, so that
+ * the lock is held for one search of the free lists, not one per block.
+ * A cut writes the rest's header inside the run before the one store that
+ * shortens the front, so a walk can follow the chain at every point. Each
+ * block is cached with its owner's token, CACHE_MAGIC and the generation
+ * an allocation and a put there would give it, so a repair frees what a
+ * killed carver leaves (doc/format-arena.md, "Carving", has the one
+ * window that leaves the rest in use). */
+
+/* The run just allocated at header h (used, not cached, only this
+ * process knows it) becomes a cached block of `token`. Returns its
+ * generation. */
+static inline uint16_t shmobj__arena_carve_start(uint8_t *base, uint64_t h, uint32_t token)
+{
+    uint64_t w = ld(base, WORD(h));
+    uint32_t *pl = (uint32_t *)(void *)(base + h + HDR);
+    __atomic_store_n(&pl[0], token, __ATOMIC_RELAXED);
+    /* the lock is held and the block in no cache: no other writer of
+     * its word, so a store, not a swap */
+    uint64_t nw = (w | F_CACHED) + (UINT64_C(1) << GEN_SHIFT);
+    st_commit(base, WORD(h), nw);
+    __atomic_store_n(&pl[1], CACHE_MAGIC, __ATOMIC_RELEASE);
+    return w_gen(nw);
+}
+
+/* Cut the first bs bytes (a multiple of 16, at least MIN_BLOCK, and at
+ * least MIN_BLOCK less than its size) off the cached run at header h of
+ * this carver: they stay a cached block at h, and the rest becomes a
+ * cached run at h + bs, whose generation this returns. */
+static inline uint16_t shmobj__arena_carve_cut(uint8_t *base, uint64_t h, uint64_t bs,
+                                               uint32_t token)
+{
+    uint64_t w = ld(base, WORD(h));
+    uint64_t r = h + bs;
+    uint16_t g = (uint16_t)(gen_at(base, r) + 1);
+    st(base, PREV(r), bs);
+    st(base, WORD(r), w_make(w_size(w) - bs, F_USED | F_CACHED, g));
+    uint32_t *pl = (uint32_t *)(void *)(base + r + HDR);
+    __atomic_store_n(&pl[0], token, __ATOMIC_RELAXED);
+    /* The commit. The rest's magic only after it: written before, a kill
+     * here would leave a header, a token and the magic inside the freed
+     * run, and a block made later at r would show them while its own put
+     * had not yet stored its token. */
+    st_commit(base, WORD(h), w_make(bs, w & (F_USED | F_PREV_FREE | F_CACHED), w_gen(w)));
+    SHMOBJ__STEP("arena.carve.cut");
+    __atomic_store_n(&pl[1], CACHE_MAGIC, __ATOMIC_RELEASE);
+    return g;
+}
+
+/* The carved run's last block, of s bytes, when it is not of the size
+ * of the others (the heap gave the run a tail too small to split off):
+ * out of the cache again, to be freed by the caller with the generation
+ * returned. The run's successor's boundary tag is the caller's. */
+static inline uint16_t shmobj__arena_carve_uncache(uint8_t *base, uint64_t h)
+{
+    uint64_t w = ld(base, WORD(h));
+    __atomic_store_n((uint32_t *)(void *)(base + h + HDR + 4), 0, __ATOMIC_RELAXED);
+    st_commit(base, WORD(h), w & ~F_CACHED);
+    return w_gen(w);
+}
+
+/* After the last cut: the tag of the block after the run (at `end`). */
+static inline void shmobj__arena_carve_end(uint8_t *base, uint64_t end, uint64_t s)
+{
+    st(base, PREV(end), s);
 }
 
 #endif /* SHMOBJ_ARENA_CACHE_INLINE_H */

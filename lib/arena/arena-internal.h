@@ -60,9 +60,10 @@
  *     +16     u32 token        attachment token of the process whose
  *                              cache holds it (seg-procs.c)
  *     +20     u32 magic        CACHE_MAGIC "CAC1"; both written by the
- *                              owner just after it set CACHED, so a
- *                              repair frees the block only when both say
- *                              a dead process holds it
+ *                              owner just after it set CACHED (a carved
+ *                              block's token before it), so a repair
+ *                              frees the block only when both say a
+ *                              dead process holds it
  *
  *   Size classes (block sizes): below 512 bytes class (0, size / 16); from
  *   512 on, f = floor(log2 size), class (f - 8, the five bits of size after

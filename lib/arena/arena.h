@@ -63,7 +63,7 @@ static inline uint64_t shmobj__arena_usable_if(const uint8_t *base,
  * time, after it checked the block (shmobj__arena_usable_if() saying it
  * is in use with `gen`): the heap's lock holders never store those 16
  * bits of a used block they do not own (they change a used neighbour's
- * PREV_FREE flag through the low half of its word alone, see st_low() in
+ * PREV_FREE flag by an atomic OR or AND, see prev_free_mark() in
  * arena-internal.h), so the store cannot be undone by one of them. Returns
  * the new generation. */
 static inline uint16_t shmobj__arena_gen_renew(uint8_t *base, uint64_t off,

@@ -74,28 +74,35 @@ static __attribute__((noinline)) int alloc_grown(shmobj_segment *seg,
                                SHMOBJ__SEG_ARENA_OFF, size, align, off, gen);
 }
 
-/* Read the page after the block just allocated, once per page, outside
- * the lock. The heap hands out a free block's front and splits off the
- * rest, so the next allocation, by whichever process, writes its header
- * and the rest's there, under the segment lock. A process's first access
- * to a page of the shared object is a fault (on a virtual machine with
- * shadow page tables, an exit to the host: ~3 us on the 2-CPU AMD EPYC
- * one); with several writers each process meets almost every page first
- * in that write, so the faults lengthened the one critical section every
- * writer needs. Read here, the page is mapped by the time this process
- * writes it. A read cannot disturb the header another process writes
- * there meanwhile; the page lies within this view (mapped), which the
- * object always backs. */
+/* Write-touch the page after the block just allocated, once per page,
+ * outside the lock. The heap hands out a free block's front and splits
+ * off the rest, so the next allocation, by whichever process, writes its
+ * header and the rest's there, under the segment lock. A process's first
+ * access to a page of the shared object is a fault (on a virtual machine
+ * with shadow page tables, one or two exits to the host: 5-11 us on the
+ * 2-CPU AMD EPYC one); with several writers each process meets almost
+ * every page first in that write, so the faults lengthened the one
+ * critical section every writer needs. A read maps the page but leaves
+ * its first write a second exit (5 us there), so the touch is a write: an
+ * atomic add of 0 to the page's first word, which leaves any value
+ * another process stores there meanwhile as it is. The page lies within
+ * this view (mapped), which the object always backs, and a handle that
+ * allocates maps it writable. The thread sanitizer would take the add for
+ * a race with a writer's plain stores, so its builds read. */
 static __attribute__((noinline)) void touch_ahead(shmobj_segment *seg,
                                                   uint64_t page)
 {
     atomic_store_explicit(&seg->ahead_page, page, memory_order_relaxed);
     uint64_t at = page << __builtin_ctzll(seg->page);
     if (at < shmobj__seg_mapped(seg)) {
-        /* the byte's value is never used: a writer may change it at once */
+        uint8_t *p = (uint8_t *)seg->space.base + at;
+#if defined(SHMOBJ__TSAN)
         SHMOBJ__RACY_BEGIN();
-        (void)*(volatile const uint8_t *)((const uint8_t *)seg->space.base + at);
+        (void)*(volatile const uint8_t *)p;
         SHMOBJ__RACY_END();
+#else
+        (void)__atomic_fetch_add((uint64_t *)(void *)p, 0, __ATOMIC_RELAXED);
+#endif
     }
 }
 
@@ -113,22 +120,72 @@ heap_mark_touched(shmobj_segment *seg, uint64_t off, uint16_t gen, uint64_t size
             seg, off + shmobj__arena_usable_if(seg->space.base, off, gen) + 64);
 }
 
+/* Refill class c by carving (arena-cache-inline.h): n blocks of the
+ * class's floor, bs bytes, allocated as one run, cut into cached blocks
+ * and pushed last first, so that the cache hands them out in address
+ * order. false when the heap has no free run that long. */
+static bool heap_refill_carve(shmobj_segment *seg, struct shmobj__seg_cache *k, unsigned c,
+                              unsigned n)
+{
+    uint8_t *base = seg->space.base;
+    uint64_t bs = seg_cache_floor(c), off = 0;
+    uint16_t gen = 0;
+    if (shmobj__arena_alloc_inline(base, shmobj__seg_mapped(seg), SHMOBJ__SEG_ARENA_OFF,
+                                   n * bs - HDR, 16, &off, &gen) != 0)
+        return false;
+    heap_mark_touched(seg, off, gen, n * bs - HDR,
+                      atomic_load_explicit(&seg->hdr->untouched, memory_order_relaxed));
+    /* the run's size: n * bs, or 16 bytes more (a rest too small to split
+     * off), which its last block takes */
+    uint64_t h = off - HDR, end = off + shmobj__arena_usable_if(base, off, gen);
+    uint64_t hs[SEG_CACHE_REFILL];
+    uint16_t gs[SEG_CACHE_REFILL];
+    gs[0] = shmobj__arena_carve_start(base, h, k->token);
+    hs[0] = h;
+    for (unsigned i = 1; i < n; i++) {
+        SHMOBJ__STEP("segment.cache.refill");
+        gs[i] = shmobj__arena_carve_cut(base, hs[i - 1], bs, k->token);
+        hs[i] = hs[i - 1] + bs;
+    }
+    shmobj__arena_carve_end(base, end, end - hs[n - 1]);
+    if (end - hs[n - 1] != bs) {
+        /* of another class: the stack is one class's */
+        uint16_t g = shmobj__arena_carve_uncache(base, hs[n - 1]);
+        (void)shmobj__arena_free_inline(base, shmobj__seg_mapped(seg), SHMOBJ__SEG_ARENA_OFF,
+                                        hs[n - 1] + HDR, g);
+        n--;
+    }
+    while (n > 0) {
+        n--;
+        seg_cache_push(k, c, hs[n], gs[n]);
+    }
+    return true;
+}
+
 /* After a miss of cache class c served under the lock: more blocks of
  * the class, allocated now and put into this handle's cache, so that the
  * next allocations of the class take no lock. Only from free blocks (no
- * growth for them); nothing when another thread has the cache. A kill
- * between a block's allocation and its put leaves that one block used
- * (doc/format-arena.md); those put are a dead process's cached blocks,
- * which a repair frees. */
+ * growth for them); nothing when another thread has the cache. Blocks of
+ * up to SEG_CACHE_CARVE_MAX bytes for requests aligned to 16 are carved
+ * from one run; others are allocated block by block, each aligned as
+ * asked. There, a kill between a block's allocation and its put leaves
+ * that one block used (doc/format-arena.md); those put are a dead
+ * process's cached blocks, which a repair frees. */
 static __attribute__((noinline)) void heap_refill_locked(shmobj_segment *seg, unsigned c,
                                                          uint64_t size, uint64_t align)
 {
     struct shmobj__seg_cache *k = &seg->cache;
     if (!seg_cache_enter(seg, k))
         return;
+    unsigned n = seg_cache_refill_count(k, c);
+    if (n >= 2 && align <= 16 && seg_cache_floor(c) <= SEG_CACHE_CARVE_MAX &&
+        heap_refill_carve(seg, k, c, n)) {
+        seg_cache_leave(k);
+        return;
+    }
     uint8_t *base = seg->space.base;
     uint64_t mapped = shmobj__seg_mapped(seg);
-    for (unsigned n = seg_cache_refill_count(k, c); n > 0; n--) {
+    for (; n > 0; n--) {
         uint64_t off = 0, h;
         uint16_t gen = 0, ng;
         if (shmobj__arena_alloc_inline(base, mapped, SHMOBJ__SEG_ARENA_OFF, size, align, &off,
