@@ -10,10 +10,12 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -326,15 +328,26 @@ static void test_notify_dead_waiter_fifo_removed(void **state)
     shmobj_queue_close(q);
 }
 
+/* The listener of the test below; `armed` (shared) counts its arms, so
+ * that each put comes after one: a listener that started late would else
+ * drain every message in its first round and wait in vain in its second. */
+struct listen_arg {
+    shmobj_segment *seg;
+    _Atomic int *armed;
+};
+
 static int listen_armed(void *arg)
 {
-    shmobj_segment *seg = arg;
+    struct listen_arg *a = arg;
     shmobj_queue *q;
     int fd;
-    if (shmobj_queue_open(seg, "q2", &q) != 0 || shmobj_queue_notify_fd(q, &fd) != 0)
+    if (shmobj_queue_open(a->seg, "q2", &q) != 0 || shmobj_queue_notify_fd(q, &fd) != 0)
         return 1;
     for (int i = 0; i < 3; i++) {
-        if (shmobj_queue_notify_arm(q) != 0 || !readable(fd, 5000))
+        if (shmobj_queue_notify_arm(q) != 0)
+            return 2;
+        atomic_fetch_add(a->armed, 1);
+        if (!readable(fd, 5000))
             return 2;
         shmobj_ref ref;
         while (shmobj_queue_try_take(q, &ref) == 0) {
@@ -362,14 +375,21 @@ static void test_notify_dead_waiter_fifo_removed_by_cached_writer(void **state)
     struct fixture *f = *state;
     shmobj_queue *q;
     assert_int_equal(shmobj_queue_create(f->seg, "q2", 16, 0, &q), 0);
-    pid_t pid = test_child_start(listen_armed, f->seg, 20);
+    _Atomic int *armed = mmap(NULL, sizeof *armed, PROT_READ | PROT_WRITE,
+                              MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    assert_true(armed != MAP_FAILED);
+    atomic_store(armed, 0);
+    struct listen_arg a = {f->seg, armed};
+    pid_t pid = test_child_start(listen_armed, &a, 20);
     shmobj_ref ref;
     for (int i = 0; i < 3; i++) {
-        test_sleep_ms(50);
+        for (int w = 0; w < 5000 && atomic_load(armed) <= i; w++)
+            test_sleep_ms(1);
         assert_int_equal(shmobj_arena_alloc(f->seg, 16, 0, &ref, NULL), 0);
         assert_int_equal(shmobj_queue_put(q, ref), 0);
     }
     assert_int_equal(test_child_wait(pid), 128 + SIGKILL);
+    munmap((void *)armed, sizeof *armed);
     char path[96];
     snprintf(path, sizeof path, "/dev/shm/.shmobj-test-ino2-%d", (int)getpid());
     FILE *in = fopen(path, "r");
