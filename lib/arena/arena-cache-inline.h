@@ -5,7 +5,8 @@
  * chain, so the lock holders' allocations and frees, which never merge a
  * used block, leave it alone but for its PREV_FREE flag
  * (prev_free_mark()). arena-internal.h has the bytes (CACHED, the cached
- * block payload) and the argument why no change of the word is lost. */
+ * block payload) and the argument why no change of the word is lost.
+ * Also here: the carving of a run into cached blocks, under the lock. */
 #ifndef SHMOBJ_ARENA_CACHE_INLINE_H
 #define SHMOBJ_ARENA_CACHE_INLINE_H
 
