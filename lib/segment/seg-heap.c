@@ -129,8 +129,11 @@ static bool heap_refill_carve(shmobj_segment *seg, struct shmobj__seg_cache *k, 
     heap_mark_touched(seg, off, gen, n * bs - HDR,
                       atomic_load_explicit(&seg->hdr->untouched, memory_order_relaxed));
     /* the run's size: n * bs, or 16 bytes more (a rest too small to split
-     * off), which its last block takes */
+     * off), which its last block takes; any other word was written by a
+     * process that ignores the lock: the run is left as it is */
     uint64_t h = off - HDR, end = off + shmobj__arena_usable_if(base, off, gen);
+    if (end - h != n * bs && end - h != n * bs + 16)
+        return true;
     uint64_t hs[SEG_CACHE_REFILL];
     uint16_t gs[SEG_CACHE_REFILL];
     gs[0] = shmobj__arena_carve_start(base, h, k->token);
