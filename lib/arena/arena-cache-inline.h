@@ -150,18 +150,6 @@ static inline uint16_t shmobj__arena_carve_cut(uint8_t *base, uint64_t h, uint64
     return g;
 }
 
-/* The carved run's last block, of s bytes, when it is not of the size
- * of the others (the heap gave the run a tail too small to split off):
- * out of the cache again, to be freed by the caller with the generation
- * returned. The run's successor's boundary tag is the caller's. */
-static inline uint16_t shmobj__arena_carve_uncache(uint8_t *base, uint64_t h)
-{
-    uint64_t w = ld(base, WORD(h));
-    __atomic_store_n((uint32_t *)(void *)(base + h + HDR + 4), 0, __ATOMIC_RELAXED);
-    st_commit(base, WORD(h), w & ~F_CACHED);
-    return w_gen(w);
-}
-
 /* After the last cut: the tag of the block after the run (at `end`). */
 static inline void shmobj__arena_carve_end(uint8_t *base, uint64_t end, uint64_t s)
 {

@@ -26,10 +26,9 @@ bool shmobj__seg_cache_flush_locked(shmobj_segment *seg)
     bool any = false;
     while (seg_cache_bits(k) != 0) {
         unsigned c = (unsigned)__builtin_ctzll(seg_cache_bits(k));
-        uint64_t e = seg_cache_pop(k, c);
-        uint64_t h = e & SIZE_MASK;
-        uint16_t gen = (uint16_t)(e >> GEN_SHIFT);
-        if (shmobj__arena_cache_get(seg->space.base, h, gen, MIN_BLOCK) != 0)
+        uint64_t h;
+        uint16_t gen;
+        if (seg_cache_take(seg->space.base, k, c, MIN_BLOCK, &h, &gen) != 0)
             continue;
         /* An error leaves the block used: the heap check names it. */
         if (shmobj__arena_free(seg->space.base, shmobj__seg_mapped(seg),

@@ -182,6 +182,20 @@ static inline uint64_t seg_cache_pop(struct shmobj__seg_cache *k, unsigned c)
     return k->slot[c][n];
 }
 
+/* Pop the top slot of class c and take its block back out of the cache
+ * (shmobj__arena_cache_get(), at least `need` bytes): 0 with its header
+ * offset and generation, the block used again and this process's, or
+ * SHMOBJ_ESTALE when a repair took it (the slot is forgotten). */
+static inline __attribute__((always_inline)) int
+seg_cache_take(uint8_t *base, struct shmobj__seg_cache *k, unsigned c, uint64_t need,
+               uint64_t *h, uint16_t *gen)
+{
+    uint64_t e = seg_cache_pop(k, c);
+    *h = e & SIZE_MASK;
+    *gen = (uint16_t)(e >> GEN_SHIFT);
+    return shmobj__arena_cache_get(base, *h, *gen, need);
+}
+
 /* An allocation from the cache of a request of class c (seg_cache_round():
  * every block of class c holds it): 0 with *out, or 1 (go the locked way).
  * It takes a block of class c or c + 1: at most a class more than asked
@@ -207,12 +221,9 @@ seg_cache_alloc(shmobj_segment *seg, unsigned c, uint64_t align,
             m &= m - 1; /* its top block is not aligned so: the next class */
             continue;
         }
-        uint64_t e = seg_cache_pop(k, c);
-        uint64_t h = e & SIZE_MASK;
-        uint16_t gen = (uint16_t)(e >> GEN_SHIFT);
-        if (__builtin_expect(shmobj__arena_cache_get(seg->space.base, h, gen,
-                                                     need) == 0,
-                             1)) {
+        uint64_t h;
+        uint16_t gen;
+        if (__builtin_expect(seg_cache_take(seg->space.base, k, c, need, &h, &gen) == 0, 1)) {
             seg_cache_leave(k);
             *out = shmobj__ref_make(h + HDR, gen);
             return 0;

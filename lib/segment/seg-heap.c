@@ -145,11 +145,12 @@ static bool heap_refill_carve(shmobj_segment *seg, struct shmobj__seg_cache *k, 
     }
     shmobj__arena_carve_end(base, end, end - hs[n - 1]);
     if (end - hs[n - 1] != bs) {
-        /* of another class: the stack is one class's */
-        uint16_t g = shmobj__arena_carve_uncache(base, hs[n - 1]);
-        (void)shmobj__arena_free_inline(base, shmobj__seg_mapped(seg), SHMOBJ__SEG_ARENA_OFF,
-                                        hs[n - 1] + HDR, g);
+        /* of another class (the stack is one class's): out of the cache
+         * as a block is taken back, and freed */
         n--;
+        if (shmobj__arena_cache_get(base, hs[n], gs[n], bs) == 0)
+            (void)shmobj__arena_free_inline(base, shmobj__seg_mapped(seg),
+                                            SHMOBJ__SEG_ARENA_OFF, hs[n] + HDR, gs[n]);
     }
     while (n > 0) {
         n--;
@@ -255,11 +256,10 @@ static __attribute__((noinline)) void heap_drain_locked(shmobj_segment *seg, uns
     uint8_t *base = seg->space.base;
     uint64_t mapped = shmobj__seg_mapped(seg);
     for (unsigned n = k->count[c] / 2; n > 0; n--) { /* each pops one */
-        uint64_t e = seg_cache_pop(k, c);
-        uint64_t h = e & SIZE_MASK;
-        uint16_t gen = (uint16_t)(e >> GEN_SHIFT);
+        uint64_t h;
+        uint16_t gen;
         /* a block a repair took from the cache is no longer this one's */
-        if (shmobj__arena_cache_get(base, h, gen, seg_cache_floor(c)) != 0)
+        if (seg_cache_take(base, k, c, seg_cache_floor(c), &h, &gen) != 0)
             continue;
         SHMOBJ__STEP("segment.cache.drain");
         (void)shmobj__arena_free_inline(base, mapped, SHMOBJ__SEG_ARENA_OFF, h + HDR, gen);
